@@ -1,0 +1,87 @@
+/* MindPipe compute kernels: one C API, implemented for the CPU (kernels/*_cpu.c: BLAS for
+ * products, OpenMP for the rest) and, in the CUDA build, for the GPU (kernels/*.cu). The
+ * per-element math both use lives in kernels/math_*.h, so the CPU tests check what the GPU runs.
+ *
+ * Dimension legend:
+ *   B  micro-batch size (sequences)     T  sequence length         C  channels (model dim)
+ *   NH attention heads                  hs head size = C / NH      V  vocabulary size
+ *   N  rows = B * T                     OC output channels of a product
+ * Layouts are row-major. Weights are (OC, C), as in PyTorch's Linear: out = inp · wᵀ + bias.
+ * qkv rows hold all of q, then all of k, then all of v, heads contiguous within each: (N, 3C).
+ *
+ * Every function says which outputs it assigns (=) and which it accumulates into (+=).
+ * Forward and backward of a layer sit side by side; backward arguments mirror forward ones,
+ * outputs (gradients) first. No kernel allocates memory: scratch is passed in.
+ * Results are deterministic: reductions run in a fixed order for a fixed thread count. */
+#ifndef MP_KERNELS_H
+#define MP_KERNELS_H
+
+#include <stddef.h>
+
+/* ---- token + position embedding ---- */
+/* out (B,T,C) = wte[tokens[b,t]] + wpe[t]. tokens (B,T). wte (V,C), wpe (T,C). */
+void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C);
+/* dwte (V,C) +=, dwpe (T,C) += ; dout (B,T,C). Deterministic (no races on repeated tokens). */
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
+
+/* ---- LayerNorm over the last dimension (eps 1e-5) ---- */
+/* out (N,C) =, mean (N) =, rstd (N) = ; inp (N,C), w (C), b (C). */
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w, const float *b,
+                       int N, int C);
+/* dinp (N,C) +=, dw (C) +=, db (C) += ; dout (N,C), inp (N,C), w, mean, rstd as saved by forward. */
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                        const float *mean, const float *rstd, int N, int C);
+
+/* ---- dense product ---- */
+/* out (N,OC) = inp (N,C) · w(OC,C)ᵀ + bias (OC); bias may be NULL. */
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
+/* dinp (N,C) = dout · w (skipped when dinp is NULL) ; dw (OC,C) += doutᵀ · inp ;
+ * dbias (OC) += column sums of dout (skipped when NULL). */
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                     int N, int C, int OC);
+
+/* ---- causal multi-head self-attention (softmax scale 1/sqrt(hs)) ---- */
+/* out (B,T,C) = per head softmax(q kᵀ/√hs, causal) · v, heads concatenated ;
+ * att (B,NH,T,T) = the softmax probabilities (entries above the diagonal are 0) ; qkv (B,T,3C). */
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+/* dqkv (B,T,3C) = ; datt (B,NH,T,T) is scratch (overwritten) ; dout (B,T,C) ; qkv, att from forward. */
+void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+                        int B, int T, int C, int NH);
+
+/* ---- GELU, tanh approximation ---- */
+/* out (n) = gelu(inp) */
+void gelu_forward(float *out, const float *inp, size_t n);
+/* dinp (n) = gelu'(inp) * dout ; dinp may alias dout. */
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- residual ---- */
+/* out (n) = a + b ; out may alias a or b. */
+void residual_forward(float *out, const float *a, const float *b, size_t n);
+
+/* ---- softmax cross-entropy over the vocabulary ---- */
+/* In place on logits (N,V): probs = softmax(logits) overwrites them; losses (N) = -log probs[target].
+ * Vocab-parallel TP splits the same math into crossentropy_row_stats + an all-reduce (later issue). */
+void crossentropy_forward(float *losses, float *probs_logits, const int *targets, int N, int V);
+/* dlogits (N,V) = (probs - onehot(target)) * dloss ; dlogits may alias probs. dloss is the
+ * gradient of the total loss with respect to each row's loss (1 / tokens in the global batch). */
+void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V);
+
+/* ---- optimizer ---- */
+/* AdamW on n elements, decoupled weight decay, bias-corrected moments; t is the 1-based step.
+ * grad_scale multiplies every gradient first (global-norm clipping). param, m, v updated in place:
+ *   g = grad*grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g²;
+ *   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * param ). */
+void adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                  float beta2, float eps, float wd, int t, float grad_scale);
+
+/* Σ x² in double, summed in fixed 4096-element chunks then in chunk order: the same value for
+ * any thread count. */
+double sumsq(const float *x, size_t n);
+
+/* out (n) = a (n) + b (n) ; used to add the tied embedding's two gradient parts once. */
+void vec_add(float *out, const float *a, const float *b, size_t n);
+
+/* Threads for the OpenMP loops and the BLAS (one pool with Debian's OpenMP OpenBLAS). */
+void kernels_set_threads(int n);
+
+#endif

@@ -1,0 +1,37 @@
+/* Token datasets (DESIGN §3): an HDF5 file with uint16 arrays /train and /val and attributes
+ * vocab (int), tokenizer (string), source (string), written by `mindpipe prep`.
+ *
+ * Training samples are windows of T+1 tokens at offsets drawn from (seed, step, global sample
+ * index): offset = rng_key(seed, RNG_STREAM_DATA, step, index) mod (n_train - T). The same sample
+ * whatever the layout. Validation windows are fixed: window w starts at w*T in /val. */
+#ifndef MP_DATA_H
+#define MP_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    uint16_t *train; size_t n_train;
+    uint16_t *val;   size_t n_val;
+    int vocab;
+    char path[4096];
+} dataset_t;
+
+/* Reads the whole file (both splits) into memory. Errors name the file and what is wrong with it
+ * (missing, not HDF5, missing /train or /val, wrong type, a token >= vocab). */
+int data_load(dataset_t *ds_p, const char *path);
+void data_free(dataset_t *ds);
+
+/* Training window for (step, global sample index): inp (T) and tgt (T) = the next tokens. */
+void data_train_sample(const dataset_t *ds, uint64_t seed, long step, long index, int T, int *inp, int *tgt);
+/* Validation window w (0-based): tokens [w*T, w*T+T] of /val. Returns MP_ERR if it does not fit. */
+int data_val_sample(const dataset_t *ds, long w, int T, int *inp, int *tgt);
+/* How many full validation windows /val holds for sequence length T. */
+long data_val_windows(const dataset_t *ds, int T);
+
+/* `mindpipe prep`: bytes of text_path -> byte-level tokens (vocab 256); the last val_fraction of
+ * the text (at least one window's worth) goes to /val. Written to a temporary name, fsynced and
+ * renamed over out_path. */
+int data_prep_text(const char *text_path, const char *out_path, double val_fraction);
+
+#endif

@@ -1,0 +1,155 @@
+#include "params.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "rng.h"
+
+static const char *const block_suffix[PK_COUNT] = {
+    [PK_LN1_W] = "ln1.w", [PK_LN1_B] = "ln1.b", [PK_QKV_W] = "attn.qkv.w", [PK_QKV_B] = "attn.qkv.b",
+    [PK_PROJ_W] = "attn.proj.w", [PK_PROJ_B] = "attn.proj.b", [PK_LN2_W] = "ln2.w", [PK_LN2_B] = "ln2.b",
+    [PK_FC_W] = "mlp.fc.w", [PK_FC_B] = "mlp.fc.b", [PK_FCPROJ_W] = "mlp.proj.w", [PK_FCPROJ_B] = "mlp.proj.b",
+};
+
+static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int d0, int d1, size_t *offset)
+{
+    if (layer < 0)
+        snprintf(e->name, sizeof e->name, "%s",
+                 kind == PK_WTE ? "wte" : kind == PK_WPE ? "wpe" : kind == PK_LNF_W ? "lnf.w" : "lnf.b");
+    else
+        snprintf(e->name, sizeof e->name, "h.%d.%s", layer, block_suffix[kind]);
+    e->kind = kind;
+    e->layer = layer;
+    e->ndim = d1 > 0 ? 2 : 1;
+    e->shape[0] = d0;
+    e->shape[1] = d1 > 0 ? d1 : 0;
+    e->numel = (size_t)d0 * (size_t)(d1 > 0 ? d1 : 1);
+    e->decay = e->ndim == 2;
+    e->offset = *offset;
+    *offset += e->numel;
+}
+
+int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, int nlayers, int has_embed,
+                      int has_final)
+{
+    const int C = cfg->dim, RC = cfg->mlp_ratio * cfg->dim;
+    int count = nlayers * 12 + (has_embed ? 2 : 0) + (has_final ? 2 : 0);
+    param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
+    if (!e) return MP_ERR;
+    size_t off = 0;
+    int i = 0;
+    /* Order in the buffer follows the forward pass: embeddings, blocks, final LN. Gradient
+     * buckets (DP) walk it backwards, so the last layers' gradients are reduced first. */
+    if (has_embed) {
+        entry_set(&e[i++], PK_WTE, -1, cfg->vocab, C, &off);
+        entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, &off);
+    }
+    for (int l = layer0; l < layer0 + nlayers; l++) {
+        entry_set(&e[i++], PK_LN1_W, l, C, 0, &off);
+        entry_set(&e[i++], PK_LN1_B, l, C, 0, &off);
+        entry_set(&e[i++], PK_QKV_W, l, 3 * C, C, &off);
+        entry_set(&e[i++], PK_QKV_B, l, 3 * C, 0, &off);
+        entry_set(&e[i++], PK_PROJ_W, l, C, C, &off);
+        entry_set(&e[i++], PK_PROJ_B, l, C, 0, &off);
+        entry_set(&e[i++], PK_LN2_W, l, C, 0, &off);
+        entry_set(&e[i++], PK_LN2_B, l, C, 0, &off);
+        entry_set(&e[i++], PK_FC_W, l, RC, C, &off);
+        entry_set(&e[i++], PK_FC_B, l, RC, 0, &off);
+        entry_set(&e[i++], PK_FCPROJ_W, l, C, RC, &off);
+        entry_set(&e[i++], PK_FCPROJ_B, l, C, 0, &off);
+    }
+    if (has_final) {
+        entry_set(&e[i++], PK_LNF_W, -1, C, 0, &off);
+        entry_set(&e[i++], PK_LNF_B, -1, C, 0, &off);
+    }
+    tab_p->cfg = *cfg;
+    tab_p->layer0 = layer0;
+    tab_p->nlayers = nlayers;
+    tab_p->has_embed = has_embed;
+    tab_p->has_final = has_final;
+    tab_p->count = count;
+    tab_p->entries = e;
+    tab_p->total = off;
+    return MP_OK;
+}
+
+void param_table_free(param_table_t *tab)
+{
+    free(tab->entries);
+    tab->entries = NULL;
+    tab->count = 0;
+}
+
+const param_entry_t *param_table_find(const param_table_t *tab, const char *name)
+{
+    for (int i = 0; i < tab->count; i++)
+        if (strcmp(tab->entries[i].name, name) == 0) return &tab->entries[i];
+    return NULL;
+}
+
+int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
+{
+    param_view_t v = {0};
+    v.nlayers = tab->nlayers;
+    v.h = MP_CALLOC((size_t)(tab->nlayers > 0 ? tab->nlayers : 1), sizeof *v.h);
+    if (!v.h) return MP_ERR;
+    for (int i = 0; i < tab->count; i++) {
+        const param_entry_t *e = &tab->entries[i];
+        float *p = buf + e->offset;
+        block_view_t *b = e->layer >= 0 ? &v.h[e->layer - tab->layer0] : NULL;
+        switch (e->kind) {
+        case PK_WTE: v.wte = p; break;
+        case PK_WPE: v.wpe = p; break;
+        case PK_LNF_W: v.lnfw = p; break;
+        case PK_LNF_B: v.lnfb = p; break;
+        case PK_LN1_W: b->ln1w = p; break;
+        case PK_LN1_B: b->ln1b = p; break;
+        case PK_QKV_W: b->qkvw = p; break;
+        case PK_QKV_B: b->qkvb = p; break;
+        case PK_PROJ_W: b->projw = p; break;
+        case PK_PROJ_B: b->projb = p; break;
+        case PK_LN2_W: b->ln2w = p; break;
+        case PK_LN2_B: b->ln2b = p; break;
+        case PK_FC_W: b->fcw = p; break;
+        case PK_FC_B: b->fcb = p; break;
+        case PK_FCPROJ_W: b->fcprojw = p; break;
+        case PK_FCPROJ_B: b->fcprojb = p; break;
+        case PK_COUNT: break;
+        }
+    }
+    *view_p = v;
+    return MP_OK;
+}
+
+void param_view_free(param_view_t *view)
+{
+    free(view->h);
+    view->h = NULL;
+}
+
+void param_init(const param_table_t *tab, float *buf, unsigned long long seed)
+{
+    const float std_resid = 0.02f / sqrtf(2.0f * (float)tab->cfg.layers);
+    for (int i = 0; i < tab->count; i++) {
+        const param_entry_t *e = &tab->entries[i];
+        float *p = buf + e->offset;
+        if (e->kind == PK_LN1_W || e->kind == PK_LN2_W || e->kind == PK_LNF_W) {
+            for (size_t j = 0; j < e->numel; j++) p[j] = 1.0f;
+        } else if (e->ndim == 1) {
+            memset(p, 0, e->numel * sizeof *p);
+        } else {
+            float std = (e->kind == PK_PROJ_W || e->kind == PK_FCPROJ_W) ? std_resid : 0.02f;
+            uint64_t h = rng_name_hash(e->name);
+            for (size_t j = 0; j < e->numel; j++) p[j] = std * rng_normal(seed, h, j);
+        }
+    }
+}
+
+size_t param_count_model(const model_cfg_t *cfg)
+{
+    size_t C = (size_t)cfg->dim, RC = (size_t)cfg->mlp_ratio * C;
+    size_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + RC * C + RC + C * RC + C;
+    return (size_t)cfg->vocab * C + (size_t)cfg->seq_len * C + (size_t)cfg->layers * block + 2 * C;
+}

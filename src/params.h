@@ -1,0 +1,87 @@
+/* The GPT parameter table: every tensor's canonical name (DESIGN §3), shape and offset in one
+ * contiguous float buffer. Parameters, gradients and both AdamW moments are separate buffers laid
+ * out by the same table, so one table describes all four and named views point into any of them.
+ *
+ * A table covers a contiguous range of blocks [layer0, layer0 + nlayers) plus, optionally, the
+ * embeddings (wte, wpe) and the final LayerNorm: a pipeline stage builds the table of what it holds.
+ *
+ * Legend: L layers, C channels, R mlp_ratio, V vocab, T seq_len. */
+#ifndef MP_PARAMS_H
+#define MP_PARAMS_H
+
+#include <stddef.h>
+
+#define PARAM_NAME_MAX 64
+#define PARAM_MAX_DIMS 2
+
+typedef struct {
+    int layers, dim, heads, seq_len, vocab, mlp_ratio;
+} model_cfg_t;
+
+/* Which tensor of a block (or of the model) an entry is. */
+typedef enum {
+    PK_WTE, PK_WPE, PK_LNF_W, PK_LNF_B,
+    PK_LN1_W, PK_LN1_B, PK_QKV_W, PK_QKV_B, PK_PROJ_W, PK_PROJ_B,
+    PK_LN2_W, PK_LN2_B, PK_FC_W, PK_FC_B, PK_FCPROJ_W, PK_FCPROJ_B,
+    PK_COUNT
+} param_kind_t;
+
+typedef struct {
+    char name[PARAM_NAME_MAX]; /* canonical, e.g. "h.3.attn.qkv.w" */
+    param_kind_t kind;
+    int layer;                 /* block index, -1 for model-level tensors */
+    int ndim;
+    int shape[PARAM_MAX_DIMS];
+    size_t numel;
+    size_t offset;             /* in floats, into the buffer */
+    int decay;                 /* AdamW weight decay applies (matrices and embeddings only) */
+} param_entry_t;
+
+typedef struct {
+    model_cfg_t cfg;
+    int layer0, nlayers;   /* blocks held */
+    int has_embed;         /* wte, wpe */
+    int has_final;         /* lnf */
+    int count;
+    param_entry_t *entries;
+    size_t total;          /* floats in a buffer laid out by this table */
+} param_table_t;
+
+/* Views into a buffer laid out by a table; NULL for tensors the table does not hold. */
+typedef struct {
+    float *ln1w, *ln1b;    /* (C) */
+    float *qkvw, *qkvb;    /* (3C, C), (3C) */
+    float *projw, *projb;  /* (C, C), (C) */
+    float *ln2w, *ln2b;    /* (C) */
+    float *fcw, *fcb;      /* (RC, C), (RC) */
+    float *fcprojw, *fcprojb; /* (C, RC), (C) */
+} block_view_t;
+
+typedef struct {
+    float *wte;            /* (V, C) */
+    float *wpe;            /* (T, C) */
+    float *lnfw, *lnfb;    /* (C) */
+    block_view_t *h;       /* nlayers entries; h[i] is block layer0 + i */
+    int nlayers;
+} param_view_t;
+
+/* Builds the table. MP_OK, or MP_ERR (allocation). */
+int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, int nlayers, int has_embed,
+                      int has_final);
+void param_table_free(param_table_t *tab);
+/* Entry by canonical name, or NULL. */
+const param_entry_t *param_table_find(const param_table_t *tab, const char *name);
+
+/* Fills view_p with pointers into buf. MP_OK or MP_ERR (allocation of the block array). */
+int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf);
+void param_view_free(param_view_t *view);
+
+/* GPT-2 initialisation from the counter-based generator, keyed by (seed, name, element index):
+ * matrices and embeddings N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
+ * biases 0, LayerNorm weights 1. The same values whatever the layout. */
+void param_init(const param_table_t *tab, float *buf, unsigned long long seed);
+
+/* Parameters of the whole model (all blocks, embeddings, final LN). */
+size_t param_count_model(const model_cfg_t *cfg);
+
+#endif

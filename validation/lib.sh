@@ -1,0 +1,35 @@
+# Shared helpers for the script tests (sourced). Tests print TAP and exit non-zero on failure.
+# Environment from `make check`: MINDPIPE (the binary), MP_SRCDIR, MP_BUILDDIR, TORCH_PYTHON.
+: "${MP_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
+: "${MP_BUILDDIR:=$MP_SRCDIR}"
+: "${MINDPIPE:=$MP_BUILDDIR/src/mindpipe}"
+: "${TORCH_PYTHON:=/usr/bin/python3}"
+export OMP_WAIT_POLICY=PASSIVE
+
+tap_n=0
+tap_failed=0
+ok() {   # ok CONDITION_EXIT_CODE "description"
+    tap_n=$((tap_n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $tap_n - $2"; else echo "not ok $tap_n - $2"; tap_failed=$((tap_failed + 1)); fi
+}
+diag() { echo "# $*"; }
+done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; exit $?; }
+
+# The bundled corpus as a token file, made once per build tree: $MP_BUILDDIR/validation/kjv.h5
+mp_test_data() {
+    d="$MP_BUILDDIR/validation"
+    mkdir -p "$d"
+    if [ ! -s "$d/kjv.h5" ]; then
+        [ -s "$d/kjv.txt" ] || sh "$MP_SRCDIR/inputs/make_kjv.sh" "$d/kjv.txt" || return 1
+        "$MINDPIPE" prep --text "$d/kjv.txt" --out "$d/kjv.h5" >/dev/null || return 1
+    fi
+    echo "$d/kjv.h5"
+}
+
+# Sets SCRATCH to a fresh directory under the build tree, removed at exit (call it directly,
+# not in $(...): the trap must belong to the test's own shell).
+mp_scratch_init() {
+    mkdir -p "$MP_BUILDDIR/validation"
+    SCRATCH=$(mktemp -d "$MP_BUILDDIR/validation/tmp.XXXXXX")
+    trap 'rm -rf "$SCRATCH"' EXIT
+}
