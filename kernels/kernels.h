@@ -1,5 +1,5 @@
-/* MindPipe compute kernels: one C API, implemented for the CPU (kernels/*_cpu.c: BLAS for
- * products, OpenMP for the rest) and, in the CUDA build, for the GPU (kernels/*.cu). The
+/* MindPipe compute kernels: one C API, implemented for the CPU (the kernels/..._cpu.c files: BLAS for
+ * products, OpenMP for the rest) and, in the CUDA build, for the GPU (kernels/....cu). The
  * per-element math both use lives in kernels/math_*.h, so the CPU tests check what the GPU runs.
  *
  * Dimension legend:

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs every build, test and demo dependency from Debian's packages. Idempotent: installs only
+# what is missing; runs apt-get through sudo when not root.
+set -euo pipefail
+pkgs=(build-essential autoconf automake libtool pkg-config make
+      mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
+      libopenblas-openmp-dev libinih-dev
+      python3 python3-torch python3-h5py python3-numpy
+      bible-kjv bible-kjv-text)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "deps: installing ${missing[*]}"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "deps: all ${#pkgs[@]} packages present"

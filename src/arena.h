@@ -1,0 +1,26 @@
+/* Per-rank device-memory arena (DESIGN §6). Every model allocation (parameters, gradients, optimizer
+ * moments, activations, scratch) goes through it. On the CPU backend the memory is ordinary host
+ * memory, but the capacity (memory.device_limit) and the peak accounting are real: a stage can be
+ * put under memory pressure in a test, and the peak is what the progress line reports. */
+#ifndef MP_ARENA_H
+#define MP_ARENA_H
+
+#include <stddef.h>
+
+typedef struct {
+    size_t limit;   /* bytes; 0 = unlimited */
+    size_t in_use;  /* bytes currently allocated */
+    size_t peak;    /* high-water mark of in_use */
+    int count;      /* live allocations */
+} arena_t;
+
+void arena_init(arena_t *a, size_t limit);
+/* 64-byte aligned, zeroed floats. NULL (after a message naming `what`, the request and the limit)
+ * when the limit would be exceeded or the allocation fails. */
+float *arena_floats(arena_t *a, size_t n, const char *what);
+/* Same for ints. */
+int *arena_ints(arena_t *a, size_t n, const char *what);
+/* Returns memory from arena_floats/arena_ints; n must be the count it was allocated with. */
+void arena_free(arena_t *a, void *p, size_t bytes);
+
+#endif

@@ -1,0 +1,110 @@
+/* mindpipe: parse the command line and dispatch. Runs with or without mpirun (singleton init). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include "check.h"
+#include "ckpt.h"
+#include "data.h"
+#include "deck.h"
+#include "train.h"
+
+#define MAX_SETS 256
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mindpipe COMMAND [options]\n"
+            "  train -c DECK [--set section.key=value]... [--out DIR] [--resume PATH|auto] [--quiet]\n"
+            "  prep --text FILE --out DATA.h5 [--val-fraction F]\n"
+            "  inspect CKPT.h5\n"
+            "  debug-grads -c DECK [--set ...] --out FILE.h5   (step-0 gradients for the PyTorch check)\n"
+            "  deck-reference                                  (Markdown table of every deck key)\n"
+            "  --version | --help\n");
+}
+
+typedef struct {
+    run_opts_t run;
+    char *sets[MAX_SETS];
+    const char *text, *out;
+    double val_fraction;
+    const char *positional;
+} cli_t;
+
+/* MP_OK, or MP_ERR after printing what is wrong with the arguments. */
+static int cli_parse(cli_t *c, int argc, char **argv)
+{
+    memset(c, 0, sizeof *c);
+    c->val_fraction = 0.05;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        int has_val = i + 1 < argc;
+        if ((!strcmp(a, "-c") || !strcmp(a, "--deck")) && has_val) c->run.deck_path = argv[++i];
+        else if (!strcmp(a, "--set") && has_val) {
+            if (c->run.nsets == MAX_SETS) return MP_FAIL("more than %d --set options", MAX_SETS);
+            c->sets[c->run.nsets++] = argv[++i];
+        } else if (!strcmp(a, "--out") && has_val) c->out = argv[++i];
+        else if (!strcmp(a, "--resume") && has_val) c->run.resume = argv[++i];
+        else if (!strcmp(a, "--text") && has_val) c->text = argv[++i];
+        else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
+        else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
+        else if (a[0] != '-' && !c->positional) c->positional = a;
+        else return MP_FAIL("unknown or incomplete option '%s' for '%s' (see mindpipe --help)", a, argv[1]);
+    }
+    c->run.sets = c->sets;
+    c->run.out_dir = c->out;
+    return MP_OK;
+}
+
+static int cmd_dispatch(const char *cmd, cli_t *c)
+{
+    if (!strcmp(cmd, "train")) {
+        if (!c->run.deck_path) return MP_ERROR("train needs -c DECK"), 2;
+        return train_main(&c->run);
+    }
+    if (!strcmp(cmd, "debug-grads")) {
+        if (!c->run.deck_path || !c->out) return MP_ERROR("debug-grads needs -c DECK and --out FILE"), 2;
+        return train_debug_grads(&c->run, c->out);
+    }
+    if (!strcmp(cmd, "prep")) {
+        if (!c->text || !c->out) return MP_ERROR("prep needs --text FILE and --out DATA.h5"), 2;
+        if (!(c->val_fraction > 0 && c->val_fraction < 0.5)) return MP_ERROR("--val-fraction must be in (0, 0.5)"), 2;
+        return data_prep_text(c->text, c->out, c->val_fraction) == MP_OK ? 0 : 1;
+    }
+    if (!strcmp(cmd, "inspect")) {
+        if (!c->positional) return MP_ERROR("inspect needs a checkpoint file"), 2;
+        return ckpt_inspect(c->positional, stdout) == MP_OK ? 0 : 1;
+    }
+    if (!strcmp(cmd, "deck-reference")) {
+        deck_print_reference(stdout);
+        return 0;
+    }
+    MP_ERROR("unknown command '%s'", cmd);
+    usage(stderr);
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("mindpipe %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    cli_t cli;
+    if (cli_parse(&cli, argc, argv) != MP_OK) return 2;
+    int provided, rank;
+    MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    mp_check_set_rank(rank);
+    int rc = cmd_dispatch(argv[1], &cli);
+    MPI_CHECK(MPI_Finalize());
+    return rc;
+}

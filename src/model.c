@@ -1,0 +1,240 @@
+/* GPT forward and backward on one rank (see model.h). Backward calls the layers in exact reverse
+ * order of forward; the residual-stream gradient s->dres flows through every block in place. */
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels.h"
+
+int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
+                 int has_final)
+{
+    model_t m;
+    memset(&m, 0, sizeof m);
+    m.cfg = *cfg;
+    m.arena = arena;
+    if (param_table_build(&m.tab, cfg, layer0, nlayers, has_embed, has_final) != MP_OK) return MP_ERR;
+    size_t n = m.tab.total;
+    size_t vc = (size_t)cfg->vocab * cfg->dim;
+    if (!(m.params = arena_floats(arena, n, "parameters"))) goto err_free_table;
+    if (!(m.grads = arena_floats(arena, n, "gradients"))) goto err_free_params;
+    if (!(m.m = arena_floats(arena, n, "AdamW first moments"))) goto err_free_grads;
+    if (!(m.v = arena_floats(arena, n, "AdamW second moments"))) goto err_free_m;
+    if (has_final && !(m.grad_head = arena_floats(arena, vc, "LM head gradient"))) goto err_free_v;
+    if (param_view_bind(&m.p, &m.tab, m.params) != MP_OK) goto err_free_head;
+    if (param_view_bind(&m.g, &m.tab, m.grads) != MP_OK) goto err_free_pview;
+    *m_p = m;
+    return MP_OK;
+err_free_pview:
+    param_view_free(&m.p);
+err_free_head:
+    arena_free(arena, m.grad_head, vc * sizeof(float));
+err_free_v:
+    arena_free(arena, m.v, n * sizeof(float));
+err_free_m:
+    arena_free(arena, m.m, n * sizeof(float));
+err_free_grads:
+    arena_free(arena, m.grads, n * sizeof(float));
+err_free_params:
+    arena_free(arena, m.params, n * sizeof(float));
+err_free_table:
+    param_table_free(&m.tab);
+    return MP_ERR;
+}
+
+void model_destroy(model_t *m)
+{
+    size_t n = m->tab.total * sizeof(float);
+    param_view_free(&m->g);
+    param_view_free(&m->p);
+    if (m->grad_head) arena_free(m->arena, m->grad_head, (size_t)m->cfg.vocab * m->cfg.dim * sizeof(float));
+    arena_free(m->arena, m->v, n);
+    arena_free(m->arena, m->m, n);
+    arena_free(m->arena, m->grads, n);
+    arena_free(m->arena, m->params, n);
+    param_table_free(&m->tab);
+}
+
+/* Carves consecutive views out of one buffer; with buf == NULL it only counts. */
+static float *carve(float *buf, size_t *off, size_t n)
+{
+    float *p = buf ? buf + *off : NULL;
+    *off += (n + 15) / 16 * 16; /* keep every view 64-byte aligned */
+    return p;
+}
+
+static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
+{
+    const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T, NH = m->cfg.heads;
+    const size_t RC = (size_t)m->cfg.mlp_ratio * C, V = m->cfg.vocab;
+    size_t off = 0;
+    if (m->tab.has_embed) a->encoded = carve(buf, &off, N * C);
+    for (int l = 0; l < m->tab.nlayers; l++) {
+        block_acts_t *h = &a->h[l];
+        h->ln1 = carve(buf, &off, N * C);
+        h->ln1_mean = carve(buf, &off, N);
+        h->ln1_rstd = carve(buf, &off, N);
+        h->qkv = carve(buf, &off, N * 3 * C);
+        h->att = carve(buf, &off, (size_t)B * NH * T * T);
+        h->atty = carve(buf, &off, N * C);
+        h->res2 = carve(buf, &off, N * C);
+        h->ln2 = carve(buf, &off, N * C);
+        h->ln2_mean = carve(buf, &off, N);
+        h->ln2_rstd = carve(buf, &off, N);
+        h->fch = carve(buf, &off, N * RC);
+        h->fch_gelu = carve(buf, &off, N * RC);
+        h->res3 = carve(buf, &off, N * C);
+    }
+    if (m->tab.has_final) {
+        a->lnf = carve(buf, &off, N * C);
+        a->lnf_mean = carve(buf, &off, N);
+        a->lnf_rstd = carve(buf, &off, N);
+        a->probs = carve(buf, &off, N * V);
+        a->losses = carve(buf, &off, N);
+    }
+    return off;
+}
+
+int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena)
+{
+    acts_t a;
+    memset(&a, 0, sizeof a);
+    a.B = B;
+    a.T = m->cfg.seq_len;
+    a.h = MP_CALLOC((size_t)(m->tab.nlayers > 0 ? m->tab.nlayers : 1), sizeof *a.h);
+    if (!a.h) return MP_ERR;
+    a.nfloats = acts_layout(&a, m, B, NULL);
+    if (!(a.buf = arena_floats(arena, a.nfloats, "activations"))) goto err_free_h;
+    if (!(a.ibuf = arena_ints(arena, 2 * (size_t)B * a.T, "token buffers"))) goto err_free_buf;
+    acts_layout(&a, m, B, a.buf);
+    a.inputs = a.ibuf;
+    a.targets = a.ibuf + (size_t)B * a.T;
+    *a_p = a;
+    return MP_OK;
+err_free_buf:
+    arena_free(arena, a.buf, a.nfloats * sizeof(float));
+err_free_h:
+    free(a.h);
+    return MP_ERR;
+}
+
+void acts_destroy(acts_t *a, arena_t *arena)
+{
+    arena_free(arena, a->ibuf, 2 * (size_t)a->B * a->T * sizeof(int));
+    arena_free(arena, a->buf, a->nfloats * sizeof(float));
+    free(a->h);
+    a->h = NULL;
+}
+
+int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena)
+{
+    const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T;
+    const size_t RC = (size_t)m->cfg.mlp_ratio * C, NH = m->cfg.heads;
+    scratch_t s;
+    memset(&s, 0, sizeof s);
+    size_t off = 0;
+    carve(NULL, &off, N * C);
+    carve(NULL, &off, N * C);
+    carve(NULL, &off, N * 3 * C);
+    carve(NULL, &off, (size_t)B * NH * T * T);
+    carve(NULL, &off, N * RC);
+    carve(NULL, &off, N * C);
+    s.nfloats = off;
+    if (!(s.buf = arena_floats(arena, s.nfloats, "backward scratch"))) return MP_ERR;
+    off = 0;
+    s.dres = carve(s.buf, &off, N * C);
+    s.dbuf = carve(s.buf, &off, N * C);
+    s.dqkv = carve(s.buf, &off, N * 3 * C);
+    s.datt = carve(s.buf, &off, (size_t)B * NH * T * T);
+    s.dfch = carve(s.buf, &off, N * RC);
+    s.tmp = carve(s.buf, &off, N * C);
+    *s_p = s;
+    return MP_OK;
+}
+
+void scratch_destroy(scratch_t *s, arena_t *arena) { arena_free(arena, s->buf, s->nfloats * sizeof(float)); }
+
+/* One block: x (N,C) -> h->res3. */
+static void block_forward(const model_cfg_t *c, const block_view_t *w, block_acts_t *h, const float *x,
+                          float *tmp, int B)
+{
+    const int T = c->seq_len, C = c->dim, N = B * T, RC = c->mlp_ratio * C;
+    layernorm_forward(h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
+    matmul_forward(h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
+    attention_forward(h->atty, h->att, h->qkv, B, T, C, c->heads);
+    matmul_forward(tmp, h->atty, w->projw, w->projb, N, C, C);
+    residual_forward(h->res2, x, tmp, (size_t)N * C);
+    layernorm_forward(h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C);
+    matmul_forward(h->fch, h->ln2, w->fcw, w->fcb, N, C, RC);
+    gelu_forward(h->fch_gelu, h->fch, (size_t)N * RC);
+    matmul_forward(tmp, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C);
+    residual_forward(h->res3, h->res2, tmp, (size_t)N * C);
+}
+
+/* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. */
+static void block_backward(const model_cfg_t *c, const block_view_t *w, block_view_t *g, const block_acts_t *h,
+                           const float *x, scratch_t *s, int B)
+{
+    const int T = c->seq_len, C = c->dim, N = B * T, RC = c->mlp_ratio * C;
+    matmul_backward(s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu, w->fcprojw, N, RC, C);
+    gelu_backward(s->dfch, h->fch, s->dfch, (size_t)N * RC);
+    matmul_backward(s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC);
+    layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean, h->ln2_rstd, N, C);
+    matmul_backward(s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, C, C);
+    attention_backward(s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, C, c->heads);
+    matmul_backward(s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * C);
+    layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C);
+}
+
+static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->encoded : a->h[i - 1].res3; }
+
+double model_forward(model_t *m, acts_t *a, scratch_t *s)
+{
+    const model_cfg_t *c = &m->cfg;
+    const int B = a->B, T = c->seq_len, C = c->dim, N = B * T, V = c->vocab;
+    encoder_forward(a->encoded, a->inputs, m->p.wte, m->p.wpe, B, T, C);
+    for (int i = 0; i < m->tab.nlayers; i++) block_forward(c, &m->p.h[i], &a->h[i], block_input(a, i), s->tmp, B);
+    const float *top = block_input(a, m->tab.nlayers);
+    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C);
+    matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, V);
+    crossentropy_forward(a->losses, a->probs, a->targets, N, V);
+    double sum = 0.0; /* fixed order: the reported loss is the same bits every run */
+    for (int i = 0; i < N; i++) sum += a->losses[i];
+    return sum;
+}
+
+void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
+{
+    const model_cfg_t *c = &m->cfg;
+    const int B = a->B, T = c->seq_len, C = c->dim, N = B * T, V = c->vocab;
+    crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, V);
+    matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, V);
+    memset(s->dres, 0, (size_t)N * C * sizeof(float));
+    const float *top = block_input(a, m->tab.nlayers);
+    layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    for (int i = m->tab.nlayers - 1; i >= 0; i--)
+        block_backward(c, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B);
+    encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C);
+}
+
+void model_grads_zero(model_t *m)
+{
+    memset(m->grads, 0, m->tab.total * sizeof(float));
+    if (m->grad_head) memset(m->grad_head, 0, (size_t)m->cfg.vocab * m->cfg.dim * sizeof(float));
+}
+
+void model_grads_finish(model_t *m)
+{
+    if (m->grad_head && m->g.wte)
+        vec_add(m->g.wte, m->g.wte, m->grad_head, (size_t)m->cfg.vocab * m->cfg.dim);
+}
+
+double model_flops_per_token(const model_cfg_t *cfg)
+{
+    double L = cfg->layers, C = cfg->dim, T = cfg->seq_len, V = cfg->vocab, R = cfg->mlp_ratio;
+    double n_matmul = (4.0 + 2.0 * R) * L * C * C + V * C;
+    return 6.0 * n_matmul + 12.0 * L * C * T;
+}

@@ -1,0 +1,85 @@
+/* The GPT of DESIGN §3 on one rank: parameters, gradients and AdamW moments (each one buffer laid
+ * out by the parameter table), saved activations per micro-batch, and forward/backward passes
+ * composed from kernels/. The tied LM head's share of the wte gradient is kept in its own buffer
+ * (grad_head) until model_grads_finish adds it once: the pipeline keeps the two parts on different
+ * stages, so the single rank must add them in the same way to stay bitwise identical.
+ *
+ * Legend: B micro-batch, T seq_len, C dim, NH heads, V vocab, R mlp_ratio, N = B*T. */
+#ifndef MP_MODEL_H
+#define MP_MODEL_H
+
+#include "arena.h"
+#include "params.h"
+
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (B,T), (B,T) */
+    float *qkv;                        /* (B,T,3C) */
+    float *att;                        /* (B,NH,T,T) softmax probabilities */
+    float *atty;                       /* (B,T,C) attention output before the projection */
+    float *res2;                       /* (B,T,C) residual after attention */
+    float *ln2, *ln2_mean, *ln2_rstd;  /* (B,T,C), (B,T), (B,T) */
+    float *fch, *fch_gelu;             /* (B,T,RC) */
+    float *res3;                       /* (B,T,C) block output */
+} block_acts_t;
+
+/* What one micro-batch's forward saves for its backward. */
+typedef struct {
+    int B, T;
+    int *inputs, *targets;             /* (B,T) */
+    float *encoded;                    /* (B,T,C) */
+    block_acts_t *h;                   /* one per block held */
+    float *lnf, *lnf_mean, *lnf_rstd;  /* (B,T,C), (B,T), (B,T) */
+    float *probs;                      /* (B,T,V) logits, then softmax probabilities, then dlogits */
+    float *losses;                     /* (B,T) */
+    float *buf; size_t nfloats;        /* the one allocation behind all of the above */
+    int *ibuf;
+} acts_t;
+
+/* Backward and forward temporaries shared by all micro-batches (not saved). */
+typedef struct {
+    float *dres;   /* (B,T,C) gradient of the residual stream, flows through every block in place */
+    float *dbuf;   /* (B,T,C) */
+    float *dqkv;   /* (B,T,3C) */
+    float *datt;   /* (B,NH,T,T) */
+    float *dfch;   /* (B,T,RC) */
+    float *tmp;    /* (B,T,C) projection outputs in forward */
+    float *buf; size_t nfloats;
+} scratch_t;
+
+typedef struct {
+    model_cfg_t cfg;
+    param_table_t tab;
+    float *params, *grads, *m, *v;     /* tab.total floats each */
+    float *grad_head;                  /* (V,C) LM head's part of d wte (when has_final && has_embed) */
+    param_view_t p, g;
+    arena_t *arena;
+} model_t;
+
+/* Builds a model holding blocks [layer0, layer0+nlayers) (+ embeddings, + final LN and head) with
+ * zeroed buffers. MP_OK or MP_ERR (arena limit or allocation; message printed). */
+int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
+                 int has_final);
+void model_destroy(model_t *m);
+
+int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena);
+void acts_destroy(acts_t *a, arena_t *arena);
+int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena);
+void scratch_destroy(scratch_t *s, arena_t *arena);
+
+/* Forward of the micro-batch in a->inputs/targets. a = saved activations; returns Σ of the B*T
+ * token losses (double). */
+double model_forward(model_t *m, acts_t *a, scratch_t *s);
+/* Backward of the micro-batch whose forward filled a. dloss = d(total loss)/d(token loss), i.e.
+ * 1/(tokens in the global batch). Gradients accumulate (+=) into m->grads and m->grad_head. */
+void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss);
+
+/* Zeroes gradients (both parts of the tied embedding's). */
+void model_grads_zero(model_t *m);
+/* d wte += grad_head: the tied embedding's two parts, added once per step. */
+void model_grads_finish(model_t *m);
+
+/* Model FLOPs per token (forward+backward): 6·N_matmul + 12·L·C·T, N_matmul = 12·L·C² + V·C
+ * (with R = mlp_ratio: (4 + 2R)·L·C² + V·C). */
+double model_flops_per_token(const model_cfg_t *cfg);
+
+#endif

@@ -1,0 +1,34 @@
+#include "optim.h"
+
+#include <math.h>
+
+#include "kernels.h"
+
+double optim_lr(const deck_t *d, long t)
+{
+    const double lr = d->train.lr, min_lr = d->train.min_lr;
+    const long warmup = d->train.warmup, steps = d->train.steps;
+    if (warmup > 0 && t < warmup) return lr * (double)(t + 1) / (double)warmup;
+    if (steps <= warmup) return lr;
+    double p = (double)(t - warmup) / (double)(steps - warmup);
+    if (p > 1.0) p = 1.0; /* a run extended past its deck's steps stays at min_lr */
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(M_PI * p));
+}
+
+float optim_clip_scale(double grad_norm, double grad_clip)
+{
+    if (grad_clip > 0.0 && grad_norm > grad_clip) return (float)(grad_clip / grad_norm);
+    return 1.0f;
+}
+
+void optim_step(const param_table_t *tab, float *params, const float *grads, float *m, float *v, const deck_t *d,
+                float lr, long adam_t, float grad_scale)
+{
+    for (int i = 0; i < tab->count; i++) {
+        const param_entry_t *e = &tab->entries[i];
+        float wd = e->decay ? (float)d->train.weight_decay : 0.0f;
+        adamw_update(params + e->offset, grads + e->offset, m + e->offset, v + e->offset, e->numel, lr,
+                     (float)d->train.beta1, (float)d->train.beta2, (float)d->train.eps, wd, (int)adam_t,
+                     grad_scale);
+    }
+}

@@ -1,0 +1,20 @@
+/* AdamW with linear warmup and cosine decay, and global-norm gradient clipping (DESIGN §3).
+ * validation/torch_ref.py re-implements exactly these formulas. */
+#ifndef MP_OPTIM_H
+#define MP_OPTIM_H
+
+#include "deck.h"
+#include "params.h"
+
+/* Learning rate of 0-based step t: linear warmup lr·(t+1)/warmup for t < warmup, then cosine from
+ * lr to min_lr over the remaining steps. */
+double optim_lr(const deck_t *d, long t);
+
+/* Scale that brings the gradient norm down to grad_clip (1 when not clipping). */
+float optim_clip_scale(double grad_norm, double grad_clip);
+
+/* One AdamW step on every tensor of tab (weight decay only where entry->decay), 1-based adam_t. */
+void optim_step(const param_table_t *tab, float *params, const float *grads, float *m, float *v, const deck_t *d,
+                float lr, long adam_t, float grad_scale);
+
+#endif

@@ -1,0 +1,46 @@
+/* The run context: everything one training (or debug) process owns — the resolved deck, the
+ * dataset, the arena, the model and its activations, the run directory's logs. It is the only
+ * mutable state of a run and is passed explicitly to whoever needs it. */
+#ifndef MP_RUN_H
+#define MP_RUN_H
+
+#include "arena.h"
+#include "data.h"
+#include "deck.h"
+#include "model.h"
+#include "runlog.h"
+
+typedef struct {
+    const char *deck_path;   /* -c */
+    char *const *sets;       /* --set section.key=value, in order */
+    int nsets;
+    const char *out_dir;     /* --out (default "run") */
+    const char *resume;      /* --resume PATH | auto | NULL */
+    int quiet;               /* no console output */
+} run_opts_t;
+
+typedef struct {
+    run_opts_t opts;
+    deck_t deck;
+    char *deck_text;         /* the resolved deck, as stored in checkpoints */
+    int rank, world, local_ranks, threads;
+    dataset_t data;
+    arena_t arena;
+    model_t model;
+    acts_t acts;
+    scratch_t scratch;
+    runlog_t log;
+    long step;               /* optimizer steps completed */
+    long adam_t;             /* AdamW's 1-based counter of the last update */
+    double peak_gflops;
+    char out_dir[4096];
+} run_t;
+
+/* Loads and checks the deck, refuses layouts and features this build does not implement, sets
+ * threads, loads the dataset and builds the model (initialised from the seed). With out_dir
+ * set, creates the run directory (ckpt/ inside it), writes deck.ini and opens the logs.
+ * MP_OK or MP_ERR (message printed; everything acquired is released). */
+int run_setup(run_t *r, const run_opts_t *o, int with_out_dir);
+void run_teardown(run_t *r);
+
+#endif

@@ -1,0 +1,247 @@
+/* The single-rank training loop. A step is train.batch sequences run as batch ÷ micro_batch
+ * micro-batches whose gradients accumulate in a fixed order: the reference every layout matches. */
+#include "train.h"
+
+#include <dirent.h>
+#include <hdf5.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ckpt.h"
+#include "kernels.h"
+#include "optim.h"
+#include "perf.h"
+
+/* Fills the micro-batch mb of step t: global sample indices mb*micro_batch + b. */
+static void train_fill_batch(run_t *r, long t, int mb)
+{
+    const int B = r->acts.B, T = r->deck.model.seq_len;
+    for (int b = 0; b < B; b++) {
+        long i = (long)mb * B + b;
+        data_train_sample(&r->data, r->deck.train.seed, t, i, T, r->acts.inputs + (size_t)b * T,
+                          r->acts.targets + (size_t)b * T);
+    }
+}
+
+/* Gradients of step t's mean loss into r->model.grads (tied parts added). Returns the mean loss. */
+static double train_step_grads(run_t *r, long t)
+{
+    const int mbs = r->deck.train.batch / r->deck.train.micro_batch;
+    const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
+    double loss = 0.0;
+    model_grads_zero(&r->model);
+    for (int mb = 0; mb < mbs; mb++) {
+        train_fill_batch(r, t, mb);
+        loss += model_forward(&r->model, &r->acts, &r->scratch);
+        model_backward(&r->model, &r->acts, &r->scratch, (float)(1.0 / tokens));
+    }
+    model_grads_finish(&r->model);
+    return loss / tokens;
+}
+
+/* Mean next-token loss over the first eval_windows windows of /val (stride T from 0). */
+static double train_eval(run_t *r)
+{
+    const int B = r->acts.B, T = r->deck.model.seq_len;
+    long n = r->deck.train.eval_windows, avail = data_val_windows(&r->data, T);
+    if (n > avail) n = avail;
+    if (n <= 0) return NAN;
+    double sum = 0.0;
+    for (long w0 = 0; w0 < n; w0 += B) {
+        int valid = (int)(n - w0 < B ? n - w0 : B);
+        for (int b = 0; b < B; b++) /* rows past the end repeat the last window; not counted */
+            data_val_sample(&r->data, w0 + (b < valid ? b : valid - 1), T, r->acts.inputs + (size_t)b * T,
+                            r->acts.targets + (size_t)b * T);
+        model_forward(&r->model, &r->acts, &r->scratch);
+        for (long i = 0; i < (long)valid * T; i++) sum += r->acts.losses[i];
+    }
+    return sum / ((double)n * T);
+}
+
+static int train_checkpoint(run_t *r)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
+    ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed, .deck = NULL};
+    snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
+    if (ckpt_write(path, &r->model.tab, r->model.params, r->model.m, r->model.v, &st, r->deck_text) != MP_OK)
+        return MP_ERR;
+    runlog_printf(&r->log, "checkpoint %s", path);
+    snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
+    return ckpt_prune(path, r->deck.checkpoint.keep);
+}
+
+static int dir_has_checkpoints(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    if (!dh) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(dh));) {
+        long step;
+        char tail[8];
+        found = sscanf(e->d_name, "step_%8ld.h%2s", &step, tail) == 2 && strcmp(tail, "5") == 0;
+    }
+    closedir(dh);
+    return found;
+}
+
+/* --resume PATH|auto. auto with no checkpoint at all starts fresh (what a first job of a chain
+ * wants); auto where checkpoints exist but none verifies is an error. */
+static int train_resume(run_t *r)
+{
+    char path[4300], dir[4200];
+    const char *want = r->opts.resume;
+    if (!want) return MP_OK;
+    if (strcmp(want, "auto") == 0) {
+        snprintf(dir, sizeof dir, "%s/ckpt", r->out_dir);
+        if (ckpt_find_latest(dir, path, sizeof path) != MP_OK) {
+            if (!dir_has_checkpoints(dir)) {
+                runlog_printf(&r->log, "resume auto: no checkpoint in %s, starting from step 0", dir);
+                return MP_OK;
+            }
+            return MP_FAIL("--resume auto: no checkpoint in %s verifies", dir);
+        }
+        want = path;
+    }
+    ckpt_state_t st;
+    if (ckpt_read(want, &r->model.tab, r->model.params, r->model.m, r->model.v, &st) != MP_OK) return MP_ERR;
+    r->step = st.step;
+    r->adam_t = st.adam_t;
+    free(st.deck);
+    runlog_printf(&r->log, "resumed from %s at step %ld", want, r->step);
+    return MP_OK;
+}
+
+typedef struct {
+    double t_last;    /* time of the last progress line */
+    long step_last;   /* steps completed then */
+} progress_t;
+
+static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, double gnorm, double val_loss)
+{
+    const deck_t *d = &r->deck;
+    double now = perf_now(), dt = now - pg->t_last;
+    double tok_s = dt > 0 ? (double)(r->step - pg->step_last) * d->train.batch * d->model.seq_len / dt : 0.0;
+    double mfu = r->peak_gflops > 0 ? tok_s * model_flops_per_token(&r->model.cfg) / (r->peak_gflops * 1e9) : 0.0;
+    pg->t_last = now;
+    pg->step_last = r->step;
+    char val[64] = "";
+    if (!isnan(val_loss)) snprintf(val, sizeof val, " | val_loss %.4f", val_loss);
+    runlog_printf(&r->log, "step %6ld/%d | loss %.4f%s | lr %.3e | grad_norm %.3f | %.0f tok/s | mfu %.1f%% | mem %.1f MiB",
+                  r->step, d->train.steps, loss, val, lr, gnorm, tok_s, 100.0 * mfu,
+                  (double)r->arena.peak / 1048576.0);
+    char valj[64] = "";
+    if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
+    runlog_metrics(&r->log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
+                   "\"mfu\":%.5f,\"peak_mem_bytes\":[%zu],\"bubble\":0",
+                   r->step, loss, valj, lr, gnorm, tok_s, mfu, r->arena.peak);
+}
+
+static int train_loop(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    progress_t pg = {perf_now(), r->step};
+    while (r->step < d->train.steps) {
+        long t = r->step;
+        double loss = train_step_grads(r, t);
+        double gnorm = sqrt(sumsq(r->model.grads, r->model.tab.total));
+        double lr = optim_lr(d, t);
+        r->adam_t++;
+        optim_step(&r->model.tab, r->model.params, r->model.grads, r->model.m, r->model.v, d, (float)lr, r->adam_t,
+                   optim_clip_scale(gnorm, d->train.grad_clip));
+        r->step++;
+        int last = r->step == d->train.steps;
+        int eval = last || (d->train.eval_every > 0 && r->step % d->train.eval_every == 0);
+        double val = eval ? train_eval(r) : NAN;
+        if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
+            train_log_step(r, &pg, loss, lr, gnorm, val);
+        if (!isfinite(loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", loss, r->step);
+        if (last || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0))
+            if (train_checkpoint(r) != MP_OK) return MP_ERR;
+    }
+    return MP_OK;
+}
+
+int train_main(const run_opts_t *opts)
+{
+    run_t r;
+    if (run_setup(&r, opts, 1) != MP_OK) return 1;
+    const deck_t *d = &r.deck;
+    runlog_printf(&r.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = %d x %d | "
+                  "%d thread(s) | sgemm peak %.1f GFLOP/s | out %s",
+                  opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
+                  d->model.seq_len, d->model.vocab, d->model.mlp_ratio, r.model.tab.total, d->train.batch,
+                  d->train.batch / d->train.micro_batch, d->train.micro_batch, r.threads, r.peak_gflops, r.out_dir);
+    int rc = train_resume(&r);
+    double t0 = perf_now();
+    long s0 = r.step;
+    if (rc == MP_OK) rc = train_loop(&r);
+    if (rc == MP_OK)
+        runlog_printf(&r.log, "done: %ld steps in %.1f s", r.step - s0, perf_now() - t0);
+    run_teardown(&r);
+    return rc == MP_OK ? 0 : 1;
+}
+
+/* /grad, /batch and the loss, added to the checkpoint file that debug-grads wrote. */
+static int train_dump_extra(run_t *r, const char *path, double loss)
+{
+    const int batch = r->deck.train.batch, T = r->deck.model.seq_len;
+    int rc = MP_ERR;
+    int *tok = MP_MALLOC(sizeof(int) * 2 * (size_t)batch * T);
+    if (!tok) return MP_ERR;
+    for (int i = 0; i < batch; i++)
+        data_train_sample(&r->data, r->deck.train.seed, 0, i, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
+    hid_t f = -1, g = -1, s = -1, d = -1, a = -1;
+    H5_TRY(f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), out, path);
+    H5_TRY(g = H5Gcreate2(f, "grad", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
+    for (int i = 0; i < r->model.tab.count; i++) {
+        const param_entry_t *e = &r->model.tab.entries[i];
+        hsize_t dims[2] = {(hsize_t)e->shape[0], (hsize_t)e->shape[1]};
+        H5_TRY(s = H5Screate_simple(e->ndim, dims, NULL), out, path);
+        H5_TRY(d = H5Dcreate2(g, e->name, H5T_NATIVE_FLOAT, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
+        H5_TRY(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->model.grads + e->offset), out, path);
+        H5Dclose(d), d = -1;
+        H5Sclose(s), s = -1;
+    }
+    H5Gclose(g), g = -1;
+    H5_TRY(g = H5Gcreate2(f, "batch", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
+    hsize_t bd[2] = {(hsize_t)batch, (hsize_t)T};
+    for (int k = 0; k < 2; k++) {
+        H5_TRY(s = H5Screate_simple(2, bd, NULL), out, path);
+        H5_TRY(d = H5Dcreate2(g, k ? "targets" : "inputs", H5T_NATIVE_INT, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+               out, path);
+        H5_TRY(H5Dwrite(d, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok + (size_t)k * batch * T), out, path);
+        H5Dclose(d), d = -1;
+        H5Sclose(s), s = -1;
+    }
+    H5_TRY(s = H5Screate(H5S_SCALAR), out, path);
+    H5_TRY(a = H5Acreate_by_name(f, "state", "loss", H5T_NATIVE_DOUBLE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+           out, path);
+    H5_TRY(H5Awrite(a, H5T_NATIVE_DOUBLE, &loss), out, path);
+    rc = MP_OK;
+out:
+    if (a >= 0) H5Aclose(a);
+    if (d >= 0) H5Dclose(d);
+    if (s >= 0) H5Sclose(s);
+    if (g >= 0) H5Gclose(g);
+    if (f >= 0 && H5Fclose(f) < 0) rc = MP_FAIL("cannot close %s", path);
+    free(tok);
+    return rc;
+}
+
+int train_debug_grads(const run_opts_t *opts, const char *out_file)
+{
+    run_t r;
+    if (run_setup(&r, opts, 0) != MP_OK) return 1;
+    double loss = train_step_grads(&r, 0);
+    ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
+    snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
+    int rc = ckpt_write(out_file, &r.model.tab, r.model.params, NULL, NULL, &st, r.deck_text);
+    if (rc == MP_OK) rc = train_dump_extra(&r, out_file, loss);
+    if (rc == MP_OK && !opts->quiet) printf("debug-grads: step-0 loss %.9f, gradients in %s\n", loss, out_file);
+    run_teardown(&r);
+    return rc == MP_OK ? 0 : 1;
+}

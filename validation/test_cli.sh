@@ -1,0 +1,57 @@
+#!/bin/sh
+# Bad input is refused with a message that names the file, key or rule, and a non-zero exit;
+# nothing good is overwritten.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+deck="$MP_SRCDIR/validation/decks/train.ini"
+
+# expect_fail DESCRIPTION PATTERN COMMAND... : non-zero exit and PATTERN in stderr
+expect_fail() {
+    what=$1; pat=$2; shift 2
+    "$@" > "$SCRATCH/out" 2> "$SCRATCH/err"; rc=$?
+    if [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/err"; then ok 0 "$what"
+    else ok 1 "$what"; diag "exit $rc; stderr:"; sed 's/^/#   /' "$SCRATCH/err"; fi
+}
+T() { "$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --out "$SCRATCH/run" "$@"; }
+
+expect_fail "unknown key names the key" "model.layer" T --set model.layer=3
+expect_fail "unparsable value names the key" "train.lr" T --set train.lr=fast
+expect_fail "dim not divisible by heads is refused" "heads" T --set model.heads=5
+expect_fail "batch not divisible by micro_batch is refused" "micro_batch" T --set train.micro_batch=3
+expect_fail "a layout that does not match the job's ranks names the rule" "ranks" T --set parallel.dp=2
+expect_fail "missing data file names the file" "nope.h5" T --set data.path="$SCRATCH/nope.h5"
+printf 'not hdf5\n' > "$SCRATCH/bad.h5"
+expect_fail "a data file that is not HDF5 names the file" "bad.h5" T --set data.path="$SCRATCH/bad.h5"
+expect_fail "missing deck file names it" "missing.ini" "$MINDPIPE" train -c "$SCRATCH/missing.ini"
+printf '[model]\nlayers = 2\n[bogus]\nx = 1\n' > "$SCRATCH/bogus.ini"
+expect_fail "unknown section names it" "bogus" "$MINDPIPE" train -c "$SCRATCH/bogus.ini" --set data.path="$data"
+expect_fail "vocab larger than the model's is refused" "vocab" T --set model.vocab=100
+expect_fail "unknown command" "unknown command" "$MINDPIPE" frobnicate
+expect_fail "prep of a missing text file names it" "absent.txt" "$MINDPIPE" prep --text "$SCRATCH/absent.txt" --out "$SCRATCH/x.h5"
+expect_fail "inspect of a missing file names it" "absent.h5" "$MINDPIPE" inspect "$SCRATCH/absent.h5"
+expect_fail "device_limit too small is refused naming the limit" "device_limit" T --set memory.device_limit=64K
+
+# Corrupt checkpoints: refused, never half-loaded; resume auto falls back to the good one.
+T --set train.steps=4 --set checkpoint.every=2 > /dev/null 2>&1
+ok $? "a short run with checkpoints at steps 2 and 4"
+cp "$SCRATCH/run/ckpt/step_00000004.h5" "$SCRATCH/good4.h5"
+size=$(stat -c %s "$SCRATCH/run/ckpt/step_00000004.h5")
+head -c $((size / 2)) "$SCRATCH/good4.h5" > "$SCRATCH/run/ckpt/step_00000004.h5"
+expect_fail "a truncated checkpoint is refused naming the file" "step_00000004.h5" T --set train.steps=6 --resume "$SCRATCH/run/ckpt/step_00000004.h5"
+T --set train.steps=6 --resume auto > "$SCRATCH/auto.out" 2> "$SCRATCH/auto.err"
+ok $? "resume auto skips the truncated newest checkpoint"
+grep -q "step_00000004.h5" "$SCRATCH/auto.err" && grep -q "resumed from .*step_00000002.h5" "$SCRATCH/run/log.txt"
+ok $? "and says which it skipped and which it used"
+"$TORCH_PYTHON" - "$SCRATCH/good4.h5" "$SCRATCH/flip.h5" <<'PY'
+import shutil, sys, h5py
+src, dst = sys.argv[1], sys.argv[2]
+shutil.copy(src, dst)
+with h5py.File(dst, 'r') as f:
+    off = f['/model/h.0.attn.qkv.w'].id.get_offset()
+with open(dst, 'r+b') as f:
+    f.seek(off + 100); b = f.read(1); f.seek(off + 100); f.write(bytes([b[0] ^ 0x40]))
+PY
+expect_fail "a flipped byte in a tensor is refused naming the tensor" "h.0.attn.qkv.w" T --set train.steps=6 --resume "$SCRATCH/flip.h5"
+expect_fail "a checkpoint of another model shape is refused naming the field" "dim" T --set model.dim=64 --set model.heads=4 --resume "$SCRATCH/good4.h5"
+done_testing
