@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "kernels.h"
+#include "perf.h"
 
 int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
                  int has_final)
@@ -159,34 +160,37 @@ void scratch_destroy(scratch_t *s, arena_t *arena) { arena_free(arena, s->buf, s
 
 /* One block: x (N,C) -> h->res3. */
 static void block_forward(const model_cfg_t *c, const block_view_t *w, block_acts_t *h, const float *x,
-                          float *tmp, int B)
+                          float *tmp, int B, prof_t *p)
 {
     const int T = c->seq_len, C = c->dim, N = B * T, RC = c->mlp_ratio * C;
-    layernorm_forward(h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C);
-    matmul_forward(h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
-    attention_forward(h->atty, h->att, h->qkv, B, T, C, c->heads);
-    matmul_forward(tmp, h->atty, w->projw, w->projb, N, C, C);
-    residual_forward(h->res2, x, tmp, (size_t)N * C);
-    layernorm_forward(h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C);
-    matmul_forward(h->fch, h->ln2, w->fcw, w->fcb, N, C, RC);
-    gelu_forward(h->fch_gelu, h->fch, (size_t)N * RC);
-    matmul_forward(tmp, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C);
-    residual_forward(h->res3, h->res2, tmp, (size_t)N * C);
+    PROF(p, PROF_ELEMENTWISE, layernorm_forward(h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
+    PROF(p, PROF_MATMUL, matmul_forward(h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * C));
+    PROF(p, PROF_ATTENTION, attention_forward(h->atty, h->att, h->qkv, B, T, C, c->heads));
+    PROF(p, PROF_MATMUL, matmul_forward(tmp, h->atty, w->projw, w->projb, N, C, C));
+    PROF(p, PROF_ELEMENTWISE, residual_forward(h->res2, x, tmp, (size_t)N * C));
+    PROF(p, PROF_ELEMENTWISE,
+         layernorm_forward(h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
+    PROF(p, PROF_MATMUL, matmul_forward(h->fch, h->ln2, w->fcw, w->fcb, N, C, RC));
+    PROF(p, PROF_ELEMENTWISE, gelu_forward(h->fch_gelu, h->fch, (size_t)N * RC));
+    PROF(p, PROF_MATMUL, matmul_forward(tmp, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C));
+    PROF(p, PROF_ELEMENTWISE, residual_forward(h->res3, h->res2, tmp, (size_t)N * C));
 }
 
 /* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. */
 static void block_backward(const model_cfg_t *c, const block_view_t *w, block_view_t *g, const block_acts_t *h,
-                           const float *x, scratch_t *s, int B)
+                           const float *x, scratch_t *s, int B, prof_t *p)
 {
     const int T = c->seq_len, C = c->dim, N = B * T, RC = c->mlp_ratio * C;
-    matmul_backward(s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu, w->fcprojw, N, RC, C);
-    gelu_backward(s->dfch, h->fch, s->dfch, (size_t)N * RC);
-    matmul_backward(s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC);
-    layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean, h->ln2_rstd, N, C);
-    matmul_backward(s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, C, C);
-    attention_backward(s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, C, c->heads);
-    matmul_backward(s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * C);
-    layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C);
+    PROF(p, PROF_MATMUL, matmul_backward(s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu, w->fcprojw, N, RC, C));
+    PROF(p, PROF_ELEMENTWISE, gelu_backward(s->dfch, h->fch, s->dfch, (size_t)N * RC));
+    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC));
+    PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
+                                                 h->ln2_rstd, N, C));
+    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, C, C));
+    PROF(p, PROF_ATTENTION, attention_backward(s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, C, c->heads));
+    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * C));
+    PROF(p, PROF_ELEMENTWISE,
+         layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C));
 }
 
 static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->encoded : a->h[i - 1].res3; }
@@ -195,12 +199,14 @@ double model_forward(model_t *m, acts_t *a, scratch_t *s)
 {
     const model_cfg_t *c = &m->cfg;
     const int B = a->B, T = c->seq_len, C = c->dim, N = B * T, V = c->vocab;
-    encoder_forward(a->encoded, a->inputs, m->p.wte, m->p.wpe, B, T, C);
-    for (int i = 0; i < m->tab.nlayers; i++) block_forward(c, &m->p.h[i], &a->h[i], block_input(a, i), s->tmp, B);
+    prof_t *p = m->prof;
+    PROF(p, PROF_ELEMENTWISE, encoder_forward(a->encoded, a->inputs, m->p.wte, m->p.wpe, B, T, C));
+    for (int i = 0; i < m->tab.nlayers; i++)
+        block_forward(c, &m->p.h[i], &a->h[i], block_input(a, i), s->tmp, B, p);
     const float *top = block_input(a, m->tab.nlayers);
-    layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C);
-    matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, V);
-    crossentropy_forward(a->losses, a->probs, a->targets, N, V);
+    PROF(p, PROF_ELEMENTWISE, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
+    PROF(p, PROF_MATMUL, matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, V));
+    PROF(p, PROF_XENT, crossentropy_forward(a->losses, a->probs, a->targets, N, V));
     double sum = 0.0; /* fixed order: the reported loss is the same bits every run */
     for (int i = 0; i < N; i++) sum += a->losses[i];
     return sum;
@@ -210,14 +216,16 @@ void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
 {
     const model_cfg_t *c = &m->cfg;
     const int B = a->B, T = c->seq_len, C = c->dim, N = B * T, V = c->vocab;
-    crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, V);
-    matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, V);
+    prof_t *p = m->prof;
+    PROF(p, PROF_XENT, crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, V));
+    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, V));
     memset(s->dres, 0, (size_t)N * C * sizeof(float));
     const float *top = block_input(a, m->tab.nlayers);
-    layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw, a->lnf_mean, a->lnf_rstd, N, C);
+    PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw, a->lnf_mean,
+                                                 a->lnf_rstd, N, C));
     for (int i = m->tab.nlayers - 1; i >= 0; i--)
-        block_backward(c, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B);
-    encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C);
+        block_backward(c, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B, p);
+    PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C));
 }
 
 void model_grads_zero(model_t *m)

@@ -10,6 +10,7 @@
 
 #include "arena.h"
 #include "params.h"
+#include "perf.h"
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (B,T), (B,T) */
@@ -53,6 +54,7 @@ typedef struct {
     float *grad_head;                  /* (V,C) LM head's part of d wte (when has_final && has_embed) */
     param_view_t p, g;
     arena_t *arena;
+    prof_t *prof;                      /* kernel timers, or NULL */
 } model_t;
 
 /* Builds a model holding blocks [layer0, layer0+nlayers) (+ embeddings, + final LN and head) with

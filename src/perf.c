@@ -6,6 +6,9 @@
 
 #include "check.h"
 
+const char *const prof_names[PROF_COUNT] = {"matmul", "attention", "layernorm_gelu_residual", "cross_entropy",
+                                             "optimizer"};
+
 double perf_now(void)
 {
     struct timespec ts;

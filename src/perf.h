@@ -9,4 +9,34 @@ double perf_now(void);
  * n=1024 cblas_sgemm products (about 0.1-0.3 s). MFU = achieved model FLOP/s / this. */
 double perf_sgemm_peak_gflops(void);
 
+/* Where a step's time goes, from the executor's own timers (wall time around each kernel call). */
+typedef enum {
+    PROF_MATMUL,       /* dense products (BLAS) */
+    PROF_ATTENTION,    /* attention forward/backward (batched products + softmax) */
+    PROF_ELEMENTWISE,  /* LayerNorm, GELU, residual, embedding */
+    PROF_XENT,         /* LM-head softmax cross-entropy */
+    PROF_OPTIMIZER,    /* AdamW, gradient norm */
+    PROF_COUNT
+} prof_cat_t;
+
+typedef struct {
+    double seconds[PROF_COUNT];
+    double total;      /* wall time of the profiled steps (the rest is framework overhead) */
+    long steps;
+} prof_t;
+
+extern const char *const prof_names[PROF_COUNT];
+
+/* Times `call` into p->seconds[cat] when p is not NULL. */
+#define PROF(p, cat, call)                                   \
+    do {                                                     \
+        if (p) {                                             \
+            double prof_t0_ = perf_now();                    \
+            call;                                            \
+            (p)->seconds[cat] += perf_now() - prof_t0_;      \
+        } else {                                             \
+            call;                                            \
+        }                                                    \
+    } while (0)
+
 #endif

@@ -101,6 +101,7 @@ static int run_model(run_t *r)
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_model;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     param_init(&r->model.tab, r->model.params, d->train.seed);
+    r->model.prof = &r->prof;
     return MP_OK;
 err_acts:
     acts_destroy(&r->acts, &r->arena);

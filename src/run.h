@@ -30,6 +30,7 @@ typedef struct {
     acts_t acts;
     scratch_t scratch;
     runlog_t log;
+    prof_t prof;             /* where the steps' time went (the first step is warm-up, not counted) */
     long step;               /* optimizer steps completed */
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;

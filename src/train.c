@@ -144,14 +144,21 @@ static int train_loop(run_t *r)
 {
     const deck_t *d = &r->deck;
     progress_t pg = {perf_now(), r->step};
+    const long first = r->step;
     while (r->step < d->train.steps) {
         long t = r->step;
+        double t0 = perf_now(), gnorm = 0.0;
         double loss = train_step_grads(r, t);
-        double gnorm = sqrt(sumsq(r->model.grads, r->model.tab.total));
         double lr = optim_lr(d, t);
         r->adam_t++;
-        optim_step(&r->model.tab, r->model.params, r->model.grads, r->model.m, r->model.v, d, (float)lr, r->adam_t,
-                   optim_clip_scale(gnorm, d->train.grad_clip));
+        PROF(&r->prof, PROF_OPTIMIZER, {
+            gnorm = sqrt(sumsq(r->model.grads, r->model.tab.total));
+            optim_step(&r->model.tab, r->model.params, r->model.grads, r->model.m, r->model.v, d, (float)lr,
+                       r->adam_t, optim_clip_scale(gnorm, d->train.grad_clip));
+        });
+        r->prof.total += perf_now() - t0;
+        r->prof.steps++;
+        if (t == first) memset(&r->prof, 0, sizeof r->prof); /* the first step warms caches and pools */
         r->step++;
         int last = r->step == d->train.steps;
         int eval = last || (d->train.eval_every > 0 && r->step % d->train.eval_every == 0);
@@ -163,6 +170,31 @@ static int train_loop(run_t *r)
             if (train_checkpoint(r) != MP_OK) return MP_ERR;
     }
     return MP_OK;
+}
+
+/* The profile as a table in the log and as profile.json (validation/bench reads it). */
+static void train_report_profile(run_t *r)
+{
+    const prof_t *p = &r->prof;
+    if (p->steps == 0 || p->total <= 0) return;
+    double known = 0.0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/profile.json", r->out_dir);
+    FILE *f = fopen(path, "w");
+    if (f) fprintf(f, "{\"steps\":%ld,\"step_seconds\":%.6f", p->steps, p->total / p->steps);
+    runlog_printf(&r->log, "profile over %ld steps (%.1f ms/step):", p->steps, 1e3 * p->total / p->steps);
+    for (int c = 0; c < PROF_COUNT; c++) {
+        known += p->seconds[c];
+        runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", prof_names[c], 1e3 * p->seconds[c] / p->steps,
+                      100.0 * p->seconds[c] / p->total);
+        if (f) fprintf(f, ",\"%s\":%.6f", prof_names[c], p->seconds[c] / p->steps);
+    }
+    runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", "framework_overhead", 1e3 * (p->total - known) / p->steps,
+                  100.0 * (p->total - known) / p->total);
+    if (f) {
+        fprintf(f, ",\"framework_overhead\":%.6f}\n", (p->total - known) / p->steps);
+        fclose(f);
+    }
 }
 
 int train_main(const run_opts_t *opts)
@@ -179,8 +211,10 @@ int train_main(const run_opts_t *opts)
     double t0 = perf_now();
     long s0 = r.step;
     if (rc == MP_OK) rc = train_loop(&r);
-    if (rc == MP_OK)
+    if (rc == MP_OK) {
         runlog_printf(&r.log, "done: %ld steps in %.1f s", r.step - s0, perf_now() - t0);
+        train_report_profile(&r);
+    }
     run_teardown(&r);
     return rc == MP_OK ? 0 : 1;
 }
