@@ -1,0 +1,863 @@
+/* Input decks (deck.h). One schema table, `keys[]`, drives everything: defaults, the file parser,
+ * --set overrides, the writer and the Markdown reference all walk it, so adding a key is one line.
+ * The only per-key code is the cross-key rules in deck_validate and the few single-key syntax
+ * checks (check_*) that the table points to.
+ *
+ * Messages name where the value came from ("FILE:LINE" or "--set 'ASSIGNMENT'"), section.key, the
+ * value and the rule. A file is parsed to the end so that every mistake in it is reported at once.
+ *
+ * libinih gives no line numbers to the handler in Debian's build (INI_HANDLER_LINENO=0), so the file
+ * is fed through our own fgets-style reader, which counts lines and also sees [section] headers
+ * (inih calls the handler only for key = value lines, so an unknown empty section would pass
+ * unnoticed otherwise). */
+#include "deck.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "check.h"
+
+typedef enum { T_INT, T_U64, T_DOUBLE, T_BOOL, T_BYTES, T_STRING, T_PATH, T_CHOICE } key_type_t;
+
+enum { EXCL_MIN = 1, EXCL_MAX = 2 }; /* open ends of the [min, max] range */
+
+/* A syntax rule for one string key: MP_OK, or MP_ERR with the reason in why. */
+typedef int (*key_check_fn)(const char *value, char *why, size_t nwhy);
+
+typedef struct {
+    const char *section, *key;
+    key_type_t type;
+    size_t offset, size;   /* of the field in deck_t */
+    const char *def;       /* default, parsed like any value */
+    double min, max;       /* numeric types; ±HUGE_VAL = unbounded */
+    unsigned excl;         /* EXCL_MIN / EXCL_MAX */
+    const char *choices;   /* T_CHOICE: "a|b|c" */
+    key_check_fn check;    /* T_STRING: extra syntax rule, or NULL */
+    const char *rule;      /* T_STRING with check: the rule in words (reference, messages) */
+    const char *doc;
+} deck_key_t;
+
+static int check_order(const char *v, char *why, size_t nwhy);
+static int check_layer_list(const char *v, char *why, size_t nwhy);
+static int check_fail_at(const char *v, char *why, size_t nwhy);
+static const char *type_name(key_type_t t);
+
+#define INF HUGE_VAL
+#define KEY(s, k, type, def, lo, hi, ex, ch, chk, rule, doc)                                                  \
+    {#s, #k, type, offsetof(deck_t, s.k), sizeof(((deck_t *)0)->s.k), def, lo, hi, ex, ch, chk, rule, doc}
+#define K_INT(s, k, def, lo, hi, doc) KEY(s, k, T_INT, def, lo, hi, 0, NULL, NULL, NULL, doc)
+#define K_U64(s, k, def, doc) KEY(s, k, T_U64, def, 0, INF, 0, NULL, NULL, NULL, doc)
+#define K_NUM(s, k, def, lo, hi, ex, doc) KEY(s, k, T_DOUBLE, def, lo, hi, ex, NULL, NULL, NULL, doc)
+#define K_BOOL(s, k, def, doc) KEY(s, k, T_BOOL, def, 0, 1, 0, NULL, NULL, NULL, doc)
+#define K_BYTES(s, k, def, doc) KEY(s, k, T_BYTES, def, 0, INF, 0, NULL, NULL, NULL, doc)
+#define K_CHOICE(s, k, def, ch, doc) KEY(s, k, T_CHOICE, def, 0, 0, 0, ch, NULL, NULL, doc)
+#define K_STR(s, k, def, chk, rule, doc) KEY(s, k, T_STRING, def, 0, 0, 0, NULL, chk, rule, doc)
+#define K_PATH(s, k, def, doc) KEY(s, k, T_PATH, def, 0, 0, 0, NULL, NULL, NULL, doc)
+
+/* The schema, in the order decks are written. Docs must not contain '|' (Markdown tables). */
+static const deck_key_t keys[] = {
+    K_INT(model, layers, "4", 1, 4096, "transformer blocks (L)"),
+    K_INT(model, dim, "128", 1, 65536, "model width C (channels); a multiple of model.heads"),
+    K_INT(model, heads, "4", 1, 65536, "attention heads NH; divides model.dim; a multiple of parallel.tp"),
+    K_INT(model, seq_len, "64", 1, 1048576, "context length T in tokens"),
+    K_INT(model, vocab, "256", 2, 1048576, "vocabulary size V (256: bytes); the dataset's vocab must be ≤ V"),
+    K_INT(model, mlp_ratio, "4", 1, 64, "MLP hidden width as a multiple of model.dim (R)"),
+
+    K_INT(train, steps, "100", 0, 1e9, "optimizer steps"),
+    K_INT(train, batch, "8", 1, 1e9, "global batch in sequences per step, whatever the layout"),
+    K_INT(train, micro_batch, "8", 1, 1e9,
+          "sequences per micro-batch on one replica; batch ÷ (micro_batch × dp) micro-batches per step"),
+    K_INT(train, warmup, "10", 0, 1e9, "linear learning-rate warmup, in steps (≤ train.steps)"),
+    K_NUM(train, lr, "1e-3", 0, INF, EXCL_MIN, "peak learning rate (after warmup; cosine decay to min_lr)"),
+    K_NUM(train, min_lr, "1e-4", 0, INF, 0, "learning rate at the end of the cosine decay (≤ train.lr)"),
+    K_NUM(train, weight_decay, "0.1", 0, INF, 0, "AdamW decoupled weight decay"),
+    K_NUM(train, grad_clip, "1.0", 0, INF, 0, "clip the global gradient norm to this value; 0 = off"),
+    K_NUM(train, beta1, "0.9", 0, 1, EXCL_MAX, "AdamW first-moment decay"),
+    K_NUM(train, beta2, "0.95", 0, 1, EXCL_MAX, "AdamW second-moment decay"),
+    K_NUM(train, eps, "1e-8", 0, INF, EXCL_MIN, "AdamW epsilon"),
+    K_U64(train, seed, "1337", "seed of every random draw (init, data order, subnet sampling)"),
+    K_INT(train, log_every, "10", 1, 1e9, "log metrics every N steps"),
+    K_INT(train, eval_every, "50", 0, 1e9, "compute val_loss every N steps; 0 = only at the end"),
+    K_INT(train, eval_windows, "32", 1, 1e9, "validation windows of seq_len tokens (from the start of /val)"),
+    K_INT(train, threads, "0", 0, 65536, "compute threads per rank; 0 = the node's cores ÷ ranks on the node"),
+    K_NUM(train, peak_gflops, "0", 0, INF, 0, "peak GFLOP/s per rank used for MFU; 0 = measure sgemm at start"),
+    K_CHOICE(train, device, "cpu", "cpu|cuda", "compute backend"),
+    K_CHOICE(train, precision, "fp32", "fp32|bf16", "compute precision (master weights are always fp32)"),
+
+    K_PATH(data, path, "",
+           "token dataset from `mindpipe prep` (HDF5); relative to the deck's directory, or to the current "
+           "directory for --set"),
+
+    K_INT(parallel, dp, "1", 1, 1048576, "data-parallel replicas"),
+    K_INT(parallel, tp, "1", 1, 1048576, "tensor-parallel ranks per layer (divides heads and mlp_ratio × dim)"),
+    K_INT(parallel, pp, "1", 1, 1048576, "pipeline stages (≤ model.layers)"),
+    K_INT(parallel, sp, "1", 1, 1048576, "supernet-parallel replicas"),
+    K_INT(parallel, virtual_stages, "1", 1, 4096, "model chunks per pipeline rank (interleaved schedule)"),
+    K_BOOL(parallel, zero, "0", "1 = shard optimizer state over dp (ZeRO-1)"),
+    K_STR(parallel, order, "tp-dp-sp-pp", check_order, "tp, dp, sp and pp in any order, joined by '-'",
+          "rank order of the grid, fastest-varying first"),
+    K_CHOICE(parallel, schedule, "1f1b", "gpipe|1f1b|interleaved|2bw", "pipeline schedule"),
+    K_CHOICE(parallel, wait, "auto", "auto|yield|spin",
+             "how waits poll MPI: yield the core between tests, spin, or auto (yield when the node has more "
+             "ranks than cores)"),
+    K_NUM(parallel, timeout, "600", 0, INF, 0,
+          "seconds a wait may last before the job aborts naming the peer; 0 = none"),
+
+    K_STR(pipeline, layers, "", check_layer_list, "empty, or positive integers joined by ','",
+          "layers per stage, e.g. 2,3,3 (count = parallel.pp, sum = model.layers); empty = balanced"),
+
+    K_BYTES(memory, device_limit, "0",
+            "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
+            "powers of 1024); 0 = none"),
+    K_CHOICE(memory, policy, "keep", "keep|recompute|offload|balance|auto",
+             "stashed activations: keep until backward, recompute, offload to host, balance (BPipe) or auto "
+             "(the planner chooses per layer)"),
+
+    K_INT(checkpoint, every, "0", 0, 1e9, "write a checkpoint every N steps; 0 = only at the end"),
+    K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted)"),
+
+    K_BOOL(supernet, enabled, "0", "1 = every block is a choice block (supernet training)"),
+    K_INT(supernet, window, "1", 1, 1e6, "subnets per update of the parameters every subnet shares"),
+    K_STR(supernet, candidates, "", NULL, NULL, "candidate operations of each choice block"),
+
+    K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations are dumped; -1 = never"),
+    K_STR(debug, fail_at, "", check_fail_at, "empty, or RANK:STEP",
+          "fault injection: rank RANK dies at step STEP"),
+
+    K_NUM(cost, grid_gco2_per_kwh, "400", 0, INF, 0, "carbon intensity of the electricity (gCO2e per kWh)"),
+};
+#define NKEYS (sizeof keys / sizeof keys[0])
+
+/* Longest value a deck line may carry, and the line buffer handed to inih. */
+#define VALUE_MAX (DECK_PATH + 16)
+#define LINE_MAX_CHARS (DECK_PATH + 1024)
+
+/* ---- schema look-ups ---------------------------------------------------------------------------- */
+
+static int section_known(const char *section)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].section, section)) return 1;
+    return 0;
+}
+
+static int key_find(const char *section, const char *key)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strcmp(keys[i].section, section) && !strcmp(keys[i].key, key)) return (int)i;
+    return -1;
+}
+
+static int edit_distance(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    int prev[64], cur[64];
+    if (na > 63 || nb > 63) return INT_MAX;
+    for (size_t j = 0; j <= nb; j++) prev[j] = (int)j;
+    for (size_t i = 1; i <= na; i++) {
+        cur[0] = (int)i;
+        for (size_t j = 1; j <= nb; j++) {
+            int sub = prev[j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof cur);
+    }
+    return prev[nb];
+}
+
+/* " (did you mean [train]?)" when a section is within edit distance 2, else "". */
+static void suggest_section(const char *section, char *out, size_t n)
+{
+    const char *best = NULL;
+    int bestd = 3;
+    out[0] = 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        int dist = edit_distance(section, keys[i].section);
+        if (dist < bestd) bestd = dist, best = keys[i].section;
+    }
+    if (best) snprintf(out, n, " (did you mean [%s]?)", best);
+}
+
+/* The closest key: within edit distance 2, preferring the same section (a key of another section
+ * costs one more, so a key put under the wrong section is found too). */
+static void suggest_key(const char *section, const char *key, char *out, size_t n)
+{
+    const deck_key_t *best = NULL;
+    int bestd = INT_MAX;
+    out[0] = 0;
+    for (size_t i = 0; i < NKEYS; i++) {
+        int dist = edit_distance(key, keys[i].key);
+        if (dist > 2) continue;
+        dist += strcmp(section, keys[i].section) != 0;
+        if (dist < bestd) bestd = dist, best = &keys[i];
+    }
+    if (best) snprintf(out, n, " (did you mean %s.%s?)", best->section, best->key);
+}
+
+/* ---- values --------------------------------------------------------------------------------------- */
+
+/* The allowed range in words: "[1, 4096]", "> 0", "[0, 1)", or "" when unbounded. */
+static void range_text(const deck_key_t *k, char *out, size_t n)
+{
+    int lo = k->min > -INF, hi = k->max < INF;
+    if (lo && hi)
+        snprintf(out, n, "%c%.15g, %.15g%c", k->excl & EXCL_MIN ? '(' : '[', k->min, k->max,
+                 k->excl & EXCL_MAX ? ')' : ']');
+    else if (lo)
+        snprintf(out, n, "%s %.15g", k->excl & EXCL_MIN ? ">" : "≥", k->min);
+    else if (hi)
+        snprintf(out, n, "%s %.15g", k->excl & EXCL_MAX ? "<" : "≤", k->max);
+    else
+        out[0] = 0;
+}
+
+static int in_range(const deck_key_t *k, double x, char *why, size_t nwhy)
+{
+    int ok = (k->excl & EXCL_MIN ? x > k->min : x >= k->min) && (k->excl & EXCL_MAX ? x < k->max : x <= k->max);
+    if (ok) return MP_OK;
+    char r[96];
+    range_text(k, r, sizeof r);
+    snprintf(why, nwhy, "out of range: must be %s%s", r[0] == '[' || r[0] == '(' ? "in " : "", r);
+    return MP_ERR;
+}
+
+static int parse_long(const char *s, long long *x)
+{
+    char *end;
+    if (!*s || isspace((unsigned char)*s)) return MP_ERR;
+    errno = 0;
+    *x = strtoll(s, &end, 10);
+    return errno == 0 && *end == 0 ? MP_OK : MP_ERR;
+}
+
+static int parse_u64(const char *s, uint64_t *x)
+{
+    char *end;
+    if (!isdigit((unsigned char)*s)) return MP_ERR; /* strtoull would accept "-1" */
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || *end != 0) return MP_ERR;
+    *x = v;
+    return MP_OK;
+}
+
+static int parse_bool(const char *s, int *x)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(s, yes[i])) return *x = 1, MP_OK;
+        if (!strcasecmp(s, no[i])) return *x = 0, MP_OK;
+    }
+    return MP_ERR;
+}
+
+/* "123", "64K", "3 MiB", "2G": an integer with an optional binary suffix. */
+static int parse_bytes(const char *s, uint64_t *x, char *why, size_t nwhy)
+{
+    static const char *const units[] = {"", "K", "M", "G", "T"};
+    char *end;
+    if (!isdigit((unsigned char)*s)) goto bad;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0) goto big;
+    while (*end == ' ') end++;
+    for (int u = 0; u < 5; u++) {
+        size_t ul = strlen(units[u]);
+        if (u > 0 && strncasecmp(end, units[u], ul) != 0) continue;
+        const char *tail = end + ul;
+        if (*tail && strcasecmp(tail, u > 0 ? "iB" : "B") != 0) continue;
+        for (int i = 0; i < u; i++) {
+            if (v > UINT64_MAX / 1024) goto big;
+            v *= 1024;
+        }
+        *x = v;
+        return MP_OK;
+    }
+bad:
+    snprintf(why, nwhy, "not a byte count (an integer with an optional suffix K, M, G, T, KiB, MiB, GiB, TiB)");
+    return MP_ERR;
+big:
+    snprintf(why, nwhy, "too large for a 64-bit byte count");
+    return MP_ERR;
+}
+
+static int choice_ok(const char *choices, const char *v)
+{
+    size_t n = strlen(v);
+    for (const char *p = choices; p; p = strchr(p, '|'), p = p ? p + 1 : NULL) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, v, n)) return 1;
+    }
+    return 0;
+}
+
+/* Made absolute against base (the deck's directory; NULL: the current directory). The longest
+ * leading part that exists is canonicalised (so "../data/x.h5" loses its ".."); the rest need not
+ * exist yet (the trainer checks the file and names it). */
+static int path_resolve(const char *v, const char *base, char *out, size_t n, char *why, size_t nwhy)
+{
+    char joined[2 * DECK_PATH + 2], cwd[DECK_PATH];
+    if (!v[0] || v[0] == '/') {
+        snprintf(joined, sizeof joined, "%s", v);
+    } else {
+        if (!base && !(base = getcwd(cwd, sizeof cwd)))
+            return snprintf(why, nwhy, "cannot resolve against the current directory: %s", strerror(errno)), MP_ERR;
+        snprintf(joined, sizeof joined, "%s/%s", base, v);
+    }
+    char *real = NULL, *cut = NULL;
+    for (char *slash = strrchr(joined, '/'); slash && slash != joined && !real;) {
+        if (cut) *cut = '/';
+        *slash = 0, cut = slash;
+        real = realpath(joined, NULL);
+        if (!real) slash = strrchr(joined, '/');
+    }
+    if (cut) *cut = '/';
+    int len = real ? snprintf(out, n, "%s%s", strcmp(real, "/") ? real : "", cut) : snprintf(out, n, "%s", joined);
+    free(real);
+    if (len < 0 || (size_t)len >= n) return snprintf(why, nwhy, "path longer than %zu characters", n - 1), MP_ERR;
+    return MP_OK;
+}
+
+/* A string an INI line can hold and give back unchanged: inih cuts inline comments (';' or '#'
+ * after whitespace) and lines. */
+static int string_writable(const char *v, char *why, size_t nwhy)
+{
+    for (const char *p = v; *p; p++) {
+        if (*p == '\n' || *p == '\r' || ((*p == ';' || *p == '#') && p > v && isspace((unsigned char)p[-1])))
+            return snprintf(why, nwhy, "contains a line break or a comment (';' or '#' after a space)"), MP_ERR;
+    }
+    return MP_OK;
+}
+
+/* Parses raw for key k and stores it in d. MP_OK, or MP_ERR with the reason in why (d untouched).
+ * base: directory for relative paths (NULL: the current directory). One pair of surrounding
+ * double quotes is removed, so `path = ""` is the empty string. */
+static int key_parse(const deck_key_t *k, const char *raw, const char *base, deck_t *d, char *why, size_t nwhy)
+{
+    char v[VALUE_MAX];
+    size_t len = strlen(raw);
+    if (len >= sizeof v) return snprintf(why, nwhy, "longer than %zu characters", sizeof v - 1), MP_ERR;
+    if (len >= 2 && raw[0] == '"' && raw[len - 1] == '"') raw++, len -= 2;
+    memcpy(v, raw, len);
+    v[len] = 0;
+    void *dst = (char *)d + k->offset;
+    long long i;
+    uint64_t u;
+    double x;
+    int b;
+    char *end;
+    switch (k->type) {
+    case T_INT:
+        if (parse_long(v, &i) != MP_OK) return snprintf(why, nwhy, "not an integer"), MP_ERR;
+        if (in_range(k, (double)i, why, nwhy) != MP_OK) return MP_ERR;
+        *(int *)dst = (int)i;
+        return MP_OK;
+    case T_U64:
+        if (parse_u64(v, &u) != MP_OK) return snprintf(why, nwhy, "not an integer in [0, 2^64)"), MP_ERR;
+        *(uint64_t *)dst = u;
+        return MP_OK;
+    case T_BYTES:
+        if (parse_bytes(v, &u, why, nwhy) != MP_OK) return MP_ERR;
+        *(uint64_t *)dst = u;
+        return MP_OK;
+    case T_BOOL:
+        if (parse_bool(v, &b) != MP_OK) return snprintf(why, nwhy, "not 0 or 1 (or true/false)"), MP_ERR;
+        *(int *)dst = b;
+        return MP_OK;
+    case T_DOUBLE:
+        errno = 0;
+        x = strtod(v, &end);
+        if (!v[0] || isspace((unsigned char)v[0]) || *end || errno == ERANGE || !isfinite(x))
+            return snprintf(why, nwhy, "not a finite number"), MP_ERR;
+        if (in_range(k, x, why, nwhy) != MP_OK) return MP_ERR;
+        *(double *)dst = x;
+        return MP_OK;
+    case T_CHOICE:
+        if (!choice_ok(k->choices, v)) return snprintf(why, nwhy, "not one of %s", k->choices), MP_ERR;
+        break;
+    case T_STRING:
+        if (string_writable(v, why, nwhy) != MP_OK) return MP_ERR;
+        if (k->check && k->check(v, why, nwhy) != MP_OK) return MP_ERR;
+        break;
+    case T_PATH:
+        if (string_writable(v, why, nwhy) != MP_OK) return MP_ERR;
+        return path_resolve(v, base, dst, k->size, why, nwhy);
+    }
+    if (len >= k->size) return snprintf(why, nwhy, "longer than %zu characters", k->size - 1), MP_ERR;
+    memcpy(dst, v, len + 1);
+    return MP_OK;
+}
+
+/* The value in force as deck text that parses back to the same value (doubles: the shortest of
+ * %.15g..%.17g that round-trips; strings quoted when quotes would otherwise be lost). */
+static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n)
+{
+    const void *src = (const char *)d + k->offset;
+    switch (k->type) {
+    case T_INT:
+    case T_BOOL:
+        snprintf(out, n, "%d", *(const int *)src);
+        return;
+    case T_U64:
+    case T_BYTES:
+        snprintf(out, n, "%" PRIu64, *(const uint64_t *)src);
+        return;
+    case T_DOUBLE:
+        for (int prec = 15; prec <= 17; prec++) {
+            snprintf(out, n, "%.*g", prec, *(const double *)src);
+            if (strtod(out, NULL) == *(const double *)src) return;
+        }
+        return;
+    default: {
+        const char *s = src;
+        size_t len = strlen(s);
+        int quote = len == 0 || (len >= 2 && s[0] == '"' && s[len - 1] == '"');
+        snprintf(out, n, quote ? "\"%s\"" : "%s", s);
+    }
+    }
+}
+
+/* ---- single-key syntax rules ---------------------------------------------------------------------- */
+
+static int check_order(const char *v, char *why, size_t nwhy)
+{
+    static const char *const dims[] = {"tp", "dp", "sp", "pp"};
+    int seen[4] = {0}, count = 0;
+    for (const char *p = v;; p += 3) {
+        int hit = -1;
+        for (int i = 0; i < 4; i++)
+            if (!strncmp(p, dims[i], 2)) hit = i;
+        if (hit < 0 || seen[hit] || (p[2] != '-' && p[2] != 0)) break;
+        seen[hit] = 1, count++;
+        if (p[2] == 0 && count == 4) return MP_OK;
+        if (p[2] == 0) break;
+    }
+    snprintf(why, nwhy, "not a permutation of tp, dp, sp, pp joined by '-' (e.g. tp-dp-sp-pp)");
+    return MP_ERR;
+}
+
+/* "" or "a,b,c" with positive integers: count and sum returned (for the cross-key rules). */
+static int layer_list_parse(const char *v, int *count_p, long long *sum_p)
+{
+    int count = 0;
+    long long sum = 0;
+    for (const char *p = v; *p;) {
+        char *end;
+        while (*p == ' ') p++;
+        if (!isdigit((unsigned char)*p)) return MP_ERR;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || x <= 0 || x > INT_MAX) return MP_ERR;
+        while (*end == ' ') end++;
+        if (*end && *end != ',') return MP_ERR;
+        count++, sum += x;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) return MP_ERR; /* trailing comma */
+    }
+    *count_p = count, *sum_p = sum;
+    return MP_OK;
+}
+
+static int check_layer_list(const char *v, char *why, size_t nwhy)
+{
+    int count;
+    long long sum;
+    if (layer_list_parse(v, &count, &sum) == MP_OK) return MP_OK;
+    snprintf(why, nwhy, "not a comma-separated list of positive integers (e.g. 2,3,3)");
+    return MP_ERR;
+}
+
+static int check_fail_at(const char *v, char *why, size_t nwhy)
+{
+    char *end;
+    if (!v[0]) return MP_OK;
+    if (isdigit((unsigned char)v[0])) {
+        strtol(v, &end, 10);
+        if (*end == ':' && isdigit((unsigned char)end[1])) {
+            strtol(end + 1, &end, 10);
+            if (!*end) return MP_OK;
+        }
+    }
+    snprintf(why, nwhy, "not RANK:STEP (e.g. 3:120) or empty");
+    return MP_ERR;
+}
+
+/* ---- defaults and overrides ----------------------------------------------------------------------- */
+
+/* The field size each type writes (0: strings, bounded by the field's own size). */
+static size_t type_size(key_type_t t)
+{
+    switch (t) {
+    case T_INT:
+    case T_BOOL:
+        return sizeof(int);
+    case T_U64:
+    case T_BYTES:
+        return sizeof(uint64_t);
+    case T_DOUBLE:
+        return sizeof(double);
+    default:
+        return 0;
+    }
+}
+
+void deck_defaults(deck_t *d)
+{
+    char why[256];
+    memset(d, 0, sizeof *d);
+    for (size_t i = 0; i < NKEYS; i++)
+        if (type_size(keys[i].type) && type_size(keys[i].type) != keys[i].size)
+            MP_ABORT("deck schema: %s.%s is declared %s but its field has %zu bytes", keys[i].section,
+                     keys[i].key, type_name(keys[i].type), keys[i].size);
+        else if (key_parse(&keys[i], keys[i].def, "/", d, why, sizeof why) != MP_OK)
+            MP_ABORT("deck schema: default of %s.%s = '%s' is %s", keys[i].section, keys[i].key, keys[i].def, why);
+}
+
+static void trim_copy(char *out, size_t n, const char *s, size_t len)
+{
+    while (len && isspace((unsigned char)*s)) s++, len--;
+    while (len && isspace((unsigned char)s[len - 1])) len--;
+    if (len >= n) len = n - 1;
+    memcpy(out, s, len);
+    out[len] = 0;
+}
+
+int deck_set(deck_t *d, const char *a)
+{
+    const char *eq = strchr(a, '=');
+    char name[128], value[VALUE_MAX], why[256], hint[128];
+    if (!eq) return MP_FAIL("--set '%s': expected section.key=value (e.g. --set train.lr=3e-4)", a);
+    trim_copy(name, sizeof name, a, (size_t)(eq - a));
+    if (strlen(eq + 1) >= sizeof value) return MP_FAIL("--set '%.60s...': value longer than %zu characters", a,
+                                                        sizeof value - 1);
+    trim_copy(value, sizeof value, eq + 1, strlen(eq + 1));
+    char *dot = strchr(name, '.');
+    if (!dot || dot == name || !dot[1])
+        return MP_FAIL("--set '%s': expected section.key=value (e.g. --set train.lr=3e-4)", a);
+    *dot = 0;
+    const char *section = name, *key = dot + 1;
+    if (!section_known(section)) {
+        suggest_section(section, hint, sizeof hint);
+        return MP_FAIL("--set '%s': unknown section [%s]%s", a, section, hint);
+    }
+    int idx = key_find(section, key);
+    if (idx < 0) {
+        suggest_key(section, key, hint, sizeof hint);
+        return MP_FAIL("--set '%s': unknown key %s.%s%s", a, section, key, hint);
+    }
+    if (key_parse(&keys[idx], value, NULL, d, why, sizeof why) != MP_OK)
+        return MP_FAIL("--set '%s': %s.%s = '%s' is %s", a, section, key, value, why);
+    return MP_OK;
+}
+
+/* ---- the file ------------------------------------------------------------------------------------- */
+
+typedef struct {
+    FILE *f;
+    const char *file;          /* as given, for messages */
+    char dir[DECK_PATH];       /* absolute directory of the deck: base of relative paths */
+    deck_t *d;
+    int line;                  /* line of the text last handed to inih */
+    int at_line_start;
+    int in_bad_section;        /* the current [section] was reported unknown */
+    int nerr, first_handler_err;
+    int seen_line[NKEYS];      /* line where each key was set, 0 = not yet */
+} load_t;
+
+/* Reports unknown [section] headers (with their line; inih never calls the handler for an empty one). */
+static void reader_section(load_t *st, const char *line)
+{
+    char name[128], hint[128];
+    const char *p = line;
+    if (st->line == 1 && !strncmp(p, "\xEF\xBB\xBF", 3)) p += 3;
+    while (isspace((unsigned char)*p)) p++;
+    const char *end = *p == '[' ? strchr(p + 1, ']') : NULL;
+    if (!end) return; /* not a header; inih reports a malformed one */
+    trim_copy(name, sizeof name, p + 1, (size_t)(end - p - 1));
+    if (strcmp(name, "") && section_known(name) && (size_t)(end - p - 1) == strlen(name)) {
+        st->in_bad_section = 0;
+        return;
+    }
+    suggest_section(name, hint, sizeof hint);
+    MP_ERROR("%s:%d: unknown section [%.*s]%s", st->file, st->line, (int)(end - p - 1), p + 1, hint);
+    st->in_bad_section = 1;
+    st->nerr++;
+}
+
+/* fgets for inih that counts lines and checks section headers. An over-long line is reported and
+ * handed to inih as a comment, so its pieces are not parsed as lines of their own. */
+static char *load_reader(char *str, int num, void *stream)
+{
+    load_t *st = stream;
+    if (!fgets(str, num, st->f)) return NULL;
+    size_t n = strlen(str);
+    int complete = (n > 0 && str[n - 1] == '\n') || feof(st->f);
+    int start = st->at_line_start;
+    st->at_line_start = complete;
+    if (!start) return str;
+    st->line++;
+    if (complete) {
+        reader_section(st, str);
+        return str;
+    }
+    MP_ERROR("%s:%d: line longer than %d characters", st->file, st->line, num - 3);
+    st->nerr++;
+    int c;
+    while ((c = fgetc(st->f)) != EOF && c != '\n') {}
+    st->at_line_start = 1;
+    snprintf(str, (size_t)num, ";\n");
+    return str;
+}
+
+static int load_key(load_t *st, const char *section, const char *name, const char *value)
+{
+    char why[256], hint[128];
+    if (!section[0]) {
+        suggest_key("", name, hint, sizeof hint);
+        return MP_FAIL("%s:%d: '%s' is outside any [section]%s", st->file, st->line, name, hint);
+    }
+    if (!section_known(section)) {
+        if (st->in_bad_section) return MP_ERR; /* reported with its header */
+        suggest_section(section, hint, sizeof hint);
+        return MP_FAIL("%s:%d: unknown section [%s]%s", st->file, st->line, section, hint);
+    }
+    int idx = key_find(section, name);
+    if (idx < 0) {
+        suggest_key(section, name, hint, sizeof hint);
+        return MP_FAIL("%s:%d: unknown key %s.%s%s", st->file, st->line, section, name, hint);
+    }
+    if (st->seen_line[idx])
+        return MP_FAIL("%s:%d: %s.%s is set twice (first on line %d)", st->file, st->line, section, name,
+                       st->seen_line[idx]);
+    st->seen_line[idx] = st->line;
+    if (key_parse(&keys[idx], value, st->dir, st->d, why, sizeof why) != MP_OK)
+        return MP_FAIL("%s:%d: %s.%s = '%s' is %s", st->file, st->line, section, name, value, why);
+    return MP_OK;
+}
+
+static int load_handler(void *user, const char *section, const char *name, const char *value)
+{
+    load_t *st = user;
+    if (load_key(st, section, name, value) == MP_OK) return 1;
+    st->nerr++;
+    if (!st->first_handler_err) st->first_handler_err = st->line;
+    return 0;
+}
+
+/* inih's behaviour is set through the globals of Debian's build (runtime variables, not macros):
+ * no multi-line values (an indented line is a line of its own), ';' and '#' start comments after
+ * whitespace, lines up to LINE_MAX_CHARS. Every parse sets them, the only user in the process. */
+static void ini_configure(void)
+{
+    static char comment_prefixes[] = ";#";
+    ini_allow_multiline = false;
+    ini_allow_inline_comments = true;
+    ini_inline_comment_prefixes = comment_prefixes;
+    ini_start_comment_prefixes = comment_prefixes;
+    ini_allow_no_value = false;
+    ini_stop_on_first_error = false;
+    ini_max_line = LINE_MAX_CHARS;
+}
+
+static int deck_parse_file(deck_t *d, const char *path)
+{
+    load_t *st = calloc(1, sizeof *st);
+    if (!st) return MP_FAIL("out of memory reading %s", path);
+    char *real = realpath(path, NULL);
+    st->f = real ? fopen(real, "r") : NULL;
+    if (!st->f) {
+        int rc = MP_FAIL("cannot read the deck %s: %s", path, strerror(errno));
+        free(real);
+        free(st);
+        return rc;
+    }
+    *strrchr(real, '/') = 0; /* realpath is absolute: there is a '/' */
+    snprintf(st->dir, sizeof st->dir, "%s", real[0] ? real : "/");
+    free(real);
+    st->file = path, st->d = d, st->at_line_start = 1;
+    ini_configure();
+    int rc = ini_parse_stream(load_reader, st, load_handler, st);
+    if (rc == -2) {
+        MP_ERROR("%s: out of memory while parsing", path);
+        st->nerr++;
+    } else if (rc > 0 && (!st->first_handler_err || rc < st->first_handler_err)) {
+        MP_ERROR("%s:%d: not a 'key = value' line, a [section] header or a comment", path, rc);
+        st->nerr++;
+    }
+    if (ferror(st->f)) {
+        MP_ERROR("%s: read error: %s", path, strerror(errno));
+        st->nerr++;
+    }
+    int nerr = st->nerr;
+    fclose(st->f);
+    free(st);
+    return nerr ? MP_ERR : MP_OK;
+}
+
+int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
+{
+    deck_t *tmp = malloc(sizeof *tmp);
+    int nerr = 0;
+    if (!tmp) return MP_FAIL("out of memory loading the deck");
+    deck_defaults(tmp);
+    if (path && deck_parse_file(tmp, path) != MP_OK) nerr++;
+    for (int i = 0; i < nsets; i++)
+        if (deck_set(tmp, sets[i]) != MP_OK) nerr++;
+    if (!nerr && deck_validate(tmp) != MP_OK) nerr++;
+    if (!nerr) *d = *tmp;
+    free(tmp);
+    return nerr ? MP_ERR : MP_OK;
+}
+
+/* ---- cross-key rules ------------------------------------------------------------------------------ */
+
+static int validate_pipeline(const deck_t *d)
+{
+    int count, nerr = 0;
+    long long sum;
+    const char *v = d->pipeline.layers;
+    if (!v[0]) return 0;
+    if (layer_list_parse(v, &count, &sum) != MP_OK) {
+        MP_ERROR("pipeline.layers='%s' is not a comma-separated list of positive integers", v);
+        return 1;
+    }
+    if (count != d->parallel.pp)
+        nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but parallel.pp=%d (one per stage)", v, count,
+                         d->parallel.pp);
+    if (sum != d->model.layers)
+        nerr++, MP_ERROR("pipeline.layers='%s' sums to %lld, but model.layers=%d", v, sum, d->model.layers);
+    return nerr;
+}
+
+int deck_validate(const deck_t *d)
+{
+    const long long dim = d->model.dim, heads = d->model.heads, tp = d->parallel.tp;
+    const long long batch = d->train.batch, mb = d->train.micro_batch, dp = d->parallel.dp;
+    const long long width = (long long)d->model.mlp_ratio * dim;
+    int nerr = 0;
+    if (dim % heads)
+        nerr++, MP_ERROR("model.dim=%lld is not a multiple of model.heads=%lld", dim, heads);
+    if (batch % mb)
+        nerr++, MP_ERROR("train.batch=%lld is not a multiple of train.micro_batch=%lld", batch, mb);
+    else if (batch % (mb * dp))
+        nerr++, MP_ERROR("train.batch=%lld is not a multiple of train.micro_batch × parallel.dp = %lld × %lld = %lld",
+                         batch, mb, dp, mb * dp);
+    if (d->train.warmup > d->train.steps)
+        nerr++, MP_ERROR("train.warmup=%d is more than train.steps=%d", d->train.warmup, d->train.steps);
+    if (d->train.min_lr > d->train.lr)
+        nerr++, MP_ERROR("train.min_lr=%g is more than train.lr=%g", d->train.min_lr, d->train.lr);
+    if (heads % tp)
+        nerr++, MP_ERROR("model.heads=%lld is not a multiple of parallel.tp=%lld", heads, tp);
+    if (width % tp)
+        nerr++, MP_ERROR("model.mlp_ratio × model.dim = %d × %lld = %lld is not a multiple of parallel.tp=%lld",
+                         d->model.mlp_ratio, dim, width, tp);
+    if (d->parallel.pp > d->model.layers)
+        nerr++, MP_ERROR("parallel.pp=%d is more than model.layers=%d: every stage needs a layer", d->parallel.pp,
+                         d->model.layers);
+    nerr += validate_pipeline(d);
+    if (!d->data.path[0])
+        nerr++, MP_ERROR("data.path is empty: make a token file with `mindpipe prep --text FILE --out DATA.h5`, "
+                         "then set [data] path = DATA.h5 in the deck (or --set data.path=DATA.h5)");
+    return nerr ? MP_ERR : MP_OK;
+}
+
+/* ---- output --------------------------------------------------------------------------------------- */
+
+int deck_write(const deck_t *d, FILE *f)
+{
+    char *v = malloc(VALUE_MAX + 4);
+    if (!v) return MP_FAIL("out of memory writing the deck");
+    fprintf(f, "# MindPipe input deck, resolved: every key with the value in force, paths absolute.\n"
+               "# Every key is documented by `mindpipe deck-reference`.\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const deck_key_t *k = &keys[i];
+        if (i == 0 || strcmp(k->section, keys[i - 1].section)) fprintf(f, "\n[%s]\n", k->section);
+        key_format(k, d, v, VALUE_MAX + 4);
+        fprintf(f, "%s = %s\n", k->key, v);
+    }
+    free(v);
+    if (ferror(f)) return MP_FAIL("cannot write the deck: %s", strerror(errno));
+    return MP_OK;
+}
+
+char *deck_to_string(const deck_t *d)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    int rc = deck_write(d, f);
+    if (fclose(f) != 0 || rc != MP_OK) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static const char *type_name(key_type_t t)
+{
+    static const char *const names[] = {"int", "uint64", "number", "0/1", "bytes", "string", "path", "choice"};
+    return names[t];
+}
+
+/* The "allowed" column of the reference. */
+static void allowed_text(const deck_key_t *k, char *out, size_t n)
+{
+    switch (k->type) {
+    case T_CHOICE: {
+        size_t o = (size_t)snprintf(out, n, "`");
+        for (const char *p = k->choices; *p && o + 6 < n; p++) {
+            if (*p == '|') o += (size_t)snprintf(out + o, n - o, "`, `");
+            else out[o++] = *p;
+        }
+        snprintf(out + o, n - o, "`");
+        return;
+    }
+    case T_STRING:
+        snprintf(out, n, "%s", k->rule ? k->rule : "any text");
+        return;
+    case T_PATH:
+        snprintf(out, n, "a file path");
+        return;
+    case T_BOOL:
+        snprintf(out, n, "0 or 1");
+        return;
+    case T_U64:
+        snprintf(out, n, "[0, 2^64)");
+        return;
+    default:
+        range_text(k, out, n);
+    }
+}
+
+void deck_print_reference(FILE *f)
+{
+    char allowed[256];
+    fprintf(f, "# Input deck reference\n\n"
+               "Generated by `mindpipe deck-reference` from the schema in `src/deck.c`. A deck is an INI file;\n"
+               "`--set section.key=value` overrides any key after the file. Comments start with `;` or `#`\n"
+               "(after a space when they follow a value). Unknown sections or keys, values that do not parse\n"
+               "or are out of range, a key set twice and layouts that do not divide the model are errors\n"
+               "naming the file, line and key. Byte counts take the suffixes K, M, G, T (or KiB, MiB, GiB,\n"
+               "TiB), all powers of 1024. Strings may be written in double quotes (`path = \"\"`).\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        const deck_key_t *k = &keys[i];
+        if (i == 0 || strcmp(k->section, keys[i - 1].section))
+            fprintf(f, "\n## [%s]\n\n| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n",
+                    k->section);
+        allowed_text(k, allowed, sizeof allowed);
+        fprintf(f, "| `%s` | %s | `%s` | %s | %s |\n", k->key, type_name(k->type), k->def[0] ? k->def : "\"\"",
+                allowed, k->doc);
+    }
+}

@@ -1,0 +1,471 @@
+/* Input decks (src/deck.c): defaults, a full deck, round trip through deck_write, --set and its
+ * precedence, every class of error (with the message checked for the key and line), every
+ * cross-key rule, relative data paths and byte suffixes. Decks are written to a mkdtemp directory;
+ * stderr is captured to a file to read the messages. */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "deck.h"
+#include "tap.h"
+
+static char tmpdir[] = "/tmp/test_deck.XXXXXX";
+static char errtext[8192]; /* stderr of the last captured call */
+static int saved_fd = -1;
+
+/* tmpdir/name holding text; returns the path in a static buffer (valid until the next call). */
+static const char *write_deck(const char *name, const char *text)
+{
+    static char path[1024];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return perror(path), path;
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void capture_begin(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    saved_fd = dup(2);
+    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static void capture_end(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(errtext, 1, sizeof errtext - 1, f) : 0;
+    errtext[n] = 0;
+    if (f) fclose(f);
+}
+
+/* Shows the captured messages as TAP comments (so a reader sees what users see). */
+static void show_errtext(void)
+{
+    char *save = NULL;
+    char copy[sizeof errtext];
+    memcpy(copy, errtext, sizeof copy);
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) tap_diag("  %s", l);
+}
+
+/* Loads text (as deck "name") with sets; returns deck_load's status, messages in errtext. */
+static int load_text(deck_t *d, const char *text, char *const *sets, int nsets)
+{
+    const char *path = text ? write_deck("deck.ini", text) : NULL;
+    capture_begin();
+    int rc = deck_load(d, path, sets, nsets);
+    capture_end();
+    return rc;
+}
+
+/* The deck must be refused and the message must contain every needle (NULL-terminated). */
+static void expect_refused(const char *what, const char *text, char *const *sets, int nsets, ...)
+{
+    deck_t d;
+    int rc = load_text(&d, text, sets, nsets);
+    int ok = rc == MP_ERR;
+    va_list ap;
+    va_start(ap, nsets);
+    for (const char *needle; (needle = va_arg(ap, const char *));) {
+        if (!strstr(errtext, needle)) {
+            tap_diag("message lacks '%s'", needle);
+            ok = 0;
+        }
+    }
+    va_end(ap);
+    tap_ok(ok, "refused: %s", what);
+    show_errtext();
+}
+
+#define VALID "[data]\npath = /nonexistent/kjv.h5\n"
+
+static void test_defaults(void)
+{
+    deck_t d;
+    deck_defaults(&d);
+    tap_ok(d.model.layers == 4 && d.model.dim == 128 && d.model.heads == 4 && d.model.seq_len == 64 &&
+               d.model.vocab == 256 && d.model.mlp_ratio == 4,
+           "model defaults");
+    tap_ok(d.train.steps == 100 && d.train.batch == 8 && d.train.micro_batch == 8 && d.train.warmup == 10 &&
+               d.train.lr == 1e-3 && d.train.min_lr == 1e-4 && d.train.weight_decay == 0.1 &&
+               d.train.grad_clip == 1.0 && d.train.beta1 == 0.9 && d.train.beta2 == 0.95 && d.train.eps == 1e-8 &&
+               d.train.seed == 1337 && d.train.log_every == 10 && d.train.eval_every == 50 &&
+               d.train.eval_windows == 32 && d.train.threads == 0 && d.train.peak_gflops == 0,
+           "train defaults");
+    tap_ok(!strcmp(d.train.device, "cpu") && !strcmp(d.train.precision, "fp32") && d.data.path[0] == 0,
+           "device, precision, data.path defaults");
+    tap_ok(d.parallel.dp == 1 && d.parallel.tp == 1 && d.parallel.pp == 1 && d.parallel.sp == 1 &&
+               d.parallel.virtual_stages == 1 && d.parallel.zero == 0 && !strcmp(d.parallel.order, "tp-dp-sp-pp") &&
+               !strcmp(d.parallel.schedule, "1f1b") && !strcmp(d.parallel.wait, "auto") &&
+               d.parallel.timeout == 600,
+           "parallel defaults");
+    tap_ok(d.pipeline.layers[0] == 0 && d.memory.device_limit == 0 && !strcmp(d.memory.policy, "keep") &&
+               d.checkpoint.every == 0 && d.checkpoint.keep == 3 && d.supernet.enabled == 0 &&
+               d.supernet.window == 1 && d.supernet.candidates[0] == 0 && d.debug.dump_activations == -1 &&
+               d.debug.fail_at[0] == 0 && d.cost.grid_gco2_per_kwh == 400,
+           "pipeline, memory, checkpoint, supernet, debug, cost defaults");
+    capture_begin();
+    int rc = deck_validate(&d);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "data.path"), "defaults alone are refused (no data.path)");
+}
+
+static const char *full_deck =
+    "; a full deck: every section, comments of both kinds\n"
+    "[model]\nlayers = 6\ndim = 384 ; inline comment\nheads = 6\nseq_len = 256\nvocab = 50304\nmlp_ratio = 2\n"
+    "\n[train]\nsteps = 600\nbatch = 24 # hash comment\nmicro_batch = 4\nwarmup = 50\nlr = 3e-3\n"
+    "min_lr = 3e-4\nweight_decay = 0.05\ngrad_clip = 0\nbeta1 = 0.8\nbeta2 = 0.99\neps = 1e-6\n"
+    "seed = 18446744073709551615\nlog_every = 20\neval_every = 0\neval_windows = 64\nthreads = 2\n"
+    "peak_gflops = 123.5\ndevice = cuda\nprecision = bf16\n"
+    "[data]\npath = /abs/kjv.h5\n"
+    "[parallel]\ndp = 3\ntp = 2\npp = 2\nsp = 1\nvirtual_stages = 2\nzero = true\norder = pp-sp-dp-tp\n"
+    "schedule = interleaved\nwait = spin\ntimeout = 0\n"
+    "[pipeline]\nlayers = 2,4\n"
+    "[memory]\ndevice_limit = 2GiB\npolicy = recompute\n"
+    "[checkpoint]\nevery = 200\nkeep = 0\n"
+    "[supernet]\nenabled = 1\nwindow = 4\ncandidates = \"mlp1,mlp2\"\n"
+    "[debug]\ndump_activations = 7\nfail_at = 3:120\n"
+    "[cost]\ngrid_gco2_per_kwh = 55.5\n";
+
+static void test_full(void)
+{
+    deck_t d;
+    int rc = load_text(&d, full_deck, NULL, 0);
+    tap_ok(rc == MP_OK, "a full deck loads");
+    show_errtext();
+    if (rc != MP_OK) return;
+    tap_ok(d.model.layers == 6 && d.model.dim == 384 && d.model.heads == 6 && d.model.seq_len == 256 &&
+               d.model.vocab == 50304 && d.model.mlp_ratio == 2,
+           "full deck: model (inline ';' comment stripped)");
+    tap_ok(d.train.steps == 600 && d.train.batch == 24 && d.train.micro_batch == 4 && d.train.warmup == 50 &&
+               d.train.lr == 3e-3 && d.train.min_lr == 3e-4 && d.train.weight_decay == 0.05 &&
+               d.train.grad_clip == 0 && d.train.beta1 == 0.8 && d.train.beta2 == 0.99 && d.train.eps == 1e-6 &&
+               d.train.seed == UINT64_MAX && d.train.log_every == 20 && d.train.eval_every == 0 &&
+               d.train.eval_windows == 64 && d.train.threads == 2 && d.train.peak_gflops == 123.5,
+           "full deck: train (inline '#' comment stripped, seed 2^64-1)");
+    tap_ok(!strcmp(d.train.device, "cuda") && !strcmp(d.train.precision, "bf16") &&
+               !strcmp(d.data.path, "/abs/kjv.h5"),
+           "full deck: choices and absolute path kept");
+    tap_ok(d.parallel.dp == 3 && d.parallel.tp == 2 && d.parallel.pp == 2 && d.parallel.virtual_stages == 2 &&
+               d.parallel.zero == 1 && !strcmp(d.parallel.order, "pp-sp-dp-tp") &&
+               !strcmp(d.parallel.schedule, "interleaved") && !strcmp(d.parallel.wait, "spin") &&
+               d.parallel.timeout == 0,
+           "full deck: parallel (zero = true is 1)");
+    tap_ok(!strcmp(d.pipeline.layers, "2,4") && d.memory.device_limit == 2ull << 30 &&
+               !strcmp(d.memory.policy, "recompute") && d.checkpoint.every == 200 && d.checkpoint.keep == 0 &&
+               d.supernet.enabled == 1 && d.supernet.window == 4 && !strcmp(d.supernet.candidates, "mlp1,mlp2") &&
+               d.debug.dump_activations == 7 && !strcmp(d.debug.fail_at, "3:120") &&
+               d.cost.grid_gco2_per_kwh == 55.5,
+           "full deck: the other sections (quotes removed)");
+}
+
+static void test_round_trip(void)
+{
+    deck_t a, b;
+    char *sets[] = {"train.lr=0.30000000000000004", "supernet.candidates=\"\"q\"\"", "train.weight_decay=1e-300"};
+    if (load_text(&a, full_deck, sets, 3) != MP_OK) {
+        tap_ok(0, "round trip: first load");
+        show_errtext();
+        return;
+    }
+    char *s1 = deck_to_string(&a);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", write_deck("written.ini", s1 ? s1 : ""));
+    capture_begin();
+    int rc = deck_load(&b, path, NULL, 0);
+    capture_end();
+    char *s2 = rc == MP_OK ? deck_to_string(&b) : NULL;
+    tap_ok(s1 && s2 && !strcmp(s1, s2), "round trip: deck_write -> deck_load -> deck_write is identical");
+    show_errtext();
+    tap_ok(rc == MP_OK && b.train.lr == 0.30000000000000004 && b.train.weight_decay == 1e-300 &&
+               b.train.seed == UINT64_MAX && b.memory.device_limit == a.memory.device_limit &&
+               !strcmp(b.supernet.candidates, "\"q\"") && !strcmp(b.data.path, a.data.path),
+           "round trip: doubles exact, u64, bytes, a quoted string keep their values");
+    tap_ok(s1 && strstr(s1, "\n[cost]\ngrid_gco2_per_kwh = 55.5\n") && s1[0] == '#' &&
+               strstr(s1, "\nmin_lr = 0.0003\n"),
+           "deck_write: header comment, sections, shortest exact doubles");
+    free(s1);
+    free(s2);
+}
+
+static void test_sets(void)
+{
+    deck_t d;
+    char *sets[] = {"train.lr=5e-4", " model.layers = 8 ", "train.lr=2e-4", "data.path=/x/y.h5"};
+    int rc = load_text(&d, "[train]\nlr = 1e-3\nsteps = 7\nwarmup = 1\n[data]\npath = /p.h5\n", sets, 4);
+    tap_ok(rc == MP_OK && d.train.lr == 2e-4 && d.model.layers == 8 && d.train.steps == 7 &&
+               !strcmp(d.data.path, "/x/y.h5"),
+           "--set overrides the file, later --set wins, spaces around key and value ignored");
+    show_errtext();
+    deck_defaults(&d);
+    capture_begin();
+    rc = deck_set(&d, "parallel.schedule=gpipe");
+    int bad = deck_set(&d, "parallel.schedule=zigzag");
+    capture_end();
+    tap_ok(rc == MP_OK && bad == MP_ERR && !strcmp(d.parallel.schedule, "gpipe"),
+           "deck_set: a refused value leaves the deck unchanged");
+}
+
+static void test_file_errors(void)
+{
+    expect_refused("unknown section, with line and suggestion", VALID "\n[trian]\nsteps = 3\n", NULL, 0,
+                   "deck.ini:4", "[trian]", "did you mean [train]", NULL);
+    expect_refused("unknown empty section", VALID "[optimizer]\n", NULL, 0, "deck.ini:3", "[optimizer]", NULL);
+    expect_refused("unknown key, with line and suggestion", VALID "[model]\ndims = 3\n", NULL, 0, "deck.ini:4",
+                   "model.dims", "did you mean model.dim", NULL);
+    expect_refused("key in the wrong section", VALID "[train]\nlayers = 3\n", NULL, 0, "train.layers",
+                   "did you mean model.layers", NULL);
+    expect_refused("unknown key without a close one", VALID "[model]\nflux_capacitor = 3\n", NULL, 0,
+                   "deck.ini:4", "model.flux_capacitor", NULL);
+    expect_refused("duplicate key", VALID "[model]\ndim = 64\nheads = 2\ndim = 32\n", NULL, 0, "deck.ini:6",
+                   "model.dim is set twice (first on line 4)", NULL);
+    expect_refused("'12x' is not an integer", VALID "[model]\ndim = 12x\n", NULL, 0, "deck.ini:4", "model.dim",
+                   "'12x'", "not an integer", NULL);
+    expect_refused("'1.5' is not an integer", VALID "[train]\nsteps = 1.5\n", NULL, 0, "train.steps", NULL);
+    expect_refused("empty value for an integer", VALID "[train]\nsteps =\n", NULL, 0, "train.steps", NULL);
+    expect_refused("'1e-3x' is not a number", VALID "[train]\nlr = 1e-3x\n", NULL, 0, "deck.ini:4", "train.lr",
+                   "not a finite number", NULL);
+    expect_refused("'nan' is not a finite number", VALID "[train]\nlr = nan\n", NULL, 0, "train.lr", NULL);
+    expect_refused("out of range (layers = 0)", VALID "[model]\nlayers = 0\n", NULL, 0, "deck.ini:4",
+                   "model.layers = '0'", "must be in [1, 4096]", NULL);
+    expect_refused("out of range (beta1 = 1, open end)", VALID "[train]\nbeta1 = 1\n", NULL, 0, "train.beta1",
+                   "[0, 1)", NULL);
+    expect_refused("out of range (lr = 0)", VALID "[train]\nlr = 0\n", NULL, 0, "train.lr", "must be > 0", NULL);
+    expect_refused("negative seed", VALID "[train]\nseed = -1\n", NULL, 0, "train.seed", NULL);
+    expect_refused("not one of the choices", VALID "[train]\ndevice = tpu\n", NULL, 0, "deck.ini:4",
+                   "train.device = 'tpu'", "not one of cpu|cuda", NULL);
+    expect_refused("bool 2", VALID "[parallel]\nzero = 2\n", NULL, 0, "parallel.zero", NULL);
+    expect_refused("order not a permutation", VALID "[parallel]\norder = tp-dp-dp-pp\n", NULL, 0,
+                   "parallel.order", "permutation", NULL);
+    expect_refused("order with 3 names", VALID "[parallel]\norder = tp-dp-pp\n", NULL, 0, "parallel.order", NULL);
+    expect_refused("pipeline.layers syntax", VALID "[pipeline]\nlayers = 2,x\n", NULL, 0, "pipeline.layers",
+                   NULL);
+    expect_refused("debug.fail_at syntax", VALID "[debug]\nfail_at = 3-120\n", NULL, 0, "debug.fail_at", NULL);
+    expect_refused("line that is not key = value", VALID "[model]\nnoequals\n", NULL, 0, "deck.ini:4", NULL);
+    expect_refused("key outside any section", "steps = 3\n" VALID, NULL, 0, "deck.ini:1", "'steps'",
+                   "did you mean train.steps", NULL);
+    expect_refused("several mistakes all reported", VALID "[model]\ndim = x\n[train]\nlr = y\n", NULL, 0,
+                   "deck.ini:4", "deck.ini:6", NULL);
+    capture_begin();
+    deck_t d;
+    int rc = deck_load(&d, "/nonexistent/deck.ini", NULL, 0);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "/nonexistent/deck.ini"), "a deck that cannot be read is named");
+}
+
+static void test_set_errors(void)
+{
+    char *no_eq[] = {"train.lr"}, *no_dot[] = {"trainlr=1"}, *bad_key[] = {"train.lrr=1"},
+         *bad_val[] = {"train.lr=abc"}, *bad_sec[] = {"modle.dim=3"};
+    expect_refused("--set without '='", VALID, no_eq, 1, "--set 'train.lr'", "section.key=value", NULL);
+    expect_refused("--set without '.'", VALID, no_dot, 1, "--set 'trainlr=1'", NULL);
+    expect_refused("--set unknown key", VALID, bad_key, 1, "--set", "train.lrr", "did you mean train.lr", NULL);
+    expect_refused("--set bad value", VALID, bad_val, 1, "--set 'train.lr=abc'", "'abc'", NULL);
+    expect_refused("--set unknown section", VALID, bad_sec, 1, "[modle]", "did you mean [model]", NULL);
+}
+
+static void test_cross_rules(void)
+{
+    expect_refused("dim % heads", VALID "[model]\ndim = 130\n", NULL, 0, "model.dim=130", "model.heads=4", NULL);
+    expect_refused("batch % micro_batch", VALID "[train]\nbatch = 8\nmicro_batch = 3\n", NULL, 0, "train.batch=8",
+                   "train.micro_batch=3", NULL);
+    expect_refused("batch % (micro_batch × dp)", VALID "[train]\nbatch = 8\nmicro_batch = 2\n[parallel]\ndp = 3\n",
+                   NULL, 0, "train.batch=8 is not a multiple of train.micro_batch × parallel.dp = 2 × 3 = 6", NULL);
+    expect_refused("warmup ≤ steps", VALID "[train]\nsteps = 5\nwarmup = 6\n", NULL, 0, "train.warmup=6",
+                   "train.steps=5", NULL);
+    expect_refused("min_lr ≤ lr", VALID "[train]\nlr = 1e-4\nmin_lr = 1e-3\n", NULL, 0, "train.min_lr=0.001",
+                   "train.lr=0.0001", NULL);
+    expect_refused("heads % tp", VALID "[parallel]\ntp = 3\n", NULL, 0, "model.heads=4", "parallel.tp=3", NULL);
+    expect_refused("pp ≤ layers", VALID "[parallel]\npp = 5\n", NULL, 0, "parallel.pp=5", "model.layers=4", NULL);
+    expect_refused("pipeline.layers count", VALID "[parallel]\npp = 2\n[pipeline]\nlayers = 1,1,2\n", NULL, 0,
+                   "3 entries", "parallel.pp=2", NULL);
+    expect_refused("pipeline.layers sum", VALID "[parallel]\npp = 2\n[pipeline]\nlayers = 1,2\n", NULL, 0,
+                   "sums to 3", "model.layers=4", NULL);
+    expect_refused("data.path empty", "[model]\nlayers = 4\n", NULL, 0, "data.path", "mindpipe prep", NULL);
+}
+
+/* (mlp_ratio × dim) % tp alone: heads % tp must hold, so use heads = tp = 2 and an odd width. */
+static void test_mlp_rule(void)
+{
+    deck_t d;
+    deck_defaults(&d);
+    snprintf(d.data.path, sizeof d.data.path, "/x.h5");
+    d.model.heads = 2, d.model.dim = 2, d.model.mlp_ratio = 1, d.parallel.tp = 2;
+    capture_begin();
+    int ok = deck_validate(&d);
+    d.model.dim = 6, d.model.mlp_ratio = 3, d.model.heads = 6, d.parallel.tp = 4;
+    int bad = deck_validate(&d);
+    capture_end();
+    tap_ok(ok == MP_OK && bad == MP_ERR &&
+               strstr(errtext, "model.mlp_ratio × model.dim = 3 × 6 = 18 is not a multiple of parallel.tp=4"),
+           "(mlp_ratio × dim) %% tp names both keys and the numbers");
+    show_errtext();
+}
+
+static void test_paths(void)
+{
+    char sub[1024], data[1024], real[PATH_MAX], want[PATH_MAX + 64], cwd[PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/sub", tmpdir);
+    snprintf(data, sizeof data, "%s/data", tmpdir);
+    mkdir(sub, 0700);
+    mkdir(data, 0700);
+    FILE *f = fopen(strcat(strcpy(want, tmpdir), "/sub/deck.ini"), "w");
+    fputs("[data]\npath = ../data/kjv.h5\n", f);
+    fclose(f);
+    deck_t d;
+    capture_begin();
+    int rc = deck_load(&d, want, NULL, 0);
+    capture_end();
+    if (!realpath(data, real)) real[0] = 0;
+    snprintf(want, sizeof want, "%s/kjv.h5", real);
+    tap_ok(rc == MP_OK && !strcmp(d.data.path, want), "relative data.path is made absolute from the deck's directory");
+    tap_diag("data.path = %s", rc == MP_OK ? d.data.path : "(refused)");
+
+    snprintf(want, sizeof want, "%s/sub/deck.ini", tmpdir);
+    char *sets[] = {"data.path=rel/x.h5"};
+    capture_begin();
+    rc = deck_load(&d, want, sets, 1);
+    capture_end();
+    if (!getcwd(cwd, sizeof cwd)) cwd[0] = 0;
+    snprintf(want, sizeof want, "%s/rel/x.h5", cwd);
+    tap_ok(rc == MP_OK && !strcmp(d.data.path, want), "--set data.path is relative to the current directory");
+    tap_diag("data.path = %s", rc == MP_OK ? d.data.path : "(refused)");
+    tap_ok(rc == MP_OK && strstr(d.data.path, "/x.h5") && d.data.path[0] == '/',
+           "a path whose directory does not exist is still accepted, absolute");
+}
+
+/* Lines up to DECK_PATH characters of value are read whole; a longer line is one error, not pieces. */
+static void test_long_lines(void)
+{
+    size_t n = DECK_PATH - 100, big = DECK_PATH + 2000;
+    char *text = malloc(big + 64);
+    snprintf(text, big + 64, "[data]\npath = /");
+    memset(text + strlen(text), 'a', n);
+    snprintf(text + 15 + n, 64, "\n[model]\nlayers = 4\n");
+    deck_t d;
+    int rc = load_text(&d, text, NULL, 0);
+    tap_ok(rc == MP_OK && strlen(d.data.path) == n + 1, "a %zu-character path on one line is read whole", n + 1);
+    show_errtext();
+    snprintf(text, big + 64, "[data]\npath = /");
+    memset(text + strlen(text), 'b', big);
+    snprintf(text + 15 + big, 64, "\n[model]\nlayers = x\n");
+    rc = load_text(&d, text, NULL, 0);
+    tap_ok(rc == MP_ERR && strstr(errtext, "deck.ini:2: line longer than") &&
+               strstr(errtext, "deck.ini:4: model.layers"),
+           "an over-long line is one error and the lines after it keep their numbers");
+    show_errtext();
+    free(text);
+}
+
+static void test_bytes(void)
+{
+    static const struct {
+        const char *text;
+        uint64_t bytes;
+    } ok[] = {{"512", 512}, {"1K", 1024}, {"3M", 3u << 20}, {"2G", 2ull << 30}, {"1GiB", 1ull << 30},
+              {"5 MiB", 5u << 20}, {"4k", 4096}, {"1T", 1ull << 40}};
+    int good = 1;
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        deck_t d;
+        char set[64];
+        deck_defaults(&d);
+        snprintf(set, sizeof set, "memory.device_limit=%s", ok[i].text);
+        capture_begin();
+        int rc = deck_set(&d, set);
+        capture_end();
+        if (rc != MP_OK || d.memory.device_limit != ok[i].bytes) {
+            tap_diag("%s -> %llu", ok[i].text, (unsigned long long)d.memory.device_limit);
+            good = 0;
+        }
+    }
+    tap_ok(good, "device_limit suffixes K M G T KiB MiB GiB (binary)");
+    static const char *bad[] = {"1.5G", "12X", "G", "-1", "99999999999G", "1GiBx"};
+    good = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        deck_t d;
+        char set[64];
+        deck_defaults(&d);
+        snprintf(set, sizeof set, "memory.device_limit=%s", bad[i]);
+        capture_begin();
+        int rc = deck_set(&d, set);
+        capture_end();
+        if (rc != MP_ERR || !strstr(errtext, "memory.device_limit")) {
+            tap_diag("%s was accepted or not named", bad[i]);
+            good = 0;
+        }
+    }
+    tap_ok(good, "device_limit: fractions, unknown suffixes, negatives and overflow refused");
+}
+
+static void test_reference(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    deck_print_reference(f);
+    fclose(f);
+    tap_ok(buf && strstr(buf, "## [model]") && strstr(buf, "| key | type | default | allowed | meaning |") &&
+               strstr(buf, "| `dim` | int | `128` | [1, 65536] |") && strstr(buf, "`gpipe`, `1f1b`"),
+           "reference: a Markdown table per section with type, default and rule");
+    /* every key of the written deck is documented */
+    deck_t d;
+    deck_defaults(&d);
+    char *text = deck_to_string(&d);
+    int all = text != NULL, n = 0;
+    char *save = NULL;
+    for (char *l = text ? strtok_r(text, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        char key[128], pat[160];
+        if (sscanf(l, "%127[a-z_0-9] =", key) != 1 || l[0] == '#') continue;
+        snprintf(pat, sizeof pat, "| `%s` |", key);
+        if (!strstr(buf, pat)) all = 0, tap_diag("undocumented: %s", key);
+        n++;
+    }
+    tap_ok(all && n >= 40, "reference documents every key deck_write writes (%d keys)", n);
+    free(text);
+    free(buf);
+}
+
+static void cleanup(void)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
+}
+
+int main(void)
+{
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_defaults();
+    test_full();
+    test_round_trip();
+    test_sets();
+    test_file_errors();
+    test_set_errors();
+    test_cross_rules();
+    test_mlp_rule();
+    test_paths();
+    test_long_lines();
+    test_bytes();
+    test_reference();
+    cleanup();
+    return tap_done();
+}
