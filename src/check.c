@@ -72,7 +72,7 @@ static herr_t mp_h5_walk(unsigned n, const H5E_error2_t *e, void *data)
 void mp_h5_fail(const char *file, int line, const char *what, const char *h5file)
 {
     const char *desc = "no HDF5 error message";
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, mp_h5_walk, &desc);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, mp_h5_walk, &desc);
     mp_errorf(file, line, "HDF5 call failed on %s: %s: %s", h5file ? h5file : "?", what, desc);
     H5Eclear2(H5E_DEFAULT);
 }

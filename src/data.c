@@ -1,0 +1,376 @@
+/* Token datasets (DESIGN §3): loading /train and /val, the training-window sampler, the fixed
+ * validation windows and `mindpipe prep` (bytes of a text file -> byte-level tokens).
+ *
+ * Legend: T seq_len; a window is T+1 consecutive tokens (T inputs, the T next tokens as targets).
+ *
+ * HDF5's automatic error printing is switched off around every public entry point (and restored
+ * after): each failure is reported once, as our own one-line message naming the file. */
+#include "data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rng.h"
+
+/* The validation split prep aims for: enough for a few windows at the usual seq_len (T+1 tokens
+ * for T = 4096), when the text is long enough for train to stay at least as large as val. */
+#define DATA_VAL_MIN 4097
+
+/* HDF5's automatic error printer, saved and silenced while one of our calls runs. */
+typedef struct {
+    H5E_auto2_t func;
+    void *data;
+} h5_quiet_t;
+
+static void h5_quiet_begin(h5_quiet_t *q)
+{
+    H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static void h5_quiet_end(const h5_quiet_t *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
+
+/* ---- loading ---------------------------------------------------------------------------------- */
+
+/* Reads the 1-D uint16 dataset /name of f into a malloc'd array. MP_OK, or MP_ERR (reported,
+ * naming path and the dataset) when it is missing, not 1-D, not 16-bit unsigned, or empty. */
+static int data_read_split(hid_t f, const char *path, const char *name, uint16_t **tok_p, size_t *n_p)
+{
+    int rc = MP_ERR, rank;
+    hid_t d = -1, s = -1, t = -1;
+    htri_t have;
+    hsize_t n = 0;
+    uint16_t *tok = NULL;
+    H5_TRY(have = H5Lexists(f, name, H5P_DEFAULT), out, path);
+    if (!have) return MP_FAIL("%s has no dataset /%s: not a token file written by `mindpipe prep`?", path, name);
+    H5_TRY(d = H5Dopen2(f, name, H5P_DEFAULT), out, path);
+    H5_TRY(s = H5Dget_space(d), err_close_dset, path);
+    H5_TRY(t = H5Dget_type(d), err_close_space, path);
+    H5_TRY(rank = H5Sget_simple_extent_ndims(s), err_close_type, path);
+    if (rank != 1) {
+        MP_ERROR("%s: /%s has rank %d, expected a 1-D array of tokens", path, name, rank);
+        goto err_close_type;
+    }
+    if (H5Tget_class(t) != H5T_INTEGER || H5Tget_size(t) != 2 || H5Tget_sign(t) != H5T_SGN_NONE) {
+        MP_ERROR("%s: /%s is not uint16 (tokens are stored as unsigned 16-bit integers)", path, name);
+        goto err_close_type;
+    }
+    H5_TRY(H5Sget_simple_extent_dims(s, &n, NULL), err_close_type, path);
+    if (n == 0) {
+        MP_ERROR("%s: /%s is empty", path, name);
+        goto err_close_type;
+    }
+    if (!(tok = MP_MALLOC((size_t)n * sizeof *tok))) goto err_close_type;
+    H5_TRY(H5Dread(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok), err_free_tok, path);
+    *tok_p = tok;
+    *n_p = (size_t)n;
+    tok = NULL; /* handed to the caller */
+    rc = MP_OK;
+err_free_tok:
+    free(tok);
+err_close_type:
+    H5Tclose(t);
+err_close_space:
+    H5Sclose(s);
+err_close_dset:
+    H5Dclose(d);
+out:
+    return rc;
+}
+
+/* Reads the integer attribute vocab of the root group. */
+static int data_read_vocab(hid_t f, const char *path, int *vocab_p)
+{
+    int rc = MP_ERR, vocab = 0;
+    hid_t a = -1;
+    htri_t have;
+    H5_TRY(have = H5Aexists(f, "vocab"), out, path);
+    if (!have) return MP_FAIL("%s has no attribute vocab: not a token file written by `mindpipe prep`?", path);
+    H5_TRY(a = H5Aopen(f, "vocab", H5P_DEFAULT), out, path);
+    H5_TRY(H5Aread(a, H5T_NATIVE_INT, &vocab), err_close_attr, path);
+    if (vocab < 1 || vocab > 65536) {
+        MP_ERROR("%s: attribute vocab = %d is outside 1..65536", path, vocab);
+        goto err_close_attr;
+    }
+    *vocab_p = vocab;
+    rc = MP_OK;
+err_close_attr:
+    H5Aclose(a);
+out:
+    return rc;
+}
+
+/* Every token of a split must be < vocab: a larger one would index past the embedding table. */
+static int data_check_tokens(const char *path, const char *name, const uint16_t *tok, size_t n, int vocab)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tok[i] >= vocab)
+            return MP_FAIL("%s: /%s token %u at index %zu is >= vocab %d", path, name, (unsigned)tok[i], i, vocab);
+    return MP_OK;
+}
+
+static int data_load_file(dataset_t *ds_p, const char *path)
+{
+    dataset_t ds = {0};
+    hid_t f = -1;
+    htri_t is_h5;
+    H5_TRY(is_h5 = H5Fis_hdf5(path), out, path);
+    if (!is_h5) return MP_FAIL("%s is not an HDF5 file (make token files with `mindpipe prep`)", path);
+    H5_TRY(f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), out, path);
+    int read = data_read_vocab(f, path, &ds.vocab) == MP_OK &&
+               data_read_split(f, path, "train", &ds.train, &ds.n_train) == MP_OK &&
+               data_read_split(f, path, "val", &ds.val, &ds.n_val) == MP_OK;
+    herr_t closed = H5Fclose(f);
+    if (!read) goto err_free_splits;
+    H5_TRY(closed, err_free_splits, path);
+    if (data_check_tokens(path, "train", ds.train, ds.n_train, ds.vocab) != MP_OK) goto err_free_splits;
+    if (data_check_tokens(path, "val", ds.val, ds.n_val, ds.vocab) != MP_OK) goto err_free_splits;
+    snprintf(ds.path, sizeof ds.path, "%s", path);
+    *ds_p = ds;
+    return MP_OK;
+err_free_splits:
+    data_free(&ds);
+out:
+    return MP_ERR;
+}
+
+int data_load(dataset_t *ds_p, const char *path)
+{
+    if (access(path, R_OK) != 0)
+        return MP_FAIL("data file %s: %s (make it with `mindpipe prep --text FILE --out %s`)", path, strerror(errno),
+                       path);
+    h5_quiet_t q;
+    h5_quiet_begin(&q);
+    int rc = data_load_file(ds_p, path);
+    h5_quiet_end(&q);
+    return rc;
+}
+
+void data_free(dataset_t *ds)
+{
+    free(ds->train);
+    free(ds->val);
+    ds->train = ds->val = NULL;
+    ds->n_train = ds->n_val = 0;
+}
+
+/* ---- sampling --------------------------------------------------------------------------------- */
+
+/* Requires n_train > T (run setup refuses shorter data): the offset lies in [0, n_train - T), so
+ * the window's last target, train[off + T], is inside the split. */
+void data_train_sample(const dataset_t *ds, uint64_t seed, long step, long index, int T, int *inp, int *tgt)
+{
+    const uint16_t *w = ds->train + rng_key(seed, RNG_STREAM_DATA, (uint64_t)step, (uint64_t)index) %
+                                        (uint64_t)(ds->n_train - (size_t)T);
+    for (int t = 0; t < T; t++) {
+        inp[t] = w[t];
+        tgt[t] = w[t + 1];
+    }
+}
+
+/* Window w needs tokens [w*T, w*T + T]: w*T + T + 1 <= n_val, so there are (n_val - 1) / T. */
+long data_val_windows(const dataset_t *ds, int T)
+{
+    if (T <= 0 || ds->n_val < 1) return 0;
+    return (long)((ds->n_val - 1) / (size_t)T);
+}
+
+int data_val_sample(const dataset_t *ds, long w, int T, int *inp, int *tgt)
+{
+    if (w < 0 || w >= data_val_windows(ds, T))
+        return MP_FAIL("%s: validation window %ld does not fit in /val (%zu tokens, T=%d)", ds->path, w, ds->n_val, T);
+    const uint16_t *v = ds->val + (size_t)w * (size_t)T;
+    for (int t = 0; t < T; t++) {
+        inp[t] = v[t];
+        tgt[t] = v[t + 1];
+    }
+    return MP_OK;
+}
+
+/* ---- prep ------------------------------------------------------------------------------------- */
+
+/* Reads the whole of path into a malloc'd buffer. Errors name the file (missing, unreadable, empty). */
+static int data_read_text(const char *path, unsigned char **buf_p, size_t *n_p)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return MP_FAIL("text file %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(fp);
+        return MP_FAIL("text file %s is not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    if (n < 2) {
+        fclose(fp);
+        return MP_FAIL("text file %s is %s: nothing to split into train and val", path, n ? "one byte" : "empty");
+    }
+    unsigned char *buf = MP_MALLOC(n);
+    if (!buf) {
+        fclose(fp);
+        return MP_ERR;
+    }
+    size_t got = fread(buf, 1, n, fp);
+    int err = ferror(fp);
+    fclose(fp);
+    if (got != n || err) {
+        free(buf);
+        return MP_FAIL("text file %s: read %zu of %zu bytes", path, got, n);
+    }
+    *buf_p = buf;
+    *n_p = n;
+    return MP_OK;
+}
+
+/* Fixed-length string attribute name = text on loc. */
+static int data_attr_string(hid_t loc, const char *fname, const char *name, const char *text)
+{
+    int rc = MP_ERR;
+    hid_t t = -1, s = -1, a = -1;
+    size_t len = strlen(text);
+    H5_TRY(t = H5Tcopy(H5T_C_S1), out, fname);
+    H5_TRY(H5Tset_size(t, len ? len : 1), err_close_type, fname);
+    H5_TRY(H5Tset_strpad(t, H5T_STR_NULLPAD), err_close_type, fname);
+    H5_TRY(s = H5Screate(H5S_SCALAR), err_close_type, fname);
+    H5_TRY(a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
+    H5_TRY(H5Awrite(a, t, len ? text : ""), err_close_attr, fname);
+    rc = MP_OK;
+err_close_attr:
+    H5Aclose(a);
+err_close_space:
+    H5Sclose(s);
+err_close_type:
+    H5Tclose(t);
+out:
+    return rc;
+}
+
+static int data_attr_int(hid_t loc, const char *fname, const char *name, int value)
+{
+    int rc = MP_ERR;
+    hid_t s = -1, a = -1;
+    H5_TRY(s = H5Screate(H5S_SCALAR), out, fname);
+    H5_TRY(a = H5Acreate2(loc, name, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
+    H5_TRY(H5Awrite(a, H5T_NATIVE_INT, &value), err_close_attr, fname);
+    rc = MP_OK;
+err_close_attr:
+    H5Aclose(a);
+err_close_space:
+    H5Sclose(s);
+out:
+    return rc;
+}
+
+/* 1-D uint16 dataset name = tok[0..n) on f (contiguous layout). */
+static int data_write_split(hid_t f, const char *fname, const char *name, const uint16_t *tok, size_t n)
+{
+    int rc = MP_ERR;
+    hid_t s = -1, d = -1;
+    hsize_t dims = n;
+    H5_TRY(s = H5Screate_simple(1, &dims, NULL), out, fname);
+    H5_TRY(d = H5Dcreate2(f, name, H5T_STD_U16LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
+    H5_TRY(H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok), err_close_dset, fname);
+    rc = MP_OK;
+err_close_dset:
+    H5Dclose(d);
+err_close_space:
+    H5Sclose(s);
+out:
+    return rc;
+}
+
+/* Writes the token file (both splits and the attributes) to fname and closes it. */
+static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source)
+{
+    hid_t f = -1;
+    H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), out, fname);
+    if (data_write_split(f, fname, "train", tok, n - n_val) != MP_OK) goto err_close_file;
+    if (data_write_split(f, fname, "val", tok + (n - n_val), n_val) != MP_OK) goto err_close_file;
+    if (data_attr_int(f, fname, "vocab", 256) != MP_OK) goto err_close_file;
+    if (data_attr_string(f, fname, "tokenizer", "byte") != MP_OK) goto err_close_file;
+    if (data_attr_string(f, fname, "source", source) != MP_OK) goto err_close_file;
+    H5_TRY(H5Fclose(f), out, fname);
+    return MP_OK;
+err_close_file:
+    H5Fclose(f);
+out:
+    return MP_ERR;
+}
+
+/* fsync of a closed file (so the rename that follows publishes complete contents). */
+static int data_fsync_path(const char *path, int directory)
+{
+    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return MP_FAIL("cannot open %s to fsync it: %s", path, strerror(errno));
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        return MP_FAIL("fsync %s: %s", path, strerror(e));
+    }
+    close(fd);
+    return MP_OK;
+}
+
+/* The directory holding path (for the fsync that makes a rename durable). */
+static void data_dirname(const char *path, char *dir, size_t n)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    snprintf(dir, n, "%s", dirname(tmp));
+}
+
+/* Val: the last max(val_fraction*n, DATA_VAL_MIN) tokens, but never more than train keeps. */
+static size_t data_val_count(size_t n, double val_fraction)
+{
+    double want = val_fraction > 0 ? val_fraction * (double)n : 0.0;
+    size_t n_val = want >= (double)n ? n : (size_t)(want + 0.5);
+    if (n_val < DATA_VAL_MIN) n_val = DATA_VAL_MIN;
+    if (n_val > n / 2) n_val = n / 2;
+    return n_val ? n_val : 1;
+}
+
+int data_prep_text(const char *text_path, const char *out_path, double val_fraction)
+{
+    unsigned char *bytes;
+    size_t n;
+    if (data_read_text(text_path, &bytes, &n) != MP_OK) return MP_ERR;
+    int rc = MP_ERR;
+    uint16_t *tok = MP_MALLOC(n * sizeof *tok);
+    if (!tok) goto err_free_bytes;
+    for (size_t i = 0; i < n; i++) tok[i] = bytes[i];
+    size_t n_val = data_val_count(n, val_fraction);
+
+    char tmp[4200], dir[4096], base[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
+    data_dirname(out_path, dir, sizeof dir);
+    snprintf(base, sizeof base, "%s", text_path);
+    const char *source = basename(base);
+
+    if (access(dir, W_OK) != 0) {
+        MP_ERROR("cannot write %s: directory %s: %s", out_path, dir, strerror(errno));
+        goto err_free_tok;
+    }
+    h5_quiet_t q;
+    h5_quiet_begin(&q);
+    int wrote = data_write_tokens(tmp, tok, n, n_val, source);
+    h5_quiet_end(&q);
+    int done = wrote == MP_OK && data_fsync_path(tmp, 0) == MP_OK;
+    if (done && rename(tmp, out_path) != 0) {
+        MP_ERROR("cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
+        done = 0;
+    }
+    if (!done) unlink(tmp);
+    rc = done ? data_fsync_path(dir, 1) : MP_ERR;
+err_free_tok:
+    free(tok);
+err_free_bytes:
+    free(bytes);
+    return rc;
+}

@@ -1,0 +1,417 @@
+/* Checkpoints (src/ckpt.c): bitwise round trip of parameters, moments and state; the file layout;
+ * refusal (naming the field, the file or the dataset) of another model shape, flipped bytes,
+ * truncation and missing optimizer state, with the caller's buffers untouched; failed writes that
+ * leave a good checkpoint intact; inspect; find_latest skipping a corrupt newer file; prune; the
+ * checksum's order-free sum. Files live in a mkdtemp directory; stderr is captured to a file. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "ckpt.h"
+#include "params.h"
+#include "tap.h"
+
+static char tmpdir[] = "/tmp/test_ckpt.XXXXXX";
+static char errtext[8192]; /* stderr of the last captured call */
+static int saved_fd = -1;
+
+static void capture_begin(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    saved_fd = dup(2);
+    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static void capture_end(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(errtext, 1, sizeof errtext - 1, f) : 0;
+    errtext[n] = 0;
+    if (f) fclose(f);
+    unlink(path);
+}
+
+static void show_errtext(void)
+{
+    char *save = NULL;
+    char copy[sizeof errtext];
+    memcpy(copy, errtext, sizeof copy);
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) tap_diag("  %s", l);
+}
+
+static const char *tpath(const char *name)
+{
+    static char path[4][1024];
+    static int k = 0;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", tmpdir, name);
+    return path[k];
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    char buf[65536];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, a)) > 0;) fwrite(buf, 1, n, b);
+    fclose(a);
+    fclose(b);
+}
+
+/* XORs one byte at `skip` bytes into the data of dataset dname (contiguous: H5Dget_offset). */
+static int flip_byte(const char *path, const char *dname, size_t skip)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, dname, H5P_DEFAULT);
+    haddr_t off = H5Dget_offset(d);
+    H5Dclose(d);
+    H5Fclose(f);
+    if (off == HADDR_UNDEF) return -1;
+    int fd = open(path, O_RDWR);
+    unsigned char b;
+    int ok = pread(fd, &b, 1, (off_t)(off + skip)) == 1;
+    b ^= 0x40;
+    ok &= pwrite(fd, &b, 1, (off_t)(off + skip)) == 1;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+/* A tiny model with parameters from param_init and moments with awkward bit patterns. */
+typedef struct {
+    param_table_t tab;
+    float *p, *m, *v;
+} tiny_t;
+
+static void tiny_make(tiny_t *t, int dim)
+{
+    model_cfg_t cfg = {.layers = 2, .dim = dim, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 4};
+    param_table_build(&t->tab, &cfg, 0, cfg.layers, 1, 1);
+    size_t n = t->tab.total;
+    t->p = malloc(n * sizeof(float));
+    t->m = malloc(n * sizeof(float));
+    t->v = malloc(n * sizeof(float));
+    param_init(&t->tab, t->p, 1337);
+    for (size_t i = 0; i < n; i++) {
+        t->m[i] = (float)i * 1e-3f - 0.5f;
+        t->v[i] = 1.0f / (float)(i + 1);
+    }
+    t->m[3] = -0.0f;
+    t->m[4] = 1e-42f; /* subnormal */
+    t->v[5] = NAN;
+}
+
+static void tiny_free(tiny_t *t)
+{
+    param_table_free(&t->tab);
+    free(t->p);
+    free(t->m);
+    free(t->v);
+}
+
+static const char deck_text[] = "[model]\nlayers = 2\ndim = 8\n";
+
+static int write_step(const tiny_t *t, const char *path, long step)
+{
+    ckpt_state_t st = {.step = step, .adam_t = step + 1, .seed = 0xfedcba9876543210ull};
+    snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
+    return ckpt_write(path, &t->tab, t->p, t->m, t->v, &st, deck_text);
+}
+
+/* Reads path into fresh buffers filled with a sentinel; refused must leave them untouched. */
+static void expect_read_refused(const char *what, const tiny_t *t, const char *path, int with_optim,
+                                const char *needle1, const char *needle2)
+{
+    size_t n = t->tab.total;
+    float *p = malloc(n * sizeof(float)), *m = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+    memset(p, 0x7f, n * sizeof(float));
+    memset(m, 0x7f, n * sizeof(float));
+    memset(v, 0x7f, n * sizeof(float));
+    ckpt_state_t st = {.step = -5};
+    capture_begin();
+    int rc = ckpt_read(path, &t->tab, p, with_optim ? m : NULL, with_optim ? v : NULL, &st);
+    capture_end();
+    int untouched = st.step == -5;
+    for (size_t i = 0; i < n * sizeof(float); i++)
+        untouched &= ((unsigned char *)p)[i] == 0x7f && ((unsigned char *)m)[i] == 0x7f &&
+                     ((unsigned char *)v)[i] == 0x7f;
+    const char *base = strrchr(path, '/') + 1;
+    int named = strstr(errtext, base) && (!needle1 || strstr(errtext, needle1)) && (!needle2 || strstr(errtext, needle2));
+    tap_ok(rc == MP_ERR && named && untouched, "refused, naming the file%s%s, buffers untouched: %s",
+           needle1 ? " and " : "", needle1 ? needle1 : "", what);
+    show_errtext();
+    free(p);
+    free(m);
+    free(v);
+}
+
+static void test_round_trip(const tiny_t *t)
+{
+    const char *path = tpath("rt.h5");
+    tap_ok(write_step(t, path, 42) == MP_OK, "write a checkpoint of a 2-layer dim-8 model");
+    tap_ok(access(tpath("rt.h5.tmp"), F_OK) != 0, "no temporary left behind");
+    size_t n = t->tab.total;
+    float *p = calloc(n, sizeof(float)), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    ckpt_state_t st = {0};
+    int rc = ckpt_read(path, &t->tab, p, m, v, &st);
+    tap_ok(rc == MP_OK, "read it back");
+    tap_ok(!memcmp(p, t->p, n * sizeof(float)) && !memcmp(m, t->m, n * sizeof(float)) &&
+               !memcmp(v, t->v, n * sizeof(float)),
+           "params, m and v bitwise equal (-0.0, a subnormal and a NaN included)");
+    tap_ok(rc == MP_OK && st.step == 42 && st.adam_t == 43 && st.seed == 0xfedcba9876543210ull &&
+               !strcmp(st.layout, "dp=1 tp=1 pp=1 sp=1") && st.deck && !strcmp(st.deck, deck_text),
+           "state: step, adam_t, seed, layout, deck");
+    free(st.deck);
+    st.deck = NULL;
+
+    /* layout: global shapes, float32, checksum attribute, /state shape attributes */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/model/wte", H5P_DEFAULT), s = H5Dget_space(d), ty = H5Dget_type(d);
+    hsize_t dims[2] = {0, 0};
+    int nd = H5Sget_simple_extent_dims(s, dims, NULL);
+    int ok = nd == 2 && dims[0] == 32 && dims[1] == 8 && H5Tget_class(ty) == H5T_FLOAT && H5Tget_size(ty) == 4 &&
+             H5Aexists(d, "checksum") > 0;
+    H5Tclose(ty), H5Sclose(s), H5Dclose(d);
+    d = H5Dopen2(f, "/optim/v/h.1.mlp.fc.b", H5P_DEFAULT), s = H5Dget_space(d);
+    nd = H5Sget_simple_extent_dims(s, dims, NULL);
+    ok &= nd == 1 && dims[0] == 32;
+    H5Sclose(s), H5Dclose(d);
+    int fmt = 0, dim = 0;
+    hid_t a = H5Aopen_by_name(f, "state", "format", H5P_DEFAULT, H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_INT, &fmt);
+    H5Aclose(a);
+    a = H5Aopen_by_name(f, "state", "dim", H5P_DEFAULT, H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_INT, &dim);
+    H5Aclose(a);
+    H5Fclose(f);
+    tap_ok(ok && fmt == 1 && dim == 8, "file layout: /model/wte (32, 8) float32 with checksum, 1-D vectors, /state");
+
+    memset(p, 0, n * sizeof(float));
+    rc = ckpt_read(path, &t->tab, p, NULL, NULL, &st);
+    tap_ok(rc == MP_OK && !memcmp(p, t->p, n * sizeof(float)), "read of the parameters only (m, v NULL)");
+    free(st.deck);
+
+    /* A checkpoint without optimizer state (debug-grads): readable for params, refused for m/v. */
+    ckpt_state_t ws = {.step = 0};
+    tap_ok(ckpt_write(tpath("noopt.h5"), &t->tab, t->p, NULL, NULL, &ws, NULL) == MP_OK,
+           "write without optimizer state and without a deck");
+    memset(p, 0, n * sizeof(float));
+    rc = ckpt_read(tpath("noopt.h5"), &t->tab, p, NULL, NULL, &st);
+    tap_ok(rc == MP_OK && !memcmp(p, t->p, n * sizeof(float)) && st.deck && st.deck[0] == 0,
+           "its parameters read back, deck empty");
+    if (rc == MP_OK) free(st.deck);
+    expect_read_refused("asked for m, v from a file without /optim", t, tpath("noopt.h5"), 1, "/optim/m/", NULL);
+    free(p);
+    free(m);
+    free(v);
+}
+
+static void test_refusals(const tiny_t *t)
+{
+    tiny_t other;
+    tiny_make(&other, 16);
+    expect_read_refused("a model of another dim", &other, tpath("rt.h5"), 1, "model.dim=8", "says 16");
+    tiny_free(&other);
+
+    copy_file(tpath("rt.h5"), tpath("flip.h5"));
+    if (flip_byte(tpath("flip.h5"), "/model/h.0.attn.qkv.w", 100) != 0) tap_diag("could not flip a byte");
+    expect_read_refused("a flipped byte in /model/h.0.attn.qkv.w", t, tpath("flip.h5"), 1, "/model/h.0.attn.qkv.w",
+                        "checksum");
+    copy_file(tpath("rt.h5"), tpath("flipv.h5"));
+    if (flip_byte(tpath("flipv.h5"), "/optim/v/lnf.b", 0) != 0) tap_diag("could not flip a byte");
+    expect_read_refused("a flipped byte in the last moment tensor", t, tpath("flipv.h5"), 1, "/optim/v/lnf.b", NULL);
+
+    struct stat st;
+    stat(tpath("rt.h5"), &st);
+    copy_file(tpath("rt.h5"), tpath("trunc.h5"));
+    if (truncate(tpath("trunc.h5"), st.st_size / 2) != 0) tap_diag("truncate: %s", strerror(errno));
+    expect_read_refused("a truncated file", t, tpath("trunc.h5"), 1, NULL, NULL);
+    expect_read_refused("a missing file", t, tpath("absent.h5"), 1, NULL, NULL);
+
+    /* inspect: every dataset listed with its status; MP_OK iff all verify */
+    FILE *out = fopen(tpath("inspect.txt"), "w+");
+    capture_begin();
+    int good = ckpt_inspect(tpath("rt.h5"), out);
+    capture_end();
+    char text[65536];
+    rewind(out);
+    size_t n = fread(text, 1, sizeof text - 1, out);
+    text[n] = 0;
+    const char *wte = strstr(text, "/model/wte (32, 8) checksum ok"), *h0 = strstr(text, "/model/h.0.ln1.w (8)");
+    tap_ok(good == MP_OK && wte && h0 && wte < h0 && strstr(text, "step 42") && strstr(text, deck_text) &&
+               !strstr(text, "MISMATCH"),
+           "inspect of a good file: shapes, checksum ok, table order, state and deck");
+    fclose(out);
+    out = fopen(tpath("inspect.txt"), "w+");
+    capture_begin();
+    int bad = ckpt_inspect(tpath("flip.h5"), out);
+    capture_end();
+    rewind(out);
+    n = fread(text, 1, sizeof text - 1, out);
+    text[n] = 0;
+    fclose(out);
+    tap_ok(bad == MP_ERR && strstr(text, "/model/h.0.attn.qkv.w (24, 8) CHECKSUM MISMATCH") &&
+               strstr(text, "/model/h.0.attn.proj.w (8, 8) checksum ok") && strstr(errtext, "flip.h5"),
+           "inspect of a corrupt file: the bad tensor flagged, the rest ok, MP_ERR");
+    show_errtext();
+}
+
+static void test_failed_writes(const tiny_t *t)
+{
+    tiny_t changed;
+    tiny_make(&changed, 8);
+    changed.p[0] = 123.0f;
+    FILE *f = fopen(tpath("plainfile"), "w");
+    fclose(f);
+    capture_begin();
+    int rc = write_step(&changed, tpath("plainfile/ckpt.h5"), 1);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "plainfile/ckpt.h5"), "a write under a regular file fails naming the path");
+    show_errtext();
+
+    /* The temporary name is taken (a directory): the write fails and the good file stays. */
+    mkdir(tpath("rt.h5.tmp"), 0700);
+    capture_begin();
+    rc = write_step(&changed, tpath("rt.h5"), 99);
+    capture_end();
+    rmdir(tpath("rt.h5.tmp"));
+    size_t n = t->tab.total;
+    float *p = calloc(n, sizeof(float));
+    ckpt_state_t st = {0};
+    int kept = ckpt_read(tpath("rt.h5"), &t->tab, p, NULL, NULL, &st) == MP_OK && st.step == 42 &&
+               !memcmp(p, t->p, n * sizeof(float));
+    free(st.deck);
+    tap_ok(rc == MP_ERR && kept, "a failed write leaves the existing checkpoint intact");
+    show_errtext();
+    capture_begin();
+    rc = ckpt_write(tpath("rt.h5"), &t->tab, changed.p, changed.m, NULL, &(ckpt_state_t){0}, NULL);
+    capture_end();
+    kept = ckpt_read(tpath("rt.h5"), &t->tab, p, NULL, NULL, &st) == MP_OK && st.step == 42;
+    free(st.deck);
+    tap_ok(rc == MP_ERR && kept, "m without v is refused, nothing replaced");
+    free(p);
+    tiny_free(&changed);
+}
+
+static void test_directory(const tiny_t *t)
+{
+    char dir[1100], path[1200], found[1200] = "";
+    snprintf(dir, sizeof dir, "%s/ckpt", tmpdir);
+    mkdir(dir, 0700);
+    capture_begin();
+    int rc = ckpt_find_latest(dir, found, sizeof found);
+    capture_end();
+    tap_ok(rc == MP_ERR && errtext[0] == 0, "find_latest in an empty directory: MP_ERR, silent");
+    int wrote = 1;
+    for (long s = 2; s <= 8; s += 2) {
+        snprintf(path, sizeof path, "%s/step_%08ld.h5", dir, s);
+        wrote &= write_step(t, path, s) == MP_OK;
+    }
+    snprintf(path, sizeof path, "%s/step_00000008.h5", dir);
+    if (flip_byte(path, "/optim/m/wpe", 7) != 0) tap_diag("could not flip a byte");
+    snprintf(path, sizeof path, "%s/step_00000006.h5", dir);
+    if (truncate(path, 4000) != 0) tap_diag("truncate: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/step_00000010.h5.tmp", dir);
+    fclose(fopen(path, "w"));
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    fclose(fopen(path, "w"));
+    capture_begin();
+    rc = ckpt_find_latest(dir, found, sizeof found);
+    capture_end();
+    tap_ok(wrote && rc == MP_OK && strstr(found, "/step_00000004.h5"),
+           "find_latest: the newest that verifies (%s)", strrchr(found, '/') ? strrchr(found, '/') + 1 : "none");
+    tap_ok(strstr(errtext, "skipping") && strstr(errtext, "step_00000008.h5") && strstr(errtext, "/optim/m/wpe") &&
+               strstr(errtext, "step_00000006.h5") && !strstr(errtext, "step_00000002.h5") && !strstr(errtext, ".tmp"),
+           "and says which it skipped and why (ignoring .tmp and other files)");
+    show_errtext();
+
+    tap_ok(ckpt_prune(dir, 2) == MP_OK, "prune keep=2");
+    int left[5] = {0};
+    DIR *dh = opendir(dir);
+    for (struct dirent *e; (e = readdir(dh));) {
+        long s;
+        char tail[16];
+        if (sscanf(e->d_name, "step_%8ld.%15s", &s, tail) == 2) left[s / 2 - 1] = strcmp(tail, "h5") == 0 ? 1 : 2;
+    }
+    closedir(dh);
+    tap_ok(!left[0] && !left[1] && left[2] == 1 && left[3] == 1 && left[4] == 2,
+           "prune leaves the newest 2 (steps 6, 8) and the .tmp file");
+    tap_ok(ckpt_prune(dir, 0) == MP_OK && access(path, F_OK) == 0, "prune keep=0 keeps everything");
+    snprintf(dir, sizeof dir, "%s/no-such-dir", tmpdir);
+    capture_begin();
+    rc = ckpt_find_latest(dir, found, sizeof found);
+    capture_end();
+    tap_ok(rc == MP_ERR && errtext[0] == 0, "find_latest of a missing directory: MP_ERR, silent");
+}
+
+static void test_checksum(void)
+{
+    enum { N = 1000 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = sinf((float)i);
+    uint64_t whole = ckpt_checksum(x, N, 0);
+    uint64_t parts = ckpt_checksum(x, 300, 0) + ckpt_checksum(x + 300, 500, 300) + ckpt_checksum(x + 800, 200, 800);
+    tap_ok(whole == parts, "checksum: the sum of hyperslab parts (with their first index) equals the whole");
+    float y[N];
+    memcpy(y, x, sizeof x);
+    y[10] = x[11], y[11] = x[10];
+    uint64_t swapped = ckpt_checksum(y, N, 0);
+    memcpy(y, x, sizeof x);
+    uint32_t bits;
+    memcpy(&bits, &y[500], 4);
+    bits ^= 1;
+    memcpy(&y[500], &bits, 4);
+    tap_ok(swapped != whole && ckpt_checksum(y, N, 0) != whole && ckpt_checksum(x, N, 1) != whole,
+           "checksum: keyed by position (swap, shift) and by every bit");
+}
+
+static void cleanup(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    for (struct dirent *e; dh && (e = readdir(dh));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            cleanup(path);
+        else
+            unlink(path);
+    }
+    if (dh) closedir(dh);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    MPI_Init(NULL, NULL);
+    if (!mkdtemp(tmpdir)) return perror("mkdtemp"), 1;
+    tiny_t t;
+    tiny_make(&t, 8);
+    test_round_trip(&t);
+    test_refusals(&t);
+    test_failed_writes(&t);
+    test_directory(&t);
+    test_checksum();
+    tiny_free(&t);
+    cleanup(tmpdir);
+    MPI_Finalize();
+    return tap_done();
+}

@@ -1,0 +1,296 @@
+/* Token datasets (src/data.c): prep of a generated text and the exact tokens and split sizes it
+ * writes, the attributes, the training-window sampler (bounds, determinism, spread), validation
+ * windows, and every class of bad input refused with a message naming the file. Files live in a
+ * mkdtemp directory; stderr is captured to a file to check the messages. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "data.h"
+#include "rng.h"
+#include "tap.h"
+
+static char tmpdir[] = "/tmp/test_data.XXXXXX";
+static char errtext[8192]; /* stderr of the last captured call */
+static int saved_fd = -1;
+
+static void capture_begin(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    saved_fd = dup(2);
+    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    dup2(fd, 2);
+    close(fd);
+}
+
+static void capture_end(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(errtext, 1, sizeof errtext - 1, f) : 0;
+    errtext[n] = 0;
+    if (f) fclose(f);
+    unlink(path);
+}
+
+/* Shows the captured messages as TAP comments (so a reader sees what users see). */
+static void show_errtext(void)
+{
+    char *save = NULL;
+    char copy[sizeof errtext];
+    memcpy(copy, errtext, sizeof copy);
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) tap_diag("  %s", l);
+}
+
+static const char *tpath(const char *name)
+{
+    static char path[4][1024];
+    static int k = 0;
+    k = (k + 1) % 4;
+    snprintf(path[k], sizeof path[k], "%s/%s", tmpdir, name);
+    return path[k];
+}
+
+/* n bytes of pseudo-English (words drawn by the counter-based generator) to path; the bytes too. */
+static unsigned char *write_text(const char *path, size_t n)
+{
+    static const char *const words[] = {"the", "and", "of", "to", "in", "that", "he", "shall", "unto", "for",
+                                        "his", "a", "they", "be", "is", "with", "not", "all", "thou", "thy"};
+    unsigned char *buf = malloc(n);
+    size_t i = 0;
+    for (uint64_t k = 0; i < n; k++) {
+        const char *w = words[rng_key(7, 9, k, 0) % 20];
+        for (const char *c = w; *c && i < n; c++) buf[i++] = (unsigned char)*c;
+        if (i < n) buf[i++] = rng_key(7, 9, k, 1) % 13 == 0 ? '\n' : ' ';
+    }
+    FILE *f = fopen(path, "wb");
+    fwrite(buf, 1, n, f);
+    fclose(f);
+    return buf;
+}
+
+/* Attribute name of the file's root group as a string (fixed length), in a static buffer. */
+static const char *read_attr_string(const char *path, const char *name)
+{
+    static char text[256];
+    text[0] = 0;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    hid_t t = H5Aget_type(a);
+    size_t size = H5Tget_size(t);
+    if (size < sizeof text) {
+        H5Aread(a, t, text);
+        text[size] = 0;
+    }
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Fclose(f);
+    return text;
+}
+
+/* A token file written by hand: /train (type ttype, n tokens of value fill, one of them `odd`),
+ * /val unless no_val, attribute vocab. */
+static void write_tokens_by_hand(const char *path, hid_t ttype, int no_val, int vocab, unsigned odd)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t n = 100;
+    uint16_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)(i % 50);
+    tok[37] = (uint16_t)odd;
+    hid_t s = H5Screate_simple(1, &n, NULL);
+    for (int k = 0; k < (no_val ? 1 : 2); k++) {
+        hid_t d = H5Dcreate2(f, k ? "val" : "train", ttype, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok);
+        H5Dclose(d);
+    }
+    H5Sclose(s);
+    s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "vocab", H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT, &vocab);
+    H5Aclose(a);
+    H5Sclose(s);
+    H5Fclose(f);
+}
+
+/* data_load must refuse path with a message containing the file name and needle. */
+static void expect_load_refused(const char *what, const char *path, const char *needle)
+{
+    dataset_t ds;
+    capture_begin();
+    int rc = data_load(&ds, path);
+    capture_end();
+    const char *base = strrchr(path, '/') + 1;
+    int named = strstr(errtext, base) != NULL, has = !needle || strstr(errtext, needle) != NULL;
+    int lines = 0;
+    for (const char *p = errtext; *p; p++) lines += *p == '\n';
+    tap_ok(rc == MP_ERR && named && has && lines == 1, "refused, one line naming the file: %s", what);
+    show_errtext();
+}
+
+static int count_tmp_files(void)
+{
+    DIR *dh = opendir(tmpdir);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(dh));) n += strstr(e->d_name, ".tmp") != NULL;
+    closedir(dh);
+    return n;
+}
+
+static void test_prep_load(void)
+{
+    const size_t N = 20000;
+    unsigned char *text = write_text(tpath("corpus.txt"), N);
+    const char *out = tpath("tok.h5");
+    tap_ok(data_prep_text(tpath("corpus.txt"), out, 0.1) == MP_OK, "prep of a 20 kB text");
+    tap_ok(count_tmp_files() == 0, "prep leaves no temporary file");
+    dataset_t ds;
+    if (!tap_ok(data_load(&ds, out) == MP_OK, "load the prepared file")) return free(text);
+    /* 10% of 20000 is 2000 < 4097: val is raised to 4097, train keeps the rest. */
+    tap_ok(ds.n_val == 4097 && ds.n_train == N - 4097, "split sizes: val %zu (>= 4097), train %zu", ds.n_val,
+           ds.n_train);
+    int same = 1;
+    for (size_t i = 0; i < ds.n_train; i++) same &= ds.train[i] == text[i];
+    for (size_t i = 0; i < ds.n_val; i++) same &= ds.val[i] == text[ds.n_train + i];
+    tap_ok(same, "tokens are the bytes of the text, train first, val the tail");
+    tap_ok(ds.vocab == 256 && !strcmp(ds.path, out), "vocab 256 and the path recorded");
+    tap_ok(!strcmp(read_attr_string(out, "tokenizer"), "byte"), "attribute tokenizer = byte");
+    tap_ok(!strcmp(read_attr_string(out, "source"), "corpus.txt"), "attribute source = basename of the text");
+
+    /* Sampler: offset = rng_key(seed, DATA, step, index) mod (n_train - T), window in bounds. */
+    enum { T = 32 };
+    int inp[T], tgt[T], inp2[T], tgt2[T], exact = 1, determ = 1, differ = 0;
+    for (long step = 0; step < 20; step++)
+        for (long i = 0; i < 50; i++) {
+            size_t off = rng_key(1337, RNG_STREAM_DATA, (uint64_t)step, (uint64_t)i) % (ds.n_train - T);
+            data_train_sample(&ds, 1337, step, i, T, inp, tgt);
+            exact &= off + T < ds.n_train;
+            for (int t = 0; t < T; t++) exact &= inp[t] == ds.train[off + t] && tgt[t] == ds.train[off + t + 1];
+            data_train_sample(&ds, 1337, step, i, T, inp2, tgt2);
+            determ &= !memcmp(inp, inp2, sizeof inp) && !memcmp(tgt, tgt2, sizeof tgt);
+            data_train_sample(&ds, 1337, step, i + 1, T, inp2, tgt2);
+            differ += memcmp(inp, inp2, sizeof inp) != 0;
+        }
+    tap_ok(exact, "train windows: inp = train[off..off+T), tgt = the next tokens, inside /train");
+    tap_ok(determ, "same (seed, step, index): the same window");
+    tap_ok(differ >= 990, "different index: a different window (%d of 1000)", differ);
+    data_train_sample(&ds, 1338, 0, 0, T, inp2, tgt2);
+    data_train_sample(&ds, 1337, 0, 0, T, inp, tgt);
+    tap_ok(memcmp(inp, inp2, sizeof inp) != 0, "a different seed draws a different window");
+
+    long nw = data_val_windows(&ds, T);
+    int val_ok = nw == (long)((ds.n_val - 1) / T);
+    for (long w = 0; w < nw; w++) {
+        val_ok &= data_val_sample(&ds, w, T, inp, tgt) == MP_OK;
+        for (int t = 0; t < T; t++) val_ok &= inp[t] == ds.val[w * T + t] && tgt[t] == ds.val[w * T + t + 1];
+    }
+    tap_ok(val_ok, "val windows: %ld of them at stride T from 0, exact tokens", nw);
+    capture_begin();
+    int rc = data_val_sample(&ds, nw, T, inp, tgt);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "tok.h5"), "a val window past the end is refused");
+    data_free(&ds);
+    free(text);
+}
+
+static void test_prep_splits(void)
+{
+    dataset_t ds;
+    unsigned char *text = write_text(tpath("short.txt"), 1000);
+    int ok = data_prep_text(tpath("short.txt"), tpath("short.h5"), 0.1) == MP_OK &&
+             data_load(&ds, tpath("short.h5")) == MP_OK;
+    tap_ok(ok && ds.n_val == 500 && ds.n_train == 500, "short text: val capped so train stays as large as val");
+    if (ok) data_free(&ds);
+    free(text);
+
+    text = write_text(tpath("big.txt"), 100000);
+    ok = data_prep_text(tpath("big.txt"), tpath("big.h5"), 0.25) == MP_OK && data_load(&ds, tpath("big.h5")) == MP_OK;
+    tap_ok(ok && ds.n_val == 25000 && ds.n_train == 75000, "long text: val is val_fraction of it");
+    if (ok) data_free(&ds);
+    free(text);
+
+    /* prep over an existing file replaces it */
+    text = write_text(tpath("short.txt"), 3000);
+    ok = data_prep_text(tpath("short.txt"), tpath("big.h5"), 0.1) == MP_OK && data_load(&ds, tpath("big.h5")) == MP_OK;
+    tap_ok(ok && ds.n_train + ds.n_val == 3000 && ds.train[0] == text[0], "prep replaces an existing output file");
+    if (ok) data_free(&ds);
+    free(text);
+}
+
+static void test_prep_errors(void)
+{
+    capture_begin();
+    int rc = data_prep_text(tpath("absent.txt"), tpath("x.h5"), 0.1);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "absent.txt") && access(tpath("x.h5"), F_OK) != 0,
+           "prep of a missing text names it, writes nothing");
+    show_errtext();
+    fclose(fopen(tpath("empty.txt"), "w"));
+    capture_begin();
+    rc = data_prep_text(tpath("empty.txt"), tpath("x.h5"), 0.1);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "empty.txt") && strstr(errtext, "empty"), "prep of an empty text names it");
+    show_errtext();
+    capture_begin();
+    rc = data_prep_text(tpath("corpus.txt"), tpath("no/such/dir/x.h5"), 0.1);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "x.h5") && count_tmp_files() == 0,
+           "prep into a missing directory fails naming the output, no temporary left");
+    show_errtext();
+}
+
+static void test_load_errors(void)
+{
+    expect_load_refused("missing file (and says to run prep)", tpath("nope.h5"), "mindpipe prep");
+    FILE *f = fopen(tpath("bad.h5"), "w");
+    fputs("not hdf5\n", f);
+    fclose(f);
+    expect_load_refused("not an HDF5 file", tpath("bad.h5"), "not an HDF5 file");
+    write_tokens_by_hand(tpath("noval.h5"), H5T_STD_U16LE, 1, 256, 3);
+    expect_load_refused("no /val", tpath("noval.h5"), "/val");
+    write_tokens_by_hand(tpath("big_token.h5"), H5T_STD_U16LE, 0, 100, 200);
+    expect_load_refused("a token >= vocab", tpath("big_token.h5"), "token 200 at index 37 is >= vocab 100");
+    write_tokens_by_hand(tpath("int32.h5"), H5T_STD_I32LE, 0, 256, 3);
+    expect_load_refused("tokens of the wrong type", tpath("int32.h5"), "uint16");
+    /* a truncated token file: HDF5 refuses it at open */
+    struct stat st;
+    stat(tpath("tok.h5"), &st);
+    if (truncate(tpath("tok.h5"), st.st_size / 2) != 0) tap_diag("truncate: %s", strerror(errno));
+    expect_load_refused("a truncated file", tpath("tok.h5"), NULL);
+}
+
+static void cleanup(void)
+{
+    DIR *dh = opendir(tmpdir);
+    for (struct dirent *e; dh && (e = readdir(dh));)
+        if (e->d_name[0] != '.') unlink(tpath(e->d_name));
+    if (dh) closedir(dh);
+    rmdir(tmpdir);
+}
+
+int main(void)
+{
+    MPI_Init(NULL, NULL);
+    if (!mkdtemp(tmpdir)) return perror("mkdtemp"), 1;
+    test_prep_load();
+    test_prep_splits();
+    test_prep_errors();
+    test_load_errors();
+    cleanup();
+    MPI_Finalize();
+    return tap_done();
+}
