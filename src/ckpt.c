@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "h5util.h"
 #include "rng.h"
 
 #ifdef HAVE_CONFIG_H
@@ -43,18 +44,6 @@
 /* The float groups, in file order. Index 0 is the model; 1 and 2 the AdamW moments. */
 static const char *const ckpt_groups[3] = {"model", "optim/m", "optim/v"};
 
-typedef struct {
-    H5E_auto2_t func;
-    void *data;
-} h5_quiet_t;
-
-static void h5_quiet_begin(h5_quiet_t *q)
-{
-    H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-static void h5_quiet_end(const h5_quiet_t *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
 
 /* Checksum of element i (global index g = first + i, float bits b):
  *     rng_mix(rotl64(g, 32) ^ b),  summed mod 2^64.
@@ -105,61 +94,11 @@ err:
     return MP_ERR;
 }
 
-static int ckpt_fsync_path(const char *path, int directory)
-{
-    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return MP_FAIL("cannot open %s to fsync it: %s", path, strerror(errno));
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return MP_FAIL("fsync %s: %s", path, strerror(e));
-    }
-    close(fd);
-    return MP_OK;
-}
 
-static void ckpt_dirname(const char *path, char *dir, size_t n)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    snprintf(dir, n, "%s", dirname(tmp));
-}
 
 /* ---- attributes ------------------------------------------------------------------------------- */
 
-/* Scalar attribute name on loc: stored as file_type, given in memory as mem_type. */
-static int ckpt_attr_write(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value,
-                           const char *fname)
-{
-    int rc = MP_ERR;
-    hid_t s = -1, a = -1;
-    H5_TRY(s = H5Screate(H5S_SCALAR), out, fname);
-    H5_TRY(a = H5Acreate2(loc, name, file_type, s, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
-    H5_TRY(H5Awrite(a, mem_type, value), err_close_attr, fname);
-    rc = MP_OK;
-err_close_attr:
-    H5Aclose(a);
-err_close_space:
-    H5Sclose(s);
-out:
-    return rc;
-}
 
-/* Fixed-length string attribute sized to the text (HDF5 refuses size 0: "" is stored as one NUL). */
-static int ckpt_attr_write_string(hid_t loc, const char *name, const char *text, const char *fname)
-{
-    int rc = MP_ERR;
-    hid_t t = -1;
-    size_t len = strlen(text);
-    H5_TRY(t = H5Tcopy(H5T_C_S1), out, fname);
-    H5_TRY(H5Tset_size(t, len ? len : 1), err_close_type, fname);
-    H5_TRY(H5Tset_strpad(t, H5T_STR_NULLPAD), err_close_type, fname);
-    rc = ckpt_attr_write(loc, name, t, t, text, fname);
-err_close_type:
-    H5Tclose(t);
-out:
-    return rc;
-}
 
 static int ckpt_attr_open(hid_t loc, const char *name, const char *where, hid_t *a_p)
 {
@@ -241,7 +180,7 @@ static int ckpt_tensor_write(hid_t group, const param_entry_t *e, const float *d
     H5_TRY(d = H5Dcreate2(group, e->name, H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), err_close_space,
            where);
     H5_TRY(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), err_close_dset, where);
-    rc = ckpt_attr_write(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sum, where);
+    rc = h5_attr_write(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sum, where);
 err_close_dset:
     H5Dclose(d);
 err_close_space:
@@ -294,14 +233,14 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
     int64_t step = st->step, adam_t = st->adam_t;
     H5_TRY(g = H5Gcreate2(f, "state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, where);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (ckpt_attr_write(g, ints[i].name, H5T_STD_I32LE, H5T_NATIVE_INT, &ints[i].value, where) != MP_OK)
+        if (h5_attr_write(g, ints[i].name, H5T_STD_I32LE, H5T_NATIVE_INT, &ints[i].value, where) != MP_OK)
             goto err_close_group;
-    if (ckpt_attr_write(g, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &step, where) != MP_OK ||
-        ckpt_attr_write(g, "adam_t", H5T_STD_I64LE, H5T_NATIVE_INT64, &adam_t, where) != MP_OK ||
-        ckpt_attr_write(g, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &st->seed, where) != MP_OK ||
-        ckpt_attr_write_string(g, "version", CKPT_VERSION, where) != MP_OK ||
-        ckpt_attr_write_string(g, "layout", st->layout, where) != MP_OK ||
-        ckpt_attr_write_string(g, "deck", deck_text ? deck_text : "", where) != MP_OK)
+    if (h5_attr_write(g, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &step, where) != MP_OK ||
+        h5_attr_write(g, "adam_t", H5T_STD_I64LE, H5T_NATIVE_INT64, &adam_t, where) != MP_OK ||
+        h5_attr_write(g, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &st->seed, where) != MP_OK ||
+        h5_attr_write_string(g, "version", CKPT_VERSION, where) != MP_OK ||
+        h5_attr_write_string(g, "layout", st->layout, where) != MP_OK ||
+        h5_attr_write_string(g, "deck", deck_text ? deck_text : "", where) != MP_OK)
         goto err_close_group;
     rc = MP_OK;
 err_close_group:
@@ -334,18 +273,18 @@ int ckpt_write(const char *path, const param_table_t *tab, const float *params, 
     if (!m != !v) return MP_FAIL("checkpoint %s: m and v are written together (one of them is NULL)", path);
     char tmp[4200], dir[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    ckpt_dirname(path, dir, sizeof dir);
+    fs_dirname(path, dir, sizeof dir);
     const float *const bufs[3] = {params, m, v};
     h5_quiet_t q;
     h5_quiet_begin(&q);
     int rc = ckpt_write_file(tmp, tab, bufs, st, deck_text);
     h5_quiet_end(&q);
-    if (rc != MP_OK || ckpt_fsync_path(tmp, 0) != MP_OK) goto err_remove_tmp;
+    if (rc != MP_OK || fs_fsync_path(tmp, 0) != MP_OK) goto err_remove_tmp;
     if (rename(tmp, path) != 0) {
         MP_ERROR("cannot rename %s to %s: %s", tmp, path, strerror(errno));
         goto err_remove_tmp;
     }
-    return ckpt_fsync_path(dir, 1);
+    return fs_fsync_path(dir, 1);
 err_remove_tmp:
     unlink(tmp);
     return MP_ERR;

@@ -18,25 +18,13 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "h5util.h"
 #include "rng.h"
 
 /* The validation split prep aims for: enough for a few windows at the usual seq_len (T+1 tokens
  * for T = 4096), when the text is long enough for train to stay at least as large as val. */
 #define DATA_VAL_MIN 4097
 
-/* HDF5's automatic error printer, saved and silenced while one of our calls runs. */
-typedef struct {
-    H5E_auto2_t func;
-    void *data;
-} h5_quiet_t;
-
-static void h5_quiet_begin(h5_quiet_t *q)
-{
-    H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-static void h5_quiet_end(const h5_quiet_t *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
 
 /* ---- loading ---------------------------------------------------------------------------------- */
 
@@ -229,44 +217,7 @@ static int data_read_text(const char *path, unsigned char **buf_p, size_t *n_p)
     return MP_OK;
 }
 
-/* Fixed-length string attribute name = text on loc. */
-static int data_attr_string(hid_t loc, const char *fname, const char *name, const char *text)
-{
-    int rc = MP_ERR;
-    hid_t t = -1, s = -1, a = -1;
-    size_t len = strlen(text);
-    H5_TRY(t = H5Tcopy(H5T_C_S1), out, fname);
-    H5_TRY(H5Tset_size(t, len ? len : 1), err_close_type, fname);
-    H5_TRY(H5Tset_strpad(t, H5T_STR_NULLPAD), err_close_type, fname);
-    H5_TRY(s = H5Screate(H5S_SCALAR), err_close_type, fname);
-    H5_TRY(a = H5Acreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
-    H5_TRY(H5Awrite(a, t, len ? text : ""), err_close_attr, fname);
-    rc = MP_OK;
-err_close_attr:
-    H5Aclose(a);
-err_close_space:
-    H5Sclose(s);
-err_close_type:
-    H5Tclose(t);
-out:
-    return rc;
-}
 
-static int data_attr_int(hid_t loc, const char *fname, const char *name, int value)
-{
-    int rc = MP_ERR;
-    hid_t s = -1, a = -1;
-    H5_TRY(s = H5Screate(H5S_SCALAR), out, fname);
-    H5_TRY(a = H5Acreate2(loc, name, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
-    H5_TRY(H5Awrite(a, H5T_NATIVE_INT, &value), err_close_attr, fname);
-    rc = MP_OK;
-err_close_attr:
-    H5Aclose(a);
-err_close_space:
-    H5Sclose(s);
-out:
-    return rc;
-}
 
 /* 1-D uint16 dataset name = tok[0..n) on f (contiguous layout). */
 static int data_write_split(hid_t f, const char *fname, const char *name, const uint16_t *tok, size_t n)
@@ -293,9 +244,9 @@ static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, s
     H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), out, fname);
     if (data_write_split(f, fname, "train", tok, n - n_val) != MP_OK) goto err_close_file;
     if (data_write_split(f, fname, "val", tok + (n - n_val), n_val) != MP_OK) goto err_close_file;
-    if (data_attr_int(f, fname, "vocab", 256) != MP_OK) goto err_close_file;
-    if (data_attr_string(f, fname, "tokenizer", "byte") != MP_OK) goto err_close_file;
-    if (data_attr_string(f, fname, "source", source) != MP_OK) goto err_close_file;
+    if (h5_attr_write(f, "vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &(int){256}, fname) != MP_OK) goto err_close_file;
+    if (h5_attr_write_string(f, "tokenizer", "byte", fname) != MP_OK) goto err_close_file;
+    if (h5_attr_write_string(f, "source", source, fname) != MP_OK) goto err_close_file;
     H5_TRY(H5Fclose(f), out, fname);
     return MP_OK;
 err_close_file:
@@ -304,27 +255,7 @@ out:
     return MP_ERR;
 }
 
-/* fsync of a closed file (so the rename that follows publishes complete contents). */
-static int data_fsync_path(const char *path, int directory)
-{
-    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return MP_FAIL("cannot open %s to fsync it: %s", path, strerror(errno));
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return MP_FAIL("fsync %s: %s", path, strerror(e));
-    }
-    close(fd);
-    return MP_OK;
-}
 
-/* The directory holding path (for the fsync that makes a rename durable). */
-static void data_dirname(const char *path, char *dir, size_t n)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    snprintf(dir, n, "%s", dirname(tmp));
-}
 
 /* Val: the last max(val_fraction*n, DATA_VAL_MIN) tokens, but never more than train keeps. */
 static size_t data_val_count(size_t n, double val_fraction)
@@ -349,7 +280,7 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
 
     char tmp[4200], dir[4096], base[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    data_dirname(out_path, dir, sizeof dir);
+    fs_dirname(out_path, dir, sizeof dir);
     snprintf(base, sizeof base, "%s", text_path);
     const char *source = basename(base);
 
@@ -361,13 +292,13 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
     h5_quiet_begin(&q);
     int wrote = data_write_tokens(tmp, tok, n, n_val, source);
     h5_quiet_end(&q);
-    int done = wrote == MP_OK && data_fsync_path(tmp, 0) == MP_OK;
+    int done = wrote == MP_OK && fs_fsync_path(tmp, 0) == MP_OK;
     if (done && rename(tmp, out_path) != 0) {
         MP_ERROR("cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
         done = 0;
     }
     if (!done) unlink(tmp);
-    rc = done ? data_fsync_path(dir, 1) : MP_ERR;
+    rc = done ? fs_fsync_path(dir, 1) : MP_ERR;
 err_free_tok:
     free(tok);
 err_free_bytes:

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "h5util.h"
 #include "kernels.h"
 #include "optim.h"
 #include "perf.h"
@@ -228,7 +229,7 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
     if (!tok) return MP_ERR;
     for (int i = 0; i < batch; i++)
         data_train_sample(&r->data, r->deck.train.seed, 0, i, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
-    hid_t f = -1, g = -1, s = -1, d = -1, a = -1;
+    hid_t f = -1, g = -1, s = -1, d = -1;
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), out, path);
     H5_TRY(g = H5Gcreate2(f, "grad", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
     for (int i = 0; i < r->model.tab.count; i++) {
@@ -251,13 +252,9 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
         H5Dclose(d), d = -1;
         H5Sclose(s), s = -1;
     }
-    H5_TRY(s = H5Screate(H5S_SCALAR), out, path);
-    H5_TRY(a = H5Acreate_by_name(f, "state", "loss", H5T_NATIVE_DOUBLE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-           out, path);
-    H5_TRY(H5Awrite(a, H5T_NATIVE_DOUBLE, &loss), out, path);
-    rc = MP_OK;
+    H5_TRY(g = H5Gopen2(f, "state", H5P_DEFAULT), out, path);
+    rc = h5_attr_write(g, "loss", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &loss, path);
 out:
-    if (a >= 0) H5Aclose(a);
     if (d >= 0) H5Dclose(d);
     if (s >= 0) H5Sclose(s);
     if (g >= 0) H5Gclose(g);

@@ -1,0 +1,69 @@
+#include "h5util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+void h5_quiet_begin(h5_quiet_t *q)
+{
+    H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void h5_quiet_end(const h5_quiet_t *q) { H5Eset_auto2(H5E_DEFAULT, q->func, q->data); }
+
+int h5_attr_write(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value, const char *fname)
+{
+    int rc = MP_ERR;
+    hid_t s = -1, a = -1;
+    H5_TRY(s = H5Screate(H5S_SCALAR), out, fname);
+    H5_TRY(a = H5Acreate2(loc, name, file_type, s, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
+    H5_TRY(H5Awrite(a, mem_type, value), err_close_attr, fname);
+    rc = MP_OK;
+err_close_attr:
+    H5Aclose(a);
+err_close_space:
+    H5Sclose(s);
+out:
+    return rc;
+}
+
+int h5_attr_write_string(hid_t loc, const char *name, const char *text, const char *fname)
+{
+    int rc = MP_ERR;
+    hid_t t = -1;
+    size_t len = strlen(text);
+    H5_TRY(t = H5Tcopy(H5T_C_S1), out, fname);
+    H5_TRY(H5Tset_size(t, len ? len : 1), err_close_type, fname);
+    H5_TRY(H5Tset_strpad(t, H5T_STR_NULLPAD), err_close_type, fname);
+    rc = h5_attr_write(loc, name, t, t, len ? text : "", fname);
+err_close_type:
+    H5Tclose(t);
+out:
+    return rc;
+}
+
+int fs_fsync_path(const char *path, int directory)
+{
+    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return MP_FAIL("cannot open %s to fsync it: %s", path, strerror(errno));
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        return MP_FAIL("fsync %s: %s", path, strerror(e));
+    }
+    close(fd);
+    return MP_OK;
+}
+
+void fs_dirname(const char *path, char *dir, size_t n)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    snprintf(dir, n, "%s", dirname(tmp));
+}

@@ -1,0 +1,30 @@
+/* Small HDF5 and file-system helpers shared by the dataset and checkpoint modules. */
+#ifndef MP_H5UTIL_H
+#define MP_H5UTIL_H
+
+#include <hdf5.h>
+#include <stddef.h>
+
+/* HDF5's automatic error printer, saved and silenced while one of our calls runs: the user sees
+ * our one-line message (with HDF5's innermost reason), not HDF5's stack dump. */
+typedef struct {
+    H5E_auto2_t func;
+    void *data;
+} h5_quiet_t;
+
+void h5_quiet_begin(h5_quiet_t *q);
+void h5_quiet_end(const h5_quiet_t *q);
+
+/* Scalar attribute `name` on loc, stored as file_type, given in memory as mem_type. fname names
+ * the file in messages. MP_OK or MP_ERR. */
+int h5_attr_write(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value, const char *fname);
+/* Fixed-length string attribute sized to the text (HDF5 refuses size 0: "" is stored as one NUL). */
+int h5_attr_write_string(hid_t loc, const char *name, const char *text, const char *fname);
+
+/* fsync of a closed file or of a directory (so the rename that follows publishes complete
+ * contents, and the rename itself is durable). MP_OK or MP_ERR naming the path. */
+int fs_fsync_path(const char *path, int directory);
+/* The directory holding path. */
+void fs_dirname(const char *path, char *dir, size_t n);
+
+#endif
