@@ -252,6 +252,7 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
         H5Dclose(d), d = -1;
         H5Sclose(s), s = -1;
     }
+    H5Gclose(g), g = -1;
     H5_TRY(g = H5Gopen2(f, "state", H5P_DEFAULT), out, path);
     rc = h5_attr_write(g, "loss", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &loss, path);
 out:
