@@ -1,0 +1,31 @@
+/* Dense products on the CPU through cblas_sgemm (row-major; weights (OC, C) as in PyTorch, so the
+ * forward product uses wᵀ without copying it). Legend in kernels.h. */
+#include <cblas.h>
+
+#include "kernels.h"
+
+void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC)
+{
+    if (bias) { /* out starts as the bias, then the product accumulates: no second pass */
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, bias ? 1.0f : 0.0f, out, OC);
+}
+
+void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                     int N, int C, int OC)
+{
+    if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    if (dbias) {
+        enum { OB = 64 };
+#pragma omp parallel for schedule(static)
+        for (int o0 = 0; o0 < OC; o0 += OB) {
+            int o1 = o0 + OB < OC ? o0 + OB : OC;
+            for (int i = 0; i < N; i++)
+                for (int o = o0; o < o1; o++) dbias[o] += dout[(size_t)i * OC + o];
+        }
+    }
+}
