@@ -51,6 +51,8 @@ static double train_eval(run_t *r)
     if (n > avail) n = avail;
     if (n <= 0) return NAN;
     double sum = 0.0;
+    prof_t *prof = r->model.prof; /* evaluation is not part of a step's profile */
+    r->model.prof = NULL;
     for (long w0 = 0; w0 < n; w0 += B) {
         int valid = (int)(n - w0 < B ? n - w0 : B);
         for (int b = 0; b < B; b++) /* rows past the end repeat the last window; not counted */
@@ -59,6 +61,7 @@ static double train_eval(run_t *r)
         model_forward(&r->model, &r->acts, &r->scratch);
         for (long i = 0; i < (long)valid * T; i++) sum += r->acts.losses[i];
     }
+    r->model.prof = prof;
     return sum / ((double)n * T);
 }
 

@@ -1,0 +1,345 @@
+/* Every CPU kernel: forward against a naive double-precision reference, backward against central
+ * finite differences of the float forward, and determinism of the reductions. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "math_gelu.h"
+#include "rng.h"
+#include "tap.h"
+
+enum { B = 2, T = 5, C = 8, NH = 2, V = 11, OC = 6, N = B * T };
+
+static float *rnd(size_t n, uint64_t key, float scale)
+{
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = scale * rng_normal(key, 77, i);
+    return x;
+}
+
+static double max_rel(const float *a, const double *b, size_t n)
+{
+    double num = 0, den = 1e-12;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs(a[i] - b[i]));
+        den = fmax(den, fabs(b[i]));
+    }
+    return num / den;
+}
+
+/* A kernel under test seen as f(x) -> scalar objective Σ out·R; the harness perturbs x. */
+typedef double (*objective_fn)(void *ctx);
+
+/* max |analytic − fd| / max |fd| over all elements of x (central differences, step h). */
+static double fd_check(objective_fn f, void *ctx, float *x, const float *grad, size_t n, float h)
+{
+    double err = 0, scale = 1e-12;
+    for (size_t i = 0; i < n; i++) {
+        float save = x[i];
+        x[i] = save + h;
+        double fp = f(ctx);
+        x[i] = save - h;
+        double fm = f(ctx);
+        x[i] = save;
+        double fd = (fp - fm) / (2.0 * h);
+        err = fmax(err, fabs(fd - grad[i]));
+        scale = fmax(scale, fabs(fd));
+    }
+    return err / scale;
+}
+
+static double dot(const float *a, const float *r, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)a[i] * r[i];
+    return s;
+}
+
+/* ---- matmul ---- */
+typedef struct { float *inp, *w, *bias, *out, *R; } mm_t;
+static double mm_obj(void *p)
+{
+    mm_t *c = p;
+    matmul_forward(c->out, c->inp, c->w, c->bias, N, C, OC);
+    return dot(c->out, c->R, (size_t)N * OC);
+}
+static void test_matmul(void)
+{
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        mm_t c = {rnd(N * C, 1, 1), rnd(OC * C, 2, 1), with_bias ? rnd(OC, 3, 1) : NULL, malloc(N * OC * 4),
+                  rnd(N * OC, 4, 1)};
+        double *ref = calloc(N * OC, sizeof(double));
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OC; o++) {
+                double s = with_bias ? c.bias[o] : 0;
+                for (int k = 0; k < C; k++) s += (double)c.inp[i * C + k] * c.w[o * C + k];
+                ref[i * OC + o] = s;
+            }
+        mm_obj(&c);
+        tap_ok(max_rel(c.out, ref, N * OC) < 1e-5, "matmul forward%s = naive reference", with_bias ? " with bias" : "");
+        float *dinp = calloc(N * C, 4), *dw = calloc(OC * C, 4), *db = calloc(OC, 4);
+        matmul_backward(dinp, dw, with_bias ? db : NULL, c.R, c.inp, c.w, N, C, OC);
+        double e1 = fd_check(mm_obj, &c, c.inp, dinp, N * C, 1e-2f), e2 = fd_check(mm_obj, &c, c.w, dw, OC * C, 1e-2f);
+        double e3 = with_bias ? fd_check(mm_obj, &c, c.bias, db, OC, 1e-2f) : 0;
+        tap_ok(e1 < 1e-3 && e2 < 1e-3 && e3 < 1e-3, "matmul backward%s vs finite differences (%.1e %.1e %.1e)",
+               with_bias ? " with bias" : "", e1, e2, e3);
+        /* dw and dbias accumulate: a second call doubles them */
+        float *dw2 = malloc(OC * C * 4);
+        memcpy(dw2, dw, OC * C * 4);
+        matmul_backward(NULL, dw, NULL, c.R, c.inp, c.w, N, C, OC);
+        int doubled = 1;
+        for (int i = 0; i < OC * C; i++) doubled &= fabsf(dw[i] - 2 * dw2[i]) <= 1e-5f * (1 + fabsf(dw2[i]));
+        if (!with_bias) tap_ok(doubled, "matmul backward accumulates dw (+=)");
+        free(dw2), free(dinp), free(dw), free(db), free(ref);
+        free(c.inp), free(c.w), free(c.bias), free(c.out), free(c.R);
+    }
+}
+
+/* ---- layernorm ---- */
+typedef struct { float *inp, *w, *b, *out, *mean, *rstd, *R; } ln_t;
+static double ln_obj(void *p)
+{
+    ln_t *c = p;
+    layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->w, c->b, N, C);
+    return dot(c->out, c->R, N * C);
+}
+static void test_layernorm(void)
+{
+    ln_t c = {rnd(N * C, 5, 2), rnd(C, 6, 1), rnd(C, 7, 1), malloc(N * C * 4), malloc(N * 4), malloc(N * 4),
+              rnd(N * C, 8, 1)};
+    double *ref = malloc(N * C * sizeof(double));
+    for (int i = 0; i < N; i++) {
+        double m = 0, v = 0;
+        for (int k = 0; k < C; k++) m += c.inp[i * C + k];
+        m /= C;
+        for (int k = 0; k < C; k++) v += (c.inp[i * C + k] - m) * (c.inp[i * C + k] - m);
+        v /= C;
+        for (int k = 0; k < C; k++) ref[i * C + k] = (c.inp[i * C + k] - m) / sqrt(v + 1e-5) * c.w[k] + c.b[k];
+    }
+    ln_obj(&c);
+    tap_ok(max_rel(c.out, ref, N * C) < 1e-5, "layernorm forward = naive reference");
+    float *dinp = calloc(N * C, 4), *dw = calloc(C, 4), *db = calloc(C, 4);
+    layernorm_backward(dinp, dw, db, c.R, c.inp, c.w, c.mean, c.rstd, N, C);
+    double e1 = fd_check(ln_obj, &c, c.inp, dinp, N * C, 1e-2f), e2 = fd_check(ln_obj, &c, c.w, dw, C, 1e-2f),
+           e3 = fd_check(ln_obj, &c, c.b, db, C, 1e-2f);
+    tap_ok(e1 < 2e-3 && e2 < 2e-3 && e3 < 2e-3, "layernorm backward vs finite differences (%.1e %.1e %.1e)", e1, e2, e3);
+    free(dinp), free(dw), free(db), free(ref);
+    free(c.inp), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.R);
+}
+
+/* ---- attention ---- */
+typedef struct { float *qkv, *out, *att, *R; } at_t;
+static double at_obj(void *p)
+{
+    at_t *c = p;
+    attention_forward(c->out, c->att, c->qkv, B, T, C, NH);
+    return dot(c->out, c->R, N * C);
+}
+static void test_attention(void)
+{
+    at_t c = {rnd(N * 3 * C, 9, 1), malloc(N * C * 4), calloc((size_t)B * NH * T * T, 4), rnd(N * C, 10, 1)};
+    const int hs = C / NH;
+    double *ref = calloc(N * C, sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int i = 0; i < T; i++) {
+                double s[T], mx = -1e300, sum = 0;
+                const float *q = c.qkv + (size_t)(b * T + i) * 3 * C + h * hs;
+                for (int j = 0; j <= i; j++) {
+                    const float *k = c.qkv + (size_t)(b * T + j) * 3 * C + C + h * hs;
+                    double d = 0;
+                    for (int e = 0; e < hs; e++) d += (double)q[e] * k[e];
+                    s[j] = d / sqrt(hs);
+                    mx = fmax(mx, s[j]);
+                }
+                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
+                for (int j = 0; j <= i; j++)
+                    for (int e = 0; e < hs; e++)
+                        ref[(b * T + i) * C + h * hs + e] += s[j] / sum * c.qkv[(size_t)(b * T + j) * 3 * C + 2 * C + h * hs + e];
+            }
+    at_obj(&c);
+    tap_ok(max_rel(c.out, ref, N * C) < 1e-5, "attention forward = naive causal reference");
+    int causal = 1;
+    double worst_sum = 0;
+    for (int r = 0; r < B * NH * T; r++) {
+        double s = 0;
+        for (int j = 0; j < T; j++) {
+            s += c.att[(size_t)r * T + j];
+            if (j > r % T) causal &= c.att[(size_t)r * T + j] == 0.0f;
+        }
+        worst_sum = fmax(worst_sum, fabs(s - 1));
+    }
+    tap_ok(causal && worst_sum < 1e-6, "attention probabilities: zero above the diagonal, rows sum to 1");
+    float *dqkv = malloc(N * 3 * C * 4), *datt = malloc((size_t)B * NH * T * T * 4);
+    attention_backward(dqkv, datt, c.R, c.qkv, c.att, B, T, C, NH);
+    double e = fd_check(at_obj, &c, c.qkv, dqkv, N * 3 * C, 1e-2f);
+    tap_ok(e < 2e-3, "attention backward vs finite differences (%.1e)", e);
+    free(dqkv), free(datt), free(ref), free(c.qkv), free(c.out), free(c.att), free(c.R);
+}
+
+/* ---- GELU, residual, encoder ---- */
+typedef struct { float *inp, *out, *R; size_t n; } el_t;
+static double gelu_obj(void *p)
+{
+    el_t *c = p;
+    gelu_forward(c->out, c->inp, c->n);
+    return dot(c->out, c->R, c->n);
+}
+static void test_gelu_residual(void)
+{
+    el_t c = {rnd(64, 11, 2), malloc(64 * 4), rnd(64, 12, 1), 64};
+    gelu_obj(&c);
+    double *ref = malloc(64 * sizeof(double));
+    for (int i = 0; i < 64; i++) {
+        double x = c.inp[i];
+        ref[i] = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    }
+    tap_ok(max_rel(c.out, ref, 64) < 1e-6, "gelu forward = tanh formula");
+    float *d = malloc(64 * 4);
+    memcpy(d, c.R, 64 * 4);
+    gelu_backward(d, c.inp, d, 64); /* in place: dinp aliases dout */
+    double e = fd_check(gelu_obj, &c, c.inp, d, 64, 1e-2f);
+    tap_ok(e < 1e-3, "gelu backward (in place) vs finite differences (%.1e)", e);
+    float *a = rnd(64, 13, 1), *s = malloc(64 * 4);
+    residual_forward(s, a, c.inp, 64);
+    int good = 1;
+    for (int i = 0; i < 64; i++) good &= s[i] == a[i] + c.inp[i];
+    tap_ok(good, "residual forward = a + b exactly");
+    free(a), free(s), free(d), free(ref), free(c.inp), free(c.out), free(c.R);
+}
+
+static void test_encoder(void)
+{
+    int tok[N];
+    for (int i = 0; i < N; i++) tok[i] = i % 3; /* repeated tokens: the accumulation must not race */
+    float *wte = rnd(V * C, 14, 1), *wpe = rnd(T * C, 15, 1), *out = malloc(N * C * 4), *dout = rnd(N * C, 16, 1);
+    encoder_forward(out, tok, wte, wpe, B, T, C);
+    int good = 1;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < C; k++) good &= out[i * C + k] == wte[tok[i] * C + k] + wpe[(i % T) * C + k];
+    tap_ok(good, "encoder forward = wte[token] + wpe[position]");
+    float *dwte = calloc(V * C, 4), *dwpe = calloc(T * C, 4);
+    encoder_backward(dwte, dwpe, dout, tok, B, T, C);
+    double *rte = calloc(V * C, sizeof(double)), *rpe = calloc(T * C, sizeof(double));
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < C; k++) rte[tok[i] * C + k] += dout[i * C + k], rpe[(i % T) * C + k] += dout[i * C + k];
+    tap_ok(max_rel(dwte, rte, V * C) < 1e-6 && max_rel(dwpe, rpe, T * C) < 1e-6,
+           "encoder backward = scatter-add of the output gradient (the exact derivative of a gather)");
+    free(wte), free(wpe), free(out), free(dout), free(dwte), free(dwpe), free(rte), free(rpe);
+}
+
+/* ---- cross-entropy ---- */
+typedef struct { float *logits, *work, *losses; int *tgt; } ce_t;
+static double ce_obj(void *p)
+{
+    ce_t *c = p;
+    memcpy(c->work, c->logits, N * V * 4);
+    crossentropy_forward(c->losses, c->work, c->tgt, N, V);
+    double s = 0;
+    for (int i = 0; i < N; i++) s += c->losses[i];
+    return s;
+}
+static void test_crossentropy(void)
+{
+    int tgt[N];
+    for (int i = 0; i < N; i++) tgt[i] = (i * 7) % V;
+    ce_t c = {rnd(N * V, 17, 3), malloc(N * V * 4), malloc(N * 4), tgt};
+    ce_obj(&c);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        double mx = -1e300, s = 0;
+        for (int j = 0; j < V; j++) mx = fmax(mx, c.logits[i * V + j]);
+        for (int j = 0; j < V; j++) s += exp(c.logits[i * V + j] - mx);
+        worst = fmax(worst, fabs(c.losses[i] - (log(s) + mx - c.logits[i * V + tgt[i]])));
+    }
+    tap_ok(worst < 1e-5, "cross-entropy forward = logsumexp - logit[target] (%.1e)", worst);
+    float *d = malloc(N * V * 4);
+    crossentropy_backward(d, c.work, tgt, 1.0f, N, V);
+    double e = fd_check(ce_obj, &c, c.logits, d, N * V, 1e-2f);
+    tap_ok(e < 1e-3, "cross-entropy backward vs finite differences (%.1e)", e);
+    ce_obj(&c); /* fd_check left perturbed probabilities in work */
+    crossentropy_backward(d, c.work, tgt, 1.0f, N, V);
+    crossentropy_backward(c.work, c.work, tgt, 1.0f, N, V); /* in place */
+    tap_ok(memcmp(c.work, d, N * V * 4) == 0, "cross-entropy backward in place = out of place");
+    free(d), free(c.logits), free(c.work), free(c.losses);
+}
+
+/* ---- AdamW, norms ---- */
+static void test_adamw(void)
+{
+    float p[2] = {0.5f, -1.0f}, g[2] = {0.2f, -0.4f}, m[2] = {0.01f, 0.0f}, v[2] = {0.001f, 0.0f};
+    const double lr = 0.1, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, sc = 0.5;
+    double ref[2];
+    for (int i = 0; i < 2; i++) {
+        double gg = g[i] * sc, mm = b1 * m[i] + (1 - b1) * gg, vv = b2 * v[i] + (1 - b2) * gg * gg;
+        double mh = mm / (1 - b1 * b1 * b1), vh = vv / (1 - b2 * b2 * b2);
+        ref[i] = p[i] - lr * (mh / (sqrt(vh) + eps) + wd * p[i]);
+    }
+    adamw_update(p, g, m, v, 2, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, 3, (float)sc);
+    tap_ok(fabs(p[0] - ref[0]) < 1e-6 && fabs(p[1] - ref[1]) < 1e-6, "AdamW step 3 with clipping scale = hand computation");
+}
+
+static void test_sumsq_determinism(void)
+{
+    const size_t n = 3 * 4096 * 1024 + 123; /* more than one outer block of chunks */
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
+    kernels_set_threads(1);
+    double s1 = sumsq(x, n);
+    kernels_set_threads(2);
+    double s2 = sumsq(x, n);
+    double ref = 0;
+    for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
+    tap_ok(memcmp(&s1, &s2, sizeof s1) == 0, "sumsq: identical bits with 1 and 2 threads");
+    tap_ok(fabs(s1 - ref) <= 1e-9 * ref, /* two orders of rounding of ~1.2e7 terms: about n·eps apart */ "sumsq = sequential double sum (%.3e rel)", fabs(s1 - ref) / ref);
+    float *y = malloc(n * sizeof(float));
+    vec_add(y, x, x, n);
+    int good = 1;
+    for (size_t i = 0; i < n; i += 997) good &= y[i] == 2 * x[i];
+    tap_ok(good, "vec_add");
+    free(x), free(y);
+}
+
+/* A longer sequence than the attention row block, so the blocked causal path is exercised. */
+static void test_attention_blocks(void)
+{
+    enum { TT = 150, CC = 16, HH = 2 };
+    float *qkv = rnd((size_t)TT * 3 * CC, 18, 1), *out = malloc(TT * CC * 4), *att = calloc((size_t)HH * TT * TT, 4);
+    attention_forward(out, att, qkv, 1, TT, CC, HH);
+    const int hs = CC / HH;
+    double worst = 0;
+    for (int h = 0; h < HH; h++)
+        for (int i = 0; i < TT; i += 37) {
+            double s[TT], mx = -1e300, sum = 0;
+            for (int j = 0; j <= i; j++) {
+                double d = 0;
+                for (int e = 0; e < hs; e++) d += (double)qkv[i * 3 * CC + h * hs + e] * qkv[j * 3 * CC + CC + h * hs + e];
+                s[j] = d / sqrt(hs);
+                mx = fmax(mx, s[j]);
+            }
+            for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
+            for (int e = 0; e < hs; e++) {
+                double o = 0;
+                for (int j = 0; j <= i; j++) o += s[j] / sum * qkv[j * 3 * CC + 2 * CC + h * hs + e];
+                worst = fmax(worst, fabs(out[i * CC + h * hs + e] - o));
+            }
+        }
+    tap_ok(worst < 1e-5, "attention over several row blocks (T=150) = naive reference (%.1e)", worst);
+    free(qkv), free(out), free(att);
+}
+
+int main(void)
+{
+    kernels_set_threads(2);
+    test_matmul();
+    test_layernorm();
+    test_attention();
+    test_attention_blocks();
+    test_gelu_residual();
+    test_encoder();
+    test_crossentropy();
+    test_adamw();
+    test_sumsq_determinism();
+    return tap_done();
+}
