@@ -33,7 +33,7 @@ expect_fail "inspect of a missing file names it" "absent.h5" "$MINDPIPE" inspect
 expect_fail "device_limit too small is refused naming the limit" "device_limit" T --set memory.device_limit=64K
 
 # Corrupt checkpoints: refused, never half-loaded; resume auto falls back to the good one.
-T --set train.steps=4 --set checkpoint.every=2 > /dev/null 2>&1
+T --set train.steps=4 --set train.warmup=1 --set checkpoint.every=2 > /dev/null 2>&1
 ok $? "a short run with checkpoints at steps 2 and 4"
 cp "$SCRATCH/run/ckpt/step_00000004.h5" "$SCRATCH/good4.h5"
 size=$(stat -c %s "$SCRATCH/run/ckpt/step_00000004.h5")

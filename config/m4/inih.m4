@@ -1,4 +1,5 @@
 # MP_CHECK_INIH: the INI parser for input decks, from a kept library (Debian: libinih-dev).
+# Link it before MPI/HDF5: UCX bundles inih's functions under the same names (Makefile.am).
 AC_DEFUN([MP_CHECK_INIH], [
   PKG_CHECK_MODULES([INIH], [inih], [],
     [mp_save_LIBS="$LIBS"
