@@ -18,8 +18,10 @@ enum { RB = 64 };
 static void softmax_causal_row(float *row, int i, int r1)
 {
     float max = row[0];
+#pragma omp simd reduction(max : max)
     for (int j = 1; j <= i; j++) max = row[j] > max ? row[j] : max;
     float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
     for (int j = 0; j <= i; j++) {
         row[j] = mp_softmax_exp(row[j], max);
         sum += row[j];
@@ -78,6 +80,7 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
                 float *dp = ds + (size_t)i * T;
                 const float *p = a + (size_t)i * T;
                 float dot = 0.0f;
+#pragma omp simd reduction(+ : dot)
                 for (int j = 0; j <= i; j++) dot += p[j] * dp[j];
                 for (int j = 0; j <= i; j++) dp[j] = scale * mp_softmax_dx(p[j], dp[j], dot);
                 for (int j = i + 1; j < r1; j++) dp[j] = 0.0f;

@@ -35,6 +35,10 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
 /* ---- dense product ---- */
 /* out (N,OC) = inp (N,C) · w(OC,C)ᵀ + bias (OC); bias may be NULL. */
 void matmul_forward(float *out, const float *inp, const float *w, const float *bias, int N, int C, int OC);
+/* out (N,OC) = res (N,OC) + inp · wᵀ + bias: the residual add fused into the product (one pass over
+ * out fewer). out may alias res; bias may be NULL. Its backward is matmul_backward (d res = d out). */
+void matmul_residual_forward(float *out, const float *res, const float *inp, const float *w, const float *bias,
+                             int N, int C, int OC);
 /* dinp (N,C) = dout · w (skipped when dinp is NULL) ; dw (OC,C) += doutᵀ · inp ;
  * dbias (OC) += column sums of dout (skipped when NULL). */
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,

@@ -10,10 +10,13 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
         const float *x = inp + (size_t)i * C;
         float *y = out + (size_t)i * C;
         float s = 0.0f;
+#pragma omp simd reduction(+ : s)
         for (int c = 0; c < C; c++) s += x[c];
         float m = s / C, v = 0.0f;
+#pragma omp simd reduction(+ : v)
         for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
         float r = mp_ln_rstd(v / C);
+#pragma omp simd
         for (int c = 0; c < C; c++) y[c] = mp_ln_out(x[c], m, r, w[c], b[c]);
         mean[i] = m;
         rstd[i] = r;
@@ -31,6 +34,7 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
         float *dx = dinp + (size_t)i * C;
         const float m = mean[i], r = rstd[i];
         float sdn = 0.0f, sdnn = 0.0f;
+#pragma omp simd reduction(+ : sdn, sdnn)
         for (int c = 0; c < C; c++) {
             float dn = dy[c] * w[c];
             sdn += dn;
@@ -38,6 +42,7 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
         }
         sdn /= C;
         sdnn /= C;
+#pragma omp simd
         for (int c = 0; c < C; c++) dx[c] += mp_ln_dx(dy[c] * w[c], mp_ln_norm(x[c], m, r), r, sdn, sdnn);
     }
     enum { CB = 64 };
@@ -46,6 +51,7 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
         int c1 = c0 + CB < C ? c0 + CB : C;
         for (int i = 0; i < N; i++) {
             const float *x = inp + (size_t)i * C, *dy = dout + (size_t)i * C;
+#pragma omp simd
             for (int c = c0; c < c1; c++) {
                 dw[c] += dy[c] * mp_ln_norm(x[c], mean[i], rstd[i]);
                 db[c] += dy[c];

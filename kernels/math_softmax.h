@@ -5,9 +5,10 @@
 #include <math.h>
 
 #include "hd.h"
+#include "math_exp.h"
 
 /* exp(x − max): the unnormalised probability. */
-MP_HD float mp_softmax_exp(float x, float max) { return expf(x - max); }
+MP_HD float mp_softmax_exp(float x, float max) { return mp_expf(x - max); }
 
 /* Cross-entropy of a row from its max, Σ exp(x − max) and the target's logit: logsumexp − x_t. */
 MP_HD float mp_xent_loss(float max, float sumexp, float logit_target) { return logf(sumexp) + max - logit_target; }

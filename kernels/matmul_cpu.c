@@ -14,6 +14,19 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, bias ? 1.0f : 0.0f, out, OC);
 }
 
+void matmul_residual_forward(float *out, const float *res, const float *inp, const float *w, const float *bias,
+                             int N, int C, int OC)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *o = out + (size_t)i * OC;
+        const float *r = res + (size_t)i * OC;
+#pragma omp simd
+        for (int k = 0; k < OC; k++) o[k] = r[k] + (bias ? bias[k] : 0.0f);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 1.0f, out, OC);
+}
+
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                      int N, int C, int OC)
 {

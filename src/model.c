@@ -130,28 +130,26 @@ void acts_destroy(acts_t *a, arena_t *arena)
     a->h = NULL;
 }
 
-int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena)
+static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
 {
     const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T;
     const size_t RC = (size_t)m->cfg.mlp_ratio * C, NH = m->cfg.heads;
+    size_t off = 0;
+    s->dres = carve(buf, &off, N * C);
+    s->dbuf = carve(buf, &off, N * C);
+    s->dqkv = carve(buf, &off, N * 3 * C);
+    s->datt = carve(buf, &off, (size_t)B * NH * T * T);
+    s->dfch = carve(buf, &off, N * RC);
+    return off;
+}
+
+int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena)
+{
     scratch_t s;
     memset(&s, 0, sizeof s);
-    size_t off = 0;
-    carve(NULL, &off, N * C);
-    carve(NULL, &off, N * C);
-    carve(NULL, &off, N * 3 * C);
-    carve(NULL, &off, (size_t)B * NH * T * T);
-    carve(NULL, &off, N * RC);
-    carve(NULL, &off, N * C);
-    s.nfloats = off;
+    s.nfloats = scratch_layout(&s, m, B, NULL);
     if (!(s.buf = arena_floats(arena, s.nfloats, "backward scratch"))) return MP_ERR;
-    off = 0;
-    s.dres = carve(s.buf, &off, N * C);
-    s.dbuf = carve(s.buf, &off, N * C);
-    s.dqkv = carve(s.buf, &off, N * 3 * C);
-    s.datt = carve(s.buf, &off, (size_t)B * NH * T * T);
-    s.dfch = carve(s.buf, &off, N * RC);
-    s.tmp = carve(s.buf, &off, N * C);
+    scratch_layout(&s, m, B, s.buf);
     *s_p = s;
     return MP_OK;
 }
@@ -160,20 +158,18 @@ void scratch_destroy(scratch_t *s, arena_t *arena) { arena_free(arena, s->buf, s
 
 /* One block: x (N,C) -> h->res3. */
 static void block_forward(const model_cfg_t *c, const block_view_t *w, block_acts_t *h, const float *x,
-                          float *tmp, int B, prof_t *p)
+                          int B, prof_t *p)
 {
     const int T = c->seq_len, C = c->dim, N = B * T, RC = c->mlp_ratio * C;
     PROF(p, PROF_ELEMENTWISE, layernorm_forward(h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
     PROF(p, PROF_MATMUL, matmul_forward(h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * C));
     PROF(p, PROF_ATTENTION, attention_forward(h->atty, h->att, h->qkv, B, T, C, c->heads));
-    PROF(p, PROF_MATMUL, matmul_forward(tmp, h->atty, w->projw, w->projb, N, C, C));
-    PROF(p, PROF_ELEMENTWISE, residual_forward(h->res2, x, tmp, (size_t)N * C));
+    PROF(p, PROF_MATMUL, matmul_residual_forward(h->res2, x, h->atty, w->projw, w->projb, N, C, C));
     PROF(p, PROF_ELEMENTWISE,
          layernorm_forward(h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
     PROF(p, PROF_MATMUL, matmul_forward(h->fch, h->ln2, w->fcw, w->fcb, N, C, RC));
     PROF(p, PROF_ELEMENTWISE, gelu_forward(h->fch_gelu, h->fch, (size_t)N * RC));
-    PROF(p, PROF_MATMUL, matmul_forward(tmp, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C));
-    PROF(p, PROF_ELEMENTWISE, residual_forward(h->res3, h->res2, tmp, (size_t)N * C));
+    PROF(p, PROF_MATMUL, matmul_residual_forward(h->res3, h->res2, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C));
 }
 
 /* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. */
@@ -202,7 +198,7 @@ double model_forward(model_t *m, acts_t *a, scratch_t *s)
     prof_t *p = m->prof;
     PROF(p, PROF_ELEMENTWISE, encoder_forward(a->encoded, a->inputs, m->p.wte, m->p.wpe, B, T, C));
     for (int i = 0; i < m->tab.nlayers; i++)
-        block_forward(c, &m->p.h[i], &a->h[i], block_input(a, i), s->tmp, B, p);
+        block_forward(c, &m->p.h[i], &a->h[i], block_input(a, i), B, p);
     const float *top = block_input(a, m->tab.nlayers);
     PROF(p, PROF_ELEMENTWISE, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
     PROF(p, PROF_MATMUL, matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, V));

@@ -43,7 +43,6 @@ typedef struct {
     float *dqkv;   /* (B,T,3C) */
     float *datt;   /* (B,NH,T,T) */
     float *dfch;   /* (B,T,RC) */
-    float *tmp;    /* (B,T,C) projection outputs in forward */
     float *buf; size_t nfloats;
 } scratch_t;
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "math_exp.h"
 #include "math_gelu.h"
 #include "rng.h"
 #include "tap.h"
@@ -329,10 +330,43 @@ static void test_attention_blocks(void)
     free(qkv), free(out), free(att);
 }
 
+/* The polynomial exp/tanh that GELU and softmax use on both backends. */
+static void test_exp_tanh(void)
+{
+    double we = 0, wt = 0;
+    for (float x = -87.0f; x < 88.0f; x += 0.000731f) {
+        double e = exp((double)x);
+        we = fmax(we, fabs(mp_expf(x) - e) / e);
+    }
+    for (float u = -12.0f; u < 12.0f; u += 0.0001f) wt = fmax(wt, fabs(mp_tanhf(u) - tanh((double)u)));
+    tap_ok(we < 1.2e-7, "mp_expf within 1.2e-7 relative of exp over [-87, 88] (%.2e)", we);
+    tap_ok(wt < 3e-7 && mp_tanhf(40.0f) == 1.0f && mp_tanhf(-40.0f) == -1.0f,
+           "mp_tanhf within 3e-7 absolute of tanh, exact limits (%.2e)", wt);
+}
+
+/* The fused residual product equals residual + product. */
+static void test_matmul_residual(void)
+{
+    float *inp = rnd(N * C, 20, 1), *w = rnd(OC * C, 21, 1), *bias = rnd(OC, 22, 1), *res = rnd(N * OC, 23, 1);
+    float *out = malloc(N * OC * 4), *ref = malloc(N * OC * 4);
+    matmul_forward(ref, inp, w, bias, N, C, OC);
+    matmul_residual_forward(out, res, inp, w, bias, N, C, OC);
+    double worst = 0;
+    for (int i = 0; i < N * OC; i++) worst = fmax(worst, fabs(out[i] - (ref[i] + res[i])));
+    memcpy(out, res, N * OC * 4);
+    matmul_residual_forward(out, out, inp, w, bias, N, C, OC); /* in place on the residual */
+    double worst2 = 0;
+    for (int i = 0; i < N * OC; i++) worst2 = fmax(worst2, fabs(out[i] - (ref[i] + res[i])));
+    tap_ok(worst < 1e-5 && worst2 < 1e-5, "matmul_residual_forward = residual + matmul_forward, also in place (%.1e)", worst);
+    free(inp), free(w), free(bias), free(res), free(out), free(ref);
+}
+
 int main(void)
 {
     kernels_set_threads(2);
     test_matmul();
+    test_matmul_residual();
+    test_exp_tanh();
     test_layernorm();
     test_attention();
     test_attention_blocks();

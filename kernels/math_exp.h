@@ -1,0 +1,41 @@
+/* exp and tanh written out as polynomials, so CPU loops over them vectorise (a call to libm's
+ * expf/tanhf does not) and both backends compute the same values.
+ *
+ * mp_expf: exp(x) = 2^k · exp(r), k = round(x / ln2), r = x − k·ln2 split in two constants (Cody-Waite),
+ * exp(r) on |r| ≤ ln2/2 by its degree-7 Taylor polynomial; max relative error 1e-7 (measured
+ * against double exp over [-87, 88] in validation/unit/test_kernels). Inputs are clamped
+ * to [-87.3, 88.7]: below, the result is a tiny normal number instead of 0 — fine for softmax and
+ * GELU, which only ever add 1 to it or divide by a sum that contains exp(0) = 1. */
+#ifndef MP_MATH_EXP_H
+#define MP_MATH_EXP_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hd.h"
+
+MP_HD float mp_expf(float x)
+{
+    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+    const float kf = rintf(x * 1.44269504088896341f);
+    const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f; /* ln2 = 0.693359375 - 2.12194440e-4 */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t bits = ((int32_t)kf + 127) << 23; /* 2^k as a float: k in [-126, 128) after the clamp */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* tanh(u) = 1 − 2 / (exp(2u) + 1): exact limits ±1 for large |u|; absolute error ~1e-7 near 0,
+ * which is what GELU's 0.5·x·(1 + tanh) needs. */
+MP_HD float mp_tanhf(float u) { return 1.0f - 2.0f / (mp_expf(2.0f * u) + 1.0f); }
+
+#endif
