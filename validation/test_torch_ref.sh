@@ -1,0 +1,49 @@
+#!/bin/sh
+# MindPipe's math against PyTorch (Debian's python3-torch through /usr/bin/python3): the loss and
+# every parameter's gradient of one step, and 10 AdamW steps' losses, grad norms and final weights.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
+    echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy: apt-get install python3-torch python3-h5py python3-numpy"
+    echo "1..1"; exit 1
+fi
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+deck="$MP_SRCDIR/validation/decks/ref.ini"
+ref="$MP_SRCDIR/validation/torch_ref.py"
+
+# Runs torch_ref.py and turns its PASS/FAIL lines into this test's TAP lines.
+torch_check() {  # torch_check LABEL ARGS...
+    label=$1; shift
+    "$TORCH_PYTHON" "$ref" "$@" > "$SCRATCH/ref.out" 2>&1; rc=$?
+    n=0
+    while IFS= read -r line; do
+        case "$line" in
+            "PASS "*) ok 0 "$label: ${line#PASS }"; n=$((n + 1)) ;;
+            "FAIL "*) ok 1 "$label: ${line#FAIL }"; n=$((n + 1)) ;;
+            *) diag "$line" ;;
+        esac
+    done < "$SCRATCH/ref.out"
+    [ $n -gt 0 ] && [ $rc -le 1 ] || { ok 1 "$label: torch_ref.py ran (exit $rc)"; }
+}
+
+# Two shapes: the reference deck, and one with 1 head, mlp_ratio 2, an odd length and clipping on.
+for variant in base odd; do
+    if [ $variant = base ]; then sets=""; else
+        sets="--set model.heads=1 --set model.mlp_ratio=2 --set model.seq_len=13 --set train.grad_clip=0.05 --set train.batch=6 --set train.micro_batch=3"
+    fi
+    # shellcheck disable=SC2086
+    "$MINDPIPE" debug-grads -c "$deck" --set data.path="$data" $sets --out "$SCRATCH/g_$variant.h5" > "$SCRATCH/dg.out" 2>&1
+    ok $? "$variant: mindpipe debug-grads"
+    torch_check "$variant" grads "$SCRATCH/g_$variant.h5" --data "$data"
+    # shellcheck disable=SC2086
+    "$MINDPIPE" train -c "$deck" --set data.path="$data" $sets --quiet --out "$SCRATCH/run_$variant" > "$SCRATCH/tr.out" 2>&1
+    ok $? "$variant: mindpipe train 10 steps"
+    torch_check "$variant" train "$SCRATCH/g_$variant.h5" --data "$data" --metrics "$SCRATCH/run_$variant/metrics.jsonl" \
+        --final "$SCRATCH/run_$variant/ckpt/step_00000010.h5"
+done
+grep -q '"grad_norm"' "$SCRATCH/run_odd/metrics.jsonl" && "$TORCH_PYTHON" -c "
+import json,sys
+r=[json.loads(l) for l in open('$SCRATCH/run_odd/metrics.jsonl')]
+sys.exit(0 if any(x['grad_norm'] > 0.05 for x in r) else 1)"
+ok $? "odd: the clipping threshold is below the gradient norm, so clipping is exercised"
+done_testing

@@ -1,0 +1,237 @@
+#!/usr/bin/env python3
+"""PyTorch reference for MindPipe's GPT (DESIGN §3), run by /usr/bin/python3 (Debian's torch).
+
+  torch_ref.py grads FILE [--data DATA.h5]
+      FILE is written by `mindpipe debug-grads`: /model/<name> (weights), /grad/<name> (MindPipe's
+      gradients of step 0's mean loss), /batch/inputs, /batch/targets, /state (deck, loss).
+      Checks the loss and every parameter's gradient against autograd in float32.
+  torch_ref.py train FILE --data DATA.h5 --metrics METRICS.jsonl [--final CKPT.h5]
+      Trains from FILE's weights exactly as MindPipe does (sampler, warmup + cosine, global-norm
+      clipping, AdamW with decay on matrices only) for as many steps as METRICS has lines, and
+      compares every step's loss and grad norm, and the final weights.
+
+Output: one line per check, "PASS what" or "FAIL what"; exit status 1 if any failed.
+Error measure for tensors: ||a - b||_2 / ||b||_2 (norm-wise relative).
+"""
+import argparse
+import configparser
+import json
+import math
+import sys
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MASK64 = (1 << 64) - 1
+RNG_STREAM_DATA = 1
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    print(("PASS " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures += 1
+
+
+# ---- counter-based generator: src/rng.h, bit for bit ----
+def rng_mix(z):
+    z = (z + 0x9E3779B97F4A7C15) & MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def rng_key(seed, stream, a, b):
+    return rng_mix(rng_mix(rng_mix(rng_mix(seed) ^ stream) ^ a) ^ b)
+
+
+def sample_batch(train_tokens, seed, step, batch, T):
+    """Global batch of step `step` (0-based): windows of T+1 tokens at offsets from the key."""
+    n = len(train_tokens)
+    inp = np.empty((batch, T), dtype=np.int64)
+    tgt = np.empty((batch, T), dtype=np.int64)
+    for i in range(batch):
+        off = rng_key(seed, RNG_STREAM_DATA, step, i) % (n - T)
+        w = train_tokens[off:off + T + 1].astype(np.int64)
+        inp[i], tgt[i] = w[:-1], w[1:]
+    return inp, tgt
+
+
+# ---- the model ----
+def param_names(L):
+    names = ["wte", "wpe"]
+    for l in range(L):
+        names += [f"h.{l}.{s}" for s in ("ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w",
+                                         "attn.proj.b", "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b",
+                                         "mlp.proj.w", "mlp.proj.b")]
+    return names + ["lnf.w", "lnf.b"]
+
+
+def gpt_loss(P, inp, tgt, cfg):
+    """Mean next-token cross-entropy of the pre-LN GPT with tied head; P maps names to tensors."""
+    L, C, NH = cfg["layers"], cfg["dim"], cfg["heads"]
+    B, T = inp.shape
+    hs = C // NH
+    x = P["wte"][inp] + P["wpe"][:T]
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    for l in range(L):
+        p = lambda s: P[f"h.{l}.{s}"]
+        h = F.layer_norm(x, (C,), p("ln1.w"), p("ln1.b"), eps=1e-5)
+        qkv = F.linear(h, p("attn.qkv.w"), p("attn.qkv.b"))
+        q, k, v = qkv.split(C, dim=-1)
+        q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + F.linear(y, p("attn.proj.w"), p("attn.proj.b"))
+        h = F.layer_norm(x, (C,), p("ln2.w"), p("ln2.b"), eps=1e-5)
+        h = F.gelu(F.linear(h, p("mlp.fc.w"), p("mlp.fc.b")), approximate="tanh")
+        x = x + F.linear(h, p("mlp.proj.w"), p("mlp.proj.b"))
+    x = F.layer_norm(x, (C,), P["lnf.w"], P["lnf.b"], eps=1e-5)
+    logits = x @ P["wte"].t()
+    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+
+
+# ---- files ----
+def read_file(path):
+    with h5py.File(path, "r") as f:
+        st = f["state"].attrs
+        cfg = {k: int(st[k]) for k in ("layers", "dim", "heads", "seq_len", "vocab", "mlp_ratio")}
+        deck_text = st["deck"]
+        deck_text = deck_text.decode() if isinstance(deck_text, bytes) else str(deck_text)
+        model = {n: np.array(f["model"][n]) for n in param_names(cfg["layers"])}
+        extra = {}
+        if "grad" in f:
+            extra["grad"] = {n: np.array(f["grad"][n]) for n in param_names(cfg["layers"])}
+            extra["inputs"] = np.array(f["batch/inputs"]).astype(np.int64)
+            extra["targets"] = np.array(f["batch/targets"]).astype(np.int64)
+            extra["loss"] = float(st["loss"])
+    deck = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
+    deck.read_string(deck_text)
+    return cfg, deck, model, extra
+
+
+def rel(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def params_from(model, dtype):
+    return {n: torch.tensor(v, dtype=dtype, requires_grad=True) for n, v in model.items()}
+
+
+# ---- grads ----
+def cmd_grads(args):
+    cfg, deck, model, ex = read_file(args.file)
+    if args.data:
+        with h5py.File(args.data, "r") as f:
+            train = np.array(f["train"])
+        d = deck["train"]
+        inp, tgt = sample_batch(train, int(d["seed"]), 0, int(d["batch"]), cfg["seq_len"])
+        check(np.array_equal(inp, ex["inputs"]) and np.array_equal(tgt, ex["targets"]),
+              "the step-0 batch re-derived from the data file and the sampler equals MindPipe's")
+    inp, tgt = torch.tensor(ex["inputs"]), torch.tensor(ex["targets"])
+    results = {}
+    for dtype in (torch.float32, torch.float64):
+        P = params_from(model, dtype)
+        loss = gpt_loss(P, inp, tgt, cfg)
+        loss.backward()
+        results[dtype] = (loss.item(), {n: P[n].grad.numpy() for n in P})
+    loss32, g32 = results[torch.float32]
+    loss64, g64 = results[torch.float64]
+    lr = abs(ex["loss"] - loss32) / abs(loss32)
+    check(lr <= 1e-4, f"loss {ex['loss']:.7f} vs torch {loss32:.7f} (rel {lr:.1e}; torch float64 {loss64:.7f})")
+    for n in param_names(cfg["layers"]):
+        e32, e64 = rel(ex["grad"][n], g32[n]), rel(ex["grad"][n], g64[n])
+        check(e32 <= 1e-4, f"grad {n} rel {e32:.1e} (vs torch float64 {e64:.1e})")
+
+
+# ---- train ----
+def lr_at(d, t):
+    lr, min_lr, warmup, steps = float(d["lr"]), float(d["min_lr"]), int(d["warmup"]), int(d["steps"])
+    if warmup > 0 and t < warmup:
+        return lr * (t + 1) / warmup
+    if steps <= warmup:
+        return lr
+    p = min((t - warmup) / (steps - warmup), 1.0)
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + math.cos(math.pi * p))
+
+
+def comparable(name, a, b, cfg):
+    """The parts of a weight whose trajectory is determined by the math. The key bias is not: adding
+    a constant to every key shifts each query's scores by one constant, which softmax ignores, so its
+    true gradient is exactly 0 and both implementations see rounding noise there; AdamW's m/sqrt(v)
+    turns that noise into steps of size lr with either sign. So compare q and v biases only."""
+    if name.endswith("attn.qkv.b"):
+        C = cfg["dim"]
+        keep = np.r_[0:C, 2 * C:3 * C]
+        return a[keep], b[keep]
+    return a, b
+
+
+def cmd_train(args):
+    cfg, deck, model, _ = read_file(args.file)
+    d = deck["train"]
+    with h5py.File(args.data, "r") as f:
+        train = np.array(f["train"])
+    rows = [json.loads(line) for line in open(args.metrics)]
+    P = params_from(model, torch.float32)
+    m = {n: torch.zeros_like(p) for n, p in P.items()}
+    v = {n: torch.zeros_like(p) for n, p in P.items()}
+    b1, b2, eps, wd = float(d["beta1"]), float(d["beta2"]), float(d["eps"]), float(d["weight_decay"])
+    clip, seed, batch = float(d["grad_clip"]), int(d["seed"]), int(d["batch"])
+    worst_loss = worst_norm = 0.0
+    by_step = {r["step"]: r for r in rows}
+    steps = max(by_step)
+    for t in range(steps):
+        inp, tgt = sample_batch(train, seed, t, batch, cfg["seq_len"])
+        for p in P.values():
+            p.grad = None
+        loss = gpt_loss(P, torch.tensor(inp), torch.tensor(tgt), cfg)
+        loss.backward()
+        with torch.no_grad():
+            norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in P.values()))
+            scale = clip / norm if clip > 0 and norm > clip else 1.0
+            lr = lr_at(d, t)
+            for n, p in P.items():
+                g = p.grad * scale
+                m[n].mul_(b1).add_((1 - b1) * g)
+                v[n].mul_(b2).add_((1 - b2) * g * g)
+                mhat, vhat = m[n] / (1 - b1 ** (t + 1)), v[n] / (1 - b2 ** (t + 1))
+                decay = wd if p.dim() == 2 else 0.0
+                p.sub_(lr * (mhat / (vhat.sqrt() + eps) + decay * p))
+        r = by_step.get(t + 1)
+        if r is not None:
+            worst_loss = max(worst_loss, abs(r["loss"] - loss.item()) / abs(loss.item()))
+            worst_norm = max(worst_norm, abs(r["grad_norm"] - norm) / norm)
+    check(worst_loss <= 1e-4, f"{steps} AdamW steps: every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
+    check(worst_norm <= 1e-3, f"{steps} AdamW steps: every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
+    if args.final:
+        with h5py.File(args.final, "r") as f:
+            worst, name = max((rel(*comparable(n, np.array(f["model"][n]), P[n].detach().numpy(), cfg)), n) for n in P)
+        check(worst <= 1e-4, f"final weights after {steps} steps within 1e-4 (worst {name} rel {worst:.1e}; "
+                             "key bias excluded: its gradient is exactly zero)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("grads")
+    g.add_argument("file")
+    g.add_argument("--data")
+    t = sub.add_parser("train")
+    t.add_argument("file")
+    t.add_argument("--data", required=True)
+    t.add_argument("--metrics", required=True)
+    t.add_argument("--final")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    (cmd_grads if args.cmd == "grads" else cmd_train)(args)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
