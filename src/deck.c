@@ -123,7 +123,8 @@ static const deck_key_t keys[] = {
              "(the planner chooses per layer)"),
 
     K_INT(checkpoint, every, "0", 0, 1e9, "write a checkpoint every N steps; 0 = only at the end"),
-    K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted)"),
+    K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted; 0 = keep all)"),
+    K_BOOL(checkpoint, final, "1", "write a checkpoint after the last step (0: benchmarks only, nothing to resume from)"),
 
     K_BOOL(supernet, enabled, "0", "1 = every block is a choice block (supernet training)"),
     K_INT(supernet, window, "1", 1, 1e6, "subnets per update of the parameters every subnet shares"),

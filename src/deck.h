@@ -45,7 +45,7 @@ typedef struct {
         char policy[DECK_STR];         /* keep | recompute | offload | balance | auto */
     } memory;
     struct {
-        int every, keep;
+        int every, keep, final;
     } checkpoint;
     struct {
         int enabled, window;

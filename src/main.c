@@ -11,6 +11,8 @@
 #include "ckpt.h"
 #include "data.h"
 #include "deck.h"
+#include "kernels.h"
+#include "perf.h"
 #include "train.h"
 
 #define MAX_SETS 256
@@ -19,11 +21,12 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mindpipe COMMAND [options]\n"
-            "  train -c DECK [--set section.key=value]... [--out DIR] [--resume PATH|auto] [--quiet]\n"
+            "  train [-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto] [--quiet]\n"
             "  prep --text FILE --out DATA.h5 [--val-fraction F]\n"
             "  inspect CKPT.h5\n"
             "  debug-grads -c DECK [--set ...] --out FILE.h5   (step-0 gradients for the PyTorch check)\n"
             "  deck-reference                                  (Markdown table of every deck key)\n"
+            "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
             "  --version | --help\n");
 }
 
@@ -32,6 +35,7 @@ typedef struct {
     char *sets[MAX_SETS];
     const char *text, *out;
     double val_fraction;
+    int threads;
     const char *positional;
 } cli_t;
 
@@ -52,6 +56,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--text") && has_val) c->text = argv[++i];
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
+        else if (!strcmp(a, "--threads") && has_val) c->threads = atoi(argv[++i]);
         else if (a[0] != '-' && !c->positional) c->positional = a;
         else return MP_FAIL("unknown or incomplete option '%s' for '%s' (see mindpipe --help)", a, argv[1]);
     }
@@ -63,7 +68,6 @@ static int cli_parse(cli_t *c, int argc, char **argv)
 static int cmd_dispatch(const char *cmd, cli_t *c)
 {
     if (!strcmp(cmd, "train")) {
-        if (!c->run.deck_path) return MP_ERROR("train needs -c DECK"), 2;
         return train_main(&c->run);
     }
     if (!strcmp(cmd, "debug-grads")) {
@@ -78,6 +82,11 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
     if (!strcmp(cmd, "inspect")) {
         if (!c->positional) return MP_ERROR("inspect needs a checkpoint file"), 2;
         return ckpt_inspect(c->positional, stdout) == MP_OK ? 0 : 1;
+    }
+    if (!strcmp(cmd, "peak")) {
+        kernels_set_threads(c->threads > 0 ? c->threads : 1);
+        printf("%.1f\n", perf_sgemm_peak_gflops());
+        return 0;
     }
     if (!strcmp(cmd, "deck-reference")) {
         deck_print_reference(stdout);

@@ -170,7 +170,7 @@ static int train_loop(run_t *r)
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
             train_log_step(r, &pg, loss, lr, gnorm, val);
         if (!isfinite(loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", loss, r->step);
-        if (last || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0))
+        if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0))
             if (train_checkpoint(r) != MP_OK) return MP_ERR;
     }
     return MP_OK;

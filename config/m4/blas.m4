@@ -12,6 +12,11 @@ AC_DEFUN([MP_CHECK_BLAS], [
        [BLAS_CPPFLAGS="$OPENBLASPC_CFLAGS"; BLAS_LIBS="$OPENBLASPC_LIBS"],
        [BLAS_LIBS="-lopenblas"])],
     [BLAS_LIBS="$with_blas"])
+  # Pin the library pkg-config chose (Debian's openblas-openmp directory): with both the pthreads
+  # and the OpenMP builds installed, the run-time alternatives link could pick the other one.
+  for mp_flag in $BLAS_LIBS; do
+    AS_CASE([$mp_flag], [-L*], [BLAS_LIBS="$BLAS_LIBS -Wl,-rpath,`echo "$mp_flag" | sed 's/^-L//'`"])
+  done
   mp_save_CPPFLAGS="$CPPFLAGS"; mp_save_LIBS="$LIBS"
   CPPFLAGS="$CPPFLAGS $BLAS_CPPFLAGS"; LIBS="$BLAS_LIBS $LIBS"
   AC_MSG_CHECKING([for cblas_sgemm in $BLAS_LIBS])

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Single-rank CPU benchmark: MindPipe against a tuned PyTorch peer on the same GPT shapes, in one
+invocation, runs alternating, several timed steps after a warm-up.
+
+  /usr/bin/python3 validation/bench/bench.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
+                                             [--shapes tiny,small,124m] [--runs 3] [--threads 2]
+
+Reported per shape: tokens/s (median over runs, and min-max), MFU = tokens/s x FLOPs per token /
+peak, with FLOPs per token = 6*N_matmul + 12*L*C*T, N_matmul = 12*L*C^2 + V*C, and peak = the best
+cblas_sgemm rate measured by `mindpipe peak` in this invocation (before and after the runs); the
+ratio MindPipe / PyTorch; and MindPipe's kernel profile (its executor's own timers, profile.json).
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SHAPES = {  # name: (L, C, NH, T, B, V, timed steps)
+    "tiny": (4, 256, 4, 128, 8, 256, 10),
+    "small": (6, 384, 6, 256, 4, 256, 6),
+    "124m": (12, 768, 12, 256, 4, 50304, 3),
+}
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def flops_per_token(L, C, T, V):
+    return 6 * (12 * L * C * C + V * C) + 12 * L * C * T
+
+
+def env(threads):
+    e = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
+    return e
+
+
+def run_mindpipe(a, shape, tmp):
+    L, C, NH, T, B, V, steps = SHAPES[shape]
+    out = os.path.join(tmp, "mp")
+    shutil.rmtree(out, ignore_errors=True)
+    sets = {"model.layers": L, "model.dim": C, "model.heads": NH, "model.seq_len": T, "model.vocab": V,
+            "model.mlp_ratio": 4, "train.batch": B, "train.micro_batch": B, "train.steps": steps + 1,
+            "train.warmup": 1, "train.eval_every": 0, "train.log_every": 1000000, "train.threads": a.threads,
+            "train.peak_gflops": 1, "checkpoint.final": 0, "data.path": a.data, "train.lr": 1e-4,
+            "train.min_lr": 1e-5}
+    cmd = [a.mindpipe, "train", "--quiet", "--out", out]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    subprocess.run(cmd, check=True, env=env(a.threads), stdout=subprocess.DEVNULL)
+    prof = json.load(open(os.path.join(out, "profile.json")))
+    return B * T / prof["step_seconds"], prof
+
+
+def run_torch(a, shape):
+    L, C, NH, T, B, V, steps = SHAPES[shape]
+    cmd = [a.python, os.path.join(HERE, "torch_gpt.py"), "--layers", str(L), "--dim", str(C), "--heads", str(NH),
+           "--seq_len", str(T), "--vocab", str(V), "--batch", str(B), "--steps", str(steps), "--warmup", "1",
+           "--threads", str(a.threads)]
+    r = json.loads(subprocess.run(cmd, check=True, env=env(a.threads), capture_output=True, text=True).stdout)
+    return B * T / statistics.mean(r["step_seconds"])
+
+
+def peak(a):
+    r = subprocess.run([a.mindpipe, "peak", "--threads", str(a.threads)], check=True, env=env(a.threads),
+                       capture_output=True, text=True)
+    return float(r.stdout.split()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mindpipe", default="src/mindpipe")
+    ap.add_argument("--data", default="data/kjv.h5")
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--shapes", default="tiny,small,124m")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    a.data = os.path.abspath(a.data)
+    shapes = a.shapes.split(",")
+    pk = peak(a)
+    res = {s: {"mp": [], "pt": [], "prof": None} for s in shapes}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.runs):
+            for s in shapes:  # alternate the engines so a slow spell of the host hits both
+                order = ("mp", "pt") if r % 2 == 0 else ("pt", "mp")
+                for eng in order:
+                    if eng == "mp":
+                        tok, prof = run_mindpipe(a, s, tmp)
+                        res[s]["mp"].append(tok)
+                        res[s]["prof"] = prof
+                    else:
+                        res[s]["pt"].append(run_torch(a, s))
+                    print(f"# run {r + 1}/{a.runs} {s:5s} {eng}: {res[s][eng][-1]:.0f} tok/s", file=sys.stderr)
+    pk = max(pk, peak(a))
+    print(f"sgemm peak (mindpipe peak, {a.threads} threads, best of before/after): {pk:.1f} GFLOP/s\n")
+    print("| shape | MindPipe tok/s (median, min-max) | MFU | PyTorch tok/s (median, min-max) | MFU | ratio |")
+    print("|---|---|---|---|---|---|")
+    for s in shapes:
+        L, C, NH, T, B, V, _ = SHAPES[s]
+        f = flops_per_token(L, C, T, V)
+        mp, pt = statistics.median(res[s]["mp"]), statistics.median(res[s]["pt"])
+        print(f"| {s} (L{L} C{C} T{T} B{B} V{V}) | {mp:.0f} ({min(res[s]['mp']):.0f}-{max(res[s]['mp']):.0f}) | "
+              f"{100 * mp * f / (pk * 1e9):.0f}% | {pt:.0f} ({min(res[s]['pt']):.0f}-{max(res[s]['pt']):.0f}) | "
+              f"{100 * pt * f / (pk * 1e9):.0f}% | {mp / pt:.2f}x |")
+    print("\nMindPipe profile (ms per step, share), last run of each shape:\n")
+    cats = ["matmul", "attention", "layernorm_gelu_residual", "cross_entropy", "optimizer", "framework_overhead"]
+    print("| shape | step ms | " + " | ".join(cats) + " |")
+    print("|---|---|" + "---|" * len(cats))
+    for s in shapes:
+        p = res[s]["prof"]
+        tot = p["step_seconds"]
+        print(f"| {s} | {1e3 * tot:.1f} | " + " | ".join(f"{1e3 * p[c]:.1f} ({100 * p[c] / tot:.0f}%)" for c in cats) + " |")
+
+
+if __name__ == "__main__":
+    main()
