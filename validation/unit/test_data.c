@@ -20,51 +20,7 @@
 #include "tap.h"
 
 static char tmpdir[] = "/tmp/test_data.XXXXXX";
-static char errtext[8192]; /* stderr of the last captured call */
-static int saved_fd = -1;
-
-static void capture_begin(void)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
-    fflush(stderr);
-    saved_fd = dup(2);
-    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-    dup2(fd, 2);
-    close(fd);
-}
-
-static void capture_end(void)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(errtext, 1, sizeof errtext - 1, f) : 0;
-    errtext[n] = 0;
-    if (f) fclose(f);
-    unlink(path);
-}
-
-/* Shows the captured messages as TAP comments (so a reader sees what users see). */
-static void show_errtext(void)
-{
-    char *save = NULL;
-    char copy[sizeof errtext];
-    memcpy(copy, errtext, sizeof copy);
-    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) tap_diag("  %s", l);
-}
-
-static const char *tpath(const char *name)
-{
-    static char path[4][1024];
-    static int k = 0;
-    k = (k + 1) % 4;
-    snprintf(path[k], sizeof path[k], "%s/%s", tmpdir, name);
-    return path[k];
-}
+#include "capture.h"
 
 /* n bytes of pseudo-English (words drawn by the counter-based generator) to path; the bytes too. */
 static unsigned char *write_text(const char *path, size_t n)

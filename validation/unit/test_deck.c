@@ -16,8 +16,7 @@
 #include "tap.h"
 
 static char tmpdir[] = "/tmp/test_deck.XXXXXX";
-static char errtext[8192]; /* stderr of the last captured call */
-static int saved_fd = -1;
+#include "capture.h"
 
 /* tmpdir/name holding text; returns the path in a static buffer (valid until the next call). */
 static const char *write_deck(const char *name, const char *text)
@@ -29,39 +28,6 @@ static const char *write_deck(const char *name, const char *text)
     fputs(text, f);
     fclose(f);
     return path;
-}
-
-static void capture_begin(void)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
-    fflush(stderr);
-    saved_fd = dup(2);
-    int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-    dup2(fd, 2);
-    close(fd);
-}
-
-static void capture_end(void)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/stderr.txt", tmpdir);
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(errtext, 1, sizeof errtext - 1, f) : 0;
-    errtext[n] = 0;
-    if (f) fclose(f);
-}
-
-/* Shows the captured messages as TAP comments (so a reader sees what users see). */
-static void show_errtext(void)
-{
-    char *save = NULL;
-    char copy[sizeof errtext];
-    memcpy(copy, errtext, sizeof copy);
-    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) tap_diag("  %s", l);
 }
 
 /* Loads text (as deck "name") with sets; returns deck_load's status, messages in errtext. */
