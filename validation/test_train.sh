@@ -69,6 +69,16 @@ ok $? "inspect lists tensors and the deck"
 "$MINDPIPE" train -c "$SCRATCH/a/deck.ini" --quiet --set train.steps=10 --set train.eval_every=10 --out "$SCRATCH/e" > /dev/null 2>&1
 ok $? "the run's deck.ini is a valid deck"
 
+# The same run under the MPI launcher (one rank) as without it (singleton init): same bits.
+if command -v mpiexec >/dev/null 2>&1; then
+    mpiexec -n 1 "$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --set checkpoint.every=0 --out "$SCRATCH/m" > "$SCRATCH/m.out" 2>&1
+    ok $? "train under mpiexec -n 1"
+    key "$SCRATCH/m/metrics.jsonl" | cmp -s "$SCRATCH/a.key" -
+    ok $? "mpiexec -n 1 and the singleton run give bitwise identical metrics"
+else
+    ok 1 "mpiexec not found (install mpich)"
+fi
+
 checkpoint_keep=$(ls "$SCRATCH/a/ckpt" | grep -c '^step_')
 test "$checkpoint_keep" -eq 2
 ok $? "checkpoint.every=10 over 20 steps leaves step 10 and step 20"
