@@ -7,23 +7,26 @@
 #include <string.h>
 
 #include "check.h"
+#include "dp.h"
 #include "kernels.h"
 #include "perf.h"
 
 int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
-                 int has_final)
+                 int has_final, int shards)
 {
     model_t m;
     memset(&m, 0, sizeof m);
     m.cfg = *cfg;
     m.arena = arena;
     if (param_table_build(&m.tab, cfg, layer0, nlayers, has_embed, has_final) != MP_OK) return MP_ERR;
-    size_t n = m.tab.total;
-    size_t vc = (size_t)cfg->vocab * cfg->dim;
+    const size_t n = dp_padded(m.tab.total, shards), nmv = n / (size_t)shards;
+    const size_t vc = (size_t)cfg->vocab * cfg->dim;
+    m.alloc = n;
+    m.mv_len = nmv;
     if (!(m.params = arena_floats(arena, n, "parameters"))) goto err_free_table;
     if (!(m.grads = arena_floats(arena, n, "gradients"))) goto err_free_params;
-    if (!(m.m = arena_floats(arena, n, "AdamW first moments"))) goto err_free_grads;
-    if (!(m.v = arena_floats(arena, n, "AdamW second moments"))) goto err_free_m;
+    if (!(m.m = arena_floats(arena, nmv, "AdamW first moments"))) goto err_free_grads;
+    if (!(m.v = arena_floats(arena, nmv, "AdamW second moments"))) goto err_free_m;
     if (has_final && !(m.grad_head = arena_floats(arena, vc, "LM head gradient"))) goto err_free_v;
     if (param_view_bind(&m.p, &m.tab, m.params) != MP_OK) goto err_free_head;
     if (param_view_bind(&m.g, &m.tab, m.grads) != MP_OK) goto err_free_pview;
@@ -34,9 +37,9 @@ err_free_pview:
 err_free_head:
     arena_free(arena, m.grad_head, vc * sizeof(float));
 err_free_v:
-    arena_free(arena, m.v, n * sizeof(float));
+    arena_free(arena, m.v, nmv * sizeof(float));
 err_free_m:
-    arena_free(arena, m.m, n * sizeof(float));
+    arena_free(arena, m.m, nmv * sizeof(float));
 err_free_grads:
     arena_free(arena, m.grads, n * sizeof(float));
 err_free_params:
@@ -48,12 +51,12 @@ err_free_table:
 
 void model_destroy(model_t *m)
 {
-    size_t n = m->tab.total * sizeof(float);
+    size_t n = m->alloc * sizeof(float), nmv = m->mv_len * sizeof(float);
     param_view_free(&m->g);
     param_view_free(&m->p);
     if (m->grad_head) arena_free(m->arena, m->grad_head, (size_t)m->cfg.vocab * m->cfg.dim * sizeof(float));
-    arena_free(m->arena, m->v, n);
-    arena_free(m->arena, m->m, n);
+    arena_free(m->arena, m->v, nmv);
+    arena_free(m->arena, m->m, nmv);
     arena_free(m->arena, m->grads, n);
     arena_free(m->arena, m->params, n);
     param_table_free(&m->tab);
@@ -185,6 +188,10 @@ static void block_backward(const model_cfg_t *c, const block_view_t *w, block_vi
     PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, C, C));
     PROF(p, PROF_ATTENTION, attention_backward(s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, C, c->heads));
     PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * C));
+    /* The key bias gets no gradient: it adds one constant to every score of a query's row, which
+     * softmax ignores. Computed, it is a sum of rounding noise that AdamW's m/sqrt(v) would turn
+     * into steps of size lr, differently for every layout; so it is exactly zero. */
+    memset(g->qkvb + C, 0, (size_t)C * sizeof(float));
     PROF(p, PROF_ELEMENTWISE,
          layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C));
 }
@@ -219,14 +226,17 @@ void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
     const float *top = block_input(a, m->tab.nlayers);
     PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw, a->lnf_mean,
                                                  a->lnf_rstd, N, C));
-    for (int i = m->tab.nlayers - 1; i >= 0; i--)
+    if (m->grads_ready) m->grads_ready(m->grads_ctx, PARAM_RANGE_FINAL);
+    for (int i = m->tab.nlayers - 1; i >= 0; i--) {
         block_backward(c, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B, p);
+        if (m->grads_ready) m->grads_ready(m->grads_ctx, m->tab.layer0 + i);
+    }
     PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C));
 }
 
 void model_grads_zero(model_t *m)
 {
-    memset(m->grads, 0, m->tab.total * sizeof(float));
+    memset(m->grads, 0, m->alloc * sizeof(float));
     if (m->grad_head) memset(m->grad_head, 0, (size_t)m->cfg.vocab * m->cfg.dim * sizeof(float));
 }
 

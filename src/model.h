@@ -49,17 +49,25 @@ typedef struct {
 typedef struct {
     model_cfg_t cfg;
     param_table_t tab;
-    float *params, *grads, *m, *v;     /* tab.total floats each */
+    float *params, *grads;             /* alloc floats each (tab.total used, the rest zero padding) */
+    float *m, *v;                      /* mv_len floats each: all of it, or this replica's ZeRO-1 shard */
+    size_t alloc, mv_len;
     float *grad_head;                  /* (V,C) LM head's part of d wte (when has_final && has_embed) */
     param_view_t p, g;
     arena_t *arena;
     prof_t *prof;                      /* kernel timers, or NULL */
+    /* Called during model_backward when a bucket's gradients are final for this micro-batch
+     * (the final LayerNorm, then each block from the last): data parallelism starts its all-reduce
+     * there. NULL: not called. */
+    void (*grads_ready)(void *ctx, int layer);
+    void *grads_ctx;
 } model_t;
 
 /* Builds a model holding blocks [layer0, layer0+nlayers) (+ embeddings, + final LN and head) with
- * zeroed buffers. MP_OK or MP_ERR (arena limit or allocation; message printed). */
+ * zeroed buffers, padded for `shards` ZeRO-1 shards (1: no sharding; the AdamW moments then hold
+ * the whole buffer, else one shard). MP_OK or MP_ERR (arena limit or allocation; message printed). */
 int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
-                 int has_final);
+                 int has_final, int shards);
 void model_destroy(model_t *m);
 
 int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena);

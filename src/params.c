@@ -90,6 +90,22 @@ const param_entry_t *param_table_find(const param_table_t *tab, const char *name
     return NULL;
 }
 
+void param_table_range(const param_table_t *tab, int layer, size_t *off_p, size_t *n_p)
+{
+    size_t lo = (size_t)-1, hi = 0;
+    for (int i = 0; i < tab->count; i++) {
+        const param_entry_t *e = &tab->entries[i];
+        int in = layer >= 0 ? e->layer == layer
+                            : layer == PARAM_RANGE_FINAL ? (e->kind == PK_LNF_W || e->kind == PK_LNF_B)
+                                                         : (e->kind == PK_WTE || e->kind == PK_WPE);
+        if (!in) continue;
+        if (e->offset < lo) lo = e->offset;
+        if (e->offset + e->numel > hi) hi = e->offset + e->numel;
+    }
+    *off_p = hi ? lo : 0;
+    *n_p = hi ? hi - lo : 0;
+}
+
 int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
 {
     param_view_t v = {0};

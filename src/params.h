@@ -72,6 +72,11 @@ void param_table_free(param_table_t *tab);
 /* Entry by canonical name, or NULL. */
 const param_entry_t *param_table_find(const param_table_t *tab, const char *name);
 
+/* The buffer range [off, off+n) of one gradient bucket: block `layer` (held by the table),
+ * PARAM_RANGE_FINAL (lnf) or PARAM_RANGE_EMBED (wte, wpe). n = 0 when the table lacks it. */
+enum { PARAM_RANGE_FINAL = -1, PARAM_RANGE_EMBED = -2 };
+void param_table_range(const param_table_t *tab, int layer, size_t *off_p, size_t *n_p);
+
 /* Fills view_p with pointers into buf. MP_OK or MP_ERR (allocation of the block array). */
 int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf);
 void param_view_free(param_view_t *view);

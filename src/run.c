@@ -13,15 +13,12 @@
 
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
  * with a message rather than silently ignored. */
-static int run_refuse_unimplemented(const deck_t *d, int world)
+static int run_refuse_unimplemented(const deck_t *d)
 {
-    const int dp = d->parallel.dp, tp = d->parallel.tp, pp = d->parallel.pp, sp = d->parallel.sp;
-    if (dp * tp * pp * sp != world)
-        return MP_FAIL("parallel.dp × tp × pp × sp = %d × %d × %d × %d = %d, but the job has %d ranks", dp, tp, pp,
-                       sp, dp * tp * pp * sp, world);
-    if (dp * tp * pp * sp != 1)
-        return MP_FAIL("multi-rank layouts (dp=%d tp=%d pp=%d sp=%d) are not implemented in this version: "
-                       "run with one rank and parallel.dp=tp=pp=sp=1", dp, tp, pp, sp);
+    const int tp = d->parallel.tp, pp = d->parallel.pp, sp = d->parallel.sp;
+    if (tp != 1 || pp != 1 || sp != 1)
+        return MP_FAIL("parallel.tp=%d pp=%d sp=%d: tensor, pipeline and supernet parallelism are not implemented "
+                       "in this version (data parallelism is: parallel.dp)", tp, pp, sp);
     if (strcmp(d->train.device, "cpu") != 0)
         return MP_FAIL("train.device=%s: this build has only the CPU backend (configure --with-cuda)", d->train.device);
     if (strcmp(d->train.precision, "fp32") != 0)
@@ -35,14 +32,8 @@ static int run_refuse_unimplemented(const deck_t *d, int world)
 }
 
 /* Ranks of this node share its cores: the default thread count divides them. */
-static int run_threads(const deck_t *d, int *local_p)
+static int run_threads(const deck_t *d, int local)
 {
-    MPI_Comm node;
-    int local = 1;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_size(node, &local));
-    MPI_CHECK(MPI_Comm_free(&node));
-    *local_p = local;
     if (d->train.threads > 0) return d->train.threads;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int t = (int)(cores / local);
@@ -78,16 +69,30 @@ static int run_write_deck(const run_t *r)
     return rc;
 }
 
+int run_agree(int rc)
+{
+    int bad = rc != MP_OK, any = 0;
+    MPI_CHECK(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    return any ? MP_ERR : MP_OK;
+}
+
+/* Rank 0 makes the directory and writes deck.ini and the logs; the others learn its path. */
 static int run_out_dir(run_t *r)
 {
     char ck[4200];
     const char *dir = r->opts.out_dir ? r->opts.out_dir : "run";
-    if (mkdir_p(dir) != MP_OK) return MP_ERR;
-    if (!realpath(dir, r->out_dir)) return MP_FAIL("cannot resolve %s: %s", dir, strerror(errno));
-    snprintf(ck, sizeof ck, "%s/ckpt", r->out_dir);
-    if (mkdir_p(ck) != MP_OK || run_write_deck(r) != MP_OK) return MP_ERR;
-    if (runlog_open(&r->log, r->out_dir) != MP_OK) return MP_ERR;
-    r->log.quiet = r->opts.quiet;
+    int rc = MP_OK;
+    r->log.quiet = r->opts.quiet || r->rank != 0;
+    if (r->rank == 0) {
+        if (mkdir_p(dir) != MP_OK) rc = MP_ERR;
+        else if (!realpath(dir, r->out_dir)) rc = MP_FAIL("cannot resolve %s: %s", dir, strerror(errno));
+        snprintf(ck, sizeof ck, "%s/ckpt", r->out_dir);
+        if (rc == MP_OK && (mkdir_p(ck) != MP_OK || run_write_deck(r) != MP_OK)) rc = MP_ERR;
+        if (rc == MP_OK) rc = runlog_open(&r->log, r->out_dir);
+        r->log.quiet = r->opts.quiet;
+    }
+    if (run_agree(rc) != MP_OK) return MP_ERR;
+    MPI_CHECK(MPI_Bcast(r->out_dir, sizeof r->out_dir, MPI_CHAR, 0, MPI_COMM_WORLD));
     return MP_OK;
 }
 
@@ -97,7 +102,8 @@ static int run_model(run_t *r)
     model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
                        d->model.mlp_ratio};
     arena_init(&r->arena, d->memory.device_limit);
-    if (model_create(&r->model, &cfg, &r->arena, 0, cfg.layers, 1, 1) != MP_OK) return MP_ERR;
+    const int shards = d->parallel.zero ? r->grid.replica_size : 1;
+    if (model_create(&r->model, &cfg, &r->arena, 0, cfg.layers, 1, 1, shards) != MP_OK) return MP_ERR;
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_model;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     param_init(&r->model.tab, r->model.params, d->train.seed);
@@ -121,37 +127,59 @@ static int run_check_data(const run_t *r)
     return MP_OK;
 }
 
+/* Deck, grid, threads: everything before memory is committed. */
+static int run_layout(run_t *r, const run_opts_t *o)
+{
+    if (run_agree(deck_load(&r->deck, o->deck_path, o->sets, o->nsets)) != MP_OK) return MP_ERR;
+    if (run_agree(grid_build(&r->grid, &r->deck, MPI_COMM_WORLD)) != MP_OK) return MP_ERR;
+    if (run_agree(run_refuse_unimplemented(&r->deck)) != MP_OK) goto err_grid;
+    if (!(r->deck_text = deck_to_string(&r->deck))) MP_ABORT("out of memory formatting the deck");
+    r->local_ranks = r->grid.node_size;
+    wait_cfg_init(&r->wait, r->deck.parallel.wait, r->deck.parallel.timeout, r->local_ranks);
+    r->threads = run_threads(&r->deck, r->local_ranks);
+    kernels_set_threads(r->threads);
+    return MP_OK;
+err_grid:
+    grid_free(&r->grid);
+    return MP_ERR;
+}
+
 int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
 {
     memset(r, 0, sizeof *r);
     r->opts = *o;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->world));
-    if (deck_load(&r->deck, o->deck_path, o->sets, o->nsets) != MP_OK) return MP_ERR;
-    if (run_refuse_unimplemented(&r->deck, r->world) != MP_OK) return MP_ERR;
-    if (!(r->deck_text = deck_to_string(&r->deck))) return MP_FAIL("out of memory formatting the deck");
-    r->threads = run_threads(&r->deck, &r->local_ranks);
-    kernels_set_threads(r->threads);
-    if (data_load(&r->data, r->deck.data.path) != MP_OK) goto err_deck;
-    if (run_check_data(r) != MP_OK) goto err_data;
-    if (run_model(r) != MP_OK) goto err_data;
+    if (run_layout(r, o) != MP_OK) return MP_ERR;
+    if (run_agree(data_load(&r->data, r->deck.data.path)) != MP_OK) goto err_layout;
+    if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
+    if (run_agree(run_model(r)) != MP_OK) goto err_data;
+    r->dp_on = r->grid.replica_size > 1;
+    if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->wait, r->model.tab.total, r->deck.parallel.zero,
+                                      r->model.tab.nlayers + 2)) != MP_OK)
+        goto err_model;
     r->peak_gflops = r->deck.train.peak_gflops > 0 ? r->deck.train.peak_gflops : perf_sgemm_peak_gflops();
-    if (with_out_dir && run_out_dir(r) != MP_OK) goto err_model;
+    if (with_out_dir && run_out_dir(r) != MP_OK) goto err_dp;
     return MP_OK;
+err_dp:
+    if (r->dp_on) dp_free(&r->dp);
 err_model:
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
     model_destroy(&r->model);
 err_data:
     data_free(&r->data);
-err_deck:
+err_layout:
     free(r->deck_text);
+    grid_free(&r->grid);
     return MP_ERR;
 }
 
 void run_teardown(run_t *r)
 {
     runlog_close(&r->log);
+    if (r->dp_on) dp_free(&r->dp);
+    grid_free(&r->grid);
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
     model_destroy(&r->model);

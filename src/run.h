@@ -7,8 +7,11 @@
 #include "arena.h"
 #include "data.h"
 #include "deck.h"
+#include "dp.h"
+#include "grid.h"
 #include "model.h"
 #include "runlog.h"
+#include "wait.h"
 
 typedef struct {
     const char *deck_path;   /* -c */
@@ -24,6 +27,10 @@ typedef struct {
     deck_t deck;
     char *deck_text;         /* the resolved deck, as stored in checkpoints */
     int rank, world, local_ranks, threads;
+    grid_t grid;
+    wait_cfg_t wait;
+    dp_t dp;                 /* data parallelism over grid.replica (used when replica_size > 1) */
+    int dp_on;
     dataset_t data;
     arena_t arena;
     model_t model;
@@ -37,11 +44,17 @@ typedef struct {
     char out_dir[4096];
 } run_t;
 
-/* Loads and checks the deck, refuses layouts and features this build does not implement, sets
- * threads, loads the dataset and builds the model (initialised from the seed). With out_dir
- * set, creates the run directory (ckpt/ inside it), writes deck.ini and opens the logs.
- * MP_OK or MP_ERR (message printed; everything acquired is released). */
+/* Loads and checks the deck, builds the rank grid, refuses layouts and features this build does
+ * not implement, sets threads, loads the dataset and builds the model (initialised from the seed).
+ * With out_dir set, rank 0 creates the run directory (ckpt/ inside it), writes deck.ini and opens
+ * the logs. Collective over MPI_COMM_WORLD: every rank returns the same status, so no rank is left
+ * waiting in a collective for one that failed. MP_OK or MP_ERR (message printed; everything
+ * acquired is released). */
 int run_setup(run_t *r, const run_opts_t *o, int with_out_dir);
 void run_teardown(run_t *r);
+
+/* Every rank agrees on a step's status: MP_ERR on all ranks if any rank failed (a rank that
+ * failed has printed why). Blocking collective over MPI_COMM_WORLD: setup and teardown only. */
+int run_agree(int rc);
 
 #endif

@@ -16,31 +16,76 @@
 #include "optim.h"
 #include "perf.h"
 
-/* Fills the micro-batch mb of step t: global sample indices mb*micro_batch + b. */
+/* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
+ * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
+ * is used once whatever the layout, and sample i is always the same window. */
 static void train_fill_batch(run_t *r, long t, int mb)
 {
     const int B = r->acts.B, T = r->deck.model.seq_len;
+    const long base = (long)r->grid.replica_rank * (r->deck.train.batch / r->grid.replica_size);
     for (int b = 0; b < B; b++) {
-        long i = (long)mb * B + b;
+        long i = base + (long)mb * B + b;
         data_train_sample(&r->data, r->deck.train.seed, t, i, T, r->acts.inputs + (size_t)b * T,
                           r->acts.targets + (size_t)b * T);
     }
 }
 
-/* Gradients of step t's mean loss into r->model.grads (tied parts added). Returns the mean loss. */
+/* Data parallelism: a bucket's gradients are final on the last micro-batch; start its sum. */
+static void train_grads_ready(void *ctx, int layer)
+{
+    run_t *r = ctx;
+    size_t off, n;
+    param_table_range(&r->model.tab, layer, &off, &n);
+    if (n) dp_bucket_start(&r->dp, r->model.grads, off, n);
+}
+
+/* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over replicas
+ * unless ZeRO-1 reduce-scatters them later). Returns the mean loss over the global batch. */
 static double train_step_grads(run_t *r, long t)
 {
-    const int mbs = r->deck.train.batch / r->deck.train.micro_batch;
+    const int mbs = r->deck.train.batch / (r->deck.train.micro_batch * r->grid.replica_size);
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
+    const int buckets = r->dp_on && !r->deck.parallel.zero;
     double loss = 0.0;
     model_grads_zero(&r->model);
     for (int mb = 0; mb < mbs; mb++) {
         train_fill_batch(r, t, mb);
         loss += model_forward(&r->model, &r->acts, &r->scratch);
+        r->model.grads_ready = buckets && mb == mbs - 1 ? train_grads_ready : NULL;
+        r->model.grads_ctx = r;
         model_backward(&r->model, &r->acts, &r->scratch, (float)(1.0 / tokens));
     }
+    r->model.grads_ready = NULL;
     model_grads_finish(&r->model);
+    if (buckets) {
+        train_grads_ready(r, PARAM_RANGE_EMBED);
+        dp_buckets_wait(&r->dp);
+    }
+    if (r->dp_on) wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.replica, "the loss all-reduce");
     return loss / tokens;
+}
+
+/* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
+ * parameters are all-gathered. Returns the gradient norm before clipping. */
+static double train_update(run_t *r, double lr)
+{
+    model_t *m = &r->model;
+    size_t s0 = 0, s1 = m->tab.total;
+    double sq;
+    if (r->dp_on && r->deck.parallel.zero) {
+        dp_reduce_scatter(&r->dp, m->grads);
+        dp_shard_range(&r->dp, &s0, &s1);
+        sq = sumsq(m->grads, s1 - s0);
+        wait_allreduce_sum(&r->wait, &sq, 1, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
+    } else {
+        sq = sumsq(m->grads, s1);
+    }
+    const double gnorm = sqrt(sq);
+    r->adam_t++;
+    optim_step(&m->tab, m->params, m->grads, m->m, m->v, &r->deck, (float)lr, r->adam_t,
+               optim_clip_scale(gnorm, r->deck.train.grad_clip), s0, s1);
+    if (r->dp_on && r->deck.parallel.zero) dp_allgather(&r->dp, m->params);
+    return gnorm;
 }
 
 /* Mean next-token loss over the first eval_windows windows of /val (stride T from 0). */
@@ -65,17 +110,69 @@ static double train_eval(run_t *r)
     return sum / ((double)n * T);
 }
 
+/* With ZeRO-1 the moments are sharded: gather them into whole buffers on replica rank 0 (which
+ * is world rank 0 while tp = pp = 1). Returns malloc'd m and v there, NULL elsewhere. */
+static int train_gather_moments(run_t *r, float **m_p, float **v_p)
+{
+    const size_t n = r->model.alloc, k = r->model.mv_len;
+    float *m = NULL, *v = NULL;
+    if (r->grid.replica_rank == 0 && (!(m = MP_MALLOC(n * sizeof(float))) || !(v = MP_MALLOC(n * sizeof(float)))))
+        MP_ABORT("out of memory gathering the optimizer state for a checkpoint");
+    MPI_Request q[2];
+    MPI_CHECK(MPI_Igather(r->model.m, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[0]));
+    MPI_CHECK(MPI_Igather(r->model.v, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[1]));
+    wait_all(&r->wait, 2, q, "the ZeRO-1 moment gather for a checkpoint");
+    *m_p = m;
+    *v_p = v;
+    return MP_OK;
+}
+
+/* Rank 0 writes (every replica holds the same parameters); all ranks agree on the outcome. */
 static int train_checkpoint(run_t *r)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
-    ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed, .deck = NULL};
-    snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
-    if (ckpt_write(path, &r->model.tab, r->model.params, r->model.m, r->model.v, &st, r->deck_text) != MP_OK)
-        return MP_ERR;
-    runlog_printf(&r->log, "checkpoint %s", path);
-    snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
-    return ckpt_prune(path, r->deck.checkpoint.keep);
+    const int zero = r->dp_on && r->deck.parallel.zero;
+    float *m = r->model.m, *v = r->model.v;
+    if (zero) train_gather_moments(r, &m, &v);
+    int rc = MP_OK;
+    if (r->rank == 0) {
+        snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
+        ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed, .deck = NULL};
+        snprintf(st.layout, sizeof st.layout, "dp=%d tp=%d pp=%d sp=%d zero=%d", r->grid.size[GRID_DP],
+                 r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero);
+        rc = ckpt_write(path, &r->model.tab, r->model.params, m, v, &st, r->deck_text);
+        if (rc == MP_OK) runlog_printf(&r->log, "checkpoint %s", path);
+        snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
+        if (rc == MP_OK) rc = ckpt_prune(path, r->deck.checkpoint.keep);
+    }
+    if (zero) {
+        if (m != r->model.m) free(m);
+        if (v != r->model.v) free(v);
+    }
+    int bad = rc != MP_OK;
+    wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
+    return bad ? MP_ERR : MP_OK;
+}
+
+/* Every rank reads the whole checkpoint (it is layout-free); with ZeRO-1 each keeps its shard of
+ * the moments. */
+static int train_read_checkpoint(run_t *r, const char *path, ckpt_state_t *st)
+{
+    const int zero = r->dp_on && r->deck.parallel.zero;
+    float *m = r->model.m, *v = r->model.v;
+    if (zero && (!(m = MP_CALLOC(r->model.alloc, sizeof(float))) || !(v = MP_CALLOC(r->model.alloc, sizeof(float)))))
+        MP_ABORT("out of memory reading the optimizer state of %s", path);
+    int rc = ckpt_read(path, &r->model.tab, r->model.params, m, v, st);
+    if (zero) {
+        size_t off = (size_t)r->grid.replica_rank * r->model.mv_len;
+        if (rc == MP_OK) {
+            memcpy(r->model.m, m + off, r->model.mv_len * sizeof(float));
+            memcpy(r->model.v, v + off, r->model.mv_len * sizeof(float));
+        }
+        free(m);
+        free(v);
+    }
+    return rc;
 }
 
 static int dir_has_checkpoints(const char *dir)
@@ -111,7 +208,7 @@ static int train_resume(run_t *r)
         want = path;
     }
     ckpt_state_t st;
-    if (ckpt_read(want, &r->model.tab, r->model.params, r->model.m, r->model.v, &st) != MP_OK) return MP_ERR;
+    if (train_read_checkpoint(r, want, &st) != MP_OK) return MP_ERR;
     r->step = st.step;
     r->adam_t = st.adam_t;
     free(st.deck);
@@ -154,12 +251,7 @@ static int train_loop(run_t *r)
         double t0 = perf_now(), gnorm = 0.0;
         double loss = train_step_grads(r, t);
         double lr = optim_lr(d, t);
-        r->adam_t++;
-        PROF(&r->prof, PROF_OPTIMIZER, {
-            gnorm = sqrt(sumsq(r->model.grads, r->model.tab.total));
-            optim_step(&r->model.tab, r->model.params, r->model.grads, r->model.m, r->model.v, d, (float)lr,
-                       r->adam_t, optim_clip_scale(gnorm, d->train.grad_clip));
-        });
+        PROF(&r->prof, PROF_OPTIMIZER, gnorm = train_update(r, lr));
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
         if (t == first) memset(&r->prof, 0, sizeof r->prof); /* the first step warms caches and pools */
@@ -211,7 +303,8 @@ int train_main(const run_opts_t *opts)
                   opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
                   d->model.seq_len, d->model.vocab, d->model.mlp_ratio, r.model.tab.total, d->train.batch,
                   d->train.batch / d->train.micro_batch, d->train.micro_batch, r.threads, r.peak_gflops, r.out_dir);
-    int rc = train_resume(&r);
+    grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log);
+    int rc = run_agree(train_resume(&r));
     double t0 = perf_now();
     long s0 = r.step;
     if (rc == MP_OK) rc = train_loop(&r);
@@ -271,6 +364,11 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file)
 {
     run_t r;
     if (run_setup(&r, opts, 0) != MP_OK) return 1;
+    if (r.world != 1) {
+        MP_ERROR("debug-grads runs on one rank (the PyTorch check's reference); this job has %d", r.world);
+        run_teardown(&r);
+        return 1;
+    }
     double loss = train_step_grads(&r, 0);
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");

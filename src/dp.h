@@ -1,0 +1,50 @@
+/* Data parallelism over the replica communicator (DESIGN §4, DP). Gradients are summed in
+ * buckets (one per block, plus the final LayerNorm and the embeddings), each started non-blocking
+ * as soon as its backward is done on the step's last micro-batch, so communication overlaps the
+ * rest of the backward. With parallel.zero = 1 (ZeRO-1) the optimizer moments are sharded instead:
+ * the gradient sum is reduce-scattered, each replica updates its shard of the flat parameter
+ * buffer and the parameters are all-gathered.
+ *
+ * Buffers exchanged here are padded to dp_padded(total, dp) floats so every shard has one size. */
+#ifndef MP_DP_H
+#define MP_DP_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "wait.h"
+
+typedef struct {
+    MPI_Comm comm;
+    int size, rank;
+    const wait_cfg_t *wait;
+    int zero;
+    size_t total;          /* real floats in the parameter buffer */
+    size_t shard;          /* padded total / size */
+    float *shard_buf;      /* ZeRO-1: receives this replica's shard of the gradient sum */
+    MPI_Request *req;      /* one per bucket in flight */
+    int nreq, maxreq;
+    double comm_seconds;   /* time spent waiting for buckets after the backward ended */
+} dp_t;
+
+/* Padded length of a buffer of `total` floats sharded `shards` ways (a multiple of 16·shards). */
+size_t dp_padded(size_t total, int shards);
+
+/* MP_OK or MP_ERR (allocation). max_buckets bounds the buckets of one step. */
+int dp_init(dp_t *dp, MPI_Comm replica, const wait_cfg_t *w, size_t total, int zero, int max_buckets);
+void dp_free(dp_t *dp);
+
+/* Starts the sum over replicas of grads[off, off+n), in place. */
+void dp_bucket_start(dp_t *dp, float *grads, size_t off, size_t n);
+/* Waits for every started bucket. */
+void dp_buckets_wait(dp_t *dp);
+
+/* This replica's shard [s0, s1) of the real (unpadded) buffer. */
+void dp_shard_range(const dp_t *dp, size_t *s0_p, size_t *s1_p);
+/* ZeRO-1: grads (padded length) summed over replicas; this replica's shard of the sum is left at
+ * grads[0, shard). */
+void dp_reduce_scatter(dp_t *dp, float *grads);
+/* ZeRO-1: every replica's shard of params (padded length) gathered into all of params. */
+void dp_allgather(dp_t *dp, float *params);
+
+#endif
