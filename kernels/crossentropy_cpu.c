@@ -24,13 +24,56 @@ void crossentropy_forward(float *losses, float *probs_logits, const int *targets
     }
 }
 
-void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V)
+void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V, int v0)
 {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const float *p = probs + (size_t)i * V;
         float *d = dlogits + (size_t)i * V;
+        const int t = targets[i] - v0;
 #pragma omp simd
-        for (int j = 0; j < V; j++) d[j] = mp_xent_dlogit(p[j], j == targets[i], dloss);
+        for (int j = 0; j < V; j++) d[j] = mp_xent_dlogit(p[j], j == t, dloss);
+    }
+}
+
+void xent_local_max(float *max, float *tlogit, const float *logits, const int *targets, int N, int Vl, int v0,
+                    int valid)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const float *x = logits + (size_t)i * Vl;
+        float m = -INFINITY;
+#pragma omp simd reduction(max : m)
+        for (int j = 0; j < valid; j++) m = x[j] > m ? x[j] : m;
+        const int t = targets[i] - v0;
+        max[i] = m;
+        tlogit[i] = t >= 0 && t < valid ? x[t] : 0.0f;
+    }
+}
+
+void xent_local_expsum(float *sum, float *logits, const float *max, int N, int Vl, int valid)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *x = logits + (size_t)i * Vl, s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int j = 0; j < valid; j++) {
+            x[j] = mp_softmax_exp(x[j], max[i]);
+            s += x[j];
+        }
+        for (int j = valid; j < Vl; j++) x[j] = 0.0f; /* padding rows of the vocabulary */
+        sum[i] = s;
+    }
+}
+
+void xent_finish(float *losses, float *probs, const float *max, const float *sum, const float *tlogit, int N, int Vl)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *x = probs + (size_t)i * Vl;
+        const float inv = 1.0f / sum[i];
+#pragma omp simd
+        for (int j = 0; j < Vl; j++) x[j] *= inv;
+        losses[i] = mp_xent_loss(max[i], sum[i], tlogit[i]);
     }
 }

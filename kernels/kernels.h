@@ -18,11 +18,16 @@
 
 #include <stddef.h>
 
-/* ---- token + position embedding ---- */
-/* out (B,T,C) = wte[tokens[b,t]] + wpe[t]. tokens (B,T). wte (V,C), wpe (T,C). */
-void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C);
-/* dwte (V,C) +=, dwpe (T,C) += ; dout (B,T,C). Deterministic (no races on repeated tokens). */
-void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C);
+/* ---- token + position embedding (vocab-parallel: this rank holds rows [v0, v0+vn) of wte) ---- */
+/* out (B,T,C) = (wte[tok - v0] if v0 <= tok < v0+vn else 0) + (wpe[t] if wpe). tokens (B,T).
+ * wte (vn,C), wpe (T,C) or NULL. One rank: v0 = 0, vn = V. */
+void encoder_forward(float *out, const int *tokens, const float *wte, const float *wpe, int B, int T, int C, int v0,
+                     int vn);
+/* out (B,T,C) += wpe[t]: the position half, added after the vocab-parallel halves are summed. */
+void position_forward(float *out, const float *wpe, int B, int T, int C);
+/* dwte (vn,C) += for tokens in [v0, v0+vn), dwpe (T,C) += ; dout (B,T,C). Deterministic. */
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C, int v0,
+                      int vn);
 
 /* ---- LayerNorm over the last dimension (eps 1e-5) ---- */
 /* out (N,C) =, mean (N) =, rstd (N) = ; inp (N,C), w (C), b (C). */
@@ -66,9 +71,22 @@ void residual_forward(float *out, const float *a, const float *b, size_t n);
 /* In place on logits (N,V): probs = softmax(logits) overwrites them; losses (N) = -log probs[target].
  * Vocab-parallel TP splits the same math into crossentropy_row_stats + an all-reduce (later issue). */
 void crossentropy_forward(float *losses, float *probs_logits, const int *targets, int N, int V);
-/* dlogits (N,V) = (probs - onehot(target)) * dloss ; dlogits may alias probs. dloss is the
- * gradient of the total loss with respect to each row's loss (1 / tokens in the global batch). */
-void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V);
+/* dlogits (N,V) = (probs - onehot(target - v0)) * dloss ; dlogits may alias probs. dloss is the
+ * gradient of the total loss with respect to each row's loss (1 / tokens in the global batch).
+ * Vocab-parallel: V columns of this rank starting at vocabulary index v0 (one rank: v0 = 0). */
+void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V, int v0);
+
+/* Vocab-parallel cross-entropy forward (Megatron): each TP rank holds logits (N,Vl) for vocabulary
+ * [v0, v0+Vl), of which the first `valid` are real (the rest padding). The caller all-reduces between
+ * the steps: MAX over max, then SUM over sum and tlogit.
+ *   1. xent_local_max: max (N) = row max over valid columns; tlogit (N) = logit of the target if this
+ *      rank holds it, else 0.
+ *   2. xent_local_expsum: logits := exp(logits − max) (padding: 0); sum (N) = row sums.
+ *   3. xent_finish: probs = logits / sum; losses (N) = log(sum) + max − tlogit. */
+void xent_local_max(float *max, float *tlogit, const float *logits, const int *targets, int N, int Vl, int v0,
+                    int valid);
+void xent_local_expsum(float *sum, float *logits, const float *max, int N, int Vl, int valid);
+void xent_finish(float *losses, float *probs, const float *max, const float *sum, const float *tlogit, int N, int Vl);
 
 /* ---- optimizer ---- */
 /* AdamW on n elements, decoupled weight decay, bias-corrected moments; t is the 1-based step.

@@ -12,15 +12,16 @@
 #include "perf.h"
 
 int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
-                 int has_final, int shards)
+                 int has_final, int shards, int tp, int tp_rank)
 {
     model_t m;
     memset(&m, 0, sizeof m);
     m.cfg = *cfg;
     m.arena = arena;
-    if (param_table_build(&m.tab, cfg, layer0, nlayers, has_embed, has_final) != MP_OK) return MP_ERR;
+    m.tp_comm = MPI_COMM_NULL;
+    if (param_table_build(&m.tab, cfg, layer0, nlayers, has_embed, has_final, tp, tp_rank) != MP_OK) return MP_ERR;
     const size_t n = dp_padded(m.tab.total, shards), nmv = n / (size_t)shards;
-    const size_t vc = (size_t)cfg->vocab * cfg->dim;
+    const size_t vc = (size_t)(m.tab.vocab_pad / tp) * cfg->dim;
     m.alloc = n;
     m.mv_len = nmv;
     if (!(m.params = arena_floats(arena, n, "parameters"))) goto err_free_table;
@@ -49,12 +50,26 @@ err_free_table:
     return MP_ERR;
 }
 
+/* Local widths of this TP rank: heads' channels, heads, MLP width, vocabulary rows. */
+static int tp_C(const model_t *m) { return m->cfg.dim / m->tab.tp; }
+static int tp_NH(const model_t *m) { return m->cfg.heads / m->tab.tp; }
+static int tp_RC(const model_t *m) { return m->cfg.mlp_ratio * m->cfg.dim / m->tab.tp; }
+static int tp_V(const model_t *m) { return m->tab.vocab_pad / m->tab.tp; }
+static int tp_v0(const model_t *m) { return m->tab.tp_rank * tp_V(m); }
+static size_t model_head_floats(const model_t *m) { return (size_t)tp_V(m) * m->cfg.dim; }
+
+/* Sum (or max) over the tensor-parallel peers; nothing at tp = 1. */
+static void tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
+{
+    if (m->tab.tp > 1) wait_allreduce(m->wait, buf, (int)n, MPI_FLOAT, op, m->tp_comm, "a tensor-parallel all-reduce");
+}
+
 void model_destroy(model_t *m)
 {
     size_t n = m->alloc * sizeof(float), nmv = m->mv_len * sizeof(float);
     param_view_free(&m->g);
     param_view_free(&m->p);
-    if (m->grad_head) arena_free(m->arena, m->grad_head, (size_t)m->cfg.vocab * m->cfg.dim * sizeof(float));
+    if (m->grad_head) arena_free(m->arena, m->grad_head, model_head_floats(m) * sizeof(float));
     arena_free(m->arena, m->v, nmv);
     arena_free(m->arena, m->m, nmv);
     arena_free(m->arena, m->grads, n);
@@ -72,8 +87,8 @@ static float *carve(float *buf, size_t *off, size_t n)
 
 static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
 {
-    const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T, NH = m->cfg.heads;
-    const size_t RC = (size_t)m->cfg.mlp_ratio * C, V = m->cfg.vocab;
+    const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T, NH = tp_NH(m);
+    const size_t Cl = tp_C(m), RC = tp_RC(m), V = tp_V(m);
     size_t off = 0;
     if (m->tab.has_embed) a->encoded = carve(buf, &off, N * C);
     for (int l = 0; l < m->tab.nlayers; l++) {
@@ -81,9 +96,9 @@ static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
         h->ln1 = carve(buf, &off, N * C);
         h->ln1_mean = carve(buf, &off, N);
         h->ln1_rstd = carve(buf, &off, N);
-        h->qkv = carve(buf, &off, N * 3 * C);
+        h->qkv = carve(buf, &off, N * 3 * Cl);
         h->att = carve(buf, &off, (size_t)B * NH * T * T);
-        h->atty = carve(buf, &off, N * C);
+        h->atty = carve(buf, &off, N * Cl);
         h->res2 = carve(buf, &off, N * C);
         h->ln2 = carve(buf, &off, N * C);
         h->ln2_mean = carve(buf, &off, N);
@@ -136,13 +151,16 @@ void acts_destroy(acts_t *a, arena_t *arena)
 static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
 {
     const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T;
-    const size_t RC = (size_t)m->cfg.mlp_ratio * C, NH = m->cfg.heads;
+    const size_t RC = tp_RC(m), NH = tp_NH(m), Cl = tp_C(m);
     size_t off = 0;
     s->dres = carve(buf, &off, N * C);
     s->dbuf = carve(buf, &off, N * C);
-    s->dqkv = carve(buf, &off, N * 3 * C);
+    s->dqkv = carve(buf, &off, N * 3 * Cl);
     s->datt = carve(buf, &off, (size_t)B * NH * T * T);
     s->dfch = carve(buf, &off, N * RC);
+    s->xmax = carve(buf, &off, N);
+    s->xsum = carve(buf, &off, N);
+    s->xtgt = carve(buf, &off, N);
     return off;
 }
 
@@ -159,57 +177,101 @@ int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena)
 
 void scratch_destroy(scratch_t *s, arena_t *arena) { arena_free(arena, s->buf, s->nfloats * sizeof(float)); }
 
-/* One block: x (N,C) -> h->res3. */
-static void block_forward(const model_cfg_t *c, const block_view_t *w, block_acts_t *h, const float *x,
-                          int B, prof_t *p)
+/* A row-parallel product: out = res + inp · wᵀ + bias summed over the TP peers (the residual and
+ * the replicated bias are added by TP rank 0 only). At tp = 1 it is matmul_residual_forward. */
+static void rowpar_residual(const model_t *m, float *out, const float *res, const float *inp, const float *w,
+                            const float *bias, int N, int K, int OC, prof_t *p)
 {
-    const int T = c->seq_len, C = c->dim, N = B * T, RC = c->mlp_ratio * C;
+    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, matmul_residual_forward(out, res, inp, w, bias, N, K, OC));
+    else PROF(p, PROF_MATMUL, matmul_forward(out, inp, w, NULL, N, K, OC));
+    tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
+}
+
+/* One block: x (N,C) -> h->res3. Column-parallel qkv and fc on this rank's heads and MLP columns,
+ * row-parallel projections summed over the TP peers. */
+static void block_forward(const model_t *m, const block_view_t *w, block_acts_t *h, const float *x, int B, prof_t *p)
+{
+    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Cl = tp_C(m), RC = tp_RC(m);
     PROF(p, PROF_ELEMENTWISE, layernorm_forward(h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
-    PROF(p, PROF_MATMUL, matmul_forward(h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * C));
-    PROF(p, PROF_ATTENTION, attention_forward(h->atty, h->att, h->qkv, B, T, C, c->heads));
-    PROF(p, PROF_MATMUL, matmul_residual_forward(h->res2, x, h->atty, w->projw, w->projb, N, C, C));
+    PROF(p, PROF_MATMUL, matmul_forward(h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl));
+    PROF(p, PROF_ATTENTION, attention_forward(h->atty, h->att, h->qkv, B, T, Cl, tp_NH(m)));
+    rowpar_residual(m, h->res2, x, h->atty, w->projw, w->projb, N, Cl, C, p);
     PROF(p, PROF_ELEMENTWISE,
          layernorm_forward(h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
     PROF(p, PROF_MATMUL, matmul_forward(h->fch, h->ln2, w->fcw, w->fcb, N, C, RC));
     PROF(p, PROF_ELEMENTWISE, gelu_forward(h->fch_gelu, h->fch, (size_t)N * RC));
-    PROF(p, PROF_MATMUL, matmul_residual_forward(h->res3, h->res2, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C));
+    rowpar_residual(m, h->res3, h->res2, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C, p);
 }
 
-/* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. */
-static void block_backward(const model_cfg_t *c, const block_view_t *w, block_view_t *g, const block_acts_t *h,
+/* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. The input gradient of
+ * each column-parallel product is summed over the TP peers before its LayerNorm's backward. */
+static void block_backward(const model_t *m, const block_view_t *w, block_view_t *g, const block_acts_t *h,
                            const float *x, scratch_t *s, int B, prof_t *p)
 {
-    const int T = c->seq_len, C = c->dim, N = B * T, RC = c->mlp_ratio * C;
+    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Cl = tp_C(m), RC = tp_RC(m);
     PROF(p, PROF_MATMUL, matmul_backward(s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu, w->fcprojw, N, RC, C));
     PROF(p, PROF_ELEMENTWISE, gelu_backward(s->dfch, h->fch, s->dfch, (size_t)N * RC));
     PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC));
+    tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
     PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
                                                  h->ln2_rstd, N, C));
-    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, C, C));
-    PROF(p, PROF_ATTENTION, attention_backward(s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, C, c->heads));
-    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * C));
+    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, Cl, C));
+    PROF(p, PROF_ATTENTION, attention_backward(s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, tp_NH(m)));
+    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
     /* The key bias gets no gradient: it adds one constant to every score of a query's row, which
      * softmax ignores. Computed, it is a sum of rounding noise that AdamW's m/sqrt(v) would turn
      * into steps of size lr, differently for every layout; so it is exactly zero. */
-    memset(g->qkvb + C, 0, (size_t)C * sizeof(float));
+    memset(g->qkvb + Cl, 0, (size_t)Cl * sizeof(float));
+    tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
     PROF(p, PROF_ELEMENTWISE,
          layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C));
 }
 
 static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->encoded : a->h[i - 1].res3; }
 
+/* Token + position embedding; vocab-parallel: each TP rank adds the rows it holds, then the
+ * positions (at tp = 1 one pass, the same bits). */
+static void embed_forward(model_t *m, acts_t *a, prof_t *p)
+{
+    const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim;
+    if (m->tab.tp == 1) {
+        PROF(p, PROF_ELEMENTWISE, encoder_forward(a->encoded, a->inputs, m->p.wte, m->p.wpe, B, T, C, 0, tp_V(m)));
+        return;
+    }
+    PROF(p, PROF_ELEMENTWISE, encoder_forward(a->encoded, a->inputs, m->p.wte, NULL, B, T, C, tp_v0(m), tp_V(m)));
+    tp_reduce(m, a->encoded, (size_t)B * T * C, MPI_SUM);
+    PROF(p, PROF_ELEMENTWISE, position_forward(a->encoded, m->p.wpe, B, T, C));
+}
+
+/* Softmax cross-entropy of the logits in a->probs; vocab-parallel at tp > 1 (no rank ever holds
+ * all B×T×V logits). */
+static void xent_forward(model_t *m, acts_t *a, scratch_t *s, prof_t *p)
+{
+    const int N = a->B * m->cfg.seq_len, Vl = tp_V(m), v0 = tp_v0(m);
+    if (m->tab.tp == 1) {
+        PROF(p, PROF_XENT, crossentropy_forward(a->losses, a->probs, a->targets, N, Vl));
+        return;
+    }
+    int valid = m->cfg.vocab - v0;
+    valid = valid < 0 ? 0 : valid > Vl ? Vl : valid;
+    PROF(p, PROF_XENT, xent_local_max(s->xmax, s->xtgt, a->probs, a->targets, N, Vl, v0, valid));
+    tp_reduce(m, s->xmax, (size_t)N, MPI_MAX);
+    PROF(p, PROF_XENT, xent_local_expsum(s->xsum, a->probs, s->xmax, N, Vl, valid));
+    tp_reduce(m, s->xsum, (size_t)N, MPI_SUM);
+    tp_reduce(m, s->xtgt, (size_t)N, MPI_SUM);
+    PROF(p, PROF_XENT, xent_finish(a->losses, a->probs, s->xmax, s->xsum, s->xtgt, N, Vl));
+}
+
 double model_forward(model_t *m, acts_t *a, scratch_t *s)
 {
-    const model_cfg_t *c = &m->cfg;
-    const int B = a->B, T = c->seq_len, C = c->dim, N = B * T, V = c->vocab;
+    const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     prof_t *p = m->prof;
-    PROF(p, PROF_ELEMENTWISE, encoder_forward(a->encoded, a->inputs, m->p.wte, m->p.wpe, B, T, C));
-    for (int i = 0; i < m->tab.nlayers; i++)
-        block_forward(c, &m->p.h[i], &a->h[i], block_input(a, i), B, p);
+    embed_forward(m, a, p);
+    for (int i = 0; i < m->tab.nlayers; i++) block_forward(m, &m->p.h[i], &a->h[i], block_input(a, i), B, p);
     const float *top = block_input(a, m->tab.nlayers);
     PROF(p, PROF_ELEMENTWISE, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
-    PROF(p, PROF_MATMUL, matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, V));
-    PROF(p, PROF_XENT, crossentropy_forward(a->losses, a->probs, a->targets, N, V));
+    PROF(p, PROF_MATMUL, matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
+    xent_forward(m, a, s, p);
     double sum = 0.0; /* fixed order: the reported loss is the same bits every run */
     for (int i = 0; i < N; i++) sum += a->losses[i];
     return sum;
@@ -217,33 +279,32 @@ double model_forward(model_t *m, acts_t *a, scratch_t *s)
 
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
 {
-    const model_cfg_t *c = &m->cfg;
-    const int B = a->B, T = c->seq_len, C = c->dim, N = B * T, V = c->vocab;
+    const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
     prof_t *p = m->prof;
-    PROF(p, PROF_XENT, crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, V));
-    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, V));
+    PROF(p, PROF_XENT, crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, Vl, tp_v0(m)));
+    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
+    tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
     memset(s->dres, 0, (size_t)N * C * sizeof(float));
     const float *top = block_input(a, m->tab.nlayers);
     PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw, a->lnf_mean,
                                                  a->lnf_rstd, N, C));
     if (m->grads_ready) m->grads_ready(m->grads_ctx, PARAM_RANGE_FINAL);
     for (int i = m->tab.nlayers - 1; i >= 0; i--) {
-        block_backward(c, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B, p);
+        block_backward(m, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B, p);
         if (m->grads_ready) m->grads_ready(m->grads_ctx, m->tab.layer0 + i);
     }
-    PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C));
+    PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C, tp_v0(m), Vl));
 }
 
 void model_grads_zero(model_t *m)
 {
     memset(m->grads, 0, m->alloc * sizeof(float));
-    if (m->grad_head) memset(m->grad_head, 0, (size_t)m->cfg.vocab * m->cfg.dim * sizeof(float));
+    if (m->grad_head) memset(m->grad_head, 0, model_head_floats(m) * sizeof(float));
 }
 
 void model_grads_finish(model_t *m)
 {
-    if (m->grad_head && m->g.wte)
-        vec_add(m->g.wte, m->g.wte, m->grad_head, (size_t)m->cfg.vocab * m->cfg.dim);
+    if (m->grad_head && m->g.wte) vec_add(m->g.wte, m->g.wte, m->grad_head, model_head_floats(m));
 }
 
 double model_flops_per_token(const model_cfg_t *cfg)

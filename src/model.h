@@ -8,9 +8,12 @@
 #ifndef MP_MODEL_H
 #define MP_MODEL_H
 
+#include <mpi.h>
+
 #include "arena.h"
 #include "params.h"
 #include "perf.h"
+#include "wait.h"
 
 typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (B,T), (B,T) */
@@ -43,16 +46,19 @@ typedef struct {
     float *dqkv;   /* (B,T,3C) */
     float *datt;   /* (B,NH,T,T) */
     float *dfch;   /* (B,T,RC) */
+    float *xmax, *xsum, *xtgt; /* (B,T) vocab-parallel cross-entropy row statistics */
     float *buf; size_t nfloats;
 } scratch_t;
 
 typedef struct {
     model_cfg_t cfg;
-    param_table_t tab;
+    param_table_t tab;             /* this rank's shard (tab.tp, tab.tp_rank) */
+    MPI_Comm tp_comm;              /* tensor-parallel peers (when tab.tp > 1) */
+    const wait_cfg_t *wait;
     float *params, *grads;             /* alloc floats each (tab.total used, the rest zero padding) */
     float *m, *v;                      /* mv_len floats each: all of it, or this replica's ZeRO-1 shard */
     size_t alloc, mv_len;
-    float *grad_head;                  /* (V,C) LM head's part of d wte (when has_final && has_embed) */
+    float *grad_head;                  /* (V/tp, C) LM head's part of d wte (when has_final && has_embed) */
     param_view_t p, g;
     arena_t *arena;
     prof_t *prof;                      /* kernel timers, or NULL */
@@ -63,11 +69,12 @@ typedef struct {
     void *grads_ctx;
 } model_t;
 
-/* Builds a model holding blocks [layer0, layer0+nlayers) (+ embeddings, + final LN and head) with
+/* Builds a model holding blocks [layer0, layer0+nlayers) (+ embeddings, + final LN and head), the
+ * shard of TP rank tp_rank of tp (set tp_comm and wait before a forward when tp > 1), with
  * zeroed buffers, padded for `shards` ZeRO-1 shards (1: no sharding; the AdamW moments then hold
  * the whole buffer, else one shard). MP_OK or MP_ERR (arena limit or allocation; message printed). */
 int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
-                 int has_final, int shards);
+                 int has_final, int shards, int tp, int tp_rank);
 void model_destroy(model_t *m);
 
 int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena);

@@ -14,8 +14,16 @@ static const char *const block_suffix[PK_COUNT] = {
     [PK_FC_W] = "mlp.fc.w", [PK_FC_B] = "mlp.fc.b", [PK_FCPROJ_W] = "mlp.proj.w", [PK_FCPROJ_B] = "mlp.proj.b",
 };
 
-static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int d0, int d1, size_t *offset)
+/* Local shape of a tensor of global shape (g0, g1) split `split` in `parts` over tp ranks. */
+static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int g0, int g1, param_split_t split, int parts,
+                      int tp, size_t *offset)
 {
+    int d0 = split == SPLIT_ROWS ? g0 / tp : g0, d1 = split == SPLIT_COLS ? g1 / tp : g1;
+    e->gshape[0] = g0;
+    e->gshape[1] = g1 > 0 ? g1 : 0;
+    e->split = tp > 1 ? split : SPLIT_NONE;
+    e->parts = parts;
+    if (tp == 1) d0 = g0, d1 = g1;
     if (layer < 0)
         snprintf(e->name, sizeof e->name, "%s",
                  kind == PK_WTE ? "wte" : kind == PK_WPE ? "wpe" : kind == PK_LNF_W ? "lnf.w" : "lnf.b");
@@ -33,9 +41,9 @@ static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int d0, in
 }
 
 int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, int nlayers, int has_embed,
-                      int has_final)
+                      int has_final, int tp, int tp_rank)
 {
-    const int C = cfg->dim, RC = cfg->mlp_ratio * cfg->dim;
+    const int C = cfg->dim, RC = cfg->mlp_ratio * cfg->dim, Vp = (cfg->vocab + tp - 1) / tp * tp;
     int count = nlayers * 12 + (has_embed ? 2 : 0) + (has_final ? 2 : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
@@ -44,28 +52,32 @@ int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, 
     /* Order in the buffer follows the forward pass: embeddings, blocks, final LN. Gradient
      * buckets (DP) walk it backwards, so the last layers' gradients are reduced first. */
     if (has_embed) {
-        entry_set(&e[i++], PK_WTE, -1, cfg->vocab, C, &off);
-        entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, &off);
+        entry_set(&e[i++], PK_WTE, -1, Vp, C, SPLIT_ROWS, 1, tp, &off);
+        e[i - 1].gshape[0] = cfg->vocab; /* the checkpoint holds the real rows */
+        entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
     }
     for (int l = layer0; l < layer0 + nlayers; l++) {
-        entry_set(&e[i++], PK_LN1_W, l, C, 0, &off);
-        entry_set(&e[i++], PK_LN1_B, l, C, 0, &off);
-        entry_set(&e[i++], PK_QKV_W, l, 3 * C, C, &off);
-        entry_set(&e[i++], PK_QKV_B, l, 3 * C, 0, &off);
-        entry_set(&e[i++], PK_PROJ_W, l, C, C, &off);
-        entry_set(&e[i++], PK_PROJ_B, l, C, 0, &off);
-        entry_set(&e[i++], PK_LN2_W, l, C, 0, &off);
-        entry_set(&e[i++], PK_LN2_B, l, C, 0, &off);
-        entry_set(&e[i++], PK_FC_W, l, RC, C, &off);
-        entry_set(&e[i++], PK_FC_B, l, RC, 0, &off);
-        entry_set(&e[i++], PK_FCPROJ_W, l, C, RC, &off);
-        entry_set(&e[i++], PK_FCPROJ_B, l, C, 0, &off);
+        entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_QKV_W, l, 3 * C, C, SPLIT_ROWS, 3, tp, &off);
+        entry_set(&e[i++], PK_QKV_B, l, 3 * C, 0, SPLIT_ROWS, 3, tp, &off);
+        entry_set(&e[i++], PK_PROJ_W, l, C, C, SPLIT_COLS, 1, tp, &off);
+        entry_set(&e[i++], PK_PROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_LN2_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_LN2_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_FC_W, l, RC, C, SPLIT_ROWS, 1, tp, &off);
+        entry_set(&e[i++], PK_FC_B, l, RC, 0, SPLIT_ROWS, 1, tp, &off);
+        entry_set(&e[i++], PK_FCPROJ_W, l, C, RC, SPLIT_COLS, 1, tp, &off);
+        entry_set(&e[i++], PK_FCPROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
     }
     if (has_final) {
-        entry_set(&e[i++], PK_LNF_W, -1, C, 0, &off);
-        entry_set(&e[i++], PK_LNF_B, -1, C, 0, &off);
+        entry_set(&e[i++], PK_LNF_W, -1, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_LNF_B, -1, C, 0, SPLIT_NONE, 1, tp, &off);
     }
     tab_p->cfg = *cfg;
+    tab_p->tp = tp;
+    tab_p->tp_rank = tp_rank;
+    tab_p->vocab_pad = Vp;
     tab_p->layer0 = layer0;
     tab_p->nlayers = nlayers;
     tab_p->has_embed = has_embed;
@@ -146,6 +158,21 @@ void param_view_free(param_view_t *view)
     view->h = NULL;
 }
 
+size_t param_global_index(const param_table_t *tab, const param_entry_t *e, size_t local, int tp_rank)
+{
+    const size_t cols = e->ndim == 2 ? (size_t)e->shape[1] : 1, gcols = e->ndim == 2 ? (size_t)e->gshape[1] : 1;
+    size_t i = local / cols, j = local % cols;
+    if (e->split == SPLIT_ROWS) {
+        const size_t lpart = (size_t)e->shape[0] / e->parts, gpart = lpart * tab->tp;
+        size_t p = i / lpart, w = i % lpart;
+        i = p * gpart + (size_t)tp_rank * lpart + w;
+    } else if (e->split == SPLIT_COLS) {
+        j += (size_t)tp_rank * e->shape[1];
+    }
+    if (i >= (size_t)e->gshape[0]) return (size_t)-1; /* vocab padding */
+    return i * gcols + j;
+}
+
 void param_init(const param_table_t *tab, float *buf, unsigned long long seed)
 {
     const float std_resid = 0.02f / sqrtf(2.0f * (float)tab->cfg.layers);
@@ -159,7 +186,10 @@ void param_init(const param_table_t *tab, float *buf, unsigned long long seed)
         } else {
             float std = (e->kind == PK_PROJ_W || e->kind == PK_FCPROJ_W) ? std_resid : 0.02f;
             uint64_t h = rng_name_hash(e->name);
-            for (size_t j = 0; j < e->numel; j++) p[j] = std * rng_normal(seed, h, j);
+            for (size_t j = 0; j < e->numel; j++) {
+                size_t g = param_global_index(tab, e, j, tab->tp_rank); /* every layout draws the same numbers */
+                p[j] = g == (size_t)-1 ? 0.0f : std * rng_normal(seed, h, g);
+            }
         }
     }
 }

@@ -26,12 +26,23 @@ typedef enum {
     PK_COUNT
 } param_kind_t;
 
+/* How a tensor is split over tensor-parallel ranks (Megatron, DESIGN §4). */
+typedef enum {
+    SPLIT_NONE,  /* replicated: every TP rank holds all of it */
+    SPLIT_ROWS,  /* column-parallel products and the vocab-parallel embedding: a block of rows
+                    (for qkv, a block of each of the q, k and v row ranges: `parts` = 3) */
+    SPLIT_COLS   /* row-parallel products: a block of columns */
+} param_split_t;
+
 typedef struct {
     char name[PARAM_NAME_MAX]; /* canonical, e.g. "h.3.attn.qkv.w" */
     param_kind_t kind;
     int layer;                 /* block index, -1 for model-level tensors */
     int ndim;
-    int shape[PARAM_MAX_DIMS];
+    int shape[PARAM_MAX_DIMS];  /* held here (this TP rank's shard) */
+    int gshape[PARAM_MAX_DIMS]; /* canonical, in checkpoints (wte: the real vocab V) */
+    param_split_t split;
+    int parts;                 /* SPLIT_ROWS: row ranges split separately (3 for qkv, else 1) */
     size_t numel;
     size_t offset;             /* in floats, into the buffer */
     int decay;                 /* AdamW weight decay applies (matrices and embeddings only) */
@@ -39,6 +50,8 @@ typedef struct {
 
 typedef struct {
     model_cfg_t cfg;
+    int tp, tp_rank;       /* tensor-parallel degree and this rank's place */
+    int vocab_pad;         /* vocab padded to a multiple of tp (rows past cfg.vocab are zero) */
     int layer0, nlayers;   /* blocks held */
     int has_embed;         /* wte, wpe */
     int has_final;         /* lnf */
@@ -65,9 +78,14 @@ typedef struct {
     int nlayers;
 } param_view_t;
 
-/* Builds the table. MP_OK, or MP_ERR (allocation). */
+/* Builds the table of TP rank tp_rank of tp (1, 0: the whole, canonical model). The caller has
+ * checked that tp divides heads and mlp_ratio·dim. MP_OK, or MP_ERR (allocation). */
 int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, int nlayers, int has_embed,
-                      int has_final);
+                      int has_final, int tp, int tp_rank);
+
+/* Flat index into the canonical (global-shape) tensor of element `local` of this rank's shard, or
+ * (size_t)-1 for a padding row of the vocab-parallel embedding. */
+size_t param_global_index(const param_table_t *tab, const param_entry_t *e, size_t local, int tp_rank);
 void param_table_free(param_table_t *tab);
 /* Entry by canonical name, or NULL. */
 const param_entry_t *param_table_find(const param_table_t *tab, const char *name);

@@ -15,10 +15,10 @@
  * with a message rather than silently ignored. */
 static int run_refuse_unimplemented(const deck_t *d)
 {
-    const int tp = d->parallel.tp, pp = d->parallel.pp, sp = d->parallel.sp;
-    if (tp != 1 || pp != 1 || sp != 1)
-        return MP_FAIL("parallel.tp=%d pp=%d sp=%d: tensor, pipeline and supernet parallelism are not implemented "
-                       "in this version (data parallelism is: parallel.dp)", tp, pp, sp);
+    const int pp = d->parallel.pp, sp = d->parallel.sp;
+    if (pp != 1 || sp != 1)
+        return MP_FAIL("parallel.pp=%d sp=%d: pipeline and supernet parallelism are not implemented in this version "
+                       "(data and tensor parallelism are: parallel.dp, parallel.tp)", pp, sp);
     if (strcmp(d->train.device, "cpu") != 0)
         return MP_FAIL("train.device=%s: this build has only the CPU backend (configure --with-cuda)", d->train.device);
     if (strcmp(d->train.precision, "fp32") != 0)
@@ -103,14 +103,20 @@ static int run_model(run_t *r)
                        d->model.mlp_ratio};
     arena_init(&r->arena, d->memory.device_limit);
     const int shards = d->parallel.zero ? r->grid.replica_size : 1;
-    if (model_create(&r->model, &cfg, &r->arena, 0, cfg.layers, 1, 1, shards) != MP_OK) return MP_ERR;
-    if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_model;
+    const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
+    if (model_create(&r->model, &cfg, &r->arena, 0, cfg.layers, 1, 1, shards, tp, tp_rank) != MP_OK) return MP_ERR;
+    r->model.tp_comm = r->grid.comm[GRID_TP];
+    r->model.wait = &r->wait;
+    if (param_table_build(&r->gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
+    if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gtab;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     param_init(&r->model.tab, r->model.params, d->train.seed);
     r->model.prof = &r->prof;
     return MP_OK;
 err_acts:
     acts_destroy(&r->acts, &r->arena);
+err_gtab:
+    param_table_free(&r->gtab);
 err_model:
     model_destroy(&r->model);
     return MP_ERR;
@@ -166,6 +172,7 @@ err_dp:
 err_model:
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
+    param_table_free(&r->gtab);
     model_destroy(&r->model);
 err_data:
     data_free(&r->data);
@@ -182,6 +189,7 @@ void run_teardown(run_t *r)
     grid_free(&r->grid);
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
+    param_table_free(&r->gtab);
     model_destroy(&r->model);
     data_free(&r->data);
     free(r->deck_text);

@@ -34,6 +34,7 @@ typedef struct {
     dataset_t data;
     arena_t arena;
     model_t model;
+    param_table_t gtab;      /* the canonical (tp = 1) table: checkpoints are written in it */
     acts_t acts;
     scratch_t scratch;
     runlog_t log;

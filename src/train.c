@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "optim.h"
 #include "perf.h"
+#include "shard.h"
 
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
  * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
@@ -65,22 +66,36 @@ static double train_step_grads(run_t *r, long t)
     return loss / tokens;
 }
 
+/* Σ g² over the part [s0, s1) of the buffer held in grads (index 0 = s0), every tensor counted
+ * once across TP ranks (replicated ones only on TP rank 0), then summed over the peers that hold
+ * the other parts: the TP group, and with ZeRO-1 the replicas. */
+static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s1, int zero)
+{
+    const param_table_t *t = &r->model.tab;
+    double sq = 0.0;
+    for (int i = 0; i < t->count; i++) {
+        const param_entry_t *e = &t->entries[i];
+        size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
+        if (lo >= hi || (e->split == SPLIT_NONE && t->tp_rank != 0)) continue;
+        sq += sumsq(grads + (lo - s0), hi - lo);
+    }
+    if (t->tp > 1) wait_allreduce_sum(&r->wait, &sq, 1, MPI_DOUBLE, r->grid.comm[GRID_TP], "the gradient-norm all-reduce");
+    if (zero) wait_allreduce_sum(&r->wait, &sq, 1, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
+    return sq;
+}
+
 /* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
  * parameters are all-gathered. Returns the gradient norm before clipping. */
 static double train_update(run_t *r, double lr)
 {
     model_t *m = &r->model;
     size_t s0 = 0, s1 = m->tab.total;
-    double sq;
-    if (r->dp_on && r->deck.parallel.zero) {
+    const int zero = r->dp_on && r->deck.parallel.zero;
+    if (zero) {
         dp_reduce_scatter(&r->dp, m->grads);
         dp_shard_range(&r->dp, &s0, &s1);
-        sq = sumsq(m->grads, s1 - s0);
-        wait_allreduce_sum(&r->wait, &sq, 1, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
-    } else {
-        sq = sumsq(m->grads, s1);
     }
-    const double gnorm = sqrt(sq);
+    const double gnorm = sqrt(train_grad_sumsq(r, m->grads, s0, s1, zero));
     r->adam_t++;
     optim_step(&m->tab, m->params, m->grads, m->m, m->v, &r->deck, (float)lr, r->adam_t,
                optim_clip_scale(gnorm, r->deck.train.grad_clip), s0, s1);
@@ -110,9 +125,9 @@ static double train_eval(run_t *r)
     return sum / ((double)n * T);
 }
 
-/* With ZeRO-1 the moments are sharded: gather them into whole buffers on replica rank 0 (which
- * is world rank 0 while tp = pp = 1). Returns malloc'd m and v there, NULL elsewhere. */
-static int train_gather_moments(run_t *r, float **m_p, float **v_p)
+/* With ZeRO-1 the moments are sharded over the replicas: gather them into whole (local-layout)
+ * buffers on replica rank 0. Returns malloc'd m and v there, NULL elsewhere. */
+static void train_gather_moments(run_t *r, float **m_p, float **v_p)
 {
     const size_t n = r->model.alloc, k = r->model.mv_len;
     float *m = NULL, *v = NULL;
@@ -124,54 +139,76 @@ static int train_gather_moments(run_t *r, float **m_p, float **v_p)
     wait_all(&r->wait, 2, q, "the ZeRO-1 moment gather for a checkpoint");
     *m_p = m;
     *v_p = v;
-    return MP_OK;
 }
 
-/* Rank 0 writes (every replica holds the same parameters); all ranks agree on the outcome. */
+/* The canonical tensors of bufs[3] (params, m, v in the local layout) on world rank 0: with TP
+ * the shards of replica rank 0's TP group are assembled there into malloc'd buffers; at tp = 1
+ * they are bufs themselves. */
+static void train_canonical(run_t *r, float *const bufs[3], float *out[3])
+{
+    for (int k = 0; k < 3; k++) out[k] = bufs[k];
+    if (r->model.tab.tp == 1 || r->grid.replica_rank != 0) return;
+    for (int k = 0; k < 3; k++) {
+        out[k] = r->rank == 0 ? MP_CALLOC(r->gtab.total, sizeof(float)) : NULL;
+        if (r->rank == 0 && !out[k]) MP_ABORT("out of memory assembling a checkpoint");
+        shard_gather(&r->model.tab, &r->gtab, bufs[k], out[k], r->grid.comm[GRID_TP], &r->wait);
+    }
+}
+
+/* World rank 0 writes the canonical tensors (every replica holds the same parameters); all ranks
+ * agree on the outcome. */
 static int train_checkpoint(run_t *r)
 {
     char path[4300];
     const int zero = r->dp_on && r->deck.parallel.zero;
-    float *m = r->model.m, *v = r->model.v;
-    if (zero) train_gather_moments(r, &m, &v);
+    float *local[3] = {r->model.params, r->model.m, r->model.v}, *canon[3];
+    if (zero) train_gather_moments(r, &local[1], &local[2]);
+    train_canonical(r, local, canon);
     int rc = MP_OK;
     if (r->rank == 0) {
         snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
         ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed, .deck = NULL};
         snprintf(st.layout, sizeof st.layout, "dp=%d tp=%d pp=%d sp=%d zero=%d", r->grid.size[GRID_DP],
                  r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero);
-        rc = ckpt_write(path, &r->model.tab, r->model.params, m, v, &st, r->deck_text);
+        rc = ckpt_write(path, &r->gtab, canon[0], canon[1], canon[2], &st, r->deck_text);
         if (rc == MP_OK) runlog_printf(&r->log, "checkpoint %s", path);
         snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
         if (rc == MP_OK) rc = ckpt_prune(path, r->deck.checkpoint.keep);
     }
+    for (int k = 0; k < 3; k++)
+        if (canon[k] != local[k]) free(canon[k]);
     if (zero) {
-        if (m != r->model.m) free(m);
-        if (v != r->model.v) free(v);
+        free(local[1]);
+        free(local[2]);
     }
     int bad = rc != MP_OK;
     wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
     return bad ? MP_ERR : MP_OK;
 }
 
-/* Every rank reads the whole checkpoint (it is layout-free); with ZeRO-1 each keeps its shard of
- * the moments. */
+/* Every rank reads the whole canonical checkpoint (it is layout-free) and keeps its TP shard and,
+ * with ZeRO-1, its replica's shard of the moments. */
 static int train_read_checkpoint(run_t *r, const char *path, ckpt_state_t *st)
 {
-    const int zero = r->dp_on && r->deck.parallel.zero;
-    float *m = r->model.m, *v = r->model.v;
-    if (zero && (!(m = MP_CALLOC(r->model.alloc, sizeof(float))) || !(v = MP_CALLOC(r->model.alloc, sizeof(float)))))
-        MP_ABORT("out of memory reading the optimizer state of %s", path);
-    int rc = ckpt_read(path, &r->model.tab, r->model.params, m, v, st);
-    if (zero) {
-        size_t off = (size_t)r->grid.replica_rank * r->model.mv_len;
-        if (rc == MP_OK) {
-            memcpy(r->model.m, m + off, r->model.mv_len * sizeof(float));
-            memcpy(r->model.v, v + off, r->model.mv_len * sizeof(float));
+    const size_t n = r->gtab.total;
+    float *g[3];
+    for (int k = 0; k < 3; k++)
+        if (!(g[k] = MP_CALLOC(n, sizeof(float)))) MP_ABORT("out of memory reading %s", path);
+    int rc = ckpt_read(path, &r->gtab, g[0], g[1], g[2], st);
+    if (rc == MP_OK) {
+        const int zero = r->dp_on && r->deck.parallel.zero;
+        float *mv = zero ? MP_CALLOC(r->model.alloc, sizeof(float)) : NULL;
+        if (zero && !mv) MP_ABORT("out of memory reading %s", path);
+        const size_t off = zero ? (size_t)r->grid.replica_rank * r->model.mv_len : 0;
+        shard_extract(&r->model.tab, &r->gtab, g[0], r->model.params);
+        for (int k = 1; k < 3; k++) {
+            float *dst = k == 1 ? r->model.m : r->model.v;
+            shard_extract(&r->model.tab, &r->gtab, g[k], zero ? mv : dst);
+            if (zero) memcpy(dst, mv + off, r->model.mv_len * sizeof(float));
         }
-        free(m);
-        free(v);
+        free(mv);
     }
+    for (int k = 0; k < 3; k++) free(g[k]);
     return rc;
 }
 
@@ -372,7 +409,7 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file)
     double loss = train_step_grads(&r, 0);
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
-    int rc = ckpt_write(out_file, &r.model.tab, r.model.params, NULL, NULL, &st, r.deck_text);
+    int rc = ckpt_write(out_file, &r.gtab, r.model.params, NULL, NULL, &st, r.deck_text);
     if (rc == MP_OK) rc = train_dump_extra(&r, out_file, loss);
     if (rc == MP_OK && !opts->quiet) printf("debug-grads: step-0 loss %.9f, gradients in %s\n", loss, out_file);
     run_teardown(&r);

@@ -36,12 +36,18 @@ void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what)
     }
 }
 
+void wait_allreduce(const wait_cfg_t *w, void *buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                    const char *what)
+{
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, op, comm, &r));
+    wait_all(w, 1, &r, what);
+}
+
 void wait_allreduce_sum(const wait_cfg_t *w, void *buf, int count, MPI_Datatype type, MPI_Comm comm,
                         const char *what)
 {
-    MPI_Request r;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, MPI_SUM, comm, &r));
-    wait_all(w, 1, &r, what);
+    wait_allreduce(w, buf, count, type, MPI_SUM, comm, what);
 }
 
 void wait_barrier(const wait_cfg_t *w, MPI_Comm comm, const char *what)

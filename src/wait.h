@@ -20,6 +20,10 @@ void wait_cfg_init(wait_cfg_t *w, const char *mode, double timeout, int node_ran
 /* Waits for n requests; `what` names them in the timeout message. Aborts the job on timeout. */
 void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what);
 
+/* In-place all-reduce with op of count elements of type over comm, through wait_all. */
+void wait_allreduce(const wait_cfg_t *w, void *buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                    const char *what);
+
 /* In-place all-reduce (sum) of count elements of type over comm, through wait_all. */
 void wait_allreduce_sum(const wait_cfg_t *w, void *buf, int count, MPI_Datatype type, MPI_Comm comm,
                         const char *what);

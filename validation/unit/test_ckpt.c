@@ -60,7 +60,7 @@ typedef struct {
 static void tiny_make(tiny_t *t, int dim)
 {
     model_cfg_t cfg = {.layers = 2, .dim = dim, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 4};
-    param_table_build(&t->tab, &cfg, 0, cfg.layers, 1, 1);
+    param_table_build(&t->tab, &cfg, 0, cfg.layers, 1, 1, 1, 0);
     size_t n = t->tab.total;
     t->p = malloc(n * sizeof(float));
     t->m = malloc(n * sizeof(float));

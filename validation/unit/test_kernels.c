@@ -215,13 +215,13 @@ static void test_encoder(void)
     int tok[N];
     for (int i = 0; i < N; i++) tok[i] = i % 3; /* repeated tokens: the accumulation must not race */
     float *wte = rnd(V * C, 14, 1), *wpe = rnd(T * C, 15, 1), *out = malloc(N * C * 4), *dout = rnd(N * C, 16, 1);
-    encoder_forward(out, tok, wte, wpe, B, T, C);
+    encoder_forward(out, tok, wte, wpe, B, T, C, 0, V);
     int good = 1;
     for (int i = 0; i < N; i++)
         for (int k = 0; k < C; k++) good &= out[i * C + k] == wte[tok[i] * C + k] + wpe[(i % T) * C + k];
     tap_ok(good, "encoder forward = wte[token] + wpe[position]");
     float *dwte = calloc(V * C, 4), *dwpe = calloc(T * C, 4);
-    encoder_backward(dwte, dwpe, dout, tok, B, T, C);
+    encoder_backward(dwte, dwpe, dout, tok, B, T, C, 0, V);
     double *rte = calloc(V * C, sizeof(double)), *rpe = calloc(T * C, sizeof(double));
     for (int i = 0; i < N; i++)
         for (int k = 0; k < C; k++) rte[tok[i] * C + k] += dout[i * C + k], rpe[(i % T) * C + k] += dout[i * C + k];
@@ -256,12 +256,12 @@ static void test_crossentropy(void)
     }
     tap_ok(worst < 1e-5, "cross-entropy forward = logsumexp - logit[target] (%.1e)", worst);
     float *d = malloc(N * V * 4);
-    crossentropy_backward(d, c.work, tgt, 1.0f, N, V);
+    crossentropy_backward(d, c.work, tgt, 1.0f, N, V, 0);
     double e = fd_check(ce_obj, &c, c.logits, d, N * V, 1e-2f);
     tap_ok(e < 1e-3, "cross-entropy backward vs finite differences (%.1e)", e);
     ce_obj(&c); /* fd_check left perturbed probabilities in work */
-    crossentropy_backward(d, c.work, tgt, 1.0f, N, V);
-    crossentropy_backward(c.work, c.work, tgt, 1.0f, N, V); /* in place */
+    crossentropy_backward(d, c.work, tgt, 1.0f, N, V, 0);
+    crossentropy_backward(c.work, c.work, tgt, 1.0f, N, V, 0); /* in place */
     tap_ok(memcmp(c.work, d, N * V * 4) == 0, "cross-entropy backward in place = out of place");
     free(d), free(c.logits), free(c.work), free(c.losses);
 }
