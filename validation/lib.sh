@@ -33,3 +33,34 @@ mp_scratch_init() {
     SCRATCH=$(mktemp -d "$MP_BUILDDIR/validation/tmp.XXXXXX")
     trap 'rm -rf "$SCRATCH"' EXIT
 }
+
+# Layout tests: run RANKS OUT [--set ...] trains the deck $1 into $SCRATCH/OUT under mpiexec;
+# compare LABEL REF RUN [args] turns validation/compare_runs.py's lines into TAP lines;
+# refused LABEL PATTERN RANKS [--set ...] expects a non-zero exit naming PATTERN.
+mp_layout_helpers() {
+    layout_deck=$1
+    MPIEXEC=${MPIEXEC:-mpiexec}
+}
+run() {
+    n=$1; out=$2; shift 2
+    $MPIEXEC -n "$n" "$MINDPIPE" train -c "$layout_deck" --set data.path="$data" --set train.log_every=1 --quiet \
+        --out "$SCRATCH/$out" "$@" > "$SCRATCH/$out.log" 2>&1
+}
+compare() {
+    label=$1; shift
+    "$TORCH_PYTHON" "$MP_SRCDIR/validation/compare_runs.py" "$@" > "$SCRATCH/cmp.out" 2>&1
+    while IFS= read -r line; do
+        case "$line" in
+            "PASS "*) ok 0 "$label: ${line#PASS }" ;;
+            "FAIL "*) ok 1 "$label: ${line#FAIL }" ;;
+            *) diag "$line" ;;
+        esac
+    done < "$SCRATCH/cmp.out"
+}
+refused() {
+    label=$1; pat=$2; n=$3; shift 3
+    $MPIEXEC -n "$n" "$MINDPIPE" train -c "$layout_deck" --set data.path="$data" --quiet --out "$SCRATCH/bad" "$@" \
+        > "$SCRATCH/bad.out" 2>&1; rc=$?
+    [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/bad.out"; ok $? "refused: $label"
+    [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/bad.out" || sed 's/^/#   /' "$SCRATCH/bad.out"
+}

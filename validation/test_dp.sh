@@ -6,24 +6,7 @@
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"
-cmp_py="$MP_SRCDIR/validation/compare_runs.py"
-MPIEXEC=${MPIEXEC:-mpiexec}
-run() {  # run RANKS OUT [--set ...]
-    n=$1; out=$2; shift 2
-    $MPIEXEC -n "$n" "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.log_every=1 --quiet \
-        --out "$SCRATCH/$out" "$@" > "$SCRATCH/$out.log" 2>&1
-}
-compare() {  # compare LABEL REF RUN [args]: TAP lines from compare_runs.py
-    label=$1; shift
-    "$TORCH_PYTHON" "$cmp_py" "$@" > "$SCRATCH/cmp.out" 2>&1
-    while IFS= read -r line; do
-        case "$line" in
-            "PASS "*) ok 0 "$label: ${line#PASS }" ;;
-            "FAIL "*) ok 1 "$label: ${line#FAIL }" ;;
-            *) diag "$line" ;;
-        esac
-    done < "$SCRATCH/cmp.out"
-}
+mp_layout_helpers "$deck"
 
 run 1 ref; ok $? "one rank, 20 steps (the reference)"
 for layout in "2 dp2 --set parallel.dp=2" "4 dp4 --set parallel.dp=4 --set train.micro_batch=2" \
@@ -57,18 +40,11 @@ run 2 res --set parallel.dp=2 --set parallel.zero=1 --resume auto; ok $? "resume
 compare "resumed on dp2 zero=1" "$SCRATCH/ref" "$SCRATCH/res" --step 20
 
 # Refused layouts: each names the rule and the numbers, on every rank, before any work.
-refused() {  # refused LABEL PATTERN RANKS [--set ...]
-    label=$1; pat=$2; n=$3; shift 3
-    $MPIEXEC -n "$n" "$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --out "$SCRATCH/bad" "$@" \
-        > "$SCRATCH/bad.out" 2>&1; rc=$?
-    [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/bad.out"; ok $? "refused: $label"
-    [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/bad.out" || sed 's/^/#   /' "$SCRATCH/bad.out"
-}
 refused "dp × tp × pp × sp ≠ ranks" "= 1, but the job has 2 ranks" 2
 refused "dp=3 on 2 ranks" "= 3, but the job has 2 ranks" 2 --set parallel.dp=3 --set train.batch=12
 refused "batch not divisible by micro_batch × dp" "not a multiple of train.micro_batch × parallel.dp" 2 \
     --set parallel.dp=2 --set train.micro_batch=3 --set train.batch=9
 refused "heads not divisible by tp" "model.heads" 2 --set parallel.tp=2 --set model.heads=3 --set model.dim=33
 refused "an order that is not a permutation" "parallel.order" 1 --set parallel.order=tp-dp-dp-pp
-refused "tensor parallelism (not implemented yet) says so" "not implemented" 2 --set parallel.tp=2
+refused "pipeline parallelism (not implemented yet) says so" "not implemented" 2 --set parallel.pp=2
 done_testing

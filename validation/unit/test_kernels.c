@@ -266,6 +266,71 @@ static void test_crossentropy(void)
     free(d), free(c.logits), free(c.work), free(c.losses);
 }
 
+/* Vocab-parallel cross-entropy over 2 shards of V = 11 padded to 12 (6 columns each, the last one
+ * padding), with the all-reduces done by hand: the same losses and probabilities as the one-rank
+ * kernel, and the backward's onehot lands on the shard that holds the target. */
+static void test_crossentropy_vocab_parallel(void)
+{
+    enum { VL = 6 };
+    int tgt[N];
+    for (int i = 0; i < N; i++) tgt[i] = (i * 5 + 3) % V;
+    float *logits = rnd(N * V, 24, 3), *full = malloc(N * V * 4), *loss1 = malloc(N * 4);
+    memcpy(full, logits, N * V * 4);
+    crossentropy_forward(loss1, full, tgt, N, V);
+    float *sh[2], mx[2][N], sm[2][N], tl[2][N], loss2[2][N];
+    for (int r = 0; r < 2; r++) {
+        sh[r] = calloc(N * VL, 4);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < VL && r * VL + j < V; j++) sh[r][i * VL + j] = logits[i * V + r * VL + j];
+        xent_local_max(mx[r], tl[r], sh[r], tgt, N, VL, r * VL, r == 0 ? VL : V - VL);
+    }
+    for (int i = 0; i < N; i++) mx[0][i] = mx[1][i] = fmaxf(mx[0][i], mx[1][i]);
+    for (int r = 0; r < 2; r++) xent_local_expsum(sm[r], sh[r], mx[r], N, VL, r == 0 ? VL : V - VL);
+    for (int i = 0; i < N; i++) {
+        sm[0][i] = sm[1][i] = sm[0][i] + sm[1][i];
+        tl[0][i] = tl[1][i] = tl[0][i] + tl[1][i];
+    }
+    double werr = 0, perr = 0;
+    for (int r = 0; r < 2; r++) {
+        xent_finish(loss2[r], sh[r], mx[r], sm[r], tl[r], N, VL);
+        for (int i = 0; i < N; i++) {
+            werr = fmax(werr, fabs(loss2[r][i] - loss1[i]));
+            for (int j = 0; j < VL; j++) {
+                int g = r * VL + j;
+                perr = fmax(perr, fabs(sh[r][i * VL + j] - (g < V ? full[i * V + g] : 0.0f)));
+            }
+        }
+    }
+    tap_ok(werr < 1e-5 && perr < 1e-6, "vocab-parallel cross-entropy over 2 shards = one rank (loss %.1e, probs %.1e)",
+           werr, perr);
+    float *d1 = malloc(N * V * 4);
+    crossentropy_backward(d1, full, tgt, 0.5f, N, V, 0);
+    double derr = 0;
+    for (int r = 0; r < 2; r++) {
+        crossentropy_backward(sh[r], sh[r], tgt, 0.5f, N, VL, r * VL);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < VL; j++) {
+                int g = r * VL + j;
+                derr = fmax(derr, fabs(sh[r][i * VL + j] - (g < V ? d1[i * V + g] : 0.0f)));
+            }
+    }
+    tap_ok(derr < 1e-6, "vocab-parallel cross-entropy backward: each shard's columns, padding zero (%.1e)", derr);
+    int tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (i * 3) % V;
+    float *wte = rnd(V * C, 25, 1), *wpe = rnd(T * C, 26, 1), *o1 = malloc(N * C * 4), *o2 = calloc(N * C, 4);
+    float *part = malloc(N * C * 4);
+    encoder_forward(o1, tok, wte, wpe, B, T, C, 0, V);
+    for (int r = 0; r < 2; r++) {
+        int vn = r == 0 ? VL : V - VL;
+        encoder_forward(part, tok, wte + (size_t)r * VL * C, NULL, B, T, C, r * VL, vn);
+        for (int i = 0; i < N * C; i++) o2[i] += part[i];
+    }
+    position_forward(o2, wpe, B, T, C);
+    tap_ok(memcmp(o1, o2, N * C * 4) == 0, "vocab-parallel embedding: shards summed, then positions = one rank, bitwise");
+    free(logits), free(full), free(loss1), free(sh[0]), free(sh[1]), free(d1), free(wte), free(wpe), free(o1), free(o2),
+        free(part);
+}
+
 /* ---- AdamW, norms ---- */
 static void test_adamw(void)
 {
@@ -373,6 +438,7 @@ int main(void)
     test_gelu_residual();
     test_encoder();
     test_crossentropy();
+    test_crossentropy_vocab_parallel();
     test_adamw();
     test_sumsq_determinism();
     return tap_done();

@@ -80,6 +80,41 @@ static void grads_of(model_t *m, acts_t *a, scratch_t *s, int mbs, float dloss)
     model_grads_finish(m);
 }
 
+/* Every element of every canonical tensor is held by exactly one TP rank (replicated tensors: by
+ * each), at the index param_global_index says; vocab padding maps nowhere. */
+static void test_shard_map(int tp)
+{
+    model_cfg_t cfg = CFG;
+    cfg.vocab = 25; /* not a multiple of tp: padded */
+    param_table_t g, s;
+    param_table_build(&g, &cfg, 0, cfg.layers, 1, 1, 1, 0);
+    int good = 1;
+    for (int i = 0; i < g.count && good; i++) {
+        const param_entry_t *ge = &g.entries[i];
+        int *hits = calloc(ge->numel, sizeof(int));
+        int pad = 0, split = 0;
+        for (int r = 0; r < tp; r++) {
+            param_table_build(&s, &cfg, 0, cfg.layers, 1, 1, tp, r);
+            const param_entry_t *e = &s.entries[i];
+            good &= strcmp(e->name, ge->name) == 0;
+            split = e->split != SPLIT_NONE;
+            for (size_t j = 0; j < e->numel; j++) {
+                size_t k = param_global_index(&s, e, j, r);
+                if (k == (size_t)-1) pad++;
+                else if (k < ge->numel) hits[k]++;
+                else good = 0;
+            }
+            param_table_free(&s);
+        }
+        for (size_t k = 0; k < ge->numel; k++) good &= hits[k] == (split ? 1 : tp);
+        if (ge->kind == PK_WTE) good &= pad == (tp - cfg.vocab % tp) % tp * cfg.dim;
+        free(hits);
+    }
+    param_table_free(&g);
+    tap_ok(good, "tp=%d: shards cover every canonical element exactly once (replicated tensors on every rank), "
+                 "vocab padding maps nowhere", tp);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -99,6 +134,8 @@ int main(int argc, char **argv)
     fill_tokens(&a4, CFG.vocab, 1, 0);
 
     test_finite_differences(&m, &a4, &s4);
+    test_shard_map(2);
+    test_shard_map(4);
 
     /* The head's part of d wte lives apart until finish: both parts non-zero, and their sum is d wte. */
     model_grads_zero(&m);
