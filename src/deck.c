@@ -103,6 +103,7 @@ static const deck_key_t keys[] = {
     K_INT(parallel, sp, "1", 1, 1048576, "supernet-parallel replicas"),
     K_INT(parallel, virtual_stages, "1", 1, 4096, "model chunks per pipeline rank (interleaved schedule)"),
     K_BOOL(parallel, zero, "0", "1 = shard optimizer state over dp (ZeRO-1)"),
+    K_BOOL(parallel, overlap, "1", "start each gradient bucket's all-reduce as soon as its backward ends (0: after the whole backward; for measuring the overlap)"),
     K_STR(parallel, order, "tp-dp-sp-pp", check_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
     K_CHOICE(parallel, schedule, "1f1b", "gpipe|1f1b|interleaved|2bw", "pipeline schedule"),

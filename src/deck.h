@@ -31,7 +31,7 @@ typedef struct {
         char path[DECK_PATH];          /* made absolute (relative to the deck's directory) */
     } data;
     struct {
-        int dp, tp, pp, sp, virtual_stages, zero;
+        int dp, tp, pp, sp, virtual_stages, zero, overlap;
         char order[DECK_STR];          /* e.g. tp-dp-sp-pp (fastest first) */
         char schedule[DECK_STR];       /* gpipe | 1f1b | interleaved | 2bw */
         char wait[DECK_STR];           /* auto | yield | spin */

@@ -47,6 +47,15 @@ void dp_bucket_start(dp_t *dp, float *grads, size_t off, size_t n)
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, grads + off, (int)n, MPI_FLOAT, MPI_SUM, dp->comm, &dp->req[dp->nreq++]));
 }
 
+void dp_progress(dp_t *dp)
+{
+    for (int i = 0; i < dp->nreq; i++) {
+        int done;
+        MPI_Status st;
+        MPI_CHECK(MPI_Test(&dp->req[i], &done, &st));
+    }
+}
+
 void dp_buckets_wait(dp_t *dp)
 {
     double t0 = perf_now();

@@ -36,6 +36,9 @@ void dp_free(dp_t *dp);
 
 /* Starts the sum over replicas of grads[off, off+n), in place. */
 void dp_bucket_start(dp_t *dp, float *grads, size_t off, size_t n);
+/* Lets MPI progress the buckets in flight (MPICH moves data only inside MPI calls): called between
+ * blocks of the backward. */
+void dp_progress(dp_t *dp);
 /* Waits for every started bucket. */
 void dp_buckets_wait(dp_t *dp);
 

@@ -38,6 +38,7 @@ static void train_grads_ready(void *ctx, int layer)
     size_t off, n;
     param_table_range(&r->model.tab, layer, &off, &n);
     if (n) dp_bucket_start(&r->dp, r->model.grads, off, n);
+    dp_progress(&r->dp);
 }
 
 /* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over replicas
@@ -47,18 +48,24 @@ static double train_step_grads(run_t *r, long t)
     const int mbs = r->deck.train.batch / (r->deck.train.micro_batch * r->grid.replica_size);
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
     const int buckets = r->dp_on && !r->deck.parallel.zero;
+    const int overlap = buckets && r->deck.parallel.overlap;
     double loss = 0.0;
     model_grads_zero(&r->model);
     for (int mb = 0; mb < mbs; mb++) {
         train_fill_batch(r, t, mb);
         loss += model_forward(&r->model, &r->acts, &r->scratch);
-        r->model.grads_ready = buckets && mb == mbs - 1 ? train_grads_ready : NULL;
+        r->model.grads_ready = overlap && mb == mbs - 1 ? train_grads_ready : NULL;
         r->model.grads_ctx = r;
         model_backward(&r->model, &r->acts, &r->scratch, (float)(1.0 / tokens));
     }
     r->model.grads_ready = NULL;
     model_grads_finish(&r->model);
     if (buckets) {
+        if (!overlap) { /* every bucket after the backward, in the same order */
+            train_grads_ready(r, PARAM_RANGE_FINAL);
+            for (int l = r->model.tab.layer0 + r->model.tab.nlayers - 1; l >= r->model.tab.layer0; l--)
+                train_grads_ready(r, l);
+        }
         train_grads_ready(r, PARAM_RANGE_EMBED);
         dp_buckets_wait(&r->dp);
     }
@@ -291,7 +298,10 @@ static int train_loop(run_t *r)
         PROF(&r->prof, PROF_OPTIMIZER, gnorm = train_update(r, lr));
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
-        if (t == first) memset(&r->prof, 0, sizeof r->prof); /* the first step warms caches and pools */
+        if (t == first) { /* the first step warms caches and pools */
+            memset(&r->prof, 0, sizeof r->prof);
+            r->dp.comm_seconds = 0.0;
+        }
         r->step++;
         int last = r->step == d->train.steps;
         int eval = last || (d->train.eval_every > 0 && r->step % d->train.eval_every == 0);
@@ -324,6 +334,11 @@ static void train_report_profile(run_t *r)
     }
     runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", "framework_overhead", 1e3 * (p->total - known) / p->steps,
                   100.0 * (p->total - known) / p->total);
+    if (r->dp_on) {
+        runlog_printf(&r->log, "  %-24s %8.2f ms/step (waiting for gradient buckets after the backward)", "dp_wait",
+                      1e3 * r->dp.comm_seconds / p->steps);
+        if (f) fprintf(f, ",\"dp_wait\":%.6f", r->dp.comm_seconds / p->steps);
+    }
     if (f) {
         fprintf(f, ",\"framework_overhead\":%.6f}\n", (p->total - known) / p->steps);
         fclose(f);
