@@ -104,6 +104,7 @@ typedef struct {
     int coord[GRID_NDIMS];
     int node_rank;
     char host[MPI_MAX_PROCESSOR_NAME];
+    char holds[GRID_HOLDS_MAX];
 } grid_row_t;
 
 static void grid_print_table(const grid_t *g, const grid_row_t *rows, FILE *out)
@@ -111,22 +112,23 @@ static void grid_print_table(const grid_t *g, const grid_row_t *rows, FILE *out)
     fprintf(out, "layout: dp=%d tp=%d pp=%d sp=%d order %s-%s-%s-%s (%d ranks)\n", g->size[GRID_DP],
             g->size[GRID_TP], g->size[GRID_PP], g->size[GRID_SP], grid_dim_names[g->order[0]],
             grid_dim_names[g->order[1]], grid_dim_names[g->order[2]], grid_dim_names[g->order[3]], g->world);
-    fprintf(out, "  rank   dp   tp   pp   sp  host (local rank)\n");
+    fprintf(out, "  rank   dp   tp   pp   sp  host (local rank)  holds\n");
     for (int r = 0; r < g->world; r++) {
         const int *c = rows[r].coord;
-        fprintf(out, "  %4d %4d %4d %4d %4d  %s (%d)\n", r, c[GRID_DP], c[GRID_TP], c[GRID_PP], c[GRID_SP], rows[r].host,
-                rows[r].node_rank);
+        fprintf(out, "  %4d %4d %4d %4d %4d  %s (%d)  %s\n", r, c[GRID_DP], c[GRID_TP], c[GRID_PP], c[GRID_SP],
+                rows[r].host, rows[r].node_rank, rows[r].holds);
     }
     fflush(out);
 }
 
-void grid_print_layout(const grid_t *g, FILE *out, FILE *also)
+void grid_print_layout(const grid_t *g, FILE *out, FILE *also, const char *holds)
 {
     grid_row_t mine;
     memset(&mine, 0, sizeof mine);
     memcpy(mine.coord, g->coord, sizeof mine.coord);
     mine.node_rank = g->node_rank;
     memcpy(mine.host, g->host, sizeof mine.host);
+    snprintf(mine.holds, sizeof mine.holds, "%s", holds);
     grid_row_t *all = g->rank == 0 ? MP_CALLOC((size_t)g->world, sizeof *all) : NULL;
     MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD));
     if (g->rank != 0 || !all) return;

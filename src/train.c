@@ -345,6 +345,17 @@ static void train_report_profile(run_t *r)
     }
 }
 
+/* "layers 0-11, heads 0-5, vocab 0-127, samples 0-3": this rank's part of the model and batch. */
+static void train_describe_holdings(const run_t *r, char *buf, size_t n)
+{
+    const param_table_t *t = &r->model.tab;
+    const int hl = r->deck.model.heads / t->tp, vl = t->vocab_pad / t->tp;
+    const int per = r->deck.train.batch / r->grid.replica_size, s0 = r->grid.replica_rank * per;
+    snprintf(buf, n, "layers %d-%d, heads %d-%d, vocab rows %d-%d, samples %d-%d", t->layer0,
+             t->layer0 + t->nlayers - 1, t->tp_rank * hl, (t->tp_rank + 1) * hl - 1, t->tp_rank * vl,
+             (t->tp_rank + 1) * vl - 1, s0, s0 + per - 1);
+}
+
 int train_main(const run_opts_t *opts)
 {
     run_t r;
@@ -355,7 +366,9 @@ int train_main(const run_opts_t *opts)
                   opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
                   d->model.seq_len, d->model.vocab, d->model.mlp_ratio, r.model.tab.total, d->train.batch,
                   d->train.batch / d->train.micro_batch, d->train.micro_batch, r.threads, r.peak_gflops, r.out_dir);
-    grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log);
+    char holds[GRID_HOLDS_MAX];
+    train_describe_holdings(&r, holds, sizeof holds);
+    grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
     int rc = run_agree(train_resume(&r));
     double t0 = perf_now();
     long s0 = r.step;

@@ -39,6 +39,9 @@ compare "tp4 -> one rank" "$SCRATCH/ref" "$SCRATCH/r1" --step 20
 run 4 r4 --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --resume auto
 ok $? "a one-rank checkpoint resumed on dp2×tp2 zero=1"
 compare "one rank -> dp2tp2 zero=1" "$SCRATCH/ref" "$SCRATCH/r4" --step 20
-grep -q "rank   dp   tp   pp   sp" "$SCRATCH/tp2dp2/log.txt" && grep -q "order dp-tp-sp-pp" "$SCRATCH/tp2dp2/log.txt"
-ok $? "parallel.order changes the rank order and the layout table says so"
+grep -q "order dp-tp-sp-pp" "$SCRATCH/tp2dp2/log.txt" && grep -q "^ *1 *1 *0 *0 *0 .*heads 0-1, vocab rows 0-127, samples 4-7" "$SCRATCH/tp2dp2/log.txt" \
+    && grep -q "^ *2 *0 *1 *0 *0 .*heads 2-3, vocab rows 128-255, samples 0-3" "$SCRATCH/tp2dp2/log.txt"
+ok $? "parallel.order=dp-tp-sp-pp: rank 1 is dp1 tp0, rank 2 is dp0 tp1; the table says what each holds"
+run 4 dp2tp2b --set parallel.tp=2 --set parallel.dp=2; ok $? "dp2×tp2 again"
+compare "dp2×tp2 twice" "$SCRATCH/dp2tp2" "$SCRATCH/dp2tp2b" --bitwise
 done_testing
