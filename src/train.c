@@ -361,11 +361,12 @@ int train_main(const run_opts_t *opts)
     run_t r;
     if (run_setup(&r, opts, 1) != MP_OK) return 1;
     const deck_t *d = &r.deck;
-    runlog_printf(&r.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = %d x %d | "
-                  "%d thread(s) | sgemm peak %.1f GFLOP/s | out %s",
+    runlog_printf(&r.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = "
+                  "dp %d x %d micro-batches x %d | %d thread(s) per rank | sgemm peak %.1f GFLOP/s | out %s",
                   opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
-                  d->model.seq_len, d->model.vocab, d->model.mlp_ratio, r.model.tab.total, d->train.batch,
-                  d->train.batch / d->train.micro_batch, d->train.micro_batch, r.threads, r.peak_gflops, r.out_dir);
+                  d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.model.cfg),
+                  d->train.batch, r.grid.replica_size, d->train.batch / (d->train.micro_batch * r.grid.replica_size),
+                  d->train.micro_batch, r.threads, r.peak_gflops, r.out_dir);
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
