@@ -13,6 +13,8 @@
 #include "deck.h"
 #include "kernels.h"
 #include "perf.h"
+#include "schedule.h"
+#include "sim.h"
 #include "train.h"
 
 #define MAX_SETS 256
@@ -27,6 +29,8 @@ static void usage(FILE *f)
             "  debug-grads -c DECK [--set ...] --out FILE.h5   (step-0 gradients for the PyTorch check)\n"
             "  deck-reference                                  (Markdown table of every deck key)\n"
             "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
+            "  sim --schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list]\n"
+            "                                                  (simulate a pipeline schedule: validity, bubble)\n"
             "  --version | --help\n");
 }
 
@@ -35,7 +39,8 @@ typedef struct {
     char *sets[MAX_SETS];
     const char *text, *out;
     double val_fraction;
-    int threads;
+    int threads, pp, m, v, list;
+    const char *schedule;
     const char *positional;
 } cli_t;
 
@@ -57,12 +62,48 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
         else if (!strcmp(a, "--threads") && has_val) c->threads = atoi(argv[++i]);
+        else if (!strcmp(a, "--schedule") && has_val) c->schedule = argv[++i];
+        else if (!strcmp(a, "--pp") && has_val) c->pp = atoi(argv[++i]);
+        else if (!strcmp(a, "--m") && has_val) c->m = atoi(argv[++i]);
+        else if (!strcmp(a, "--v") && has_val) c->v = atoi(argv[++i]);
+        else if (!strcmp(a, "--list")) c->list = 1;
         else if (a[0] != '-' && !c->positional) c->positional = a;
         else return MP_FAIL("unknown or incomplete option '%s' for '%s' (see mindpipe --help)", a, argv[1]);
     }
     c->run.sets = c->sets;
     c->run.out_dir = c->out;
     return MP_OK;
+}
+
+/* `mindpipe sim`: the schedule simulator on one (kind, pp, m, v); exit 0 iff the schedule is valid. */
+static int cmd_sim(const cli_t *c)
+{
+    sched_kind_t kind;
+    const int v = c->v > 0 ? c->v : 1;
+    if (!c->schedule || sched_kind_parse(c->schedule, &kind) != MP_OK || c->pp < 1 || c->m < 1)
+        return MP_ERROR("sim needs --schedule gpipe|1f1b|interleaved|2bw, --pp P >= 1 and --m M >= 1"), 2;
+    sim_result_t r;
+    int rc = sim_run(kind, c->pp, c->m, v, 1.0, 2.0, &r);
+    if (rc != MP_OK) {
+        printf("%s pp=%d m=%d v=%d: INVALID: %s\n", c->schedule, c->pp, c->m, v, r.error);
+        return 1;
+    }
+    printf("%s pp=%d m=%d v=%d: valid (no deadlock, every send matched); cost model tb = 2 tf:\n", c->schedule, c->pp,
+           c->m, v);
+    printf("  makespan %.2f tf, busy %.2f tf per stage, bubble %.4f\n", r.makespan, r.busy, r.bubble);
+    for (int s = 0; s < c->pp; s++) {
+        printf("  stage %d: peak stashed micro-batches %d", s, r.peak_stash[s]);
+        instr_list_t l;
+        if (c->list && sched_build(&l, kind, s, c->pp, c->m, v) == MP_OK) {
+            printf(" |");
+            for (int i = 0; i < l.n; i++)
+                l.ins[i].mb >= 0 ? printf(" %s(%d.%d)", op_names[l.ins[i].op], l.ins[i].mb, l.ins[i].chunk)
+                                 : printf(" %s", op_names[l.ins[i].op]);
+            sched_free(&l);
+        }
+        printf("\n");
+    }
+    return 0;
 }
 
 static int cmd_dispatch(const char *cmd, cli_t *c)
@@ -88,6 +129,7 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         printf("%.1f\n", perf_sgemm_peak_gflops());
         return 0;
     }
+    if (!strcmp(cmd, "sim")) return cmd_sim(c);
     if (!strcmp(cmd, "deck-reference")) {
         deck_print_reference(stdout);
         return 0;

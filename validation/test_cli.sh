@@ -32,6 +32,13 @@ expect_fail "prep of a missing text file names it" "absent.txt" "$MINDPIPE" prep
 expect_fail "inspect of a missing file names it" "absent.h5" "$MINDPIPE" inspect "$SCRATCH/absent.h5"
 expect_fail "device_limit too small is refused naming the limit" "device_limit" T --set memory.device_limit=64K
 
+"$MINDPIPE" sim --schedule 1f1b --pp 4 --m 8 > "$SCRATCH/sim.out" 2>&1 && grep -q "valid" "$SCRATCH/sim.out" \
+    && grep -q "bubble 0.2727" "$SCRATCH/sim.out" && grep -q "stage 0: peak stashed micro-batches 4" "$SCRATCH/sim.out"
+ok $? "mindpipe sim: 1f1b pp=4 m=8 is valid, bubble 3/11, stage 0 stashes 4 micro-batches"
+"$MINDPIPE" sim --schedule interleaved --pp 4 --m 6 --v 2 > "$SCRATCH/sim.out" 2>&1
+[ $? -ne 0 ] && grep -q "multiple of parallel.pp" "$SCRATCH/sim.out"
+ok $? "mindpipe sim refuses interleaved with m not a multiple of pp, naming the rule"
+
 # Corrupt checkpoints: refused, never half-loaded; resume auto falls back to the good one.
 T --set train.steps=4 --set train.warmup=1 --set checkpoint.every=2 > /dev/null 2>&1
 ok $? "a short run with checkpoints at steps 2 and 4"

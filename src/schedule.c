@@ -1,0 +1,111 @@
+#include "schedule.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+const char *const op_names[OP_COUNT] = {"LOAD_BATCH", "FORWARD", "BACKWARD", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
+                                        "RECV_GRAD", "OFFLOAD", "PREFETCH", "REDUCE_GRADS", "OPTIMIZER_STEP"};
+
+int sched_kind_parse(const char *name, sched_kind_t *kind_p)
+{
+    static const char *const names[] = {"gpipe", "1f1b", "interleaved", "2bw"};
+    for (int k = 0; k < 4; k++)
+        if (strcmp(name, names[k]) == 0) return *kind_p = (sched_kind_t)k, MP_OK;
+    return MP_ERR;
+}
+
+int sched_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len)
+{
+    if (pp < 1 || m < 1 || v < 1) return snprintf(why, (size_t)why_len, "pp, m and v must be >= 1"), MP_ERR;
+    if (kind != SCHED_INTERLEAVED && v != 1)
+        return snprintf(why, (size_t)why_len, "parallel.virtual_stages = %d needs schedule = interleaved", v), MP_ERR;
+    if (kind == SCHED_INTERLEAVED && pp > 1 && m % pp != 0)
+        return snprintf(why, (size_t)why_len,
+                        "the interleaved schedule needs the micro-batches per step (%d) to be a multiple of "
+                        "parallel.pp (%d)", m, pp), MP_ERR;
+    return MP_OK;
+}
+
+static int push(instr_list_t *l, op_t op, int mb, int chunk, int peer)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        instr_t *p = realloc(l->ins, (size_t)cap * sizeof *p);
+        if (!p) return MP_FAIL("out of memory building a schedule");
+        l->ins = p;
+        l->cap = cap;
+    }
+    l->ins[l->n++] = (instr_t){op, mb, chunk, peer};
+    return MP_OK;
+}
+
+/* A forward of (mb, chunk k) with its receive before and its send after. */
+static int emit_forward(instr_list_t *l, int mb, int k, int K, int pp)
+{
+    int rc = k == 0 ? push(l, OP_LOAD_BATCH, mb, k, -1) : push(l, OP_RECV_ACT, mb, k, (k - 1) % pp);
+    rc |= push(l, OP_FORWARD, mb, k, -1);
+    if (k < K - 1) rc |= push(l, OP_SEND_ACT, mb, k, (k + 1) % pp);
+    return rc ? MP_ERR : MP_OK;
+}
+
+static int emit_backward(instr_list_t *l, int mb, int k, int K, int pp)
+{
+    int rc = k < K - 1 ? push(l, OP_RECV_GRAD, mb, k, (k + 1) % pp) : MP_OK;
+    rc |= push(l, OP_BACKWARD, mb, k, -1);
+    if (k > 0) rc |= push(l, OP_SEND_GRAD, mb, k, (k - 1) % pp);
+    return rc ? MP_ERR : MP_OK;
+}
+
+/* Micro-step i of this stage's forward (or backward) sequence in Megatron's interleaved order:
+ * groups of pp micro-batches per chunk, chunks ascending for forwards, descending for backwards. */
+static void interleaved_step(int i, int pp, int v, int backward, int stage, int *mb_p, int *k_p)
+{
+    int group = i / pp, c = group % v;
+    if (backward) c = v - 1 - c;
+    *mb_p = (i / (pp * v)) * pp + i % pp;
+    *k_p = c * pp + stage;
+}
+
+int sched_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, int v)
+{
+    char why[256];
+    if (sched_check(kind, pp, m, v, why, sizeof why) != MP_OK) return MP_FAIL("%s", why);
+    if (stage < 0 || stage >= pp) return MP_FAIL("stage %d outside [0, %d)", stage, pp);
+    instr_list_t l = {0};
+    const int K = pp * v, total = m * v;
+    int rc = MP_OK;
+    if (kind == SCHED_GPIPE) {
+        for (int mb = 0; mb < m; mb++) rc |= emit_forward(&l, mb, stage, K, pp);
+        for (int mb = 0; mb < m; mb++) rc |= emit_backward(&l, mb, stage, K, pp);
+    } else {
+        /* 1F1B family: warm-up forwards, then one forward and one backward in turn, then the
+         * remaining backwards. Interleaved: Megatron's warm-up of (pp-s-1)·2 + (v-1)·pp. */
+        int warm = kind == SCHED_INTERLEAVED && v > 1 ? (pp - stage - 1) * 2 + (v - 1) * pp : pp - stage - 1;
+        if (warm > total) warm = total;
+        int f = 0, b = 0, mb, k;
+        for (; f < warm; f++) interleaved_step(f, pp, v, 0, stage, &mb, &k), rc |= emit_forward(&l, mb, k, K, pp);
+        for (; f < total; f++, b++) {
+            interleaved_step(f, pp, v, 0, stage, &mb, &k), rc |= emit_forward(&l, mb, k, K, pp);
+            interleaved_step(b, pp, v, 1, stage, &mb, &k), rc |= emit_backward(&l, mb, k, K, pp);
+        }
+        for (; b < total; b++) interleaved_step(b, pp, v, 1, stage, &mb, &k), rc |= emit_backward(&l, mb, k, K, pp);
+    }
+    rc |= push(&l, OP_REDUCE_GRADS, -1, -1, -1);
+    rc |= push(&l, OP_OPTIMIZER_STEP, -1, -1, -1);
+    if (rc != MP_OK) {
+        free(l.ins);
+        return MP_ERR;
+    }
+    *out = l;
+    return MP_OK;
+}
+
+void sched_free(instr_list_t *l)
+{
+    free(l->ins);
+    l->ins = NULL;
+    l->n = l->cap = 0;
+}

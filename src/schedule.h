@@ -1,0 +1,50 @@
+/* Pipeline schedules as plain instruction lists (DESIGN §5). A schedule is a pure function
+ * (kind, stage, pp, m, v) -> the list of instructions that stage runs in one step; one executor
+ * runs the lists with non-blocking p2p, and the simulator (sim.h) runs the same lists with no MPI.
+ *
+ * Model chunks: the L layers are cut into K = pp·v chunks; chunk k runs on stage k mod pp as its
+ * local chunk k div pp (Megatron's interleaved assignment; v = 1 for every schedule but
+ * interleaved). Chunk 0 embeds (LOAD_BATCH), chunk K-1 computes the loss. Activations of (mb, k) go
+ * to chunk k+1, their gradients come back from it.
+ *
+ * Every schedule runs each chunk's backward passes in micro-batch order 0..m-1, the order in which
+ * one rank accumulates gradients, so pipelining changes no arithmetic (DESIGN §4).
+ *
+ * 2bw's list for one step is 1f1b's; what differs is the executor's (not yet written): it does not
+ * flush between steps and keeps two weight versions (PipeDream-2BW). */
+#ifndef MP_SCHEDULE_H
+#define MP_SCHEDULE_H
+
+typedef enum {
+    OP_LOAD_BATCH, OP_FORWARD, OP_BACKWARD, OP_SEND_ACT, OP_RECV_ACT, OP_SEND_GRAD, OP_RECV_GRAD,
+    OP_OFFLOAD, OP_PREFETCH, OP_REDUCE_GRADS, OP_OPTIMIZER_STEP, OP_COUNT
+} op_t;
+
+typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_2BW } sched_kind_t;
+
+typedef struct {
+    op_t op;
+    int mb;      /* micro-batch, -1 for step-level instructions */
+    int chunk;   /* global model chunk k in [0, pp·v), -1 for step-level instructions */
+    int peer;    /* SEND/RECV: the stage on the other side */
+} instr_t;
+
+typedef struct {
+    instr_t *ins;
+    int n, cap;
+} instr_list_t;
+
+extern const char *const op_names[OP_COUNT];
+
+/* "gpipe" | "1f1b" | "interleaved" | "2bw" -> kind; MP_OK or MP_ERR (unknown name). */
+int sched_kind_parse(const char *name, sched_kind_t *kind_p);
+
+/* Whether (kind, pp, m, v) is a schedule we can build; on MP_ERR, why (naming the rule). */
+int sched_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len);
+
+/* The instruction list of `stage` for one step. MP_OK or MP_ERR (bad arguments: see sched_check,
+ * or allocation). The list is freed with sched_free. */
+int sched_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, int v);
+void sched_free(instr_list_t *l);
+
+#endif

@@ -1,0 +1,30 @@
+/* The schedule simulator (DESIGN §5): runs every stage's instruction list (schedule.h) against a
+ * cost model, with no MPI. It proves a schedule free of deadlock (some stage can always advance
+ * until all are done) and its messages matched (every SEND has exactly one RECV on the named peer,
+ * for the same micro-batch and chunk), checks that each (micro-batch, chunk) runs forward and
+ * backward exactly once on its stage with backwards in micro-batch order, and computes the
+ * timeline: makespan, bubble and peak stashed activations per stage. `mindpipe sim` and
+ * `mindpipe plan` use it. */
+#ifndef MP_SIM_H
+#define MP_SIM_H
+
+#include "schedule.h"
+
+#define SIM_MAX_STAGES 64
+
+typedef struct {
+    double makespan;                 /* time of the last instruction's end */
+    double busy;                     /* compute time of one stage: m·(tf + tb) */
+    double bubble;                   /* 1 − busy / makespan */
+    int peak_stash[SIM_MAX_STAGES];  /* most forwards awaiting their backward, per stage */
+    char error[256];                 /* why the schedule is invalid ("" when it is valid) */
+} sim_result_t;
+
+/* Simulates one step of (kind, pp, m, v) with forward time tf and backward time tb per stage (a
+ * chunk takes 1/v of them); messages are free. MP_OK when valid, else MP_ERR with res->error. */
+int sim_run(sched_kind_t kind, int pp, int m, int v, double tf, double tb, sim_result_t *res);
+
+/* The same on given lists (one per stage), e.g. hand-written ones in tests. */
+int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, double tb, sim_result_t *res);
+
+#endif
