@@ -11,6 +11,7 @@
 #include "grid.h"
 #include "model.h"
 #include "runlog.h"
+#include "trace.h"
 #include "wait.h"
 
 typedef struct {
@@ -39,6 +40,7 @@ typedef struct {
     scratch_t scratch;
     runlog_t log;
     prof_t prof;             /* where the steps' time went (the first step is warm-up, not counted) */
+    trace_t trace;           /* the timeline written to trace.json (ev NULL: not recording) */
     long step;               /* optimizer steps completed */
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;

@@ -53,10 +53,14 @@ static double train_step_grads(run_t *r, long t)
     model_grads_zero(&r->model);
     for (int mb = 0; mb < mbs; mb++) {
         train_fill_batch(r, t, mb);
+        double t0 = perf_now();
         loss += model_forward(&r->model, &r->acts, &r->scratch);
+        trace_span(&r->trace, "forward", t, mb, t0);
         r->model.grads_ready = overlap && mb == mbs - 1 ? train_grads_ready : NULL;
         r->model.grads_ctx = r;
+        t0 = perf_now();
         model_backward(&r->model, &r->acts, &r->scratch, (float)(1.0 / tokens));
+        trace_span(&r->trace, "backward", t, mb, t0);
     }
     r->model.grads_ready = NULL;
     model_grads_finish(&r->model);
@@ -67,7 +71,9 @@ static double train_step_grads(run_t *r, long t)
                 train_grads_ready(r, l);
         }
         train_grads_ready(r, PARAM_RANGE_EMBED);
+        double t0 = perf_now();
         dp_buckets_wait(&r->dp);
+        trace_span(&r->trace, "gradient all-reduce wait", t, -1, t0);
     }
     if (r->dp_on) wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.replica, "the loss all-reduce");
     return loss / tokens;
@@ -294,8 +300,9 @@ static int train_loop(run_t *r)
         long t = r->step;
         double t0 = perf_now(), gnorm = 0.0;
         double loss = train_step_grads(r, t);
-        double lr = optim_lr(d, t);
+        double lr = optim_lr(d, t), t1 = perf_now();
         PROF(&r->prof, PROF_OPTIMIZER, gnorm = train_update(r, lr));
+        trace_span(&r->trace, "optimizer", t, -1, t1);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
         if (t == first) { /* the first step warms caches and pools */
@@ -305,12 +312,16 @@ static int train_loop(run_t *r)
         r->step++;
         int last = r->step == d->train.steps;
         int eval = last || (d->train.eval_every > 0 && r->step % d->train.eval_every == 0);
-        double val = eval ? train_eval(r) : NAN;
+        double t2 = perf_now(), val = eval ? train_eval(r) : NAN;
+        if (eval) trace_span(&r->trace, "evaluation", t, -1, t2);
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
             train_log_step(r, &pg, loss, lr, gnorm, val);
         if (!isfinite(loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", loss, r->step);
-        if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0))
+        if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0)) {
+            double t3 = perf_now();
             if (train_checkpoint(r) != MP_OK) return MP_ERR;
+            trace_span(&r->trace, "checkpoint", t, -1, t3);
+        }
     }
     return MP_OK;
 }
@@ -371,9 +382,18 @@ int train_main(const run_opts_t *opts)
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
     int rc = run_agree(train_resume(&r));
+    if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
     if (rc == MP_OK) rc = train_loop(&r);
+    if (r.trace.ev) {
+        char path[4300], label[128];
+        snprintf(path, sizeof path, "%s/trace.json", r.out_dir);
+        snprintf(label, sizeof label, "rank %d: dp%d tp%d pp%d sp%d", r.rank, r.grid.coord[GRID_DP], r.grid.coord[GRID_TP],
+                 r.grid.coord[GRID_PP], r.grid.coord[GRID_SP]);
+        if (rc == MP_OK) rc = run_agree(trace_write(&r.trace, path, label, MPI_COMM_WORLD));
+        trace_free(&r.trace);
+    }
     if (rc == MP_OK) {
         runlog_printf(&r.log, "done: %ld steps in %.1f s", r.step - s0, perf_now() - t0);
         train_report_profile(&r);

@@ -28,6 +28,13 @@ grep -q "rank   dp   tp   pp   sp  host (local rank)  holds" "$SCRATCH/dp4z/log.
 ok $? "rank 0 prints the layout table (rank -> dp, tp, pp, sp, host)"
 "$TORCH_PYTHON" -c "
 import json,sys
+ev=json.load(open('$SCRATCH/dp4z/trace.json'))['traceEvents']
+pids={e['pid'] for e in ev if e['ph']=='X' and e['name']=='backward'}
+names={e['args']['name'] for e in ev if e['ph']=='M' and e['name']=='process_name'}
+sys.exit(0 if pids=={0,1,2,3} and 'rank 3: dp3 tp0 pp0 sp0' in names else 1)"
+ok $? "trace.json has one process per rank (4), each with its backward spans"
+"$TORCH_PYTHON" -c "
+import json,sys
 p=lambda d: json.loads(open('$SCRATCH/'+d+'/metrics.jsonl').readlines()[-1])['peak_mem_bytes'][0]
 full, zero, n = p('dp4'), p('dp4z'), 34688
 print('# peak bytes dp4 %d, dp4 zero=1 %d' % (full, zero))

@@ -12,7 +12,7 @@ ok $? "train 20 steps"
 run --out "$SCRATCH/b" > "$SCRATCH/b.out" 2>&1
 ok $? "train the same deck again"
 
-for f in log.txt metrics.jsonl deck.ini ckpt/step_00000010.h5 ckpt/step_00000020.h5; do
+for f in log.txt metrics.jsonl deck.ini trace.json profile.json ckpt/step_00000010.h5 ckpt/step_00000020.h5; do
     test -s "$SCRATCH/a/$f"; ok $? "run directory has $f"
 done
 
@@ -31,6 +31,16 @@ v=[r['val_loss'] for r in rows if 'val_loss' in r]
 print('# val_loss at steps 10, 20:', v, ' train loss first/last:', rows[0]['loss'], rows[-1]['loss'])
 sys.exit(0 if len(v)==2 and rows[-1]['loss'] < rows[0]['loss'] - 0.5 and v[1] < v[0] else 1)"
 ok $? "it learns: training loss falls by > 0.5 nats and val_loss falls"
+
+"$TORCH_PYTHON" -c "
+import json,sys
+ev=[e for e in json.load(open('$SCRATCH/a/trace.json'))['traceEvents'] if e['ph']=='X']
+f={(e['args']['step'],e['args']['mb']) for e in ev if e['name']=='forward'}
+b={(e['args']['step'],e['args']['mb']) for e in ev if e['name']=='backward'}
+want={(t,m) for t in range(20) for m in range(2)}
+ok=f==want and b==want and all(e['dur']>=0 and e['pid']==0 for e in ev) and sum(e['name']=='optimizer' for e in ev)==20
+sys.exit(0 if ok else 1)"
+ok $? "trace.json (Chrome trace) holds a forward and a backward span per step and micro-batch, an optimizer span per step"
 
 key() { "$TORCH_PYTHON" -c "
 import json

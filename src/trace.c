@@ -1,0 +1,100 @@
+#include "trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "perf.h"
+
+int trace_init(trace_t *tr)
+{
+    memset(tr, 0, sizeof *tr);
+    tr->ev = MP_MALLOC(TRACE_MAX_EVENTS * sizeof *tr->ev);
+    if (!tr->ev) return MP_ERR;
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* setup-time sync so every rank's clock starts together */
+    tr->origin = perf_now();
+    return MP_OK;
+}
+
+void trace_free(trace_t *tr)
+{
+    free(tr->ev);
+    tr->ev = NULL;
+}
+
+void trace_span(trace_t *tr, const char *name, long step, int mb, double t0)
+{
+    if (!tr || !tr->ev) return;
+    if (tr->n == TRACE_MAX_EVENTS) {
+        tr->dropped++;
+        return;
+    }
+    tr->ev[tr->n++] = (trace_event_t){name, mb, step, t0 - tr->origin, perf_now() - tr->origin};
+}
+
+/* One rank's events as JSON objects, each followed by ",\n"; malloc'd, length in *len_p. */
+static char *trace_format(const trace_t *tr, int rank, const char *label, size_t *len_p)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}},\n", rank, label);
+    fprintf(f, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}},\n", rank, rank);
+    for (int i = 0; i < tr->n; i++) {
+        const trace_event_t *e = &tr->ev[i];
+        fprintf(f, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"step\":%ld",
+                e->name, rank, 1e6 * e->t0, 1e6 * (e->t1 - e->t0), e->step);
+        if (e->mb >= 0) fprintf(f, ",\"mb\":%d", e->mb);
+        fprintf(f, "}},\n");
+    }
+    if (tr->dropped)
+        fprintf(f, "{\"name\":\"trace full: %d later events not recorded\",\"ph\":\"i\",\"s\":\"p\",\"pid\":%d,\"ts\":%.1f},\n",
+                tr->dropped, rank, tr->n ? 1e6 * tr->ev[tr->n - 1].t1 : 0.0);
+    fclose(f);
+    *len_p = len;
+    return buf;
+}
+
+int trace_write(const trace_t *tr, const char *path, const char *label, MPI_Comm comm)
+{
+    int rank, size;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    size_t len = 0;
+    char *mine = trace_format(tr, rank, label, &len);
+    if (!mine) MP_ABORT("out of memory formatting the trace");
+    int n = (int)len, *counts = NULL, *displs = NULL, total = 0;
+    char *all = NULL;
+    if (rank == 0 && (!(counts = MP_CALLOC((size_t)size, sizeof(int))) || !(displs = MP_CALLOC((size_t)size, sizeof(int)))))
+        MP_ABORT("out of memory gathering the trace");
+    MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, comm));
+    if (rank == 0) {
+        for (int r = 0; r < size; r++) displs[r] = total, total += counts[r];
+        if (!(all = MP_MALLOC((size_t)total + 1))) MP_ABORT("out of memory gathering the trace");
+    }
+    MPI_CHECK(MPI_Gatherv(mine, n, MPI_CHAR, all, counts, displs, MPI_CHAR, 0, comm));
+    free(mine);
+    int rc = MP_OK;
+    if (rank == 0) {
+        char tmp[4300];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = fopen(tmp, "w");
+        if (!f) rc = MP_FAIL("cannot write %s", tmp);
+        else {
+            if (total >= 2 && all[total - 2] == ',') total -= 2; /* the last object's ",\n" */
+            fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+            fwrite(all, 1, (size_t)total, f);
+            fprintf(f, "\n]}\n");
+            if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = MP_FAIL("cannot write %s", tmp);
+            fclose(f);
+            if (rc == MP_OK && rename(tmp, path) != 0) rc = MP_FAIL("cannot rename %s to %s", tmp, path);
+        }
+    }
+    free(all);
+    free(counts);
+    free(displs);
+    return rc;
+}

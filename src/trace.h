@@ -1,0 +1,37 @@
+/* The run's timeline (DESIGN §1, §9): spans of what each rank did (micro-batch forwards and
+ * backwards, gradient waits, optimizer steps, evaluations, checkpoints), written at the end as
+ * trace.json in the Chrome trace format (chrome://tracing, ui.perfetto.dev), one process per rank.
+ * Recording stops at TRACE_MAX_EVENTS per rank (a note in the file says so), so a long run's
+ * trace stays small; its first steps are what a timeline is read for. */
+#ifndef MP_TRACE_H
+#define MP_TRACE_H
+
+#include <mpi.h>
+
+#define TRACE_MAX_EVENTS 50000
+
+typedef struct {
+    const char *name;  /* a static string */
+    int mb;            /* micro-batch, -1 when none */
+    long step;
+    double t0, t1;     /* seconds since the trace began */
+} trace_event_t;
+
+typedef struct {
+    trace_event_t *ev;
+    int n, dropped;
+    double origin;
+} trace_t;
+
+/* MP_OK or MP_ERR (allocation). Every rank starts its trace at the same barrier-synchronised time. */
+int trace_init(trace_t *tr);
+void trace_free(trace_t *tr);
+
+/* Records a span [t0, now) (t0 from perf_now()). */
+void trace_span(trace_t *tr, const char *name, long step, int mb, double t0);
+
+/* Gathers every rank's events to rank 0 of comm, which writes path (through a temporary name).
+ * label describes each rank (e.g. "rank 3: dp1 tp1"); collective. MP_OK or MP_ERR on rank 0. */
+int trace_write(const trace_t *tr, const char *path, const char *label, MPI_Comm comm);
+
+#endif
