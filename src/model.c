@@ -90,7 +90,7 @@ static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
     const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T, NH = tp_NH(m);
     const size_t Cl = tp_C(m), RC = tp_RC(m), V = tp_V(m);
     size_t off = 0;
-    if (m->tab.has_embed) a->encoded = carve(buf, &off, N * C);
+    a->encoded = carve(buf, &off, N * C); /* the embedding's output, or the activation a stage receives */
     for (int l = 0; l < m->tab.nlayers; l++) {
         block_acts_t *h = &a->h[l];
         h->ln1 = carve(buf, &off, N * C);
@@ -266,8 +266,9 @@ double model_forward(model_t *m, acts_t *a, scratch_t *s)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     prof_t *p = m->prof;
-    embed_forward(m, a, p);
+    if (m->tab.has_embed) embed_forward(m, a, p);
     for (int i = 0; i < m->tab.nlayers; i++) block_forward(m, &m->p.h[i], &a->h[i], block_input(a, i), B, p);
+    if (!m->tab.has_final) return 0.0;
     const float *top = block_input(a, m->tab.nlayers);
     PROF(p, PROF_ELEMENTWISE, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
     PROF(p, PROF_MATMUL, matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
@@ -281,20 +282,25 @@ void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
     prof_t *p = m->prof;
-    PROF(p, PROF_XENT, crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, Vl, tp_v0(m)));
-    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
-    tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
-    memset(s->dres, 0, (size_t)N * C * sizeof(float));
-    const float *top = block_input(a, m->tab.nlayers);
-    PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw, a->lnf_mean,
-                                                 a->lnf_rstd, N, C));
-    if (m->grads_ready) m->grads_ready(m->grads_ctx, PARAM_RANGE_FINAL);
+    if (m->tab.has_final) {
+        PROF(p, PROF_XENT, crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, Vl, tp_v0(m)));
+        PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
+        tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
+        memset(s->dres, 0, (size_t)N * C * sizeof(float));
+        const float *top = block_input(a, m->tab.nlayers);
+        PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw,
+                                                     a->lnf_mean, a->lnf_rstd, N, C));
+        if (m->grads_ready) m->grads_ready(m->grads_ctx, PARAM_RANGE_FINAL);
+    }
     for (int i = m->tab.nlayers - 1; i >= 0; i--) {
         block_backward(m, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B, p);
         if (m->grads_ready) m->grads_ready(m->grads_ctx, m->tab.layer0 + i);
     }
-    PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C, tp_v0(m), Vl));
+    if (m->tab.has_embed)
+        PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C, tp_v0(m), Vl));
 }
+
+float *model_stage_output(const model_t *m, acts_t *a) { return (float *)block_input(a, m->tab.nlayers); }
 
 void model_grads_zero(model_t *m)
 {

@@ -83,11 +83,16 @@ int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena);
 void scratch_destroy(scratch_t *s, arena_t *arena);
 
 /* Forward of the micro-batch in a->inputs/targets. a = saved activations; returns Σ of the B*T
- * token losses (double). */
+ * token losses (double; 0 on a pipeline stage without the head). A stage without the embedding
+ * takes its input from a->encoded (the activation it received). */
 double model_forward(model_t *m, acts_t *a, scratch_t *s);
 /* Backward of the micro-batch whose forward filled a. dloss = d(total loss)/d(token loss), i.e.
- * 1/(tokens in the global batch). Gradients accumulate (+=) into m->grads and m->grad_head. */
+ * 1/(tokens in the global batch). Gradients accumulate (+=) into m->grads and m->grad_head. A stage
+ * without the head starts from the gradient of its output preloaded in s->dres; a stage without the
+ * embedding leaves the gradient of its input there. */
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss);
+/* The stage's output activation (N,C) in a (what the next stage receives). */
+float *model_stage_output(const model_t *m, acts_t *a);
 
 /* Zeroes gradients (both parts of the tied embedding's). */
 void model_grads_zero(model_t *m);

@@ -44,18 +44,18 @@ int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, 
                       int has_final, int tp, int tp_rank)
 {
     const int C = cfg->dim, RC = cfg->mlp_ratio * cfg->dim, Vp = (cfg->vocab + tp - 1) / tp * tp;
-    int count = nlayers * 12 + (has_embed ? 2 : 0) + (has_final ? 2 : 0);
+    int count = nlayers * 12 + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
     size_t off = 0;
     int i = 0;
     /* Order in the buffer follows the forward pass: embeddings, blocks, final LN. Gradient
      * buckets (DP) walk it backwards, so the last layers' gradients are reduced first. */
-    if (has_embed) {
+    if (has_embed || has_final) { /* the last pipeline stage holds a copy for the tied LM head */
         entry_set(&e[i++], PK_WTE, -1, Vp, C, SPLIT_ROWS, 1, tp, &off);
         e[i - 1].gshape[0] = cfg->vocab; /* the checkpoint holds the real rows */
-        entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
     }
+    if (has_embed) entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
     for (int l = layer0; l < layer0 + nlayers; l++) {
         entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
         entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);

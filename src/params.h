@@ -3,7 +3,8 @@
  * out by the same table, so one table describes all four and named views point into any of them.
  *
  * A table covers a contiguous range of blocks [layer0, layer0 + nlayers) plus, optionally, the
- * embeddings (wte, wpe) and the final LayerNorm: a pipeline stage builds the table of what it holds.
+ * embeddings (wte, wpe) and the final LayerNorm with the tied LM head (lnf and a copy of wte): a
+ * pipeline stage builds the table of what it holds.
  *
  * Legend: L layers, C channels, R mlp_ratio, V vocab, T seq_len. */
 #ifndef MP_PARAMS_H

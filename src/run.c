@@ -15,10 +15,12 @@
  * with a message rather than silently ignored. */
 static int run_refuse_unimplemented(const deck_t *d)
 {
-    const int pp = d->parallel.pp, sp = d->parallel.sp;
-    if (pp != 1 || sp != 1)
-        return MP_FAIL("parallel.pp=%d sp=%d: pipeline and supernet parallelism are not implemented in this version "
-                       "(data and tensor parallelism are: parallel.dp, parallel.tp)", pp, sp);
+    const int sp = d->parallel.sp;
+    if (sp != 1)
+        return MP_FAIL("parallel.sp=%d: supernet parallelism is not implemented in this version", sp);
+    if (d->parallel.pp > 1 && strcmp(d->parallel.schedule, "gpipe") != 0 && strcmp(d->parallel.schedule, "1f1b") != 0)
+        return MP_FAIL("parallel.schedule=%s: only the gpipe and 1f1b schedules run in this version (interleaved and "
+                       "2bw are simulated by `mindpipe sim` but not executed yet)", d->parallel.schedule);
     if (strcmp(d->train.device, "cpu") != 0)
         return MP_FAIL("train.device=%s: this build has only the CPU backend (configure --with-cuda)", d->train.device);
     if (strcmp(d->train.precision, "fp32") != 0)
@@ -96,25 +98,71 @@ static int run_out_dir(run_t *r)
     return MP_OK;
 }
 
+void run_stage_range(const deck_t *d, int stage, int *layer0_p, int *nlayers_p)
+{
+    const int L = d->model.layers, pp = d->parallel.pp;
+    int start = 0, n = 0;
+    const char *p = d->pipeline.layers;
+    for (int s = 0; s <= stage; s++) {
+        start += n;
+        if (*p) {
+            n = (int)strtol(p, (char **)&p, 10);
+            if (*p == ',') p++;
+        } else {
+            n = L / pp + (s < L % pp ? 1 : 0);
+        }
+    }
+    *layer0_p = start;
+    *nlayers_p = n;
+}
+
+static void run_stage_layers(run_t *r)
+{
+    r->pp = r->grid.size[GRID_PP];
+    r->stage = r->grid.coord[GRID_PP];
+    run_stage_range(&r->deck, r->stage, &r->layer0, &r->nlayers);
+}
+
+/* r->gidx: where each of this rank's tensors sits in the whole model's canonical table. */
+static int run_global_index(run_t *r)
+{
+    r->gidx = MP_CALLOC((size_t)r->model.tab.count, sizeof(int));
+    if (!r->gidx) return MP_ERR;
+    for (int i = 0; i < r->model.tab.count; i++) {
+        const param_entry_t *g = param_table_find(&r->gtab, r->model.tab.entries[i].name);
+        r->gidx[i] = (int)(g - r->gtab.entries);
+    }
+    return MP_OK;
+}
+
 static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
     model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
                        d->model.mlp_ratio};
     arena_init(&r->arena, d->memory.device_limit);
+    run_stage_layers(r);
     const int shards = d->parallel.zero ? r->grid.replica_size : 1;
     const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
-    if (model_create(&r->model, &cfg, &r->arena, 0, cfg.layers, 1, 1, shards, tp, tp_rank) != MP_OK) return MP_ERR;
+    const int first = r->stage == 0, last = r->stage == r->pp - 1;
+    if (model_create(&r->model, &cfg, &r->arena, r->layer0, r->nlayers, first, last, shards, tp, tp_rank) != MP_OK)
+        return MP_ERR;
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
     if (param_table_build(&r->gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
-    if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gtab;
+    if (param_table_build(&r->stab, &cfg, r->layer0, r->nlayers, first, last, 1, 0) != MP_OK) goto err_gtab;
+    if (run_global_index(r) != MP_OK) goto err_stab;
+    if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     param_init(&r->model.tab, r->model.params, d->train.seed);
     r->model.prof = &r->prof;
     return MP_OK;
 err_acts:
     acts_destroy(&r->acts, &r->arena);
+err_gidx:
+    free(r->gidx);
+err_stab:
+    param_table_free(&r->stab);
 err_gtab:
     param_table_free(&r->gtab);
 err_model:
@@ -172,6 +220,8 @@ err_dp:
 err_model:
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
+    free(r->gidx);
+    param_table_free(&r->stab);
     param_table_free(&r->gtab);
     model_destroy(&r->model);
 err_data:
@@ -189,6 +239,8 @@ void run_teardown(run_t *r)
     grid_free(&r->grid);
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
+    free(r->gidx);
+    param_table_free(&r->stab);
     param_table_free(&r->gtab);
     model_destroy(&r->model);
     data_free(&r->data);

@@ -23,6 +23,8 @@ typedef struct {
     int quiet;               /* no console output */
 } run_opts_t;
 
+typedef struct pipe_s pipe_t; /* pipe.h: the pipeline executor of this stage */
+
 typedef struct {
     run_opts_t opts;
     deck_t deck;
@@ -35,7 +37,11 @@ typedef struct {
     dataset_t data;
     arena_t arena;
     model_t model;
-    param_table_t gtab;      /* the canonical (tp = 1) table: checkpoints are written in it */
+    param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
+    param_table_t stab;      /* this pipeline stage's canonical table (tp = 1) */
+    int stage, pp, layer0, nlayers;
+    int *gidx;               /* local entry i -> index of the same tensor in gtab */
+    pipe_t *pipe;            /* the executor when pp > 1 */
     acts_t acts;
     scratch_t scratch;
     runlog_t log;
@@ -55,6 +61,10 @@ typedef struct {
  * acquired is released). */
 int run_setup(run_t *r, const run_opts_t *o, int with_out_dir);
 void run_teardown(run_t *r);
+
+/* Blocks [*layer0_p, *layer0_p + *nlayers_p) of pipeline stage `stage`: pipeline.layers, or
+ * L/pp each with the remainder on the first stages. */
+void run_stage_range(const deck_t *d, int stage, int *layer0_p, int *nlayers_p);
 
 /* Every rank agrees on a step's status: MP_ERR on all ranks if any rank failed (a rank that
  * failed has printed why). Blocking collective over MPI_COMM_WORLD: setup and teardown only. */

@@ -1,6 +1,7 @@
 #include "shard.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -16,6 +17,18 @@ void shard_extract(const param_table_t *local, const param_table_t *global, cons
             dst[j] = k == (size_t)-1 ? 0.0f : src[k];
         }
     }
+}
+
+int table_copy_by_name(const param_table_t *dst_tab, float *dst, const param_table_t *src_tab, const float *src)
+{
+    int copied = 0;
+    for (int i = 0; i < dst_tab->count; i++) {
+        const param_entry_t *d = &dst_tab->entries[i], *s = param_table_find(src_tab, d->name);
+        if (!s || s->numel != d->numel) continue;
+        memcpy(dst + d->offset, src + s->offset, d->numel * sizeof(float));
+        copied++;
+    }
+    return copied;
 }
 
 int shard_gather(const param_table_t *local, const param_table_t *global, const float *local_buf, float *global_buf,

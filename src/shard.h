@@ -20,4 +20,8 @@ void shard_extract(const param_table_t *local, const param_table_t *global, cons
 int shard_gather(const param_table_t *local, const param_table_t *global, const float *local_buf, float *global_buf,
                  MPI_Comm tp_comm, const wait_cfg_t *w);
 
+/* dst (laid out by dst_tab) = the same-named tensors of src (laid out by src_tab); both tables
+ * canonical (tp = 1). Tensors src_tab lacks are left alone. Returns how many tensors were copied. */
+int table_copy_by_name(const param_table_t *dst_tab, float *dst, const param_table_t *src_tab, const float *src);
+
 #endif

@@ -14,20 +14,20 @@
 #include "h5util.h"
 #include "kernels.h"
 #include "optim.h"
+#include "pipe.h"
 #include "perf.h"
 #include "shard.h"
 
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
  * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
  * is used once whatever the layout, and sample i is always the same window. */
-static void train_fill_batch(run_t *r, long t, int mb)
+static void train_fill(run_t *r, acts_t *a, long t, int mb)
 {
-    const int B = r->acts.B, T = r->deck.model.seq_len;
+    const int B = a->B, T = r->deck.model.seq_len;
     const long base = (long)r->grid.replica_rank * (r->deck.train.batch / r->grid.replica_size);
     for (int b = 0; b < B; b++) {
         long i = base + (long)mb * B + b;
-        data_train_sample(&r->data, r->deck.train.seed, t, i, T, r->acts.inputs + (size_t)b * T,
-                          r->acts.targets + (size_t)b * T);
+        data_train_sample(&r->data, r->deck.train.seed, t, i, T, a->inputs + (size_t)b * T, a->targets + (size_t)b * T);
     }
 }
 
@@ -50,9 +50,13 @@ static double train_step_grads(run_t *r, long t)
     const int buckets = r->dp_on && !r->deck.parallel.zero;
     const int overlap = buckets && r->deck.parallel.overlap;
     double loss = 0.0;
-    model_grads_zero(&r->model);
-    for (int mb = 0; mb < mbs; mb++) {
-        train_fill_batch(r, t, mb);
+    if (r->pipe) {
+        loss = pipe_step(r->pipe, r, t, train_fill, (float)(1.0 / tokens), overlap ? train_grads_ready : NULL);
+        wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the loss from the last stage");
+    }
+    else model_grads_zero(&r->model); /* the executor zeroes its own */
+    for (int mb = 0; mb < mbs && !r->pipe; mb++) {
+        train_fill(r, &r->acts, t, mb);
         double t0 = perf_now();
         loss += model_forward(&r->model, &r->acts, &r->scratch);
         trace_span(&r->trace, "forward", t, mb, t0);
@@ -63,7 +67,7 @@ static double train_step_grads(run_t *r, long t)
         trace_span(&r->trace, "backward", t, mb, t0);
     }
     r->model.grads_ready = NULL;
-    model_grads_finish(&r->model);
+    if (!r->pipe) model_grads_finish(&r->model); /* the executor did it, and summed the tied parts */
     if (buckets) {
         if (!overlap) { /* every bucket after the backward, in the same order */
             train_grads_ready(r, PARAM_RANGE_FINAL);
@@ -85,16 +89,24 @@ static double train_step_grads(run_t *r, long t)
 static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s1, int zero)
 {
     const param_table_t *t = &r->model.tab;
-    double sq = 0.0;
+    const int n = r->gtab.count;
+    double *sq = MP_CALLOC((size_t)n, sizeof(double)), total = 0.0;
+    if (!sq) MP_ABORT("out of memory computing the gradient norm");
+    /* one sum per canonical tensor, added in canonical order at the end: the same bits whatever
+     * stage holds which tensor (the last stage's copy of wte is counted on the first stage) */
     for (int i = 0; i < t->count; i++) {
         const param_entry_t *e = &t->entries[i];
         size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
         if (lo >= hi || (e->split == SPLIT_NONE && t->tp_rank != 0)) continue;
-        sq += sumsq(grads + (lo - s0), hi - lo);
+        if (e->kind == PK_WTE && !t->has_embed) continue;
+        sq[r->gidx[i]] += sumsq(grads + (lo - s0), hi - lo);
     }
-    if (t->tp > 1) wait_allreduce_sum(&r->wait, &sq, 1, MPI_DOUBLE, r->grid.comm[GRID_TP], "the gradient-norm all-reduce");
-    if (zero) wait_allreduce_sum(&r->wait, &sq, 1, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
-    return sq;
+    if (t->tp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_TP], "the gradient-norm all-reduce");
+    if (r->pp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_PP], "the gradient-norm all-reduce");
+    if (zero) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
+    for (int i = 0; i < n; i++) total += sq[i];
+    free(sq);
+    return total;
 }
 
 /* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
@@ -131,9 +143,14 @@ static double train_eval(run_t *r)
         for (int b = 0; b < B; b++) /* rows past the end repeat the last window; not counted */
             data_val_sample(&r->data, w0 + (b < valid ? b : valid - 1), T, r->acts.inputs + (size_t)b * T,
                             r->acts.targets + (size_t)b * T);
+        if (r->pipe) {
+            sum += pipe_forward_only(r->pipe, r, valid);
+            continue;
+        }
         model_forward(&r->model, &r->acts, &r->scratch);
         for (long i = 0; i < (long)valid * T; i++) sum += r->acts.losses[i];
     }
+    if (r->pipe) wait_allreduce_sum(&r->wait, &sum, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the validation loss");
     r->model.prof = prof;
     return sum / ((double)n * T);
 }
@@ -154,18 +171,53 @@ static void train_gather_moments(run_t *r, float **m_p, float **v_p)
     *v_p = v;
 }
 
-/* The canonical tensors of bufs[3] (params, m, v in the local layout) on world rank 0: with TP
- * the shards of replica rank 0's TP group are assembled there into malloc'd buffers; at tp = 1
- * they are bufs themselves. */
-static void train_canonical(run_t *r, float *const bufs[3], float *out[3])
+/* The stage's canonical tensors (stab layout) of bufs[3] (params, m, v in the local layout), on
+ * the stage's TP rank 0 of replica 0: TP shards assembled there. Malloc'd (or bufs at tp = 1). */
+static void train_stage_canonical(run_t *r, float *const bufs[3], float *out[3])
 {
     for (int k = 0; k < 3; k++) out[k] = bufs[k];
     if (r->model.tab.tp == 1 || r->grid.replica_rank != 0) return;
+    const int root = r->grid.coord[GRID_TP] == 0;
     for (int k = 0; k < 3; k++) {
-        out[k] = r->rank == 0 ? MP_CALLOC(r->gtab.total, sizeof(float)) : NULL;
-        if (r->rank == 0 && !out[k]) MP_ABORT("out of memory assembling a checkpoint");
-        shard_gather(&r->model.tab, &r->gtab, bufs[k], out[k], r->grid.comm[GRID_TP], &r->wait);
+        out[k] = root ? MP_CALLOC(r->stab.total, sizeof(float)) : NULL;
+        if (root && !out[k]) MP_ABORT("out of memory assembling a checkpoint");
+        shard_gather(&r->model.tab, &r->stab, bufs[k], out[k], r->grid.comm[GRID_TP], &r->wait);
     }
+}
+
+/* The whole model's canonical tensors (gtab layout) on world rank 0, from every stage's leader
+ * (TP rank 0 of replica 0). Returns malloc'd buffers on rank 0, NULL elsewhere; stage[] as given. */
+static void train_model_canonical(run_t *r, float *const stage[3], float *out[3])
+{
+    for (int k = 0; k < 3; k++) out[k] = NULL;
+    if (r->grid.replica_rank != 0 || r->grid.coord[GRID_TP] != 0) return;
+    const int pp = r->pp, n = (int)r->stab.total;
+    int *counts = NULL, *displs = NULL, total = 0;
+    if (r->stage == 0 && (!(counts = MP_CALLOC((size_t)pp, sizeof(int))) || !(displs = MP_CALLOC((size_t)pp, sizeof(int)))))
+        MP_ABORT("out of memory assembling a checkpoint");
+    MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, r->grid.comm[GRID_PP]));
+    for (int s = 0; r->stage == 0 && s < pp; s++) displs[s] = total, total += counts[s];
+    for (int k = 0; k < 3; k++) {
+        float *all = r->stage == 0 ? MP_MALLOC((size_t)total * sizeof(float) + 1) : NULL;
+        if (r->stage == 0 && !all) MP_ABORT("out of memory assembling a checkpoint");
+        MPI_Request q;
+        MPI_CHECK(MPI_Igatherv(stage[k], n, MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, r->grid.comm[GRID_PP], &q));
+        wait_all(&r->wait, 1, &q, "the pipeline gather of a checkpoint");
+        if (r->stage != 0) continue;
+        if (!(out[k] = MP_CALLOC(r->gtab.total, sizeof(float)))) MP_ABORT("out of memory assembling a checkpoint");
+        for (int s = pp - 1; s >= 0; s--) { /* stage 0 last: its wte is the one kept */
+            param_table_t st;
+            int l0, nl;
+            run_stage_range(&r->deck, s, &l0, &nl);
+            if (param_table_build(&st, &r->model.cfg, l0, nl, s == 0, s == pp - 1, 1, 0) != MP_OK)
+                MP_ABORT("out of memory assembling a checkpoint");
+            table_copy_by_name(&r->gtab, out[k], &st, all + displs[s]);
+            param_table_free(&st);
+        }
+        free(all);
+    }
+    free(counts);
+    free(displs);
 }
 
 /* World rank 0 writes the canonical tensors (every replica holds the same parameters); all ranks
@@ -174,9 +226,12 @@ static int train_checkpoint(run_t *r)
 {
     char path[4300];
     const int zero = r->dp_on && r->deck.parallel.zero;
-    float *local[3] = {r->model.params, r->model.m, r->model.v}, *canon[3];
+    float *local[3] = {r->model.params, r->model.m, r->model.v}, *stage[3], *canon[3];
     if (zero) train_gather_moments(r, &local[1], &local[2]);
-    train_canonical(r, local, canon);
+    train_stage_canonical(r, local, stage);
+    if (r->pp > 1) train_model_canonical(r, stage, canon);
+    else
+        for (int k = 0; k < 3; k++) canon[k] = stage[k];
     int rc = MP_OK;
     if (r->rank == 0) {
         snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
@@ -188,8 +243,10 @@ static int train_checkpoint(run_t *r)
         snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
         if (rc == MP_OK) rc = ckpt_prune(path, r->deck.checkpoint.keep);
     }
-    for (int k = 0; k < 3; k++)
-        if (canon[k] != local[k]) free(canon[k]);
+    for (int k = 0; k < 3; k++) {
+        if (canon[k] != stage[k]) free(canon[k]);
+        if (stage[k] != local[k]) free(stage[k]);
+    }
     if (zero) {
         free(local[1]);
         free(local[2]);
@@ -211,15 +268,17 @@ static int train_read_checkpoint(run_t *r, const char *path, ckpt_state_t *st)
     if (rc == MP_OK) {
         const int zero = r->dp_on && r->deck.parallel.zero;
         float *mv = zero ? MP_CALLOC(r->model.alloc, sizeof(float)) : NULL;
-        if (zero && !mv) MP_ABORT("out of memory reading %s", path);
+        float *sbuf = MP_CALLOC(r->stab.total, sizeof(float));
+        if ((zero && !mv) || !sbuf) MP_ABORT("out of memory reading %s", path);
         const size_t off = zero ? (size_t)r->grid.replica_rank * r->model.mv_len : 0;
-        shard_extract(&r->model.tab, &r->gtab, g[0], r->model.params);
-        for (int k = 1; k < 3; k++) {
-            float *dst = k == 1 ? r->model.m : r->model.v;
-            shard_extract(&r->model.tab, &r->gtab, g[k], zero ? mv : dst);
-            if (zero) memcpy(dst, mv + off, r->model.mv_len * sizeof(float));
+        for (int k = 0; k < 3; k++) { /* whole model -> this stage (by name) -> this TP shard */
+            float *dst = k == 0 ? r->model.params : k == 1 ? r->model.m : r->model.v;
+            table_copy_by_name(&r->stab, sbuf, &r->gtab, g[k]);
+            shard_extract(&r->model.tab, &r->stab, sbuf, k > 0 && zero ? mv : dst);
+            if (k > 0 && zero) memcpy(dst, mv + off, r->model.mv_len * sizeof(float));
         }
         free(mv);
+        free(sbuf);
     }
     for (int k = 0; k < 3; k++) free(g[k]);
     return rc;
@@ -381,7 +440,13 @@ int train_main(const run_opts_t *opts)
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
-    int rc = run_agree(train_resume(&r));
+    pipe_t pipe;
+    int rc = MP_OK;
+    if (r.pp > 1) {
+        rc = run_agree(pipe_init(&pipe, &r));
+        r.pipe = &pipe;
+    }
+    if (rc == MP_OK) rc = run_agree(train_resume(&r));
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
@@ -394,6 +459,7 @@ int train_main(const run_opts_t *opts)
         if (rc == MP_OK) rc = run_agree(trace_write(&r.trace, path, label, MPI_COMM_WORLD));
         trace_free(&r.trace);
     }
+    if (r.pipe) pipe_free(r.pipe, &r);
     if (rc == MP_OK) {
         runlog_printf(&r.log, "done: %ld steps in %.1f s", r.step - s0, perf_now() - t0);
         train_report_profile(&r);
