@@ -20,6 +20,7 @@ int pipe_init(pipe_t *p, run_t *r)
                        sim.error);
     if (sched_build(&p->list, kind, r->stage, pp, m, 1) != MP_OK) return MP_ERR;
     p->m = m;
+    p->theory = sim.bubble;
     p->nslots = sim.peak_stash[r->stage];
     p->n_act = (size_t)r->deck.train.micro_batch * r->deck.model.seq_len * r->deck.model.dim;
     p->slots = MP_CALLOC((size_t)p->nslots, sizeof *p->slots);
@@ -44,11 +45,13 @@ void pipe_free(pipe_t *p, run_t *r)
     sched_free(&p->list);
 }
 
-static void pipe_recv(run_t *r, float *buf, size_t n, int peer, int tag, const char *what)
+static void pipe_recv(pipe_t *p, run_t *r, float *buf, size_t n, int peer, int tag, const char *what)
 {
     MPI_Request q;
+    double t0 = perf_now();
     MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_FLOAT, peer, tag, r->grid.comm[GRID_PP], &q));
     wait_all(&r->wait, 1, &q, what);
+    p->idle += perf_now() - t0;
 }
 
 /* The tied embedding: the first stage holds the embedding's gradient part, the last the head's;
@@ -74,7 +77,7 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
         case OP_RECV_ACT:
             if (in->mb >= p->nslots) /* the slot's previous activation must have left */
                 wait_all(&r->wait, 1, &p->sends[2 * (in->mb - p->nslots)], "a pipeline activation send");
-            pipe_recv(r, a->encoded, p->n_act, in->peer, tag, "a pipeline activation");
+            pipe_recv(p, r, a->encoded, p->n_act, in->peer, tag, "a pipeline activation");
             break;
         case OP_LOAD_BATCH:
             if (in->mb >= p->nslots) wait_all(&r->wait, 1, &p->sends[2 * (in->mb - p->nslots)], "a pipeline activation send");
@@ -89,7 +92,7 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
                                 r->grid.comm[GRID_PP], &p->sends[2 * in->mb]));
             break;
         case OP_RECV_GRAD:
-            pipe_recv(r, r->scratch.dres, p->n_act, in->peer, tag + 1, "a pipeline gradient");
+            pipe_recv(p, r, r->scratch.dres, p->n_act, in->peer, tag + 1, "a pipeline gradient");
             break;
         case OP_BACKWARD:
             r->model.grads_ready = bucket && in->mb == p->m - 1 ? bucket : NULL;
@@ -122,8 +125,9 @@ double pipe_forward_only(pipe_t *p, run_t *r, int valid_rows)
 {
     acts_t *a = &p->slots[0];
     const int first = r->stage == 0, last = r->stage == r->pp - 1;
-    if (!first) pipe_recv(r, a->encoded, p->n_act, r->stage - 1, 0, "an evaluation activation");
-    double loss = model_forward(&r->model, a, &r->scratch), sum = 0.0;
+    if (!first) pipe_recv(p, r, a->encoded, p->n_act, r->stage - 1, 0, "an evaluation activation");
+    double sum = 0.0;
+    model_forward(&r->model, a, &r->scratch); /* its sum covers padding rows too: recounted below */
     if (!last) {
         MPI_Request q;
         MPI_CHECK(MPI_Isend(model_stage_output(&r->model, a), (int)p->n_act, MPI_FLOAT, r->stage + 1, 0,
@@ -131,7 +135,6 @@ double pipe_forward_only(pipe_t *p, run_t *r, int valid_rows)
         wait_all(&r->wait, 1, &q, "an evaluation activation send");
         return 0.0;
     }
-    (void)loss;
     for (long i = 0; i < (long)valid_rows * r->deck.model.seq_len; i++) sum += a->losses[i];
     return sum;
 }

@@ -9,14 +9,16 @@
 #include "run.h"
 #include "schedule.h"
 
-typedef struct pipe_s {
+struct pipe_s { /* pipe_t, declared in run.h */
     instr_list_t list;
     acts_t *slots;
     int nslots, m;
     float *gsend;          /* (m, N, C): input gradients in flight to the previous stage */
     MPI_Request *sends;    /* (2m): activation and gradient sends of the step */
     size_t n_act;          /* N·C floats of one activation */
-} pipe_t_;
+    double idle;           /* seconds blocked in pipeline receives (reset by the caller) */
+    double theory;         /* the schedule's bubble under the simulator's cost model (tb = 2 tf) */
+};
 
 /* Builds the stage's list and its stash. Collective-free. MP_OK or MP_ERR. */
 int pipe_init(pipe_t *p, run_t *r);

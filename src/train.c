@@ -17,6 +17,7 @@
 #include "pipe.h"
 #include "perf.h"
 #include "shard.h"
+#include "sim.h"
 
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
  * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
@@ -335,6 +336,9 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     const deck_t *d = &r->deck;
     double now = perf_now(), dt = now - pg->t_last;
     double tok_s = dt > 0 ? (double)(r->step - pg->step_last) * d->train.batch * d->model.seq_len / dt : 0.0;
+    /* bubble: the share of this interval rank 0 spent blocked on pipeline receives */
+    double bubble = r->pipe && dt > 0 ? r->pipe->idle / dt : 0.0, theory = r->pipe ? r->pipe->theory : 0.0;
+    if (r->pipe) r->pipe->idle = 0.0;
     double mfu = r->peak_gflops > 0 ? tok_s * model_flops_per_token(&r->model.cfg) / (r->peak_gflops * 1e9) : 0.0;
     pg->t_last = now;
     pg->step_last = r->step;
@@ -343,11 +347,19 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     runlog_printf(&r->log, "step %6ld/%d | loss %.4f%s | lr %.3e | grad_norm %.3f | %.0f tok/s | mfu %.1f%% | mem %.1f MiB",
                   r->step, d->train.steps, loss, val, lr, gnorm, tok_s, 100.0 * mfu,
                   (double)r->arena.peak / 1048576.0);
+    /* peak memory of every stage (the pp group of rank 0), gathered for the metrics line */
+    unsigned long long mine = r->arena.peak, peaks[SIM_MAX_STAGES] = {0};
+    MPI_Request q;
+    MPI_CHECK(MPI_Igather(&mine, 1, MPI_UNSIGNED_LONG_LONG, peaks, 1, MPI_UNSIGNED_LONG_LONG, 0, r->grid.comm[GRID_PP], &q));
+    wait_all(&r->wait, 1, &q, "the per-stage memory report");
+    char mem[SIM_MAX_STAGES * 24] = "";
+    for (int s = 0, o = 0; s < r->pp && o < (int)sizeof mem - 24; s++)
+        o += snprintf(mem + o, sizeof mem - (size_t)o, "%s%llu", s ? "," : "", peaks[s]);
     char valj[64] = "";
     if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
     runlog_metrics(&r->log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
-                   "\"mfu\":%.5f,\"peak_mem_bytes\":[%zu],\"bubble\":0",
-                   r->step, loss, valj, lr, gnorm, tok_s, mfu, r->arena.peak);
+                   "\"mfu\":%.5f,\"peak_mem_bytes\":[%s],\"bubble\":%.4f,\"bubble_theory\":%.4f",
+                   r->step, loss, valj, lr, gnorm, tok_s, mfu, mem, bubble, theory);
 }
 
 static int train_loop(run_t *r)

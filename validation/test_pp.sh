@@ -43,6 +43,12 @@ ev=json.load(open('$SCRATCH/f1b4/trace.json'))['traceEvents']
 st={(e['pid'],e['name']) for e in ev if e['ph']=='X'}
 sys.exit(0 if all((p,n) in st for p in range(4) for n in ('forward','backward','pipeline flush')) else 1)"
 ok $? "trace.json shows every stage's forwards, backwards and flush"
+"$TORCH_PYTHON" -c "
+import json,sys
+r=json.loads(open('$SCRATCH/f1b4/metrics.jsonl').readlines()[-1])
+print('# bubble measured %.3f, theory %.4f; peak bytes per stage %s' % (r['bubble'], r['bubble_theory'], r['peak_mem_bytes']))
+sys.exit(0 if abs(r['bubble_theory'] - 3/7) < 1e-4 and len(r['peak_mem_bytes']) == 4 and 0 <= r['bubble'] < 1 else 1)"
+ok $? "metrics.jsonl: 1f1b pp=4 m=4 reports the theoretical bubble 3/7, a measured one, and peak memory of all 4 stages"
 
 # shellcheck disable=SC2086
 refused "interleaved is simulated but not executed yet" "not executed yet" 2 $L4 --set parallel.pp=2 \
