@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Pipeline benchmark on one 2-core node: 1f1b at pp=2 (1 thread per stage) against one rank with
+2 threads, same global batch, for m = 4, 8 and 16 micro-batches of one sequence (small shape).
+
+  /usr/bin/python3 validation/bench/bench_pipeline.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
+
+Reported per m: tokens/s of both, the ratio, the schedule's theoretical bubble (p-1)/(m+p-1), the
+measured bubble (share of a step stage 0 spent blocked on pipeline receives, from metrics.jsonl),
+and the overhead beyond theory = t_pp / (t_1 / (1 - theory)) - 1, where t_1 is one rank's step time
+with the same total threads (what an ideal pipeline with that bubble would take).
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+
+from bench import env
+
+SHAPE = dict(layers=6, dim=384, heads=6, seq_len=256, vocab=256)
+
+
+def run(a, ranks, threads, m, extra, tmp, steps=4):
+    out = os.path.join(tmp, "run")
+    shutil.rmtree(out, ignore_errors=True)
+    sets = {f"model.{k}": v for k, v in SHAPE.items()}
+    sets.update({"train.batch": m, "train.micro_batch": 1, "train.steps": steps + 1, "train.warmup": 1,
+                 "train.eval_every": 0, "train.log_every": 1, "train.threads": threads, "train.peak_gflops": 1,
+                 "checkpoint.final": 0, "data.path": a.data, "train.lr": 1e-4, "train.min_lr": 1e-5, **extra})
+    cmd = ["mpiexec", "-n", str(ranks), a.mindpipe, "train", "--quiet", "--out", out]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    subprocess.run(cmd, check=True, env=env(threads), stdout=subprocess.DEVNULL)
+    prof = json.load(open(os.path.join(out, "profile.json")))
+    rows = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))][1:]
+    return prof["step_seconds"], statistics.mean(r["bubble"] for r in rows), rows[-1]["bubble_theory"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mindpipe", default="src/mindpipe")
+    ap.add_argument("--data", default="data/kjv.h5")
+    a = ap.parse_args()
+    a.data = os.path.abspath(a.data)
+    T = SHAPE["seq_len"]
+    print("| m | 1 rank x 2 threads tok/s | pp=2 1f1b x 1 thread tok/s | ratio | bubble theory | bubble measured | overhead beyond theory |")
+    print("|---|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in (4, 8, 16):
+            t1, _, _ = run(a, 1, 2, m, {}, tmp)
+            tp, measured, theory = run(a, 2, 1, m, {"parallel.pp": 2, "parallel.schedule": "1f1b"}, tmp)
+            over = tp / (t1 / (1 - theory)) - 1
+            print(f"| {m} | {m * T / t1:.0f} | {m * T / tp:.0f} | {t1 / tp:.2f}x | {theory:.3f} | {measured:.3f} | "
+                  f"{100 * over:+.1f}% |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
