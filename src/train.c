@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "energy.h"
 #include "h5util.h"
 #include "kernels.h"
 #include "optim.h"
@@ -462,6 +463,8 @@ int train_main(const run_opts_t *opts)
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
+    energy_t en;
+    energy_start(&en);
     if (rc == MP_OK) rc = train_loop(&r);
     if (r.trace.ev) {
         char path[4300], label[128];
@@ -473,7 +476,15 @@ int train_main(const run_opts_t *opts)
     }
     if (r.pipe) pipe_free(r.pipe, &r);
     if (rc == MP_OK) {
-        runlog_printf(&r.log, "done: %ld steps in %.1f s", r.step - s0, perf_now() - t0);
+        int measured;
+        double joules = energy_joules(&en, MPI_COMM_WORLD, &measured), kwh = joules / 3.6e6;
+        char how[128] = "measured by RAPL";
+        if (!measured)
+            snprintf(how, sizeof how, "estimate: %.0f W per busy core, from CPU time; RAPL not readable here",
+                     ENERGY_WATTS_PER_CORE);
+        runlog_printf(&r.log, "done: %ld steps in %.1f s | energy %.3g kWh (%s) | CO2 %.3g g at %.0f gCO2/kWh",
+                      r.step - s0, perf_now() - t0, kwh, how, kwh * d->cost.grid_gco2_per_kwh,
+                      d->cost.grid_gco2_per_kwh);
         train_report_profile(&r);
     }
     run_teardown(&r);

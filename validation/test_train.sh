@@ -70,6 +70,9 @@ ok $? "resumed run logs the same losses as the uninterrupted one"
 run --out "$SCRATCH/d" --resume auto --set train.steps=2 --set train.warmup=1 > "$SCRATCH/d.out" 2>&1 && grep -q "starting from step 0" "$SCRATCH/d/log.txt"
 ok $? "resume auto with no checkpoint starts fresh and says so"
 
+grep -q "^done: 20 steps in .* | energy .* kWh (.*) | CO2 .* g at 400 gCO2/kWh" "$SCRATCH/a/log.txt"
+ok $? "the end of the log reports time, energy (and how it was obtained) and CO2 at [cost] grid_gco2_per_kwh"
+
 "$MINDPIPE" inspect "$SCRATCH/a/ckpt/step_00000020.h5" > "$SCRATCH/inspect.txt" 2>&1
 ok $? "inspect a checkpoint"
 grep -q "h.1.mlp.fc.w" "$SCRATCH/inspect.txt" && grep -q "layers" "$SCRATCH/inspect.txt"
