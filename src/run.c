@@ -181,6 +181,17 @@ static int run_check_data(const run_t *r)
     return MP_OK;
 }
 
+/* Undoes run_model. */
+static void run_model_free(run_t *r)
+{
+    scratch_destroy(&r->scratch, &r->arena);
+    acts_destroy(&r->acts, &r->arena);
+    free(r->gidx);
+    param_table_free(&r->stab);
+    param_table_free(&r->gtab);
+    model_destroy(&r->model);
+}
+
 /* Deck, grid, threads: everything before memory is committed. */
 static int run_layout(run_t *r, const run_opts_t *o)
 {
@@ -218,12 +229,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
 err_dp:
     if (r->dp_on) dp_free(&r->dp);
 err_model:
-    scratch_destroy(&r->scratch, &r->arena);
-    acts_destroy(&r->acts, &r->arena);
-    free(r->gidx);
-    param_table_free(&r->stab);
-    param_table_free(&r->gtab);
-    model_destroy(&r->model);
+    run_model_free(r);
 err_data:
     data_free(&r->data);
 err_layout:
@@ -237,12 +243,7 @@ void run_teardown(run_t *r)
     runlog_close(&r->log);
     if (r->dp_on) dp_free(&r->dp);
     grid_free(&r->grid);
-    scratch_destroy(&r->scratch, &r->arena);
-    acts_destroy(&r->acts, &r->arena);
-    free(r->gidx);
-    param_table_free(&r->stab);
-    param_table_free(&r->gtab);
-    model_destroy(&r->model);
+    run_model_free(r);
     data_free(&r->data);
     free(r->deck_text);
 }
