@@ -13,8 +13,11 @@ int trace_init(trace_t *tr)
     memset(tr, 0, sizeof *tr);
     tr->ev = MP_MALLOC(TRACE_MAX_EVENTS * sizeof *tr->ev);
     if (!tr->ev) return MP_ERR;
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); /* setup-time sync so every rank's clock starts together */
+    /* One origin for all: rank 0's reading of the monotonic clock, which every rank of a node shares
+     * (ranks leave a barrier milliseconds apart on an oversubscribed node, so per-rank origins
+     * would skew the timeline). Across nodes the clocks are not shared and rows may be offset. */
     tr->origin = perf_now();
+    MPI_CHECK(MPI_Bcast(&tr->origin, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     return MP_OK;
 }
 

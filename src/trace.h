@@ -1,7 +1,8 @@
 /* The run's timeline (DESIGN §1, §9): spans of what each rank did (micro-batch forwards and
  * backwards, gradient waits, optimizer steps, evaluations, checkpoints), written at the end as
  * trace.json in the Chrome trace format (chrome://tracing, ui.perfetto.dev), one process per rank.
- * Recording stops at TRACE_MAX_EVENTS per rank (a note in the file says so), so a long run's
+ * Times are from rank 0's monotonic clock origin: exact between ranks of one node, offset between
+ * nodes. Recording stops at TRACE_MAX_EVENTS per rank (a note in the file says so), so a long run's
  * trace stays small; its first steps are what a timeline is read for. */
 #ifndef MP_TRACE_H
 #define MP_TRACE_H
@@ -23,7 +24,7 @@ typedef struct {
     double origin;
 } trace_t;
 
-/* MP_OK or MP_ERR (allocation). Every rank starts its trace at the same barrier-synchronised time. */
+/* MP_OK or MP_ERR (allocation). Collective over MPI_COMM_WORLD (the time origin is broadcast). */
 int trace_init(trace_t *tr);
 void trace_free(trace_t *tr);
 
