@@ -1,4 +1,5 @@
-/* GELU and the residual add on the CPU; per-element math in math_gelu.h. */
+/* GELU on the CPU; per-element math in math_gelu.h. (The residual add is fused into the
+ * projection products: matmul_residual_forward.) */
 #include "kernels.h"
 #include "math_gelu.h"
 
@@ -12,10 +13,4 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) dinp[i] = mp_gelu_grad(inp[i]) * dout[i];
-}
-
-void residual_forward(float *out, const float *a, const float *b, size_t n)
-{
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }

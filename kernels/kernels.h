@@ -63,10 +63,6 @@ void gelu_forward(float *out, const float *inp, size_t n);
 /* dinp (n) = gelu'(inp) * dout ; dinp may alias dout. */
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
-/* ---- residual ---- */
-/* out (n) = a + b ; out may alias a or b. */
-void residual_forward(float *out, const float *a, const float *b, size_t n);
-
 /* ---- softmax cross-entropy over the vocabulary ---- */
 /* In place on logits (N,V): probs = softmax(logits) overwrites them; losses (N) = -log probs[target].
  * Vocab-parallel TP splits the same math into crossentropy_row_stats + an all-reduce (later issue). */

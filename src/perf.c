@@ -6,7 +6,7 @@
 
 #include "check.h"
 
-const char *const prof_names[PROF_COUNT] = {"matmul", "attention", "layernorm_gelu_residual", "cross_entropy",
+const char *const prof_names[PROF_COUNT] = {"matmul", "attention", "layernorm_gelu_embedding", "cross_entropy",
                                              "optimizer"};
 
 double perf_now(void)

@@ -13,7 +13,7 @@ double perf_sgemm_peak_gflops(void);
 typedef enum {
     PROF_MATMUL,       /* dense products (BLAS) */
     PROF_ATTENTION,    /* attention forward/backward (batched products + softmax) */
-    PROF_ELEMENTWISE,  /* LayerNorm, GELU, residual, embedding */
+    PROF_ELEMENTWISE,  /* LayerNorm, GELU, embedding (the residual add is inside the products) */
     PROF_XENT,         /* LM-head softmax cross-entropy */
     PROF_OPTIMIZER,    /* AdamW, gradient norm */
     PROF_COUNT

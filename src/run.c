@@ -199,9 +199,8 @@ static int run_layout(run_t *r, const run_opts_t *o)
     if (run_agree(grid_build(&r->grid, &r->deck, MPI_COMM_WORLD)) != MP_OK) return MP_ERR;
     if (run_agree(run_refuse_unimplemented(&r->deck)) != MP_OK) goto err_grid;
     if (!(r->deck_text = deck_to_string(&r->deck))) MP_ABORT("out of memory formatting the deck");
-    r->local_ranks = r->grid.node_size;
-    wait_cfg_init(&r->wait, r->deck.parallel.wait, r->deck.parallel.timeout, r->local_ranks);
-    r->threads = run_threads(&r->deck, r->local_ranks);
+    wait_cfg_init(&r->wait, r->deck.parallel.wait, r->deck.parallel.timeout, r->grid.node_size);
+    r->threads = run_threads(&r->deck, r->grid.node_size);
     kernels_set_threads(r->threads);
     return MP_OK;
 err_grid:

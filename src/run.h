@@ -29,7 +29,7 @@ typedef struct {
     run_opts_t opts;
     deck_t deck;
     char *deck_text;         /* the resolved deck, as stored in checkpoints */
-    int rank, world, local_ranks, threads;
+    int rank, world, threads;
     grid_t grid;
     wait_cfg_t wait;
     dp_t dp;                 /* data parallelism over grid.replica (used when replica_size > 1) */

@@ -34,7 +34,8 @@ mp_scratch_init() {
     trap 'rm -rf "$SCRATCH"' EXIT
 }
 
-# Layout tests: run RANKS OUT [--set ...] trains the deck $1 into $SCRATCH/OUT under mpiexec;
+# Layout tests (after mp_layout_helpers DECK): run RANKS OUT [--set ...] trains DECK into
+# $SCRATCH/OUT under mpiexec;
 # compare LABEL REF RUN [args] turns validation/compare_runs.py's lines into TAP lines;
 # refused LABEL PATTERN RANKS [--set ...] expects a non-zero exit naming PATTERN.
 mp_layout_helpers() {
@@ -56,6 +57,18 @@ compare() {
             *) diag "$line" ;;
         esac
     done < "$SCRATCH/cmp.out"
+}
+# layouts_vs REF "RANKS NAME [--set ...]"...: trains each layout and compares it
+# with $SCRATCH/REF within the layout-invariance tolerance.
+layouts_vs() {
+    ref=$1; shift
+    for layout in "$@"; do
+        # shellcheck disable=SC2086
+        set -- $layout
+        n=$1; name=$2; shift 2
+        run "$n" "$name" "$@"; ok $? "$name: $n ranks, 20 steps"
+        compare "$name vs one rank" "$SCRATCH/$ref" "$SCRATCH/$name"
+    done
 }
 refused() {
     label=$1; pat=$2; n=$3; shift 3

@@ -9,15 +9,9 @@ deck="$MP_SRCDIR/validation/decks/train.ini"
 mp_layout_helpers "$deck"
 
 run 1 ref; ok $? "one rank, 20 steps (the reference)"
-for layout in "2 dp2 --set parallel.dp=2" "4 dp4 --set parallel.dp=4 --set train.micro_batch=2" \
-              "2 dp2z --set parallel.dp=2 --set parallel.zero=1" \
-              "4 dp4z --set parallel.dp=4 --set train.micro_batch=2 --set parallel.zero=1"; do
-    # shellcheck disable=SC2086
-    set -- $layout
-    n=$1; name=$2; shift 2
-    run "$n" "$name" "$@"; ok $? "$name: $n ranks, 20 steps"
-    compare "$name vs one rank" "$SCRATCH/ref" "$SCRATCH/$name"
-done
+layouts_vs ref "2 dp2 --set parallel.dp=2" "4 dp4 --set parallel.dp=4 --set train.micro_batch=2" \
+    "2 dp2z --set parallel.dp=2 --set parallel.zero=1" \
+    "4 dp4z --set parallel.dp=4 --set train.micro_batch=2 --set parallel.zero=1"
 
 run 2 dp2b --set parallel.dp=2; ok $? "dp2 again"
 compare "dp2 twice" "$SCRATCH/dp2" "$SCRATCH/dp2b" --bitwise

@@ -9,16 +9,10 @@ mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
 
 run 1 ref; ok $? "one rank, 20 steps (the reference)"
-for layout in "2 tp2 --set parallel.tp=2" "4 tp4 --set parallel.tp=4" \
-              "4 dp2tp2 --set parallel.tp=2 --set parallel.dp=2" \
-              "4 dp2tp2z --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1" \
-              "4 tp2dp2 --set parallel.tp=2 --set parallel.dp=2 --set parallel.order=dp-tp-sp-pp"; do
-    # shellcheck disable=SC2086
-    set -- $layout
-    n=$1; name=$2; shift 2
-    run "$n" "$name" "$@"; ok $? "$name: $n ranks, 20 steps"
-    compare "$name vs one rank" "$SCRATCH/ref" "$SCRATCH/$name"
-done
+layouts_vs ref "2 tp2 --set parallel.tp=2" "4 tp4 --set parallel.tp=4" \
+    "4 dp2tp2 --set parallel.tp=2 --set parallel.dp=2" \
+    "4 dp2tp2z --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1" \
+    "4 tp2dp2 --set parallel.tp=2 --set parallel.dp=2 --set parallel.order=dp-tp-sp-pp"
 
 # A vocabulary tp does not divide: padded inside, the checkpoint holds the real rows.
 run 1 v1 --set model.vocab=259; ok $? "vocab 259, one rank"

@@ -105,7 +105,7 @@ def main():
               f"{100 * mp * f / (pk * 1e9):.0f}% | {pt:.0f} ({min(res[s]['pt']):.0f}-{max(res[s]['pt']):.0f}) | "
               f"{100 * pt * f / (pk * 1e9):.0f}% | {mp / pt:.2f}x |")
     print("\nMindPipe profile (ms per step, share), last run of each shape:\n")
-    cats = ["matmul", "attention", "layernorm_gelu_residual", "cross_entropy", "optimizer", "framework_overhead"]
+    cats = ["matmul", "attention", "layernorm_gelu_embedding", "cross_entropy", "optimizer", "framework_overhead"]
     print("| shape | step ms | " + " | ".join(cats) + " |")
     print("|---|---|" + "---|" * len(cats))
     for s in shapes:
