@@ -6,9 +6,9 @@
  * Reading verifies everything into temporary buffers before touching the caller's, so a refused
  * file never leaves a model half-loaded.
  *
- * This version writes from one process with the default file driver. The collective MPI-IO
- * version replaces ckpt_tensor_write only: each rank writes its hyperslab and the checksum is the
- * sum of the ranks' partial sums (ckpt_checksum is order-free and keyed by the global index).
+ * Writes and reads are collective (MPI-IO driver, collective transfers): each rank moves the
+ * hyperslab of its TP shard of every tensor its stage holds, and a dataset's checksum is the sum of
+ * the owning ranks' partial sums (ckpt_checksum is order-free and keyed by the global index).
  *
  * HDF5's automatic error printing is switched off around every public entry point (and restored
  * after): each failure is reported once, as our own message naming the file and the dataset. */
@@ -19,8 +19,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <hdf5.h>
 #include <libgen.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,11 +40,11 @@
 #define CKPT_VERSION "unknown"
 #endif
 
-#define CKPT_FORMAT 1
+#define CKPT_FORMAT 2
 #define CKPT_WHERE_MAX 4400 /* "FILE (/optim/m/NAME)" */
 
-/* The float groups, in file order. Index 0 is the model; 1 and 2 the AdamW moments. */
-static const char *const ckpt_groups[3] = {"model", "optim/m", "optim/v"};
+/* The float groups, in file order (CKPT_MODEL ...). */
+static const char *const ckpt_groups[CKPT_NGROUPS] = {"model", "model_prev", "optim/m", "optim/v"};
 
 
 /* Checksum of element i (global index g = first + i, float bits b):
@@ -51,19 +53,34 @@ static const char *const ckpt_groups[3] = {"model", "optim/m", "optim/v"};
  * moved one changes the term; beyond 2^32 elements (16 GiB in one tensor) the high bits of g fold
  * into the low word. The sum is order-free: a rank's hyperslab sum added to the others' gives the
  * whole tensor's sum. Bits, not values, are summed: -0.0 and NaN payloads are covered too. */
+static uint64_t ckpt_checksum_term(uint64_t g, float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    return rng_mix(((g << 32) | (g >> 32)) ^ bits);
+}
+
 uint64_t ckpt_checksum(const float *x, size_t n, size_t first)
 {
     uint64_t sum = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, &x[i], sizeof bits);
-        uint64_t g = (uint64_t)(first + i);
-        sum += rng_mix(((g << 32) | (g >> 32)) ^ bits);
+    for (size_t i = 0; i < n; i++) sum += ckpt_checksum_term((uint64_t)(first + i), x[i]);
+    return sum;
+}
+
+/* The part of the checksum of a tensor that this TP shard (elements x of local entry e) holds. */
+static uint64_t ckpt_checksum_shard(const param_table_t *tab, const param_entry_t *e, const float *x)
+{
+    uint64_t sum = 0;
+    for (size_t j = 0; j < e->numel; j++) {
+        size_t g = param_global_index(tab, e, j, tab->tp_rank);
+        if (g != (size_t)-1) sum += ckpt_checksum_term(g, x[j]);
     }
     return sum;
 }
 
 /* ---- small helpers ---------------------------------------------------------------------------- */
+
+static int ckpt_dset_shape(hid_t d, int *ndim_p, hsize_t *dims, const char *where);
 
 static void ckpt_shape_str(int ndim, const hsize_t *dims, char *buf, size_t n)
 {
@@ -168,51 +185,162 @@ err_close_attr:
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
-/* One tensor: dataset e->name in group at the table's shape (float32), with its checksum.
- * Single-process version; the collective one writes each rank's hyperslab. */
-static int ckpt_tensor_write(hid_t group, const param_entry_t *e, const float *data, const char *where)
+/* Does this rank write (and count in the checksum) local entry e? One replica; of replicated
+ * tensors TP rank 0; of the tied embedding the first stage's copy (the last stage holds one too). */
+static int ckpt_owns(const ckpt_part_t *pt, const param_entry_t *e)
 {
-    int rc = MP_ERR;
-    hid_t s = -1, d = -1;
-    hsize_t dims[PARAM_MAX_DIMS] = {(hsize_t)e->shape[0], (hsize_t)e->shape[1]};
-    uint64_t sum = ckpt_checksum(data, e->numel, 0);
-    H5_TRY(s = H5Screate_simple(e->ndim, dims, NULL), out, where);
-    H5_TRY(d = H5Dcreate2(group, e->name, H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), err_close_space,
-           where);
-    H5_TRY(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), err_close_dset, where);
-    rc = h5_attr_write(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sum, where);
-err_close_dset:
-    H5Dclose(d);
-err_close_space:
-    H5Sclose(s);
-out:
-    return rc;
+    if (!pt->owner || !e) return 0;
+    if (e->kind == PK_WTE && !pt->local->has_embed) return 0;
+    return e->split != SPLIT_NONE || pt->local->tp_rank == 0;
 }
 
-/* Group gname (parents created as needed) holding every tensor of tab from buf. Links are tracked
- * in creation order so `inspect` lists them in the table's order. */
-static int ckpt_group_write(hid_t f, const char *gname, const param_table_t *tab, const float *buf, const char *fname)
+/* Selects local entry e's elements in the global dataset's space fs and in the shard's memory space
+ * ms (e NULL: nothing). Row splits take `parts` blocks of rows (q, k, v of qkv), clipped at the real
+ * vocabulary for the padded embedding; column splits a block of columns. */
+static int ckpt_select(const param_table_t *tab, const param_entry_t *e, hid_t fs, hid_t ms, const char *where)
+{
+    if (!e) {
+        H5_TRY(H5Sselect_none(fs), err, where);
+        H5_TRY(H5Sselect_none(ms), err, where);
+        return MP_OK;
+    }
+    hsize_t fstart[2] = {0, 0}, mstart[2] = {0, 0}, stride[2] = {1, 1}, count[2] = {1, 1};
+    hsize_t block[2] = {(hsize_t)e->shape[0], e->ndim == 2 ? (hsize_t)e->shape[1] : 1}, mstride[2] = {1, 1};
+    if (e->split == SPLIT_ROWS) {
+        const hsize_t lpart = (hsize_t)e->shape[0] / (hsize_t)e->parts, r0 = (hsize_t)tab->tp_rank * lpart;
+        hsize_t valid = lpart;
+        if (e->parts == 1) valid = r0 >= (hsize_t)e->gshape[0] ? 0 : (hsize_t)e->gshape[0] - r0 < lpart ? (hsize_t)e->gshape[0] - r0 : lpart;
+        fstart[0] = r0, stride[0] = lpart * (hsize_t)tab->tp, count[0] = (hsize_t)e->parts, block[0] = valid;
+        mstride[0] = lpart;
+        if (valid == 0) return ckpt_select(tab, NULL, fs, ms, where);
+    } else if (e->split == SPLIT_COLS) {
+        fstart[1] = (hsize_t)tab->tp_rank * (hsize_t)e->shape[1];
+    }
+    H5_TRY(H5Sselect_hyperslab(fs, H5S_SELECT_SET, fstart, stride, count, block), err, where);
+    H5_TRY(H5Sselect_hyperslab(ms, H5S_SELECT_SET, mstart, mstride, count, block), err, where);
+    return MP_OK;
+err:
+    return MP_ERR;
+}
+
+/* Opens (create = 0) or creates fname over the part's communicator with the MPI-IO driver. */
+static hid_t ckpt_open(const char *fname, const ckpt_part_t *pt, int create)
+{
+    hid_t fapl = -1, f = -1;
+    H5_TRY(fapl = H5Pcreate(H5P_FILE_ACCESS), out, fname);
+    H5_TRY(H5Pset_fapl_mpio(fapl, pt->comm, MPI_INFO_NULL), err_close_fapl, fname);
+    if (create) H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), err_close_fapl, fname);
+    else H5_TRY(f = H5Fopen(fname, H5F_ACC_RDONLY, fapl), err_close_fapl, fname);
+err_close_fapl:
+    H5Pclose(fapl);
+out:
+    return f;
+}
+
+/* Every rank agrees: MP_ERR everywhere if rc failed anywhere (each failing rank said why). */
+/* In-place all-reduce over the part's communicator, polled (yielding the core when asked: MPICH
+ * spins in blocking calls, DESIGN §2). */
+static void ckpt_allreduce(const ckpt_part_t *pt, void *buf, int n, MPI_Datatype type, MPI_Op op)
+{
+    MPI_Request q;
+    int done = 0;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, op, pt->comm, &q));
+    for (;;) {
+        MPI_CHECK(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
+        if (done) break;
+        if (pt->yield) sched_yield();
+    }
+}
+
+static int ckpt_agree(const ckpt_part_t *pt, int rc)
+{
+    int bad = rc != MP_OK;
+    ckpt_allreduce(pt, &bad, 1, MPI_INT, MPI_MAX);
+    return bad ? MP_ERR : MP_OK;
+}
+
+/* Moves every tensor of gtab in group gname: each rank its shard's hyperslab (collective
+ * transfers: every rank takes part in every dataset, selecting nothing where it holds nothing).
+ * Writing creates the datasets and stores checksums; reading checks shapes, and sums[i] gets the
+ * rank's partial checksum of dataset i (stored[i] the file's). */
+static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, const ckpt_part_t *pt, float *buf,
+                         int writing, uint64_t *sums, uint64_t *stored, const char *fname)
 {
     int rc = MP_ERR;
-    hid_t lcpl = -1, gcpl = -1, g = -1;
-    char where[CKPT_WHERE_MAX];
-    H5_TRY(lcpl = H5Pcreate(H5P_LINK_CREATE), out, fname);
-    H5_TRY(H5Pset_create_intermediate_group(lcpl, 1), err_close_lcpl, fname);
-    H5_TRY(gcpl = H5Pcreate(H5P_GROUP_CREATE), err_close_lcpl, fname);
-    H5_TRY(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), err_close_gcpl, fname);
-    H5_TRY(g = H5Gcreate2(f, gname, lcpl, gcpl, H5P_DEFAULT), err_close_gcpl, fname);
-    for (int i = 0; i < tab->count; i++) {
-        const param_entry_t *e = &tab->entries[i];
-        snprintf(where, sizeof where, "%s (/%s/%s)", fname, gname, e->name);
-        if (ckpt_tensor_write(g, e, buf + e->offset, where) != MP_OK) goto err_close_group;
+    hid_t lcpl = -1, gcpl = -1, g = -1, dxpl = -1;
+    char where[CKPT_WHERE_MAX], have_s[64], want_s[64];
+    float dummy = 0.0f;
+    H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), out, fname);
+    H5_TRY(H5Pset_dxpl_mpio(dxpl, pt->independent ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE), err_close, fname);
+    if (writing) {
+        /* every dataset's checksum attribute holds the sum of its owners' partial sums: all of them
+         * in one all-reduce up front, not one per dataset */
+        for (int i = 0; i < gtab->count; i++) {
+            const param_entry_t *e = param_table_find(pt->local, gtab->entries[i].name);
+            sums[i] = ckpt_owns(pt, e) ? ckpt_checksum_shard(pt->local, e, buf + e->offset) : 0;
+        }
+        ckpt_allreduce(pt, sums, gtab->count, MPI_UINT64_T, MPI_SUM);
+        H5_TRY(lcpl = H5Pcreate(H5P_LINK_CREATE), err_close, fname);
+        H5_TRY(H5Pset_create_intermediate_group(lcpl, 1), err_close, fname);
+        H5_TRY(gcpl = H5Pcreate(H5P_GROUP_CREATE), err_close, fname);
+        H5_TRY(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), err_close, fname);
+        H5_TRY(g = H5Gcreate2(f, gname, lcpl, gcpl, H5P_DEFAULT), err_close, fname);
+    } else {
+        int have = ckpt_path_exists(f, gname, fname);
+        if (have == 0) MP_ERROR("checkpoint %s has no group /%s/", fname, gname);
+        if (have != 1) goto err_close;
+        H5_TRY(g = H5Gopen2(f, gname, H5P_DEFAULT), err_close, fname);
+    }
+    for (int i = 0; i < gtab->count; i++) {
+        const param_entry_t *ge = &gtab->entries[i], *e = param_table_find(pt->local, ge->name);
+        hsize_t dims[2] = {(hsize_t)ge->gshape[0], (hsize_t)ge->gshape[1]}, mdims[2] = {1, 1}, fdims[2] = {0, 0};
+        hid_t d = -1, fs = -1, ms = -1;
+        int ok = 0, ndim = 0;
+        snprintf(where, sizeof where, "checkpoint %s (/%s/%s)", fname, gname, ge->name);
+        if (e) mdims[0] = (hsize_t)e->shape[0], mdims[1] = e->ndim == 2 ? (hsize_t)e->shape[1] : 1;
+        H5_TRY(ms = H5Screate_simple(e ? e->ndim : 1, mdims, NULL), next, where);
+        if (writing) {
+            H5_TRY(fs = H5Screate_simple(ge->ndim, dims, NULL), next, where);
+            H5_TRY(d = H5Dcreate2(g, ge->name, H5T_IEEE_F32LE, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), next, where);
+        } else {
+            int exists = ckpt_path_exists(g, ge->name, where);
+            if (exists == 0) MP_ERROR("checkpoint %s has no dataset /%s/%s", fname, gname, ge->name);
+            if (exists != 1) goto next;
+            H5_TRY(d = H5Dopen2(g, ge->name, H5P_DEFAULT), next, where);
+            if (ckpt_dset_shape(d, &ndim, fdims, where) != MP_OK) goto next;
+            if (ndim != ge->ndim || fdims[0] != dims[0] || (ndim == 2 && fdims[1] != dims[1])) {
+                ckpt_shape_str(ndim, fdims, have_s, sizeof have_s);
+                ckpt_shape_str(ge->ndim, dims, want_s, sizeof want_s);
+                MP_ERROR("checkpoint %s: /%s/%s has shape %s, the model needs %s", fname, gname, ge->name, have_s,
+                         want_s);
+                goto next;
+            }
+            H5_TRY(fs = H5Dget_space(d), next, where);
+            if (ckpt_attr_read(d, "checksum", H5T_NATIVE_UINT64, &stored[i], where) != MP_OK) goto next;
+        }
+        /* a rank that holds a tensor but does not own it (another replica) still reads it */
+        const param_entry_t *sel = writing ? (ckpt_owns(pt, e) ? e : NULL) : e;
+        if (ckpt_select(pt->local, sel, fs, ms, where) != MP_OK) goto next;
+        float *data = sel ? buf + sel->offset : &dummy;
+        if (writing) H5_TRY(H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, dxpl, data), next, where);
+        else H5_TRY(H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, dxpl, data), next, where);
+        ok = 1;
+        if (writing) /* the attribute is written collectively: every rank has the total */
+            ok = h5_attr_write(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i], where) == MP_OK;
+        else
+            sums[i] = ckpt_owns(pt, e) ? ckpt_checksum_shard(pt->local, e, buf + e->offset) : 0;
+    next:
+        if (d >= 0) H5Dclose(d);
+        if (fs >= 0) H5Sclose(fs);
+        if (ms >= 0) H5Sclose(ms);
+        if (!ok) goto err_close;
     }
     rc = MP_OK;
-err_close_group:
-    H5Gclose(g);
-err_close_gcpl:
-    H5Pclose(gcpl);
-err_close_lcpl:
-    H5Pclose(lcpl);
+err_close:
+    if (g >= 0) H5Gclose(g);
+    if (gcpl >= 0) H5Pclose(gcpl);
+    if (lcpl >= 0) H5Pclose(lcpl);
+    H5Pclose(dxpl);
 out:
     return rc;
 }
@@ -230,7 +358,8 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
     } ints[] = {{"format", CKPT_FORMAT}, {"layers", c->layers},   {"dim", c->dim},
                 {"heads", c->heads},     {"seq_len", c->seq_len}, {"vocab", c->vocab},
                 {"mlp_ratio", c->mlp_ratio}};
-    int64_t step = st->step, adam_t = st->adam_t;
+    int64_t step = st->step, adam_t = st->adam_t, cursor = st->data_cursor;
+    int versions = st->weight_versions > 0 ? st->weight_versions : 1;
     H5_TRY(g = H5Gcreate2(f, "state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, where);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (h5_attr_write(g, ints[i].name, H5T_STD_I32LE, H5T_NATIVE_INT, &ints[i].value, where) != MP_OK)
@@ -238,6 +367,9 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
     if (h5_attr_write(g, "step", H5T_STD_I64LE, H5T_NATIVE_INT64, &step, where) != MP_OK ||
         h5_attr_write(g, "adam_t", H5T_STD_I64LE, H5T_NATIVE_INT64, &adam_t, where) != MP_OK ||
         h5_attr_write(g, "seed", H5T_STD_U64LE, H5T_NATIVE_UINT64, &st->seed, where) != MP_OK ||
+        h5_attr_write(g, "data_cursor", H5T_STD_I64LE, H5T_NATIVE_INT64, &cursor, where) != MP_OK ||
+        h5_attr_write(g, "weight_versions", H5T_STD_I32LE, H5T_NATIVE_INT, &versions, where) != MP_OK ||
+        h5_attr_write_string(g, "schedule", st->schedule[0] ? st->schedule : "1f1b", where) != MP_OK ||
         h5_attr_write_string(g, "version", CKPT_VERSION, where) != MP_OK ||
         h5_attr_write_string(g, "layout", st->layout, where) != MP_OK ||
         h5_attr_write_string(g, "deck", deck_text ? deck_text : "", where) != MP_OK)
@@ -249,45 +381,61 @@ out:
     return rc;
 }
 
-/* Creates fname, writes everything, flushes and closes it. */
-static int ckpt_write_file(const char *fname, const param_table_t *tab, const float *const bufs[3],
+/* Creates fname over the part's communicator, writes everything and closes it (collective). */
+static int ckpt_write_file(const char *fname, const param_table_t *gtab, const ckpt_part_t *pt,
                            const ckpt_state_t *st, const char *deck_text)
 {
-    hid_t f = -1;
-    H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), out, fname);
-    for (int k = 0; k < 3; k++)
-        if (bufs[k] && ckpt_group_write(f, ckpt_groups[k], tab, bufs[k], fname) != MP_OK) goto err_close_file;
-    if (ckpt_state_write(f, &tab->cfg, st, deck_text, fname) != MP_OK) goto err_close_file;
-    H5_TRY(H5Fflush(f, H5F_SCOPE_GLOBAL), err_close_file, fname);
-    H5_TRY(H5Fclose(f), out, fname);
-    return MP_OK;
-err_close_file:
-    H5Fclose(f);
-out:
-    return MP_ERR;
+    hid_t f = ckpt_open(fname, pt, 1);
+    if (f < 0) return MP_ERR;
+    uint64_t *sums = MP_CALLOC((size_t)gtab->count, sizeof *sums), *stored = MP_CALLOC((size_t)gtab->count, 8);
+    int rc = sums && stored ? MP_OK : MP_ERR;
+    for (int k = 0; k < CKPT_NGROUPS && rc == MP_OK; k++) {
+        if (pt->bufs[k]) rc = ckpt_group_io(f, ckpt_groups[k], gtab, pt, pt->bufs[k], 1, sums, stored, fname);
+        if (pt->fail_midway) { /* debug.fail_at RANK:STEP:write: a crash with the file half-written */
+            fprintf(stderr, "mindpipe: debug.fail_at: killed in the middle of writing %s\n", fname);
+            fflush(stderr);
+            raise(SIGKILL);
+        }
+    }
+    if (rc == MP_OK) rc = ckpt_state_write(f, &gtab->cfg, st, deck_text, fname);
+    if (rc == MP_OK && H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) rc = MP_FAIL("cannot flush %s", fname);
+    if (H5Fclose(f) < 0 && rc == MP_OK) rc = MP_FAIL("cannot close %s", fname);
+    free(sums);
+    free(stored);
+    return rc;
+}
+
+int ckpt_write_parallel(const char *path, const param_table_t *gtab, const ckpt_part_t *pt, const ckpt_state_t *st,
+                        const char *deck_text)
+{
+    if (!pt->bufs[CKPT_M] != !pt->bufs[CKPT_V])
+        return MP_FAIL("checkpoint %s: m and v are written together (one of them is NULL)", path);
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
+    char tmp[4200], dir[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    fs_dirname(path, dir, sizeof dir);
+    h5_quiet_t q;
+    h5_quiet_begin(&q);
+    int rc = ckpt_agree(pt, ckpt_write_file(tmp, gtab, pt, st, deck_text));
+    h5_quiet_end(&q);
+    /* one rank publishes the complete file: fsync, rename over the old name, fsync the directory */
+    if (rank == 0 && rc == MP_OK && fs_fsync_path(tmp, 0) == MP_OK) {
+        if (rename(tmp, path) != 0) rc = MP_FAIL("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        else rc = fs_fsync_path(dir, 1);
+    } else if (rank == 0) {
+        rc = MP_ERR;
+    }
+    if (rank == 0 && rc != MP_OK) unlink(tmp);
+    return ckpt_agree(pt, rc);
 }
 
 int ckpt_write(const char *path, const param_table_t *tab, const float *params, const float *m, const float *v,
                const ckpt_state_t *st, const char *deck_text)
 {
-    if (!m != !v) return MP_FAIL("checkpoint %s: m and v are written together (one of them is NULL)", path);
-    char tmp[4200], dir[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    fs_dirname(path, dir, sizeof dir);
-    const float *const bufs[3] = {params, m, v};
-    h5_quiet_t q;
-    h5_quiet_begin(&q);
-    int rc = ckpt_write_file(tmp, tab, bufs, st, deck_text);
-    h5_quiet_end(&q);
-    if (rc != MP_OK || fs_fsync_path(tmp, 0) != MP_OK) goto err_remove_tmp;
-    if (rename(tmp, path) != 0) {
-        MP_ERROR("cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        goto err_remove_tmp;
-    }
-    return fs_fsync_path(dir, 1);
-err_remove_tmp:
-    unlink(tmp);
-    return MP_ERR;
+    ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = tab, .owner = 1,
+                      .bufs = {(float *)params, NULL, (float *)m, (float *)v}};
+    return ckpt_write_parallel(path, tab, &pt, st, deck_text);
 }
 
 /* ---- reading the state ------------------------------------------------------------------------ */
@@ -319,8 +467,8 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
     if (have != 1) return MP_ERR;
     H5_TRY(g = H5Gopen2(f, "state", H5P_DEFAULT), err, where);
     if (ckpt_attr_read(g, "format", H5T_NATIVE_INT, &h.format, where) != MP_OK) goto err_close_group;
-    if (h.format != CKPT_FORMAT) {
-        MP_ERROR("%s has checkpoint format %d; this build reads format %d", path, h.format, CKPT_FORMAT);
+    if (h.format < 1 || h.format > CKPT_FORMAT) { /* format 1 lacks only the 2bw and cursor attributes */
+        MP_ERROR("%s has checkpoint format %d; this build reads formats 1 to %d", path, h.format, CKPT_FORMAT);
         goto err_close_group;
     }
     int *const ints[] = {&h.cfg.layers, &h.cfg.dim, &h.cfg.heads, &h.cfg.seq_len, &h.cfg.vocab, &h.cfg.mlp_ratio};
@@ -334,6 +482,16 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
         ckpt_attr_read_string(g, "version", &h.version, where) != MP_OK ||
         ckpt_attr_read_string(g, "deck", &h.st.deck, where) != MP_OK)
         goto err_free_head;
+    int64_t cursor = 0;
+    char *sched = NULL;
+    h.st.weight_versions = 1;
+    if (h.format >= 2 && (ckpt_attr_read(g, "data_cursor", H5T_NATIVE_INT64, &cursor, where) != MP_OK ||
+                          ckpt_attr_read(g, "weight_versions", H5T_NATIVE_INT, &h.st.weight_versions, where) != MP_OK ||
+                          ckpt_attr_read_string(g, "schedule", &sched, where) != MP_OK))
+        goto err_free_head;
+    h.st.data_cursor = (long)cursor;
+    snprintf(h.st.schedule, sizeof h.st.schedule, "%s", sched ? sched : "");
+    free(sched);
     H5Gclose(g);
     h.st.step = (long)step;
     h.st.adam_t = (long)adam_t;
@@ -388,41 +546,6 @@ err_close_space:
     H5Sclose(s);
 err_close_type:
     H5Tclose(t);
-out:
-    return rc;
-}
-
-/* Dataset gname/e->name of f into out (e->numel floats): it must exist, have the table's shape and
- * its checksum must verify. Errors name the file and the dataset. */
-static int ckpt_tensor_read(hid_t f, const char *path, const char *gname, const param_entry_t *e, float *out)
-{
-    char dname[PARAM_NAME_MAX + 16], where[CKPT_WHERE_MAX], have_s[64], want_s[64];
-    snprintf(dname, sizeof dname, "%s/%s", gname, e->name);
-    snprintf(where, sizeof where, "checkpoint %s (/%s)", path, dname);
-    int exists = ckpt_path_exists(f, dname, where);
-    if (exists == 0) return MP_FAIL("checkpoint %s has no dataset /%s", path, dname);
-    if (exists != 1) return MP_ERR;
-    int rc = MP_ERR, ndim = 0, st;
-    hid_t d = -1;
-    hsize_t dims[PARAM_MAX_DIMS] = {0, 0}, want[PARAM_MAX_DIMS] = {(hsize_t)e->shape[0], (hsize_t)e->shape[1]};
-    uint64_t stored = 0, computed = 0;
-    H5_TRY(d = H5Dopen2(f, dname, H5P_DEFAULT), out, where);
-    if (ckpt_dset_shape(d, &ndim, dims, where) != MP_OK) goto err_close_dset;
-    if (ndim != e->ndim || dims[0] != want[0] || (ndim == 2 && dims[1] != want[1])) {
-        ckpt_shape_str(ndim, dims, have_s, sizeof have_s);
-        ckpt_shape_str(e->ndim, want, want_s, sizeof want_s);
-        MP_ERROR("checkpoint %s: /%s has shape %s, the model needs %s", path, dname, have_s, want_s);
-        goto err_close_dset;
-    }
-    if ((st = ckpt_dset_check(d, out, e->numel, where, &stored, &computed)) == MP_ERR) goto err_close_dset;
-    if (st == 0) {
-        MP_ERROR("checkpoint %s: /%s checksum mismatch (stored %016llx, computed %016llx): the file is corrupt", path,
-                 dname, (unsigned long long)stored, (unsigned long long)computed);
-        goto err_close_dset;
-    }
-    rc = MP_OK;
-err_close_dset:
-    H5Dclose(d);
 out:
     return rc;
 }
@@ -505,11 +628,11 @@ out:
     return rc;
 }
 
-/* Verifies /model, /optim/m and /optim/v (the optimizer state is optional). MP_OK iff all verify;
+/* Verifies /model, /model_prev, /optim/m and /optim/v (all but the model optional). MP_OK iff all verify;
  * vf->reason holds the first failure. */
 static int ckpt_verify_groups(hid_t f, ckpt_verify_t *vf)
 {
-    for (int k = 0; k < 3 && (vf->out || !vf->bad); k++) {
+    for (int k = 0; k < CKPT_NGROUPS && (vf->out || !vf->bad); k++) {
         vf->gname = ckpt_groups[k];
         int have = ckpt_path_exists(f, vf->gname, vf->path);
         if (have == 1)
@@ -559,57 +682,68 @@ static int ckpt_cfg_check(const char *path, const model_cfg_t *have, const model
     return MP_OK;
 }
 
-/* Every tensor of tab from the groups whose dst is set, into freshly allocated tmp buffers. */
-static int ckpt_read_tensors(hid_t f, const char *path, const param_table_t *tab, float *const dst[3], float *tmp[3])
+/* Reads the groups whose bufs are set into tmp (shard layout), verifying checksums over the
+ * communicator. Collective. */
+static int ckpt_read_file(const char *path, const param_table_t *gtab, const ckpt_part_t *pt, float *tmp[],
+                          ckpt_head_t *h)
 {
-    for (int k = 0; k < 3; k++)
-        if (dst[k] && !(tmp[k] = MP_MALLOC(tab->total * sizeof(float)))) return MP_ERR;
-    for (int k = 0; k < 3; k++)
-        for (int i = 0; dst[k] && i < tab->count; i++) {
-            const param_entry_t *e = &tab->entries[i];
-            if (ckpt_tensor_read(f, path, ckpt_groups[k], e, tmp[k] + e->offset) != MP_OK) return MP_ERR;
+    hid_t f = ckpt_open(path, pt, 0);
+    if (f < 0) return MP_ERR;
+    const int n = gtab->count;
+    uint64_t *sums = MP_CALLOC((size_t)n, sizeof *sums), *stored = MP_CALLOC((size_t)n, sizeof *stored);
+    int rc = sums && stored ? ckpt_head_read(f, path, h) : MP_ERR, have_head = rc == MP_OK;
+    if (rc == MP_OK) rc = ckpt_cfg_check(path, &h->cfg, &gtab->cfg);
+    for (int k = 0; k < CKPT_NGROUPS && rc == MP_OK; k++) {
+        if (!pt->bufs[k]) continue;
+        if (k == CKPT_MODEL_PREV && ckpt_path_exists(f, ckpt_groups[k], path) == 0) {
+            rc = MP_FAIL("checkpoint %s has no /model_prev (it was not written by a 2bw run): a 2bw run resumes "
+                         "only from a 2bw checkpoint, which holds both weight versions", path);
+            break;
         }
-    return MP_OK;
+        rc = ckpt_group_io(f, ckpt_groups[k], gtab, pt, tmp[k], 0, sums, stored, path);
+        if (rc != MP_OK) break;
+        ckpt_allreduce(pt, sums, n, MPI_UINT64_T, MPI_SUM);
+        for (int i = 0; i < n && rc == MP_OK; i++)
+            if (sums[i] != stored[i])
+                rc = MP_FAIL("checkpoint %s: /%s/%s checksum mismatch (stored %016llx, computed %016llx): the file is "
+                             "corrupt", path, ckpt_groups[k], gtab->entries[i].name, (unsigned long long)stored[i],
+                             (unsigned long long)sums[i]);
+    }
+    if (H5Fclose(f) < 0 && rc == MP_OK) rc = MP_FAIL("cannot close %s", path);
+    if (rc != MP_OK && have_head) ckpt_head_free(h);
+    free(sums);
+    free(stored);
+    return rc;
 }
 
-static int ckpt_read_file(const char *path, const param_table_t *tab, float *const dst[3], ckpt_state_t *st_p)
+int ckpt_read_parallel(const char *path, const param_table_t *gtab, const ckpt_part_t *pt, ckpt_state_t *st_p)
 {
+    int rc = access(path, R_OK) == 0 ? MP_OK : MP_FAIL("checkpoint %s: %s", path, strerror(errno));
+    if (ckpt_agree(pt, rc) != MP_OK) return MP_ERR;
+    float *tmp[CKPT_NGROUPS] = {NULL};
+    const size_t bytes = pt->local->total * sizeof(float);
+    for (int k = 0; k < CKPT_NGROUPS; k++)
+        if (pt->bufs[k] && !(tmp[k] = MP_CALLOC(pt->local->total ? pt->local->total : 1, sizeof(float)))) rc = MP_ERR;
     ckpt_head_t h;
-    float *tmp[3] = {NULL, NULL, NULL};
-    hid_t f = -1;
-    H5_TRY(f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), out, path);
-    if (ckpt_head_read(f, path, &h) != MP_OK) goto err_close_file;
-    int ok = ckpt_cfg_check(path, &h.cfg, &tab->cfg) == MP_OK && ckpt_read_tensors(f, path, tab, dst, tmp) == MP_OK;
-    herr_t closed = H5Fclose(f);
-    if (!ok) goto err_free_buffers;
-    H5_TRY(closed, err_free_buffers, path);
-    /* Everything verified: only now do the caller's buffers change. */
-    for (int k = 0; k < 3; k++) {
-        if (dst[k]) memcpy(dst[k], tmp[k], tab->total * sizeof(float));
-        free(tmp[k]);
+    h5_quiet_t q;
+    h5_quiet_begin(&q);
+    if (ckpt_agree(pt, rc) == MP_OK) rc = ckpt_agree(pt, ckpt_read_file(path, gtab, pt, tmp, &h));
+    else rc = MP_ERR;
+    h5_quiet_end(&q);
+    if (rc == MP_OK) { /* everything verified on every rank: only now do the caller's buffers change */
+        for (int k = 0; k < CKPT_NGROUPS; k++)
+            if (pt->bufs[k]) memcpy(pt->bufs[k], tmp[k], bytes);
+        free(h.version);
+        *st_p = h.st;
     }
-    free(h.version);
-    *st_p = h.st;
-    return MP_OK;
-err_free_buffers:
-    for (int k = 0; k < 3; k++) free(tmp[k]);
-    ckpt_head_free(&h);
-    return MP_ERR;
-err_close_file:
-    H5Fclose(f);
-out:
-    return MP_ERR;
+    for (int k = 0; k < CKPT_NGROUPS; k++) free(tmp[k]);
+    return rc;
 }
 
 int ckpt_read(const char *path, const param_table_t *tab, float *params, float *m, float *v, ckpt_state_t *st_p)
 {
-    if (access(path, R_OK) != 0) return MP_FAIL("checkpoint %s: %s", path, strerror(errno));
-    float *const dst[3] = {params, m, v};
-    h5_quiet_t q;
-    h5_quiet_begin(&q);
-    int rc = ckpt_read_file(path, tab, dst, st_p);
-    h5_quiet_end(&q);
-    return rc;
+    ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = tab, .owner = 1, .bufs = {params, NULL, m, v}};
+    return ckpt_read_parallel(path, tab, &pt, st_p);
 }
 
 /* ---- inspect ---------------------------------------------------------------------------------- */

@@ -1,14 +1,22 @@
 /* Checkpoints (DESIGN §7): one HDF5 file per checkpoint.
  *   /model/<canonical name>      float32 at global shape
+ *   /model_prev/<name>           2bw's previous weight version W(t−1) (2bw runs only)
  *   /optim/m/<name>, /optim/v/<name>
  *   /state                       group; attributes: step (int64, optimizer steps completed),
- *                                adam_t (int64), seed (uint64), format (int, 1), version (string),
+ *                                adam_t (int64), seed (uint64), format (int, 2), version (string),
+ *                                data_cursor (int64: samples consumed, step × batch; the sampler is
+ *                                counter-based, keyed by (seed, step, sample)), weight_versions
+ *                                (int: 2 with /model_prev, else 1), schedule (string),
  *                                layout (string, e.g. "dp=1 tp=1 pp=1 sp=1"), deck (string: the
  *                                resolved deck), model shape attributes layers dim heads seq_len
  *                                vocab mlp_ratio (int).
  * Every float dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements. The
  * sum is position-keyed and order-free, so ranks writing hyperslabs can add their parts.
- * Files are written as NAME.tmp, flushed, fsynced and renamed; the directory is fsynced. */
+ * Files are written as NAME.tmp, flushed, fsynced and renamed; the directory is fsynced.
+ *
+ * Parallel: one file written collectively over a communicator with HDF5's MPI-IO driver; each
+ * rank writes the hyperslab of every tensor its shard holds (no gather of the model anywhere) and
+ * reads back exactly its own shard, so a checkpoint of any layout resumes on any other. */
 #ifndef MP_CKPT_H
 #define MP_CKPT_H
 
@@ -18,18 +26,51 @@
 
 #include "params.h"
 
+#include <mpi.h>
+
 typedef struct {
     long step;
     long adam_t;
     uint64_t seed;
+    long data_cursor;    /* samples consumed */
+    int weight_versions; /* 2: /model_prev present (2bw) */
     char layout[128];
+    char schedule[64];
     char *deck;          /* malloc'd resolved deck text (NULL when writing: taken from the caller) */
 } ckpt_state_t;
+
+/* The float groups, in file order. */
+enum { CKPT_MODEL, CKPT_MODEL_PREV, CKPT_M, CKPT_V, CKPT_NGROUPS };
+
+/* One rank's part in a collective checkpoint write or read. */
+typedef struct {
+    MPI_Comm comm;               /* every rank taking part (MPI_COMM_SELF: one process) */
+    const param_table_t *local;  /* the tensors (TP shards) this rank holds, in its buffers' layout */
+    int owner;                   /* this rank writes its shard's elements (one data-parallel replica
+                                    does; the others hold the same numbers) */
+    float *bufs[CKPT_NGROUPS];   /* per group, laid out by local; NULL: group not written / read
+                                    (the same groups on every rank) */
+    int fail_midway;             /* debug.fail_at RANK:STEP:write: this rank dies (SIGKILL) midway */
+    int independent;             /* 1: independent MPI-IO transfers (each rank's hyperslab on its own);
+                                    0: collective (two-phase buffering); checkpoint.transfer */
+    int yield;                   /* sched_yield while waiting on the part's own all-reduces */
+} ckpt_part_t;
+
+/* Collective over part->comm: writes every tensor of gtab (the canonical model) into the groups
+ * whose bufs are set, each rank its shard's hyperslab, and the state. MP_OK or MP_ERR on every
+ * rank alike; on error no file named path is created or replaced. */
+int ckpt_write_parallel(const char *path, const param_table_t *gtab, const ckpt_part_t *part, const ckpt_state_t *st,
+                        const char *deck_text);
+
+/* Collective over part->comm: reads each rank's shard of the groups whose bufs are set, after
+ * verifying shapes, the model's shape and every dataset's checksum (ranks' partial sums added).
+ * MP_OK or MP_ERR on every rank alike; the buffers change only when everything verified. */
+int ckpt_read_parallel(const char *path, const param_table_t *gtab, const ckpt_part_t *part, ckpt_state_t *st_p);
 
 /* Σ_i mix(i, bits(x[i])) mod 2^64 over elements first..first+n (first = global index of x[0]). */
 uint64_t ckpt_checksum(const float *x, size_t n, size_t first);
 
-/* Writes params, m and v (each laid out by tab) and the state. deck_text is stored as /state deck.
+/* One process (MPI_COMM_SELF), the whole model: writes params, m and v (each laid out by tab) and the state. deck_text is stored as /state deck.
  * m and v may be NULL (no /optim group). MP_OK or MP_ERR; on error no file named path is created
  * or replaced. */
 int ckpt_write(const char *path, const param_table_t *tab, const float *params, const float *m, const float *v,

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "params.h"
 
 typedef enum { T_INT, T_U64, T_DOUBLE, T_BOOL, T_BYTES, T_STRING, T_PATH, T_CHOICE } key_type_t;
 
@@ -114,7 +115,8 @@ static const deck_key_t keys[] = {
           "seconds a wait may last before the job aborts naming the peer; 0 = none"),
 
     K_STR(pipeline, layers, "", check_layer_list, "empty, or positive integers joined by ','",
-          "layers per stage, e.g. 2,3,3 (count = parallel.pp, sum = model.layers); empty = balanced"),
+          "layers per stage, e.g. 2,3,3 (count = parallel.pp, or pp × virtual_stages chunks under "
+          "interleaved; sum = model.layers); empty = balanced"),
 
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
@@ -125,6 +127,10 @@ static const deck_key_t keys[] = {
 
     K_INT(checkpoint, every, "0", 0, 1e9, "write a checkpoint every N steps; 0 = only at the end"),
     K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted; 0 = keep all)"),
+    K_CHOICE(checkpoint, transfer, "auto", "auto|collective|independent",
+             "MPI-IO transfers of the checkpoint's tensors: collective (two-phase buffering, for parallel file "
+             "systems), independent (each rank its hyperslab), or auto (independent when the node has more ranks "
+             "than cores: HDF5's collectives spin there, 40 s per checkpoint at 8 ranks on 2 cores)"),
     K_BOOL(checkpoint, final, "1", "write a checkpoint after the last step (0: benchmarks only, nothing to resume from)"),
 
     K_BOOL(supernet, enabled, "0", "1 = every block is a choice block (supernet training)"),
@@ -132,8 +138,9 @@ static const deck_key_t keys[] = {
     K_STR(supernet, candidates, "", NULL, NULL, "candidate operations of each choice block"),
 
     K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations are dumped; -1 = never"),
-    K_STR(debug, fail_at, "", check_fail_at, "empty, or RANK:STEP",
-          "fault injection: rank RANK dies at step STEP"),
+    K_STR(debug, fail_at, "", check_fail_at, "empty, RANK:STEP, RANK:STEP:write or RANK:STEP:hang",
+          "fault injection: rank RANK dies (SIGKILL) as step STEP begins; :write, midway through the checkpoint "
+          "after step STEP; :hang, it stops answering (SIGSTOP) so its peers time out"),
 
     K_NUM(cost, grid_gco2_per_kwh, "400", 0, INF, 0, "carbon intensity of the electricity (gCO2e per kWh)"),
 };
@@ -488,10 +495,10 @@ static int check_fail_at(const char *v, char *why, size_t nwhy)
         strtol(v, &end, 10);
         if (*end == ':' && isdigit((unsigned char)end[1])) {
             strtol(end + 1, &end, 10);
-            if (!*end) return MP_OK;
+            if (!*end || !strcmp(end, ":write") || !strcmp(end, ":hang")) return MP_OK;
         }
     }
-    snprintf(why, nwhy, "not RANK:STEP (e.g. 3:120) or empty");
+    snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write or RANK:STEP:hang (e.g. 3:120 or 0:10:write) or empty");
     return MP_ERR;
 }
 
@@ -724,17 +731,34 @@ int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
 
 /* ---- cross-key rules ------------------------------------------------------------------------------ */
 
+int deck_chunks_per_stage(const deck_t *d)
+{
+    return d->parallel.pp > 1 && strcmp(d->parallel.schedule, "interleaved") == 0 ? d->parallel.virtual_stages : 1;
+}
+
 static int validate_pipeline(const deck_t *d)
 {
     int count, nerr = 0;
     long long sum;
     const char *v = d->pipeline.layers;
-    if (!v[0]) return 0;
+    const int vs = deck_chunks_per_stage(d), K = d->parallel.pp * vs;
+    if (d->parallel.virtual_stages > 1 && strcmp(d->parallel.schedule, "interleaved") != 0)
+        nerr++, MP_ERROR("parallel.virtual_stages=%d needs parallel.schedule=interleaved (it is %s)",
+                         d->parallel.virtual_stages, d->parallel.schedule);
+    if (vs > PARAM_MAX_CHUNKS)
+        nerr++, MP_ERROR("parallel.virtual_stages=%d: at most %d model chunks per stage", vs, PARAM_MAX_CHUNKS);
+    if (vs > 1 && K > d->model.layers)
+        nerr++, MP_ERROR("parallel.pp × parallel.virtual_stages = %d × %d = %d model chunks, more than "
+                         "model.layers=%d: every chunk needs a layer", d->parallel.pp, vs, K, d->model.layers);
+    if (!v[0]) return nerr;
     if (layer_list_parse(v, &count, &sum) != MP_OK) {
         MP_ERROR("pipeline.layers='%s' is not a comma-separated list of positive integers", v);
-        return 1;
+        return nerr + 1;
     }
-    if (count != d->parallel.pp)
+    if (count != K && vs > 1)
+        nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but the interleaved schedule cuts the model into "
+                         "parallel.pp × parallel.virtual_stages = %d chunks (one entry per chunk)", v, count, K);
+    else if (count != K)
         nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but parallel.pp=%d (one per stage)", v, count,
                          d->parallel.pp);
     if (sum != d->model.layers)

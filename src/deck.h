@@ -46,6 +46,7 @@ typedef struct {
     } memory;
     struct {
         int every, keep, final;
+        char transfer[DECK_STR];       /* auto | collective | independent */
     } checkpoint;
     struct {
         int enabled, window;
@@ -72,6 +73,10 @@ int deck_set(deck_t *d, const char *assignment);
 
 /* The cross-key rules (dim % heads, batch % micro_batch, ...). MP_OK or MP_ERR with the rule. */
 int deck_validate(const deck_t *d);
+
+/* Model chunks per pipeline stage: parallel.virtual_stages under the interleaved schedule with
+ * pp > 1, else 1. The model is cut into pp × this many chunks (pipeline.layers lists them). */
+int deck_chunks_per_stage(const deck_t *d);
 
 /* Writes the resolved deck: every key with the value in force, paths absolute. */
 int deck_write(const deck_t *d, FILE *f);

@@ -51,7 +51,7 @@ int grid_rank_of(const grid_t *g, const int coord[GRID_NDIMS]);
 /* Rank 0 prints a table rank -> (dp, tp, pp, sp), host and what the rank holds (`holds`, this
  * rank's own description, at most GRID_HOLDS_MAX-1 characters) to out and to also (either may be
  * NULL). Collective over MPI_COMM_WORLD. */
-#define GRID_HOLDS_MAX 96
+#define GRID_HOLDS_MAX 160
 void grid_print_layout(const grid_t *g, FILE *out, FILE *also, const char *holds);
 
 #endif

@@ -11,15 +11,16 @@
 #include "kernels.h"
 #include "perf.h"
 
-int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
-                 int has_final, int shards, int tp, int tp_rank)
+int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int nchunks, const int *layer0s,
+                 const int *nlayers_s, int has_embed, int has_final, int shards, int tp, int tp_rank)
 {
     model_t m;
     memset(&m, 0, sizeof m);
     m.cfg = *cfg;
     m.arena = arena;
     m.tp_comm = MPI_COMM_NULL;
-    if (param_table_build(&m.tab, cfg, layer0, nlayers, has_embed, has_final, tp, tp_rank) != MP_OK) return MP_ERR;
+    if (param_table_build_chunks(&m.tab, cfg, nchunks, layer0s, nlayers_s, has_embed, has_final, tp, tp_rank) != MP_OK)
+        return MP_ERR;
     const size_t n = dp_padded(m.tab.total, shards), nmv = n / (size_t)shards;
     const size_t vc = (size_t)(m.tab.vocab_pad / tp) * cfg->dim;
     m.alloc = n;
@@ -64,8 +65,41 @@ static void tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
     if (m->tab.tp > 1) wait_allreduce(m->wait, buf, (int)n, MPI_FLOAT, op, m->tp_comm, "a tensor-parallel all-reduce");
 }
 
+int model_versions_create(model_t *m)
+{
+    if (!(m->params_old = arena_floats(m->arena, m->alloc, "2BW previous weight version"))) return MP_ERR;
+    memcpy(m->params_old, m->params, m->alloc * sizeof(float));
+    m->p_new = m->p;
+    if (param_view_bind(&m->p_old, &m->tab, m->params_old) != MP_OK) {
+        arena_free(m->arena, m->params_old, m->alloc * sizeof(float));
+        m->params_old = NULL;
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
+void model_versions_destroy(model_t *m)
+{
+    if (!m->params_old) return;
+    m->p = m->p_new;
+    param_view_free(&m->p_old);
+    arena_free(m->arena, m->params_old, m->alloc * sizeof(float));
+    m->params_old = NULL;
+}
+
+void model_use_version(model_t *m, int old)
+{
+    if (m->params_old) m->p = old ? m->p_old : m->p_new;
+}
+
+void model_versions_advance(model_t *m)
+{
+    if (m->params_old) memcpy(m->params_old, m->params, m->alloc * sizeof(float));
+}
+
 void model_destroy(model_t *m)
 {
+    model_versions_destroy(m);
     size_t n = m->alloc * sizeof(float), nmv = m->mv_len * sizeof(float);
     param_view_free(&m->g);
     param_view_free(&m->p);
@@ -86,12 +120,12 @@ static float *carve(float *buf, size_t *off, size_t n)
 }
 
 static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
-{
+{  /* a->nblocks and a->final say what to carve */
     const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T, NH = tp_NH(m);
     const size_t Cl = tp_C(m), RC = tp_RC(m), V = tp_V(m);
     size_t off = 0;
     a->encoded = carve(buf, &off, N * C); /* the embedding's output, or the activation a stage receives */
-    for (int l = 0; l < m->tab.nlayers; l++) {
+    for (int l = 0; l < a->nblocks; l++) {
         block_acts_t *h = &a->h[l];
         h->ln1 = carve(buf, &off, N * C);
         h->ln1_mean = carve(buf, &off, N);
@@ -107,7 +141,7 @@ static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
         h->fch_gelu = carve(buf, &off, N * RC);
         h->res3 = carve(buf, &off, N * C);
     }
-    if (m->tab.has_final) {
+    if (a->final) {
         a->lnf = carve(buf, &off, N * C);
         a->lnf_mean = carve(buf, &off, N);
         a->lnf_rstd = carve(buf, &off, N);
@@ -119,11 +153,18 @@ static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
 
 int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena)
 {
+    return acts_create_part(a_p, m, B, m->tab.nlayers, m->tab.has_final, arena);
+}
+
+int acts_create_part(acts_t *a_p, const model_t *m, int B, int nblocks, int final, arena_t *arena)
+{
     acts_t a;
     memset(&a, 0, sizeof a);
     a.B = B;
     a.T = m->cfg.seq_len;
-    a.h = MP_CALLOC((size_t)(m->tab.nlayers > 0 ? m->tab.nlayers : 1), sizeof *a.h);
+    a.nblocks = nblocks;
+    a.final = final;
+    a.h = MP_CALLOC((size_t)(nblocks > 0 ? nblocks : 1), sizeof *a.h);
     if (!a.h) return MP_ERR;
     a.nfloats = acts_layout(&a, m, B, NULL);
     if (!(a.buf = arena_floats(arena, a.nfloats, "activations"))) goto err_free_h;
@@ -262,14 +303,33 @@ static void xent_forward(model_t *m, acts_t *a, scratch_t *s, prof_t *p)
     PROF(p, PROF_XENT, xent_finish(a->losses, a->probs, s->xmax, s->xsum, s->xtgt, N, Vl));
 }
 
+model_part_t model_whole(const model_t *m)
+{
+    return (model_part_t){0, m->tab.nlayers, m->tab.has_embed, m->tab.has_final};
+}
+
+model_part_t model_chunk(const model_t *m, int c)
+{
+    int b0 = 0;
+    for (int i = 0; i < c; i++) b0 += m->tab.chunk_nlayers[i];
+    return (model_part_t){b0, m->tab.chunk_nlayers[c], m->tab.has_embed && c == 0,
+                          m->tab.has_final && c == m->tab.nchunks - 1};
+}
+
 double model_forward(model_t *m, acts_t *a, scratch_t *s)
+{
+    model_part_t pt = model_whole(m);
+    return model_forward_part(m, &pt, a, s);
+}
+
+double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     prof_t *p = m->prof;
-    if (m->tab.has_embed) embed_forward(m, a, p);
-    for (int i = 0; i < m->tab.nlayers; i++) block_forward(m, &m->p.h[i], &a->h[i], block_input(a, i), B, p);
-    if (!m->tab.has_final) return 0.0;
-    const float *top = block_input(a, m->tab.nlayers);
+    if (pt->embed) embed_forward(m, a, p);
+    for (int i = 0; i < pt->n; i++) block_forward(m, &m->p.h[pt->b0 + i], &a->h[i], block_input(a, i), B, p);
+    if (!pt->final) return 0.0;
+    const float *top = block_input(a, pt->n);
     PROF(p, PROF_ELEMENTWISE, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
     PROF(p, PROF_MATMUL, matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
     xent_forward(m, a, s, p);
@@ -280,27 +340,35 @@ double model_forward(model_t *m, acts_t *a, scratch_t *s)
 
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
 {
+    model_part_t pt = model_whole(m);
+    model_backward_part(m, &pt, a, s, dloss);
+}
+
+void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss)
+{
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
     prof_t *p = m->prof;
-    if (m->tab.has_final) {
+    if (pt->final) {
         PROF(p, PROF_XENT, crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, Vl, tp_v0(m)));
         PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
         tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
         memset(s->dres, 0, (size_t)N * C * sizeof(float));
-        const float *top = block_input(a, m->tab.nlayers);
+        const float *top = block_input(a, pt->n);
         PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw,
                                                      a->lnf_mean, a->lnf_rstd, N, C));
         if (m->grads_ready) m->grads_ready(m->grads_ctx, PARAM_RANGE_FINAL);
     }
-    for (int i = m->tab.nlayers - 1; i >= 0; i--) {
-        block_backward(m, &m->p.h[i], &m->g.h[i], &a->h[i], block_input(a, i), s, B, p);
-        if (m->grads_ready) m->grads_ready(m->grads_ctx, m->tab.layer0 + i);
+    for (int i = pt->n - 1; i >= 0; i--) {
+        block_backward(m, &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &a->h[i], block_input(a, i), s, B, p);
+        if (m->grads_ready) m->grads_ready(m->grads_ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
-    if (m->tab.has_embed)
+    if (pt->embed)
         PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C, tp_v0(m), Vl));
 }
 
 float *model_stage_output(const model_t *m, acts_t *a) { return (float *)block_input(a, m->tab.nlayers); }
+
+float *model_part_output(const model_part_t *pt, acts_t *a) { return (float *)block_input(a, pt->n); }
 
 void model_grads_zero(model_t *m)
 {

@@ -29,9 +29,10 @@ typedef struct {
 /* What one micro-batch's forward saves for its backward. */
 typedef struct {
     int B, T;
+    int nblocks, final;                /* blocks whose activations it holds; holds the head's */
     int *inputs, *targets;             /* (B,T) */
     float *encoded;                    /* (B,T,C) */
-    block_acts_t *h;                   /* one per block held */
+    block_acts_t *h;                   /* one per block of the part it serves (h[0]: its first) */
     float *lnf, *lnf_mean, *lnf_rstd;  /* (B,T,C), (B,T), (B,T) */
     float *probs;                      /* (B,T,V) logits, then softmax probabilities, then dlogits */
     float *losses;                     /* (B,T) */
@@ -59,7 +60,11 @@ typedef struct {
     float *m, *v;                      /* mv_len floats each: all of it, or this replica's ZeRO-1 shard */
     size_t alloc, mv_len;
     float *grad_head;                  /* (V/tp, C) LM head's part of d wte (when has_final && has_embed) */
-    param_view_t p, g;
+    param_view_t p, g;                 /* p: the version forward and backward use (below) */
+    /* 2bw's second weight version (model_versions_create): params is the newest W(t), params_old
+     * W(t−1); p is one of their views. NULL / unused otherwise. */
+    float *params_old;
+    param_view_t p_new, p_old;
     arena_t *arena;
     prof_t *prof;                      /* kernel timers, or NULL */
     /* Called during model_backward when a bucket's gradients are final for this micro-batch
@@ -69,15 +74,30 @@ typedef struct {
     void *grads_ctx;
 } model_t;
 
-/* Builds a model holding blocks [layer0, layer0+nlayers) (+ embeddings, + final LN and head), the
+/* Builds a model holding the nchunks block ranges [layer0s[c], layer0s[c] + nlayers_s[c])
+ * (+ embeddings, + final LN and head), the
  * shard of TP rank tp_rank of tp (set tp_comm and wait before a forward when tp > 1), with
  * zeroed buffers, padded for `shards` ZeRO-1 shards (1: no sharding; the AdamW moments then hold
  * the whole buffer, else one shard). MP_OK or MP_ERR (arena limit or allocation; message printed). */
-int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int layer0, int nlayers, int has_embed,
-                 int has_final, int shards, int tp, int tp_rank);
+int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int nchunks, const int *layer0s,
+                 const int *nlayers_s, int has_embed, int has_final, int shards, int tp, int tp_rank);
 void model_destroy(model_t *m);
 
+/* What one forward pass runs: local blocks [b0, b0 + n), after the embedding (embed) and before
+ * the final LayerNorm, LM head and loss (final). A stage's whole model is one part; under the
+ * interleaved schedule each of its v chunks is one. */
+typedef struct {
+    int b0, n, embed, final;
+} model_part_t;
+
+/* The part of everything this model holds, and of its chunk c (param table's chunks). */
+model_part_t model_whole(const model_t *m);
+model_part_t model_chunk(const model_t *m, int c);
+
+/* Activations for the whole model (acts_create), or for parts of at most nblocks blocks and,
+ * with final, the head (acts_create_part). */
 int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena);
+int acts_create_part(acts_t *a_p, const model_t *m, int B, int nblocks, int final, arena_t *arena);
 void acts_destroy(acts_t *a, arena_t *arena);
 int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena);
 void scratch_destroy(scratch_t *s, arena_t *arena);
@@ -86,18 +106,29 @@ void scratch_destroy(scratch_t *s, arena_t *arena);
  * token losses (double; 0 on a pipeline stage without the head). A stage without the embedding
  * takes its input from a->encoded (the activation it received). */
 double model_forward(model_t *m, acts_t *a, scratch_t *s);
+double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s);
 /* Backward of the micro-batch whose forward filled a. dloss = d(total loss)/d(token loss), i.e.
  * 1/(tokens in the global batch). Gradients accumulate (+=) into m->grads and m->grad_head. A stage
  * without the head starts from the gradient of its output preloaded in s->dres; a stage without the
  * embedding leaves the gradient of its input there. */
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss);
-/* The stage's output activation (N,C) in a (what the next stage receives). */
+void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss);
+/* The stage's (or part's) output activation (N,C) in a (what the next stage receives). */
 float *model_stage_output(const model_t *m, acts_t *a);
+float *model_part_output(const model_part_t *pt, acts_t *a);
 
 /* Zeroes gradients (both parts of the tied embedding's). */
 void model_grads_zero(model_t *m);
 /* d wte += grad_head: the tied embedding's two parts, added once per step. */
 void model_grads_finish(model_t *m);
+
+/* 2bw: allocates params_old as a copy of params. MP_OK or MP_ERR (arena limit). */
+int model_versions_create(model_t *m);
+void model_versions_destroy(model_t *m);
+/* Forward and backward use W(t−1) (old = 1) or the newest W(t) (old = 0). */
+void model_use_version(model_t *m, int old);
+/* Before an update: W(t−1) := W(t), so the update of params makes W(t+1) from W(t). */
+void model_versions_advance(model_t *m);
 
 /* Model FLOPs per token (forward+backward): 6·N_matmul + 12·L·C·T, N_matmul = 12·L·C² + V·C
  * (with R = mlp_ratio: (4 + 2R)·L·C² + V·C). */

@@ -31,6 +31,7 @@ static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int g0, in
         snprintf(e->name, sizeof e->name, "h.%d.%s", layer, block_suffix[kind]);
     e->kind = kind;
     e->layer = layer;
+    if (layer < 0) e->block = -1;
     e->ndim = d1 > 0 ? 2 : 1;
     e->shape[0] = d0;
     e->shape[1] = d1 > 0 ? d1 : 0;
@@ -43,7 +44,29 @@ static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int g0, in
 int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, int nlayers, int has_embed,
                       int has_final, int tp, int tp_rank)
 {
+    return param_table_build_chunks(tab_p, cfg, 1, &layer0, &nlayers, has_embed, has_final, tp, tp_rank);
+}
+
+static int param_block_layer_of(int nchunks, const int *layer0s, const int *nlayers_s, int i)
+{
+    for (int c = 0; c < nchunks; i -= nlayers_s[c++])
+        if (i < nlayers_s[c]) return layer0s[c] + i;
+    return -1;
+}
+
+int param_block_layer(const param_table_t *tab, int i)
+{
+    return param_block_layer_of(tab->nchunks, tab->chunk_layer0, tab->chunk_nlayers, i);
+}
+
+int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int nchunks, const int *layer0s,
+                             const int *nlayers_s, int has_embed, int has_final, int tp, int tp_rank)
+{
     const int C = cfg->dim, RC = cfg->mlp_ratio * cfg->dim, Vp = (cfg->vocab + tp - 1) / tp * tp;
+    if (nchunks < 1 || nchunks > PARAM_MAX_CHUNKS)
+        return MP_FAIL("%d model chunks on one rank (1 to %d)", nchunks, PARAM_MAX_CHUNKS);
+    int nlayers = 0;
+    for (int c = 0; c < nchunks; c++) nlayers += nlayers_s[c];
     int count = nlayers * 12 + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
@@ -56,7 +79,9 @@ int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, 
         e[i - 1].gshape[0] = cfg->vocab; /* the checkpoint holds the real rows */
     }
     if (has_embed) entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
-    for (int l = layer0; l < layer0 + nlayers; l++) {
+    for (int b = 0; b < nlayers; b++) {
+        const int l = param_block_layer_of(nchunks, layer0s, nlayers_s, b);
+        for (int k = 0; k < 12; k++) e[i + k].block = b;
         entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
         entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
         entry_set(&e[i++], PK_QKV_W, l, 3 * C, C, SPLIT_ROWS, 3, tp, &off);
@@ -78,8 +103,10 @@ int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, 
     tab_p->tp = tp;
     tab_p->tp_rank = tp_rank;
     tab_p->vocab_pad = Vp;
-    tab_p->layer0 = layer0;
+    tab_p->layer0 = layer0s[0];
     tab_p->nlayers = nlayers;
+    tab_p->nchunks = nchunks;
+    for (int c = 0; c < nchunks; c++) tab_p->chunk_layer0[c] = layer0s[c], tab_p->chunk_nlayers[c] = nlayers_s[c];
     tab_p->has_embed = has_embed;
     tab_p->has_final = has_final;
     tab_p->count = count;
@@ -127,7 +154,7 @@ int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         float *p = buf + e->offset;
-        block_view_t *b = e->layer >= 0 ? &v.h[e->layer - tab->layer0] : NULL;
+        block_view_t *b = e->layer >= 0 ? &v.h[e->block] : NULL;
         switch (e->kind) {
         case PK_WTE: v.wte = p; break;
         case PK_WPE: v.wpe = p; break;

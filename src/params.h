@@ -2,9 +2,10 @@
  * contiguous float buffer. Parameters, gradients and both AdamW moments are separate buffers laid
  * out by the same table, so one table describes all four and named views point into any of them.
  *
- * A table covers a contiguous range of blocks [layer0, layer0 + nlayers) plus, optionally, the
+ * A table covers one or more contiguous ranges ("chunks") of blocks plus, optionally, the
  * embeddings (wte, wpe) and the final LayerNorm with the tied LM head (lnf and a copy of wte): a
- * pipeline stage builds the table of what it holds.
+ * pipeline stage builds the table of what it holds (one chunk, or v of them under the interleaved
+ * schedule, in ascending layer order). Local block i is the i-th block held.
  *
  * Legend: L layers, C channels, R mlp_ratio, V vocab, T seq_len. */
 #ifndef MP_PARAMS_H
@@ -14,6 +15,7 @@
 
 #define PARAM_NAME_MAX 64
 #define PARAM_MAX_DIMS 2
+#define PARAM_MAX_CHUNKS 16 /* model chunks per rank: parallel.virtual_stages ≤ this */
 
 typedef struct {
     int layers, dim, heads, seq_len, vocab, mlp_ratio;
@@ -39,6 +41,7 @@ typedef struct {
     char name[PARAM_NAME_MAX]; /* canonical, e.g. "h.3.attn.qkv.w" */
     param_kind_t kind;
     int layer;                 /* block index, -1 for model-level tensors */
+    int block;                 /* local block index in the table (views' h[block]), -1 likewise */
     int ndim;
     int shape[PARAM_MAX_DIMS];  /* held here (this TP rank's shard) */
     int gshape[PARAM_MAX_DIMS]; /* canonical, in checkpoints (wte: the real vocab V) */
@@ -53,7 +56,10 @@ typedef struct {
     model_cfg_t cfg;
     int tp, tp_rank;       /* tensor-parallel degree and this rank's place */
     int vocab_pad;         /* vocab padded to a multiple of tp (rows past cfg.vocab are zero) */
-    int layer0, nlayers;   /* blocks held */
+    int layer0, nlayers;   /* the first block held, and how many blocks are held in all */
+    int nchunks;                               /* contiguous ranges of blocks */
+    int chunk_layer0[PARAM_MAX_CHUNKS];        /* first block of each range (ascending) */
+    int chunk_nlayers[PARAM_MAX_CHUNKS];       /* blocks in each range */
     int has_embed;         /* wte, wpe */
     int has_final;         /* lnf */
     int count;
@@ -75,7 +81,7 @@ typedef struct {
     float *wte;            /* (V, C) */
     float *wpe;            /* (T, C) */
     float *lnfw, *lnfb;    /* (C) */
-    block_view_t *h;       /* nlayers entries; h[i] is block layer0 + i */
+    block_view_t *h;       /* nlayers entries; h[i] is local block i (param_block_layer) */
     int nlayers;
 } param_view_t;
 
@@ -83,6 +89,11 @@ typedef struct {
  * checked that tp divides heads and mlp_ratio·dim. MP_OK, or MP_ERR (allocation). */
 int param_table_build(param_table_t *tab_p, const model_cfg_t *cfg, int layer0, int nlayers, int has_embed,
                       int has_final, int tp, int tp_rank);
+/* The same for nchunks ranges [layer0s[c], layer0s[c] + nlayers_s[c]), ascending and disjoint. */
+int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int nchunks, const int *layer0s,
+                             const int *nlayers_s, int has_embed, int has_final, int tp, int tp_rank);
+/* The model's block index of local block i. */
+int param_block_layer(const param_table_t *tab, int i);
 
 /* Flat index into the canonical (global-shape) tensor of element `local` of this rank's shard, or
  * (size_t)-1 for a padding row of the vocab-parallel embedding. */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "device.h"
 #include "kernels.h"
 #include "perf.h"
 
@@ -18,18 +19,12 @@ static int run_refuse_unimplemented(const deck_t *d)
     const int sp = d->parallel.sp;
     if (sp != 1)
         return MP_FAIL("parallel.sp=%d: supernet parallelism is not implemented in this version", sp);
-    if (d->parallel.pp > 1 && strcmp(d->parallel.schedule, "gpipe") != 0 && strcmp(d->parallel.schedule, "1f1b") != 0)
-        return MP_FAIL("parallel.schedule=%s: only the gpipe and 1f1b schedules run in this version (interleaved and "
-                       "2bw are simulated by `mindpipe sim` but not executed yet)", d->parallel.schedule);
-    if (strcmp(d->train.device, "cpu") != 0)
-        return MP_FAIL("train.device=%s: this build has only the CPU backend (configure --with-cuda)", d->train.device);
-    if (strcmp(d->train.precision, "fp32") != 0)
-        return MP_FAIL("train.precision=%s: the CPU backend computes in fp32 only", d->train.precision);
+    if (device_check(d->train.device, d->train.precision) != MP_OK) return MP_ERR;
     if (strcmp(d->memory.policy, "keep") != 0)
         return MP_FAIL("memory.policy=%s is not implemented in this version (only keep)", d->memory.policy);
     if (d->supernet.enabled) return MP_FAIL("supernet.enabled=1 is not implemented in this version");
-    if (d->debug.dump_activations >= 0 || d->debug.fail_at[0])
-        return MP_FAIL("debug.dump_activations / debug.fail_at are not implemented in this version");
+    if (d->debug.dump_activations >= 0)
+        return MP_FAIL("debug.dump_activations is not implemented in this version");
     return MP_OK;
 }
 
@@ -98,29 +93,29 @@ static int run_out_dir(run_t *r)
     return MP_OK;
 }
 
-void run_stage_range(const deck_t *d, int stage, int *layer0_p, int *nlayers_p)
+int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
 {
-    const int L = d->model.layers, pp = d->parallel.pp;
-    int start = 0, n = 0;
+    const int L = d->model.layers, pp = d->parallel.pp, v = deck_chunks_per_stage(d), K = pp * v;
+    int size[K], start[K];
     const char *p = d->pipeline.layers;
-    for (int s = 0; s <= stage; s++) {
-        start += n;
+    for (int k = 0, at = 0; k < K; k++) {
         if (*p) {
-            n = (int)strtol(p, (char **)&p, 10);
+            size[k] = (int)strtol(p, (char **)&p, 10);
             if (*p == ',') p++;
         } else {
-            n = L / pp + (s < L % pp ? 1 : 0);
+            size[k] = L / K + (k < L % K ? 1 : 0);
         }
+        start[k] = at;
+        at += size[k];
     }
-    *layer0_p = start;
-    *nlayers_p = n;
+    for (int c = 0; c < v; c++) layer0s[c] = start[c * pp + stage], nlayers_s[c] = size[c * pp + stage];
+    return v;
 }
 
 static void run_stage_layers(run_t *r)
 {
     r->pp = r->grid.size[GRID_PP];
     r->stage = r->grid.coord[GRID_PP];
-    run_stage_range(&r->deck, r->stage, &r->layer0, &r->nlayers);
 }
 
 /* r->gidx: where each of this rank's tensors sits in the whole model's canonical table. */
@@ -145,24 +140,26 @@ static int run_model(run_t *r)
     const int shards = d->parallel.zero ? r->grid.replica_size : 1;
     const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
     const int first = r->stage == 0, last = r->stage == r->pp - 1;
-    if (model_create(&r->model, &cfg, &r->arena, r->layer0, r->nlayers, first, last, shards, tp, tp_rank) != MP_OK)
+    int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
+    const int v = run_stage_chunks(d, r->stage, l0, nl);
+    if (model_create(&r->model, &cfg, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
         return MP_ERR;
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
     if (param_table_build(&r->gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
-    if (param_table_build(&r->stab, &cfg, r->layer0, r->nlayers, first, last, 1, 0) != MP_OK) goto err_gtab;
-    if (run_global_index(r) != MP_OK) goto err_stab;
+    if (run_global_index(r) != MP_OK) goto err_gtab;
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     param_init(&r->model.tab, r->model.params, d->train.seed);
+    if (strcmp(d->parallel.schedule, "2bw") == 0 && model_versions_create(&r->model) != MP_OK) goto err_scratch;
     r->model.prof = &r->prof;
     return MP_OK;
+err_scratch:
+    scratch_destroy(&r->scratch, &r->arena);
 err_acts:
     acts_destroy(&r->acts, &r->arena);
 err_gidx:
     free(r->gidx);
-err_stab:
-    param_table_free(&r->stab);
 err_gtab:
     param_table_free(&r->gtab);
 err_model:
@@ -187,7 +184,6 @@ static void run_model_free(run_t *r)
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
     free(r->gidx);
-    param_table_free(&r->stab);
     param_table_free(&r->gtab);
     model_destroy(&r->model);
 }

@@ -38,8 +38,7 @@ typedef struct {
     arena_t arena;
     model_t model;
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
-    param_table_t stab;      /* this pipeline stage's canonical table (tp = 1) */
-    int stage, pp, layer0, nlayers;
+    int stage, pp;
     int *gidx;               /* local entry i -> index of the same tensor in gtab */
     pipe_t *pipe;            /* the executor when pp > 1 */
     acts_t acts;
@@ -48,6 +47,7 @@ typedef struct {
     prof_t prof;             /* where the steps' time went (the first step is warm-up, not counted) */
     trace_t trace;           /* the timeline written to trace.json (ev NULL: not recording) */
     long step;               /* optimizer steps completed */
+    int stop;                /* a stop was requested (signals.h): drain, checkpoint and exit after this step */
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;
     char out_dir[4096];
@@ -62,9 +62,12 @@ typedef struct {
 int run_setup(run_t *r, const run_opts_t *o, int with_out_dir);
 void run_teardown(run_t *r);
 
-/* Blocks [*layer0_p, *layer0_p + *nlayers_p) of pipeline stage `stage`: pipeline.layers, or
- * L/pp each with the remainder on the first stages. */
-void run_stage_range(const deck_t *d, int stage, int *layer0_p, int *nlayers_p);
+/* The model chunks of pipeline stage `stage`: chunk c holds blocks [layer0s[c], layer0s[c] +
+ * nlayers_s[c]). The model is cut into K = pp × v chunks (v = deck_chunks_per_stage) of the sizes
+ * pipeline.layers lists, or L/K each with the remainder on the first; stage s holds chunks
+ * s, s + pp, s + 2pp, ... Returns v. */
+int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s);
+
 
 /* Every rank agrees on a step's status: MP_ERR on all ranks if any rank failed (a rank that
  * failed has printed why). Blocking collective over MPI_COMM_WORLD: setup and teardown only. */

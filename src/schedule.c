@@ -103,6 +103,28 @@ int sched_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, 
     return MP_OK;
 }
 
+int sched_build_2bw(instr_list_t *out, int stage, int pp, int m, int first, int drain)
+{
+    if (pp < 1 || m < 1 || stage < 0 || stage >= pp) return MP_FAIL("2bw: bad stage %d of pp=%d, m=%d", stage, pp, m);
+    instr_list_t l = {0};
+    const int w = pp - stage - 1 < m ? pp - stage - 1 : m;
+    int rc = MP_OK;
+    for (int f = 0; first && f < w; f++) rc |= emit_forward(&l, f, stage, pp, pp);
+    for (int b = 0; b < m; b++) {
+        const int f = b + w; /* f >= m: the next batch's micro-batch f - m */
+        if (f < m || !drain) rc |= emit_forward(&l, f, stage, pp, pp);
+        rc |= emit_backward(&l, b, stage, pp, pp);
+    }
+    rc |= push(&l, OP_REDUCE_GRADS, -1, -1, -1);
+    rc |= push(&l, OP_OPTIMIZER_STEP, -1, -1, -1);
+    if (rc != MP_OK) {
+        free(l.ins);
+        return MP_ERR;
+    }
+    *out = l;
+    return MP_OK;
+}
+
 void sched_free(instr_list_t *l)
 {
     free(l->ins);

@@ -10,8 +10,10 @@
  * Every schedule runs each chunk's backward passes in micro-batch order 0..m-1, the order in which
  * one rank accumulates gradients, so pipelining changes no arithmetic (DESIGN §4).
  *
- * 2bw's list for one step is 1f1b's; what differs is the executor's (not yet written): it does not
- * flush between steps and keeps two weight versions (PipeDream-2BW). */
+ * 2bw's list for one step in isolation is 1f1b's (what `mindpipe sim` shows). Run, 2bw does not
+ * flush between steps: sched_build_2bw's lists end a step with the forwards of the next batch's
+ * first micro-batches (micro-batch index m + j means the next batch's j), so consecutive steps
+ * join into one endless 1F1B stream; the executor keeps two weight versions (PipeDream-2BW). */
 #ifndef MP_SCHEDULE_H
 #define MP_SCHEDULE_H
 
@@ -46,5 +48,11 @@ int sched_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len)
  * or allocation). The list is freed with sched_free. */
 int sched_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, int v);
 void sched_free(instr_list_t *l);
+
+/* 2bw's list of `stage` for one step of a run without flushes. first: the previous step did not
+ * run this batch's first forwards (the run's first step, or after a drained one); drain: end the
+ * step with an empty pipeline (no forwards of the next batch: before an evaluation, a checkpoint
+ * or the end of the run). first = drain = 1 gives 1f1b's list. MP_OK or MP_ERR. */
+int sched_build_2bw(instr_list_t *out, int stage, int pp, int m, int first, int drain);
 
 #endif

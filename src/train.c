@@ -6,8 +6,11 @@
 #include <hdf5.h>
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ckpt.h"
@@ -17,7 +20,7 @@
 #include "optim.h"
 #include "pipe.h"
 #include "perf.h"
-#include "shard.h"
+#include "signals.h"
 #include "sim.h"
 
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
@@ -43,8 +46,18 @@ static void train_grads_ready(void *ctx, int layer)
     dp_progress(&r->dp);
 }
 
+/* Whether the loop evaluates, checkpoints or stops after step t (2bw drains its pipeline there). */
+static int train_boundary(const run_t *r, long t)
+{
+    const deck_t *d = &r->deck;
+    const long next = t + 1;
+    return r->stop || next >= d->train.steps || (d->train.eval_every > 0 && next % d->train.eval_every == 0) ||
+           (d->checkpoint.every > 0 && next % d->checkpoint.every == 0);
+}
+
 /* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over replicas
- * unless ZeRO-1 reduce-scatters them later). Returns the mean loss over the global batch. */
+ * unless ZeRO-1 reduce-scatters them later). Returns the mean loss over the global batch. Under
+ * 2bw the batch runs on the previous weight version W(t−1). */
 static double train_step_grads(run_t *r, long t)
 {
     const int mbs = r->deck.train.batch / (r->deck.train.micro_batch * r->grid.replica_size);
@@ -53,10 +66,14 @@ static double train_step_grads(run_t *r, long t)
     const int overlap = buckets && r->deck.parallel.overlap;
     double loss = 0.0;
     if (r->pipe) {
-        loss = pipe_step(r->pipe, r, t, train_fill, (float)(1.0 / tokens), overlap ? train_grads_ready : NULL);
+        loss = pipe_step(r->pipe, r, t, train_fill, (float)(1.0 / tokens), overlap ? train_grads_ready : NULL,
+                         train_boundary(r, t));
         wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the loss from the last stage");
     }
-    else model_grads_zero(&r->model); /* the executor zeroes its own */
+    else {
+        model_grads_zero(&r->model); /* the executor zeroes its own */
+        model_use_version(&r->model, 1);
+    }
     for (int mb = 0; mb < mbs && !r->pipe; mb++) {
         train_fill(r, &r->acts, t, mb);
         double t0 = perf_now();
@@ -69,12 +86,13 @@ static double train_step_grads(run_t *r, long t)
         trace_span(&r->trace, "backward", t, mb, t0);
     }
     r->model.grads_ready = NULL;
+    model_use_version(&r->model, 0);
     if (!r->pipe) model_grads_finish(&r->model); /* the executor did it, and summed the tied parts */
     if (buckets) {
         if (!overlap) { /* every bucket after the backward, in the same order */
             train_grads_ready(r, PARAM_RANGE_FINAL);
-            for (int l = r->model.tab.layer0 + r->model.tab.nlayers - 1; l >= r->model.tab.layer0; l--)
-                train_grads_ready(r, l);
+            for (int i = r->model.tab.nlayers - 1; i >= 0; i--)
+                train_grads_ready(r, param_block_layer(&r->model.tab, i));
         }
         train_grads_ready(r, PARAM_RANGE_EMBED);
         double t0 = perf_now();
@@ -124,6 +142,7 @@ static double train_update(run_t *r, double lr)
     }
     const double gnorm = sqrt(train_grad_sumsq(r, m->grads, s0, s1, zero));
     r->adam_t++;
+    model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
     optim_step(&m->tab, m->params, m->grads, m->m, m->v, &r->deck, (float)lr, r->adam_t,
                optim_clip_scale(gnorm, r->deck.train.grad_clip), s0, s1);
     if (r->dp_on && r->deck.parallel.zero) dp_allgather(&r->dp, m->params);
@@ -173,116 +192,86 @@ static void train_gather_moments(run_t *r, float **m_p, float **v_p)
     *v_p = v;
 }
 
-/* The stage's canonical tensors (stab layout) of bufs[3] (params, m, v in the local layout), on
- * the stage's TP rank 0 of replica 0: TP shards assembled there. Malloc'd (or bufs at tp = 1). */
-static void train_stage_canonical(run_t *r, float *const bufs[3], float *out[3])
+/* debug.fail_at = RANK:STEP[:write|:hang]: how this rank fails at step t. 'write' (mode 1) dies
+ * midway through the checkpoint written after step t; 'kill' (0) dies at its start; 'hang' (2) stops
+ * answering there (SIGSTOP), which its peers must turn into a timeout naming it. -1: not here. */
+enum { FAIL_KILL = 0, FAIL_WRITE = 1, FAIL_HANG = 2 };
+static int train_fail_mode(const run_t *r, long t)
 {
-    for (int k = 0; k < 3; k++) out[k] = bufs[k];
-    if (r->model.tab.tp == 1 || r->grid.replica_rank != 0) return;
-    const int root = r->grid.coord[GRID_TP] == 0;
-    for (int k = 0; k < 3; k++) {
-        out[k] = root ? MP_CALLOC(r->stab.total, sizeof(float)) : NULL;
-        if (root && !out[k]) MP_ABORT("out of memory assembling a checkpoint");
-        shard_gather(&r->model.tab, &r->stab, bufs[k], out[k], r->grid.comm[GRID_TP], &r->wait);
-    }
+    long rank = -1, step = -1;
+    char what[8] = "";
+    const char *v = r->deck.debug.fail_at;
+    if (!v[0] || sscanf(v, "%ld:%ld:%7s", &rank, &step, what) < 2) return -1;
+    if (rank != r->rank || step != t) return -1;
+    return !strcmp(what, "write") ? FAIL_WRITE : !strcmp(what, "hang") ? FAIL_HANG : FAIL_KILL;
+}
+static int train_fail_here(const run_t *r, long t, int write)
+{
+    return train_fail_mode(r, t) == (write ? FAIL_WRITE : FAIL_KILL);
 }
 
-/* The whole model's canonical tensors (gtab layout) on world rank 0, from every stage's leader
- * (TP rank 0 of replica 0). Returns malloc'd buffers on rank 0, NULL elsewhere; stage[] as given. */
-static void train_model_canonical(run_t *r, float *const stage[3], float *out[3])
+/* checkpoint.transfer on a part: auto takes independent transfers where ranks outnumber the node's
+ * cores (HDF5's internal collectives spin there). */
+static void train_ckpt_io(const run_t *r, ckpt_part_t *pt)
 {
-    for (int k = 0; k < 3; k++) out[k] = NULL;
-    if (r->grid.replica_rank != 0 || r->grid.coord[GRID_TP] != 0) return;
-    const int pp = r->pp, n = (int)r->stab.total;
-    int *counts = NULL, *displs = NULL, total = 0;
-    if (r->stage == 0 && (!(counts = MP_CALLOC((size_t)pp, sizeof(int))) || !(displs = MP_CALLOC((size_t)pp, sizeof(int)))))
-        MP_ABORT("out of memory assembling a checkpoint");
-    MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, r->grid.comm[GRID_PP]));
-    for (int s = 0; r->stage == 0 && s < pp; s++) displs[s] = total, total += counts[s];
-    for (int k = 0; k < 3; k++) {
-        float *all = r->stage == 0 ? MP_MALLOC((size_t)total * sizeof(float) + 1) : NULL;
-        if (r->stage == 0 && !all) MP_ABORT("out of memory assembling a checkpoint");
-        MPI_Request q;
-        MPI_CHECK(MPI_Igatherv(stage[k], n, MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, r->grid.comm[GRID_PP], &q));
-        wait_all(&r->wait, 1, &q, "the pipeline gather of a checkpoint");
-        if (r->stage != 0) continue;
-        if (!(out[k] = MP_CALLOC(r->gtab.total, sizeof(float)))) MP_ABORT("out of memory assembling a checkpoint");
-        for (int s = pp - 1; s >= 0; s--) { /* stage 0 last: its wte is the one kept */
-            param_table_t st;
-            int l0, nl;
-            run_stage_range(&r->deck, s, &l0, &nl);
-            if (param_table_build(&st, &r->model.cfg, l0, nl, s == 0, s == pp - 1, 1, 0) != MP_OK)
-                MP_ABORT("out of memory assembling a checkpoint");
-            table_copy_by_name(&r->gtab, out[k], &st, all + displs[s]);
-            param_table_free(&st);
-        }
-        free(all);
-    }
-    free(counts);
-    free(displs);
+    const char *t = r->deck.checkpoint.transfer;
+    pt->independent = !strcmp(t, "independent") || (!strcmp(t, "auto") && r->grid.node_size > sysconf(_SC_NPROCESSORS_ONLN));
+    pt->yield = r->wait.yield;
 }
 
-/* World rank 0 writes the canonical tensors (every replica holds the same parameters); all ranks
- * agree on the outcome. */
+/* The checkpoint of step r->step, written collectively: each stage's TP shards write their
+ * hyperslabs of the canonical tensors (one replica writes; with ZeRO-1 its moments are first
+ * gathered over the replicas), so nothing is assembled on one rank. */
 static int train_checkpoint(run_t *r)
 {
     char path[4300];
     const int zero = r->dp_on && r->deck.parallel.zero;
-    float *local[3] = {r->model.params, r->model.m, r->model.v}, *stage[3], *canon[3];
-    if (zero) train_gather_moments(r, &local[1], &local[2]);
-    train_stage_canonical(r, local, stage);
-    if (r->pp > 1) train_model_canonical(r, stage, canon);
-    else
-        for (int k = 0; k < 3; k++) canon[k] = stage[k];
-    int rc = MP_OK;
-    if (r->rank == 0) {
-        snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
-        ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed, .deck = NULL};
-        snprintf(st.layout, sizeof st.layout, "dp=%d tp=%d pp=%d sp=%d zero=%d", r->grid.size[GRID_DP],
-                 r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero);
-        rc = ckpt_write(path, &r->gtab, canon[0], canon[1], canon[2], &st, r->deck_text);
-        if (rc == MP_OK) runlog_printf(&r->log, "checkpoint %s", path);
-        snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
-        if (rc == MP_OK) rc = ckpt_prune(path, r->deck.checkpoint.keep);
-    }
-    for (int k = 0; k < 3; k++) {
-        if (canon[k] != stage[k]) free(canon[k]);
-        if (stage[k] != local[k]) free(stage[k]);
-    }
+    float *m = r->model.m, *v = r->model.v;
+    if (zero) train_gather_moments(r, &m, &v);
+    const int owner = r->grid.replica_rank == 0;
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->model.tab, .owner = owner,
+                      .bufs = {r->model.params, r->model.params_old, m ? m : r->model.m, v ? v : r->model.v},
+                      .fail_midway = train_fail_here(r, r->step - 1, 1)};
+    train_ckpt_io(r, &pt);
+    ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
+                       .data_cursor = r->step * r->deck.train.batch, .weight_versions = r->model.params_old ? 2 : 1};
+    snprintf(st.layout, sizeof st.layout, "dp=%d tp=%d pp=%d sp=%d zero=%d v=%d", r->grid.size[GRID_DP],
+             r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero,
+             r->model.tab.nchunks);
+    snprintf(st.schedule, sizeof st.schedule, "%.60s", r->deck.parallel.schedule);
+    snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
+    int rc = ckpt_write_parallel(path, &r->gtab, &pt, &st, r->deck_text);
     if (zero) {
-        free(local[1]);
-        free(local[2]);
+        free(m == r->model.m ? NULL : m);
+        free(v == r->model.v ? NULL : v);
+    }
+    if (rc == MP_OK && r->rank == 0) {
+        runlog_printf(&r->log, "checkpoint %s", path);
+        snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
+        rc = ckpt_prune(path, r->deck.checkpoint.keep);
     }
     int bad = rc != MP_OK;
     wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
     return bad ? MP_ERR : MP_OK;
 }
 
-/* Every rank reads the whole canonical checkpoint (it is layout-free) and keeps its TP shard and,
- * with ZeRO-1, its replica's shard of the moments. */
+/* Every rank reads its own shard of the canonical checkpoint (any layout wrote it); with ZeRO-1
+ * it keeps its replica's part of the moments. */
 static int train_read_checkpoint(run_t *r, const char *path, ckpt_state_t *st)
 {
-    const size_t n = r->gtab.total;
-    float *g[3];
-    for (int k = 0; k < 3; k++)
-        if (!(g[k] = MP_CALLOC(n, sizeof(float)))) MP_ABORT("out of memory reading %s", path);
-    int rc = ckpt_read(path, &r->gtab, g[0], g[1], g[2], st);
-    if (rc == MP_OK) {
-        const int zero = r->dp_on && r->deck.parallel.zero;
-        float *mv = zero ? MP_CALLOC(r->model.alloc, sizeof(float)) : NULL;
-        float *sbuf = MP_CALLOC(r->stab.total, sizeof(float));
-        if ((zero && !mv) || !sbuf) MP_ABORT("out of memory reading %s", path);
-        const size_t off = zero ? (size_t)r->grid.replica_rank * r->model.mv_len : 0;
-        for (int k = 0; k < 3; k++) { /* whole model -> this stage (by name) -> this TP shard */
-            float *dst = k == 0 ? r->model.params : k == 1 ? r->model.m : r->model.v;
-            table_copy_by_name(&r->stab, sbuf, &r->gtab, g[k]);
-            shard_extract(&r->model.tab, &r->stab, sbuf, k > 0 && zero ? mv : dst);
-            if (k > 0 && zero) memcpy(dst, mv + off, r->model.mv_len * sizeof(float));
-        }
-        free(mv);
-        free(sbuf);
+    const int zero = r->dp_on && r->deck.parallel.zero;
+    float *mv[2] = {r->model.m, r->model.v};
+    for (int k = 0; zero && k < 2; k++)
+        if (!(mv[k] = MP_CALLOC(r->model.alloc, sizeof(float)))) MP_ABORT("out of memory reading %s", path);
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->model.tab, .owner = r->grid.replica_rank == 0,
+                      .bufs = {r->model.params, r->model.params_old, mv[0], mv[1]}};
+    train_ckpt_io(r, &pt);
+    int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
+    const size_t off = (size_t)r->grid.replica_rank * r->model.mv_len;
+    for (int k = 0; zero && k < 2; k++) {
+        if (rc == MP_OK) memcpy(k ? r->model.v : r->model.m, mv[k] + off, r->model.mv_len * sizeof(float));
+        free(mv[k]);
     }
-    for (int k = 0; k < 3; k++) free(g[k]);
     return rc;
 }
 
@@ -349,20 +338,40 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
                   r->step, d->train.steps, loss, val, lr, gnorm, tok_s, 100.0 * mfu,
                   (double)r->arena.peak / 1048576.0);
     /* peak memory of every stage (the pp group of rank 0), gathered for the metrics line */
-    unsigned long long mine = r->arena.peak, peaks[SIM_MAX_STAGES] = {0};
+    /* and the most micro-batches each stage had stashed (pipeline slots in use) */
+    unsigned long long mine[2] = {r->arena.peak, r->pipe ? (unsigned long long)r->pipe->stash_peak : 1};
+    unsigned long long peaks[2 * SIM_MAX_STAGES] = {0};
     MPI_Request q;
-    MPI_CHECK(MPI_Igather(&mine, 1, MPI_UNSIGNED_LONG_LONG, peaks, 1, MPI_UNSIGNED_LONG_LONG, 0, r->grid.comm[GRID_PP], &q));
+    MPI_CHECK(MPI_Igather(mine, 2, MPI_UNSIGNED_LONG_LONG, peaks, 2, MPI_UNSIGNED_LONG_LONG, 0, r->grid.comm[GRID_PP], &q));
     wait_all(&r->wait, 1, &q, "the per-stage memory report");
-    char mem[SIM_MAX_STAGES * 24] = "";
-    for (int s = 0, o = 0; s < r->pp && o < (int)sizeof mem - 24; s++)
-        o += snprintf(mem + o, sizeof mem - (size_t)o, "%s%llu", s ? "," : "", peaks[s]);
+    char mem[SIM_MAX_STAGES * 24] = "", stash[SIM_MAX_STAGES * 24] = "";
+    for (int s = 0, o = 0, o2 = 0; s < r->pp && o < (int)sizeof mem - 24; s++) {
+        o += snprintf(mem + o, sizeof mem - (size_t)o, "%s%llu", s ? "," : "", peaks[2 * s]);
+        o2 += snprintf(stash + o2, sizeof stash - (size_t)o2, "%s%llu", s ? "," : "", peaks[2 * s + 1]);
+    }
     char valj[64] = "";
     if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
     runlog_metrics(&r->log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
-                   "\"mfu\":%.5f,\"peak_mem_bytes\":[%s],\"bubble\":%.4f,\"bubble_theory\":%.4f",
-                   r->step, loss, valj, lr, gnorm, tok_s, mfu, mem, bubble, theory);
+                   "\"mfu\":%.5f,\"peak_mem_bytes\":[%s],\"stash_peak\":[%s],\"bubble\":%.4f,\"bubble_theory\":%.4f",
+                   r->step, loss, valj, lr, gnorm, tok_s, mfu, mem, stash, bubble, theory);
 }
 
+/* [debug] fail_at = RANK:STEP: that rank dies (SIGKILL, no chance to clean up) as step STEP
+ * begins, as a node failure would take it; RANK:STEP:hang stops it (SIGSTOP) once the step's
+ * stop-request agreement is behind it, so its pipeline peers wait for it: for the recovery tests. */
+static void train_fail_at(const run_t *r, long t, int agreed)
+{
+    const int mode = train_fail_mode(r, t);
+    if (mode == (agreed ? FAIL_HANG : FAIL_KILL)) {
+        fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s at step %ld\n", r->deck.debug.fail_at, r->rank,
+                agreed ? "stops answering (SIGSTOP)" : "kills itself", t);
+        fflush(stderr);
+        raise(agreed ? SIGSTOP : SIGKILL);
+    }
+}
+
+/* MP_OK, MP_ERR, or MP_STOPPED: a stop signal arrived; the checkpoint of the last step is written. */
+#define MP_STOPPED 2
 static int train_loop(run_t *r)
 {
     const deck_t *d = &r->deck;
@@ -370,6 +379,12 @@ static int train_loop(run_t *r)
     const long first = r->step;
     while (r->step < d->train.steps) {
         long t = r->step;
+        train_fail_at(r, t, 0);
+        /* every rank agrees to stop at the same step, whichever got the signal */
+        int sig = signals_pending();
+        wait_allreduce(&r->wait, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the stop-request agreement");
+        train_fail_at(r, t, 1);
+        r->stop = sig != 0;
         double t0 = perf_now(), gnorm = 0.0;
         double loss = train_step_grads(r, t);
         double lr = optim_lr(d, t), t1 = perf_now();
@@ -393,6 +408,13 @@ static int train_loop(run_t *r)
             double t3 = perf_now();
             if (train_checkpoint(r) != MP_OK) return MP_ERR;
             trace_span(&r->trace, "checkpoint", t, -1, t3);
+        } else if (r->stop && train_checkpoint(r) != MP_OK) {
+            return MP_ERR;
+        }
+        if (r->stop && !last) {
+            runlog_printf(&r->log, "stop requested by signal %d: checkpoint of step %ld written; exiting with status %d "
+                          "(resume with --resume auto)", sig, r->step, MP_EXIT_REQUEUE);
+            return MP_STOPPED;
         }
     }
     return MP_OK;
@@ -434,9 +456,12 @@ static void train_describe_holdings(const run_t *r, char *buf, size_t n)
     const param_table_t *t = &r->model.tab;
     const int hl = r->deck.model.heads / t->tp, vl = t->vocab_pad / t->tp;
     const int per = r->deck.train.batch / r->grid.replica_size, s0 = r->grid.replica_rank * per;
-    snprintf(buf, n, "layers %d-%d, heads %d-%d, vocab rows %d-%d, samples %d-%d", t->layer0,
-             t->layer0 + t->nlayers - 1, t->tp_rank * hl, (t->tp_rank + 1) * hl - 1, t->tp_rank * vl,
-             (t->tp_rank + 1) * vl - 1, s0, s0 + per - 1);
+    char layers[GRID_HOLDS_MAX / 2] = "";
+    for (int c = 0, o = 0; c < t->nchunks && o < (int)sizeof layers - 16; c++)
+        o += snprintf(layers + o, sizeof layers - (size_t)o, "%s%d-%d", c ? "," : "", t->chunk_layer0[c],
+                      t->chunk_layer0[c] + t->chunk_nlayers[c] - 1);
+    snprintf(buf, n, "layers %s, heads %d-%d, vocab rows %d-%d, samples %d-%d", layers, t->tp_rank * hl,
+             (t->tp_rank + 1) * hl - 1, t->tp_rank * vl, (t->tp_rank + 1) * vl - 1, s0, s0 + per - 1);
 }
 
 int train_main(const run_opts_t *opts)
@@ -465,7 +490,10 @@ int train_main(const run_opts_t *opts)
     long s0 = r.step;
     energy_t en;
     energy_start(&en);
+    signals_install();
     if (rc == MP_OK) rc = train_loop(&r);
+    const int stopped = rc == MP_STOPPED;
+    if (stopped) rc = MP_OK;
     if (r.trace.ev) {
         char path[4300], label[128];
         snprintf(path, sizeof path, "%s/trace.json", r.out_dir);
@@ -488,7 +516,7 @@ int train_main(const run_opts_t *opts)
         train_report_profile(&r);
     }
     run_teardown(&r);
-    return rc == MP_OK ? 0 : 1;
+    return rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
 }
 
 /* /grad, /batch and the loss, added to the checkpoint file that debug-grads wrote. */

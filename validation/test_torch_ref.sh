@@ -1,6 +1,7 @@
 #!/bin/sh
 # MindPipe's math against PyTorch (Debian's python3-torch through /usr/bin/python3): the loss and
-# every parameter's gradient of one step, and 10 AdamW steps' losses, grad norms and final weights.
+# every parameter's gradient of one step, and 10 AdamW steps' losses, grad norms and final weights,
+# under the plain update rule and under PipeDream-2BW's.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
     echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy: apt-get install python3-torch python3-h5py python3-numpy"
@@ -41,6 +42,18 @@ for variant in base odd; do
     torch_check "$variant" train "$SCRATCH/g_$variant.h5" --data "$data" --metrics "$SCRATCH/run_$variant/metrics.jsonl" \
         --final "$SCRATCH/run_$variant/ckpt/step_00000010.h5"
 done
+# PipeDream-2BW's update rule (DESIGN §4), on one rank (the pipelines match it bitwise: test_pp.sh):
+# the run follows W(t+1) = W(t) - AdamW(grad f_t(W(t-1))) and does not follow the plain rule.
+"$MINDPIPE" train -c "$deck" --set data.path="$data" --set parallel.schedule=2bw --quiet --out "$SCRATCH/run_2bw" \
+    > "$SCRATCH/tr.out" 2>&1
+ok $? "2bw: mindpipe train 10 steps"
+torch_check "2bw" train "$SCRATCH/g_base.h5" --data "$data" --metrics "$SCRATCH/run_2bw/metrics.jsonl" \
+    --final "$SCRATCH/run_2bw/ckpt/step_00000010.h5" --rule 2bw
+"$TORCH_PYTHON" "$ref" train "$SCRATCH/g_base.h5" --data "$data" --metrics "$SCRATCH/run_2bw/metrics.jsonl" \
+    --final "$SCRATCH/run_2bw/ckpt/step_00000010.h5" > "$SCRATCH/plain.out" 2>&1
+[ $? -eq 1 ] && [ "$(grep -c '^FAIL' "$SCRATCH/plain.out")" -eq 3 ]
+ok $? "2bw: the plain AdamW rule misses the 2bw run (losses, grad norms and final weights all off)"
+sed 's/^/# plain rule: /' "$SCRATCH/plain.out"
 grep -q '"grad_norm"' "$SCRATCH/run_odd/metrics.jsonl" && "$TORCH_PYTHON" -c "
 import json,sys
 r=[json.loads(l) for l in open('$SCRATCH/run_odd/metrics.jsonl')]

@@ -9,6 +9,8 @@
       Trains from FILE's weights exactly as MindPipe does (sampler, warmup + cosine, global-norm
       clipping, AdamW with decay on matrices only) for as many steps as METRICS has lines, and
       compares every step's loss and grad norm, and the final weights.
+      --rule 2bw: PipeDream-2BW's update W(t+1) = W(t) - AdamW(grad f_t(W(t-1))), W(-1) = W(0): each
+      step's loss and gradient are those of batch t on the previous weights (DESIGN §4).
 
 Output: one line per check, "PASS what" or "FAIL what"; exit status 1 if any failed.
 Error measure for tensors: ||a - b||_2 / ||b||_2 (norm-wise relative).
@@ -186,18 +188,23 @@ def cmd_train(args):
     worst_loss = worst_norm = 0.0
     by_step = {r["step"]: r for r in rows}
     steps = max(by_step)
+    two_bw = args.rule == "2bw"
+    W = {n: p.detach().clone().requires_grad_() for n, p in P.items()} if two_bw else P  # W(t-1)
     for t in range(steps):
         inp, tgt = sample_batch(train, seed, t, batch, cfg["seq_len"])
-        for p in P.values():
+        for p in W.values():
             p.grad = None
-        loss = gpt_loss(P, torch.tensor(inp), torch.tensor(tgt), cfg)
+        loss = gpt_loss(W, torch.tensor(inp), torch.tensor(tgt), cfg)
         loss.backward()
+        grads = {n: p.grad for n, p in W.items()}
+        if two_bw:  # the next batch runs on this step's W(t)
+            W = {n: p.detach().clone().requires_grad_() for n, p in P.items()}
         with torch.no_grad():
-            norm = math.sqrt(sum(float((p.grad.double() ** 2).sum()) for p in P.values()))
+            norm = math.sqrt(sum(float((g.double() ** 2).sum()) for g in grads.values()))
             scale = clip / norm if clip > 0 and norm > clip else 1.0
             lr = lr_at(d, t)
             for n, p in P.items():
-                g = p.grad * scale
+                g = grads[n] * scale
                 m[n].mul_(b1).add_((1 - b1) * g)
                 v[n].mul_(b2).add_((1 - b2) * g * g)
                 mhat, vhat = m[n] / (1 - b1 ** (t + 1)), v[n] / (1 - b2 ** (t + 1))
@@ -207,8 +214,9 @@ def cmd_train(args):
         if r is not None:
             worst_loss = max(worst_loss, abs(r["loss"] - loss.item()) / abs(loss.item()))
             worst_norm = max(worst_norm, abs(r["grad_norm"] - norm) / norm)
-    check(worst_loss <= 1e-4, f"{steps} AdamW steps: every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
-    check(worst_norm <= 1e-3, f"{steps} AdamW steps: every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
+    rule = f"{args.rule} rule"
+    check(worst_loss <= 1e-4, f"{steps} AdamW steps ({rule}): every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
+    check(worst_norm <= 1e-3, f"{steps} AdamW steps ({rule}): every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
     if args.final:
         with h5py.File(args.final, "r") as f:
             worst, name = max((rel(*comparable(n, np.array(f["model"][n]), P[n].detach().numpy(), cfg)), n) for n in P)
@@ -227,6 +235,7 @@ def main():
     t.add_argument("--data", required=True)
     t.add_argument("--metrics", required=True)
     t.add_argument("--final")
+    t.add_argument("--rule", choices=["plain", "2bw"], default="plain")
     args = ap.parse_args()
     torch.set_num_threads(1)
     (cmd_grads if args.cmd == "grads" else cmd_train)(args)

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Pipeline benchmark on one 2-core node: 1f1b at pp=2 (1 thread per stage) against one rank with
-2 threads, same global batch, for m = 4, 8 and 16 micro-batches of one sequence (small shape).
+"""Pipeline benchmark on one 2-core node: pp=2 (1 thread per stage) against one rank with 2 threads,
+same global batch, for m = 4, 8 and 16 micro-batches of one sequence (small shape); 1f1b, and at
+m = 8 also gpipe, interleaved (v = 2) and 2bw. Each point is the median of --runs runs, alternating
+the one-rank and the pipeline run.
 
-  /usr/bin/python3 validation/bench/bench_pipeline.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
+  /usr/bin/python3 validation/bench/bench_pipeline.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 3]
 
 Reported per m: tokens/s of both, the ratio, the schedule's theoretical bubble (p-1)/(m+p-1), the
 measured bubble (share of a step stage 0 spent blocked on pipeline receives, from metrics.jsonl),
@@ -42,18 +44,29 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mindpipe", default="src/mindpipe")
     ap.add_argument("--data", default="data/kjv.h5")
+    ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
     a.data = os.path.abspath(a.data)
     T = SHAPE["seq_len"]
-    print("| m | 1 rank x 2 threads tok/s | pp=2 1f1b x 1 thread tok/s | ratio | bubble theory | bubble measured | overhead beyond theory |")
-    print("|---|---|---|---|---|---|---|")
+    points = [(m, "1f1b", {}) for m in (4, 8, 16)]
+    points += [(8, "gpipe", {}), (8, "interleaved", {"parallel.virtual_stages": 2}), (8, "2bw", {})]
+    print(f"median of {a.runs} runs each (range in brackets)\n")
+    print("| m | schedule | 1 rank x 2 threads tok/s | pp=2 x 1 thread tok/s | ratio | bubble theory | bubble measured | overhead beyond theory |")
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
-        for m in (4, 8, 16):
-            t1, _, _ = run(a, 1, 2, m, {}, tmp)
-            tp, measured, theory = run(a, 2, 1, m, {"parallel.pp": 2, "parallel.schedule": "1f1b"}, tmp)
+        for m, sched, extra in points:
+            one, pipe = [], []
+            for _ in range(a.runs):
+                one.append(run(a, 1, 2, m, {}, tmp))
+                pipe.append(run(a, 2, 1, m, {"parallel.pp": 2, "parallel.schedule": sched, **extra}, tmp))
+            t1 = statistics.median(r[0] for r in one)
+            tp = statistics.median(r[0] for r in pipe)
+            measured = statistics.median(r[1] for r in pipe)
+            theory = pipe[0][2]
             over = tp / (t1 / (1 - theory)) - 1
-            print(f"| {m} | {m * T / t1:.0f} | {m * T / tp:.0f} | {t1 / tp:.2f}x | {theory:.3f} | {measured:.3f} | "
-                  f"{100 * over:+.1f}% |", flush=True)
+            rng = lambda rs: f"{min(m * T / r[0] for r in rs):.0f}-{max(m * T / r[0] for r in rs):.0f}"
+            print(f"| {m} | {sched} | {m * T / t1:.0f} ({rng(one)}) | {m * T / tp:.0f} ({rng(pipe)}) | {t1 / tp:.2f}x | "
+                  f"{theory:.3f} | {measured:.3f} | {100 * over:+.1f}% |", flush=True)
 
 
 if __name__ == "__main__":

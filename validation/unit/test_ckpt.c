@@ -158,7 +158,7 @@ static void test_round_trip(const tiny_t *t)
     H5Aread(a, H5T_NATIVE_INT, &dim);
     H5Aclose(a);
     H5Fclose(f);
-    tap_ok(ok && fmt == 1 && dim == 8, "file layout: /model/wte (32, 8) float32 with checksum, 1-D vectors, /state");
+    tap_ok(ok && fmt == 2 && dim == 8, "file layout: /model/wte (32, 8) float32 with checksum, 1-D vectors, /state");
 
     memset(p, 0, n * sizeof(float));
     rc = ckpt_read(path, &t->tab, p, NULL, NULL, &st);

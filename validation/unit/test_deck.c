@@ -102,7 +102,7 @@ static const char *full_deck =
     "[data]\npath = /abs/kjv.h5\n"
     "[parallel]\ndp = 3\ntp = 2\npp = 2\nsp = 1\nvirtual_stages = 2\nzero = true\norder = pp-sp-dp-tp\n"
     "schedule = interleaved\nwait = spin\ntimeout = 0\n"
-    "[pipeline]\nlayers = 2,4\n"
+    "[pipeline]\nlayers = 2,1,1,2\n"
     "[memory]\ndevice_limit = 2GiB\npolicy = recompute\n"
     "[checkpoint]\nevery = 200\nkeep = 0\n"
     "[supernet]\nenabled = 1\nwindow = 4\ncandidates = \"mlp1,mlp2\"\n"
@@ -133,7 +133,7 @@ static void test_full(void)
                !strcmp(d.parallel.schedule, "interleaved") && !strcmp(d.parallel.wait, "spin") &&
                d.parallel.timeout == 0,
            "full deck: parallel (zero = true is 1)");
-    tap_ok(!strcmp(d.pipeline.layers, "2,4") && d.memory.device_limit == 2ull << 30 &&
+    tap_ok(!strcmp(d.pipeline.layers, "2,1,1,2") && d.memory.device_limit == 2ull << 30 &&
                !strcmp(d.memory.policy, "recompute") && d.checkpoint.every == 200 && d.checkpoint.keep == 0 &&
                d.supernet.enabled == 1 && d.supernet.window == 4 && !strcmp(d.supernet.candidates, "mlp1,mlp2") &&
                d.debug.dump_activations == 7 && !strcmp(d.debug.fail_at, "3:120") &&

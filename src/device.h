@@ -1,0 +1,9 @@
+/* train.device and train.precision: which backend runs the model (DESIGN §8). */
+#ifndef MP_DEVICE_H
+#define MP_DEVICE_H
+
+/* MP_OK when this build and this node can run the deck's device and precision; otherwise a message
+ * naming the key, what is missing and what to set instead, and MP_ERR. Not collective. */
+int device_check(const char *device, const char *precision);
+
+#endif
