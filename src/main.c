@@ -14,6 +14,7 @@
 #include "kernels.h"
 #include "perf.h"
 #include "schedule.h"
+#include "selftest.h"
 #include "sim.h"
 #include "train.h"
 
@@ -31,6 +32,7 @@ static void usage(FILE *f)
             "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
             "  sim --schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list]\n"
             "                                                  (simulate a pipeline schedule: validity, bubble)\n"
+            "  selftest --device cpu|cuda[:N] [--verbose]       (each CUDA kernel against its CPU twin)\n"
             "  --version | --help\n");
 }
 
@@ -42,6 +44,8 @@ typedef struct {
     int threads, pp, m, v, list;
     const char *schedule;
     const char *positional;
+    const char *device;
+    int verbose;
 } cli_t;
 
 /* MP_OK, or MP_ERR after printing what is wrong with the arguments. */
@@ -67,6 +71,8 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--m") && has_val) c->m = atoi(argv[++i]);
         else if (!strcmp(a, "--v") && has_val) c->v = atoi(argv[++i]);
         else if (!strcmp(a, "--list")) c->list = 1;
+        else if (!strcmp(a, "--device") && has_val) c->device = argv[++i];
+        else if (!strcmp(a, "--verbose")) c->verbose = 1;
         else if (a[0] != '-' && !c->positional) c->positional = a;
         else return MP_FAIL("unknown or incomplete option '%s' for '%s' (see mindpipe --help)", a, argv[1]);
     }
@@ -130,6 +136,7 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         return 0;
     }
     if (!strcmp(cmd, "sim")) return cmd_sim(c);
+    if (!strcmp(cmd, "selftest")) return selftest_run(c->device ? c->device : "cuda", c->verbose);
     if (!strcmp(cmd, "deck-reference")) {
         deck_print_reference(stdout);
         return 0;

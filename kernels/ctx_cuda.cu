@@ -1,0 +1,122 @@
+// The GPU context: device, streams, cuBLAS handle and the scratch workspace every cu_ call shares.
+#include <string.h>
+
+#include "cuda_check.h"
+#include "kernels_cuda.h"
+
+const char *mp_cublas_status_name(cublasStatus_t status)
+{
+    switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE (bad dimension or leading dimension)";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH (feature absent on this GPU)";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: return "unknown cublasStatus_t";
+    }
+}
+
+// Reports a failed setup call; true when it failed.
+static bool setup_failed(cudaError_t rc, const char *what)
+{
+    if (rc == cudaSuccess) return false;
+    MP_ERROR("CUDA setup failed: %s: %s", what, cudaGetErrorString(rc));
+    return true;
+}
+
+// Checks the return code, not the count: without a driver cudaGetDeviceCount returns
+// cudaErrorInsufficientDriver (or cudaErrorNoDevice) and leaves the count untouched.
+static int ctx_pick_device(int device)
+{
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) return MP_FAIL("no usable CUDA device: %s", cudaGetErrorString(rc));
+    if (n < 1) return MP_FAIL("no usable CUDA device: the driver reports none");
+    if (device < 0 || device >= n)
+        return MP_FAIL("CUDA device %d does not exist: this node has %d (ordinals 0..%d)", device, n, n - 1);
+    if (setup_failed(cudaSetDevice(device), "cudaSetDevice")) return MP_ERR;
+    return MP_OK;
+}
+
+int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
+{
+    cublasStatus_t st;
+    memset(ctx, 0, sizeof *ctx);
+    if (precision != CU_FP32 && precision != CU_BF16)
+        return MP_FAIL("unknown precision %d (0 fp32, 1 bf16)", precision);
+    if (ctx_pick_device(device) != MP_OK) return MP_ERR;
+    ctx->device = device;
+    ctx->precision = precision;
+    // Non-blocking: the legacy default stream must not serialise compute against communication.
+    if (setup_failed(cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking), "compute stream"))
+        goto err;
+    if (setup_failed(cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking), "comm stream")) goto err_compute;
+    if (setup_failed(cudaStreamCreateWithFlags(&ctx->offload, cudaStreamNonBlocking), "offload stream"))
+        goto err_comm;
+    st = cublasCreate(&ctx->blas);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        MP_ERROR("cublasCreate failed: %s", mp_cublas_status_name(st));
+        goto err_offload;
+    }
+    // Default math: fp32 products stay fp32 (no TF32) unless NVIDIA_TF32_OVERRIDE=1 is set.
+    if (cublasSetStream(ctx->blas, ctx->compute) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetMathMode(ctx->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) {
+        MP_ERROR("cuBLAS handle setup failed");
+        goto err_blas;
+    }
+    return MP_OK;
+err_blas:
+    cublasDestroy(ctx->blas);
+err_offload:
+    cudaStreamDestroy(ctx->offload);
+err_comm:
+    cudaStreamDestroy(ctx->comm);
+err_compute:
+    cudaStreamDestroy(ctx->compute);
+err:
+    memset(ctx, 0, sizeof *ctx);
+    return MP_ERR;
+}
+
+void cu_ctx_destroy(cu_ctx_t *ctx)
+{
+    if (!ctx->blas) return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    if (ctx->scratch) CUDA_CHECK(cudaFree(ctx->scratch));
+    CUBLAS_CHECK(cublasDestroy(ctx->blas));
+    CUDA_CHECK(cudaStreamDestroy(ctx->offload));
+    CUDA_CHECK(cudaStreamDestroy(ctx->comm));
+    CUDA_CHECK(cudaStreamDestroy(ctx->compute));
+    memset(ctx, 0, sizeof *ctx);
+}
+
+int cu_ctx_reserve(cu_ctx_t *ctx, size_t bytes)
+{
+    if (bytes <= ctx->scratch_bytes) return MP_OK;
+    CUDA_CHECK(cudaStreamSynchronize(ctx->compute));
+    if (ctx->scratch) CUDA_CHECK(cudaFree(ctx->scratch));
+    ctx->scratch = NULL;
+    ctx->scratch_bytes = 0;
+    cudaError_t rc = cudaMalloc(&ctx->scratch, bytes);
+    if (rc != cudaSuccess) {
+        ctx->scratch = NULL;
+        return MP_FAIL("cannot allocate %zu bytes of CUDA scratch: %s", bytes, cudaGetErrorString(rc));
+    }
+    ctx->scratch_bytes = bytes;
+    return MP_OK;
+}
+
+void *cu_ctx_scratch(cu_ctx_t *ctx, size_t bytes)
+{
+    if (bytes > ctx->scratch_bytes && cu_ctx_reserve(ctx, bytes) != MP_OK)
+        MP_ABORT("CUDA scratch of %zu bytes does not fit: reserve it with cu_ctx_reserve before the arena, "
+                 "or give the arena a larger margin", bytes);
+    return ctx->scratch;
+}
+
+void cu_ctx_sync(cu_ctx_t *ctx) { CUDA_CHECK(cudaStreamSynchronize(ctx->compute)); }

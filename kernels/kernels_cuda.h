@@ -1,0 +1,152 @@
+/* MindPipe compute kernels on the GPU: kernels.h one-to-one with a cu_ prefix, plus the context they
+ * run in and the device-memory arena. Plain C (the trainer's .c files call it); implemented in the
+ * kernels/..._cuda.cu files. Dimension letters, layouts and the = / += contract of every function
+ * are those of kernels.h; what differs is said here.
+ *
+ * All tensor pointers are device pointers. Every function takes the context first and only enqueues
+ * work on ctx->compute: nothing synchronises except where a result comes back to the host
+ * (cu_sumsq). Reductions are deterministic: per-block partials summed in a fixed order, never float
+ * atomics, so a rerun on the same GPU model gives the same bits.
+ *
+ * Products (matmul_*, attention's four) honour ctx->precision: fp32 runs cublasSgemm*; bf16 rounds
+ * both inputs of each product from the fp32 master copies into context scratch and runs
+ * cublasGemm(StridedBatched)Ex with CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F accumulation and fp32
+ * output. Everything else is fp32 in both modes. */
+#ifndef MP_KERNELS_CUDA_H
+#define MP_KERNELS_CUDA_H
+
+#include <stddef.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- context ---- */
+enum { CU_FP32 = 0, CU_BF16 = 1 };
+
+typedef struct {
+    int device;             /* CUDA ordinal */
+    int precision;          /* CU_FP32 or CU_BF16 (products only); may be changed between calls */
+    cublasHandle_t blas;    /* bound to `compute` */
+    cudaStream_t compute;   /* every kernel and product */
+    cudaStream_t comm;      /* pipeline p2p and data-parallel collectives */
+    cudaStream_t offload;   /* host <-> device copies of stashed activations */
+    void *scratch;          /* device workspace: bf16 copies of product inputs, reduction partials */
+    size_t scratch_bytes;   /* its capacity */
+} cu_ctx_t;
+
+/* Selects `device`, creates the streams and the cuBLAS handle. 0, or -1 after a message (no driver,
+ * no device, device out of range, ...); on failure nothing is left allocated. */
+int cu_ctx_init(cu_ctx_t *ctx, int device, int precision);
+/* Waits for the streams, frees the scratch, destroys handle and streams. */
+void cu_ctx_destroy(cu_ctx_t *ctx);
+/* Allocates the scratch up front (before the arena takes the free memory): bytes for the largest
+ * call. 0, or -1 after a message. Without it, scratch grows on first use. */
+int cu_ctx_reserve(cu_ctx_t *ctx, size_t bytes);
+/* Device scratch of at least `bytes`, valid until the next call that uses scratch. Growing waits for
+ * `compute` first (the old block may still be in use); failure to grow is fatal. */
+void *cu_ctx_scratch(cu_ctx_t *ctx, size_t bytes);
+/* Blocks until all work enqueued on ctx->compute is done; fatal on a device error. */
+void cu_ctx_sync(cu_ctx_t *ctx);
+/* Scratch bytes a product call needs in bf16 mode for inputs of n_a and n_b floats (planning aid
+ * for cu_ctx_reserve). */
+size_t cu_gemm_scratch_bytes(size_t n_a, size_t n_b);
+
+/* One (strided-batched) product in the row-major convention of kernels.h, routed by precision:
+ * C (m,n) = alpha · op(A) (m,k) · op(B) (k,n) + beta · C for each of `batch` items, A, B, C
+ * advancing by stride_a/b/c elements; trans_* nonzero means the stored matrix is transposed
+ * (A stored (k,m) with leading dimension lda). Used by matmul and attention. */
+void cu_gemm(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *A, int lda,
+             long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C, int ldc,
+             long long stride_c, int batch);
+
+/* ---- token + position embedding ---- */
+void cu_encoder_forward(cu_ctx_t *ctx, float *out, const int *tokens, const float *wte, const float *wpe, int B,
+                        int T, int C, int v0, int vn);
+void cu_position_forward(cu_ctx_t *ctx, float *out, const float *wpe, int B, int T, int C);
+/* Same summation order as the CPU (tokens in order per (row, channel)): bitwise equal to it. */
+void cu_encoder_backward(cu_ctx_t *ctx, float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
+                         int T, int C, int v0, int vn);
+
+/* ---- LayerNorm ---- */
+void cu_layernorm_forward(cu_ctx_t *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                          const float *b, int N, int C);
+/* Uses scratch for the dw/db partials. */
+void cu_layernorm_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                           const float *w, const float *mean, const float *rstd, int N, int C);
+
+/* ---- dense product ---- */
+void cu_matmul_forward(cu_ctx_t *ctx, float *out, const float *inp, const float *w, const float *bias, int N, int C,
+                       int OC);
+void cu_matmul_residual_forward(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
+                                const float *bias, int N, int C, int OC);
+/* Uses scratch (bf16 copies, dbias partials). */
+void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                        const float *w, int N, int C, int OC);
+
+/* ---- causal multi-head self-attention ---- */
+/* att: the whole (T,T) block of each head is written (zeros above the diagonal). */
+void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
+                           const float *att, int B, int T, int C, int NH);
+
+/* ---- GELU ---- */
+void cu_gelu_forward(cu_ctx_t *ctx, float *out, const float *inp, size_t n);
+void cu_gelu_backward(cu_ctx_t *ctx, float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- softmax cross-entropy ---- */
+void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V);
+void cu_crossentropy_backward(cu_ctx_t *ctx, float *dlogits, const float *probs, const int *targets, float dloss,
+                              int N, int V, int v0);
+void cu_xent_local_max(cu_ctx_t *ctx, float *max, float *tlogit, const float *logits, const int *targets, int N,
+                       int Vl, int v0, int valid);
+void cu_xent_local_expsum(cu_ctx_t *ctx, float *sum, float *logits, const float *max, int N, int Vl, int valid);
+void cu_xent_finish(cu_ctx_t *ctx, float *losses, float *probs, const float *max, const float *sum,
+                    const float *tlogit, int N, int Vl);
+
+/* ---- optimizer and reductions ---- */
+void cu_adamw_update(cu_ctx_t *ctx, float *param, const float *grad, float *m, float *v, size_t n, float lr,
+                     float beta1, float beta2, float eps, float wd, int t, float grad_scale);
+/* *out_dev (one device double) = Σ x², 4096-element chunks in double, chunks summed in order:
+ * stays on the device, so per-tensor sums can be added up and all-reduced before one copy back.
+ * Uses scratch. */
+void cu_sumsq_async(cu_ctx_t *ctx, double *out_dev, const float *x, size_t n);
+/* The kernels.h form: returns the value to the host (synchronises ctx->compute). */
+double cu_sumsq(cu_ctx_t *ctx, const float *x, size_t n);
+void cu_vec_add(cu_ctx_t *ctx, float *out, const float *a, const float *b, size_t n);
+
+/* ---- device-memory arena: one cudaMalloc, bump allocation ---- */
+#define CU_ARENA_ALIGN 256                      /* bytes: cuBLAS and vector loads like this */
+#define CU_ARENA_DEFAULT_MARGIN ((size_t)1 << 30) /* left free for cuBLAS, NCCL buffers, scratch */
+
+typedef struct {
+    char *base;       /* device memory */
+    size_t capacity;  /* bytes */
+    size_t in_use;    /* bytes handed out (with alignment padding) */
+    size_t peak;      /* high-water mark of in_use */
+    int count;        /* allocations since init */
+} cu_arena_t;
+
+/* Capacity = free device memory (cudaMemGetInfo) − margin (0 = CU_ARENA_DEFAULT_MARGIN), capped at
+ * limit when limit > 0. 0, or -1 after a message. */
+int cu_arena_init(cu_arena_t *a, size_t limit, size_t margin);
+/* 256-byte aligned, uninitialised. NULL after a message naming `what`, the request and the
+ * capacity when it does not fit. */
+void *cu_arena_alloc(cu_arena_t *a, size_t bytes, const char *what);
+/* Stack discipline for activations: release returns everything allocated after the mark. */
+size_t cu_arena_mark(const cu_arena_t *a);
+void cu_arena_release(cu_arena_t *a, size_t mark);
+void cu_arena_destroy(cu_arena_t *a);
+
+/* Pinned host memory (cudaMallocHost) for asynchronous copies; NULL after a message. */
+void *cu_host_alloc(size_t bytes, const char *what);
+void cu_host_free(void *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,474 @@
+/* mindpipe selftest: each GPU kernel against the CPU kernel it mirrors (contract in selftest.h).
+ * Compiles in every build; the CUDA part only where configure found CUDA (MP_HAVE_CUDA). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include "selftest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef MP_HAVE_CUDA
+#include <math.h>
+#include <stdint.h>
+
+#include "check.h"
+#include "cuda_check.h"
+#include "kernels.h"
+#include "kernels_cuda.h"
+#include "nccl_grid.h"
+#include "rng.h"
+
+/* Small and deliberately unequal (N = 32, C = 48, OC = 80, T = 16, hs = 12), so a swapped dimension
+ * or a transposed operand cannot pass by accident. */
+enum { SB = 2, ST = 16, SC = 48, SNH = 4, SV = 67, SOC = 80, SN = SB * ST };
+enum { MAX_HOST = 64 };
+#define SEED 20240611u
+#define TOL_FP32 1e-5
+#define TOL_BF16 1e-2
+
+typedef struct {
+    cu_ctx_t ctx;
+    cu_arena_t arena;
+    void *host[MAX_HOST]; /* host buffers of the running test, freed when it ends */
+    int nhost;
+    uint64_t draws;       /* random stream counter: every buffer draws different numbers */
+    int verbose, passed, failed;
+} st_t;
+
+/* Worst error over a kernel's outputs. */
+typedef struct {
+    double rel;
+    size_t nan;
+} cmp_t;
+
+/* ---- host and device buffers ---- */
+
+static void *st_host_bytes(st_t *s, size_t bytes)
+{
+    if (s->nhost == MAX_HOST) MP_ABORT("selftest: more than %d host buffers in one test", MAX_HOST);
+    void *p = MP_CALLOC(1, bytes);
+    if (!p) MP_ABORT("selftest: out of host memory");
+    s->host[s->nhost++] = p;
+    return p;
+}
+
+static float *st_host(st_t *s, size_t n) { return st_host_bytes(s, n * sizeof(float)); }
+
+/* Uniform in [lo, hi), a fresh stream per call. */
+static float *st_rand(st_t *s, size_t n, float lo, float hi)
+{
+    float *h = st_host(s, n);
+    s->draws++;
+    for (size_t i = 0; i < n; i++) h[i] = lo + (hi - lo) * rng_uniform(rng_key(SEED, s->draws, i, 0));
+    return h;
+}
+
+static int *st_tokens(st_t *s, size_t n, int V)
+{
+    int *h = st_host_bytes(s, n * sizeof(int));
+    s->draws++;
+    for (size_t i = 0; i < n; i++) h[i] = (int)(rng_key(SEED, s->draws, i, 0) % (uint64_t)V);
+    return h;
+}
+
+static float *st_dup(st_t *s, const float *src, size_t n)
+{
+    float *h = st_host(s, n);
+    memcpy(h, src, n * sizeof(float));
+    return h;
+}
+
+static void *st_dev_bytes(st_t *s, size_t bytes)
+{
+    void *d = cu_arena_alloc(&s->arena, bytes, "selftest buffer");
+    if (!d) MP_ABORT("selftest: device arena exhausted");
+    return d;
+}
+
+/* Copies go through ctx->compute: its streams do not synchronise with the legacy default stream. */
+static float *st_dev(st_t *s, const float *h, size_t n)
+{
+    float *d = st_dev_bytes(s, n * sizeof(float));
+    CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(float), cudaMemcpyHostToDevice, s->ctx.compute));
+    return d;
+}
+
+static int *st_dev_int(st_t *s, const int *h, size_t n)
+{
+    int *d = st_dev_bytes(s, n * sizeof(int));
+    CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(int), cudaMemcpyHostToDevice, s->ctx.compute));
+    return d;
+}
+
+/* An "=" output: all bits set is a NaN, so an element the kernel does not write is caught. */
+static float *st_dev_nan(st_t *s, size_t n)
+{
+    float *d = st_dev_bytes(s, n * sizeof(float));
+    CUDA_CHECK(cudaMemsetAsync(d, 0xFF, n * sizeof(float), s->ctx.compute));
+    return d;
+}
+
+/* ---- comparison and report ---- */
+
+/* Downloads n results and folds ||gpu − cpu|| / ||cpu|| and the NaN count into c. */
+static void cmp_add(st_t *s, cmp_t *c, const char *what, const float *dev, const float *ref, size_t n)
+{
+    float *g = st_host(s, n);
+    CUDA_CHECK(cudaMemcpyAsync(g, dev, n * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
+    cu_ctx_sync(&s->ctx);
+    double num = 0.0, den = 0.0;
+    size_t nan = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(g[i])) {
+            nan++;
+            continue;
+        }
+        num += ((double)g[i] - ref[i]) * ((double)g[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    const double rel = den > 0.0 ? sqrt(num / den) : sqrt(num);
+    if (s->verbose) printf("       %-10s n=%-6zu rel=%.2e%s\n", what, n, rel, nan ? " (NaN: unwritten)" : "");
+    if (rel > c->rel || isnan(rel)) c->rel = rel;
+    c->nan += nan;
+}
+
+static void st_report(st_t *s, const char *name, int bf16, const cmp_t *c)
+{
+    const double tol = bf16 ? TOL_BF16 : TOL_FP32;
+    const int ok = c->nan == 0 && c->rel < tol;
+    char label[64];
+    snprintf(label, sizeof label, "%s%s", name, bf16 ? "[bf16]" : "");
+    printf("%-4s %-30s rel=%.2e (tolerance %.0e)", ok ? "ok" : "FAIL", label, c->rel, tol);
+    if (c->nan) printf(" %zu elements never written", c->nan);
+    printf("\n");
+    fflush(stdout);
+    if (ok)
+        s->passed++;
+    else
+        s->failed++;
+}
+
+/* Runs one test with its own device and host buffers, released when it returns. */
+static void st_run(st_t *s, void (*test)(st_t *, int), int bf16)
+{
+    const size_t mark = cu_arena_mark(&s->arena);
+    s->ctx.precision = bf16 ? CU_BF16 : CU_FP32;
+    test(s, bf16);
+    cu_ctx_sync(&s->ctx);
+    cu_arena_release(&s->arena, mark);
+    for (int i = 0; i < s->nhost; i++) free(s->host[i]);
+    s->nhost = 0;
+}
+
+/* ---- the kernels ---- */
+
+static void t_encoder(st_t *s, int bf16)
+{
+    const int v0 = 10, vn = 40; /* vocab-parallel slice: some tokens fall outside it */
+    const size_t nout = (size_t)SN * SC;
+    int *tok = st_tokens(s, SN, SV);
+    float *wte = st_rand(s, (size_t)vn * SC, -1, 1), *wpe = st_rand(s, (size_t)ST * SC, -1, 1);
+    float *out = st_host(s, nout), *dout = st_rand(s, nout, -1, 1);
+    int *d_tok = st_dev_int(s, tok, SN);
+    float *d_wte = st_dev(s, wte, (size_t)vn * SC), *d_wpe = st_dev(s, wpe, (size_t)ST * SC);
+    cmp_t c = {0, 0};
+    float *d_out = st_dev_nan(s, nout);
+    encoder_forward(out, tok, wte, wpe, SB, ST, SC, v0, vn);
+    cu_encoder_forward(&s->ctx, d_out, d_tok, d_wte, d_wpe, SB, ST, SC, v0, vn);
+    cmp_add(s, &c, "out", d_out, out, nout);
+    st_report(s, "encoder_forward", bf16, &c);
+
+    float *acc = st_rand(s, nout, -1, 1), *d_acc = st_dev(s, acc, nout);
+    c = (cmp_t){0, 0};
+    position_forward(acc, wpe, SB, ST, SC);
+    cu_position_forward(&s->ctx, d_acc, d_wpe, SB, ST, SC);
+    cmp_add(s, &c, "out", d_acc, acc, nout);
+    st_report(s, "position_forward", bf16, &c);
+
+    float *dwte = st_rand(s, (size_t)vn * SC, -1, 1), *dwpe = st_rand(s, (size_t)ST * SC, -1, 1);
+    float *d_dwte = st_dev(s, dwte, (size_t)vn * SC), *d_dwpe = st_dev(s, dwpe, (size_t)ST * SC);
+    float *d_dout = st_dev(s, dout, nout);
+    c = (cmp_t){0, 0};
+    encoder_backward(dwte, dwpe, dout, tok, SB, ST, SC, v0, vn);
+    cu_encoder_backward(&s->ctx, d_dwte, d_dwpe, d_dout, d_tok, SB, ST, SC, v0, vn);
+    cmp_add(s, &c, "dwte", d_dwte, dwte, (size_t)vn * SC);
+    cmp_add(s, &c, "dwpe", d_dwpe, dwpe, (size_t)ST * SC);
+    st_report(s, "encoder_backward", bf16, &c);
+}
+
+static void t_layernorm(st_t *s, int bf16)
+{
+    const size_t n = (size_t)SN * SC;
+    float *inp = st_rand(s, n, -2, 2), *w = st_rand(s, SC, 0.5f, 1.5f), *b = st_rand(s, SC, -0.5f, 0.5f);
+    float *out = st_host(s, n), *mean = st_host(s, SN), *rstd = st_host(s, SN);
+    float *d_inp = st_dev(s, inp, n), *d_w = st_dev(s, w, SC), *d_b = st_dev(s, b, SC);
+    float *d_out = st_dev_nan(s, n), *d_mean = st_dev_nan(s, SN), *d_rstd = st_dev_nan(s, SN);
+    cmp_t c = {0, 0};
+    layernorm_forward(out, mean, rstd, inp, w, b, SN, SC);
+    cu_layernorm_forward(&s->ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, SN, SC);
+    cmp_add(s, &c, "out", d_out, out, n);
+    cmp_add(s, &c, "mean", d_mean, mean, SN);
+    cmp_add(s, &c, "rstd", d_rstd, rstd, SN);
+    st_report(s, "layernorm_forward", bf16, &c);
+
+    /* Backward from the CPU's saved statistics: this test sees backward errors only. */
+    float *dout = st_rand(s, n, -1, 1), *dinp = st_rand(s, n, -1, 1);
+    float *dw = st_rand(s, SC, -1, 1), *db = st_rand(s, SC, -1, 1);
+    float *d_dout = st_dev(s, dout, n), *d_dinp = st_dev(s, dinp, n), *d_dw = st_dev(s, dw, SC),
+          *d_db = st_dev(s, db, SC);
+    float *d_mean_c = st_dev(s, mean, SN), *d_rstd_c = st_dev(s, rstd, SN);
+    c = (cmp_t){0, 0};
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, SN, SC);
+    cu_layernorm_backward(&s->ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean_c, d_rstd_c, SN, SC);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, n);
+    cmp_add(s, &c, "dw", d_dw, dw, SC);
+    cmp_add(s, &c, "db", d_db, db, SC);
+    st_report(s, "layernorm_backward", bf16, &c);
+}
+
+static void t_matmul(st_t *s, int bf16)
+{
+    const size_t nin = (size_t)SN * SC, nw = (size_t)SOC * SC, nout = (size_t)SN * SOC;
+    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *bias = st_rand(s, SOC, -1, 1);
+    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_bias = st_dev(s, bias, SOC);
+    float *out = st_host(s, nout), *d_out = st_dev_nan(s, nout);
+    cmp_t c = {0, 0};
+    matmul_forward(out, inp, w, bias, SN, SC, SOC);
+    cu_matmul_forward(&s->ctx, d_out, d_inp, d_w, d_bias, SN, SC, SOC);
+    cmp_add(s, &c, "out", d_out, out, nout);
+    st_report(s, "matmul_forward", bf16, &c);
+
+    float *res = st_rand(s, nout, -1, 1), *d_res = st_dev(s, res, nout);
+    d_out = st_dev_nan(s, nout);
+    c = (cmp_t){0, 0};
+    matmul_residual_forward(out, res, inp, w, bias, SN, SC, SOC);
+    cu_matmul_residual_forward(&s->ctx, d_out, d_res, d_inp, d_w, d_bias, SN, SC, SOC);
+    cmp_add(s, &c, "out", d_out, out, nout);
+    st_report(s, "matmul_residual_forward", bf16, &c);
+
+    float *dout = st_rand(s, nout, -1, 1), *dinp = st_host(s, nin);
+    float *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, SOC, -1, 1);
+    float *d_dout = st_dev(s, dout, nout), *d_dinp = st_dev_nan(s, nin);
+    float *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, SOC);
+    c = (cmp_t){0, 0};
+    matmul_backward(dinp, dw, dbias, dout, inp, w, SN, SC, SOC);
+    cu_matmul_backward(&s->ctx, d_dinp, d_dw, d_dbias, d_dout, d_inp, d_w, SN, SC, SOC);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, nin);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    cmp_add(s, &c, "dbias", d_dbias, dbias, SOC);
+    st_report(s, "matmul_backward", bf16, &c);
+}
+
+static void t_attention(st_t *s, int bf16)
+{
+    const size_t nqkv = (size_t)SN * 3 * SC, nout = (size_t)SN * SC, natt = (size_t)SB * SNH * ST * ST;
+    float *qkv = st_rand(s, nqkv, -1, 1), *out = st_host(s, nout), *att = st_host(s, natt);
+    float *d_qkv = st_dev(s, qkv, nqkv), *d_out = st_dev_nan(s, nout), *d_att = st_dev_nan(s, natt);
+    cmp_t c = {0, 0};
+    attention_forward(out, att, qkv, SB, ST, SC, SNH);
+    cu_attention_forward(&s->ctx, d_out, d_att, d_qkv, SB, ST, SC, SNH);
+    cmp_add(s, &c, "out", d_out, out, nout);
+    cmp_add(s, &c, "att", d_att, att, natt);
+    st_report(s, "attention_forward", bf16, &c);
+
+    /* Backward from the CPU's probabilities; datt is scratch, so only dqkv is compared. */
+    float *dout = st_rand(s, nout, -1, 1), *dqkv = st_host(s, nqkv), *datt = st_host(s, natt);
+    float *d_dout = st_dev(s, dout, nout), *d_att_c = st_dev(s, att, natt);
+    float *d_dqkv = st_dev_nan(s, nqkv), *d_datt = st_dev_nan(s, natt);
+    c = (cmp_t){0, 0};
+    attention_backward(dqkv, datt, dout, qkv, att, SB, ST, SC, SNH);
+    cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att_c, SB, ST, SC, SNH);
+    cmp_add(s, &c, "dqkv", d_dqkv, dqkv, nqkv);
+    st_report(s, "attention_backward", bf16, &c);
+}
+
+static void t_gelu(st_t *s, int bf16)
+{
+    const size_t n = (size_t)SN * 4 * SC;
+    float *inp = st_rand(s, n, -4, 4), *out = st_host(s, n), *dout = st_rand(s, n, -1, 1), *dinp = st_host(s, n);
+    float *d_inp = st_dev(s, inp, n), *d_out = st_dev_nan(s, n), *d_dout = st_dev(s, dout, n);
+    float *d_dinp = st_dev_nan(s, n);
+    cmp_t c = {0, 0};
+    gelu_forward(out, inp, n);
+    cu_gelu_forward(&s->ctx, d_out, d_inp, n);
+    cmp_add(s, &c, "out", d_out, out, n);
+    st_report(s, "gelu_forward", bf16, &c);
+    c = (cmp_t){0, 0};
+    gelu_backward(dinp, inp, dout, n);
+    cu_gelu_backward(&s->ctx, d_dinp, d_inp, d_dout, n);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, n);
+    st_report(s, "gelu_backward", bf16, &c);
+}
+
+static void t_crossentropy(st_t *s, int bf16)
+{
+    const size_t n = (size_t)SN * SV;
+    int *tgt = st_tokens(s, SN, SV), *d_tgt = st_dev_int(s, tgt, SN);
+    float *logits = st_rand(s, n, -4, 4), *losses = st_host(s, SN);
+    float *d_probs = st_dev(s, logits, n), *d_losses = st_dev_nan(s, SN);
+    cmp_t c = {0, 0};
+    crossentropy_forward(losses, logits, tgt, SN, SV); /* logits now hold the probabilities */
+    cu_crossentropy_forward(&s->ctx, d_losses, d_probs, d_tgt, SN, SV);
+    cmp_add(s, &c, "losses", d_losses, losses, SN);
+    cmp_add(s, &c, "probs", d_probs, logits, n);
+    st_report(s, "crossentropy_forward", bf16, &c);
+
+    float *dlogits = st_host(s, n), *d_probs_c = st_dev(s, logits, n), *d_dlogits = st_dev_nan(s, n);
+    c = (cmp_t){0, 0};
+    crossentropy_backward(dlogits, logits, tgt, 1.0f / SN, SN, SV, 0);
+    cu_crossentropy_backward(&s->ctx, d_dlogits, d_probs_c, d_tgt, 1.0f / SN, SN, SV, 0);
+    cmp_add(s, &c, "dlogits", d_dlogits, dlogits, n);
+    st_report(s, "crossentropy_backward", bf16, &c);
+}
+
+/* The vocab-parallel steps on one rank's slice: vocabulary [20, 60), of which 35 columns are real. */
+static void t_xent_parallel(st_t *s, int bf16)
+{
+    enum { VL = 40, VALID = 35, V0 = 20 };
+    const size_t n = (size_t)SN * VL;
+    int *tgt = st_tokens(s, SN, SV), *d_tgt = st_dev_int(s, tgt, SN);
+    float *logits = st_rand(s, n, -4, 4), *d_logits = st_dev(s, logits, n);
+    float *max = st_host(s, SN), *tl = st_host(s, SN), *d_max = st_dev_nan(s, SN), *d_tl = st_dev_nan(s, SN);
+    cmp_t c = {0, 0};
+    xent_local_max(max, tl, logits, tgt, SN, VL, V0, VALID);
+    cu_xent_local_max(&s->ctx, d_max, d_tl, d_logits, d_tgt, SN, VL, V0, VALID);
+    cmp_add(s, &c, "max", d_max, max, SN);
+    cmp_add(s, &c, "tlogit", d_tl, tl, SN);
+    st_report(s, "xent_local_max", bf16, &c);
+
+    float *sum = st_host(s, SN), *d_sum = st_dev_nan(s, SN), *d_max_c = st_dev(s, max, SN);
+    c = (cmp_t){0, 0};
+    xent_local_expsum(sum, logits, max, SN, VL, VALID);
+    cu_xent_local_expsum(&s->ctx, d_sum, d_logits, d_max_c, SN, VL, VALID);
+    cmp_add(s, &c, "sum", d_sum, sum, SN);
+    cmp_add(s, &c, "exp", d_logits, logits, n);
+    st_report(s, "xent_local_expsum", bf16, &c);
+
+    float *losses = st_host(s, SN), *d_losses = st_dev_nan(s, SN);
+    float *d_exp = st_dev(s, logits, n), *d_sum_c = st_dev(s, sum, SN), *d_tl_c = st_dev(s, tl, SN);
+    c = (cmp_t){0, 0};
+    xent_finish(losses, logits, max, sum, tl, SN, VL);
+    cu_xent_finish(&s->ctx, d_losses, d_exp, d_max_c, d_sum_c, d_tl_c, SN, VL);
+    cmp_add(s, &c, "losses", d_losses, losses, SN);
+    cmp_add(s, &c, "probs", d_exp, logits, n);
+    st_report(s, "xent_finish", bf16, &c);
+}
+
+static void t_optim(st_t *s, int bf16)
+{
+    const size_t n = 1000;
+    /* lr 0.1: updates large enough that comparing param itself checks the update. */
+    float *p = st_rand(s, n, -1, 1), *g = st_rand(s, n, -1, 1), *m = st_rand(s, n, -0.1f, 0.1f);
+    float *v = st_rand(s, n, 0.0f, 0.01f);
+    float *d_p = st_dev(s, p, n), *d_g = st_dev(s, g, n), *d_m = st_dev(s, m, n), *d_v = st_dev(s, v, n);
+    cmp_t c = {0, 0};
+    adamw_update(p, g, m, v, n, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.7f);
+    cu_adamw_update(&s->ctx, d_p, d_g, d_m, d_v, n, 0.1f, 0.9f, 0.95f, 1e-8f, 0.1f, 3, 0.7f);
+    cmp_add(s, &c, "param", d_p, p, n);
+    cmp_add(s, &c, "m", d_m, m, n);
+    cmp_add(s, &c, "v", d_v, v, n);
+    st_report(s, "adamw_update", bf16, &c);
+
+    const size_t nsq = 3 * 4096 + 123; /* several chunks and a partial one */
+    float *x = st_rand(s, nsq, -1, 1), *d_x = st_dev(s, x, nsq);
+    const double cpu = sumsq(x, nsq), gpu = cu_sumsq(&s->ctx, d_x, nsq);
+    c = (cmp_t){fabs(gpu - cpu) / cpu, isnan(gpu) ? 1u : 0u};
+    if (s->verbose) printf("       cpu %.17g gpu %.17g\n", cpu, gpu);
+    st_report(s, "sumsq", bf16, &c);
+
+    float *a = st_rand(s, n, -1, 1), *out = st_host(s, n), *d_a = st_dev(s, a, n), *d_out = st_dev_nan(s, n);
+    c = (cmp_t){0, 0};
+    vec_add(out, a, g, n);
+    cu_vec_add(&s->ctx, d_out, d_a, d_g, n);
+    cmp_add(s, &c, "out", d_out, out, n);
+    st_report(s, "vec_add", bf16, &c);
+}
+
+/* "cuda" or "cuda:N": the device ordinal, or -1 if the string is neither. */
+/* NCCL through the grid's helpers on a one-rank communicator (MPI_COMM_SELF): all-reduce, all-gather
+ * and reduce-scatter of one rank are copies, so each output must equal its input exactly; send and
+ * receive need a peer and are left to a multi-rank run (docs/GPU.md). */
+static void t_nccl(st_t *s, int bf16)
+{
+    const size_t n = 1000;
+    float *x = st_rand(s, n, -1, 1);
+    float *d_x = st_dev(s, x, n), *d_sum = st_dev_nan(s, n), *d_gat = st_dev_nan(s, n), *d_scat = st_dev_nan(s, n);
+    ncclComm_t comm;
+    mp_nccl_comm_create(MPI_COMM_SELF, &comm);
+    mp_nccl_allreduce_f32(d_x, d_sum, n, comm, s->ctx.compute);
+    mp_nccl_allgather_f32(d_x, d_gat, n, comm, s->ctx.compute);
+    mp_nccl_reduce_scatter_f32(d_x, d_scat, n, comm, s->ctx.compute);
+    cu_ctx_sync(&s->ctx);
+    cmp_t c = {0, 0};
+    cmp_add(s, &c, "allreduce", d_sum, x, n);
+    cmp_add(s, &c, "allgather", d_gat, x, n);
+    cmp_add(s, &c, "reducescat", d_scat, x, n);
+    st_report(s, "nccl_one_rank", bf16, &c);
+    mp_nccl_comm_destroy(comm);
+}
+
+static int st_device_ordinal(const char *device)
+{
+    if (!strcmp(device, "cuda")) return 0;
+    if (strncmp(device, "cuda:", 5) || !device[5]) return -1;
+    char *end = NULL;
+    const long d = strtol(device + 5, &end, 10);
+    return *end || d < 0 || d > 1024 ? -1 : (int)d;
+}
+
+static int selftest_cuda(int ordinal, int verbose)
+{
+    st_t s;
+    memset(&s, 0, sizeof s);
+    s.verbose = verbose;
+    if (cu_ctx_init(&s.ctx, ordinal, CU_FP32) != MP_OK) return 1;
+    struct cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
+    printf("mindpipe: selftest on CUDA device %d: %s (sm_%d%d)\n", ordinal, prop.name, prop.major, prop.minor);
+    if (cu_arena_init(&s.arena, (size_t)64 << 20, (size_t)64 << 20) != MP_OK) {
+        cu_ctx_destroy(&s.ctx);
+        return 1;
+    }
+    st_run(&s, t_encoder, 0);
+    st_run(&s, t_layernorm, 0);
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        st_run(&s, t_matmul, bf16);
+        st_run(&s, t_attention, bf16);
+    }
+    st_run(&s, t_gelu, 0);
+    st_run(&s, t_crossentropy, 0);
+    st_run(&s, t_xent_parallel, 0);
+    st_run(&s, t_optim, 0);
+    st_run(&s, t_nccl, 0);
+    printf("mindpipe: selftest: %d passed, %d failed\n", s.passed, s.failed);
+    cu_arena_destroy(&s.arena);
+    cu_ctx_destroy(&s.ctx);
+    return s.failed == 0 ? 0 : 1;
+}
+#endif /* MP_HAVE_CUDA */
+
+int selftest_run(const char *device, int verbose)
+{
+    if (!strcmp(device, "cpu")) {
+        printf("mindpipe: selftest: the CPU kernels are tested by `make check` (validation/unit/test_kernels)\n");
+        return 0;
+    }
+    if (strncmp(device, "cuda", 4)) {
+        fprintf(stderr, "mindpipe: selftest: unknown device '%s' (cpu, cuda or cuda:N)\n", device);
+        return 2;
+    }
+#ifdef MP_HAVE_CUDA
+    const int ordinal = st_device_ordinal(device);
+    if (ordinal < 0) {
+        fprintf(stderr, "mindpipe: selftest: bad device '%s' (cuda or cuda:N)\n", device);
+        return 2;
+    }
+    return selftest_cuda(ordinal, verbose);
+#else
+    (void)verbose;
+    fprintf(stderr, "mindpipe: selftest: this build has no CUDA backend (configure --with-cuda)\n");
+    return 2;
+#endif
+}
