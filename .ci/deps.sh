@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Installs every build, test and demo dependency from Debian's packages. Idempotent: installs only
+# Installs every build, test and demo dependency from Debian's packages (a one-node Slurm with its
+# PBS wrapper included, for the job-script test; its daemons are not started here). Idempotent: installs only
 # what is missing; runs apt-get through sudo when not root.
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config make
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
       libopenblas-openmp-dev libinih-dev
       python3 python3-torch python3-h5py python3-numpy
-      bible-kjv bible-kjv-text)
+      bible-kjv bible-kjv-text
+      slurm-wlm slurmctld slurmd slurm-client munge slurm-wlm-torque)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,84 @@
+#!/bin/bash
+# The batch scripts of jobs/ under a real one-node Slurm (validation/slurm_harness.sh starts it in a
+# temporary directory and stops it by PID; issue #6): jobs/slurm/train.sbatch through sbatch and
+# jobs/pbs/train.pbs through Slurm's qsub wrapper each run into their time limit, are signalled
+# (SIGUSR1), checkpoint, requeue themselves, resume with --resume auto and finish with final weights
+# bitwise equal to an uninterrupted run; the log is appended to, not overwritten. Needs root (slurmd
+# runs jobs as their owner) and the Slurm packages of .ci/deps.sh. Two ranks (pp = 2) per job.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+. "$MP_SRCDIR/validation/slurm_harness.sh"
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
+trap 'slurm_stop; rm -rf "$SCRATCH"' EXIT
+
+# About 20 s of training (4 layers of width 64 on two busy cores): a job is submitted when
+# slurmctld's next time-limit check (every 30 s) is 6 s away, so that check signals it a few seconds
+# in; the requeued run then usually finishes before it is signalled again (if not, it takes one
+# more round). Checkpoints only at the signal and at the end.
+STEPS=${MP_JOB_STEPS:-4000}
+ARGS="--set data.path=$data --set model.dim=64 --set model.layers=4 --set parallel.pp=2 --set train.threads=1
+      --set train.steps=$STEPS --set train.log_every=500 --set train.eval_every=0 --set checkpoint.every=0 --quiet"
+cp "$MP_SRCDIR/validation/decks/train.ini" "$SCRATCH/job.ini"
+
+# shellcheck disable=SC2086
+$MPIEXEC -n 2 "$MINDPIPE" train -c "$SCRATCH/job.ini" --out "$SCRATCH/straight" $ARGS > "$SCRATCH/straight.log" 2>&1
+ok $? "the uninterrupted run: $STEPS steps on 2 ranks"
+final=$(printf 'step_%08d.h5' "$STEPS")
+
+slurm_start "$SCRATCH/slurm"; ok $? "a one-node Slurm started (slurmctld, slurmd, munge)"
+
+# Follows a job whose time limit (1 minute, warned 59 s before: slurmctld signals it at its first
+# check) is shorter than the run, and releases each requeue at once (Slurm holds a
+# requeued job for 120 s) until the job completes or 6 minutes pass. Prints the final state.
+follow() {  # follow JOBID
+    start=$(date +%s)
+    while [ $(($(date +%s) - start)) -lt 360 ]; do
+        st=$(slurm_job_state "$1")
+        case "$st" in
+            COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$st"; return ;;
+            PENDING) scontrol update JobId="$1" StartTime=now > /dev/null 2>&1 ;;
+        esac
+        sleep 1
+    done
+    echo "still $(slurm_job_state "$1") after 360 s"
+}
+
+check_job() {  # check_job LABEL RUNDIR STATE
+    label=$1; dir=$2; state=$3
+    [ "$state" = COMPLETED ]; ok $? "$label: the job completed (state $state)"
+    n_req=$(grep -c "requeueing job" "$dir/job.log" 2>/dev/null)
+    [ "${n_req:-0}" -ge 1 ] && grep -q "received SIGUSR1" "$dir/job.log"
+    ok $? "$label: signalled before its time limit, checkpointed and requeued (${n_req:-0} times)"
+    n_res=$(grep -c "resumed from " "$dir/log.txt" 2>/dev/null)
+    [ "${n_res:-0}" -ge 1 ] && [ "$(grep -c 'stop requested by signal' "$dir/log.txt")" -ge 1 ]
+    ok $? "$label: log.txt holds every run, appended (${n_res:-0} resumes)"
+    compare "$label: final weights" "$SCRATCH/straight" "$dir" --bitwise --step "$STEPS"
+    if [ "$state" != COMPLETED ] || [ "${n_req:-0}" -lt 1 ]; then
+        sed 's/^/#   /' "$dir/job.log" 2>/dev/null | tail -n 20
+        slurm_logs
+    fi
+}
+
+# ---- sbatch: 2 tasks; the script derives the rank count from the allocation ----
+slurm_align_tick 6
+jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" MPIRUN="$MPIEXEC" sbatch --parsable -n 2 --time=1 \
+    --signal=B:USR1@59 -o "$SCRATCH/sbatch-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" "$SCRATCH/job.ini" \
+    "$SCRATCH/sb" $ARGS)
+ok $? "sbatch accepted jobs/slurm/train.sbatch (job ${jid:-none})"
+state=$(follow "$jid")
+check_job "sbatch" "$SCRATCH/sb" "$state"
+grep -q "(2 ranks)" "$SCRATCH/sb/job.log"; ok $? "sbatch: 2 ranks from the allocation"
+[ -s "$SCRATCH/sb/ckpt/$final" ] && [ "$(grep -c 'train.sbatch: .*start:' "$SCRATCH/sbatch-$jid.out" 2>/dev/null)" -ge 2 ]
+ok $? "sbatch: one Slurm output file, appended by every run"
+
+# ---- qsub (Slurm's PBS wrapper): the PBS script with PBS directives, falling back to SLURM_*; its
+# own #SBATCH line asks for the signal 60 s before the wall time ----
+slurm_align_tick 6
+jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" MPIRUN="$MPIEXEC" MINDPIPE_ARGS="$(echo $ARGS)" qsub -V \
+    -l nodes=1:ppn=2 -l walltime=00:01:00 -v "DECK=$SCRATCH/job.ini,RUNDIR=$SCRATCH/pbs" \
+    "$MP_SRCDIR/jobs/pbs/train.pbs" 2> "$SCRATCH/qsub.err" | tr -dc '0-9')
+ok $? "qsub accepted jobs/pbs/train.pbs (job ${jid:-none})"
+state=$(follow "$jid")
+check_job "qsub" "$SCRATCH/pbs" "$state"
+done_testing
