@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -210,6 +211,13 @@ static int train_fail_here(const run_t *r, long t, int write)
     return train_fail_mode(r, t) == (write ? FAIL_WRITE : FAIL_KILL);
 }
 
+/* A file's size in MB (1e6 bytes); 0 if it cannot be read. */
+static double train_file_mb(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (double)sb.st_size / 1e6 : 0.0;
+}
+
 /* checkpoint.transfer on a part: auto takes independent transfers where ranks outnumber the node's
  * cores (HDF5's internal collectives spin there). */
 static void train_ckpt_io(const run_t *r, ckpt_part_t *pt)
@@ -240,13 +248,16 @@ static int train_checkpoint(run_t *r)
              r->model.tab.nchunks);
     snprintf(st.schedule, sizeof st.schedule, "%.60s", r->deck.parallel.schedule);
     snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
+    const double t0 = perf_now();
     int rc = ckpt_write_parallel(path, &r->gtab, &pt, &st, r->deck_text);
+    const double dt = perf_now() - t0;
     if (zero) {
         free(m == r->model.m ? NULL : m);
         free(v == r->model.v ? NULL : v);
     }
     if (rc == MP_OK && r->rank == 0) {
-        runlog_printf(&r->log, "checkpoint %s", path);
+        const double mb = train_file_mb(path);
+        runlog_printf(&r->log, "checkpoint %s (%.1f MB written in %.3f s: %.0f MB/s)", path, mb, dt, mb / dt);
         snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
         rc = ckpt_prune(path, r->deck.checkpoint.keep);
     }
@@ -308,11 +319,14 @@ static int train_resume(run_t *r)
         want = path;
     }
     ckpt_state_t st;
+    const double t0 = perf_now();
     if (train_read_checkpoint(r, want, &st) != MP_OK) return MP_ERR;
+    const double dt = perf_now() - t0, mb = train_file_mb(want);
     r->step = st.step;
     r->adam_t = st.adam_t;
     free(st.deck);
-    runlog_printf(&r->log, "resumed from %s at step %ld", want, r->step);
+    runlog_printf(&r->log, "resumed from %s at step %ld (%.1f MB read in %.3f s: %.0f MB/s)", want, r->step, mb, dt,
+                  mb / dt);
     return MP_OK;
 }
 
