@@ -237,7 +237,6 @@ out:
     return f;
 }
 
-/* Every rank agrees: MP_ERR everywhere if rc failed anywhere (each failing rank said why). */
 /* In-place all-reduce over the part's communicator, polled (yielding the core when asked: MPICH
  * spins in blocking calls, DESIGN §2). */
 static void ckpt_allreduce(const ckpt_part_t *pt, void *buf, int n, MPI_Datatype type, MPI_Op op)
@@ -252,6 +251,7 @@ static void ckpt_allreduce(const ckpt_part_t *pt, void *buf, int n, MPI_Datatype
     }
 }
 
+/* Every rank agrees: MP_ERR everywhere if rc failed anywhere (each failing rank said why). */
 static int ckpt_agree(const ckpt_part_t *pt, int rc)
 {
     int bad = rc != MP_OK;

@@ -130,14 +130,15 @@ static const deck_key_t keys[] = {
     K_CHOICE(checkpoint, transfer, "auto", "auto|collective|independent",
              "MPI-IO transfers of the checkpoint's tensors: collective (two-phase buffering, for parallel file "
              "systems), independent (each rank its hyperslab), or auto (independent when the node has more ranks "
-             "than cores: HDF5's collectives spin there, 40 s per checkpoint at 8 ranks on 2 cores)"),
+             "than cores: HDF5's collectives spin there: 35 s per checkpoint at 8 ranks on 2 cores)"),
     K_BOOL(checkpoint, final, "1", "write a checkpoint after the last step (0: benchmarks only, nothing to resume from)"),
 
     K_BOOL(supernet, enabled, "0", "1 = every block is a choice block (supernet training)"),
     K_INT(supernet, window, "1", 1, 1e6, "subnets per update of the parameters every subnet shares"),
     K_STR(supernet, candidates, "", NULL, NULL, "candidate operations of each choice block"),
 
-    K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations are dumped; -1 = never"),
+    K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations (micro-batch 0 of replica 0: the embedding, every block's output, the final "
+          "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
     K_STR(debug, fail_at, "", check_fail_at, "empty, RANK:STEP, RANK:STEP:write or RANK:STEP:hang",
           "fault injection: rank RANK dies (SIGKILL) as step STEP begins; :write, midway through the checkpoint "
           "after step STEP; :hang, it stops answering (SIGSTOP) so its peers time out"),

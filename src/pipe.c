@@ -179,6 +179,7 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
             break;
         case OP_FORWARD: {
             double l = model_forward_part(&r->model, pt, a, &r->scratch);
+            actdump_capture(&r->dump, &r->model, pt, a, bt, mb);
             if (next) p->carried_loss += l;
             else loss += l;
             trace_span(&r->trace, "forward", bt, mb, t0);

@@ -23,8 +23,6 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (strcmp(d->memory.policy, "keep") != 0)
         return MP_FAIL("memory.policy=%s is not implemented in this version (only keep)", d->memory.policy);
     if (d->supernet.enabled) return MP_FAIL("supernet.enabled=1 is not implemented in this version");
-    if (d->debug.dump_activations >= 0)
-        return MP_FAIL("debug.dump_activations is not implemented in this version");
     return MP_OK;
 }
 
@@ -153,7 +151,14 @@ static int run_model(run_t *r)
     param_init(&r->model.tab, r->model.params, d->train.seed);
     if (strcmp(d->parallel.schedule, "2bw") == 0 && model_versions_create(&r->model) != MP_OK) goto err_scratch;
     r->model.prof = &r->prof;
+    /* the activations of micro-batch 0 of replica 0: its tensor-parallel rank 0 of each stage keeps them */
+    if (actdump_init(&r->dump, d->debug.dump_activations, r->grid.replica_rank == 0 && tp_rank == 0, cfg.layers,
+                     d->train.micro_batch, cfg.seq_len, cfg.dim) != MP_OK)
+        goto err_versions;
     return MP_OK;
+err_versions:
+    actdump_free(&r->dump);
+    model_versions_destroy(&r->model);
 err_scratch:
     scratch_destroy(&r->scratch, &r->arena);
 err_acts:
@@ -181,6 +186,7 @@ static int run_check_data(const run_t *r)
 /* Undoes run_model. */
 static void run_model_free(run_t *r)
 {
+    actdump_free(&r->dump);
     scratch_destroy(&r->scratch, &r->arena);
     acts_destroy(&r->acts, &r->arena);
     free(r->gidx);

@@ -4,6 +4,7 @@
 #ifndef MP_RUN_H
 #define MP_RUN_H
 
+#include "actdump.h"
 #include "arena.h"
 #include "data.h"
 #include "deck.h"
@@ -46,6 +47,7 @@ typedef struct {
     runlog_t log;
     prof_t prof;             /* where the steps' time went (the first step is warm-up, not counted) */
     trace_t trace;           /* the timeline written to trace.json (ev NULL: not recording) */
+    actdump_t dump;          /* debug.dump_activations (step -1: off) */
     long step;               /* optimizer steps completed */
     int stop;                /* a stop was requested (signals.h): drain, checkpoint and exit after this step */
     long adam_t;             /* AdamW's 1-based counter of the last update */

@@ -79,6 +79,8 @@ static double train_step_grads(run_t *r, long t)
         train_fill(r, &r->acts, t, mb);
         double t0 = perf_now();
         loss += model_forward(&r->model, &r->acts, &r->scratch);
+        const model_part_t whole = model_whole(&r->model);
+        actdump_capture(&r->dump, &r->model, &whole, &r->acts, t, mb);
         trace_span(&r->trace, "forward", t, mb, t0);
         r->model.grads_ready = overlap && mb == mbs - 1 ? train_grads_ready : NULL;
         r->model.grads_ctx = r;
@@ -406,6 +408,7 @@ static int train_loop(run_t *r)
         trace_span(&r->trace, "optimizer", t, -1, t1);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
+        if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir) != MP_OK) return MP_ERR;
         if (t == first) { /* the first step warms caches and pools */
             memset(&r->prof, 0, sizeof r->prof);
             r->dp.comm_seconds = 0.0;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # MindPipe's math against PyTorch (Debian's python3-torch through /usr/bin/python3): the loss and
 # every parameter's gradient of one step, and 10 AdamW steps' losses, grad norms and final weights,
-# under the plain update rule and under PipeDream-2BW's.
+# under the plain update rule and under PipeDream-2BW's; each layer's output activations
+# (debug.dump_activations) on one rank and on 8.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
     echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy: apt-get install python3-torch python3-h5py python3-numpy"
@@ -59,4 +60,19 @@ import json,sys
 r=[json.loads(l) for l in open('$SCRATCH/run_odd/metrics.jsonl')]
 sys.exit(0 if any(x['grad_norm'] > 0.05 for x in r) else 1)"
 ok $? "odd: the clipping threshold is below the gradient norm, so clipping is exercised"
+
+# debug.dump_activations: every layer's output of step 5 against PyTorch on the step-5 checkpoint's
+# weights, on one rank and on dp2×tp2×pp2 (each stage writes its own layers into one file).
+for lay in "1 one" "8 dp2tp2pp2 --set parallel.dp=2 --set parallel.tp=2 --set parallel.pp=2 --set train.micro_batch=2"; do
+    # shellcheck disable=SC2086
+    set -- $lay
+    n=$1; name=$2; shift 2
+    ${MPIEXEC:-mpiexec} -n "$n" "$MINDPIPE" train -c "$deck" --set data.path="$data" --set debug.dump_activations=5 \
+        --set checkpoint.every=5 --set train.steps=6 --set train.threads=1 --quiet --out "$SCRATCH/act_$name" "$@" \
+        > "$SCRATCH/act.out" 2>&1
+    [ $? -eq 0 ] && [ -s "$SCRATCH/act_$name/activations_step_00000005.h5" ]
+    ok $? "dump_activations=5 on $n rank(s): activations_step_00000005.h5 written"
+    torch_check "activations, $name" acts "$SCRATCH/act_$name/ckpt/step_00000005.h5" \
+        --dump "$SCRATCH/act_$name/activations_step_00000005.h5"
+done
 done_testing

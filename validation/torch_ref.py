@@ -72,12 +72,15 @@ def param_names(L):
     return names + ["lnf.w", "lnf.b"]
 
 
-def gpt_loss(P, inp, tgt, cfg):
-    """Mean next-token cross-entropy of the pre-LN GPT with tied head; P maps names to tensors."""
+def gpt_loss(P, inp, tgt, cfg, acts=None):
+    """Mean next-token cross-entropy of the pre-LN GPT with tied head; P maps names to tensors.
+    acts, a dict, gets the residual stream by MindPipe's dump names (embed, h.{l}, lnf)."""
     L, C, NH = cfg["layers"], cfg["dim"], cfg["heads"]
     B, T = inp.shape
     hs = C // NH
     x = P["wte"][inp] + P["wpe"][:T]
+    keep = (lambda k, v: acts.__setitem__(k, v.detach())) if acts is not None else (lambda k, v: None)
+    keep("embed", x)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(L):
         p = lambda s: P[f"h.{l}.{s}"]
@@ -92,7 +95,11 @@ def gpt_loss(P, inp, tgt, cfg):
         h = F.layer_norm(x, (C,), p("ln2.w"), p("ln2.b"), eps=1e-5)
         h = F.gelu(F.linear(h, p("mlp.fc.w"), p("mlp.fc.b")), approximate="tanh")
         x = x + F.linear(h, p("mlp.proj.w"), p("mlp.proj.b"))
+        keep(f"h.{l}", x)
     x = F.layer_norm(x, (C,), P["lnf.w"], P["lnf.b"], eps=1e-5)
+    keep("lnf", x)
+    if tgt is None:
+        return None
     logits = x @ P["wte"].t()
     return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
 
@@ -224,6 +231,32 @@ def cmd_train(args):
                              "key bias excluded: its gradient is exactly zero)")
 
 
+# ---- activations ----
+def cmd_acts(args):
+    """debug.dump_activations against PyTorch: the checkpoint holds the weights the dumped step ran
+    its forward on; each layer's output in float64 from the dump's tokens, within --tol relative."""
+    cfg, deck, model, ex = read_file(args.file)
+    with h5py.File(args.dump, "r") as f:
+        tokens = np.array(f["tokens"]).astype(np.int64)
+        dumped = {k: np.array(f[k]) for k in f.keys() if k != "tokens"}
+    want = ["embed"] + [f"h.{l}" for l in range(cfg["layers"])] + ["lnf"]
+    check(sorted(dumped) == sorted(want), "the dump holds %d tensors: embed, h.0 .. h.%d, lnf" %
+          (len(want), cfg["layers"] - 1))
+    acts = {}
+    with torch.no_grad():
+        gpt_loss({n: torch.tensor(v, dtype=torch.float64) for n, v in model.items()}, torch.tensor(tokens), None, cfg,
+                 acts)
+    worst = max(want, key=lambda k: rel(dumped.get(k, 0 * acts[k].numpy()), acts[k].numpy()))
+    for k in want:
+        if k in dumped and dumped[k].shape == tuple(acts[k].shape):
+            e = rel(dumped[k], acts[k].numpy())
+            if e >= args.tol or k == worst:
+                check(e < args.tol, "%s (%s) within %g of PyTorch (%.1e)%s" % (k, "x".join(map(str, dumped[k].shape)),
+                                                                               args.tol, e, " (the worst)" if k == worst else ""))
+    check(all(k in dumped and rel(dumped[k], acts[k].numpy()) < args.tol for k in want),
+          "every layer's output within %g of PyTorch" % args.tol)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -236,9 +269,13 @@ def main():
     t.add_argument("--metrics", required=True)
     t.add_argument("--final")
     t.add_argument("--rule", choices=["plain", "2bw"], default="plain")
+    a = sub.add_parser("acts")
+    a.add_argument("file", help="the checkpoint of the dumped step (its weights)")
+    a.add_argument("--dump", required=True, help="activations_step_*.h5")
+    a.add_argument("--tol", type=float, default=1e-5)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    (cmd_grads if args.cmd == "grads" else cmd_train)(args)
+    {"grads": cmd_grads, "train": cmd_train, "acts": cmd_acts}[args.cmd](args)
     sys.exit(1 if failures else 0)
 
 
