@@ -32,12 +32,17 @@ slurm_start "$SCRATCH/slurm"; ok $? "a one-node Slurm started (slurmctld, slurmd
 # check) is shorter than the run, and releases each requeue at once (Slurm holds a
 # requeued job for 120 s) until the job completes or 6 minutes pass. Prints the final state.
 follow() {  # follow JOBID
-    start=$(date +%s)
+    # A release right after the requeue races slurmctld's cleanup of the previous run ("Job
+    # credential revoked": the job fails); 3 s of pending first is enough.
+    start=$(date +%s); pending=0
     while [ $(($(date +%s) - start)) -lt 360 ]; do
         st=$(slurm_job_state "$1")
         case "$st" in
             COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$st"; return ;;
-            PENDING) scontrol update JobId="$1" StartTime=now > /dev/null 2>&1 ;;
+            PENDING)
+                pending=$((pending + 1))
+                [ $pending -lt 3 ] || scontrol update JobId="$1" StartTime=now > /dev/null 2>&1 ;;
+            *) pending=0 ;;
         esac
         sleep 1
     done
