@@ -7,8 +7,10 @@ depend on it beyond wpe) and writes the final checkpoint: weights, AdamW m and v
 second run resumes from it (--resume auto at train.steps = 1 trains nothing) and reads it back.
 MindPipe logs both ("checkpoint ... (X MB written in Y s ...)", "resumed from ... (X MB read in Y
 s ...)"); the write time covers the whole collective write: create, every rank's hyperslabs,
-checksums, flush, fsync and rename. Reads and dd's read come from the page cache alike (the file
-was just written; dropping caches needs privileges a benchmark should not assume).
+checksums, flush, fsync and rename; the read time covers reading every rank's hyperslabs into fresh
+buffers, verifying every checksum and only then copying into the model. Before each read (MindPipe's
+and dd's) the page cache is dropped when this process may (root: /proc/sys/vm/drop_caches); the
+table says whether reads were cold or warm.
 
     python3 bench_ckpt.py --mindpipe BUILD/src/mindpipe --data BUILD/validation/kjv.h5 [--dir DIR]
 """
@@ -35,16 +37,28 @@ def run(cmd):
     return p.stdout
 
 
+def drop_caches():
+    """Cold reads where permitted; returns whether the cache was dropped."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
 def point(a, n, transfer, root):
     out = os.path.join(root, "r%d_%s" % (n, transfer))
     shutil.rmtree(out, ignore_errors=True)
     base = ["mpiexec", "-n", str(n), a.mindpipe, "train", "-c", a.deck, "--out", out, "--quiet",
-            "--set", "data.path=" + a.data, "--set", "train.steps=1", "--set", "model.seq_len=64",
+            "--set", "data.path=" + a.data, "--set", "train.steps=1", "--set", "train.warmup=0", "--set", "model.seq_len=64",
             "--set", "train.batch=%d" % max(n, 4), "--set", "train.micro_batch=1", "--set", "train.eval_every=0",
             "--set", "train.threads=1", "--set", "checkpoint.transfer=" + transfer]
     for kv in LAYOUTS[n]:
         base += ["--set", kv]
     run(base)
+    drop_caches()
     run(base + ["--resume", "auto"])
     log = open(os.path.join(out, "log.txt")).read()
     w = re.search(r"checkpoint \S+ \(([\d.]+) MB written in ([\d.]+) s", log)
@@ -61,6 +75,7 @@ def dd(mb, root):
     t0 = time.perf_counter()
     run(["dd", "if=/dev/zero", "of=" + f, "bs=4M", "count=%d" % count, "conv=fsync"])
     tw = time.perf_counter() - t0
+    drop_caches()
     t0 = time.perf_counter()
     run(["dd", "if=" + f, "of=/dev/null", "bs=4M"])
     tr = time.perf_counter() - t0
@@ -91,6 +106,7 @@ def main():
         ddw, ddr = dd(rows[0][2], root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    print("\nreads: %s" % ("cold (page cache dropped before each)" if drop_caches() else "warm (page cache not droppable)"))
     print("\n| ranks | layout | transfer | size (MB) | write MB/s | read MB/s | write / dd | read / dd |")
     print("|---|---|---|---|---|---|---|---|")
     for n, transfer, mb, tw, tr in rows:
