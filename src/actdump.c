@@ -92,14 +92,15 @@ out:
     return rc;
 }
 
-int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir)
+int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir, const wait_cfg_t *w)
 {
     int rank, bad;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     /* every slot must have been captured by some rank, or the file would hold zeros */
     unsigned char *all = MP_CALLOC((size_t)d->L + 3, 1);
     if (!all) MP_ABORT("out of memory");
-    MPI_CHECK(MPI_Allreduce(d->have, all, d->L + 3, MPI_UNSIGNED_CHAR, MPI_MAX, comm));
+    memcpy(all, d->have, (size_t)d->L + 3);
+    wait_allreduce(w, all, d->L + 3, MPI_UNSIGNED_CHAR, MPI_MAX, comm, "the activation dump's inventory");
     int missing = 0;
     for (int s = 0; s < d->L + 3; s++) missing += !all[s];
     free(all);
@@ -115,7 +116,7 @@ int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir)
     h5_quiet_begin(&q);
     bad = actdump_file(d, comm, tmp) != MP_OK;
     h5_quiet_end(&q);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm));
+    wait_allreduce(w, &bad, 1, MPI_INT, MPI_MAX, comm, "the activation dump's outcome");
     if (rank == 0 && !bad) {
         if (fs_fsync_path(tmp, 0) != MP_OK || rename(tmp, path) != 0) {
             MP_ERROR("cannot publish %s: %s", path, strerror(errno));
@@ -123,6 +124,6 @@ int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir)
         }
     }
     if (rank == 0 && bad) unlink(tmp);
-    MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, comm));
+    wait_allreduce(w, &bad, 1, MPI_INT, MPI_MAX, comm, "the activation dump's publication");
     return bad ? MP_ERR : MP_OK;
 }

@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include "model.h"
+#include "wait.h"
 
 typedef struct {
     long step;              /* the step dumped; -1: off */
@@ -32,8 +33,8 @@ void actdump_free(actdump_t *d);
  * (t, mb) is the dumped one. */
 void actdump_capture(actdump_t *d, const model_t *m, const model_part_t *pt, const acts_t *a, long t, int mb);
 
-/* Collective over comm once step d->step has run: writes the file in dir. MP_OK or MP_ERR on
- * every rank. */
-int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir);
+/* Collective over comm once step d->step has run: writes the file in dir (its own agreements wait
+ * through w). MP_OK or MP_ERR on every rank. */
+int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir, const wait_cfg_t *w);
 
 #endif

@@ -208,10 +208,6 @@ static int train_fail_mode(const run_t *r, long t)
     if (rank != r->rank || step != t) return -1;
     return !strcmp(what, "write") ? FAIL_WRITE : !strcmp(what, "hang") ? FAIL_HANG : FAIL_KILL;
 }
-static int train_fail_here(const run_t *r, long t, int write)
-{
-    return train_fail_mode(r, t) == (write ? FAIL_WRITE : FAIL_KILL);
-}
 
 /* A file's size in MB (1e6 bytes); 0 if it cannot be read. */
 static double train_file_mb(const char *path)
@@ -241,7 +237,7 @@ static int train_checkpoint(run_t *r)
     const int owner = r->grid.replica_rank == 0;
     ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->model.tab, .owner = owner,
                       .bufs = {r->model.params, r->model.params_old, m ? m : r->model.m, v ? v : r->model.v},
-                      .fail_midway = train_fail_here(r, r->step - 1, 1)};
+                      .fail_midway = train_fail_mode(r, r->step - 1) == FAIL_WRITE};
     train_ckpt_io(r, &pt);
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
                        .data_cursor = r->step * r->deck.train.batch, .weight_versions = r->model.params_old ? 2 : 1};
@@ -408,7 +404,7 @@ static int train_loop(run_t *r)
         trace_span(&r->trace, "optimizer", t, -1, t1);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
-        if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir) != MP_OK) return MP_ERR;
+        if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait) != MP_OK) return MP_ERR;
         if (t == first) { /* the first step warms caches and pools */
             memset(&r->prof, 0, sizeof r->prof);
             r->dp.comm_seconds = 0.0;
