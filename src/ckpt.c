@@ -693,6 +693,9 @@ static int ckpt_read_file(const char *path, const param_table_t *gtab, const ckp
     uint64_t *sums = MP_CALLOC((size_t)n, sizeof *sums), *stored = MP_CALLOC((size_t)n, sizeof *stored);
     int rc = sums && stored ? ckpt_head_read(f, path, h) : MP_ERR, have_head = rc == MP_OK;
     if (rc == MP_OK) rc = ckpt_cfg_check(path, &h->cfg, &gtab->cfg);
+    /* Every step that can fail on one rank alone is agreed on before the next all-reduce: a rank
+     * that stopped early would leave the others waiting in it. */
+    rc = ckpt_agree(pt, rc);
     for (int k = 0; k < CKPT_NGROUPS && rc == MP_OK; k++) {
         if (!pt->bufs[k]) continue;
         if (k == CKPT_MODEL_PREV && ckpt_path_exists(f, ckpt_groups[k], path) == 0) {
@@ -700,7 +703,7 @@ static int ckpt_read_file(const char *path, const param_table_t *gtab, const ckp
                          "only from a 2bw checkpoint, which holds both weight versions", path);
             break;
         }
-        rc = ckpt_group_io(f, ckpt_groups[k], gtab, pt, tmp[k], 0, sums, stored, path);
+        rc = ckpt_agree(pt, ckpt_group_io(f, ckpt_groups[k], gtab, pt, tmp[k], 0, sums, stored, path));
         if (rc != MP_OK) break;
         ckpt_allreduce(pt, sums, n, MPI_UINT64_T, MPI_SUM);
         for (int i = 0; i < n && rc == MP_OK; i++)
