@@ -2,8 +2,21 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "check.h"
+
+void *mem_zalloc(size_t bytes)
+{
+    const size_t huge = (size_t)2 << 20;
+    const int big = bytes >= 2 * huge;
+    const size_t align = big ? huge : 64, rounded = (bytes + align - 1) / align * align;
+    void *p = aligned_alloc(align, rounded ? rounded : align);
+    if (!p) return NULL;
+    if (big) madvise(p, rounded, MADV_HUGEPAGE); /* advice only: without THP it is a no-op */
+    memset(p, 0, rounded ? rounded : align);
+    return p;
+}
 
 void arena_init(arena_t *a, size_t limit)
 {
@@ -18,13 +31,11 @@ static void *arena_bytes(arena_t *a, size_t bytes, const char *what)
                  what, bytes, a->in_use, a->limit);
         return NULL;
     }
-    size_t rounded = (bytes + 63) / 64 * 64;
-    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    void *p = mem_zalloc(bytes);
     if (!p) {
         MP_ERROR("out of memory allocating %s (%zu bytes)", what, bytes);
         return NULL;
     }
-    memset(p, 0, rounded ? rounded : 64);
     a->in_use += bytes;
     a->count++;
     if (a->in_use > a->peak) a->peak = a->in_use;

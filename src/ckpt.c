@@ -6,9 +6,10 @@
  * Reading verifies everything into temporary buffers before touching the caller's, so a refused
  * file never leaves a model half-loaded.
  *
- * Writes and reads are collective (MPI-IO driver, collective transfers): each rank moves the
- * hyperslab of its TP shard of every tensor its stage holds, and a dataset's checksum is the sum of
- * the owning ranks' partial sums (ckpt_checksum is order-free and keyed by the global index).
+ * Writes and reads are collective (MPI-IO driver; transfers collective or independent, per
+ * checkpoint.transfer): each rank moves the hyperslab of its TP shard of every tensor its stage
+ * holds, and a dataset's checksum is the sum of the owning ranks' partial sums (ckpt_checksum is
+ * order-free and keyed by the global index).
  *
  * HDF5's automatic error printing is switched off around every public entry point (and restored
  * after): each failure is reported once, as our own message naming the file and the dataset. */
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "check.h"
 #include "h5util.h"
 #include "rng.h"
@@ -726,7 +728,7 @@ int ckpt_read_parallel(const char *path, const param_table_t *gtab, const ckpt_p
     float *tmp[CKPT_NGROUPS] = {NULL};
     const size_t bytes = pt->local->total * sizeof(float);
     for (int k = 0; k < CKPT_NGROUPS; k++)
-        if (pt->bufs[k] && !(tmp[k] = MP_CALLOC(pt->local->total ? pt->local->total : 1, sizeof(float)))) rc = MP_ERR;
+        if (pt->bufs[k] && !(tmp[k] = mem_zalloc(bytes))) rc = MP_FAIL("out of memory reading %s", path);
     ckpt_head_t h;
     h5_quiet_t q;
     h5_quiet_begin(&q);
