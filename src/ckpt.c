@@ -23,7 +23,6 @@
 #include <signal.h>
 #include <hdf5.h>
 #include <libgen.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -239,18 +238,12 @@ out:
     return f;
 }
 
-/* In-place all-reduce over the part's communicator, polled (yielding the core when asked: MPICH
- * spins in blocking calls, DESIGN §2). */
+/* In-place all-reduce over the part's communicator: through wait.h when the part has a wait
+ * configuration (it yields the core and has a deadline, DESIGN §2), else blocking. */
 static void ckpt_allreduce(const ckpt_part_t *pt, void *buf, int n, MPI_Datatype type, MPI_Op op)
 {
-    MPI_Request q;
-    int done = 0;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, n, type, op, pt->comm, &q));
-    for (;;) {
-        MPI_CHECK(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
-        if (done) break;
-        if (pt->yield) sched_yield();
-    }
+    if (pt->wait) wait_allreduce(pt->wait, buf, n, type, op, pt->comm, "a checkpoint all-reduce");
+    else MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, type, op, pt->comm));
 }
 
 /* Every rank agrees: MP_ERR everywhere if rc failed anywhere (each failing rank said why). */

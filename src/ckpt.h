@@ -25,6 +25,7 @@
 #include <stdio.h>
 
 #include "params.h"
+#include "wait.h"
 
 #include <mpi.h>
 
@@ -53,7 +54,7 @@ typedef struct {
     int fail_midway;             /* debug.fail_at RANK:STEP:write: this rank dies (SIGKILL) midway */
     int independent;             /* 1: independent MPI-IO transfers (each rank's hyperslab on its own);
                                     0: collective (two-phase buffering); checkpoint.transfer */
-    int yield;                   /* sched_yield while waiting on the part's own all-reduces */
+    const wait_cfg_t *wait;      /* how the part's own all-reduces wait (NULL: blocking MPI) */
 } ckpt_part_t;
 
 /* Collective over part->comm: writes every tensor of gtab (the canonical model) into the groups

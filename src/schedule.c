@@ -69,6 +69,20 @@ static void interleaved_step(int i, int pp, int v, int backward, int stage, int 
     *k_p = c * pp + stage;
 }
 
+/* Every step ends by reducing the gradients and stepping the optimizer; *out gets the list, or
+ * nothing is left allocated when an append failed. */
+static int sched_finish(instr_list_t *l, int rc, instr_list_t *out)
+{
+    rc |= push(l, OP_REDUCE_GRADS, -1, -1, -1);
+    rc |= push(l, OP_OPTIMIZER_STEP, -1, -1, -1);
+    if (rc != MP_OK) {
+        free(l->ins);
+        return MP_ERR;
+    }
+    *out = *l;
+    return MP_OK;
+}
+
 int sched_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, int v)
 {
     char why[256];
@@ -93,14 +107,7 @@ int sched_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, 
         }
         for (; b < total; b++) interleaved_step(b, pp, v, 1, stage, &mb, &k), rc |= emit_backward(&l, mb, k, K, pp);
     }
-    rc |= push(&l, OP_REDUCE_GRADS, -1, -1, -1);
-    rc |= push(&l, OP_OPTIMIZER_STEP, -1, -1, -1);
-    if (rc != MP_OK) {
-        free(l.ins);
-        return MP_ERR;
-    }
-    *out = l;
-    return MP_OK;
+    return sched_finish(&l, rc, out);
 }
 
 int sched_build_2bw(instr_list_t *out, int stage, int pp, int m, int first, int drain)
@@ -115,14 +122,7 @@ int sched_build_2bw(instr_list_t *out, int stage, int pp, int m, int first, int 
         if (f < m || !drain) rc |= emit_forward(&l, f, stage, pp, pp);
         rc |= emit_backward(&l, b, stage, pp, pp);
     }
-    rc |= push(&l, OP_REDUCE_GRADS, -1, -1, -1);
-    rc |= push(&l, OP_OPTIMIZER_STEP, -1, -1, -1);
-    if (rc != MP_OK) {
-        free(l.ins);
-        return MP_ERR;
-    }
-    *out = l;
-    return MP_OK;
+    return sched_finish(&l, rc, out);
 }
 
 void sched_free(instr_list_t *l)

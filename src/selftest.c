@@ -386,9 +386,9 @@ static void t_optim(st_t *s, int bf16)
     st_report(s, "vec_add", bf16, &c);
 }
 
-/* "cuda" or "cuda:N": the device ordinal, or -1 if the string is neither. */
 /* NCCL through the grid's helpers on a one-rank communicator (MPI_COMM_SELF): all-reduce, all-gather
- * and reduce-scatter of one rank are copies, so each output must equal its input exactly; send and
+ * and reduce-scatter of one rank are copies, so each output must equal its input (to the fp32
+ * tolerance, which a copy meets with error 0); send and
  * receive need a peer and are left to a multi-rank run (docs/GPU.md). */
 static void t_nccl(st_t *s, int bf16)
 {
@@ -409,6 +409,7 @@ static void t_nccl(st_t *s, int bf16)
     mp_nccl_comm_destroy(comm);
 }
 
+/* "cuda" or "cuda:N": the device ordinal, or -1 if the string is neither. */
 static int st_device_ordinal(const char *device)
 {
     if (!strcmp(device, "cuda")) return 0;

@@ -221,8 +221,8 @@ static double train_file_mb(const char *path)
 static void train_ckpt_io(const run_t *r, ckpt_part_t *pt)
 {
     const char *t = r->deck.checkpoint.transfer;
-    pt->independent = !strcmp(t, "independent") || (!strcmp(t, "auto") && r->grid.node_size > sysconf(_SC_NPROCESSORS_ONLN));
-    pt->yield = r->wait.yield;
+    pt->independent = !strcmp(t, "independent") || (!strcmp(t, "auto") && wait_node_oversubscribed(r->grid.node_size));
+    pt->wait = &r->wait;
 }
 
 /* The checkpoint of step r->step, written collectively: each stage's TP shards write their

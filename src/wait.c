@@ -7,12 +7,13 @@
 #include "check.h"
 #include "perf.h"
 
+int wait_node_oversubscribed(int node_ranks) { return node_ranks > sysconf(_SC_NPROCESSORS_ONLN); }
+
 void wait_cfg_init(wait_cfg_t *w, const char *mode, double timeout, int node_ranks)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (strcmp(mode, "yield") == 0) w->yield = 1;
     else if (strcmp(mode, "spin") == 0) w->yield = 0;
-    else w->yield = node_ranks > cores;
+    else w->yield = wait_node_oversubscribed(node_ranks);
     w->timeout = timeout;
 }
 

@@ -14,6 +14,9 @@ typedef struct {
     double timeout;   /* seconds; 0 = none */
 } wait_cfg_t;
 
+/* Whether a node with node_ranks ranks has more of them than cores (MPICH then spins against itself). */
+int wait_node_oversubscribed(int node_ranks);
+
 /* From parallel.wait (auto|yield|spin), parallel.timeout and the ranks/cores of this node. */
 void wait_cfg_init(wait_cfg_t *w, const char *mode, double timeout, int node_ranks);
 
