@@ -33,10 +33,10 @@ void actdump_free(actdump_t *d)
     d->step = -1;
 }
 
-static void keep(actdump_t *d, int slot, const float *x)
+static void keep(actdump_t *d, const model_t *m, int slot, const float *x)
 {
     const size_t n = (size_t)d->B * d->T * d->C;
-    memcpy(d->buf + (size_t)slot * n, x, n * sizeof(float));
+    be_to_host(m->be, d->buf + (size_t)slot * n, x, n * sizeof(float));
     d->have[slot] = 1;
 }
 
@@ -44,12 +44,12 @@ void actdump_capture(actdump_t *d, const model_t *m, const model_part_t *pt, con
 {
     if (d->step < 0 || !d->capture || t != d->step || mb != 0) return;
     if (pt->embed) {
-        keep(d, 0, a->encoded);
+        keep(d, m, 0, a->encoded);
         memcpy(d->tokens, a->inputs, (size_t)d->B * d->T * sizeof(int));
         d->have[d->L + 2] = 1;
     }
-    for (int i = 0; i < pt->n; i++) keep(d, 1 + param_block_layer(&m->tab, pt->b0 + i), a->h[i].res3);
-    if (pt->final) keep(d, d->L + 1, a->lnf);
+    for (int i = 0; i < pt->n; i++) keep(d, m, 1 + param_block_layer(&m->tab, pt->b0 + i), a->h[i].res3);
+    if (pt->final) keep(d, m, d->L + 1, a->lnf);
 }
 
 /* Creates every dataset on every rank (HDF5's metadata is collective) and writes the ones this

@@ -24,6 +24,34 @@ void arena_init(arena_t *a, size_t limit)
     a->limit = limit;
 }
 
+void arena_bind_region(arena_t *a, void *base, size_t capacity, void (*zero)(void *ctx, void *p, size_t bytes),
+                       void *zero_ctx)
+{
+    a->base = base;
+    a->capacity = capacity;
+    a->top = 0;
+    a->zero = zero;
+    a->zero_ctx = zero_ctx;
+}
+
+enum { REGION_ALIGN = 256 }; /* cuBLAS and vector loads like it */
+
+static size_t region_round(size_t bytes) { return (bytes + REGION_ALIGN - 1) / REGION_ALIGN * REGION_ALIGN; }
+
+static void *region_bytes(arena_t *a, size_t bytes, const char *what)
+{
+    const size_t r = region_round(bytes);
+    if (r > a->capacity - a->top) {
+        MP_ERROR("device memory exhausted allocating %s: %zu bytes requested, %zu of the %zu-byte region in use",
+                 what, bytes, a->top, a->capacity);
+        return NULL;
+    }
+    void *p = a->base + a->top;
+    a->top += r;
+    if (bytes) a->zero(a->zero_ctx, p, bytes);
+    return p;
+}
+
 static void *arena_bytes(arena_t *a, size_t bytes, const char *what)
 {
     if (a->limit && a->in_use + bytes > a->limit) {
@@ -31,7 +59,8 @@ static void *arena_bytes(arena_t *a, size_t bytes, const char *what)
                  what, bytes, a->in_use, a->limit);
         return NULL;
     }
-    void *p = mem_zalloc(bytes);
+    void *p = a->base ? region_bytes(a, bytes, what) : mem_zalloc(bytes);
+    if (!p && a->base) return NULL;
     if (!p) {
         MP_ERROR("out of memory allocating %s (%zu bytes)", what, bytes);
         return NULL;
@@ -49,7 +78,11 @@ int *arena_ints(arena_t *a, size_t n, const char *what) { return arena_bytes(a, 
 void arena_free(arena_t *a, void *p, size_t bytes)
 {
     if (!p) return;
-    free(p);
+    if (a->base) {
+        if ((char *)p + region_round(bytes) == a->base + a->top) a->top -= region_round(bytes);
+    } else {
+        free(p);
+    }
     a->in_use -= bytes;
     a->count--;
 }

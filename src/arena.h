@@ -12,6 +12,13 @@ typedef struct {
     size_t in_use;  /* bytes currently allocated */
     size_t peak;    /* high-water mark of in_use */
     int count;      /* live allocations */
+    /* Region mode (arena_bind_region: the emu and cuda backends): allocations are bumped from
+     * [base, base + capacity) at `top`, zeroed through `zero`; a free gives memory back only when
+     * it is the newest block (model memory lives as long as the run; frees come at teardown). */
+    char *base;
+    size_t capacity, top;
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    void *zero_ctx;
 } arena_t;
 
 /* Zeroed, 64-byte aligned host memory, free()d as usual. Blocks of 4 MiB and more are 2 MiB aligned
@@ -21,6 +28,10 @@ typedef struct {
 void *mem_zalloc(size_t bytes);
 
 void arena_init(arena_t *a, size_t limit);
+/* From now on allocations come from the region [base, base + capacity), 256-byte aligned, zeroed by
+ * zero(ctx, p, bytes). Call before the first allocation. */
+void arena_bind_region(arena_t *a, void *base, size_t capacity, void (*zero)(void *ctx, void *p, size_t bytes),
+                       void *zero_ctx);
 /* 64-byte aligned, zeroed floats. NULL (after a message naming `what`, the request and the limit)
  * when the limit would be exceeded or the allocation fails. */
 float *arena_floats(arena_t *a, size_t n, const char *what);

@@ -91,7 +91,8 @@ static const deck_key_t keys[] = {
     K_INT(train, eval_windows, "32", 1, 1e9, "validation windows of seq_len tokens (from the start of /val)"),
     K_INT(train, threads, "0", 0, 65536, "compute threads per rank; 0 = the node's cores ÷ ranks on the node"),
     K_NUM(train, peak_gflops, "0", 0, INF, 0, "peak GFLOP/s per rank used for MFU; 0 = measure sgemm at start"),
-    K_CHOICE(train, device, "cpu", "cpu|cuda", "compute backend"),
+    K_CHOICE(train, device, "cpu", "cpu|emu|cuda",
+             "compute backend; emu: the CPU kernels on guarded device memory, the CUDA path's data movement"),
     K_CHOICE(train, precision, "fp32", "fp32|bf16", "compute precision (master weights are always fp32)"),
 
     K_PATH(data, path, "",

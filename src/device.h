@@ -5,5 +5,8 @@
 /* MP_OK when this build and this node can run the deck's device and precision; otherwise a message
  * naming the key, what is missing and what to set instead, and MP_ERR. Not collective. */
 int device_check(const char *device, const char *precision);
+/* CUDA devices this rank sees (ranks take device node_rank mod count); 0 after a message naming
+ * the host and the driver's words when there is none. */
+int device_count(const char *device);
 
 #endif

@@ -12,18 +12,20 @@
 #include <mpi.h>
 #include <stddef.h>
 
+#include "backend.h"
 #include "wait.h"
 
+/* Buffers are the backend's (device) memory; the buckets run through be_bucket_* (MPI on the CPU,
+ * NCCL on the collective stream on CUDA). */
 typedef struct {
     MPI_Comm comm;
     int size, rank;
-    const wait_cfg_t *wait;
+    backend_t *be;
+    arena_t *arena;
     int zero;
     size_t total;          /* real floats in the parameter buffer */
     size_t shard;          /* padded total / size */
-    float *shard_buf;      /* ZeRO-1: receives this replica's shard of the gradient sum */
-    MPI_Request *req;      /* one per bucket in flight */
-    int nreq, maxreq;
+    float *shard_buf;      /* ZeRO-1: receives this replica's shard of the gradient sum (device) */
     double comm_seconds;   /* time spent waiting for buckets after the backward ended */
 } dp_t;
 
@@ -31,7 +33,7 @@ typedef struct {
 size_t dp_padded(size_t total, int shards);
 
 /* MP_OK or MP_ERR (allocation). max_buckets bounds the buckets of one step. */
-int dp_init(dp_t *dp, MPI_Comm replica, const wait_cfg_t *w, size_t total, int zero, int max_buckets);
+int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int max_buckets);
 void dp_free(dp_t *dp);
 
 /* Starts the sum over replicas of grads[off, off+n), in place. */

@@ -8,15 +8,16 @@
 
 #include "check.h"
 #include "dp.h"
-#include "kernels.h"
+#include "backend.h"
 #include "perf.h"
 
-int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int nchunks, const int *layer0s,
-                 const int *nlayers_s, int has_embed, int has_final, int shards, int tp, int tp_rank)
+int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *arena, int nchunks,
+                 const int *layer0s, const int *nlayers_s, int has_embed, int has_final, int shards, int tp, int tp_rank)
 {
     model_t m;
     memset(&m, 0, sizeof m);
     m.cfg = *cfg;
+    m.be = be;
     m.arena = arena;
     m.tp_comm = MPI_COMM_NULL;
     if (param_table_build_chunks(&m.tab, cfg, nchunks, layer0s, nlayers_s, has_embed, has_final, tp, tp_rank) != MP_OK)
@@ -62,13 +63,13 @@ static size_t model_head_floats(const model_t *m) { return (size_t)tp_V(m) * m->
 /* Sum (or max) over the tensor-parallel peers; nothing at tp = 1. */
 static void tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
 {
-    if (m->tab.tp > 1) wait_allreduce(m->wait, buf, (int)n, MPI_FLOAT, op, m->tp_comm, "a tensor-parallel all-reduce");
+    if (m->tab.tp > 1) be_allreduce(m->be, buf, n, op, m->tp_comm, "a tensor-parallel all-reduce");
 }
 
 int model_versions_create(model_t *m)
 {
     if (!(m->params_old = arena_floats(m->arena, m->alloc, "2BW previous weight version"))) return MP_ERR;
-    memcpy(m->params_old, m->params, m->alloc * sizeof(float));
+    be_copy(m->be, m->params_old, m->params, m->alloc * sizeof(float));
     m->p_new = m->p;
     if (param_view_bind(&m->p_old, &m->tab, m->params_old) != MP_OK) {
         arena_free(m->arena, m->params_old, m->alloc * sizeof(float));
@@ -94,7 +95,7 @@ void model_use_version(model_t *m, int old)
 
 void model_versions_advance(model_t *m)
 {
-    if (m->params_old) memcpy(m->params_old, m->params, m->alloc * sizeof(float));
+    if (m->params_old) be_copy(m->be, m->params_old, m->params, m->alloc * sizeof(float));
 }
 
 void model_destroy(model_t *m)
@@ -167,13 +168,25 @@ int acts_create_part(acts_t *a_p, const model_t *m, int B, int nblocks, int fina
     a.h = MP_CALLOC((size_t)(nblocks > 0 ? nblocks : 1), sizeof *a.h);
     if (!a.h) return MP_ERR;
     a.nfloats = acts_layout(&a, m, B, NULL);
+    const size_t ntok = (size_t)B * a.T;
     if (!(a.buf = arena_floats(arena, a.nfloats, "activations"))) goto err_free_h;
-    if (!(a.ibuf = arena_ints(arena, 2 * (size_t)B * a.T, "token buffers"))) goto err_free_buf;
+    if (!(a.ibuf = arena_ints(arena, 2 * ntok, "token buffers"))) goto err_free_buf;
     acts_layout(&a, m, B, a.buf);
-    a.inputs = a.ibuf;
-    a.targets = a.ibuf + (size_t)B * a.T;
+    a.d_inputs = a.ibuf;
+    a.d_targets = a.ibuf + ntok;
+    a.inputs = a.d_inputs, a.targets = a.d_targets, a.host_losses = a.losses;
+    if (!be_host_visible(m->be)) { /* the loader writes tokens and the loop reads losses on the host */
+        if (!(a.host_ibuf = MP_CALLOC(2 * ntok, sizeof(int)))) goto err_free_ibuf;
+        if (!(a.host_losses = MP_CALLOC(ntok, sizeof(float)))) goto err_free_hi;
+        a.inputs = a.host_ibuf;
+        a.targets = a.host_ibuf + ntok;
+    }
     *a_p = a;
     return MP_OK;
+err_free_hi:
+    free(a.host_ibuf);
+err_free_ibuf:
+    arena_free(arena, a.ibuf, 2 * ntok * sizeof(int));
 err_free_buf:
     arena_free(arena, a.buf, a.nfloats * sizeof(float));
 err_free_h:
@@ -183,6 +196,11 @@ err_free_h:
 
 void acts_destroy(acts_t *a, arena_t *arena)
 {
+    if (a->host_ibuf) {
+        free(a->host_ibuf);
+        free(a->host_losses);
+        a->host_ibuf = NULL;
+    }
     arena_free(arena, a->ibuf, 2 * (size_t)a->B * a->T * sizeof(int));
     arena_free(arena, a->buf, a->nfloats * sizeof(float));
     free(a->h);
@@ -223,8 +241,8 @@ void scratch_destroy(scratch_t *s, arena_t *arena) { arena_free(arena, s->buf, s
 static void rowpar_residual(const model_t *m, float *out, const float *res, const float *inp, const float *w,
                             const float *bias, int N, int K, int OC, prof_t *p)
 {
-    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, matmul_residual_forward(out, res, inp, w, bias, N, K, OC));
-    else PROF(p, PROF_MATMUL, matmul_forward(out, inp, w, NULL, N, K, OC));
+    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, be_matmul_residual_forward(m->be, out, res, inp, w, bias, N, K, OC));
+    else PROF(p, PROF_MATMUL, be_matmul_forward(m->be, out, inp, w, NULL, N, K, OC));
     tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
 }
 
@@ -233,14 +251,14 @@ static void rowpar_residual(const model_t *m, float *out, const float *res, cons
 static void block_forward(const model_t *m, const block_view_t *w, block_acts_t *h, const float *x, int B, prof_t *p)
 {
     const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Cl = tp_C(m), RC = tp_RC(m);
-    PROF(p, PROF_ELEMENTWISE, layernorm_forward(h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
-    PROF(p, PROF_MATMUL, matmul_forward(h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl));
-    PROF(p, PROF_ATTENTION, attention_forward(h->atty, h->att, h->qkv, B, T, Cl, tp_NH(m)));
+    PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
+    PROF(p, PROF_MATMUL, be_matmul_forward(m->be, h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl));
+    PROF(p, PROF_ATTENTION, be_attention_forward(m->be, h->atty, h->att, h->qkv, B, T, Cl, tp_NH(m)));
     rowpar_residual(m, h->res2, x, h->atty, w->projw, w->projb, N, Cl, C, p);
     PROF(p, PROF_ELEMENTWISE,
-         layernorm_forward(h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
-    PROF(p, PROF_MATMUL, matmul_forward(h->fch, h->ln2, w->fcw, w->fcb, N, C, RC));
-    PROF(p, PROF_ELEMENTWISE, gelu_forward(h->fch_gelu, h->fch, (size_t)N * RC));
+         be_layernorm_forward(m->be, h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
+    PROF(p, PROF_MATMUL, be_matmul_forward(m->be, h->fch, h->ln2, w->fcw, w->fcb, N, C, RC));
+    PROF(p, PROF_ELEMENTWISE, be_gelu_forward(m->be, h->fch_gelu, h->fch, (size_t)N * RC));
     rowpar_residual(m, h->res3, h->res2, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C, p);
 }
 
@@ -250,22 +268,22 @@ static void block_backward(const model_t *m, const block_view_t *w, block_view_t
                            const float *x, scratch_t *s, int B, prof_t *p)
 {
     const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Cl = tp_C(m), RC = tp_RC(m);
-    PROF(p, PROF_MATMUL, matmul_backward(s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu, w->fcprojw, N, RC, C));
-    PROF(p, PROF_ELEMENTWISE, gelu_backward(s->dfch, h->fch, s->dfch, (size_t)N * RC));
-    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC));
+    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu, w->fcprojw, N, RC, C));
+    PROF(p, PROF_ELEMENTWISE, be_gelu_backward(m->be, s->dfch, h->fch, s->dfch, (size_t)N * RC));
+    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC));
     tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
-    PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
+    PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
                                                  h->ln2_rstd, N, C));
-    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, Cl, C));
-    PROF(p, PROF_ATTENTION, attention_backward(s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, tp_NH(m)));
-    PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
+    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, Cl, C));
+    PROF(p, PROF_ATTENTION, be_attention_backward(m->be, s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, tp_NH(m)));
+    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
     /* The key bias gets no gradient: it adds one constant to every score of a query's row, which
      * softmax ignores. Computed, it is a sum of rounding noise that AdamW's m/sqrt(v) would turn
      * into steps of size lr, differently for every layout; so it is exactly zero. */
-    memset(g->qkvb + Cl, 0, (size_t)Cl * sizeof(float));
+    be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float));
     tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
     PROF(p, PROF_ELEMENTWISE,
-         layernorm_backward(s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C));
+         be_layernorm_backward(m->be, s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C));
 }
 
 static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->encoded : a->h[i - 1].res3; }
@@ -276,12 +294,12 @@ static void embed_forward(model_t *m, acts_t *a, prof_t *p)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim;
     if (m->tab.tp == 1) {
-        PROF(p, PROF_ELEMENTWISE, encoder_forward(a->encoded, a->inputs, m->p.wte, m->p.wpe, B, T, C, 0, tp_V(m)));
+        PROF(p, PROF_ELEMENTWISE, be_encoder_forward(m->be, a->encoded, a->d_inputs, m->p.wte, m->p.wpe, B, T, C, 0, tp_V(m)));
         return;
     }
-    PROF(p, PROF_ELEMENTWISE, encoder_forward(a->encoded, a->inputs, m->p.wte, NULL, B, T, C, tp_v0(m), tp_V(m)));
+    PROF(p, PROF_ELEMENTWISE, be_encoder_forward(m->be, a->encoded, a->d_inputs, m->p.wte, NULL, B, T, C, tp_v0(m), tp_V(m)));
     tp_reduce(m, a->encoded, (size_t)B * T * C, MPI_SUM);
-    PROF(p, PROF_ELEMENTWISE, position_forward(a->encoded, m->p.wpe, B, T, C));
+    PROF(p, PROF_ELEMENTWISE, be_position_forward(m->be, a->encoded, m->p.wpe, B, T, C));
 }
 
 /* Softmax cross-entropy of the logits in a->probs; vocab-parallel at tp > 1 (no rank ever holds
@@ -290,17 +308,17 @@ static void xent_forward(model_t *m, acts_t *a, scratch_t *s, prof_t *p)
 {
     const int N = a->B * m->cfg.seq_len, Vl = tp_V(m), v0 = tp_v0(m);
     if (m->tab.tp == 1) {
-        PROF(p, PROF_XENT, crossentropy_forward(a->losses, a->probs, a->targets, N, Vl));
+        PROF(p, PROF_XENT, be_crossentropy_forward(m->be, a->losses, a->probs, a->d_targets, N, Vl));
         return;
     }
     int valid = m->cfg.vocab - v0;
     valid = valid < 0 ? 0 : valid > Vl ? Vl : valid;
-    PROF(p, PROF_XENT, xent_local_max(s->xmax, s->xtgt, a->probs, a->targets, N, Vl, v0, valid));
+    PROF(p, PROF_XENT, be_xent_local_max(m->be, s->xmax, s->xtgt, a->probs, a->d_targets, N, Vl, v0, valid));
     tp_reduce(m, s->xmax, (size_t)N, MPI_MAX);
-    PROF(p, PROF_XENT, xent_local_expsum(s->xsum, a->probs, s->xmax, N, Vl, valid));
+    PROF(p, PROF_XENT, be_xent_local_expsum(m->be, s->xsum, a->probs, s->xmax, N, Vl, valid));
     tp_reduce(m, s->xsum, (size_t)N, MPI_SUM);
     tp_reduce(m, s->xtgt, (size_t)N, MPI_SUM);
-    PROF(p, PROF_XENT, xent_finish(a->losses, a->probs, s->xmax, s->xsum, s->xtgt, N, Vl));
+    PROF(p, PROF_XENT, be_xent_finish(m->be, a->losses, a->probs, s->xmax, s->xsum, s->xtgt, N, Vl));
 }
 
 model_part_t model_whole(const model_t *m)
@@ -326,15 +344,18 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     prof_t *p = m->prof;
+    if ((pt->embed || pt->final) && a->inputs != a->d_inputs) /* the tokens the host loaded */
+        be_to_device(m->be, a->d_inputs, a->inputs, 2 * (size_t)N * sizeof(int));
     if (pt->embed) embed_forward(m, a, p);
     for (int i = 0; i < pt->n; i++) block_forward(m, &m->p.h[pt->b0 + i], &a->h[i], block_input(a, i), B, p);
     if (!pt->final) return 0.0;
     const float *top = block_input(a, pt->n);
-    PROF(p, PROF_ELEMENTWISE, layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
-    PROF(p, PROF_MATMUL, matmul_forward(a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
+    PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
+    PROF(p, PROF_MATMUL, be_matmul_forward(m->be, a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
     xent_forward(m, a, s, p);
+    be_to_host(m->be, a->host_losses, a->losses, (size_t)N * sizeof(float));
     double sum = 0.0; /* fixed order: the reported loss is the same bits every run */
-    for (int i = 0; i < N; i++) sum += a->losses[i];
+    for (int i = 0; i < N; i++) sum += a->host_losses[i];
     return sum;
 }
 
@@ -349,12 +370,12 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
     prof_t *p = m->prof;
     if (pt->final) {
-        PROF(p, PROF_XENT, crossentropy_backward(a->probs, a->probs, a->targets, dloss, N, Vl, tp_v0(m)));
-        PROF(p, PROF_MATMUL, matmul_backward(s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
+        PROF(p, PROF_XENT, be_crossentropy_backward(m->be, a->probs, a->probs, a->d_targets, dloss, N, Vl, tp_v0(m)));
+        PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
         tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
-        memset(s->dres, 0, (size_t)N * C * sizeof(float));
+        be_zero(m->be, s->dres, (size_t)N * C * sizeof(float));
         const float *top = block_input(a, pt->n);
-        PROF(p, PROF_ELEMENTWISE, layernorm_backward(s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw,
+        PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw,
                                                      a->lnf_mean, a->lnf_rstd, N, C));
         if (m->grads_ready) m->grads_ready(m->grads_ctx, PARAM_RANGE_FINAL);
     }
@@ -363,7 +384,7 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
         if (m->grads_ready) m->grads_ready(m->grads_ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
     if (pt->embed)
-        PROF(p, PROF_ELEMENTWISE, encoder_backward(m->g.wte, m->g.wpe, s->dres, a->inputs, B, T, C, tp_v0(m), Vl));
+        PROF(p, PROF_ELEMENTWISE, be_encoder_backward(m->be, m->g.wte, m->g.wpe, s->dres, a->d_inputs, B, T, C, tp_v0(m), Vl));
 }
 
 float *model_stage_output(const model_t *m, acts_t *a) { return (float *)block_input(a, m->tab.nlayers); }
@@ -372,13 +393,13 @@ float *model_part_output(const model_part_t *pt, acts_t *a) { return (float *)bl
 
 void model_grads_zero(model_t *m)
 {
-    memset(m->grads, 0, m->alloc * sizeof(float));
-    if (m->grad_head) memset(m->grad_head, 0, model_head_floats(m) * sizeof(float));
+    be_zero(m->be, m->grads, m->alloc * sizeof(float));
+    if (m->grad_head) be_zero(m->be, m->grad_head, model_head_floats(m) * sizeof(float));
 }
 
 void model_grads_finish(model_t *m)
 {
-    if (m->grad_head && m->g.wte) vec_add(m->g.wte, m->g.wte, m->grad_head, model_head_floats(m));
+    if (m->grad_head && m->g.wte) be_vec_add(m->be, m->g.wte, m->g.wte, m->grad_head, model_head_floats(m));
 }
 
 double model_flops_per_token(const model_cfg_t *cfg)

@@ -11,6 +11,7 @@
 #include <mpi.h>
 
 #include "arena.h"
+#include "backend.h"
 #include "params.h"
 #include "perf.h"
 #include "wait.h"
@@ -30,14 +31,17 @@ typedef struct {
 typedef struct {
     int B, T;
     int nblocks, final;                /* blocks whose activations it holds; holds the head's */
-    int *inputs, *targets;             /* (B,T) */
+    int *inputs, *targets;             /* (B,T) on the host: the data loader fills them */
+    int *d_inputs, *d_targets;         /* (B,T) on the device: forward copies them there (cpu: the same) */
     float *encoded;                    /* (B,T,C) */
     block_acts_t *h;                   /* one per block of the part it serves (h[0]: its first) */
     float *lnf, *lnf_mean, *lnf_rstd;  /* (B,T,C), (B,T), (B,T) */
     float *probs;                      /* (B,T,V) logits, then softmax probabilities, then dlogits */
     float *losses;                     /* (B,T) */
+    float *host_losses;                /* (B,T) on the host: forward copies losses there (cpu: losses) */
     float *buf; size_t nfloats;        /* the one allocation behind all of the above */
-    int *ibuf;
+    int *ibuf;                         /* d_inputs and d_targets */
+    int *host_ibuf;                    /* inputs and targets when the device is not the host (else NULL) */
 } acts_t;
 
 /* Backward and forward temporaries shared by all micro-batches (not saved). */
@@ -53,6 +57,7 @@ typedef struct {
 
 typedef struct {
     model_cfg_t cfg;
+    backend_t *be;                 /* where every buffer below lives and every kernel runs */
     param_table_t tab;             /* this rank's shard (tab.tp, tab.tp_rank) */
     MPI_Comm tp_comm;              /* tensor-parallel peers (when tab.tp > 1) */
     const wait_cfg_t *wait;
@@ -79,8 +84,8 @@ typedef struct {
  * shard of TP rank tp_rank of tp (set tp_comm and wait before a forward when tp > 1), with
  * zeroed buffers, padded for `shards` ZeRO-1 shards (1: no sharding; the AdamW moments then hold
  * the whole buffer, else one shard). MP_OK or MP_ERR (arena limit or allocation; message printed). */
-int model_create(model_t *m_p, const model_cfg_t *cfg, arena_t *arena, int nchunks, const int *layer0s,
-                 const int *nlayers_s, int has_embed, int has_final, int shards, int tp, int tp_rank);
+int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *arena, int nchunks,
+                 const int *layer0s, const int *nlayers_s, int has_embed, int has_final, int shards, int tp, int tp_rank);
 void model_destroy(model_t *m);
 
 /* What one forward pass runs: local blocks [b0, b0 + n), after the embedding (embed) and before

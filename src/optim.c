@@ -2,7 +2,7 @@
 
 #include <math.h>
 
-#include "kernels.h"
+#include "backend.h"
 
 double optim_lr(const deck_t *d, long t)
 {
@@ -21,15 +21,15 @@ float optim_clip_scale(double grad_norm, double grad_clip)
     return 1.0f;
 }
 
-void optim_step(const param_table_t *tab, float *params, const float *grads, float *m, float *v, const deck_t *d,
-                float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
+void optim_step(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
+                const deck_t *d, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
 {
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
         if (lo >= hi) continue;
         float wd = e->decay ? (float)d->train.weight_decay : 0.0f;
-        adamw_update(params + lo, grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, (float)d->train.beta1,
+        be_adamw_update(be, params + lo, grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, (float)d->train.beta1,
                      (float)d->train.beta2, (float)d->train.eps, wd, (int)adam_t, grad_scale);
     }
 }

@@ -77,8 +77,16 @@ int pipe_init(pipe_t *p, run_t *r)
         if (acts_create_part(&p->slots[i], &r->model, r->deck.train.micro_batch, biggest, r->model.tab.has_final,
                              &r->arena) != MP_OK)
             return MP_ERR;
-    if (!(p->gsend = arena_floats(&r->arena, (size_t)p->nkeys * p->n_act, "pipeline gradient send buffers")))
-        return MP_ERR;
+    if (be_host_visible(&r->be)) {
+        if (!(p->gsend = arena_floats(&r->arena, (size_t)p->nkeys * p->n_act, "pipeline gradient send buffers")))
+            return MP_ERR;
+        return MP_OK;
+    }
+    /* device memory is not what MPI reads: messages cross through host buffers (pinned on cuda) */
+    p->gsend = be_host_alloc(&r->be, (size_t)p->nkeys * p->n_act * sizeof(float));
+    p->hsend = be_host_alloc(&r->be, (size_t)p->nslots * p->n_act * sizeof(float));
+    p->hrecv = be_host_alloc(&r->be, p->n_act * sizeof(float));
+    if (!p->gsend || !p->hsend || !p->hrecv) return MP_FAIL("out of host memory for the pipeline's message buffers");
     return MP_OK;
 }
 
@@ -86,7 +94,13 @@ void pipe_free(pipe_t *p, run_t *r)
 {
     for (int i = 1; i < p->nslots && p->slots; i++)
         if (p->slots[i].buf) acts_destroy(&p->slots[i], &r->arena);
-    if (p->gsend) arena_free(&r->arena, p->gsend, (size_t)p->nkeys * p->n_act * sizeof(float));
+    if (be_host_visible(&r->be)) {
+        if (p->gsend) arena_free(&r->arena, p->gsend, (size_t)p->nkeys * p->n_act * sizeof(float));
+    } else {
+        be_host_free(&r->be, p->gsend);
+        be_host_free(&r->be, p->hsend);
+        be_host_free(&r->be, p->hrecv);
+    }
     free(p->slots);
     free(p->free_slots);
     free(p->slot_send);
@@ -97,11 +111,28 @@ void pipe_free(pipe_t *p, run_t *r)
         for (int d = 0; d < 2; d++) sched_free(&p->l2bw[f][d]);
 }
 
-static void pipe_recv(pipe_t *p, run_t *r, float *buf, int peer, int tag, const char *what, long t, int mb)
+/* One activation or gradient into dev, through the host landing buffer off the cpu backend. */
+static void pipe_recv_wait(pipe_t *p, run_t *r, float *dev, int peer, int tag, const char *where)
 {
     MPI_Request q;
+    float *land = p->hrecv ? p->hrecv : dev;
+    MPI_CHECK(MPI_Irecv(land, (int)p->n_act, MPI_FLOAT, peer, tag, r->grid.comm[GRID_PP], &q));
+    wait_all(&r->wait, 1, &q, where);
+    be_to_device(&r->be, dev, land, p->n_act * sizeof(float));
+}
+
+/* What MPI sends for the activation or gradient at dev: dev itself on the cpu backend, else its
+ * copy in the host buffer `host`. */
+static const float *pipe_send_src(pipe_t *p, run_t *r, const float *dev, float *host)
+{
+    if (!host) return dev;
+    be_to_host(&r->be, host, dev, p->n_act * sizeof(float));
+    return host;
+}
+
+static void pipe_recv(pipe_t *p, run_t *r, float *buf, int peer, int tag, const char *what, long t, int mb)
+{
     double t0 = perf_now();
-    MPI_CHECK(MPI_Irecv(buf, (int)p->n_act, MPI_FLOAT, peer, tag, r->grid.comm[GRID_PP], &q));
     /* A hung or dead peer ends in wait_all's timeout: its message names the rank to look at. */
     int coord[GRID_NDIMS];
     memcpy(coord, r->grid.coord, sizeof coord);
@@ -109,7 +140,7 @@ static void pipe_recv(pipe_t *p, run_t *r, float *buf, int peer, int tag, const 
     char where[160];
     snprintf(where, sizeof where, "%s of micro-batch %d of step %ld from rank %d (stage %d)", what, mb, t,
              grid_rank_of(&r->grid, coord), peer);
-    wait_all(&r->wait, 1, &q, where);
+    pipe_recv_wait(p, r, buf, peer, tag, where);
     p->idle += perf_now() - t0;
     trace_span(&r->trace, what, t, mb, t0);
 }
@@ -120,8 +151,8 @@ static void pipe_tied_sum(run_t *r)
 {
     if (r->pp == 1 || r->grid.embed == MPI_COMM_NULL) return;
     const param_entry_t *e = param_table_find(&r->model.tab, "wte");
-    wait_allreduce_sum(&r->wait, r->model.grads + e->offset, (int)e->numel, MPI_FLOAT, r->grid.embed,
-                       "the tied-embedding gradient sum between the first and the last stage");
+    be_allreduce(&r->be, r->model.grads + e->offset, e->numel, MPI_SUM, r->grid.embed,
+                 "the tied-embedding gradient sum between the first and the last stage");
 }
 
 /* Message tags: one per (micro-batch key, chunk boundary, direction), so no two messages in flight
@@ -186,7 +217,9 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
             break;
         }
         case OP_SEND_ACT:
-            MPI_CHECK(MPI_Isend(model_part_output(pt, a), (int)p->n_act, MPI_FLOAT, in->peer,
+            MPI_CHECK(MPI_Isend(pipe_send_src(p, r, model_part_output(pt, a),
+                                              p->hsend ? p->hsend + (size_t)p->slot_of[key] * p->n_act : NULL),
+                                (int)p->n_act, MPI_FLOAT, in->peer,
                                 pipe_tag(p, key_mb, in->chunk, 0), r->grid.comm[GRID_PP],
                                 &p->slot_send[p->slot_of[key]]));
             trace_span(&r->trace, "send activation", bt, mb, t0);
@@ -205,7 +238,7 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
         case OP_SEND_GRAD: {
             float *g = p->gsend + (size_t)key * p->n_act;
             wait_all(&r->wait, 1, &p->gsend_req[key], "a pipeline gradient send");
-            memcpy(g, r->scratch.dres, p->n_act * sizeof(float));
+            be_to_host(&r->be, g, r->scratch.dres, p->n_act * sizeof(float));
             MPI_CHECK(MPI_Isend(g, (int)p->n_act, MPI_FLOAT, in->peer, pipe_tag(p, key_mb, in->chunk - 1, 1),
                                 r->grid.comm[GRID_PP], &p->gsend_req[key]));
             trace_span(&r->trace, "send gradient", bt, mb, t0);
@@ -240,19 +273,15 @@ double pipe_forward_only(pipe_t *p, run_t *r, int valid_rows)
     for (int c = 0; c < p->v; c++) {
         const int k = c * pp + s;
         const model_part_t *pt = &p->part[c];
-        if (k > 0) {
-            MPI_Request q;
-            MPI_CHECK(MPI_Irecv(a->encoded, (int)p->n_act, MPI_FLOAT, (k - 1) % pp, k, r->grid.comm[GRID_PP], &q));
-            wait_all(&r->wait, 1, &q, "an evaluation activation");
-        }
+        if (k > 0) pipe_recv_wait(p, r, a->encoded, (k - 1) % pp, k, "an evaluation activation");
         model_forward_part(&r->model, pt, a, &r->scratch); /* its sum covers padding rows too: recounted below */
         if (k < p->K - 1) {
             MPI_Request q;
-            MPI_CHECK(MPI_Isend(model_part_output(pt, a), (int)p->n_act, MPI_FLOAT, (k + 1) % pp, k + 1,
-                                r->grid.comm[GRID_PP], &q));
+            MPI_CHECK(MPI_Isend(pipe_send_src(p, r, model_part_output(pt, a), p->hsend), (int)p->n_act, MPI_FLOAT,
+                                (k + 1) % pp, k + 1, r->grid.comm[GRID_PP], &q));
             wait_all(&r->wait, 1, &q, "an evaluation activation send");
         } else {
-            for (long i = 0; i < (long)valid_rows * r->deck.model.seq_len; i++) sum += a->losses[i];
+            for (long i = 0; i < (long)valid_rows * r->deck.model.seq_len; i++) sum += a->host_losses[i];
         }
     }
     return sum;

@@ -29,7 +29,10 @@ struct pipe_s { /* pipe_t, declared in run.h */
     int stash_peak;           /* most slots in use at once so far (metrics: stash_peak) */
     MPI_Request *slot_send;   /* per slot: the activation send still reading it */
     int *slot_of;             /* per key (micro-batch of a batch, chunk): its slot, -1 none */
-    float *gsend;             /* per key: the input gradient in flight to the previous stage */
+    float *gsend;             /* per key: the input gradient in flight to the previous stage (host memory
+                                 off the cpu backend: MPI sends from there) */
+    float *hsend;             /* per slot, off the cpu backend: the host copy of its activation in flight */
+    float *hrecv;             /* off the cpu backend: host landing buffer of one receive */
     MPI_Request *gsend_req;
     int nkeys;
     size_t n_act;             /* N·C floats of one activation */

@@ -128,27 +128,68 @@ static int run_global_index(run_t *r)
     return MP_OK;
 }
 
+/* train.device: the backend, its memory behind the arena, and (cuda) the NCCL twins of the grid's
+ * communicators. One GPU per rank: node rank mod the devices the node has. */
+static int run_backend(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    be_kind_t kind;
+    if (be_kind_parse(d->train.device, &kind) != MP_OK) return MP_ERR;
+    int ordinal = 0;
+    if (kind == BE_CUDA) {
+        const int n = device_count(d->train.device);
+        if (n <= 0) return MP_ERR;
+        ordinal = r->grid.node_rank % n;
+    }
+    if (be_init(&r->be, kind, &r->arena, d->memory.device_limit, ordinal, !strcmp(d->train.precision, "bf16"),
+                &r->wait) != MP_OK)
+        return MP_ERR;
+    if (kind == BE_CUDA) { /* the same order on every rank: each creation is collective over its group */
+        for (int k = 0; k < GRID_NDIMS; k++) be_comm_add(&r->be, r->grid.comm[k]);
+        be_comm_add(&r->be, r->grid.replica);
+        be_comm_add(&r->be, r->grid.embed);
+    }
+    return MP_OK;
+}
+
+/* Parameters from the seed, drawn on the host and copied to the device. */
+static int run_param_init(run_t *r)
+{
+    model_t *m = &r->model;
+    if (be_host_visible(&r->be)) {
+        param_init(&m->tab, m->params, r->deck.train.seed);
+        return MP_OK;
+    }
+    float *h = be_host_alloc(&r->be, m->alloc * sizeof(float));
+    if (!h) return MP_FAIL("out of host memory initialising the parameters");
+    param_init(&m->tab, h, r->deck.train.seed);
+    be_to_device(&r->be, m->params, h, m->alloc * sizeof(float));
+    be_host_free(&r->be, h);
+    return MP_OK;
+}
+
 static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
     model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
                        d->model.mlp_ratio};
     arena_init(&r->arena, d->memory.device_limit);
+    if (run_backend(r) != MP_OK) return MP_ERR;
     run_stage_layers(r);
     const int shards = d->parallel.zero ? r->grid.replica_size : 1;
     const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
     const int first = r->stage == 0, last = r->stage == r->pp - 1;
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, r->stage, l0, nl);
-    if (model_create(&r->model, &cfg, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
-        return MP_ERR;
+    if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
+        goto err_be;
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
     if (param_table_build(&r->gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
     if (run_global_index(r) != MP_OK) goto err_gtab;
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
-    param_init(&r->model.tab, r->model.params, d->train.seed);
+    if (run_param_init(r) != MP_OK) goto err_scratch;
     if (strcmp(d->parallel.schedule, "2bw") == 0 && model_versions_create(&r->model) != MP_OK) goto err_scratch;
     r->model.prof = &r->prof;
     /* the activations of micro-batch 0 of replica 0: its tensor-parallel rank 0 of each stage keeps them */
@@ -169,6 +210,8 @@ err_gtab:
     param_table_free(&r->gtab);
 err_model:
     model_destroy(&r->model);
+err_be:
+    be_destroy(&r->be);
     return MP_ERR;
 }
 
@@ -192,6 +235,7 @@ static void run_model_free(run_t *r)
     free(r->gidx);
     param_table_free(&r->gtab);
     model_destroy(&r->model);
+    be_destroy(&r->be);
 }
 
 /* Deck, grid, threads: everything before memory is committed. */
@@ -221,7 +265,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
     r->dp_on = r->grid.replica_size > 1;
-    if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->wait, r->model.tab.total, r->deck.parallel.zero,
+    if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, r->model.tab.total, r->deck.parallel.zero,
                                       r->model.tab.nlayers + 2)) != MP_OK)
         goto err_model;
     r->peak_gflops = r->deck.train.peak_gflops > 0 ? r->deck.train.peak_gflops : perf_sgemm_peak_gflops();

@@ -6,6 +6,7 @@
 
 #include "actdump.h"
 #include "arena.h"
+#include "backend.h"
 #include "data.h"
 #include "deck.h"
 #include "dp.h"
@@ -37,6 +38,7 @@ typedef struct {
     int dp_on;
     dataset_t data;
     arena_t arena;
+    backend_t be;            /* train.device: where the model lives and runs */
     model_t model;
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
     int stage, pp;

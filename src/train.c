@@ -17,7 +17,6 @@
 #include "ckpt.h"
 #include "energy.h"
 #include "h5util.h"
-#include "kernels.h"
 #include "optim.h"
 #include "pipe.h"
 #include "perf.h"
@@ -122,7 +121,7 @@ static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s
         size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
         if (lo >= hi || (e->split == SPLIT_NONE && t->tp_rank != 0)) continue;
         if (e->kind == PK_WTE && !t->has_embed) continue;
-        sq[r->gidx[i]] += sumsq(grads + (lo - s0), hi - lo);
+        sq[r->gidx[i]] += be_sumsq(&r->be, grads + (lo - s0), hi - lo);
     }
     if (t->tp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_TP], "the gradient-norm all-reduce");
     if (r->pp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_PP], "the gradient-norm all-reduce");
@@ -146,7 +145,7 @@ static double train_update(run_t *r, double lr)
     const double gnorm = sqrt(train_grad_sumsq(r, m->grads, s0, s1, zero));
     r->adam_t++;
     model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
-    optim_step(&m->tab, m->params, m->grads, m->m, m->v, &r->deck, (float)lr, r->adam_t,
+    optim_step(&r->be, &m->tab, m->params, m->grads, m->m, m->v, &r->deck, (float)lr, r->adam_t,
                optim_clip_scale(gnorm, r->deck.train.grad_clip), s0, s1);
     if (r->dp_on && r->deck.parallel.zero) dp_allgather(&r->dp, m->params);
     return gnorm;
@@ -172,24 +171,40 @@ static double train_eval(run_t *r)
             continue;
         }
         model_forward(&r->model, &r->acts, &r->scratch);
-        for (long i = 0; i < (long)valid * T; i++) sum += r->acts.losses[i];
+        for (long i = 0; i < (long)valid * T; i++) sum += r->acts.host_losses[i];
     }
     if (r->pipe) wait_allreduce_sum(&r->wait, &sum, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the validation loss");
     r->model.prof = prof;
     return sum / ((double)n * T);
 }
 
-/* With ZeRO-1 the moments are sharded over the replicas: gather them into whole (local-layout)
- * buffers on replica rank 0. Returns malloc'd m and v there, NULL elsewhere. */
-static void train_gather_moments(run_t *r, float **m_p, float **v_p)
+/* A host copy of n floats of device memory for a checkpoint (the cpu backend: the buffer itself). */
+static float *train_host_copy(run_t *r, const float *dev, size_t n)
+{
+    if (be_host_visible(&r->be) || !dev) return (float *)dev;
+    float *h = be_host_alloc(&r->be, n * sizeof(float));
+    if (!h) MP_ABORT("out of host memory staging %zu floats for a checkpoint", n);
+    be_to_host(&r->be, h, dev, n * sizeof(float));
+    return h;
+}
+
+static void train_host_release(run_t *r, float *host, const float *dev)
+{
+    if (host && host != dev) be_host_free(&r->be, host);
+}
+
+/* With ZeRO-1 the moments are sharded over the replicas: gather this replica's shards m, v (host
+ * memory) into whole (local-layout) buffers on replica rank 0. Returns malloc'd m and v there,
+ * NULL elsewhere. */
+static void train_gather_moments(run_t *r, const float *ms, const float *vs, float **m_p, float **v_p)
 {
     const size_t n = r->model.alloc, k = r->model.mv_len;
     float *m = NULL, *v = NULL;
     if (r->grid.replica_rank == 0 && (!(m = MP_MALLOC(n * sizeof(float))) || !(v = MP_MALLOC(n * sizeof(float)))))
         MP_ABORT("out of memory gathering the optimizer state for a checkpoint");
     MPI_Request q[2];
-    MPI_CHECK(MPI_Igather(r->model.m, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[0]));
-    MPI_CHECK(MPI_Igather(r->model.v, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[1]));
+    MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[0]));
+    MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[1]));
     wait_all(&r->wait, 2, q, "the ZeRO-1 moment gather for a checkpoint");
     *m_p = m;
     *v_p = v;
@@ -232,27 +247,35 @@ static int train_checkpoint(run_t *r)
 {
     char path[4300];
     const int zero = r->dp_on && r->deck.parallel.zero;
-    float *m = r->model.m, *v = r->model.v;
-    if (zero) train_gather_moments(r, &m, &v);
+    model_t *md = &r->model;
+    /* the state in host memory (device backends: copied out; the file is written from there) */
+    float *hp = train_host_copy(r, md->params, md->alloc), *ho = train_host_copy(r, md->params_old, md->alloc);
+    float *hm = train_host_copy(r, md->m, md->mv_len), *hv = train_host_copy(r, md->v, md->mv_len);
+    float *m = hm, *v = hv;
+    if (zero) train_gather_moments(r, hm, hv, &m, &v);
     const int owner = r->grid.replica_rank == 0;
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->model.tab, .owner = owner,
-                      .bufs = {r->model.params, r->model.params_old, m ? m : r->model.m, v ? v : r->model.v},
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = owner,
+                      .bufs = {hp, ho, m ? m : hm, v ? v : hv},
                       .fail_midway = train_fail_mode(r, r->step - 1) == FAIL_WRITE};
     train_ckpt_io(r, &pt);
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
-                       .data_cursor = r->step * r->deck.train.batch, .weight_versions = r->model.params_old ? 2 : 1};
+                       .data_cursor = r->step * r->deck.train.batch, .weight_versions = md->params_old ? 2 : 1};
     snprintf(st.layout, sizeof st.layout, "dp=%d tp=%d pp=%d sp=%d zero=%d v=%d", r->grid.size[GRID_DP],
              r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero,
-             r->model.tab.nchunks);
+             md->tab.nchunks);
     snprintf(st.schedule, sizeof st.schedule, "%.60s", r->deck.parallel.schedule);
     snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
     const double t0 = perf_now();
     int rc = ckpt_write_parallel(path, &r->gtab, &pt, &st, r->deck_text);
     const double dt = perf_now() - t0;
     if (zero) {
-        free(m == r->model.m ? NULL : m);
-        free(v == r->model.v ? NULL : v);
+        free(m);
+        free(v);
     }
+    train_host_release(r, hp, md->params);
+    train_host_release(r, ho, md->params_old);
+    train_host_release(r, hm, md->m);
+    train_host_release(r, hv, md->v);
     if (rc == MP_OK && r->rank == 0) {
         const double mb = train_file_mb(path);
         runlog_printf(&r->log, "checkpoint %s (%.1f MB written in %.3f s: %.0f MB/s)", path, mb, dt, mb / dt);
@@ -268,18 +291,26 @@ static int train_checkpoint(run_t *r)
  * it keeps its replica's part of the moments. */
 static int train_read_checkpoint(run_t *r, const char *path, ckpt_state_t *st)
 {
-    const int zero = r->dp_on && r->deck.parallel.zero;
-    float *mv[2] = {r->model.m, r->model.v};
-    for (int k = 0; zero && k < 2; k++)
-        if (!(mv[k] = MP_CALLOC(r->model.alloc, sizeof(float)))) MP_ABORT("out of memory reading %s", path);
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->model.tab, .owner = r->grid.replica_rank == 0,
-                      .bufs = {r->model.params, r->model.params_old, mv[0], mv[1]}};
+    const int zero = r->dp_on && r->deck.parallel.zero, host = be_host_visible(&r->be);
+    model_t *md = &r->model;
+    float *dev[4] = {md->params, md->params_old, md->m, md->v}, *buf[4];
+    /* read into host memory: the model's own buffers on the cpu backend, else staging copies (the
+     * moments whole under ZeRO-1: the file holds them whole) */
+    for (int k = 0; k < 4; k++) {
+        const size_t n = k >= 2 && !zero ? md->mv_len : md->alloc;
+        buf[k] = dev[k] && (!host || (k >= 2 && zero)) ? be_host_alloc(&r->be, n * sizeof(float)) : dev[k];
+        if (dev[k] && !buf[k]) MP_ABORT("out of host memory reading %s", path);
+    }
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
+                      .bufs = {buf[0], buf[1], buf[2], buf[3]}};
     train_ckpt_io(r, &pt);
     int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
-    const size_t off = (size_t)r->grid.replica_rank * r->model.mv_len;
-    for (int k = 0; zero && k < 2; k++) {
-        if (rc == MP_OK) memcpy(k ? r->model.v : r->model.m, mv[k] + off, r->model.mv_len * sizeof(float));
-        free(mv[k]);
+    const size_t off = zero ? (size_t)r->grid.replica_rank * md->mv_len : 0;
+    for (int k = 0; k < 4; k++) {
+        if (buf[k] == dev[k]) continue;
+        if (rc == MP_OK) be_to_device(&r->be, dev[k], buf[k] + (k >= 2 ? off : 0),
+                                      (k >= 2 ? md->mv_len : md->alloc) * sizeof(float));
+        be_host_free(&r->be, buf[k]);
     }
     return rc;
 }
@@ -541,6 +572,7 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
     if (!tok) return MP_ERR;
     for (int i = 0; i < batch; i++)
         data_train_sample(&r->data, r->deck.train.seed, 0, i, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
+    float *grads = train_host_copy(r, r->model.grads, r->model.alloc);
     hid_t f = -1, g = -1, s = -1, d = -1;
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), out, path);
     H5_TRY(g = H5Gcreate2(f, "grad", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
@@ -549,7 +581,7 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
         hsize_t dims[2] = {(hsize_t)e->shape[0], (hsize_t)e->shape[1]};
         H5_TRY(s = H5Screate_simple(e->ndim, dims, NULL), out, path);
         H5_TRY(d = H5Dcreate2(g, e->name, H5T_NATIVE_FLOAT, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
-        H5_TRY(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, r->model.grads + e->offset), out, path);
+        H5_TRY(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, grads + e->offset), out, path);
         H5Dclose(d), d = -1;
         H5Sclose(s), s = -1;
     }
@@ -572,6 +604,7 @@ out:
     if (s >= 0) H5Sclose(s);
     if (g >= 0) H5Gclose(g);
     if (f >= 0 && H5Fclose(f) < 0) rc = MP_FAIL("cannot close %s", path);
+    train_host_release(r, grads, r->model.grads);
     free(tok);
     return rc;
 }
@@ -588,7 +621,9 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file)
     double loss = train_step_grads(&r, 0);
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
-    int rc = ckpt_write(out_file, &r.gtab, r.model.params, NULL, NULL, &st, r.deck_text);
+    float *params = train_host_copy(&r, r.model.params, r.model.alloc);
+    int rc = ckpt_write(out_file, &r.gtab, params, NULL, NULL, &st, r.deck_text);
+    train_host_release(&r, params, r.model.params);
     if (rc == MP_OK) rc = train_dump_extra(&r, out_file, loss);
     if (rc == MP_OK && !opts->quiet) printf("debug-grads: step-0 loss %.9f, gradients in %s\n", loss, out_file);
     run_teardown(&r);

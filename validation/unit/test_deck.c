@@ -215,7 +215,7 @@ static void test_file_errors(void)
     expect_refused("out of range (lr = 0)", VALID "[train]\nlr = 0\n", NULL, 0, "train.lr", "must be > 0", NULL);
     expect_refused("negative seed", VALID "[train]\nseed = -1\n", NULL, 0, "train.seed", NULL);
     expect_refused("not one of the choices", VALID "[train]\ndevice = tpu\n", NULL, 0, "deck.ini:4",
-                   "train.device = 'tpu'", "not one of cpu|cuda", NULL);
+                   "train.device = 'tpu'", "not one of cpu|emu|cuda", NULL);
     expect_refused("bool 2", VALID "[parallel]\nzero = 2\n", NULL, 0, "parallel.zero", NULL);
     expect_refused("order not a permutation", VALID "[parallel]\norder = tp-dp-dp-pp\n", NULL, 0,
                    "parallel.order", "permutation", NULL);

@@ -122,10 +122,13 @@ int main(int argc, char **argv)
     const int zero = 0;
     arena_t arena;
     arena_init(&arena, 0);
+    wait_cfg_t wait = {0, 0.0};
+    backend_t cpu;
+    be_init(&cpu, BE_CPU, &arena, 0, 0, 0, &wait);
     model_t m;
     acts_t a4, a2;
     scratch_t s4, s2;
-    tap_ok(model_create(&m, &CFG, &arena, 1, &zero, &CFG.layers, 1, 1, 1, 1, 0) == 0, "model_create");
+    tap_ok(model_create(&m, &CFG, &cpu, &arena, 1, &zero, &CFG.layers, 1, 1, 1, 1, 0) == 0, "model_create");
     tap_ok(m.tab.total == param_count_model(&CFG), "parameter table covers the whole model (%zu floats)", m.tab.total);
     acts_create(&a4, &m, 4, &arena);
     scratch_create(&s4, &m, 4, &arena);
@@ -172,7 +175,7 @@ int main(int argc, char **argv)
     arena_t small;
     arena_init(&small, 1024);
     model_t m2;
-    tap_ok(model_create(&m2, &CFG, &small, 1, &zero, &CFG.layers, 1, 1, 1, 1, 0) != 0 && small.in_use == 0,
+    tap_ok(model_create(&m2, &CFG, &cpu, &small, 1, &zero, &CFG.layers, 1, 1, 1, 1, 0) != 0 && small.in_use == 0,
            "memory.device_limit too small: model_create refuses and frees what it took");
     tap_ok(arena.peak >= arena.in_use && arena.peak > 0, "arena peak accounting (%zu bytes)", arena.peak);
 
