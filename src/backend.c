@@ -21,6 +21,7 @@
     do {                                   \
         if ((be)->kind == BE_CUDA) {       \
             cu_ctx_t *cx_ = bcu_ctx(be);   \
+            (void)cx_;                     \
             call;                          \
             return;                        \
         }                                  \
@@ -29,6 +30,7 @@
     do {                                       \
         if ((be)->kind == BE_CUDA) {           \
             cu_ctx_t *cx_ = bcu_ctx(be);       \
+            (void)cx_;                         \
             return call;                       \
         }                                      \
     } while (0)
@@ -84,7 +86,8 @@ int be_init(backend_t *be, be_kind_t kind, arena_t *arena, size_t capacity, int 
     (void)device, (void)precision;
     if (kind == BE_CPU) return MP_OK;
     if (kind == BE_EMU) {
-        size_t cap = capacity ? capacity : EMU_DEFAULT_CAPACITY;
+        /* with a limit, the arena's accounting refuses first (the slack covers the 256-byte rounding) */
+        size_t cap = capacity ? capacity + ((size_t)1 << 20) : EMU_DEFAULT_CAPACITY;
         cap = (cap + 4095) / 4096 * 4096;
         void *p = mmap(NULL, cap, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p == MAP_FAILED) return MP_FAIL("train.device=emu: cannot reserve %zu bytes of address space", cap);

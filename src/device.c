@@ -36,9 +36,11 @@ int device_count(const char *device)
     gethostname(host, sizeof host - 1);
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess)
-        return MP_FAIL("train.device=%s: no usable CUDA device on %s (cudaGetDeviceCount: %s); set train.device=cpu "
-                       "for the CPU backend", device, host, cudaGetErrorString(e)), 0;
+    if (e != cudaSuccess) {
+        MP_ERROR("train.device=%s: no usable CUDA device on %s (cudaGetDeviceCount: %s); set train.device=cpu "
+                 "for the CPU backend", device, host, cudaGetErrorString(e));
+        return 0;
+    }
     if (n == 0) MP_ERROR("train.device=%s: no CUDA device on %s; set train.device=cpu for the CPU backend", device, host);
     return n;
 #else

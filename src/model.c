@@ -176,15 +176,16 @@ int acts_create_part(acts_t *a_p, const model_t *m, int B, int nblocks, int fina
     a.d_targets = a.ibuf + ntok;
     a.inputs = a.d_inputs, a.targets = a.d_targets, a.host_losses = a.losses;
     if (!be_host_visible(m->be)) { /* the loader writes tokens and the loop reads losses on the host */
-        if (!(a.host_ibuf = MP_CALLOC(2 * ntok, sizeof(int)))) goto err_free_ibuf;
-        if (!(a.host_losses = MP_CALLOC(ntok, sizeof(float)))) goto err_free_hi;
+        a.be = m->be; /* pinned on cuda: these cross to the device every micro-batch */
+        if (!(a.host_ibuf = be_host_alloc(m->be, 2 * ntok * sizeof(int)))) goto err_free_ibuf;
+        if (!(a.host_losses = be_host_alloc(m->be, ntok * sizeof(float)))) goto err_free_hi;
         a.inputs = a.host_ibuf;
         a.targets = a.host_ibuf + ntok;
     }
     *a_p = a;
     return MP_OK;
 err_free_hi:
-    free(a.host_ibuf);
+    be_host_free(m->be, a.host_ibuf);
 err_free_ibuf:
     arena_free(arena, a.ibuf, 2 * ntok * sizeof(int));
 err_free_buf:
@@ -197,8 +198,8 @@ err_free_h:
 void acts_destroy(acts_t *a, arena_t *arena)
 {
     if (a->host_ibuf) {
-        free(a->host_ibuf);
-        free(a->host_losses);
+        be_host_free(a->be, a->host_ibuf);
+        be_host_free(a->be, a->host_losses);
         a->host_ibuf = NULL;
     }
     arena_free(arena, a->ibuf, 2 * (size_t)a->B * a->T * sizeof(int));

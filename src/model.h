@@ -42,6 +42,7 @@ typedef struct {
     float *buf; size_t nfloats;        /* the one allocation behind all of the above */
     int *ibuf;                         /* d_inputs and d_targets */
     int *host_ibuf;                    /* inputs and targets when the device is not the host (else NULL) */
+    backend_t *be;                     /* whose host memory host_ibuf and host_losses are */
 } acts_t;
 
 /* Backward and forward temporaries shared by all micro-batches (not saved). */

@@ -2,8 +2,11 @@
  * tied embedding's gradient parts, micro-batch accumulation and run-to-run determinism. */
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kernels.h"
 #include "model.h"
@@ -82,6 +85,48 @@ static void grads_of(model_t *m, acts_t *a, scratch_t *s, int mbs, float dloss)
 
 /* Every element of every canonical tensor is held by exactly one TP rank (replicated tensors: by
  * each), at the index param_global_index says; vocab padding maps nowhere. */
+/* train.device=emu: the same model in a guarded device region gives bitwise the gradients of the
+ * cpu backend (g_cpu, from grads_of on 2 micro-batches of 2), and a host read of that region is a
+ * segmentation fault, as it would be on a GPU. */
+static void test_emu(const model_t *cpu_m, const float *g_cpu)
+{
+    const int zero = 0;
+    wait_cfg_t wait = {0, 0.0};
+    arena_t arena;
+    arena_init(&arena, 0);
+    backend_t emu;
+    model_t m;
+    acts_t a;
+    scratch_t s;
+    tap_ok(be_init(&emu, BE_EMU, &arena, (size_t)64 << 20, 0, 0, &wait) == 0 &&
+               model_create(&m, &CFG, &emu, &arena, 1, &zero, &CFG.layers, 1, 1, 1, 1, 0) == 0 &&
+               acts_create(&a, &m, 2, &arena) == 0 && scratch_create(&s, &m, 2, &arena) == 0,
+           "emu: model, activations and scratch in the device region");
+    const size_t n = m.alloc * sizeof(float);
+    be_to_device(&emu, m.params, cpu_m->params, n);
+    grads_of(&m, &a, &s, 2, 0.25f);
+    float *g = malloc(n);
+    be_to_host(&emu, g, m.grads, n);
+    tap_ok(memcmp(g, g_cpu, m.tab.total * sizeof(float)) == 0, "emu: gradients bitwise equal to the cpu backend's");
+    free(g);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        volatile float x = m.params[0]; /* what host code must never do */
+        (void)x;
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    tap_ok(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "emu: a host read of the device region faults (status %#x)", st);
+    scratch_destroy(&s, &arena);
+    acts_destroy(&a, &arena);
+    model_destroy(&m);
+    tap_ok(arena.in_use == 0 && arena.top == 0, "emu: everything returned to the region");
+    be_destroy(&emu);
+}
+
 static void test_shard_map(int tp)
 {
     model_cfg_t cfg = CFG;
@@ -170,6 +215,7 @@ int main(int argc, char **argv)
     /* Determinism: the same micro-batches twice give the same bits. */
     grads_of(&m, &a2, &s2, 2, 0.25f);
     tap_ok(memcmp(g2, m.grads, n * sizeof(float)) == 0, "two identical backward passes are bitwise equal");
+    test_emu(&m, g2);
 
     /* A memory limit below what the model needs is refused, not overrun. */
     arena_t small;
