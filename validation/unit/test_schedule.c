@@ -7,12 +7,13 @@
 
 #include "schedule.h"
 #include "sim.h"
+#include "sim_nccl.h"
 #include "tap.h"
 
 static void test_all_valid(void)
 {
     const char *names[] = {"gpipe", "1f1b", "interleaved", "2bw"};
-    int runs = 0, bad = 0;
+    int runs = 0, bad = 0, bad_nccl = 0;
     for (int kk = 0; kk < 4; kk++)
         for (int pp = 1; pp <= 8; pp++)
             for (int m = 1; m <= 16; m++)
@@ -24,12 +25,18 @@ static void test_all_valid(void)
                     if (sim_run((sched_kind_t)kk, pp, m, v, 1.0, 2.0, &r) != 0) {
                         if (bad++ < 5) tap_diag("%s pp=%d m=%d v=%d: %s", names[kk], pp, m, v, r.error);
                     }
+                    if (sim_nccl_run((sched_kind_t)kk, pp, m, v, &r) != 0) {
+                        if (bad_nccl++ < 5) tap_diag("nccl: %s pp=%d m=%d v=%d: %s", names[kk], pp, m, v, r.error);
+                    }
                 }
     int expect = 0; /* gpipe, 1f1b, 2bw: every (pp, m); interleaved: v = 1..4 when pp divides m */
     for (int pp = 1; pp <= 8; pp++)
         for (int m = 1; m <= 16; m++) expect += 3 + (m % pp == 0 ? 4 : 0);
     tap_ok(bad == 0 && runs == expect, "%d schedules (all kinds, pp<=8, m<=16, v<=4): no deadlock, sends and receives "
                                    "matched, each forward and backward once, backwards in micro-batch order", runs);
+    tap_ok(bad_nccl == 0 && runs == expect, "the same %d under NCCL point-to-point (streams per boundary and "
+                                            "direction, blocking sends, order-matched): no deadlock, no crossed message",
+           runs);
 }
 
 static void test_bubbles_and_stashes(void)
@@ -105,6 +112,13 @@ static int twobw_run(int pp, int m, const int *drains, int S, sim_result_t *r)
         }
     }
     ok = sim_run_lists(joined, pp, S * m, 1, 1.0, 2.0, r) == 0;
+    if (ok) {
+        sim_result_t rn;
+        if (sim_nccl_lists(joined, pp, S * m, 1, &rn) != 0) {
+            ok = 0;
+            memcpy(r->error, rn.error, sizeof r->error);
+        }
+    }
 out:
     for (int s = 0; s < pp; s++) free(joined[s].ins);
     return ok;
@@ -125,7 +139,8 @@ static void test_2bw_stream(void)
             for (int s = 0; s < pp; s++) stash_ok &= r.peak_stash[s] == (pp - s < m + 1 ? pp - s : m + 1);
         }
     tap_ok(bad == 0 && runs == 128, "2bw without flushes: %d runs of 4 joined steps (pp<=8, m<=16, drained at steps "
-                                    "2 and 3): no deadlock, every micro-batch forward and backward once", runs);
+                                    "2 and 3): no deadlock, every micro-batch forward and backward once, also under NCCL "
+                                    "point-to-point", runs);
     tap_ok(stash_ok, "2bw stage s's peak stash across step boundaries is min(p-s, m+1) micro-batches (the executor sizes its slots so)");
     sim_result_t flush, joined;
     const int nodrain[4] = {0, 0, 0, 1};
@@ -134,6 +149,22 @@ static void test_2bw_stream(void)
     tap_ok(fabs(joined.bubble - flush.bubble) < 1e-12,
            "4 joined 2bw steps (m=8, pp=4) have the bubble of one 1f1b step of 32 micro-batches (%.4f): no flush "
            "between steps", joined.bubble);
+}
+
+/* Tags let MPI deliver messages in any order; NCCL matches them by order. Stage 0 sends micro-batch
+ * 1 before 0, stage 1 receives 0 first: fine for the MPI simulator, a crossed message for NCCL's. */
+static void test_crossed_messages(void)
+{
+    instr_t s0[] = {{OP_FORWARD, 0, 0, -1}, {OP_FORWARD, 1, 0, -1}, {OP_SEND_ACT, 1, 0, 1}, {OP_SEND_ACT, 0, 0, 1},
+                    {OP_RECV_GRAD, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}, {OP_RECV_GRAD, 1, 0, 1},
+                    {OP_BACKWARD, 1, 0, -1}};
+    instr_t s1[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}, {OP_SEND_GRAD, 0, 1, 0},
+                    {OP_RECV_ACT, 1, 1, 0}, {OP_FORWARD, 1, 1, -1}, {OP_BACKWARD, 1, 1, -1}, {OP_SEND_GRAD, 1, 1, 0}};
+    instr_list_t l[2] = {{s0, 8, 8}, {s1, 8, 8}};
+    sim_result_t r, rn;
+    int mpi = sim_run_lists(l, 2, 2, 1, 1.0, 2.0, &r), nccl = sim_nccl_lists(l, 2, 2, 1, &rn);
+    tap_ok(mpi == 0 && nccl != 0 && strstr(rn.error, "wrong buffer"),
+           "sends out of order: valid with MPI tags, caught for NCCL (%s)", rn.error);
 }
 
 static void test_refusals(void)
@@ -151,6 +182,7 @@ int main(void)
     test_bubbles_and_stashes();
     test_broken_lists();
     test_2bw_stream();
+    test_crossed_messages();
     test_refusals();
     return tap_done();
 }
