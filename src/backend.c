@@ -369,3 +369,41 @@ void be_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, const 
     wait_all(be->wait, 1, &r, what);
     be_close(be);
 }
+
+/* ---- pipeline point-to-point on the device: cuda only (run.c refuses parallel.p2p=nccl elsewhere) ---- */
+
+#ifdef MP_HAVE_CUDA
+#define BE_P2P(be, call) BE_CUDA(be, call); MP_ABORT("NCCL point-to-point needs train.device=cuda")
+#else
+#define BE_P2P(be, call) (void)(be); MP_ABORT("NCCL point-to-point needs a CUDA build and train.device=cuda")
+#endif
+
+void be_p2p_setup(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap, int slots)
+{
+    (void)pp_comm, (void)pp, (void)stage, (void)wrap, (void)slots;
+    BE_P2P(be, bcu_p2p_setup(be, pp_comm, pp, stage, wrap, slots));
+}
+
+void be_p2p_send(backend_t *be, int dir, const float *buf, size_t n)
+{
+    (void)dir, (void)buf, (void)n;
+    BE_P2P(be, bcu_p2p_send(be, dir, buf, n));
+}
+
+void be_p2p_recv(backend_t *be, int dir, float *buf, size_t n, int slot)
+{
+    (void)dir, (void)buf, (void)n, (void)slot;
+    BE_P2P(be, bcu_p2p_recv(be, dir, buf, n, slot));
+}
+
+void be_p2p_wait(backend_t *be, int dir, int slot)
+{
+    (void)dir, (void)slot;
+    BE_P2P(be, bcu_p2p_wait(be, dir, slot));
+}
+
+void be_p2p_fence(backend_t *be, int dir)
+{
+    (void)dir;
+    BE_P2P(be, bcu_p2p_fence(be, dir));
+}

@@ -125,4 +125,21 @@ void be_buckets_wait(backend_t *be, const char *what);
 void be_reduce_scatter(backend_t *be, const float *send, float *recv, size_t count, MPI_Comm comm, const char *what);
 void be_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, const char *what);
 
+/* ---- pipeline point-to-point on the device (cuda, parallel.p2p = nccl; the schedule translation
+ * and why it cannot deadlock: sim_nccl.h) ----
+ * Each pipeline boundary (stage b → b+1 mod pp) has a 2-rank NCCL communicator for activations and
+ * one for gradients; this stage drives its four with one stream each. A receive lands in `slot`'s
+ * event; the compute stream waits on it at be_p2p_wait, where the data is first read. */
+enum { BE_P2P_ACT_IN, BE_P2P_ACT_OUT, BE_P2P_GRAD_IN, BE_P2P_GRAD_OUT, BE_P2P_DIRS };
+/* Collective over pp_comm (ascending boundaries, so every rank creates them in one global order).
+ * wrap: the last stage sends to the first (interleaved). slots: receive events per direction. */
+void be_p2p_setup(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap, int slots);
+/* After the compute work enqueued so far: send n floats at buf / receive into buf. */
+void be_p2p_send(backend_t *be, int dir, const float *buf, size_t n);
+void be_p2p_recv(backend_t *be, int dir, float *buf, size_t n, int slot);
+/* The compute stream waits for slot's receive (dir ACT_IN or GRAD_IN). */
+void be_p2p_wait(backend_t *be, int dir, int slot);
+/* The compute stream waits for everything enqueued so far on dir's stream. */
+void be_p2p_fence(backend_t *be, int dir);
+
 #endif

@@ -26,4 +26,10 @@ void bcu_buckets_wait(backend_t *be);
 void bcu_reduce_scatter(backend_t *be, const float *send, float *recv, size_t count, MPI_Comm comm);
 void bcu_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm);
 
+void bcu_p2p_setup(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap, int slots);
+void bcu_p2p_send(backend_t *be, int dir, const float *buf, size_t n);
+void bcu_p2p_recv(backend_t *be, int dir, float *buf, size_t n, int slot);
+void bcu_p2p_wait(backend_t *be, int dir, int slot);
+void bcu_p2p_fence(backend_t *be, int dir);
+
 #endif

@@ -109,6 +109,9 @@ static const deck_key_t keys[] = {
     K_STR(parallel, order, "tp-dp-sp-pp", check_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
     K_CHOICE(parallel, schedule, "1f1b", "gpipe|1f1b|interleaved|2bw", "pipeline schedule"),
+    K_CHOICE(parallel, p2p, "auto", "auto|mpi|nccl",
+             "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only); "
+             "auto: nccl on cuda"),
     K_CHOICE(parallel, wait, "auto", "auto|yield|spin",
              "how waits poll MPI: yield the core between tests, spin, or auto (yield when the node has more "
              "ranks than cores)"),

@@ -35,6 +35,7 @@ typedef struct {
         char order[DECK_STR];          /* e.g. tp-dp-sp-pp (fastest first) */
         char schedule[DECK_STR];       /* gpipe | 1f1b | interleaved | 2bw */
         char wait[DECK_STR];           /* auto | yield | spin */
+        char p2p[DECK_STR];            /* auto | mpi | nccl */
         double timeout;                /* seconds; 0 = none */
     } parallel;
     struct {

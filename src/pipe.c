@@ -77,13 +77,17 @@ int pipe_init(pipe_t *p, run_t *r)
         if (acts_create_part(&p->slots[i], &r->model, r->deck.train.micro_batch, biggest, r->model.tab.has_final,
                              &r->arena) != MP_OK)
             return MP_ERR;
-    if (be_host_visible(&r->be)) {
+    const char *p2p = r->deck.parallel.p2p;
+    p->nccl = r->be.kind == BE_CUDA && strcmp(p2p, "mpi") != 0;
+    if (be_host_visible(&r->be) || p->nccl) {
         if (!(p->gsend = arena_floats(&r->arena, (size_t)p->nkeys * p->n_act, "pipeline gradient send buffers")))
             return MP_ERR;
-        return MP_OK;
+        if (be_host_visible(&r->be)) return MP_OK;
     }
+    if (p->nccl) /* receive events per key; the evaluation still goes through MPI and the host */
+        be_p2p_setup(&r->be, r->grid.comm[GRID_PP], pp, s, v > 1, p->nkeys);
     /* device memory is not what MPI reads: messages cross through host buffers (pinned on cuda) */
-    p->gsend = be_host_alloc(&r->be, (size_t)p->nkeys * p->n_act * sizeof(float));
+    if (!p->nccl) p->gsend = be_host_alloc(&r->be, (size_t)p->nkeys * p->n_act * sizeof(float));
     p->hsend = be_host_alloc(&r->be, (size_t)p->nslots * p->n_act * sizeof(float));
     p->hrecv = be_host_alloc(&r->be, p->n_act * sizeof(float));
     if (!p->gsend || !p->hsend || !p->hrecv) return MP_FAIL("out of host memory for the pipeline's message buffers");
@@ -94,10 +98,12 @@ void pipe_free(pipe_t *p, run_t *r)
 {
     for (int i = 1; i < p->nslots && p->slots; i++)
         if (p->slots[i].buf) acts_destroy(&p->slots[i], &r->arena);
-    if (be_host_visible(&r->be)) {
+    if (be_host_visible(&r->be) || p->nccl) {
         if (p->gsend) arena_free(&r->arena, p->gsend, (size_t)p->nkeys * p->n_act * sizeof(float));
     } else {
         be_host_free(&r->be, p->gsend);
+    }
+    if (!be_host_visible(&r->be)) {
         be_host_free(&r->be, p->hsend);
         be_host_free(&r->be, p->hrecv);
     }
@@ -205,10 +211,15 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
             break;
         case OP_RECV_ACT:
             a = slot_take(p, r, key);
-            pipe_recv(p, r, a->encoded, in->peer, pipe_tag(p, key_mb, in->chunk - 1, 0), "receive activation", bt, mb);
+            if (p->nccl) be_p2p_recv(&r->be, BE_P2P_ACT_IN, a->encoded, p->n_act, key);
+            else pipe_recv(p, r, a->encoded, in->peer, pipe_tag(p, key_mb, in->chunk - 1, 0), "receive activation", bt, mb);
             if (pt->final) fill(r, a, bt, mb); /* the targets */
             break;
         case OP_FORWARD: {
+            if (p->nccl) { /* sim_nccl.c: after its input arrived and the newest activation send left */
+                if (in->chunk > 0) be_p2p_wait(&r->be, BE_P2P_ACT_IN, key);
+                be_p2p_fence(&r->be, BE_P2P_ACT_OUT);
+            }
             double l = model_forward_part(&r->model, pt, a, &r->scratch);
             actdump_capture(&r->dump, &r->model, pt, a, bt, mb);
             if (next) p->carried_loss += l;
@@ -217,6 +228,11 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
             break;
         }
         case OP_SEND_ACT:
+            if (p->nccl) {
+                be_p2p_send(&r->be, BE_P2P_ACT_OUT, model_part_output(pt, a), p->n_act);
+                trace_span(&r->trace, "send activation", bt, mb, t0);
+                break;
+            }
             MPI_CHECK(MPI_Isend(pipe_send_src(p, r, model_part_output(pt, a),
                                               p->hsend ? p->hsend + (size_t)p->slot_of[key] * p->n_act : NULL),
                                 (int)p->n_act, MPI_FLOAT, in->peer,
@@ -225,11 +241,13 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
             trace_span(&r->trace, "send activation", bt, mb, t0);
             break;
         case OP_RECV_GRAD:
-            pipe_recv(p, r, r->scratch.dres, in->peer, pipe_tag(p, key_mb, in->chunk, 1), "receive gradient", bt, mb);
+            if (p->nccl) be_p2p_recv(&r->be, BE_P2P_GRAD_IN, r->scratch.dres, p->n_act, key);
+            else pipe_recv(p, r, r->scratch.dres, in->peer, pipe_tag(p, key_mb, in->chunk, 1), "receive gradient", bt, mb);
             break;
         case OP_BACKWARD:
             r->model.grads_ready = bucket && mb == m - 1 ? bucket : NULL; /* each chunk's last */
             r->model.grads_ctx = r;
+            if (p->nccl && in->chunk < p->K - 1) be_p2p_wait(&r->be, BE_P2P_GRAD_IN, key);
             model_backward_part(&r->model, pt, a, &r->scratch, dloss);
             r->model.grads_ready = NULL;
             slot_give(p, key);
@@ -237,6 +255,12 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
             break;
         case OP_SEND_GRAD: {
             float *g = p->gsend + (size_t)key * p->n_act;
+            if (p->nccl) { /* g is device memory; its send two steps ago is done (REDUCE_GRADS' fence) */
+                be_copy(&r->be, g, r->scratch.dres, p->n_act * sizeof(float));
+                be_p2p_send(&r->be, BE_P2P_GRAD_OUT, g, p->n_act);
+                trace_span(&r->trace, "send gradient", bt, mb, t0);
+                break;
+            }
             wait_all(&r->wait, 1, &p->gsend_req[key], "a pipeline gradient send");
             be_to_host(&r->be, g, r->scratch.dres, p->n_act * sizeof(float));
             MPI_CHECK(MPI_Isend(g, (int)p->n_act, MPI_FLOAT, in->peer, pipe_tag(p, key_mb, in->chunk - 1, 1),
@@ -250,6 +274,7 @@ double pipe_step(pipe_t *p, run_t *r, long t, pipe_fill_fn fill, float dloss, vo
                 wait_all(&r->wait, 1, &p->gsend_req[(two ? (int)(t & 1) * m * p->v : 0) + j], "the step's gradient sends");
             if (!two || drain)
                 for (int s = 0; s < p->nslots; s++) wait_all(&r->wait, 1, &p->slot_send[s], "the step's activation sends");
+            for (int d = 0; p->nccl && d < BE_P2P_DIRS; d++) be_p2p_fence(&r->be, d);
             model_grads_finish(&r->model);
             pipe_tied_sum(r);
             trace_span(&r->trace, two && !drain ? "gradients final" : "pipeline flush", t, -1, t0);

@@ -33,6 +33,8 @@ struct pipe_s { /* pipe_t, declared in run.h */
                                  off the cpu backend: MPI sends from there) */
     float *hsend;             /* per slot, off the cpu backend: the host copy of its activation in flight */
     float *hrecv;             /* off the cpu backend: host landing buffer of one receive */
+    int nccl;                 /* parallel.p2p resolved to nccl (cuda): messages device to device on the
+                                 backend's p2p streams; gsend is then device memory */
     MPI_Request *gsend_req;
     int nkeys;
     size_t n_act;             /* N·C floats of one activation */

@@ -20,6 +20,9 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (sp != 1)
         return MP_FAIL("parallel.sp=%d: supernet parallelism is not implemented in this version", sp);
     if (device_check(d->train.device, d->train.precision) != MP_OK) return MP_ERR;
+    if (!strcmp(d->parallel.p2p, "nccl") && strcmp(d->train.device, "cuda") != 0)
+        return MP_FAIL("parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda (this deck: %s); set "
+                       "parallel.p2p=mpi or auto", d->train.device);
     if (strcmp(d->memory.policy, "keep") != 0)
         return MP_FAIL("memory.policy=%s is not implemented in this version (only keep)", d->memory.policy);
     if (d->supernet.enabled) return MP_FAIL("supernet.enabled=1 is not implemented in this version");

@@ -50,6 +50,8 @@ ok $? "debug.dump_activations on emu (pp2) equals cpu's, every layer"
 # Refusals: what the emulated device cannot do, and a region too small for the model.
 refused "bf16 on emu" "train.precision=bf16: train.device=emu computes in fp32 only" 1 \
     --set train.device=emu --set train.precision=bf16
+refused "nccl messages without cuda" "parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda" 2 \
+    --set train.device=emu --set parallel.pp=2 --set parallel.p2p=nccl
 refused "emu region below the model" "memory.device_limit exceeded allocating" 1 \
     --set train.device=emu --set memory.device_limit=64K
 done_testing
