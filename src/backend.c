@@ -67,8 +67,8 @@ int be_kind_parse(const char *name, be_kind_t *kind)
 {
     if (!strcmp(name, "cpu")) *kind = BE_CPU;
     else if (!strcmp(name, "emu")) *kind = BE_EMU;
-    else if (!strcmp(name, "cuda") || !strncmp(name, "cuda:", 5)) *kind = BE_CUDA;
-    else return MP_FAIL("train.device=%s: expected cpu, emu or cuda[:N]", name);
+    else if (!strcmp(name, "cuda")) *kind = BE_CUDA;
+    else return MP_FAIL("train.device=%s: expected cpu, emu or cuda", name);
     return MP_OK;
 }
 
