@@ -17,8 +17,7 @@ typedef struct {
 
 #define AT(a, k, mb) ((a)[(size_t)(k) * st->m + (mb)])
 
-static int sim_fail(sim_result_t *res, const char *fmt, ...) MP_PRINTF(2, 3);
-static int sim_fail(sim_result_t *res, const char *fmt, ...)
+int sim_fail(sim_result_t *res, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

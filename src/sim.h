@@ -8,6 +8,7 @@
 #ifndef MP_SIM_H
 #define MP_SIM_H
 
+#include "check.h"
 #include "schedule.h"
 
 #define SIM_MAX_STAGES 64
@@ -26,5 +27,8 @@ int sim_run(sched_kind_t kind, int pp, int m, int v, double tf, double tb, sim_r
 
 /* The same on given lists (one per stage), e.g. hand-written ones in tests. */
 int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, double tb, sim_result_t *res);
+
+/* Formats why a schedule is invalid into res->error; returns MP_ERR (for the simulators). */
+int sim_fail(sim_result_t *res, const char *fmt, ...) MP_PRINTF(2, 3);
 
 #endif

@@ -20,7 +20,6 @@
  * unit test, found with this simulator before the streams were split). */
 #include "sim_nccl.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,16 +44,6 @@ typedef struct {
 
 static const char *const sn_names[SN_STREAMS] = {"compute", "activation-in", "activation-out", "gradient-in",
                                                   "gradient-out"};
-
-static int sn_fail(sim_result_t *res, const char *fmt, ...) MP_PRINTF(2, 3);
-static int sn_fail(sim_result_t *res, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(res->error, sizeof res->error, fmt, ap);
-    va_end(ap);
-    return MP_ERR;
-}
 
 static sn_op_t *sn_push(sn_stream_t *s, int kind)
 {
@@ -145,7 +134,7 @@ static int sn_deps_done(const sn_op_t *o, const int *pos)
 int sim_nccl_lists(const instr_list_t *lists, int pp, int m, int v, sim_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    if (pp > SIM_MAX_STAGES) return sn_fail(res, "more than %d stages", SIM_MAX_STAGES);
+    if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
     const int K = pp * v;
     int M = m;
     for (int s = 0; s < pp; s++)
@@ -155,12 +144,12 @@ int sim_nccl_lists(const instr_list_t *lists, int pp, int m, int v, sim_result_t
     int (*pos)[SN_STREAMS] = calloc((size_t)pp, sizeof *pos);
     int rc = MP_ERR;
     if (!st || !pos) {
-        sn_fail(res, "out of memory");
+        sim_fail(res, "out of memory");
         goto out;
     }
     for (int s = 0; s < pp; s++)
         if (sn_translate(&lists[s], st[s], K, M) != MP_OK) {
-            sn_fail(res, "out of memory");
+            sim_fail(res, "out of memory");
             goto out;
         }
     for (int progress = 1; progress;) {
@@ -180,7 +169,7 @@ int sim_nccl_lists(const instr_list_t *lists, int pp, int m, int v, sim_result_t
                     const sn_op_t *p = &st[q][y].ops[pos[q][y]];
                     if (p->kind == SN_COMPUTE || p->kind == o->kind || p->peer != s || !sn_deps_done(p, pos[q])) break;
                     if (p->k != o->k || p->mb != o->mb) {
-                        sn_fail(res, "stage %d's %s of micro-batch %d chunk %d meets stage %d's %s of micro-batch %d "
+                        sim_fail(res, "stage %d's %s of micro-batch %d chunk %d meets stage %d's %s of micro-batch %d "
                                      "chunk %d on the %s stream: NCCL would deliver it to the wrong buffer",
                                 s, op_names[o->op], o->mb, o->k, q, op_names[p->op], p->mb, p->k, sn_names[x]);
                         goto out;
@@ -192,7 +181,7 @@ int sim_nccl_lists(const instr_list_t *lists, int pp, int m, int v, sim_result_t
         for (int x = 0; x < SN_STREAMS; x++)
             if (pos[s][x] < st[s][x].n) {
                 const sn_op_t *o = &st[s][x].ops[pos[s][x]];
-                sn_fail(res, "deadlock: stage %d's %s stream waits forever at %s of micro-batch %d chunk %d", s,
+                sim_fail(res, "deadlock: stage %d's %s stream waits forever at %s of micro-batch %d chunk %d", s,
                         sn_names[x], op_names[o->op], o->mb, o->k);
                 goto out;
             }
@@ -208,7 +197,7 @@ out:
 int sim_nccl_run(sched_kind_t kind, int pp, int m, int v, sim_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    if (pp > SIM_MAX_STAGES) return sn_fail(res, "more than %d stages", SIM_MAX_STAGES);
+    if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
     if (sched_check(kind, pp, m, v, res->error, sizeof res->error) != MP_OK) return MP_ERR;
     instr_list_t lists[SIM_MAX_STAGES];
     int built = 0, rc = MP_ERR;
