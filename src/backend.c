@@ -322,14 +322,13 @@ int be_buckets_reserve(backend_t *be, int max)
 
 void be_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
 {
-    if (be->nbuckets == be->max_buckets) MP_ABORT("more gradient buckets than planned (%d)", be->max_buckets);
-    be->nbuckets++;
-    BE_CUDA(be, bcu_bucket_start(be, buf, n, comm));
     if (be->kind == BE_EMU) { /* MPI would touch the region in later calls, where it is closed */
-        be->nbuckets--;
         be_allreduce(be, buf, n, MPI_SUM, comm, "a data-parallel gradient bucket");
         return;
     }
+    if (be->nbuckets == be->max_buckets) MP_ABORT("more gradient buckets than planned (%d)", be->max_buckets);
+    be->nbuckets++;
+    BE_CUDA(be, bcu_bucket_start(be, buf, n, comm));
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &be->bucket_req[be->nbuckets - 1]));
 }
 

@@ -20,6 +20,9 @@ static int lists_peak(const instr_list_t *l, int carried)
     return peak;
 }
 
+/* Where the gradient send buffers live: NCCL sends device memory, MPI host memory (cpu: the same). */
+static int gsend_on_device(const pipe_t *p, const run_t *r) { return be_host_visible(&r->be) || p->nccl; }
+
 int pipe_init(pipe_t *p, run_t *r)
 {
     memset(p, 0, sizeof *p);
@@ -77,20 +80,17 @@ int pipe_init(pipe_t *p, run_t *r)
         if (acts_create_part(&p->slots[i], &r->model, r->deck.train.micro_batch, biggest, r->model.tab.has_final,
                              &r->arena) != MP_OK)
             return MP_ERR;
-    const char *p2p = r->deck.parallel.p2p;
-    p->nccl = r->be.kind == BE_CUDA && strcmp(p2p, "mpi") != 0;
-    if (be_host_visible(&r->be) || p->nccl) {
-        if (!(p->gsend = arena_floats(&r->arena, (size_t)p->nkeys * p->n_act, "pipeline gradient send buffers")))
-            return MP_ERR;
-        if (be_host_visible(&r->be)) return MP_OK;
-    }
-    if (p->nccl) /* receive events per key; the evaluation still goes through MPI and the host */
-        be_p2p_setup(&r->be, r->grid.comm[GRID_PP], pp, s, v > 1, p->nkeys);
-    /* device memory is not what MPI reads: messages cross through host buffers (pinned on cuda) */
-    if (!p->nccl) p->gsend = be_host_alloc(&r->be, (size_t)p->nkeys * p->n_act * sizeof(float));
+    p->nccl = r->be.kind == BE_CUDA && strcmp(r->deck.parallel.p2p, "mpi") != 0;
+    const size_t ng = (size_t)p->nkeys * p->n_act;
+    p->gsend = gsend_on_device(p, r) ? arena_floats(&r->arena, ng, "pipeline gradient send buffers")
+                                     : be_host_alloc(&r->be, ng * sizeof(float));
+    if (!p->gsend) return MP_FAIL("no memory for the pipeline's gradient send buffers");
+    if (be_host_visible(&r->be)) return MP_OK;
+    if (p->nccl) be_p2p_setup(&r->be, r->grid.comm[GRID_PP], pp, s, v > 1, p->nkeys); /* events per key */
+    /* MPI reads host memory: parallel.p2p=mpi and the evaluation's messages cross through these */
     p->hsend = be_host_alloc(&r->be, (size_t)p->nslots * p->n_act * sizeof(float));
     p->hrecv = be_host_alloc(&r->be, p->n_act * sizeof(float));
-    if (!p->gsend || !p->hsend || !p->hrecv) return MP_FAIL("out of host memory for the pipeline's message buffers");
+    if (!p->hsend || !p->hrecv) return MP_FAIL("out of host memory for the pipeline's message buffers");
     return MP_OK;
 }
 
@@ -98,11 +98,8 @@ void pipe_free(pipe_t *p, run_t *r)
 {
     for (int i = 1; i < p->nslots && p->slots; i++)
         if (p->slots[i].buf) acts_destroy(&p->slots[i], &r->arena);
-    if (be_host_visible(&r->be) || p->nccl) {
-        if (p->gsend) arena_free(&r->arena, p->gsend, (size_t)p->nkeys * p->n_act * sizeof(float));
-    } else {
-        be_host_free(&r->be, p->gsend);
-    }
+    if (gsend_on_device(p, r)) arena_free(&r->arena, p->gsend, (size_t)p->nkeys * p->n_act * sizeof(float));
+    else be_host_free(&r->be, p->gsend);
     if (!be_host_visible(&r->be)) {
         be_host_free(&r->be, p->hsend);
         be_host_free(&r->be, p->hrecv);

@@ -144,17 +144,29 @@ out:
     return rc;
 }
 
-int sim_run(sched_kind_t kind, int pp, int m, int v, double tf, double tb, sim_result_t *res)
+int sim_build_lists(instr_list_t *lists, sched_kind_t kind, int pp, int m, int v, sim_result_t *res)
 {
     memset(res, 0, sizeof *res);
     if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
     if (sched_check(kind, pp, m, v, res->error, sizeof res->error) != MP_OK) return MP_ERR;
+    for (int s = 0; s < pp; s++)
+        if (sched_build(&lists[s], kind, s, pp, m, v) != MP_OK) {
+            sim_free_lists(lists, s);
+            return sim_fail(res, "cannot build stage %d's list", s);
+        }
+    return MP_OK;
+}
+
+void sim_free_lists(instr_list_t *lists, int n)
+{
+    for (int s = 0; s < n; s++) sched_free(&lists[s]);
+}
+
+int sim_run(sched_kind_t kind, int pp, int m, int v, double tf, double tb, sim_result_t *res)
+{
     instr_list_t lists[SIM_MAX_STAGES];
-    int built = 0, rc = MP_ERR;
-    for (; built < pp; built++)
-        if (sched_build(&lists[built], kind, built, pp, m, v) != MP_OK) goto out;
-    rc = sim_run_lists(lists, pp, m, v, tf, tb, res);
-out:
-    for (int s = 0; s < built; s++) sched_free(&lists[s]);
+    if (sim_build_lists(lists, kind, pp, m, v, res) != MP_OK) return MP_ERR;
+    int rc = sim_run_lists(lists, pp, m, v, tf, tb, res);
+    sim_free_lists(lists, pp);
     return rc;
 }

@@ -28,6 +28,11 @@ int sim_run(sched_kind_t kind, int pp, int m, int v, double tf, double tb, sim_r
 /* The same on given lists (one per stage), e.g. hand-written ones in tests. */
 int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, double tb, sim_result_t *res);
 
+/* Every stage's list of (kind, pp, m, v) (res cleared; on MP_ERR res->error says why and nothing is
+ * left allocated); freed with sim_free_lists(lists, pp). */
+int sim_build_lists(instr_list_t *lists, sched_kind_t kind, int pp, int m, int v, sim_result_t *res);
+void sim_free_lists(instr_list_t *lists, int n);
+
 /* Formats why a schedule is invalid into res->error; returns MP_ERR (for the simulators). */
 int sim_fail(sim_result_t *res, const char *fmt, ...) MP_PRINTF(2, 3);
 

@@ -196,15 +196,9 @@ out:
 
 int sim_nccl_run(sched_kind_t kind, int pp, int m, int v, sim_result_t *res)
 {
-    memset(res, 0, sizeof *res);
-    if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
-    if (sched_check(kind, pp, m, v, res->error, sizeof res->error) != MP_OK) return MP_ERR;
     instr_list_t lists[SIM_MAX_STAGES];
-    int built = 0, rc = MP_ERR;
-    for (; built < pp; built++)
-        if (sched_build(&lists[built], kind, built, pp, m, v) != MP_OK) goto out;
-    rc = sim_nccl_lists(lists, pp, m, v, res);
-out:
-    for (int s = 0; s < built; s++) sched_free(&lists[s]);
+    if (sim_build_lists(lists, kind, pp, m, v, res) != MP_OK) return MP_ERR;
+    int rc = sim_nccl_lists(lists, pp, m, v, res);
+    sim_free_lists(lists, pp);
     return rc;
 }
