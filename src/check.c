@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* The only process-wide value outside the run context: messages must name the rank even from
  * code that has no context at hand (allocation failures, HDF5 callbacks). Written once. */
@@ -49,7 +50,14 @@ void mp_abortf(const char *file, int line, const char *fmt, ...)
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (up && !down) {
+        /* Hydra kills every rank and stops forwarding output as soon as it hears of the abort: give
+         * it a moment to forward the message first (without it, about half the hung-peer timeouts
+         * on this machine ended with no message at all) */
+        const struct timespec pause = {0, 200 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
     exit(1);
 }
 
