@@ -25,7 +25,7 @@ const char *mp_cublas_status_name(cublasStatus_t status)
 static bool setup_failed(cudaError_t rc, const char *what)
 {
     if (rc == cudaSuccess) return false;
-    MP_ERROR("CUDA setup failed: %s: %s", what, cudaGetErrorString(rc));
+    KERN_ERROR("CUDA setup failed: %s: %s", what, cudaGetErrorString(rc));
     return true;
 }
 
@@ -35,12 +35,12 @@ static int ctx_pick_device(int device)
 {
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
-    if (rc != cudaSuccess) return MP_FAIL("no usable CUDA device: %s", cudaGetErrorString(rc));
-    if (n < 1) return MP_FAIL("no usable CUDA device: the driver reports none");
+    if (rc != cudaSuccess) return KERN_FAIL("no usable CUDA device: %s", cudaGetErrorString(rc));
+    if (n < 1) return KERN_FAIL("no usable CUDA device: the driver reports none");
     if (device < 0 || device >= n)
-        return MP_FAIL("CUDA device %d does not exist: this node has %d (ordinals 0..%d)", device, n, n - 1);
-    if (setup_failed(cudaSetDevice(device), "cudaSetDevice")) return MP_ERR;
-    return MP_OK;
+        return KERN_FAIL("CUDA device %d does not exist: this node has %d (ordinals 0..%d)", device, n, n - 1);
+    if (setup_failed(cudaSetDevice(device), "cudaSetDevice")) return KERN_ERR;
+    return KERN_OK;
 }
 
 int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
@@ -48,8 +48,8 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
     cublasStatus_t st;
     memset(ctx, 0, sizeof *ctx);
     if (precision != CU_FP32 && precision != CU_BF16)
-        return MP_FAIL("unknown precision %d (0 fp32, 1 bf16)", precision);
-    if (ctx_pick_device(device) != MP_OK) return MP_ERR;
+        return KERN_FAIL("unknown precision %d (0 fp32, 1 bf16)", precision);
+    if (ctx_pick_device(device) != KERN_OK) return KERN_ERR;
     ctx->device = device;
     ctx->precision = precision;
     // Non-blocking: the legacy default stream must not serialise compute against communication.
@@ -60,16 +60,16 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
         goto err_comm;
     st = cublasCreate(&ctx->blas);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        MP_ERROR("cublasCreate failed: %s", mp_cublas_status_name(st));
+        KERN_ERROR("cublasCreate failed: %s", mp_cublas_status_name(st));
         goto err_offload;
     }
     // Default math: fp32 products stay fp32 (no TF32) unless NVIDIA_TF32_OVERRIDE=1 is set.
     if (cublasSetStream(ctx->blas, ctx->compute) != CUBLAS_STATUS_SUCCESS ||
         cublasSetMathMode(ctx->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) {
-        MP_ERROR("cuBLAS handle setup failed");
+        KERN_ERROR("cuBLAS handle setup failed");
         goto err_blas;
     }
-    return MP_OK;
+    return KERN_OK;
 err_blas:
     cublasDestroy(ctx->blas);
 err_offload:
@@ -80,7 +80,7 @@ err_compute:
     cudaStreamDestroy(ctx->compute);
 err:
     memset(ctx, 0, sizeof *ctx);
-    return MP_ERR;
+    return KERN_ERR;
 }
 
 void cu_ctx_destroy(cu_ctx_t *ctx)
@@ -97,7 +97,7 @@ void cu_ctx_destroy(cu_ctx_t *ctx)
 
 int cu_ctx_reserve(cu_ctx_t *ctx, size_t bytes)
 {
-    if (bytes <= ctx->scratch_bytes) return MP_OK;
+    if (bytes <= ctx->scratch_bytes) return KERN_OK;
     CUDA_CHECK(cudaStreamSynchronize(ctx->compute));
     if (ctx->scratch) CUDA_CHECK(cudaFree(ctx->scratch));
     ctx->scratch = NULL;
@@ -105,16 +105,16 @@ int cu_ctx_reserve(cu_ctx_t *ctx, size_t bytes)
     cudaError_t rc = cudaMalloc(&ctx->scratch, bytes);
     if (rc != cudaSuccess) {
         ctx->scratch = NULL;
-        return MP_FAIL("cannot allocate %zu bytes of CUDA scratch: %s", bytes, cudaGetErrorString(rc));
+        return KERN_FAIL("cannot allocate %zu bytes of CUDA scratch: %s", bytes, cudaGetErrorString(rc));
     }
     ctx->scratch_bytes = bytes;
-    return MP_OK;
+    return KERN_OK;
 }
 
 void *cu_ctx_scratch(cu_ctx_t *ctx, size_t bytes)
 {
-    if (bytes > ctx->scratch_bytes && cu_ctx_reserve(ctx, bytes) != MP_OK)
-        MP_ABORT("CUDA scratch of %zu bytes does not fit: reserve it with cu_ctx_reserve before the arena, "
+    if (bytes > ctx->scratch_bytes && cu_ctx_reserve(ctx, bytes) != KERN_OK)
+        KERN_ABORT("CUDA scratch of %zu bytes does not fit: reserve it with cu_ctx_reserve before the arena, "
                  "or give the arena a larger margin", bytes);
     return ctx->scratch;
 }

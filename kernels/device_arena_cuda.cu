@@ -12,9 +12,9 @@ int cu_arena_init(cu_arena_t *a, size_t limit, size_t margin)
     if (margin == 0) margin = CU_ARENA_DEFAULT_MARGIN;
     size_t free_b = 0, total_b = 0;
     cudaError_t rc = cudaMemGetInfo(&free_b, &total_b);
-    if (rc != cudaSuccess) return MP_FAIL("cudaMemGetInfo failed: %s", cudaGetErrorString(rc));
+    if (rc != cudaSuccess) return KERN_FAIL("cudaMemGetInfo failed: %s", cudaGetErrorString(rc));
     if (free_b <= margin)
-        return MP_FAIL("device arena: %zu MiB free of %zu MiB, less than the %zu MiB margin left for cuBLAS and NCCL",
+        return KERN_FAIL("device arena: %zu MiB free of %zu MiB, less than the %zu MiB margin left for cuBLAS and NCCL",
                        free_b >> 20, total_b >> 20, margin >> 20);
     size_t cap = free_b - margin;
     if (limit > 0 && limit < cap) cap = limit;
@@ -22,17 +22,17 @@ int cu_arena_init(cu_arena_t *a, size_t limit, size_t margin)
     rc = cudaMalloc((void **)&a->base, cap);
     if (rc != cudaSuccess) {
         a->base = NULL;
-        return MP_FAIL("device arena: cudaMalloc of %zu MiB failed: %s", cap >> 20, cudaGetErrorString(rc));
+        return KERN_FAIL("device arena: cudaMalloc of %zu MiB failed: %s", cap >> 20, cudaGetErrorString(rc));
     }
     a->capacity = cap;
-    return MP_OK;
+    return KERN_OK;
 }
 
 void *cu_arena_alloc(cu_arena_t *a, size_t bytes, const char *what)
 {
     const size_t start = (a->in_use + CU_ARENA_ALIGN - 1) & ~(size_t)(CU_ARENA_ALIGN - 1);
     if (start > a->capacity || bytes > a->capacity - start) {
-        MP_ERROR("device arena: %s needs %zu bytes, %zu of %zu in use (raise memory.device_limit or shrink the "
+        KERN_ERROR("device arena: %s needs %zu bytes, %zu of %zu in use (raise memory.device_limit or shrink the "
                  "micro-batch)", what, bytes, a->in_use, a->capacity);
         return NULL;
     }
@@ -46,7 +46,7 @@ size_t cu_arena_mark(const cu_arena_t *a) { return a->in_use; }
 
 void cu_arena_release(cu_arena_t *a, size_t mark)
 {
-    if (mark > a->in_use) MP_ABORT("device arena: release to %zu above the %zu bytes in use", mark, a->in_use);
+    if (mark > a->in_use) KERN_ABORT("device arena: release to %zu above the %zu bytes in use", mark, a->in_use);
     a->in_use = mark;
 }
 
@@ -61,7 +61,7 @@ void *cu_host_alloc(size_t bytes, const char *what)
     void *p = NULL;
     cudaError_t rc = cudaMallocHost(&p, bytes);
     if (rc != cudaSuccess) {
-        MP_ERROR("pinned host allocation of %zu bytes for %s failed: %s", bytes, what, cudaGetErrorString(rc));
+        KERN_ERROR("pinned host allocation of %zu bytes for %s failed: %s", bytes, what, cudaGetErrorString(rc));
         return NULL;
     }
     return p;

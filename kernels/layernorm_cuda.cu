@@ -108,7 +108,7 @@ void cu_layernorm_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *db, con
     layernorm_dinp_kernel<<<N, THREADS, 0, ctx->compute>>>(dinp, dout, inp, w, mean, rstd, C);
     CUDA_CHECK_LAUNCH();
     const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    if (R > 65535) MP_ABORT("layernorm_backward: %d rows exceed the %d the dw/db grid covers", N, 65535 * CHUNK_ROWS);
+    if (R > 65535) KERN_ABORT("layernorm_backward: %d rows exceed the %d the dw/db grid covers", N, 65535 * CHUNK_ROWS);
     float *pw = (float *)cu_ctx_scratch(ctx, 2 * (size_t)R * C * sizeof(float)), *pb = pw + (size_t)R * C;
     const dim3 grid((unsigned)((C + COLS - 1) / COLS), (unsigned)R);
     layernorm_dwdb_partial_kernel<<<grid, COLS, 0, ctx->compute>>>(pw, pb, dout, inp, mean, rstd, N, C);

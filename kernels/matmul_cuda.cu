@@ -65,7 +65,7 @@ __global__ void colsum_finish_kernel(float *dbias, const float *partial, int R, 
 static void matmul_dbias(cu_ctx_t *ctx, float *dbias, const float *dout, int N, int OC)
 {
     const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    if (R > 65535) MP_ABORT("matmul_backward: %d rows exceed the %d the dbias grid covers", N, 65535 * CHUNK_ROWS);
+    if (R > 65535) KERN_ABORT("matmul_backward: %d rows exceed the %d the dbias grid covers", N, 65535 * CHUNK_ROWS);
     float *partial = (float *)cu_ctx_scratch(ctx, (size_t)R * OC * sizeof(float));
     const dim3 grid((unsigned)((OC + THREADS - 1) / THREADS), (unsigned)R);
     colsum_partial_kernel<<<grid, THREADS, 0, ctx->compute>>>(partial, dout, N, OC);

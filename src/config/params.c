@@ -227,3 +227,9 @@ size_t param_count_model(const model_cfg_t *cfg)
     size_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + RC * C + RC + C * RC + C;
     return (size_t)cfg->vocab * C + (size_t)cfg->seq_len * C + (size_t)cfg->layers * block + 2 * C;
 }
+
+size_t param_padded(size_t total, int shards)
+{
+    size_t q = 16 * (size_t)shards;
+    return (total + q - 1) / q * q;
+}

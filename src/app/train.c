@@ -18,7 +18,6 @@
 #include "energy.h"
 #include "h5util.h"
 #include "optim.h"
-#include "pipe.h"
 #include "perf.h"
 #include "signals.h"
 #include "sim.h"
@@ -26,8 +25,9 @@
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
  * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
  * is used once whatever the layout, and sample i is always the same window. */
-static void train_fill(run_t *r, acts_t *a, long t, int mb)
+static void train_fill(void *ctx, acts_t *a, long t, int mb)
 {
+    run_t *r = ctx;
     const int B = a->B, T = r->deck.model.seq_len;
     const long base = (long)r->grid.replica_rank * (r->deck.train.batch / r->grid.replica_size);
     for (int b = 0; b < B; b++) {
@@ -60,36 +60,14 @@ static int train_boundary(const run_t *r, long t)
  * 2bw the batch runs on the previous weight version W(t−1). */
 static double train_step_grads(run_t *r, long t)
 {
-    const int mbs = r->deck.train.batch / (r->deck.train.micro_batch * r->grid.replica_size);
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
     const int buckets = r->dp_on && !r->deck.parallel.zero;
     const int overlap = buckets && r->deck.parallel.overlap;
-    double loss = 0.0;
-    if (r->pipe) {
-        loss = pipe_step(r->pipe, r, t, train_fill, (float)(1.0 / tokens), overlap ? train_grads_ready : NULL,
-                         train_boundary(r, t));
+    const exec_batch_t src = {train_fill, r};
+    const model_ready_t ready = {train_grads_ready, r};
+    double loss = exec_step(&r->exec, t, (float)(1.0 / tokens), &src, overlap ? &ready : NULL, train_boundary(r, t));
+    if (r->pp > 1)
         wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the loss from the last stage");
-    }
-    else {
-        model_grads_zero(&r->model); /* the executor zeroes its own */
-        model_use_version(&r->model, 1);
-    }
-    for (int mb = 0; mb < mbs && !r->pipe; mb++) {
-        train_fill(r, &r->acts, t, mb);
-        double t0 = perf_now();
-        loss += model_forward(&r->model, &r->acts, &r->scratch);
-        const model_part_t whole = model_whole(&r->model);
-        actdump_capture(&r->dump, &r->model, &whole, &r->acts, t, mb);
-        trace_span(&r->trace, "forward", t, mb, t0);
-        r->model.grads_ready = overlap && mb == mbs - 1 ? train_grads_ready : NULL;
-        r->model.grads_ctx = r;
-        t0 = perf_now();
-        model_backward(&r->model, &r->acts, &r->scratch, (float)(1.0 / tokens));
-        trace_span(&r->trace, "backward", t, mb, t0);
-    }
-    r->model.grads_ready = NULL;
-    model_use_version(&r->model, 0);
-    if (!r->pipe) model_grads_finish(&r->model); /* the executor did it, and summed the tied parts */
     if (buckets) {
         if (!overlap) { /* every bucket after the backward, in the same order */
             train_grads_ready(r, PARAM_RANGE_FINAL);
@@ -159,22 +137,14 @@ static double train_eval(run_t *r)
     if (n > avail) n = avail;
     if (n <= 0) return NAN;
     double sum = 0.0;
-    prof_t *prof = r->model.prof; /* evaluation is not part of a step's profile */
-    r->model.prof = NULL;
     for (long w0 = 0; w0 < n; w0 += B) {
         int valid = (int)(n - w0 < B ? n - w0 : B);
         for (int b = 0; b < B; b++) /* rows past the end repeat the last window; not counted */
             data_val_sample(&r->data, w0 + (b < valid ? b : valid - 1), T, r->acts.inputs + (size_t)b * T,
                             r->acts.targets + (size_t)b * T);
-        if (r->pipe) {
-            sum += pipe_forward_only(r->pipe, r, valid);
-            continue;
-        }
-        model_forward(&r->model, &r->acts, &r->scratch);
-        for (long i = 0; i < (long)valid * T; i++) sum += r->acts.host_losses[i];
+        sum += exec_forward_only(&r->exec, valid);
     }
-    if (r->pipe) wait_allreduce_sum(&r->wait, &sum, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the validation loss");
-    r->model.prof = prof;
+    if (r->pp > 1) wait_allreduce_sum(&r->wait, &sum, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the validation loss");
     return sum / ((double)n * T);
 }
 
@@ -370,8 +340,8 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     double now = perf_now(), dt = now - pg->t_last;
     double tok_s = dt > 0 ? (double)(r->step - pg->step_last) * d->train.batch * d->model.seq_len / dt : 0.0;
     /* bubble: the share of this interval rank 0 spent blocked on pipeline receives */
-    double bubble = r->pipe && dt > 0 ? r->pipe->idle / dt : 0.0, theory = r->pipe ? r->pipe->theory : 0.0;
-    if (r->pipe) r->pipe->idle = 0.0;
+    double bubble = dt > 0 ? r->exec.idle / dt : 0.0, theory = r->exec.theory;
+    r->exec.idle = 0.0;
     double mfu = r->peak_gflops > 0 ? tok_s * model_flops_per_token(&r->model.cfg) / (r->peak_gflops * 1e9) : 0.0;
     pg->t_last = now;
     pg->step_last = r->step;
@@ -382,7 +352,7 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
                   (double)r->arena.peak / 1048576.0);
     /* peak memory of every stage (the pp group of rank 0), gathered for the metrics line */
     /* and the most micro-batches each stage had stashed (pipeline slots in use) */
-    unsigned long long mine[2] = {r->arena.peak, r->pipe ? (unsigned long long)r->pipe->stash_peak : 1};
+    unsigned long long mine[2] = {r->arena.peak, (unsigned long long)exec_stash_peak(&r->exec)};
     unsigned long long peaks[2 * SIM_MAX_STAGES] = {0};
     MPI_Request q;
     MPI_CHECK(MPI_Igather(mine, 2, MPI_UNSIGNED_LONG_LONG, peaks, 2, MPI_UNSIGNED_LONG_LONG, 0, r->grid.comm[GRID_PP], &q));
@@ -522,13 +492,7 @@ int train_main(const run_opts_t *opts)
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
-    pipe_t pipe;
-    int rc = MP_OK;
-    if (r.pp > 1) {
-        rc = run_agree(pipe_init(&pipe, &r));
-        r.pipe = &pipe;
-    }
-    if (rc == MP_OK) rc = run_agree(train_resume(&r));
+    int rc = run_agree(train_resume(&r));
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
@@ -546,7 +510,6 @@ int train_main(const run_opts_t *opts)
         if (rc == MP_OK) rc = run_agree(trace_write(&r.trace, path, label, MPI_COMM_WORLD));
         trace_free(&r.trace);
     }
-    if (r.pipe) pipe_free(r.pipe, &r);
     if (rc == MP_OK) {
         int measured;
         double joules = energy_joules(&en, MPI_COMM_WORLD, &measured), kwh = joules / 3.6e6;

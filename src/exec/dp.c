@@ -4,13 +4,8 @@
 #include <string.h>
 
 #include "check.h"
+#include "params.h"
 #include "perf.h"
-
-size_t dp_padded(size_t total, int shards)
-{
-    size_t q = 16 * (size_t)shards;
-    return (total + q - 1) / q * q;
-}
 
 int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int max_buckets)
 {
@@ -21,7 +16,7 @@ int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t to
     dp->arena = arena;
     dp->zero = zero;
     dp->total = total;
-    dp->shard = dp_padded(total, dp->size) / (size_t)dp->size;
+    dp->shard = param_padded(total, dp->size) / (size_t)dp->size;
     dp->comm_seconds = 0.0;
     dp->shard_buf = NULL;
     if (be_buckets_reserve(be, max_buckets) != MP_OK) return MP_ERR;

@@ -5,7 +5,7 @@
  * the gradient sum is reduce-scattered, each replica updates its shard of the flat parameter
  * buffer and the parameters are all-gathered.
  *
- * Buffers exchanged here are padded to dp_padded(total, dp) floats so every shard has one size. */
+ * Buffers exchanged here are padded to param_padded(total, dp) (params.h) floats so every shard has one size. */
 #ifndef MP_DP_H
 #define MP_DP_H
 
@@ -29,8 +29,6 @@ typedef struct {
     double comm_seconds;   /* time spent waiting for buckets after the backward ended */
 } dp_t;
 
-/* Padded length of a buffer of `total` floats sharded `shards` ways (a multiple of 16·shards). */
-size_t dp_padded(size_t total, int shards);
 
 /* MP_OK or MP_ERR (allocation). max_buckets bounds the buckets of one step. */
 int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int max_buckets);

@@ -11,7 +11,9 @@
 #include "ckpt.h"
 #include "data.h"
 #include "deck.h"
+#include "device.h"
 #include "kernels.h"
+#include "mpi_check.h"
 #include "perf.h"
 #include "schedule.h"
 #include "selftest.h"
@@ -89,7 +91,7 @@ static int cmd_sim(const cli_t *c)
     if (!c->schedule || sched_kind_parse(c->schedule, &kind) != MP_OK || c->pp < 1 || c->m < 1)
         return MP_ERROR("sim needs --schedule gpipe|1f1b|interleaved|2bw, --pp P >= 1 and --m M >= 1"), 2;
     sim_result_t r;
-    int rc = sim_run(kind, c->pp, c->m, v, 1.0, 2.0, &r);
+    int rc = sim_run(kind, c->pp, c->m, v, SIM_COST_TF, SIM_COST_TB, &r);
     if (rc != MP_OK) {
         printf("%s pp=%d m=%d v=%d: INVALID: %s\n", c->schedule, c->pp, c->m, v, r.error);
         return 1;
@@ -161,7 +163,8 @@ int main(int argc, char **argv)
     int provided, rank;
     MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    mp_check_set_rank(rank);
+    mpi_check_init(rank);
+    device_report_init();
     int rc = cmd_dispatch(argv[1], &cli);
     MPI_CHECK(MPI_Finalize());
     return rc;

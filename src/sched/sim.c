@@ -27,8 +27,7 @@ int sim_fail(sim_result_t *res, const char *fmt, ...)
 }
 
 /* Executes ins on `stage` if it can run now; returns 1 if it ran, 0 if blocked, -1 if invalid. */
-static int sim_exec(sim_state_t *st, const instr_t *ins, int stage, double *t, int *stash, int *peak, double tf,
-                    double tb, sim_result_t *res)
+static int sim_exec(sim_state_t *st, const instr_t *ins, int stage, double *t, double tf, double tb, sim_result_t *res)
 {
     const int mb = ins->mb, k = ins->chunk, K = st->K;
     switch (ins->op) {
@@ -36,7 +35,6 @@ static int sim_exec(sim_state_t *st, const instr_t *ins, int stage, double *t, i
         if (AT(st->fwd, k, mb)++)
             return sim_fail(res, "stage %d runs the forward of micro-batch %d chunk %d twice", stage, mb, k), -1;
         *t += tf / st->v;
-        if (++*stash > *peak) *peak = *stash;
         return 1;
     case OP_BACKWARD:
         if (!AT(st->fwd, k, mb)) return sim_fail(res, "stage %d: backward of micro-batch %d chunk %d before its forward", stage, mb, k), -1;
@@ -44,7 +42,6 @@ static int sim_exec(sim_state_t *st, const instr_t *ins, int stage, double *t, i
         if (mb != st->last_bwd[k] + 1) return sim_fail(res, "stage %d: chunk %d's backward of micro-batch %d out of order", stage, k, mb), -1;
         st->last_bwd[k] = mb;
         *t += tb / st->v;
-        --*stash;
         return 1;
     case OP_SEND_ACT:
     case OP_SEND_GRAD: {
@@ -113,7 +110,7 @@ int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, do
 {
     memset(res, 0, sizeof *res);
     if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
-    int pc[SIM_MAX_STAGES] = {0}, stash[SIM_MAX_STAGES] = {0}, rc = MP_ERR;
+    int pc[SIM_MAX_STAGES] = {0}, rc = MP_ERR;
     double t[SIM_MAX_STAGES] = {0};
     sim_state_t st;
     if (sim_alloc(&st, pp, m, v) != MP_OK) goto out;
@@ -121,7 +118,7 @@ int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, do
         progress = 0;
         for (int s = 0; s < pp; s++)
             while (pc[s] < lists[s].n) {
-                int r = sim_exec(&st, &lists[s].ins[pc[s]], s, &t[s], &stash[s], &res->peak_stash[s], tf, tb, res);
+                int r = sim_exec(&st, &lists[s].ins[pc[s]], s, &t[s], tf, tb, res);
                 if (r < 0) goto out;
                 if (r == 0) break;
                 pc[s]++, progress = 1;
@@ -135,7 +132,10 @@ int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, do
             goto out;
         }
     if (sim_complete(&st, res) != MP_OK) goto out;
-    for (int s = 0; s < pp; s++) res->makespan = t[s] > res->makespan ? t[s] : res->makespan;
+    for (int s = 0; s < pp; s++) {
+        res->makespan = t[s] > res->makespan ? t[s] : res->makespan;
+        res->peak_stash[s] = sched_list_peak(&lists[s], 0);
+    }
     res->busy = m * (tf + tb);
     res->bubble = res->makespan > 0 ? 1.0 - res->busy / res->makespan : 0.0;
     rc = MP_OK;

@@ -72,13 +72,17 @@ typedef struct {
     float *params_old;
     param_view_t p_new, p_old;
     arena_t *arena;
-    prof_t *prof;                      /* kernel timers, or NULL */
-    /* Called during model_backward when a bucket's gradients are final for this micro-batch
-     * (the final LayerNorm, then each block from the last): data parallelism starts its all-reduce
-     * there. NULL: not called. */
-    void (*grads_ready)(void *ctx, int layer);
-    void *grads_ctx;
 } model_t;
+
+/* The "bucket ready" hook: called during a backward when the gradients of one parameter range are
+ * final for this micro-batch, in backward order (PARAM_RANGE_FINAL for the final LayerNorm, then
+ * each block from the last, as param_block_layer numbers them); data parallelism starts that
+ * bucket's all-reduce there. The embeddings are final only after the last backward of the step:
+ * the caller starts their bucket itself. */
+typedef struct {
+    void (*fn)(void *ctx, int layer);
+    void *ctx;
+} model_ready_t;
 
 /* Builds a model holding the nchunks block ranges [layer0s[c], layer0s[c] + nlayers_s[c])
  * (+ embeddings, + final LN and head), the
@@ -110,15 +114,17 @@ void scratch_destroy(scratch_t *s, arena_t *arena);
 
 /* Forward of the micro-batch in a->inputs/targets. a = saved activations; returns Σ of the B*T
  * token losses (double; 0 on a pipeline stage without the head). A stage without the embedding
- * takes its input from a->encoded (the activation it received). */
+ * takes its input from a->encoded (the activation it received). prof: kernel timers, or NULL. The
+ * whole-model forms (no timers, no hook) serve tests and one-rank tools. */
 double model_forward(model_t *m, acts_t *a, scratch_t *s);
-double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s);
+double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, prof_t *prof);
 /* Backward of the micro-batch whose forward filled a. dloss = d(total loss)/d(token loss), i.e.
  * 1/(tokens in the global batch). Gradients accumulate (+=) into m->grads and m->grad_head. A stage
  * without the head starts from the gradient of its output preloaded in s->dres; a stage without the
- * embedding leaves the gradient of its input there. */
+ * embedding leaves the gradient of its input there. ready: the bucket hook, or NULL. */
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss);
-void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss);
+void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *prof,
+                         const model_ready_t *ready);
 /* The stage's (or part's) output activation (N,C) in a (what the next stage receives). */
 float *model_stage_output(const model_t *m, acts_t *a);
 float *model_part_output(const model_part_t *pt, acts_t *a);

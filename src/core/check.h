@@ -24,11 +24,14 @@
 void mp_errorf(const char *file, int line, const char *fmt, ...) MP_PRINTF(3, 4);
 /* Prints a warning line in the same format. */
 void mp_warnf(const char *file, int line, const char *fmt, ...) MP_PRINTF(3, 4);
-/* Reports like mp_errorf, then MPI_Abort(MPI_COMM_WORLD, 1) (or exit(1) before MPI_Init). */
+/* Reports like mp_errorf, then ends the job: the abort installed by mp_check_set_abort (MPI_Abort of
+ * the whole job once MPI is up: comm/mpi_check.h), else exit(1). */
 MP_NORETURN void mp_abortf(const char *file, int line, const char *fmt, ...) MP_PRINTF(3, 4);
 
 /* The rank used in messages; set once MPI is up (-1 before). */
 void mp_check_set_rank(int rank);
+/* What mp_abortf calls after reporting (NULL: nothing, then exit(1)). */
+void mp_check_set_abort(void (*abort_fn)(void));
 
 #define MP_ERROR(...) mp_errorf(__FILE__, __LINE__, __VA_ARGS__)
 #define MP_WARN(...) mp_warnf(__FILE__, __LINE__, __VA_ARGS__)
@@ -36,7 +39,8 @@ void mp_check_set_rank(int rank);
 /* Report and evaluate to MP_ERR: `return MP_FAIL("bad %s", x);` */
 #define MP_FAIL(...) (mp_errorf(__FILE__, __LINE__, __VA_ARGS__), MP_ERR)
 
-/* MPI calls: a failed MPI call is fatal for the whole job (its peers are in the same collective). */
+/* MPI calls: a failed MPI call is fatal for the whole job (its peers are in the same collective).
+ * mp_mpi_fail lives with the MPI code (comm/mpi_check.c), so core links without MPI. */
 #define MPI_CHECK(call)                                                              \
     do {                                                                             \
         int mp_mpi_rc_ = (call);                                                     \
@@ -45,7 +49,8 @@ void mp_check_set_rank(int rank);
 MP_NORETURN void mp_mpi_fail(const char *file, int line, const char *what, int rc);
 
 /* HDF5 calls return a negative hid_t/herr_t on failure. H5_TRY reports the call, the file it
- * was working on and HDF5's own error stack, then jumps to the cleanup label. */
+ * was working on and HDF5's own error stack, then jumps to the cleanup label. mp_h5_fail lives with
+ * the HDF5 code (io/h5util.c). */
 #define H5_TRY(call, label, fname)                                                   \
     do {                                                                             \
         if ((long long)(call) < 0) {                                                 \

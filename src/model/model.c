@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "dp.h"
 #include "backend.h"
 #include "perf.h"
 
@@ -22,7 +21,7 @@ int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *a
     m.tp_comm = MPI_COMM_NULL;
     if (param_table_build_chunks(&m.tab, cfg, nchunks, layer0s, nlayers_s, has_embed, has_final, tp, tp_rank) != MP_OK)
         return MP_ERR;
-    const size_t n = dp_padded(m.tab.total, shards), nmv = n / (size_t)shards;
+    const size_t n = param_padded(m.tab.total, shards), nmv = n / (size_t)shards;
     const size_t vc = (size_t)(m.tab.vocab_pad / tp) * cfg->dim;
     m.alloc = n;
     m.mv_len = nmv;
@@ -338,13 +337,12 @@ model_part_t model_chunk(const model_t *m, int c)
 double model_forward(model_t *m, acts_t *a, scratch_t *s)
 {
     model_part_t pt = model_whole(m);
-    return model_forward_part(m, &pt, a, s);
+    return model_forward_part(m, &pt, a, s, NULL);
 }
 
-double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s)
+double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, prof_t *p)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
-    prof_t *p = m->prof;
     if ((pt->embed || pt->final) && a->inputs != a->d_inputs) /* the tokens the host loaded */
         be_to_device(m->be, a->d_inputs, a->inputs, 2 * (size_t)N * sizeof(int));
     if (pt->embed) embed_forward(m, a, p);
@@ -363,13 +361,13 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
 {
     model_part_t pt = model_whole(m);
-    model_backward_part(m, &pt, a, s, dloss);
+    model_backward_part(m, &pt, a, s, dloss, NULL, NULL);
 }
 
-void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss)
+void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *p,
+                         const model_ready_t *ready)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
-    prof_t *p = m->prof;
     if (pt->final) {
         PROF(p, PROF_XENT, be_crossentropy_backward(m->be, a->probs, a->probs, a->d_targets, dloss, N, Vl, tp_v0(m)));
         PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
@@ -378,11 +376,11 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
         const float *top = block_input(a, pt->n);
         PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw,
                                                      a->lnf_mean, a->lnf_rstd, N, C));
-        if (m->grads_ready) m->grads_ready(m->grads_ctx, PARAM_RANGE_FINAL);
+        if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
     }
     for (int i = pt->n - 1; i >= 0; i--) {
         block_backward(m, &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &a->h[i], block_input(a, i), s, B, p);
-        if (m->grads_ready) m->grads_ready(m->grads_ctx, param_block_layer(&m->tab, pt->b0 + i));
+        if (ready) ready->fn(ready->ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
     if (pt->embed)
         PROF(p, PROF_ELEMENTWISE, be_encoder_backward(m->be, m->g.wte, m->g.wpe, s->dres, a->d_inputs, B, T, C, tp_v0(m), Vl));

@@ -67,3 +67,19 @@ void fs_dirname(const char *path, char *dir, size_t n)
     snprintf(tmp, sizeof tmp, "%s", path);
     snprintf(dir, n, "%s", dirname(tmp));
 }
+
+/* Walks HDF5's error stack and prints its innermost description: the library's own reason. */
+static herr_t mp_h5_walk(unsigned n, const H5E_error2_t *e, void *data)
+{
+    const char **desc_p = data;
+    if (n == 0 && e->desc) *desc_p = e->desc;
+    return 0;
+}
+
+void mp_h5_fail(const char *file, int line, const char *what, const char *h5file)
+{
+    const char *desc = "no HDF5 error message";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, mp_h5_walk, &desc);
+    mp_errorf(file, line, "HDF5 call failed on %s: %s: %s", h5file ? h5file : "?", what, desc);
+    H5Eclear2(H5E_DEFAULT);
+}

@@ -10,6 +10,7 @@
 #include "data.h"
 #include "deck.h"
 #include "dp.h"
+#include "executor.h"
 #include "grid.h"
 #include "model.h"
 #include "runlog.h"
@@ -24,8 +25,6 @@ typedef struct {
     const char *resume;      /* --resume PATH | auto | NULL */
     int quiet;               /* no console output */
 } run_opts_t;
-
-typedef struct pipe_s pipe_t; /* pipe.h: the pipeline executor of this stage */
 
 typedef struct {
     run_opts_t opts;
@@ -43,7 +42,7 @@ typedef struct {
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
     int stage, pp;
     int *gidx;               /* local entry i -> index of the same tensor in gtab */
-    pipe_t *pipe;            /* the executor when pp > 1 */
+    exec_t exec;             /* runs this stage's instruction lists (every pp, pp = 1 included) */
     acts_t acts;
     scratch_t scratch;
     runlog_t log;

@@ -9,12 +9,23 @@
 const char *const op_names[OP_COUNT] = {"LOAD_BATCH", "FORWARD", "BACKWARD", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
                                         "RECV_GRAD", "OFFLOAD", "PREFETCH", "REDUCE_GRADS", "OPTIMIZER_STEP"};
 
+const char *const sched_kind_names[SCHED_KINDS] = {"gpipe", "1f1b", "interleaved", "2bw"};
+
 int sched_kind_parse(const char *name, sched_kind_t *kind_p)
 {
-    static const char *const names[] = {"gpipe", "1f1b", "interleaved", "2bw"};
-    for (int k = 0; k < 4; k++)
-        if (strcmp(name, names[k]) == 0) return *kind_p = (sched_kind_t)k, MP_OK;
+    for (int k = 0; k < SCHED_KINDS; k++)
+        if (strcmp(name, sched_kind_names[k]) == 0) return *kind_p = (sched_kind_t)k, MP_OK;
     return MP_ERR;
+}
+
+int sched_list_peak(const instr_list_t *l, int carried)
+{
+    int live = carried, peak = carried;
+    for (int i = 0; i < l->n; i++) {
+        if (l->ins[i].op == OP_FORWARD && ++live > peak) peak = live;
+        if (l->ins[i].op == OP_BACKWARD) live--;
+    }
+    return peak;
 }
 
 int sched_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len)

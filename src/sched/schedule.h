@@ -22,7 +22,10 @@ typedef enum {
     OP_OFFLOAD, OP_PREFETCH, OP_REDUCE_GRADS, OP_OPTIMIZER_STEP, OP_COUNT
 } op_t;
 
-typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_2BW } sched_kind_t;
+typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_2BW, SCHED_KINDS } sched_kind_t;
+
+/* parallel.schedule's names, by kind. */
+extern const char *const sched_kind_names[SCHED_KINDS];
 
 typedef struct {
     op_t op;
@@ -40,6 +43,11 @@ extern const char *const op_names[OP_COUNT];
 
 /* "gpipe" | "1f1b" | "interleaved" | "2bw" -> kind; MP_OK or MP_ERR (unknown name). */
 int sched_kind_parse(const char *name, sched_kind_t *kind_p);
+
+/* Most forwards awaiting their backward at any point of `l` (the stash slots it needs), starting
+ * with `carried` already stashed (2bw: the next batch's forwards a previous step ran). The one
+ * definition of a list's stash peak: the simulator and the executor both use it. */
+int sched_list_peak(const instr_list_t *l, int carried);
 
 /* Whether (kind, pp, m, v) is a schedule we can build; on MP_ERR, why (naming the rule). */
 int sched_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len);

@@ -13,6 +13,11 @@
 
 #define SIM_MAX_STAGES 64
 
+/* The unit cost model every caller uses unless it has measured costs: a backward takes twice its
+ * forward (the executor's bubble theory, `mindpipe sim`). */
+#define SIM_COST_TF 1.0
+#define SIM_COST_TB 2.0
+
 typedef struct {
     double makespan;                 /* time of the last instruction's end */
     double busy;                     /* compute time of one stage: m·(tf + tb) */

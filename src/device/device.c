@@ -4,10 +4,14 @@
 
 #include "device.h"
 
+#include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "kern_check.h"
+#include "perf.h"
 
 #ifdef MP_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -47,3 +51,31 @@ int device_count(const char *device)
     return 0;
 #endif
 }
+
+double perf_sgemm_peak_gflops(void)
+{
+    const int n = 1024;
+    float *a = MP_MALLOC(sizeof(float) * n * n * 3);
+    if (!a) return 0.0;
+    float *b = a + (size_t)n * n, *c = b + (size_t)n * n;
+    for (size_t i = 0; i < (size_t)n * n; i++) a[i] = b[i] = (float)(i % 7) * 0.01f;
+    double best = 0.0;
+    for (int rep = 0; rep < 6; rep++) { /* first products warm the pool and the caches */
+        double t0 = perf_now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        double dt = perf_now() - t0;
+        double gf = 2.0 * n * n * (double)n / dt * 1e-9;
+        if (gf > best) best = gf;
+    }
+    free(a);
+    return best;
+}
+
+/* The kernels' errors (kern_check.h) reported as every other error of the run. */
+static void device_kern_report(int fatal, const char *file, int line, const char *msg)
+{
+    if (fatal) mp_abortf(file, line, "%s", msg);
+    mp_errorf(file, line, "%s", msg);
+}
+
+void device_report_init(void) { kern_set_reporter(device_kern_report); }

@@ -194,7 +194,6 @@ static int run_model(run_t *r)
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     if (run_param_init(r) != MP_OK) goto err_scratch;
     if (strcmp(d->parallel.schedule, "2bw") == 0 && model_versions_create(&r->model) != MP_OK) goto err_scratch;
-    r->model.prof = &r->prof;
     /* the activations of micro-batch 0 of replica 0: its tensor-parallel rank 0 of each stage keeps them */
     if (actdump_init(&r->dump, d->debug.dump_activations, r->grid.replica_rank == 0 && tp_rank == 0, cfg.layers,
                      d->train.micro_batch, cfg.seq_len, cfg.dim) != MP_OK)
@@ -241,6 +240,26 @@ static void run_model_free(run_t *r)
     be_destroy(&r->be);
 }
 
+/* The executor of this stage: its context is what it may touch of the run. */
+static int run_exec(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    exec_ctx_t c = {.model = &r->model, .be = &r->be, .arena = &r->arena, .acts = &r->acts, .scratch = &r->scratch,
+                    .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
+                    .stage = r->stage, .pp = r->pp, .m = d->train.batch / (d->train.micro_batch * r->grid.replica_size),
+                    .nccl = r->be.kind == BE_CUDA && strcmp(d->parallel.p2p, "mpi") != 0,
+                    .policy = &stash_policy_keep, .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
+    if (sched_kind_parse(d->parallel.schedule, &c.kind) != MP_OK)
+        return MP_FAIL("unknown parallel.schedule %s", d->parallel.schedule);
+    int coord[GRID_NDIMS];
+    memcpy(coord, r->grid.coord, sizeof coord);
+    for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++) {
+        coord[GRID_PP] = s;
+        c.stage_rank[s] = grid_rank_of(&r->grid, coord);
+    }
+    return exec_init(&r->exec, &c);
+}
+
 /* Deck, grid, threads: everything before memory is committed. */
 static int run_layout(run_t *r, const run_opts_t *o)
 {
@@ -271,9 +290,12 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, r->model.tab.total, r->deck.parallel.zero,
                                       r->model.tab.nlayers + 2)) != MP_OK)
         goto err_model;
+    if (run_agree(run_exec(r)) != MP_OK) goto err_dp;
     r->peak_gflops = r->deck.train.peak_gflops > 0 ? r->deck.train.peak_gflops : perf_sgemm_peak_gflops();
-    if (with_out_dir && run_out_dir(r) != MP_OK) goto err_dp;
+    if (with_out_dir && run_out_dir(r) != MP_OK) goto err_exec;
     return MP_OK;
+err_exec:
+    exec_free(&r->exec);
 err_dp:
     if (r->dp_on) dp_free(&r->dp);
 err_model:
@@ -289,6 +311,7 @@ err_layout:
 void run_teardown(run_t *r)
 {
     runlog_close(&r->log);
+    exec_free(&r->exec);
     if (r->dp_on) dp_free(&r->dp);
     grid_free(&r->grid);
     run_model_free(r);

@@ -119,4 +119,8 @@ void param_init(const param_table_t *tab, float *buf, unsigned long long seed);
 /* Parameters of the whole model (all blocks, embeddings, final LN). */
 size_t param_count_model(const model_cfg_t *cfg);
 
+/* Padded length of a buffer of `total` floats sharded `shards` ways (a multiple of 16·shards): what
+ * the parameter, gradient and moment buffers are allocated with, so every ZeRO-1 shard has one size. */
+size_t param_padded(size_t total, int shards);
+
 #endif

@@ -10,4 +10,12 @@ int device_check(const char *device, const char *precision);
  * the host and the driver's words when there is none. */
 int device_count(const char *device);
 
+/* Measured single-precision GEMM rate in GFLOP/s with the current thread setting: the best of a few
+ * n=1024 cblas_sgemm products (about 0.1-0.3 s). MFU = achieved model FLOP/s / this. */
+double perf_sgemm_peak_gflops(void);
+
+/* Routes the kernels' error reports (kernels/kern_check.h) to mp_errorf / mp_abortf (named rank, job
+ * abort). Once at start, after mpi_check_init. */
+void device_report_init(void);
+
 #endif

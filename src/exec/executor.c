@@ -1,0 +1,332 @@
+#include "executor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+/* Where the gradient send buffers live: NCCL sends device memory, MPI host memory (cpu: the same). */
+static int gsend_on_device(const exec_t *e) { return be_host_visible(e->c.be) || e->c.nccl; }
+
+/* The lists of the stage and the stash slots they need. */
+static int exec_lists(exec_t *e, int *nslots_p)
+{
+    const exec_ctx_t *c = &e->c;
+    const int pp = c->pp, s = c->stage, m = c->m;
+    /* one stage: every schedule is the same arithmetic; 1f1b's list stashes one micro-batch */
+    const sched_kind_t kind = pp == 1 && c->kind != SCHED_2BW ? SCHED_1F1B : c->kind;
+    sim_result_t sim;
+    if (sim_run(kind, pp, m, e->v, SIM_COST_TF, SIM_COST_TB, &sim) != MP_OK)
+        return MP_FAIL("parallel.schedule=%s with pp=%d, %d micro-batches per step and %d chunk(s) per stage: %s",
+                       sched_kind_names[c->kind], pp, m, e->v, sim.error);
+    e->theory = sim.bubble;
+    int nslots = sim.peak_stash[s];
+    if (kind == SCHED_2BW) {
+        for (int f = 0; f < 2; f++)
+            for (int d = 0; d < 2; d++)
+                if (sched_build_2bw(&e->l2bw[f][d], s, pp, m, f, d) != MP_OK) return MP_ERR;
+        const int w = pp - s - 1 < m ? pp - s - 1 : m;
+        for (int d = 0; d < 2; d++) {
+            int a = sched_list_peak(&e->l2bw[1][d], 0), b = sched_list_peak(&e->l2bw[0][d], w);
+            if (a > nslots) nslots = a;
+            if (b > nslots) nslots = b;
+        }
+        e->theory = 0.0; /* no flush: the steady state has no bubble (the run's first step fills once) */
+    } else if (sched_build(&e->list, kind, s, pp, m, e->v) != MP_OK) {
+        return MP_ERR;
+    }
+    *nslots_p = nslots;
+    return MP_OK;
+}
+
+/* Gradient send buffers and, off the cpu backend, the host buffers MPI messages cross through. */
+static int exec_buffers(exec_t *e, int nslots)
+{
+    const exec_ctx_t *c = &e->c;
+    e->gsend_req = MP_CALLOC((size_t)e->nkeys, sizeof *e->gsend_req);
+    if (!e->gsend_req) return MP_ERR;
+    for (int i = 0; i < e->nkeys; i++) e->gsend_req[i] = MPI_REQUEST_NULL;
+    if (c->pp == 1) return MP_OK; /* no messages */
+    const size_t ng = (size_t)e->nkeys * e->n_act;
+    e->gsend = gsend_on_device(e) ? arena_floats(c->arena, ng, "pipeline gradient send buffers")
+                                  : be_host_alloc(c->be, ng * sizeof(float));
+    if (!e->gsend) return MP_FAIL("no memory for the pipeline's gradient send buffers");
+    if (be_host_visible(c->be)) return MP_OK;
+    if (c->nccl) be_p2p_setup(c->be, c->pp_comm, c->pp, c->stage, e->v > 1, e->nkeys); /* events per key */
+    /* MPI reads host memory: parallel.p2p=mpi and the evaluation's messages cross through these */
+    e->hsend = be_host_alloc(c->be, (size_t)nslots * e->n_act * sizeof(float));
+    e->hrecv = be_host_alloc(c->be, e->n_act * sizeof(float));
+    if (!e->hsend || !e->hrecv) return MP_FAIL("out of host memory for the pipeline's message buffers");
+    return MP_OK;
+}
+
+int exec_init(exec_t *e, const exec_ctx_t *ctx)
+{
+    memset(e, 0, sizeof *e);
+    e->c = *ctx;
+    if (!e->c.policy) e->c.policy = &stash_policy_keep;
+    const model_t *md = ctx->model;
+    e->v = md->tab.nchunks, e->K = ctx->pp * e->v;
+    int nslots = 0;
+    if (exec_lists(e, &nslots) != MP_OK) return MP_ERR;
+    e->nkeys = (ctx->kind == SCHED_2BW ? 2 : 1) * ctx->m * e->v;
+    int biggest = 0;
+    for (int c = 0; c < e->v; c++) {
+        e->part[c] = model_chunk(md, c);
+        if (e->part[c].n > biggest) biggest = e->part[c].n;
+    }
+    const int tag_ub_need = 2 * e->nkeys * e->K + 2;
+    int *tag_ub, flag;
+    MPI_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag));
+    if (flag && *tag_ub < tag_ub_need)
+        return MP_FAIL("the pipeline needs MPI tags up to %d, this MPI allows %d: fewer micro-batches per step",
+                       tag_ub_need, *tag_ub);
+    e->n_act = (size_t)ctx->acts->B * md->cfg.seq_len * md->cfg.dim;
+    if (stash_init(&e->stash, e->c.policy, nslots, e->nkeys, ctx->acts, md, ctx->acts->B, biggest, md->tab.has_final,
+                   ctx->arena, ctx->wait) != MP_OK)
+        return MP_ERR;
+    return exec_buffers(e, nslots);
+}
+
+void exec_free(exec_t *e)
+{
+    const exec_ctx_t *c = &e->c;
+    stash_free(&e->stash);
+    if (e->gsend && gsend_on_device(e)) arena_free(c->arena, e->gsend, (size_t)e->nkeys * e->n_act * sizeof(float));
+    else if (e->gsend) be_host_free(c->be, e->gsend);
+    if (e->hsend) be_host_free(c->be, e->hsend);
+    if (e->hrecv) be_host_free(c->be, e->hrecv);
+    free(e->gsend_req);
+    sched_free(&e->list);
+    for (int f = 0; f < 2; f++)
+        for (int d = 0; d < 2; d++) sched_free(&e->l2bw[f][d]);
+}
+
+/* One activation or gradient into dev, through the host landing buffer off the cpu backend. */
+static void exec_recv_wait(exec_t *e, float *dev, int peer, int tag, const char *where)
+{
+    MPI_Request q;
+    float *land = e->hrecv ? e->hrecv : dev;
+    MPI_CHECK(MPI_Irecv(land, (int)e->n_act, MPI_FLOAT, peer, tag, e->c.pp_comm, &q));
+    wait_all(e->c.wait, 1, &q, where);
+    be_to_device(e->c.be, dev, land, e->n_act * sizeof(float));
+}
+
+/* What MPI sends for the activation or gradient at dev: dev itself on the cpu backend, else its
+ * copy in the host buffer `host`. */
+static const float *exec_send_src(exec_t *e, const float *dev, float *host)
+{
+    if (!host) return dev;
+    be_to_host(e->c.be, host, dev, e->n_act * sizeof(float));
+    return host;
+}
+
+static void exec_recv(exec_t *e, float *buf, int peer, int tag, const char *what, long t, int mb)
+{
+    double t0 = perf_now();
+    /* A hung or dead peer ends in wait_all's timeout: its message names the rank to look at. */
+    char where[160];
+    snprintf(where, sizeof where, "%s of micro-batch %d of step %ld from rank %d (stage %d)", what, mb, t,
+             e->c.stage_rank[peer], peer);
+    exec_recv_wait(e, buf, peer, tag, where);
+    e->idle += perf_now() - t0;
+    trace_span(e->c.trace, what, t, mb, t0);
+}
+
+/* The tied embedding: the first stage holds the embedding's gradient part, the last the head's;
+ * both need their sum (a + b is the same bits either way round, as on one rank). */
+static void exec_tied_sum(exec_t *e)
+{
+    if (e->c.pp == 1 || e->c.embed_comm == MPI_COMM_NULL) return;
+    model_t *md = e->c.model;
+    const param_entry_t *p = param_table_find(&md->tab, "wte");
+    be_allreduce(e->c.be, md->grads + p->offset, p->numel, MPI_SUM, e->c.embed_comm,
+                 "the tied-embedding gradient sum between the first and the last stage");
+}
+
+/* Message tags: one per (micro-batch key, chunk boundary, direction), so no two messages in flight
+ * between two stages share one. Boundary b lies between chunks b and b+1. */
+static int exec_tag(const exec_t *e, int key_mb, int boundary, int grad)
+{
+    return 2 * (key_mb * e->K + boundary) + grad;
+}
+
+/* What one instruction is about: its batch, micro-batch, chunk and stash key. */
+typedef struct {
+    long bt;        /* the batch it belongs to (2bw: t + 1 for the next batch's forwards) */
+    int next;       /* 2bw: of the next batch */
+    int mb, key_mb, key;
+    const model_part_t *pt;
+} exec_at_t;
+
+static exec_at_t exec_at(const exec_t *e, const instr_t *in, long t)
+{
+    const int two = e->c.kind == SCHED_2BW, m = e->c.m;
+    exec_at_t at;
+    /* 2bw: micro-batch m + j is the next batch's j (schedule.h) */
+    at.next = in->mb >= m;
+    at.mb = in->mb >= 0 ? in->mb % m : -1;
+    at.bt = t + at.next;
+    const int c = in->chunk >= 0 ? in->chunk / e->c.pp : 0;
+    at.key_mb = two ? (int)(at.bt & 1) * m + at.mb : at.mb;
+    at.key = at.key_mb * e->v + c;
+    at.pt = &e->part[c];
+    return at;
+}
+
+static void exec_send_act(exec_t *e, const instr_t *in, const exec_at_t *at, acts_t *a)
+{
+    const exec_ctx_t *c = &e->c;
+    const float *out = model_part_output(at->pt, a);
+    if (c->nccl) {
+        be_p2p_send(c->be, BE_P2P_ACT_OUT, out, e->n_act);
+        return;
+    }
+    float *host = e->hsend ? e->hsend + (size_t)e->stash.slot_of[at->key] * e->n_act : NULL;
+    MPI_CHECK(MPI_Isend(exec_send_src(e, out, host), (int)e->n_act, MPI_FLOAT, in->peer,
+                        exec_tag(e, at->key_mb, in->chunk, 0), c->pp_comm, stash_reader(&e->stash, at->key)));
+}
+
+static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
+{
+    const exec_ctx_t *c = &e->c;
+    float *g = e->gsend + (size_t)at->key * e->n_act;
+    if (c->nccl) { /* g is device memory; its send two steps ago is done (REDUCE_GRADS' fence) */
+        be_copy(c->be, g, c->scratch->dres, e->n_act * sizeof(float));
+        be_p2p_send(c->be, BE_P2P_GRAD_OUT, g, e->n_act);
+        return;
+    }
+    wait_all(c->wait, 1, &e->gsend_req[at->key], "a pipeline gradient send");
+    be_to_host(c->be, g, c->scratch->dres, e->n_act * sizeof(float));
+    MPI_CHECK(MPI_Isend(g, (int)e->n_act, MPI_FLOAT, in->peer, exec_tag(e, at->key_mb, in->chunk - 1, 1), c->pp_comm,
+                        &e->gsend_req[at->key]));
+}
+
+/* The end of a step's backwards: sends done, gradients final and the tied parts summed. */
+static void exec_reduce_grads(exec_t *e, long t, int drain, double t0)
+{
+    const exec_ctx_t *c = &e->c;
+    const int two = c->kind == SCHED_2BW, n = c->m * e->v;
+    /* this batch's gradient sends; activation sends are waited for when their slot is reused */
+    for (int j = 0; j < n; j++)
+        wait_all(c->wait, 1, &e->gsend_req[(two ? (int)(t & 1) * n : 0) + j], "the step's gradient sends");
+    if (!two || drain) stash_wait_readers(&e->stash, "the step's activation sends");
+    for (int d = 0; c->nccl && d < BE_P2P_DIRS; d++) be_p2p_fence(c->be, d);
+    model_grads_finish(c->model);
+    exec_tied_sum(e);
+    trace_span(c->trace, two && !drain ? "gradients final" : "pipeline flush", t, -1, t0);
+}
+
+/* One forward or backward instruction. Returns the forward's Σ of token losses. */
+static double exec_compute(exec_t *e, const instr_t *in, const exec_at_t *at, float dloss, const model_ready_t *ready)
+{
+    const exec_ctx_t *c = &e->c;
+    acts_t *a = stash_get(&e->stash, at->key);
+    const double t0 = perf_now();
+    if (in->op == OP_FORWARD) {
+        if (c->nccl) { /* sim_nccl.c: after its input arrived and the newest activation send left */
+            if (in->chunk > 0) be_p2p_wait(c->be, BE_P2P_ACT_IN, at->key);
+            be_p2p_fence(c->be, BE_P2P_ACT_OUT);
+        }
+        double l = model_forward_part(c->model, at->pt, a, c->scratch, c->prof);
+        if (c->dump) actdump_capture(c->dump, c->model, at->pt, a, at->bt, at->mb);
+        stash_after_forward(&e->stash, at->key);
+        trace_span(c->trace, "forward", at->bt, at->mb, t0);
+        return l;
+    }
+    stash_before_backward(&e->stash, at->key);
+    if (c->nccl && in->chunk < e->K - 1) be_p2p_wait(c->be, BE_P2P_GRAD_IN, at->key);
+    model_backward_part(c->model, at->pt, a, c->scratch, dloss, c->prof,
+                        ready && at->mb == c->m - 1 ? ready : NULL); /* each chunk's last */
+    stash_give(&e->stash, at->key);
+    trace_span(c->trace, "backward", at->bt, at->mb, t0);
+    return 0.0;
+}
+
+double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const model_ready_t *ready, int drain)
+{
+    const exec_ctx_t *c = &e->c;
+    const int two = c->kind == SCHED_2BW;
+    const instr_list_t *list = two ? &e->l2bw[!e->carried][drain] : &e->list;
+    double loss = two ? e->carried_loss : 0.0;
+    e->carried_loss = 0.0;
+    model_grads_zero(c->model);
+    for (int i = 0; i < list->n; i++) {
+        const instr_t *in = &list->ins[i];
+        const exec_at_t at = exec_at(e, in, t);
+        if (two) model_use_version(c->model, !at.next); /* batch t on W(t-1), batch t+1 on W(t) */
+        double t0 = perf_now();
+        acts_t *a;
+        switch (in->op) {
+        case OP_LOAD_BATCH:
+            a = stash_take(&e->stash, at.key);
+            src->fill(src->ctx, a, at.bt, at.mb);
+            break;
+        case OP_RECV_ACT:
+            a = stash_take(&e->stash, at.key);
+            if (c->nccl) be_p2p_recv(c->be, BE_P2P_ACT_IN, a->encoded, e->n_act, at.key);
+            else exec_recv(e, a->encoded, in->peer, exec_tag(e, at.key_mb, in->chunk - 1, 0), "receive activation", at.bt, at.mb);
+            if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
+            break;
+        case OP_FORWARD:
+            if (at.next) e->carried_loss += exec_compute(e, in, &at, dloss, ready);
+            else loss += exec_compute(e, in, &at, dloss, ready);
+            break;
+        case OP_BACKWARD:
+            exec_compute(e, in, &at, dloss, ready);
+            break;
+        case OP_SEND_ACT:
+            exec_send_act(e, in, &at, stash_get(&e->stash, at.key));
+            trace_span(c->trace, "send activation", at.bt, at.mb, t0);
+            break;
+        case OP_RECV_GRAD:
+            if (c->nccl) be_p2p_recv(c->be, BE_P2P_GRAD_IN, c->scratch->dres, e->n_act, at.key);
+            else exec_recv(e, c->scratch->dres, in->peer, exec_tag(e, at.key_mb, in->chunk, 1), "receive gradient", at.bt, at.mb);
+            break;
+        case OP_SEND_GRAD:
+            exec_send_grad(e, in, &at);
+            trace_span(c->trace, "send gradient", at.bt, at.mb, t0);
+            break;
+        case OP_OFFLOAD:
+            stash_offload(&e->stash, at.key);
+            break;
+        case OP_PREFETCH:
+            stash_prefetch(&e->stash, at.key);
+            break;
+        case OP_REDUCE_GRADS:
+            exec_reduce_grads(e, t, drain, t0);
+            break;
+        default:
+            break;
+        }
+    }
+    if (two) {
+        model_use_version(c->model, 0);
+        e->carried = !drain;
+    }
+    return loss;
+}
+
+double exec_forward_only(exec_t *e, int valid_rows)
+{
+    const exec_ctx_t *c = &e->c;
+    acts_t *a = c->acts;
+    const int pp = c->pp, s = c->stage;
+    double sum = 0.0;
+    for (int ch = 0; ch < e->v; ch++) {
+        const int k = ch * pp + s;
+        const model_part_t *pt = &e->part[ch];
+        if (k > 0) exec_recv_wait(e, a->encoded, (k - 1) % pp, k, "an evaluation activation");
+        model_forward_part(c->model, pt, a, c->scratch, NULL); /* its sum covers padding rows too: recounted below */
+        if (k < e->K - 1) {
+            MPI_Request q;
+            MPI_CHECK(MPI_Isend(exec_send_src(e, model_part_output(pt, a), e->hsend), (int)e->n_act, MPI_FLOAT,
+                                (k + 1) % pp, k + 1, c->pp_comm, &q));
+            wait_all(c->wait, 1, &q, "an evaluation activation send");
+        } else {
+            for (long i = 0; i < (long)valid_rows * c->model->cfg.seq_len; i++) sum += a->host_losses[i];
+        }
+    }
+    return sum;
+}

@@ -1,0 +1,101 @@
+/* The executor (ARCHITECTURE.md, "Execution"): runs this stage's instruction lists (schedule.h)
+ * for every pipeline depth, pp = 1 included (a one-stage pipeline), and the evaluation's forward
+ * passes. Messages are non-blocking MPI (or NCCL on cuda) over the pipeline communicator,
+ * overlapped with compute; saved activations live in the stash (stash.h) under its memory policy.
+ *
+ * It knows the run only through its context (exec_ctx_t): the stage's model shard, the backend, the
+ * communicators it needs, trace, profiler, and two documented callbacks: the batch source (fills a
+ * micro-batch's tokens) and the bucket-ready hook (model_ready_t: data parallelism starts a
+ * bucket's all-reduce there).
+ *
+ * 2bw (PipeDream-2BW): the lists of consecutive steps join with no flush (sched_build_2bw), and
+ * the stage keeps two weight versions: batch t runs forward and backward on W(t−1) (model.params_old)
+ * while the next batch's first forwards, issued before batch t's update, run on W(t) (model.params);
+ * the update makes W(t+1) = W(t) − lr·∇f(W(t−1)).
+ *
+ * At pp = 1 gpipe and interleaved run 1f1b's list: with one stage every schedule is the same
+ * arithmetic (backwards in micro-batch order), and 1f1b's needs one stash slot, not m. */
+#ifndef MP_EXECUTOR_H
+#define MP_EXECUTOR_H
+
+#include <mpi.h>
+
+#include "actdump.h"
+#include "backend.h"
+#include "model.h"
+#include "perf.h"
+#include "schedule.h"
+#include "sim.h"
+#include "stash.h"
+#include "trace.h"
+#include "wait.h"
+
+/* The batch source: fills a's host inputs and targets with micro-batch mb of batch t (this
+ * replica's part of the global batch). */
+typedef struct {
+    void (*fill)(void *ctx, acts_t *a, long t, int mb);
+    void *ctx;
+} exec_batch_t;
+
+typedef struct {
+    model_t *model;            /* this stage's shard: its chunks, parameters, gradients */
+    backend_t *be;
+    arena_t *arena;            /* stash slots and device message buffers */
+    acts_t *acts;              /* the stage's own activations: stash slot 0, and the evaluation's */
+    scratch_t *scratch;
+    const wait_cfg_t *wait;
+    MPI_Comm pp_comm;          /* this pipeline's stages, ranked by stage */
+    MPI_Comm embed_comm;       /* first and last stage (the tied embedding); MPI_COMM_NULL elsewhere */
+    int stage, pp;
+    int stage_rank[SIM_MAX_STAGES]; /* world rank of each stage of this pipeline: timeouts name it */
+    sched_kind_t kind;
+    int m;                     /* micro-batches per step on this replica */
+    int nccl;                  /* pipeline messages through NCCL (cuda, parallel.p2p resolved) */
+    const stash_policy_t *policy;
+    trace_t *trace;            /* the timeline (ev NULL: not recording) */
+    prof_t *prof;              /* kernel timers of the steps, or NULL */
+    actdump_t *dump;           /* debug.dump_activations, or NULL */
+} exec_ctx_t;
+
+typedef struct {
+    exec_ctx_t c;
+    int v, K;                 /* chunks per stage, chunks in all */
+    instr_list_t list;        /* one step (gpipe, 1f1b, interleaved) */
+    instr_list_t l2bw[2][2];  /* 2bw: [first][drain] (schedule.h) */
+    int carried;              /* 2bw: the next batch's first forwards already ran (not drained) */
+    double carried_loss;      /* ... and the Σ of their token losses (last stage) */
+    model_part_t part[PARAM_MAX_CHUNKS];
+    stash_t stash;
+    int nkeys;
+    float *gsend;             /* per key: the input gradient in flight to the previous stage (host memory
+                                 off the cpu backend: MPI sends from there); NULL at pp = 1 */
+    float *hsend;             /* per slot, off the cpu backend: the host copy of its activation in flight */
+    float *hrecv;             /* off the cpu backend: host landing buffer of one receive */
+    MPI_Request *gsend_req;
+    size_t n_act;             /* N·C floats of one activation */
+    double idle;              /* seconds blocked in pipeline receives (reset by the caller) */
+    double theory;            /* the schedule's bubble under the simulator's cost model */
+} exec_t;
+
+/* Builds the stage's lists, its stash and message buffers. Collective-free. MP_OK or MP_ERR
+ * (message printed). */
+int exec_init(exec_t *e, const exec_ctx_t *ctx);
+void exec_free(exec_t *e);
+
+/* Runs step t's list up to REDUCE_GRADS: gradients final on this stage (zeroed first, the tied
+ * embedding's two parts added, and summed over the embed communicator). Returns the Σ of token
+ * losses of batch t on the last stage, 0 elsewhere. dloss = 1 / tokens of the global batch.
+ * ready: the bucket hook (NULL: none), called during each chunk's backward of the last
+ * micro-batch. 2bw: drain = 1 ends the step with an empty pipeline (before evaluations,
+ * checkpoints and the end); the other schedules always drain. */
+double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const model_ready_t *ready, int drain);
+
+/* Forward only, through every stage and chunk, of the micro-batch the caller filled into
+ * ctx.acts on the first stage (no timers); returns the last stage's Σ of the first
+ * valid_rows·T token losses (0 elsewhere). Runs on a drained pipeline. */
+double exec_forward_only(exec_t *e, int valid_rows);
+
+/* Most stash slots in use at once so far. */
+static inline int exec_stash_peak(const exec_t *e) { return e->stash.peak; }
+
+#endif
