@@ -40,6 +40,17 @@ static int exec_lists(exec_t *e, int *nslots_p)
     return MP_OK;
 }
 
+/* nccl: the lists lowered to streams; the executor's event waits come from there (lower.h). */
+static int exec_lower(exec_t *e)
+{
+    const int M = (e->c.kind == SCHED_2BW ? 2 : 1) * e->c.m;
+    if (e->c.kind != SCHED_2BW) return lower_stage(&e->list, e->K, M, &e->prog);
+    for (int f = 0; f < 2; f++)
+        for (int d = 0; d < 2; d++)
+            if (lower_stage(&e->l2bw[f][d], e->K, M, &e->prog2bw[f][d]) != MP_OK) return MP_ERR;
+    return MP_OK;
+}
+
 /* Gradient send buffers and, off the cpu backend, the host buffers MPI messages cross through. */
 static int exec_buffers(exec_t *e, int nslots)
 {
@@ -83,6 +94,7 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
         return MP_FAIL("the pipeline needs MPI tags up to %d, this MPI allows %d: fewer micro-batches per step",
                        tag_ub_need, *tag_ub);
     e->n_act = (size_t)ctx->acts->B * md->cfg.seq_len * md->cfg.dim;
+    if (ctx->nccl && exec_lower(e) != MP_OK) return MP_FAIL("out of memory lowering the pipeline's lists");
     if (stash_init(&e->stash, e->c.policy, nslots, e->nkeys, ctx->acts, md, ctx->acts->B, biggest, md->tab.has_final,
                    ctx->arena, ctx->wait) != MP_OK)
         return MP_ERR;
@@ -99,8 +111,12 @@ void exec_free(exec_t *e)
     if (e->hrecv) be_host_free(c->be, e->hrecv);
     free(e->gsend_req);
     sched_free(&e->list);
+    lower_free(&e->prog);
     for (int f = 0; f < 2; f++)
-        for (int d = 0; d < 2; d++) sched_free(&e->l2bw[f][d]);
+        for (int d = 0; d < 2; d++) {
+            sched_free(&e->l2bw[f][d]);
+            lower_free(&e->prog2bw[f][d]);
+        }
 }
 
 /* One activation or gradient into dev, through the host landing buffer off the cpu backend. */
@@ -175,6 +191,12 @@ static exec_at_t exec_at(const exec_t *e, const instr_t *in, long t)
     return at;
 }
 
+/* The list a step runs and, on nccl, its lowered program (NULL on MPI). */
+typedef struct {
+    const instr_list_t *list;
+    const lower_prog_t *prog;
+} exec_run_t;
+
 static void exec_send_act(exec_t *e, const instr_t *in, const exec_at_t *at, acts_t *a)
 {
     const exec_ctx_t *c = &e->c;
@@ -203,8 +225,26 @@ static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
                         &e->gsend_req[at->key]));
 }
 
+static const int exec_p2p_dir[LS_STREAMS] = {-1, BE_P2P_ACT_IN, BE_P2P_ACT_OUT, BE_P2P_GRAD_IN, BE_P2P_GRAD_OUT, -1};
+
+/* nccl: the compute stream waits for what the lowered op of instruction i waits for: a receive's
+ * event (per key), or everything so far on a send stream. */
+static void exec_stream_waits(exec_t *e, const exec_run_t *run, int i, long t)
+{
+    const lower_op_t *o = run->prog ? lower_op_of(run->prog, i) : NULL;
+    for (int d = 0; o && d < o->ndeps; d++) {
+        const int x = o->dep_stream[d], dir = exec_p2p_dir[x];
+        if (x == LS_ACT_IN || x == LS_GRAD_IN) {
+            const lower_op_t *r = &run->prog->s[x].ops[o->dep_idx[d]];
+            be_p2p_wait(e->c.be, dir, exec_at(e, &run->list->ins[r->instr], t).key);
+        } else if (dir >= 0) {
+            be_p2p_fence(e->c.be, dir);
+        }
+    }
+}
+
 /* The end of a step's backwards: sends done, gradients final and the tied parts summed. */
-static void exec_reduce_grads(exec_t *e, long t, int drain, double t0)
+static void exec_reduce_grads(exec_t *e, const exec_run_t *run, int i, long t, int drain, double t0)
 {
     const exec_ctx_t *c = &e->c;
     const int two = c->kind == SCHED_2BW, n = c->m * e->v;
@@ -212,23 +252,22 @@ static void exec_reduce_grads(exec_t *e, long t, int drain, double t0)
     for (int j = 0; j < n; j++)
         wait_all(c->wait, 1, &e->gsend_req[(two ? (int)(t & 1) * n : 0) + j], "the step's gradient sends");
     if (!two || drain) stash_wait_readers(&e->stash, "the step's activation sends");
-    for (int d = 0; c->nccl && d < BE_P2P_DIRS; d++) be_p2p_fence(c->be, d);
+    exec_stream_waits(e, run, i, t);
     model_grads_finish(c->model);
     exec_tied_sum(e);
     trace_span(c->trace, two && !drain ? "gradients final" : "pipeline flush", t, -1, t0);
 }
 
 /* One forward or backward instruction. Returns the forward's Σ of token losses. */
-static double exec_compute(exec_t *e, const instr_t *in, const exec_at_t *at, float dloss, const model_ready_t *ready)
+static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_at_t *at, long t, float dloss,
+                           const model_ready_t *ready)
 {
     const exec_ctx_t *c = &e->c;
+    const instr_t *in = &run->list->ins[i];
     acts_t *a = stash_get(&e->stash, at->key);
     const double t0 = perf_now();
+    exec_stream_waits(e, run, i, t); /* nccl: its input arrived (and, forward, the newest activation send left) */
     if (in->op == OP_FORWARD) {
-        if (c->nccl) { /* sim_nccl.c: after its input arrived and the newest activation send left */
-            if (in->chunk > 0) be_p2p_wait(c->be, BE_P2P_ACT_IN, at->key);
-            be_p2p_fence(c->be, BE_P2P_ACT_OUT);
-        }
         double l = model_forward_part(c->model, at->pt, a, c->scratch, c->prof);
         if (c->dump) actdump_capture(c->dump, c->model, at->pt, a, at->bt, at->mb);
         stash_after_forward(&e->stash, at->key);
@@ -236,7 +275,6 @@ static double exec_compute(exec_t *e, const instr_t *in, const exec_at_t *at, fl
         return l;
     }
     stash_before_backward(&e->stash, at->key);
-    if (c->nccl && in->chunk < e->K - 1) be_p2p_wait(c->be, BE_P2P_GRAD_IN, at->key);
     model_backward_part(c->model, at->pt, a, c->scratch, dloss, c->prof,
                         ready && at->mb == c->m - 1 ? ready : NULL); /* each chunk's last */
     stash_give(&e->stash, at->key);
@@ -249,6 +287,8 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
     const exec_ctx_t *c = &e->c;
     const int two = c->kind == SCHED_2BW;
     const instr_list_t *list = two ? &e->l2bw[!e->carried][drain] : &e->list;
+    const lower_prog_t *prog = two ? &e->prog2bw[!e->carried][drain] : &e->prog;
+    const exec_run_t run = {list, c->nccl ? prog : NULL};
     double loss = two ? e->carried_loss : 0.0;
     e->carried_loss = 0.0;
     model_grads_zero(c->model);
@@ -270,11 +310,11 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
             if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
             break;
         case OP_FORWARD:
-            if (at.next) e->carried_loss += exec_compute(e, in, &at, dloss, ready);
-            else loss += exec_compute(e, in, &at, dloss, ready);
+            if (at.next) e->carried_loss += exec_compute(e, &run, i, &at, t, dloss, ready);
+            else loss += exec_compute(e, &run, i, &at, t, dloss, ready);
             break;
         case OP_BACKWARD:
-            exec_compute(e, in, &at, dloss, ready);
+            exec_compute(e, &run, i, &at, t, dloss, ready);
             break;
         case OP_SEND_ACT:
             exec_send_act(e, in, &at, stash_get(&e->stash, at.key));
@@ -295,7 +335,7 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
             stash_prefetch(&e->stash, at.key);
             break;
         case OP_REDUCE_GRADS:
-            exec_reduce_grads(e, t, drain, t0);
+            exec_reduce_grads(e, &run, i, t, drain, t0);
             break;
         default:
             break;

@@ -22,6 +22,7 @@
 
 #include "actdump.h"
 #include "backend.h"
+#include "lower.h"
 #include "model.h"
 #include "perf.h"
 #include "schedule.h"
@@ -62,6 +63,7 @@ typedef struct {
     int v, K;                 /* chunks per stage, chunks in all */
     instr_list_t list;        /* one step (gpipe, 1f1b, interleaved) */
     instr_list_t l2bw[2][2];  /* 2bw: [first][drain] (schedule.h) */
+    lower_prog_t prog, prog2bw[2][2]; /* nccl: the lists lowered to streams (lower.h): the event waits */
     int carried;              /* 2bw: the next batch's first forwards already ran (not drained) */
     double carried_loss;      /* ... and the Σ of their token losses (last stage) */
     model_part_t part[PARAM_MAX_CHUNKS];

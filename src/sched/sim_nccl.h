@@ -1,5 +1,6 @@
-/* Whether a schedule survives NCCL point-to-point (sim_nccl.c): the executor's translation of each
- * stage's list into compute, activation and gradient streams with event waits, run with sends and
+/* Whether a schedule survives NCCL point-to-point (sim_nccl.c): each stage's list lowered into
+ * compute, activation and gradient streams with event waits (lower.h, the translation the executor's
+ * NCCL path takes its waits from), run with sends and
  * receives that block their stream until the peer's matching call is at the head of its stream, and
  * messages matched by order per pair of ranks. The MPI executor needs less (sends never block,
  * messages matched by tag): a list valid for sim_run may deadlock or cross messages here. */

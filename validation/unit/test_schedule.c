@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lower.h"
 #include "schedule.h"
 #include "sim.h"
 #include "sim_nccl.h"
@@ -176,6 +177,70 @@ static void test_refusals(void)
            "virtual stages without the interleaved schedule are refused (%s)", why);
 }
 
+/* Whether instruction i's lowered op waits on stream x's op with message key (k, mb). */
+static int lower_waits_for(const lower_prog_t *p, int i, int x, int k, int mb)
+{
+    const lower_op_t *o = lower_op_of(p, i);
+    for (int d = 0; o && d < o->ndeps; d++)
+        if (o->dep_stream[d] == x) {
+            const lower_op_t *r = &p->s[x].ops[o->dep_idx[d]];
+            if (r->k == k && r->mb == mb) return 1;
+        }
+    return 0;
+}
+
+/* The lowering the executor's NCCL path takes its waits from: every forward of a received
+ * activation waits for that receive, every backward of a received gradient for that receive,
+ * every send and receive comes after the compute before it, REDUCE_GRADS after every message. */
+static void test_lowering(void)
+{
+    int lists = 0, bad = 0;
+    for (int kk = 0; kk < 4; kk++)
+        for (int pp = 1; pp <= 8; pp++)
+            for (int m = 1; m <= 16; m++)
+                for (int v = 1; v <= (kk == SCHED_INTERLEAVED ? 4 : 1); v++) {
+                    char why[256];
+                    if (sched_check((sched_kind_t)kk, pp, m, v, why, sizeof why) != 0) continue;
+                    const int K = pp * v;
+                    for (int s = 0; s < pp; s++)
+                        for (int f = 0; f < (kk == SCHED_2BW ? 4 : 1); f++) {
+                            instr_list_t l;
+                            lower_prog_t p;
+                            int rc = kk == SCHED_2BW ? sched_build_2bw(&l, s, pp, m, f >> 1, f & 1)
+                                                     : sched_build(&l, (sched_kind_t)kk, s, pp, m, v);
+                            if (rc != 0 || lower_stage(&l, K, 2 * m, &p) != 0) {
+                                bad++;
+                                continue;
+                            }
+                            lists++;
+                            int n_ops = 0, ok = 1;
+                            for (int x = 0; x < LS_STREAMS; x++) n_ops += p.s[x].n;
+                            for (int i = 0; i < l.n; i++) {
+                                const instr_t *in = &l.ins[i];
+                                const lower_op_t *o = lower_op_of(&p, i);
+                                if (o && o->instr != i) ok = 0;
+                                if (in->op == OP_FORWARD && in->chunk > 0 && !lower_waits_for(&p, i, LS_ACT_IN, in->chunk - 1, in->mb)) ok = 0;
+                                if (in->op == OP_BACKWARD && in->chunk < K - 1 && !lower_waits_for(&p, i, LS_GRAD_IN, in->chunk + 1, in->mb)) ok = 0;
+                                if ((in->op == OP_SEND_ACT || in->op == OP_SEND_GRAD || in->op == OP_RECV_ACT || in->op == OP_RECV_GRAD) &&
+                                    (!o || o->kind == LK_COMPUTE)) ok = 0;
+                                if (in->op == OP_REDUCE_GRADS && o)
+                                    for (int x = LS_ACT_IN; x < LS_STREAMS; x++)
+                                        if (p.s[x].n > 0 && !lower_waits_for(&p, i, x, p.s[x].ops[p.s[x].n - 1].k, p.s[x].ops[p.s[x].n - 1].mb)) ok = 0;
+                            }
+                            int want = 0;
+                            for (int i = 0; i < l.n; i++) want += l.ins[i].op != OP_LOAD_BATCH && l.ins[i].op != OP_OPTIMIZER_STEP;
+                            if (!ok || n_ops != want) {
+                                if (bad++ < 3) tap_diag("lowering of %s pp=%d m=%d v=%d stage %d list %d", sched_kind_names[kk], pp, m, v, s, f);
+                            }
+                            lower_free(&p);
+                            sched_free(&l);
+                        }
+                }
+    tap_ok(bad == 0 && lists > 0, "%d stage lists lowered to streams (every schedule, 2bw's four lists): each forward "
+                                  "and backward waits for its receive, messages on their streams, the flush waits for "
+                                  "every stream", lists);
+}
+
 int main(void)
 {
     test_all_valid();
@@ -184,5 +249,6 @@ int main(void)
     test_2bw_stream();
     test_crossed_messages();
     test_refusals();
+    test_lowering();
     return tap_done();
 }

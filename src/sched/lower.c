@@ -1,0 +1,121 @@
+#include "lower.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+const char *const lower_stream_names[LS_STREAMS] = {"compute", "activation-in", "activation-out", "gradient-in",
+                                                     "gradient-out", "offload"};
+const lower_stream_t lower_partner[LS_STREAMS] = {LS_COMPUTE, LS_ACT_OUT, LS_ACT_IN, LS_GRAD_OUT, LS_GRAD_IN,
+                                                  LS_OFFLOAD};
+
+static lower_op_t *lower_push(lower_prog_t *p, lower_stream_t x, lower_kind_t kind, int instr)
+{
+    lower_seq_t *s = &p->s[x];
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        lower_op_t *ops = realloc(s->ops, (size_t)cap * sizeof *ops);
+        if (!ops) return NULL;
+        s->ops = ops, s->cap = cap;
+    }
+    lower_op_t *o = &s->ops[s->n++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind, o->instr = instr;
+    p->stream_of[instr] = x, p->index_of[instr] = s->n - 1;
+    return o;
+}
+
+static void lower_dep(lower_op_t *o, int stream, int idx)
+{
+    if (idx < 0) return;
+    o->dep_stream[o->ndeps] = stream;
+    o->dep_idx[o->ndeps++] = idx;
+}
+
+/* The rules of lower.h for one instruction. ref: [act|grad][k][mb] → index of its receive. */
+static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, int *ref, int *last_c, int *last_sa)
+{
+    const int k = in->chunk, mb = in->mb;
+    lower_op_t *o;
+    switch (in->op) {
+    case OP_RECV_ACT:
+    case OP_RECV_GRAD: {
+        const int act = in->op == OP_RECV_ACT;
+        if (!(o = lower_push(p, act ? LS_ACT_IN : LS_GRAD_IN, LK_RECV, i))) return MP_ERR;
+        o->peer = in->peer, o->k = act ? k - 1 : k + 1, o->mb = mb;
+        lower_dep(o, LS_COMPUTE, *last_c);
+        ref[((size_t)!act * K + k) * M + mb] = p->s[act ? LS_ACT_IN : LS_GRAD_IN].n - 1;
+        break;
+    }
+    case OP_SEND_ACT:
+    case OP_SEND_GRAD: {
+        const int act = in->op == OP_SEND_ACT;
+        if (!(o = lower_push(p, act ? LS_ACT_OUT : LS_GRAD_OUT, LK_SEND, i))) return MP_ERR;
+        o->peer = in->peer, o->k = k, o->mb = mb;
+        lower_dep(o, LS_COMPUTE, *last_c);
+        if (act) *last_sa = p->s[LS_ACT_OUT].n - 1;
+        break;
+    }
+    case OP_FORWARD:
+    case OP_BACKWARD: {
+        const int act = in->op == OP_FORWARD;
+        if (!(o = lower_push(p, LS_COMPUTE, LK_COMPUTE, i))) return MP_ERR;
+        o->k = k, o->mb = mb;
+        lower_dep(o, act ? LS_ACT_IN : LS_GRAD_IN, ref[((size_t)!act * K + k) * M + mb]);
+        if (act) lower_dep(o, LS_ACT_OUT, *last_sa);
+        *last_c = p->s[LS_COMPUTE].n - 1;
+        break;
+    }
+    case OP_OFFLOAD:
+    case OP_PREFETCH:
+        if (!(o = lower_push(p, LS_OFFLOAD, LK_COMPUTE, i))) return MP_ERR;
+        o->k = k, o->mb = mb;
+        lower_dep(o, LS_COMPUTE, *last_c);
+        break;
+    case OP_REDUCE_GRADS:
+        if (!(o = lower_push(p, LS_COMPUTE, LK_COMPUTE, i))) return MP_ERR;
+        o->k = -1, o->mb = -1;
+        for (int x = LS_ACT_IN; x < LS_STREAMS; x++) lower_dep(o, x, p->s[x].n - 1);
+        *last_c = p->s[LS_COMPUTE].n - 1;
+        break;
+    default:
+        return MP_OK;
+    }
+    o->op = in->op;
+    return MP_OK;
+}
+
+int lower_stage(const instr_list_t *l, int K, int M, lower_prog_t *out)
+{
+    memset(out, 0, sizeof *out);
+    int last_c = -1, last_sa = -1, rc = MP_ERR;
+    int *ref = malloc((size_t)2 * K * M * sizeof(int));
+    out->ninstr = l->n;
+    out->stream_of = malloc(((size_t)l->n + 1) * sizeof(int));
+    out->index_of = malloc(((size_t)l->n + 1) * sizeof(int));
+    if (!ref || !out->stream_of || !out->index_of) goto out;
+    for (int i = 0; i < 2 * K * M; i++) ref[i] = -1;
+    for (int i = 0; i < l->n; i++) out->stream_of[i] = out->index_of[i] = -1;
+    for (int i = 0; i < l->n; i++)
+        if (lower_instr(out, &l->ins[i], i, K, M, ref, &last_c, &last_sa) != MP_OK) goto out;
+    rc = MP_OK;
+out:
+    free(ref);
+    if (rc != MP_OK) lower_free(out);
+    return rc;
+}
+
+void lower_free(lower_prog_t *p)
+{
+    for (int x = 0; x < LS_STREAMS; x++) free(p->s[x].ops);
+    free(p->stream_of);
+    free(p->index_of);
+    memset(p, 0, sizeof *p);
+}
+
+const lower_op_t *lower_op_of(const lower_prog_t *p, int instr)
+{
+    if (instr < 0 || instr >= p->ninstr || p->stream_of[instr] < 0) return NULL;
+    return &p->s[p->stream_of[instr]].ops[p->index_of[instr]];
+}

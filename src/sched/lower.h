@@ -1,0 +1,66 @@
+/* Lowering (ARCHITECTURE.md §5): one stage's instruction list (schedule.h) → a program of in-order
+ * streams with event waits between them. Written once: the executor's NCCL path takes its waits from
+ * it and the NCCL simulator (sim_nccl.h) runs it.
+ *
+ * Every pipeline boundary (stage b to stage b+1 mod pp) has two 2-rank communicators, one for
+ * activations and one for gradients, and a stage drives each of its four with a stream of its own,
+ * so no communicator is ever used from two streams. A stage's list becomes these streams:
+ *   RECV_ACT     on ACT_IN, after COMPUTE so far (the slot it lands in is free)
+ *   FORWARD      on COMPUTE, after its RECV_ACT and after the newest SEND_ACT on ACT_OUT (a slot's
+ *                output buffer is rewritten only once the send that read it is done)
+ *   SEND_ACT     on ACT_OUT, after COMPUTE so far (its forward)
+ *   RECV_GRAD    on GRAD_IN, after COMPUTE so far (the gradient buffer is free)
+ *   BACKWARD     on COMPUTE, after its RECV_GRAD
+ *   SEND_GRAD    on GRAD_OUT, after COMPUTE so far (its backward and the copy into the send buffer)
+ *   OFFLOAD, PREFETCH  on OFFLOAD, after COMPUTE so far
+ *   REDUCE_GRADS on COMPUTE, after everything on the message and offload streams.
+ * LOAD_BATCH and OPTIMIZER_STEP are host work and lower to nothing.
+ *
+ * The MPI executor needs no lowering: it runs the list itself on one host stream (sends
+ * non-blocking, a receive blocks the host until its message is there, messages matched by tag), and
+ * sim.h simulates exactly that. */
+#ifndef MP_LOWER_H
+#define MP_LOWER_H
+
+#include "schedule.h"
+
+typedef enum {
+    LS_COMPUTE, LS_ACT_IN, LS_ACT_OUT, LS_GRAD_IN, LS_GRAD_OUT, LS_OFFLOAD, LS_STREAMS
+} lower_stream_t;
+
+typedef enum { LK_COMPUTE, LK_SEND, LK_RECV } lower_kind_t;
+
+typedef struct {
+    lower_kind_t kind;
+    op_t op;
+    int instr;           /* index of the instruction in the list */
+    int peer;            /* SEND/RECV: the stage on the other side */
+    int k, mb;           /* messages: the sending chunk and the micro-batch (their key) */
+    int ndeps;           /* event waits: op dep_idx[d] of stream dep_stream[d] must be done first */
+    int dep_stream[LS_STREAMS], dep_idx[LS_STREAMS];
+} lower_op_t;
+
+typedef struct {
+    lower_op_t *ops;
+    int n, cap;
+} lower_seq_t;
+
+typedef struct {
+    lower_seq_t s[LS_STREAMS];
+    int ninstr;
+    int *stream_of, *index_of;  /* per instruction: its op's stream and index (-1: lowers to nothing) */
+} lower_prog_t;
+
+extern const char *const lower_stream_names[LS_STREAMS];
+/* The stream on the other side of a message stream (compute and offload: themselves). */
+extern const lower_stream_t lower_partner[LS_STREAMS];
+
+/* Lowers `l` of a pipeline of K chunks whose micro-batch indices are below M. MP_OK or MP_ERR
+ * (allocation; nothing left allocated). Freed with lower_free. */
+int lower_stage(const instr_list_t *l, int K, int M, lower_prog_t *out);
+void lower_free(lower_prog_t *p);
+
+/* The op instruction i lowered to, or NULL (it lowers to nothing). */
+const lower_op_t *lower_op_of(const lower_prog_t *p, int instr);
+
+#endif
