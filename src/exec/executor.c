@@ -44,10 +44,10 @@ static int exec_lists(exec_t *e, int *nslots_p)
 static int exec_lower(exec_t *e)
 {
     const int M = (e->c.kind == SCHED_2BW ? 2 : 1) * e->c.m;
-    if (e->c.kind != SCHED_2BW) return lower_stage(&e->list, e->K, M, &e->prog);
+    if (e->c.kind != SCHED_2BW) return lower_stage(&e->list, e->K, M, LOWER_STREAMS, &e->prog);
     for (int f = 0; f < 2; f++)
         for (int d = 0; d < 2; d++)
-            if (lower_stage(&e->l2bw[f][d], e->K, M, &e->prog2bw[f][d]) != MP_OK) return MP_ERR;
+            if (lower_stage(&e->l2bw[f][d], e->K, M, LOWER_STREAMS, &e->prog2bw[f][d]) != MP_OK) return MP_ERR;
     return MP_OK;
 }
 

@@ -12,6 +12,7 @@ const lower_stream_t lower_partner[LS_STREAMS] = {LS_COMPUTE, LS_ACT_OUT, LS_ACT
 
 static lower_op_t *lower_push(lower_prog_t *p, lower_stream_t x, lower_kind_t kind, int instr)
 {
+    if (p->target == LOWER_HOST) x = LS_COMPUTE; /* one in-order stream: its order is every wait */
     lower_seq_t *s = &p->s[x];
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 64;
@@ -26,9 +27,9 @@ static lower_op_t *lower_push(lower_prog_t *p, lower_stream_t x, lower_kind_t ki
     return o;
 }
 
-static void lower_dep(lower_op_t *o, int stream, int idx)
+static void lower_dep(const lower_prog_t *p, lower_op_t *o, int stream, int idx)
 {
-    if (idx < 0) return;
+    if (idx < 0 || p->target == LOWER_HOST) return;
     o->dep_stream[o->ndeps] = stream;
     o->dep_idx[o->ndeps++] = idx;
 }
@@ -43,8 +44,8 @@ static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, 
     case OP_RECV_GRAD: {
         const int act = in->op == OP_RECV_ACT;
         if (!(o = lower_push(p, act ? LS_ACT_IN : LS_GRAD_IN, LK_RECV, i))) return MP_ERR;
-        o->peer = in->peer, o->k = act ? k - 1 : k + 1, o->mb = mb;
-        lower_dep(o, LS_COMPUTE, *last_c);
+        o->peer = in->peer, o->k = act ? k - 1 : k + 1, o->mb = mb, o->chan = !act;
+        lower_dep(p, o, LS_COMPUTE, *last_c);
         ref[((size_t)!act * K + k) * M + mb] = p->s[act ? LS_ACT_IN : LS_GRAD_IN].n - 1;
         break;
     }
@@ -52,8 +53,8 @@ static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, 
     case OP_SEND_GRAD: {
         const int act = in->op == OP_SEND_ACT;
         if (!(o = lower_push(p, act ? LS_ACT_OUT : LS_GRAD_OUT, LK_SEND, i))) return MP_ERR;
-        o->peer = in->peer, o->k = k, o->mb = mb;
-        lower_dep(o, LS_COMPUTE, *last_c);
+        o->peer = in->peer, o->k = k, o->mb = mb, o->chan = !act;
+        lower_dep(p, o, LS_COMPUTE, *last_c);
         if (act) *last_sa = p->s[LS_ACT_OUT].n - 1;
         break;
     }
@@ -62,8 +63,8 @@ static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, 
         const int act = in->op == OP_FORWARD;
         if (!(o = lower_push(p, LS_COMPUTE, LK_COMPUTE, i))) return MP_ERR;
         o->k = k, o->mb = mb;
-        lower_dep(o, act ? LS_ACT_IN : LS_GRAD_IN, ref[((size_t)!act * K + k) * M + mb]);
-        if (act) lower_dep(o, LS_ACT_OUT, *last_sa);
+        lower_dep(p, o, act ? LS_ACT_IN : LS_GRAD_IN, ref[((size_t)!act * K + k) * M + mb]);
+        if (act) lower_dep(p, o, LS_ACT_OUT, *last_sa);
         *last_c = p->s[LS_COMPUTE].n - 1;
         break;
     }
@@ -71,12 +72,12 @@ static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, 
     case OP_PREFETCH:
         if (!(o = lower_push(p, LS_OFFLOAD, LK_COMPUTE, i))) return MP_ERR;
         o->k = k, o->mb = mb;
-        lower_dep(o, LS_COMPUTE, *last_c);
+        lower_dep(p, o, LS_COMPUTE, *last_c);
         break;
     case OP_REDUCE_GRADS:
         if (!(o = lower_push(p, LS_COMPUTE, LK_COMPUTE, i))) return MP_ERR;
         o->k = -1, o->mb = -1;
-        for (int x = LS_ACT_IN; x < LS_STREAMS; x++) lower_dep(o, x, p->s[x].n - 1);
+        for (int x = LS_ACT_IN; x < LS_STREAMS; x++) lower_dep(p, o, x, p->s[x].n - 1);
         *last_c = p->s[LS_COMPUTE].n - 1;
         break;
     default:
@@ -86,9 +87,10 @@ static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, 
     return MP_OK;
 }
 
-int lower_stage(const instr_list_t *l, int K, int M, lower_prog_t *out)
+int lower_stage(const instr_list_t *l, int K, int M, lower_target_t target, lower_prog_t *out)
 {
     memset(out, 0, sizeof *out);
+    out->target = target;
     int last_c = -1, last_sa = -1, rc = MP_ERR;
     int *ref = malloc((size_t)2 * K * M * sizeof(int));
     out->ninstr = l->n;
@@ -112,6 +114,11 @@ void lower_free(lower_prog_t *p)
     free(p->stream_of);
     free(p->index_of);
     memset(p, 0, sizeof *p);
+}
+
+lower_stream_t lower_partner_stream(const lower_prog_t *peer, lower_stream_t x)
+{
+    return peer->target == LOWER_HOST ? LS_COMPUTE : lower_partner[x];
 }
 
 const lower_op_t *lower_op_of(const lower_prog_t *p, int instr)

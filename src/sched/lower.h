@@ -16,9 +16,12 @@
  *   REDUCE_GRADS on COMPUTE, after everything on the message and offload streams.
  * LOAD_BATCH and OPTIMIZER_STEP are host work and lower to nothing.
  *
- * The MPI executor needs no lowering: it runs the list itself on one host stream (sends
- * non-blocking, a receive blocks the host until its message is there, messages matched by tag), and
- * sim.h simulates exactly that. */
+ * The MPI executor runs the host lowering: the list itself on one in-order host stream (sends
+ * non-blocking, a receive blocks the host until its message is there).
+ *
+ * Both simulators run these programs through one engine (sim_run_programs, sim.h), differing only in
+ * the matching rule: MPI's (a send never blocks; a receive takes its message by tag) or NCCL's (a
+ * send and a receive block their streams until they meet; messages matched by order). */
 #ifndef MP_LOWER_H
 #define MP_LOWER_H
 
@@ -30,11 +33,16 @@ typedef enum {
 
 typedef enum { LK_COMPUTE, LK_SEND, LK_RECV } lower_kind_t;
 
+/* Where a list is lowered to: the host (the MPI executor: every op on one in-order stream, no
+ * waits needed) or the device's streams (the NCCL executor: the rules above). */
+typedef enum { LOWER_HOST, LOWER_STREAMS } lower_target_t;
+
 typedef struct {
     lower_kind_t kind;
     op_t op;
     int instr;           /* index of the instruction in the list */
     int peer;            /* SEND/RECV: the stage on the other side */
+    int chan;            /* SEND/RECV: 0 activations, 1 gradients */
     int k, mb;           /* messages: the sending chunk and the micro-batch (their key) */
     int ndeps;           /* event waits: op dep_idx[d] of stream dep_stream[d] must be done first */
     int dep_stream[LS_STREAMS], dep_idx[LS_STREAMS];
@@ -46,6 +54,7 @@ typedef struct {
 } lower_seq_t;
 
 typedef struct {
+    lower_target_t target;
     lower_seq_t s[LS_STREAMS];
     int ninstr;
     int *stream_of, *index_of;  /* per instruction: its op's stream and index (-1: lowers to nothing) */
@@ -57,7 +66,9 @@ extern const lower_stream_t lower_partner[LS_STREAMS];
 
 /* Lowers `l` of a pipeline of K chunks whose micro-batch indices are below M. MP_OK or MP_ERR
  * (allocation; nothing left allocated). Freed with lower_free. */
-int lower_stage(const instr_list_t *l, int K, int M, lower_prog_t *out);
+int lower_stage(const instr_list_t *l, int K, int M, lower_target_t target, lower_prog_t *out);
+/* The stream of stage programs `peer` that holds the partner of a message on stream x. */
+lower_stream_t lower_partner_stream(const lower_prog_t *peer, lower_stream_t x);
 void lower_free(lower_prog_t *p);
 
 /* The op instruction i lowered to, or NULL (it lowers to nothing). */

@@ -6,16 +6,7 @@
 #include <string.h>
 
 #include "check.h"
-
-typedef struct {
-    int pp, m, v, K;
-    double *act, *grad;      /* (K, m): time the message left, -1 not sent; act[k] goes to k+1 */
-    char *act_used, *grad_used;
-    int *fwd, *bwd;          /* (K, m): times run */
-    int *last_bwd;           /* (K): last micro-batch whose backward ran, for the order check */
-} sim_state_t;
-
-#define AT(a, k, mb) ((a)[(size_t)(k) * st->m + (mb)])
+#include "lower.h"
 
 int sim_fail(sim_result_t *res, const char *fmt, ...)
 {
@@ -26,122 +17,277 @@ int sim_fail(sim_result_t *res, const char *fmt, ...)
     return MP_ERR;
 }
 
-/* Executes ins on `stage` if it can run now; returns 1 if it ran, 0 if blocked, -1 if invalid. */
-static int sim_exec(sim_state_t *st, const instr_t *ins, int stage, double *t, double tf, double tb, sim_result_t *res)
-{
-    const int mb = ins->mb, k = ins->chunk, K = st->K;
-    switch (ins->op) {
-    case OP_FORWARD:
-        if (AT(st->fwd, k, mb)++)
-            return sim_fail(res, "stage %d runs the forward of micro-batch %d chunk %d twice", stage, mb, k), -1;
-        *t += tf / st->v;
-        return 1;
-    case OP_BACKWARD:
-        if (!AT(st->fwd, k, mb)) return sim_fail(res, "stage %d: backward of micro-batch %d chunk %d before its forward", stage, mb, k), -1;
-        if (AT(st->bwd, k, mb)++) return sim_fail(res, "stage %d runs the backward of micro-batch %d chunk %d twice", stage, mb, k), -1;
-        if (mb != st->last_bwd[k] + 1) return sim_fail(res, "stage %d: chunk %d's backward of micro-batch %d out of order", stage, k, mb), -1;
-        st->last_bwd[k] = mb;
-        *t += tb / st->v;
-        return 1;
-    case OP_SEND_ACT:
-    case OP_SEND_GRAD: {
-        const int act = ins->op == OP_SEND_ACT, to = act ? k + 1 : k - 1;
-        if (to < 0 || to >= K || ins->peer != to % st->pp)
-            return sim_fail(res, "stage %d sends micro-batch %d of chunk %d to a stage that does not hold its peer", stage, mb, k), -1;
-        double *slot = act ? &AT(st->act, k, mb) : &AT(st->grad, k, mb);
-        if (*slot >= 0) return sim_fail(res, "stage %d sends micro-batch %d of chunk %d twice", stage, mb, k), -1;
-        *slot = *t;
-        return 1;
-    }
-    case OP_RECV_ACT:
-    case OP_RECV_GRAD: {
-        const int act = ins->op == OP_RECV_ACT, from = act ? k - 1 : k + 1;
-        if (from < 0 || from >= K || ins->peer != from % st->pp)
-            return sim_fail(res, "stage %d receives micro-batch %d of chunk %d from a stage that cannot send it", stage, mb, k), -1;
-        double sent = act ? AT(st->act, from, mb) : AT(st->grad, from, mb);
-        char *used = act ? &AT(st->act_used, from, mb) : &AT(st->grad_used, from, mb);
-        if (sent < 0) return 0; /* not sent yet: blocked */
-        if ((*used)++) return sim_fail(res, "stage %d receives micro-batch %d of chunk %d twice", stage, mb, k), -1;
-        if (sent > *t) *t = sent;
-        return 1;
-    }
-    default:
-        return 1;
-    }
-}
+/* ---- the lists themselves: what must hold whatever the timing ---- */
 
-static int sim_alloc(sim_state_t *st, int pp, int m, int v)
-{
-    const size_t n = (size_t)pp * v * m;
-    memset(st, 0, sizeof *st);
-    st->pp = pp, st->m = m, st->v = v, st->K = pp * v;
-    st->act = malloc(n * sizeof(double)), st->grad = malloc(n * sizeof(double));
-    st->act_used = calloc(n, 1), st->grad_used = calloc(n, 1);
-    st->fwd = calloc(n, sizeof(int)), st->bwd = calloc(n, sizeof(int));
-    st->last_bwd = malloc((size_t)st->K * sizeof(int));
-    if (!st->act || !st->grad || !st->act_used || !st->grad_used || !st->fwd || !st->bwd || !st->last_bwd)
-        return MP_FAIL("out of memory simulating a schedule");
-    for (size_t i = 0; i < n; i++) st->act[i] = st->grad[i] = -1.0;
-    for (int k = 0; k < st->K; k++) st->last_bwd[k] = -1;
-    return MP_OK;
-}
+typedef struct {
+    int K, m;
+    int *fwd, *bwd;          /* (K, m): times run */
+    int *sent, *recvd;       /* (2, K, m): times each message (activation of chunk k, gradient of chunk k) */
+} sim_count_t;
 
-static void sim_release(sim_state_t *st)
-{
-    free(st->act), free(st->grad), free(st->act_used), free(st->grad_used), free(st->fwd), free(st->bwd);
-    free(st->last_bwd);
-}
+#define AT(a, k, mb) ((a)[(size_t)(k) * c->m + (mb)])
+#define MSG(a, g, k, mb) ((a)[((size_t)(g) * c->K + (k)) * c->m + (mb)])
 
-/* Every message received, every (micro-batch, chunk) run forward and backward exactly once. */
-static int sim_complete(const sim_state_t *st, sim_result_t *res)
+/* One stage's list in order: peers, counts, forward before backward, backwards in micro-batch order. */
+static int sim_check_stage(sim_count_t *c, const instr_list_t *l, int s, int pp, int *last_bwd, sim_result_t *res)
 {
-    for (int k = 0; k < st->K; k++)
-        for (int mb = 0; mb < st->m; mb++) {
-            if (AT(st->fwd, k, mb) != 1 || AT(st->bwd, k, mb) != 1)
-                return sim_fail(res, "micro-batch %d of chunk %d runs forward %d and backward %d times", mb, k,
-                                AT(st->fwd, k, mb), AT(st->bwd, k, mb));
-            if ((k < st->K - 1 && !AT(st->act_used, k, mb)) || (k > 0 && !AT(st->grad_used, k, mb)))
-                return sim_fail(res, "a message of micro-batch %d chunk %d is never received", mb, k);
+    for (int i = 0; i < l->n; i++) {
+        const instr_t *in = &l->ins[i];
+        const int k = in->chunk, mb = in->mb, K = c->K;
+        if (in->op == OP_LOAD_BATCH || in->op == OP_OPTIMIZER_STEP || in->op == OP_REDUCE_GRADS) continue;
+        if (mb < 0 || mb >= c->m || k < 0 || k >= K || k % pp != s)
+            return sim_fail(res, "stage %d: %s of micro-batch %d chunk %d is not its to run", s, op_names[in->op], mb, k);
+        switch (in->op) {
+        case OP_FORWARD:
+            if (AT(c->fwd, k, mb)++) return sim_fail(res, "stage %d runs the forward of micro-batch %d chunk %d twice", s, mb, k);
+            break;
+        case OP_BACKWARD:
+            if (!AT(c->fwd, k, mb)) return sim_fail(res, "stage %d: backward of micro-batch %d chunk %d before its forward", s, mb, k);
+            if (AT(c->bwd, k, mb)++) return sim_fail(res, "stage %d runs the backward of micro-batch %d chunk %d twice", s, mb, k);
+            if (mb != last_bwd[k] + 1) return sim_fail(res, "stage %d: chunk %d's backward of micro-batch %d out of order", s, k, mb);
+            last_bwd[k] = mb;
+            break;
+        case OP_SEND_ACT:
+        case OP_SEND_GRAD: {
+            const int act = in->op == OP_SEND_ACT, to = act ? k + 1 : k - 1;
+            if (to < 0 || to >= K || in->peer != to % pp)
+                return sim_fail(res, "stage %d sends micro-batch %d of chunk %d to a stage that does not hold its peer", s, mb, k);
+            if (MSG(c->sent, !act, k, mb)++) return sim_fail(res, "stage %d sends micro-batch %d of chunk %d twice", s, mb, k);
+            break;
         }
+        case OP_RECV_ACT:
+        case OP_RECV_GRAD: {
+            const int act = in->op == OP_RECV_ACT, from = act ? k - 1 : k + 1;
+            if (from < 0 || from >= K || in->peer != from % pp)
+                return sim_fail(res, "stage %d receives micro-batch %d of chunk %d from a stage that cannot send it", s, mb, k);
+            if (MSG(c->recvd, !act, from, mb)++) return sim_fail(res, "stage %d receives micro-batch %d of chunk %d twice", s, mb, k);
+            break;
+        }
+        default:
+            break;
+        }
+    }
     return MP_OK;
+}
+
+/* Every (micro-batch, chunk) of every stage's list forward and backward exactly once, backwards in
+ * micro-batch order, every message sent to the stage that holds its peer chunk and received there
+ * once. Timing-free: the engine below finds deadlocks and crossed messages. */
+static int sim_check_lists(const instr_list_t *lists, int pp, int m, int v, sim_result_t *res)
+{
+    sim_count_t cc = {.K = pp * v, .m = m}, *c = &cc;
+    const size_t n = (size_t)c->K * m;
+    int rc = MP_ERR;
+    int *last_bwd = malloc((size_t)c->K * sizeof(int));
+    c->fwd = calloc(n, sizeof(int)), c->bwd = calloc(n, sizeof(int));
+    c->sent = calloc(2 * n, sizeof(int)), c->recvd = calloc(2 * n, sizeof(int));
+    if (!last_bwd || !c->fwd || !c->bwd || !c->sent || !c->recvd) {
+        sim_fail(res, "out of memory checking a schedule");
+        goto out;
+    }
+    for (int k = 0; k < c->K; k++) last_bwd[k] = -1;
+    for (int s = 0; s < pp; s++)
+        if (sim_check_stage(c, &lists[s], s, pp, last_bwd, res) != MP_OK) goto out;
+    for (int k = 0; k < c->K; k++)
+        for (int mb = 0; mb < m; mb++) {
+            if (AT(c->fwd, k, mb) != 1 || AT(c->bwd, k, mb) != 1) {
+                sim_fail(res, "micro-batch %d of chunk %d runs forward %d and backward %d times", mb, k, AT(c->fwd, k, mb),
+                         AT(c->bwd, k, mb));
+                goto out;
+            }
+            for (int g = 0; g < 2; g++) {
+                const int needed = g ? k > 0 : k < c->K - 1;
+                if (needed && (MSG(c->sent, g, k, mb) != 1 || MSG(c->recvd, g, k, mb) != 1)) {
+                    sim_fail(res, "a message of micro-batch %d chunk %d is never %s", mb, k,
+                             MSG(c->sent, g, k, mb) ? "received" : "sent");
+                    goto out;
+                }
+            }
+        }
+    rc = MP_OK;
+out:
+    free(last_bwd), free(c->fwd), free(c->bwd), free(c->sent), free(c->recvd);
+    return rc;
+}
+
+/* ---- the engine: lowered programs against a matching rule ---- */
+
+typedef struct {
+    const lower_prog_t *progs;
+    int pp, K, M, v;
+    sim_match_t rule;
+    double tf, tb;
+    int (*pos)[LS_STREAMS];      /* per stage and stream: ops done */
+    double (*clock)[LS_STREAMS]; /* per stage and stream: when its last op ended */
+    double *fin[SIM_MAX_STAGES][LS_STREAMS]; /* per op: when it ended */
+    double *sent;                /* tag rule: (2, K, M) when the message left, -1 not yet */
+} sim_engine_t;
+
+/* When op o of stage s may start: -1 while one of its event waits is not done. */
+static double sim_ready(const sim_engine_t *e, int s, int x, const lower_op_t *o)
+{
+    double t = e->clock[s][x];
+    for (int d = 0; d < o->ndeps; d++) {
+        const int y = o->dep_stream[d], i = o->dep_idx[d];
+        if (e->pos[s][y] <= i) return -1.0;
+        if (e->fin[s][y][i] > t) t = e->fin[s][y][i];
+    }
+    return t;
+}
+
+static void sim_finish(sim_engine_t *e, int s, int x, double end)
+{
+    e->fin[s][x][e->pos[s][x]++] = end;
+    e->clock[s][x] = end;
+}
+
+/* Tries the op at the head of stage s's stream x: 1 ran, 0 blocked, -1 crossed message. */
+static int sim_step(sim_engine_t *e, const instr_list_t *lists, int s, int x, sim_result_t *res)
+{
+    const lower_op_t *o = &e->progs[s].s[x].ops[e->pos[s][x]];
+    const double ready = sim_ready(e, s, x, o);
+    if (ready < 0) return 0;
+    if (o->kind == LK_COMPUTE) {
+        const double cost = o->op == OP_FORWARD ? e->tf / e->v : o->op == OP_BACKWARD ? e->tb / e->v : 0.0;
+        sim_finish(e, s, x, ready + cost);
+        return 1;
+    }
+    if (e->rule == SIM_MATCH_TAG) { /* MPI: eager sends, receives by tag */
+        double *t = &e->sent[((size_t)o->chan * e->K + o->k) * e->M + o->mb];
+        if (o->kind == LK_SEND) {
+            *t = ready;
+            sim_finish(e, s, x, ready);
+            return 1;
+        }
+        if (*t < 0) return 0;
+        sim_finish(e, s, x, ready > *t ? ready : *t);
+        return 1;
+    }
+    /* NCCL: the partner must be at the head of the peer's matching stream, its waits done */
+    const int q = o->peer;
+    if (q < 0 || q >= e->pp) return 0;
+    const int y = lower_partner_stream(&e->progs[q], x);
+    if (e->pos[q][y] >= e->progs[q].s[y].n) return 0;
+    const lower_op_t *p = &e->progs[q].s[y].ops[e->pos[q][y]];
+    if (p->kind == LK_COMPUTE || p->kind == o->kind || p->peer != s || p->chan != o->chan) return 0;
+    const double ready_p = sim_ready(e, q, y, p);
+    if (ready_p < 0) return 0;
+    if (p->k != o->k || p->mb != o->mb) {
+        const instr_t *a = &lists[s].ins[o->instr], *b = &lists[q].ins[p->instr];
+        sim_fail(res, "stage %d's %s of micro-batch %d chunk %d meets stage %d's %s of micro-batch %d chunk %d on the %s "
+                      "stream: NCCL would deliver it to the wrong buffer",
+                 s, op_names[a->op], a->mb, a->chunk, q, op_names[b->op], b->mb, b->chunk, lower_stream_names[x]);
+        return -1;
+    }
+    const double end = ready > ready_p ? ready : ready_p;
+    sim_finish(e, s, x, end);
+    sim_finish(e, q, y, end);
+    return 1;
+}
+
+static int sim_engine_alloc(sim_engine_t *e, const lower_prog_t *progs, int pp, int K, int M)
+{
+    memset(e, 0, sizeof *e);
+    e->progs = progs, e->pp = pp, e->K = K, e->M = M;
+    e->pos = calloc((size_t)pp, sizeof *e->pos);
+    e->clock = calloc((size_t)pp, sizeof *e->clock);
+    e->sent = malloc((size_t)2 * K * M * sizeof(double));
+    if (!e->pos || !e->clock || !e->sent) return MP_ERR;
+    for (size_t i = 0; i < (size_t)2 * K * M; i++) e->sent[i] = -1.0;
+    for (int s = 0; s < pp; s++)
+        for (int x = 0; x < LS_STREAMS; x++)
+            if (!(e->fin[s][x] = malloc(((size_t)progs[s].s[x].n + 1) * sizeof(double)))) return MP_ERR;
+    return MP_OK;
+}
+
+static void sim_engine_free(sim_engine_t *e)
+{
+    for (int s = 0; s < e->pp; s++)
+        for (int x = 0; x < LS_STREAMS; x++) free(e->fin[s][x]);
+    free(e->pos), free(e->clock), free(e->sent);
+}
+
+/* Why the engine stopped with ops left: the first stream that cannot move. */
+static int sim_deadlock(const sim_engine_t *e, const instr_list_t *lists, sim_result_t *res)
+{
+    for (int s = 0; s < e->pp; s++)
+        for (int x = 0; x < LS_STREAMS; x++)
+            if (e->pos[s][x] < e->progs[s].s[x].n) {
+                const instr_t *b = &lists[s].ins[e->progs[s].s[x].ops[e->pos[s][x]].instr];
+                if (e->progs[s].target == LOWER_HOST)
+                    return sim_fail(res, "deadlock: stage %d waits forever at %s of micro-batch %d chunk %d", s,
+                                    op_names[b->op], b->mb, b->chunk);
+                return sim_fail(res, "deadlock: stage %d's %s stream waits forever at %s of micro-batch %d chunk %d", s,
+                                lower_stream_names[x], op_names[b->op], b->mb, b->chunk);
+            }
+    return MP_OK;
+}
+
+int sim_run_programs(const instr_list_t *lists, const lower_prog_t *progs, int pp, int v, sim_match_t rule, double tf,
+                     double tb, sim_result_t *res)
+{
+    int M = 1, rc = MP_ERR;
+    for (int s = 0; s < pp; s++)
+        for (int i = 0; i < lists[s].n; i++)
+            if (lists[s].ins[i].mb + 1 > M) M = lists[s].ins[i].mb + 1;
+    sim_engine_t e;
+    if (sim_engine_alloc(&e, progs, pp, pp * v, M) != MP_OK) {
+        sim_fail(res, "out of memory simulating a schedule");
+        goto out;
+    }
+    e.rule = rule, e.v = v, e.tf = tf, e.tb = tb;
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int s = 0; s < pp; s++)
+            for (int x = 0; x < LS_STREAMS; x++)
+                while (e.pos[s][x] < progs[s].s[x].n) {
+                    const int r = sim_step(&e, lists, s, x, res);
+                    if (r < 0) goto out;
+                    if (r == 0) break;
+                    progress = 1;
+                }
+    }
+    if (sim_deadlock(&e, lists, res) != MP_OK) goto out;
+    res->makespan = 0.0;
+    for (int s = 0; s < pp; s++)
+        for (int x = 0; x < LS_STREAMS; x++)
+            if (e.clock[s][x] > res->makespan) res->makespan = e.clock[s][x];
+    rc = MP_OK;
+out:
+    sim_engine_free(&e);
+    return rc;
+}
+
+int sim_lower_and_run(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
+                      double tf, double tb, sim_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
+    if (sim_check_lists(lists, pp, m, v, res) != MP_OK) return MP_ERR;
+    int M = m;
+    for (int s = 0; s < pp; s++)
+        for (int i = 0; i < lists[s].n; i++)
+            if (lists[s].ins[i].mb + 1 > M) M = lists[s].ins[i].mb + 1;
+    lower_prog_t progs[SIM_MAX_STAGES];
+    int lowered = 0, rc = MP_ERR;
+    for (; lowered < pp; lowered++)
+        if (lower_stage(&lists[lowered], pp * v, M, target, &progs[lowered]) != MP_OK) {
+            sim_fail(res, "out of memory lowering stage %d's list", lowered);
+            goto out;
+        }
+    if (sim_run_programs(lists, progs, pp, v, rule, tf, tb, res) != MP_OK) goto out;
+    res->busy = m * (tf + tb);
+    res->bubble = res->makespan > 0 ? 1.0 - res->busy / res->makespan : 0.0;
+    for (int s = 0; s < pp; s++) res->peak_stash[s] = sched_list_peak(&lists[s], 0);
+    rc = MP_OK;
+out:
+    for (int s = 0; s < lowered; s++) lower_free(&progs[s]);
+    return rc;
 }
 
 int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, double tb, sim_result_t *res)
 {
-    memset(res, 0, sizeof *res);
-    if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
-    int pc[SIM_MAX_STAGES] = {0}, rc = MP_ERR;
-    double t[SIM_MAX_STAGES] = {0};
-    sim_state_t st;
-    if (sim_alloc(&st, pp, m, v) != MP_OK) goto out;
-    for (int progress = 1; progress;) {
-        progress = 0;
-        for (int s = 0; s < pp; s++)
-            while (pc[s] < lists[s].n) {
-                int r = sim_exec(&st, &lists[s].ins[pc[s]], s, &t[s], tf, tb, res);
-                if (r < 0) goto out;
-                if (r == 0) break;
-                pc[s]++, progress = 1;
-            }
-    }
-    for (int s = 0; s < pp; s++)
-        if (pc[s] < lists[s].n) {
-            const instr_t *b = &lists[s].ins[pc[s]];
-            sim_fail(res, "deadlock: stage %d waits forever at %s of micro-batch %d chunk %d", s, op_names[b->op], b->mb,
-                     b->chunk);
-            goto out;
-        }
-    if (sim_complete(&st, res) != MP_OK) goto out;
-    for (int s = 0; s < pp; s++) {
-        res->makespan = t[s] > res->makespan ? t[s] : res->makespan;
-        res->peak_stash[s] = sched_list_peak(&lists[s], 0);
-    }
-    res->busy = m * (tf + tb);
-    res->bubble = res->makespan > 0 ? 1.0 - res->busy / res->makespan : 0.0;
-    rc = MP_OK;
-out:
-    sim_release(&st);
-    return rc;
+    return sim_lower_and_run(lists, pp, m, v, LOWER_HOST, SIM_MATCH_TAG, tf, tb, res);
 }
 
 int sim_build_lists(instr_list_t *lists, sched_kind_t kind, int pp, int m, int v, sim_result_t *res)

@@ -1,5 +1,5 @@
-/* The schedule simulator (DESIGN §5): runs every stage's instruction list (schedule.h) against a
- * cost model, with no MPI. It proves a schedule free of deadlock (some stage can always advance
+/* The schedule simulator (DESIGN §5): runs every stage's instruction list (schedule.h), lowered
+ * (lower.h), against a cost model, with no MPI. It proves a schedule free of deadlock (some stage can always advance
  * until all are done) and its messages matched (every SEND has exactly one RECV on the named peer,
  * for the same micro-batch and chunk), checks that each (micro-batch, chunk) runs forward and
  * backward exactly once on its stage with backwards in micro-batch order, and computes the
@@ -9,6 +9,7 @@
 #define MP_SIM_H
 
 #include "check.h"
+#include "lower.h"
 #include "schedule.h"
 
 #define SIM_MAX_STAGES 64
@@ -32,6 +33,22 @@ int sim_run(sched_kind_t kind, int pp, int m, int v, double tf, double tb, sim_r
 
 /* The same on given lists (one per stage), e.g. hand-written ones in tests. */
 int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, double tb, sim_result_t *res);
+
+/* How messages meet (lower.h): MPI's tags (a send never blocks its stream, a receive takes the
+ * message of its chunk and micro-batch whatever the order) or NCCL's order (a send and a receive
+ * block their streams until they meet, and must be each other's message). */
+typedef enum { SIM_MATCH_TAG, SIM_MATCH_ORDER } sim_match_t;
+
+/* The one engine of both simulators: the lowered programs (one per stage, of `lists`) run under
+ * `rule`, compute ops costing tf/v (forward) and tb/v (backward), messages free. Sets
+ * res->makespan; MP_ERR with res->error on a deadlock or (order rule) a crossed message. */
+int sim_run_programs(const instr_list_t *lists, const lower_prog_t *progs, int pp, int v, sim_match_t rule, double tf,
+                     double tb, sim_result_t *res);
+/* The lists checked (each forward and backward once, in order, messages to the right stages),
+ * lowered to `target` and run under `rule`; fills all of res. sim_run_lists is the MPI executor's
+ * case (host, tags); sim_nccl_lists the NCCL executor's (streams, order). */
+int sim_lower_and_run(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
+                      double tf, double tb, sim_result_t *res);
 
 /* Every stage's list of (kind, pp, m, v) (res cleared; on MP_ERR res->error says why and nothing is
  * left allocated); freed with sim_free_lists(lists, pp). */

@@ -208,7 +208,7 @@ static void test_lowering(void)
                             lower_prog_t p;
                             int rc = kk == SCHED_2BW ? sched_build_2bw(&l, s, pp, m, f >> 1, f & 1)
                                                      : sched_build(&l, (sched_kind_t)kk, s, pp, m, v);
-                            if (rc != 0 || lower_stage(&l, K, 2 * m, &p) != 0) {
+                            if (rc != 0 || lower_stage(&l, K, 2 * m, LOWER_STREAMS, &p) != 0) {
                                 bad++;
                                 continue;
                             }
