@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Compares a run directory with a reference one (layout invariance, DESIGN §4).
+"""Compares a run directory with a reference one (layout invariance, ARCHITECTURE.md §4).
 
   compare_runs.py REF RUN [--loss-rel 1e-5] [--weights-rel 1e-4] [--bitwise] [--step N]
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The device code path (train.device, DESIGN §8) on a machine without a GPU. train.device=emu runs
+# The device code path (train.device, ARCHITECTURE.md §8) on a machine without a GPU. train.device=emu runs
 # what the CUDA backend runs — model memory in a separate device region, every crossing between
 # host and device an explicit copy (tokens in, losses out, pipeline messages through host buffers,
 # checkpoints staged) — with the CPU kernels, and the region unreadable outside backend calls, so a

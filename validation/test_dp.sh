@@ -1,5 +1,5 @@
 #!/bin/sh
-# Data parallelism and ZeRO-1 against one rank (DESIGN §4): per-step loss within 1e-5 over 20 steps,
+# Data parallelism and ZeRO-1 against one rank (ARCHITECTURE.md §4): per-step loss within 1e-5 over 20 steps,
 # final weights within 1e-4; the same layout twice bitwise; a single-rank checkpoint resumed on
 # dp=2 with ZeRO-1; refused layouts. Runs oversubscribed (up to 4 ranks on 2 cores).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Pipeline parallelism (DESIGN §4, §5): gpipe, 1f1b and interleaved at pp = 2 and 4, and an uneven
+# Pipeline parallelism (ARCHITECTURE.md §4, §5): gpipe, 1f1b and interleaved at pp = 2 and 4, and an uneven
 # split, are bitwise identical to one rank (same threads per rank); 2bw at pp = 2 and 4 is bitwise
 # identical to 2bw on one rank (its update rule is checked against PyTorch in test_torch_ref.sh);
 # dp2×tp2×pp2 on 8 ranks is within the layout-invariance tolerance; a pipeline checkpoint resumes

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Recovery (DESIGN §7, issue #6): collective parallel-HDF5 checkpoints resume exactly on the same
+# Recovery (ARCHITECTURE.md §7, issue #6): collective parallel-HDF5 checkpoints resume exactly on the same
 # layout (1f1b and 2bw, pp = 2) and within the layout-invariance tolerance on others; a rank killed
 # at a step, or midway through a checkpoint write, loses nothing that --resume auto cannot redo
 # bitwise; SIGUSR1 checkpoints and exits 75; corrupt, truncated and foreign checkpoints are refused

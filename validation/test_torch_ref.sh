@@ -43,7 +43,7 @@ for variant in base odd; do
     torch_check "$variant" train "$SCRATCH/g_$variant.h5" --data "$data" --metrics "$SCRATCH/run_$variant/metrics.jsonl" \
         --final "$SCRATCH/run_$variant/ckpt/step_00000010.h5"
 done
-# PipeDream-2BW's update rule (DESIGN §4), on one rank (the pipelines match it bitwise: test_pp.sh):
+# PipeDream-2BW's update rule (ARCHITECTURE.md §4), on one rank (the pipelines match it bitwise: test_pp.sh):
 # the run follows W(t+1) = W(t) - AdamW(grad f_t(W(t-1))) and does not follow the plain rule.
 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set parallel.schedule=2bw --quiet --out "$SCRATCH/run_2bw" \
     > "$SCRATCH/tr.out" 2>&1

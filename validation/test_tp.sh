@@ -1,6 +1,6 @@
 #!/bin/sh
 # Tensor parallelism (Megatron split, vocab-parallel embedding and cross-entropy) against one rank
-# (DESIGN §4): per-step loss within 1e-5 over 20 steps, final weights within 1e-4, for tp=2, tp=4,
+# (ARCHITECTURE.md §4): per-step loss within 1e-5 over 20 steps, final weights within 1e-4, for tp=2, tp=4,
 # dp2×tp2 (also with ZeRO-1) and a vocabulary that tp does not divide; the same layout twice
 # bitwise; checkpoints resumed across layouts. Up to 4 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"

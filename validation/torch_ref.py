@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch reference for MindPipe's GPT (DESIGN §3), run by /usr/bin/python3 (Debian's torch).
+"""PyTorch reference for MindPipe's GPT (ARCHITECTURE.md §3), run by /usr/bin/python3 (Debian's torch).
 
   torch_ref.py grads FILE [--data DATA.h5]
       FILE is written by `mindpipe debug-grads`: /model/<name> (weights), /grad/<name> (MindPipe's
@@ -10,7 +10,7 @@
       clipping, AdamW with decay on matrices only) for as many steps as METRICS has lines, and
       compares every step's loss and grad norm, and the final weights.
       --rule 2bw: PipeDream-2BW's update W(t+1) = W(t) - AdamW(grad f_t(W(t-1))), W(-1) = W(0): each
-      step's loss and gradient are those of batch t on the previous weights (DESIGN §4).
+      step's loss and gradient are those of batch t on the previous weights (ARCHITECTURE.md §4).
 
 Output: one line per check, "PASS what" or "FAIL what"; exit status 1 if any failed.
 Error measure for tensors: ||a - b||_2 / ||b||_2 (norm-wise relative).

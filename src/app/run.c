@@ -11,6 +11,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "perf.h"
+#include "publish.h"
 
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
  * with a message rather than silently ignored. */
@@ -20,11 +21,12 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (sp != 1)
         return MP_FAIL("parallel.sp=%d: supernet parallelism is not implemented in this version", sp);
     if (device_check(d->train.device, d->train.precision) != MP_OK) return MP_ERR;
-    if (!strcmp(d->parallel.p2p, "nccl") && strcmp(d->train.device, "cuda") != 0)
+    if (d->parallel.p2p == DECK_P2P_NCCL && d->train.device != DECK_DEVICE_CUDA)
         return MP_FAIL("parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda (this deck: %s); set "
-                       "parallel.p2p=mpi or auto", d->train.device);
-    if (strcmp(d->memory.policy, "keep") != 0)
-        return MP_FAIL("memory.policy=%s is not implemented in this version (only keep)", d->memory.policy);
+                       "parallel.p2p=mpi or auto", deck_device_names[d->train.device]);
+    if (d->memory.policy != DECK_POLICY_KEEP)
+        return MP_FAIL("memory.policy=%s is not implemented in this version (only keep)",
+                       deck_policy_names[d->memory.policy]);
     if (d->supernet.enabled) return MP_FAIL("supernet.enabled=1 is not implemented in this version");
     return MP_OK;
 }
@@ -52,19 +54,23 @@ static int mkdir_p(const char *path)
     return MP_OK;
 }
 
-/* deck.ini: written to a temporary name and renamed, so a crash never leaves half a deck. */
+/* deck.ini: written to a temporary name and published (publish.h), so a crash never leaves half a
+ * deck. MP_OK or MP_ERR naming the file. */
 static int run_write_deck(const run_t *r)
 {
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/deck.ini", r->out_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK) return MP_ERR;
     FILE *f = fopen(tmp, "w");
     if (!f) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
     int rc = deck_write(&r->deck, f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
-    fclose(f);
-    if (rc == MP_OK && rename(tmp, path) != 0) rc = MP_FAIL("cannot rename %s: %s", tmp, strerror(errno));
-    return rc;
+    if (fflush(f) != 0 || ferror(f)) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && rc == MP_OK) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
+    if (rc != MP_OK) {
+        publish_discard(tmp);
+        return MP_ERR;
+    }
+    return publish_commit(tmp, path);
 }
 
 int run_agree(int rc)
@@ -97,15 +103,10 @@ static int run_out_dir(run_t *r)
 int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
 {
     const int L = d->model.layers, pp = d->parallel.pp, v = deck_chunks_per_stage(d), K = pp * v;
+    const deck_layer_list_t *given = &d->pipeline.chunks; /* K entries, or none (deck_validate) */
     int size[K], start[K];
-    const char *p = d->pipeline.layers;
     for (int k = 0, at = 0; k < K; k++) {
-        if (*p) {
-            size[k] = (int)strtol(p, (char **)&p, 10);
-            if (*p == ',') p++;
-        } else {
-            size[k] = L / K + (k < L % K ? 1 : 0);
-        }
+        size[k] = given->n ? given->layers[k] : L / K + (k < L % K ? 1 : 0);
         start[k] = at;
         at += size[k];
     }
@@ -135,16 +136,17 @@ static int run_global_index(run_t *r)
  * communicators. One GPU per rank: node rank mod the devices the node has. */
 static int run_backend(run_t *r)
 {
+    static const be_kind_t kind_of[DECK_DEVICE_COUNT] = {
+        [DECK_DEVICE_CPU] = BE_CPU, [DECK_DEVICE_EMU] = BE_EMU, [DECK_DEVICE_CUDA] = BE_CUDA};
     const deck_t *d = &r->deck;
-    be_kind_t kind;
-    if (be_kind_parse(d->train.device, &kind) != MP_OK) return MP_ERR;
+    const be_kind_t kind = kind_of[d->train.device];
     int ordinal = 0;
     if (kind == BE_CUDA) {
-        const int n = device_count(d->train.device);
+        const int n = device_count();
         if (n <= 0) return MP_ERR;
         ordinal = r->grid.node_rank % n;
     }
-    if (be_init(&r->be, kind, &r->arena, d->memory.device_limit, ordinal, !strcmp(d->train.precision, "bf16"),
+    if (be_init(&r->be, kind, &r->arena, d->memory.device_limit, ordinal, d->train.precision == DECK_PRECISION_BF16,
                 &r->wait) != MP_OK)
         return MP_ERR;
     if (kind == BE_CUDA) { /* the same order on every rank: each creation is collective over its group */
@@ -193,7 +195,7 @@ static int run_model(run_t *r)
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     if (run_param_init(r) != MP_OK) goto err_scratch;
-    if (strcmp(d->parallel.schedule, "2bw") == 0 && model_versions_create(&r->model) != MP_OK) goto err_scratch;
+    if (d->parallel.schedule_kind == DECK_SCHED_2BW && model_versions_create(&r->model) != MP_OK) goto err_scratch;
     /* the activations of micro-batch 0 of replica 0: its tensor-parallel rank 0 of each stage keeps them */
     if (actdump_init(&r->dump, d->debug.dump_activations, r->grid.replica_rank == 0 && tp_rank == 0, cfg.layers,
                      d->train.micro_batch, cfg.seq_len, cfg.dim) != MP_OK)
@@ -240,17 +242,21 @@ static void run_model_free(run_t *r)
     be_destroy(&r->be);
 }
 
+/* parallel.schedule: the deck's names for src/sched's schedules (config may not see sched). */
+_Static_assert((int)DECK_SCHED_COUNT == (int)SCHED_KINDS, "deck_schedule_t and sched_kind_t list the same schedules");
+static const sched_kind_t run_sched_kind[DECK_SCHED_COUNT] = {
+    [DECK_SCHED_GPIPE] = SCHED_GPIPE, [DECK_SCHED_1F1B] = SCHED_1F1B, [DECK_SCHED_INTERLEAVED] = SCHED_INTERLEAVED,
+    [DECK_SCHED_2BW] = SCHED_2BW};
+
 /* The executor of this stage: its context is what it may touch of the run. */
 static int run_exec(run_t *r)
 {
     const deck_t *d = &r->deck;
     exec_ctx_t c = {.model = &r->model, .be = &r->be, .arena = &r->arena, .acts = &r->acts, .scratch = &r->scratch,
                     .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
-                    .stage = r->stage, .pp = r->pp, .m = d->train.batch / (d->train.micro_batch * r->grid.replica_size),
-                    .nccl = r->be.kind == BE_CUDA && strcmp(d->parallel.p2p, "mpi") != 0,
+                    .stage = r->stage, .pp = r->pp, .kind = run_sched_kind[d->parallel.schedule_kind],
+                    .m = r->micro_batches, .nccl = r->be.kind == BE_CUDA && d->parallel.p2p != DECK_P2P_MPI,
                     .policy = &stash_policy_keep, .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
-    if (sched_kind_parse(d->parallel.schedule, &c.kind) != MP_OK)
-        return MP_FAIL("unknown parallel.schedule %s", d->parallel.schedule);
     int coord[GRID_NDIMS];
     memcpy(coord, r->grid.coord, sizeof coord);
     for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++) {
@@ -264,11 +270,17 @@ static int run_exec(run_t *r)
 static int run_layout(run_t *r, const run_opts_t *o)
 {
     if (run_agree(deck_load(&r->deck, o->deck_path, o->sets, o->nsets)) != MP_OK) return MP_ERR;
-    if (run_agree(grid_build(&r->grid, &r->deck, MPI_COMM_WORLD)) != MP_OK) return MP_ERR;
-    if (run_agree(run_refuse_unimplemented(&r->deck)) != MP_OK) goto err_grid;
-    if (!(r->deck_text = deck_to_string(&r->deck))) MP_ABORT("out of memory formatting the deck");
-    wait_cfg_init(&r->wait, r->deck.parallel.wait, r->deck.parallel.timeout, r->grid.node_size);
-    r->threads = run_threads(&r->deck, r->grid.node_size);
+    const deck_t *d = &r->deck;
+    const grid_cfg_t grid = grid_cfg_from_deck(d);
+    if (run_agree(grid_build(&r->grid, &grid, MPI_COMM_WORLD)) != MP_OK) return MP_ERR;
+    if (run_agree(run_refuse_unimplemented(d)) != MP_OK) goto err_grid;
+    if (!(r->deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck");
+    wait_cfg_init(&r->wait, d->parallel.wait, d->parallel.timeout, r->grid.node_size);
+    r->optim = optim_cfg_from_deck(d);
+    /* deck_validate: batch is a multiple of micro_batch × dp (and sp = 1, run_refuse_unimplemented) */
+    r->replica_batch = d->train.batch / r->grid.replica_size;
+    r->micro_batches = r->replica_batch / d->train.micro_batch;
+    r->threads = run_threads(d, r->grid.node_size);
     kernels_set_threads(r->threads);
     return MP_OK;
 err_grid:

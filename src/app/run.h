@@ -13,6 +13,7 @@
 #include "executor.h"
 #include "grid.h"
 #include "model.h"
+#include "optim.h"
 #include "runlog.h"
 #include "trace.h"
 #include "wait.h"
@@ -33,6 +34,9 @@ typedef struct {
     int rank, world, threads;
     grid_t grid;
     wait_cfg_t wait;
+    optim_cfg_t optim;       /* the learning-rate schedule and AdamW's constants */
+    int replica_batch;       /* sequences per step on one replica: train.batch ÷ (dp × sp) */
+    int micro_batches;       /* micro-batches per step on one replica: replica_batch ÷ train.micro_batch */
     dp_t dp;                 /* data parallelism over grid.replica (used when replica_size > 1) */
     int dp_on;
     dataset_t data;

@@ -1,4 +1,4 @@
-/* Stop requests from the batch system (DESIGN §7): SIGUSR1 (Slurm's --signal=B:USR1@T) and SIGTERM
+/* Stop requests from the batch system (ARCHITECTURE.md §7): SIGUSR1 (Slurm's --signal=B:USR1@T) and SIGTERM
  * (scancel, preemption, PBS's kill before the wall-time) ask the run to checkpoint at the next step
  * boundary and exit with MP_EXIT_REQUEUE, so the job script can requeue and resume with
  * `--resume auto`. A second signal does not hurry it: a checkpoint half-written is worth nothing. */

@@ -2,7 +2,6 @@
  * micro-batches whose gradients accumulate in a fixed order: the reference every layout matches. */
 #include "train.h"
 
-#include <dirent.h>
 #include <hdf5.h>
 #include <math.h>
 #include <mpi.h>
@@ -10,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -19,6 +17,7 @@
 #include "h5util.h"
 #include "optim.h"
 #include "perf.h"
+#include "run_ckpt.h"
 #include "signals.h"
 #include "sim.h"
 
@@ -29,7 +28,7 @@ static void train_fill(void *ctx, acts_t *a, long t, int mb)
 {
     run_t *r = ctx;
     const int B = a->B, T = r->deck.model.seq_len;
-    const long base = (long)r->grid.replica_rank * (r->deck.train.batch / r->grid.replica_size);
+    const long base = (long)r->grid.replica_rank * r->replica_batch;
     for (int b = 0; b < B; b++) {
         long i = base + (long)mb * B + b;
         data_train_sample(&r->data, r->deck.train.seed, t, i, T, a->inputs + (size_t)b * T, a->targets + (size_t)b * T);
@@ -123,8 +122,8 @@ static double train_update(run_t *r, double lr)
     const double gnorm = sqrt(train_grad_sumsq(r, m->grads, s0, s1, zero));
     r->adam_t++;
     model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
-    optim_step(&r->be, &m->tab, m->params, m->grads, m->m, m->v, &r->deck, (float)lr, r->adam_t,
-               optim_clip_scale(gnorm, r->deck.train.grad_clip), s0, s1);
+    optim_step(&r->be, &m->tab, m->params, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
+               optim_clip_scale(gnorm, r->optim.grad_clip), s0, s1);
     if (r->dp_on && r->deck.parallel.zero) dp_allgather(&r->dp, m->params);
     return gnorm;
 }
@@ -148,185 +147,13 @@ static double train_eval(run_t *r)
     return sum / ((double)n * T);
 }
 
-/* A host copy of n floats of device memory for a checkpoint (the cpu backend: the buffer itself). */
-static float *train_host_copy(run_t *r, const float *dev, size_t n)
+/* debug.fail_at = RANK:STEP[:write|:hang] (parsed by the deck): how this rank fails at step t.
+ * write dies midway through the checkpoint written after step t; kill dies at its start; hang stops
+ * answering there (SIGSTOP), which its peers must turn into a timeout naming it. NONE: not here. */
+static deck_fail_mode_t train_fail_mode(const run_t *r, long t)
 {
-    if (be_host_visible(&r->be) || !dev) return (float *)dev;
-    float *h = be_host_alloc(&r->be, n * sizeof(float));
-    if (!h) MP_ABORT("out of host memory staging %zu floats for a checkpoint", n);
-    be_to_host(&r->be, h, dev, n * sizeof(float));
-    return h;
-}
-
-static void train_host_release(run_t *r, float *host, const float *dev)
-{
-    if (host && host != dev) be_host_free(&r->be, host);
-}
-
-/* With ZeRO-1 the moments are sharded over the replicas: gather this replica's shards m, v (host
- * memory) into whole (local-layout) buffers on replica rank 0. Returns malloc'd m and v there,
- * NULL elsewhere. */
-static void train_gather_moments(run_t *r, const float *ms, const float *vs, float **m_p, float **v_p)
-{
-    const size_t n = r->model.alloc, k = r->model.mv_len;
-    float *m = NULL, *v = NULL;
-    if (r->grid.replica_rank == 0 && (!(m = MP_MALLOC(n * sizeof(float))) || !(v = MP_MALLOC(n * sizeof(float)))))
-        MP_ABORT("out of memory gathering the optimizer state for a checkpoint");
-    MPI_Request q[2];
-    MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[0]));
-    MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[1]));
-    wait_all(&r->wait, 2, q, "the ZeRO-1 moment gather for a checkpoint");
-    *m_p = m;
-    *v_p = v;
-}
-
-/* debug.fail_at = RANK:STEP[:write|:hang]: how this rank fails at step t. 'write' (mode 1) dies
- * midway through the checkpoint written after step t; 'kill' (0) dies at its start; 'hang' (2) stops
- * answering there (SIGSTOP), which its peers must turn into a timeout naming it. -1: not here. */
-enum { FAIL_KILL = 0, FAIL_WRITE = 1, FAIL_HANG = 2 };
-static int train_fail_mode(const run_t *r, long t)
-{
-    long rank = -1, step = -1;
-    char what[8] = "";
-    const char *v = r->deck.debug.fail_at;
-    if (!v[0] || sscanf(v, "%ld:%ld:%7s", &rank, &step, what) < 2) return -1;
-    if (rank != r->rank || step != t) return -1;
-    return !strcmp(what, "write") ? FAIL_WRITE : !strcmp(what, "hang") ? FAIL_HANG : FAIL_KILL;
-}
-
-/* A file's size in MB (1e6 bytes); 0 if it cannot be read. */
-static double train_file_mb(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (double)sb.st_size / 1e6 : 0.0;
-}
-
-/* checkpoint.transfer on a part: auto takes independent transfers where ranks outnumber the node's
- * cores (HDF5's internal collectives spin there). */
-static void train_ckpt_io(const run_t *r, ckpt_part_t *pt)
-{
-    const char *t = r->deck.checkpoint.transfer;
-    pt->independent = !strcmp(t, "independent") || (!strcmp(t, "auto") && wait_node_oversubscribed(r->grid.node_size));
-    pt->wait = &r->wait;
-}
-
-/* The checkpoint of step r->step, written collectively: each stage's TP shards write their
- * hyperslabs of the canonical tensors (one replica writes; with ZeRO-1 its moments are first
- * gathered over the replicas), so nothing is assembled on one rank. */
-static int train_checkpoint(run_t *r)
-{
-    char path[4300];
-    const int zero = r->dp_on && r->deck.parallel.zero;
-    model_t *md = &r->model;
-    /* the state in host memory (device backends: copied out; the file is written from there) */
-    float *hp = train_host_copy(r, md->params, md->alloc), *ho = train_host_copy(r, md->params_old, md->alloc);
-    float *hm = train_host_copy(r, md->m, md->mv_len), *hv = train_host_copy(r, md->v, md->mv_len);
-    float *m = hm, *v = hv;
-    if (zero) train_gather_moments(r, hm, hv, &m, &v);
-    const int owner = r->grid.replica_rank == 0;
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = owner,
-                      .bufs = {hp, ho, m ? m : hm, v ? v : hv},
-                      .fail_midway = train_fail_mode(r, r->step - 1) == FAIL_WRITE};
-    train_ckpt_io(r, &pt);
-    ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
-                       .data_cursor = r->step * r->deck.train.batch, .weight_versions = md->params_old ? 2 : 1};
-    snprintf(st.layout, sizeof st.layout, "dp=%d tp=%d pp=%d sp=%d zero=%d v=%d", r->grid.size[GRID_DP],
-             r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero,
-             md->tab.nchunks);
-    snprintf(st.schedule, sizeof st.schedule, "%.60s", r->deck.parallel.schedule);
-    snprintf(path, sizeof path, "%s/ckpt/step_%08ld.h5", r->out_dir, r->step);
-    const double t0 = perf_now();
-    int rc = ckpt_write_parallel(path, &r->gtab, &pt, &st, r->deck_text);
-    const double dt = perf_now() - t0;
-    if (zero) {
-        free(m);
-        free(v);
-    }
-    train_host_release(r, hp, md->params);
-    train_host_release(r, ho, md->params_old);
-    train_host_release(r, hm, md->m);
-    train_host_release(r, hv, md->v);
-    if (rc == MP_OK && r->rank == 0) {
-        const double mb = train_file_mb(path);
-        runlog_printf(&r->log, "checkpoint %s (%.1f MB written in %.3f s: %.0f MB/s)", path, mb, dt, mb / dt);
-        snprintf(path, sizeof path, "%s/ckpt", r->out_dir);
-        rc = ckpt_prune(path, r->deck.checkpoint.keep);
-    }
-    int bad = rc != MP_OK;
-    wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
-    return bad ? MP_ERR : MP_OK;
-}
-
-/* Every rank reads its own shard of the canonical checkpoint (any layout wrote it); with ZeRO-1
- * it keeps its replica's part of the moments. */
-static int train_read_checkpoint(run_t *r, const char *path, ckpt_state_t *st)
-{
-    const int zero = r->dp_on && r->deck.parallel.zero, host = be_host_visible(&r->be);
-    model_t *md = &r->model;
-    float *dev[4] = {md->params, md->params_old, md->m, md->v}, *buf[4];
-    /* read into host memory: the model's own buffers on the cpu backend, else staging copies (the
-     * moments whole under ZeRO-1: the file holds them whole) */
-    for (int k = 0; k < 4; k++) {
-        const size_t n = k >= 2 && !zero ? md->mv_len : md->alloc;
-        buf[k] = dev[k] && (!host || (k >= 2 && zero)) ? be_host_alloc(&r->be, n * sizeof(float)) : dev[k];
-        if (dev[k] && !buf[k]) MP_ABORT("out of host memory reading %s", path);
-    }
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
-                      .bufs = {buf[0], buf[1], buf[2], buf[3]}};
-    train_ckpt_io(r, &pt);
-    int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
-    const size_t off = zero ? (size_t)r->grid.replica_rank * md->mv_len : 0;
-    for (int k = 0; k < 4; k++) {
-        if (buf[k] == dev[k]) continue;
-        if (rc == MP_OK) be_to_device(&r->be, dev[k], buf[k] + (k >= 2 ? off : 0),
-                                      (k >= 2 ? md->mv_len : md->alloc) * sizeof(float));
-        be_host_free(&r->be, buf[k]);
-    }
-    return rc;
-}
-
-static int dir_has_checkpoints(const char *dir)
-{
-    DIR *dh = opendir(dir);
-    if (!dh) return 0;
-    int found = 0;
-    for (struct dirent *e; !found && (e = readdir(dh));) {
-        long step;
-        char tail[8];
-        found = sscanf(e->d_name, "step_%8ld.h%2s", &step, tail) == 2 && strcmp(tail, "5") == 0;
-    }
-    closedir(dh);
-    return found;
-}
-
-/* --resume PATH|auto. auto with no checkpoint at all starts fresh (what a first job of a chain
- * wants); auto where checkpoints exist but none verifies is an error. */
-static int train_resume(run_t *r)
-{
-    char path[4300], dir[4200];
-    const char *want = r->opts.resume;
-    if (!want) return MP_OK;
-    if (strcmp(want, "auto") == 0) {
-        snprintf(dir, sizeof dir, "%s/ckpt", r->out_dir);
-        if (ckpt_find_latest(dir, path, sizeof path) != MP_OK) {
-            if (!dir_has_checkpoints(dir)) {
-                runlog_printf(&r->log, "resume auto: no checkpoint in %s, starting from step 0", dir);
-                return MP_OK;
-            }
-            return MP_FAIL("--resume auto: no checkpoint in %s verifies", dir);
-        }
-        want = path;
-    }
-    ckpt_state_t st;
-    const double t0 = perf_now();
-    if (train_read_checkpoint(r, want, &st) != MP_OK) return MP_ERR;
-    const double dt = perf_now() - t0, mb = train_file_mb(want);
-    r->step = st.step;
-    r->adam_t = st.adam_t;
-    free(st.deck);
-    runlog_printf(&r->log, "resumed from %s at step %ld (%.1f MB read in %.3f s: %.0f MB/s)", want, r->step, mb, dt,
-                  mb / dt);
-    return MP_OK;
+    const deck_fail_at_t *f = &r->deck.debug.fail;
+    return f->rank == r->rank && f->step == t ? f->mode : DECK_FAIL_NONE;
 }
 
 typedef struct {
@@ -374,8 +201,8 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
  * stop-request agreement is behind it, so its pipeline peers wait for it: for the recovery tests. */
 static void train_fail_at(const run_t *r, long t, int agreed)
 {
-    const int mode = train_fail_mode(r, t);
-    if (mode == (agreed ? FAIL_HANG : FAIL_KILL)) {
+    const deck_fail_mode_t mode = train_fail_mode(r, t);
+    if (mode == (agreed ? DECK_FAIL_HANG : DECK_FAIL_KILL)) {
         fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s at step %ld\n", r->deck.debug.fail_at, r->rank,
                 agreed ? "stops answering (SIGSTOP)" : "kills itself", t);
         fflush(stderr);
@@ -400,7 +227,7 @@ static int train_loop(run_t *r)
         r->stop = sig != 0;
         double t0 = perf_now(), gnorm = 0.0;
         double loss = train_step_grads(r, t);
-        double lr = optim_lr(d, t), t1 = perf_now();
+        double lr = optim_lr(&r->optim, t), t1 = perf_now();
         PROF(&r->prof, PROF_OPTIMIZER, gnorm = train_update(r, lr));
         trace_span(&r->trace, "optimizer", t, -1, t1);
         r->prof.total += perf_now() - t0;
@@ -418,11 +245,12 @@ static int train_loop(run_t *r)
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
             train_log_step(r, &pg, loss, lr, gnorm, val);
         if (!isfinite(loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", loss, r->step);
+        const int fail_midway = train_fail_mode(r, t) == DECK_FAIL_WRITE;
         if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0)) {
             double t3 = perf_now();
-            if (train_checkpoint(r) != MP_OK) return MP_ERR;
+            if (run_ckpt_write(r, fail_midway) != MP_OK) return MP_ERR;
             trace_span(&r->trace, "checkpoint", t, -1, t3);
-        } else if (r->stop && train_checkpoint(r) != MP_OK) {
+        } else if (r->stop && run_ckpt_write(r, fail_midway) != MP_OK) {
             return MP_ERR;
         }
         if (r->stop && !last) {
@@ -469,7 +297,7 @@ static void train_describe_holdings(const run_t *r, char *buf, size_t n)
 {
     const param_table_t *t = &r->model.tab;
     const int hl = r->deck.model.heads / t->tp, vl = t->vocab_pad / t->tp;
-    const int per = r->deck.train.batch / r->grid.replica_size, s0 = r->grid.replica_rank * per;
+    const int per = r->replica_batch, s0 = r->grid.replica_rank * per;
     char layers[GRID_HOLDS_MAX / 2] = "";
     for (int c = 0, o = 0; c < t->nchunks && o < (int)sizeof layers - 16; c++)
         o += snprintf(layers + o, sizeof layers - (size_t)o, "%s%d-%d", c ? "," : "", t->chunk_layer0[c],
@@ -487,12 +315,12 @@ int train_main(const run_opts_t *opts)
                   "dp %d x %d micro-batches x %d | %d thread(s) per rank | sgemm peak %.1f GFLOP/s | out %s",
                   opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
                   d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.model.cfg),
-                  d->train.batch, r.grid.replica_size, d->train.batch / (d->train.micro_batch * r.grid.replica_size),
-                  d->train.micro_batch, r.threads, r.peak_gflops, r.out_dir);
+                  d->train.batch, r.grid.replica_size, r.micro_batches, d->train.micro_batch, r.threads,
+                  r.peak_gflops, r.out_dir);
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
-    int rc = run_agree(train_resume(&r));
+    int rc = run_agree(run_ckpt_resume(&r));
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
@@ -535,7 +363,7 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
     if (!tok) return MP_ERR;
     for (int i = 0; i < batch; i++)
         data_train_sample(&r->data, r->deck.train.seed, 0, i, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
-    float *grads = train_host_copy(r, r->model.grads, r->model.alloc);
+    float *grads = run_ckpt_host_copy(r, r->model.grads, r->model.alloc);
     hid_t f = -1, g = -1, s = -1, d = -1;
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), out, path);
     H5_TRY(g = H5Gcreate2(f, "grad", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
@@ -567,7 +395,7 @@ out:
     if (s >= 0) H5Sclose(s);
     if (g >= 0) H5Gclose(g);
     if (f >= 0 && H5Fclose(f) < 0) rc = MP_FAIL("cannot close %s", path);
-    train_host_release(r, grads, r->model.grads);
+    run_ckpt_host_release(r, grads, r->model.grads);
     free(tok);
     return rc;
 }
@@ -584,9 +412,9 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file)
     double loss = train_step_grads(&r, 0);
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
-    float *params = train_host_copy(&r, r.model.params, r.model.alloc);
+    float *params = run_ckpt_host_copy(&r, r.model.params, r.model.alloc);
     int rc = ckpt_write(out_file, &r.gtab, params, NULL, NULL, &st, r.deck_text);
-    train_host_release(&r, params, r.model.params);
+    run_ckpt_host_release(&r, params, r.model.params);
     if (rc == MP_OK) rc = train_dump_extra(&r, out_file, loss);
     if (rc == MP_OK && !opts->quiet) printf("debug-grads: step-0 loss %.9f, gradients in %s\n", loss, out_file);
     run_teardown(&r);

@@ -1,4 +1,4 @@
-/* `mindpipe train` and `mindpipe debug-grads` on one rank (DESIGN §1, §4). */
+/* `mindpipe train` and `mindpipe debug-grads` on one rank (ARCHITECTURE.md §1, §4). */
 #ifndef MP_TRAIN_H
 #define MP_TRAIN_H
 

@@ -7,22 +7,25 @@
 
 const char *const grid_dim_names[GRID_NDIMS] = {"tp", "dp", "sp", "pp"};
 
-/* "tp-dp-sp-pp" -> order[] of dimensions, fastest first. MP_OK or MP_ERR. */
-static int grid_parse_order(const char *s, int order[GRID_NDIMS])
+grid_cfg_t grid_cfg_from_deck(const deck_t *d)
 {
-    char buf[DECK_STR];
-    snprintf(buf, sizeof buf, "%s", s);
-    int seen = 0, n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(buf, "-", &save); t; t = strtok_r(NULL, "-", &save)) {
-        int d = -1;
-        for (int k = 0; k < GRID_NDIMS; k++)
-            if (strcmp(t, grid_dim_names[k]) == 0) d = k;
-        if (d < 0 || (seen & (1 << d)) || n == GRID_NDIMS) return MP_ERR;
-        seen |= 1 << d;
-        order[n++] = d;
+    static const grid_dim_t dim_of[DECK_DIMS] = {
+        [DECK_DIM_TP] = GRID_TP, [DECK_DIM_DP] = GRID_DP, [DECK_DIM_SP] = GRID_SP, [DECK_DIM_PP] = GRID_PP};
+    grid_cfg_t c = {.size = {[GRID_TP] = d->parallel.tp, [GRID_DP] = d->parallel.dp, [GRID_SP] = d->parallel.sp,
+                             [GRID_PP] = d->parallel.pp}};
+    for (int k = 0; k < GRID_NDIMS; k++) c.order[k] = dim_of[d->parallel.order_dims[k]];
+    return c;
+}
+
+/* Whether order[] names each dimension once. */
+static int grid_order_ok(const int order[GRID_NDIMS])
+{
+    unsigned seen = 0;
+    for (int k = 0; k < GRID_NDIMS; k++) {
+        if (order[k] < 0 || order[k] >= GRID_NDIMS || (seen & (1u << order[k]))) return 0;
+        seen |= 1u << order[k];
     }
-    return n == GRID_NDIMS ? MP_OK : MP_ERR;
+    return 1;
 }
 
 int grid_rank_of(const grid_t *g, const int coord[GRID_NDIMS])
@@ -60,18 +63,15 @@ static void grid_comms(grid_t *g, MPI_Comm world)
     MPI_CHECK(MPI_Comm_size(g->node, &g->node_size));
 }
 
-int grid_build(grid_t *g_p, const deck_t *d, MPI_Comm world)
+int grid_build(grid_t *g_p, const grid_cfg_t *cfg, MPI_Comm world)
 {
     grid_t g;
     memset(&g, 0, sizeof g);
     MPI_CHECK(MPI_Comm_rank(world, &g.rank));
     MPI_CHECK(MPI_Comm_size(world, &g.world));
-    g.size[GRID_TP] = d->parallel.tp;
-    g.size[GRID_DP] = d->parallel.dp;
-    g.size[GRID_SP] = d->parallel.sp;
-    g.size[GRID_PP] = d->parallel.pp;
-    if (grid_parse_order(d->parallel.order, g.order) != MP_OK)
-        return MP_FAIL("parallel.order = '%s' is not a permutation of tp, dp, sp, pp joined by '-'", d->parallel.order);
+    memcpy(g.size, cfg->size, sizeof g.size);
+    memcpy(g.order, cfg->order, sizeof g.order);
+    if (!grid_order_ok(g.order)) return MP_FAIL("the grid's order is not a permutation of tp, dp, sp, pp");
     long prod = (long)g.size[0] * g.size[1] * g.size[2] * g.size[3];
     if (prod != g.world)
         return MP_FAIL("parallel.dp × tp × pp × sp = %d × %d × %d × %d = %ld, but the job has %d ranks "

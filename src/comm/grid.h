@@ -1,4 +1,4 @@
-/* The 4D rank grid (DESIGN §2): world = dp × sp × pp × tp, split into communicators.
+/* The 4D rank grid (ARCHITECTURE.md §2): world = dp × sp × pp × tp, split into communicators.
  *
  * A rank's coordinates are the digits of its world rank in a mixed-radix number whose digits are
  * the four dimensions in `parallel.order`, fastest-varying first (default tp-dp-sp-pp: TP peers
@@ -40,9 +40,18 @@ typedef struct {
 
 extern const char *const grid_dim_names[GRID_NDIMS];
 
-/* Builds the grid of world from the deck's parallel section. Refuses (MP_ERR, every rank the same
- * message) a layout whose product is not the world size or an order that is not a permutation. */
-int grid_build(grid_t *g_p, const deck_t *d, MPI_Comm world);
+/* What the grid is built from: parallel.dp, tp, sp, pp and parallel.order. */
+typedef struct {
+    int size[GRID_NDIMS];        /* by grid_dim_t */
+    int order[GRID_NDIMS];       /* dimensions (grid_dim_t), fastest-varying first */
+} grid_cfg_t;
+
+/* The deck's parallel section as a grid_cfg_t. */
+grid_cfg_t grid_cfg_from_deck(const deck_t *d);
+
+/* Builds the grid of world from cfg. Refuses (MP_ERR, every rank the same message) a layout whose
+ * product is not the world size or an order that is not a permutation. */
+int grid_build(grid_t *g_p, const grid_cfg_t *cfg, MPI_Comm world);
 void grid_free(grid_t *g);
 
 /* World rank of the given coordinates (by grid_dim_t). */

@@ -1,7 +1,6 @@
 #include "wait.h"
 
 #include <sched.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -9,11 +8,9 @@
 
 int wait_node_oversubscribed(int node_ranks) { return node_ranks > sysconf(_SC_NPROCESSORS_ONLN); }
 
-void wait_cfg_init(wait_cfg_t *w, const char *mode, double timeout, int node_ranks)
+void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ranks)
 {
-    if (strcmp(mode, "yield") == 0) w->yield = 1;
-    else if (strcmp(mode, "spin") == 0) w->yield = 0;
-    else w->yield = wait_node_oversubscribed(node_ranks);
+    w->yield = mode == DECK_WAIT_YIELD || (mode == DECK_WAIT_AUTO && wait_node_oversubscribed(node_ranks));
     w->timeout = timeout;
 }
 

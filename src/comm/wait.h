@@ -1,4 +1,4 @@
-/* Every wait in MindPipe goes through here (DESIGN §2). MPICH busy-polls: on a node with more
+/* Every wait in MindPipe goes through here (ARCHITECTURE.md §2). MPICH busy-polls: on a node with more
  * ranks than cores a blocking call starves the rank that would satisfy it (135 ms per small
  * all-reduce at 16 ranks on 2 cores, measured). So collectives are started non-blocking and waited
  * on by polling MPI_Testall, yielding the core between polls when parallel.wait = yield (auto:
@@ -9,6 +9,8 @@
 
 #include <mpi.h>
 
+#include "deck.h"
+
 typedef struct {
     int yield;        /* sched_yield between polls */
     double timeout;   /* seconds; 0 = none */
@@ -17,8 +19,9 @@ typedef struct {
 /* Whether a node with node_ranks ranks has more of them than cores (MPICH then spins against itself). */
 int wait_node_oversubscribed(int node_ranks);
 
-/* From parallel.wait (auto|yield|spin), parallel.timeout and the ranks/cores of this node. */
-void wait_cfg_init(wait_cfg_t *w, const char *mode, double timeout, int node_ranks);
+/* From parallel.wait, parallel.timeout and the ranks/cores of this node (auto: yield when the node
+ * is oversubscribed). */
+void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ranks);
 
 /* Waits for n requests; `what` names them in the timeout message. Aborts the job on timeout. */
 void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what);

@@ -1,7 +1,11 @@
 /* Input decks (deck.h). One schema table, `keys[]`, drives everything: defaults, the file parser,
  * --set overrides, the writer and the Markdown reference all walk it, so adding a key is one line.
- * The only per-key code is the cross-key rules in deck_validate and the few single-key syntax
- * checks (check_*) that the table points to.
+ * The only per-key code is the cross-key rules in deck_validate and the few single-key parsers
+ * (parse_*) that the table points to.
+ *
+ * Each value is parsed here once, into its typed field: a choice into its enum (deck_write prints
+ * the name back, so the written deck is the same text), a string with a syntax into the struct or
+ * array beside its text (the text kept as written, for deck_write).
  *
  * Messages name where the value came from ("FILE:LINE" or "--set 'ASSIGNMENT'"), section.key, the
  * value and the rule. A file is parsed to the end so that every mistake in it is reported at once.
@@ -31,38 +35,72 @@ typedef enum { T_INT, T_U64, T_DOUBLE, T_BOOL, T_BYTES, T_STRING, T_PATH, T_CHOI
 
 enum { EXCL_MIN = 1, EXCL_MAX = 2 }; /* open ends of the [min, max] range */
 
-/* A syntax rule for one string key: MP_OK, or MP_ERR with the reason in why. */
-typedef int (*key_check_fn)(const char *value, char *why, size_t nwhy);
+/* What a T_STRING key's text parses into (the largest of its typed fields). */
+typedef union {
+    deck_dim_t dims[DECK_DIMS];
+    deck_layer_list_t list;
+    deck_fail_at_t fail;
+} parsed_t;
+
+/* The syntax of one T_STRING key: MP_OK with the value in *out (a parsed_t), or MP_ERR with the
+ * reason in why (*out undefined). */
+typedef int (*key_parse_fn)(const char *value, void *out, char *why, size_t nwhy);
 
 typedef struct {
     const char *section, *key;
     key_type_t type;
-    size_t offset, size;   /* of the field in deck_t */
+    size_t offset, size;   /* of the field in deck_t (T_CHOICE: the enum; T_STRING: the text) */
     const char *def;       /* default, parsed like any value */
     double min, max;       /* numeric types; ±HUGE_VAL = unbounded */
     unsigned excl;         /* EXCL_MIN / EXCL_MAX */
-    const char *choices;   /* T_CHOICE: "a|b|c" */
-    key_check_fn check;    /* T_STRING: extra syntax rule, or NULL */
-    const char *rule;      /* T_STRING with check: the rule in words (reference, messages) */
+    const char *const *names; /* T_CHOICE: the choices, by enum value */
+    int nnames;
+    size_t text_offset, text_size;     /* T_CHOICE: a char field given the name too (size 0: none) */
+    key_parse_fn parse;    /* T_STRING: its syntax, or NULL (any text) */
+    size_t parsed_offset, parsed_size; /* T_STRING with parse: the typed field it fills */
+    const char *rule;      /* T_STRING with parse: the rule in words (reference) */
     const char *doc;
 } deck_key_t;
 
-static int check_order(const char *v, char *why, size_t nwhy);
-static int check_layer_list(const char *v, char *why, size_t nwhy);
-static int check_fail_at(const char *v, char *why, size_t nwhy);
+const char *const deck_device_names[DECK_DEVICE_COUNT] = {"cpu", "emu", "cuda"};
+const char *const deck_precision_names[DECK_PRECISION_COUNT] = {"fp32", "bf16"};
+const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "2bw"};
+const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
+const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
+const char *const deck_policy_names[DECK_POLICY_COUNT] = {"keep", "recompute", "offload", "balance", "auto"};
+const char *const deck_transfer_names[DECK_TRANSFER_COUNT] = {"auto", "collective", "independent"};
+static const char *const dim_names[DECK_DIMS] = {"tp", "dp", "sp", "pp"};
+
+static int parse_order(const char *v, void *out, char *why, size_t nwhy);
+static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy);
+static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy);
 static const char *type_name(key_type_t t);
 
 #define INF HUGE_VAL
-#define KEY(s, k, type, def, lo, hi, ex, ch, chk, rule, doc)                                                  \
-    {#s, #k, type, offsetof(deck_t, s.k), sizeof(((deck_t *)0)->s.k), def, lo, hi, ex, ch, chk, rule, doc}
-#define K_INT(s, k, def, lo, hi, doc) KEY(s, k, T_INT, def, lo, hi, 0, NULL, NULL, NULL, doc)
-#define K_U64(s, k, def, doc) KEY(s, k, T_U64, def, 0, INF, 0, NULL, NULL, NULL, doc)
-#define K_NUM(s, k, def, lo, hi, ex, doc) KEY(s, k, T_DOUBLE, def, lo, hi, ex, NULL, NULL, NULL, doc)
-#define K_BOOL(s, k, def, doc) KEY(s, k, T_BOOL, def, 0, 1, 0, NULL, NULL, NULL, doc)
-#define K_BYTES(s, k, def, doc) KEY(s, k, T_BYTES, def, 0, INF, 0, NULL, NULL, NULL, doc)
-#define K_CHOICE(s, k, def, ch, doc) KEY(s, k, T_CHOICE, def, 0, 0, 0, ch, NULL, NULL, doc)
-#define K_STR(s, k, def, chk, rule, doc) KEY(s, k, T_STRING, def, 0, 0, 0, NULL, chk, rule, doc)
-#define K_PATH(s, k, def, doc) KEY(s, k, T_PATH, def, 0, 0, 0, NULL, NULL, NULL, doc)
+#define FIELD_SIZE(s, f) sizeof(((deck_t *)0)->s.f)
+/* Key s.k stored in field s.f; the rest of the row as designated initializers. */
+#define KEY_AT(s, k, f, t, def_, ...)                                                                         \
+    {.section = #s, .key = #k, .type = t, .offset = offsetof(deck_t, s.f), .size = FIELD_SIZE(s, f),          \
+     .def = def_, __VA_ARGS__}
+#define KEY(s, k, t, def_, ...) KEY_AT(s, k, k, t, def_, __VA_ARGS__)
+#define K_INT(s, k, def_, lo, hi, doc_) KEY(s, k, T_INT, def_, .min = lo, .max = hi, .doc = doc_)
+#define K_U64(s, k, def_, doc_) KEY(s, k, T_U64, def_, .min = 0, .max = INF, .doc = doc_)
+#define K_NUM(s, k, def_, lo, hi, ex, doc_) KEY(s, k, T_DOUBLE, def_, .min = lo, .max = hi, .excl = ex, .doc = doc_)
+#define K_BOOL(s, k, def_, doc_) KEY(s, k, T_BOOL, def_, .min = 0, .max = 1, .doc = doc_)
+#define K_BYTES(s, k, def_, doc_) KEY(s, k, T_BYTES, def_, .min = 0, .max = INF, .doc = doc_)
+#define NAMES(ch) .names = ch, .nnames = (int)(sizeof ch / sizeof ch[0])
+#define K_CHOICE(s, k, def_, ch, doc_) KEY(s, k, T_CHOICE, def_, NAMES(ch), .doc = doc_)
+/* A choice whose enum lives in s.f and whose name is also copied to the char field s.k: for code
+ * that still reads the text (transitional). */
+#define K_CHOICE_TEXT(s, k, f, def_, ch, doc_)                                                                \
+    KEY_AT(s, k, f, T_CHOICE, def_, NAMES(ch), .text_offset = offsetof(deck_t, s.k), .text_size = FIELD_SIZE(s, k), \
+           .doc = doc_)
+#define K_STR(s, k, def_, doc_) KEY(s, k, T_STRING, def_, .doc = doc_)
+/* Text with a syntax, kept as written in s.k and parsed by fn into the typed field s.p. */
+#define K_PARSED(s, k, p, def_, fn, rule_, doc_)                                                              \
+    KEY(s, k, T_STRING, def_, .parse = fn, .parsed_offset = offsetof(deck_t, s.p), .parsed_size = FIELD_SIZE(s, p), \
+        .rule = rule_, .doc = doc_)
+#define K_PATH(s, k, def_, doc_) KEY(s, k, T_PATH, def_, .doc = doc_)
 
 /* The schema, in the order decks are written. Docs must not contain '|' (Markdown tables). */
 static const deck_key_t keys[] = {
@@ -91,9 +129,9 @@ static const deck_key_t keys[] = {
     K_INT(train, eval_windows, "32", 1, 1e9, "validation windows of seq_len tokens (from the start of /val)"),
     K_INT(train, threads, "0", 0, 65536, "compute threads per rank; 0 = the node's cores ÷ ranks on the node"),
     K_NUM(train, peak_gflops, "0", 0, INF, 0, "peak GFLOP/s per rank used for MFU; 0 = measure sgemm at start"),
-    K_CHOICE(train, device, "cpu", "cpu|emu|cuda",
+    K_CHOICE(train, device, "cpu", deck_device_names,
              "compute backend; emu: the CPU kernels on guarded device memory, the CUDA path's data movement"),
-    K_CHOICE(train, precision, "fp32", "fp32|bf16", "compute precision (master weights are always fp32)"),
+    K_CHOICE(train, precision, "fp32", deck_precision_names, "compute precision (master weights are always fp32)"),
 
     K_PATH(data, path, "",
            "token dataset from `mindpipe prep` (HDF5); relative to the deck's directory, or to the current "
@@ -106,32 +144,32 @@ static const deck_key_t keys[] = {
     K_INT(parallel, virtual_stages, "1", 1, 4096, "model chunks per pipeline rank (interleaved schedule)"),
     K_BOOL(parallel, zero, "0", "1 = shard optimizer state over dp (ZeRO-1)"),
     K_BOOL(parallel, overlap, "1", "start each gradient bucket's all-reduce as soon as its backward ends (0: after the whole backward; for measuring the overlap)"),
-    K_STR(parallel, order, "tp-dp-sp-pp", check_order, "tp, dp, sp and pp in any order, joined by '-'",
+    K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
-    K_CHOICE(parallel, schedule, "1f1b", "gpipe|1f1b|interleaved|2bw", "pipeline schedule"),
-    K_CHOICE(parallel, p2p, "auto", "auto|mpi|nccl",
+    K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names, "pipeline schedule"),
+    K_CHOICE(parallel, p2p, "auto", deck_p2p_names,
              "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only); "
              "auto: nccl on cuda"),
-    K_CHOICE(parallel, wait, "auto", "auto|yield|spin",
+    K_CHOICE(parallel, wait, "auto", deck_wait_names,
              "how waits poll MPI: yield the core between tests, spin, or auto (yield when the node has more "
              "ranks than cores)"),
     K_NUM(parallel, timeout, "600", 0, INF, 0,
           "seconds a wait may last before the job aborts naming the peer; 0 = none"),
 
-    K_STR(pipeline, layers, "", check_layer_list, "empty, or positive integers joined by ','",
+    K_PARSED(pipeline, layers, chunks, "", parse_layer_list, "empty, or positive integers joined by ','",
           "layers per stage, e.g. 2,3,3 (count = parallel.pp, or pp × virtual_stages chunks under "
           "interleaved; sum = model.layers); empty = balanced"),
 
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
             "powers of 1024); 0 = none"),
-    K_CHOICE(memory, policy, "keep", "keep|recompute|offload|balance|auto",
+    K_CHOICE(memory, policy, "keep", deck_policy_names,
              "stashed activations: keep until backward, recompute, offload to host, balance (BPipe) or auto "
              "(the planner chooses per layer)"),
 
     K_INT(checkpoint, every, "0", 0, 1e9, "write a checkpoint every N steps; 0 = only at the end"),
     K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted; 0 = keep all)"),
-    K_CHOICE(checkpoint, transfer, "auto", "auto|collective|independent",
+    K_CHOICE_TEXT(checkpoint, transfer, transfer_mode, "auto", deck_transfer_names,
              "MPI-IO transfers of the checkpoint's tensors: collective (two-phase buffering, for parallel file "
              "systems), independent (each rank its hyperslab), or auto (independent when the node has more ranks "
              "than cores: HDF5's collectives spin there: 35 s per checkpoint at 8 ranks on 2 cores)"),
@@ -139,11 +177,11 @@ static const deck_key_t keys[] = {
 
     K_BOOL(supernet, enabled, "0", "1 = every block is a choice block (supernet training)"),
     K_INT(supernet, window, "1", 1, 1e6, "subnets per update of the parameters every subnet shares"),
-    K_STR(supernet, candidates, "", NULL, NULL, "candidate operations of each choice block"),
+    K_STR(supernet, candidates, "", "candidate operations of each choice block"),
 
     K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations (micro-batch 0 of replica 0: the embedding, every block's output, the final "
           "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
-    K_STR(debug, fail_at, "", check_fail_at, "empty, RANK:STEP, RANK:STEP:write or RANK:STEP:hang",
+    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write or RANK:STEP:hang",
           "fault injection: rank RANK dies (SIGKILL) as step STEP begins; :write, midway through the checkpoint "
           "after step STEP; :hang, it stops answering (SIGSTOP) so its peers time out"),
 
@@ -305,15 +343,21 @@ big:
     return MP_ERR;
 }
 
-static int choice_ok(const char *choices, const char *v)
+/* The enum value of v among k's choices, or -1. */
+static int choice_find(const deck_key_t *k, const char *v)
 {
-    size_t n = strlen(v);
-    for (const char *p = choices; p; p = strchr(p, '|'), p = p ? p + 1 : NULL) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && !strncmp(p, v, n)) return 1;
-    }
-    return 0;
+    for (int i = 0; i < k->nnames; i++)
+        if (!strcmp(k->names[i], v)) return i;
+    return -1;
+}
+
+/* "a|b|c": k's choices, as messages name them. */
+static void choice_list(const deck_key_t *k, char *out, size_t n)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (int i = 0; i < k->nnames && o < n; i++)
+        o += (size_t)snprintf(out + o, n - o, "%s%s", i ? "|" : "", k->names[i]);
 }
 
 /* Made absolute against base (the deck's directory; NULL: the current directory). The longest
@@ -371,6 +415,7 @@ static int key_parse(const deck_key_t *k, const char *raw, const char *base, dec
     double x;
     int b;
     char *end;
+    parsed_t parsed;
     switch (k->type) {
     case T_INT:
         if (parse_long(v, &i) != MP_OK) return snprintf(why, nwhy, "not an integer"), MP_ERR;
@@ -397,12 +442,19 @@ static int key_parse(const deck_key_t *k, const char *raw, const char *base, dec
         if (in_range(k, x, why, nwhy) != MP_OK) return MP_ERR;
         *(double *)dst = x;
         return MP_OK;
-    case T_CHOICE:
-        if (!choice_ok(k->choices, v)) return snprintf(why, nwhy, "not one of %s", k->choices), MP_ERR;
-        break;
+    case T_CHOICE: {
+        char list[256];
+        if ((b = choice_find(k, v)) < 0) {
+            choice_list(k, list, sizeof list);
+            return snprintf(why, nwhy, "not one of %s", list), MP_ERR;
+        }
+        *(int *)dst = b;
+        if (k->text_size) snprintf((char *)d + k->text_offset, k->text_size, "%s", v);
+        return MP_OK;
+    }
     case T_STRING:
         if (string_writable(v, why, nwhy) != MP_OK) return MP_ERR;
-        if (k->check && k->check(v, why, nwhy) != MP_OK) return MP_ERR;
+        if (k->parse && k->parse(v, &parsed, why, nwhy) != MP_OK) return MP_ERR;
         break;
     case T_PATH:
         if (string_writable(v, why, nwhy) != MP_OK) return MP_ERR;
@@ -410,6 +462,7 @@ static int key_parse(const deck_key_t *k, const char *raw, const char *base, dec
     }
     if (len >= k->size) return snprintf(why, nwhy, "longer than %zu characters", k->size - 1), MP_ERR;
     memcpy(dst, v, len + 1);
+    if (k->parse) memcpy((char *)d + k->parsed_offset, &parsed, k->parsed_size);
     return MP_OK;
 }
 
@@ -433,6 +486,9 @@ static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n
             if (strtod(out, NULL) == *(const double *)src) return;
         }
         return;
+    case T_CHOICE:
+        snprintf(out, n, "%s", k->names[*(const int *)src]);
+        return;
     default: {
         const char *s = src;
         size_t len = strlen(s);
@@ -444,63 +500,61 @@ static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n
 
 /* ---- single-key syntax rules ---------------------------------------------------------------------- */
 
-static int check_order(const char *v, char *why, size_t nwhy)
+static int parse_order(const char *v, void *out, char *why, size_t nwhy)
 {
-    static const char *const dims[] = {"tp", "dp", "sp", "pp"};
-    int seen[4] = {0}, count = 0;
+    deck_dim_t *dims = out;
+    int seen[DECK_DIMS] = {0}, count = 0;
     for (const char *p = v;; p += 3) {
         int hit = -1;
-        for (int i = 0; i < 4; i++)
-            if (!strncmp(p, dims[i], 2)) hit = i;
+        for (int i = 0; i < DECK_DIMS; i++)
+            if (!strncmp(p, dim_names[i], 2)) hit = i;
         if (hit < 0 || seen[hit] || (p[2] != '-' && p[2] != 0)) break;
-        seen[hit] = 1, count++;
-        if (p[2] == 0 && count == 4) return MP_OK;
+        seen[hit] = 1, dims[count++] = (deck_dim_t)hit;
+        if (p[2] == 0 && count == DECK_DIMS) return MP_OK;
         if (p[2] == 0) break;
     }
     snprintf(why, nwhy, "not a permutation of tp, dp, sp, pp joined by '-' (e.g. tp-dp-sp-pp)");
     return MP_ERR;
 }
 
-/* "" or "a,b,c" with positive integers: count and sum returned (for the cross-key rules). */
-static int layer_list_parse(const char *v, int *count_p, long long *sum_p)
+/* "" or "a,b,c" with positive integers (spaces allowed around them). */
+static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
 {
-    int count = 0;
-    long long sum = 0;
+    deck_layer_list_t *l = out;
+    l->n = 0;
     for (const char *p = v; *p;) {
         char *end;
         while (*p == ' ') p++;
-        if (!isdigit((unsigned char)*p)) return MP_ERR;
+        if (!isdigit((unsigned char)*p) || l->n == DECK_LIST_MAX) goto bad;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (errno || x <= 0 || x > INT_MAX) return MP_ERR;
+        if (errno || x <= 0 || x > INT_MAX) goto bad;
         while (*end == ' ') end++;
-        if (*end && *end != ',') return MP_ERR;
-        count++, sum += x;
+        if (*end && *end != ',') goto bad;
+        l->layers[l->n++] = (int)x;
         p = *end ? end + 1 : end;
-        if (*end && !*p) return MP_ERR; /* trailing comma */
+        if (*end && !*p) goto bad; /* trailing comma */
     }
-    *count_p = count, *sum_p = sum;
     return MP_OK;
-}
-
-static int check_layer_list(const char *v, char *why, size_t nwhy)
-{
-    int count;
-    long long sum;
-    if (layer_list_parse(v, &count, &sum) == MP_OK) return MP_OK;
+bad:
     snprintf(why, nwhy, "not a comma-separated list of positive integers (e.g. 2,3,3)");
     return MP_ERR;
 }
 
-static int check_fail_at(const char *v, char *why, size_t nwhy)
+/* "", RANK:STEP, RANK:STEP:write or RANK:STEP:hang (numbers past LONG_MAX saturate). */
+static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
 {
+    deck_fail_at_t *f = out;
     char *end;
+    *f = (deck_fail_at_t){.rank = -1, .step = -1, .mode = DECK_FAIL_NONE};
     if (!v[0]) return MP_OK;
     if (isdigit((unsigned char)v[0])) {
-        strtol(v, &end, 10);
+        f->rank = strtol(v, &end, 10);
         if (*end == ':' && isdigit((unsigned char)end[1])) {
-            strtol(end + 1, &end, 10);
-            if (!*end || !strcmp(end, ":write") || !strcmp(end, ":hang")) return MP_OK;
+            f->step = strtol(end + 1, &end, 10);
+            f->mode = !*end ? DECK_FAIL_KILL : !strcmp(end, ":write") ? DECK_FAIL_WRITE
+                    : !strcmp(end, ":hang") ? DECK_FAIL_HANG : DECK_FAIL_NONE;
+            if (f->mode != DECK_FAIL_NONE) return MP_OK;
         }
     }
     snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write or RANK:STEP:hang (e.g. 3:120 or 0:10:write) or empty");
@@ -515,6 +569,7 @@ static size_t type_size(key_type_t t)
     switch (t) {
     case T_INT:
     case T_BOOL:
+    case T_CHOICE: /* an enum */
         return sizeof(int);
     case T_U64:
     case T_BYTES:
@@ -534,6 +589,9 @@ void deck_defaults(deck_t *d)
         if (type_size(keys[i].type) && type_size(keys[i].type) != keys[i].size)
             MP_ABORT("deck schema: %s.%s is declared %s but its field has %zu bytes", keys[i].section,
                      keys[i].key, type_name(keys[i].type), keys[i].size);
+        else if (keys[i].parsed_size > sizeof(parsed_t))
+            MP_ABORT("deck schema: %s.%s parses into %zu bytes, more than parsed_t holds", keys[i].section,
+                     keys[i].key, keys[i].parsed_size);
         else if (key_parse(&keys[i], keys[i].def, "/", d, why, sizeof why) != MP_OK)
             MP_ABORT("deck schema: default of %s.%s = '%s' is %s", keys[i].section, keys[i].key, keys[i].def, why);
 }
@@ -738,28 +796,26 @@ int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
 
 int deck_chunks_per_stage(const deck_t *d)
 {
-    return d->parallel.pp > 1 && strcmp(d->parallel.schedule, "interleaved") == 0 ? d->parallel.virtual_stages : 1;
+    return d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
 }
 
 static int validate_pipeline(const deck_t *d)
 {
-    int count, nerr = 0;
-    long long sum;
+    int nerr = 0;
+    long long sum = 0;
     const char *v = d->pipeline.layers;
-    const int vs = deck_chunks_per_stage(d), K = d->parallel.pp * vs;
-    if (d->parallel.virtual_stages > 1 && strcmp(d->parallel.schedule, "interleaved") != 0)
+    const deck_layer_list_t *l = &d->pipeline.chunks;
+    const int vs = deck_chunks_per_stage(d), K = d->parallel.pp * vs, count = l->n;
+    if (d->parallel.virtual_stages > 1 && d->parallel.schedule_kind != DECK_SCHED_INTERLEAVED)
         nerr++, MP_ERROR("parallel.virtual_stages=%d needs parallel.schedule=interleaved (it is %s)",
-                         d->parallel.virtual_stages, d->parallel.schedule);
+                         d->parallel.virtual_stages, deck_schedule_names[d->parallel.schedule_kind]);
     if (vs > PARAM_MAX_CHUNKS)
         nerr++, MP_ERROR("parallel.virtual_stages=%d: at most %d model chunks per stage", vs, PARAM_MAX_CHUNKS);
     if (vs > 1 && K > d->model.layers)
         nerr++, MP_ERROR("parallel.pp × parallel.virtual_stages = %d × %d = %d model chunks, more than "
                          "model.layers=%d: every chunk needs a layer", d->parallel.pp, vs, K, d->model.layers);
-    if (!v[0]) return nerr;
-    if (layer_list_parse(v, &count, &sum) != MP_OK) {
-        MP_ERROR("pipeline.layers='%s' is not a comma-separated list of positive integers", v);
-        return nerr + 1;
-    }
+    if (count == 0) return nerr;
+    for (int k = 0; k < count; k++) sum += l->layers[k];
     if (count != K && vs > 1)
         nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but the interleaved schedule cuts the model into "
                          "parallel.pp × parallel.virtual_stages = %d chunks (one entry per chunk)", v, count, K);
@@ -847,12 +903,9 @@ static void allowed_text(const deck_key_t *k, char *out, size_t n)
 {
     switch (k->type) {
     case T_CHOICE: {
-        size_t o = (size_t)snprintf(out, n, "`");
-        for (const char *p = k->choices; *p && o + 6 < n; p++) {
-            if (*p == '|') o += (size_t)snprintf(out + o, n - o, "`, `");
-            else out[o++] = *p;
-        }
-        snprintf(out + o, n - o, "`");
+        size_t o = 0;
+        for (int i = 0; i < k->nnames && o < n; i++)
+            o += (size_t)snprintf(out + o, n - o, "%s`%s`", i ? ", " : "", k->names[i]);
         return;
     }
     case T_STRING:

@@ -1,10 +1,14 @@
 /* Input decks: INI files with sections [model] [train] [data] [parallel] [pipeline] [memory]
- * [checkpoint] [supernet] [debug] [cost] (DESIGN §1), parsed with libinih.
+ * [checkpoint] [supernet] [debug] [cost] (ARCHITECTURE.md §1), parsed with libinih.
  *
  * The schema (deck.c) is one table: every key with its type, default, allowed range or choices and
  * a one-line doc. Unknown sections/keys, values that do not parse, values out of range and
  * cross-key rules that fail are errors naming the file, line, section.key and the rule broken.
- * `--set section.key=value` overrides are applied after the file, with the same checks. */
+ * `--set section.key=value` overrides are applied after the file, with the same checks.
+ *
+ * Every value is parsed once, here, into its typed field: choices into enums, parallel.order,
+ * pipeline.layers and debug.fail_at into arrays and structs. Nothing outside the deck reads deck
+ * text; modules take their own config structs filled from the deck (optim_cfg_t, grid_cfg_t, ...). */
 #ifndef MP_DECK_H
 #define MP_DECK_H
 
@@ -13,7 +17,56 @@
 
 #define DECK_STR 256
 #define DECK_PATH 4096
+/* Most entries a pipeline.layers text of DECK_STR - 1 characters can hold ("1,1,...,1"). */
+#define DECK_LIST_MAX (DECK_STR / 2)
 
+/* The choice keys, parsed once when the deck is read: each is stored as its enum, and the deck's
+ * text (deck_write, messages) is its entry in the matching *_names table. The order of each enum is
+ * the order of the choices in the schema and the reference. */
+typedef enum { DECK_DEVICE_CPU, DECK_DEVICE_EMU, DECK_DEVICE_CUDA, DECK_DEVICE_COUNT } deck_device_t;
+typedef enum { DECK_PRECISION_FP32, DECK_PRECISION_BF16, DECK_PRECISION_COUNT } deck_precision_t;
+/* The schedules of src/sched (sched_kind_t, which config may not see): app maps one to the other. */
+typedef enum {
+    DECK_SCHED_GPIPE, DECK_SCHED_1F1B, DECK_SCHED_INTERLEAVED, DECK_SCHED_2BW, DECK_SCHED_COUNT
+} deck_schedule_t;
+typedef enum { DECK_WAIT_AUTO, DECK_WAIT_YIELD, DECK_WAIT_SPIN, DECK_WAIT_COUNT } deck_wait_t;
+typedef enum { DECK_P2P_AUTO, DECK_P2P_MPI, DECK_P2P_NCCL, DECK_P2P_COUNT } deck_p2p_t;
+typedef enum {
+    DECK_POLICY_KEEP, DECK_POLICY_RECOMPUTE, DECK_POLICY_OFFLOAD, DECK_POLICY_BALANCE, DECK_POLICY_AUTO,
+    DECK_POLICY_COUNT
+} deck_policy_t;
+typedef enum {
+    DECK_TRANSFER_AUTO, DECK_TRANSFER_COLLECTIVE, DECK_TRANSFER_INDEPENDENT, DECK_TRANSFER_COUNT
+} deck_transfer_t;
+
+extern const char *const deck_device_names[DECK_DEVICE_COUNT];
+extern const char *const deck_precision_names[DECK_PRECISION_COUNT];
+extern const char *const deck_schedule_names[DECK_SCHED_COUNT];
+extern const char *const deck_wait_names[DECK_WAIT_COUNT];
+extern const char *const deck_p2p_names[DECK_P2P_COUNT];
+extern const char *const deck_policy_names[DECK_POLICY_COUNT];
+extern const char *const deck_transfer_names[DECK_TRANSFER_COUNT];
+
+/* The grid dimensions parallel.order names ("tp", "dp", "sp", "pp"). */
+typedef enum { DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP, DECK_DIMS } deck_dim_t;
+
+/* debug.fail_at = RANK:STEP[:write|:hang] parsed: rank `rank` fails at step `step` in `mode`.
+ * kill: SIGKILL as the step begins; write: dies midway through the checkpoint written after the
+ * step; hang: SIGSTOP once the step's stop-request agreement is behind it. "" is mode NONE. */
+typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG } deck_fail_mode_t;
+typedef struct {
+    long rank, step;
+    deck_fail_mode_t mode;
+} deck_fail_at_t;
+
+/* pipeline.layers parsed: the layers of each model chunk; n = 0: balanced (the text is empty). */
+typedef struct {
+    int n;
+    int layers[DECK_LIST_MAX];
+} deck_layer_list_t;
+
+/* The resolved deck. Keys whose text is free-form (parallel.order, pipeline.layers,
+ * debug.fail_at) keep it as written, for deck_write, beside the value parsed from it. */
 typedef struct {
     struct {
         int layers, dim, heads, seq_len, vocab, mlp_ratio;
@@ -24,8 +77,8 @@ typedef struct {
         uint64_t seed;
         int log_every, eval_every, eval_windows, threads;
         double peak_gflops;            /* 0: measure the sgemm peak at start */
-        char device[DECK_STR];         /* cpu | cuda */
-        char precision[DECK_STR];      /* fp32 | bf16 */
+        deck_device_t device;
+        deck_precision_t precision;    /* of the products; master weights are always fp32 */
     } train;
     struct {
         char path[DECK_PATH];          /* made absolute (relative to the deck's directory) */
@@ -33,21 +86,25 @@ typedef struct {
     struct {
         int dp, tp, pp, sp, virtual_stages, zero, overlap;
         char order[DECK_STR];          /* e.g. tp-dp-sp-pp (fastest first) */
-        char schedule[DECK_STR];       /* gpipe | 1f1b | interleaved | 2bw */
-        char wait[DECK_STR];           /* auto | yield | spin */
-        char p2p[DECK_STR];            /* auto | mpi | nccl */
+        deck_dim_t order_dims[DECK_DIMS]; /* parallel.order parsed: the dimensions, fastest first */
+        deck_schedule_t schedule_kind; /* parallel.schedule */
+        char schedule[DECK_STR];       /* its name: transitional, for src/app/train.c (use schedule_kind) */
+        deck_wait_t wait;
+        deck_p2p_t p2p;
         double timeout;                /* seconds; 0 = none */
     } parallel;
     struct {
-        char layers[DECK_STR];         /* "" (balanced) or "a,b,c" */
+        char layers[DECK_STR];         /* "" (balanced) or "a,b,c" as written */
+        deck_layer_list_t chunks;      /* pipeline.layers parsed */
     } pipeline;
     struct {
         uint64_t device_limit;         /* bytes; 0 = none. Accepts suffixes K, M, G (binary). */
-        char policy[DECK_STR];         /* keep | recompute | offload | balance | auto */
+        deck_policy_t policy;
     } memory;
     struct {
         int every, keep, final;
-        char transfer[DECK_STR];       /* auto | collective | independent */
+        deck_transfer_t transfer_mode; /* checkpoint.transfer */
+        char transfer[DECK_STR];       /* its name: transitional, for src/app/train.c (use transfer_mode) */
     } checkpoint;
     struct {
         int enabled, window;
@@ -55,7 +112,8 @@ typedef struct {
     } supernet;
     struct {
         int dump_activations;          /* step, -1 = never */
-        char fail_at[DECK_STR];        /* "RANK:STEP" or "" */
+        char fail_at[DECK_STR];        /* "RANK:STEP[:write|:hang]" or "", as written */
+        deck_fail_at_t fail;           /* debug.fail_at parsed */
     } debug;
     struct {
         double grid_gco2_per_kwh;

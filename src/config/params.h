@@ -1,4 +1,4 @@
-/* The GPT parameter table: every tensor's canonical name (DESIGN §3), shape and offset in one
+/* The GPT parameter table: every tensor's canonical name (ARCHITECTURE.md §3), shape and offset in one
  * contiguous float buffer. Parameters, gradients and both AdamW moments are separate buffers laid
  * out by the same table, so one table describes all four and named views point into any of them.
  *
@@ -29,7 +29,7 @@ typedef enum {
     PK_COUNT
 } param_kind_t;
 
-/* How a tensor is split over tensor-parallel ranks (Megatron, DESIGN §4). */
+/* How a tensor is split over tensor-parallel ranks (Megatron, ARCHITECTURE.md §4). */
 typedef enum {
     SPLIT_NONE,  /* replicated: every TP rank holds all of it */
     SPLIT_ROWS,  /* column-parallel products and the vocab-parallel embedding: a block of rows

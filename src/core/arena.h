@@ -1,4 +1,4 @@
-/* Per-rank device-memory arena (DESIGN §6). Every model allocation (parameters, gradients, optimizer
+/* Per-rank device-memory arena (ARCHITECTURE.md §6). Every model allocation (parameters, gradients, optimizer
  * moments, activations, scratch) goes through it. On the CPU backend the memory is ordinary host
  * memory, but the capacity (memory.device_limit) and the peak accounting are real: a stage can be
  * put under memory pressure in a test, and the peak is what the progress line reports. */

@@ -1,4 +1,4 @@
-/* Counter-based randomness (DESIGN §3): every random number is a pure function of global indices
+/* Counter-based randomness (ARCHITECTURE.md §3): every random number is a pure function of global indices
  * (seed, stream, a, b), never of the rank or of call order, so every layout draws the same numbers
  * and a resumed run draws what an uninterrupted one would have.
  *

@@ -1,17 +1,21 @@
-/* The compute backend the model runs on (train.device, DESIGN §8): where its buffers live, which
+/* The compute backend the model runs on (train.device, ARCHITECTURE.md §8): where its buffers live, which
  * kernels run on them, and how collectives and host copies reach them. The trainer calls be_* for
- * everything that touches model memory, so one code path drives all three:
+ * everything that touches model memory, so one code path drives all three. Each backend is one
+ * table of operations (be_ops_t), filled by its own files; be_<op> calls the entry of the table
+ * be_init chose and never knows which backend it runs:
  *
- *   cpu   the kernels of kernels.h on host memory. Copies between "host" and "device" are no-ops
- *         (the buffers are the same), collectives are MPI through wait.h.
- *   emu   the CPU kernels on a separate "device" region that host code cannot read: the region is
- *         mapped PROT_NONE except inside a be_* call, so a host access the CUDA path would make to
- *         device memory is a segmentation fault here, and every crossing of the boundary is an
- *         explicit be_to_host / be_to_device. This is how the CUDA path's data movement is tested on
- *         machines with no GPU; its results are bitwise those of cpu.
- *   cuda  (CUDA builds) the cu_* kernels on one cudaMalloc'd region, work enqueued on the compute
- *         stream; collectives through NCCL communicators twinned with the grid's MPI ones; data
- *         parallel buckets on the collective stream, ordered by events. Never run by us (docs/GPU.md).
+ *   cpu   (backend_cpu.c, backend_cpu_coll.c) the kernels of kernels.h on host memory. Copies
+ *         between "host" and "device" are plain copies (none when both are the same buffer),
+ *         collectives are MPI through wait.h.
+ *   emu   (backend_emu.c) the cpu backend on a separate "device" region that host code cannot read:
+ *         the region is mapped PROT_NONE except inside a be_* call, so a host access the CUDA path
+ *         would make to device memory is a segmentation fault here, and every crossing of the
+ *         boundary is an explicit be_to_host / be_to_device. This is how the CUDA path's data
+ *         movement is tested on machines with no GPU; its results are bitwise those of cpu.
+ *   cuda  (backend_cuda.c, backend_cuda_coll.c, backend_cuda_p2p.c; CUDA builds) the cu_* kernels
+ *         on one cudaMalloc'd region, work enqueued on the compute stream; collectives through NCCL
+ *         communicators twinned with the grid's MPI ones; data parallel buckets on the collective
+ *         stream, ordered by events. Never run by us (docs/GPU.md).
  *
  * Pointers called "device" below are into the backend's region (cpu: ordinary host memory). Host
  * pointers are ordinary memory; be_host_alloc gives pinned memory on cuda. Collective failures and
@@ -23,18 +27,22 @@
 #include <stddef.h>
 
 #include "arena.h"
+#include "be_kernels.h"
 #include "wait.h"
 
 typedef enum { BE_CPU = 0, BE_EMU = 1, BE_CUDA = 2 } be_kind_t;
 
+typedef struct be_ops_s be_ops_t;
+
 typedef struct backend_s {
     be_kind_t kind;
+    const be_ops_t *ops;     /* the kind's table */
     const wait_cfg_t *wait;  /* every MPI wait of the cpu and emu collectives */
     /* the device region (emu, cuda): bump-allocated through the arena */
     char *base;
     size_t capacity;
     int open;                /* emu: nesting depth of be_* calls with the region readable */
-    void *cuda;              /* cuda: the backend's CUDA state (backend_cuda.c) */
+    void *state;             /* cuda: the backend's CUDA state (backend_cuda.h) */
     MPI_Request *bucket_req; /* cpu: the started gradient buckets */
     int nbuckets, max_buckets;
 } backend_t;
@@ -53,93 +61,131 @@ void be_destroy(backend_t *be);
 /* Whether model buffers are host memory (cpu): host code may read them in place. */
 static inline int be_host_visible(const backend_t *be) { return be->kind == BE_CPU; }
 
-/* cuda: creates the NCCL twin of comm (collective over comm; rank 0 draws the id). Later collectives
- * on comm go through it. cpu and emu: nothing. Call once per communicator, after be_init. */
-void be_comm_add(backend_t *be, MPI_Comm comm);
+/* ---- the operations besides the kernels (those: be_kernels.h) ----
+ * One entry each, X(return type, name, (parameters), (arguments)) as in be_kernels.h but with the
+ * backend first, always named be: each makes be_<name> with those parameters and its table entry.
+ * The lists are grouped by what the emu backend does with them: it runs cpu's memory operations,
+ * collectives and kernels with its region open, its own buckets, and cpu's host operations and
+ * point-to-point as they are. */
 
-/* ---- memory ---- */
-void be_zero(backend_t *be, void *dev, size_t bytes);
-void be_copy(backend_t *be, void *dev_dst, const void *dev_src, size_t bytes);
-/* Host <-> device. to_host waits for the work before it (the result is in host memory on return). */
-void be_to_device(backend_t *be, void *dev_dst, const void *host_src, size_t bytes);
-void be_to_host(backend_t *be, void *host_dst, const void *dev_src, size_t bytes);
-/* Host memory for copies that cross to the device often (pinned on cuda), zeroed. NULL when out of
- * memory. */
-void *be_host_alloc(backend_t *be, size_t bytes);
-void be_host_free(backend_t *be, void *p);
-/* Waits until all work enqueued so far is done (cuda: the compute and collective streams). */
-void be_sync(backend_t *be);
+/* Device memory:
+ *   zero       dev (bytes) = 0
+ *   copy       dev_dst (bytes) = dev_src
+ *   to_device  dev_dst (bytes) = host_src
+ *   to_host    host_dst (bytes) = dev_src, after the work before it: in host memory on return */
+#define BE_MEMORY_OPS(X, XR)                                                                                        \
+    X(void, zero, (backend_t *be, void *dev, size_t bytes), (be, dev, bytes))                                       \
+    X(void, copy, (backend_t *be, void *dev_dst, const void *dev_src, size_t bytes), (be, dev_dst, dev_src, bytes)) \
+    X(void, to_device, (backend_t *be, void *dev_dst, const void *host_src, size_t bytes),                          \
+      (be, dev_dst, host_src, bytes))                                                                               \
+    X(void, to_host, (backend_t *be, void *host_dst, const void *dev_src, size_t bytes),                            \
+      (be, host_dst, dev_src, bytes))
 
-/* ---- kernels: kernels.h one for one, arguments device pointers ---- */
-void be_encoder_forward(backend_t *be, float *out, const int *tokens, const float *wte, const float *wpe, int B,
-                        int T, int C, int v0, int vn);
-void be_position_forward(backend_t *be, float *out, const float *wpe, int B, int T, int C);
-void be_encoder_backward(backend_t *be, float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
-                         int T, int C, int v0, int vn);
-void be_layernorm_forward(backend_t *be, float *out, float *mean, float *rstd, const float *inp, const float *w,
-                          const float *b, int N, int C);
-void be_layernorm_backward(backend_t *be, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                           const float *w, const float *mean, const float *rstd, int N, int C);
-void be_matmul_forward(backend_t *be, float *out, const float *inp, const float *w, const float *bias, int N, int C,
-                       int OC);
-void be_matmul_residual_forward(backend_t *be, float *out, const float *res, const float *inp, const float *w,
-                                const float *bias, int N, int C, int OC);
-void be_matmul_backward(backend_t *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const float *w, int N, int C, int OC);
-void be_attention_forward(backend_t *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
-void be_attention_backward(backend_t *be, float *dqkv, float *datt, const float *dout, const float *qkv,
-                           const float *att, int B, int T, int C, int NH);
-void be_gelu_forward(backend_t *be, float *out, const float *inp, size_t n);
-void be_gelu_backward(backend_t *be, float *dinp, const float *inp, const float *dout, size_t n);
-void be_crossentropy_forward(backend_t *be, float *losses, float *probs_logits, const int *targets, int N, int V);
-void be_crossentropy_backward(backend_t *be, float *dlogits, const float *probs, const int *targets, float dloss,
-                              int N, int V, int v0);
-void be_xent_local_max(backend_t *be, float *max, float *tlogit, const float *logits, const int *targets, int N,
-                       int Vl, int v0, int valid);
-void be_xent_local_expsum(backend_t *be, float *sum, float *logits, const float *max, int N, int Vl, int valid);
-void be_xent_finish(backend_t *be, float *losses, float *probs, const float *max, const float *sum,
-                    const float *tlogit, int N, int Vl);
-void be_adamw_update(backend_t *be, float *param, const float *grad, float *m, float *v, size_t n, float lr,
-                     float beta1, float beta2, float eps, float wd, int t, float grad_scale);
-/* Returns Σ x² to the host (waits for the work before it). */
-double be_sumsq(backend_t *be, const float *x, size_t n);
-void be_vec_add(backend_t *be, float *out, const float *a, const float *b, size_t n);
+/* The host side:
+ *   host_alloc  host memory for copies that cross to the device often (pinned on cuda), zeroed;
+ *               NULL when out of memory
+ *   host_free   gives it back
+ *   sync        waits until all work enqueued so far is done (cuda: the compute and collective
+ *               streams)
+ *   comm_add    cuda: creates the NCCL twin of comm (collective over comm; rank 0 draws the id);
+ *               later collectives on comm go through it. cpu and emu: nothing. Once per
+ *               communicator, after be_init; MPI_COMM_NULL is ignored. */
+#define BE_HOST_OPS(X, XR)                                             \
+    XR(void *, host_alloc, (backend_t *be, size_t bytes), (be, bytes)) \
+    X(void, host_free, (backend_t *be, void *p), (be, p))              \
+    X(void, sync, (backend_t *be), (be))                               \
+    X(void, comm_add, (backend_t *be, MPI_Comm comm), (be, comm))
 
-/* ---- collectives on device buffers ---- */
-/* In place, op MPI_SUM or MPI_MAX over comm; ordered after the work before it and before the work
- * after it (cuda: on the compute stream). `what` names it in a timeout. */
-void be_allreduce(backend_t *be, float *buf, size_t n, MPI_Op op, MPI_Comm comm, const char *what);
-/* A gradient bucket's sum over comm, started now and overlapping the work after it until
- * be_buckets_wait (cpu: MPI_Iallreduce; cuda: NCCL on the collective stream after an event of the
- * compute stream; emu: summed at once, since MPI progresses inside later calls, when the region
- * would be closed). At most `max` buckets between waits (be_buckets_reserve). */
-int be_buckets_reserve(backend_t *be, int max);
-void be_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm);
-/* Lets MPI progress the started buckets (cpu); nothing elsewhere. */
-void be_buckets_progress(backend_t *be);
-/* Every started bucket is summed before the work after this call (cuda: the compute stream waits on
- * the collective stream's event; the host does not block). */
-void be_buckets_wait(backend_t *be, const char *what);
-/* ZeRO-1: recv (count) = this rank's slice of Σ send (ranks·count); buf (ranks·count) in place =
- * every rank's slice [r·count, (r+1)·count) of it, gathered. */
-void be_reduce_scatter(backend_t *be, const float *send, float *recv, size_t count, MPI_Comm comm, const char *what);
-void be_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, const char *what);
+/* Collectives on device buffers, ordered after the work before them and before the work after them
+ * (cuda: on the compute stream); `what` names the call in a timeout:
+ *   allreduce       buf (n) in place, op MPI_SUM or MPI_MAX over comm
+ *   reduce_scatter  ZeRO-1: recv (count) = this rank's slice of Σ send (ranks·count)
+ *   allgather       buf (ranks·count) in place = every rank's slice [r·count, (r+1)·count) of it,
+ *                   gathered */
+#define BE_COLL_OPS(X, XR)                                                                                \
+    X(void, allreduce, (backend_t *be, float *buf, size_t n, MPI_Op op, MPI_Comm comm, const char *what), \
+      (be, buf, n, op, comm, what))                                                                       \
+    X(void, reduce_scatter,                                                                               \
+      (backend_t *be, const float *send, float *recv, size_t count, MPI_Comm comm, const char *what),     \
+      (be, send, recv, count, comm, what))                                                                \
+    X(void, allgather, (backend_t *be, float *buf, size_t count, MPI_Comm comm, const char *what),        \
+      (be, buf, count, comm, what))
 
-/* ---- pipeline point-to-point on the device (cuda, parallel.p2p = nccl; the schedule translation
- * and why it cannot deadlock: sim_nccl.h) ----
- * Each pipeline boundary (stage b → b+1 mod pp) has a 2-rank NCCL communicator for activations and
- * one for gradients; this stage drives its four with one stream each. A receive lands in `slot`'s
- * event; the compute stream waits on it at be_p2p_wait, where the data is first read. */
+/* Data-parallel gradient buckets:
+ *   bucket_start      a bucket's sum over comm, started now and overlapping the work after it until
+ *                     buckets_wait (cpu: MPI_Iallreduce; cuda: NCCL on the collective stream after
+ *                     an event of the compute stream; emu: summed at once, since MPI progresses
+ *                     inside later calls, when the region would be closed). At most
+ *                     be_buckets_reserve's max between waits.
+ *   buckets_progress  lets MPI progress the started buckets (cpu); nothing elsewhere
+ *   buckets_wait      every started bucket is summed before the work after this call (cuda: the
+ *                     compute stream waits on the collective stream's event; the host does not
+ *                     block) */
+#define BE_BUCKET_OPS(X, XR)                                                                        \
+    X(void, bucket_start, (backend_t *be, float *buf, size_t n, MPI_Comm comm), (be, buf, n, comm)) \
+    X(void, buckets_progress, (backend_t *be), (be))                                                \
+    X(void, buckets_wait, (backend_t *be, const char *what), (be, what))
+
+/* Pipeline point-to-point on the device (cuda, parallel.p2p = nccl; elsewhere fatal, and run.c
+ * refuses the setting; the schedule translation and why it cannot deadlock: sim_nccl.h). Each
+ * pipeline boundary (stage b → b+1 mod pp) has a 2-rank NCCL communicator for activations and one
+ * for gradients; this stage drives its four with one stream each. A receive lands in `slot`'s
+ * event; the compute stream waits on it at be_p2p_wait, where the data is first read.
+ *   p2p_setup  collective over pp_comm (ascending boundaries, so every rank creates them in one
+ *              global order). wrap: the last stage sends to the first (interleaved). slots:
+ *              receive events per direction.
+ *   p2p_send   after the compute work enqueued so far: send n floats at buf
+ *   p2p_recv   after the compute work enqueued so far: receive n floats into buf
+ *   p2p_wait   the compute stream waits for slot's receive (dir ACT_IN or GRAD_IN)
+ *   p2p_fence  the compute stream waits for everything enqueued so far on dir's stream */
 enum { BE_P2P_ACT_IN, BE_P2P_ACT_OUT, BE_P2P_GRAD_IN, BE_P2P_GRAD_OUT, BE_P2P_DIRS };
-/* Collective over pp_comm (ascending boundaries, so every rank creates them in one global order).
- * wrap: the last stage sends to the first (interleaved). slots: receive events per direction. */
-void be_p2p_setup(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap, int slots);
-/* After the compute work enqueued so far: send n floats at buf / receive into buf. */
-void be_p2p_send(backend_t *be, int dir, const float *buf, size_t n);
-void be_p2p_recv(backend_t *be, int dir, float *buf, size_t n, int slot);
-/* The compute stream waits for slot's receive (dir ACT_IN or GRAD_IN). */
-void be_p2p_wait(backend_t *be, int dir, int slot);
-/* The compute stream waits for everything enqueued so far on dir's stream. */
-void be_p2p_fence(backend_t *be, int dir);
+#define BE_P2P_OPS(X, XR)                                                                                \
+    X(void, p2p_setup, (backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap, int slots),        \
+      (be, pp_comm, pp, stage, wrap, slots))                                                             \
+    X(void, p2p_send, (backend_t *be, int dir, const float *buf, size_t n), (be, dir, buf, n))           \
+    X(void, p2p_recv, (backend_t *be, int dir, float *buf, size_t n, int slot), (be, dir, buf, n, slot)) \
+    X(void, p2p_wait, (backend_t *be, int dir, int slot), (be, dir, slot))                               \
+    X(void, p2p_fence, (backend_t *be, int dir), (be, dir))
+
+#define BE_OPS(X, XR) \
+    BE_MEMORY_OPS(X, XR) BE_HOST_OPS(X, XR) BE_COLL_OPS(X, XR) BE_BUCKET_OPS(X, XR) BE_P2P_OPS(X, XR)
+
+/* be_<name> for every operation above and every kernel of be_kernels.h (backend.c). */
+#define BE_OP_DECL(ret, name, params, args) ret be_##name params;
+#define BE_KERNEL_DECL(ret, name, params, args) ret be_##name(backend_t *be, BE_ARGS params);
+BE_OPS(BE_OP_DECL, BE_OP_DECL)
+BE_KERNELS(BE_KERNEL_DECL, BE_KERNEL_DECL)
+#undef BE_OP_DECL
+#undef BE_KERNEL_DECL
+
+/* Reserves room for `max` gradient buckets between waits. MP_OK or MP_ERR (out of memory). */
+int be_buckets_reserve(backend_t *be, int max);
+
+/* ---- the tables ---- */
+
+/* One backend: an entry for every operation and every kernel (be_init refuses a table with a
+ * missing one), and its set-up. */
+struct be_ops_s {
+    const char *device; /* its train.device name */
+    /* Sets up the region (be->base, be->capacity) and be->state from be_init's arguments. MP_OK or
+     * MP_ERR (message printed; nothing left allocated). NULL: nothing to set up. */
+    int (*init)(backend_t *be, size_t capacity, int device, int precision);
+    /* Undoes init; NULL: nothing to undo. */
+    void (*destroy)(backend_t *be);
+#define BE_OP_FIELD(ret, name, params, args) ret (*name) params;
+#define BE_KERNEL_FIELD(ret, name, params, args) ret (*name)(backend_t *be, BE_ARGS params);
+    BE_OPS(BE_OP_FIELD, BE_OP_FIELD)
+    BE_KERNELS(BE_KERNEL_FIELD, BE_KERNEL_FIELD)
+#undef BE_OP_FIELD
+#undef BE_KERNEL_FIELD
+};
+
+extern const be_ops_t be_ops_cpu;  /* backend_cpu.c */
+extern const be_ops_t be_ops_emu;  /* backend_emu.c */
+extern const be_ops_t be_ops_cuda; /* backend_cuda.c, CUDA builds only */
+
+/* For the backends' bucket_start (cpu, cuda): counts a started bucket and returns its index; fatal
+ * beyond be_buckets_reserve's max. */
+int be_bucket_claim(backend_t *be);
 
 #endif

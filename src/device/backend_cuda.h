@@ -1,35 +1,54 @@
-/* The cuda backend's half of backend.h (CUDA builds only; backend.c forwards to it). */
+/* The cuda backend's state and its operations by name (backend.h's lists; CUDA builds only), for
+ * its table. Defined in backend_cuda.c (set-up, memory, host side, kernels, the table),
+ * backend_cuda_coll.c (collectives and buckets on the NCCL twins) and backend_cuda_p2p.c (pipeline
+ * point-to-point).
+ *
+ * Every kernel, copy and tensor-parallel collective is enqueued on the compute stream, so their
+ * order is program order without host synchronisation. Data-parallel buckets run on the collective
+ * stream: each starts after an event recorded on the compute stream (its gradients are final there)
+ * and the compute stream waits on the collective stream's event before the optimizer reads them.
+ * The host blocks only where a value comes back (be_to_host, be_sumsq). */
 #ifndef MP_BACKEND_CUDA_H
 #define MP_BACKEND_CUDA_H
+
+#include <nccl.h>
 
 #include "backend.h"
 #include "kernels_cuda.h"
 
-/* Selects the device, creates the context (streams, cuBLAS) and the region: one cudaMalloc of the
- * free memory minus a margin, capped at limit when > 0. MP_OK or MP_ERR (message printed). */
-int bcu_init(backend_t *be, int device, int precision, size_t limit);
-void bcu_destroy(backend_t *be);
-cu_ctx_t *bcu_ctx(backend_t *be);
-/* The NCCL twin of comm (collective over comm). */
-void bcu_comm_add(backend_t *be, MPI_Comm comm);
+enum { BCU_MAX_COMMS = 16 };
 
-/* dir: 0 device→device, 1 host→device, 2 device→host (waits for it). On the compute stream. */
-void bcu_copy(backend_t *be, void *dst, const void *src, size_t bytes, int dir);
-void bcu_zero(backend_t *be, void *dev, size_t bytes);
-void *bcu_host_alloc(backend_t *be, size_t bytes);
-void bcu_host_free(backend_t *be, void *p);
-void bcu_sync(backend_t *be);
+/* be->state */
+typedef struct {
+    cu_ctx_t ctx;
+    cu_arena_t arena;         /* the region */
+    /* the NCCL twins of MPI communicators (comm_add) */
+    MPI_Comm mpi[BCU_MAX_COMMS];
+    ncclComm_t nccl[BCU_MAX_COMMS];
+    int ncomms;
+    cudaEvent_t grads_final;  /* compute stream: the bucket's gradients are written */
+    cudaEvent_t buckets_done; /* collective stream: every started bucket is summed */
+    /* pipeline point-to-point (p2p_setup): per direction a stream, the boundary's 2-rank
+     * communicators (and their MPI twins), the peer's rank in it, receive events per slot, the
+     * event after the newest call */
+    int p2p_on, p2p_slots;
+    cudaStream_t p2p_stream[BE_P2P_DIRS];
+    ncclComm_t p2p_comm[BE_P2P_DIRS];
+    MPI_Comm p2p_mpi[2];      /* the boundaries before and after this stage */
+    ncclComm_t p2p_own[4];    /* created here: [before act, before grad, after act, after grad] */
+    int p2p_peer[BE_P2P_DIRS];
+    cudaEvent_t *p2p_recv_ev[BE_P2P_DIRS];
+    cudaEvent_t p2p_last[BE_P2P_DIRS];
+    cudaEvent_t compute_now;
+} bcu_t;
 
-void bcu_allreduce(backend_t *be, float *buf, size_t n, MPI_Op op, MPI_Comm comm);
-void bcu_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm);
-void bcu_buckets_wait(backend_t *be);
-void bcu_reduce_scatter(backend_t *be, const float *send, float *recv, size_t count, MPI_Comm comm);
-void bcu_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm);
+#define BE_CUDA_DECL(ret, name, params, args) ret be_cuda_##name params;
+BE_OPS(BE_CUDA_DECL, BE_CUDA_DECL)
+#undef BE_CUDA_DECL
 
-void bcu_p2p_setup(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap, int slots);
-void bcu_p2p_send(backend_t *be, int dir, const float *buf, size_t n);
-void bcu_p2p_recv(backend_t *be, int dir, float *buf, size_t n, int slot);
-void bcu_p2p_wait(backend_t *be, int dir, int slot);
-void bcu_p2p_fence(backend_t *be, int dir);
+/* Destroys what be_cuda_p2p_setup created (nothing when it was not called); waits for its streams. */
+void bcu_p2p_destroy(bcu_t *b);
+/* Destroys the NCCL twins (collective over each). */
+void bcu_comms_destroy(bcu_t *b);
 
 #endif

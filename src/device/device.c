@@ -6,7 +6,6 @@
 
 #include <cblas.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -17,22 +16,22 @@
 #include <cuda_runtime_api.h>
 #endif
 
-int device_check(const char *device, const char *precision)
+int device_check(deck_device_t device, deck_precision_t precision)
 {
-    if (strcmp(device, "cuda") != 0) {
-        if (strcmp(precision, "fp32") != 0)
+    if (device != DECK_DEVICE_CUDA) {
+        if (precision != DECK_PRECISION_FP32)
             return MP_FAIL("train.precision=%s: train.device=%s computes in fp32 only (bf16 is for train.device=cuda)",
-                           precision, device);
+                           deck_precision_names[precision], deck_device_names[device]);
         return MP_OK;
     }
 #ifdef MP_HAVE_CUDA
     return MP_OK; /* the driver is asked once, when the backend starts (device_count) */
 #else
-    return MP_FAIL("train.device=%s: this build has only the CPU backend (configure --with-cuda)", device);
+    return MP_FAIL("train.device=cuda: this build has only the CPU backend (configure --with-cuda)");
 #endif
 }
 
-int device_count(const char *device)
+int device_count(void)
 {
 #ifdef MP_HAVE_CUDA
     char host[256] = "?";
@@ -40,14 +39,13 @@ int device_count(const char *device)
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
-        MP_ERROR("train.device=%s: no usable CUDA device on %s (cudaGetDeviceCount: %s); set train.device=cpu "
-                 "for the CPU backend", device, host, cudaGetErrorString(e));
+        MP_ERROR("train.device=cuda: no usable CUDA device on %s (cudaGetDeviceCount: %s); set train.device=cpu "
+                 "for the CPU backend", host, cudaGetErrorString(e));
         return 0;
     }
-    if (n == 0) MP_ERROR("train.device=%s: no CUDA device on %s; set train.device=cpu for the CPU backend", device, host);
+    if (n == 0) MP_ERROR("train.device=cuda: no CUDA device on %s; set train.device=cpu for the CPU backend", host);
     return n;
 #else
-    (void)device;
     return 0;
 #endif
 }

@@ -1,4 +1,4 @@
-/* Data parallelism over the replica communicator (DESIGN §4, DP). Gradients are summed in
+/* Data parallelism over the replica communicator (ARCHITECTURE.md §4, DP). Gradients are summed in
  * buckets (one per block, plus the final LayerNorm and the embeddings), each started non-blocking
  * as soon as its backward is done on the step's last micro-batch, so communication overlaps the
  * rest of the backward. With parallel.zero = 1 (ZeRO-1) the optimizer moments are sharded instead:

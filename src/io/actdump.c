@@ -1,15 +1,14 @@
 #include "actdump.h"
 
-#include <errno.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "h5util.h"
 #include "params.h"
+#include "publish.h"
 
 int actdump_init(actdump_t *d, long step, int capture, int L, int B, int T, int C)
 {
@@ -111,19 +110,15 @@ int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir, const wait_cfg_t
     }
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/activations_step_%08ld.h5", dir, d->step);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    publish_tmp_name(path, tmp, sizeof tmp); /* fits: tmp has room for path and ".tmp" */
     h5_quiet_t q;
     h5_quiet_begin(&q);
     bad = actdump_file(d, comm, tmp) != MP_OK;
     h5_quiet_end(&q);
     wait_allreduce(w, &bad, 1, MPI_INT, MPI_MAX, comm, "the activation dump's outcome");
-    if (rank == 0 && !bad) {
-        if (fs_fsync_path(tmp, 0) != MP_OK || rename(tmp, path) != 0) {
-            MP_ERROR("cannot publish %s: %s", path, strerror(errno));
-            bad = 1;
-        }
-    }
-    if (rank == 0 && bad) unlink(tmp);
+    /* one rank publishes the file every rank wrote its part of */
+    if (rank == 0 && !bad) bad = publish_commit(tmp, path) != MP_OK;
+    else if (rank == 0) publish_discard(tmp);
     wait_allreduce(w, &bad, 1, MPI_INT, MPI_MAX, comm, "the activation dump's publication");
     return bad ? MP_ERR : MP_OK;
 }

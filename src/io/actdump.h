@@ -1,4 +1,4 @@
-/* [debug] dump_activations = STEP (DESIGN §7): the residual stream of one micro-batch, layer by
+/* [debug] dump_activations = STEP (ARCHITECTURE.md §7): the residual stream of one micro-batch, layer by
  * layer, written to HDF5 under canonical names so a run can be compared with the PyTorch reference
  * one layer at a time (validation/torch_ref.py --activations).
  *

@@ -1,8 +1,10 @@
-/* Checkpoints (DESIGN §7): one HDF5 file per checkpoint, every tensor at its global shape with a
+/* Checkpoints (ARCHITECTURE.md §7): one HDF5 file per checkpoint, every tensor at its global shape with a
  * checksum attribute, /state with the counters and the resolved deck.
  *
- * Durability: a checkpoint is written as PATH.tmp, flushed, closed, fsynced and renamed over PATH,
- * then the directory is fsynced; a crash leaves either the old file or the complete new one.
+ * Durability: a checkpoint is written as PATH.tmp, flushed and closed, then published (publish.h:
+ * fsynced, renamed over PATH, the directory fsynced); a crash leaves either the old file or the
+ * complete new one. The files of a checkpoint directory (names, listing, newest valid, pruning) are
+ * ckpt_files.c's.
  * Reading verifies everything into temporary buffers before touching the caller's, so a refused
  * file never leaves a model half-loaded.
  *
@@ -17,12 +19,9 @@
 
 #include "ckpt.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <hdf5.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #include "arena.h"
 #include "check.h"
 #include "h5util.h"
+#include "publish.h"
 #include "rng.h"
 
 #ifdef HAVE_CONFIG_H
@@ -239,7 +239,7 @@ out:
 }
 
 /* In-place all-reduce over the part's communicator: through wait.h when the part has a wait
- * configuration (it yields the core and has a deadline, DESIGN §2), else blocking. */
+ * configuration (it yields the core and has a deadline, ARCHITECTURE.md §2), else blocking. */
 static void ckpt_allreduce(const ckpt_part_t *pt, void *buf, int n, MPI_Datatype type, MPI_Op op)
 {
     if (pt->wait) wait_allreduce(pt->wait, buf, n, type, op, pt->comm, "a checkpoint all-reduce");
@@ -407,21 +407,15 @@ int ckpt_write_parallel(const char *path, const param_table_t *gtab, const ckpt_
         return MP_FAIL("checkpoint %s: m and v are written together (one of them is NULL)", path);
     int rank;
     MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
-    char tmp[4200], dir[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    fs_dirname(path, dir, sizeof dir);
+    char tmp[4200];
+    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK) return MP_ERR; /* the same path on every rank */
     h5_quiet_t q;
     h5_quiet_begin(&q);
     int rc = ckpt_agree(pt, ckpt_write_file(tmp, gtab, pt, st, deck_text));
     h5_quiet_end(&q);
-    /* one rank publishes the complete file: fsync, rename over the old name, fsync the directory */
-    if (rank == 0 && rc == MP_OK && fs_fsync_path(tmp, 0) == MP_OK) {
-        if (rename(tmp, path) != 0) rc = MP_FAIL("cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        else rc = fs_fsync_path(dir, 1);
-    } else if (rank == 0) {
-        rc = MP_ERR;
-    }
-    if (rank == 0 && rc != MP_OK) unlink(tmp);
+    /* one rank publishes the complete file every rank wrote its part of */
+    if (rank == 0 && rc == MP_OK) rc = publish_commit(tmp, path);
+    else if (rank == 0) publish_discard(tmp);
     return ckpt_agree(pt, rc);
 }
 
@@ -642,7 +636,7 @@ static int ckpt_verify_groups(hid_t f, ckpt_verify_t *vf)
 
 /* Does the file at path open, have a readable /state of our format, and verify? reason (n bytes)
  * says why not. */
-static int ckpt_verify_path(const char *path, char *reason, size_t n)
+static int ckpt_verify_file(const char *path, char *reason, size_t n)
 {
     ckpt_verify_t vf = {.path = path};
     ckpt_head_t h;
@@ -783,106 +777,13 @@ int ckpt_inspect(const char *path, FILE *out)
     return rc;
 }
 
-/* ---- the checkpoint directory ----------------------------------------------------------------- */
+/* ---- verification without reading ------------------------------------------------------------- */
 
-typedef struct {
-    long step;
-    char name[64];
-} ckpt_file_t;
-
-/* "step_<digits>.h5" exactly (not .tmp, not anything else); the step in *step_p. */
-static int ckpt_name_parse(const char *name, long *step_p)
+int ckpt_verify(const char *path, char *reason_p, size_t n)
 {
-    if (strncmp(name, "step_", 5) != 0) return 0;
-    const char *p = name + 5;
-    long step = 0;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 18; p++, digits++) step = step * 10 + (*p - '0');
-    if (!digits || strcmp(p, ".h5") != 0) return 0;
-    *step_p = step;
-    return 1;
-}
-
-static int ckpt_file_newer_first(const void *a, const void *b)
-{
-    long sa = ((const ckpt_file_t *)a)->step, sb = ((const ckpt_file_t *)b)->step;
-    return sa < sb ? 1 : sa > sb ? -1 : 0;
-}
-
-/* The checkpoints of dir, newest first (malloc'd). MP_ERR with errno set if dir cannot be read;
- * quiet (the caller decides whether a missing directory is an error). */
-static int ckpt_list(const char *dir, ckpt_file_t **files_p, int *n_p)
-{
-    DIR *dh = opendir(dir);
-    if (!dh) return MP_ERR;
-    ckpt_file_t *files = NULL;
-    int n = 0, cap = 0;
-    for (struct dirent *de; (de = readdir(dh));) {
-        long step;
-        size_t len = strlen(de->d_name);
-        if (!ckpt_name_parse(de->d_name, &step) || len >= sizeof files[0].name) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 16;
-            ckpt_file_t *grown = realloc(files, (size_t)cap * sizeof *files);
-            if (!grown) {
-                free(files);
-                closedir(dh);
-                errno = ENOMEM;
-                return MP_ERR;
-            }
-            files = grown;
-        }
-        files[n].step = step;
-        memcpy(files[n].name, de->d_name, len + 1);
-        n++;
-    }
-    closedir(dh);
-    if (n > 1) qsort(files, (size_t)n, sizeof *files, ckpt_file_newer_first);
-    *files_p = files;
-    *n_p = n;
-    return MP_OK;
-}
-
-/* Prints nothing when dir is missing or holds no checkpoint (a first run: the caller decides). */
-int ckpt_find_latest(const char *dir, char *path_p, size_t n)
-{
-    ckpt_file_t *files;
-    int count, rc = MP_ERR;
-    if (ckpt_list(dir, &files, &count) != MP_OK) {
-        if (errno != ENOENT) MP_ERROR("cannot list checkpoint directory %s: %s", dir, strerror(errno));
-        return MP_ERR;
-    }
     h5_quiet_t q;
     h5_quiet_begin(&q);
-    for (int i = 0; i < count && rc != MP_OK; i++) {
-        char path[4400], reason[600];
-        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
-        if (ckpt_verify_path(path, reason, sizeof reason) != MP_OK) {
-            MP_WARN("skipping %s: %s", path, reason);
-        } else if ((size_t)snprintf(path_p, n, "%s", path) >= n) {
-            MP_ERROR("checkpoint path %s is longer than %zu bytes", path, n - 1);
-            break;
-        } else {
-            rc = MP_OK;
-        }
-    }
+    int rc = ckpt_verify_file(path, reason_p, n);
     h5_quiet_end(&q);
-    free(files);
-    return rc;
-}
-
-int ckpt_prune(const char *dir, int keep)
-{
-    if (keep <= 0) return MP_OK;
-    ckpt_file_t *files;
-    int count, rc = MP_OK;
-    if (ckpt_list(dir, &files, &count) != MP_OK)
-        return MP_FAIL("cannot list checkpoint directory %s: %s", dir, strerror(errno));
-    for (int i = keep; i < count; i++) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
-        if (unlink(path) != 0 && errno != ENOENT) rc = MP_FAIL("cannot remove old checkpoint %s: %s", path, strerror(errno));
-    }
-    free(files);
     return rc;
 }

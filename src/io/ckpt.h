@@ -1,4 +1,4 @@
-/* Checkpoints (DESIGN §7): one HDF5 file per checkpoint.
+/* Checkpoints (ARCHITECTURE.md §7): one HDF5 file per checkpoint.
  *   /model/<canonical name>      float32 at global shape
  *   /model_prev/<name>           2bw's previous weight version W(t−1) (2bw runs only)
  *   /optim/m/<name>, /optim/v/<name>
@@ -12,7 +12,8 @@
  *                                vocab mlp_ratio (int).
  * Every float dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements. The
  * sum is position-keyed and order-free, so ranks writing hyperslabs can add their parts.
- * Files are written as NAME.tmp, flushed, fsynced and renamed; the directory is fsynced.
+ * Files are written as NAME.tmp and published atomically (publish.h: fsync, rename, fsync of the
+ * directory).
  *
  * Parallel: one file written collectively over a communicator with HDF5's MPI-IO driver; each
  * rank writes the hyperslab of every tensor its shard holds (no gather of the model anywhere) and
@@ -87,11 +88,9 @@ int ckpt_read(const char *path, const param_table_t *tab, float *params, float *
  * MP_OK when every checksum verifies. */
 int ckpt_inspect(const char *path, FILE *out);
 
-/* Newest checkpoint in dir (step_%08d.h5) that verifies; logs each one skipped and why.
- * Writes the path to path_p (size n). MP_OK, or MP_ERR when none verifies. */
-int ckpt_find_latest(const char *dir, char *path_p, size_t n);
-
-/* Deletes all but the newest `keep` step_*.h5 files in dir (keep <= 0: keep all). */
-int ckpt_prune(const char *dir, int keep);
+/* Does the file at path open as a checkpoint of our format and does every dataset's checksum
+ * verify? One process. MP_OK, or MP_ERR with why not in reason_p (n bytes); what HDF5 could not
+ * read is reported as it is met. The checkpoint directory's files: ckpt_files.h. */
+int ckpt_verify(const char *path, char *reason_p, size_t n);
 
 #endif

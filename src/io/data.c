@@ -1,4 +1,4 @@
-/* Token datasets (DESIGN §3): loading /train and /val, the training-window sampler, the fixed
+/* Token datasets (ARCHITECTURE.md §3): loading /train and /val, the training-window sampler, the fixed
  * validation windows and `mindpipe prep` (bytes of a text file -> byte-level tokens).
  *
  * Legend: T seq_len; a window is T+1 consecutive tokens (T inputs, the T next tokens as targets).
@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "h5util.h"
+#include "publish.h"
 #include "rng.h"
 
 /* The validation split prep aims for: enough for a few windows at the usual seq_len (T+1 tokens
@@ -279,8 +280,9 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
     size_t n_val = data_val_count(n, val_fraction);
 
     char tmp[4200], dir[4096], base[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_path, (long)getpid());
-    fs_dirname(out_path, dir, sizeof dir);
+    /* a private temporary: two jobs may prepare the same dataset at once */
+    if (publish_tmp_name_pid(out_path, tmp, sizeof tmp) != MP_OK) goto err_free_tok;
+    publish_dir_name(out_path, dir, sizeof dir);
     snprintf(base, sizeof base, "%s", text_path);
     const char *source = basename(base);
 
@@ -292,13 +294,8 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
     h5_quiet_begin(&q);
     int wrote = data_write_tokens(tmp, tok, n, n_val, source);
     h5_quiet_end(&q);
-    int done = wrote == MP_OK && fs_fsync_path(tmp, 0) == MP_OK;
-    if (done && rename(tmp, out_path) != 0) {
-        MP_ERROR("cannot rename %s to %s: %s", tmp, out_path, strerror(errno));
-        done = 0;
-    }
-    if (!done) unlink(tmp);
-    rc = done ? fs_fsync_path(dir, 1) : MP_ERR;
+    if (wrote == MP_OK) rc = publish_commit(tmp, out_path);
+    else publish_discard(tmp);
 err_free_tok:
     free(tok);
 err_free_bytes:

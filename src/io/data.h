@@ -1,4 +1,4 @@
-/* Token datasets (DESIGN §3): an HDF5 file with uint16 arrays /train and /val and attributes
+/* Token datasets (ARCHITECTURE.md §3): an HDF5 file with uint16 arrays /train and /val and attributes
  * vocab (int), tokenizer (string), source (string), written by `mindpipe prep`.
  *
  * Training samples are windows of T+1 tokens at offsets drawn from (seed, step, global sample

@@ -1,11 +1,7 @@
 #include "h5util.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
 
@@ -46,26 +42,6 @@ err_close_type:
     H5Tclose(t);
 out:
     return rc;
-}
-
-int fs_fsync_path(const char *path, int directory)
-{
-    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return MP_FAIL("cannot open %s to fsync it: %s", path, strerror(errno));
-    if (fsync(fd) != 0) {
-        int e = errno;
-        close(fd);
-        return MP_FAIL("fsync %s: %s", path, strerror(e));
-    }
-    close(fd);
-    return MP_OK;
-}
-
-void fs_dirname(const char *path, char *dir, size_t n)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    snprintf(dir, n, "%s", dirname(tmp));
 }
 
 /* Walks HDF5's error stack and prints its innermost description: the library's own reason. */

@@ -1,4 +1,5 @@
-/* Small HDF5 and file-system helpers shared by the dataset and checkpoint modules. */
+/* Small HDF5 helpers shared by the dataset, checkpoint and dump modules (publishing a finished
+ * file: core/publish.h). */
 #ifndef MP_H5UTIL_H
 #define MP_H5UTIL_H
 
@@ -20,11 +21,5 @@ void h5_quiet_end(const h5_quiet_t *q);
 int h5_attr_write(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value, const char *fname);
 /* Fixed-length string attribute sized to the text (HDF5 refuses size 0: "" is stored as one NUL). */
 int h5_attr_write_string(hid_t loc, const char *name, const char *text, const char *fname);
-
-/* fsync of a closed file or of a directory (so the rename that follows publishes complete
- * contents, and the rename itself is durable). MP_OK or MP_ERR naming the path. */
-int fs_fsync_path(const char *path, int directory);
-/* The directory holding path. */
-void fs_dirname(const char *path, char *dir, size_t n);
 
 #endif

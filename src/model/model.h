@@ -1,4 +1,4 @@
-/* The GPT of DESIGN §3 on one rank: parameters, gradients and AdamW moments (each one buffer laid
+/* The GPT of ARCHITECTURE.md §3 on one rank: parameters, gradients and AdamW moments (each one buffer laid
  * out by the parameter table), saved activations per micro-batch, and forward/backward passes
  * composed from kernels/. The tied LM head's share of the wte gradient is kept in its own buffer
  * (grad_head) until model_grads_finish adds it once: the pipeline keeps the two parts on different

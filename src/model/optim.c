@@ -4,10 +4,18 @@
 
 #include "backend.h"
 
-double optim_lr(const deck_t *d, long t)
+optim_cfg_t optim_cfg_from_deck(const deck_t *d)
 {
-    const double lr = d->train.lr, min_lr = d->train.min_lr;
-    const long warmup = d->train.warmup, steps = d->train.steps;
+    return (optim_cfg_t){.lr = d->train.lr, .min_lr = d->train.min_lr, .warmup = d->train.warmup,
+                         .steps = d->train.steps, .grad_clip = d->train.grad_clip, .beta1 = (float)d->train.beta1,
+                         .beta2 = (float)d->train.beta2, .eps = (float)d->train.eps,
+                         .weight_decay = (float)d->train.weight_decay};
+}
+
+double optim_lr_cfg(const optim_cfg_t *c, long t)
+{
+    const double lr = c->lr, min_lr = c->min_lr;
+    const long warmup = c->warmup, steps = c->steps;
     if (warmup > 0 && t < warmup) return lr * (double)(t + 1) / (double)warmup;
     if (steps <= warmup) return lr;
     double p = (double)(t - warmup) / (double)(steps - warmup);
@@ -21,15 +29,27 @@ float optim_clip_scale(double grad_norm, double grad_clip)
     return 1.0f;
 }
 
-void optim_step(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
-                const deck_t *d, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
+void optim_step_cfg(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
+                    const optim_cfg_t *c, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
 {
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
         if (lo >= hi) continue;
-        float wd = e->decay ? (float)d->train.weight_decay : 0.0f;
-        be_adamw_update(be, params + lo, grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, (float)d->train.beta1,
-                     (float)d->train.beta2, (float)d->train.eps, wd, (int)adam_t, grad_scale);
+        be_adamw_update(be, params + lo, grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, c->beta1,
+                        c->beta2, c->eps, e->decay ? c->weight_decay : 0.0f, (int)adam_t, grad_scale);
     }
+}
+
+double optim_lr_deck(const deck_t *d, long t)
+{
+    const optim_cfg_t c = optim_cfg_from_deck(d);
+    return optim_lr_cfg(&c, t);
+}
+
+void optim_step_deck(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
+                     const deck_t *d, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
+{
+    const optim_cfg_t c = optim_cfg_from_deck(d);
+    optim_step_cfg(be, tab, params, grads, m, v, &c, lr, adam_t, grad_scale, s0, s1);
 }

@@ -1,4 +1,4 @@
-/* Energy and CO2 of a run (DESIGN §9). Measured from RAPL (powercap's package counters) where this
+/* Energy and CO2 of a run (ARCHITECTURE.md §9). Measured from RAPL (powercap's package counters) where this
  * machine exposes them, else estimated from CPU time at a stated power per busy core. Energy is
  * summed over all ranks; CO2 = kWh × [cost] grid_gco2_per_kwh. */
 #ifndef MP_ENERGY_H

@@ -1,4 +1,4 @@
-/* The run directory's logs (DESIGN §1): log.txt (everything printed to the console), metrics.jsonl
+/* The run directory's logs (ARCHITECTURE.md §1): log.txt (everything printed to the console), metrics.jsonl
  * (one JSON object per logged step) and the progress line. Rank 0 writes; other ranks hold a
  * runlog whose files are NULL. */
 #ifndef MP_RUNLOG_H

@@ -3,10 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "check.h"
 #include "perf.h"
+#include "publish.h"
 
 int trace_init(trace_t *tr)
 {
@@ -61,6 +61,25 @@ static char *trace_format(const trace_t *tr, int rank, const char *label, size_t
     return buf;
 }
 
+/* trace.json from the gathered events (text of len bytes, without the last ",\n"), published
+ * atomically. MP_OK or MP_ERR naming the file. */
+static int trace_file_write(const char *path, const char *events, size_t len)
+{
+    char tmp[4300];
+    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK) return MP_ERR;
+    FILE *f = fopen(tmp, "w");
+    if (!f) return MP_FAIL("cannot write %s", tmp);
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
+    fwrite(events, 1, len, f);
+    fprintf(f, "\n]}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        publish_discard(tmp);
+        return MP_FAIL("cannot write %s", tmp);
+    }
+    return publish_commit(tmp, path);
+}
+
 int trace_write(const trace_t *tr, const char *path, const char *label, MPI_Comm comm)
 {
     int rank, size;
@@ -82,19 +101,8 @@ int trace_write(const trace_t *tr, const char *path, const char *label, MPI_Comm
     free(mine);
     int rc = MP_OK;
     if (rank == 0) {
-        char tmp[4300];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
-        if (!f) rc = MP_FAIL("cannot write %s", tmp);
-        else {
-            if (total >= 2 && all[total - 2] == ',') total -= 2; /* the last object's ",\n" */
-            fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-            fwrite(all, 1, (size_t)total, f);
-            fprintf(f, "\n]}\n");
-            if (fflush(f) != 0 || fsync(fileno(f)) != 0) rc = MP_FAIL("cannot write %s", tmp);
-            fclose(f);
-            if (rc == MP_OK && rename(tmp, path) != 0) rc = MP_FAIL("cannot rename %s to %s", tmp, path);
-        }
+        if (total >= 2 && all[total - 2] == ',') total -= 2; /* the last object's ",\n" */
+        rc = trace_file_write(path, all, (size_t)total);
     }
     free(all);
     free(counts);

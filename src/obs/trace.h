@@ -1,4 +1,4 @@
-/* The run's timeline (DESIGN §1, §9): spans of what each rank did (micro-batch forwards and
+/* The run's timeline (ARCHITECTURE.md §1, §9): spans of what each rank did (micro-batch forwards and
  * backwards, gradient waits, optimizer steps, evaluations, checkpoints), written at the end as
  * trace.json in the Chrome trace format (chrome://tracing, ui.perfetto.dev), one process per rank.
  * Times are from rank 0's monotonic clock origin: exact between ranks of one node, offset between

@@ -1,4 +1,4 @@
-/* Pipeline schedules as plain instruction lists (DESIGN §5). A schedule is a pure function
+/* Pipeline schedules as plain instruction lists (ARCHITECTURE.md §5). A schedule is a pure function
  * (kind, stage, pp, m, v) -> the list of instructions that stage runs in one step; one executor
  * runs the lists with non-blocking p2p, and the simulator (sim.h) runs the same lists with no MPI.
  *
@@ -8,7 +8,7 @@
  * to chunk k+1, their gradients come back from it.
  *
  * Every schedule runs each chunk's backward passes in micro-batch order 0..m-1, the order in which
- * one rank accumulates gradients, so pipelining changes no arithmetic (DESIGN §4).
+ * one rank accumulates gradients, so pipelining changes no arithmetic (ARCHITECTURE.md §4).
  *
  * 2bw's list for one step in isolation is 1f1b's (what `mindpipe sim` shows). Run, 2bw does not
  * flush between steps: sched_build_2bw's lists end a step with the forwards of the next batch's

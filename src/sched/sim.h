@@ -1,4 +1,4 @@
-/* The schedule simulator (DESIGN §5): runs every stage's instruction list (schedule.h), lowered
+/* The schedule simulator (ARCHITECTURE.md §5): runs every stage's instruction list (schedule.h), lowered
  * (lower.h), against a cost model, with no MPI. It proves a schedule free of deadlock (some stage can always advance
  * until all are done) and its messages matched (every SEND has exactly one RECV on the named peer,
  * for the same micro-batch and chunk), checks that each (micro-batch, chunk) runs forward and

@@ -1,7 +1,9 @@
-/* Checkpoints (src/ckpt.c): bitwise round trip of parameters, moments and state; the file layout;
- * refusal (naming the field, the file or the dataset) of another model shape, flipped bytes,
- * truncation and missing optimizer state, with the caller's buffers untouched; failed writes that
- * leave a good checkpoint intact; inspect; find_latest skipping a corrupt newer file; prune; the
+/* Checkpoints (src/io/ckpt.c, src/io/ckpt_files.c) and atomic publication (src/core/publish.c):
+ * bitwise round trip of parameters, moments and state; the file layout; refusal (naming the field,
+ * the file or the dataset) of another model shape, flipped bytes, truncation and missing optimizer
+ * state, with the caller's buffers untouched; failed writes that leave a good checkpoint intact;
+ * inspect; the step_%08ld.h5 name (format, parse, foreign names refused); listing by step;
+ * find_latest skipping a corrupt newer file; prune; publish_commit of a missing temporary; the
  * checksum's order-free sum. Files live in a mkdtemp directory; stderr is captured to a file. */
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +20,9 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "ckpt_files.h"
 #include "params.h"
+#include "publish.h"
 #include "tap.h"
 
 static char tmpdir[] = "/tmp/test_ckpt.XXXXXX";
@@ -267,13 +271,156 @@ static void test_failed_writes(const tiny_t *t)
     tiny_free(&changed);
 }
 
+/* The one checkpoint name: formatted and parsed back, and nothing else taken for it. */
+static void test_names(void)
+{
+    char name[CKPT_NAME_MAX];
+    const long steps[] = {0, 7, 10, 12345678, 123456789, 999999999999999999L};
+    int round = ckpt_name_format(10, name, sizeof name) == MP_OK && !strcmp(name, "step_00000010.h5");
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        long back = -1;
+        round &= ckpt_name_format(steps[i], name, sizeof name) == MP_OK && ckpt_name_parse(name, &back) == 1 &&
+                 back == steps[i];
+    }
+    tap_ok(round, "name: step_00000010.h5 for step 10; format then parse gives the step back (0 to 18 digits)");
+    const char *foreign[] = {"step_12.h5", "step_00000001.h5.tmp", "junk", "", "step_.h5", "step_0000000a.h5",
+                             "step_000000012.h5", "step_00000001.h5x", "Step_00000001.h5", "step_-0000001.h5",
+                             "step_00000001.h4", "step_00000001", "step_1234567890123456789.h5", "xstep_00000001.h5"};
+    int refused = 1;
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        long back = -7;
+        int ours = ckpt_name_parse(foreign[i], &back);
+        if (ours || back != -7) tap_diag("taken for a checkpoint: \"%s\"", foreign[i]);
+        refused &= !ours && back == -7;
+    }
+    tap_ok(refused, "name: foreign names refused (step_12.h5, step_00000001.h5.tmp, junk, ...), step untouched");
+    capture_begin();
+    int neg = ckpt_name_format(-1, name, sizeof name), small = ckpt_name_format(1, name, 8);
+    capture_end();
+    tap_ok(neg == MP_ERR && small == MP_ERR && strstr(errtext, "step -1"), "name: negative step and short buffer refused");
+    char path[64];
+    tap_ok(ckpt_name_path("/run/ckpt", 3, path, sizeof path) == MP_OK && !strcmp(path, "/run/ckpt/step_00000003.h5"),
+           "name: DIR/step_00000003.h5");
+}
+
+static void touch(const char *dir, const char *name)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    fclose(fopen(path, "w"));
+}
+
+/* The steps of dir's checkpoints, as listed, into steps (at most max); their count, -1 on error. */
+static int list_steps(const char *dir, long *steps, int max)
+{
+    ckpt_file_t *files;
+    int n;
+    if (ckpt_dir_list(dir, &files, &n) != MP_OK) return -1;
+    for (int i = 0; i < n && i < max; i++) steps[i] = files[i].step;
+    free(files);
+    return n;
+}
+
+/* Listing by step (not by name: a 9-digit step sorts after 99999999) and pruning to the newest N,
+ * on empty files (neither reads them); other files are never listed nor removed. */
+static void test_listing(void)
+{
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/list", tmpdir);
+    mkdir(dir, 0700);
+    tap_ok(ckpt_dir_has_any(dir) == 0 && list_steps(dir, NULL, 0) == 0, "list: an empty directory holds none");
+    const char *names[] = {"step_123456789.h5", "step_00000100.h5", "step_00000009.h5", "step_99999999.h5",
+                           "step_00001000.h5", "step_00000010.h5", "step_12.h5", "step_00000005.h5.tmp",
+                           "notes.txt"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) touch(dir, names[i]);
+    long steps[16] = {0};
+    int n = list_steps(dir, steps, 16);
+    tap_ok(n == 6 && steps[0] == 9 && steps[1] == 10 && steps[2] == 100 && steps[3] == 1000 && steps[4] == 99999999 &&
+               steps[5] == 123456789 && ckpt_dir_has_any(dir) == 1,
+           "list: the 6 checkpoints in increasing step order, foreign names left out (%d listed)", n);
+    tap_ok(ckpt_dir_prune(dir, 3) == MP_OK && list_steps(dir, steps, 16) == 3 && steps[0] == 1000 &&
+               steps[1] == 99999999 && steps[2] == 123456789,
+           "prune keep=3: the newest 3 by step remain");
+    int others = 1;
+    for (size_t i = 6; i < sizeof names / sizeof names[0]; i++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        others &= access(path, F_OK) == 0;
+    }
+    tap_ok(others, "prune leaves step_12.h5, the .tmp file and notes.txt alone");
+    snprintf(dir, sizeof dir, "%s/no-such-dir", tmpdir);
+    errno = 0;
+    tap_ok(list_steps(dir, steps, 16) == -1 && errno == ENOENT && ckpt_dir_has_any(dir) == 0,
+           "list of a missing directory: MP_ERR with ENOENT; has_any 0");
+}
+
+static int read_text(const char *path, char *buf, size_t n)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = 0;
+    fclose(f);
+    return 0;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* publish_commit: the old file survives every failure before the rename; success replaces it. */
+static void test_publish(void)
+{
+    char tmp[1100], text[64] = "";
+    const char *path = tpath("pub.txt");
+    write_text(path, "old\n");
+    tap_ok(publish_tmp_name(path, tmp, sizeof tmp) == MP_OK && !strcmp(tmp, tpath("pub.txt.tmp")),
+           "publish: the temporary of PATH is PATH.tmp");
+    capture_begin();
+    int small = publish_tmp_name(path, tmp, 8);
+    capture_end();
+    tap_ok(small == MP_ERR && strstr(errtext, "pub.txt"), "publish: a temporary name that does not fit is refused");
+
+    publish_tmp_name(path, tmp, sizeof tmp);
+    capture_begin();
+    int rc = publish_commit(tmp, path);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "pub.txt.tmp") && read_text(path, text, sizeof text) == 0 &&
+               !strcmp(text, "old\n"),
+           "publish: commit of a missing temporary fails naming it, the old file intact");
+    show_errtext();
+
+    /* the rename fails (PATH is a non-empty directory): the temporary is removed, PATH untouched */
+    const char *busy = tpath("busy");
+    char busy_tmp[1100], inner[1100];
+    mkdir(busy, 0700);
+    snprintf(inner, sizeof inner, "%s/keep", busy);
+    write_text(inner, "x");
+    publish_tmp_name(busy, busy_tmp, sizeof busy_tmp);
+    write_text(busy_tmp, "new\n");
+    capture_begin();
+    rc = publish_commit(busy_tmp, busy);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "busy.tmp") && access(busy_tmp, F_OK) != 0 && access(inner, F_OK) == 0,
+           "publish: a failed rename names both files, removes the temporary and leaves PATH");
+    show_errtext();
+
+    write_text(tmp, "new\n");
+    rc = publish_commit(tmp, path);
+    tap_ok(rc == MP_OK && read_text(path, text, sizeof text) == 0 && !strcmp(text, "new\n") && access(tmp, F_OK) != 0,
+           "publish: commit replaces the file, no temporary left");
+}
+
 static void test_directory(const tiny_t *t)
 {
     char dir[1100], path[1200], found[1200] = "";
     snprintf(dir, sizeof dir, "%s/ckpt", tmpdir);
     mkdir(dir, 0700);
     capture_begin();
-    int rc = ckpt_find_latest(dir, found, sizeof found);
+    int rc = ckpt_dir_find_latest(dir, found, sizeof found);
     capture_end();
     tap_ok(rc == MP_ERR && errtext[0] == 0, "find_latest in an empty directory: MP_ERR, silent");
     int wrote = 1;
@@ -290,7 +437,7 @@ static void test_directory(const tiny_t *t)
     snprintf(path, sizeof path, "%s/notes.txt", dir);
     fclose(fopen(path, "w"));
     capture_begin();
-    rc = ckpt_find_latest(dir, found, sizeof found);
+    rc = ckpt_dir_find_latest(dir, found, sizeof found);
     capture_end();
     tap_ok(wrote && rc == MP_OK && strstr(found, "/step_00000004.h5"),
            "find_latest: the newest that verifies (%s)", strrchr(found, '/') ? strrchr(found, '/') + 1 : "none");
@@ -299,7 +446,7 @@ static void test_directory(const tiny_t *t)
            "and says which it skipped and why (ignoring .tmp and other files)");
     show_errtext();
 
-    tap_ok(ckpt_prune(dir, 2) == MP_OK, "prune keep=2");
+    tap_ok(ckpt_dir_prune(dir, 2) == MP_OK, "prune keep=2");
     int left[5] = {0};
     DIR *dh = opendir(dir);
     for (struct dirent *e; (e = readdir(dh));) {
@@ -310,10 +457,10 @@ static void test_directory(const tiny_t *t)
     closedir(dh);
     tap_ok(!left[0] && !left[1] && left[2] == 1 && left[3] == 1 && left[4] == 2,
            "prune leaves the newest 2 (steps 6, 8) and the .tmp file");
-    tap_ok(ckpt_prune(dir, 0) == MP_OK && access(path, F_OK) == 0, "prune keep=0 keeps everything");
+    tap_ok(ckpt_dir_prune(dir, 0) == MP_OK && access(path, F_OK) == 0, "prune keep=0 keeps everything");
     snprintf(dir, sizeof dir, "%s/no-such-dir", tmpdir);
     capture_begin();
-    rc = ckpt_find_latest(dir, found, sizeof found);
+    rc = ckpt_dir_find_latest(dir, found, sizeof found);
     capture_end();
     tap_ok(rc == MP_ERR && errtext[0] == 0, "find_latest of a missing directory: MP_ERR, silent");
 }
@@ -365,7 +512,10 @@ int main(void)
     test_round_trip(&t);
     test_refusals(&t);
     test_failed_writes(&t);
+    test_names();
+    test_listing();
     test_directory(&t);
+    test_publish();
     test_checksum();
     tiny_free(&t);
     cleanup(tmpdir);

@@ -4,6 +4,7 @@
  * stderr is captured to a file to read the messages. */
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,17 +75,21 @@ static void test_defaults(void)
                d.train.seed == 1337 && d.train.log_every == 10 && d.train.eval_every == 50 &&
                d.train.eval_windows == 32 && d.train.threads == 0 && d.train.peak_gflops == 0,
            "train defaults");
-    tap_ok(!strcmp(d.train.device, "cpu") && !strcmp(d.train.precision, "fp32") && d.data.path[0] == 0,
+    tap_ok(d.train.device == DECK_DEVICE_CPU && d.train.precision == DECK_PRECISION_FP32 && d.data.path[0] == 0,
            "device, precision, data.path defaults");
+    const deck_dim_t order[DECK_DIMS] = {DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP};
     tap_ok(d.parallel.dp == 1 && d.parallel.tp == 1 && d.parallel.pp == 1 && d.parallel.sp == 1 &&
                d.parallel.virtual_stages == 1 && d.parallel.zero == 0 && !strcmp(d.parallel.order, "tp-dp-sp-pp") &&
-               !strcmp(d.parallel.schedule, "1f1b") && !strcmp(d.parallel.wait, "auto") &&
-               d.parallel.timeout == 600,
-           "parallel defaults");
-    tap_ok(d.pipeline.layers[0] == 0 && d.memory.device_limit == 0 && !strcmp(d.memory.policy, "keep") &&
-               d.checkpoint.every == 0 && d.checkpoint.keep == 3 && d.supernet.enabled == 0 &&
-               d.supernet.window == 1 && d.supernet.candidates[0] == 0 && d.debug.dump_activations == -1 &&
-               d.debug.fail_at[0] == 0 && d.cost.grid_gco2_per_kwh == 400,
+               !memcmp(d.parallel.order_dims, order, sizeof order) && d.parallel.schedule_kind == DECK_SCHED_1F1B &&
+               !strcmp(d.parallel.schedule, "1f1b") && d.parallel.wait == DECK_WAIT_AUTO &&
+               d.parallel.p2p == DECK_P2P_AUTO && d.parallel.timeout == 600,
+           "parallel defaults (order parsed tp, dp, sp, pp)");
+    tap_ok(d.pipeline.layers[0] == 0 && d.pipeline.chunks.n == 0 && d.memory.device_limit == 0 &&
+               d.memory.policy == DECK_POLICY_KEEP && d.checkpoint.every == 0 && d.checkpoint.keep == 3 &&
+               d.checkpoint.transfer_mode == DECK_TRANSFER_AUTO && !strcmp(d.checkpoint.transfer, "auto") &&
+               d.supernet.enabled == 0 && d.supernet.window == 1 && d.supernet.candidates[0] == 0 &&
+               d.debug.dump_activations == -1 && d.debug.fail_at[0] == 0 && d.debug.fail.mode == DECK_FAIL_NONE &&
+               d.cost.grid_gco2_per_kwh == 400,
            "pipeline, memory, checkpoint, supernet, debug, cost defaults");
     capture_begin();
     int rc = deck_validate(&d);
@@ -125,20 +130,24 @@ static void test_full(void)
                d.train.seed == UINT64_MAX && d.train.log_every == 20 && d.train.eval_every == 0 &&
                d.train.eval_windows == 64 && d.train.threads == 2 && d.train.peak_gflops == 123.5,
            "full deck: train (inline '#' comment stripped, seed 2^64-1)");
-    tap_ok(!strcmp(d.train.device, "cuda") && !strcmp(d.train.precision, "bf16") &&
+    tap_ok(d.train.device == DECK_DEVICE_CUDA && d.train.precision == DECK_PRECISION_BF16 &&
                !strcmp(d.data.path, "/abs/kjv.h5"),
            "full deck: choices and absolute path kept");
+    const deck_dim_t order[DECK_DIMS] = {DECK_DIM_PP, DECK_DIM_SP, DECK_DIM_DP, DECK_DIM_TP};
     tap_ok(d.parallel.dp == 3 && d.parallel.tp == 2 && d.parallel.pp == 2 && d.parallel.virtual_stages == 2 &&
                d.parallel.zero == 1 && !strcmp(d.parallel.order, "pp-sp-dp-tp") &&
-               !strcmp(d.parallel.schedule, "interleaved") && !strcmp(d.parallel.wait, "spin") &&
+               !memcmp(d.parallel.order_dims, order, sizeof order) &&
+               d.parallel.schedule_kind == DECK_SCHED_INTERLEAVED && d.parallel.wait == DECK_WAIT_SPIN &&
                d.parallel.timeout == 0,
-           "full deck: parallel (zero = true is 1)");
-    tap_ok(!strcmp(d.pipeline.layers, "2,1,1,2") && d.memory.device_limit == 2ull << 30 &&
-               !strcmp(d.memory.policy, "recompute") && d.checkpoint.every == 200 && d.checkpoint.keep == 0 &&
+           "full deck: parallel (zero = true is 1, order parsed pp, sp, dp, tp)");
+    tap_ok(!strcmp(d.pipeline.layers, "2,1,1,2") && d.pipeline.chunks.n == 4 && d.pipeline.chunks.layers[0] == 2 &&
+               d.pipeline.chunks.layers[1] == 1 && d.pipeline.chunks.layers[2] == 1 &&
+               d.pipeline.chunks.layers[3] == 2 && d.memory.device_limit == 2ull << 30 &&
+               d.memory.policy == DECK_POLICY_RECOMPUTE && d.checkpoint.every == 200 && d.checkpoint.keep == 0 &&
                d.supernet.enabled == 1 && d.supernet.window == 4 && !strcmp(d.supernet.candidates, "mlp1,mlp2") &&
-               d.debug.dump_activations == 7 && !strcmp(d.debug.fail_at, "3:120") &&
-               d.cost.grid_gco2_per_kwh == 55.5,
-           "full deck: the other sections (quotes removed)");
+               d.debug.dump_activations == 7 && !strcmp(d.debug.fail_at, "3:120") && d.debug.fail.rank == 3 &&
+               d.debug.fail.step == 120 && d.debug.fail.mode == DECK_FAIL_KILL && d.cost.grid_gco2_per_kwh == 55.5,
+           "full deck: the other sections (quotes removed; pipeline.layers and fail_at parsed)");
 }
 
 static void test_round_trip(void)
@@ -184,8 +193,138 @@ static void test_sets(void)
     rc = deck_set(&d, "parallel.schedule=gpipe");
     int bad = deck_set(&d, "parallel.schedule=zigzag");
     capture_end();
-    tap_ok(rc == MP_OK && bad == MP_ERR && !strcmp(d.parallel.schedule, "gpipe"),
+    tap_ok(rc == MP_OK && bad == MP_ERR && d.parallel.schedule_kind == DECK_SCHED_GPIPE &&
+               !strcmp(d.parallel.schedule, "gpipe"),
            "deck_set: a refused value leaves the deck unchanged");
+}
+
+/* deck_set of s; MP_OK or MP_ERR with the messages swallowed. */
+static int set_quiet(deck_t *d, const char *s)
+{
+    capture_begin();
+    int rc = deck_set(d, s);
+    capture_end();
+    return rc;
+}
+
+/* Every name of every choice key parses to its enum, and deck_write prints the name back. */
+static void test_choices_typed(void)
+{
+    static const struct {
+        const char *section, *key;
+        const char *const *names;
+        int n;
+        size_t offset;
+    } ch[] = {
+        {"train", "device", deck_device_names, DECK_DEVICE_COUNT, offsetof(deck_t, train.device)},
+        {"train", "precision", deck_precision_names, DECK_PRECISION_COUNT, offsetof(deck_t, train.precision)},
+        {"parallel", "schedule", deck_schedule_names, DECK_SCHED_COUNT, offsetof(deck_t, parallel.schedule_kind)},
+        {"parallel", "wait", deck_wait_names, DECK_WAIT_COUNT, offsetof(deck_t, parallel.wait)},
+        {"parallel", "p2p", deck_p2p_names, DECK_P2P_COUNT, offsetof(deck_t, parallel.p2p)},
+        {"memory", "policy", deck_policy_names, DECK_POLICY_COUNT, offsetof(deck_t, memory.policy)},
+        {"checkpoint", "transfer", deck_transfer_names, DECK_TRANSFER_COUNT,
+         offsetof(deck_t, checkpoint.transfer_mode)},
+    };
+    int good = 1, count = 0;
+    for (size_t c = 0; c < sizeof ch / sizeof ch[0]; c++) {
+        for (int i = 0; i < ch[c].n; i++) {
+            deck_t d;
+            char set[128], line[128];
+            deck_defaults(&d);
+            snprintf(set, sizeof set, "%s.%s=%s", ch[c].section, ch[c].key, ch[c].names[i]);
+            int rc = set_quiet(&d, set), value = *(const int *)((const char *)&d + ch[c].offset);
+            char *text = deck_to_string(&d);
+            snprintf(line, sizeof line, "\n%s = %s\n", ch[c].key, ch[c].names[i]);
+            if (rc != MP_OK || value != i || !text || !strstr(text, line)) {
+                tap_diag("%s: value %d (want %d), written %s", set, value, i,
+                         text && strstr(text, line) ? "yes" : "no");
+                good = 0;
+            }
+            free(text);
+            count++;
+        }
+    }
+    tap_ok(good && count == 23, "each of the %d choices parses to its enum and is written back by name", count);
+    deck_t d;
+    deck_defaults(&d);
+    int ok = set_quiet(&d, "checkpoint.transfer=independent") == MP_OK &&
+             set_quiet(&d, "parallel.schedule=2bw") == MP_OK;
+    tap_ok(ok && !strcmp(d.checkpoint.transfer, "independent") && !strcmp(d.parallel.schedule, "2bw"),
+           "checkpoint.transfer and parallel.schedule also keep their names (read by code not yet on the enums)");
+    expect_refused("not one of the schedules", VALID "[parallel]\nschedule = zigzag\n", NULL, 0,
+                   "parallel.schedule = 'zigzag'", "not one of gpipe|1f1b|interleaved|2bw", NULL);
+}
+
+/* debug.fail_at, pipeline.layers and parallel.order: the text as written, and the value parsed once. */
+static void test_parsed_strings(void)
+{
+    static const struct {
+        const char *text;
+        long rank, step;
+        deck_fail_mode_t mode;
+    } fa[] = {{"3:120", 3, 120, DECK_FAIL_KILL}, {"0:10:write", 0, 10, DECK_FAIL_WRITE},
+              {"1:3:hang", 1, 3, DECK_FAIL_HANG}, {"12:0", 12, 0, DECK_FAIL_KILL},
+              {"99999999999999999999:5", LONG_MAX, 5, DECK_FAIL_KILL}, {"", -1, -1, DECK_FAIL_NONE}};
+    int good = 1;
+    for (size_t i = 0; i < sizeof fa / sizeof fa[0]; i++) {
+        deck_t d;
+        char set[128];
+        deck_defaults(&d);
+        snprintf(set, sizeof set, "debug.fail_at=%s", fa[i].text);
+        int rc = set_quiet(&d, set);
+        if (rc != MP_OK || strcmp(d.debug.fail_at, fa[i].text) || d.debug.fail.rank != fa[i].rank ||
+            d.debug.fail.step != fa[i].step || d.debug.fail.mode != fa[i].mode) {
+            tap_diag("fail_at '%s' -> rank %ld step %ld mode %d", fa[i].text, d.debug.fail.rank, d.debug.fail.step,
+                     (int)d.debug.fail.mode);
+            good = 0;
+        }
+    }
+    tap_ok(good, "debug.fail_at: RANK:STEP (kill), :write, :hang, a rank past LONG_MAX, empty (none)");
+
+    deck_t d;
+    deck_defaults(&d);
+    int rc = set_quiet(&d, "debug.fail_at=1:3:hang"), bad = set_quiet(&d, "debug.fail_at=3:120:explode");
+    tap_ok(rc == MP_OK && bad == MP_ERR && !strcmp(d.debug.fail_at, "1:3:hang") && d.debug.fail.rank == 1 &&
+               d.debug.fail.step == 3 && d.debug.fail.mode == DECK_FAIL_HANG,
+           "debug.fail_at: a refused value leaves the text and the parsed value unchanged");
+
+    rc = set_quiet(&d, "pipeline.layers=2, 3 ,3");
+    bad = set_quiet(&d, "pipeline.layers=2,,3");
+    char *text = deck_to_string(&d);
+    tap_ok(rc == MP_OK && bad == MP_ERR && d.pipeline.chunks.n == 3 && d.pipeline.chunks.layers[0] == 2 &&
+               d.pipeline.chunks.layers[1] == 3 && d.pipeline.chunks.layers[2] == 3 && text &&
+               strstr(text, "\nlayers = 2, 3 ,3\n"),
+           "pipeline.layers '2, 3 ,3' is {2, 3, 3}, written back as written; a refused list changes nothing");
+    free(text);
+    char ones[DECK_STR + 32] = "pipeline.layers=";
+    for (int i = 0; i < DECK_LIST_MAX; i++) strcat(ones, i ? ",1" : "1");
+    rc = set_quiet(&d, ones);
+    tap_ok(rc == MP_OK && d.pipeline.chunks.n == DECK_LIST_MAX && d.pipeline.chunks.layers[DECK_LIST_MAX - 1] == 1,
+           "pipeline.layers: the longest list a value holds (%d entries) is parsed whole", DECK_LIST_MAX);
+    rc = set_quiet(&d, "pipeline.layers=");
+    tap_ok(rc == MP_OK && d.pipeline.chunks.n == 0 && d.pipeline.layers[0] == 0, "pipeline.layers empty: balanced");
+
+    const deck_dim_t want[DECK_DIMS] = {DECK_DIM_DP, DECK_DIM_PP, DECK_DIM_TP, DECK_DIM_SP};
+    rc = set_quiet(&d, "parallel.order=dp-pp-tp-sp");
+    bad = set_quiet(&d, "parallel.order=dp-pp-tp-tp");
+    tap_ok(rc == MP_OK && bad == MP_ERR && !memcmp(d.parallel.order_dims, want, sizeof want) &&
+               !strcmp(d.parallel.order, "dp-pp-tp-sp"),
+           "parallel.order dp-pp-tp-sp is parsed to its dimensions; a refused order changes nothing");
+}
+
+/* Model chunks per stage: virtual_stages under interleaved with pp > 1, else 1. */
+static void test_chunks_per_stage(void)
+{
+    deck_t d;
+    deck_defaults(&d);
+    int rc = set_quiet(&d, "parallel.virtual_stages=3") | set_quiet(&d, "parallel.schedule=interleaved");
+    const int one = deck_chunks_per_stage(&d);
+    rc |= set_quiet(&d, "parallel.pp=2");
+    const int three = deck_chunks_per_stage(&d);
+    rc |= set_quiet(&d, "parallel.schedule=1f1b");
+    const int again = deck_chunks_per_stage(&d);
+    tap_ok(rc == MP_OK && one == 1 && three == 3 && again == 1,
+           "deck_chunks_per_stage: 1 at pp = 1, virtual_stages under interleaved at pp = 2, 1 under 1f1b");
 }
 
 static void test_file_errors(void)
@@ -424,6 +563,9 @@ int main(void)
     test_full();
     test_round_trip();
     test_sets();
+    test_choices_typed();
+    test_parsed_strings();
+    test_chunks_per_stage();
     test_file_errors();
     test_set_errors();
     test_cross_rules();

@@ -1,0 +1,68 @@
+/* Atomic file publication: fsync, rename, fsync the directory (publish.h). */
+#include "publish.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+
+int publish_tmp_name(const char *path, char *tmp_p, size_t n)
+{
+    if ((size_t)snprintf(tmp_p, n, "%s.tmp", path) >= n)
+        return MP_FAIL("cannot write %s: its temporary name is longer than %zu bytes", path, n - 1);
+    return MP_OK;
+}
+
+int publish_tmp_name_pid(const char *path, char *tmp_p, size_t n)
+{
+    if ((size_t)snprintf(tmp_p, n, "%s.tmp.%ld", path, (long)getpid()) >= n)
+        return MP_FAIL("cannot write %s: its temporary name is longer than %zu bytes", path, n - 1);
+    return MP_OK;
+}
+
+int publish_fsync_path(const char *path, int directory)
+{
+    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return MP_FAIL("cannot open %s to fsync it: %s", path, strerror(errno));
+    if (fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        return MP_FAIL("fsync %s: %s", path, strerror(e));
+    }
+    close(fd);
+    return MP_OK;
+}
+
+void publish_dir_name(const char *path, char *dir_p, size_t n)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    snprintf(dir_p, n, "%s", dirname(tmp));
+}
+
+void publish_discard(const char *tmp)
+{
+    if (unlink(tmp) != 0 && errno != ENOENT) MP_WARN("cannot remove the temporary file %s: %s", tmp, strerror(errno));
+}
+
+int publish_commit(const char *tmp, const char *path)
+{
+    /* the contents reach the disk before the name does: a crash after the rename must not find
+     * the new name on a file whose blocks were never written */
+    if (publish_fsync_path(tmp, 0) != MP_OK) {
+        publish_discard(tmp);
+        return MP_ERR;
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        publish_discard(tmp);
+        return MP_FAIL("cannot rename %s to %s: %s", tmp, path, strerror(e));
+    }
+    char dir[4096];
+    publish_dir_name(path, dir, sizeof dir);
+    return publish_fsync_path(dir, 1); /* the rename itself is an update of the directory */
+}

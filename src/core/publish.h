@@ -1,0 +1,39 @@
+/* Atomic publication of a file (no MPI, no HDF5): the writer fills a temporary file beside the
+ * final name, closes it, and publish_commit makes it durable and gives it the final name:
+ *     fsync(TMP); rename(TMP, PATH); fsync(directory of PATH)
+ * A crash at any point leaves under PATH either the old file (or none) or the complete new one,
+ * and once publish_commit returns MP_OK the new name survives a power loss too.
+ *
+ * Every writer of a run-directory file uses it: checkpoints, activation dumps, prepared datasets,
+ * trace.json, deck.ini. Temporary names are PATH.tmp (PATH.tmp.PID for writers that another
+ * process may race on the same PATH), so a listing that wants finished files skips them. */
+#ifndef MP_PUBLISH_H
+#define MP_PUBLISH_H
+
+#include <stddef.h>
+
+/* PATH.tmp into tmp_p (n bytes): the name every rank of a collective writer agrees on. MP_OK, or
+ * MP_ERR naming path when it does not fit. */
+int publish_tmp_name(const char *path, char *tmp_p, size_t n);
+
+/* PATH.tmp.PID into tmp_p (n bytes): one process's private temporary, for a writer that other
+ * processes may run on the same path at the same time (two jobs preparing one dataset). MP_OK, or
+ * MP_ERR naming path when it does not fit. */
+int publish_tmp_name_pid(const char *path, char *tmp_p, size_t n);
+
+/* Publishes the closed, complete file tmp as path: fsync tmp, rename it over path, fsync path's
+ * directory. MP_OK, or MP_ERR with a message naming the file. A failure before the rename removes
+ * tmp and leaves path as it was (the old file, or none); a failure of the directory fsync leaves
+ * the new file in place under path, though its name may not survive a crash. */
+int publish_commit(const char *tmp, const char *path);
+
+/* Removes a temporary that will not be published (the write failed); a missing tmp is fine. */
+void publish_discard(const char *tmp);
+
+/* fsync of a closed file (directory = 0) or of a directory (1). MP_OK or MP_ERR naming path. */
+int publish_fsync_path(const char *path, int directory);
+
+/* The directory holding path (dirname(3) without modifying path) into dir_p (n bytes). */
+void publish_dir_name(const char *path, char *dir_p, size_t n);
+
+#endif

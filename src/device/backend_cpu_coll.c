@@ -1,0 +1,52 @@
+/* The cpu backend's collectives and data-parallel buckets: MPI on host buffers, every wait through
+ * wait.h (bounded by the deck's timeouts). emu runs the blocking ones with its region open and keeps
+ * its own buckets (backend_emu.c). */
+#include "config.h"
+
+#include "backend_cpu.h"
+
+#include <stdint.h>
+
+#include "check.h"
+
+void be_cpu_allreduce(backend_t *be, float *buf, size_t n, MPI_Op op, MPI_Comm comm, const char *what)
+{
+    if (n > INT32_MAX) MP_ABORT("%s: %zu elements, more than one MPI call takes", what, n);
+    wait_allreduce(be->wait, buf, (int)n, MPI_FLOAT, op, comm, what);
+}
+
+void be_cpu_reduce_scatter(backend_t *be, const float *send, float *recv, size_t count, MPI_Comm comm,
+                           const char *what)
+{
+    MPI_Request r;
+    MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm, &r));
+    wait_all(be->wait, 1, &r, what);
+}
+
+void be_cpu_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, const char *what)
+{
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_FLOAT, comm, &r));
+    wait_all(be->wait, 1, &r, what);
+}
+
+void be_cpu_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
+{
+    const int i = be_bucket_claim(be);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &be->bucket_req[i]));
+}
+
+void be_cpu_buckets_progress(backend_t *be)
+{
+    for (int i = 0; i < be->nbuckets; i++) {
+        int done;
+        MPI_CHECK(MPI_Test(&be->bucket_req[i], &done, MPI_STATUS_IGNORE));
+    }
+}
+
+void be_cpu_buckets_wait(backend_t *be, const char *what)
+{
+    const int n = be->nbuckets;
+    be->nbuckets = 0;
+    wait_all(be->wait, n, be->bucket_req, what);
+}
