@@ -12,7 +12,7 @@ optim_cfg_t optim_cfg_from_deck(const deck_t *d)
                          .weight_decay = (float)d->train.weight_decay};
 }
 
-double optim_lr_cfg(const optim_cfg_t *c, long t)
+double optim_lr(const optim_cfg_t *c, long t)
 {
     const double lr = c->lr, min_lr = c->min_lr;
     const long warmup = c->warmup, steps = c->steps;
@@ -29,8 +29,8 @@ float optim_clip_scale(double grad_norm, double grad_clip)
     return 1.0f;
 }
 
-void optim_step_cfg(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
-                    const optim_cfg_t *c, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
+void optim_step(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
+                const optim_cfg_t *c, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
 {
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
@@ -39,17 +39,4 @@ void optim_step_cfg(backend_t *be, const param_table_t *tab, float *params, cons
         be_adamw_update(be, params + lo, grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, c->beta1,
                         c->beta2, c->eps, e->decay ? c->weight_decay : 0.0f, (int)adam_t, grad_scale);
     }
-}
-
-double optim_lr_deck(const deck_t *d, long t)
-{
-    const optim_cfg_t c = optim_cfg_from_deck(d);
-    return optim_lr_cfg(&c, t);
-}
-
-void optim_step_deck(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
-                     const deck_t *d, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
-{
-    const optim_cfg_t c = optim_cfg_from_deck(d);
-    optim_step_cfg(be, tab, params, grads, m, v, &c, lr, adam_t, grad_scale, s0, s1);
 }

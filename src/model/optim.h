@@ -21,7 +21,7 @@ optim_cfg_t optim_cfg_from_deck(const deck_t *d);
 
 /* Learning rate of 0-based step t: linear warmup lr·(t+1)/warmup for t < warmup, then cosine from
  * lr to min_lr over the remaining steps. */
-double optim_lr_cfg(const optim_cfg_t *c, long t);
+double optim_lr(const optim_cfg_t *c, long t);
 
 /* Scale that brings the gradient norm down to grad_clip (1 when not clipping). */
 float optim_clip_scale(double grad_norm, double grad_clip);
@@ -29,19 +29,7 @@ float optim_clip_scale(double grad_norm, double grad_clip);
 /* One AdamW step, 1-based adam_t, on the part [s0, s1) of the flat parameter buffer (weight decay
  * only where the entry's decay flag is set). grads, m and v hold that part only (index 0 = s0):
  * with s0 = 0, s1 = tab->total it is the whole model; with ZeRO-1 it is this replica's shard. */
-void optim_step_cfg(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
+void optim_step(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
                     const optim_cfg_t *c, float lr, long adam_t, float grad_scale, size_t s0, size_t s1);
-
-/* Transitional, until src/app/train.c passes its optim_cfg_t (run_t.optim): optim_lr and
- * optim_step still accept the deck there. Then delete this block and the *_deck functions, and
- * rename optim_lr_cfg and optim_step_cfg to optim_lr and optim_step. */
-double optim_lr_deck(const deck_t *d, long t);
-void optim_step_deck(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
-                     const deck_t *d, float lr, long adam_t, float grad_scale, size_t s0, size_t s1);
-#define optim_lr(c, t)                                                                                        \
-    _Generic((c), deck_t *: optim_lr_deck, const deck_t *: optim_lr_deck, default: optim_lr_cfg)(c, t)
-#define optim_step(be, tab, params, grads, m, v, c, ...)                                                      \
-    _Generic((c), deck_t *: optim_step_deck, const deck_t *: optim_step_deck, default: optim_step_cfg)(       \
-        be, tab, params, grads, m, v, c, __VA_ARGS__)
 
 #endif
