@@ -29,7 +29,7 @@ void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what)
         if (first == n) return;
         if (w->yield) sched_yield();
         if (w->timeout > 0 && (polls & 1023) == 0 && perf_now() - t0 > w->timeout)
-            MP_ABORT("waited more than parallel.timeout = %.0f s for %s: a peer rank is dead or hung", w->timeout,
+            MP_ABORT("waited more than parallel.timeout = %g s for %s: a peer rank is dead or hung", w->timeout,
                      what);
     }
 }

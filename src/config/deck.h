@@ -88,7 +88,7 @@ typedef struct {
         char order[DECK_STR];          /* e.g. tp-dp-sp-pp (fastest first) */
         deck_dim_t order_dims[DECK_DIMS]; /* parallel.order parsed: the dimensions, fastest first */
         deck_schedule_t schedule_kind; /* parallel.schedule */
-        char schedule[DECK_STR];       /* its name: transitional, for src/app/train.c (use schedule_kind) */
+        char schedule[DECK_STR];       /* its name as given (unread: use schedule_kind) */
         deck_wait_t wait;
         deck_p2p_t p2p;
         double timeout;                /* seconds; 0 = none */
@@ -104,7 +104,7 @@ typedef struct {
     struct {
         int every, keep, final;
         deck_transfer_t transfer_mode; /* checkpoint.transfer */
-        char transfer[DECK_STR];       /* its name: transitional, for src/app/train.c (use transfer_mode) */
+        char transfer[DECK_STR];       /* its name as given (unread: use transfer_mode) */
     } checkpoint;
     struct {
         int enabled, window;
