@@ -11,25 +11,36 @@
 #include "sim_nccl.h"
 #include "tap.h"
 
-static void test_all_valid(void)
+/* Calls fn for every schedule we can build: all kinds, pp <= 8, m <= 16, v <= 4 (interleaved). */
+typedef struct {
+    int runs, bad, bad_nccl, lists;
+} sched_tally_t;
+static void for_each_schedule(void (*fn)(sched_kind_t kind, int pp, int m, int v, sched_tally_t *t), sched_tally_t *t)
 {
-    const char *names[] = {"gpipe", "1f1b", "interleaved", "2bw"};
-    int runs = 0, bad = 0, bad_nccl = 0;
-    for (int kk = 0; kk < 4; kk++)
+    for (int kk = 0; kk < SCHED_KINDS; kk++)
         for (int pp = 1; pp <= 8; pp++)
             for (int m = 1; m <= 16; m++)
                 for (int v = 1; v <= (kk == SCHED_INTERLEAVED ? 4 : 1); v++) {
                     char why[256];
-                    if (sched_check((sched_kind_t)kk, pp, m, v, why, sizeof why) != 0) continue;
-                    sim_result_t r;
-                    runs++;
-                    if (sim_run((sched_kind_t)kk, pp, m, v, 1.0, 2.0, &r) != 0) {
-                        if (bad++ < 5) tap_diag("%s pp=%d m=%d v=%d: %s", names[kk], pp, m, v, r.error);
-                    }
-                    if (sim_nccl_run((sched_kind_t)kk, pp, m, v, &r) != 0) {
-                        if (bad_nccl++ < 5) tap_diag("nccl: %s pp=%d m=%d v=%d: %s", names[kk], pp, m, v, r.error);
-                    }
+                    if (sched_check((sched_kind_t)kk, pp, m, v, why, sizeof why) == 0) fn((sched_kind_t)kk, pp, m, v, t);
                 }
+}
+
+static void valid_one(sched_kind_t kk, int pp, int m, int v, sched_tally_t *t)
+{
+    sim_result_t r;
+    t->runs++;
+    if (sim_run(kk, pp, m, v, 1.0, 2.0, &r) != 0 && t->bad++ < 5)
+        tap_diag("%s pp=%d m=%d v=%d: %s", sched_kind_names[kk], pp, m, v, r.error);
+    if (sim_nccl_run(kk, pp, m, v, &r) != 0 && t->bad_nccl++ < 5)
+        tap_diag("nccl: %s pp=%d m=%d v=%d: %s", sched_kind_names[kk], pp, m, v, r.error);
+}
+
+static void test_all_valid(void)
+{
+    sched_tally_t t = {0};
+    for_each_schedule(valid_one, &t);
+    const int runs = t.runs, bad = t.bad, bad_nccl = t.bad_nccl;
     int expect = 0; /* gpipe, 1f1b, 2bw: every (pp, m); interleaved: v = 1..4 when pp divides m */
     for (int pp = 1; pp <= 8; pp++)
         for (int m = 1; m <= 16; m++) expect += 3 + (m % pp == 0 ? 4 : 0);
@@ -189,53 +200,55 @@ static int lower_waits_for(const lower_prog_t *p, int i, int x, int k, int mb)
     return 0;
 }
 
+/* Whether list l of stage s lowered to streams keeps the rules of lower.h. */
+static int lowering_ok(const instr_list_t *l, const lower_prog_t *p, int K)
+{
+    int n_ops = 0, want = 0, ok = 1;
+    for (int x = 0; x < LS_STREAMS; x++) n_ops += p->s[x].n;
+    for (int i = 0; i < l->n; i++) {
+        const instr_t *in = &l->ins[i];
+        const lower_op_t *o = lower_op_of(p, i);
+        const int msg = in->op == OP_SEND_ACT || in->op == OP_SEND_GRAD || in->op == OP_RECV_ACT || in->op == OP_RECV_GRAD;
+        want += in->op != OP_LOAD_BATCH && in->op != OP_OPTIMIZER_STEP;
+        if (o && o->instr != i) ok = 0;
+        if (in->op == OP_FORWARD && in->chunk > 0 && !lower_waits_for(p, i, LS_ACT_IN, in->chunk - 1, in->mb)) ok = 0;
+        if (in->op == OP_BACKWARD && in->chunk < K - 1 && !lower_waits_for(p, i, LS_GRAD_IN, in->chunk + 1, in->mb)) ok = 0;
+        if (msg && (!o || o->kind == LK_COMPUTE)) ok = 0;
+        for (int x = LS_ACT_IN; in->op == OP_REDUCE_GRADS && o && x < LS_STREAMS; x++) {
+            const lower_op_t *last = p->s[x].n > 0 ? &p->s[x].ops[p->s[x].n - 1] : NULL;
+            if (last && !lower_waits_for(p, i, x, last->k, last->mb)) ok = 0;
+        }
+    }
+    return ok && n_ops == want;
+}
+
+static void lower_one(sched_kind_t kk, int pp, int m, int v, sched_tally_t *t)
+{
+    for (int s = 0; s < pp; s++)
+        for (int f = 0; f < (kk == SCHED_2BW ? 4 : 1); f++) {
+            instr_list_t l;
+            lower_prog_t p;
+            int rc = kk == SCHED_2BW ? sched_build_2bw(&l, s, pp, m, f >> 1, f & 1) : sched_build(&l, kk, s, pp, m, v);
+            if (rc != 0 || lower_stage(&l, pp * v, 2 * m, LOWER_STREAMS, &p) != 0) {
+                t->bad++;
+                continue;
+            }
+            t->lists++;
+            if (!lowering_ok(&l, &p, pp * v) && t->bad++ < 3)
+                tap_diag("lowering of %s pp=%d m=%d v=%d stage %d list %d", sched_kind_names[kk], pp, m, v, s, f);
+            lower_free(&p);
+            sched_free(&l);
+        }
+}
+
 /* The lowering the executor's NCCL path takes its waits from: every forward of a received
  * activation waits for that receive, every backward of a received gradient for that receive,
  * every send and receive comes after the compute before it, REDUCE_GRADS after every message. */
 static void test_lowering(void)
 {
-    int lists = 0, bad = 0;
-    for (int kk = 0; kk < 4; kk++)
-        for (int pp = 1; pp <= 8; pp++)
-            for (int m = 1; m <= 16; m++)
-                for (int v = 1; v <= (kk == SCHED_INTERLEAVED ? 4 : 1); v++) {
-                    char why[256];
-                    if (sched_check((sched_kind_t)kk, pp, m, v, why, sizeof why) != 0) continue;
-                    const int K = pp * v;
-                    for (int s = 0; s < pp; s++)
-                        for (int f = 0; f < (kk == SCHED_2BW ? 4 : 1); f++) {
-                            instr_list_t l;
-                            lower_prog_t p;
-                            int rc = kk == SCHED_2BW ? sched_build_2bw(&l, s, pp, m, f >> 1, f & 1)
-                                                     : sched_build(&l, (sched_kind_t)kk, s, pp, m, v);
-                            if (rc != 0 || lower_stage(&l, K, 2 * m, LOWER_STREAMS, &p) != 0) {
-                                bad++;
-                                continue;
-                            }
-                            lists++;
-                            int n_ops = 0, ok = 1;
-                            for (int x = 0; x < LS_STREAMS; x++) n_ops += p.s[x].n;
-                            for (int i = 0; i < l.n; i++) {
-                                const instr_t *in = &l.ins[i];
-                                const lower_op_t *o = lower_op_of(&p, i);
-                                if (o && o->instr != i) ok = 0;
-                                if (in->op == OP_FORWARD && in->chunk > 0 && !lower_waits_for(&p, i, LS_ACT_IN, in->chunk - 1, in->mb)) ok = 0;
-                                if (in->op == OP_BACKWARD && in->chunk < K - 1 && !lower_waits_for(&p, i, LS_GRAD_IN, in->chunk + 1, in->mb)) ok = 0;
-                                if ((in->op == OP_SEND_ACT || in->op == OP_SEND_GRAD || in->op == OP_RECV_ACT || in->op == OP_RECV_GRAD) &&
-                                    (!o || o->kind == LK_COMPUTE)) ok = 0;
-                                if (in->op == OP_REDUCE_GRADS && o)
-                                    for (int x = LS_ACT_IN; x < LS_STREAMS; x++)
-                                        if (p.s[x].n > 0 && !lower_waits_for(&p, i, x, p.s[x].ops[p.s[x].n - 1].k, p.s[x].ops[p.s[x].n - 1].mb)) ok = 0;
-                            }
-                            int want = 0;
-                            for (int i = 0; i < l.n; i++) want += l.ins[i].op != OP_LOAD_BATCH && l.ins[i].op != OP_OPTIMIZER_STEP;
-                            if (!ok || n_ops != want) {
-                                if (bad++ < 3) tap_diag("lowering of %s pp=%d m=%d v=%d stage %d list %d", sched_kind_names[kk], pp, m, v, s, f);
-                            }
-                            lower_free(&p);
-                            sched_free(&l);
-                        }
-                }
+    sched_tally_t t = {0};
+    for_each_schedule(lower_one, &t);
+    const int bad = t.bad, lists = t.lists;
     tap_ok(bad == 0 && lists > 0, "%d stage lists lowered to streams (every schedule, 2bw's four lists): each forward "
                                   "and backward waits for its receive, messages on their streams, the flush waits for "
                                   "every stream", lists);
