@@ -10,15 +10,6 @@
 
 #include "check.h"
 
-int be_kind_parse(const char *name, be_kind_t *kind)
-{
-    if (!strcmp(name, "cpu")) *kind = BE_CPU;
-    else if (!strcmp(name, "emu")) *kind = BE_EMU;
-    else if (!strcmp(name, "cuda")) *kind = BE_CUDA;
-    else return MP_FAIL("train.device=%s: expected cpu, emu or cuda", name);
-    return MP_OK;
-}
-
 /* The table of kind; NULL when this build has none. */
 static const be_ops_t *be_table(be_kind_t kind)
 {

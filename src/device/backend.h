@@ -47,9 +47,6 @@ typedef struct backend_s {
     int nbuckets, max_buckets;
 } backend_t;
 
-/* Name of train.device → kind; MP_OK or MP_ERR (unknown name, message printed). */
-int be_kind_parse(const char *name, be_kind_t *kind);
-
 /* Sets up the backend and binds `arena` to it: the arena's allocations then come from the device
  * region (emu, cuda) and are zeroed through the backend. capacity: bytes of the region (emu:
  * reserved address space; cuda: free device memory minus a margin, capped at capacity when > 0).

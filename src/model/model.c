@@ -386,8 +386,6 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
         PROF(p, PROF_ELEMENTWISE, be_encoder_backward(m->be, m->g.wte, m->g.wpe, s->dres, a->d_inputs, B, T, C, tp_v0(m), Vl));
 }
 
-float *model_stage_output(const model_t *m, acts_t *a) { return (float *)block_input(a, m->tab.nlayers); }
-
 float *model_part_output(const model_part_t *pt, acts_t *a) { return (float *)block_input(a, pt->n); }
 
 void model_grads_zero(model_t *m)

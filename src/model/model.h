@@ -125,8 +125,7 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss);
 void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *prof,
                          const model_ready_t *ready);
-/* The stage's (or part's) output activation (N,C) in a (what the next stage receives). */
-float *model_stage_output(const model_t *m, acts_t *a);
+/* The part's output activation (N,C) in a (what the next stage receives). */
 float *model_part_output(const model_part_t *pt, acts_t *a);
 
 /* Zeroes gradients (both parts of the tied embedding's). */
