@@ -13,6 +13,26 @@
 #include "perf.h"
 #include "publish.h"
 
+/* Layer l's memory policy: memory.layers' letter, else memory.policy. */
+static deck_policy_t run_layer_policy(const deck_t *d, int l)
+{
+    return d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+}
+
+/* The memory mode of each block this stage holds (its chunks' layers in order). */
+static int run_block_modes(run_t *r, int v, const int *l0, const int *nl)
+{
+    static const block_mode_t mode_of[DECK_POLICY_AUTO] = {
+        [DECK_POLICY_KEEP] = MODE_KEEP, [DECK_POLICY_RECOMPUTE] = MODE_RECOMPUTE,
+        [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE, [DECK_POLICY_OFFLOAD] = MODE_OFFLOAD,
+        [DECK_POLICY_BALANCE] = MODE_BALANCE};
+    unsigned char modes[4096]; /* model.layers ≤ 4096 (the deck's bound) */
+    int n = 0;
+    for (int c = 0; c < v; c++)
+        for (int l = l0[c]; l < l0[c] + nl[c]; l++) modes[n++] = (unsigned char)mode_of[run_layer_policy(&r->deck, l)];
+    return model_set_modes(&r->model, modes);
+}
+
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
  * with a message rather than silently ignored. */
 static int run_refuse_unimplemented(const deck_t *d)
@@ -24,9 +44,15 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (d->parallel.p2p == DECK_P2P_NCCL && d->train.device != DECK_DEVICE_CUDA)
         return MP_FAIL("parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda (this deck: %s); set "
                        "parallel.p2p=mpi or auto", deck_device_names[d->train.device]);
-    if (d->memory.policy != DECK_POLICY_KEEP)
-        return MP_FAIL("memory.policy=%s is not implemented in this version (only keep)",
-                       deck_policy_names[d->memory.policy]);
+    if (d->memory.policy == DECK_POLICY_AUTO && d->memory.per_layer.n == 0)
+        return MP_FAIL("memory.policy=auto needs the planner (mindpipe plan), not in this version: give keep, recompute, "
+                       "selective, offload or balance, or memory.layers");
+    for (int l = 0; l < d->model.layers; l++) {
+        const deck_policy_t p = run_layer_policy(d, l);
+        if (p == DECK_POLICY_BALANCE)
+            return MP_FAIL("memory.%s: layer %d's policy balance is not implemented in this version",
+                           d->memory.per_layer.n ? "layers" : "policy", l);
+    }
     if (d->supernet.enabled) return MP_FAIL("supernet.enabled=1 is not implemented in this version");
     return MP_OK;
 }
@@ -190,6 +216,7 @@ static int run_model(run_t *r)
         goto err_be;
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
+    if (run_block_modes(r, v, l0, nl) != MP_OK) goto err_model;
     if (param_table_build(&r->gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
     if (run_global_index(r) != MP_OK) goto err_gtab;
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;

@@ -67,13 +67,16 @@ const char *const deck_precision_names[DECK_PRECISION_COUNT] = {"fp32", "bf16"};
 const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "2bw"};
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
 const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
-const char *const deck_policy_names[DECK_POLICY_COUNT] = {"keep", "recompute", "offload", "balance", "auto"};
+const char *const deck_policy_names[DECK_POLICY_COUNT] = {"keep", "recompute", "selective", "offload", "balance",
+                                                          "auto"};
+const char deck_policy_letters[DECK_POLICY_AUTO] = {'k', 'r', 's', 'o', 'b'};
 const char *const deck_transfer_names[DECK_TRANSFER_COUNT] = {"auto", "collective", "independent"};
 static const char *const dim_names[DECK_DIMS] = {"tp", "dp", "sp", "pp"};
 
 static int parse_order(const char *v, void *out, char *why, size_t nwhy);
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy);
+static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy);
 static const char *type_name(key_type_t t);
 
 #define INF HUGE_VAL
@@ -164,8 +167,14 @@ static const deck_key_t keys[] = {
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
             "powers of 1024); 0 = none"),
     K_CHOICE(memory, policy, "keep", deck_policy_names,
-             "stashed activations: keep until backward, recompute, offload to host, balance (BPipe) or auto "
-             "(the planner chooses per layer)"),
+             "every layer's stashed activations: keep until backward; recompute (keep the block's input, re-run "
+             "its forward before its backward); selective (recompute attention's probabilities only); offload to "
+             "host memory; balance (BPipe: lend them to the stage p−1−s); auto (the planner: not yet)"),
+    K_PARSED(memory, layers, per_layer, "", parse_policy_list, "empty, or one of k, r, s, o, b per layer joined by ','",
+             "a policy per layer overriding memory.policy (k keep, r recompute, s selective, o offload, b balance); "
+             "count = model.layers"),
+    K_INT(memory, prefetch, "1", 0, 1e6,
+          "offload: bring a micro-batch's stash back this many instructions before its backward"),
 
     K_INT(checkpoint, every, "0", 0, 1e9, "write a checkpoint every N steps; 0 = only at the end"),
     K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted; 0 = keep all)"),
@@ -518,6 +527,29 @@ static int parse_order(const char *v, void *out, char *why, size_t nwhy)
 }
 
 /* "" or "a,b,c" with positive integers (spaces allowed around them). */
+static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy)
+{
+    deck_policy_list_t *l = out;
+    l->n = 0;
+    for (const char *p = v; *p;) {
+        while (*p == ' ') p++;
+        int pol = -1;
+        for (int i = 0; i < DECK_POLICY_AUTO; i++)
+            if (*p == deck_policy_letters[i]) pol = i;
+        if (pol < 0 || l->n == DECK_LIST_MAX) goto bad;
+        l->policy[l->n++] = (deck_policy_t)pol;
+        const char *end = p + 1;
+        while (*end == ' ') end++;
+        if (*end && *end != ',') goto bad;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) goto bad; /* trailing comma */
+    }
+    return MP_OK;
+bad:
+    snprintf(why, nwhy, "not a comma-separated list of the letters k, r, s, o, b (e.g. k,r,r,o)");
+    return MP_ERR;
+}
+
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_layer_list_t *l = out;
@@ -827,6 +859,16 @@ static int validate_pipeline(const deck_t *d)
     return nerr;
 }
 
+static int validate_memory(const deck_t *d)
+{
+    int nerr = 0;
+    const deck_policy_list_t *l = &d->memory.per_layer;
+    if (l->n && l->n != d->model.layers)
+        nerr++, MP_ERROR("memory.layers='%s' has %d entries, but model.layers=%d (one per layer)", d->memory.layers,
+                         l->n, d->model.layers);
+    return nerr;
+}
+
 int deck_validate(const deck_t *d)
 {
     const long long dim = d->model.dim, heads = d->model.heads, tp = d->parallel.tp;
@@ -853,6 +895,7 @@ int deck_validate(const deck_t *d)
         nerr++, MP_ERROR("parallel.pp=%d is more than model.layers=%d: every stage needs a layer", d->parallel.pp,
                          d->model.layers);
     nerr += validate_pipeline(d);
+    nerr += validate_memory(d);
     if (!d->data.path[0])
         nerr++, MP_ERROR("data.path is empty: make a token file with `mindpipe prep --text FILE --out DATA.h5`, "
                          "then set [data] path = DATA.h5 in the deck (or --set data.path=DATA.h5)");

@@ -32,9 +32,11 @@ typedef enum {
 typedef enum { DECK_WAIT_AUTO, DECK_WAIT_YIELD, DECK_WAIT_SPIN, DECK_WAIT_COUNT } deck_wait_t;
 typedef enum { DECK_P2P_AUTO, DECK_P2P_MPI, DECK_P2P_NCCL, DECK_P2P_COUNT } deck_p2p_t;
 typedef enum {
-    DECK_POLICY_KEEP, DECK_POLICY_RECOMPUTE, DECK_POLICY_OFFLOAD, DECK_POLICY_BALANCE, DECK_POLICY_AUTO,
-    DECK_POLICY_COUNT
+    DECK_POLICY_KEEP, DECK_POLICY_RECOMPUTE, DECK_POLICY_SELECTIVE, DECK_POLICY_OFFLOAD, DECK_POLICY_BALANCE,
+    DECK_POLICY_AUTO, DECK_POLICY_COUNT
 } deck_policy_t;
+/* memory.layers' letters, by policy (auto has none: it cannot be given per layer). */
+extern const char deck_policy_letters[DECK_POLICY_AUTO];
 typedef enum {
     DECK_TRANSFER_AUTO, DECK_TRANSFER_COLLECTIVE, DECK_TRANSFER_INDEPENDENT, DECK_TRANSFER_COUNT
 } deck_transfer_t;
@@ -64,6 +66,12 @@ typedef struct {
     int n;
     int layers[DECK_LIST_MAX];
 } deck_layer_list_t;
+
+/* memory.layers parsed: one policy per layer; n = 0: every layer takes memory.policy. */
+typedef struct {
+    int n;
+    deck_policy_t policy[DECK_LIST_MAX];
+} deck_policy_list_t;
 
 /* The resolved deck. Keys whose text is free-form (parallel.order, pipeline.layers,
  * debug.fail_at) keep it as written, for deck_write, beside the value parsed from it. */
@@ -100,6 +108,9 @@ typedef struct {
     struct {
         uint64_t device_limit;         /* bytes; 0 = none. Accepts suffixes K, M, G (binary). */
         deck_policy_t policy;
+        char layers[DECK_STR];         /* "" or "k,r,s,o,b,..." as written */
+        deck_policy_list_t per_layer;  /* memory.layers parsed */
+        int prefetch;                  /* offload: PREFETCH this many instructions before the backward */
     } memory;
     struct {
         int every, keep, final;

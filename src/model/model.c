@@ -100,6 +100,8 @@ void model_versions_advance(model_t *m)
 void model_destroy(model_t *m)
 {
     model_versions_destroy(m);
+    free(m->mode);
+    m->mode = NULL;
     size_t n = m->alloc * sizeof(float), nmv = m->mv_len * sizeof(float);
     param_view_free(&m->g);
     param_view_free(&m->p);
@@ -119,36 +121,148 @@ static float *carve(float *buf, size_t *off, size_t n)
     return p;
 }
 
-static size_t acts_layout(acts_t *a, const model_t *m, int B, float *buf)
-{  /* a->nblocks and a->final say what to carve */
-    const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T, NH = tp_NH(m);
-    const size_t Cl = tp_C(m), RC = tp_RC(m), V = tp_V(m);
-    size_t off = 0;
-    a->encoded = carve(buf, &off, N * C); /* the embedding's output, or the activation a stage receives */
-    for (int l = 0; l < a->nblocks; l++) {
-        block_acts_t *h = &a->h[l];
-        h->ln1 = carve(buf, &off, N * C);
-        h->ln1_mean = carve(buf, &off, N);
-        h->ln1_rstd = carve(buf, &off, N);
-        h->qkv = carve(buf, &off, N * 3 * Cl);
-        h->att = carve(buf, &off, (size_t)B * NH * T * T);
-        h->atty = carve(buf, &off, N * Cl);
-        h->res2 = carve(buf, &off, N * C);
-        h->ln2 = carve(buf, &off, N * C);
-        h->ln2_mean = carve(buf, &off, N);
-        h->ln2_rstd = carve(buf, &off, N);
-        h->fch = carve(buf, &off, N * RC);
-        h->fch_gelu = carve(buf, &off, N * RC);
-        h->res3 = carve(buf, &off, N * C);
+/* A block's saved tensors in three groups that a mode places independently: its output res3, the
+ * attention probabilities, and the rest. Carving with buf == NULL only counts. */
+static void carve_res3(const model_t *m, int B, block_acts_t *h, float *buf, size_t *off)
+{
+    h->res3 = carve(buf, off, (size_t)B * m->cfg.seq_len * m->cfg.dim);
+}
+
+static void carve_att(const model_t *m, int B, block_acts_t *h, float *buf, size_t *off)
+{
+    const size_t T = m->cfg.seq_len;
+    h->att = carve(buf, off, (size_t)B * tp_NH(m) * T * T);
+}
+
+static void carve_rest(const model_t *m, int B, block_acts_t *h, float *buf, size_t *off)
+{
+    const size_t C = m->cfg.dim, N = (size_t)B * m->cfg.seq_len, Cl = tp_C(m), RC = tp_RC(m);
+    h->ln1 = carve(buf, off, N * C);
+    h->ln1_mean = carve(buf, off, N);
+    h->ln1_rstd = carve(buf, off, N);
+    h->qkv = carve(buf, off, N * 3 * Cl);
+    h->atty = carve(buf, off, N * Cl);
+    h->res2 = carve(buf, off, N * C);
+    h->ln2 = carve(buf, off, N * C);
+    h->ln2_mean = carve(buf, off, N);
+    h->ln2_rstd = carve(buf, off, N);
+    h->fch = carve(buf, off, N * RC);
+    h->fch_gelu = carve(buf, off, N * RC);
+}
+
+/* Where each group of a block in `mode` goes: the stash (resident), the movable region, or the
+ * workspace (not saved). */
+enum { AT_STASH, AT_MOVABLE, AT_WORK };
+static int place_att(block_mode_t mode)
+{
+    return mode == MODE_KEEP ? AT_STASH : mode == MODE_OFFLOAD || mode == MODE_BALANCE ? AT_MOVABLE : AT_WORK;
+}
+static int place_rest(block_mode_t mode)
+{
+    return mode == MODE_KEEP || mode == MODE_SELECTIVE ? AT_STASH
+           : mode == MODE_RECOMPUTE                    ? AT_WORK
+                                                       : AT_MOVABLE;
+}
+
+/* Floats of one block's groups in the stash and in the movable region under `mode`. */
+static void block_floats(const model_t *m, int B, block_mode_t mode, size_t *res, size_t *mov)
+{
+    block_acts_t h;
+    size_t r = 0, v = 0, tmp = 0;
+    carve_res3(m, B, &h, NULL, &r);
+    carve_att(m, B, &h, NULL, place_att(mode) == AT_STASH ? &r : place_att(mode) == AT_MOVABLE ? &v : &tmp);
+    carve_rest(m, B, &h, NULL, place_rest(mode) == AT_STASH ? &r : place_rest(mode) == AT_MOVABLE ? &v : &tmp);
+    *res = r, *mov = v;
+}
+
+void acts_block_bytes(const model_t *m, int B, block_mode_t mode, size_t *resident, size_t *movable)
+{
+    block_floats(m, B, mode, resident, movable);
+    *resident *= sizeof(float), *movable *= sizeof(float);
+}
+
+block_mode_t model_block_mode(const model_t *m, int local_block)
+{
+    return m->mode ? (block_mode_t)m->mode[local_block] : MODE_KEEP;
+}
+
+int model_set_modes(model_t *m, const unsigned char *modes)
+{
+    free(m->mode);
+    m->mode = NULL;
+    if (!modes) return MP_OK;
+    if (!(m->mode = MP_CALLOC((size_t)(m->tab.nlayers > 0 ? m->tab.nlayers : 1), 1))) return MP_ERR;
+    memcpy(m->mode, modes, (size_t)m->tab.nlayers);
+    return MP_OK;
+}
+
+/* The head's tensors after the blocks' positions (buf == NULL: only counts). */
+static void carve_head(acts_t *a, const model_t *m, float *buf, size_t *off)
+{
+    const size_t C = m->cfg.dim, N = (size_t)a->B * m->cfg.seq_len, V = tp_V(m);
+    a->lnf = carve(buf, off, N * C);
+    a->lnf_mean = carve(buf, off, N);
+    a->lnf_rstd = carve(buf, off, N);
+    a->probs = carve(buf, off, N * V);
+    a->losses = carve(buf, off, N);
+}
+
+/* The extents of block positions 0..a->nblocks-1: position i serves block i of every chunk that
+ * has one (and of the whole model when a holds all its blocks), so it is as large as the largest
+ * of their modes needs. Returns the stash's floats. */
+static size_t acts_positions(acts_t *a, const model_t *m)
+{
+    const size_t C = m->cfg.dim, N = (size_t)a->B * m->cfg.seq_len;
+    size_t off = 0, mov = 0;
+    carve(NULL, &off, N * C); /* encoded: the embedding's output, or the activation a stage receives */
+    const int whole = a->nblocks == m->tab.nlayers;
+    for (int i = 0; i < a->nblocks; i++) {
+        size_t res_i = 0, mov_i = 0;
+        for (int c = 0; c <= m->tab.nchunks; c++) {
+            const model_part_t pt = c < m->tab.nchunks ? model_chunk(m, c) : model_whole(m);
+            if (i >= pt.n || (c == m->tab.nchunks && !whole)) continue;
+            size_t r, v;
+            block_floats(m, a->B, model_block_mode(m, pt.b0 + i), &r, &v);
+            if (r > res_i) res_i = r;
+            if (v > mov_i) mov_i = v;
+        }
+        a->pos_res[i] = off, a->pos_mov[i] = mov;
+        off += res_i, mov += mov_i;
     }
-    if (a->final) {
-        a->lnf = carve(buf, &off, N * C);
-        a->lnf_mean = carve(buf, &off, N);
-        a->lnf_rstd = carve(buf, &off, N);
-        a->probs = carve(buf, &off, N * V);
-        a->losses = carve(buf, &off, N);
-    }
+    a->head_off = off;
+    if (a->final) carve_head(a, m, NULL, &off);
+    a->mov_floats = mov;
     return off;
+}
+
+void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, const scratch_t *s)
+{
+    const size_t C = m->cfg.dim, N = (size_t)a->B * m->cfg.seq_len;
+    size_t off = 0;
+    a->encoded = carve(a->buf, &off, N * C);
+    a->mov = mov;
+    for (int i = 0; i < pt->n; i++) {
+        const block_mode_t mode = model_block_mode(m, pt->b0 + i);
+        block_acts_t *h = &a->h[i];
+        size_t r = a->pos_res[i], v = a->pos_mov[i];
+        const int pa = place_att(mode), pr = place_rest(mode);
+        if ((pa == AT_MOVABLE || pr == AT_MOVABLE) && !mov)
+            MP_ABORT("block %d's stash is movable but no movable region is bound (a bug)", pt->b0 + i);
+        if ((pa == AT_WORK || pr == AT_WORK) && (!s || !s->work.att))
+            MP_ABORT("block %d recomputes but the stage has no recompute workspace (a bug)", pt->b0 + i);
+        carve_res3(m, a->B, h, a->buf, &r);
+        if (pa == AT_WORK) h->att = s->work.att;
+        else carve_att(m, a->B, h, pa == AT_STASH ? a->buf : mov, pa == AT_STASH ? &r : &v);
+        if (pr == AT_WORK) {
+            float *res3 = h->res3, *att = h->att;
+            *h = s->work;
+            h->res3 = res3, h->att = att;
+        } else {
+            carve_rest(m, a->B, h, pr == AT_STASH ? a->buf : mov, pr == AT_STASH ? &r : &v);
+        }
+    }
+    off = a->head_off;
+    if (a->final) carve_head(a, m, a->buf, &off);
 }
 
 int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena)
@@ -164,13 +278,19 @@ int acts_create_part(acts_t *a_p, const model_t *m, int B, int nblocks, int fina
     a.T = m->cfg.seq_len;
     a.nblocks = nblocks;
     a.final = final;
-    a.h = MP_CALLOC((size_t)(nblocks > 0 ? nblocks : 1), sizeof *a.h);
-    if (!a.h) return MP_ERR;
-    a.nfloats = acts_layout(&a, m, B, NULL);
+    const size_t np = (size_t)(nblocks > 0 ? nblocks : 1);
+    a.h = MP_CALLOC(np, sizeof *a.h);
+    a.pos_res = MP_CALLOC(np, sizeof *a.pos_res);
+    a.pos_mov = MP_CALLOC(np, sizeof *a.pos_mov);
+    if (!a.h || !a.pos_res || !a.pos_mov) goto err_free_h;
+    a.nfloats = acts_positions(&a, m);
     const size_t ntok = (size_t)B * a.T;
     if (!(a.buf = arena_floats(arena, a.nfloats, "activations"))) goto err_free_h;
     if (!(a.ibuf = arena_ints(arena, 2 * ntok, "token buffers"))) goto err_free_buf;
-    acts_layout(&a, m, B, a.buf);
+    size_t off = 0;
+    a.encoded = carve(a.buf, &off, (size_t)B * a.T * m->cfg.dim);
+    off = a.head_off;
+    if (final) carve_head(&a, m, a.buf, &off);
     a.d_inputs = a.ibuf;
     a.d_targets = a.ibuf + ntok;
     a.inputs = a.d_inputs, a.targets = a.d_targets, a.host_losses = a.losses;
@@ -190,7 +310,7 @@ err_free_ibuf:
 err_free_buf:
     arena_free(arena, a.buf, a.nfloats * sizeof(float));
 err_free_h:
-    free(a.h);
+    free(a.h), free(a.pos_res), free(a.pos_mov);
     return MP_ERR;
 }
 
@@ -203,8 +323,8 @@ void acts_destroy(acts_t *a, arena_t *arena)
     }
     arena_free(arena, a->ibuf, 2 * (size_t)a->B * a->T * sizeof(int));
     arena_free(arena, a->buf, a->nfloats * sizeof(float));
-    free(a->h);
-    a->h = NULL;
+    free(a->h), free(a->pos_res), free(a->pos_mov);
+    a->h = NULL, a->pos_res = a->pos_mov = NULL;
 }
 
 static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
@@ -220,6 +340,21 @@ static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
     s->xmax = carve(buf, &off, N);
     s->xsum = carve(buf, &off, N);
     s->xtgt = carve(buf, &off, N);
+    /* the workspace: a whole block when some block recomputes, else (selective only) the
+     * probabilities and the attention output its recomputation writes beside them */
+    int any_r = 0, any_s = 0;
+    for (int i = 0; i < m->tab.nlayers; i++)
+        any_r |= model_block_mode(m, i) == MODE_RECOMPUTE, any_s |= model_block_mode(m, i) == MODE_SELECTIVE;
+    memset(&s->work, 0, sizeof s->work);
+    if (any_r) {
+        carve_res3(m, B, &s->work, buf, &off);
+        carve_att(m, B, &s->work, buf, &off);
+        carve_rest(m, B, &s->work, buf, &off);
+    } else if (any_s) {
+        carve_att(m, B, &s->work, buf, &off);
+        s->work.atty = carve(buf, &off, N * Cl);
+    }
+    if (!buf) memset(&s->work, 0, sizeof s->work);
     return off;
 }
 
@@ -288,6 +423,26 @@ static void block_backward(const model_t *m, const block_view_t *w, block_view_t
 
 static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->encoded : a->h[i - 1].res3; }
 
+/* What block b's backward reads, whole again: under RECOMPUTE its forward re-run from its input x
+ * into the workspace (the same kernels on the same input: the same bits, tensor-parallel
+ * all-reduces included, which every TP peer re-runs too); under SELECTIVE the probabilities
+ * recomputed from q and k (the attention output it writes beside them is not used). Other modes
+ * saved everything. */
+static block_acts_t block_restore(const model_t *m, int b, const block_acts_t *saved, const float *x, scratch_t *s,
+                                  int B, prof_t *p)
+{
+    block_acts_t h = *saved;
+    const block_mode_t mode = model_block_mode(m, b);
+    if (mode == MODE_RECOMPUTE) {
+        h = s->work; /* its own res3 too: the saved output may still be read by a send in flight */
+        block_forward(m, &m->p.h[b], &h, x, B, p);
+    } else if (mode == MODE_SELECTIVE) {
+        h.att = s->work.att;
+        PROF(p, PROF_ATTENTION, be_attention_forward(m->be, s->work.atty, h.att, h.qkv, B, m->cfg.seq_len, tp_C(m), tp_NH(m)));
+    }
+    return h;
+}
+
 /* Token + position embedding; vocab-parallel: each TP rank adds the rows it holds, then the
  * positions (at tp = 1 one pass, the same bits). */
 static void embed_forward(model_t *m, acts_t *a, prof_t *p)
@@ -345,6 +500,7 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     if ((pt->embed || pt->final) && a->inputs != a->d_inputs) /* the tokens the host loaded */
         be_to_device(m->be, a->d_inputs, a->inputs, 2 * (size_t)N * sizeof(int));
+    acts_bind(a, m, pt, a->mov, s);
     if (pt->embed) embed_forward(m, a, p);
     for (int i = 0; i < pt->n; i++) block_forward(m, &m->p.h[pt->b0 + i], &a->h[i], block_input(a, i), B, p);
     if (!pt->final) return 0.0;
@@ -368,6 +524,7 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
                          const model_ready_t *ready)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
+    acts_bind(a, m, pt, a->mov, s);
     if (pt->final) {
         PROF(p, PROF_XENT, be_crossentropy_backward(m->be, a->probs, a->probs, a->d_targets, dloss, N, Vl, tp_v0(m)));
         PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
@@ -379,7 +536,8 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
         if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
     }
     for (int i = pt->n - 1; i >= 0; i--) {
-        block_backward(m, &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &a->h[i], block_input(a, i), s, B, p);
+        const block_acts_t h = block_restore(m, pt->b0 + i, &a->h[i], block_input(a, i), s, B, p);
+        block_backward(m, &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &h, block_input(a, i), s, B, p);
         if (ready) ready->fn(ready->ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
     if (pt->embed)

@@ -27,6 +27,18 @@ typedef struct {
     float *res3;                       /* (B,T,C) block output */
 } block_acts_t;
 
+/* Where a block's saved activations live between its forward and its backward (the memory policy
+ * of the block, ARCHITECTURE.md §6). Its output res3 is always kept: it is the next block's input
+ * (or what the stage sends on), and recompute re-runs a block from it. The others:
+ *   KEEP       every tensor in the stash
+ *   SELECTIVE  all but the attention probabilities, recomputed from q and k before the backward
+ *   RECOMPUTE  none: the forward writes them to the stage's workspace, and the block's forward is
+ *              re-run there just before its backward
+ *   OFFLOAD    in the stash's movable region: a device buffer the executor binds for the forward,
+ *              copies to host memory after it and brings back before the backward
+ *   BALANCE    in the movable region too: BPipe lends it to another stage instead of the host */
+typedef enum { MODE_KEEP, MODE_RECOMPUTE, MODE_SELECTIVE, MODE_OFFLOAD, MODE_BALANCE, MODE_COUNT } block_mode_t;
+
 /* What one micro-batch's forward saves for its backward. */
 typedef struct {
     int B, T;
@@ -39,7 +51,13 @@ typedef struct {
     float *probs;                      /* (B,T,V) logits, then softmax probabilities, then dlogits */
     float *losses;                     /* (B,T) */
     float *host_losses;                /* (B,T) on the host: forward copies losses there (cpu: losses) */
-    float *buf; size_t nfloats;        /* the one allocation behind all of the above */
+    float *buf; size_t nfloats;        /* the one allocation behind all of the above but the movable tensors */
+    /* The movable region (blocks under OFFLOAD or BALANCE): mov_floats floats at mov, bound by
+     * acts_bind (NULL until then). Each block position has a fixed extent in buf and in mov, the
+     * largest any chunk's policy there needs, so a slot serves every chunk of the stage. */
+    float *mov; size_t mov_floats;
+    size_t *pos_res, *pos_mov;         /* per block position: its offset in buf and in mov */
+    size_t head_off;                   /* the head's tensors' offset in buf */
     int *ibuf;                         /* d_inputs and d_targets */
     int *host_ibuf;                    /* inputs and targets when the device is not the host (else NULL) */
     backend_t *be;                     /* whose host memory host_ibuf and host_losses are */
@@ -53,6 +71,9 @@ typedef struct {
     float *datt;   /* (B,NH,T,T) */
     float *dfch;   /* (B,T,RC) */
     float *xmax, *xsum, *xtgt; /* (B,T) vocab-parallel cross-entropy row statistics */
+    /* A whole block's activations where RECOMPUTE and SELECTIVE blocks put what they do not save
+     * (their forward's, then their recomputation's): allocated when the stage has such a block. */
+    block_acts_t work;
     float *buf; size_t nfloats;
 } scratch_t;
 
@@ -72,6 +93,7 @@ typedef struct {
     float *params_old;
     param_view_t p_new, p_old;
     arena_t *arena;
+    unsigned char *mode;               /* per local block: its block_mode_t (NULL: every block KEEP) */
 } model_t;
 
 /* The "bucket ready" hook: called during a backward when the gradients of one parameter range are
@@ -100,6 +122,11 @@ typedef struct {
     int b0, n, embed, final;
 } model_part_t;
 
+/* Sets each local block's memory mode (modes[i] for local block i; NULL: all KEEP). Before
+ * acts_create and scratch_create, whose sizes depend on it. MP_OK or MP_ERR (allocation). */
+int model_set_modes(model_t *m, const unsigned char *modes);
+block_mode_t model_block_mode(const model_t *m, int local_block);
+
 /* The part of everything this model holds, and of its chunk c (param table's chunks). */
 model_part_t model_whole(const model_t *m);
 model_part_t model_chunk(const model_t *m, int c);
@@ -109,6 +136,12 @@ model_part_t model_chunk(const model_t *m, int c);
 int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena);
 int acts_create_part(acts_t *a_p, const model_t *m, int B, int nblocks, int final, arena_t *arena);
 void acts_destroy(acts_t *a, arena_t *arena);
+/* Points the saved tensors of a at the places the modes of part pt's blocks give them: the stash,
+ * the movable region mov (mov_floats floats; NULL when pt has no movable block) or the workspace
+ * of s. Call before a forward of pt into a, and again when the movable region moves. */
+void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, const scratch_t *s);
+/* Bytes of one block's saved tensors by where its mode puts them (res3 included in *resident). */
+void acts_block_bytes(const model_t *m, int B, block_mode_t mode, size_t *resident, size_t *movable);
 int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena);
 void scratch_destroy(scratch_t *s, arena_t *arena);
 
