@@ -199,6 +199,54 @@ static int run_param_init(run_t *r)
     return MP_OK;
 }
 
+static exec_ctx_t run_exec_ctx(run_t *r);
+
+/* The stage's plan under its blocks' current modes (exec_plan): the model the arena holds so far,
+ * 2bw's second version and the ZeRO-1 gradient shard, and what the executor will allocate. */
+static int run_plan_now(run_t *r, exec_plan_t *p)
+{
+    const deck_t *d = &r->deck;
+    size_t fixed = r->arena.in_use;
+    if (d->parallel.schedule_kind == DECK_SCHED_2BW) fixed += r->model.alloc * sizeof(float);
+    if (d->parallel.zero && r->grid.replica_size > 1)
+        fixed += param_padded(r->model.tab.total, r->grid.replica_size) / (size_t)r->grid.replica_size * sizeof(float);
+    const exec_ctx_t c = run_exec_ctx(r);
+    return exec_plan(&c, d->train.micro_batch, fixed, p);
+}
+
+/* memory.device_limit: the stage's planned peak must fit, else the run is refused before anything
+ * else is allocated, naming the stage, the plan, the limit and the uniform policy that would fit
+ * (the cheapest in time first: selective, offload, recompute). */
+static int run_memory_plan(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    if (run_plan_now(r, &r->plan) != MP_OK) return MP_ERR;
+    const uint64_t limit = d->memory.device_limit;
+    if (!limit || r->plan.total <= limit) return MP_OK;
+    static const block_mode_t try[] = {MODE_KEEP, MODE_SELECTIVE, MODE_OFFLOAD, MODE_RECOMPUTE};
+    static const char *const try_name[] = {"keep", "selective", "offload", "recompute"};
+    char fits[160] = "";
+    unsigned char *saved = NULL, modes[4096];
+    if (r->model.mode && !(saved = malloc((size_t)r->model.tab.nlayers))) return MP_FAIL("out of memory planning");
+    if (saved) memcpy(saved, r->model.mode, (size_t)r->model.tab.nlayers);
+    for (size_t i = 0; i < sizeof try / sizeof try[0] && !fits[0]; i++) {
+        exec_plan_t p;
+        memset(modes, try[i], sizeof modes);
+        if (model_set_modes(&r->model, modes) != MP_OK || run_plan_now(r, &p) != MP_OK) break;
+        if (p.total <= limit)
+            snprintf(fits, sizeof fits, "memory.policy=%s would fit (planned %zu bytes)", try_name[i], p.total);
+    }
+    model_set_modes(&r->model, saved);
+    free(saved);
+    const exec_plan_t *p = &r->plan;
+    return MP_FAIL("memory.device_limit=%llu bytes: stage %d (rank %d) plans a peak of %zu bytes under its memory "
+                   "policy: %zu for the model, its gradients and optimizer state, %zu for %d stash slot(s)%s, %zu "
+                   "scratch, %zu message buffers. %s",
+                   (unsigned long long)limit, r->stage, r->rank, p->total, p->fixed, p->stash, p->nslots,
+                   p->npool ? " and the offload buffers" : "", p->scratch, p->messages,
+                   fits[0] ? fits : "No memory policy fits: more pipeline stages, ZeRO-1 or a smaller micro-batch");
+}
+
 static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
@@ -217,6 +265,7 @@ static int run_model(run_t *r)
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
     if (run_block_modes(r, v, l0, nl) != MP_OK) goto err_model;
+    if (run_memory_plan(r) != MP_OK) goto err_model;
     if (param_table_build(&r->gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
     if (run_global_index(r) != MP_OK) goto err_gtab;
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;
@@ -275,21 +324,28 @@ static const sched_kind_t run_sched_kind[DECK_SCHED_COUNT] = {
     [DECK_SCHED_GPIPE] = SCHED_GPIPE, [DECK_SCHED_1F1B] = SCHED_1F1B, [DECK_SCHED_INTERLEAVED] = SCHED_INTERLEAVED,
     [DECK_SCHED_2BW] = SCHED_2BW};
 
-/* The executor of this stage: its context is what it may touch of the run. */
-static int run_exec(run_t *r)
+/* The executor's context: what it may touch of the run. */
+static exec_ctx_t run_exec_ctx(run_t *r)
 {
     const deck_t *d = &r->deck;
     exec_ctx_t c = {.model = &r->model, .be = &r->be, .arena = &r->arena, .acts = &r->acts, .scratch = &r->scratch,
                     .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
                     .stage = r->stage, .pp = r->pp, .kind = run_sched_kind[d->parallel.schedule_kind],
                     .m = r->micro_batches, .nccl = r->be.kind == BE_CUDA && d->parallel.p2p != DECK_P2P_MPI,
-                    .policy = &stash_policy_keep, .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
+                    .prefetch = d->memory.prefetch, .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
     int coord[GRID_NDIMS];
     memcpy(coord, r->grid.coord, sizeof coord);
     for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++) {
         coord[GRID_PP] = s;
         c.stage_rank[s] = grid_rank_of(&r->grid, coord);
     }
+    return c;
+}
+
+/* The executor of this stage. */
+static int run_exec(run_t *r)
+{
+    const exec_ctx_t c = run_exec_ctx(r);
     return exec_init(&r->exec, &c);
 }
 

@@ -46,6 +46,7 @@ typedef struct {
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
     int stage, pp;
     int *gidx;               /* local entry i -> index of the same tensor in gtab */
+    exec_plan_t plan;        /* the stage's memory plan (memory.device_limit), made before allocating */
     exec_t exec;             /* runs this stage's instruction lists (every pp, pp = 1 included) */
     acts_t acts;
     scratch_t scratch;

@@ -159,6 +159,7 @@ static deck_fail_mode_t train_fail_mode(const run_t *r, long t)
 typedef struct {
     double t_last;    /* time of the last progress line */
     long step_last;   /* steps completed then */
+    long moved_step;  /* step of the last metrics line: the per-step transfer figures average since */
 } progress_t;
 
 static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, double gnorm, double val_loss)
@@ -177,23 +178,37 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     runlog_printf(&r->log, "step %6ld/%d | loss %.4f%s | lr %.3e | grad_norm %.3f | %.0f tok/s | mfu %.1f%% | mem %.1f MiB",
                   r->step, d->train.steps, loss, val, lr, gnorm, tok_s, 100.0 * mfu,
                   (double)r->arena.peak / 1048576.0);
-    /* peak memory of every stage (the pp group of rank 0), gathered for the metrics line */
-    /* and the most micro-batches each stage had stashed (pipeline slots in use) */
-    unsigned long long mine[2] = {r->arena.peak, (unsigned long long)exec_stash_peak(&r->exec)};
-    unsigned long long peaks[2 * SIM_MAX_STAGES] = {0};
+    /* per stage (the pp group of rank 0), gathered for the metrics line: peak memory, its plan, the
+     * most micro-batches stashed and offload buffers in use, host memory held for offloads, and
+     * bytes moved and seconds waited for them per step since the last line */
+    const long nsteps = r->step - pg->moved_step > 0 ? r->step - pg->moved_step : 1;
+    const stash_t *st = &r->exec.stash;
+    enum { NM = 8 };
+    double mine[NM] = {(double)r->arena.peak, (double)r->plan.total, exec_stash_peak(&r->exec), exec_pool_peak(&r->exec),
+                       (double)st->mov_bytes * (st->mov_bytes ? st->nslots : 0), st->moved.offloaded / (double)nsteps,
+                       st->moved.prefetched / (double)nsteps, st->moved.wait_s / (double)nsteps};
+    r->exec.stash.moved = (stash_moved_t){0};
+    pg->moved_step = r->step;
+    double all[NM * SIM_MAX_STAGES] = {0};
     MPI_Request q;
-    MPI_CHECK(MPI_Igather(mine, 2, MPI_UNSIGNED_LONG_LONG, peaks, 2, MPI_UNSIGNED_LONG_LONG, 0, r->grid.comm[GRID_PP], &q));
+    MPI_CHECK(MPI_Igather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, 0, r->grid.comm[GRID_PP], &q));
     wait_all(&r->wait, 1, &q, "the per-stage memory report");
-    char mem[SIM_MAX_STAGES * 24] = "", stash[SIM_MAX_STAGES * 24] = "";
-    for (int s = 0, o = 0, o2 = 0; s < r->pp && o < (int)sizeof mem - 24; s++) {
-        o += snprintf(mem + o, sizeof mem - (size_t)o, "%s%llu", s ? "," : "", peaks[2 * s]);
-        o2 += snprintf(stash + o2, sizeof stash - (size_t)o2, "%s%llu", s ? "," : "", peaks[2 * s + 1]);
+    static const char *const names[NM] = {"peak_mem_bytes", "planned_mem_bytes", "stash_peak", "offload_buffers_peak",
+                                          "host_bytes", "offloaded_bytes_per_step", "prefetched_bytes_per_step",
+                                          "transfer_wait_s_per_step"};
+    char per_stage[NM * (SIM_MAX_STAGES * 24 + 40)] = "";
+    for (int k = 0, o = 0; k < NM; k++) {
+        o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, ",\"%s\":[", names[k]);
+        for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++)
+            o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, k == NM - 1 ? "%s%.6f" : "%s%.0f", s ? "," : "",
+                          all[NM * s + k]);
+        o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, "]");
     }
     char valj[64] = "";
     if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
     runlog_metrics(&r->log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
-                   "\"mfu\":%.5f,\"peak_mem_bytes\":[%s],\"stash_peak\":[%s],\"bubble\":%.4f,\"bubble_theory\":%.4f",
-                   r->step, loss, valj, lr, gnorm, tok_s, mfu, mem, stash, bubble, theory);
+                   "\"mfu\":%.5f%s,\"bubble\":%.4f,\"bubble_theory\":%.4f",
+                   r->step, loss, valj, lr, gnorm, tok_s, mfu, per_stage, bubble, theory);
 }
 
 /* [debug] fail_at = RANK:STEP: that rank dies (SIGKILL, no chance to clean up) as step STEP
@@ -215,7 +230,7 @@ static void train_fail_at(const run_t *r, long t, int agreed)
 static int train_loop(run_t *r)
 {
     const deck_t *d = &r->deck;
-    progress_t pg = {perf_now(), r->step};
+    progress_t pg = {perf_now(), r->step, r->step};
     const long first = r->step;
     while (r->step < d->train.steps) {
         long t = r->step;

@@ -57,6 +57,10 @@ void be_destroy(backend_t *be)
 {
     free(be->bucket_req);
     be->bucket_req = NULL;
+    copier_destroy(be->copier); /* its copies are done before the region goes */
+    be->copier = NULL;
+    free(be->fence_at), free(be->fence_len);
+    be->fence_at = NULL, be->fence_len = NULL, be->nfences = be->max_fences = 0;
     if (be->ops && be->ops->destroy) be->ops->destroy(be);
     be->base = NULL;
 }

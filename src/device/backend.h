@@ -28,6 +28,7 @@
 
 #include "arena.h"
 #include "be_kernels.h"
+#include "copier.h"
 #include "wait.h"
 
 typedef enum { BE_CPU = 0, BE_EMU = 1, BE_CUDA = 2 } be_kind_t;
@@ -44,6 +45,11 @@ typedef struct backend_s {
     int open;                /* emu: nesting depth of be_* calls with the region readable */
     void *state;             /* cuda: the backend's CUDA state (backend_cuda.h) */
     MPI_Request *bucket_req; /* cpu: the started gradient buckets */
+    copier_t *copier;        /* cpu, emu: the copy engine (started by the first offload_start) */
+    char *view;              /* emu: the copy engine's own always-readable mapping of the region */
+    void **fence_at;         /* emu: the device ranges offload_fence keeps unreadable */
+    size_t *fence_len;
+    int nfences, max_fences;
     int nbuckets, max_buckets;
 } backend_t;
 
@@ -144,8 +150,32 @@ enum { BE_P2P_ACT_IN, BE_P2P_ACT_OUT, BE_P2P_GRAD_IN, BE_P2P_GRAD_OUT, BE_P2P_DI
     X(void, p2p_wait, (backend_t *be, int dir, int slot), (be, dir, slot))                               \
     X(void, p2p_fence, (backend_t *be, int dir), (be, dir))
 
-#define BE_OPS(X, XR) \
-    BE_MEMORY_OPS(X, XR) BE_HOST_OPS(X, XR) BE_COLL_OPS(X, XR) BE_BUCKET_OPS(X, XR) BE_P2P_OPS(X, XR)
+/* Stash offload (memory.policy = offload, ARCHITECTURE.md §6): copies between device and host
+ * memory on a copy engine beside compute, run in the order they are started (cpu and emu: the copy
+ * thread of copier.h; cuda: the offload stream).
+ *   offload_start  after the work enqueued so far, dst (bytes) = src; to_host: src is device
+ *                  memory and dst host memory (be_host_alloc's), else the reverse. Returns its
+ *                  ticket (> 0). Both buffers must stay untouched until the copy is waited for.
+ *   offload_wait   the work after this call sees the copy of ticket and every one before it done
+ *                  (cpu, emu: the host blocks until the copy thread is there, and the seconds it
+ *                  waited are added to *waited; cuda: the compute stream waits for the ticket's
+ *                  event and the host does not block)
+ *   offload_fence  emu: while on, the page-aligned device range [dev, dev + bytes) stays
+ *                  unreadable even inside be_* calls, so a kernel that touches an offloaded stash
+ *                  faults; cpu, cuda: nothing
+ *   offload_link   ranks of a node share its host link: with link non-NULL the copy engine takes
+ *                  link's lock of a copy's direction for the copy (copier.h); cuda: not yet
+ *                  (the offload stream cannot take a host lock without a host callback) */
+#define BE_OFFLOAD_OPS(X, XR)                                                                        \
+    XR(long, offload_start, (backend_t *be, void *dst, const void *src, size_t bytes, int to_host),  \
+       (be, dst, src, bytes, to_host))                                                               \
+    X(void, offload_wait, (backend_t *be, long ticket, double *waited), (be, ticket, waited))        \
+    X(void, offload_fence, (backend_t *be, void *dev, size_t bytes, int on), (be, dev, bytes, on))   \
+    X(void, offload_link, (backend_t *be, const copier_link_t *link), (be, link))
+
+#define BE_OPS(X, XR)                                                                          \
+    BE_MEMORY_OPS(X, XR) BE_HOST_OPS(X, XR) BE_COLL_OPS(X, XR) BE_BUCKET_OPS(X, XR) BE_P2P_OPS(X, XR) \
+    BE_OFFLOAD_OPS(X, XR)
 
 /* be_<name> for every operation above and every kernel of be_kernels.h (backend.c). */
 #define BE_OP_DECL(ret, name, params, args) ret be_##name params;

@@ -52,6 +52,27 @@ void be_cpu_sync(backend_t *be) {}
 
 void be_cpu_comm_add(backend_t *be, MPI_Comm comm) {}
 
+/* ---- offload: the copy thread (copier.h), started by the first copy ---- */
+
+long be_cpu_offload_start(backend_t *be, void *dst, const void *src, size_t bytes, int to_host)
+{
+    if (!be->copier && !(be->copier = copier_create())) MP_ABORT("memory.policy=offload: no copy thread");
+    return copier_start(be->copier, dst, src, bytes, to_host ? 0 : 1);
+}
+
+void be_cpu_offload_wait(backend_t *be, long ticket, double *waited)
+{
+    if (be->copier) copier_wait(be->copier, ticket, waited);
+}
+
+void be_cpu_offload_fence(backend_t *be, void *dev, size_t bytes, int on) {}
+
+void be_cpu_offload_link(backend_t *be, const copier_link_t *link)
+{
+    if (!be->copier && !(be->copier = copier_create())) MP_ABORT("memory.policy=offload: no copy thread");
+    copier_set_link(be->copier, link);
+}
+
 /* ---- no point-to-point on the device: run.c refuses parallel.p2p=nccl without train.device=cuda ---- */
 
 static void cpu_no_p2p(void)

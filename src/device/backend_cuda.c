@@ -41,6 +41,7 @@ static void cuda_destroy(backend_t *be)
     if (!b) return;
     cu_ctx_sync(&b->ctx);
     bcu_p2p_destroy(b);
+    bcu_offload_destroy(b);
     bcu_comms_destroy(b);
     CUDA_CHECK(cudaEventDestroy(b->grads_final));
     CUDA_CHECK(cudaEventDestroy(b->buckets_done));

@@ -16,7 +16,7 @@
 #include "backend.h"
 #include "kernels_cuda.h"
 
-enum { BCU_MAX_COMMS = 16 };
+enum { BCU_MAX_COMMS = 16, BCU_OFFLOAD_EVENTS = 256 };
 
 /* be->state */
 typedef struct {
@@ -40,6 +40,12 @@ typedef struct {
     cudaEvent_t *p2p_recv_ev[BE_P2P_DIRS];
     cudaEvent_t p2p_last[BE_P2P_DIRS];
     cudaEvent_t compute_now;
+    /* stash offload (backend_cuda_offload.c): copies on ctx.offload after an event of the compute
+     * stream; copy t records off_done[t % BCU_OFFLOAD_EVENTS] (a wait on a ticket whose event was
+     * recorded again waits for a later copy: later, never wrong) */
+    int off_on;
+    long off_issued;
+    cudaEvent_t off_after, off_done[BCU_OFFLOAD_EVENTS];
 } bcu_t;
 
 #define BE_CUDA_DECL(ret, name, params, args) ret be_cuda_##name params;
@@ -48,6 +54,8 @@ BE_OPS(BE_CUDA_DECL, BE_CUDA_DECL)
 
 /* Destroys what be_cuda_p2p_setup created (nothing when it was not called); waits for its streams. */
 void bcu_p2p_destroy(bcu_t *b);
+/* Waits for the offload stream and destroys its events (nothing when no copy was started). */
+void bcu_offload_destroy(bcu_t *b);
 /* Destroys the NCCL twins (collective over each). */
 void bcu_comms_destroy(bcu_t *b);
 

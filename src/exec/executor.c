@@ -40,6 +40,119 @@ static int exec_lists(exec_t *e, int *nslots_p)
     return MP_OK;
 }
 
+/* TEMPORARY until memsched.h lands: OFFLOAD after each forward (and its send), PREFETCH `prefetch`
+ * instructions before each backward. */
+static int sched_add_offload(instr_list_t *l, int prefetch)
+{
+    const int n = l->n;
+    instr_t *out = MP_CALLOC((size_t)(3 * n + 1), sizeof *out);
+    if (!out) return MP_ERR;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        for (int j = i + 1; j <= i + prefetch + 1 && j < n; j++)
+            if (l->ins[j].op == OP_BACKWARD && j - i == (prefetch + 1 < n ? prefetch + 1 : n)) (void)0;
+        /* prefetches whose backward is prefetch+1 instructions ahead (or the list start) */
+        for (int j = i; j < n; j++) {
+            if (l->ins[j].op != OP_BACKWARD) continue;
+            int at = j - prefetch;
+            int f = -1;
+            for (int q = 0; q < j; q++)
+                if (l->ins[q].op == OP_FORWARD && l->ins[q].mb == l->ins[j].mb && l->ins[q].chunk == l->ins[j].chunk) f = q;
+            int lo = f < 0 ? 0 : f + 1;
+            if (f >= 0 && f + 1 < n && l->ins[f + 1].op == OP_SEND_ACT) lo = f + 2;
+            if (at < lo) at = lo;
+            if (at == i) out[k++] = (instr_t){OP_PREFETCH, l->ins[j].mb, l->ins[j].chunk, -1};
+        }
+        out[k++] = l->ins[i];
+        const instr_t *x = &l->ins[i];
+        if (x->op == OP_SEND_ACT && i > 0 && l->ins[i - 1].op == OP_FORWARD)
+            out[k++] = (instr_t){OP_OFFLOAD, x->mb, x->chunk, -1};
+        else if (x->op == OP_FORWARD && !(i + 1 < n && l->ins[i + 1].op == OP_SEND_ACT))
+            out[k++] = (instr_t){OP_OFFLOAD, x->mb, x->chunk, -1};
+    }
+    free(l->ins);
+    l->ins = out, l->n = k, l->cap = 3 * n + 1;
+    return MP_OK;
+}
+
+static int sched_list_device_peak(const instr_list_t *l, int carried)
+{
+    int on = 0, peak = 0;
+    (void)carried;
+    for (int i = 0; i < l->n; i++) {
+        const op_t op = l->ins[i].op;
+        if (op == OP_FORWARD || op == OP_PREFETCH) on++;
+        if (on > peak) peak = on;
+        if (op == OP_OFFLOAD || op == OP_BACKWARD) on--;
+    }
+    return peak;
+}
+
+/* Whether any block of the stage keeps its stash in the movable region (offload). */
+static int exec_movable(const exec_t *e)
+{
+    for (int i = 0; i < e->c.model->tab.nlayers; i++)
+        if (model_block_mode(e->c.model, i) == MODE_OFFLOAD) return 1;
+    return 0;
+}
+
+/* offload: OFFLOAD after every forward and PREFETCH memory.prefetch instructions before its
+ * backward (memsched.h), and the device buffers the movable regions need: the lists' device peak. */
+static int exec_offload_lists(exec_t *e, int *npool_p)
+{
+    const int two = e->c.kind == SCHED_2BW, pp = e->c.pp, s = e->c.stage, m = e->c.m;
+    int npool = 0;
+    for (int f = 0; f < (two ? 2 : 1); f++)
+        for (int d = 0; d < (two ? 2 : 1); d++) {
+            instr_list_t *l = two ? &e->l2bw[f][d] : &e->list;
+            if (sched_add_offload(l, e->c.prefetch) != MP_OK) return MP_FAIL("out of memory adding offloads to the lists");
+            /* 2bw: a list run after a step that did not drain starts with the next batch's first
+             * forwards done (and offloaded) */
+            const int carried = two && !f ? (pp - s - 1 < m ? pp - s - 1 : m) : 0;
+            const int p = sched_list_device_peak(l, carried);
+            if (p > npool) npool = p;
+        }
+    *npool_p = npool;
+    return MP_OK;
+}
+
+int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
+{
+    exec_t e;
+    memset(&e, 0, sizeof e);
+    memset(p, 0, sizeof *p);
+    e.c = *ctx;
+    const model_t *md = ctx->model;
+    e.v = md->tab.nchunks, e.K = ctx->pp * e.v;
+    int nslots = 0, npool = 0, rc = MP_ERR;
+    if (exec_lists(&e, &nslots) != MP_OK) goto out;
+    npool = nslots;
+    if (exec_movable(&e) && exec_offload_lists(&e, &npool) != MP_OK) goto out;
+    int biggest = 0;
+    for (int c = 0; c < e.v; c++)
+        if (model_chunk(md, c).n > biggest) biggest = model_chunk(md, c).n;
+    size_t mov0, mov;
+    p->nslots = nslots;
+    p->slot0 = acts_part_bytes(md, B, md->tab.nlayers, md->tab.has_final, &mov0);
+    p->slot = acts_part_bytes(md, B, biggest, md->tab.has_final, &mov);
+    if (mov0 > mov) mov = mov0;
+    p->npool = mov ? npool : 0;
+    p->mov = mov ? (mov + 4095) / 4096 * 4096 + 4096 : 0; /* stash_init_movable's page rounding and slack */
+    p->stash = p->slot0 + (size_t)(nslots - 1) * p->slot + (size_t)p->npool * p->mov;
+    p->scratch = scratch_bytes(md, B);
+    const int nkeys = (ctx->kind == SCHED_2BW ? 2 : 1) * ctx->m * e.v;
+    const size_t n_act = (size_t)B * md->cfg.seq_len * md->cfg.dim;
+    p->messages = ctx->pp > 1 && gsend_on_device(&e) ? (size_t)nkeys * n_act * sizeof(float) : 0;
+    p->fixed = fixed;
+    p->total = fixed + p->stash + p->scratch + p->messages;
+    rc = MP_OK;
+out:
+    sched_free(&e.list);
+    for (int f = 0; f < 2; f++)
+        for (int d = 0; d < 2; d++) sched_free(&e.l2bw[f][d]);
+    return rc;
+}
+
 /* nccl: the lists lowered to streams; the executor's event waits come from there (lower.h). */
 static int exec_lower(exec_t *e)
 {
@@ -94,10 +207,16 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
         return MP_FAIL("the pipeline needs MPI tags up to %d, this MPI allows %d: fewer micro-batches per step",
                        tag_ub_need, *tag_ub);
     e->n_act = (size_t)ctx->acts->B * md->cfg.seq_len * md->cfg.dim;
+    int npool = nslots;
+    if (exec_movable(e)) {
+        if (exec_offload_lists(e, &npool) != MP_OK) return MP_ERR;
+        e->c.policy = &stash_policy_offload;
+    }
     if (ctx->nccl && exec_lower(e) != MP_OK) return MP_FAIL("out of memory lowering the pipeline's lists");
     if (stash_init(&e->stash, e->c.policy, nslots, e->nkeys, ctx->acts, md, ctx->acts->B, biggest, md->tab.has_final,
                    ctx->arena, ctx->wait) != MP_OK)
         return MP_ERR;
+    if (stash_init_movable(&e->stash, ctx->be, npool) != MP_OK) return MP_ERR;
     return exec_buffers(e, nslots);
 }
 
@@ -268,6 +387,7 @@ static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_a
     const double t0 = perf_now();
     exec_stream_waits(e, run, i, t); /* nccl: its input arrived (and, forward, the newest activation send left) */
     if (in->op == OP_FORWARD) {
+        stash_before_forward(&e->stash, at->key);
         double l = model_forward_part(c->model, at->pt, a, c->scratch, c->prof);
         if (c->dump) actdump_capture(c->dump, c->model, at->pt, a, at->bt, at->mb);
         stash_after_forward(&e->stash, at->key);
@@ -330,9 +450,11 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
             break;
         case OP_OFFLOAD:
             stash_offload(&e->stash, at.key);
+            trace_span(c->trace, "offload", at.bt, at.mb, t0);
             break;
         case OP_PREFETCH:
             stash_prefetch(&e->stash, at.key);
+            trace_span(c->trace, "prefetch", at.bt, at.mb, t0);
             break;
         case OP_REDUCE_GRADS:
             exec_reduce_grads(e, &run, i, t, drain, t0);
@@ -354,6 +476,7 @@ double exec_forward_only(exec_t *e, int valid_rows)
     acts_t *a = c->acts;
     const int pp = c->pp, s = c->stage;
     double sum = 0.0;
+    stash_bind_eval(&e->stash, a);
     for (int ch = 0; ch < e->v; ch++) {
         const int k = ch * pp + s;
         const model_part_t *pt = &e->part[ch];
@@ -368,5 +491,6 @@ double exec_forward_only(exec_t *e, int valid_rows)
             for (long i = 0; i < (long)valid_rows * c->model->cfg.seq_len; i++) sum += a->host_losses[i];
         }
     }
+    stash_unbind_eval(&e->stash, a);
     return sum;
 }

@@ -52,7 +52,8 @@ typedef struct {
     sched_kind_t kind;
     int m;                     /* micro-batches per step on this replica */
     int nccl;                  /* pipeline messages through NCCL (cuda, parallel.p2p resolved) */
-    const stash_policy_t *policy;
+    const stash_policy_t *policy;  /* NULL: keep, or offload when a block of the stage offloads */
+    int prefetch;              /* offload: PREFETCH this many instructions before the backward */
     trace_t *trace;            /* the timeline (ev NULL: not recording) */
     prof_t *prof;              /* kernel timers of the steps, or NULL */
     actdump_t *dump;           /* debug.dump_activations, or NULL */
@@ -79,6 +80,24 @@ typedef struct {
     double theory;            /* the schedule's bubble under the simulator's cost model */
 } exec_t;
 
+/* The stage's memory plan (memory.device_limit): every byte the arena will hold, from the lists and
+ * the sizes, before any of it is allocated. The arena counts the bytes requested, so a run's peak
+ * equals total exactly. */
+typedef struct {
+    int nslots, npool;   /* stash slots (the lists' peak); movable buffers (their device peak) */
+    size_t fixed;        /* what the caller holds outside the executor: model, 2bw's version, ZeRO shard */
+    size_t slot0, slot;  /* bytes of the stage's own activations, and of each further slot */
+    size_t mov;          /* bytes of one movable buffer (0: nothing offloads) */
+    size_t stash;        /* slot0 + (nslots − 1)·slot + npool·mov */
+    size_t scratch;      /* backward temporaries and the recompute workspace */
+    size_t messages;     /* device gradient send buffers */
+    size_t total;
+} exec_plan_t;
+
+/* The plan of the stage of ctx (ctx.acts may be NULL: B is its micro-batch) with `fixed` bytes
+ * already planned elsewhere. MP_OK or MP_ERR (an invalid schedule: message printed). */
+int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p);
+
 /* Builds the stage's lists, its stash and message buffers. Collective-free. MP_OK or MP_ERR
  * (message printed). */
 int exec_init(exec_t *e, const exec_ctx_t *ctx);
@@ -96,6 +115,9 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
  * ctx.acts on the first stage (no timers); returns the last stage's Σ of the first
  * valid_rows·T token losses (0 elsewhere). Runs on a drained pipeline. */
 double exec_forward_only(exec_t *e, int valid_rows);
+
+/* Most movable buffers in use at once so far (offload). */
+static inline int exec_pool_peak(const exec_t *e) { return e->stash.pool_peak; }
 
 /* Most stash slots in use at once so far. */
 static inline int exec_stash_peak(const exec_t *e) { return e->stash.peak; }

@@ -265,6 +265,21 @@ void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, 
     if (a->final) carve_head(a, m, a->buf, &off);
 }
 
+size_t acts_part_bytes(const model_t *m, int B, int nblocks, int final, size_t *mov_bytes)
+{
+    acts_t a;
+    memset(&a, 0, sizeof a);
+    a.B = B, a.T = m->cfg.seq_len, a.nblocks = nblocks, a.final = final;
+    const size_t np = (size_t)(nblocks > 0 ? nblocks : 1);
+    a.pos_res = MP_CALLOC(np, sizeof *a.pos_res);
+    a.pos_mov = MP_CALLOC(np, sizeof *a.pos_mov);
+    if (!a.pos_res || !a.pos_mov) MP_ABORT("out of memory planning the activations");
+    const size_t nf = acts_positions(&a, m);
+    free(a.pos_res), free(a.pos_mov);
+    *mov_bytes = a.mov_floats * sizeof(float);
+    return nf * sizeof(float) + 2 * (size_t)B * a.T * sizeof(int);
+}
+
 int acts_create(acts_t *a_p, const model_t *m, int B, arena_t *arena)
 {
     return acts_create_part(a_p, m, B, m->tab.nlayers, m->tab.has_final, arena);
@@ -356,6 +371,12 @@ static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
     }
     if (!buf) memset(&s->work, 0, sizeof s->work);
     return off;
+}
+
+size_t scratch_bytes(const model_t *m, int B)
+{
+    scratch_t s;
+    return scratch_layout(&s, m, B, NULL) * sizeof(float);
 }
 
 int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena)

@@ -144,6 +144,10 @@ void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, 
 void acts_block_bytes(const model_t *m, int B, block_mode_t mode, size_t *resident, size_t *movable);
 int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena);
 void scratch_destroy(scratch_t *s, arena_t *arena);
+/* What acts_create_part and scratch_create take from the arena (the memory plan: exactly the bytes
+ * they request), and the floats' bytes of a slot's movable region in *mov_bytes. */
+size_t acts_part_bytes(const model_t *m, int B, int nblocks, int final, size_t *mov_bytes);
+size_t scratch_bytes(const model_t *m, int B);
 
 /* Forward of the micro-batch in a->inputs/targets. a = saved activations; returns Σ of the B*T
  * token losses (double; 0 on a pipeline stage without the head). A stage without the embedding

@@ -1,0 +1,144 @@
+#!/bin/sh
+# Memory policies (ARCHITECTURE.md §6): recompute, selective and offload, and a mixed per-layer plan,
+# give bitwise the weights and losses of keep (same threads per rank) at pp = 1, 2 and 4 under
+# 1f1b, interleaved and 2bw, at tp2×pp2 and dp2×pp2 with ZeRO-1, and on emu. The arena's measured
+# peak equals the plan made before allocating; recompute keeps only block inputs; offload keeps
+# fewer buffers on the device than micro-batches stashed; a deck keep cannot fit under
+# memory.device_limit is refused before step 1 naming the policy that fits, which then trains to
+# keep's weights; a checkpoint written under one policy resumes bitwise under another.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
+L4="--set model.layers=4 --set train.threads=1"
+MIX="--set memory.layers=o,r,s,k"
+
+# shellcheck disable=SC2086
+run 1 ref $L4; ok $? "keep, one rank (the reference)"
+# shellcheck disable=SC2086
+run 1 ref2 $L4 --set train.micro_batch=2; ok $? "keep, one rank, 4 micro-batches"
+for layout in "1 rc ref --set memory.policy=recompute" \
+              "1 sel ref --set memory.policy=selective" \
+              "1 off ref --set memory.policy=offload" \
+              "1 off0 ref --set memory.policy=offload --set memory.prefetch=0" \
+              "1 mix ref $MIX" \
+              "2 f1b2 ref --set parallel.pp=2 --set memory.policy=offload" \
+              "4 f1b4 ref2 --set parallel.pp=4 --set train.micro_batch=2 $MIX" \
+              "4 f1b4r ref2 --set parallel.pp=4 --set train.micro_batch=2 --set memory.policy=recompute" \
+              "4 f1b4k ref2 --set parallel.pp=4 --set train.micro_batch=2" \
+              "2 il2 ref --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 $MIX" \
+              "4 il4o ref2 --set parallel.pp=4 --set parallel.schedule=interleaved --set train.micro_batch=2 --set memory.policy=offload" \
+              "1 emu ref --set train.device=emu --set memory.policy=offload" \
+              "2 emu2 ref --set train.device=emu --set parallel.pp=2 $MIX"; do
+    # shellcheck disable=SC2086
+    set -- $layout
+    n=$1; name=$2; base=$3; shift 3
+    # shellcheck disable=SC2086
+    run "$n" "$name" $L4 "$@"; ok $? "$name: $n rank(s) $*"
+    compare "$name = keep" "$SCRATCH/$base" "$SCRATCH/$name" --bitwise
+done
+
+# 2bw keeps two weight versions and no flush: its reference is keep under 2bw.
+B="--set parallel.schedule=2bw --set train.micro_batch=2"
+# shellcheck disable=SC2086
+run 2 bw $L4 $B --set parallel.pp=2; ok $? "2bw pp=2, keep"
+# shellcheck disable=SC2086
+run 2 bwm $L4 $B --set parallel.pp=2 $MIX; ok $? "2bw pp=2, mixed o,r,s,k"
+compare "2bw mixed = 2bw keep" "$SCRATCH/bw" "$SCRATCH/bwm" --bitwise
+# shellcheck disable=SC2086
+run 4 bw4 $L4 $B --set parallel.pp=4 --set memory.policy=offload; ok $? "2bw pp=4, offload"
+compare "2bw pp=4 offload = 2bw pp=2 keep" "$SCRATCH/bw" "$SCRATCH/bw4" --bitwise
+
+# Tensor and data parallelism: each against keep on the same layout.
+for lay in "tp --set parallel.tp=2 --set parallel.pp=2" \
+           "dpz --set parallel.dp=2 --set parallel.pp=2 --set parallel.zero=1 --set train.micro_batch=2"; do
+    # shellcheck disable=SC2086
+    set -- $lay
+    name=$1; shift
+    # shellcheck disable=SC2086
+    run 4 "${name}k" $L4 "$@"; ok $? "$name: keep"
+    # shellcheck disable=SC2086
+    run 4 "${name}m" $L4 "$@" $MIX; ok $? "$name: mixed o,r,s,k"
+    compare "$name mixed = keep" "$SCRATCH/${name}k" "$SCRATCH/${name}m" --bitwise
+done
+
+# The plan is the measured peak (the arena counts the bytes requested: tolerance 0), per stage.
+"$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
+import json, sys, os
+bad, n = [], 0
+for run in sorted(os.listdir(sys.argv[1])):
+    f = os.path.join(sys.argv[1], run, 'metrics.jsonl')
+    if not os.path.exists(f): continue
+    for line in open(f):
+        r = json.loads(line)
+        n += 1
+        if r['peak_mem_bytes'] != r['planned_mem_bytes']: bad.append((run, r['step'], r['peak_mem_bytes'], r['planned_mem_bytes']))
+print('# %d metrics lines checked: %d differ' % (n, len(bad)))
+for b in bad[:5]: print('# %s step %d measured %s planned %s' % b)
+sys.exit(1 if bad or n < 100 else 0)
+EOF
+ok $? "every run's measured peak per stage equals its plan"
+
+# What stays on the device. Sizes in floats: B·T·C per activation (B = 4, T = 32, C = 32).
+"$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
+import json, sys
+S = sys.argv[1]
+last = lambda run: json.loads(open('%s/%s/metrics.jsonl' % (S, run)).readlines()[-1])
+k, r, s, o = last('ref'), last('rc'), last('sel'), last('off')
+B, T, C, H, R, L = 4, 32, 32, 4, 4, 4
+act = B * T * C * 4
+rest = (C + 2 + 3 * C + C + C + C + 2 + R * C + R * C) * B * T * 4   # per block, without res3 and att
+att = B * H * T * T * 4
+# recompute: the slot keeps the embedding and L block outputs (the next blocks' inputs), not the
+# rest; the workspace adds one whole block once
+d_rc = k['peak_mem_bytes'][0] - r['peak_mem_bytes'][0]
+d_sel = k['peak_mem_bytes'][0] - s['peak_mem_bytes'][0]
+print('# keep %d, recompute %d (-%d), selective %d (-%d), offload %d; host %s' % (
+    k['peak_mem_bytes'][0], r['peak_mem_bytes'][0], d_rc, s['peak_mem_bytes'][0], d_sel, o['peak_mem_bytes'][0], o['host_bytes']))
+# exact: recompute saves (L - 1) blocks' rest+att minus one res3 (the workspace holds a whole block)
+want_rc = (L - 1) * (rest + att) - act
+# selective saves L·att minus the workspace's att and attention output (B·T·C floats)
+want_sel = (L - 1) * att - B * T * C * 4
+print('# recompute saved %d (want %d), selective saved %d (want %d)' % (d_rc, want_rc, d_sel, want_sel))
+sys.exit(0 if d_rc == want_rc and d_sel == want_sel else 1)
+EOF
+ok $? "recompute keeps only block inputs, selective drops the T² probabilities"
+"$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
+import json, sys
+S = sys.argv[1]
+last = lambda run: json.loads(open('%s/%s/metrics.jsonl' % (S, run)).readlines()[-1])
+o, k = last('il4o'), last('f1b4k')
+print('# pp=4 keep: peak bytes %s; offload: %s' % (k['peak_mem_bytes'], o['peak_mem_bytes']))
+print('# pp=4 interleaved offload: stash %s, offload buffers %s, offloaded/step %s, prefetched/step %s, wait/step %s' % (
+    o['stash_peak'], o['offload_buffers_peak'], o['offloaded_bytes_per_step'], o['prefetched_bytes_per_step'], o['transfer_wait_s_per_step']))
+ok = o['offload_buffers_peak'][0] < o['stash_peak'][0] and o['peak_mem_bytes'][0] < k['peak_mem_bytes'][0] and o['host_bytes'][0] > 0 and o['offloaded_bytes_per_step'] == o['prefetched_bytes_per_step'] and min(o['offloaded_bytes_per_step']) > 0
+sys.exit(0 if ok else 1)
+EOF
+ok $? "offload: stage 0 holds fewer device buffers than stashed micro-batches and less memory than keep; every offloaded byte comes back"
+
+# memory.device_limit: keep does not fit, the refusal names the stage and a policy that does.
+limit=$("$TORCH_PYTHON" -c "import json; print(json.loads(open('$SCRATCH/ref/metrics.jsonl').readline())['planned_mem_bytes'][0] - 1)")
+# shellcheck disable=SC2086
+run 1 lim $L4 --set memory.device_limit="$limit"
+st=$?
+grep -q "stage 0 (rank 0) plans a peak of $((limit + 1)) bytes" "$SCRATCH/lim.log" &&
+    grep -q "memory.policy=selective would fit" "$SCRATCH/lim.log" && [ ! -e "$SCRATCH/lim/metrics.jsonl" ] &&
+    [ "$st" -ne 0 ]
+ok $? "keep over memory.device_limit=$limit is refused before step 1, naming the stage, its plan and selective"
+diag "$(grep -m1 'device_limit' "$SCRATCH/lim.log")"
+# shellcheck disable=SC2086
+run 1 limr $L4 --set memory.device_limit="$limit" --set memory.policy=recompute; ok $? "the same limit with recompute trains"
+compare "recompute under the limit = keep without it" "$SCRATCH/ref" "$SCRATCH/limr" --bitwise
+
+# Checkpoints carry no stash: keep's step-10 checkpoint resumes under offload and under recompute.
+for pol in offload recompute; do
+    mkdir -p "$SCRATCH/res$pol/ckpt" && cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/res$pol/ckpt/"
+    # shellcheck disable=SC2086
+    run 1 "res$pol" $L4 --set memory.policy=$pol --resume auto; ok $? "keep's checkpoint resumed under $pol"
+    compare "resumed under $pol = keep" "$SCRATCH/ref" "$SCRATCH/res$pol" --bitwise --step 20
+done
+
+refused "memory.layers of the wrong length" "memory.layers" 1 $L4 --set memory.layers=k,r
+refused "an unknown letter in memory.layers" "memory.layers" 1 $L4 --set memory.layers=k,r,x,k
+refused "memory.policy=auto before the planner exists" "planner" 1 $L4 --set memory.policy=auto
+done_testing
