@@ -116,6 +116,33 @@ sys.exit(0 if ok else 1)
 EOF
 ok $? "offload: stage 0 holds fewer device buffers than stashed micro-batches and less memory than keep; every offloaded byte comes back"
 
+# Node-coordinated swapping: the 4 ranks of this node never copy the same way at once (the trace's
+# copy-engine rows), while without coordination they do; the weights are the same either way.
+for c in 1 0; do
+    # shellcheck disable=SC2086
+    run 4 "co$c" $L4 --set parallel.pp=4 --set train.micro_batch=2 --set memory.policy=offload --set memory.coordinate=$c
+    ok $? "offload at pp=4 with memory.coordinate=$c"
+done
+compare "coordinated = uncoordinated" "$SCRATCH/co0" "$SCRATCH/co1" --bitwise
+"$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
+import json, sys
+def overlaps(run):
+    ev = json.load(open('%s/%s/trace.json' % (sys.argv[1], run)))['traceEvents']
+    cp = [e for e in ev if e['ph'] == 'X' and e.get('tid') == 1]
+    n = 0
+    for d in ('offload copy', 'prefetch copy'):
+        xs = sorted((e['ts'], e['ts'] + e['dur'], e['pid']) for e in cp if e['name'] == d)
+        for i in range(len(xs)):
+            for j in range(i + 1, len(xs)):
+                if xs[j][0] >= xs[i][1]: break
+                n += xs[j][2] != xs[i][2]
+    return len(cp), n
+(c1, o1), (c0, o0) = overlaps('co1'), overlaps('co0')
+print('# coordinated: %d copies, %d same-direction overlaps between ranks; uncoordinated: %d copies, %d overlaps' % (c1, o1, c0, o0))
+sys.exit(0 if c1 == c0 == 640 and o1 == 0 else 1)
+EOF
+ok $? "coordinated: no two ranks of the node copy in the same direction at once (every copy on the trace)"
+
 # memory.device_limit: keep does not fit, the refusal names the stage and a policy that does.
 limit=$("$TORCH_PYTHON" -c "import json; print(json.loads(open('$SCRATCH/ref/metrics.jsonl').readline())['planned_mem_bytes'][0] - 1)")
 # shellcheck disable=SC2086

@@ -342,11 +342,19 @@ static exec_ctx_t run_exec_ctx(run_t *r)
     return c;
 }
 
-/* The executor of this stage. */
+/* The executor of this stage, and (memory.coordinate, when some rank offloads) its copy engine on
+ * the node's shared host-link locks. Collective over the node. */
 static int run_exec(run_t *r)
 {
     const exec_ctx_t c = run_exec_ctx(r);
-    return exec_init(&r->exec, &c);
+    if (exec_init(&r->exec, &c) != MP_OK) return MP_ERR;
+    int offloads = r->exec.stash.mov_bytes > 0, any = 0;
+    MPI_CHECK(MPI_Allreduce(&offloads, &any, 1, MPI_INT, MPI_MAX, r->grid.node));
+    if (!any || !r->deck.memory.coordinate) return MP_OK;
+    if (nodelink_init(&r->link, r->grid.node) != MP_OK) return MP_ERR;
+    const copier_link_t link = {nodelink_lock, nodelink_unlock, &r->link};
+    if (offloads) be_offload_link(&r->be, &link);
+    return MP_OK;
 }
 
 /* Deck, grid, threads: everything before memory is committed. */
@@ -395,6 +403,7 @@ err_dp:
     if (r->dp_on) dp_free(&r->dp);
 err_model:
     run_model_free(r);
+    nodelink_free(&r->link); /* after the copy engine, which takes its locks, is gone */
 err_data:
     data_free(&r->data);
 err_layout:
@@ -410,6 +419,7 @@ void run_teardown(run_t *r)
     if (r->dp_on) dp_free(&r->dp);
     grid_free(&r->grid);
     run_model_free(r);
+    nodelink_free(&r->link); /* after the copy engine, which takes its locks, is gone */
     data_free(&r->data);
     free(r->deck_text);
 }

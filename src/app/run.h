@@ -12,6 +12,7 @@
 #include "dp.h"
 #include "executor.h"
 #include "grid.h"
+#include "nodelink.h"
 #include "model.h"
 #include "optim.h"
 #include "runlog.h"
@@ -46,6 +47,7 @@ typedef struct {
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
     int stage, pp;
     int *gidx;               /* local entry i -> index of the same tensor in gtab */
+    nodelink_t link;         /* memory.coordinate: the node's host-link locks (when a block offloads) */
     exec_plan_t plan;        /* the stage's memory plan (memory.device_limit), made before allocating */
     exec_t exec;             /* runs this stage's instruction lists (every pp, pp = 1 included) */
     acts_t acts;

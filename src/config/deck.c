@@ -175,6 +175,9 @@ static const deck_key_t keys[] = {
              "count = model.layers"),
     K_INT(memory, prefetch, "1", 0, 1e6,
           "offload: bring a micro-batch's stash back this many instructions before its backward"),
+    K_BOOL(memory, coordinate, "1",
+           "offload: ranks of a node share its host link, so no two move data in the same direction at once (one "
+           "swaps out while another swaps in); 0 = each copies whenever its list says"),
 
     K_INT(checkpoint, every, "0", 0, 1e9, "write a checkpoint every N steps; 0 = only at the end"),
     K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted; 0 = keep all)"),

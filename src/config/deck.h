@@ -111,6 +111,7 @@ typedef struct {
         char layers[DECK_STR];         /* "" or "k,r,s,o,b,..." as written */
         deck_policy_list_t per_layer;  /* memory.layers parsed */
         int prefetch;                  /* offload: PREFETCH this many instructions before the backward */
+        int coordinate;                /* offload: ranks of a node take turns per direction on the host link */
     } memory;
     struct {
         int every, keep, final;

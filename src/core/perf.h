@@ -20,6 +20,11 @@ typedef struct {
     double seconds[PROF_COUNT];
     double total;      /* wall time of the profiled steps (the rest is framework overhead) */
     long steps;
+    double recompute;  /* of the above: re-run forwards (memory.policy recompute, selective) */
+    /* The timeline's hook for spans the model marks itself (a recomputation), [t0, now); NULL:
+     * none. The executor sets it before each pass. */
+    void (*span)(void *ctx, const char *name, double t0);
+    void *span_ctx;
 } prof_t;
 
 extern const char *const prof_names[PROF_COUNT];

@@ -377,6 +377,26 @@ static void exec_reduce_grads(exec_t *e, const exec_run_t *run, int i, long t, i
     trace_span(c->trace, two && !drain ? "gradients final" : "pipeline flush", t, -1, t0);
 }
 
+/* The model's own spans (a recomputation) on the timeline, as part of the instruction running. */
+static void exec_model_span(void *ctx, const char *name, double t0)
+{
+    const exec_t *e = ctx;
+    trace_span(e->c.trace, name, e->span_step, e->span_mb, t0);
+}
+
+/* The copy engine's finished copies on the timeline's copy row (cpu, emu: the copy thread's; on
+ * cuda the offload stream's times are not read back). */
+static void exec_copy_spans(exec_t *e, long t)
+{
+    copier_t *cp = e->c.be->copier;
+    if (!cp || !e->c.trace) return;
+    int dir[64], n;
+    double t0[64], t1[64];
+    while ((n = copier_take_spans(cp, dir, t0, t1, 64)) > 0)
+        for (int i = 0; i < n; i++)
+            trace_span_at(e->c.trace, dir[i] ? "prefetch copy" : "offload copy", t, -1, t0[i], t1[i], TRACE_LANE_COPY);
+}
+
 /* One forward or backward instruction. Returns the forward's Σ of token losses. */
 static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_at_t *at, long t, float dloss,
                            const model_ready_t *ready)
@@ -386,6 +406,10 @@ static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_a
     acts_t *a = stash_get(&e->stash, at->key);
     const double t0 = perf_now();
     exec_stream_waits(e, run, i, t); /* nccl: its input arrived (and, forward, the newest activation send left) */
+    if (c->prof) {
+        e->span_step = at->bt, e->span_mb = at->mb;
+        c->prof->span = exec_model_span, c->prof->span_ctx = e;
+    }
     if (in->op == OP_FORWARD) {
         stash_before_forward(&e->stash, at->key);
         double l = model_forward_part(c->model, at->pt, a, c->scratch, c->prof);
@@ -467,6 +491,7 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
         model_use_version(c->model, 0);
         e->carried = !drain;
     }
+    exec_copy_spans(e, t);
     return loss;
 }
 

@@ -78,6 +78,8 @@ typedef struct {
     size_t n_act;             /* N·C floats of one activation */
     double idle;              /* seconds blocked in pipeline receives (reset by the caller) */
     double theory;            /* the schedule's bubble under the simulator's cost model */
+    long span_step;           /* the instruction running: the model's own spans are marked with it */
+    int span_mb;
 } exec_t;
 
 /* The stage's memory plan (memory.device_limit): every byte the arena will hold, from the lists and

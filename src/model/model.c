@@ -454,12 +454,17 @@ static block_acts_t block_restore(const model_t *m, int b, const block_acts_t *s
 {
     block_acts_t h = *saved;
     const block_mode_t mode = model_block_mode(m, b);
+    const double t0 = perf_now();
     if (mode == MODE_RECOMPUTE) {
         h = s->work; /* its own res3 too: the saved output may still be read by a send in flight */
         block_forward(m, &m->p.h[b], &h, x, B, p);
     } else if (mode == MODE_SELECTIVE) {
         h.att = s->work.att;
         PROF(p, PROF_ATTENTION, be_attention_forward(m->be, s->work.atty, h.att, h.qkv, B, m->cfg.seq_len, tp_C(m), tp_NH(m)));
+    }
+    if (p && (mode == MODE_RECOMPUTE || mode == MODE_SELECTIVE)) {
+        p->recompute += perf_now() - t0;
+        if (p->span) p->span(p->span_ctx, "recompute", t0);
     }
     return h;
 }

@@ -27,14 +27,19 @@ void trace_free(trace_t *tr)
     tr->ev = NULL;
 }
 
-void trace_span(trace_t *tr, const char *name, long step, int mb, double t0)
+void trace_span_at(trace_t *tr, const char *name, long step, int mb, double t0, double t1, int lane)
 {
     if (!tr || !tr->ev) return;
     if (tr->n == TRACE_MAX_EVENTS) {
         tr->dropped++;
         return;
     }
-    tr->ev[tr->n++] = (trace_event_t){name, mb, step, t0 - tr->origin, perf_now() - tr->origin};
+    tr->ev[tr->n++] = (trace_event_t){name, mb, step, t0 - tr->origin, t1 - tr->origin, lane};
+}
+
+void trace_span(trace_t *tr, const char *name, long step, int mb, double t0)
+{
+    trace_span_at(tr, name, step, mb, t0, perf_now(), 0);
 }
 
 /* One rank's events as JSON objects, each followed by ",\n"; malloc'd, length in *len_p. */
@@ -46,10 +51,15 @@ static char *trace_format(const trace_t *tr, int rank, const char *label, size_t
     if (!f) return NULL;
     fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"%s\"}},\n", rank, label);
     fprintf(f, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}},\n", rank, rank);
+    int copy_lane = 0;
+    for (int i = 0; i < tr->n; i++) copy_lane |= tr->ev[i].lane == TRACE_LANE_COPY;
+    if (copy_lane)
+        fprintf(f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"copy engine\"}},\n",
+                rank, TRACE_LANE_COPY);
     for (int i = 0; i < tr->n; i++) {
         const trace_event_t *e = &tr->ev[i];
-        fprintf(f, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"step\":%ld",
-                e->name, rank, 1e6 * e->t0, 1e6 * (e->t1 - e->t0), e->step);
+        fprintf(f, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"step\":%ld",
+                e->name, rank, e->lane, 1e6 * e->t0, 1e6 * (e->t1 - e->t0), e->step);
         if (e->mb >= 0) fprintf(f, ",\"mb\":%d", e->mb);
         fprintf(f, "}},\n");
     }

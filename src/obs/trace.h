@@ -16,7 +16,11 @@ typedef struct {
     int mb;            /* micro-batch, -1 when none */
     long step;
     double t0, t1;     /* seconds since the trace began */
+    int lane;          /* 0: the rank's main thread; TRACE_LANE_COPY: its copy engine */
 } trace_event_t;
+
+/* The copy engine's spans (offload and prefetch copies) run beside compute: their own row. */
+#define TRACE_LANE_COPY 1
 
 typedef struct {
     trace_event_t *ev;
@@ -30,6 +34,8 @@ void trace_free(trace_t *tr);
 
 /* Records a span [t0, now) (t0 from perf_now()). */
 void trace_span(trace_t *tr, const char *name, long step, int mb, double t0);
+/* Records a span [t0, t1) (perf_now() times) on lane. */
+void trace_span_at(trace_t *tr, const char *name, long step, int mb, double t0, double t1, int lane);
 
 /* Gathers every rank's events to rank 0 of comm, which writes path (through a temporary name).
  * label describes each rank (e.g. "rank 3: dp1 tp1"); collective. MP_OK or MP_ERR on rank 0. */
