@@ -486,6 +486,8 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
         default:
             break;
         }
+        if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_OFFLOAD || in->op == OP_PREFETCH)
+            trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash));
     }
     if (two) {
         model_use_version(c->model, 0);

@@ -210,6 +210,16 @@ void stash_wait_readers(stash_t *st, const char *what)
     for (int s = 0; s < st->nslots; s++) wait_all(st->wait, 1, &st->reader[s], what);
 }
 
+double stash_bytes_in_use(const stash_t *st)
+{
+    double b = 0.0;
+    for (int k = 0; k < st->nkeys; k++) {
+        const int s = st->slot_of[k];
+        if (s >= 0) b += (double)st->slots[s].nfloats * sizeof(float) + 2.0 * st->slots[s].B * st->slots[s].T * sizeof(int);
+    }
+    return b + (double)st->pool_used * (double)(st->mov_bytes + PAGE);
+}
+
 void stash_before_forward(stash_t *st, int key)
 {
     if (st->mov_bytes && st->pool_of[key] < 0) st->slots[st->slot_of[key]].mov = st->pool[pool_get(st, key, 1)];

@@ -101,6 +101,9 @@ void stash_give(stash_t *st, int key);
 /* Waits for every slot's reader (a flushed pipeline). */
 void stash_wait_readers(stash_t *st, const char *what);
 
+/* Device bytes the stash holds for micro-batches in flight now: their slots and movable buffers
+ * (the timeline's memory graph). */
+double stash_bytes_in_use(const stash_t *st);
 /* Before key's forward: its movable region gets a device buffer (a no-op without one). */
 void stash_before_forward(stash_t *st, int key);
 /* The policy's hooks (no-ops where the policy has none). */

@@ -34,7 +34,16 @@ void trace_span_at(trace_t *tr, const char *name, long step, int mb, double t0, 
         tr->dropped++;
         return;
     }
-    tr->ev[tr->n++] = (trace_event_t){name, mb, step, t0 - tr->origin, t1 - tr->origin, lane};
+    tr->ev[tr->n++] = (trace_event_t){name, mb, step, t0 - tr->origin, t1 - tr->origin, lane, 0.0};
+}
+
+void trace_counter(trace_t *tr, const char *name, double value)
+{
+    if (!tr || !tr->ev) return;
+    const double now = perf_now();
+    const int n = tr->n;
+    trace_span_at(tr, name, -1, -1, now, now, TRACE_COUNTER);
+    if (tr->n > n) tr->ev[n].value = value;
 }
 
 void trace_span(trace_t *tr, const char *name, long step, int mb, double t0)
@@ -58,6 +67,11 @@ static char *trace_format(const trace_t *tr, int rank, const char *label, size_t
                 rank, TRACE_LANE_COPY);
     for (int i = 0; i < tr->n; i++) {
         const trace_event_t *e = &tr->ev[i];
+        if (e->lane == TRACE_COUNTER) {
+            fprintf(f, "{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%d,\"ts\":%.1f,\"args\":{\"bytes\":%.0f}},\n", e->name,
+                    rank, 1e6 * e->t0, e->value);
+            continue;
+        }
         fprintf(f, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"step\":%ld",
                 e->name, rank, e->lane, 1e6 * e->t0, 1e6 * (e->t1 - e->t0), e->step);
         if (e->mb >= 0) fprintf(f, ",\"mb\":%d", e->mb);

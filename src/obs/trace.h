@@ -17,7 +17,11 @@ typedef struct {
     long step;
     double t0, t1;     /* seconds since the trace began */
     int lane;          /* 0: the rank's main thread; TRACE_LANE_COPY: its copy engine */
+    double value;      /* a counter's value (TRACE_COUNTER: t0 = t1 its time) */
 } trace_event_t;
+
+/* lane of a counter sample (a value over time, e.g. stash bytes in use) */
+#define TRACE_COUNTER (-1)
 
 /* The copy engine's spans (offload and prefetch copies) run beside compute: their own row. */
 #define TRACE_LANE_COPY 1
@@ -34,6 +38,8 @@ void trace_free(trace_t *tr);
 
 /* Records a span [t0, now) (t0 from perf_now()). */
 void trace_span(trace_t *tr, const char *name, long step, int mb, double t0);
+/* Records a counter's value now (Chrome's "C" events: a graph under the rank's rows). */
+void trace_counter(trace_t *tr, const char *name, double value);
 /* Records a span [t0, t1) (perf_now() times) on lane. */
 void trace_span_at(trace_t *tr, const char *name, long step, int mb, double t0, double t1, int lane);
 
