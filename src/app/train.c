@@ -296,6 +296,11 @@ static void train_report_profile(run_t *r)
     }
     runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", "framework_overhead", 1e3 * (p->total - known) / p->steps,
                   100.0 * (p->total - known) / p->total);
+    if (p->recompute > 0) {
+        runlog_printf(&r->log, "  %-24s %8.2f ms/step (of the above: forwards re-run by memory.policy)", "recompute",
+                      1e3 * p->recompute / p->steps);
+        if (f) fprintf(f, ",\"recompute\":%.6f", p->recompute / p->steps);
+    }
     if (r->dp_on) {
         runlog_printf(&r->log, "  %-24s %8.2f ms/step (waiting for gradient buckets after the backward)", "dp_wait",
                       1e3 * r->dp.comm_seconds / p->steps);
