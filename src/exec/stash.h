@@ -49,7 +49,8 @@ extern const stash_policy_t stash_policy_offload;
  * for its prefetch or a forward for a buffer's offload (the exposed transfer wait; cpu and emu,
  * where the host waits; on cuda the compute stream waits and this stays 0). */
 typedef struct {
-    double offloaded, prefetched;
+    double offloaded, prefetched;  /* to and from host memory */
+    double evicted, accepted;      /* balance: sent to the acceptor; held for an evictor */
     double wait_s;
 } stash_moved_t;
 
@@ -70,6 +71,7 @@ struct stash_s {
     float **pool;             /* page-aligned device buffers */
     void **pool_alloc;        /* the arena allocations behind them */
     long *pool_ticket;        /* the offload copy still reading the buffer (0: none) */
+    MPI_Request *pool_req;    /* balance: the send to the acceptor still reading it */
     int *pool_key;            /* the key holding it, -1 free */
     float **host;             /* per slot: the host copy of its movable region */
     int *pool_of;             /* per key: its buffer, -1 none */
@@ -100,6 +102,11 @@ MPI_Request *stash_reader(stash_t *st, int key);
 void stash_give(stash_t *st, int key);
 /* Waits for every slot's reader (a flushed pipeline). */
 void stash_wait_readers(stash_t *st, const char *what);
+
+/* The movable buffer pool, for the balance transfers (balance.h): a free buffer for key (waiting,
+ * when for_write, for whatever still reads it), and key's buffer given back. */
+int stash_pool_take(stash_t *st, int key, int for_write);
+void stash_pool_release(stash_t *st, int key);
 
 /* Device bytes the stash holds for micro-batches in flight now: their slots and movable buffers
  * (the timeline's memory graph). */

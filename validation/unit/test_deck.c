@@ -207,6 +207,29 @@ static int set_quiet(deck_t *d, const char *s)
     return rc;
 }
 
+static int set_quiet(deck_t *d, const char *s);
+
+/* memory.layers: a letter per layer, each to its policy; bad letters, a trailing comma and a wrong
+ * count refused naming the key. */
+static void test_memory_layers(void)
+{
+    deck_t d;
+    deck_defaults(&d);
+    int rc = set_quiet(&d, "memory.layers=k, r,s,o ,b");
+    const deck_policy_list_t *l = &d.memory.per_layer;
+    tap_ok(rc == MP_OK && l->n == 5 && l->policy[0] == DECK_POLICY_KEEP && l->policy[1] == DECK_POLICY_RECOMPUTE &&
+               l->policy[2] == DECK_POLICY_SELECTIVE && l->policy[3] == DECK_POLICY_OFFLOAD &&
+               l->policy[4] == DECK_POLICY_BALANCE && d.memory.prefetch == 1 && d.memory.coordinate == 1,
+           "memory.layers=k,r,s,o,b parses to keep, recompute, selective, offload, balance (prefetch 1, coordinate 1)");
+    char *bad_letter[] = {"model.layers=2", "memory.layers=k,x"};
+    expect_refused("memory.layers with an unknown letter", NULL, bad_letter, 2, "memory.layers", NULL);
+    char *trailing[] = {"model.layers=2", "memory.layers=k,r,"};
+    expect_refused("memory.layers with a trailing comma", NULL, trailing, 2, "memory.layers", NULL);
+    char *count[] = {"model.layers=4", "memory.layers=k,r"};
+    expect_refused("memory.layers with 2 entries for 4 layers", NULL, count, 2, "memory.layers='k,r' has 2 entries",
+                   "model.layers=4", NULL);
+}
+
 /* Every name of every choice key parses to its enum, and deck_write prints the name back. */
 static void test_choices_typed(void)
 {
@@ -244,7 +267,7 @@ static void test_choices_typed(void)
             count++;
         }
     }
-    tap_ok(good && count == 23, "each of the %d choices parses to its enum and is written back by name", count);
+    tap_ok(good && count == 24, "each of the %d choices parses to its enum and is written back by name", count);
     deck_t d;
     deck_defaults(&d);
     int ok = set_quiet(&d, "checkpoint.transfer=independent") == MP_OK &&
@@ -564,6 +587,7 @@ int main(void)
     test_round_trip();
     test_sets();
     test_choices_typed();
+    test_memory_layers();
     test_parsed_strings();
     test_chunks_per_stage();
     test_file_errors();
