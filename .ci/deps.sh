@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config make
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
       libopenblas-openmp-dev libinih-dev
-      python3 python3-torch python3-h5py python3-numpy
+      python3 python3-torch python3-h5py python3-numpy python3-matplotlib
       bible-kjv bible-kjv-text
       slurm-wlm slurmctld slurmd slurm-client munge slurm-wlm-torque)
 missing=()

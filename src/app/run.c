@@ -19,18 +19,57 @@ static deck_policy_t run_layer_policy(const deck_t *d, int l)
     return d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
 }
 
+/* Whether some layer is balanced (BPipe): every stage then runs the balance lists. */
+static int run_balance(const deck_t *d)
+{
+    for (int l = 0; l < d->model.layers; l++)
+        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return 1;
+    return 0;
+}
+
 /* The memory mode of each block this stage holds (its chunks' layers in order). */
+static const block_mode_t run_mode_of[DECK_POLICY_AUTO] = {
+    [DECK_POLICY_KEEP] = MODE_KEEP, [DECK_POLICY_RECOMPUTE] = MODE_RECOMPUTE, [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE,
+    [DECK_POLICY_OFFLOAD] = MODE_OFFLOAD, [DECK_POLICY_BALANCE] = MODE_BALANCE};
+
 static int run_block_modes(run_t *r, int v, const int *l0, const int *nl)
 {
-    static const block_mode_t mode_of[DECK_POLICY_AUTO] = {
-        [DECK_POLICY_KEEP] = MODE_KEEP, [DECK_POLICY_RECOMPUTE] = MODE_RECOMPUTE,
-        [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE, [DECK_POLICY_OFFLOAD] = MODE_OFFLOAD,
-        [DECK_POLICY_BALANCE] = MODE_BALANCE};
     unsigned char modes[4096]; /* model.layers ≤ 4096 (the deck's bound) */
     int n = 0;
     for (int c = 0; c < v; c++)
-        for (int l = l0[c]; l < l0[c] + nl[c]; l++) modes[n++] = (unsigned char)mode_of[run_layer_policy(&r->deck, l)];
+        for (int l = l0[c]; l < l0[c] + nl[c]; l++) modes[n++] = (unsigned char)run_mode_of[run_layer_policy(&r->deck, l)];
     return model_set_modes(&r->model, modes);
+}
+
+/* balance: the movable bytes of the partner stage's stash (what this stage accepts, if it is the
+ * acceptor), from the partner's layers and modes, as its stash_init_movable rounds them. */
+static size_t run_partner_mov(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    const int partner = r->pp - 1 - r->stage;
+    if (!run_balance(d) || partner == r->stage) return 0;
+    model_t shadow;
+    memset(&shadow, 0, sizeof shadow);
+    shadow.cfg = r->model.cfg, shadow.be = r->model.be;
+    int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
+    const int v = run_stage_chunks(d, partner, l0, nl);
+    if (param_table_build_chunks(&shadow.tab, &shadow.cfg, v, l0, nl, partner == 0, partner == r->pp - 1,
+                                 r->model.tab.tp, r->model.tab.tp_rank) != MP_OK)
+        MP_ABORT("out of memory planning the balance partner's stash");
+    unsigned char modes[4096];
+    int n = 0;
+    for (int c = 0; c < v; c++)
+        for (int l = l0[c]; l < l0[c] + nl[c]; l++) modes[n++] = (unsigned char)run_mode_of[run_layer_policy(d, l)];
+    if (model_set_modes(&shadow, modes) != MP_OK) MP_ABORT("out of memory planning the balance partner's stash");
+    int biggest = 0;
+    for (int c = 0; c < v; c++) biggest = nl[c] > biggest ? nl[c] : biggest;
+    size_t mov0, mov;
+    acts_part_bytes(&shadow, d->train.micro_batch, shadow.tab.nlayers, shadow.tab.has_final, &mov0);
+    acts_part_bytes(&shadow, d->train.micro_batch, biggest, shadow.tab.has_final, &mov);
+    free(shadow.mode);
+    param_table_free(&shadow.tab);
+    if (mov0 > mov) mov = mov0;
+    return (mov + 4095) / 4096 * 4096;
 }
 
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
@@ -47,12 +86,12 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (d->memory.policy == DECK_POLICY_AUTO && d->memory.per_layer.n == 0)
         return MP_FAIL("memory.policy=auto needs the planner (mindpipe plan), not in this version: give keep, recompute, "
                        "selective, offload or balance, or memory.layers");
-    for (int l = 0; l < d->model.layers; l++) {
-        const deck_policy_t p = run_layer_policy(d, l);
-        if (p == DECK_POLICY_BALANCE)
-            return MP_FAIL("memory.%s: layer %d's policy balance is not implemented in this version",
-                           d->memory.per_layer.n ? "layers" : "policy", l);
-    }
+    int any_o = 0, any_b = 0;
+    for (int l = 0; l < d->model.layers; l++)
+        any_o |= run_layer_policy(d, l) == DECK_POLICY_OFFLOAD, any_b |= run_layer_policy(d, l) == DECK_POLICY_BALANCE;
+    if (any_o && any_b)
+        return MP_FAIL("memory.layers='%s': offload (o) and balance (b) in one run are not supported: both move the "
+                       "stash's movable region, one to host memory and one to another stage", d->memory.layers);
     if (d->supernet.enabled) return MP_FAIL("supernet.enabled=1 is not implemented in this version");
     return MP_OK;
 }
@@ -332,7 +371,8 @@ static exec_ctx_t run_exec_ctx(run_t *r)
                     .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
                     .stage = r->stage, .pp = r->pp, .kind = run_sched_kind[d->parallel.schedule_kind],
                     .m = r->micro_batches, .nccl = r->be.kind == BE_CUDA && d->parallel.p2p != DECK_P2P_MPI,
-                    .prefetch = d->memory.prefetch, .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
+                    .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
+                    .partner_mov = run_partner_mov(r), .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
     int coord[GRID_NDIMS];
     memcpy(coord, r->grid.coord, sizeof coord);
     for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++) {

@@ -28,6 +28,7 @@ typedef struct {
     int nkeys;
     /* evictor: per key */
     MPI_Request *reclaim_req; /* its stash on the way back */
+    MPI_Request *evict_req;   /* its send away from host memory (or of nothing), when not a pool buffer's */
     int *staged;              /* it lands in host memory first (off the cpu backend) */
     /* acceptor: guest buffers in its arena */
     int nguest;

@@ -5,9 +5,42 @@
 #include <string.h>
 
 #include "check.h"
+#include "memlists.h"
 
 /* Where the gradient send buffers live: NCCL sends device memory, MPI host memory (cpu: the same). */
 static int gsend_on_device(const exec_t *e) { return be_host_visible(e->c.be) || e->c.nccl; }
+
+/* balance: every stage's 1F1B list with BPipe's transfers (memlists.h), checked matched and run in
+ * the simulator (no deadlock) before this stage keeps its own. */
+static int exec_balance_lists(exec_t *e)
+{
+    const exec_ctx_t *c = &e->c;
+    char why[256];
+    if (sched_balance_check(c->kind, c->pp, c->m, e->v, why, sizeof why) != MP_OK)
+        return MP_FAIL("memory.policy=balance: %s", why);
+    instr_list_t lists[SIM_MAX_STAGES];
+    sim_result_t sim;
+    if (sim_build_lists(lists, c->kind, c->pp, c->m, e->v, &sim) != MP_OK) return MP_FAIL("%s", sim.error);
+    int rc = MP_ERR;
+    if (sched_add_balance(lists, c->pp, c->m, c->balance_keep) != MP_OK) {
+        MP_ERROR("out of memory adding the balance transfers to the lists");
+        goto out;
+    }
+    if (sched_balance_check_lists(lists, c->pp, why, sizeof why) != MP_OK) {
+        MP_ERROR("memory.policy=balance: the lists are not matched (a bug): %s", why);
+        goto out;
+    }
+    if (sim_run_lists(lists, c->pp, c->m, e->v, SIM_COST_TF, SIM_COST_TB, &sim) != MP_OK) {
+        MP_ERROR("memory.policy=balance: the simulator refuses the lists (a bug): %s", sim.error);
+        goto out;
+    }
+    e->list = lists[c->stage];
+    lists[c->stage] = (instr_list_t){0};
+    rc = MP_OK;
+out:
+    sim_free_lists(lists, c->pp);
+    return rc;
+}
 
 /* The lists of the stage and the stash slots they need. */
 static int exec_lists(exec_t *e, int *nslots_p)
@@ -33,6 +66,8 @@ static int exec_lists(exec_t *e, int *nslots_p)
             if (b > nslots) nslots = b;
         }
         e->theory = 0.0; /* no flush: the steady state has no bubble (the run's first step fills once) */
+    } else if (c->balance) {
+        if (exec_balance_lists(e) != MP_OK) return MP_ERR;
     } else if (sched_build(&e->list, kind, s, pp, m, e->v) != MP_OK) {
         return MP_ERR;
     }
@@ -40,59 +75,11 @@ static int exec_lists(exec_t *e, int *nslots_p)
     return MP_OK;
 }
 
-/* TEMPORARY until memsched.h lands: OFFLOAD after each forward (and its send), PREFETCH `prefetch`
- * instructions before each backward. */
-static int sched_add_offload(instr_list_t *l, int prefetch)
-{
-    const int n = l->n;
-    instr_t *out = MP_CALLOC((size_t)(3 * n + 1), sizeof *out);
-    if (!out) return MP_ERR;
-    int k = 0;
-    for (int i = 0; i < n; i++) {
-        for (int j = i + 1; j <= i + prefetch + 1 && j < n; j++)
-            if (l->ins[j].op == OP_BACKWARD && j - i == (prefetch + 1 < n ? prefetch + 1 : n)) (void)0;
-        /* prefetches whose backward is prefetch+1 instructions ahead (or the list start) */
-        for (int j = i; j < n; j++) {
-            if (l->ins[j].op != OP_BACKWARD) continue;
-            int at = j - prefetch;
-            int f = -1;
-            for (int q = 0; q < j; q++)
-                if (l->ins[q].op == OP_FORWARD && l->ins[q].mb == l->ins[j].mb && l->ins[q].chunk == l->ins[j].chunk) f = q;
-            int lo = f < 0 ? 0 : f + 1;
-            if (f >= 0 && f + 1 < n && l->ins[f + 1].op == OP_SEND_ACT) lo = f + 2;
-            if (at < lo) at = lo;
-            if (at == i) out[k++] = (instr_t){OP_PREFETCH, l->ins[j].mb, l->ins[j].chunk, -1};
-        }
-        out[k++] = l->ins[i];
-        const instr_t *x = &l->ins[i];
-        if (x->op == OP_SEND_ACT && i > 0 && l->ins[i - 1].op == OP_FORWARD)
-            out[k++] = (instr_t){OP_OFFLOAD, x->mb, x->chunk, -1};
-        else if (x->op == OP_FORWARD && !(i + 1 < n && l->ins[i + 1].op == OP_SEND_ACT))
-            out[k++] = (instr_t){OP_OFFLOAD, x->mb, x->chunk, -1};
-    }
-    free(l->ins);
-    l->ins = out, l->n = k, l->cap = 3 * n + 1;
-    return MP_OK;
-}
-
-static int sched_list_device_peak(const instr_list_t *l, int carried)
-{
-    int on = 0, peak = 0;
-    (void)carried;
-    for (int i = 0; i < l->n; i++) {
-        const op_t op = l->ins[i].op;
-        if (op == OP_FORWARD || op == OP_PREFETCH) on++;
-        if (on > peak) peak = on;
-        if (op == OP_OFFLOAD || op == OP_BACKWARD) on--;
-    }
-    return peak;
-}
-
-/* Whether any block of the stage keeps its stash in the movable region (offload). */
+/* Whether any block of the stage keeps its stash in the movable region (offload, balance). */
 static int exec_movable(const exec_t *e)
 {
     for (int i = 0; i < e->c.model->tab.nlayers; i++)
-        if (model_block_mode(e->c.model, i) == MODE_OFFLOAD) return 1;
+        if (model_block_mode(e->c.model, i) == MODE_OFFLOAD || model_block_mode(e->c.model, i) == MODE_BALANCE) return 1;
     return 0;
 }
 
@@ -127,7 +114,8 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
     int nslots = 0, npool = 0, rc = MP_ERR;
     if (exec_lists(&e, &nslots) != MP_OK) goto out;
     npool = nslots;
-    if (exec_movable(&e) && exec_offload_lists(&e, &npool) != MP_OK) goto out;
+    if (exec_movable(&e) && !ctx->balance && exec_offload_lists(&e, &npool) != MP_OK) goto out;
+    if (ctx->balance) npool = sched_list_device_peak(&e.list, 0);
     int biggest = 0;
     for (int c = 0; c < e.v; c++)
         if (model_chunk(md, c).n > biggest) biggest = model_chunk(md, c).n;
@@ -138,7 +126,13 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
     if (mov0 > mov) mov = mov0;
     p->npool = mov ? npool : 0;
     p->mov = mov ? (mov + 4095) / 4096 * 4096 + 4096 : 0; /* stash_init_movable's page rounding and slack */
-    p->stash = p->slot0 + (size_t)(nslots - 1) * p->slot + (size_t)p->npool * p->mov;
+    if (ctx->balance) {
+        /* the acceptor's guests are the evictor's movable regions: sized by the evictor's model,
+         * which this rank does not hold; exec_init learns it from the partner (bal_init) */
+        p->nguest = sched_list_guests(&e.list);
+        p->guests = be_host_visible(ctx->be) ? bal_guest_bytes(ctx->partner_mov, p->nguest) : 0;
+    }
+    p->stash = p->slot0 + (size_t)(nslots - 1) * p->slot + (size_t)p->npool * p->mov + p->guests;
     p->scratch = scratch_bytes(md, B);
     const int nkeys = (ctx->kind == SCHED_2BW ? 2 : 1) * ctx->m * e.v;
     const size_t n_act = (size_t)B * md->cfg.seq_len * md->cfg.dim;
@@ -208,21 +202,32 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
                        tag_ub_need, *tag_ub);
     e->n_act = (size_t)ctx->acts->B * md->cfg.seq_len * md->cfg.dim;
     int npool = nslots;
-    if (exec_movable(e)) {
+    if (exec_movable(e) && !ctx->balance) {
         if (exec_offload_lists(e, &npool) != MP_OK) return MP_ERR;
         e->c.policy = &stash_policy_offload;
     }
+    if (ctx->balance) npool = sched_list_device_peak(&e->list, 0);
+    const int bal_tag0 = tag_ub_need + 2;
+    if (ctx->balance && flag && *tag_ub < bal_tag0 + 2 * e->nkeys + 2)
+        return MP_FAIL("balance needs MPI tags up to %d, this MPI allows %d", bal_tag0 + 2 * e->nkeys + 2, *tag_ub);
     if (ctx->nccl && exec_lower(e) != MP_OK) return MP_FAIL("out of memory lowering the pipeline's lists");
     if (stash_init(&e->stash, e->c.policy, nslots, e->nkeys, ctx->acts, md, ctx->acts->B, biggest, md->tab.has_final,
                    ctx->arena, ctx->wait) != MP_OK)
         return MP_ERR;
     if (stash_init_movable(&e->stash, ctx->be, npool) != MP_OK) return MP_ERR;
+    if (ctx->balance && bal_init(&e->bal, &e->stash, ctx->pp_comm, ctx->stage, ctx->pp, sched_list_guests(&e->list),
+                                 bal_tag0, ctx->wait) != MP_OK)
+        return MP_ERR;
+    if (e->bal.role == BAL_ACCEPTOR && e->bal.bytes != ctx->partner_mov)
+        return MP_FAIL("balance: the evictor's stash is %zu bytes, the memory plan counted %zu (a bug)", e->bal.bytes,
+                       ctx->partner_mov);
     return exec_buffers(e, nslots);
 }
 
 void exec_free(exec_t *e)
 {
     const exec_ctx_t *c = &e->c;
+    bal_free(&e->bal);
     stash_free(&e->stash);
     if (e->gsend && gsend_on_device(e)) arena_free(c->arena, e->gsend, (size_t)e->nkeys * e->n_act * sizeof(float));
     else if (e->gsend) be_host_free(c->be, e->gsend);
@@ -419,6 +424,7 @@ static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_a
         return l;
     }
     stash_before_backward(&e->stash, at->key);
+    bal_ready(&e->bal, at->key);
     model_backward_part(c->model, at->pt, a, c->scratch, dloss, c->prof,
                         ready && at->mb == c->m - 1 ? ready : NULL); /* each chunk's last */
     stash_give(&e->stash, at->key);
@@ -481,12 +487,30 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
             trace_span(c->trace, "prefetch", at.bt, at.mb, t0);
             break;
         case OP_REDUCE_GRADS:
+            bal_drain(&e->bal);
             exec_reduce_grads(e, &run, i, t, drain, t0);
+            break;
+        case OP_EVICT:
+            bal_evict(&e->bal, at.key);
+            trace_span(c->trace, "evict", at.bt, at.mb, t0);
+            break;
+        case OP_RECLAIM:
+            bal_reclaim(&e->bal, at.key);
+            trace_span(c->trace, "reclaim", at.bt, at.mb, t0);
+            break;
+        case OP_ACCEPT:
+            bal_accept(&e->bal, at.key);
+            trace_span(c->trace, "accept", at.bt, at.mb, t0);
+            break;
+        case OP_RETURN:
+            bal_return(&e->bal, at.key);
+            trace_span(c->trace, "return", at.bt, at.mb, t0);
             break;
         default:
             break;
         }
-        if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_OFFLOAD || in->op == OP_PREFETCH)
+        if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_OFFLOAD || in->op == OP_PREFETCH ||
+            in->op == OP_EVICT || in->op == OP_RECLAIM)
             trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash));
     }
     if (two) {

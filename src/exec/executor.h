@@ -22,6 +22,7 @@
 
 #include "actdump.h"
 #include "backend.h"
+#include "balance.h"
 #include "lower.h"
 #include "model.h"
 #include "perf.h"
@@ -54,6 +55,9 @@ typedef struct {
     int nccl;                  /* pipeline messages through NCCL (cuda, parallel.p2p resolved) */
     const stash_policy_t *policy;  /* NULL: keep, or offload when a block of the stage offloads */
     int prefetch;              /* offload: PREFETCH this many instructions before the backward */
+    int balance;               /* BPipe's balance between stages s and pp−1−s (every stage alike) */
+    int balance_keep;          /* ... stashes an evictor keeps on its device (<= 0: the default) */
+    size_t partner_mov;        /* ... the partner's movable bytes (the acceptor's plan; bal_init checks it) */
     trace_t *trace;            /* the timeline (ev NULL: not recording) */
     prof_t *prof;              /* kernel timers of the steps, or NULL */
     actdump_t *dump;           /* debug.dump_activations, or NULL */
@@ -69,6 +73,7 @@ typedef struct {
     double carried_loss;      /* ... and the Σ of their token losses (last stage) */
     model_part_t part[PARAM_MAX_CHUNKS];
     stash_t stash;
+    bal_t bal;                /* balance: this stage's side of its pair */
     int nkeys;
     float *gsend;             /* per key: the input gradient in flight to the previous stage (host memory
                                  off the cpu backend: MPI sends from there); NULL at pp = 1 */
@@ -90,7 +95,9 @@ typedef struct {
     size_t fixed;        /* what the caller holds outside the executor: model, 2bw's version, ZeRO shard */
     size_t slot0, slot;  /* bytes of the stage's own activations, and of each further slot */
     size_t mov;          /* bytes of one movable buffer (0: nothing offloads) */
-    size_t stash;        /* slot0 + (nslots − 1)·slot + npool·mov */
+    int nguest;          /* balance: guests an acceptor holds in a step */
+    size_t guests;       /* ... their arena bytes (cpu; elsewhere host memory) */
+    size_t stash;        /* slot0 + (nslots − 1)·slot + npool·mov + guests */
     size_t scratch;      /* backward temporaries and the recompute workspace */
     size_t messages;     /* device gradient send buffers */
     size_t total;

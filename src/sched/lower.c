@@ -74,6 +74,21 @@ static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, 
         o->k = k, o->mb = mb;
         lower_dep(p, o, LS_COMPUTE, *last_c);
         break;
+    case OP_EVICT:
+    case OP_RETURN:
+    case OP_RECLAIM:
+        /* balance messages are host MPI: on the host stream a send (chan 2 out, 3 back) or a blocking
+         * receive where its data is first needed (RETURN: the evicted stash; RECLAIM: earlier than
+         * the executor, which waits at the backward: stricter, so proving it proves the executor).
+         * The device streams do not carry them. */
+        if (p->target != LOWER_HOST) return MP_OK;
+        if (in->op == OP_RETURN) {
+            if (!(o = lower_push(p, LS_COMPUTE, LK_RECV, i))) return MP_ERR;
+            o->peer = in->peer, o->k = k, o->mb = mb, o->chan = 2, o->op = in->op;
+        }
+        if (!(o = lower_push(p, LS_COMPUTE, in->op == OP_RECLAIM ? LK_RECV : LK_SEND, i))) return MP_ERR;
+        o->peer = in->peer, o->k = k, o->mb = mb, o->chan = in->op == OP_EVICT ? 2 : 3;
+        break;
     case OP_REDUCE_GRADS:
         if (!(o = lower_push(p, LS_COMPUTE, LK_COMPUTE, i))) return MP_ERR;
         o->k = -1, o->mb = -1;

@@ -42,7 +42,7 @@ typedef struct {
     op_t op;
     int instr;           /* index of the instruction in the list */
     int peer;            /* SEND/RECV: the stage on the other side */
-    int chan;            /* SEND/RECV: 0 activations, 1 gradients */
+    int chan;            /* SEND/RECV: 0 activations, 1 gradients, 2 balance out, 3 balance back */
     int k, mb;           /* messages: the sending chunk and the micro-batch (their key) */
     int ndeps;           /* event waits: op dep_idx[d] of stream dep_stream[d] must be done first */
     int dep_stream[LS_STREAMS], dep_idx[LS_STREAMS];

@@ -7,7 +7,8 @@
 #include "check.h"
 
 const char *const op_names[OP_COUNT] = {"LOAD_BATCH", "FORWARD", "BACKWARD", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
-                                        "RECV_GRAD", "OFFLOAD", "PREFETCH", "REDUCE_GRADS", "OPTIMIZER_STEP"};
+                                        "RECV_GRAD", "OFFLOAD", "PREFETCH", "REDUCE_GRADS", "OPTIMIZER_STEP",
+                                        "EVICT", "ACCEPT", "RETURN", "RECLAIM"};
 
 const char *const sched_kind_names[SCHED_KINDS] = {"gpipe", "1f1b", "interleaved", "2bw"};
 

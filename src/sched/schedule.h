@@ -19,7 +19,11 @@
 
 typedef enum {
     OP_LOAD_BATCH, OP_FORWARD, OP_BACKWARD, OP_SEND_ACT, OP_RECV_ACT, OP_SEND_GRAD, OP_RECV_GRAD,
-    OP_OFFLOAD, OP_PREFETCH, OP_REDUCE_GRADS, OP_OPTIMIZER_STEP, OP_COUNT
+    OP_OFFLOAD, OP_PREFETCH, OP_REDUCE_GRADS, OP_OPTIMIZER_STEP,
+    /* BPipe's balance (memlists.h): the evictor sends a stash away (EVICT) and posts its receive
+     * back (RECLAIM); the acceptor posts its receive (ACCEPT) and sends it back (RETURN). mb and
+     * chunk name the evictor's stash, peer the other stage. */
+    OP_EVICT, OP_ACCEPT, OP_RETURN, OP_RECLAIM, OP_COUNT
 } op_t;
 
 typedef enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED, SCHED_2BW, SCHED_KINDS } sched_kind_t;

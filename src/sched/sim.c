@@ -35,6 +35,7 @@ static int sim_check_stage(sim_count_t *c, const instr_list_t *l, int s, int pp,
         const instr_t *in = &l->ins[i];
         const int k = in->chunk, mb = in->mb, K = c->K;
         if (in->op == OP_LOAD_BATCH || in->op == OP_OPTIMIZER_STEP || in->op == OP_REDUCE_GRADS) continue;
+        if (in->op >= OP_EVICT) continue; /* balance: memlists.c checks them */
         if (mb < 0 || mb >= c->m || k < 0 || k >= K || k % pp != s)
             return sim_fail(res, "stage %d: %s of micro-batch %d chunk %d is not its to run", s, op_names[in->op], mb, k);
         switch (in->op) {
@@ -191,9 +192,9 @@ static int sim_engine_alloc(sim_engine_t *e, const lower_prog_t *progs, int pp, 
     e->progs = progs, e->pp = pp, e->K = K, e->M = M;
     e->pos = calloc((size_t)pp, sizeof *e->pos);
     e->clock = calloc((size_t)pp, sizeof *e->clock);
-    e->sent = malloc((size_t)2 * K * M * sizeof(double));
+    e->sent = malloc((size_t)4 * K * M * sizeof(double)); /* activations, gradients, balance out and back */
     if (!e->pos || !e->clock || !e->sent) return MP_ERR;
-    for (size_t i = 0; i < (size_t)2 * K * M; i++) e->sent[i] = -1.0;
+    for (size_t i = 0; i < (size_t)4 * K * M; i++) e->sent[i] = -1.0;
     for (int s = 0; s < pp; s++)
         for (int x = 0; x < LS_STREAMS; x++)
             if (!(e->fin[s][x] = malloc(((size_t)progs[s].s[x].n + 1) * sizeof(double)))) return MP_ERR;
