@@ -34,6 +34,7 @@ static int exec_balance_lists(exec_t *e)
         MP_ERROR("memory.policy=balance: the simulator refuses the lists (a bug): %s", sim.error);
         goto out;
     }
+    e->nguest = sched_balance_guest_peak(lists, c->pp, c->stage);
     e->list = lists[c->stage];
     lists[c->stage] = (instr_list_t){0};
     rc = MP_OK;
@@ -129,7 +130,7 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
     if (ctx->balance) {
         /* the acceptor's guests are the evictor's movable regions: sized by the evictor's model,
          * which this rank does not hold; exec_init learns it from the partner (bal_init) */
-        p->nguest = sched_list_guests(&e.list);
+        p->nguest = e.nguest;
         p->guests = be_host_visible(ctx->be) ? bal_guest_bytes(ctx->partner_mov, p->nguest) : 0;
     }
     p->stash = p->slot0 + (size_t)(nslots - 1) * p->slot + (size_t)p->npool * p->mov + p->guests;
@@ -215,7 +216,7 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
                    ctx->arena, ctx->wait) != MP_OK)
         return MP_ERR;
     if (stash_init_movable(&e->stash, ctx->be, npool) != MP_OK) return MP_ERR;
-    if (ctx->balance && bal_init(&e->bal, &e->stash, ctx->pp_comm, ctx->stage, ctx->pp, sched_list_guests(&e->list),
+    if (ctx->balance && bal_init(&e->bal, &e->stash, ctx->pp_comm, ctx->stage, ctx->pp, e->nguest,
                                  bal_tag0, ctx->wait) != MP_OK)
         return MP_ERR;
     if (e->bal.role == BAL_ACCEPTOR && e->bal.bytes != ctx->partner_mov)

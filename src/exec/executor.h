@@ -74,6 +74,7 @@ typedef struct {
     model_part_t part[PARAM_MAX_CHUNKS];
     stash_t stash;
     bal_t bal;                /* balance: this stage's side of its pair */
+    int nguest;               /* ... the guest buffers an acceptor needs (sched_balance_guest_peak) */
     int nkeys;
     float *gsend;             /* per key: the input gradient in flight to the previous stage (host memory
                                  off the cpu backend: MPI sends from there); NULL at pp = 1 */

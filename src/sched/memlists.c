@@ -181,6 +181,39 @@ int sched_list_guests(const instr_list_t *l)
     return n;
 }
 
+static int find_op(const instr_list_t *l, op_t op, int mb, int from)
+{
+    for (int i = from; i < l->n; i++)
+        if (l->ins[i].op == op && l->ins[i].mb == mb) return i;
+    return -1;
+}
+
+int sched_balance_guest_peak(const instr_list_t *lists, int pp, int a)
+{
+    const int s = pp - 1 - a;
+    if (s >= a) return 0;
+    const instr_list_t *la = &lists[a], *ls = &lists[s];
+    int *end = calloc((size_t)la->n + 1, sizeof *end), peak = 0;
+    if (!end) return sched_list_guests(la); /* no room to reason: one buffer per guest */
+    for (int i = 0; i < la->n; i++) end[i] = -1;
+    for (int i = 0; i < la->n; i++) {
+        if (la->ins[i].op != OP_ACCEPT) continue;
+        const int k = la->ins[i].mb, r = find_op(ls, OP_RECLAIM, k, 0);
+        int x = -1; /* the evictor's first forward after it posts the receive back */
+        for (int j = r < 0 ? ls->n : r; j < ls->n && x < 0; j++)
+            if (ls->ins[j].op == OP_FORWARD) x = ls->ins[j].mb;
+        const int e = x < 0 ? -1 : find_op(la, OP_RECV_ACT, x, i);
+        end[i] = e < 0 ? la->n : e;
+    }
+    for (int t = 0; t < la->n; t++) {
+        int live = 0;
+        for (int i = 0; i <= t; i++) live += end[i] > t;
+        if (live > peak) peak = live;
+    }
+    free(end);
+    return peak;
+}
+
 int sched_balance_check_lists(const instr_list_t *lists, int pp, char *why, int why_len)
 {
     for (int s = 0; s < pp; s++) {

@@ -33,9 +33,16 @@ int sched_balance_check(sched_kind_t kind, int pp, int m, int v, char *why, int 
  * MP_OK or MP_ERR (allocation). */
 int sched_add_balance(instr_list_t *lists, int pp, int m, int keep);
 
-/* Guests an acceptor's list accepts in one step (each keeps its buffer until the evictor has
- * reclaimed it, a moment no single list knows, so the acceptor holds one buffer per guest). */
+/* Guests an acceptor's list accepts in one step. */
 int sched_list_guests(const instr_list_t *l);
+
+/* The guest buffers acceptor a needs: a guest k holds its buffer from ACCEPT(k) until its send
+ * back completes, which needs the evictor's RECLAIM(k) posted. The acceptor knows that happened once
+ * it receives the activation of the evictor's first forward after that RECLAIM (the pipeline
+ * carries it through every stage in between): from then on, waiting for that send ends. So a guest
+ * counts from its ACCEPT to that RECV_ACT (to the end of the list when none follows), and the most
+ * counted at once is what the acceptor allocates; reusing one never waits on the evictor's future. */
+int sched_balance_guest_peak(const instr_list_t *lists, int pp, int a);
 
 /* The balance instructions of all lists matched: every EVICT(k) of stage s has one ACCEPT and one
  * RETURN on stage pp−1−s naming s, one RECLAIM on s before the BACKWARD(k), in that order per list.
