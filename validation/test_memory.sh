@@ -1,5 +1,5 @@
 #!/bin/sh
-# Memory policies (ARCHITECTURE.md §6): recompute, selective and offload, and a mixed per-layer plan,
+# Memory policies (ARCHITECTURE.md §6): recompute, selective, offload and balance, and mixed per-layer plans,
 # give bitwise the weights and losses of keep (same threads per rank) at pp = 1, 2 and 4 under
 # 1f1b, interleaved and 2bw, at tp2×pp2 and dp2×pp2 with ZeRO-1, and on emu. The arena's measured
 # peak equals the plan made before allocating; recompute keeps only block inputs; offload keeps
@@ -61,6 +61,46 @@ for lay in "tp --set parallel.tp=2 --set parallel.pp=2" \
     run 4 "${name}m" $L4 "$@" $MIX; ok $? "$name: mixed o,r,s,k"
     compare "$name mixed = keep" "$SCRATCH/${name}k" "$SCRATCH/${name}m" --bitwise
 done
+
+# Balance (BPipe) under 1F1B at pp = 4 and m = 8: bitwise keep's weights (one rank, the same eight
+# micro-batches), with other policies' letters mixed in, on emu, and at pp = 2 on emu.
+# shellcheck disable=SC2086
+run 1 ref8 $L4 --set train.micro_batch=1; ok $? "keep, one rank, 8 micro-batches"
+for layout in "4 bk4 --set parallel.pp=4" \
+              "4 bal4 --set parallel.pp=4 --set memory.policy=balance" \
+              "4 balm --set parallel.pp=4 --set memory.layers=b,r,s,b" \
+              "4 bale --set parallel.pp=4 --set train.device=emu --set memory.policy=balance" \
+              "2 bale2 --set parallel.pp=2 --set train.device=emu --set memory.policy=balance --set memory.balance_keep=1"; do
+    # shellcheck disable=SC2086
+    set -- $layout
+    n=$1; name=$2; shift 2
+    # shellcheck disable=SC2086
+    run "$n" "$name" $L4 --set train.micro_batch=1 "$@"; ok $? "$name: $n ranks $*"
+    compare "$name = keep" "$SCRATCH/ref8" "$SCRATCH/$name" --bitwise
+done
+# Activations: the peak above weights, gradients and optimizer state. Stage 0 keeps 2 of its 4
+# stashes; the largest stage's cut is smaller in bytes than in stashes (4 to 3), as every stage
+# also holds a block's workspace and its gradient send buffers whatever it stashes.
+"$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
+import json, sys
+S = sys.argv[1]
+last = lambda run: json.loads(open('%s/%s/metrics.jsonl' % (S, run)).readlines()[-1])
+k, b = last('bk4'), last('bal4')
+ka, ba = k['activation_peak_bytes'], b['activation_peak_bytes']
+cut0, cutmax = 1 - ba[0] / ka[0], 1 - max(ba) / max(ka)
+print('# pp=4 m=8 activation peak per stage: keep %s, balance %s' % (ka, ba))
+print('# stage 0 cut by %.1f%%, the largest stage by %.1f%%; evicted/step %s, accepted/step %s, wait/step %s' % (
+    100 * cut0, 100 * cutmax, b['evicted_bytes_per_step'], b['accepted_bytes_per_step'], b['transfer_wait_s_per_step']))
+ev, ac = b['evicted_bytes_per_step'], b['accepted_bytes_per_step']
+ok = cut0 >= 0.30 and cutmax >= 0.15 and ev[0] > 0 and ev[0] == ac[3] and ev[1] == ac[2] and ac[0] == ac[1] == ev[2] == ev[3] == 0
+sys.exit(0 if ok else 1)
+EOF
+ok $? "balance: stage 0's activations cut by at least 30%, the largest stage's by at least 15%; every evicted byte accepted by stage p-1-s"
+refused "balance under gpipe" "no stage has room to accept" 2 $L4 --set parallel.pp=2 --set parallel.schedule=gpipe --set memory.policy=balance
+refused "balance under 2bw" "under 2bw stashes outlive the step" 2 $L4 --set parallel.pp=2 --set parallel.schedule=2bw --set memory.policy=balance
+refused "balance under interleaved" "under interleaved a stage holds several chunks" 2 $L4 --set parallel.pp=2 --set parallel.schedule=interleaved --set memory.policy=balance
+refused "balance on one stage" "one stage has no partner" 1 $L4 --set memory.policy=balance
+refused "offload and balance mixed" "offload (o) and balance (b) in one run" 2 $L4 --set parallel.pp=2 --set memory.layers=o,b,k,k
 
 # The plan is the measured peak (the arena counts the bytes requested: tolerance 0), per stage.
 "$TORCH_PYTHON" - "$SCRATCH" <<'EOF'

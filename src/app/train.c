@@ -179,23 +179,30 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
                   r->step, d->train.steps, loss, val, lr, gnorm, tok_s, 100.0 * mfu,
                   (double)r->arena.peak / 1048576.0);
     /* per stage (the pp group of rank 0), gathered for the metrics line: peak memory, its plan, the
-     * most micro-batches stashed and offload buffers in use, host memory held for offloads, and
-     * bytes moved and seconds waited for them per step since the last line */
+     * activations' share of the peak, the most micro-batches stashed and offload buffers in use,
+     * host memory held for offloads and balance, and bytes moved (offload, balance) and seconds
+     * waited for them per step since the last line */
     const long nsteps = r->step - pg->moved_step > 0 ? r->step - pg->moved_step : 1;
     const stash_t *st = &r->exec.stash;
-    enum { NM = 8 };
-    double mine[NM] = {(double)r->arena.peak, (double)r->plan.total, exec_stash_peak(&r->exec), exec_pool_peak(&r->exec),
-                       (double)st->mov_bytes * (st->mov_bytes ? st->nslots : 0), st->moved.offloaded / (double)nsteps,
-                       st->moved.prefetched / (double)nsteps, st->moved.wait_s / (double)nsteps};
+    enum { NM = 11 };
+    /* activations: the peak above what the plan calls fixed (weights, gradients, optimizer state) */
+    const double act_peak = r->arena.peak > r->plan.fixed ? (double)(r->arena.peak - r->plan.fixed) : 0.0;
+    double mine[NM] = {(double)r->arena.peak, (double)r->plan.total, act_peak, exec_stash_peak(&r->exec),
+                       exec_pool_peak(&r->exec),
+                       (double)st->mov_bytes * (st->mov_bytes ? st->nslots : 0) + (double)r->exec.bal.host_bytes,
+                       st->moved.offloaded / (double)nsteps, st->moved.prefetched / (double)nsteps,
+                       st->moved.evicted / (double)nsteps, st->moved.accepted / (double)nsteps,
+                       st->moved.wait_s / (double)nsteps};
     r->exec.stash.moved = (stash_moved_t){0};
     pg->moved_step = r->step;
     double all[NM * SIM_MAX_STAGES] = {0};
     MPI_Request q;
     MPI_CHECK(MPI_Igather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, 0, r->grid.comm[GRID_PP], &q));
     wait_all(&r->wait, 1, &q, "the per-stage memory report");
-    static const char *const names[NM] = {"peak_mem_bytes", "planned_mem_bytes", "stash_peak", "offload_buffers_peak",
-                                          "host_bytes", "offloaded_bytes_per_step", "prefetched_bytes_per_step",
-                                          "transfer_wait_s_per_step"};
+    static const char *const names[NM] = {"peak_mem_bytes", "planned_mem_bytes", "activation_peak_bytes", "stash_peak",
+                                          "offload_buffers_peak", "host_bytes", "offloaded_bytes_per_step",
+                                          "prefetched_bytes_per_step", "evicted_bytes_per_step",
+                                          "accepted_bytes_per_step", "transfer_wait_s_per_step"};
     char per_stage[NM * (SIM_MAX_STAGES * 24 + 40)] = "";
     for (int k = 0, o = 0; k < NM; k++) {
         o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, ",\"%s\":[", names[k]);

@@ -176,8 +176,8 @@ static const deck_key_t keys[] = {
     K_INT(memory, prefetch, "1", 0, 1e6,
           "offload: bring a micro-batch's stash back this many instructions before its backward"),
     K_INT(memory, balance_keep, "0", 0, 1e6,
-          "balance: micro-batches' stashes an evicting stage keeps on its device (the rest go to stage p−1−s); 0 = "
-          "ceil((pp+1)/2), an even split of a pair's stashes"),
+          "balance: micro-batches' stashes an evicting stage keeps on its device (the rest go to stage p−1−s; at "
+          "least 2); 0 = per pair, the keep that leaves the fewest on the fuller of the two devices (the smaller on a tie)"),
     K_BOOL(memory, coordinate, "1",
            "offload: ranks of a node share its host link, so no two move data in the same direction at once (one "
            "swaps out while another swaps in); 0 = each copies whenever its list says"),

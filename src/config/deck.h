@@ -112,7 +112,7 @@ typedef struct {
         deck_policy_list_t per_layer;  /* memory.layers parsed */
         int prefetch;                  /* offload: PREFETCH this many instructions before the backward */
         int coordinate;                /* offload: ranks of a node take turns per direction on the host link */
-        int balance_keep;              /* balance: stashes an evictor keeps on its device; 0 = ceil((pp+1)/2) */
+        int balance_keep;              /* balance: stashes an evictor keeps on its device; 0 = chosen per pair (memlists.h) */
     } memory;
     struct {
         int every, keep, final;

@@ -20,7 +20,8 @@ static char bal_nothing;
 
 static int bal_host_visible(const bal_t *b) { return be_host_visible(b->st->be) && b->bytes; }
 
-int bal_init(bal_t *b, stash_t *st, MPI_Comm pp_comm, int stage, int pp, int nguest, int tag0, const wait_cfg_t *wait)
+int bal_init(bal_t *b, stash_t *st, MPI_Comm pp_comm, int stage, int pp, int nguest, int naccept, int tag0,
+             const wait_cfg_t *wait)
 {
     memset(b, 0, sizeof *b);
     b->st = st, b->comm = pp_comm, b->tag0 = tag0, b->wait = wait, b->nkeys = st->nkeys;
@@ -37,32 +38,35 @@ int bal_init(bal_t *b, stash_t *st, MPI_Comm pp_comm, int stage, int pp, int ngu
     b->bytes = b->role == BAL_EVICTOR ? mine : theirs;
     if (b->role == BAL_EVICTOR) {
         b->reclaim_req = MP_CALLOC((size_t)b->nkeys, sizeof *b->reclaim_req);
-        b->evict_req = MP_CALLOC((size_t)b->nkeys, sizeof *b->evict_req);
         b->staged = MP_CALLOC((size_t)b->nkeys, sizeof *b->staged);
+        b->evict_req = MP_CALLOC((size_t)st->nslots, sizeof *b->evict_req);
         if (!b->reclaim_req || !b->evict_req || !b->staged) return MP_FAIL("out of memory for the balance bookkeeping");
-        for (int k = 0; k < b->nkeys; k++) b->reclaim_req[k] = b->evict_req[k] = MPI_REQUEST_NULL;
+        for (int k = 0; k < b->nkeys; k++) b->reclaim_req[k] = MPI_REQUEST_NULL;
+        for (int i = 0; i < st->nslots; i++) b->evict_req[i] = MPI_REQUEST_NULL;
         return MP_OK;
     }
-    b->nguest = nguest;
+    b->nguest = bal_host_visible(b) ? nguest : 0;
+    b->naccept = naccept;
     b->guest = MP_CALLOC((size_t)b->nguest + 1, sizeof *b->guest);
     b->guest_alloc = MP_CALLOC((size_t)b->nguest + 1, sizeof *b->guest_alloc);
-    b->guest_host = MP_CALLOC((size_t)b->nguest + 1, sizeof *b->guest_host);
     b->guest_key = MP_CALLOC((size_t)b->nguest + 1, sizeof *b->guest_key);
-    b->guest_recv = MP_CALLOC((size_t)b->nguest + 1, sizeof *b->guest_recv);
-    b->guest_send = MP_CALLOC((size_t)b->nguest + 1, sizeof *b->guest_send);
+    b->hbuf = MP_CALLOC((size_t)naccept + 1, sizeof *b->hbuf);
+    b->recv_req = MP_CALLOC((size_t)naccept + 1, sizeof *b->recv_req);
+    b->send_req = MP_CALLOC((size_t)naccept + 1, sizeof *b->send_req);
+    b->host_of = MP_CALLOC((size_t)b->nkeys, sizeof *b->host_of);
     b->guest_of = MP_CALLOC((size_t)b->nkeys, sizeof *b->guest_of);
-    if (!b->guest || !b->guest_alloc || !b->guest_host || !b->guest_key || !b->guest_recv || !b->guest_send ||
+    if (!b->guest || !b->guest_alloc || !b->guest_key || !b->hbuf || !b->recv_req || !b->send_req || !b->host_of ||
         !b->guest_of)
         return MP_FAIL("out of memory for the balance bookkeeping");
-    for (int k = 0; k < b->nkeys; k++) b->guest_of[k] = -1;
+    for (int k = 0; k < b->nkeys; k++) b->host_of[k] = b->guest_of[k] = -1;
+    for (int i = 0; i < naccept; i++) {
+        b->recv_req[i] = b->send_req[i] = MPI_REQUEST_NULL;
+        if (!(b->hbuf[i] = be_host_alloc(st->be, b->bytes ? b->bytes : 1)))
+            return MP_FAIL("out of host memory for the balance guests (%d of %zu bytes)", naccept, b->bytes);
+        b->host_bytes += b->bytes;
+    }
     for (int g = 0; g < b->nguest; g++) {
         b->guest_key[g] = -1;
-        b->guest_recv[g] = b->guest_send[g] = MPI_REQUEST_NULL;
-        if (!bal_host_visible(b) || !b->bytes) { /* MPI moves host memory: the guests stay there (with NCCL they could stay on the device: not built) */
-            if (!(b->guest_host[g] = be_host_alloc(st->be, b->bytes ? b->bytes : 1)))
-                return MP_FAIL("out of host memory for the balance guests");
-            continue;
-        }
         b->guest_alloc[g] = arena_floats(st->arena, (b->bytes + PAGE) / sizeof(float), "balance guests (stashes of stage p-1-s)");
         if (!b->guest_alloc[g]) return MP_ERR;
         b->guest[g] = (float *)(((uintptr_t)b->guest_alloc[g] + PAGE - 1) / PAGE * PAGE);
@@ -74,13 +78,13 @@ void bal_free(bal_t *b)
 {
     if (b->role == BAL_NONE) return;
     bal_drain(b);
-    for (int g = b->nguest - 1; g >= 0; g--) {
-        if (b->guest_host && b->guest_host[g]) be_host_free(b->st->be, b->guest_host[g]);
-        if (b->guest_alloc && b->guest_alloc[g]) arena_free(b->st->arena, b->guest_alloc[g], (b->bytes + PAGE) / sizeof(float) * sizeof(float));
-    }
+    for (int i = 0; i < b->naccept; i++)
+        if (b->hbuf[i]) be_host_free(b->st->be, b->hbuf[i]);
+    for (int g = b->nguest - 1; g >= 0; g--)
+        if (b->guest_alloc[g]) arena_free(b->st->arena, b->guest_alloc[g], (b->bytes + PAGE) / sizeof(float) * sizeof(float));
     free(b->reclaim_req), free(b->evict_req), free(b->staged);
-    free(b->guest), free(b->guest_alloc), free(b->guest_host), free(b->guest_key), free(b->guest_recv);
-    free(b->guest_send), free(b->guest_of);
+    free(b->guest), free(b->guest_alloc), free(b->guest_key), free(b->hbuf), free(b->recv_req), free(b->send_req);
+    free(b->host_of), free(b->guest_of);
     memset(b, 0, sizeof *b);
 }
 
@@ -90,22 +94,21 @@ void bal_evict(bal_t *b, int key)
 {
     stash_t *st = b->st;
     if (b->role != BAL_EVICTOR) return;
-    const int p = st->pool_of[key];
+    const int p = st->mov_bytes ? st->pool_of[key] : -1, slot = st->slot_of[key];
     st->moved.evicted += (double)b->bytes;
+    /* the slot's last send left long ago: its stash came back before its backward freed the slot */
+    wait_all(b->wait, 1, &b->evict_req[slot], "a balance send to the acceptor");
     if (p < 0) { /* nothing balanced on this stage */
-        MPI_CHECK(MPI_Isend(&bal_nothing, 0, MPI_BYTE, b->peer, bal_tag(b, key, 0), b->comm, &b->evict_req[key]));
+        MPI_CHECK(MPI_Isend(&bal_nothing, 0, MPI_BYTE, b->peer, bal_tag(b, key, 0), b->comm, &b->evict_req[slot]));
         return;
     }
-    if (bal_host_visible(b)) {
-        MPI_CHECK(MPI_Isend(st->pool[p], (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 0), b->comm, &st->pool_req[p]));
-    } else { /* MPI reads host memory: the slot's host copy, sent from there */
-        void *h = st->host[st->slot_of[key]];
-        be_to_host(st->be, h, st->pool[p], b->bytes);
-        MPI_CHECK(MPI_Isend(h, (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 0), b->comm, &b->evict_req[key]));
-    }
+    /* through the slot's host copy, so the device buffer is free now, whenever the acceptor posts */
+    void *h = st->host[slot];
+    be_to_host(st->be, h, st->pool[p], b->bytes);
+    MPI_CHECK(MPI_Isend(h, (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 0), b->comm, &b->evict_req[slot]));
     stash_pool_release(st, key);
     be_offload_fence(st->be, st->pool[p], st->mov_bytes, 1);
-    st->slots[st->slot_of[key]].mov = NULL;
+    st->slots[slot].mov = NULL;
 }
 
 void bal_reclaim(bal_t *b, int key)
@@ -117,13 +120,13 @@ void bal_reclaim(bal_t *b, int key)
         return;
     }
     if (st->pool_of[key] >= 0) return;
-    const int p = stash_pool_take(st, key, 1);
-    st->slots[st->slot_of[key]].mov = st->pool[p];
+    const int p = stash_pool_take(st, key, 1), slot = st->slot_of[key];
+    st->slots[slot].mov = st->pool[p];
     void *dst = st->pool[p];
     b->staged[key] = !bal_host_visible(b);
     if (b->staged[key]) { /* into the slot's host copy, once its eviction's send from there is done */
-        wait_all(b->wait, 1, &b->evict_req[key], "a balance send to the acceptor");
-        dst = st->host[st->slot_of[key]];
+        wait_all(b->wait, 1, &b->evict_req[slot], "a balance send to the acceptor");
+        dst = st->host[slot];
     }
     MPI_CHECK(MPI_Irecv(dst, (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 1), b->comm, &b->reclaim_req[key]));
 }
@@ -145,40 +148,47 @@ void bal_ready(bal_t *b, int key)
 void bal_accept(bal_t *b, int key)
 {
     if (b->role != BAL_ACCEPTOR) return;
-    int g = -1; /* a free guest no return send still reads, else one that is only waiting for that */
-    for (int i = 0; i < b->nguest && g < 0; i++)
-        if (b->guest_key[i] < 0 && b->guest_send[i] == MPI_REQUEST_NULL) g = i;
-    for (int i = 0; i < b->nguest && g < 0; i++)
-        if (b->guest_key[i] < 0) g = i;
-    if (g < 0) MP_ABORT("all %d balance guest buffers are in use: the lists need more than their guest peak (a bug)", b->nguest);
-    wait_all(b->wait, 1, &b->guest_send[g], "a balance stash going back to its evictor");
-    b->guest_key[g] = key, b->guest_of[key] = g;
-    void *dst = bal_host_visible(b) ? (void *)b->guest[g] : b->guest_host[g];
-    MPI_CHECK(MPI_Irecv(dst, (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 0), b->comm, &b->guest_recv[g]));
+    if (b->next >= b->naccept)
+        MP_ABORT("balance: ACCEPT number %d of a step, the list has %d (a bug)", b->next + 1, b->naccept);
+    const int i = b->next++;
+    void *dst = b->hbuf[i];
+    if (b->nguest) {
+        int g = -1;
+        for (int j = 0; j < b->nguest && g < 0; j++)
+            if (b->guest_key[j] < 0) g = j;
+        if (g < 0) MP_ABORT("all %d balance guest buffers are in use: the list holds more than its guest peak (a bug)", b->nguest);
+        b->guest_key[g] = key, b->guest_of[key] = g;
+        dst = b->guest[g];
+    }
+    b->host_of[key] = i;
+    MPI_CHECK(MPI_Irecv(dst, (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 0), b->comm, &b->recv_req[i]));
     b->st->moved.accepted += (double)b->bytes;
 }
 
 void bal_return(bal_t *b, int key)
 {
     if (b->role != BAL_ACCEPTOR) return;
-    const int g = b->guest_of[key];
-    if (g < 0) MP_ABORT("RETURN of micro-batch key %d that was never accepted (a bug in the lists)", key);
+    const int i = b->host_of[key], g = b->guest_of[key];
+    if (i < 0) MP_ABORT("RETURN of micro-batch key %d that was never accepted (a bug in the lists)", key);
     char what[96];
     snprintf(what, sizeof what, "the stash of micro-batch key %d from the evictor (stage %d)", key, b->peer);
     const double t0 = perf_now();
-    wait_all(b->wait, 1, &b->guest_recv[g], what);
+    wait_all(b->wait, 1, &b->recv_req[i], what);
     b->st->moved.wait_s += perf_now() - t0;
-    const void *src = bal_host_visible(b) ? (const void *)b->guest[g] : b->guest_host[g];
-    MPI_CHECK(MPI_Isend(src, (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 1), b->comm, &b->guest_send[g]));
-    b->guest_key[g] = -1, b->guest_of[key] = -1;
+    if (g >= 0) { /* out of the arena: the guest is free whenever the evictor posts its receive */
+        be_to_host(b->st->be, b->hbuf[i], b->guest[g], b->bytes);
+        b->guest_key[g] = -1, b->guest_of[key] = -1;
+    }
+    MPI_CHECK(MPI_Isend(b->hbuf[i], (int)b->bytes, MPI_BYTE, b->peer, bal_tag(b, key, 1), b->comm, &b->send_req[i]));
+    b->host_of[key] = -1;
 }
 
 void bal_drain(bal_t *b)
 {
-    stash_t *st = b->st;
-    if (b->role == BAL_EVICTOR) {
-        for (int i = 0; i < st->npool; i++) wait_all(b->wait, 1, &st->pool_req[i], "the step's balance sends");
-        for (int k = 0; k < b->nkeys; k++) wait_all(b->wait, 1, &b->evict_req[k], "the step's balance sends");
+    if (b->role == BAL_EVICTOR)
+        for (int i = 0; i < b->st->nslots; i++) wait_all(b->wait, 1, &b->evict_req[i], "the step's balance sends");
+    if (b->role == BAL_ACCEPTOR) {
+        wait_all(b->wait, b->naccept, b->send_req, "the step's balance returns");
+        b->next = 0;
     }
-    for (int g = 0; g < b->nguest; g++) wait_all(b->wait, 1, &b->guest_send[g], "the step's balance returns");
 }

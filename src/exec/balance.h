@@ -5,9 +5,15 @@
  * evictor's backward needs them (RECLAIM). Every transfer is non-blocking MPI on the pipeline
  * communicator, with tags of its own; a receive is waited for only where its data is first read
  * (the acceptor's RETURN, the evictor's backward). What moves is the stash's movable region (the
- * blocks under MODE_BALANCE). Off the cpu backend MPI moves host memory: the evictor sends from the
- * slot's host copy and the acceptor holds its guests in pinned host memory, not in its device arena
- * (device-to-device guests need NCCL transfers: not built).
+ * blocks under MODE_BALANCE).
+ *
+ * Every send leaves from host memory the sender owns: the evictor copies the stash to the slot's
+ * host copy and frees its device buffer at EVICT; the acceptor copies a guest to a host buffer and
+ * frees the guest at RETURN. So a device buffer never waits for the peer to post its receive, a
+ * moment no single list knows, and the simulator's sends that never block are the executor's: a
+ * guest's device buffer lives from ACCEPT to RETURN (sched_balance_guest_peak). The acceptor holds
+ * its guests in its arena on the cpu and emu backends; on cuda MPI moves host memory, so there the
+ * guests stay in the pinned host buffers (device-to-device guests need NCCL transfers: not built).
  *
  * Results never depend on it: the bytes that come back are the bytes that left. */
 #ifndef MP_BALANCE_H
@@ -26,24 +32,31 @@ typedef struct {
     int tag0;                 /* first tag of the balance messages (above the pipeline's own) */
     size_t bytes;             /* one evicted region: the evictor's movable bytes */
     int nkeys;
-    /* evictor: per key */
-    MPI_Request *reclaim_req; /* its stash on the way back */
-    MPI_Request *evict_req;   /* its send away from host memory (or of nothing), when not a pool buffer's */
-    int *staged;              /* it lands in host memory first (off the cpu backend) */
-    /* acceptor: guest buffers in its arena */
+    /* evictor */
+    MPI_Request *reclaim_req; /* per key: its stash on the way back */
+    int *staged;              /* ... it lands in the slot's host copy first (off the cpu backend) */
+    MPI_Request *evict_req;   /* per slot: the send away from the slot's host copy */
+    /* acceptor: device guests (cpu, emu), from ACCEPT to RETURN */
     int nguest;
     float **guest;
     void **guest_alloc;
-    float **guest_host;       /* off the cpu backend: where MPI reads and writes them */
-    int *guest_key, *guest_of;
-    MPI_Request *guest_recv, *guest_send;
+    int *guest_key;           /* per guest: its key, -1 free */
+    /* ... and one host buffer per ACCEPT of a step, in order: the send back leaves from it (on
+     * cuda the guest itself lives there) */
+    int naccept, next;
+    void **hbuf;
+    int *host_of;             /* per key: its host buffer, -1 none */
+    int *guest_of;            /* per key: its device guest, -1 none */
+    MPI_Request *recv_req, *send_req; /* per host buffer */
+    size_t host_bytes;        /* host memory held for guests (metrics) */
     stash_t *st;
     const wait_cfg_t *wait;
 } bal_t;
 
-/* The partner's roles and buffers: nguest guest buffers on an acceptor (the lists' guest peak).
- * Exchanges the region size with the partner (both must call it). MP_OK or MP_ERR. */
-int bal_init(bal_t *b, stash_t *st, MPI_Comm pp_comm, int stage, int pp, int nguest, int tag0,
+/* The partner's roles and buffers: on an acceptor nguest device guests (its list's guest peak) and
+ * naccept host buffers (its list's ACCEPTs). Exchanges the region size with the partner (both must
+ * call it). MP_OK or MP_ERR. */
+int bal_init(bal_t *b, stash_t *st, MPI_Comm pp_comm, int stage, int pp, int nguest, int naccept, int tag0,
              const wait_cfg_t *wait);
 void bal_free(bal_t *b);
 /* Arena bytes bal_init allocates on a cpu acceptor for nguest guests of `bytes` each (the memory

@@ -34,7 +34,7 @@ static int exec_balance_lists(exec_t *e)
         MP_ERROR("memory.policy=balance: the simulator refuses the lists (a bug): %s", sim.error);
         goto out;
     }
-    e->nguest = sched_balance_guest_peak(lists, c->pp, c->stage);
+    e->nguest = sched_balance_guest_peak(&lists[c->stage]);
     e->list = lists[c->stage];
     lists[c->stage] = (instr_list_t){0};
     rc = MP_OK;
@@ -56,7 +56,9 @@ static int exec_lists(exec_t *e, int *nslots_p)
                        sched_kind_names[c->kind], pp, m, e->v, sim.error);
     e->theory = sim.bubble;
     int nslots = sim.peak_stash[s];
-    if (kind == SCHED_2BW) {
+    if (c->balance) {
+        if (exec_balance_lists(e) != MP_OK) return MP_ERR;
+    } else if (kind == SCHED_2BW) {
         for (int f = 0; f < 2; f++)
             for (int d = 0; d < 2; d++)
                 if (sched_build_2bw(&e->l2bw[f][d], s, pp, m, f, d) != MP_OK) return MP_ERR;
@@ -67,8 +69,6 @@ static int exec_lists(exec_t *e, int *nslots_p)
             if (b > nslots) nslots = b;
         }
         e->theory = 0.0; /* no flush: the steady state has no bubble (the run's first step fills once) */
-    } else if (c->balance) {
-        if (exec_balance_lists(e) != MP_OK) return MP_ERR;
     } else if (sched_build(&e->list, kind, s, pp, m, e->v) != MP_OK) {
         return MP_ERR;
     }
@@ -216,7 +216,7 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
                    ctx->arena, ctx->wait) != MP_OK)
         return MP_ERR;
     if (stash_init_movable(&e->stash, ctx->be, npool) != MP_OK) return MP_ERR;
-    if (ctx->balance && bal_init(&e->bal, &e->stash, ctx->pp_comm, ctx->stage, ctx->pp, e->nguest,
+    if (ctx->balance && bal_init(&e->bal, &e->stash, ctx->pp_comm, ctx->stage, ctx->pp, e->nguest, sched_list_guests(&e->list),
                                  bal_tag0, ctx->wait) != MP_OK)
         return MP_ERR;
     if (e->bal.role == BAL_ACCEPTOR && e->bal.bytes != ctx->partner_mov)

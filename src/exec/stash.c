@@ -30,18 +30,16 @@ int stash_init_movable(stash_t *st, backend_t *be, int npool)
     st->pool_alloc = MP_CALLOC((size_t)npool, sizeof *st->pool_alloc);
     st->pool_ticket = MP_CALLOC((size_t)npool, sizeof *st->pool_ticket);
     st->pool_key = MP_CALLOC((size_t)npool, sizeof *st->pool_key);
-    st->pool_req = MP_CALLOC((size_t)npool, sizeof *st->pool_req);
     st->host = MP_CALLOC((size_t)st->nslots, sizeof *st->host);
     st->pool_of = MP_CALLOC((size_t)st->nkeys, sizeof *st->pool_of);
     st->pref = MP_CALLOC((size_t)st->nkeys, sizeof *st->pref);
-    if (!st->pool || !st->pool_alloc || !st->pool_ticket || !st->pool_key || !st->pool_req || !st->host ||
+    if (!st->pool || !st->pool_alloc || !st->pool_ticket || !st->pool_key || !st->host ||
         !st->pool_of || !st->pref)
         return MP_FAIL("out of memory for the offload buffers' bookkeeping");
     for (int k = 0; k < st->nkeys; k++) st->pool_of[k] = -1;
     const size_t nf = (st->mov_bytes + PAGE) / sizeof(float); /* a page of slack to align the start */
     for (int i = 0; i < npool; i++) {
         st->pool_key[i] = -1;
-        st->pool_req[i] = MPI_REQUEST_NULL;
         if (!(st->pool_alloc[i] = arena_floats(st->arena, nf, "offloadable activations (memory.prefetch window)")))
             return MP_ERR;
         st->pool[i] = (float *)(((uintptr_t)st->pool_alloc[i] + PAGE - 1) / PAGE * PAGE);
@@ -59,7 +57,6 @@ static void stash_free_movable(stash_t *st)
     const size_t nf = (st->mov_bytes + PAGE) / sizeof(float);
     for (int i = 0; i < st->npool; i++) /* the copies reading them first */
         if (st->pool_ticket && st->pool_ticket[i]) be_offload_wait(st->be, st->pool_ticket[i], NULL);
-    for (int i = 0; st->pool_req && i < st->npool; i++) wait_all(st->wait, 1, &st->pool_req[i], "a balance send");
     be_sync(st->be);
     for (int i = 0; st->host && i < st->nslots; i++)
         if (st->host[i]) be_host_free(st->be, st->host[i]);
@@ -68,7 +65,7 @@ static void stash_free_movable(stash_t *st)
             be_offload_fence(st->be, st->pool[i], st->mov_bytes, 0);
             arena_free(st->arena, st->pool_alloc[i], nf * sizeof(float));
         }
-    free(st->pool), free(st->pool_alloc), free(st->pool_ticket), free(st->pool_key), free(st->pool_req);
+    free(st->pool), free(st->pool_alloc), free(st->pool_ticket), free(st->pool_key);
     free(st->host), free(st->pool_of), free(st->pref);
 }
 
@@ -87,11 +84,6 @@ static int pool_get(stash_t *st, int key, int for_forward)
     if (for_forward && st->pool_ticket[best]) {
         be_offload_wait(st->be, st->pool_ticket[best], &st->moved.wait_s);
         st->pool_ticket[best] = 0;
-    }
-    if (st->pool_req[best] != MPI_REQUEST_NULL) { /* a balance send still reads it, whoever writes next */
-        const double t0 = perf_now();
-        wait_all(st->wait, 1, &st->pool_req[best], "a balance send to the acceptor");
-        st->moved.wait_s += perf_now() - t0;
     }
     be_offload_fence(st->be, st->pool[best], st->mov_bytes, 0);
     st->pool_key[best] = key;

@@ -71,7 +71,6 @@ struct stash_s {
     float **pool;             /* page-aligned device buffers */
     void **pool_alloc;        /* the arena allocations behind them */
     long *pool_ticket;        /* the offload copy still reading the buffer (0: none) */
-    MPI_Request *pool_req;    /* balance: the send to the acceptor still reading it */
     int *pool_key;            /* the key holding it, -1 free */
     float **host;             /* per slot: the host copy of its movable region */
     int *pool_of;             /* per key: its buffer, -1 none */

@@ -156,19 +156,56 @@ err:
     return MP_ERR;
 }
 
+static int list_copy(instr_list_t *dst, const instr_list_t *src)
+{
+    *dst = (instr_list_t){0};
+    if (!(dst->ins = malloc(((size_t)src->n + 1) * sizeof *dst->ins))) return MP_ERR;
+    memcpy(dst->ins, src->ins, (size_t)src->n * sizeof *dst->ins);
+    dst->n = dst->cap = src->n;
+    return MP_OK;
+}
+
+/* Pair (s, a) rebuilt with keep stashes on s; its fuller side's device count in *most. */
+static int balance_pair(instr_list_t *ls, instr_list_t *la, int s, int a, int m, int keep, char *evict, int *most)
+{
+    memset(evict, 0, (size_t)m);
+    if (rebuild_evictor(ls, m, keep, a, evict) != MP_OK || rebuild_acceptor(la, evict, s, s) != MP_OK) return MP_ERR;
+    const int ds = sched_list_device_peak(ls, 0), da = sched_list_device_peak(la, 0) + sched_balance_guest_peak(la);
+    *most = ds > da ? ds : da;
+    return MP_OK;
+}
+
+/* keep <= 0: per pair, the keep whose fuller side holds the fewest stashes, the smaller on a tie
+ * (a balanced stage pays its pool buffers' page slack whether it evicts or not, measured smaller) */
+static int pair_keep(const instr_list_t *ls, const instr_list_t *la, int s, int a, int m, char *evict, int *keep)
+{
+    int best = -1;
+    *keep = 2;
+    for (int k = 2; k <= sched_list_peak(ls, 0); k++) {
+        instr_list_t cs, ca;
+        int most = 0, rc = list_copy(&cs, ls);
+        if (rc == MP_OK && (rc = list_copy(&ca, la)) != MP_OK) sched_free(&cs);
+        if (rc != MP_OK) return MP_ERR;
+        rc = balance_pair(&cs, &ca, s, a, m, k, evict, &most);
+        sched_free(&cs), sched_free(&ca);
+        if (rc != MP_OK) return MP_ERR;
+        if (best < 0 || most < best) best = most, *keep = k;
+    }
+    return MP_OK;
+}
+
 int sched_add_balance(instr_list_t *lists, int pp, int m, int keep)
 {
-    if (keep <= 0) keep = (pp + 2) / 2;
-    if (keep < 2) keep = 2; /* one slot for the forward running and one for the backward's stash back */
     char *evict = malloc((size_t)m);
     if (!evict) return MP_ERR;
     int rc = MP_OK;
     for (int s = 0; s < pp && rc == MP_OK; s++) {
         const int a = pp - 1 - s;
         if (s >= a) break;
-        memset(evict, 0, (size_t)m);
-        if (rebuild_evictor(&lists[s], m, keep, a, evict) != MP_OK || rebuild_acceptor(&lists[a], evict, s, s) != MP_OK)
-            rc = MP_ERR;
+        /* at least one slot for the forward running and one for the backward's stash back */
+        int k = keep < 2 ? 2 : keep, most;
+        if (keep <= 0) rc = pair_keep(&lists[s], &lists[a], s, a, m, evict, &k);
+        if (rc == MP_OK) rc = balance_pair(&lists[s], &lists[a], s, a, m, k, evict, &most);
     }
     free(evict);
     return rc;
@@ -181,36 +218,13 @@ int sched_list_guests(const instr_list_t *l)
     return n;
 }
 
-static int find_op(const instr_list_t *l, op_t op, int mb, int from)
+int sched_balance_guest_peak(const instr_list_t *l)
 {
-    for (int i = from; i < l->n; i++)
-        if (l->ins[i].op == op && l->ins[i].mb == mb) return i;
-    return -1;
-}
-
-int sched_balance_guest_peak(const instr_list_t *lists, int pp, int a)
-{
-    const int s = pp - 1 - a;
-    if (s >= a) return 0;
-    const instr_list_t *la = &lists[a], *ls = &lists[s];
-    int *end = calloc((size_t)la->n + 1, sizeof *end), peak = 0;
-    if (!end) return sched_list_guests(la); /* no room to reason: one buffer per guest */
-    for (int i = 0; i < la->n; i++) end[i] = -1;
-    for (int i = 0; i < la->n; i++) {
-        if (la->ins[i].op != OP_ACCEPT) continue;
-        const int k = la->ins[i].mb, r = find_op(ls, OP_RECLAIM, k, 0);
-        int x = -1; /* the evictor's first forward after it posts the receive back */
-        for (int j = r < 0 ? ls->n : r; j < ls->n && x < 0; j++)
-            if (ls->ins[j].op == OP_FORWARD) x = ls->ins[j].mb;
-        const int e = x < 0 ? -1 : find_op(la, OP_RECV_ACT, x, i);
-        end[i] = e < 0 ? la->n : e;
-    }
-    for (int t = 0; t < la->n; t++) {
-        int live = 0;
-        for (int i = 0; i <= t; i++) live += end[i] > t;
+    int live = 0, peak = 0;
+    for (int i = 0; i < l->n; i++) {
+        live += (l->ins[i].op == OP_ACCEPT) - (l->ins[i].op == OP_RETURN);
         if (live > peak) peak = live;
     }
-    free(end);
     return peak;
 }
 

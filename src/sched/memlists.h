@@ -22,8 +22,9 @@ int sched_list_device_peak(const instr_list_t *l, int carried);
 int sched_balance_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len);
 
 /* The balance of 1F1B's lists of all pp stages, in place: each stage s < pp−1−s (the evictor)
- * keeps at most `keep` stashes on its device (keep <= 0: ceil((pp + 1) / 2), the even split of a
- * pair's pp + 1 micro-batches in flight; at least 2) and sends the others to stage pp−1−s:
+ * keeps at most `keep` stashes on its device (at least 2; keep <= 0: per pair, the keep that leaves
+ * the fewest stashes on the fuller of the two devices, the acceptor's guests counted from ACCEPT to
+ * RETURN, the smaller keep on a tie) and sends the others to stage pp−1−s:
  *   evictor:  before an instruction that brings a stash to the device (a FORWARD, or a RECLAIM)
  *             would exceed keep, EVICT(v) of the stash whose backward is furthest; RECLAIM(k)
  *             before BACKWARD(k)'s RECV_GRAD, so the transfer back overlaps the gradient's wait
@@ -36,13 +37,9 @@ int sched_add_balance(instr_list_t *lists, int pp, int m, int keep);
 /* Guests an acceptor's list accepts in one step. */
 int sched_list_guests(const instr_list_t *l);
 
-/* The guest buffers acceptor a needs: a guest k holds its buffer from ACCEPT(k) until its send
- * back completes, which needs the evictor's RECLAIM(k) posted. The acceptor knows that happened once
- * it receives the activation of the evictor's first forward after that RECLAIM (the pipeline
- * carries it through every stage in between): from then on, waiting for that send ends. So a guest
- * counts from its ACCEPT to that RECV_ACT (to the end of the list when none follows), and the most
- * counted at once is what the acceptor allocates; reusing one never waits on the evictor's future. */
-int sched_balance_guest_peak(const instr_list_t *lists, int pp, int a);
+/* The device guests an acceptor's list holds at once: each from its ACCEPT to its RETURN (the send
+ * back leaves from a host copy, balance.h). */
+int sched_balance_guest_peak(const instr_list_t *l);
 
 /* The balance instructions of all lists matched: every EVICT(k) of stage s has one ACCEPT and one
  * RETURN on stage pp−1−s naming s, one RECLAIM on s before the BACKWARD(k), in that order per list.

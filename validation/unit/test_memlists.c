@@ -115,9 +115,10 @@ static void test_balance(void)
                 if (sim_run_lists(lists, pp, m, 1, SIM_COST_TF, SIM_COST_TB, &r) == MP_OK) valid++;
                 else tap_diag("pp=%d m=%d keep=%d: %s", pp, m, keep, r.error);
                 nccl += sim_nccl_lists(lists, pp, m, 1, &r) == MP_OK;
-                const int k = keep <= 0 ? (pp + 2) / 2 : keep < 2 ? 2 : keep;
                 int ok = 1;
                 for (int s = 0; s < pp - 1 - s; s++) {
+                    /* the default is chosen per pair, never above 1F1B's pp − s */
+                    const int k = keep <= 0 ? pp - s : keep < 2 ? 2 : keep;
                     evicted_any += count_op(&lists[s], OP_EVICT) > 0;
                     ok &= sched_list_device_peak(&lists[s], 0) <= k;
                 }
@@ -140,25 +141,19 @@ static void test_balance(void)
     int most_keep = 0, most_bal = 0;
     for (int s = 0; s < 4; s++) {
         dev[s] = sched_list_device_peak(&lists[s], 0);
-        guests[s] = sched_balance_guest_peak(lists, 4, s);
+        guests[s] = sched_balance_guest_peak(&lists[s]);
         most_keep = keep_peak[s] > most_keep ? keep_peak[s] : most_keep;
         most_bal = dev[s] + guests[s] > most_bal ? dev[s] + guests[s] : most_bal;
     }
     tap_diag("pp=4 m=8: stashes on the device per stage, keep %d %d %d %d; balance own %d %d %d %d + guests %d %d %d %d",
              keep_peak[0], keep_peak[1], keep_peak[2], keep_peak[3], dev[0], dev[1], dev[2], dev[3], guests[0], guests[1],
              guests[2], guests[3]);
-    tap_ok(dev[0] <= 3 && most_bal <= 3 && most_keep == 4,
-           "balance pp=4 m=8: stage 0 keeps %d of 4, the fullest stage holds %d stashes (keep: %d)", dev[0], most_bal, most_keep);
+    /* the goal: stage 0's stashes cut by at least 30% and the fullest stage's by at least 25% */
+    tap_ok(most_keep == 4 && keep_peak[0] == 4 && 10 * dev[0] <= 7 * keep_peak[0] && 4 * most_bal <= 3 * most_keep,
+           "balance pp=4 m=8: stage 0 keeps %d of %d stashes, the fullest stage holds %d (keep: %d)", dev[0], keep_peak[0],
+           most_bal, most_keep);
     sim_free_lists(lists, 4);
 
-    /* keep = 2 halves stage 0's stashes, but its evictions outnumber what stage 3 can take back
-     * in time: a guest's buffer is held until the acceptor knows the evictor has posted the
-     * receive for it (sched_balance_guest_peak), so stage 3 would hold more than keep = 4 did */
-    sim_build_lists(lists, SCHED_1F1B, 4, 8, 1, &r);
-    sched_add_balance(lists, 4, 8, 2);
-    const int d0 = sched_list_device_peak(&lists[0], 0), g3 = sched_balance_guest_peak(lists, 4, 3);
-    const int d3 = sched_list_device_peak(&lists[3], 0);
-    tap_ok(d0 == 2 && d3 + g3 > most_keep, "balance pp=4 m=8 keep=2: stage 0 keeps %d, stage 3 holds %d + %d guests", d0, d3, g3);
     sim_free_lists(lists, 4);
 }
 
