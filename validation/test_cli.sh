@@ -38,6 +38,9 @@ ok $? "mindpipe sim: 1f1b pp=4 m=8 is valid, bubble 3/11, stage 0 stashes 4 micr
 "$MINDPIPE" sim --schedule interleaved --pp 4 --m 6 --v 2 > "$SCRATCH/sim.out" 2>&1
 [ $? -ne 0 ] && grep -q "multiple of parallel.pp" "$SCRATCH/sim.out"
 ok $? "mindpipe sim refuses interleaved with m not a multiple of pp, naming the rule"
+"$MINDPIPE" sim --swap > "$SCRATCH/swap.out" 2>&1 &&
+    awk -F'|' '/^\| [248] \|/ { n++; if ($5 + 0 < 1) bad++ } END { exit !(n == 6 && !bad) }' "$SCRATCH/swap.out"
+ok $? "mindpipe sim --swap: both layouts at 2, 4, 8 ranks, coordinated never slower"
 
 # Corrupt checkpoints: refused, never half-loaded; resume auto falls back to the good one.
 T --set train.steps=4 --set train.warmup=1 --set checkpoint.every=2 > /dev/null 2>&1

@@ -18,6 +18,7 @@
 #include "schedule.h"
 #include "selftest.h"
 #include "sim.h"
+#include "swapsim.h"
 #include "train.h"
 
 #define MAX_SETS 256
@@ -34,6 +35,8 @@ static void usage(FILE *f)
             "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
             "  sim --schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list]\n"
             "                                                  (simulate a pipeline schedule: validity, bubble)\n"
+            "  sim --swap [--alpha A]                          (coordinated against uncoordinated host swapping\n"
+            "                                                   at 2, 4, 8 ranks per node: the swap simulator)\n"
             "  selftest --device cpu|cuda[:N] [--verbose]       (each CUDA kernel against its CPU twin)\n"
             "  --version | --help\n");
 }
@@ -43,7 +46,8 @@ typedef struct {
     char *sets[MAX_SETS];
     const char *text, *out;
     double val_fraction;
-    int threads, pp, m, v, list;
+    int threads, pp, m, v, list, swap;
+    double alpha;
     const char *schedule;
     const char *positional;
     const char *device;
@@ -55,6 +59,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
 {
     memset(c, 0, sizeof *c);
     c->val_fraction = 0.05;
+    c->alpha = -1.0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -73,6 +78,8 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--m") && has_val) c->m = atoi(argv[++i]);
         else if (!strcmp(a, "--v") && has_val) c->v = atoi(argv[++i]);
         else if (!strcmp(a, "--list")) c->list = 1;
+        else if (!strcmp(a, "--swap")) c->swap = 1;
+        else if (!strcmp(a, "--alpha") && has_val) c->alpha = atof(argv[++i]);
         else if (!strcmp(a, "--device") && has_val) c->device = argv[++i];
         else if (!strcmp(a, "--verbose")) c->verbose = 1;
         else if (a[0] != '-' && !c->positional) c->positional = a;
@@ -84,8 +91,27 @@ static int cli_parse(cli_t *c, int argc, char **argv)
 }
 
 /* `mindpipe sim`: the schedule simulator on one (kind, pp, m, v); exit 0 iff the schedule is valid. */
+/* `mindpipe sim --swap`: docs/MEMORY.md's tables from the swap simulator's default costs (swapsim.h). */
+static int cmd_sim_swap(const cli_t *c)
+{
+    if (c->alpha != -1.0 && !(c->alpha >= 0.0 && c->alpha <= 10.0)) return MP_ERROR("--alpha must be in [0, 10]"), 2;
+    static const char *const names[] = {"pipeline (rank r = stage r of a pp = R pipeline)",
+                                        "replicas (R data-parallel replicas of stage 0 of a pp = 4 pipeline)"};
+    for (int l = 0; l < 2; l++) {
+        swapsim_cfg_t cfg;
+        swapsim_cfg_default(&cfg, l ? SWAPSIM_REPLICAS : SWAPSIM_PIPELINE, 2);
+        if (c->alpha >= 0.0) cfg.alpha = c->alpha;
+        printf("%s%s; m = %d, tf = %g ms, tb = %g ms, %g MB each way per micro-batch, %g GB/s per direction, "
+               "alpha = %g (assumed)\n\n",
+               l ? "\n" : "", names[l], cfg.m, 1e3 * cfg.tf, 1e3 * cfg.tb, cfg.bytes / 1e6, cfg.bw / 1e9, cfg.alpha);
+        if (swapsim_table(stdout, &cfg) != MP_OK) return 1;
+    }
+    return 0;
+}
+
 static int cmd_sim(const cli_t *c)
 {
+    if (c->swap) return cmd_sim_swap(c);
     sched_kind_t kind;
     const int v = c->v > 0 ? c->v : 1;
     if (!c->schedule || sched_kind_parse(c->schedule, &kind) != MP_OK || c->pp < 1 || c->m < 1)
