@@ -63,20 +63,37 @@ for lay in "tp --set parallel.tp=2 --set parallel.pp=2" \
 done
 
 # Balance (BPipe) under 1F1B at pp = 4 and m = 8: bitwise keep's weights (one rank, the same eight
-# micro-batches), with other policies' letters mixed in, on emu, and at pp = 2 on emu.
+# micro-batches), alone, with other policies' letters mixed in, and on emu.
 # shellcheck disable=SC2086
 run 1 ref8 $L4 --set train.micro_batch=1; ok $? "keep, one rank, 8 micro-batches"
 for layout in "4 bk4 --set parallel.pp=4" \
               "4 bal4 --set parallel.pp=4 --set memory.policy=balance" \
               "4 balm --set parallel.pp=4 --set memory.layers=b,r,s,b" \
-              "4 bale --set parallel.pp=4 --set train.device=emu --set memory.policy=balance" \
-              "2 bale2 --set parallel.pp=2 --set train.device=emu --set memory.policy=balance --set memory.balance_keep=1"; do
+              "4 bale --set parallel.pp=4 --set train.device=emu --set memory.policy=balance"; do
     # shellcheck disable=SC2086
     set -- $layout
     n=$1; name=$2; shift 2
     # shellcheck disable=SC2086
     run "$n" "$name" $L4 --set train.micro_batch=1 "$@"; ok $? "$name: $n ranks $*"
     compare "$name = keep" "$SCRATCH/ref8" "$SCRATCH/$name" --bitwise
+done
+# An odd pipeline (its middle stage keeps its stashes) on emu, against one rank with its 6 layers;
+# tp2×pp4 and dp2×pp4 with ZeRO-1, against keep on the same layout.
+# shellcheck disable=SC2086
+run 1 ref86 $L4 --set train.micro_batch=1 --set model.layers=6; ok $? "keep, one rank, 6 layers, 8 micro-batches"
+# shellcheck disable=SC2086
+run 3 bal3 $L4 --set train.micro_batch=1 --set model.layers=6 --set parallel.pp=3 --set train.device=emu --set memory.policy=balance
+ok $? "balance at pp=3 on emu"
+compare "balance pp=3 emu = keep" "$SCRATCH/ref86" "$SCRATCH/bal3" --bitwise
+for lay in "tp4 --set parallel.tp=2" "dp4 --set parallel.dp=2 --set parallel.zero=1"; do
+    # shellcheck disable=SC2086
+    set -- $lay
+    name=$1; shift
+    # shellcheck disable=SC2086
+    run 8 "${name}k" $L4 --set train.micro_batch=1 --set parallel.pp=4 "$@"; ok $? "$name: keep, pp=4"
+    # shellcheck disable=SC2086
+    run 8 "${name}b" $L4 --set train.micro_batch=1 --set parallel.pp=4 "$@" --set memory.policy=balance; ok $? "$name: balance, pp=4"
+    compare "$name balance = keep" "$SCRATCH/${name}k" "$SCRATCH/${name}b" --bitwise
 done
 # Activations: the peak above weights, gradients and optimizer state. Stage 0 keeps 2 of its 4
 # stashes; the largest stage's cut is smaller in bytes than in stashes (4 to 3), as every stage
@@ -93,9 +110,13 @@ print('# stage 0 cut by %.1f%%, the largest stage by %.1f%%; evicted/step %s, ac
     100 * cut0, 100 * cutmax, b['evicted_bytes_per_step'], b['accepted_bytes_per_step'], b['transfer_wait_s_per_step']))
 ev, ac = b['evicted_bytes_per_step'], b['accepted_bytes_per_step']
 ok = cut0 >= 0.30 and cutmax >= 0.15 and ev[0] > 0 and ev[0] == ac[3] and ev[1] == ac[2] and ac[0] == ac[1] == ev[2] == ev[3] == 0
+for run in ('bal3', 'tp4b', 'dp4b'):  # every evictor evicts something, and its acceptor takes it all
+    e, a = last(run)['evicted_bytes_per_step'], last(run)['accepted_bytes_per_step']
+    print('# %s: evicted/step %s, accepted/step %s' % (run, e, a))
+    ok = ok and e[0] > 0 and all(e[s] == a[len(e) - 1 - s] for s in range(len(e)))
 sys.exit(0 if ok else 1)
 EOF
-ok $? "balance: stage 0's activations cut by at least 30%, the largest stage's by at least 15%; every evicted byte accepted by stage p-1-s"
+ok $? "balance: stage 0's activations cut by at least 30%, the largest stage's by at least 15%; every evicted byte accepted by stage p-1-s (pp=3, tp2, dp2 too)"
 refused "balance under gpipe" "no stage has room to accept" 2 $L4 --set parallel.pp=2 --set parallel.schedule=gpipe --set memory.policy=balance
 refused "balance under 2bw" "under 2bw stashes outlive the step" 2 $L4 --set parallel.pp=2 --set parallel.schedule=2bw --set memory.policy=balance
 refused "balance under interleaved" "under interleaved a stage holds several chunks" 2 $L4 --set parallel.pp=2 --set parallel.schedule=interleaved --set memory.policy=balance

@@ -192,3 +192,10 @@ void bal_drain(bal_t *b)
         b->next = 0;
     }
 }
+
+double bal_guest_bytes_in_use(const bal_t *b)
+{
+    int n = 0;
+    for (int g = 0; g < b->nguest; g++) n += b->guest_key[g] >= 0;
+    return n ? (double)bal_guest_bytes(b->bytes, n) : 0.0;
+}

@@ -68,6 +68,8 @@ void bal_reclaim(bal_t *b, int key);   /* RECLAIM: its receive back is posted */
 void bal_ready(bal_t *b, int key);     /* before key's backward: it is back */
 void bal_accept(bal_t *b, int key);    /* ACCEPT: a guest buffer receives it */
 void bal_return(bal_t *b, int key);    /* RETURN: it goes back */
+/* Device bytes the acceptor's guests hold now (the timeline's stash counter). */
+double bal_guest_bytes_in_use(const bal_t *b);
 /* The end of a step: every balance message of this stage done. */
 void bal_drain(bal_t *b);
 

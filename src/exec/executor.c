@@ -511,8 +511,8 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
             break;
         }
         if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_OFFLOAD || in->op == OP_PREFETCH ||
-            in->op == OP_EVICT || in->op == OP_RECLAIM)
-            trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash));
+            in->op >= OP_EVICT) /* the balance ops */
+            trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash) + bal_guest_bytes_in_use(&e->bal));
     }
     if (two) {
         model_use_version(c->model, 0);
