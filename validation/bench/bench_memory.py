@@ -2,8 +2,9 @@
 """Memory-policy benchmark (docs/MEMORY.md): the step time of each memory.policy against keep at the
 small shape, pipelines of 2 and 4 stages under 1f1b with 8 micro-batches of one sequence (1 thread
 per stage), in one invocation, runs alternating; with each policy's peak device memory per stage,
-its exposed transfer wait (seconds a backward waited for its prefetch, or a forward for a buffer's
-offload, per step), and recompute's cost against the forward it repeats (the forwards' time of the
+its activations' share of that peak (above weights, gradients and optimizer state), its exposed
+transfer wait (seconds a backward waited for its prefetch or its balanced stash, or a forward for a
+buffer's offload, per step), and recompute's cost against the forward it repeats (the forwards' time of the
 same run, from its trace).
 
   /usr/bin/python3 validation/bench/bench_memory.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
@@ -45,7 +46,7 @@ def run(a, pp, policy, tmp, steps=4):
     ev = json.load(open(os.path.join(out, "trace.json")))["traceEvents"]
     fwd = sum(e["dur"] for e in ev if e["ph"] == "X" and e["name"] == "forward" and e["pid"] == 0 and e["args"]["step"] > 0)
     return dict(step=prof["step_seconds"], recompute=prof.get("recompute", 0.0), fwd=fwd * 1e-6 / steps,
-                peak=rows[-1]["peak_mem_bytes"], wait=max(statistics.mean(r["transfer_wait_s_per_step"][s] for r in rows)
+                peak=rows[-1]["peak_mem_bytes"], act=rows[-1]["activation_peak_bytes"], wait=max(statistics.mean(r["transfer_wait_s_per_step"][s] for r in rows)
                                                      for s in range(pp)), out=out), None
 
 
@@ -65,7 +66,7 @@ def plot(path, pp, outs):
         ax.set_title(policy)
         ax.set_xlabel("time in step (ms)")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("stash bytes on device (MiB)")
+    axes[0].set_ylabel("stash bytes on device (MiB)\n(balance: own and guests)")
     axes[-1].legend(fontsize=8)
     fig.suptitle(f"Per-stage stash memory over one step: small shape, pp={pp}, 1f1b, m=8")
     fig.tight_layout()
@@ -82,8 +83,8 @@ def main():
     a = ap.parse_args()
     a.data = os.path.abspath(a.data)
     print(f"median of {a.runs} runs each; small shape (L6 C384 H6 T256), m = 8, 1f1b, 1 thread per stage\n")
-    print("| pp | policy | step s | vs keep | peak MiB per stage | exposed wait (% of step) | recompute s/step | forwards s/step (stage 0) |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| pp | policy | step s | vs keep | peak MiB per stage | activations MiB per stage | exposed wait (% of step) | recompute s/step | forwards s/step (stage 0) |")
+    print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         last = []
         for pp in [int(x) for x in a.pp.split(",")]:
@@ -98,13 +99,14 @@ def main():
             last = []
             for p in POLICIES:
                 if not res[p]:
-                    print(f"| {pp} | {p} | refused: {why.get(p, '?')} | | | | | |")
+                    print(f"| {pp} | {p} | refused: {why.get(p, '?')} | | | | | | |")
                     continue
                 st = statistics.median(r["step"] for r in res[p])
                 r0 = res[p][-1]
                 peaks = ", ".join(f"{b / 2**20:.1f}" for b in r0["peak"])
+                acts = ", ".join(f"{b / 2**20:.1f}" for b in r0["act"])
                 wait = statistics.median(r["wait"] for r in res[p])
-                print(f"| {pp} | {p} | {st:.3f} | {st / keep:.3f}x | {peaks} | {100 * wait / st:.2f}% | "
+                print(f"| {pp} | {p} | {st:.3f} | {st / keep:.3f}x | {peaks} | {acts} | {100 * wait / st:.2f}% | "
                       f"{statistics.median(r['recompute'] for r in res[p]):.3f} | {statistics.median(r['fwd'] for r in res[p]):.3f} |")
                 last.append((p, r0["out"]))
             if a.plot:
