@@ -5,7 +5,9 @@
 # peak equals the plan made before allocating; recompute keeps only block inputs; offload keeps
 # fewer buffers on the device than micro-batches stashed; a deck keep cannot fit under
 # memory.device_limit is refused before step 1 naming the policy that fits, which then trains to
-# keep's weights; a checkpoint written under one policy resumes bitwise under another.
+# keep's weights; a checkpoint written under one policy resumes bitwise under another. Balance at
+# pp = 4, m = 8 cuts stage 0's activations by at least 30%, every evicted byte is accepted, and the
+# schedules it cannot run are refused naming why.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
@@ -225,6 +227,13 @@ for pol in offload recompute; do
     run 1 "res$pol" $L4 --set memory.policy=$pol --resume auto; ok $? "keep's checkpoint resumed under $pol"
     compare "resumed under $pol = keep" "$SCRATCH/ref" "$SCRATCH/res$pol" --bitwise --step 20
 done
+
+# ... and keep's step-10 checkpoint of 8 micro-batches on one rank resumes under balance at pp = 4.
+mkdir -p "$SCRATCH/resbal/ckpt" && cp "$SCRATCH/ref8/ckpt/step_00000010.h5" "$SCRATCH/resbal/ckpt/"
+# shellcheck disable=SC2086
+run 4 resbal $L4 --set train.micro_batch=1 --set parallel.pp=4 --set memory.policy=balance --resume auto
+ok $? "keep's checkpoint resumed under balance at pp=4"
+compare "resumed under balance = keep" "$SCRATCH/ref8" "$SCRATCH/resbal" --bitwise --step 20
 
 refused "memory.layers of the wrong length" "memory.layers" 1 $L4 --set memory.layers=k,r
 refused "an unknown letter in memory.layers" "memory.layers" 1 $L4 --set memory.layers=k,r,x,k
