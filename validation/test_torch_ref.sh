@@ -1,7 +1,8 @@
 #!/bin/sh
-# MindPipe's math against PyTorch (Debian's python3-torch through /usr/bin/python3): the loss and
-# every parameter's gradient of one step, and 10 AdamW steps' losses, grad norms and final weights,
-# under the plain update rule and under PipeDream-2BW's; each layer's output activations
+# MindPipe's math against PyTorch (Debian's python3-torch through /usr/bin/python3), for three model
+# shapes (one with a shape per block): the loss and every parameter's gradient of one step, and 10
+# AdamW steps' losses, grad norms and final weights, under the plain update rule and under
+# PipeDream-2BW's; each layer's output activations
 # (debug.dump_activations) on one rank and on 8.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
@@ -28,11 +29,14 @@ torch_check() {  # torch_check LABEL ARGS...
     [ $n -gt 0 ] && [ $rc -le 1 ] || { ok 1 "$label: torch_ref.py ran (exit $rc)"; }
 }
 
-# Two shapes: the reference deck, and one with 1 head, mlp_ratio 2, an odd length and clipping on.
-for variant in base odd; do
-    if [ $variant = base ]; then sets=""; else
-        sets="--set model.heads=1 --set model.mlp_ratio=2 --set model.seq_len=13 --set train.grad_clip=0.05 --set train.batch=6 --set train.micro_batch=3"
-    fi
+# Three shapes: the reference deck; one with 1 head, mlp_ratio 2, an odd length and clipping on;
+# one with a shape per block (model.blocks: 4, 2 and 1 heads, MLPs of 4, 1 and 2, a skip block).
+for variant in base odd blocks; do
+    case $variant in
+        base) sets="" ;;
+        odd) sets="--set model.heads=1 --set model.mlp_ratio=2 --set model.seq_len=13 --set train.grad_clip=0.05 --set train.batch=6 --set train.micro_batch=3" ;;
+        blocks) sets="--set model.layers=4 --set model.blocks=h4m4,h2m1,skip,h1m2" ;;
+    esac
     # shellcheck disable=SC2086
     "$MINDPIPE" debug-grads -c "$deck" --set data.path="$data" $sets --out "$SCRATCH/g_$variant.h5" > "$SCRATCH/dg.out" 2>&1
     ok $? "$variant: mindpipe debug-grads"

@@ -63,9 +63,27 @@ def sample_batch(train_tokens, seed, step, batch, T):
 
 
 # ---- the model ----
-def param_names(L):
+def block_shapes(cfg):
+    """(heads, mlp_ratio) per layer, heads 0 for skip: [model] blocks, else the model's own."""
+    text = cfg.get("blocks", "")
+    if not text:
+        return [(cfg["heads"], cfg["mlp_ratio"])] * cfg["layers"]
+    out = []
+    for b in text.split(","):
+        b = b.strip()
+        if b == "skip":
+            out.append((0, 0))
+        else:
+            h, r = b[1:].split("m")
+            out.append((int(h), int(r)))
+    return out
+
+
+def param_names(cfg):
     names = ["wte", "wpe"]
-    for l in range(L):
+    for l, (nh, _) in enumerate(block_shapes(cfg)):
+        if nh == 0:
+            continue
         names += [f"h.{l}.{s}" for s in ("ln1.w", "ln1.b", "attn.qkv.w", "attn.qkv.b", "attn.proj.w",
                                          "attn.proj.b", "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b",
                                          "mlp.proj.w", "mlp.proj.b")]
@@ -75,22 +93,26 @@ def param_names(L):
 def gpt_loss(P, inp, tgt, cfg, acts=None):
     """Mean next-token cross-entropy of the pre-LN GPT with tied head; P maps names to tensors.
     acts, a dict, gets the residual stream by MindPipe's dump names (embed, h.{l}, lnf)."""
-    L, C, NH = cfg["layers"], cfg["dim"], cfg["heads"]
+    C = cfg["dim"]
     B, T = inp.shape
-    hs = C // NH
+    hs = C // cfg["heads"]
     x = P["wte"][inp] + P["wpe"][:T]
     keep = (lambda k, v: acts.__setitem__(k, v.detach())) if acts is not None else (lambda k, v: None)
     keep("embed", x)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
-    for l in range(L):
+    for l, (NH, _) in enumerate(block_shapes(cfg)):
+        if NH == 0:  # skip: the identity
+            keep(f"h.{l}", x)
+            continue
+        A = NH * hs
         p = lambda s: P[f"h.{l}.{s}"]
         h = F.layer_norm(x, (C,), p("ln1.w"), p("ln1.b"), eps=1e-5)
         qkv = F.linear(h, p("attn.qkv.w"), p("attn.qkv.b"))
-        q, k, v = qkv.split(C, dim=-1)
+        q, k, v = qkv.split(A, dim=-1)
         q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        y = (att @ v).transpose(1, 2).reshape(B, T, A)
         x = x + F.linear(y, p("attn.proj.w"), p("attn.proj.b"))
         h = F.layer_norm(x, (C,), p("ln2.w"), p("ln2.b"), eps=1e-5)
         h = F.gelu(F.linear(h, p("mlp.fc.w"), p("mlp.fc.b")), approximate="tanh")
@@ -109,12 +131,14 @@ def read_file(path):
     with h5py.File(path, "r") as f:
         st = f["state"].attrs
         cfg = {k: int(st[k]) for k in ("layers", "dim", "heads", "seq_len", "vocab", "mlp_ratio")}
+        blocks = st.get("blocks", "")
+        cfg["blocks"] = blocks.decode() if isinstance(blocks, bytes) else str(blocks)
         deck_text = st["deck"]
         deck_text = deck_text.decode() if isinstance(deck_text, bytes) else str(deck_text)
-        model = {n: np.array(f["model"][n]) for n in param_names(cfg["layers"])}
+        model = {n: np.array(f["model"][n]) for n in param_names(cfg)}
         extra = {}
         if "grad" in f:
-            extra["grad"] = {n: np.array(f["grad"][n]) for n in param_names(cfg["layers"])}
+            extra["grad"] = {n: np.array(f["grad"][n]) for n in param_names(cfg)}
             extra["inputs"] = np.array(f["batch/inputs"]).astype(np.int64)
             extra["targets"] = np.array(f["batch/targets"]).astype(np.int64)
             extra["loss"] = float(st["loss"])
@@ -153,7 +177,7 @@ def cmd_grads(args):
     loss64, g64 = results[torch.float64]
     lr = abs(ex["loss"] - loss32) / abs(loss32)
     check(lr <= 1e-4, f"loss {ex['loss']:.7f} vs torch {loss32:.7f} (rel {lr:.1e}; torch float64 {loss64:.7f})")
-    for n in param_names(cfg["layers"]):
+    for n in param_names(cfg):
         e32, e64 = rel(ex["grad"][n], g32[n]), rel(ex["grad"][n], g64[n])
         check(e32 <= 1e-4, f"grad {n} rel {e32:.1e} (vs torch float64 {e64:.1e})")
 
@@ -175,7 +199,7 @@ def comparable(name, a, b, cfg):
     true gradient is exactly 0 and both implementations see rounding noise there; AdamW's m/sqrt(v)
     turns that noise into steps of size lr with either sign. So compare q and v biases only."""
     if name.endswith("attn.qkv.b"):
-        C = cfg["dim"]
+        C = len(a) // 3  # the block's attention width
         keep = np.r_[0:C, 2 * C:3 * C]
         return a[keep], b[keep]
     return a, b

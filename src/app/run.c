@@ -290,7 +290,7 @@ static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
     model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                       d->model.mlp_ratio};
+                       d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL};
     arena_init(&r->arena, d->memory.device_limit);
     if (run_backend(r) != MP_OK) return MP_ERR;
     run_stage_layers(r);

@@ -39,6 +39,8 @@ enum { EXCL_MIN = 1, EXCL_MAX = 2 }; /* open ends of the [min, max] range */
 typedef union {
     deck_dim_t dims[DECK_DIMS];
     deck_layer_list_t list;
+    deck_block_list_t blocks;
+    deck_policy_list_t policies;
     deck_fail_at_t fail;
 } parsed_t;
 
@@ -77,6 +79,7 @@ static int parse_order(const char *v, void *out, char *why, size_t nwhy);
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy);
 static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy);
+static int parse_block_list(const char *v, void *out, char *why, size_t nwhy);
 static const char *type_name(key_type_t t);
 
 #define INF HUGE_VAL
@@ -113,6 +116,9 @@ static const deck_key_t keys[] = {
     K_INT(model, seq_len, "64", 1, 1048576, "context length T in tokens"),
     K_INT(model, vocab, "256", 2, 1048576, "vocabulary size V (256: bytes); the dataset's vocab must be ≤ V"),
     K_INT(model, mlp_ratio, "4", 1, 64, "MLP hidden width as a multiple of model.dim (R)"),
+    K_PARSED(model, blocks, shapes, "", parse_block_list, "empty, or one of h{H}m{R} or skip per layer joined by ','",
+             "a shape per block: H heads of model.dim ÷ model.heads channels each and an MLP of R × model.dim, or "
+             "skip (the identity, no weights); empty: every block is h{model.heads}m{model.mlp_ratio}"),
 
     K_INT(train, steps, "100", 0, 1e9, "optimizer steps"),
     K_INT(train, batch, "8", 1, 1e9, "global batch in sequences per step, whatever the layout"),
@@ -556,6 +562,41 @@ bad:
     return MP_ERR;
 }
 
+static int parse_block_list(const char *v, void *out, char *why, size_t nwhy)
+{
+    deck_block_list_t *l = out;
+    l->n = 0;
+    for (const char *p = v; *p;) {
+        while (*p == ' ') p++;
+        block_shape_t b = {0, 0};
+        const char *end = p;
+        if (!strncmp(p, "skip", 4)) {
+            end = p + 4;
+        } else {
+            char *e1, *e2;
+            if (*p != 'h' || !isdigit((unsigned char)p[1])) goto bad;
+            errno = 0;
+            const long h = strtol(p + 1, &e1, 10);
+            if (*e1 != 'm' || !isdigit((unsigned char)e1[1])) goto bad;
+            const long r = strtol(e1 + 1, &e2, 10);
+            if (errno || h < 1 || h > 65536 || r < 1 || r > 64) goto bad;
+            b = (block_shape_t){(int)h, (int)r};
+            end = e2;
+        }
+        if (l->n == DECK_LIST_MAX) goto bad;
+        l->shape[l->n++] = b;
+        while (*end == ' ') end++;
+        if (*end && *end != ',') goto bad;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) goto bad; /* trailing comma */
+    }
+    return MP_OK;
+bad:
+    snprintf(why, nwhy, "not a comma-separated list of h{heads}m{mlp_ratio} (heads 1 to 65536, mlp_ratio 1 to 64) "
+                        "and skip, e.g. h4m4,h2m1,skip");
+    return MP_ERR;
+}
+
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_layer_list_t *l = out;
@@ -865,6 +906,28 @@ static int validate_pipeline(const deck_t *d)
     return nerr;
 }
 
+/* model.blocks: one per layer, each dividing over the tensor-parallel ranks like the model's own. */
+static int validate_blocks(const deck_t *d)
+{
+    const deck_block_list_t *l = &d->model.shapes;
+    const long long tp = d->parallel.tp;
+    int nerr = 0;
+    if (l->n && l->n != d->model.layers)
+        nerr++, MP_ERROR("model.blocks='%s' has %d entries, but model.layers=%d (one per layer)", d->model.blocks, l->n,
+                         d->model.layers);
+    for (int i = 0; i < l->n && !nerr; i++) {
+        if (!l->shape[i].heads) continue;
+        if (l->shape[i].heads % tp)
+            nerr++, MP_ERROR("model.blocks: block %d (h%dm%d) has %d heads, not a multiple of parallel.tp=%lld", i,
+                             l->shape[i].heads, l->shape[i].mlp_ratio, l->shape[i].heads, tp);
+        else if ((long long)l->shape[i].mlp_ratio * d->model.dim % tp)
+            nerr++, MP_ERROR("model.blocks: block %d (h%dm%d) has an MLP of %lld, not a multiple of parallel.tp=%lld", i,
+                             l->shape[i].heads, l->shape[i].mlp_ratio, (long long)l->shape[i].mlp_ratio * d->model.dim,
+                             tp);
+    }
+    return nerr;
+}
+
 static int validate_memory(const deck_t *d)
 {
     int nerr = 0;
@@ -902,6 +965,7 @@ int deck_validate(const deck_t *d)
                          d->model.layers);
     nerr += validate_pipeline(d);
     nerr += validate_memory(d);
+    nerr += validate_blocks(d);
     if (!d->data.path[0])
         nerr++, MP_ERROR("data.path is empty: make a token file with `mindpipe prep --text FILE --out DATA.h5`, "
                          "then set [data] path = DATA.h5 in the deck (or --set data.path=DATA.h5)");

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "params.h"
+
 #define DECK_STR 256
 #define DECK_PATH 4096
 /* Most entries a pipeline.layers text of DECK_STR - 1 characters can hold ("1,1,...,1"). */
@@ -67,6 +69,12 @@ typedef struct {
     int layers[DECK_LIST_MAX];
 } deck_layer_list_t;
 
+/* model.blocks parsed: one block shape per layer; n = 0: every block is h{heads}m{mlp_ratio}. */
+typedef struct {
+    int n;
+    block_shape_t shape[DECK_LIST_MAX];
+} deck_block_list_t;
+
 /* memory.layers parsed: one policy per layer; n = 0: every layer takes memory.policy. */
 typedef struct {
     int n;
@@ -78,6 +86,8 @@ typedef struct {
 typedef struct {
     struct {
         int layers, dim, heads, seq_len, vocab, mlp_ratio;
+        char blocks[DECK_STR];         /* "" or "h4m4,h2m1,skip,..." as written */
+        deck_block_list_t shapes;      /* model.blocks parsed */
     } model;
     struct {
         int steps, batch, micro_batch, warmup;

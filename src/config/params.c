@@ -62,12 +62,13 @@ int param_block_layer(const param_table_t *tab, int i)
 int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int nchunks, const int *layer0s,
                              const int *nlayers_s, int has_embed, int has_final, int tp, int tp_rank)
 {
-    const int C = cfg->dim, RC = cfg->mlp_ratio * cfg->dim, Vp = (cfg->vocab + tp - 1) / tp * tp;
+    const int C = cfg->dim, Vp = (cfg->vocab + tp - 1) / tp * tp;
     if (nchunks < 1 || nchunks > PARAM_MAX_CHUNKS)
         return MP_FAIL("%d model chunks on one rank (1 to %d)", nchunks, PARAM_MAX_CHUNKS);
-    int nlayers = 0;
+    int nlayers = 0, nreal = 0;
     for (int c = 0; c < nchunks; c++) nlayers += nlayers_s[c];
-    int count = nlayers * 12 + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
+    for (int b = 0; b < nlayers; b++) nreal += cfg_heads(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)) > 0;
+    int count = nreal * 12 + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
     size_t off = 0;
@@ -81,12 +82,14 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     if (has_embed) entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
     for (int b = 0; b < nlayers; b++) {
         const int l = param_block_layer_of(nchunks, layer0s, nlayers_s, b);
+        if (cfg_heads(cfg, l) == 0) continue; /* skip: the identity holds nothing */
+        const int A = cfg_attn_width(cfg, l), RC = cfg_ratio(cfg, l) * C;
         for (int k = 0; k < 12; k++) e[i + k].block = b;
         entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
         entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_QKV_W, l, 3 * C, C, SPLIT_ROWS, 3, tp, &off);
-        entry_set(&e[i++], PK_QKV_B, l, 3 * C, 0, SPLIT_ROWS, 3, tp, &off);
-        entry_set(&e[i++], PK_PROJ_W, l, C, C, SPLIT_COLS, 1, tp, &off);
+        entry_set(&e[i++], PK_QKV_W, l, 3 * A, C, SPLIT_ROWS, 3, tp, &off);
+        entry_set(&e[i++], PK_QKV_B, l, 3 * A, 0, SPLIT_ROWS, 3, tp, &off);
+        entry_set(&e[i++], PK_PROJ_W, l, C, A, SPLIT_COLS, 1, tp, &off);
         entry_set(&e[i++], PK_PROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
         entry_set(&e[i++], PK_LN2_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
         entry_set(&e[i++], PK_LN2_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
@@ -223,13 +226,29 @@ void param_init(const param_table_t *tab, float *buf, unsigned long long seed)
 
 size_t param_count_model(const model_cfg_t *cfg)
 {
-    size_t C = (size_t)cfg->dim, RC = (size_t)cfg->mlp_ratio * C;
-    size_t block = 2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + RC * C + RC + C * RC + C;
-    return (size_t)cfg->vocab * C + (size_t)cfg->seq_len * C + (size_t)cfg->layers * block + 2 * C;
+    const size_t C = (size_t)cfg->dim;
+    size_t n = (size_t)cfg->vocab * C + (size_t)cfg->seq_len * C + 2 * C;
+    for (int l = 0; l < cfg->layers; l++) {
+        if (cfg_heads(cfg, l) == 0) continue;
+        const size_t A = (size_t)cfg_attn_width(cfg, l), RC = (size_t)cfg_ratio(cfg, l) * C;
+        n += 2 * C + 3 * A * C + 3 * A + C * A + C + 2 * C + RC * C + RC + C * RC + C;
+    }
+    return n;
 }
 
 size_t param_padded(size_t total, int shards)
 {
     size_t q = 16 * (size_t)shards;
     return (total + q - 1) / q * q;
+}
+
+void param_blocks_text(const model_cfg_t *cfg, char *buf, size_t n)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int l = 0; cfg->shape && l < cfg->layers && o < n; l++) {
+        const int h = cfg_heads(cfg, l);
+        o += h ? (size_t)snprintf(buf + o, n - o, "%sh%dm%d", l ? "," : "", h, cfg_ratio(cfg, l))
+               : (size_t)snprintf(buf + o, n - o, "%sskip", l ? "," : "");
+    }
 }

@@ -7,6 +7,9 @@
  * pipeline stage builds the table of what it holds (one chunk, or v of them under the interleaved
  * schedule, in ascending layer order). Local block i is the i-th block held.
  *
+ * A block of model.blocks' shape h{H}m{R} has attention width A = H·(C ÷ model.heads) in place of C
+ * (qkv (3A, C), proj (C, A)) and R of its own; a skip block has no tensors.
+ *
  * Legend: L layers, C channels, R mlp_ratio, V vocab, T seq_len. */
 #ifndef MP_PARAMS_H
 #define MP_PARAMS_H
@@ -17,9 +20,22 @@
 #define PARAM_MAX_DIMS 2
 #define PARAM_MAX_CHUNKS 16 /* model chunks per rank: parallel.virtual_stages ≤ this */
 
+/* One block's shape: `heads` heads of the model's head size (dim ÷ model.heads) and an MLP of
+ * mlp_ratio·dim; heads = 0 is `skip`, the identity, with no parameters. */
+typedef struct {
+    int heads, mlp_ratio;
+} block_shape_t;
+
 typedef struct {
     int layers, dim, heads, seq_len, vocab, mlp_ratio;
+    const block_shape_t *shape; /* per layer ([model] blocks, owned by the deck); NULL: every block
+                                   is h{heads}m{mlp_ratio} */
 } model_cfg_t;
+
+/* Block l's heads (0: skip) and MLP ratio, and its attention width heads · head size. */
+static inline int cfg_heads(const model_cfg_t *c, int l) { return c->shape ? c->shape[l].heads : c->heads; }
+static inline int cfg_ratio(const model_cfg_t *c, int l) { return c->shape ? c->shape[l].mlp_ratio : c->mlp_ratio; }
+static inline int cfg_attn_width(const model_cfg_t *c, int l) { return cfg_heads(c, l) * (c->dim / c->heads); }
 
 /* Which tensor of a block (or of the model) an entry is. */
 typedef enum {
@@ -115,6 +131,9 @@ void param_view_free(param_view_t *view);
  * matrices and embeddings N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
  * biases 0, LayerNorm weights 1. The same values whatever the layout. */
 void param_init(const param_table_t *tab, float *buf, unsigned long long seed);
+
+/* model.blocks as text ("h4m4,h2m1,skip"; "" when cfg->shape is NULL), truncated to n bytes. */
+void param_blocks_text(const model_cfg_t *cfg, char *buf, size_t n);
 
 /* Parameters of the whole model (all blocks, embeddings, final LN). */
 size_t param_count_model(const model_cfg_t *cfg);

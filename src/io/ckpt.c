@@ -43,6 +43,7 @@
 
 #define CKPT_FORMAT 2
 #define CKPT_WHERE_MAX 4400 /* "FILE (/optim/m/NAME)" */
+#define CKPT_BLOCKS_MAX 2048 /* model.blocks as text: DECK_LIST_MAX shapes */
 
 /* The float groups, in file order (CKPT_MODEL ...). */
 static const char *const ckpt_groups[CKPT_NGROUPS] = {"model", "model_prev", "optim/m", "optim/v"};
@@ -340,6 +341,14 @@ out:
     return rc;
 }
 
+/* model.blocks, the block shape per layer; absent (files before it) reads as "" (uniform). */
+static int ckpt_blocks_write(hid_t g, const model_cfg_t *c, const char *where)
+{
+    char text[CKPT_BLOCKS_MAX];
+    param_blocks_text(c, text, sizeof text);
+    return h5_attr_write_string(g, "blocks", text, where);
+}
+
 static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *st, const char *deck_text,
                             const char *fname)
 {
@@ -367,7 +376,8 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
         h5_attr_write_string(g, "schedule", st->schedule[0] ? st->schedule : "1f1b", where) != MP_OK ||
         h5_attr_write_string(g, "version", CKPT_VERSION, where) != MP_OK ||
         h5_attr_write_string(g, "layout", st->layout, where) != MP_OK ||
-        h5_attr_write_string(g, "deck", deck_text ? deck_text : "", where) != MP_OK)
+        h5_attr_write_string(g, "deck", deck_text ? deck_text : "", where) != MP_OK ||
+        ckpt_blocks_write(g, c, where) != MP_OK)
         goto err_close_group;
     rc = MP_OK;
 err_close_group:
@@ -432,6 +442,7 @@ int ckpt_write(const char *path, const param_table_t *tab, const float *params, 
 typedef struct {
     ckpt_state_t st; /* st.deck malloc'd */
     char *version;   /* malloc'd */
+    char *blocks;    /* malloc'd: model.blocks as written ("" uniform); cfg.shape stays NULL */
     model_cfg_t cfg;
     int format;
 } ckpt_head_t;
@@ -440,7 +451,8 @@ static void ckpt_head_free(ckpt_head_t *h)
 {
     free(h->st.deck);
     free(h->version);
-    h->st.deck = h->version = NULL;
+    free(h->blocks);
+    h->st.deck = h->version = h->blocks = NULL;
 }
 
 /* /state of an open checkpoint. Refuses a file without /state or of another format. */
@@ -470,6 +482,10 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
         ckpt_attr_read_string(g, "layout", &layout, where) != MP_OK ||
         ckpt_attr_read_string(g, "version", &h.version, where) != MP_OK ||
         ckpt_attr_read_string(g, "deck", &h.st.deck, where) != MP_OK)
+        goto err_free_head;
+    htri_t has_blocks;
+    H5_TRY(has_blocks = H5Aexists(g, "blocks"), err_free_head, where);
+    if (has_blocks > 0 ? ckpt_attr_read_string(g, "blocks", &h.blocks, where) != MP_OK : !(h.blocks = strdup("")))
         goto err_free_head;
     int64_t cursor = 0;
     char *sched = NULL;
@@ -657,8 +673,12 @@ out:
 
 /* ---- reading ---------------------------------------------------------------------------------- */
 
-static int ckpt_cfg_check(const char *path, const model_cfg_t *have, const model_cfg_t *want)
+static int ckpt_cfg_check(const char *path, const model_cfg_t *have, const char *have_blocks, const model_cfg_t *want)
 {
+    char want_blocks[CKPT_BLOCKS_MAX];
+    param_blocks_text(want, want_blocks, sizeof want_blocks);
+    if (strcmp(have_blocks, want_blocks))
+        return MP_FAIL("checkpoint %s has model.blocks='%s', the deck says '%s'", path, have_blocks, want_blocks);
     const struct {
         const char *name;
         int have, want;
@@ -681,7 +701,7 @@ static int ckpt_read_file(const char *path, const param_table_t *gtab, const ckp
     const int n = gtab->count;
     uint64_t *sums = MP_CALLOC((size_t)n, sizeof *sums), *stored = MP_CALLOC((size_t)n, sizeof *stored);
     int rc = sums && stored ? ckpt_head_read(f, path, h) : MP_ERR, have_head = rc == MP_OK;
-    if (rc == MP_OK) rc = ckpt_cfg_check(path, &h->cfg, &gtab->cfg);
+    if (rc == MP_OK) rc = ckpt_cfg_check(path, &h->cfg, h->blocks, &gtab->cfg);
     /* Every step that can fail on one rank alone is agreed on before the next all-reduce: a rank
      * that stopped early would leave the others waiting in it. */
     rc = ckpt_agree(pt, rc);
@@ -751,8 +771,8 @@ static int ckpt_inspect_file(const char *path, FILE *out)
     fprintf(out, "checkpoint %s\n", path);
     fprintf(out, "step %ld  adam_t %ld  seed %llu\n", h.st.step, h.st.adam_t, (unsigned long long)h.st.seed);
     fprintf(out, "layout %s\nversion %s (format %d)\n", h.st.layout, h.version, h.format);
-    fprintf(out, "model layers=%d dim=%d heads=%d seq_len=%d vocab=%d mlp_ratio=%d\n", c->layers, c->dim, c->heads,
-            c->seq_len, c->vocab, c->mlp_ratio);
+    fprintf(out, "model layers=%d dim=%d heads=%d seq_len=%d vocab=%d mlp_ratio=%d%s%s\n", c->layers, c->dim, c->heads,
+            c->seq_len, c->vocab, c->mlp_ratio, h.blocks[0] ? " blocks=" : "", h.blocks);
     fprintf(out, "datasets:\n");
     int rc = ckpt_verify_groups(f, &vf);
     fprintf(out, "deck:\n%s%s", h.st.deck, h.st.deck[0] && h.st.deck[strlen(h.st.deck) - 1] != '\n' ? "\n" : "");

@@ -51,10 +51,36 @@ err_free_table:
     return MP_ERR;
 }
 
-/* Local widths of this TP rank: heads' channels, heads, MLP width, vocabulary rows. */
-static int tp_C(const model_t *m) { return m->cfg.dim / m->tab.tp; }
-static int tp_NH(const model_t *m) { return m->cfg.heads / m->tab.tp; }
-static int tp_RC(const model_t *m) { return m->cfg.mlp_ratio * m->cfg.dim / m->tab.tp; }
+/* A block's local widths on this TP rank: its heads' channels, its heads, its MLP width (all 0 for
+ * a skip block). */
+typedef struct {
+    int Cl, NH, RC;
+} widths_t;
+
+static widths_t tp_widths(const model_t *m, int layer)
+{
+    const int tp = m->tab.tp;
+    return (widths_t){cfg_attn_width(&m->cfg, layer) / tp, cfg_heads(&m->cfg, layer) / tp,
+                      cfg_ratio(&m->cfg, layer) * m->cfg.dim / tp};
+}
+
+/* The widest of every block the model has: what the backward scratch and the workspace serve. */
+static widths_t tp_widths_max(const model_t *m)
+{
+    widths_t w = {0, 0, 0};
+    for (int l = 0; l < m->cfg.layers; l++) {
+        const widths_t x = tp_widths(m, l);
+        w.Cl = x.Cl > w.Cl ? x.Cl : w.Cl, w.NH = x.NH > w.NH ? x.NH : w.NH, w.RC = x.RC > w.RC ? x.RC : w.RC;
+    }
+    return w;
+}
+
+static int is_skip(const model_t *m, int layer) { return cfg_heads(&m->cfg, layer) == 0; }
+
+/* The model's local block b (of m->tab) as a layer index. */
+static int layer_of(const model_t *m, int b) { return param_block_layer(&m->tab, b); }
+
+/* Local vocabulary rows of this TP rank. */
 static int tp_V(const model_t *m) { return m->tab.vocab_pad / m->tab.tp; }
 static int tp_v0(const model_t *m) { return m->tab.tp_rank * tp_V(m); }
 static size_t model_head_floats(const model_t *m) { return (size_t)tp_V(m) * m->cfg.dim; }
@@ -128,15 +154,22 @@ static void carve_res3(const model_t *m, int B, block_acts_t *h, float *buf, siz
     h->res3 = carve(buf, off, (size_t)B * m->cfg.seq_len * m->cfg.dim);
 }
 
-static void carve_att(const model_t *m, int B, block_acts_t *h, float *buf, size_t *off)
+static void carve_att(const model_t *m, int B, widths_t w, block_acts_t *h, float *buf, size_t *off)
 {
     const size_t T = m->cfg.seq_len;
-    h->att = carve(buf, off, (size_t)B * tp_NH(m) * T * T);
+    h->att = w.NH ? carve(buf, off, (size_t)B * w.NH * T * T) : NULL;
 }
 
-static void carve_rest(const model_t *m, int B, block_acts_t *h, float *buf, size_t *off)
+/* A skip block saves nothing but its output. */
+static void carve_rest(const model_t *m, int B, widths_t w, block_acts_t *h, float *buf, size_t *off)
 {
-    const size_t C = m->cfg.dim, N = (size_t)B * m->cfg.seq_len, Cl = tp_C(m), RC = tp_RC(m);
+    const size_t C = m->cfg.dim, N = (size_t)B * m->cfg.seq_len, Cl = w.Cl, RC = w.RC;
+    if (!w.NH) {
+        float *res3 = h->res3, *att = h->att;
+        memset(h, 0, sizeof *h);
+        h->res3 = res3, h->att = att;
+        return;
+    }
     h->ln1 = carve(buf, off, N * C);
     h->ln1_mean = carve(buf, off, N);
     h->ln1_rstd = carve(buf, off, N);
@@ -164,21 +197,16 @@ static int place_rest(block_mode_t mode)
                                                        : AT_MOVABLE;
 }
 
-/* Floats of one block's groups in the stash and in the movable region under `mode`. */
-static void block_floats(const model_t *m, int B, block_mode_t mode, size_t *res, size_t *mov)
+/* Floats of layer l's groups in the stash and in the movable region under `mode`. */
+static void block_floats(const model_t *m, int B, int l, block_mode_t mode, size_t *res, size_t *mov)
 {
     block_acts_t h;
+    const widths_t w = tp_widths(m, l);
     size_t r = 0, v = 0, tmp = 0;
     carve_res3(m, B, &h, NULL, &r);
-    carve_att(m, B, &h, NULL, place_att(mode) == AT_STASH ? &r : place_att(mode) == AT_MOVABLE ? &v : &tmp);
-    carve_rest(m, B, &h, NULL, place_rest(mode) == AT_STASH ? &r : place_rest(mode) == AT_MOVABLE ? &v : &tmp);
+    carve_att(m, B, w, &h, NULL, place_att(mode) == AT_STASH ? &r : place_att(mode) == AT_MOVABLE ? &v : &tmp);
+    carve_rest(m, B, w, &h, NULL, place_rest(mode) == AT_STASH ? &r : place_rest(mode) == AT_MOVABLE ? &v : &tmp);
     *res = r, *mov = v;
-}
-
-void acts_block_bytes(const model_t *m, int B, block_mode_t mode, size_t *resident, size_t *movable)
-{
-    block_floats(m, B, mode, resident, movable);
-    *resident *= sizeof(float), *movable *= sizeof(float);
 }
 
 block_mode_t model_block_mode(const model_t *m, int local_block)
@@ -222,7 +250,7 @@ static size_t acts_positions(acts_t *a, const model_t *m)
             const model_part_t pt = c < m->tab.nchunks ? model_chunk(m, c) : model_whole(m);
             if (i >= pt.n || (c == m->tab.nchunks && !whole)) continue;
             size_t r, v;
-            block_floats(m, a->B, model_block_mode(m, pt.b0 + i), &r, &v);
+            block_floats(m, a->B, layer_of(m, pt.b0 + i), model_block_mode(m, pt.b0 + i), &r, &v);
             if (r > res_i) res_i = r;
             if (v > mov_i) mov_i = v;
         }
@@ -243,6 +271,7 @@ void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, 
     a->mov = mov;
     for (int i = 0; i < pt->n; i++) {
         const block_mode_t mode = model_block_mode(m, pt->b0 + i);
+        const widths_t w = tp_widths(m, layer_of(m, pt->b0 + i));
         block_acts_t *h = &a->h[i];
         size_t r = a->pos_res[i], v = a->pos_mov[i];
         const int pa = place_att(mode), pr = place_rest(mode);
@@ -252,13 +281,13 @@ void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, 
             MP_ABORT("block %d recomputes but the stage has no recompute workspace (a bug)", pt->b0 + i);
         carve_res3(m, a->B, h, a->buf, &r);
         if (pa == AT_WORK) h->att = s->work.att;
-        else carve_att(m, a->B, h, pa == AT_STASH ? a->buf : mov, pa == AT_STASH ? &r : &v);
+        else carve_att(m, a->B, w, h, pa == AT_STASH ? a->buf : mov, pa == AT_STASH ? &r : &v);
         if (pr == AT_WORK) {
             float *res3 = h->res3, *att = h->att;
             *h = s->work;
             h->res3 = res3, h->att = att;
         } else {
-            carve_rest(m, a->B, h, pr == AT_STASH ? a->buf : mov, pr == AT_STASH ? &r : &v);
+            carve_rest(m, a->B, w, h, pr == AT_STASH ? a->buf : mov, pr == AT_STASH ? &r : &v);
         }
     }
     off = a->head_off;
@@ -345,7 +374,8 @@ void acts_destroy(acts_t *a, arena_t *arena)
 static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
 {
     const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T;
-    const size_t RC = tp_RC(m), NH = tp_NH(m), Cl = tp_C(m);
+    const widths_t w = tp_widths_max(m);
+    const size_t RC = w.RC, NH = w.NH, Cl = w.Cl;
     size_t off = 0;
     s->dres = carve(buf, &off, N * C);
     s->dbuf = carve(buf, &off, N * C);
@@ -363,10 +393,10 @@ static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
     memset(&s->work, 0, sizeof s->work);
     if (any_r) {
         carve_res3(m, B, &s->work, buf, &off);
-        carve_att(m, B, &s->work, buf, &off);
-        carve_rest(m, B, &s->work, buf, &off);
+        carve_att(m, B, w, &s->work, buf, &off);
+        carve_rest(m, B, w, &s->work, buf, &off);
     } else if (any_s) {
-        carve_att(m, B, &s->work, buf, &off);
+        carve_att(m, B, w, &s->work, buf, &off);
         s->work.atty = carve(buf, &off, N * Cl);
     }
     if (!buf) memset(&s->work, 0, sizeof s->work);
@@ -404,12 +434,19 @@ static void rowpar_residual(const model_t *m, float *out, const float *res, cons
 
 /* One block: x (N,C) -> h->res3. Column-parallel qkv and fc on this rank's heads and MLP columns,
  * row-parallel projections summed over the TP peers. */
-static void block_forward(const model_t *m, const block_view_t *w, block_acts_t *h, const float *x, int B, prof_t *p)
+static void block_forward(const model_t *m, int l, const block_view_t *w, block_acts_t *h, const float *x, int B,
+                          prof_t *p)
 {
-    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Cl = tp_C(m), RC = tp_RC(m);
+    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
+    const widths_t wd = tp_widths(m, l);
+    const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
+    if (!NH) { /* skip: the identity (its output is its own: a send or a recomputation reads it) */
+        be_copy(m->be, h->res3, x, (size_t)N * C * sizeof(float));
+        return;
+    }
     PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
     PROF(p, PROF_MATMUL, be_matmul_forward(m->be, h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl));
-    PROF(p, PROF_ATTENTION, be_attention_forward(m->be, h->atty, h->att, h->qkv, B, T, Cl, tp_NH(m)));
+    PROF(p, PROF_ATTENTION, be_attention_forward(m->be, h->atty, h->att, h->qkv, B, T, Cl, NH));
     rowpar_residual(m, h->res2, x, h->atty, w->projw, w->projb, N, Cl, C, p);
     PROF(p, PROF_ELEMENTWISE,
          be_layernorm_forward(m->be, h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
@@ -420,10 +457,13 @@ static void block_forward(const model_t *m, const block_view_t *w, block_acts_t 
 
 /* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. The input gradient of
  * each column-parallel product is summed over the TP peers before its LayerNorm's backward. */
-static void block_backward(const model_t *m, const block_view_t *w, block_view_t *g, const block_acts_t *h,
+static void block_backward(const model_t *m, int l, const block_view_t *w, block_view_t *g, const block_acts_t *h,
                            const float *x, scratch_t *s, int B, prof_t *p)
 {
-    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Cl = tp_C(m), RC = tp_RC(m);
+    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
+    const widths_t wd = tp_widths(m, l);
+    const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
+    if (!NH) return; /* skip: d x = d res3 */
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu, w->fcprojw, N, RC, C));
     PROF(p, PROF_ELEMENTWISE, be_gelu_backward(m->be, s->dfch, h->fch, s->dfch, (size_t)N * RC));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC));
@@ -431,7 +471,7 @@ static void block_backward(const model_t *m, const block_view_t *w, block_view_t
     PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
                                                  h->ln2_rstd, N, C));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, Cl, C));
-    PROF(p, PROF_ATTENTION, be_attention_backward(m->be, s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, tp_NH(m)));
+    PROF(p, PROF_ATTENTION, be_attention_backward(m->be, s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, NH));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
     /* The key bias gets no gradient: it adds one constant to every score of a query's row, which
      * softmax ignores. Computed, it is a sum of rounding noise that AdamW's m/sqrt(v) would turn
@@ -453,14 +493,15 @@ static block_acts_t block_restore(const model_t *m, int b, const block_acts_t *s
                                   int B, prof_t *p)
 {
     block_acts_t h = *saved;
-    const block_mode_t mode = model_block_mode(m, b);
+    const block_mode_t mode = is_skip(m, layer_of(m, b)) ? MODE_KEEP : model_block_mode(m, b);
+    const widths_t w = tp_widths(m, layer_of(m, b));
     const double t0 = perf_now();
     if (mode == MODE_RECOMPUTE) {
         h = s->work; /* its own res3 too: the saved output may still be read by a send in flight */
-        block_forward(m, &m->p.h[b], &h, x, B, p);
+        block_forward(m, layer_of(m, b), &m->p.h[b], &h, x, B, p);
     } else if (mode == MODE_SELECTIVE) {
         h.att = s->work.att;
-        PROF(p, PROF_ATTENTION, be_attention_forward(m->be, s->work.atty, h.att, h.qkv, B, m->cfg.seq_len, tp_C(m), tp_NH(m)));
+        PROF(p, PROF_ATTENTION, be_attention_forward(m->be, s->work.atty, h.att, h.qkv, B, m->cfg.seq_len, w.Cl, w.NH));
     }
     if (p && (mode == MODE_RECOMPUTE || mode == MODE_SELECTIVE)) {
         p->recompute += perf_now() - t0;
@@ -528,7 +569,8 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
         be_to_device(m->be, a->d_inputs, a->inputs, 2 * (size_t)N * sizeof(int));
     acts_bind(a, m, pt, a->mov, s);
     if (pt->embed) embed_forward(m, a, p);
-    for (int i = 0; i < pt->n; i++) block_forward(m, &m->p.h[pt->b0 + i], &a->h[i], block_input(a, i), B, p);
+    for (int i = 0; i < pt->n; i++)
+        block_forward(m, layer_of(m, pt->b0 + i), &m->p.h[pt->b0 + i], &a->h[i], block_input(a, i), B, p);
     if (!pt->final) return 0.0;
     const float *top = block_input(a, pt->n);
     PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
@@ -563,7 +605,8 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
     }
     for (int i = pt->n - 1; i >= 0; i--) {
         const block_acts_t h = block_restore(m, pt->b0 + i, &a->h[i], block_input(a, i), s, B, p);
-        block_backward(m, &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &h, block_input(a, i), s, B, p);
+        block_backward(m, layer_of(m, pt->b0 + i), &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &h, block_input(a, i), s,
+                       B, p);
         if (ready) ready->fn(ready->ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
     if (pt->embed)
@@ -585,7 +628,12 @@ void model_grads_finish(model_t *m)
 
 double model_flops_per_token(const model_cfg_t *cfg)
 {
-    double L = cfg->layers, C = cfg->dim, T = cfg->seq_len, V = cfg->vocab, R = cfg->mlp_ratio;
-    double n_matmul = (4.0 + 2.0 * R) * L * C * C + V * C;
-    return 6.0 * n_matmul + 12.0 * L * C * T;
+    const double C = cfg->dim, T = cfg->seq_len, V = cfg->vocab;
+    double n_matmul = V * C, attn = 0.0;
+    for (int l = 0; l < cfg->layers; l++) { /* A = C and R = mlp_ratio unless model.blocks says otherwise */
+        const double A = cfg_attn_width(cfg, l), R = cfg_ratio(cfg, l);
+        n_matmul += 4.0 * A * C + 2.0 * R * C * C;
+        attn += 12.0 * A * T;
+    }
+    return 6.0 * n_matmul + attn;
 }

@@ -140,8 +140,6 @@ void acts_destroy(acts_t *a, arena_t *arena);
  * the movable region mov (mov_floats floats; NULL when pt has no movable block) or the workspace
  * of s. Call before a forward of pt into a, and again when the movable region moves. */
 void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, const scratch_t *s);
-/* Bytes of one block's saved tensors by where its mode puts them (res3 included in *resident). */
-void acts_block_bytes(const model_t *m, int B, block_mode_t mode, size_t *resident, size_t *movable);
 int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena);
 void scratch_destroy(scratch_t *s, arena_t *arena);
 /* What acts_create_part and scratch_create take from the arena (the memory plan: exactly the bytes
@@ -178,8 +176,9 @@ void model_use_version(model_t *m, int old);
 /* Before an update: W(t−1) := W(t), so the update of params makes W(t+1) from W(t). */
 void model_versions_advance(model_t *m);
 
-/* Model FLOPs per token (forward+backward): 6·N_matmul + 12·L·C·T, N_matmul = 12·L·C² + V·C
- * (with R = mlp_ratio: (4 + 2R)·L·C² + V·C). */
+/* Model FLOPs per token (forward+backward): 6·N_matmul + 12·Σ A·T, N_matmul = Σ (4·A·C + 2·R·C²) + V·C
+ * over blocks of attention width A and MLP ratio R (A = C, R = mlp_ratio: (4 + 2R)·L·C² + V·C;
+ * a skip block counts 0). */
 double model_flops_per_token(const model_cfg_t *cfg);
 
 #endif
