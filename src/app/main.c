@@ -17,6 +17,7 @@
 #include "perf.h"
 #include "schedule.h"
 #include "selftest.h"
+#include "eval.h"
 #include "sim.h"
 #include "swapsim.h"
 #include "train.h"
@@ -30,6 +31,7 @@ static void usage(FILE *f)
             "  train [-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto] [--quiet]\n"
             "  prep --text FILE --out DATA.h5 [--val-fraction F]\n"
             "  inspect CKPT.h5\n"
+            "  eval -c DECK --ckpt CKPT.h5 [--set ...]          (val_loss of a checkpoint, on any layout)\n"
             "  debug-grads -c DECK [--set ...] --out FILE.h5   (step-0 gradients for the PyTorch check)\n"
             "  deck-reference                                  (Markdown table of every deck key)\n"
             "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
@@ -44,7 +46,7 @@ static void usage(FILE *f)
 typedef struct {
     run_opts_t run;
     char *sets[MAX_SETS];
-    const char *text, *out;
+    const char *text, *out, *ckpt;
     double val_fraction;
     int threads, pp, m, v, list, swap;
     double alpha;
@@ -69,6 +71,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
             c->sets[c->run.nsets++] = argv[++i];
         } else if (!strcmp(a, "--out") && has_val) c->out = argv[++i];
         else if (!strcmp(a, "--resume") && has_val) c->run.resume = argv[++i];
+        else if (!strcmp(a, "--ckpt") && has_val) c->ckpt = argv[++i];
         else if (!strcmp(a, "--text") && has_val) c->text = argv[++i];
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
@@ -153,6 +156,10 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         if (!c->text || !c->out) return MP_ERROR("prep needs --text FILE and --out DATA.h5"), 2;
         if (!(c->val_fraction > 0 && c->val_fraction < 0.5)) return MP_ERROR("--val-fraction must be in (0, 0.5)"), 2;
         return data_prep_text(c->text, c->out, c->val_fraction) == MP_OK ? 0 : 1;
+    }
+    if (!strcmp(cmd, "eval")) {
+        if (!c->ckpt) return MP_ERROR("eval needs --ckpt CKPT.h5 (and -c DECK: the model and the data)"), 2;
+        return eval_main(&c->run, c->ckpt);
     }
     if (!strcmp(cmd, "inspect")) {
         if (!c->positional) return MP_ERROR("inspect needs a checkpoint file"), 2;

@@ -125,11 +125,12 @@ int run_ckpt_write(run_t *r, int fail_midway)
 
 /* Every rank reads its own shard of the canonical checkpoint (any layout wrote it); with ZeRO-1
  * it keeps its replica's part of the moments. Collective; the model changes only on MP_OK. */
-static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st)
+static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weights_only)
 {
     const int zero = r->dp_on && r->deck.parallel.zero, host = be_host_visible(&r->be);
     model_t *md = &r->model;
     float *dev[4] = {md->params, md->params_old, md->m, md->v}, *buf[4];
+    if (weights_only) dev[1] = dev[2] = dev[3] = NULL;
     /* read into host memory: the model's own buffers on the cpu backend, else staging copies (the
      * moments whole under ZeRO-1: the file holds them whole) */
     for (int k = 0; k < 4; k++) {
@@ -175,12 +176,21 @@ int run_ckpt_resume(run_t *r)
     }
     ckpt_state_t st;
     const double t0 = perf_now();
-    if (run_ckpt_read(r, want, &st) != MP_OK) return MP_ERR;
+    if (run_ckpt_read(r, want, &st, 0) != MP_OK) return MP_ERR;
     const double dt = perf_now() - t0, mb = run_ckpt_file_mb(want);
     r->step = st.step;
     r->adam_t = st.adam_t;
     free(st.deck);
     runlog_printf(&r->log, "resumed from %s at step %ld (%.1f MB read in %.3f s: %.0f MB/s)", want, r->step, mb, dt,
                   mb / dt);
+    return MP_OK;
+}
+
+int run_ckpt_load_weights(run_t *r, const char *path, long *step_p)
+{
+    ckpt_state_t st;
+    if (run_ckpt_read(r, path, &st, 1) != MP_OK) return MP_ERR;
+    *step_p = st.step;
+    free(st.deck);
     return MP_OK;
 }

@@ -29,4 +29,9 @@ int run_ckpt_write(run_t *r, int fail_midway);
  * MP_ERR (the model unchanged when the checkpoint was refused). */
 int run_ckpt_resume(run_t *r);
 
+/* Collective over MPI_COMM_WORLD: the weights of checkpoint `path` (its /model only: a file without
+ * optimizer state will do) into the model, verified like a resume; its step in *step_p. MP_OK or
+ * MP_ERR on every rank alike. */
+int run_ckpt_load_weights(run_t *r, const char *path, long *step_p);
+
 #endif

@@ -129,7 +129,7 @@ static double train_update(run_t *r, double lr)
 }
 
 /* Mean next-token loss over the first eval_windows windows of /val (stride T from 0). */
-static double train_eval(run_t *r)
+double train_val_loss(run_t *r)
 {
     const int B = r->acts.B, T = r->deck.model.seq_len;
     long n = r->deck.train.eval_windows, avail = data_val_windows(&r->data, T);
@@ -262,7 +262,7 @@ static int train_loop(run_t *r)
         r->step++;
         int last = r->step == d->train.steps;
         int eval = last || (d->train.eval_every > 0 && r->step % d->train.eval_every == 0);
-        double t2 = perf_now(), val = eval ? train_eval(r) : NAN;
+        double t2 = perf_now(), val = eval ? train_val_loss(r) : NAN;
         if (eval) trace_span(&r->trace, "evaluation", t, -1, t2);
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
             train_log_step(r, &pg, loss, lr, gnorm, val);

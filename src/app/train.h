@@ -13,4 +13,9 @@ int train_main(const run_opts_t *opts);
  * attribute `loss`. The PyTorch reference (validation/torch_ref.py) checks it. Exit code. */
 int train_debug_grads(const run_opts_t *opts, const char *out_file);
 
+/* val_loss of the model as it is (ARCHITECTURE.md §3): the mean next-token loss over the first
+ * train.eval_windows windows of the validation split; NAN when it has none. Collective over the
+ * pipeline. */
+double train_val_loss(run_t *r);
+
 #endif

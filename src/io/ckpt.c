@@ -745,7 +745,7 @@ int ckpt_read_parallel(const char *path, const param_table_t *gtab, const ckpt_p
     if (rc == MP_OK) { /* everything verified on every rank: only now do the caller's buffers change */
         for (int k = 0; k < CKPT_NGROUPS; k++)
             if (pt->bufs[k]) memcpy(pt->bufs[k], tmp[k], bytes);
-        free(h.version);
+        free(h.version), free(h.blocks);
         *st_p = h.st;
     }
     for (int k = 0; k < CKPT_NGROUPS; k++) free(tmp[k]);

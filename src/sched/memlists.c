@@ -111,7 +111,7 @@ static int rebuild_evictor(instr_list_t *l, int m, int keep, int peer, char *evi
     for (int i = 0; i < l->n; i++) {
         const instr_t *x = &l->ins[i];
         int need = -1; /* the key this instruction brings to the device */
-        const int reclaim = evicted[x->mb] && !on[x->mb] &&
+        const int reclaim = x->mb >= 0 && evicted[x->mb] && !on[x->mb] && /* mb -1: LOAD_BATCH, the step's end */
                             ((x->op == OP_RECV_GRAD) || (x->op == OP_BACKWARD && !(i > 0 && l->ins[i - 1].op == OP_RECV_GRAD)));
         if (reclaim || x->op == OP_FORWARD) need = x->mb;
         if (need >= 0) {

@@ -1,0 +1,27 @@
+#include "eval.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "check.h"
+#include "run_ckpt.h"
+#include "train.h"
+
+int eval_main(const run_opts_t *opts, const char *ckpt)
+{
+    run_t r;
+    if (run_setup(&r, opts, 0) != MP_OK) return 1;
+    long step = 0;
+    int rc = run_agree(run_ckpt_load_weights(&r, ckpt, &step));
+    if (rc == MP_OK) {
+        const double val = train_val_loss(&r);
+        const long avail = data_val_windows(&r.data, r.deck.model.seq_len);
+        const long n = r.deck.train.eval_windows < avail ? r.deck.train.eval_windows : avail;
+        if (isnan(val)) rc = MP_FAIL("%s has no validation window of %d tokens", r.deck.data.path, r.deck.model.seq_len);
+        else if (r.rank == 0)
+            printf("val_loss %.17g | %s at step %ld | %ld windows of %d tokens of %s\n", val, ckpt, step, n,
+                   r.deck.model.seq_len, r.deck.data.path);
+    }
+    run_teardown(&r);
+    return rc == MP_OK ? 0 : 1;
+}
