@@ -90,7 +90,7 @@ def param_names(cfg):
     return names + ["lnf.w", "lnf.b"]
 
 
-def gpt_loss(P, inp, tgt, cfg, acts=None):
+def gpt_loss(P, inp, tgt, cfg, acts=None, sel=None):
     """Mean next-token cross-entropy of the pre-LN GPT with tied head; P maps names to tensors.
     acts, a dict, gets the residual stream by MindPipe's dump names (embed, h.{l}, lnf)."""
     C = cfg["dim"]
@@ -101,11 +101,15 @@ def gpt_loss(P, inp, tgt, cfg, acts=None):
     keep("embed", x)
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l, (NH, _) in enumerate(block_shapes(cfg)):
+        pre = f"h.{l}."
+        if sel is not None and sel[l] >= 0:  # a supernet's choice block: the subnet's candidate
+            NH = cfg["cands"][sel[l]][0]
+            pre = f"h.{l}.c{sel[l]}."
         if NH == 0:  # skip: the identity
             keep(f"h.{l}", x)
             continue
         A = NH * hs
-        p = lambda s: P[f"h.{l}.{s}"]
+        p = lambda s: P[pre + s]
         h = F.layer_norm(x, (C,), p("ln1.w"), p("ln1.b"), eps=1e-5)
         qkv = F.linear(h, p("attn.qkv.w"), p("attn.qkv.b"))
         q, k, v = qkv.split(A, dim=-1)
@@ -135,15 +139,22 @@ def read_file(path):
         cfg["blocks"] = blocks.decode() if isinstance(blocks, bytes) else str(blocks)
         deck_text = st["deck"]
         deck_text = deck_text.decode() if isinstance(deck_text, bytes) else str(deck_text)
-        model = {n: np.array(f["model"][n]) for n in param_names(cfg)}
+        model = {n: np.array(f["model"][n]) for n in f["model"].keys()}
         extra = {}
         if "grad" in f:
-            extra["grad"] = {n: np.array(f["grad"][n]) for n in param_names(cfg)}
+            extra["grad"] = {n: np.array(f["grad"][n]) for n in f["grad"].keys()}
             extra["inputs"] = np.array(f["batch/inputs"]).astype(np.int64)
             extra["targets"] = np.array(f["batch/targets"]).astype(np.int64)
             extra["loss"] = float(st["loss"])
     deck = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
     deck.read_string(deck_text)
+    sn = deck["supernet"] if deck.has_section("supernet") else {}
+    if int(sn.get("enabled", "0")):
+        cfg["cands"] = [(0, 0) if c.strip() == "skip" else tuple(int(x) for x in c.strip()[1:].split("m"))
+                        for c in sn["candidates"].strip('"').split(",")]
+        blocks = sn.get("blocks", "").strip().strip('"')  # deck.ini writes an empty value as ""
+        cfg["choice"] = [int(x) for x in blocks.split(",")] if blocks else list(range(cfg["layers"]))
+        cfg["window"] = int(sn.get("window", "1"))
     return cfg, deck, model, extra
 
 
@@ -170,14 +181,16 @@ def cmd_grads(args):
     results = {}
     for dtype in (torch.float32, torch.float64):
         P = params_from(model, dtype)
-        loss = gpt_loss(P, inp, tgt, cfg)
+        sel = subnet(cfg, int(deck["train"]["seed"]), 0) if "cands" in cfg else None  # a supernet: subnet 0
+        loss = gpt_loss(P, inp, tgt, cfg, sel=sel)
         loss.backward()
-        results[dtype] = (loss.item(), {n: P[n].grad.numpy() for n in P})
+        results[dtype] = (loss.item(), {n: (P[n].grad if P[n].grad is not None else torch.zeros_like(P[n])).numpy()
+                                        for n in P})
     loss32, g32 = results[torch.float32]
     loss64, g64 = results[torch.float64]
     lr = abs(ex["loss"] - loss32) / abs(loss32)
     check(lr <= 1e-4, f"loss {ex['loss']:.7f} vs torch {loss32:.7f} (rel {lr:.1e}; torch float64 {loss64:.7f})")
-    for n in param_names(cfg):
+    for n in sorted(model):
         e32, e64 = rel(ex["grad"][n], g32[n]), rel(ex["grad"][n], g64[n])
         check(e32 <= 1e-4, f"grad {n} rel {e32:.1e} (vs torch float64 {e64:.1e})")
 
@@ -255,6 +268,87 @@ def cmd_train(args):
                              "key bias excluded: its gradient is exactly zero)")
 
 
+# ---- supernet training (the sequential reference: ARCHITECTURE.md §4) ----
+RNG_STREAM_SUBNET = 4
+
+
+def subnet(cfg, seed, t):
+    """Candidate per layer of subnet t (-1 off the choice blocks): rng_key(seed, SUBNET, t, l) % K."""
+    K = len(cfg["cands"])
+    return [rng_key(seed, RNG_STREAM_SUBNET, t, l) % K if l in cfg["choice"] else -1 for l in range(cfg["layers"])]
+
+
+def cmd_supernet(args):
+    """Subnet t trains on batch t; the candidates it activated take an AdamW step right after, each
+    with its own counter, clipped by their own norm; the shared tensors sum their gradients over the
+    window and step once per window, clipped by the sum's norm."""
+    cfg, deck, model, _ = read_file(args.file)
+    d = deck["train"]
+    with h5py.File(args.data, "r") as f:
+        train = np.array(f["train"])
+    by_step = {r["step"]: r for r in (json.loads(line) for line in open(args.metrics))}
+    P = params_from(model, torch.float32)
+    m = {n: torch.zeros_like(p) for n, p in P.items()}
+    v = {n: torch.zeros_like(p) for n, p in P.items()}
+    b1, b2, eps, wd = float(d["beta1"]), float(d["beta2"]), float(d["eps"]), float(d["weight_decay"])
+    clip, seed, batch, W = float(d["grad_clip"]), int(d["seed"]), int(d["batch"]), cfg["window"]
+    is_cand = lambda n: n.startswith("h.") and n.split(".")[2].startswith("c")
+    shared = [n for n in P if not is_cand(n)]
+    acc = {n: torch.zeros_like(P[n]) for n in shared}
+    counts, shared_t = {}, 0
+    worst_loss = worst_norm = 0.0
+
+    def adamw(names, grads, scale, t_of, lr):
+        with torch.no_grad():
+            for n in names:
+                g, c = grads[n] * scale, t_of(n)
+                m[n].mul_(b1).add_((1 - b1) * g)
+                v[n].mul_(b2).add_((1 - b2) * g * g)
+                mhat, vhat = m[n] / (1 - b1 ** c), v[n] / (1 - b2 ** c)
+                P[n].sub_(lr * (mhat / (vhat.sqrt() + eps) + (wd if P[n].dim() == 2 else 0.0) * P[n]))
+
+    def norm(names, grads):
+        return math.sqrt(sum(float((grads[n].double() ** 2).sum()) for n in names))
+
+    steps = max(by_step)
+    for t in range(steps):
+        sel = subnet(cfg, seed, t)
+        inp, tgt = sample_batch(train, seed, t, batch, cfg["seq_len"])
+        for p in P.values():
+            p.grad = None
+        loss = gpt_loss(P, torch.tensor(inp), torch.tensor(tgt), cfg, sel=sel)
+        loss.backward()
+        grads = {n: (p.grad if p.grad is not None else torch.zeros_like(p)) for n, p in P.items()}
+        active = [n for n in P if is_cand(n) and sel[int(n.split(".")[1])] == int(n.split(".")[2][1:])]
+        gnorm = norm(P, grads)
+        lr = lr_at(d, t)
+        for l in range(cfg["layers"]):
+            if sel[l] >= 0 and cfg["cands"][sel[l]][0] > 0:
+                counts[(l, sel[l])] = counts.get((l, sel[l]), 0) + 1
+        cn = norm(active, grads)
+        adamw(active, grads, clip / cn if clip > 0 and cn > clip else 1.0,
+              lambda n: counts[(int(n.split(".")[1]), int(n.split(".")[2][1:]))], lr)
+        for n in shared:
+            acc[n] += grads[n]
+        if (t + 1) % W == 0:
+            shared_t += 1
+            sn = norm(shared, acc)
+            adamw(shared, acc, clip / sn if clip > 0 and sn > clip else 1.0, lambda n: shared_t, lr)
+            for n in shared:
+                acc[n].zero_()
+        r = by_step.get(t + 1)
+        if r is not None:
+            worst_loss = max(worst_loss, abs(r["loss"] - loss.item()) / abs(loss.item()))
+            worst_norm = max(worst_norm, abs(r["grad_norm"] - gnorm) / gnorm)
+    check(worst_loss <= 1e-4, f"{steps} subnets (window {W}): every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
+    check(worst_norm <= 1e-3, f"{steps} subnets: every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
+    if args.final:
+        with h5py.File(args.final, "r") as f:
+            worst, name = max((rel(*comparable(n, np.array(f["model"][n]), P[n].detach().numpy(), cfg)), n) for n in P)
+        check(worst <= 1e-4, f"final weights of every candidate after {steps} subnets within 1e-4 (worst {name} rel "
+                             f"{worst:.1e}; key bias excluded)")
+
+
 # ---- activations ----
 def cmd_acts(args):
     """debug.dump_activations against PyTorch: the checkpoint holds the weights the dumped step ran
@@ -293,13 +387,18 @@ def main():
     t.add_argument("--metrics", required=True)
     t.add_argument("--final")
     t.add_argument("--rule", choices=["plain", "2bw"], default="plain")
+    sn = sub.add_parser("supernet")
+    sn.add_argument("file", help="the initial weights (mindpipe debug-grads)")
+    sn.add_argument("--data", required=True)
+    sn.add_argument("--metrics", required=True)
+    sn.add_argument("--final")
     a = sub.add_parser("acts")
     a.add_argument("file", help="the checkpoint of the dumped step (its weights)")
     a.add_argument("--dump", required=True, help="activations_step_*.h5")
     a.add_argument("--tol", type=float, default=1e-5)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    {"grads": cmd_grads, "train": cmd_train, "acts": cmd_acts}[args.cmd](args)
+    {"grads": cmd_grads, "train": cmd_train, "supernet": cmd_supernet, "acts": cmd_acts}[args.cmd](args)
     sys.exit(1 if failures else 0)
 
 

@@ -12,7 +12,8 @@ int eval_main(const run_opts_t *opts, const char *ckpt)
     run_t r;
     if (run_setup(&r, opts, 0) != MP_OK) return 1;
     long step = 0;
-    int rc = run_agree(run_ckpt_load_weights(&r, ckpt, &step));
+    int rc = r.sn.on ? MP_FAIL("eval of a supernet evaluates one subnet: --subnet is not in this version") : MP_OK;
+    rc = run_agree(rc == MP_OK ? run_ckpt_load_weights(&r, ckpt, &step) : rc);
     if (rc == MP_OK) {
         const double val = train_val_loss(&r);
         const long avail = data_val_windows(&r.data, r.deck.model.seq_len);

@@ -92,7 +92,12 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (any_o && any_b)
         return MP_FAIL("memory.layers='%s': offload (o) and balance (b) in one run are not supported: both move the "
                        "stash's movable region, one to host memory and one to another stage", d->memory.layers);
-    if (d->supernet.enabled) return MP_FAIL("supernet.enabled=1 is not implemented in this version");
+    if (d->supernet.enabled && d->parallel.dp > 1)
+        return MP_FAIL("supernet.enabled=1 with parallel.dp=%d: data parallelism of a supernet is not implemented in "
+                       "this version (the causal scheduler over sp replicas is next)", d->parallel.dp);
+    if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
+        return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
+                       "backward, which 2bw's delayed weights do not do");
     return MP_OK;
 }
 
@@ -289,8 +294,10 @@ static int run_memory_plan(run_t *r)
 static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
+    if (supernet_layers(r) != MP_OK) return MP_ERR;
     model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                       d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL};
+                       d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL, r->sn.choice,
+                       r->sn.on ? d->supernet.cands.shape : NULL, r->sn.on ? d->supernet.cands.n : 0};
     arena_init(&r->arena, d->memory.device_limit);
     if (run_backend(r) != MP_OK) return MP_ERR;
     run_stage_layers(r);
@@ -301,6 +308,7 @@ static int run_model(run_t *r)
     const int v = run_stage_chunks(d, r->stage, l0, nl);
     if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
         goto err_be;
+    if (supernet_init(r) != MP_OK) goto err_model; /* before the plan: its window buffer is fixed memory */
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
     if (run_block_modes(r, v, l0, nl) != MP_OK) goto err_model;
@@ -328,9 +336,11 @@ err_gidx:
 err_gtab:
     param_table_free(&r->gtab);
 err_model:
+    supernet_free(r);
     model_destroy(&r->model);
 err_be:
     be_destroy(&r->be);
+    supernet_free(r);
     return MP_ERR;
 }
 
@@ -353,6 +363,7 @@ static void run_model_free(run_t *r)
     acts_destroy(&r->acts, &r->arena);
     free(r->gidx);
     param_table_free(&r->gtab);
+    supernet_free(r);
     model_destroy(&r->model);
     be_destroy(&r->be);
 }

@@ -16,6 +16,7 @@
 #include "model.h"
 #include "optim.h"
 #include "runlog.h"
+#include "supernet.h"
 #include "trace.h"
 #include "wait.h"
 
@@ -58,6 +59,8 @@ typedef struct {
     actdump_t dump;          /* debug.dump_activations (step -1: off) */
     long step;               /* optimizer steps completed */
     int stop;                /* a stop was requested (signals.h): drain, checkpoint and exit after this step */
+    int stop_wanted;         /* ... and is waiting for the end of a supernet window */
+    supernet_t sn;           /* supernet.enabled: the subnets and their update state */
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;
     char out_dir[4096];
@@ -82,5 +85,17 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s);
 /* Every rank agrees on a step's status: MP_ERR on all ranks if any rank failed (a rank that
  * failed has printed why). Blocking collective over MPI_COMM_WORLD: setup and teardown only. */
 int run_agree(int rc);
+
+/* The supernet (supernet.h; nothing without supernet.enabled). supernet_layers: the choice blocks,
+ * before the model; supernet_init: the window's gradient buffer, after it; supernet_begin: subnet t
+ * selected; supernet_update: its candidates' AdamW steps and, at a window's end, the shared
+ * tensors' (returns the subnet's gradient norm); supernet_resume: the counters of the subnets
+ * before r->step, replayed from the sampler. */
+int supernet_layers(run_t *r);
+int supernet_init(run_t *r);
+void supernet_free(run_t *r);
+void supernet_begin(run_t *r, long t);
+double supernet_update(run_t *r, long t, double lr);
+void supernet_resume(run_t *r);
 
 #endif

@@ -85,7 +85,8 @@ static double train_step_grads(run_t *r, long t)
 /* Σ g² over the part [s0, s1) of the buffer held in grads (index 0 = s0), every tensor counted
  * once across TP ranks (replicated ones only on TP rank 0), then summed over the peers that hold
  * the other parts: the TP group, and with ZeRO-1 the replicas. */
-static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s1, int zero)
+static double train_grad_sumsq_keep(run_t *r, const float *grads, size_t s0, size_t s1, int zero,
+                                   int (*keep)(const param_entry_t *, void *))
 {
     const param_table_t *t = &r->model.tab;
     const int n = r->gtab.count;
@@ -96,7 +97,7 @@ static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s
     for (int i = 0; i < t->count; i++) {
         const param_entry_t *e = &t->entries[i];
         size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
-        if (lo >= hi || (e->split == SPLIT_NONE && t->tp_rank != 0)) continue;
+        if (lo >= hi || (e->split == SPLIT_NONE && t->tp_rank != 0) || (keep && !keep(e, r))) continue;
         if (e->kind == PK_WTE && !t->has_embed) continue;
         sq[r->gidx[i]] += be_sumsq(&r->be, grads + (lo - s0), hi - lo);
     }
@@ -106,6 +107,16 @@ static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s
     for (int i = 0; i < n; i++) total += sq[i];
     free(sq);
     return total;
+}
+
+static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s1, int zero)
+{
+    return train_grad_sumsq_keep(r, grads, s0, s1, zero, NULL);
+}
+
+double train_grad_sumsq_of(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *))
+{
+    return train_grad_sumsq_keep(r, grads, 0, r->model.tab.total, 0, keep);
 }
 
 /* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
@@ -246,11 +257,14 @@ static int train_loop(run_t *r)
         int sig = signals_pending();
         wait_allreduce(&r->wait, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the stop-request agreement");
         train_fail_at(r, t, 1);
-        r->stop = sig != 0;
+        /* a supernet stops where a window ends: a checkpoint holds no half-summed window */
+        r->stop_wanted |= sig != 0;
+        r->stop = r->stop_wanted && (!r->sn.on || (t + 1) % r->sn.window == 0);
         double t0 = perf_now(), gnorm = 0.0;
+        supernet_begin(r, t);
         double loss = train_step_grads(r, t);
         double lr = optim_lr(&r->optim, t), t1 = perf_now();
-        PROF(&r->prof, PROF_OPTIMIZER, gnorm = train_update(r, lr));
+        PROF(&r->prof, PROF_OPTIMIZER, gnorm = r->sn.on ? supernet_update(r, t, lr) : train_update(r, lr));
         trace_span(&r->trace, "optimizer", t, -1, t1);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
@@ -348,6 +362,7 @@ int train_main(const run_opts_t *opts)
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
     int rc = run_agree(run_ckpt_resume(&r));
+    supernet_resume(&r);
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
@@ -436,6 +451,7 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file)
         run_teardown(&r);
         return 1;
     }
+    supernet_begin(&r, 0);
     double loss = train_step_grads(&r, 0);
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");

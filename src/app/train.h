@@ -18,4 +18,8 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file);
  * pipeline. */
 double train_val_loss(run_t *r);
 
+/* Σ g² over the entries keep(entry, r) picks (NULL: all), every tensor once across TP ranks and
+ * stages, added in canonical order (the same bits on every layout). */
+double train_grad_sumsq_of(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *));
+
 #endif

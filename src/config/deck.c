@@ -80,6 +80,7 @@ static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy);
 static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_block_list(const char *v, void *out, char *why, size_t nwhy);
+static int parse_index_list(const char *v, void *out, char *why, size_t nwhy);
 static const char *type_name(key_type_t t);
 
 #define INF HUGE_VAL
@@ -196,9 +197,15 @@ static const deck_key_t keys[] = {
              "than cores: HDF5's collectives spin there: 35 s per checkpoint at 8 ranks on 2 cores)"),
     K_BOOL(checkpoint, final, "1", "write a checkpoint after the last step (0: benchmarks only, nothing to resume from)"),
 
-    K_BOOL(supernet, enabled, "0", "1 = every block is a choice block (supernet training)"),
-    K_INT(supernet, window, "1", 1, 1e6, "subnets per update of the parameters every subnet shares"),
-    K_STR(supernet, candidates, "", "candidate operations of each choice block"),
+    K_BOOL(supernet, enabled, "0", "1 = supernet training: supernet.blocks are choice blocks, one subnet per step"),
+    K_INT(supernet, window, "1", 1, 1e6,
+          "subnets per update of the parameters every subnet shares (embeddings, final LayerNorm, other blocks); "
+          "divides train.steps and checkpoint.every"),
+    K_PARSED(supernet, candidates, cands, "", parse_block_list, "one or more of h{H}m{R} or skip joined by ','",
+             "the candidates of every choice block, each a whole block with its own weights (H heads of model.dim ÷ "
+             "model.heads channels, an MLP of R × model.dim; skip: the identity)"),
+    K_PARSED(supernet, blocks, choice, "", parse_index_list, "empty, or layer indices from 0 joined by ','",
+             "which layers are choice blocks; empty: every layer"),
 
     K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations (micro-batch 0 of replica 0: the embedding, every block's output, the final "
           "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
@@ -597,6 +604,29 @@ bad:
     return MP_ERR;
 }
 
+static int parse_index_list(const char *v, void *out, char *why, size_t nwhy)
+{
+    deck_layer_list_t *l = out;
+    l->n = 0;
+    for (const char *p = v; *p;) {
+        char *end;
+        while (*p == ' ') p++;
+        if (!isdigit((unsigned char)*p) || l->n == DECK_LIST_MAX) goto bad;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (errno || x < 0 || x > INT_MAX) goto bad;
+        while (*end == ' ') end++;
+        if (*end && *end != ',') goto bad;
+        l->layers[l->n++] = (int)x;
+        p = *end ? end + 1 : end;
+        if (*end && !*p) goto bad; /* trailing comma */
+    }
+    return MP_OK;
+bad:
+    snprintf(why, nwhy, "not a comma-separated list of layer indices from 0 (e.g. 0,2,3)");
+    return MP_ERR;
+}
+
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_layer_list_t *l = out;
@@ -906,6 +936,34 @@ static int validate_pipeline(const deck_t *d)
     return nerr;
 }
 
+/* supernet: candidates that divide over tp, choice layers that exist once each, windows that end
+ * where the run and its checkpoints do (a checkpoint holds no half-summed window). */
+static int validate_supernet(const deck_t *d)
+{
+    int nerr = 0;
+    const deck_block_list_t *c = &d->supernet.cands;
+    const deck_layer_list_t *b = &d->supernet.choice;
+    if (!d->supernet.enabled) return 0;
+    if (c->n < 1) nerr++, MP_ERROR("supernet.enabled=1 needs supernet.candidates (e.g. h4m4,h2m1,skip)");
+    for (int k = 0; k < c->n; k++)
+        if (c->shape[k].heads % d->parallel.tp || (long long)c->shape[k].mlp_ratio * d->model.dim % d->parallel.tp)
+            nerr++, MP_ERROR("supernet.candidates: candidate %d (h%dm%d) does not divide over parallel.tp=%d", k,
+                             c->shape[k].heads, c->shape[k].mlp_ratio, d->parallel.tp);
+    for (int i = 0; i < b->n; i++) {
+        if (b->layers[i] >= d->model.layers)
+            nerr++, MP_ERROR("supernet.blocks: layer %d does not exist (model.layers=%d)", b->layers[i], d->model.layers);
+        for (int j = 0; j < i; j++)
+            if (b->layers[j] == b->layers[i]) nerr++, MP_ERROR("supernet.blocks: layer %d listed twice", b->layers[i]);
+    }
+    if (d->model.shapes.n) nerr++, MP_ERROR("supernet.enabled=1 with model.blocks: give the shapes as supernet.candidates");
+    if (d->train.steps % d->supernet.window)
+        nerr++, MP_ERROR("train.steps=%d is not a multiple of supernet.window=%d", d->train.steps, d->supernet.window);
+    if (d->checkpoint.every % d->supernet.window)
+        nerr++, MP_ERROR("checkpoint.every=%d is not a multiple of supernet.window=%d (a checkpoint ends a window)",
+                         d->checkpoint.every, d->supernet.window);
+    return nerr;
+}
+
 /* model.blocks: one per layer, each dividing over the tensor-parallel ranks like the model's own. */
 static int validate_blocks(const deck_t *d)
 {
@@ -966,6 +1024,7 @@ int deck_validate(const deck_t *d)
     nerr += validate_pipeline(d);
     nerr += validate_memory(d);
     nerr += validate_blocks(d);
+    nerr += validate_supernet(d);
     if (!d->data.path[0])
         nerr++, MP_ERROR("data.path is empty: make a token file with `mindpipe prep --text FILE --out DATA.h5`, "
                          "then set [data] path = DATA.h5 in the deck (or --set data.path=DATA.h5)");

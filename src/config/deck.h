@@ -131,7 +131,10 @@ typedef struct {
     } checkpoint;
     struct {
         int enabled, window;
-        char candidates[DECK_STR];
+        char candidates[DECK_STR];     /* "h4m4,h2m1,skip" as written */
+        deck_block_list_t cands;       /* supernet.candidates parsed */
+        char blocks[DECK_STR];         /* "" (every layer) or "0,2,3" as written */
+        deck_layer_list_t choice;      /* supernet.blocks parsed: layer indices (n = 0: every layer) */
     } supernet;
     struct {
         int dump_activations;          /* step, -1 = never */

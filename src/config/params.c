@@ -18,6 +18,7 @@ static const char *const block_suffix[PK_COUNT] = {
 static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int g0, int g1, param_split_t split, int parts,
                       int tp, size_t *offset)
 {
+    e->cand = -1;
     int d0 = split == SPLIT_ROWS ? g0 / tp : g0, d1 = split == SPLIT_COLS ? g1 / tp : g1;
     e->gshape[0] = g0;
     e->gshape[1] = g1 > 0 ? g1 : 0;
@@ -68,6 +69,11 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     int nlayers = 0, nreal = 0;
     for (int c = 0; c < nchunks; c++) nlayers += nlayers_s[c];
     for (int b = 0; b < nlayers; b++) nreal += cfg_heads(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)) > 0;
+    int ncand_real = 0;
+    for (int k = 0; k < cfg->ncand; k++) ncand_real += cfg->cand[k].heads > 0;
+    for (int b = 0; b < nlayers; b++) /* a choice block holds its candidates, not a block of its own */
+        if (cfg_is_choice(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)))
+            nreal += ncand_real - (cfg_heads(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)) > 0);
     int count = nreal * 12 + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
@@ -82,21 +88,30 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     if (has_embed) entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
     for (int b = 0; b < nlayers; b++) {
         const int l = param_block_layer_of(nchunks, layer0s, nlayers_s, b);
-        if (cfg_heads(cfg, l) == 0) continue; /* skip: the identity holds nothing */
-        const int A = cfg_attn_width(cfg, l), RC = cfg_ratio(cfg, l) * C;
-        for (int k = 0; k < 12; k++) e[i + k].block = b;
-        entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_QKV_W, l, 3 * A, C, SPLIT_ROWS, 3, tp, &off);
-        entry_set(&e[i++], PK_QKV_B, l, 3 * A, 0, SPLIT_ROWS, 3, tp, &off);
-        entry_set(&e[i++], PK_PROJ_W, l, C, A, SPLIT_COLS, 1, tp, &off);
-        entry_set(&e[i++], PK_PROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_LN2_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_LN2_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_FC_W, l, RC, C, SPLIT_ROWS, 1, tp, &off);
-        entry_set(&e[i++], PK_FC_B, l, RC, 0, SPLIT_ROWS, 1, tp, &off);
-        entry_set(&e[i++], PK_FCPROJ_W, l, C, RC, SPLIT_COLS, 1, tp, &off);
-        entry_set(&e[i++], PK_FCPROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+        const int choice = cfg_is_choice(cfg, l);
+        for (int k = 0; k < (choice ? cfg->ncand : 1); k++) {
+            const block_shape_t sh = choice ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
+            if (sh.heads == 0) continue; /* skip: the identity holds nothing */
+            const int A = sh.heads * (C / cfg->heads), RC = sh.mlp_ratio * C, e0 = i;
+            entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
+            entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+            entry_set(&e[i++], PK_QKV_W, l, 3 * A, C, SPLIT_ROWS, 3, tp, &off);
+            entry_set(&e[i++], PK_QKV_B, l, 3 * A, 0, SPLIT_ROWS, 3, tp, &off);
+            entry_set(&e[i++], PK_PROJ_W, l, C, A, SPLIT_COLS, 1, tp, &off);
+            entry_set(&e[i++], PK_PROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+            entry_set(&e[i++], PK_LN2_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
+            entry_set(&e[i++], PK_LN2_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+            entry_set(&e[i++], PK_FC_W, l, RC, C, SPLIT_ROWS, 1, tp, &off);
+            entry_set(&e[i++], PK_FC_B, l, RC, 0, SPLIT_ROWS, 1, tp, &off);
+            entry_set(&e[i++], PK_FCPROJ_W, l, C, RC, SPLIT_COLS, 1, tp, &off);
+            entry_set(&e[i++], PK_FCPROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+            for (int j = e0; j < i; j++) {
+                e[j].block = b;
+                if (!choice) continue;
+                e[j].cand = k; /* canonical name: the candidate after the block (ARCHITECTURE.md §3) */
+                snprintf(e[j].name, sizeof e[j].name, "h.%d.c%d.%s", l, k, block_suffix[e[j].kind]);
+            }
+        }
     }
     if (has_final) {
         entry_set(&e[i++], PK_LNF_W, -1, C, 0, SPLIT_NONE, 1, tp, &off);
@@ -152,12 +167,17 @@ int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
 {
     param_view_t v = {0};
     v.nlayers = tab->nlayers;
+    v.ncand = tab->cfg.ncand;
     v.h = MP_CALLOC((size_t)(tab->nlayers > 0 ? tab->nlayers : 1), sizeof *v.h);
     if (!v.h) return MP_ERR;
+    if (v.ncand && !(v.hc = MP_CALLOC((size_t)(tab->nlayers > 0 ? tab->nlayers : 1) * v.ncand, sizeof *v.hc))) {
+        free(v.h);
+        return MP_ERR;
+    }
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         float *p = buf + e->offset;
-        block_view_t *b = e->layer >= 0 ? &v.h[e->block] : NULL;
+        block_view_t *b = e->layer < 0 ? NULL : e->cand >= 0 ? &v.hc[(size_t)e->block * v.ncand + e->cand] : &v.h[e->block];
         switch (e->kind) {
         case PK_WTE: v.wte = p; break;
         case PK_WPE: v.wpe = p; break;
@@ -184,8 +204,8 @@ int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
 
 void param_view_free(param_view_t *view)
 {
-    free(view->h);
-    view->h = NULL;
+    free(view->h), free(view->hc);
+    view->h = view->hc = NULL;
 }
 
 size_t param_global_index(const param_table_t *tab, const param_entry_t *e, size_t local, int tp_rank)
@@ -228,11 +248,13 @@ size_t param_count_model(const model_cfg_t *cfg)
 {
     const size_t C = (size_t)cfg->dim;
     size_t n = (size_t)cfg->vocab * C + (size_t)cfg->seq_len * C + 2 * C;
-    for (int l = 0; l < cfg->layers; l++) {
-        if (cfg_heads(cfg, l) == 0) continue;
-        const size_t A = (size_t)cfg_attn_width(cfg, l), RC = (size_t)cfg_ratio(cfg, l) * C;
-        n += 2 * C + 3 * A * C + 3 * A + C * A + C + 2 * C + RC * C + RC + C * RC + C;
-    }
+    for (int l = 0; l < cfg->layers; l++)
+        for (int k = 0; k < (cfg_is_choice(cfg, l) ? cfg->ncand : 1); k++) {
+            const block_shape_t sh = cfg_is_choice(cfg, l) ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
+            if (sh.heads == 0) continue;
+            const size_t A = (size_t)sh.heads * (C / cfg->heads), RC = (size_t)sh.mlp_ratio * C;
+            n += 2 * C + 3 * A * C + 3 * A + C * A + C + 2 * C + RC * C + RC + C * RC + C;
+        }
     return n;
 }
 

@@ -30,7 +30,14 @@ typedef struct {
     int layers, dim, heads, seq_len, vocab, mlp_ratio;
     const block_shape_t *shape; /* per layer ([model] blocks, owned by the deck); NULL: every block
                                    is h{heads}m{mlp_ratio} */
+    /* supernet: layers with choice[l] = 1 hold ncand candidates, each a whole block of shape
+     * cand[k] with its own tensors h.{l}.c{k}.* (a skip candidate has none); NULL: none */
+    const unsigned char *choice;
+    const block_shape_t *cand;
+    int ncand;
 } model_cfg_t;
+
+static inline int cfg_is_choice(const model_cfg_t *c, int l) { return c->choice && c->choice[l]; }
 
 /* Block l's heads (0: skip) and MLP ratio, and its attention width heads · head size. */
 static inline int cfg_heads(const model_cfg_t *c, int l) { return c->shape ? c->shape[l].heads : c->heads; }
@@ -57,6 +64,7 @@ typedef struct {
     char name[PARAM_NAME_MAX]; /* canonical, e.g. "h.3.attn.qkv.w" */
     param_kind_t kind;
     int layer;                 /* block index, -1 for model-level tensors */
+    int cand;                  /* supernet candidate of a choice block, -1 for every other tensor */
     int block;                 /* local block index in the table (views' h[block]), -1 likewise */
     int ndim;
     int shape[PARAM_MAX_DIMS];  /* held here (this TP rank's shard) */
@@ -99,6 +107,9 @@ typedef struct {
     float *lnfw, *lnfb;    /* (C) */
     block_view_t *h;       /* nlayers entries; h[i] is local block i (param_block_layer) */
     int nlayers;
+    block_view_t *hc;      /* supernet: nlayers × ncand, candidate k of local block i at i·ncand + k
+                              (h[i] is then whichever the model selects); NULL without candidates */
+    int ncand;
 } param_view_t;
 
 /* Builds the table of TP rank tp_rank of tp (1, 0: the whole, canonical model). The caller has

@@ -32,6 +32,14 @@ int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *a
     if (has_final && !(m.grad_head = arena_floats(arena, vc, "LM head gradient"))) goto err_free_v;
     if (param_view_bind(&m.p, &m.tab, m.params) != MP_OK) goto err_free_head;
     if (param_view_bind(&m.g, &m.tab, m.grads) != MP_OK) goto err_free_pview;
+    if (cfg->ncand) { /* candidate 0 of every choice block until the first subnet is selected */
+        if (!(m.sel = MP_CALLOC((size_t)cfg->layers, sizeof *m.sel))) {
+            param_view_free(&m.g);
+            goto err_free_pview;
+        }
+        for (int l = 0; l < cfg->layers; l++) m.sel[l] = cfg_is_choice(cfg, l) ? 0 : -1;
+        model_select(&m, m.sel);
+    }
     *m_p = m;
     return MP_OK;
 err_free_pview:
@@ -57,25 +65,54 @@ typedef struct {
     int Cl, NH, RC;
 } widths_t;
 
-static widths_t tp_widths(const model_t *m, int layer)
+static widths_t widths_of(const model_t *m, block_shape_t sh)
 {
     const int tp = m->tab.tp;
-    return (widths_t){cfg_attn_width(&m->cfg, layer) / tp, cfg_heads(&m->cfg, layer) / tp,
-                      cfg_ratio(&m->cfg, layer) * m->cfg.dim / tp};
+    return (widths_t){sh.heads * (m->cfg.dim / m->cfg.heads) / tp, sh.heads / tp, sh.mlp_ratio * m->cfg.dim / tp};
+}
+
+/* Layer l's widths as it runs now (a choice block: the candidate selected). */
+static widths_t tp_widths(const model_t *m, int layer)
+{
+    if (cfg_is_choice(&m->cfg, layer)) return widths_of(m, m->cfg.cand[m->sel[layer]]);
+    return widths_of(m, (block_shape_t){cfg_heads(&m->cfg, layer), cfg_ratio(&m->cfg, layer)});
+}
+
+static widths_t widths_max(widths_t a, widths_t b)
+{
+    return (widths_t){a.Cl > b.Cl ? a.Cl : b.Cl, a.NH > b.NH ? a.NH : b.NH, a.RC > b.RC ? a.RC : b.RC};
+}
+
+/* The widest layer l can run: what its saved tensors are sized for (every candidate fits). */
+static widths_t tp_widths_cap(const model_t *m, int layer)
+{
+    if (!cfg_is_choice(&m->cfg, layer)) return tp_widths(m, layer);
+    widths_t w = {0, 0, 0};
+    for (int k = 0; k < m->cfg.ncand; k++) w = widths_max(w, widths_of(m, m->cfg.cand[k]));
+    return w;
 }
 
 /* The widest of every block the model has: what the backward scratch and the workspace serve. */
 static widths_t tp_widths_max(const model_t *m)
 {
     widths_t w = {0, 0, 0};
-    for (int l = 0; l < m->cfg.layers; l++) {
-        const widths_t x = tp_widths(m, l);
-        w.Cl = x.Cl > w.Cl ? x.Cl : w.Cl, w.NH = x.NH > w.NH ? x.NH : w.NH, w.RC = x.RC > w.RC ? x.RC : w.RC;
-    }
+    for (int l = 0; l < m->cfg.layers; l++) w = widths_max(w, tp_widths_cap(m, l));
     return w;
 }
 
-static int is_skip(const model_t *m, int layer) { return cfg_heads(&m->cfg, layer) == 0; }
+void model_select(model_t *m, const int *sel)
+{
+    if (!m->sel) return;
+    if (sel != m->sel) memcpy(m->sel, sel, (size_t)m->cfg.layers * sizeof *sel);
+    for (int b = 0; b < m->tab.nlayers; b++) {
+        const int l = param_block_layer(&m->tab, b);
+        if (!cfg_is_choice(&m->cfg, l)) continue;
+        m->p.h[b] = m->p.hc[(size_t)b * m->p.ncand + m->sel[l]];
+        m->g.h[b] = m->g.hc[(size_t)b * m->g.ncand + m->sel[l]];
+    }
+}
+
+static int is_skip(const model_t *m, int layer) { return tp_widths(m, layer).NH == 0; }
 
 /* The model's local block b (of m->tab) as a layer index. */
 static int layer_of(const model_t *m, int b) { return param_block_layer(&m->tab, b); }
@@ -126,8 +163,8 @@ void model_versions_advance(model_t *m)
 void model_destroy(model_t *m)
 {
     model_versions_destroy(m);
-    free(m->mode);
-    m->mode = NULL;
+    free(m->mode), free(m->sel);
+    m->mode = NULL, m->sel = NULL;
     size_t n = m->alloc * sizeof(float), nmv = m->mv_len * sizeof(float);
     param_view_free(&m->g);
     param_view_free(&m->p);
@@ -201,7 +238,7 @@ static int place_rest(block_mode_t mode)
 static void block_floats(const model_t *m, int B, int l, block_mode_t mode, size_t *res, size_t *mov)
 {
     block_acts_t h;
-    const widths_t w = tp_widths(m, l);
+    const widths_t w = tp_widths_cap(m, l);
     size_t r = 0, v = 0, tmp = 0;
     carve_res3(m, B, &h, NULL, &r);
     carve_att(m, B, w, &h, NULL, place_att(mode) == AT_STASH ? &r : place_att(mode) == AT_MOVABLE ? &v : &tmp);

@@ -94,6 +94,8 @@ typedef struct {
     param_view_t p_new, p_old;
     arena_t *arena;
     unsigned char *mode;               /* per local block: its block_mode_t (NULL: every block KEEP) */
+    int *sel;                          /* supernet: per layer, the candidate the current subnet picks
+                                          (-1 off the choice blocks); NULL without candidates */
 } model_t;
 
 /* The "bucket ready" hook: called during a backward when the gradients of one parameter range are
@@ -105,6 +107,11 @@ typedef struct {
     void (*fn)(void *ctx, int layer);
     void *ctx;
 } model_ready_t;
+
+/* Supernet: the subnet that sel (per layer of the model, a candidate index on the choice blocks)
+ * picks: p.h and g.h of the choice blocks point at those candidates, and the forward and backward
+ * take their shapes. Sizes (activations, scratch) are made for the largest candidate already. */
+void model_select(model_t *m, const int *sel);
 
 /* Builds a model holding the nchunks block ranges [layer0s[c], layer0s[c] + nlayers_s[c])
  * (+ embeddings, + final LN and head), the

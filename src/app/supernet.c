@@ -1,0 +1,129 @@
+#include "supernet.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "rng.h"
+#include "train.h"
+
+int supernet_sample(unsigned long long seed, long t, int l, int ncand)
+{
+    return (int)(rng_key(seed, RNG_STREAM_SUBNET, (uint64_t)t, (uint64_t)l) % (uint64_t)ncand);
+}
+
+int supernet_layers(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    supernet_t *sn = &r->sn;
+    memset(sn, 0, sizeof *sn);
+    if (!d->supernet.enabled) return MP_OK;
+    const int L = d->model.layers;
+    sn->on = 1, sn->window = d->supernet.window, sn->ncand = d->supernet.cands.n;
+    sn->choice = MP_CALLOC((size_t)L, 1);
+    sn->sel = MP_CALLOC((size_t)L, sizeof *sn->sel);
+    sn->count = MP_CALLOC((size_t)L * sn->ncand, sizeof *sn->count);
+    if (!sn->choice || !sn->sel || !sn->count) return MP_FAIL("out of memory for the supernet's bookkeeping");
+    for (int l = 0; l < L; l++) sn->choice[l] = d->supernet.choice.n == 0;
+    for (int i = 0; i < d->supernet.choice.n; i++) sn->choice[d->supernet.choice.layers[i]] = 1;
+    return MP_OK;
+}
+
+int supernet_init(run_t *r)
+{
+    supernet_t *sn = &r->sn;
+    if (!sn->on) return MP_OK;
+    if (!(sn->acc = arena_floats(&r->arena, r->model.alloc, "supernet window gradients"))) return MP_ERR;
+    be_zero(&r->be, sn->acc, r->model.alloc * sizeof(float));
+    return MP_OK;
+}
+
+void supernet_free(run_t *r)
+{
+    supernet_t *sn = &r->sn;
+    if (sn->acc) arena_free(&r->arena, sn->acc, r->model.alloc * sizeof(float));
+    free(sn->choice), free(sn->sel), free(sn->count);
+    memset(sn, 0, sizeof *sn);
+}
+
+static void supernet_pick(const run_t *r, long t, int *sel)
+{
+    for (int l = 0; l < r->deck.model.layers; l++)
+        sel[l] = r->sn.choice[l] ? supernet_sample(r->deck.train.seed, t, l, r->sn.ncand) : -1;
+}
+
+/* The steps subnet t gives: one to each non-skip candidate it activates. */
+static void supernet_count(run_t *r, const int *sel)
+{
+    for (int l = 0; l < r->deck.model.layers; l++)
+        if (sel[l] >= 0 && r->deck.supernet.cands.shape[sel[l]].heads > 0) r->sn.count[(size_t)l * r->sn.ncand + sel[l]]++;
+}
+
+void supernet_begin(run_t *r, long t)
+{
+    if (!r->sn.on) return;
+    supernet_pick(r, t, r->sn.sel);
+    model_select(&r->model, r->sn.sel);
+}
+
+void supernet_resume(run_t *r)
+{
+    supernet_t *sn = &r->sn;
+    if (!sn->on) return;
+    memset(sn->count, 0, (size_t)r->deck.model.layers * sn->ncand * sizeof *sn->count);
+    for (long t = 0; t < r->step; t++) { /* the counters are the sampler's history: replayed */
+        supernet_pick(r, t, sn->sel);
+        supernet_count(r, sn->sel);
+    }
+    sn->shared_t = r->adam_t;
+}
+
+static int entry_active(const param_entry_t *e, void *ctx)
+{
+    const run_t *r = ctx;
+    return e->cand >= 0 && r->sn.sel[e->layer] == e->cand;
+}
+
+static int entry_shared(const param_entry_t *e, void *ctx)
+{
+    (void)ctx;
+    return e->cand < 0;
+}
+
+/* AdamW on the entries keep() picks, each its own range of the flat buffers. */
+static void supernet_step(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *), float lr,
+                          float scale, int shared)
+{
+    model_t *m = &r->model;
+    for (int i = 0; i < m->tab.count; i++) {
+        const param_entry_t *e = &m->tab.entries[i];
+        if (!keep(e, r)) continue;
+        const long adam_t = shared ? r->sn.shared_t : r->sn.count[(size_t)e->layer * r->sn.ncand + e->cand];
+        const size_t s0 = e->offset, s1 = e->offset + e->numel;
+        optim_step(&r->be, &m->tab, m->params, grads + s0, m->m + s0, m->v + s0, &r->optim, lr, adam_t, scale, s0, s1);
+    }
+}
+
+double supernet_update(run_t *r, long t, double lr)
+{
+    model_t *m = &r->model;
+    supernet_t *sn = &r->sn;
+    const double gnorm = sqrt(train_grad_sumsq_of(r, m->grads, NULL));
+    /* the candidates subnet t activated: now, clipped by their own norm */
+    supernet_count(r, sn->sel);
+    const double cnorm = sqrt(train_grad_sumsq_of(r, m->grads, entry_active));
+    supernet_step(r, m->grads, entry_active, (float)lr, optim_clip_scale(cnorm, r->optim.grad_clip), 0);
+    /* the shared tensors: summed over the window, then one step clipped by the sum's norm */
+    for (int i = 0; i < m->tab.count; i++) {
+        const param_entry_t *e = &m->tab.entries[i];
+        if (e->cand < 0) be_vec_add(&r->be, sn->acc + e->offset, sn->acc + e->offset, m->grads + e->offset, e->numel);
+    }
+    if ((t + 1) % sn->window == 0) {
+        const double snorm = sqrt(train_grad_sumsq_of(r, sn->acc, entry_shared));
+        r->adam_t = ++sn->shared_t;
+        supernet_step(r, sn->acc, entry_shared, (float)lr, optim_clip_scale(snorm, r->optim.grad_clip), 1);
+        be_zero(&r->be, sn->acc, m->alloc * sizeof(float));
+    }
+    return gnorm;
+}
