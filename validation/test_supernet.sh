@@ -1,0 +1,91 @@
+#!/bin/sh
+# Supernet training, the sequential reference (ARCHITECTURE.md §3, §4): a small supernet (4 choice
+# blocks × 3 candidates, window 2) against PyTorch's sequential supernet training (losses, grad
+# norms, every candidate's final weights within 1e-4); pp = 2, 4 and interleaved bitwise equal to one
+# rank, tp = 2 within the layout tolerance; a subset of the layers as choice blocks; resume at a
+# window's end bitwise; the deck rules and the layouts not built yet refused naming why.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
+ref="$MP_SRCDIR/validation/torch_ref.py"
+SN="--set model.layers=4 --set train.threads=1 --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip --set supernet.window=2"
+
+# shellcheck disable=SC2086
+run 1 ref $SN; ok $? "supernet on one rank"
+# shellcheck disable=SC2086
+"$MINDPIPE" debug-grads -c "$layout_deck" --set data.path="$data" $SN --out "$SCRATCH/g.h5" > "$SCRATCH/dg.out" 2>&1
+ok $? "debug-grads of subnet 0 (the initial weights of every candidate)"
+torch() {  # torch LABEL ARGS...: torch_ref.py's PASS/FAIL lines as TAP
+    label=$1; shift
+    "$TORCH_PYTHON" "$ref" "$@" > "$SCRATCH/ref.out" 2>&1; rc=$?
+    n=0
+    while IFS= read -r line; do
+        case "$line" in
+            "PASS grad "*) ;;
+            "PASS "*) ok 0 "$label: ${line#PASS }"; n=$((n + 1)) ;;
+            "FAIL "*) ok 1 "$label: ${line#FAIL }"; n=$((n + 1)) ;;
+            *) diag "$line" ;;
+        esac
+    done < "$SCRATCH/ref.out"
+    [ $n -gt 0 ] && [ $rc -eq 0 ] || ok 1 "$label: torch_ref.py passed (exit $rc)"
+}
+torch "subnet 0's gradients" grads "$SCRATCH/g.h5" --data "$data"
+torch "PyTorch's sequential supernet training" supernet "$SCRATCH/g.h5" --data "$data" \
+    --metrics "$SCRATCH/ref/metrics.jsonl" --final "$SCRATCH/ref/ckpt/step_00000020.h5"
+"$MINDPIPE" inspect "$SCRATCH/ref/ckpt/step_00000020.h5" > "$SCRATCH/inspect.out" 2>&1 &&
+    [ "$(grep -c '^  /model/' "$SCRATCH/inspect.out")" -eq 100 ] && grep -q "/model/h.3.c1.attn.qkv.w (48, 32)" "$SCRATCH/inspect.out" &&
+    ! grep -q "/model/h.0.c2\." "$SCRATCH/inspect.out" && ! grep -q "/model/h.0.ln1" "$SCRATCH/inspect.out"
+ok $? "the checkpoint holds every candidate (h.{l}.c{k}.*; none for skip) and the shared tensors: 100 tensors"
+
+for layout in "2 pp2 --set parallel.pp=2" \
+              "4 pp4 --set parallel.pp=4" \
+              "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
+              "2 rc --set parallel.pp=2 --set memory.policy=recompute"; do
+    # shellcheck disable=SC2086
+    set -- $layout
+    n=$1; name=$2; shift 2
+    # shellcheck disable=SC2086
+    run "$n" "$name" $SN "$@"; ok $? "$name: $n rank(s) $*"
+    compare "$name = one rank" "$SCRATCH/ref" "$SCRATCH/$name" --bitwise
+done
+TPC="--set supernet.candidates=h4m4,h2m2,skip"
+# shellcheck disable=SC2086
+run 1 tref $SN $TPC; ok $? "candidates h4m4,h2m2,skip on one rank"
+# shellcheck disable=SC2086
+run 4 tp2 $SN $TPC --set parallel.tp=2 --set parallel.pp=2; ok $? "tp=2 × pp=2"
+compare "tp=2 × pp=2 within the layout tolerance" "$SCRATCH/tref" "$SCRATCH/tp2"
+
+# Choice blocks on layers 1 and 3 only: the others are plain blocks, shared by every subnet.
+# shellcheck disable=SC2086
+run 1 sub $SN --set supernet.blocks=1,3 --set supernet.window=1; ok $? "choice blocks 1 and 3, window 1"
+"$MINDPIPE" inspect "$SCRATCH/sub/ckpt/step_00000020.h5" > "$SCRATCH/inspect2.out" 2>&1 &&
+    grep -q "/model/h.0.ln1.w" "$SCRATCH/inspect2.out" && grep -q "/model/h.1.c1.ln1.w" "$SCRATCH/inspect2.out" &&
+    ! grep -q "/model/h.0.c0" "$SCRATCH/inspect2.out"
+ok $? "layers 0 and 2 are plain blocks, 1 and 3 hold candidates"
+# shellcheck disable=SC2086
+"$MINDPIPE" debug-grads -c "$layout_deck" --set data.path="$data" $SN --set supernet.blocks=1,3 --set supernet.window=1 \
+    --out "$SCRATCH/g2.h5" > "$SCRATCH/dg.out" 2>&1
+torch "choice blocks 1 and 3" supernet "$SCRATCH/g2.h5" --data "$data" --metrics "$SCRATCH/sub/metrics.jsonl" \
+    --final "$SCRATCH/sub/ckpt/step_00000020.h5"
+
+# Resume at step 10 (a window's end) on another layout.
+mkdir -p "$SCRATCH/res/ckpt" && cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/res/ckpt/"
+# shellcheck disable=SC2086
+run 2 res $SN --set parallel.pp=2 --resume auto; ok $? "step 10 resumed at pp=2"
+compare "resumed = one rank" "$SCRATCH/ref" "$SCRATCH/res" --bitwise --step 20
+
+refused "no candidates" "needs supernet.candidates" 1 --set supernet.enabled=1
+refused "a window that does not divide train.steps" "not a multiple of supernet.window=3" 1 $SN --set supernet.window=3
+refused "a choice layer that does not exist" "layer 7 does not exist" 1 $SN --set supernet.blocks=1,7
+refused "a candidate that does not divide over tp" "candidate 1 (h2m1)" 4 $SN --set parallel.tp=4
+refused "model.blocks with a supernet" "give the shapes as supernet.candidates" 1 $SN --set model.blocks=h4m4,h4m4,h4m4,h4m4
+refused "data parallelism (not built)" "data parallelism of a supernet is not implemented" 2 $SN --set parallel.dp=2
+refused "supernet parallelism (not built)" "parallel.sp=2" 2 $SN --set parallel.sp=2
+refused "2bw" "2bw's delayed weights" 2 $SN --set parallel.pp=2 --set parallel.schedule=2bw
+# shellcheck disable=SC2086
+$MPIEXEC -n 1 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --ckpt "$SCRATCH/ref/ckpt/step_00000020.h5" \
+    > "$SCRATCH/ev.out" 2>&1
+[ $? -ne 0 ] && grep -q "\-\-subnet is not in this version" "$SCRATCH/ev.out"
+ok $? "eval of a supernet without a subnet is refused (--subnet not built)"
+done_testing
