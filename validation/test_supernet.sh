@@ -3,7 +3,8 @@
 # blocks × 3 candidates, window 2) against PyTorch's sequential supernet training (losses, grad
 # norms, every candidate's final weights within 1e-4); pp = 2, 4 and interleaved bitwise equal to one
 # rank, tp = 2 within the layout tolerance; a subset of the layers as choice blocks; resume at a
-# window's end bitwise; the deck rules and the layouts not built yet refused naming why.
+# window's end bitwise; eval --subnet and export (the exported plain model evaluates to the same
+# bits); the deck rules and the layouts not built yet refused naming why.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
@@ -83,9 +84,34 @@ refused "model.blocks with a supernet" "give the shapes as supernet.candidates" 
 refused "data parallelism (not built)" "data parallelism of a supernet is not implemented" 2 $SN --set parallel.dp=2
 refused "supernet parallelism (not built)" "parallel.sp=2" 2 $SN --set parallel.sp=2
 refused "2bw" "2bw's delayed weights" 2 $SN --set parallel.pp=2 --set parallel.schedule=2bw
+# eval --subnet and export: the exported plain model's val_loss is the supernet's for that subnet.
+CK="$SCRATCH/ref/ckpt/step_00000020.h5"
+val() { sed -n 's/^val_loss \([^ ]*\) .*/\1/p' "$1"; }
 # shellcheck disable=SC2086
-$MPIEXEC -n 1 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --ckpt "$SCRATCH/ref/ckpt/step_00000020.h5" \
-    > "$SCRATCH/ev.out" 2>&1
-[ $? -ne 0 ] && grep -q "\-\-subnet is not in this version" "$SCRATCH/ev.out"
-ok $? "eval of a supernet without a subnet is refused (--subnet not built)"
+$MPIEXEC -n 1 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" --subnet 0,1,2,1 > "$SCRATCH/ev1.out" 2>&1
+ok $? "eval --subnet 0,1,2,1 on one rank: $(val "$SCRATCH/ev1.out")"
+# shellcheck disable=SC2086
+$MPIEXEC -n 2 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --set parallel.pp=2 --ckpt "$CK" \
+    --subnet 0,1,2,1 > "$SCRATCH/ev2.out" 2>&1 && [ "$(val "$SCRATCH/ev2.out")" = "$(val "$SCRATCH/ev1.out")" ]
+ok $? "eval --subnet at pp=2: the same bits"
+# shellcheck disable=SC2086
+$MPIEXEC -n 1 "$MINDPIPE" export -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" --subnet 0,1,2,1 \
+    --out "$SCRATCH/sub.h5" > "$SCRATCH/ex.out" 2>&1 && grep -q "^blocks = h4m4,h2m1,skip,h2m1$" "$SCRATCH/ex.out"
+ok $? "export --subnet 0,1,2,1: a plain model of blocks h4m4,h2m1,skip,h2m1"
+"$MINDPIPE" inspect "$SCRATCH/sub.h5" > "$SCRATCH/inspect3.out" 2>&1 && grep -q "blocks=h4m4,h2m1,skip,h2m1" "$SCRATCH/inspect3.out" &&
+    grep -q "/model/h.3.attn.qkv.w (48, 32)" "$SCRATCH/inspect3.out" && ! grep -q "\.c[0-9]\." "$SCRATCH/inspect3.out" &&
+    ! grep -q "/model/h.2\." "$SCRATCH/inspect3.out" && ! grep -q "/optim" "$SCRATCH/inspect3.out"
+ok $? "the exported file: plain names, h.3 with 2 heads, nothing for the skip block, no optimizer state"
+$MPIEXEC -n 2 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" --set model.layers=4 --set train.threads=1 \
+    --set model.blocks=h4m4,h2m1,skip,h2m1 --set parallel.pp=2 --ckpt "$SCRATCH/sub.h5" > "$SCRATCH/ev3.out" 2>&1 &&
+    [ "$(val "$SCRATCH/ev3.out")" = "$(val "$SCRATCH/ev1.out")" ]
+ok $? "eval of the exported model (model.blocks deck, pp=2) = the supernet's eval of the subnet, bitwise"
+# shellcheck disable=SC2086
+$MPIEXEC -n 1 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" > "$SCRATCH/ev.out" 2>&1
+[ $? -ne 0 ] && grep -q "give --subnet" "$SCRATCH/ev.out"
+ok $? "eval of a supernet without --subnet is refused"
+# shellcheck disable=SC2086
+$MPIEXEC -n 1 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" --subnet 0,1,3,0 > "$SCRATCH/ev.out" 2>&1
+[ $? -ne 0 ] && grep -q "layer 2 needs a candidate index from 0 to 2" "$SCRATCH/ev.out"
+ok $? "a subnet naming a candidate that does not exist is refused naming the layer"
 done_testing

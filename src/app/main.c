@@ -31,7 +31,8 @@ static void usage(FILE *f)
             "  train [-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto] [--quiet]\n"
             "  prep --text FILE --out DATA.h5 [--val-fraction F]\n"
             "  inspect CKPT.h5\n"
-            "  eval -c DECK --ckpt CKPT.h5 [--set ...]          (val_loss of a checkpoint, on any layout)\n"
+            "  eval -c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]  (val_loss of a checkpoint, any layout)\n"
+            "  export -c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5  (a supernet's subnet as a plain model)\n"
             "  debug-grads -c DECK [--set ...] --out FILE.h5   (step-0 gradients for the PyTorch check)\n"
             "  deck-reference                                  (Markdown table of every deck key)\n"
             "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
@@ -46,7 +47,7 @@ static void usage(FILE *f)
 typedef struct {
     run_opts_t run;
     char *sets[MAX_SETS];
-    const char *text, *out, *ckpt;
+    const char *text, *out, *ckpt, *subnet;
     double val_fraction;
     int threads, pp, m, v, list, swap;
     double alpha;
@@ -72,6 +73,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         } else if (!strcmp(a, "--out") && has_val) c->out = argv[++i];
         else if (!strcmp(a, "--resume") && has_val) c->run.resume = argv[++i];
         else if (!strcmp(a, "--ckpt") && has_val) c->ckpt = argv[++i];
+        else if (!strcmp(a, "--subnet") && has_val) c->subnet = argv[++i];
         else if (!strcmp(a, "--text") && has_val) c->text = argv[++i];
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
@@ -159,7 +161,12 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
     }
     if (!strcmp(cmd, "eval")) {
         if (!c->ckpt) return MP_ERROR("eval needs --ckpt CKPT.h5 (and -c DECK: the model and the data)"), 2;
-        return eval_main(&c->run, c->ckpt);
+        return eval_main(&c->run, c->ckpt, c->subnet);
+    }
+    if (!strcmp(cmd, "export")) {
+        if (!c->ckpt || !c->subnet || !c->out)
+            return MP_ERROR("export needs -c DECK (the supernet's), --ckpt CKPT.h5, --subnet 0,2,1 and --out SUB.h5"), 2;
+        return export_main(&c->run, c->ckpt, c->subnet, c->out);
     }
     if (!strcmp(cmd, "inspect")) {
         if (!c->positional) return MP_ERROR("inspect needs a checkpoint file"), 2;

@@ -97,5 +97,8 @@ void supernet_free(run_t *r);
 void supernet_begin(run_t *r, long t);
 double supernet_update(run_t *r, long t, double lr);
 void supernet_resume(run_t *r);
+/* --subnet "0,2,1": a candidate index per choice block, in layer order, into sel (per layer, -1 off
+ * the choice blocks). MP_OK, or MP_ERR naming what is wrong. */
+int supernet_parse_subnet(run_t *r, const char *text, int *sel);
 
 #endif

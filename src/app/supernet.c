@@ -127,3 +127,22 @@ double supernet_update(run_t *r, long t, double lr)
     }
     return gnorm;
 }
+
+int supernet_parse_subnet(run_t *r, const char *text, int *sel)
+{
+    const supernet_t *sn = &r->sn;
+    const char *p = text;
+    for (int l = 0; l < r->deck.model.layers; l++) {
+        sel[l] = -1;
+        if (!sn->choice[l]) continue;
+        char *end;
+        const long k = strtol(p, &end, 10);
+        if (end == p || k < 0 || k >= sn->ncand)
+            return MP_FAIL("--subnet '%s': the choice block of layer %d needs a candidate index from 0 to %d (%s)", text,
+                           l, sn->ncand - 1, r->deck.supernet.candidates);
+        sel[l] = (int)k;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (*p) return MP_FAIL("--subnet '%s': more entries than choice blocks (supernet.blocks)", text);
+    return MP_OK;
+}

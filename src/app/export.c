@@ -1,0 +1,92 @@
+/* `mindpipe export`: a subnet of a supernet checkpoint as a plain model checkpoint (eval.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ckpt.h"
+#include "eval.h"
+#include "run_ckpt.h"
+
+/* The exported model's deck: the supernet's, its shapes as model.blocks, no supernet. */
+static int export_deck(const run_t *r, const int *sel, deck_t *d)
+{
+    *d = r->deck;
+    const int L = d->model.layers;
+    if (L > DECK_LIST_MAX) return MP_FAIL("export: %d layers, more than model.blocks can list (%d)", L, DECK_LIST_MAX);
+    size_t o = 0;
+    for (int l = 0; l < L; l++) {
+        const block_shape_t sh = sel[l] >= 0 ? r->deck.supernet.cands.shape[sel[l]]
+                                             : (block_shape_t){d->model.heads, d->model.mlp_ratio};
+        d->model.shapes.shape[l] = sh;
+        o += sh.heads ? (size_t)snprintf(d->model.blocks + o, o < DECK_STR ? DECK_STR - o : 0, "%sh%dm%d", l ? "," : "",
+                                         sh.heads, sh.mlp_ratio)
+                      : (size_t)snprintf(d->model.blocks + o, o < DECK_STR ? DECK_STR - o : 0, "%sskip", l ? "," : "");
+    }
+    if (o >= DECK_STR) return MP_FAIL("export: model.blocks of %d layers is longer than a deck value (%d)", L, DECK_STR - 1);
+    d->model.shapes.n = L;
+    d->supernet.enabled = 0;
+    d->supernet.candidates[0] = d->supernet.blocks[0] = 0;
+    d->supernet.cands.n = d->supernet.choice.n = 0;
+    return MP_OK;
+}
+
+/* The subnet's tensors out of the supernet's buffer (whole model, one rank) into tab's layout. */
+static int export_tensors(const run_t *r, const int *sel, const float *src, const param_table_t *tab, float *dst)
+{
+    for (int i = 0; i < tab->count; i++) {
+        const param_entry_t *e = &tab->entries[i];
+        char name[PARAM_NAME_MAX + 16];
+        if (e->layer >= 0 && sel[e->layer] >= 0) { /* h.{l}.X is candidate sel[l]'s h.{l}.c{k}.X */
+            const char *suffix = strchr(strchr(e->name, '.') + 1, '.') + 1;
+            snprintf(name, sizeof name, "h.%d.c%d.%s", e->layer, sel[e->layer], suffix);
+        } else {
+            snprintf(name, sizeof name, "%s", e->name);
+        }
+        const param_entry_t *s = param_table_find(&r->model.tab, name);
+        if (!s || s->numel != e->numel) return MP_FAIL("export: the supernet has no tensor %s of %zu floats (a bug)", name, e->numel);
+        memcpy(dst + e->offset, src + s->offset, e->numel * sizeof(float));
+    }
+    return MP_OK;
+}
+
+int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, const char *out)
+{
+    run_t r;
+    if (run_setup(&r, opts, 0) != MP_OK) return 1;
+    int rc = MP_OK;
+    long step = 0;
+    if (r.world != 1) rc = MP_FAIL("export runs on one rank; this job has %d", r.world);
+    else if (!r.sn.on) rc = MP_FAIL("export needs the supernet's deck (supernet.enabled=1) in -c");
+    if (rc == MP_OK) rc = supernet_parse_subnet(&r, subnet, r.sn.sel);
+    if (rc == MP_OK) rc = run_ckpt_load_weights(&r, ckpt, &step);
+    deck_t d;
+    param_table_t tab = {0};
+    float *buf = NULL, *src = NULL;
+    char *text = NULL;
+    if (rc == MP_OK) rc = export_deck(&r, r.sn.sel, &d);
+    if (rc == MP_OK) {
+        const model_cfg_t cfg = {d.model.layers, d.model.dim, d.model.heads, d.model.seq_len, d.model.vocab,
+                                 d.model.mlp_ratio, d.model.shapes.shape, NULL, NULL, 0};
+        rc = param_table_build(&tab, &cfg, 0, cfg.layers, 1, 1, 1, 0);
+    }
+    if (rc == MP_OK && (!(buf = MP_CALLOC(tab.total ? tab.total : 1, sizeof *buf)) || !(text = deck_to_string(&d))))
+        rc = MP_FAIL("out of memory exporting %s", ckpt);
+    if (rc == MP_OK) {
+        src = run_ckpt_host_copy(&r, r.model.params, r.model.alloc);
+        rc = export_tensors(&r, r.sn.sel, src, &tab, buf);
+        run_ckpt_host_release(&r, src, r.model.params);
+    }
+    if (rc == MP_OK) {
+        ckpt_state_t st = {.step = step, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
+        snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
+        rc = ckpt_write(out, &tab, buf, NULL, NULL, &st, text);
+    }
+    if (rc == MP_OK)
+        printf("exported subnet %s of %s (step %ld) to %s: a plain model with\n[model]\nblocks = %s\n", subnet, ckpt, step,
+               out, d.model.blocks);
+    free(buf), free(text);
+    param_table_free(&tab);
+    run_teardown(&r);
+    return rc == MP_OK ? 0 : 1;
+}
