@@ -4,7 +4,8 @@
 # norms, every candidate's final weights within 1e-4); pp = 2, 4 and interleaved bitwise equal to one
 # rank, tp = 2 within the layout tolerance; a subset of the layers as choice blocks; resume at a
 # window's end bitwise; eval --subnet and export (the exported plain model evaluates to the same
-# bits); the deck rules and the layouts not built yet refused naming why.
+# bits); search (evolutionary and random, a budget, the same file on another layout); the deck rules
+# and the layouts not built yet refused naming why.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
@@ -106,6 +107,37 @@ $MPIEXEC -n 2 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" --set m
     --set model.blocks=h4m4,h2m1,skip,h2m1 --set parallel.pp=2 --ckpt "$SCRATCH/sub.h5" > "$SCRATCH/ev3.out" 2>&1 &&
     [ "$(val "$SCRATCH/ev3.out")" = "$(val "$SCRATCH/ev1.out")" ]
 ok $? "eval of the exported model (model.blocks deck, pp=2) = the supernet's eval of the subnet, bitwise"
+# search: every subnet once in search.jsonl, the same file on another layout, the best's val_loss
+# what eval says of it, a parameter budget kept.
+# shellcheck disable=SC2086
+$MPIEXEC -n 1 "$MINDPIPE" search -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" --out "$SCRATCH/s1" \
+    --population 4 --generations 3 > "$SCRATCH/s1.out" 2>&1
+ok $? "evolutionary search: $(tail -n 1 "$SCRATCH/s1.out")"
+# shellcheck disable=SC2086
+$MPIEXEC -n 2 "$MINDPIPE" search -c "$layout_deck" --set data.path="$data" $SN --set parallel.pp=2 --ckpt "$CK" \
+    --out "$SCRATCH/s2" --population 4 --generations 3 > "$SCRATCH/s2.out" 2>&1 && cmp -s "$SCRATCH/s1/search.jsonl" "$SCRATCH/s2/search.jsonl"
+ok $? "the same search at pp=2 writes the same search.jsonl, byte for byte"
+best=$("$TORCH_PYTHON" -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+subnets = [r['subnet'] for r in rows]
+assert len(rows) >= 4 and len(set(subnets)) == len(subnets), 'each subnet once'
+b = min(rows, key=lambda r: r['val_loss'])
+print(b['subnet'], repr(b['val_loss']))" "$SCRATCH/s1/search.jsonl")
+ok $? "search.jsonl: every subnet evaluated once (best: $best)"
+# shellcheck disable=SC2086
+$MPIEXEC -n 1 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" --subnet "${best% *}" \
+    > "$SCRATCH/ev4.out" 2>&1 && "$TORCH_PYTHON" -c "import sys; sys.exit(float(sys.argv[1]) != float(sys.argv[2]))" \
+    "$(val "$SCRATCH/ev4.out")" "${best#* }"
+ok $? "eval --subnet of the best = its val_loss in search.jsonl"
+# shellcheck disable=SC2086
+$MPIEXEC -n 1 "$MINDPIPE" search -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" --out "$SCRATCH/s3" \
+    --method random --population 4 --generations 2 --max-params 30000 > "$SCRATCH/s3.out" 2>&1 &&
+    "$TORCH_PYTHON" -c "
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+sys.exit(not (rows and all(r['params'] <= 30000 for r in rows)))" "$SCRATCH/s3/search.jsonl"
+ok $? "random search under --max-params 30000: every subnet within it"
 # shellcheck disable=SC2086
 $MPIEXEC -n 1 "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --ckpt "$CK" > "$SCRATCH/ev.out" 2>&1
 [ $? -ne 0 ] && grep -q "give --subnet" "$SCRATCH/ev.out"

@@ -18,6 +18,7 @@
 #include "schedule.h"
 #include "selftest.h"
 #include "eval.h"
+#include "search.h"
 #include "sim.h"
 #include "swapsim.h"
 #include "train.h"
@@ -33,6 +34,8 @@ static void usage(FILE *f)
             "  inspect CKPT.h5\n"
             "  eval -c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]  (val_loss of a checkpoint, any layout)\n"
             "  export -c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5  (a supernet's subnet as a plain model)\n"
+            "  search -c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
+            "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]  (subnets by val_loss)\n"
             "  debug-grads -c DECK [--set ...] --out FILE.h5   (step-0 gradients for the PyTorch check)\n"
             "  deck-reference                                  (Markdown table of every deck key)\n"
             "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
@@ -47,7 +50,10 @@ static void usage(FILE *f)
 typedef struct {
     run_opts_t run;
     char *sets[MAX_SETS];
-    const char *text, *out, *ckpt, *subnet;
+    const char *text, *out, *ckpt, *subnet, *method;
+    int population, generations, seed_set;
+    double mutation, max_params, max_flops;
+    unsigned long long seed;
     double val_fraction;
     int threads, pp, m, v, list, swap;
     double alpha;
@@ -63,6 +69,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
     memset(c, 0, sizeof *c);
     c->val_fraction = 0.05;
     c->alpha = -1.0;
+    c->population = 8, c->generations = 4, c->mutation = 0.2;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
@@ -74,6 +81,13 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--resume") && has_val) c->run.resume = argv[++i];
         else if (!strcmp(a, "--ckpt") && has_val) c->ckpt = argv[++i];
         else if (!strcmp(a, "--subnet") && has_val) c->subnet = argv[++i];
+        else if (!strcmp(a, "--method") && has_val) c->method = argv[++i];
+        else if (!strcmp(a, "--population") && has_val) c->population = atoi(argv[++i]);
+        else if (!strcmp(a, "--generations") && has_val) c->generations = atoi(argv[++i]);
+        else if (!strcmp(a, "--mutation") && has_val) c->mutation = atof(argv[++i]);
+        else if (!strcmp(a, "--max-params") && has_val) c->max_params = atof(argv[++i]);
+        else if (!strcmp(a, "--max-flops") && has_val) c->max_flops = atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && has_val) c->seed = strtoull(argv[++i], NULL, 10), c->seed_set = 1;
         else if (!strcmp(a, "--text") && has_val) c->text = argv[++i];
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
@@ -162,6 +176,14 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
     if (!strcmp(cmd, "eval")) {
         if (!c->ckpt) return MP_ERROR("eval needs --ckpt CKPT.h5 (and -c DECK: the model and the data)"), 2;
         return eval_main(&c->run, c->ckpt, c->subnet);
+    }
+    if (!strcmp(cmd, "search")) {
+        if (!c->ckpt || !c->out) return MP_ERROR("search needs -c DECK (the supernet's), --ckpt CKPT.h5 and --out DIR"), 2;
+        if (c->method && strcmp(c->method, "evolution") && strcmp(c->method, "random"))
+            return MP_ERROR("--method '%s': evolution or random", c->method), 2;
+        search_cfg_t s = {c->ckpt, c->out, !c->method || !strcmp(c->method, "evolution"), c->population, c->generations,
+                          c->mutation, c->max_params, c->max_flops, c->seed_set ? c->seed : 1};
+        return search_main(&c->run, &s);
     }
     if (!strcmp(cmd, "export")) {
         if (!c->ckpt || !c->subnet || !c->out)

@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-enum { RNG_STREAM_DATA = 1, RNG_STREAM_INIT = 2, RNG_STREAM_DROPOUT = 3, RNG_STREAM_SUBNET = 4 };
+enum { RNG_STREAM_DATA = 1, RNG_STREAM_INIT = 2, RNG_STREAM_DROPOUT = 3, RNG_STREAM_SUBNET = 4, RNG_STREAM_SEARCH = 5 };
 
 static inline uint64_t rng_mix(uint64_t z)
 {
