@@ -280,7 +280,7 @@ def subnet(cfg, seed, t):
 
 def cmd_supernet(args):
     """Subnet t trains on batch t; the candidates it activated take an AdamW step right after, each
-    with its own counter, clipped by their own norm; the shared tensors sum their gradients over the
+    with its own counter and clipped by its own norm; the shared tensors sum their gradients over the
     window and step once per window, clipped by the sum's norm."""
     cfg, deck, model, _ = read_file(args.file)
     d = deck["train"]
@@ -325,9 +325,11 @@ def cmd_supernet(args):
         for l in range(cfg["layers"]):
             if sel[l] >= 0 and cfg["cands"][sel[l]][0] > 0:
                 counts[(l, sel[l])] = counts.get((l, sel[l]), 0) + 1
-        cn = norm(active, grads)
-        adamw(active, grads, clip / cn if clip > 0 and cn > clip else 1.0,
-              lambda n: counts[(int(n.split(".")[1]), int(n.split(".")[2][1:]))], lr)
+        for l in range(cfg["layers"]):  # each candidate clipped by its own norm
+            mine = [n for n in active if int(n.split(".")[1]) == l]
+            if mine:
+                cn = norm(mine, grads)
+                adamw(mine, grads, clip / cn if clip > 0 and cn > clip else 1.0, lambda n: counts[(l, sel[l])], lr)
         for n in shared:
             acc[n] += grads[n]
         if (t + 1) % W == 0:

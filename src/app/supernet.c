@@ -79,10 +79,11 @@ void supernet_resume(run_t *r)
     sn->shared_t = r->adam_t;
 }
 
-static int entry_active(const param_entry_t *e, void *ctx)
+/* The candidate whose step is being taken (supernet_update sets it). */
+static int entry_this(const param_entry_t *e, void *ctx)
 {
     const run_t *r = ctx;
-    return e->cand >= 0 && r->sn.sel[e->layer] == e->cand;
+    return e->cand >= 0 && e->layer == r->sn.cur_layer && e->cand == r->sn.sel[e->layer];
 }
 
 static int entry_shared(const param_entry_t *e, void *ctx)
@@ -110,10 +111,15 @@ double supernet_update(run_t *r, long t, double lr)
     model_t *m = &r->model;
     supernet_t *sn = &r->sn;
     const double gnorm = sqrt(train_grad_sumsq_of(r, m->grads, NULL));
-    /* the candidates subnet t activated: now, clipped by their own norm */
+    /* the candidates subnet t activated: now, each clipped by its own norm (a block lives on one
+     * stage, so a pipeline can step it there, right after its backward, whatever the others do) */
     supernet_count(r, sn->sel);
-    const double cnorm = sqrt(train_grad_sumsq_of(r, m->grads, entry_active));
-    supernet_step(r, m->grads, entry_active, (float)lr, optim_clip_scale(cnorm, r->optim.grad_clip), 0);
+    for (int l = 0; l < r->deck.model.layers; l++) {
+        if (sn->sel[l] < 0 || r->deck.supernet.cands.shape[sn->sel[l]].heads == 0) continue;
+        sn->cur_layer = l;
+        const double cnorm = sqrt(train_grad_sumsq_of(r, m->grads, entry_this));
+        supernet_step(r, m->grads, entry_this, (float)lr, optim_clip_scale(cnorm, r->optim.grad_clip), 0);
+    }
     /* the shared tensors: summed over the window, then one step clipped by the sum's norm */
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
