@@ -71,6 +71,13 @@ static int emit_backward(instr_list_t *l, int mb, int k, int K, int pp)
     return rc ? MP_ERR : MP_OK;
 }
 
+int sched_emit_forward(instr_list_t *l, int mb, int k, int K, int pp) { return emit_forward(l, mb, k, K, pp); }
+int sched_emit_backward(instr_list_t *l, int mb, int k, int K, int pp) { return emit_backward(l, mb, k, K, pp); }
+int sched_emit_step_end(instr_list_t *l)
+{
+    return push(l, OP_REDUCE_GRADS, -1, -1, -1) | push(l, OP_OPTIMIZER_STEP, -1, -1, -1) ? MP_ERR : MP_OK;
+}
+
 /* Micro-step i of this stage's forward (or backward) sequence in Megatron's interleaved order:
  * groups of pp micro-batches per chunk, chunks ascending for forwards, descending for backwards. */
 static void interleaved_step(int i, int pp, int v, int backward, int stage, int *mb_p, int *k_p)

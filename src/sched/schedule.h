@@ -67,4 +67,11 @@ void sched_free(instr_list_t *l);
  * or the end of the run). first = drain = 1 gives 1f1b's list. MP_OK or MP_ERR. */
 int sched_build_2bw(instr_list_t *out, int stage, int pp, int m, int first, int drain);
 
+/* For builders of other schedules (causal.h): (micro-batch mb, chunk k of K) forward with its
+ * receive (or LOAD_BATCH) before and its send after; its backward likewise; the step's end
+ * (REDUCE_GRADS, OPTIMIZER_STEP). MP_OK or MP_ERR (allocation). */
+int sched_emit_forward(instr_list_t *l, int mb, int k, int K, int pp);
+int sched_emit_backward(instr_list_t *l, int mb, int k, int K, int pp);
+int sched_emit_step_end(instr_list_t *l);
+
 #endif
