@@ -102,7 +102,6 @@ static const char *type_name(key_type_t t);
 #define K_CHOICE_TEXT(s, k, f, def_, ch, doc_)                                                                \
     KEY_AT(s, k, f, T_CHOICE, def_, NAMES(ch), .text_offset = offsetof(deck_t, s.k), .text_size = FIELD_SIZE(s, k), \
            .doc = doc_)
-#define K_STR(s, k, def_, doc_) KEY(s, k, T_STRING, def_, .doc = doc_)
 /* Text with a syntax, kept as written in s.k and parsed by fn into the typed field s.p. */
 #define K_PARSED(s, k, p, def_, fn, rule_, doc_)                                                              \
     KEY(s, k, T_STRING, def_, .parse = fn, .parsed_offset = offsetof(deck_t, s.p), .parsed_size = FIELD_SIZE(s, p), \
@@ -604,48 +603,36 @@ bad:
     return MP_ERR;
 }
 
-static int parse_index_list(const char *v, void *out, char *why, size_t nwhy)
+/* Comma-separated integers from lo into l: MP_OK, or MP_ERR on anything else. */
+static int parse_ints(const char *v, deck_layer_list_t *l, long lo)
 {
-    deck_layer_list_t *l = out;
     l->n = 0;
     for (const char *p = v; *p;) {
         char *end;
         while (*p == ' ') p++;
-        if (!isdigit((unsigned char)*p) || l->n == DECK_LIST_MAX) goto bad;
+        if (!isdigit((unsigned char)*p) || l->n == DECK_LIST_MAX) return MP_ERR;
         errno = 0;
         long x = strtol(p, &end, 10);
-        if (errno || x < 0 || x > INT_MAX) goto bad;
+        if (errno || x < lo || x > INT_MAX) return MP_ERR;
         while (*end == ' ') end++;
-        if (*end && *end != ',') goto bad;
+        if (*end && *end != ',') return MP_ERR;
         l->layers[l->n++] = (int)x;
         p = *end ? end + 1 : end;
-        if (*end && !*p) goto bad; /* trailing comma */
+        if (*end && !*p) return MP_ERR; /* trailing comma */
     }
     return MP_OK;
-bad:
+}
+
+static int parse_index_list(const char *v, void *out, char *why, size_t nwhy)
+{
+    if (parse_ints(v, out, 0) == MP_OK) return MP_OK;
     snprintf(why, nwhy, "not a comma-separated list of layer indices from 0 (e.g. 0,2,3)");
     return MP_ERR;
 }
 
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
 {
-    deck_layer_list_t *l = out;
-    l->n = 0;
-    for (const char *p = v; *p;) {
-        char *end;
-        while (*p == ' ') p++;
-        if (!isdigit((unsigned char)*p) || l->n == DECK_LIST_MAX) goto bad;
-        errno = 0;
-        long x = strtol(p, &end, 10);
-        if (errno || x <= 0 || x > INT_MAX) goto bad;
-        while (*end == ' ') end++;
-        if (*end && *end != ',') goto bad;
-        l->layers[l->n++] = (int)x;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) goto bad; /* trailing comma */
-    }
-    return MP_OK;
-bad:
+    if (parse_ints(v, out, 1) == MP_OK) return MP_OK;
     snprintf(why, nwhy, "not a comma-separated list of positive integers (e.g. 2,3,3)");
     return MP_ERR;
 }

@@ -433,6 +433,24 @@ static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_a
     return 0.0;
 }
 
+/* The instructions that move a stash (memory policies): what each does, and its span's name. */
+static const char *const exec_move_span[OP_COUNT] = {[OP_OFFLOAD] = "offload", [OP_PREFETCH] = "prefetch",
+                                                     [OP_EVICT] = "evict", [OP_RECLAIM] = "reclaim",
+                                                     [OP_ACCEPT] = "accept", [OP_RETURN] = "return"};
+
+static void exec_move(exec_t *e, op_t op, int key)
+{
+    switch (op) {
+    case OP_OFFLOAD: stash_offload(&e->stash, key); break;
+    case OP_PREFETCH: stash_prefetch(&e->stash, key); break;
+    case OP_EVICT: bal_evict(&e->bal, key); break;
+    case OP_RECLAIM: bal_reclaim(&e->bal, key); break;
+    case OP_ACCEPT: bal_accept(&e->bal, key); break;
+    case OP_RETURN: bal_return(&e->bal, key); break;
+    default: break;
+    }
+}
+
 double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const model_ready_t *ready, int drain)
 {
     const exec_ctx_t *c = &e->c;
@@ -480,32 +498,17 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
             trace_span(c->trace, "send gradient", at.bt, at.mb, t0);
             break;
         case OP_OFFLOAD:
-            stash_offload(&e->stash, at.key);
-            trace_span(c->trace, "offload", at.bt, at.mb, t0);
-            break;
         case OP_PREFETCH:
-            stash_prefetch(&e->stash, at.key);
-            trace_span(c->trace, "prefetch", at.bt, at.mb, t0);
+        case OP_EVICT:
+        case OP_RECLAIM:
+        case OP_ACCEPT:
+        case OP_RETURN:
+            exec_move(e, in->op, at.key);
+            trace_span(c->trace, exec_move_span[in->op], at.bt, at.mb, t0);
             break;
         case OP_REDUCE_GRADS:
             bal_drain(&e->bal);
             exec_reduce_grads(e, &run, i, t, drain, t0);
-            break;
-        case OP_EVICT:
-            bal_evict(&e->bal, at.key);
-            trace_span(c->trace, "evict", at.bt, at.mb, t0);
-            break;
-        case OP_RECLAIM:
-            bal_reclaim(&e->bal, at.key);
-            trace_span(c->trace, "reclaim", at.bt, at.mb, t0);
-            break;
-        case OP_ACCEPT:
-            bal_accept(&e->bal, at.key);
-            trace_span(c->trace, "accept", at.bt, at.mb, t0);
-            break;
-        case OP_RETURN:
-            bal_return(&e->bal, at.key);
-            trace_span(c->trace, "return", at.bt, at.mb, t0);
             break;
         default:
             break;

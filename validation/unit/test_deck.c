@@ -110,7 +110,7 @@ static const char *full_deck =
     "[pipeline]\nlayers = 2,1,1,2\n"
     "[memory]\ndevice_limit = 2GiB\npolicy = recompute\n"
     "[checkpoint]\nevery = 200\nkeep = 0\n"
-    "[supernet]\nenabled = 1\nwindow = 4\ncandidates = \"mlp1,mlp2\"\n"
+    "[supernet]\nenabled = 1\nwindow = 4\ncandidates = \"h4m2, skip\"\n"
     "[debug]\ndump_activations = 7\nfail_at = 3:120\n"
     "[cost]\ngrid_gco2_per_kwh = 55.5\n";
 
@@ -144,16 +144,18 @@ static void test_full(void)
                d.pipeline.chunks.layers[1] == 1 && d.pipeline.chunks.layers[2] == 1 &&
                d.pipeline.chunks.layers[3] == 2 && d.memory.device_limit == 2ull << 30 &&
                d.memory.policy == DECK_POLICY_RECOMPUTE && d.checkpoint.every == 200 && d.checkpoint.keep == 0 &&
-               d.supernet.enabled == 1 && d.supernet.window == 4 && !strcmp(d.supernet.candidates, "mlp1,mlp2") &&
+               d.supernet.enabled == 1 && d.supernet.window == 4 && !strcmp(d.supernet.candidates, "h4m2, skip") &&
+               d.supernet.cands.n == 2 && d.supernet.cands.shape[0].heads == 4 && d.supernet.cands.shape[0].mlp_ratio == 2 &&
+               d.supernet.cands.shape[1].heads == 0 &&
                d.debug.dump_activations == 7 && !strcmp(d.debug.fail_at, "3:120") && d.debug.fail.rank == 3 &&
                d.debug.fail.step == 120 && d.debug.fail.mode == DECK_FAIL_KILL && d.cost.grid_gco2_per_kwh == 55.5,
-           "full deck: the other sections (quotes removed; pipeline.layers and fail_at parsed)");
+           "full deck: the other sections (quotes removed; pipeline.layers, candidates and fail_at parsed)");
 }
 
 static void test_round_trip(void)
 {
     deck_t a, b;
-    char *sets[] = {"train.lr=0.30000000000000004", "supernet.candidates=\"\"q\"\"", "train.weight_decay=1e-300"};
+    char *sets[] = {"train.lr=0.30000000000000004", "supernet.candidates=\"h2m1,skip\"", "train.weight_decay=1e-300"};
     if (load_text(&a, full_deck, sets, 3) != MP_OK) {
         tap_ok(0, "round trip: first load");
         show_errtext();
@@ -170,8 +172,8 @@ static void test_round_trip(void)
     show_errtext();
     tap_ok(rc == MP_OK && b.train.lr == 0.30000000000000004 && b.train.weight_decay == 1e-300 &&
                b.train.seed == UINT64_MAX && b.memory.device_limit == a.memory.device_limit &&
-               !strcmp(b.supernet.candidates, "\"q\"") && !strcmp(b.data.path, a.data.path),
-           "round trip: doubles exact, u64, bytes, a quoted string keep their values");
+               !strcmp(b.supernet.candidates, "h2m1,skip") && b.supernet.cands.n == 2 && !strcmp(b.data.path, a.data.path),
+           "round trip: doubles exact, u64, bytes, a quoted list keep their values");
     tap_ok(s1 && strstr(s1, "\n[cost]\ngrid_gco2_per_kwh = 55.5\n") && s1[0] == '#' &&
                strstr(s1, "\nmin_lr = 0.0003\n"),
            "deck_write: header comment, sections, shortest exact doubles");
