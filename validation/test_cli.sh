@@ -42,6 +42,27 @@ ok $? "mindpipe sim refuses interleaved with m not a multiple of pp, naming the 
     awk -F'|' '/^\| [248] \|/ { n++; if ($5 + 0 < 1) bad++ } END { exit !(n == 6 && !bad) }' "$SCRATCH/swap.out"
 ok $? "mindpipe sim --swap: both layouts at 2, 4, 8 ranks, coordinated never slower"
 
+# Files: a temporary is never written through a link left under its name (the run directory's
+# deck.ini.tmp and a checkpoint's .tmp), and a target that is not a regular file is refused, never
+# replaced (a pipe, a symbolic link).
+mkdir -p "$SCRATCH/lnk/ckpt" && echo keep > "$SCRATCH/victim1" && echo keep > "$SCRATCH/victim2"
+ln -s "$SCRATCH/victim1" "$SCRATCH/lnk/deck.ini.tmp" && ln -s "$SCRATCH/victim2" "$SCRATCH/lnk/ckpt/step_00000010.h5.tmp"
+"$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --out "$SCRATCH/lnk" > "$SCRATCH/lnk.out" 2>&1 &&
+    [ "$(cat "$SCRATCH/victim1")" = keep ] && [ "$(cat "$SCRATCH/victim2")" = keep ] &&
+    [ -f "$SCRATCH/lnk/deck.ini" ] && [ ! -L "$SCRATCH/lnk/deck.ini" ] &&
+    "$MINDPIPE" inspect "$SCRATCH/lnk/ckpt/step_00000010.h5" > /dev/null 2>&1
+ok $? "links named deck.ini.tmp and step_00000010.h5.tmp: the run writes its own files, the links' targets untouched"
+printf 'In the beginning\n%.0s' $(seq 1 200) > "$SCRATCH/small.txt"
+mkfifo "$SCRATCH/pipe.h5"
+expect_fail "prep onto a pipe is refused, naming it" "refusing to replace $SCRATCH/pipe.h5: it is a device, pipe or socket" \
+    "$MINDPIPE" prep --text "$SCRATCH/small.txt" --out "$SCRATCH/pipe.h5"
+[ -p "$SCRATCH/pipe.h5" ] && [ -z "$(ls "$SCRATCH" | grep 'pipe.h5.tmp')" ]
+ok $? "the pipe is still a pipe and no temporary is left"
+echo keep > "$SCRATCH/victim3" && ln -s "$SCRATCH/victim3" "$SCRATCH/link.h5"
+expect_fail "prep onto a symbolic link is refused" "symbolic link" "$MINDPIPE" prep --text "$SCRATCH/small.txt" --out "$SCRATCH/link.h5"
+[ -L "$SCRATCH/link.h5" ] && [ "$(cat "$SCRATCH/victim3")" = keep ]
+ok $? "the link and its target are as they were"
+
 # Corrupt checkpoints: refused, never half-loaded; resume auto falls back to the good one.
 T --set train.steps=4 --set train.warmup=1 --set checkpoint.every=2 > /dev/null 2>&1
 ok $? "a short run with checkpoints at steps 2 and 4"

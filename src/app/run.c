@@ -130,7 +130,7 @@ static int run_write_deck(const run_t *r)
 {
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/deck.ini", r->out_dir);
-    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK) return MP_ERR;
+    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
     FILE *f = fopen(tmp, "w");
     if (!f) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
     int rc = deck_write(&r->deck, f);

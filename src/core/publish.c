@@ -6,6 +6,7 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -44,6 +45,17 @@ void publish_dir_name(const char *path, char *dir_p, size_t n)
     snprintf(dir_p, n, "%s", dirname(tmp));
 }
 
+int publish_tmp_prepare(const char *tmp)
+{
+    struct stat st;
+    if (lstat(tmp, &st) != 0) return MP_OK; /* nothing there */
+    /* a stale temporary, or a link someone left: writing through it would land outside the run */
+    if (unlink(tmp) != 0)
+        return MP_FAIL("cannot write beside %s: a %s is in the way and cannot be removed: %s", tmp,
+                       S_ISDIR(st.st_mode) ? "directory" : "file", strerror(errno));
+    return MP_OK;
+}
+
 void publish_discard(const char *tmp)
 {
     if (unlink(tmp) != 0 && errno != ENOENT) MP_WARN("cannot remove the temporary file %s: %s", tmp, strerror(errno));
@@ -53,6 +65,14 @@ int publish_commit(const char *tmp, const char *path)
 {
     /* the contents reach the disk before the name does: a crash after the rename must not find
      * the new name on a file whose blocks were never written */
+    struct stat st;
+    if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* rename would replace a device, a link or a directory */
+        publish_discard(tmp);
+        return MP_FAIL("refusing to replace %s: it is a %s, not a regular file", path,
+                       S_ISLNK(st.st_mode) ? "symbolic link (name its target instead)"
+                       : S_ISDIR(st.st_mode) ? "directory"
+                                             : "device, pipe or socket");
+    }
     if (publish_fsync_path(tmp, 0) != MP_OK) {
         publish_discard(tmp);
         return MP_ERR;

@@ -21,9 +21,15 @@ int publish_tmp_name(const char *path, char *tmp_p, size_t n);
  * MP_ERR naming path when it does not fit. */
 int publish_tmp_name_pid(const char *path, char *tmp_p, size_t n);
 
+/* Removes whatever is at tmp before the writer creates it (a stale temporary, or a symbolic link
+ * that would make the write land outside the run directory). One writer calls it (one rank of a
+ * collective, before the collective create). MP_OK, or MP_ERR naming tmp when something there cannot
+ * be removed (a directory). */
+int publish_tmp_prepare(const char *tmp);
 /* Publishes the closed, complete file tmp as path: fsync tmp, rename it over path, fsync path's
  * directory. MP_OK, or MP_ERR with a message naming the file. A failure before the rename removes
- * tmp and leaves path as it was (the old file, or none); a failure of the directory fsync leaves
+ * tmp and leaves path as it was (the old file, or none); so does a path that exists and is not a
+ * regular file (a device, pipe, directory or symbolic link is refused, never replaced); a failure of the directory fsync leaves
  * the new file in place under path, though its name may not survive a crash. */
 int publish_commit(const char *tmp, const char *path);
 

@@ -111,6 +111,9 @@ int actdump_write(actdump_t *d, MPI_Comm comm, const char *dir, const wait_cfg_t
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/activations_step_%08ld.h5", dir, d->step);
     publish_tmp_name(path, tmp, sizeof tmp); /* fits: tmp has room for path and ".tmp" */
+    bad = rank == 0 && publish_tmp_prepare(tmp) != MP_OK; /* before the collective create, agreed on */
+    wait_allreduce(w, &bad, 1, MPI_INT, MPI_MAX, comm, "the activation dump's temporary name");
+    if (bad) return MP_ERR;
     h5_quiet_t q;
     h5_quiet_begin(&q);
     bad = actdump_file(d, comm, tmp) != MP_OK;

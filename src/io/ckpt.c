@@ -419,6 +419,8 @@ int ckpt_write_parallel(const char *path, const param_table_t *gtab, const ckpt_
     MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
     char tmp[4200];
     if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK) return MP_ERR; /* the same path on every rank */
+    /* rank 0 clears the name, and every rank knows it did before the collective create */
+    if (ckpt_agree(pt, rank == 0 ? publish_tmp_prepare(tmp) : MP_OK) != MP_OK) return MP_ERR;
     h5_quiet_t q;
     h5_quiet_begin(&q);
     int rc = ckpt_agree(pt, ckpt_write_file(tmp, gtab, pt, st, deck_text));

@@ -281,7 +281,7 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
 
     char tmp[4200], dir[4096], base[4096];
     /* a private temporary: two jobs may prepare the same dataset at once */
-    if (publish_tmp_name_pid(out_path, tmp, sizeof tmp) != MP_OK) goto err_free_tok;
+    if (publish_tmp_name_pid(out_path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) goto err_free_tok;
     publish_dir_name(out_path, dir, sizeof dir);
     snprintf(base, sizeof base, "%s", text_path);
     const char *source = basename(base);
