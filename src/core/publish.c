@@ -68,10 +68,11 @@ int publish_commit(const char *tmp, const char *path)
     struct stat st;
     if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) { /* rename would replace a device, a link or a directory */
         publish_discard(tmp);
-        return MP_FAIL("refusing to replace %s: it is a %s, not a regular file", path,
+        return MP_FAIL("refusing to replace %s: it is a %s, not a regular file (%s removed)", path,
                        S_ISLNK(st.st_mode) ? "symbolic link (name its target instead)"
                        : S_ISDIR(st.st_mode) ? "directory"
-                                             : "device, pipe or socket");
+                                             : "device, pipe or socket",
+                       tmp);
     }
     if (publish_fsync_path(tmp, 0) != MP_OK) {
         publish_discard(tmp);

@@ -393,7 +393,7 @@ static void test_publish(void)
            "publish: commit of a missing temporary fails naming it, the old file intact");
     show_errtext();
 
-    /* the rename fails (PATH is a non-empty directory): the temporary is removed, PATH untouched */
+    /* PATH is a directory: refused before the rename, the temporary removed, PATH untouched */
     const char *busy = tpath("busy");
     char busy_tmp[1100], inner[1100];
     mkdir(busy, 0700);
@@ -405,7 +405,7 @@ static void test_publish(void)
     rc = publish_commit(busy_tmp, busy);
     capture_end();
     tap_ok(rc == MP_ERR && strstr(errtext, "busy.tmp") && access(busy_tmp, F_OK) != 0 && access(inner, F_OK) == 0,
-           "publish: a failed rename names both files, removes the temporary and leaves PATH");
+           "publish: a directory at PATH is refused naming both files, the temporary removed, PATH untouched");
     show_errtext();
 
     write_text(tmp, "new\n");
