@@ -218,6 +218,14 @@ def comparable(name, a, b, cfg):
     return a, b
 
 
+def check_final(path, P, cfg, what):
+    """The checkpoint's weights against P's, every tensor within 1e-4."""
+    with h5py.File(path, "r") as f:
+        worst, name = max((rel(*comparable(n, np.array(f["model"][n]), P[n].detach().numpy(), cfg)), n) for n in P)
+    check(worst <= 1e-4, f"{what} within 1e-4 (worst {name} rel {worst:.1e}; key bias excluded: its gradient is "
+                         "exactly zero)")
+
+
 def cmd_train(args):
     cfg, deck, model, _ = read_file(args.file)
     d = deck["train"]
@@ -262,10 +270,7 @@ def cmd_train(args):
     check(worst_loss <= 1e-4, f"{steps} AdamW steps ({rule}): every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
     check(worst_norm <= 1e-3, f"{steps} AdamW steps ({rule}): every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
     if args.final:
-        with h5py.File(args.final, "r") as f:
-            worst, name = max((rel(*comparable(n, np.array(f["model"][n]), P[n].detach().numpy(), cfg)), n) for n in P)
-        check(worst <= 1e-4, f"final weights after {steps} steps within 1e-4 (worst {name} rel {worst:.1e}; "
-                             "key bias excluded: its gradient is exactly zero)")
+        check_final(args.final, P, cfg, f"final weights after {steps} steps")
 
 
 # ---- supernet training (the sequential reference: ARCHITECTURE.md §4) ----
@@ -345,10 +350,7 @@ def cmd_supernet(args):
     check(worst_loss <= 1e-4, f"{steps} subnets (window {W}): every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
     check(worst_norm <= 1e-3, f"{steps} subnets: every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
     if args.final:
-        with h5py.File(args.final, "r") as f:
-            worst, name = max((rel(*comparable(n, np.array(f["model"][n]), P[n].detach().numpy(), cfg)), n) for n in P)
-        check(worst <= 1e-4, f"final weights of every candidate after {steps} subnets within 1e-4 (worst {name} rel "
-                             f"{worst:.1e}; key bias excluded)")
+        check_final(args.final, P, cfg, f"final weights of every candidate after {steps} subnets")
 
 
 # ---- activations ----

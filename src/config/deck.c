@@ -545,6 +545,16 @@ static int parse_order(const char *v, void *out, char *why, size_t nwhy)
 }
 
 /* "" or "a,b,c" with positive integers (spaces allowed around them). */
+/* After a list item ending at end: p moves past its ',' (spaces allowed before it). MP_ERR on anything
+ * else after the item, or a trailing comma. */
+static int list_next(const char **p, const char *end)
+{
+    while (*end == ' ') end++;
+    if (*end && *end != ',') return MP_ERR;
+    *p = *end ? end + 1 : end;
+    return *end && !**p ? MP_ERR : MP_OK;
+}
+
 static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_policy_list_t *l = out;
@@ -556,11 +566,7 @@ static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy)
             if (*p == deck_policy_letters[i]) pol = i;
         if (pol < 0 || l->n == DECK_LIST_MAX) goto bad;
         l->policy[l->n++] = (deck_policy_t)pol;
-        const char *end = p + 1;
-        while (*end == ' ') end++;
-        if (*end && *end != ',') goto bad;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) goto bad; /* trailing comma */
+        if (list_next(&p, p + 1) != MP_OK) goto bad;
     }
     return MP_OK;
 bad:
@@ -591,10 +597,7 @@ static int parse_block_list(const char *v, void *out, char *why, size_t nwhy)
         }
         if (l->n == DECK_LIST_MAX) goto bad;
         l->shape[l->n++] = b;
-        while (*end == ' ') end++;
-        if (*end && *end != ',') goto bad;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) goto bad; /* trailing comma */
+        if (list_next(&p, end) != MP_OK) goto bad;
     }
     return MP_OK;
 bad:
@@ -614,11 +617,8 @@ static int parse_ints(const char *v, deck_layer_list_t *l, long lo)
         errno = 0;
         long x = strtol(p, &end, 10);
         if (errno || x < lo || x > INT_MAX) return MP_ERR;
-        while (*end == ' ') end++;
-        if (*end && *end != ',') return MP_ERR;
         l->layers[l->n++] = (int)x;
-        p = *end ? end + 1 : end;
-        if (*end && !*p) return MP_ERR; /* trailing comma */
+        if (list_next(&p, end) != MP_OK) return MP_ERR;
     }
     return MP_OK;
 }
