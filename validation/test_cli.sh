@@ -85,4 +85,23 @@ with open(dst, 'r+b') as f:
 PY
 expect_fail "a flipped byte in a tensor is refused naming the tensor" "h.0.attn.qkv.w" T --set train.steps=6 --resume "$SCRATCH/flip.h5"
 expect_fail "a checkpoint of another model shape is refused naming the field" "dim" T --set model.dim=64 --set model.heads=4 --resume "$SCRATCH/good4.h5"
+# /state that cannot be: a negative step, adam_t above step; and a step past train.steps.
+for case in "neg step -1" "adam adam_t 9" "past step 30"; do
+    # shellcheck disable=SC2086
+    set -- $case
+    "$TORCH_PYTHON" -c "
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], 'r+') as f:
+    a = f['state'].attrs
+    a.modify(sys.argv[3], np.int64(int(sys.argv[4])))
+    if sys.argv[3] == 'step' and int(sys.argv[4]) > 0: a.modify('adam_t', np.int64(int(sys.argv[4])))
+" "$SCRATCH/good4.h5" "$SCRATCH/state_$1.h5" "$2" "$3"
+done
+expect_fail "a negative step is refused as a corrupt /state (no crash)" "/state is impossible (step -1" \
+    T --set train.steps=6 --resume "$SCRATCH/state_neg.h5"
+expect_fail "adam_t above step is refused" "/state is impossible (step 4, adam_t 9" T --set train.steps=6 --resume "$SCRATCH/state_adam.h5"
+expect_fail "inspect reports an impossible /state" "/state is impossible" "$MINDPIPE" inspect "$SCRATCH/state_neg.h5"
+expect_fail "a checkpoint past train.steps is refused, naming both" "is at step 30, past train.steps=6" \
+    T --set train.steps=6 --resume "$SCRATCH/state_past.h5"
 done_testing

@@ -177,6 +177,11 @@ int run_ckpt_resume(run_t *r)
     ckpt_state_t st;
     const double t0 = perf_now();
     if (run_ckpt_read(r, want, &st, 0) != MP_OK) return MP_ERR;
+    if (st.step > r->deck.train.steps) {
+        free(st.deck);
+        return MP_FAIL("%s is at step %ld, past train.steps=%d: raise train.steps to train on from it", want, st.step,
+                       r->deck.train.steps);
+    }
     const double dt = perf_now() - t0, mb = run_ckpt_file_mb(want);
     r->step = st.step;
     r->adam_t = st.adam_t;

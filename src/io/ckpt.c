@@ -499,6 +499,13 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
     h.st.data_cursor = (long)cursor;
     snprintf(h.st.schedule, sizeof h.st.schedule, "%s", sched ? sched : "");
     free(sched);
+    /* what every checkpoint satisfies: AdamW has stepped at most once per step (a supernet once per
+     * window), nothing counts below zero */
+    if (step < 0 || adam_t < 0 || adam_t > step || cursor < 0) {
+        MP_ERROR("%s: /state is impossible (step %lld, adam_t %lld, data_cursor %lld: none may be negative and adam_t "
+                 "is at most step): a corrupt file", path, (long long)step, (long long)adam_t, (long long)cursor);
+        goto err_free_head;
+    }
     H5Gclose(g);
     h.st.step = (long)step;
     h.st.adam_t = (long)adam_t;
