@@ -60,14 +60,20 @@ compare() {
 }
 # layouts_vs REF "RANKS NAME [--set ...]"...: trains each layout and compares it
 # with $SCRATCH/REF within the layout-invariance tolerance.
-layouts_vs() {
-    ref=$1; shift
-    for layout in "$@"; do
+layouts_vs() { lc_ref=$1; shift; layouts_cmp "" "$lc_ref" "" "$@"; }
+# layouts_cmp FLAGS REF COMMON "RANKS NAME [--set ...]"...: the same with COMMON's options (split
+# on spaces) before each layout's, compared under compare_runs.py's FLAGS ("" or --bitwise). Its
+# variables are lc_*: a caller's names are left alone.
+layouts_cmp() {
+    lc_flags=$1; lc_ref=$2; lc_common=$3; shift 3
+    for lc_layout in "$@"; do
         # shellcheck disable=SC2086
-        set -- $layout
-        n=$1; name=$2; shift 2
-        run "$n" "$name" "$@"; ok $? "$name: $n ranks, 20 steps"
-        compare "$name vs one rank" "$SCRATCH/$ref" "$SCRATCH/$name"
+        set -- $lc_layout
+        lc_n=$1; lc_name=$2; shift 2
+        # shellcheck disable=SC2086
+        run "$lc_n" "$lc_name" $lc_common "$@"; ok $? "$lc_name: $lc_n rank(s) $*"
+        # shellcheck disable=SC2086
+        compare "$lc_name vs $lc_ref" "$SCRATCH/$lc_ref" "$SCRATCH/$lc_name" $lc_flags
     done
 }
 refused() {

@@ -15,18 +15,11 @@ TPB="--set model.blocks=h4m4,h2m1,skip,h2m2"
 
 # shellcheck disable=SC2086
 run 1 ref $L4 $BLK; ok $? "blocks h4m4,h2m1,skip,h1m2 on one rank"
-for layout in "2 pp2 --set parallel.pp=2" \
-              "4 pp4 --set parallel.pp=4" \
-              "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
-              "1 rc --set memory.policy=recompute" \
-              "2 mix --set parallel.pp=2 --set memory.layers=o,r,s,k"; do
-    # shellcheck disable=SC2086
-    set -- $layout
-    n=$1; name=$2; shift 2
-    # shellcheck disable=SC2086
-    run "$n" "$name" $L4 $BLK "$@"; ok $? "$name: $n rank(s) $*"
-    compare "$name = one rank" "$SCRATCH/ref" "$SCRATCH/$name" --bitwise
-done
+layouts_cmp --bitwise ref "$L4 $BLK" "2 pp2 --set parallel.pp=2" \
+    "4 pp4 --set parallel.pp=4" \
+    "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
+    "1 rc --set memory.policy=recompute" \
+    "2 mix --set parallel.pp=2 --set memory.layers=o,r,s,k"
 # shellcheck disable=SC2086
 run 2 dp2 $L4 $BLK --set parallel.dp=2; ok $? "dp=2"
 compare "dp=2 within the layout tolerance" "$SCRATCH/ref" "$SCRATCH/dp2"

@@ -19,26 +19,19 @@ MIX="--set memory.layers=o,r,s,k"
 run 1 ref $L4; ok $? "keep, one rank (the reference)"
 # shellcheck disable=SC2086
 run 1 ref2 $L4 --set train.micro_batch=2; ok $? "keep, one rank, 4 micro-batches"
-for layout in "1 rc ref --set memory.policy=recompute" \
-              "1 sel ref --set memory.policy=selective" \
-              "1 off ref --set memory.policy=offload" \
-              "1 off0 ref --set memory.policy=offload --set memory.prefetch=0" \
-              "1 mix ref $MIX" \
-              "2 f1b2 ref --set parallel.pp=2 --set memory.policy=offload" \
-              "4 f1b4 ref2 --set parallel.pp=4 --set train.micro_batch=2 $MIX" \
-              "4 f1b4r ref2 --set parallel.pp=4 --set train.micro_batch=2 --set memory.policy=recompute" \
-              "4 f1b4k ref2 --set parallel.pp=4 --set train.micro_batch=2" \
-              "2 il2 ref --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 $MIX" \
-              "4 il4o ref2 --set parallel.pp=4 --set parallel.schedule=interleaved --set train.micro_batch=2 --set memory.policy=offload" \
-              "1 emu ref --set train.device=emu --set memory.policy=offload" \
-              "2 emu2 ref --set train.device=emu --set parallel.pp=2 $MIX"; do
-    # shellcheck disable=SC2086
-    set -- $layout
-    n=$1; name=$2; base=$3; shift 3
-    # shellcheck disable=SC2086
-    run "$n" "$name" $L4 "$@"; ok $? "$name: $n rank(s) $*"
-    compare "$name = keep" "$SCRATCH/$base" "$SCRATCH/$name" --bitwise
-done
+layouts_cmp --bitwise ref "$L4" "1 rc --set memory.policy=recompute" \
+    "1 sel --set memory.policy=selective" \
+    "1 off --set memory.policy=offload" \
+    "1 off0 --set memory.policy=offload --set memory.prefetch=0" \
+    "1 mix $MIX" \
+    "2 f1b2 --set parallel.pp=2 --set memory.policy=offload" \
+    "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 $MIX" \
+    "1 emu --set train.device=emu --set memory.policy=offload" \
+    "2 emu2 --set train.device=emu --set parallel.pp=2 $MIX"
+layouts_cmp --bitwise ref2 "$L4 --set train.micro_batch=2" "4 f1b4 --set parallel.pp=4 $MIX" \
+    "4 f1b4r --set parallel.pp=4 --set memory.policy=recompute" \
+    "4 f1b4k --set parallel.pp=4" \
+    "4 il4o --set parallel.pp=4 --set parallel.schedule=interleaved --set memory.policy=offload"
 
 # 2bw keeps two weight versions and no flush: its reference is keep under 2bw.
 B="--set parallel.schedule=2bw --set train.micro_batch=2"
@@ -68,17 +61,10 @@ done
 # micro-batches), alone, with other policies' letters mixed in, and on emu.
 # shellcheck disable=SC2086
 run 1 ref8 $L4 --set train.micro_batch=1; ok $? "keep, one rank, 8 micro-batches"
-for layout in "4 bk4 --set parallel.pp=4" \
-              "4 bal4 --set parallel.pp=4 --set memory.policy=balance" \
-              "4 balm --set parallel.pp=4 --set memory.layers=b,r,s,b" \
-              "4 bale --set parallel.pp=4 --set train.device=emu --set memory.policy=balance"; do
-    # shellcheck disable=SC2086
-    set -- $layout
-    n=$1; name=$2; shift 2
-    # shellcheck disable=SC2086
-    run "$n" "$name" $L4 --set train.micro_batch=1 "$@"; ok $? "$name: $n ranks $*"
-    compare "$name = keep" "$SCRATCH/ref8" "$SCRATCH/$name" --bitwise
-done
+layouts_cmp --bitwise ref8 "$L4 --set train.micro_batch=1" "4 bk4 --set parallel.pp=4" \
+    "4 bal4 --set parallel.pp=4 --set memory.policy=balance" \
+    "4 balm --set parallel.pp=4 --set memory.layers=b,r,s,b" \
+    "4 bale --set parallel.pp=4 --set train.device=emu --set memory.policy=balance"
 # An odd pipeline (its middle stage keeps its stashes) on emu, against one rank with its 6 layers;
 # tp2×pp4 and dp2×pp4 with ZeRO-1, against keep on the same layout.
 # shellcheck disable=SC2086

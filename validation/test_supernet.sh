@@ -40,17 +40,10 @@ torch "PyTorch's sequential supernet training" supernet "$SCRATCH/g.h5" --data "
     ! grep -q "/model/h.0.c2\." "$SCRATCH/inspect.out" && ! grep -q "/model/h.0.ln1" "$SCRATCH/inspect.out"
 ok $? "the checkpoint holds every candidate (h.{l}.c{k}.*; none for skip) and the shared tensors: 100 tensors"
 
-for layout in "2 pp2 --set parallel.pp=2" \
-              "4 pp4 --set parallel.pp=4" \
-              "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
-              "2 rc --set parallel.pp=2 --set memory.policy=recompute"; do
-    # shellcheck disable=SC2086
-    set -- $layout
-    n=$1; name=$2; shift 2
-    # shellcheck disable=SC2086
-    run "$n" "$name" $SN "$@"; ok $? "$name: $n rank(s) $*"
-    compare "$name = one rank" "$SCRATCH/ref" "$SCRATCH/$name" --bitwise
-done
+layouts_cmp --bitwise ref "$SN" "2 pp2 --set parallel.pp=2" \
+    "4 pp4 --set parallel.pp=4" \
+    "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
+    "2 rc --set parallel.pp=2 --set memory.policy=recompute"
 TPC="--set supernet.candidates=h4m4,h2m2,skip"
 # shellcheck disable=SC2086
 run 1 tref $SN $TPC; ok $? "candidates h4m4,h2m2,skip on one rank"

@@ -14,17 +14,16 @@ static int export_deck(const run_t *r, const int *sel, deck_t *d)
     *d = r->deck;
     const int L = d->model.layers;
     if (L > DECK_LIST_MAX) return MP_FAIL("export: %d layers, more than model.blocks can list (%d)", L, DECK_LIST_MAX);
-    size_t o = 0;
-    for (int l = 0; l < L; l++) {
-        const block_shape_t sh = sel[l] >= 0 ? r->deck.supernet.cands.shape[sel[l]]
-                                             : (block_shape_t){d->model.heads, d->model.mlp_ratio};
-        d->model.shapes.shape[l] = sh;
-        o += sh.heads ? (size_t)snprintf(d->model.blocks + o, o < DECK_STR ? DECK_STR - o : 0, "%sh%dm%d", l ? "," : "",
-                                         sh.heads, sh.mlp_ratio)
-                      : (size_t)snprintf(d->model.blocks + o, o < DECK_STR ? DECK_STR - o : 0, "%sskip", l ? "," : "");
-    }
-    if (o >= DECK_STR) return MP_FAIL("export: model.blocks of %d layers is longer than a deck value (%d)", L, DECK_STR - 1);
+    for (int l = 0; l < L; l++)
+        d->model.shapes.shape[l] = sel[l] >= 0 ? r->deck.supernet.cands.shape[sel[l]]
+                                               : (block_shape_t){d->model.heads, d->model.mlp_ratio};
     d->model.shapes.n = L;
+    const model_cfg_t cfg = {.layers = L, .dim = d->model.dim, .heads = d->model.heads, .shape = d->model.shapes.shape};
+    char text[DECK_LIST_MAX * 12];
+    param_blocks_text(&cfg, text, sizeof text);
+    if (strlen(text) >= DECK_STR)
+        return MP_FAIL("export: model.blocks of %d layers is longer than a deck value (%d)", L, DECK_STR - 1);
+    snprintf(d->model.blocks, DECK_STR, "%s", text);
     d->supernet.enabled = 0;
     d->supernet.candidates[0] = d->supernet.blocks[0] = 0;
     d->supernet.cands.n = d->supernet.choice.n = 0;

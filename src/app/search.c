@@ -142,7 +142,7 @@ static int search_run(search_t *s)
             continue;
         }
         sort_pop(s, pop, n);
-        const int parents = n / 2 > 0 ? n / 2 : 1, n0 = n;
+        const int parents = n / 2 > 0 ? n / 2 : 1;
         for (int child = 0; child < P; child++) {
             int tries = 0;
             do { /* uniform crossover of two parents, then mutation; within the budget */
@@ -161,7 +161,6 @@ static int search_run(search_t *s)
         }
         sort_pop(s, pop, n);
         n = n < P ? n : P; /* the best P survive */
-        (void)n0;
     }
     free(g), free(pop);
     return rc;
