@@ -379,6 +379,7 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
         h5_attr_write_string(g, "deck", deck_text ? deck_text : "", where) != MP_OK ||
         ckpt_blocks_write(g, c, where) != MP_OK)
         goto err_close_group;
+    if (st->run_id[0] && h5_attr_write_string(g, "run_id", st->run_id, where) != MP_OK) goto err_close_group;
     rc = MP_OK;
 err_close_group:
     H5Gclose(g);
@@ -499,6 +500,12 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
     h.st.data_cursor = (long)cursor;
     snprintf(h.st.schedule, sizeof h.st.schedule, "%s", sched ? sched : "");
     free(sched);
+    htri_t has_id; /* absent in files written before run ids: "" (whichever run resumes them owns them) */
+    char *run_id = NULL;
+    H5_TRY(has_id = H5Aexists(g, "run_id"), err_free_head, where);
+    if (has_id > 0 && ckpt_attr_read_string(g, "run_id", &run_id, where) != MP_OK) goto err_free_head;
+    snprintf(h.st.run_id, sizeof h.st.run_id, "%s", run_id ? run_id : "");
+    free(run_id);
     /* what every checkpoint satisfies: AdamW has stepped at most once per step (a supernet once per
      * window), nothing counts below zero */
     if (step < 0 || adam_t < 0 || adam_t > step || cursor < 0) {

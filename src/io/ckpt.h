@@ -9,7 +9,8 @@
  *                                (int: 2 with /model_prev, else 1), schedule (string),
  *                                layout (string, e.g. "dp=1 tp=1 pp=1 sp=1"), deck (string: the
  *                                resolved deck), model shape attributes layers dim heads seq_len
- *                                vocab mlp_ratio (int).
+ *                                vocab mlp_ratio (int), run_id (string, 32 hex digits: the run
+ *                                that wrote it; absent in older files).
  * Every float dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements. The
  * sum is position-keyed and order-free, so ranks writing hyperslabs can add their parts.
  * Files are written as NAME.tmp and published atomically (publish.h: fsync, rename, fsync of the
@@ -30,6 +31,9 @@
 
 #include <mpi.h>
 
+/* A run's identity: 128 random bits as 32 lowercase hex digits (ckpt_files.h, run directories). */
+#define CKPT_RUN_ID_LEN 32
+
 typedef struct {
     long step;
     long adam_t;
@@ -38,6 +42,7 @@ typedef struct {
     int weight_versions; /* 2: /model_prev present (2bw) */
     char layout[128];
     char schedule[64];
+    char run_id[CKPT_RUN_ID_LEN + 1]; /* the run that wrote it (32 hex digits); "" in files before run ids */
     char *deck;          /* malloc'd resolved deck text (NULL when writing: taken from the caller) */
 } ckpt_state_t;
 
