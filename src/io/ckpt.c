@@ -14,7 +14,14 @@
  * order-free and keyed by the global index).
  *
  * HDF5's automatic error printing is switched off around every public entry point (and restored
- * after): each failure is reported once, as our own message naming the file and the dataset. */
+ * after): each failure is reported once, as our own message naming the file and the dataset.
+ *
+ * File checksum (filesum.h): libhdf5 trusts a file's metadata and crashes on some damaged files, so
+ * every file is created with a user block, sealed by rank 0 after the close (its metadata hashed,
+ * the tensors' raw data left to their own checksums), and every reader checks the seal with plain
+ * POSIX I/O before HDF5 opens the file: a damaged file is refused naming it, HDF5 never sees it.
+ * Files without the seal (older MindPipe, foreign HDF5) are refused by the readers; inspect reports
+ * that and reads them anyway in a child process, so a crash of libhdf5 becomes a message. */
 #include <stdio.h>
 
 #include "ckpt.h"
@@ -24,10 +31,13 @@
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "arena.h"
 #include "check.h"
+#include "filesum.h"
 #include "h5util.h"
 #include "publish.h"
 #include "rng.h"
@@ -225,14 +235,22 @@ err:
     return MP_ERR;
 }
 
-/* Opens (create = 0) or creates fname over the part's communicator with the MPI-IO driver. */
-static hid_t ckpt_open(const char *fname, const ckpt_part_t *pt, int create)
+/* Opens (ub = 0) or creates fname over the part's communicator with the MPI-IO driver; a created
+ * file gets a user block of ub bytes for the file checksum (filesum.h). */
+static hid_t ckpt_open(const char *fname, const ckpt_part_t *pt, uint64_t ub)
 {
-    hid_t fapl = -1, f = -1;
+    hid_t fapl = -1, fcpl = -1, f = -1;
     H5_TRY(fapl = H5Pcreate(H5P_FILE_ACCESS), out, fname);
     H5_TRY(H5Pset_fapl_mpio(fapl, pt->comm, MPI_INFO_NULL), err_close_fapl, fname);
-    if (create) H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), err_close_fapl, fname);
-    else H5_TRY(f = H5Fopen(fname, H5F_ACC_RDONLY, fapl), err_close_fapl, fname);
+    if (ub) {
+        H5_TRY(fcpl = H5Pcreate(H5P_FILE_CREATE), err_close_fapl, fname);
+        H5_TRY(H5Pset_userblock(fcpl, (hsize_t)ub), err_close_fcpl, fname);
+        H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, fcpl, fapl), err_close_fcpl, fname);
+    } else {
+        H5_TRY(f = H5Fopen(fname, H5F_ACC_RDONLY, fapl), err_close_fapl, fname);
+    }
+err_close_fcpl:
+    if (fcpl >= 0) H5Pclose(fcpl);
 err_close_fapl:
     H5Pclose(fapl);
 out:
@@ -257,10 +275,11 @@ static int ckpt_agree(const ckpt_part_t *pt, int rc)
 
 /* Moves every tensor of gtab in group gname: each rank its shard's hyperslab (collective
  * transfers: every rank takes part in every dataset, selecting nothing where it holds nothing).
- * Writing creates the datasets and stores checksums; reading checks shapes, and sums[i] gets the
- * rank's partial checksum of dataset i (stored[i] the file's). */
+ * Writing creates the datasets, stores checksums and puts each dataset's raw data extent in ext[i]
+ * (for the file checksum); reading checks shapes, and sums[i] gets the rank's partial checksum of
+ * dataset i (stored[i] the file's). */
 static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, const ckpt_part_t *pt, float *buf,
-                         int writing, uint64_t *sums, uint64_t *stored, const char *fname)
+                         int writing, uint64_t *sums, uint64_t *stored, filesum_ext_t *ext, const char *fname)
 {
     int rc = MP_ERR;
     hid_t lcpl = -1, gcpl = -1, g = -1, dxpl = -1;
@@ -298,6 +317,12 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
         if (writing) {
             H5_TRY(fs = H5Screate_simple(ge->ndim, dims, NULL), next, where);
             H5_TRY(d = H5Dcreate2(g, ge->name, H5T_IEEE_F32LE, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), next, where);
+            /* contiguous and allocated at creation (MPI-IO): its bytes are known and never move */
+            ext[i] = (filesum_ext_t){H5Dget_offset(d), H5Dget_storage_size(d)};
+            if (ext[i].offset == HADDR_UNDEF || ext[i].length == 0) {
+                MP_ERROR("%s: HDF5 gives no file extent for the dataset (the file checksum needs it)", where);
+                goto next;
+            }
         } else {
             int exists = ckpt_path_exists(g, ge->name, where);
             if (exists == 0) MP_ERROR("checkpoint %s has no dataset /%s/%s", fname, gname, ge->name);
@@ -387,16 +412,22 @@ out:
     return rc;
 }
 
-/* Creates fname over the part's communicator, writes everything and closes it (collective). */
+/* Creates fname over the part's communicator with a user block of ub bytes, writes everything and
+ * closes it (collective). ext (room for every dataset) gets the raw data extents, *n_ext_p their count. */
 static int ckpt_write_file(const char *fname, const param_table_t *gtab, const ckpt_part_t *pt,
-                           const ckpt_state_t *st, const char *deck_text)
+                           const ckpt_state_t *st, const char *deck_text, uint64_t ub, filesum_ext_t *ext,
+                           size_t *n_ext_p)
 {
-    hid_t f = ckpt_open(fname, pt, 1);
+    hid_t f = ckpt_open(fname, pt, ub);
     if (f < 0) return MP_ERR;
     uint64_t *sums = MP_CALLOC((size_t)gtab->count, sizeof *sums), *stored = MP_CALLOC((size_t)gtab->count, 8);
     int rc = sums && stored ? MP_OK : MP_ERR;
+    *n_ext_p = 0;
     for (int k = 0; k < CKPT_NGROUPS && rc == MP_OK; k++) {
-        if (pt->bufs[k]) rc = ckpt_group_io(f, ckpt_groups[k], gtab, pt, pt->bufs[k], 1, sums, stored, fname);
+        if (pt->bufs[k]) {
+            rc = ckpt_group_io(f, ckpt_groups[k], gtab, pt, pt->bufs[k], 1, sums, stored, ext + *n_ext_p, fname);
+            *n_ext_p += (size_t)gtab->count;
+        }
         if (pt->fail_midway) { /* debug.fail_at RANK:STEP:write: a crash with the file half-written */
             fprintf(stderr, "mindpipe: debug.fail_at: killed in the middle of writing %s\n", fname);
             fflush(stderr);
@@ -420,15 +451,30 @@ int ckpt_write_parallel(const char *path, const param_table_t *gtab, const ckpt_
     MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
     char tmp[4200];
     if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK) return MP_ERR; /* the same path on every rank */
+    int groups = 0; /* the user block holds one extent per dataset */
+    for (int k = 0; k < CKPT_NGROUPS; k++) groups += pt->bufs[k] != NULL;
+    const size_t n_max = (size_t)groups * (size_t)gtab->count;
+    const uint64_t ub = filesum_userblock_size(n_max);
+    if (!ub) return MP_FAIL("checkpoint %s: %zu datasets do not fit the file checksum header", path, n_max);
+    filesum_ext_t *ext = MP_CALLOC(n_max ? n_max : 1, sizeof *ext);
+    size_t n_ext = 0;
     /* rank 0 clears the name, and every rank knows it did before the collective create */
-    if (ckpt_agree(pt, rank == 0 ? publish_tmp_prepare(tmp) : MP_OK) != MP_OK) return MP_ERR;
+    if (ckpt_agree(pt, !ext ? MP_ERR : rank == 0 ? publish_tmp_prepare(tmp) : MP_OK) != MP_OK) {
+        free(ext);
+        return MP_ERR;
+    }
     h5_quiet_t q;
     h5_quiet_begin(&q);
-    int rc = ckpt_agree(pt, ckpt_write_file(tmp, gtab, pt, st, deck_text));
+    int rc = ckpt_agree(pt, ckpt_write_file(tmp, gtab, pt, st, deck_text, ub, ext, &n_ext));
     h5_quiet_end(&q);
-    /* one rank publishes the complete file every rank wrote its part of */
-    if (rank == 0 && rc == MP_OK) rc = publish_commit(tmp, path);
-    else if (rank == 0) publish_discard(tmp);
+    /* one rank seals the complete file every rank wrote its part of (every rank has closed it), and
+     * publishes it: the seal is inside what publish_commit fsyncs before the rename */
+    if (rank == 0) {
+        if (rc == MP_OK) rc = filesum_seal(tmp, ub, ext, n_ext);
+        if (rc == MP_OK) rc = publish_commit(tmp, path);
+        else publish_discard(tmp);
+    }
+    free(ext);
     return ckpt_agree(pt, rc);
 }
 
@@ -674,6 +720,7 @@ static int ckpt_verify_file(const char *path, char *reason, size_t n)
     ckpt_head_t h;
     hid_t f = -1;
     int rc = MP_ERR;
+    if (filesum_check(path, reason, n) != FILESUM_OK) return MP_ERR; /* before HDF5 sees it */
     snprintf(reason, n, "cannot be opened as HDF5");
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), out, path);
     snprintf(reason, n, "no readable /state");
@@ -728,7 +775,7 @@ static int ckpt_read_file(const char *path, const param_table_t *gtab, const ckp
                          "only from a 2bw checkpoint, which holds both weight versions", path);
             break;
         }
-        rc = ckpt_agree(pt, ckpt_group_io(f, ckpt_groups[k], gtab, pt, tmp[k], 0, sums, stored, path));
+        rc = ckpt_agree(pt, ckpt_group_io(f, ckpt_groups[k], gtab, pt, tmp[k], 0, sums, stored, NULL, path));
         if (rc != MP_OK) break;
         ckpt_allreduce(pt, sums, n, MPI_UINT64_T, MPI_SUM);
         for (int i = 0; i < n && rc == MP_OK; i++)
@@ -744,9 +791,22 @@ static int ckpt_read_file(const char *path, const param_table_t *gtab, const ckp
     return rc;
 }
 
+/* The file checksum of path (filesum.h), checked before libhdf5 sees the file. MP_OK, or MP_ERR
+ * with a message naming the file. */
+static int ckpt_filesum_ok(const char *path)
+{
+    char why[600];
+    return filesum_check(path, why, sizeof why) == FILESUM_OK ? MP_OK : MP_FAIL("checkpoint %s: %s", path, why);
+}
+
 int ckpt_read_parallel(const char *path, const param_table_t *gtab, const ckpt_part_t *pt, ckpt_state_t *st_p)
 {
+    int rank;
+    MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
     int rc = access(path, R_OK) == 0 ? MP_OK : MP_FAIL("checkpoint %s: %s", path, strerror(errno));
+    /* rank 0 alone checks the file checksum (it reads the metadata, not the tensors, whose own
+     * checksums the shard reads verify); the agreement tells every rank its verdict */
+    if (rank == 0 && rc == MP_OK) rc = ckpt_filesum_ok(path);
     if (ckpt_agree(pt, rc) != MP_OK) return MP_ERR;
     float *tmp[CKPT_NGROUPS] = {NULL};
     const size_t bytes = pt->local->total * sizeof(float);
@@ -776,7 +836,10 @@ int ckpt_read(const char *path, const param_table_t *tab, float *params, float *
 
 /* ---- inspect ---------------------------------------------------------------------------------- */
 
-static int ckpt_inspect_file(const char *path, FILE *out)
+void (*ckpt_inspect_child_hook)(void);
+
+/* What inspect prints; sum says how the file checksum went. */
+static int ckpt_inspect_file(const char *path, FILE *out, const char *sum)
 {
     ckpt_head_t h;
     ckpt_verify_t vf = {.path = path, .out = out};
@@ -785,6 +848,7 @@ static int ckpt_inspect_file(const char *path, FILE *out)
     if (ckpt_head_read(f, path, &h) != MP_OK) goto err_close_file;
     const model_cfg_t *c = &h.cfg;
     fprintf(out, "checkpoint %s\n", path);
+    fprintf(out, "file checksum %s\n", sum);
     fprintf(out, "step %ld  adam_t %ld  seed %llu\n", h.st.step, h.st.adam_t, (unsigned long long)h.st.seed);
     fprintf(out, "layout %s\nversion %s (format %d)\n", h.st.layout, h.version, h.format);
     fprintf(out, "model layers=%d dim=%d heads=%d seq_len=%d vocab=%d mlp_ratio=%d%s%s\n", c->layers, c->dim, c->heads,
@@ -803,15 +867,64 @@ err:
     return MP_ERR;
 }
 
+/* inspect in the child process: the file checksum first; a damaged file is reported and never
+ * reaches HDF5, a file without the checksum is read anyway (the parent survives a crash). */
+static int ckpt_inspect_child(const char *path, FILE *out)
+{
+    char why[600], sum[700];
+    const int fs = filesum_check(path, why, sizeof why);
+    if (fs == MP_ERR) return MP_FAIL("checkpoint %s: %s", path, why);
+    if (fs == FILESUM_NONE) MP_WARN("checkpoint %s: %s; reading it anyway", path, why);
+    snprintf(sum, sizeof sum, "%s", fs == FILESUM_OK ? "ok" : "NONE (not a MindPipe checkpoint of this version)");
+    h5_quiet_t q;
+    h5_quiet_begin(&q);
+    int rc = ckpt_inspect_file(path, out, sum);
+    h5_quiet_end(&q);
+    if (rc == MP_OK && fs == FILESUM_NONE)
+        rc = MP_FAIL("checkpoint %s: its datasets verify, but it has no file checksum: MindPipe's readers refuse it",
+                     path);
+    return rc;
+}
+
+static const char *ckpt_signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {{SIGSEGV, "SIGSEGV"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"},
+                 {SIGILL, "SIGILL"},   {SIGKILL, "SIGKILL"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},
+                 {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig) return names[i].name;
+    return "another signal";
+}
+
+/* The parsing runs in a child process: libhdf5 can crash on a damaged file (one without our file
+ * checksum gets that far), and a crash there becomes our message. The child never calls MPI and
+ * leaves by _exit (no atexit handlers, no MPI or HDF5 teardown); its output goes to the same
+ * descriptors, flushed before the fork and before it exits, so it arrives in order. */
 int ckpt_inspect(const char *path, FILE *out)
 {
     if (access(path, R_OK) != 0) return MP_FAIL("checkpoint %s: %s", path, strerror(errno));
-    h5_quiet_t q;
-    h5_quiet_begin(&q);
-    int rc = ckpt_inspect_file(path, out);
-    h5_quiet_end(&q);
-    return rc;
+    fflush(out), fflush(stdout), fflush(stderr);
+    const pid_t pid = fork();
+    if (pid < 0) return MP_FAIL("inspect %s: cannot fork: %s", path, strerror(errno));
+    if (pid == 0) {
+        if (ckpt_inspect_child_hook) ckpt_inspect_child_hook();
+        const int rc = ckpt_inspect_child(path, out);
+        fflush(out), fflush(stdout), fflush(stderr);
+        _exit(rc == MP_OK ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return MP_FAIL("inspect %s: waitpid: %s", path, strerror(errno));
+    if (WIFSIGNALED(status))
+        return MP_FAIL("%s: corrupt file: the HDF5 library crashed reading it (signal %d: %s)", path, WTERMSIG(status),
+                       ckpt_signal_name(WTERMSIG(status)));
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? MP_OK : MP_ERR;
 }
+
+int ckpt_reseal(const char *path) { return filesum_reseal(path); }
 
 /* ---- verification without reading ------------------------------------------------------------- */
 

@@ -13,8 +13,10 @@
  *                                that wrote it; absent in older files).
  * Every float dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements. The
  * sum is position-keyed and order-free, so ranks writing hyperslabs can add their parts.
- * Files are written as NAME.tmp and published atomically (publish.h: fsync, rename, fsync of the
- * directory).
+ * The file starts with a user block holding the file checksum (filesum.h): everything but the
+ * tensors' raw data hashed, checked with POSIX I/O by every reader before libhdf5 opens the file.
+ * Files are written as NAME.tmp, sealed, and published atomically (publish.h: fsync, rename, fsync
+ * of the directory).
  *
  * Parallel: one file written collectively over a communicator with HDF5's MPI-IO driver; each
  * rank writes the hyperslab of every tensor its shard holds (no gather of the model anywhere) and
@@ -70,8 +72,9 @@ int ckpt_write_parallel(const char *path, const param_table_t *gtab, const ckpt_
                         const char *deck_text);
 
 /* Collective over part->comm: reads each rank's shard of the groups whose bufs are set, after
- * verifying shapes, the model's shape and every dataset's checksum (ranks' partial sums added).
- * MP_OK or MP_ERR on every rank alike; the buffers change only when everything verified. */
+ * verifying the file checksum (rank 0 alone, before HDF5 opens the file), shapes, the model's shape
+ * and every dataset's checksum (ranks' partial sums added). A file without the file checksum is
+ * refused. MP_OK or MP_ERR on every rank alike; the buffers change only when everything verified. */
 int ckpt_read_parallel(const char *path, const param_table_t *gtab, const ckpt_part_t *part, ckpt_state_t *st_p);
 
 /* Σ_i mix(i, bits(x[i])) mod 2^64 over elements first..first+n (first = global index of x[0]). */
@@ -89,13 +92,26 @@ int ckpt_write(const char *path, const param_table_t *tab, const float *params, 
  * malloc'd (free it). Nothing is written to the buffers unless every check passes. */
 int ckpt_read(const char *path, const param_table_t *tab, float *params, float *m, float *v, ckpt_state_t *st_p);
 
-/* `mindpipe inspect`: step, layout, deck, every dataset with shape and checksum status. Returns
- * MP_OK when every checksum verifies. */
+/* `mindpipe inspect`: the file checksum, step, layout, deck, every dataset with shape and checksum
+ * status. Returns MP_OK when the file checksum and every dataset's checksum verify. A damaged file
+ * is reported without HDF5 reading it; a file without the file checksum (an older MindPipe's, a
+ * foreign one) is reported as such, read anyway and MP_ERR. The reading runs in a forked child
+ * that never calls MPI: if libhdf5 crashes, MP_ERR and "FILE: corrupt file: the HDF5 library
+ * crashed reading it (signal N: NAME)". One process; out gets the child's lines in order. */
 int ckpt_inspect(const char *path, FILE *out);
 
-/* Does the file at path open as a checkpoint of our format and does every dataset's checksum
- * verify? One process. MP_OK, or MP_ERR with why not in reason_p (n bytes); what HDF5 could not
- * read is reported as it is met. The checkpoint directory's files: ckpt_files.h. */
+/* For tests: when set, inspect's child process calls it before reading the file (to stand for a
+ * crash of libhdf5). NULL in the program. */
+extern void (*ckpt_inspect_child_hook)(void);
+
+/* Does the file at path carry a valid file checksum, open as a checkpoint of our format, and does
+ * every dataset's checksum verify? One process. MP_OK, or MP_ERR with why not in reason_p (n
+ * bytes); what HDF5 could not read is reported as it is met. The checkpoint directory's files:
+ * ckpt_files.h. */
 int ckpt_verify(const char *path, char *reason_p, size_t n);
+
+/* Seals again a checkpoint changed after it was written (debug-grads adds /grad and /batch): its
+ * file checksum is recomputed (filesum_reseal). MP_OK, or MP_ERR naming the file. */
+int ckpt_reseal(const char *path);
 
 #endif

@@ -4,13 +4,18 @@
  * state, with the caller's buffers untouched; failed writes that leave a good checkpoint intact;
  * inspect; the step_%08ld.h5 name (format, parse, foreign names refused); listing by step;
  * find_latest skipping a corrupt newer file; prune; publish_commit of a missing temporary; the
- * checksum's order-free sum. Files live in a mkdtemp directory; stderr is captured to a file. */
+ * checksum's order-free sum. The file checksum (filesum.c): XXH64 against the reference's values;
+ * a flipped bit in the header, the HDF5 metadata, a /state attribute or a tensor, truncation, bytes
+ * appended, a file without the checksum and 200 random bit flips all refused naming the file, by
+ * every reader, without a crash; a reseal after an edit; inspect surviving a crash of its child.
+ * Files live in a mkdtemp directory; stderr is captured to a file. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +26,7 @@
 #include "check.h"
 #include "ckpt.h"
 #include "ckpt_files.h"
+#include "filesum.h"
 #include "params.h"
 #include "publish.h"
 #include "tap.h"
@@ -203,7 +209,7 @@ static void test_refusals(const tiny_t *t)
     stat(tpath("rt.h5"), &st);
     copy_file(tpath("rt.h5"), tpath("trunc.h5"));
     if (truncate(tpath("trunc.h5"), st.st_size / 2) != 0) tap_diag("truncate: %s", strerror(errno));
-    expect_read_refused("a truncated file", t, tpath("trunc.h5"), 1, NULL, NULL);
+    expect_read_refused("a truncated file", t, tpath("trunc.h5"), 1, "truncated", "header says");
     expect_read_refused("a missing file", t, tpath("absent.h5"), 1, NULL, NULL);
 
     /* inspect: every dataset listed with its status; MP_OK iff all verify */
@@ -232,6 +238,245 @@ static void test_refusals(const tiny_t *t)
                strstr(text, "/model/h.0.attn.proj.w (8, 8) checksum ok") && strstr(errtext, "flip.h5"),
            "inspect of a corrupt file: the bad tensor flagged, the rest ok, MP_ERR");
     show_errtext();
+}
+
+
+/* ---- the file checksum (filesum.c) ------------------------------------------------------------ */
+
+static long file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+/* XORs mask into the byte at off of path. */
+static int xor_byte(const char *path, long off, unsigned char mask)
+{
+    int fd = open(path, O_RDWR);
+    unsigned char b;
+    int ok = fd >= 0 && pread(fd, &b, 1, off) == 1;
+    b ^= mask;
+    ok = ok && pwrite(fd, &b, 1, off) == 1;
+    if (fd >= 0) close(fd);
+    return ok ? 0 : -1;
+}
+
+/* Offset of the first occurrence of needle (n bytes) in path, -1 if none. */
+static long find_bytes(const char *path, const void *needle, size_t n)
+{
+    long size = file_size(path), at = -1;
+    unsigned char *buf = size > 0 ? malloc((size_t)size) : NULL;
+    FILE *f = fopen(path, "rb");
+    if (buf && f && fread(buf, 1, (size_t)size, f) == (size_t)size)
+        for (long i = 0; i + (long)n <= size && at < 0; i++)
+            if (!memcmp(buf + i, needle, n)) at = i;
+    if (f) fclose(f);
+    free(buf);
+    return at;
+}
+
+/* inspect into a scratch file: its MP_OK/MP_ERR, the text in text (n bytes), stderr in errtext. */
+static int inspect_to(const char *path, char *text, size_t n)
+{
+    FILE *out = fopen(tpath("inspect.txt"), "w+");
+    capture_begin();
+    int rc = ckpt_inspect(path, out);
+    capture_end();
+    rewind(out);
+    size_t got = fread(text, 1, n - 1, out);
+    text[got] = 0;
+    fclose(out);
+    return rc;
+}
+
+/* Every reader refuses path, naming it (and needle, when set): ckpt_read (buffers untouched),
+ * ckpt_verify (the reason), inspect (MP_ERR, no crash). */
+static void expect_all_refuse(const char *what, const tiny_t *t, const char *path, const char *needle)
+{
+    expect_read_refused(what, t, path, 1, needle, NULL);
+    char reason[600] = "", text[65536];
+    capture_begin();
+    int v = ckpt_verify(path, reason, sizeof reason);
+    capture_end();
+    tap_ok(v == MP_ERR && (!needle || strstr(reason, needle)), "verify refuses it (%s): %s", what, reason);
+    int in = inspect_to(path, text, sizeof text);
+    tap_ok(in == MP_ERR && strstr(errtext, strrchr(path, '/') + 1) && (!needle || strstr(errtext, needle)) &&
+               !strstr(errtext, "crashed"),
+           "inspect reports it, naming the file (%s)", what);
+    show_errtext();
+}
+
+static void test_filesum(const tiny_t *t)
+{
+    const char *s = "MindPipe checkpoints are sealed before libhdf5 reads them.";
+    tap_ok(filesum_xxh64("", 0, 0) == 0xef46db3751d8e999ull && filesum_xxh64("abc", 3, 0) == 0x44bc2cf5ad770999ull &&
+               filesum_xxh64(s, strlen(s), 0) == 0xc420a8fbd3a8c0f4ull &&
+               filesum_xxh64(s, strlen(s), 42) == 0x5878427a45434aaeull,
+           "xxh64: the reference's values (empty, \"abc\", 58 bytes with seeds 0 and 42)");
+    char rt[1100], why[600] = "", magic[17] = "";
+    snprintf(rt, sizeof rt, "%s", tpath("rt.h5")); /* tpath's buffers rotate */
+    FILE *f = fopen(rt, "rb");
+    if (f) {
+        if (fread(magic, 1, 16, f) != 16) magic[0] = 0;
+        fclose(f);
+    }
+    tap_ok(!strcmp(magic, FILESUM_MAGIC) && filesum_check(rt, why, sizeof why) == FILESUM_OK,
+           "a written checkpoint starts with the file checksum header, and it verifies");
+    char reason[600] = "";
+    tap_ok(ckpt_verify(rt, reason, sizeof reason) == MP_OK, "ckpt_verify of a good file: MP_OK");
+
+    /* the user block size: the superblock ("\211HDF\r\n\032\n") follows it */
+    const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    long ub = find_bytes(rt, sig, sizeof sig);
+    tap_ok(ub >= 512 && (ub & (ub - 1)) == 0, "the HDF5 superblock follows a user block of %ld bytes", ub);
+
+    struct {
+        const char *name, *what, *needle;
+        long off; /* -1: found below */
+    } flips[] = {{"fs_hash.h5", "a flipped bit in the header's hash", "does not match", 50},
+                 {"fs_len.h5", "a flipped bit in the header's length", "header says", 25},
+                 {"fs_table.h5", "a flipped bit in the header's extent table", NULL, FILESUM_HEADER + 3},
+                 {"fs_pad.h5", "a flipped bit in the user block's padding", "does not match", ub - 1},
+                 {"fs_magic.h5", "a flipped bit in the magic", "no file checksum", 3},
+                 {"fs_super.h5", "a flipped bit in the HDF5 superblock", "does not match", ub + 9},
+                 {"fs_state.h5", "a flipped bit in /state's deck attribute", "does not match", -1}};
+    for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
+        char p[1100];
+        snprintf(p, sizeof p, "%s", tpath(flips[i].name));
+        copy_file(rt, p);
+        long off = flips[i].off >= 0 ? flips[i].off : find_bytes(p, "layers = 2", 10);
+        if (off < 0 || xor_byte(p, off, 0x10) != 0) tap_diag("could not flip a bit of %s", flips[i].name);
+        expect_all_refuse(flips[i].what, t, p, flips[i].needle);
+    }
+    /* a tensor's byte: past the file checksum (its raw data is left to the tensor's own checksum) */
+    copy_file(rt, tpath("fs_data.h5"));
+    if (flip_byte(tpath("fs_data.h5"), "/model/wpe", 5) != 0) tap_diag("could not flip a byte");
+    tap_ok(filesum_check(tpath("fs_data.h5"), why, sizeof why) == FILESUM_OK,
+           "a tensor's byte is outside the file checksum...");
+    expect_all_refuse("a flipped byte in /model/wpe", t, tpath("fs_data.h5"), "/model/wpe");
+
+    copy_file(rt, tpath("fs_long.h5"));
+    f = fopen(tpath("fs_long.h5"), "ab");
+    fputs("appended", f);
+    fclose(f);
+    expect_all_refuse("bytes appended", t, tpath("fs_long.h5"), "header says");
+    copy_file(rt, tpath("fs_short.h5"));
+    if (truncate(tpath("fs_short.h5"), file_size(rt) - 1) != 0) tap_diag("truncate: %s", strerror(errno));
+    expect_all_refuse("one byte cut off", t, tpath("fs_short.h5"), "truncated");
+    if (truncate(tpath("fs_short.h5"), 20) != 0) tap_diag("truncate: %s", strerror(errno));
+    expect_all_refuse("cut inside the header", t, tpath("fs_short.h5"), "truncated");
+}
+
+/* A file without the header (an older MindPipe's, or foreign HDF5): the readers refuse it; inspect
+ * says so, lists it anyway and returns MP_ERR. */
+static void test_no_filesum(const tiny_t *t)
+{
+    char p[1100];
+    snprintf(p, sizeof p, "%s", tpath("nosum.h5"));
+    copy_file(tpath("rt.h5"), p);
+    int fd = open(p, O_RDWR);
+    const char zeros[FILESUM_HEADER] = {0};
+    int ok = fd >= 0 && pwrite(fd, zeros, sizeof zeros, 0) == (ssize_t)sizeof zeros;
+    if (fd >= 0) close(fd);
+    if (!ok) tap_diag("could not clear the header");
+    expect_read_refused("a file without the file checksum", t, p, 1, "no file checksum", NULL);
+    char reason[600] = "", text[65536];
+    tap_ok(ckpt_verify(p, reason, sizeof reason) == MP_ERR && strstr(reason, "not a MindPipe checkpoint of this version"),
+           "verify refuses it: %s", reason);
+    int rc = inspect_to(p, text, sizeof text);
+    tap_ok(rc == MP_ERR && strstr(text, "file checksum NONE") && strstr(text, "/model/wte (32, 8) checksum ok") &&
+               strstr(errtext, "nosum.h5") && strstr(errtext, "no file checksum"),
+           "inspect of it: says so, lists every dataset anyway, MP_ERR");
+    show_errtext();
+    rc = inspect_to(tpath("rt.h5"), text, sizeof text);
+    tap_ok(rc == MP_OK && strstr(text, "file checksum ok\n"), "inspect of a sealed file: file checksum ok");
+}
+
+/* A checkpoint changed by HDF5 after it was written fails its file checksum until it is resealed;
+ * resealed, /state's own range checks still refuse an impossible step. */
+static void test_reseal(const tiny_t *t)
+{
+    char p[1100];
+    snprintf(p, sizeof p, "%s", tpath("edited.h5"));
+    copy_file(tpath("rt.h5"), p);
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Gopen2(f, "state", H5P_DEFAULT), s = H5Screate(H5S_SCALAR);
+    int64_t neg = -1;
+    hid_t a = H5Adelete(g, "step") >= 0 ? H5Acreate2(g, "step", H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT64, &neg) >= 0;
+    H5Aclose(a), H5Sclose(s), H5Gclose(g);
+    ok &= H5Fclose(f) >= 0;
+    if (!ok) tap_diag("could not edit /state");
+    expect_read_refused("/state edited after the write", t, p, 1, "does not match", NULL);
+    tap_ok(ckpt_reseal(p) == MP_OK, "reseal the edited file");
+    expect_read_refused("resealed with step -1", t, p, 1, "/state is impossible", NULL);
+    copy_file(tpath("rt.h5"), tpath("resealed.h5"));
+    size_t n = t->tab.total;
+    float *q = calloc(n, sizeof(float));
+    ckpt_state_t st = {0};
+    int rc = ckpt_reseal(tpath("resealed.h5")) == MP_OK ? ckpt_read(tpath("resealed.h5"), &t->tab, q, NULL, NULL, &st)
+                                                         : MP_ERR;
+    tap_ok(rc == MP_OK && st.step == 42 && !memcmp(q, t->p, n * sizeof(float)), "an unchanged file resealed reads");
+    if (rc == MP_OK) free(st.deck);
+    free(q);
+    capture_begin();
+    rc = ckpt_reseal(tpath("nosum.h5"));
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "nosum.h5"), "a file without the header cannot be resealed");
+}
+
+/* 200 random single-bit flips anywhere in the file: every one refused by read and verify, a tenth
+ * of them through inspect, and the process alive to count them. */
+static void test_random_flips(const tiny_t *t)
+{
+    char p[1100];
+    snprintf(p, sizeof p, "%s", tpath("rand.h5"));
+    const long size = file_size(tpath("rt.h5"));
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    int refused = 0, inspected = 0, tried = 0;
+    size_t n = t->tab.total;
+    float *q = malloc(n * sizeof(float)), *m = malloc(n * sizeof(float)), *v = malloc(n * sizeof(float));
+    for (int i = 0; i < 200; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const long off = (long)(x % (uint64_t)size);
+        copy_file(tpath("rt.h5"), p);
+        if (xor_byte(p, off, (unsigned char)(1u << (x >> 60) % 8)) != 0) continue;
+        tried++;
+        char reason[600];
+        ckpt_state_t st = {0};
+        capture_begin();
+        int r = ckpt_read(p, &t->tab, q, m, v, &st), vr = ckpt_verify(p, reason, sizeof reason);
+        capture_end();
+        if (r == MP_OK) free(st.deck);
+        const int named = strstr(errtext, "rand.h5") != NULL;
+        if (r == MP_ERR && vr == MP_ERR && named) refused++;
+        else tap_diag("flip %d at byte %ld: read %d, verify %d (%s)", i, off, r, vr, reason);
+        if (i % 10 == 0) {
+            char text[65536];
+            inspected += inspect_to(p, text, sizeof text) == MP_ERR && strstr(errtext, "rand.h5");
+        }
+    }
+    free(q), free(m), free(v);
+    tap_ok(tried == 200 && refused == 200 && inspected == 20,
+           "200 random bit flips: %d refused by read and verify naming the file, %d of 20 by inspect", refused,
+           inspected);
+}
+
+static void crash_hook(void) { abort(); }
+
+/* inspect's parsing runs in a child: a crash there (a hook stands for libhdf5's) is a message. */
+static void test_inspect_isolated(void)
+{
+    char text[65536];
+    ckpt_inspect_child_hook = crash_hook;
+    int rc = inspect_to(tpath("rt.h5"), text, sizeof text);
+    ckpt_inspect_child_hook = NULL;
+    tap_ok(rc == MP_ERR && strstr(errtext, "rt.h5: corrupt file: the HDF5 library crashed reading it (signal 6: SIGABRT)"),
+           "inspect: a crash in the child becomes 'corrupt file: the HDF5 library crashed ...', MP_ERR");
+    show_errtext();
+    rc = inspect_to(tpath("rt.h5"), text, sizeof text);
+    const char *head = strstr(text, "checkpoint "), *sum = strstr(text, "file checksum ok"), *deck = strstr(text, "deck:");
+    tap_ok(rc == MP_OK && head == text && sum && deck && head < sum && sum < deck,
+           "inspect: the child's lines reach the output in order");
 }
 
 static void test_failed_writes(const tiny_t *t)
@@ -511,6 +756,11 @@ int main(void)
     tiny_make(&t, 8);
     test_round_trip(&t);
     test_refusals(&t);
+    test_filesum(&t);
+    test_no_filesum(&t);
+    test_reseal(&t);
+    test_random_flips(&t);
+    test_inspect_isolated();
     test_failed_writes(&t);
     test_names();
     test_listing();
