@@ -17,8 +17,14 @@
 
 MP_HD float mp_expf(float x)
 {
-    x = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
-    const float kf = rintf(x * 1.44269504088896341f);
+    /* The clamp is written so that NaN fails both tests and lands on -87.3 too: k, converted to an
+     * integer below, is then in range for every input (a NaN or an out-of-range float converted to
+     * int32_t is undefined, and what x86 gives, INT32_MIN, made the shift below shift a negative
+     * value). r keeps x's NaN, so exp(NaN) is still NaN; every other input gives the same bits as a
+     * plain clamp. */
+    const float xc = x > -87.3f ? (x < 88.7f ? x : 88.7f) : -87.3f;
+    const float kf = rintf(xc * 1.44269504088896341f);
+    x = x == x ? xc : x;
     const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f; /* ln2 = 0.693359375 - 2.12194440e-4 */
     float p = 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
@@ -28,7 +34,9 @@ MP_HD float mp_expf(float x)
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const int32_t bits = ((int32_t)kf + 127) << 23; /* 2^k as a float: k in [-126, 128) after the clamp */
+    /* 2^k as a float: k in [-126, 128] after the clamp (128, from x ≥ 88.38, gives +inf), so the
+     * biased exponent is in [1, 255] and the shift is of a non-negative value that fits */
+    const uint32_t bits = (uint32_t)((int32_t)kf + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;

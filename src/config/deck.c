@@ -125,8 +125,10 @@ static const deck_key_t keys[] = {
     K_INT(train, micro_batch, "8", 1, 1e9,
           "sequences per micro-batch on one replica; batch ÷ (micro_batch × dp) micro-batches per step"),
     K_INT(train, warmup, "10", 0, 1e9, "linear learning-rate warmup, in steps (≤ train.steps)"),
-    K_NUM(train, lr, "1e-3", 0, INF, EXCL_MIN, "peak learning rate (after warmup; cosine decay to min_lr)"),
-    K_NUM(train, min_lr, "1e-4", 0, INF, 0, "learning rate at the end of the cosine decay (≤ train.lr)"),
+    K_NUM(train, lr, "1e-3", 0, 1, EXCL_MIN,
+          "peak learning rate (after warmup; cosine decay to min_lr); at most 1: AdamW moves every weight by about lr "
+          "per step"),
+    K_NUM(train, min_lr, "1e-4", 0, 1, 0, "learning rate at the end of the cosine decay (≤ train.lr)"),
     K_NUM(train, weight_decay, "0.1", 0, INF, 0, "AdamW decoupled weight decay"),
     K_NUM(train, grad_clip, "1.0", 0, INF, 0, "clip the global gradient norm to this value; 0 = off"),
     K_NUM(train, beta1, "0.9", 0, 1, EXCL_MAX, "AdamW first-moment decay"),
@@ -657,6 +659,58 @@ static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
     return MP_ERR;
 }
 
+/* ---- text in messages ----------------------------------------------------------------------------- */
+
+/* Bytes of the printable character at p (ASCII, or a well-formed UTF-8 sequence that is not a C1
+ * control), or 0 when *p is shown escaped. A backslash is escaped too, so \xNN is never ambiguous. */
+static size_t show_char_len(const unsigned char *p)
+{
+    if (*p >= 0x20 && *p < 0x7f) return *p == '\\' ? 0 : 1;
+    const size_t n = *p >= 0xC2 && *p <= 0xDF ? 2 : *p >= 0xE0 && *p <= 0xEF ? 3 : *p >= 0xF0 && *p <= 0xF4 ? 4 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    return n == 2 && p[0] == 0xC2 && p[1] < 0xA0 ? 0 : n;
+}
+
+/* Whether cutting the shown text s before s[i] would split a character or an escape. */
+static int show_inside(const char *s, size_t i)
+{
+    if (((unsigned char)s[i] & 0xC0) == 0x80) return 1;
+    for (size_t j = 1; j <= 3 && j <= i; j++)
+        if (s[i - j] == '\\') return 1;
+    return 0;
+}
+
+/* deck_text_show of the len bytes at s, NUL bytes included (s[len] must be readable and NUL). */
+static void text_show_n(const char *s, size_t len, char *out, size_t n)
+{
+    char *full = malloc(4 * len + 1);
+    if (!full) {
+        snprintf(out, n, "(%zu bytes)", len);
+        return;
+    }
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)s, *e = p + len; p < e;) {
+        const size_t k = show_char_len(p);
+        if (k) memcpy(full + o, p, k), o += k, p += k;
+        else o += (size_t)sprintf(full + o, "\\x%02X", *p++);
+    }
+    full[o] = 0;
+    if (o < n) {
+        memcpy(out, full, o + 1);
+    } else {
+        size_t head = (n - 4) / 2, tail = o - (n - 4 - head);
+        while (head && show_inside(full, head)) head--;
+        while (tail < o && show_inside(full, tail)) tail++;
+        memcpy(out, full, head);
+        memcpy(out + head, "...", 3);
+        memcpy(out + head + 3, full + tail, o - tail + 1);
+    }
+    free(full);
+}
+
+void deck_text_show(const char *s, char *out, size_t n) { text_show_n(s, strlen(s), out, n); }
+
 /* ---- defaults and overrides ----------------------------------------------------------------------- */
 
 /* The field size each type writes (0: strings, bounded by the field's own size). */
@@ -701,31 +755,38 @@ static void trim_copy(char *out, size_t n, const char *s, size_t len)
     out[len] = 0;
 }
 
+/* Messages quote the assignment (and the value) through deck_text_show: escaped, and shortened so
+ * the reason after them is never cut. */
 int deck_set(deck_t *d, const char *a)
 {
     const char *eq = strchr(a, '=');
-    char name[128], value[VALUE_MAX], why[256], hint[128];
-    if (!eq) return MP_FAIL("--set '%s': expected section.key=value (e.g. --set train.lr=3e-4)", a);
+    char name[128], value[VALUE_MAX], why[256], hint[128], shown[DECK_SHOW], vshown[DECK_SHOW];
+    deck_text_show(a, shown, sizeof shown);
+    if (!eq) return MP_FAIL("--set '%s': expected section.key=value (e.g. --set train.lr=3e-4)", shown);
     trim_copy(name, sizeof name, a, (size_t)(eq - a));
-    if (strlen(eq + 1) >= sizeof value) return MP_FAIL("--set '%.60s...': value longer than %zu characters", a,
-                                                        sizeof value - 1);
+    if (strlen(eq + 1) >= sizeof value)
+        return MP_FAIL("--set '%s': value longer than %zu characters", shown, sizeof value - 1);
     trim_copy(value, sizeof value, eq + 1, strlen(eq + 1));
     char *dot = strchr(name, '.');
     if (!dot || dot == name || !dot[1])
-        return MP_FAIL("--set '%s': expected section.key=value (e.g. --set train.lr=3e-4)", a);
+        return MP_FAIL("--set '%s': expected section.key=value (e.g. --set train.lr=3e-4)", shown);
     *dot = 0;
     const char *section = name, *key = dot + 1;
     if (!section_known(section)) {
         suggest_section(section, hint, sizeof hint);
-        return MP_FAIL("--set '%s': unknown section [%s]%s", a, section, hint);
+        deck_text_show(section, vshown, sizeof vshown);
+        return MP_FAIL("--set '%s': unknown section [%s]%s", shown, vshown, hint);
     }
     int idx = key_find(section, key);
     if (idx < 0) {
         suggest_key(section, key, hint, sizeof hint);
-        return MP_FAIL("--set '%s': unknown key %s.%s%s", a, section, key, hint);
+        deck_text_show(key, vshown, sizeof vshown);
+        return MP_FAIL("--set '%s': unknown key %s.%s%s", shown, section, vshown, hint);
     }
-    if (key_parse(&keys[idx], value, NULL, d, why, sizeof why) != MP_OK)
-        return MP_FAIL("--set '%s': %s.%s = '%s' is %s", a, section, key, value, why);
+    if (key_parse(&keys[idx], value, NULL, d, why, sizeof why) != MP_OK) {
+        deck_text_show(value, vshown, sizeof vshown);
+        return MP_FAIL("--set '%s': %s.%s = '%s' is %s", shown, section, key, vshown, why);
+    }
     return MP_OK;
 }
 
@@ -746,7 +807,7 @@ typedef struct {
 /* Reports unknown [section] headers (with their line; inih never calls the handler for an empty one). */
 static void reader_section(load_t *st, const char *line)
 {
-    char name[128], hint[128];
+    char name[128], hint[128], shown[DECK_SHOW];
     const char *p = line;
     if (st->line == 1 && !strncmp(p, "\xEF\xBB\xBF", 3)) p += 3;
     while (isspace((unsigned char)*p)) p++;
@@ -758,59 +819,84 @@ static void reader_section(load_t *st, const char *line)
         return;
     }
     suggest_section(name, hint, sizeof hint);
-    MP_ERROR("%s:%d: unknown section [%.*s]%s", st->file, st->line, (int)(end - p - 1), p + 1, hint);
+    const size_t n = (size_t)(end - p - 1);
+    char *raw = malloc(n + 1);
+    if (raw) memcpy(raw, p + 1, n), raw[n] = 0;
+    deck_text_show(raw ? raw : "", shown, sizeof shown);
+    free(raw);
+    MP_ERROR("%s:%d: unknown section [%s]%s", st->file, st->line, shown, hint);
     st->in_bad_section = 1;
     st->nerr++;
 }
 
-/* fgets for inih that counts lines and checks section headers. An over-long line is reported and
- * handed to inih as a comment, so its pieces are not parsed as lines of their own. */
+/* fgets for inih that counts lines and checks section headers. A line is read up to its '\n'
+ * byte by byte, so a NUL byte inside it is seen (fgets would hide the rest of the line behind it,
+ * and the '\n' it had already read would make the next line look like the rest of this one). An
+ * over-long line, or one holding a NUL byte, is reported once and handed to inih as a comment, so
+ * its pieces are not parsed as lines of their own. */
 static char *load_reader(char *str, int num, void *stream)
 {
     load_t *st = stream;
-    if (!fgets(str, num, st->f)) return NULL;
-    size_t n = strlen(str);
-    int complete = (n > 0 && str[n - 1] == '\n') || feof(st->f);
+    int c = 0, n = 0;
+    long nul = -1;
+    while (n < num - 1 && (c = getc(st->f)) != EOF) {
+        if (c == 0 && nul < 0) nul = n;
+        str[n++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (n == 0) return NULL;
+    str[n] = 0;
+    int complete = str[n - 1] == '\n' || c == EOF;
     int start = st->at_line_start;
     st->at_line_start = complete;
-    if (!start) return str;
+    if (!start) return str; /* the rest of an over-long line, already reported and skipped */
     st->line++;
-    if (complete) {
+    if (!complete) {
+        MP_ERROR("%s:%d: line longer than %d characters", st->file, st->line, num - 3);
+        while ((c = getc(st->f)) != EOF && c != '\n') {}
+        st->at_line_start = 1;
+    } else if (nul >= 0) {
+        const int len = n - (str[n - 1] == '\n');
+        char shown[DECK_SHOW];
+        str[len] = 0;
+        text_show_n(str, (size_t)len, shown, sizeof shown);
+        MP_ERROR("%s:%d: a NUL byte at column %ld (a deck is text): '%s'", st->file, st->line, nul + 1, shown);
+    } else {
         reader_section(st, str);
         return str;
     }
-    MP_ERROR("%s:%d: line longer than %d characters", st->file, st->line, num - 3);
     st->nerr++;
-    int c;
-    while ((c = fgetc(st->f)) != EOF && c != '\n') {}
-    st->at_line_start = 1;
     snprintf(str, (size_t)num, ";\n");
     return str;
 }
 
 static int load_key(load_t *st, const char *section, const char *name, const char *value)
 {
-    char why[256], hint[128];
+    char why[256], hint[128], sec[DECK_SHOW], key[DECK_SHOW], shown[DECK_SHOW];
+    deck_text_show(section, sec, sizeof sec);
+    deck_text_show(name, key, sizeof key);
     if (!section[0]) {
         suggest_key("", name, hint, sizeof hint);
-        return MP_FAIL("%s:%d: '%s' is outside any [section]%s", st->file, st->line, name, hint);
+        return MP_FAIL("%s:%d: '%s' is outside any [section]%s", st->file, st->line, key, hint);
     }
     if (!section_known(section)) {
         if (st->in_bad_section) return MP_ERR; /* reported with its header */
         suggest_section(section, hint, sizeof hint);
-        return MP_FAIL("%s:%d: unknown section [%s]%s", st->file, st->line, section, hint);
+        return MP_FAIL("%s:%d: unknown section [%s]%s", st->file, st->line, sec, hint);
     }
     int idx = key_find(section, name);
     if (idx < 0) {
         suggest_key(section, name, hint, sizeof hint);
-        return MP_FAIL("%s:%d: unknown key %s.%s%s", st->file, st->line, section, name, hint);
+        return MP_FAIL("%s:%d: unknown key %s.%s%s", st->file, st->line, sec, key, hint);
     }
     if (st->seen_line[idx])
         return MP_FAIL("%s:%d: %s.%s is set twice (first on line %d)", st->file, st->line, section, name,
                        st->seen_line[idx]);
     st->seen_line[idx] = st->line;
-    if (key_parse(&keys[idx], value, st->dir, st->d, why, sizeof why) != MP_OK)
-        return MP_FAIL("%s:%d: %s.%s = '%s' is %s", st->file, st->line, section, name, value, why);
+    if (key_parse(&keys[idx], value, st->dir, st->d, why, sizeof why) != MP_OK) {
+        deck_text_show(value, shown, sizeof shown);
+        return MP_FAIL("%s:%d: %s.%s = '%s' is %s", st->file, st->line, section, name, shown, why);
+    }
     return MP_OK;
 }
 

@@ -168,6 +168,15 @@ int deck_write(const deck_t *d, FILE *f);
 /* The same as a malloc'd string (for checkpoints); NULL on allocation failure. */
 char *deck_to_string(const deck_t *d);
 
+/* Room for user text quoted in a message (deck_text_show): values and paths up to 4 KiB would
+ * otherwise push the reason out of a message. */
+#define DECK_SHOW 256
+
+/* s as a message quotes it, in out (n bytes, at least 16): every byte that is not printable text
+ * (control characters, DEL, a byte of malformed UTF-8) written \xNN, and when the result is longer
+ * than n - 1 its head and tail joined by "...", so the reason after it is never cut. */
+void deck_text_show(const char *s, char *out, size_t n);
+
 /* Markdown reference of every key (section, key, type, default, rule, doc): docs/DECK.md. */
 void deck_print_reference(FILE *f);
 

@@ -4,7 +4,8 @@
  * Legend: T seq_len; a window is T+1 consecutive tokens (T inputs, the T next tokens as targets).
  *
  * HDF5's automatic error printing is switched off around every public entry point (and restored
- * after): each failure is reported once, as our own one-line message naming the file. */
+ * after): each failure is reported once, as our own one-line message naming the file. Messages name
+ * it as deck_text_show shows it (escaped, a long path shortened), so the reason after it is never cut. */
 #include "data.h"
 
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "deck.h" /* deck_text_show */
 #include "h5util.h"
 #include "publish.h"
 #include "rng.h"
@@ -106,22 +108,23 @@ static int data_check_tokens(const char *path, const char *name, const uint16_t 
     return MP_OK;
 }
 
-static int data_load_file(dataset_t *ds_p, const char *path)
+/* path: the file to read; name: the same as messages show it. */
+static int data_load_file(dataset_t *ds_p, const char *path, const char *name)
 {
     dataset_t ds = {0};
     hid_t f = -1;
     htri_t is_h5;
-    H5_TRY(is_h5 = H5Fis_hdf5(path), out, path);
-    if (!is_h5) return MP_FAIL("%s is not an HDF5 file (make token files with `mindpipe prep`)", path);
-    H5_TRY(f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), out, path);
-    int read = data_read_vocab(f, path, &ds.vocab) == MP_OK &&
-               data_read_split(f, path, "train", &ds.train, &ds.n_train) == MP_OK &&
-               data_read_split(f, path, "val", &ds.val, &ds.n_val) == MP_OK;
+    H5_TRY(is_h5 = H5Fis_hdf5(path), out, name);
+    if (!is_h5) return MP_FAIL("%s is not an HDF5 file (make token files with `mindpipe prep`)", name);
+    H5_TRY(f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), out, name);
+    int read = data_read_vocab(f, name, &ds.vocab) == MP_OK &&
+               data_read_split(f, name, "train", &ds.train, &ds.n_train) == MP_OK &&
+               data_read_split(f, name, "val", &ds.val, &ds.n_val) == MP_OK;
     herr_t closed = H5Fclose(f);
     if (!read) goto err_free_splits;
-    H5_TRY(closed, err_free_splits, path);
-    if (data_check_tokens(path, "train", ds.train, ds.n_train, ds.vocab) != MP_OK) goto err_free_splits;
-    if (data_check_tokens(path, "val", ds.val, ds.n_val, ds.vocab) != MP_OK) goto err_free_splits;
+    H5_TRY(closed, err_free_splits, name);
+    if (data_check_tokens(name, "train", ds.train, ds.n_train, ds.vocab) != MP_OK) goto err_free_splits;
+    if (data_check_tokens(name, "val", ds.val, ds.n_val, ds.vocab) != MP_OK) goto err_free_splits;
     snprintf(ds.path, sizeof ds.path, "%s", path);
     *ds_p = ds;
     return MP_OK;
@@ -133,12 +136,16 @@ out:
 
 int data_load(dataset_t *ds_p, const char *path)
 {
+    char name[DECK_SHOW];
+    deck_text_show(path, name, sizeof name);
     if (access(path, R_OK) != 0)
-        return MP_FAIL("data file %s: %s (make it with `mindpipe prep --text FILE --out %s`)", path, strerror(errno),
-                       path);
+        return MP_FAIL("data file %s: %s (make it with `mindpipe prep --text FILE --out DATA.h5`)", name,
+                       strerror(errno));
+    if (strlen(path) >= sizeof ds_p->path)
+        return MP_FAIL("data file %s: path longer than %zu characters", name, sizeof ds_p->path - 1);
     h5_quiet_t q;
     h5_quiet_begin(&q);
-    int rc = data_load_file(ds_p, path);
+    int rc = data_load_file(ds_p, path, name);
     h5_quiet_end(&q);
     return rc;
 }
@@ -172,10 +179,27 @@ long data_val_windows(const dataset_t *ds, int T)
     return (long)((ds->n_val - 1) / (size_t)T);
 }
 
+int data_check_windows(const dataset_t *ds, int T)
+{
+    char name[DECK_SHOW];
+    deck_text_show(ds->path, name, sizeof name);
+    if (T < 1 || ds->n_train < (size_t)T + 2)
+        return MP_FAIL("%s: /train has %zu tokens, fewer than model.seq_len+2 = %lld: no training window", name,
+                       ds->n_train, (long long)T + 2);
+    if (data_val_windows(ds, T) < 1)
+        MP_WARN("%s: /val has %zu tokens, fewer than model.seq_len+1 = %lld: no validation window, so no val_loss "
+                "is computed (metrics lines carry none); prep a longer text or a larger --val-fraction", name,
+                ds->n_val, (long long)T + 1);
+    return MP_OK;
+}
+
 int data_val_sample(const dataset_t *ds, long w, int T, int *inp, int *tgt)
 {
-    if (w < 0 || w >= data_val_windows(ds, T))
-        return MP_FAIL("%s: validation window %ld does not fit in /val (%zu tokens, T=%d)", ds->path, w, ds->n_val, T);
+    if (w < 0 || w >= data_val_windows(ds, T)) {
+        char name[DECK_SHOW];
+        deck_text_show(ds->path, name, sizeof name);
+        return MP_FAIL("%s: validation window %ld does not fit in /val (%zu tokens, T=%d)", name, w, ds->n_val, T);
+    }
     const uint16_t *v = ds->val + (size_t)w * (size_t)T;
     for (int t = 0; t < T; t++) {
         inp[t] = v[t];
@@ -189,17 +213,19 @@ int data_val_sample(const dataset_t *ds, long w, int T, int *inp, int *tgt)
 /* Reads the whole of path into a malloc'd buffer. Errors name the file (missing, unreadable, empty). */
 static int data_read_text(const char *path, unsigned char **buf_p, size_t *n_p)
 {
+    char name[DECK_SHOW];
+    deck_text_show(path, name, sizeof name);
     FILE *fp = fopen(path, "rb");
-    if (!fp) return MP_FAIL("text file %s: %s", path, strerror(errno));
+    if (!fp) return MP_FAIL("text file %s: %s", name, strerror(errno));
     struct stat st;
     if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
         fclose(fp);
-        return MP_FAIL("text file %s is not a regular file", path);
+        return MP_FAIL("text file %s is not a regular file", name);
     }
     size_t n = (size_t)st.st_size;
     if (n < 2) {
         fclose(fp);
-        return MP_FAIL("text file %s is %s: nothing to split into train and val", path, n ? "one byte" : "empty");
+        return MP_FAIL("text file %s is %s: nothing to split into train and val", name, n ? "one byte" : "empty");
     }
     unsigned char *buf = MP_MALLOC(n);
     if (!buf) {
@@ -211,7 +237,7 @@ static int data_read_text(const char *path, unsigned char **buf_p, size_t *n_p)
     fclose(fp);
     if (got != n || err) {
         free(buf);
-        return MP_FAIL("text file %s: read %zu of %zu bytes", path, got, n);
+        return MP_FAIL("text file %s: read %zu of %zu bytes", name, got, n);
     }
     *buf_p = buf;
     *n_p = n;

@@ -28,6 +28,11 @@ void data_train_sample(const dataset_t *ds, uint64_t seed, long step, long index
 int data_val_sample(const dataset_t *ds, long w, int T, int *inp, int *tgt);
 /* How many full validation windows /val holds for sequence length T. */
 long data_val_windows(const dataset_t *ds, int T);
+/* Setup's check of a loaded dataset against seq_len T. MP_ERR (reported, naming the file) when
+ * /train holds no training window (fewer than T+2 tokens). When /val holds no validation window
+ * (fewer than T+1 tokens) a warning names the file, /val's token count and T, and MP_OK: the run
+ * trains, and its metrics carry no val_loss (train_val_loss is NaN; `mindpipe eval` refuses). */
+int data_check_windows(const dataset_t *ds, int T);
 
 /* `mindpipe prep`: bytes of text_path -> byte-level tokens (vocab 256); the last val_fraction of
  * the text (at least one window's worth) goes to /val. Written to a temporary name, fsynced and

@@ -229,6 +229,58 @@ static void test_load_errors(void)
     expect_load_refused("a truncated file", tpath("tok.h5"), NULL);
 }
 
+/* A validation split too short for seq_len (issue 15): setup's check warns, naming the file, /val's
+ * token count and seq_len (val_loss would otherwise be missing without a word); a /train too
+ * short is refused; a split that holds one window passes silently. */
+static void test_short_split(void)
+{
+    free(write_text(tpath("short.txt"), 10000));
+    capture_begin();
+    int prep = data_prep_text(tpath("short.txt"), tpath("short.h5"), 0.05);
+    dataset_t ds;
+    int load = prep == MP_OK ? data_load(&ds, tpath("short.h5")) : MP_ERR;
+    capture_end();
+    if (load != MP_OK) {
+        tap_ok(0, "prep and load of short.h5");
+        show_errtext();
+        return;
+    }
+    tap_diag("short.h5: /train %zu tokens, /val %zu tokens", ds.n_train, ds.n_val);
+    capture_begin();
+    int fits = data_check_windows(&ds, 4096);
+    capture_end();
+    tap_ok(fits == MP_OK && !errtext[0] && data_val_windows(&ds, 4096) == 1, "/val of 4097 tokens, seq_len 4096: one window, no warning");
+    capture_begin();
+    int warned = data_check_windows(&ds, 4097);
+    capture_end();
+    tap_ok(warned == MP_OK && strstr(errtext, "warning") && strstr(errtext, "short.h5") &&
+               strstr(errtext, "/val has 4097 tokens") && strstr(errtext, "model.seq_len+1 = 4098") &&
+               strstr(errtext, "no val_loss"),
+           "/val shorter than seq_len+1: a warning naming the file, the split's tokens and seq_len");
+    show_errtext();
+    capture_begin();
+    int refused = data_check_windows(&ds, 6000);
+    capture_end();
+    tap_ok(refused == MP_ERR && strstr(errtext, "short.h5") && strstr(errtext, "/train has 5903 tokens") &&
+               strstr(errtext, "model.seq_len+2 = 6002"),
+           "/train shorter than seq_len+2: refused naming the file and both numbers");
+    show_errtext();
+    data_free(&ds);
+}
+
+/* A path of thousands of characters (issue 15): the message keeps its reason and the file's name
+ * (the path's middle is what is shortened). */
+static void test_long_path_message(void)
+{
+    char *path = malloc(4000);
+    int n = snprintf(path, 4000, "%s", tmpdir);
+    for (int k = 0; k < 30; k++) n += snprintf(path + n, 4000 - (size_t)n, "/%099d", k); /* 30 directories */
+    snprintf(path + n, 4000 - (size_t)n, "/missing.h5");
+    expect_load_refused("a 3000-character path keeps the reason", path, "No such file or directory");
+    tap_ok(strstr(errtext, "mindpipe prep") && strlen(errtext) < 1024, "... and the advice, in a short line");
+    free(path);
+}
+
 static void cleanup(void)
 {
     DIR *dh = opendir(tmpdir);
@@ -246,6 +298,8 @@ int main(void)
     test_prep_splits();
     test_prep_errors();
     test_load_errors();
+    test_short_split();
+    test_long_path_message();
     cleanup();
     MPI_Finalize();
     return tap_done();

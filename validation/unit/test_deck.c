@@ -4,6 +4,7 @@
  * stderr is captured to a file to read the messages. */
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 
 #include "check.h"
 #include "deck.h"
+#include "math_exp.h"
 #include "tap.h"
 
 static char tmpdir[] = "/tmp/test_deck.XXXXXX";
@@ -27,6 +29,19 @@ static const char *write_deck(const char *name, const char *text)
     FILE *f = fopen(path, "w");
     if (!f) return perror(path), path;
     fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* tmpdir/name holding the n bytes of text (NUL bytes included); name NULL: the last path written. */
+static const char *write_deck_n(const char *name, const char *text, size_t n)
+{
+    static char path[1024];
+    if (!name) return path;
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return perror(path), path;
+    fwrite(text, 1, n, f);
     fclose(f);
     return path;
 }
@@ -376,7 +391,7 @@ static void test_file_errors(void)
                    "model.layers = '0'", "must be in [1, 4096]", NULL);
     expect_refused("out of range (beta1 = 1, open end)", VALID "[train]\nbeta1 = 1\n", NULL, 0, "train.beta1",
                    "[0, 1)", NULL);
-    expect_refused("out of range (lr = 0)", VALID "[train]\nlr = 0\n", NULL, 0, "train.lr", "must be > 0", NULL);
+    expect_refused("out of range (lr = 0)", VALID "[train]\nlr = 0\n", NULL, 0, "train.lr", "must be in (0, 1]", NULL);
     expect_refused("negative seed", VALID "[train]\nseed = -1\n", NULL, 0, "train.seed", NULL);
     expect_refused("not one of the choices", VALID "[train]\ndevice = tpu\n", NULL, 0, "deck.ini:4",
                    "train.device = 'tpu'", "not one of cpu|emu|cuda", NULL);
@@ -571,6 +586,86 @@ static void test_reference(void)
     free(buf);
 }
 
+/* A NUL byte inside a line (issue 15): one error naming the file, the line and the column, the bytes
+ * shown escaped, and the next line still read as a line of its own (fgets used to stop at the NUL,
+ * call the line over-long and skip the next one). */
+static void test_nul_byte(void)
+{
+    static const char text[] = VALID "[model]\nlayers = 4\0\x1b[2J\nheads = x\n";
+    write_deck_n("deck.ini", text, sizeof text - 1);
+    deck_t d;
+    capture_begin();
+    int rc = deck_load(&d, write_deck_n(NULL, NULL, 0), NULL, 0);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "deck.ini:4: a NUL byte at column 11") &&
+               strstr(errtext, "'layers = 4\\x00\\x1B[2J'") && strstr(errtext, "deck.ini:5: model.heads = 'x'") &&
+               !strstr(errtext, "longer than") && !strchr(errtext, '\x1b'),
+           "a NUL byte in a line: file, line and column named, bytes escaped, the next line read");
+    show_errtext();
+}
+
+/* User text in messages is escaped (control characters, DEL, malformed UTF-8, the backslash) and
+ * well-formed UTF-8 kept (issue 15). */
+static void test_escaped_messages(void)
+{
+    expect_refused("a control character in a value is shown escaped", VALID "[train]\ndevice = \x1b[31mtpu\n", NULL, 0,
+                   "deck.ini:4", "train.device = '\\x1B[31mtpu'", NULL);
+    tap_ok(!strchr(errtext, '\x1b'), "no raw escape byte reaches the terminal");
+    expect_refused("a bad byte in a section name is escaped", VALID "[mo\x07" "del\xff]\n", NULL, 0, "deck.ini:3",
+                   "[mo\\x07del\\xFF]", NULL);
+    char *sets[] = {"train.device=gp\xc3\xbc\x7f"};
+    expect_refused("--set: UTF-8 kept, DEL escaped", VALID, sets, 1, "train.device = 'gp\xc3\xbc\\x7F'", NULL);
+    char shown[16];
+    deck_text_show("abcdefghijklmnopqrstuvwxyz", shown, sizeof shown);
+    tap_ok(!strcmp(shown, "abcdef...uvwxyz"), "deck_text_show keeps head and tail of a long text (%s)", shown);
+    deck_text_show("\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9", shown, sizeof shown);
+    tap_ok(!strcmp(shown, "\xc3\xa9\xc3\xa9\xc3\xa9...\xc3\xa9\xc3\xa9\xc3\xa9"),
+           "deck_text_show never cuts a UTF-8 character (%s)", shown);
+    deck_text_show("\x01\x02\x03\x04\x05\x06\x07\x08", shown, sizeof shown);
+    tap_ok(!strcmp(shown, "\\x01...\\x08"), "deck_text_show never cuts an escape (%s)", shown);
+}
+
+/* Over-long values (issue 15): the message keeps its reason; the value is what gets shortened. */
+static void test_long_value_messages(void)
+{
+    const size_t big = DECK_PATH + 1000;
+    char *text = malloc(big + 64), *set = malloc(big + 64);
+    for (int k = 0; k < 2; k++) { /* a path too long once resolved, then a value too long to take */
+        const size_t n = k ? DECK_PATH + 200 : DECK_PATH + 5;
+        snprintf(text, big + 64, "[data]\npath = /");
+        memset(text + 15, 'p', n);
+        snprintf(text + 15 + n, 64, "\n");
+        expect_refused(k ? "an over-long value in a file keeps its reason" : "an over-long data.path in a file keeps its reason",
+                       text, NULL, 0, "deck.ini:2: data.path = '/ppp",
+                       k ? "ppp' is longer than 4111 characters" : "ppp' is path longer than 4095 characters", NULL);
+    }
+    snprintf(set, big + 64, "data.path=/");
+    memset(set + 11, 'q', DECK_PATH + 5);
+    set[11 + DECK_PATH + 5] = 0;
+    expect_refused("an over-long data.path in --set keeps its reason", VALID, &set, 1, "data.path = '/qqq",
+                   "qqq' is path longer than 4095 characters", NULL);
+    memset(set + 11, 'q', big);
+    set[11 + big] = 0;
+    expect_refused("an over-long --set keeps its reason", VALID, &set, 1, "--set 'data.path=/qqq",
+                   "qqq': value longer than", NULL);
+    free(set);
+    free(text);
+}
+
+/* An absurd learning rate (issue 15): refused by the deck; and mp_expf, which the NaNs such a rate
+ * produces reach, is defined for every float (it shifted a negative value for NaN: UBSan). */
+static void test_absurd_lr(void)
+{
+    expect_refused("train.lr = 1e30", VALID "[train]\nlr = 1e30\n", NULL, 0, "train.lr = '1e30'",
+                   "must be in (0, 1]", NULL);
+    expect_refused("train.min_lr = 2", VALID "[train]\nmin_lr = 2\n", NULL, 0, "train.min_lr", "[0, 1]", NULL);
+    volatile float nan_in = NAN, inf_in = INFINITY, huge = 3e38f;
+    const float e_nan = mp_expf(nan_in), e_inf = mp_expf(inf_in), e_minf = mp_expf(-inf_in), e_huge = mp_expf(huge);
+    tap_ok(isnan(e_nan) && e_inf == mp_expf(88.7f) && e_minf == mp_expf(-87.3f) && e_minf > 0 &&
+               e_huge == e_inf && mp_expf(-huge) == e_minf && mp_expf(0.0f) == 1.0f,
+           "mp_expf: NaN stays NaN, ±inf and ±3e38 clamp like ±88.7 / -87.3");
+}
+
 static void cleanup(void)
 {
     char cmd[1200];
@@ -600,6 +695,10 @@ int main(void)
     test_long_lines();
     test_bytes();
     test_reference();
+    test_nul_byte();
+    test_escaped_messages();
+    test_long_value_messages();
+    test_absurd_lr();
     cleanup();
     return tap_done();
 }
