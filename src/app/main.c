@@ -29,7 +29,9 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: mindpipe COMMAND [options]\n"
-            "  train [-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto] [--quiet]\n"
+            "  train [-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]\n"
+            "        (a fresh run into a DIR holding checkpoints is refused: --resume auto continues it, --restart\n"
+            "         moves its checkpoints to DIR/ckpt.old-TIME/ and starts over)\n"
             "  prep --text FILE --out DATA.h5 [--val-fraction F]\n"
             "  inspect CKPT.h5\n"
             "  eval -c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]  (val_loss of a checkpoint, any layout)\n"
@@ -91,6 +93,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--text") && has_val) c->text = argv[++i];
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
+        else if (!strcmp(a, "--restart")) c->run.restart = 1;
         else if (!strcmp(a, "--threads") && has_val) c->threads = atoi(argv[++i]);
         else if (!strcmp(a, "--schedule") && has_val) c->schedule = argv[++i];
         else if (!strcmp(a, "--pp") && has_val) c->pp = atoi(argv[++i]);
@@ -101,9 +104,17 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--alpha") && has_val) c->alpha = atof(argv[++i]);
         else if (!strcmp(a, "--device") && has_val) c->device = argv[++i];
         else if (!strcmp(a, "--verbose")) c->verbose = 1;
-        else if (a[0] != '-' && !c->positional) c->positional = a;
+        else if (a[0] != '-' && !c->positional && !strcmp(argv[1], "inspect")) c->positional = a;
+        else if (a[0] != '-')
+            return MP_FAIL("unexpected argument '%s' for '%s': %s (see mindpipe --help)", a, argv[1],
+                           strcmp(argv[1], "inspect") ? "this command takes no file or directory without an option "
+                                                        "(the run directory is --out DIR)"
+                                                      : "inspect takes one checkpoint file");
         else return MP_FAIL("unknown or incomplete option '%s' for '%s' (see mindpipe --help)", a, argv[1]);
     }
+    if (c->run.restart && c->run.resume)
+        return MP_FAIL("--restart and --resume exclude each other: --resume continues the run in --out, --restart "
+                       "starts a new one there");
     c->run.sets = c->sets;
     c->run.out_dir = c->out;
     return MP_OK;

@@ -150,23 +150,46 @@ int run_agree(int rc)
     return any ? MP_ERR : MP_OK;
 }
 
-/* Rank 0 makes the directory and writes deck.ini and the logs; the others learn its path. */
+/* Rank 0, holding the lock: a fresh run's refusal or --restart, the logs, stale temporaries, the run
+ * id and deck.ini. */
+static int run_out_dir_claim(run_t *r)
+{
+    char ck[4200], moved[9000] = "";
+    snprintf(ck, sizeof ck, "%s/ckpt", r->out_dir);
+    if (!r->opts.resume && rundir_fresh(r->out_dir, r->opts.restart, moved, sizeof moved) != MP_OK) return MP_ERR;
+    if (mkdir_p(ck) != MP_OK || runlog_open(&r->log, r->out_dir) != MP_OK) return MP_ERR;
+    r->log.quiet = r->opts.quiet; /* runlog_open starts from a clean runlog_t */
+    if (moved[0]) runlog_printf(&r->log, "%s", moved);
+    if (rundir_clean_temporaries(r->out_dir, &r->log) != MP_OK) return MP_ERR;
+    if (r->opts.resume) {
+        if (rundir_id_read(r->out_dir, r->run_id) != MP_OK) return MP_ERR;
+    } else if (rundir_id_new(r->run_id) != MP_OK || rundir_id_write(r->out_dir, r->run_id) != MP_OK) {
+        return MP_ERR;
+    }
+    return run_write_deck(r);
+}
+
+/* Rank 0 makes and claims the directory (run_out_dir_claim); the others learn its path and the run
+ * id. On failure the lock is released and the logs closed. */
 static int run_out_dir(run_t *r)
 {
-    char ck[4200];
     const char *dir = r->opts.out_dir ? r->opts.out_dir : "run";
     int rc = MP_OK;
     r->log.quiet = r->opts.quiet || r->rank != 0;
     if (r->rank == 0) {
         if (mkdir_p(dir) != MP_OK) rc = MP_ERR;
         else if (!realpath(dir, r->out_dir)) rc = MP_FAIL("cannot resolve %s: %s", dir, strerror(errno));
-        snprintf(ck, sizeof ck, "%s/ckpt", r->out_dir);
-        if (rc == MP_OK && (mkdir_p(ck) != MP_OK || run_write_deck(r) != MP_OK)) rc = MP_ERR;
-        if (rc == MP_OK) rc = runlog_open(&r->log, r->out_dir);
+        if (rc == MP_OK) rc = rundir_lock(&r->lock, r->out_dir);
+        if (rc == MP_OK) rc = run_out_dir_claim(r);
         r->log.quiet = r->opts.quiet;
+        if (rc != MP_OK) {
+            runlog_close(&r->log);
+            rundir_unlock(&r->lock);
+        }
     }
     if (run_agree(rc) != MP_OK) return MP_ERR;
     MPI_CHECK(MPI_Bcast(r->out_dir, sizeof r->out_dir, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(r->run_id, sizeof r->run_id, MPI_CHAR, 0, MPI_COMM_WORLD));
     return MP_OK;
 }
 
@@ -434,6 +457,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
 {
     memset(r, 0, sizeof *r);
     r->opts = *o;
+    r->lock.fd = -1;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r->rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->world));
     if (run_layout(r, o) != MP_OK) return MP_ERR;
@@ -473,4 +497,6 @@ void run_teardown(run_t *r)
     nodelink_free(&r->link); /* after the copy engine, which takes its locks, is gone */
     data_free(&r->data);
     free(r->deck_text);
+    ckpt_verdicts_free(&r->verdicts);
+    rundir_unlock(&r->lock); /* last: the directory is ours until everything is written and closed */
 }

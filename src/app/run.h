@@ -7,6 +7,7 @@
 #include "actdump.h"
 #include "arena.h"
 #include "backend.h"
+#include "ckpt_files.h"
 #include "data.h"
 #include "deck.h"
 #include "dp.h"
@@ -15,6 +16,7 @@
 #include "nodelink.h"
 #include "model.h"
 #include "optim.h"
+#include "rundir.h"
 #include "runlog.h"
 #include "supernet.h"
 #include "trace.h"
@@ -26,6 +28,7 @@ typedef struct {
     int nsets;
     const char *out_dir;     /* --out (default "run") */
     const char *resume;      /* --resume PATH | auto | NULL */
+    int restart;             /* --restart: a fresh run moves the directory's checkpoints aside (rundir.h) */
     int quiet;               /* no console output */
 } run_opts_t;
 
@@ -64,12 +67,18 @@ typedef struct {
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;
     char out_dir[4096];
+    char run_id[CKPT_RUN_ID_LEN + 1]; /* this run's id (rundir.h): in every checkpoint it writes; "" until
+                                         known (a resume adopts its checkpoint's) */
+    rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
+    ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
 } run_t;
 
 /* Loads and checks the deck, builds the rank grid, refuses layouts and features this build does
  * not implement, sets threads, loads the dataset and builds the model (initialised from the seed).
- * With out_dir set, rank 0 creates the run directory (ckpt/ inside it), writes deck.ini and opens
- * the logs. Collective over MPI_COMM_WORLD: every rank returns the same status, so no rank is left
+ * With out_dir set, rank 0 creates the run directory (ckpt/ inside it) and locks it (refused when
+ * another run holds it), refuses a fresh run (no --resume) into a directory holding checkpoints
+ * unless --restart moved them aside, removes stale temporaries, sets the run id (a fresh run: a new
+ * one in RUN/run_id; a resume: RUN/run_id's, if any), writes deck.ini and opens the logs. Collective over MPI_COMM_WORLD: every rank returns the same status, so no rank is left
  * waiting in a collective for one that failed. MP_OK or MP_ERR (message printed; everything
  * acquired is released). */
 int run_setup(run_t *r, const run_opts_t *o, int with_out_dir);

@@ -2,6 +2,7 @@
  * the collective write and read, --resume. */
 #include "run_ckpt.h"
 
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "ckpt.h"
 #include "ckpt_files.h"
 #include "perf.h"
+#include "rundir.h"
 
 float *run_ckpt_host_copy(run_t *r, const float *dev, size_t n)
 {
@@ -74,16 +76,22 @@ static void run_ckpt_state(const run_t *r, ckpt_state_t *st_p)
              r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero,
              md->tab.nchunks);
     snprintf(st_p->schedule, sizeof st_p->schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
+    snprintf(st_p->run_id, sizeof st_p->run_id, "%s", r->run_id);
 }
 
-/* Rank 0, after a checkpoint at path was written in dt seconds: the log line, then pruning. */
+/* Rank 0, after a checkpoint at path was written in dt seconds: the log line, then pruning among
+ * this run's checkpoints that verify (ckpt_dir_prune_run: the newest good one, the file just written,
+ * and other runs' and corrupt files are never deleted). */
 static int run_ckpt_written(run_t *r, const char *path, double dt)
 {
     char dir[4200];
+    const char *name = strrchr(path, '/') + 1; /* run_ckpt_dir/NAME */
     const double mb = run_ckpt_file_mb(path);
     runlog_printf(&r->log, "checkpoint %s (%.1f MB written in %.3f s: %.0f MB/s)", path, mb, dt, mb / dt);
     run_ckpt_dir(r, dir, sizeof dir);
-    return ckpt_dir_prune(dir, r->deck.checkpoint.keep);
+    if (r->deck.checkpoint.keep <= 0) return MP_OK;
+    if (ckpt_verdict_written(&r->verdicts, dir, name, r->run_id) != MP_OK) return MP_ERR;
+    return ckpt_dir_prune_run(dir, r->deck.checkpoint.keep, r->run_id, name, &r->verdicts);
 }
 
 /* Written collectively: each stage's TP shards write their hyperslabs of the canonical tensors
@@ -152,43 +160,237 @@ static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weigh
     return rc;
 }
 
-/* --resume auto: the newest checkpoint of RUN/ckpt that verifies into path_p (n bytes). 1: found;
- * 0: the directory holds no checkpoint at all (start fresh); MP_ERR: none of them verifies. */
-static int run_ckpt_find_auto(run_t *r, char *path_p, size_t n)
+/* The value of section.key in a resolved deck's text (deck_write: "[section]" lines, then
+ * "key = value" lines) into val_p (n bytes). 1 found, 0 not. */
+static int run_ckpt_deck_value(const char *text, const char *section, const char *key, char *val_p, size_t n)
 {
-    char dir[4200];
+    char sec[64] = "";
+    const size_t klen = strlen(key);
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (line[0] == '[' && len > 2) {
+            snprintf(sec, sizeof sec, "%.*s", (int)(len - 2), line + 1);
+        } else if (!strcmp(sec, section) && len >= klen + 3 && !strncmp(line, key, klen) &&
+                   !strncmp(line + klen, " = ", 3)) {
+            snprintf(val_p, n, "%.*s", (int)(len - klen - 3), line + klen + 3);
+            return 1;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The keys whose change makes a resumed run another training run than the one that wrote the
+ * checkpoint. refuse: unless this command line sets the key with --set (a deliberate change), the
+ * resume is refused: a deck edited for another experiment, resumed into an old directory, must not
+ * silently continue someone else's trajectory. The others are warned about: extending train.steps
+ * (and so the schedule) is how a finished run is trained on. Layout keys (parallel.*, pipeline.*,
+ * train.micro_batch, memory.*, checkpoint.*) may change freely: resharding is a feature. The model's
+ * shape is checked by the reader (and by --resume auto's fit check). */
+static const struct {
+    const char *section, *key;
+    int refuse;
+    const char *what; /* what it changes */
+} run_ckpt_semantic_keys[] = {
+    {"train", "seed", 1, "the data order (and the subnets a supernet samples)"},
+    {"train", "batch", 1, "the samples per step and the data cursor"},
+    {"data", "path", 1, "the training data"},
+    {"train", "steps", 0, "the learning-rate schedule's length"},
+    {"train", "warmup", 0, "the learning-rate schedule"},
+    {"train", "lr", 0, "the learning-rate schedule"},
+    {"train", "min_lr", 0, "the learning-rate schedule"},
+    {"train", "weight_decay", 0, "the optimizer"},
+    {"train", "grad_clip", 0, "the optimizer"},
+    {"train", "beta1", 0, "the optimizer"},
+    {"train", "beta2", 0, "the optimizer"},
+    {"train", "eps", 0, "the optimizer"},
+    {"train", "precision", 0, "the arithmetic"},
+    {"supernet", "window", 0, "the supernet's update rule"},
+};
+
+/* Whether this command line sets section.key with --set. */
+static int run_ckpt_key_set(const run_t *r, const char *section, const char *key)
+{
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s.%s=", section, key);
+    for (int i = 0; i < r->opts.nsets; i++)
+        if (!strncmp(r->opts.sets[i], prefix, strlen(prefix))) return 1;
+    return 0;
+}
+
+/* Rank 0: the deck the checkpoint at path was written under (old) against this run's. Warns about
+ * each changed key; MP_ERR (reported, naming the keys and both values) if a refused one changed. */
+static int run_ckpt_semantics(run_t *r, const char *path, const char *old)
+{
+    char refused[1024] = "";
+    for (size_t i = 0; i < sizeof run_ckpt_semantic_keys / sizeof run_ckpt_semantic_keys[0]; i++) {
+        const char *sec = run_ckpt_semantic_keys[i].section, *key = run_ckpt_semantic_keys[i].key;
+        char was[4200], now[4200];
+        if (!run_ckpt_deck_value(old, sec, key, was, sizeof was) ||
+            !run_ckpt_deck_value(r->deck_text, sec, key, now, sizeof now) || !strcmp(was, now))
+            continue;
+        if (run_ckpt_semantic_keys[i].refuse && !run_ckpt_key_set(r, sec, key)) {
+            MP_ERROR("resume: %s was written with %s.%s = %s; this run's deck says %s.%s = %s (it changes %s)", path,
+                     sec, key, was, sec, key, now, run_ckpt_semantic_keys[i].what);
+            size_t o = strlen(refused);
+            snprintf(refused + o, sizeof refused - o, "%s%s.%s", o ? ", " : "", sec, key);
+            continue;
+        }
+        MP_WARN("resume: %s.%s changed from %s (the checkpoint's run) to %s: this changes %s", sec, key, was, now,
+                run_ckpt_semantic_keys[i].what);
+        if (r->log.log) fprintf(r->log.log, "warning: resume: %s.%s changed from %s to %s\n", sec, key, was, now);
+    }
+    if (!refused[0]) return MP_OK;
+    return MP_FAIL("resume refused: %s changed since %s was written. Resume with the checkpoint's values; change them "
+                   "on purpose with --set on the command line; or start a new run (--restart, or another --out)",
+                   refused, path);
+}
+
+/* Rank 0, --resume auto: does the checkpoint whose head is h fit this run's model and optimizer?
+ * 1, or 0 with why not in why_p (n bytes). */
+static int run_ckpt_fits(const run_t *r, const ckpt_head_info_t *h, char *why_p, size_t n)
+{
+    const model_cfg_t *c = &r->gtab.cfg;
+    const struct {
+        const char *name;
+        int have, want;
+    } f[] = {{"layers", h->layers, c->layers}, {"dim", h->dim, c->dim},   {"heads", h->heads, c->heads},
+             {"seq_len", h->seq_len, c->seq_len}, {"vocab", h->vocab, c->vocab}, {"mlp_ratio", h->mlp_ratio, c->mlp_ratio}};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].have != f[i].want)
+            return snprintf(why_p, n, "it has model.%s=%d, the deck says %d", f[i].name, f[i].have, f[i].want), 0;
+    char blocks[2048];
+    param_blocks_text(c, blocks, sizeof blocks);
+    if (strcmp(blocks, h->blocks))
+        return snprintf(why_p, n, "it has model.blocks='%.500s', the deck says '%.500s'", h->blocks, blocks), 0;
+    if (!h->has_optim)
+        return snprintf(why_p, n, "it holds no optimizer state (/optim): weights only, not a training checkpoint"), 0;
+    if (r->deck.parallel.schedule_kind == DECK_SCHED_2BW && !h->has_model_prev)
+        return snprintf(why_p, n, "it has no /model_prev (not written by a 2bw run) and this run is 2bw"), 0;
+    return 1;
+}
+
+/* Rank 0, --resume auto: why dir/name cannot be resumed ("" when it can), its run id in id_p. The
+ * cheap checks (head, run id, shape) come before verifying the whole file. */
+static void run_ckpt_judge(run_t *r, const char *dir, const char *name, char *why, size_t n, char *id_p)
+{
+    char path[4400];
+    const ckpt_verdict_t *v;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    why[0] = 0;
+    if (ckpt_verdict_get(&r->verdicts, dir, name, 0, &v) != MP_OK) {
+        snprintf(why, n, "it cannot be read");
+        return;
+    }
+    if (!v->head_ok) {
+        snprintf(why, n, "%s", v->reason);
+        return;
+    }
+    snprintf(id_p, CKPT_RUN_ID_LEN + 1, "%s", v->run_id);
+    if (r->run_id[0] && v->run_id[0] && strcmp(r->run_id, v->run_id)) {
+        snprintf(why, n, "it belongs to another run (run_id %s; this directory's run is %s)", v->run_id, r->run_id);
+        return;
+    }
+    ckpt_head_info_t h;
+    if (ckpt_file_head(path, &h, why, n) != MP_OK) return;
+    const int fits = run_ckpt_fits(r, &h, why, n);
+    ckpt_file_head_free(&h);
+    if (fits && (ckpt_verdict_get(&r->verdicts, dir, name, 1, &v) != MP_OK || v->verified != 1))
+        snprintf(why, n, "%s", v->reason);
+}
+
+/* Rank 0, --resume auto: newest first, the first checkpoint of RUN/ckpt that verifies, is this run's
+ * (or carries no run id) and fits the deck, into path_p (n bytes) and its run id into id_p; each one
+ * skipped is named with why. 1 found; 0 no checkpoint at all (start fresh); MP_ERR none fits
+ * (reported, listing every candidate and why). */
+static int run_ckpt_pick(run_t *r, char *path_p, size_t n, char *id_p)
+{
+    char dir[4200], why[1200], report[8192] = "";
+    ckpt_file_t *files = NULL;
+    int count = 0, found = 0;
     run_ckpt_dir(r, dir, sizeof dir);
-    if (ckpt_dir_find_latest(dir, path_p, n) == MP_OK) return 1;
-    if (ckpt_dir_has_any(dir)) return MP_FAIL("--resume auto: no checkpoint in %s verifies", dir);
+    if (ckpt_dir_list(dir, &files, &count) != MP_OK && errno != ENOENT)
+        return MP_FAIL("--resume auto: cannot list %s: %s", dir, strerror(errno));
+    for (int i = count - 1; i >= 0 && !found; i--) {
+        run_ckpt_judge(r, dir, files[i].name, why, sizeof why, id_p);
+        if (!why[0]) {
+            snprintf(path_p, n, "%s/%s", dir, files[i].name);
+            found = 1;
+        } else {
+            MP_WARN("resume auto: skipping %s/%s: %s", dir, files[i].name, why);
+            size_t o = strlen(report);
+            if (o < sizeof report) snprintf(report + o, sizeof report - o, "\n  %s: %s", files[i].name, why);
+        }
+    }
+    free(files);
+    if (found) return 1;
+    if (count) return MP_FAIL("--resume auto: none of the %d checkpoint(s) in %s can be resumed:%s", count, dir, report);
     runlog_printf(&r->log, "resume auto: no checkpoint in %s, starting from step 0", dir);
     return 0;
 }
 
+/* What rank 0 decided about --resume, for every rank. */
+typedef struct {
+    int status;                        /* 1 resume from path, 0 start fresh, MP_ERR refused */
+    int id_changed;                    /* run_id is new to the directory: RUN/run_id is written */
+    char path[4300];
+    char run_id[CKPT_RUN_ID_LEN + 1];
+} run_ckpt_choice_t;
+
+/* Rank 0: which file --resume names (auto: run_ckpt_pick), whether its training semantics match
+ * this deck, and the run id the run goes on with (the directory's; else the file's; else new). */
+static void run_ckpt_choose(run_t *r, run_ckpt_choice_t *c)
+{
+    char file_id[CKPT_RUN_ID_LEN + 1] = "", reason[600];
+    c->status = 1;
+    if (!strcmp(r->opts.resume, "auto")) {
+        c->status = run_ckpt_pick(r, c->path, sizeof c->path, file_id);
+    } else {
+        snprintf(c->path, sizeof c->path, "%s", r->opts.resume);
+    }
+    ckpt_head_info_t h;
+    if (c->status == 1 && ckpt_file_head(c->path, &h, reason, sizeof reason) == MP_OK) {
+        snprintf(file_id, sizeof file_id, "%s", h.run_id);
+        if (run_ckpt_semantics(r, c->path, h.deck) != MP_OK) c->status = MP_ERR;
+        ckpt_file_head_free(&h);
+    } /* else: an unreadable file named by --resume PATH is refused by the collective read, naming why */
+    snprintf(c->run_id, sizeof c->run_id, "%s", r->run_id);
+    if (c->status == MP_ERR || c->run_id[0]) return;
+    c->id_changed = 1; /* files before run ids (and directories without RUN/run_id) belong to whoever resumes them */
+    if (file_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", file_id);
+    else if (rundir_id_new(c->run_id) != MP_OK) c->status = MP_ERR;
+}
+
 int run_ckpt_resume(run_t *r)
 {
-    char path[4300];
-    const char *want = r->opts.resume;
-    if (!want) return MP_OK;
-    if (strcmp(want, "auto") == 0) {
-        int found = run_ckpt_find_auto(r, path, sizeof path);
-        if (found != 1) return found == 0 ? MP_OK : MP_ERR;
-        want = path;
-    }
-    ckpt_state_t st;
-    const double t0 = perf_now();
-    if (run_ckpt_read(r, want, &st, 0) != MP_OK) return MP_ERR;
-    if (st.step > r->deck.train.steps) {
+    if (!r->opts.resume) return MP_OK;
+    run_ckpt_choice_t c = {0};
+    if (r->rank == 0) run_ckpt_choose(r, &c);
+    /* only rank 0 verifies whole files; the others learn its choice */
+    MPI_CHECK(MPI_Bcast(&c, sizeof c, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (c.status == MP_ERR) return MP_ERR;
+    int rc = MP_OK;
+    if (c.status == 1) {
+        ckpt_state_t st;
+        const double t0 = perf_now();
+        if (run_ckpt_read(r, c.path, &st, 0) != MP_OK) return MP_ERR;
         free(st.deck);
-        return MP_FAIL("%s is at step %ld, past train.steps=%d: raise train.steps to train on from it", want, st.step,
-                       r->deck.train.steps);
+        if (st.step > r->deck.train.steps)
+            return MP_FAIL("%s is at step %ld, past train.steps=%d: raise train.steps to train on from it", c.path,
+                           st.step, r->deck.train.steps);
+        const double dt = perf_now() - t0, mb = run_ckpt_file_mb(c.path);
+        r->step = st.step;
+        r->adam_t = st.adam_t;
+        runlog_printf(&r->log, "resumed from %s at step %ld (%.1f MB read in %.3f s: %.0f MB/s)", c.path, r->step, mb,
+                      dt, mb / dt);
     }
-    const double dt = perf_now() - t0, mb = run_ckpt_file_mb(want);
-    r->step = st.step;
-    r->adam_t = st.adam_t;
-    free(st.deck);
-    runlog_printf(&r->log, "resumed from %s at step %ld (%.1f MB read in %.3f s: %.0f MB/s)", want, r->step, mb, dt,
-                  mb / dt);
-    return MP_OK;
+    snprintf(r->run_id, sizeof r->run_id, "%s", c.run_id);
+    if (r->rank == 0 && c.id_changed) {
+        rc = rundir_id_write(r->out_dir, r->run_id);
+        if (rc == MP_OK) runlog_printf(&r->log, "run id %s (RUN/run_id)", r->run_id);
+    }
+    return rc; /* train_main agrees on it */
 }
 
 int run_ckpt_load_weights(run_t *r, const char *path, long *step_p)

@@ -1,16 +1,19 @@
-/* The files of a checkpoint directory: the step_%08ld.h5 name, listing, newest valid, pruning
- * (ckpt_files.h). */
+/* The files of a checkpoint directory: the step_%08ld.h5 name, listing, newest valid, a file's
+ * head, the verdict cache, pruning (ckpt_files.h). */
 #include "ckpt_files.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "ckpt.h"
+#include "h5util.h"
 
 #define CKPT_NAME_FMT "step_%08ld.h5"
 #define CKPT_NAME_DIGITS_MAX 18 /* a long holds any 18-digit step */
@@ -130,18 +133,237 @@ int ckpt_dir_find_latest(const char *dir, char *path_p, size_t n)
     return rc;
 }
 
-int ckpt_dir_prune(const char *dir, int keep)
+/* ---- a file's head ----------------------------------------------------------------------------- */
+
+/* String attribute `name` of g into a malloc'd text (fixed or variable length). MP_OK or MP_ERR. */
+static int ckpt_head_string(hid_t g, const char *name, char **text_p)
+{
+    int rc = MP_ERR;
+    hid_t a = H5Aopen(g, name, H5P_DEFAULT), t = -1, mt = -1;
+    if (a < 0) return MP_ERR;
+    if ((t = H5Aget_type(a)) < 0 || H5Tget_class(t) != H5T_STRING || (mt = H5Tcopy(H5T_C_S1)) < 0) goto out;
+    htri_t var = H5Tis_variable_str(t);
+    if (var > 0) {
+        char *v = NULL;
+        if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &v) >= 0 && (*text_p = strdup(v ? v : ""))) rc = MP_OK;
+        if (v) H5free_memory(v);
+    } else if (var == 0) {
+        size_t size = H5Tget_size(t);
+        char *text = calloc(size + 1, 1);
+        if (text && H5Tset_size(mt, size) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLPAD) >= 0 && H5Aread(a, mt, text) >= 0) {
+            *text_p = text;
+            text = NULL;
+            rc = MP_OK;
+        }
+        free(text);
+    }
+out:
+    if (mt >= 0) H5Tclose(mt);
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+/* The attributes of the open /state group g into h (blocks and deck malloc'd). */
+static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
+{
+    int *const ints[] = {&h->layers, &h->dim, &h->heads, &h->seq_len, &h->vocab, &h->mlp_ratio};
+    static const char *const names[] = {"layers", "dim", "heads", "seq_len", "vocab", "mlp_ratio"};
+    int64_t step = 0;
+    hid_t a;
+    for (int i = 0; i < 6; i++) {
+        if ((a = H5Aopen(g, names[i], H5P_DEFAULT)) < 0) return snprintf(reason, n, "/state has no %s", names[i]), MP_ERR;
+        herr_t e = H5Aread(a, H5T_NATIVE_INT, ints[i]);
+        H5Aclose(a);
+        if (e < 0) return snprintf(reason, n, "/state %s cannot be read", names[i]), MP_ERR;
+    }
+    if ((a = H5Aopen(g, "step", H5P_DEFAULT)) < 0) return snprintf(reason, n, "/state has no step"), MP_ERR;
+    herr_t e = H5Aread(a, H5T_NATIVE_INT64, &step);
+    H5Aclose(a);
+    if (e < 0 || step < 0) return snprintf(reason, n, "/state step cannot be read"), MP_ERR;
+    h->step = (long)step;
+    if (ckpt_head_string(g, "deck", &h->deck) != MP_OK) return snprintf(reason, n, "/state deck cannot be read"), MP_ERR;
+    if (H5Aexists(g, "blocks") > 0 ? ckpt_head_string(g, "blocks", &h->blocks) != MP_OK : !(h->blocks = strdup("")))
+        return snprintf(reason, n, "/state blocks cannot be read"), MP_ERR;
+    char *id = NULL;
+    if (H5Aexists(g, "run_id") > 0 && ckpt_head_string(g, "run_id", &id) != MP_OK)
+        return snprintf(reason, n, "/state run_id cannot be read"), MP_ERR;
+    snprintf(h->run_id, sizeof h->run_id, "%s", id ? id : "");
+    free(id);
+    return MP_OK;
+}
+
+static int ckpt_head_file(const char *path, ckpt_head_info_t *h, char *reason, size_t n)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), g = -1;
+    if (f < 0) return snprintf(reason, n, "cannot be opened as HDF5"), MP_ERR;
+    int rc = MP_ERR;
+    if (H5Lexists(f, "state", H5P_DEFAULT) <= 0 || (g = H5Gopen2(f, "state", H5P_DEFAULT)) < 0) {
+        snprintf(reason, n, "no readable /state");
+        goto out;
+    }
+    if (ckpt_head_attrs(g, h, reason, n) != MP_OK) goto out;
+    h->has_model_prev = H5Lexists(f, "model_prev", H5P_DEFAULT) > 0;
+    h->has_optim = H5Lexists(f, "optim", H5P_DEFAULT) > 0 && H5Lexists(f, "optim/m", H5P_DEFAULT) > 0 &&
+                   H5Lexists(f, "optim/v", H5P_DEFAULT) > 0;
+    rc = MP_OK;
+out:
+    if (g >= 0) H5Gclose(g);
+    H5Fclose(f);
+    return rc;
+}
+
+int ckpt_file_head(const char *path, ckpt_head_info_t *h_p, char *reason_p, size_t n)
+{
+    ckpt_head_info_t h = {0};
+    h5_quiet_t q;
+    h5_quiet_begin(&q);
+    int rc = ckpt_head_file(path, &h, reason_p, n);
+    h5_quiet_end(&q);
+    if (rc != MP_OK) {
+        ckpt_file_head_free(&h);
+        return MP_ERR;
+    }
+    *h_p = h;
+    return MP_OK;
+}
+
+void ckpt_file_head_free(ckpt_head_info_t *h)
+{
+    free(h->blocks);
+    free(h->deck);
+    h->blocks = h->deck = NULL;
+}
+
+/* ---- verdicts ------------------------------------------------------------------------------------ */
+
+void ckpt_verdicts_free(ckpt_verdicts_t *c)
+{
+    free(c->v);
+    *c = (ckpt_verdicts_t){0};
+}
+
+/* c's entry for dir/name at its current size and mtime, a fresh one (nothing known) if the file
+ * changed or is new. */
+static int ckpt_verdict_entry(ckpt_verdicts_t *c, const char *dir, const char *name, ckpt_verdict_t **v_p)
+{
+    char path[4400];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (stat(path, &sb) != 0) return MP_FAIL("cannot stat checkpoint %s: %s", path, strerror(errno));
+    const long long size = (long long)sb.st_size, mt = (long long)sb.st_mtim.tv_sec * 1000000000LL + sb.st_mtim.tv_nsec;
+    ckpt_verdict_t *v = NULL;
+    for (int i = 0; i < c->n && !v; i++)
+        if (!strcmp(c->v[i].name, name)) v = &c->v[i];
+    if (!v) {
+        if (c->n == c->cap) {
+            int cap = c->cap ? 2 * c->cap : 16;
+            ckpt_verdict_t *grown = realloc(c->v, (size_t)cap * sizeof *grown);
+            if (!grown) return MP_FAIL("out of memory judging checkpoint %s", path);
+            c->v = grown;
+            c->cap = cap;
+        }
+        v = &c->v[c->n++];
+        v->name[0] = 0;
+        v->size = -1; /* judged below as a new file */
+    }
+    if (v->size != size || v->mtime_ns != mt) { /* new, or another file under the same name */
+        memset(v, 0, sizeof *v);
+        snprintf(v->name, sizeof v->name, "%s", name);
+        v->size = size, v->mtime_ns = mt, v->verified = -1;
+    }
+    *v_p = v;
+    return MP_OK;
+}
+
+int ckpt_verdict_get(ckpt_verdicts_t *c, const char *dir, const char *name, int full, const ckpt_verdict_t **v_p)
+{
+    ckpt_verdict_t *v;
+    if (ckpt_verdict_entry(c, dir, name, &v) != MP_OK) return MP_ERR;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!v->head_ok && v->verified != 0) {
+        ckpt_head_info_t h;
+        if (ckpt_file_head(path, &h, v->reason, sizeof v->reason) == MP_OK) {
+            v->head_ok = 1;
+            snprintf(v->run_id, sizeof v->run_id, "%s", h.run_id);
+            ckpt_file_head_free(&h);
+        } else {
+            v->verified = 0; /* a file whose /state cannot be read does not verify */
+        }
+    }
+    if (full && v->verified < 0) v->verified = ckpt_verify(path, v->reason, sizeof v->reason) == MP_OK;
+    *v_p = v;
+    return MP_OK;
+}
+
+int ckpt_verdict_written(ckpt_verdicts_t *c, const char *dir, const char *name, const char *run_id)
+{
+    ckpt_verdict_t *v;
+    if (ckpt_verdict_entry(c, dir, name, &v) != MP_OK) return MP_ERR;
+    v->head_ok = 1;
+    v->verified = 1;
+    snprintf(v->run_id, sizeof v->run_id, "%s", run_id ? run_id : "");
+    return MP_OK;
+}
+
+/* ---- pruning ------------------------------------------------------------------------------------- */
+
+/* Whether pruning may count dir/name (a verdict v) as one of run_id's good checkpoints; if not, says
+ * why once per file version. */
+static int ckpt_prune_candidate(const char *dir, ckpt_verdict_t *v, const char *run_id)
+{
+    const char *why = NULL;
+    char other[200];
+    if (v->verified == 0) {
+        why = v->reason;
+    } else if (run_id && !v->run_id[0]) {
+        why = "it was written before run ids (it may belong to another run)";
+    } else if (run_id && strcmp(v->run_id, run_id) != 0) {
+        snprintf(other, sizeof other, "it belongs to another run (run_id %s; this run is %s)", v->run_id, run_id);
+        why = other;
+    } else {
+        return 1;
+    }
+    if (!v->warned)
+        MP_WARN("checkpoint.keep: leaving %s/%s alone: %s%s", dir, v->name, why,
+                v->verified == 0 ? " (it does not verify; remove it yourself once you no longer need it)" : "");
+    v->warned = 1;
+    return 0;
+}
+
+int ckpt_dir_prune_run(const char *dir, int keep, const char *run_id, const char *written, ckpt_verdicts_t *c)
 {
     if (keep <= 0) return MP_OK;
+    ckpt_verdicts_t own = {0};
+    if (!c) c = &own;
     ckpt_file_t *files;
-    int count, rc = MP_OK;
+    int count, rc = MP_OK, kept = 0;
     if (ckpt_dir_list(dir, &files, &count) != MP_OK)
         return MP_FAIL("cannot list checkpoint directory %s: %s", dir, strerror(errno));
-    for (int i = 0; i < count - keep; i++) {
+    for (int i = count - 1; i >= 0; i--) { /* newest first */
+        const ckpt_verdict_t *cv;
+        const int mine_written = written && !strcmp(files[i].name, written);
+        /* the head (run id) first: another run's files are never read through */
+        if (ckpt_verdict_get(c, dir, files[i].name, 0, &cv) != MP_OK) {
+            rc = MP_ERR;
+            continue;
+        }
+        ckpt_verdict_t *v = (ckpt_verdict_t *)cv;
+        if (!ckpt_prune_candidate(dir, v, run_id)) continue;
+        if (!mine_written && ckpt_verdict_get(c, dir, files[i].name, 1, &cv) != MP_OK) {
+            rc = MP_ERR;
+            continue;
+        }
+        if (!ckpt_prune_candidate(dir, v, run_id)) continue;
+        if (++kept <= keep || mine_written) continue;
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
         if (unlink(path) != 0 && errno != ENOENT) rc = MP_FAIL("cannot remove old checkpoint %s: %s", path, strerror(errno));
     }
     free(files);
+    ckpt_verdicts_free(&own);
     return rc;
 }
+
+int ckpt_dir_prune(const char *dir, int keep) { return ckpt_dir_prune_run(dir, keep, NULL, NULL, NULL); }
