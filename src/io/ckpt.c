@@ -661,6 +661,7 @@ static int ckpt_verify_dset(hid_t d, const char *name, ckpt_verify_t *vf)
 static herr_t ckpt_verify_link(hid_t g, const char *name, const H5L_info_t *info, void *arg)
 {
     ckpt_verify_t *vf = arg;
+    (void)info; /* clang's -Wextra, without the project's -Wno-unused-parameter (the fuzz build) */
     char where[CKPT_WHERE_MAX];
     snprintf(where, sizeof where, "checkpoint %s (/%s/%s)", vf->path, vf->gname, name);
     hid_t o = -1;
