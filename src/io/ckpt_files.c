@@ -13,6 +13,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "filesum.h"
 #include "h5util.h"
 
 #define CKPT_NAME_FMT "step_%08ld.h5"
@@ -216,6 +217,13 @@ out:
 int ckpt_file_head(const char *path, ckpt_head_info_t *h_p, char *reason_p, size_t n)
 {
     ckpt_head_info_t h = {0};
+    /* the file checksum first, with POSIX reads only: libhdf5 may crash on damaged metadata */
+    char why[512];
+    const int fs = filesum_check(path, why, sizeof why);
+    if (fs != FILESUM_OK) {
+        snprintf(reason_p, n, "%s", fs == FILESUM_NONE ? "no file checksum (not a checkpoint of this version)" : why);
+        return MP_ERR;
+    }
     h5_quiet_t q;
     h5_quiet_begin(&q);
     int rc = ckpt_head_file(path, &h, reason_p, n);
