@@ -31,8 +31,35 @@
 
 /* ---- loading ---------------------------------------------------------------------------------- */
 
+/* The largest ratio of tokens' bytes to stored bytes a filtered (compressed) split may claim: deflate
+ * tops out near 1032:1. */
+#define DATA_MAX_RATIO 1100
+
+/* A split's n tokens must be stored in the file: HDF5 reads a dataset's unwritten space as fill
+ * values, so a corrupt header could claim 2^40 tokens in a 2 KiB file and have us allocate (and read)
+ * them. Unfiltered data stores 2 bytes per token; filtered data is bounded by DATA_MAX_RATIO. */
+static int data_check_stored(hid_t d, const char *path, const char *name, hsize_t n)
+{
+    int nfilters = 0;
+    hid_t dcpl = -1;
+    H5_TRY(dcpl = H5Dget_create_plist(d), out, path);
+    H5_TRY(nfilters = H5Pget_nfilters(dcpl), err_close_plist, path);
+    H5Pclose(dcpl);
+    const double stored = (double)H5Dget_storage_size(d), need = 2.0 * (double)n;
+    if (need > stored * (nfilters ? DATA_MAX_RATIO : 1))
+        return MP_FAIL("%s: /%s claims %llu tokens but the file stores %.0f bytes of them: truncated or corrupt", path,
+                       name, (unsigned long long)n, stored);
+    if (need > (double)(SIZE_MAX / 2)) return MP_FAIL("%s: /%s claims %llu tokens: too many", path, name, (unsigned long long)n);
+    return MP_OK;
+err_close_plist:
+    H5Pclose(dcpl);
+out:
+    return MP_ERR;
+}
+
 /* Reads the 1-D uint16 dataset /name of f into a malloc'd array. MP_OK, or MP_ERR (reported,
- * naming path and the dataset) when it is missing, not 1-D, not 16-bit unsigned, or empty. */
+ * naming path and the dataset) when it is missing, not 1-D, not 16-bit unsigned, empty, or claims
+ * more tokens than the file stores. */
 static int data_read_split(hid_t f, const char *path, const char *name, uint16_t **tok_p, size_t *n_p)
 {
     int rc = MP_ERR, rank;
@@ -59,6 +86,7 @@ static int data_read_split(hid_t f, const char *path, const char *name, uint16_t
         MP_ERROR("%s: /%s is empty", path, name);
         goto err_close_type;
     }
+    if (data_check_stored(d, path, name, n) != MP_OK) goto err_close_type;
     if (!(tok = MP_MALLOC((size_t)n * sizeof *tok))) goto err_close_type;
     H5_TRY(H5Dread(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok), err_free_tok, path);
     *tok_p = tok;

@@ -222,6 +222,20 @@ static void test_load_errors(void)
     expect_load_refused("a token >= vocab", tpath("big_token.h5"), "token 200 at index 37 is >= vocab 100");
     write_tokens_by_hand(tpath("int32.h5"), H5T_STD_I32LE, 0, 256, 3);
     expect_load_refused("tokens of the wrong type", tpath("int32.h5"), "uint16");
+    /* a split that claims 16 Mi tokens and stores none (chunked, never written: HDF5 would read fill values) */
+    hid_t f5 = H5Fcreate(tpath("hollow.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t n = 1u << 24, chunk = 1024, two = 2;
+    hid_t s = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE), s2 = H5Screate_simple(1, &two, NULL);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    H5Dclose(H5Dcreate2(f5, "train", H5T_STD_U16LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT));
+    hid_t dv = H5Dcreate2(f5, "val", H5T_STD_U16LE, s2, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(dv, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, (uint16_t[]){1, 2});
+    H5Dclose(dv);
+    hid_t sa = H5Screate(H5S_SCALAR), a = H5Acreate2(f5, "vocab", H5T_STD_I32LE, sa, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT, &(int){256});
+    H5Aclose(a), H5Sclose(sa), H5Pclose(dcpl), H5Sclose(s), H5Sclose(s2), H5Fclose(f5);
+    expect_load_refused("a split claiming more tokens than the file stores", tpath("hollow.h5"),
+                        "/train claims 16777216 tokens but the file stores 0 bytes");
     /* a truncated token file: HDF5 refuses it at open */
     struct stat st;
     stat(tpath("tok.h5"), &st);
