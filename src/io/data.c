@@ -105,22 +105,36 @@ out:
     return rc;
 }
 
-/* Reads the integer attribute vocab of the root group. */
+/* Reads the integer attribute vocab of the root group. It must be one integer: H5Aread writes
+ * every element of the attribute, so an array would overrun the int it is read into. */
 static int data_read_vocab(hid_t f, const char *path, int *vocab_p)
 {
     int rc = MP_ERR, vocab = 0;
-    hid_t a = -1;
+    hid_t a = -1, s = -1, t = -1;
+    hssize_t count;
     htri_t have;
     H5_TRY(have = H5Aexists(f, "vocab"), out, path);
     if (!have) return MP_FAIL("%s has no attribute vocab: not a token file written by `mindpipe prep`?", path);
     H5_TRY(a = H5Aopen(f, "vocab", H5P_DEFAULT), out, path);
-    H5_TRY(H5Aread(a, H5T_NATIVE_INT, &vocab), err_close_attr, path);
+    H5_TRY(s = H5Aget_space(a), err_close_attr, path);
+    H5_TRY(t = H5Aget_type(a), err_close_space, path);
+    H5_TRY(count = H5Sget_simple_extent_npoints(s), err_close_type, path);
+    if (count != 1 || H5Tget_class(t) != H5T_INTEGER) {
+        MP_ERROR("%s: attribute vocab is not one integer (%lld elements%s)", path, (long long)count,
+                 H5Tget_class(t) != H5T_INTEGER ? ", not of an integer type" : "");
+        goto err_close_type;
+    }
+    H5_TRY(H5Aread(a, H5T_NATIVE_INT, &vocab), err_close_type, path);
     if (vocab < 1 || vocab > 65536) {
         MP_ERROR("%s: attribute vocab = %d is outside 1..65536", path, vocab);
-        goto err_close_attr;
+        goto err_close_type;
     }
     *vocab_p = vocab;
     rc = MP_OK;
+err_close_type:
+    H5Tclose(t);
+err_close_space:
+    H5Sclose(s);
 err_close_attr:
     H5Aclose(a);
 out:

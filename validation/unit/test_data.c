@@ -236,6 +236,15 @@ static void test_load_errors(void)
     H5Aclose(a), H5Sclose(sa), H5Pclose(dcpl), H5Sclose(s), H5Sclose(s2), H5Fclose(f5);
     expect_load_refused("a split claiming more tokens than the file stores", tpath("hollow.h5"),
                         "/train claims 16777216 tokens but the file stores 0 bytes");
+    /* vocab written as an int32[2] (found by fuzz_data: H5Aread wrote both elements into one int) */
+    write_tokens_by_hand(tpath("vocab_pair.h5"), H5T_STD_U16LE, 0, 256, 3);
+    f5 = H5Fopen(tpath("vocab_pair.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Adelete(f5, "vocab");
+    sa = H5Screate_simple(1, &two, NULL);
+    a = H5Acreate2(f5, "vocab", H5T_STD_I32LE, sa, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT, (int[]){256, 256});
+    H5Aclose(a), H5Sclose(sa), H5Fclose(f5);
+    expect_load_refused("vocab an array of two integers", tpath("vocab_pair.h5"), "vocab is not one integer (2 elements)");
     /* a truncated token file: HDF5 refuses it at open */
     struct stat st;
     stat(tpath("tok.h5"), &st);
