@@ -17,7 +17,7 @@ for sched in 1f1b 2bw; do
     # shellcheck disable=SC2086
     run 2 s_$sched $L4 --set parallel.pp=2 --set parallel.schedule=$sched; ok $? "$sched pp=2: 20 steps straight"
     # shellcheck disable=SC2086
-    run 2 h_$sched $L4 --set parallel.pp=2 --set parallel.schedule=$sched --set debug.fail_at=1:10
+    run 2 h_$sched $L4 --set parallel.pp=2 --set parallel.schedule=$sched --set debug.fail_at=1:11
     [ $? -ne 0 ] && [ -e "$SCRATCH/h_$sched/ckpt/step_00000010.h5" ]; ok $? "$sched pp=2: the first 10 steps, then killed"
     # shellcheck disable=SC2086
     run 2 h_$sched $L4 --set parallel.pp=2 --set parallel.schedule=$sched --resume auto; ok $? "$sched pp=2: resumed to 20"
@@ -34,7 +34,7 @@ ok $? "a 2bw checkpoint holds both weight versions (/model_prev), the data curso
 # shellcheck disable=SC2086
 run 1 ref $L4; ok $? "one rank, 20 steps (the reference trajectory)"
 # shellcheck disable=SC2086
-run 8 big $L4 --set parallel.dp=2 --set parallel.tp=2 --set parallel.pp=2 --set debug.fail_at=0:10
+run 8 big $L4 --set parallel.dp=2 --set parallel.tp=2 --set parallel.pp=2 --set debug.fail_at=0:11
 [ -e "$SCRATCH/big/ckpt/step_00000010.h5" ]; ok $? "dp2×tp2×pp2: 10 steps, checkpoint at 10 (then stopped)"
 for layout in "8 to_pp4dp2 --set parallel.pp=4 --set parallel.dp=2 --set train.micro_batch=1" \
               "4 to_tp4 --set parallel.tp=4" "1 to_one"; do
@@ -53,13 +53,13 @@ ok $? "and back: the one-rank checkpoint of step 15 resumed at dp2×tp2×pp2"
 compare "back at dp2×tp2×pp2: continues the one-rank trajectory" "$SCRATCH/ref" "$SCRATCH/back" --step 20
 
 # ---- faults ----
-# a rank killed at step 13 of a 4-rank run: resume from step 10, bitwise the uninterrupted run
+# a rank killed as step 14 begins in a 4-rank run: resume from step 10, bitwise the uninterrupted run
 P4="$L4 --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=1"
 # shellcheck disable=SC2086
 run 4 u4 $P4; ok $? "dp2×pp2: 20 steps uninterrupted"
 # shellcheck disable=SC2086
-run 4 k4 $P4 --set debug.fail_at=3:13; rc=$?
-[ $rc -ne 0 ] && grep -q "rank 3 kills itself at step 13" "$SCRATCH/k4.log"; ok $? "fail_at=3:13: rank 3 dies (exit $rc)"
+run 4 k4 $P4 --set debug.fail_at=3:14; rc=$?
+[ $rc -ne 0 ] && grep -q "rank 3 kills itself as it begins step 14" "$SCRATCH/k4.log"; ok $? "fail_at=3:14: rank 3 dies as step 14 begins (exit $rc)"
 # shellcheck disable=SC2086
 run 4 k4 $P4 --resume auto; ok $? "--resume auto after the kill"
 grep -q "resumed from .*step_00000010.h5" "$SCRATCH/k4/log.txt"; ok $? "resumed from the step-10 checkpoint"
@@ -67,14 +67,14 @@ compare "killed + resumed = uninterrupted" "$SCRATCH/u4" "$SCRATCH/k4" --bitwise
 
 # a rank that stops answering (SIGSTOP): its peer's wait times out with a message naming it
 # shellcheck disable=SC2086
-run 2 hang $L4 --set parallel.pp=2 --set parallel.timeout=3 --set debug.fail_at=1:3:hang; rc=$?
+run 2 hang $L4 --set parallel.pp=2 --set parallel.timeout=3 --set debug.fail_at=1:4:hang; rc=$?
 [ $rc -ne 0 ] && grep -q "parallel.timeout = 3 s for receive .* from rank 1 (stage 1)" "$SCRATCH/hang.log"
 ok $? "a hung rank: the wait times out naming rank 1 and what was awaited (exit $rc)"
 grep "parallel.timeout" "$SCRATCH/hang.log" | head -n 1 | sed 's/^/# /'
 
 # killed midway through writing the step-15 checkpoint: that file never appears, step 10 loads
 # shellcheck disable=SC2086
-run 4 w4 $P4 --set debug.fail_at=1:14:write; rc=$?
+run 4 w4 $P4 --set debug.fail_at=1:15:write; rc=$?
 [ $rc -ne 0 ] && [ ! -e "$SCRATCH/w4/ckpt/step_00000015.h5" ] && [ -e "$SCRATCH/w4/ckpt/step_00000010.h5" ]
 ok $? "killed midway through a checkpoint write: no step-15 file, step 10 intact (exit $rc)"
 # shellcheck disable=SC2086

@@ -75,6 +75,10 @@ echo "host=elsewhere.example pid=1 started=2020-01-01T00:00:00+0000" > "$SCRATCH
 T st --set train.steps=4 --resume auto; rc=$?
 [ $rc -ne 0 ] && has st "locked by host elsewhere.example pid 1" && grep -q elsewhere "$SCRATCH/st/lock"
 ok $? "a lock held from another host is not taken over: refused naming it (exit $rc)"
+echo "host=elsewhere.example pid=1 started=2020-01-01T00:00:00+0000 job=4242" > "$SCRATCH/st/lock"
+(SLURM_JOB_ID=4242; export SLURM_JOB_ID; T st --set train.steps=4 --resume auto); rc=$?
+[ $rc -eq 0 ] && has st "an earlier attempt of this batch job (4242)" && [ ! -e "$SCRATCH/st/lock" ]
+ok $? "a lock of another host but of this batch job (a requeued attempt) is taken over (exit $rc)"
 
 # ---- --resume auto: past a newest file that verifies but does not fit the deck ----
 T wide --set train.steps=4 --set model.dim=64; ok $? "run wide: model.dim=64, 4 steps"

@@ -12,6 +12,7 @@
 #include "kernels.h"
 #include "perf.h"
 #include "publish.h"
+#include "signals.h"
 
 /* Layer l's memory policy: memory.layers' letter, else memory.policy. */
 static deck_policy_t run_layer_policy(const deck_t *d, int l)
@@ -441,6 +442,13 @@ static int run_layout(run_t *r, const run_opts_t *o)
     if (run_agree(run_refuse_unimplemented(d)) != MP_OK) goto err_grid;
     if (!(r->deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck");
     wait_cfg_init(&r->wait, d->parallel.wait, d->parallel.timeout, r->grid.node_size);
+    char who[96];
+    snprintf(who, sizeof who, "rank %d (dp %d, tp %d, pp %d, sp %d)", r->rank, r->grid.coord[GRID_DP],
+             r->grid.coord[GRID_TP], r->grid.coord[GRID_PP], r->grid.coord[GRID_SP]);
+    if (run_agree(watchdog_start(&r->wd, who, d->train.stop_grace, MP_EXIT_REQUEUE)) != MP_OK) goto err_grid;
+    /* the set-up's agreements are blocking MPI calls: a peer that never arrives is this deadline's */
+    watchdog_arm(&r->wd, "the start-up (data, model, memory plan, run directory)", "parallel.timeout",
+                 d->parallel.timeout);
     r->optim = optim_cfg_from_deck(d);
     /* deck_validate: batch is a multiple of micro_batch × dp (and sp = 1, run_refuse_unimplemented) */
     r->replica_batch = d->train.batch / r->grid.replica_size;
@@ -449,6 +457,7 @@ static int run_layout(run_t *r, const run_opts_t *o)
     kernels_set_threads(r->threads);
     return MP_OK;
 err_grid:
+    watchdog_end(&r->wd);
     grid_free(&r->grid);
     return MP_ERR;
 }
@@ -471,6 +480,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     if (run_agree(run_exec(r)) != MP_OK) goto err_dp;
     r->peak_gflops = r->deck.train.peak_gflops > 0 ? r->deck.train.peak_gflops : perf_sgemm_peak_gflops();
     if (with_out_dir && run_out_dir(r) != MP_OK) goto err_exec;
+    watchdog_disarm(&r->wd);
     return MP_OK;
 err_exec:
     exec_free(&r->exec);
@@ -482,6 +492,7 @@ err_model:
 err_data:
     data_free(&r->data);
 err_layout:
+    watchdog_end(&r->wd);
     free(r->deck_text);
     grid_free(&r->grid);
     return MP_ERR;
@@ -499,4 +510,5 @@ void run_teardown(run_t *r)
     free(r->deck_text);
     ckpt_verdicts_free(&r->verdicts);
     rundir_unlock(&r->lock); /* last: the directory is ours until everything is written and closed */
+    watchdog_end(&r->wd);
 }

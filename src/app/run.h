@@ -21,6 +21,7 @@
 #include "supernet.h"
 #include "trace.h"
 #include "wait.h"
+#include "watchdog.h"
 
 typedef struct {
     const char *deck_path;   /* -c */
@@ -70,6 +71,7 @@ typedef struct {
     char run_id[CKPT_RUN_ID_LEN + 1]; /* this run's id (rundir.h): in every checkpoint it writes; "" until
                                          known (a resume adopts its checkpoint's) */
     rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
+    watchdog_t wd;           /* the deadlines of phases that block inside MPI or HDF5, and of a stop (watchdog.h) */
     ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
 } run_t;
 

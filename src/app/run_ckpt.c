@@ -115,6 +115,9 @@ int run_ckpt_write(run_t *r, int fail_midway)
     ckpt_state_t st;
     run_ckpt_state(r, &st);
     const double t0 = perf_now();
+    char phase[4400];
+    snprintf(phase, sizeof phase, "writing the checkpoint %s", path);
+    watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
     int rc = ckpt_write_parallel(path, &r->gtab, &pt, &st, r->deck_text);
     const double dt = perf_now() - t0;
     if (zero) {
@@ -128,6 +131,7 @@ int run_ckpt_write(run_t *r, int fail_midway)
     if (rc == MP_OK && r->rank == 0) rc = run_ckpt_written(r, path, dt);
     int bad = rc != MP_OK;
     wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
+    watchdog_disarm(&r->wd);
     return bad ? MP_ERR : MP_OK;
 }
 
@@ -149,7 +153,11 @@ static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weigh
     ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
                       .bufs = {buf[0], buf[1], buf[2], buf[3]}};
     run_ckpt_transfer(r, &pt);
+    char phase[4400];
+    snprintf(phase, sizeof phase, "reading the checkpoint %s", path);
+    watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
     int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
+    watchdog_disarm(&r->wd);
     const size_t off = zero ? (size_t)r->grid.replica_rank * md->mv_len : 0;
     for (int k = 0; k < 4; k++) {
         if (buf[k] == dev[k]) continue;

@@ -27,12 +27,25 @@
 #include "publish.h"
 
 #define RUNDIR_LOCK_TRIES 40 /* × 50 ms: a holder between creating the file and writing its line */
+/* × 50 ms: a live holder may be a job that has just ended (mpiexec returns once it has heard of an
+ * abort, while its ranks are still exiting): it gets 10 s to go before the lock is refused */
+#define RUNDIR_EXIT_TRIES 200
 
 typedef struct {
     char host[256];
     long pid;
     char started[64];
+    char job[64];            /* the batch job (SLURM_JOB_ID, PBS_JOBID) or "-" */
 } rundir_holder_t;
+
+/* The batch job this process belongs to, "-" outside one. A requeued job keeps its id and runs again
+ * only once its previous attempt has ended, so a lock of the same job is that attempt's, dead. */
+static void rundir_job(char *job, size_t n)
+{
+    const char *id = getenv("SLURM_JOB_ID");
+    if (!id || !id[0]) id = getenv("PBS_JOBID");
+    snprintf(job, n, "%s", id && id[0] && !strpbrk(id, " \t\n") ? id : "-");
+}
 
 /* This process as a holder: host name, pid, the time now. */
 static void rundir_me(rundir_holder_t *h)
@@ -44,6 +57,7 @@ static void rundir_me(rundir_holder_t *h)
     struct tm tm;
     if (!localtime_r(&now, &tm) || !strftime(h->started, sizeof h->started, "%Y-%m-%dT%H:%M:%S%z", &tm))
         snprintf(h->started, sizeof h->started, "%lld", (long long)now);
+    rundir_job(h->job, sizeof h->job);
 }
 
 /* The holder line of the open lock file fd. 1 parsed, 0 empty or not ours. */
@@ -54,13 +68,15 @@ static int rundir_holder_read(int fd, rundir_holder_t *h)
     if (got <= 0) return 0;
     line[got] = 0;
     memset(h, 0, sizeof *h);
-    return sscanf(line, "host=%255s pid=%ld started=%63s", h->host, &h->pid, h->started) == 3;
+    const int fields = sscanf(line, "host=%255s pid=%ld started=%63s job=%63s", h->host, &h->pid, h->started, h->job);
+    if (fields == 3) snprintf(h->job, sizeof h->job, "-"); /* a lock written before the job was recorded */
+    return fields >= 3;
 }
 
 static int rundir_holder_write(int fd, const char *path, const rundir_holder_t *h)
 {
     char line[512];
-    int len = snprintf(line, sizeof line, "host=%s pid=%ld started=%s\n", h->host, h->pid, h->started);
+    int len = snprintf(line, sizeof line, "host=%s pid=%ld started=%s job=%s\n", h->host, h->pid, h->started, h->job);
     if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)len, 0) != len || fsync(fd) != 0)
         return MP_FAIL("cannot write the lock file %s: %s", path, strerror(errno));
     return MP_OK;
@@ -97,6 +113,7 @@ static int rundir_lock_existing(rundir_lock_t *l, const char *dir, int fd, int a
     const int parsed = rundir_holder_read(fd, &old);
     const int got = rundir_fcntl(fd);
     if (got == 0) {
+        if (attempt < RUNDIR_EXIT_TRIES) return 0; /* perhaps a job that is still exiting */
         if (!parsed) snprintf(old.host, sizeof old.host, "?"), old.pid = -1, snprintf(old.started, 2, "?");
         return rundir_refuse(dir, &old, "it holds the lock");
     }
@@ -106,10 +123,17 @@ static int rundir_lock_existing(rundir_lock_t *l, const char *dir, int fd, int a
         MP_WARN("taking over %s: it names no holder (a run killed as it started)", l->path);
         return rundir_holder_write(fd, l->path, &me) == MP_OK ? 1 : MP_ERR;
     }
+    if (strcmp(old.job, "-") != 0 && strcmp(old.job, me.job) == 0 && old.pid != me.pid) {
+        MP_WARN("taking over the lock %s of host %s pid %ld (started %s): it is an earlier attempt of this batch job "
+                "(%s), which has ended", l->path, old.host, old.pid, old.started, me.job);
+        return rundir_holder_write(fd, l->path, &me) == MP_OK ? 1 : MP_ERR;
+    }
     if (strcmp(old.host, me.host) != 0)
         return rundir_refuse(dir, &old, "a process on another host, whose liveness cannot be checked from here");
-    if (old.pid == me.pid || kill((pid_t)old.pid, 0) == 0 || errno != ESRCH)
+    if (old.pid == me.pid || kill((pid_t)old.pid, 0) == 0 || errno != ESRCH) {
+        if (old.pid != me.pid && attempt < RUNDIR_EXIT_TRIES) return 0; /* perhaps a job that is still exiting */
         return rundir_refuse(dir, &old, "that process is alive on this host");
+    }
     MP_WARN("taking over the stale lock %s of host %s pid %ld (started %s): that process is gone%s", l->path, old.host,
             old.pid, old.started, got < 0 ? "; fcntl locks do not work on this file system" : "");
     return rundir_holder_write(fd, l->path, &me) == MP_OK ? 1 : MP_ERR;

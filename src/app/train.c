@@ -158,13 +158,14 @@ double train_val_loss(run_t *r)
     return sum / ((double)n * T);
 }
 
-/* debug.fail_at = RANK:STEP[:write|:hang] (parsed by the deck): how this rank fails at step t.
- * write dies midway through the checkpoint written after step t; kill dies at its start; hang stops
- * answering there (SIGSTOP), which its peers must turn into a timeout naming it. NONE: not here. */
+/* debug.fail_at = RANK:STEP[:write|:stall|:hang] (parsed by the deck): how this rank fails in the step
+ * that begins at t steps done, the log's step t + 1 (STEP counts as the log does). kill dies at its
+ * start; hang stops answering there (SIGSTOP), which its peers must turn into a timeout naming it;
+ * write dies, stall stops, midway through writing the checkpoint of that step. NONE: not here. */
 static deck_fail_mode_t train_fail_mode(const run_t *r, long t)
 {
     const deck_fail_at_t *f = &r->deck.debug.fail;
-    return f->rank == r->rank && f->step == t ? f->mode : DECK_FAIL_NONE;
+    return f->rank == r->rank && f->step == t + 1 ? f->mode : DECK_FAIL_NONE;
 }
 
 typedef struct {
@@ -236,8 +237,8 @@ static void train_fail_at(const run_t *r, long t, int agreed)
 {
     const deck_fail_mode_t mode = train_fail_mode(r, t);
     if (mode == (agreed ? DECK_FAIL_HANG : DECK_FAIL_KILL)) {
-        fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s at step %ld\n", r->deck.debug.fail_at, r->rank,
-                agreed ? "stops answering (SIGSTOP)" : "kills itself", t);
+        fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", r->deck.debug.fail_at, r->rank,
+                agreed ? "stops answering (SIGSTOP) in" : "kills itself as it begins", t + 1);
         fflush(stderr);
         raise(agreed ? SIGSTOP : SIGKILL);
     }
@@ -281,7 +282,8 @@ static int train_loop(run_t *r)
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
             train_log_step(r, &pg, loss, lr, gnorm, val);
         if (!isfinite(loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", loss, r->step);
-        const int fail_midway = train_fail_mode(r, t) == DECK_FAIL_WRITE;
+        const deck_fail_mode_t fm = train_fail_mode(r, t);
+        const int fail_midway = fm == DECK_FAIL_WRITE ? CKPT_FAIL_KILL : fm == DECK_FAIL_STALL ? CKPT_FAIL_STOP : 0;
         if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0)) {
             double t3 = perf_now();
             if (run_ckpt_write(r, fail_midway) != MP_OK) return MP_ERR;
@@ -361,7 +363,9 @@ int train_main(const run_opts_t *opts)
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
+    watchdog_arm(&r.wd, "the resume (choosing and reading a checkpoint)", "checkpoint.timeout", d->checkpoint.timeout);
     int rc = run_agree(run_ckpt_resume(&r));
+    watchdog_disarm(&r.wd);
     supernet_resume(&r);
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
@@ -377,7 +381,9 @@ int train_main(const run_opts_t *opts)
         snprintf(path, sizeof path, "%s/trace.json", r.out_dir);
         snprintf(label, sizeof label, "rank %d: dp%d tp%d pp%d sp%d", r.rank, r.grid.coord[GRID_DP], r.grid.coord[GRID_TP],
                  r.grid.coord[GRID_PP], r.grid.coord[GRID_SP]);
+        watchdog_arm(&r.wd, "writing the trace", "parallel.timeout", d->parallel.timeout);
         if (rc == MP_OK) rc = run_agree(trace_write(&r.trace, path, label, MPI_COMM_WORLD));
+        watchdog_disarm(&r.wd);
         trace_free(&r.trace);
     }
     if (rc == MP_OK) {

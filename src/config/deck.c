@@ -143,6 +143,10 @@ static const deck_key_t keys[] = {
     K_CHOICE(train, device, "cpu", deck_device_names,
              "compute backend; emu: the CPU kernels on guarded device memory, the CUDA path's data movement"),
     K_CHOICE(train, precision, "fp32", deck_precision_names, "compute precision (master weights are always fp32)"),
+    K_NUM(train, stop_grace, "50", 0, INF, 0,
+          "seconds from a stop signal (SIGTERM, SIGUSR1) to the exit: a rank that has not reached its step's end "
+          "and written its checkpoint by then exits with status 75 without one (the newest is kept as it was); "
+          "0 = wait for the step however long"),
 
     K_PATH(data, path, "",
            "token dataset from `mindpipe prep` (HDF5); relative to the deck's directory, or to the current "
@@ -197,6 +201,9 @@ static const deck_key_t keys[] = {
              "systems), independent (each rank its hyperslab), or auto (independent when the node has more ranks "
              "than cores: HDF5's collectives spin there: 35 s per checkpoint at 8 ranks on 2 cores)"),
     K_BOOL(checkpoint, final, "1", "write a checkpoint after the last step (0: benchmarks only, nothing to resume from)"),
+    K_NUM(checkpoint, timeout, "900", 0, INF, 0,
+          "seconds a checkpoint's write (or a resume's read) may take on any rank before the job aborts naming "
+          "the rank and the phase (HDF5's collectives cannot time out on their own); 0 = none"),
 
     K_BOOL(supernet, enabled, "0", "1 = supernet training: supernet.blocks are choice blocks, one subnet per step"),
     K_INT(supernet, window, "1", 1, 1e6,
@@ -210,9 +217,11 @@ static const deck_key_t keys[] = {
 
     K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations (micro-batch 0 of replica 0: the embedding, every block's output, the final "
           "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
-    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write or RANK:STEP:hang",
-          "fault injection: rank RANK dies (SIGKILL) as step STEP begins; :write, midway through the checkpoint "
-          "after step STEP; :hang, it stops answering (SIGSTOP) so its peers time out"),
+    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall or RANK:STEP:hang",
+          "fault injection, steps counted as the log counts them (1 = the first): rank RANK dies (SIGKILL) as step "
+          "STEP begins; :write, midway through writing the checkpoint of step STEP; :stall, it stops (SIGSTOP) "
+          "midway through that write, so its peers abort at checkpoint.timeout; :hang, it stops answering in step "
+          "STEP so its peers time out"),
 
     K_NUM(cost, grid_gco2_per_kwh, "400", 0, INF, 0, "carbon intensity of the electricity (gCO2e per kWh)"),
 };
@@ -639,7 +648,7 @@ static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
     return MP_ERR;
 }
 
-/* "", RANK:STEP, RANK:STEP:write or RANK:STEP:hang (numbers past LONG_MAX saturate). */
+/* "", RANK:STEP, RANK:STEP:write, RANK:STEP:stall or RANK:STEP:hang (numbers past LONG_MAX saturate). */
 static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_fail_at_t *f = out;
@@ -651,11 +660,12 @@ static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
         if (*end == ':' && isdigit((unsigned char)end[1])) {
             f->step = strtol(end + 1, &end, 10);
             f->mode = !*end ? DECK_FAIL_KILL : !strcmp(end, ":write") ? DECK_FAIL_WRITE
-                    : !strcmp(end, ":hang") ? DECK_FAIL_HANG : DECK_FAIL_NONE;
+                    : !strcmp(end, ":hang") ? DECK_FAIL_HANG : !strcmp(end, ":stall") ? DECK_FAIL_STALL
+                    : DECK_FAIL_NONE;
             if (f->mode != DECK_FAIL_NONE) return MP_OK;
         }
     }
-    snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write or RANK:STEP:hang (e.g. 3:120 or 0:10:write) or empty");
+    snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write, RANK:STEP:stall or RANK:STEP:hang (e.g. 3:120 or 0:10:write) or empty");
     return MP_ERR;
 }
 

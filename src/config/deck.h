@@ -57,7 +57,7 @@ typedef enum { DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP, DECK_DIMS } d
 /* debug.fail_at = RANK:STEP[:write|:hang] parsed: rank `rank` fails at step `step` in `mode`.
  * kill: SIGKILL as the step begins; write: dies midway through the checkpoint written after the
  * step; hang: SIGSTOP once the step's stop-request agreement is behind it. "" is mode NONE. */
-typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG } deck_fail_mode_t;
+typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG, DECK_FAIL_STALL } deck_fail_mode_t;
 typedef struct {
     long rank, step;
     deck_fail_mode_t mode;
@@ -97,6 +97,7 @@ typedef struct {
         double peak_gflops;            /* 0: measure the sgemm peak at start */
         deck_device_t device;
         deck_precision_t precision;    /* of the products; master weights are always fp32 */
+        double stop_grace;             /* seconds from a stop signal to the exit; 0 = none */
     } train;
     struct {
         char path[DECK_PATH];          /* made absolute (relative to the deck's directory) */
@@ -126,6 +127,7 @@ typedef struct {
     } memory;
     struct {
         int every, keep, final;
+        double timeout;                /* seconds a checkpoint's write or read may take on a rank; 0 = none */
         deck_transfer_t transfer_mode; /* checkpoint.transfer */
         char transfer[DECK_STR];       /* its name as given (unread: use transfer_mode) */
     } checkpoint;

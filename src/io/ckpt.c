@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "arena.h"
@@ -285,6 +286,8 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
     hid_t lcpl = -1, gcpl = -1, g = -1, dxpl = -1;
     char where[CKPT_WHERE_MAX], have_s[64], want_s[64];
     float dummy = 0.0f;
+    int nranks = 1, moved = 1; /* moved: the last H5Dwrite/H5Dread returned success (or was not reached) */
+    MPI_CHECK(MPI_Comm_size(pt->comm, &nranks));
     H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), out, fname);
     H5_TRY(H5Pset_dxpl_mpio(dxpl, pt->independent ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE), err_close, fname);
     if (writing) {
@@ -343,18 +346,29 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
         const param_entry_t *sel = writing ? (ckpt_owns(pt, e) ? e : NULL) : e;
         if (ckpt_select(pt->local, sel, fs, ms, where) != MP_OK) goto next;
         float *data = sel ? buf + sel->offset : &dummy;
+        moved = 0;
         if (writing) H5_TRY(H5Dwrite(d, H5T_NATIVE_FLOAT, ms, fs, dxpl, data), next, where);
         else H5_TRY(H5Dread(d, H5T_NATIVE_FLOAT, ms, fs, dxpl, data), next, where);
-        ok = 1;
+        moved = ok = 1;
         if (writing) /* the attribute is written collectively: every rank has the total */
             ok = h5_attr_write(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &sums[i], where) == MP_OK;
         else
             sums[i] = ckpt_owns(pt, e) ? ckpt_checksum_shard(pt->local, e, buf + e->offset) : 0;
     next:
+        /* A collective transfer that failed here (a full disk, an I/O error) returns early from
+         * HDF5's and ROMIO's collective calls while its peers are still inside them (seen: they
+         * wait in MPI_File_set_view's all-reduce forever), and nothing can cancel those: end the
+         * job now, naming the failure above, rather than at checkpoint.timeout. */
+        if (!moved && !pt->independent && nranks > 1)
+            MP_ABORT("%s: a collective %s failed on this rank (the error above); its peers may be left inside "
+                     "HDF5's collective calls, which cannot be cancelled: aborting the job (the newest complete "
+                     "checkpoint is kept)", where, writing ? "write" : "read");
         if (d >= 0) H5Dclose(d);
         if (fs >= 0) H5Sclose(fs);
         if (ms >= 0) H5Sclose(ms);
-        if (!ok) goto err_close;
+        /* any other failure (independent transfers, metadata) is left together: no rank enters the
+         * next dataset's collective calls while another closes the file */
+        if (ckpt_agree(pt, ok ? MP_OK : MP_ERR) != MP_OK) goto err_close;
     }
     rc = MP_OK;
 err_close:
@@ -412,6 +426,28 @@ out:
     return rc;
 }
 
+/* A write that failed between the collective create and the close (every rank knows: it was agreed)
+ * cannot be closed safely over several ranks: HDF5's close after a failed write takes different
+ * collective paths on different ranks (seen with a full disk: one rank in MPI_File_set_size's
+ * all-reduce, the other in the metadata cache's barrier, forever). So the job ends here, rank 0
+ * saying why, the others waiting for its abort; the newest complete checkpoint is untouched (this
+ * file is still a temporary). One process alone closes and returns the error. */
+static void ckpt_abort_unclosable(const ckpt_part_t *pt, const char *fname)
+{
+    int n = 1, rank = 0;
+    MPI_CHECK(MPI_Comm_size(pt->comm, &n));
+    if (n == 1) return;
+    MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
+    if (rank == 0)
+        MP_ABORT("writing %s failed (the error above, on the rank that hit it); a parallel HDF5 file cannot be "
+                 "closed safely after that: aborting the job (the newest complete checkpoint is kept)", fname);
+    for (int i = 0; i < 600; i++) { /* rank 0 ends the job within moments */
+        const struct timespec pause = {0, 100 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    MP_ABORT("writing %s failed and rank 0 did not end the job within a minute: aborting", fname);
+}
+
 /* Creates fname over the part's communicator with a user block of ub bytes, writes everything and
  * closes it (collective). ext (room for every dataset) gets the raw data extents, *n_ext_p their count. */
 static int ckpt_write_file(const char *fname, const param_table_t *gtab, const ckpt_part_t *pt,
@@ -428,14 +464,18 @@ static int ckpt_write_file(const char *fname, const param_table_t *gtab, const c
             rc = ckpt_group_io(f, ckpt_groups[k], gtab, pt, pt->bufs[k], 1, sums, stored, ext + *n_ext_p, fname);
             *n_ext_p += (size_t)gtab->count;
         }
-        if (pt->fail_midway) { /* debug.fail_at RANK:STEP:write: a crash with the file half-written */
-            fprintf(stderr, "mindpipe: debug.fail_at: killed in the middle of writing %s\n", fname);
+        if (pt->fail_midway) { /* debug.fail_at RANK:STEP:write|stall: a crash or a stall, the file half-written */
+            const int stop = pt->fail_midway == CKPT_FAIL_STOP;
+            fprintf(stderr, "mindpipe: debug.fail_at: %s in the middle of writing %s\n", stop ? "stopped (SIGSTOP)" : "killed",
+                    fname);
             fflush(stderr);
-            raise(SIGKILL);
+            raise(stop ? SIGSTOP : SIGKILL);
         }
     }
-    if (rc == MP_OK) rc = ckpt_state_write(f, &gtab->cfg, st, deck_text, fname);
-    if (rc == MP_OK && H5Fflush(f, H5F_SCOPE_GLOBAL) < 0) rc = MP_FAIL("cannot flush %s", fname);
+    rc = ckpt_agree(pt, rc);
+    if (rc == MP_OK) rc = ckpt_agree(pt, ckpt_state_write(f, &gtab->cfg, st, deck_text, fname));
+    if (rc == MP_OK) rc = ckpt_agree(pt, H5Fflush(f, H5F_SCOPE_GLOBAL) < 0 ? MP_FAIL("cannot flush %s", fname) : MP_OK);
+    if (rc != MP_OK) ckpt_abort_unclosable(pt, fname);
     if (H5Fclose(f) < 0 && rc == MP_OK) rc = MP_FAIL("cannot close %s", fname);
     free(sums);
     free(stored);

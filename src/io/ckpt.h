@@ -48,6 +48,9 @@ typedef struct {
     char *deck;          /* malloc'd resolved deck text (NULL when writing: taken from the caller) */
 } ckpt_state_t;
 
+/* ckpt_part_t.fail_midway: the faults the recovery tests inject into a write. */
+enum { CKPT_FAIL_KILL = 1, CKPT_FAIL_STOP = 2 };
+
 /* The float groups, in file order. */
 enum { CKPT_MODEL, CKPT_MODEL_PREV, CKPT_M, CKPT_V, CKPT_NGROUPS };
 
@@ -59,7 +62,8 @@ typedef struct {
                                     does; the others hold the same numbers) */
     float *bufs[CKPT_NGROUPS];   /* per group, laid out by local; NULL: group not written / read
                                     (the same groups on every rank) */
-    int fail_midway;             /* debug.fail_at RANK:STEP:write: this rank dies (SIGKILL) midway */
+    int fail_midway;             /* debug.fail_at RANK:STEP:write (CKPT_FAIL_KILL): this rank dies (SIGKILL)
+                                    midway; :stall (CKPT_FAIL_STOP): it stops there (SIGSTOP); 0: neither */
     int independent;             /* 1: independent MPI-IO transfers (each rank's hyperslab on its own);
                                     0: collective (two-phase buffering); checkpoint.transfer */
     const wait_cfg_t *wait;      /* how the part's own all-reduces wait (NULL: blocking MPI) */
