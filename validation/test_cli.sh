@@ -97,7 +97,11 @@ with h5py.File(sys.argv[2], 'r+') as f:
     a.modify(sys.argv[3], np.int64(int(sys.argv[4])))
     if sys.argv[3] == 'step' and int(sys.argv[4]) > 0: a.modify('adam_t', np.int64(int(sys.argv[4])))
 " "$SCRATCH/good4.h5" "$SCRATCH/state_$1.h5" "$2" "$3"
+    [ "$1" = neg ] && cp "$SCRATCH/state_neg.h5" "$SCRATCH/state_unsealed.h5"
+    "$TORCH_PYTHON" "$MP_SRCDIR/validation/filesum_reseal.py" "$SCRATCH/state_$1.h5"
 done
+expect_fail "a /state edited after the write (not resealed) is refused by the file checksum" "checksum" \
+    "$MINDPIPE" inspect "$SCRATCH/state_unsealed.h5"
 expect_fail "a negative step is refused as a corrupt /state (no crash)" "/state is impossible (step -1" \
     T --set train.steps=6 --resume "$SCRATCH/state_neg.h5"
 expect_fail "adam_t above step is refused" "/state is impossible (step 4, adam_t 9" T --set train.steps=6 --resume "$SCRATCH/state_adam.h5"

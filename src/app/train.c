@@ -443,6 +443,7 @@ out:
     if (s >= 0) H5Sclose(s);
     if (g >= 0) H5Gclose(g);
     if (f >= 0 && H5Fclose(f) < 0) rc = MP_FAIL("cannot close %s", path);
+    if (rc == MP_OK) rc = ckpt_reseal(path); /* the file checksum covers what was added */
     run_ckpt_host_release(r, grads, r->model.grads);
     free(tok);
     return rc;
