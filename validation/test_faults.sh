@@ -118,5 +118,32 @@ ok $? "the message names train.stop_grace"
 [ ! -e "$SCRATCH/grace/ckpt/step_00000004.h5" ] && cmp -s "$SCRATCH/grace.keep" "$SCRATCH/grace/ckpt/step_00000002.h5"
 ok $? "the newest checkpoint (step 2) is as it was, and no other was written"
 pkill -KILL -f "out $SCRATCH/grace" 2>/dev/null
+grep -q "^75 stopped: signal 10; no checkpoint" "$SCRATCH/grace/exit_status"; ok $? "RUN/exit_status says so"
+
+# ---- the exit status of a stop: from mpiexec when the ranks are signalled, and in RUN/exit_status ----
+# (Hydra's mpiexec, itself signalled, reports 0 for ranks it reaps after its forced cleanup: the
+# run's own word is RUN/exit_status; ARCHITECTURE.md §7)
+for who in ranks mpiexec; do
+    # shellcheck disable=SC2086
+    $MPIEXEC -n 2 "$MINDPIPE" train -c "$layout_deck" --set data.path="$data" --quiet --out "$SCRATCH/sig_$who" $C \
+        --set parallel.pp=2 --set train.steps=100000 --set checkpoint.every=0 > "$SCRATCH/sig_$who.log" 2>&1 &
+    mpid=$!
+    i=0
+    while [ $i -lt 300 ] && ! grep -q "^- running" "$SCRATCH/sig_$who/exit_status" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+    sleep 1
+    if [ $who = ranks ]; then
+        pkill -USR1 -f "^$MINDPIPE train -c $layout_deck --set data.path=$data --quiet --out $SCRATCH/sig_$who "
+    else
+        kill -USR1 $mpid
+    fi
+    wait $mpid; rc=$?
+    st=$(cat "$SCRATCH/sig_$who/exit_status" 2>/dev/null)
+    diag "SIGUSR1 to the $who: mpiexec returned $rc; exit_status: $st"
+    case "$st" in "75 stopped: by signal at step "*) true ;; *) false ;; esac
+    ok $? "SIGUSR1 to the $who: RUN/exit_status says 75 stopped, its checkpoint written"
+    if [ $who = ranks ]; then
+        [ $rc -eq 75 ]; ok $? "SIGUSR1 to the ranks: mpiexec returns 75 (got $rc)"
+    fi
+done
 
 done_testing

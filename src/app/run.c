@@ -167,7 +167,16 @@ static int run_out_dir_claim(run_t *r)
     } else if (rundir_id_new(r->run_id) != MP_OK || rundir_id_write(r->out_dir, r->run_id) != MP_OK) {
         return MP_ERR;
     }
+    if (run_exit_status(r, "- running") != MP_OK) return MP_ERR; /* an abort leaves it saying so */
     return run_write_deck(r);
+}
+
+int run_exit_status(const run_t *r, const char *text)
+{
+    char path[4200], line[1200];
+    snprintf(path, sizeof path, "%s/exit_status", r->out_dir);
+    snprintf(line, sizeof line, "%s\n", text);
+    return publish_text(path, line);
 }
 
 /* Rank 0 makes and claims the directory (run_out_dir_claim); the others learn its path and the run
@@ -191,6 +200,9 @@ static int run_out_dir(run_t *r)
     if (run_agree(rc) != MP_OK) return MP_ERR;
     MPI_CHECK(MPI_Bcast(r->out_dir, sizeof r->out_dir, MPI_CHAR, 0, MPI_COMM_WORLD));
     MPI_CHECK(MPI_Bcast(r->run_id, sizeof r->run_id, MPI_CHAR, 0, MPI_COMM_WORLD));
+    char status[4200];
+    snprintf(status, sizeof status, "%s/exit_status", r->out_dir);
+    watchdog_status_file(&r->wd, status);
     return MP_OK;
 }
 

@@ -398,8 +398,19 @@ int train_main(const run_opts_t *opts)
                       d->cost.grid_gco2_per_kwh);
         train_report_profile(&r);
     }
+    const int status = rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
+    if (r.rank == 0) {
+        char text[600];
+        if (status == MP_EXIT_REQUEUE)
+            snprintf(text, sizeof text, "%d stopped: by signal at step %ld, its checkpoint written; resume with "
+                     "--resume auto", status, r.step);
+        else
+            snprintf(text, sizeof text, "%d %s at step %ld", status, status ? "failed (the log says why)" : "done",
+                     r.step);
+        run_exit_status(&r, text); /* a failure to write it is reported; the status stands */
+    }
     run_teardown(&r);
-    return rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
+    return status;
 }
 
 /* /grad, /batch and the loss, added to the checkpoint file that debug-grads wrote. */

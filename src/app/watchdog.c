@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "perf.h"
+#include "publish.h"
 #include "signals.h"
 
 /* How often the thread looks: a deadline is kept to within this, and an idle rank pays nothing more
@@ -16,6 +17,9 @@
 
 static void watchdog_deadline_passed(const watchdog_t *w, const char *phase, const char *key, double limit)
 {
+    char text[512];
+    snprintf(text, sizeof text, "1 aborted: %s: %s did not end within %s = %g s\n", w->who, phase, key, limit);
+    if (w->status[0]) publish_text(w->status, text);
     MP_ABORT("%s: %s did not end within %s = %g s: a peer rank died, stopped or failed in it (or the file "
              "system stalls); aborting the job so that it can be requeued and resumed from its newest checkpoint",
              w->who, phase, key, limit);
@@ -31,6 +35,11 @@ static void watchdog_grace_passed(const watchdog_t *w, int sig)
             "--resume auto from the newest)\n",
             w->who, sig, w->stop_grace, w->stop_code);
     fflush(stderr);
+    char text[512];
+    snprintf(text, sizeof text, "%d stopped: signal %d; no checkpoint (%s had not ended its step within "
+             "train.stop_grace = %g s); resume with --resume auto from the newest\n", w->stop_code, sig, w->who,
+             w->stop_grace);
+    if (w->status[0]) publish_text(w->status, text);
     _exit(w->stop_code);
 }
 
@@ -96,6 +105,14 @@ void watchdog_disarm(watchdog_t *w)
     if (!w->running) return;
     pthread_mutex_lock(&w->mu);
     w->phase[0] = 0;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void watchdog_status_file(watchdog_t *w, const char *path)
+{
+    if (!w->running) return;
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->status, sizeof w->status, "%s", path);
     pthread_mutex_unlock(&w->mu);
 }
 

@@ -22,6 +22,7 @@ typedef struct {
     double stop_grace;       /* seconds from a stop signal to the exit; 0: unbounded */
     int stop_code;           /* exit status then */
     double stop_seen;        /* when the watchdog first saw the stop signal; 0: not yet */
+    char status[4300];       /* RUN/exit_status, written when the watchdog ends the rank ("" not yet) */
 } watchdog_t;
 
 /* Starts the thread (one per process). who names this rank in messages; stop_grace as
@@ -34,6 +35,10 @@ void watchdog_arm(watchdog_t *w, const char *phase, const char *key, double limi
 
 /* The phase is over. */
 void watchdog_disarm(watchdog_t *w);
+
+/* The run directory's exit_status file (run_exit_status): the watchdog writes it too when it ends
+ * this rank (set once the directory exists). */
+void watchdog_status_file(watchdog_t *w, const char *path);
 
 /* Stops and joins the thread (safe on a watchdog never started). */
 void watchdog_end(watchdog_t *w);

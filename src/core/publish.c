@@ -87,3 +87,20 @@ int publish_commit(const char *tmp, const char *path)
     publish_dir_name(path, dir, sizeof dir);
     return publish_fsync_path(dir, 1); /* the rename itself is an update of the directory */
 }
+
+int publish_text(const char *path, const char *text)
+{
+    char tmp[4300];
+    if (publish_tmp_name_pid(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
+    /* O_EXCL | O_NOFOLLOW: whatever appeared under the name since it was cleared is not written through */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
+    const size_t n = strlen(text);
+    const ssize_t wrote = write(fd, text, n);
+    const int e = errno;
+    if (close(fd) != 0 || wrote != (ssize_t)n) {
+        publish_discard(tmp);
+        return MP_FAIL("cannot write %s: %s", tmp, wrote < 0 ? strerror(e) : "short write");
+    }
+    return publish_commit(tmp, path);
+}

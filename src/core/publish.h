@@ -42,4 +42,9 @@ int publish_fsync_path(const char *path, int directory);
 /* The directory holding path (dirname(3) without modifying path) into dir_p (n bytes). */
 void publish_dir_name(const char *path, char *dir_p, size_t n);
 
+/* Writes text to path atomically (a temporary named by the pid, created exclusively and never
+ * through a link; fsync, rename). Allocates nothing, so a watchdog thread may call it whatever the
+ * main thread holds. MP_OK, or MP_ERR naming the file. */
+int publish_text(const char *path, const char *text);
+
 #endif
