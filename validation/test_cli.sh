@@ -108,4 +108,16 @@ expect_fail "adam_t above step is refused" "/state is impossible (step 4, adam_t
 expect_fail "inspect reports an impossible /state" "/state is impossible" "$MINDPIPE" inspect "$SCRATCH/state_neg.h5"
 expect_fail "a checkpoint past train.steps is refused, naming both" "is at step 30, past train.steps=6" \
     T --set train.steps=6 --resume "$SCRATCH/state_past.h5"
+# a /val shorter than one window: a warning naming the file and the numbers, training goes on, no val_loss
+"$TORCH_PYTHON" -c "
+import h5py, sys
+with h5py.File(sys.argv[1], 'r') as src, h5py.File(sys.argv[2], 'w') as f:
+    for k, v in src.attrs.items(): f.attrs[k] = v
+    f.create_dataset('train', data=src['train'][:20000]); f.create_dataset('val', data=src['val'][:10])
+" "$data" "$SCRATCH/shortval.h5"
+"$MINDPIPE" train -c "$deck" --set data.path="$SCRATCH/shortval.h5" --set train.steps=6 --set train.eval_every=2 \
+    --quiet --out "$SCRATCH/shortval" > "$SCRATCH/out" 2> "$SCRATCH/err"; rc=$?
+[ $rc -eq 0 ] && grep -q "shortval.h5: /val has 10 tokens, fewer than model.seq_len+1 = 33" "$SCRATCH/err" &&
+    ! grep -q val_loss "$SCRATCH/shortval/metrics.jsonl"
+ok $? "a /val shorter than a window: warned naming the file and the counts, trained without val_loss (exit $rc)"
 done_testing

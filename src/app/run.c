@@ -132,7 +132,7 @@ static int run_write_deck(const run_t *r)
     char path[4200], tmp[4300];
     snprintf(path, sizeof path, "%s/deck.ini", r->out_dir);
     if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
-    FILE *f = fopen(tmp, "w");
+    FILE *f = publish_tmp_fopen(tmp);
     if (!f) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
     int rc = deck_write(&r->deck, f);
     if (fflush(f) != 0 || ferror(f)) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
@@ -388,6 +388,8 @@ static int run_check_data(const run_t *r)
     if (r->data.n_train < (size_t)d->model.seq_len + 2)
         return MP_FAIL("%s: /train has %zu tokens, fewer than model.seq_len+2 = %d", d->data.path, r->data.n_train,
                        d->model.seq_len + 2);
+    /* a /val too short for one window: a warning (once), and no val_loss (issue 15) */
+    if (r->rank == 0 && data_check_windows(&r->data, d->model.seq_len) != MP_OK) return MP_ERR;
     return MP_OK;
 }
 

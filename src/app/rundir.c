@@ -300,7 +300,7 @@ int rundir_id_write(const char *dir, const char *id)
     char path[4300], tmp[4400];
     snprintf(path, sizeof path, "%s/run_id", dir);
     if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
-    FILE *f = fopen(tmp, "w");
+    FILE *f = publish_tmp_fopen(tmp);
     if (!f) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
     int ok = fprintf(f, "%s\n", id) > 0;
     if (fclose(f) != 0 || !ok) {

@@ -88,6 +88,15 @@ int publish_commit(const char *tmp, const char *path)
     return publish_fsync_path(dir, 1); /* the rename itself is an update of the directory */
 }
 
+FILE *publish_tmp_fopen(const char *tmp)
+{
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "w");
+    if (!f) close(fd);
+    return f;
+}
+
 int publish_text(const char *path, const char *text)
 {
     char tmp[4300];

@@ -10,6 +10,8 @@
 #ifndef MP_PUBLISH_H
 #define MP_PUBLISH_H
 
+#include <stdio.h>
+
 #include <stddef.h>
 
 /* PATH.tmp into tmp_p (n bytes): the name every rank of a collective writer agrees on. MP_OK, or
@@ -41,6 +43,12 @@ int publish_fsync_path(const char *path, int directory);
 
 /* The directory holding path (dirname(3) without modifying path) into dir_p (n bytes). */
 void publish_dir_name(const char *path, char *dir_p, size_t n);
+
+/* Opens the temporary tmp (cleared by publish_tmp_prepare) for writing, creating it exclusively and
+ * never through a link (O_EXCL | O_NOFOLLOW): whatever appeared under the name since it was cleared
+ * makes it fail instead of being written through. NULL with errno set on failure. Creators of HDF5
+ * temporaries use H5F_ACC_EXCL for the same reason. */
+FILE *publish_tmp_fopen(const char *tmp);
 
 /* Writes text to path atomically (a temporary named by the pid, created exclusively and never
  * through a link; fsync, rename). Allocates nothing, so a watchdog thread may call it whatever the

@@ -59,7 +59,7 @@ static int actdump_file(const actdump_t *d, MPI_Comm comm, const char *fname)
     hid_t fapl = -1, f = -1;
     H5_TRY(fapl = H5Pcreate(H5P_FILE_ACCESS), out, fname);
     H5_TRY(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), out, fname);
-    H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, fapl), out, fname);
+    H5_TRY(f = H5Fcreate(fname, H5F_ACC_EXCL, H5P_DEFAULT, fapl), out, fname);
     const size_t n = (size_t)d->B * d->T * d->C;
     for (int s = 0; s < d->L + 3; s++) {
         char name[32];

@@ -246,7 +246,7 @@ static hid_t ckpt_open(const char *fname, const ckpt_part_t *pt, uint64_t ub)
     if (ub) {
         H5_TRY(fcpl = H5Pcreate(H5P_FILE_CREATE), err_close_fapl, fname);
         H5_TRY(H5Pset_userblock(fcpl, (hsize_t)ub), err_close_fcpl, fname);
-        H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, fcpl, fapl), err_close_fcpl, fname);
+        H5_TRY(f = H5Fcreate(fname, H5F_ACC_EXCL, fcpl, fapl), err_close_fcpl, fname);
     } else {
         H5_TRY(f = H5Fopen(fname, H5F_ACC_RDONLY, fapl), err_close_fapl, fname);
     }

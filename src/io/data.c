@@ -310,7 +310,7 @@ out:
 static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source)
 {
     hid_t f = -1;
-    H5_TRY(f = H5Fcreate(fname, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), out, fname);
+    H5_TRY(f = H5Fcreate(fname, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), out, fname);
     if (data_write_split(f, fname, "train", tok, n - n_val) != MP_OK) goto err_close_file;
     if (data_write_split(f, fname, "val", tok + (n - n_val), n_val) != MP_OK) goto err_close_file;
     if (h5_attr_write(f, "vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &(int){256}, fname) != MP_OK) goto err_close_file;

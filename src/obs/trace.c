@@ -91,7 +91,7 @@ static int trace_file_write(const char *path, const char *events, size_t len)
 {
     char tmp[4300];
     if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
-    FILE *f = fopen(tmp, "w");
+    FILE *f = publish_tmp_fopen(tmp);
     if (!f) return MP_FAIL("cannot write %s", tmp);
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
     fwrite(events, 1, len, f);
