@@ -108,6 +108,22 @@ expect_fail "adam_t above step is refused" "/state is impossible (step 4, adam_t
 expect_fail "inspect reports an impossible /state" "/state is impossible" "$MINDPIPE" inspect "$SCRATCH/state_neg.h5"
 expect_fail "a checkpoint past train.steps is refused, naming both" "is at step 30, past train.steps=6" \
     T --set train.steps=6 --resume "$SCRATCH/state_past.h5"
+# every command's --help: its usage on stdout, exit 0; an option a command does not take is refused
+for cmd in train prep inspect eval export search debug-grads deck-reference peak sim selftest; do
+    "$MINDPIPE" $cmd --help > "$SCRATCH/help" 2>&1; rc=$?
+    [ $rc -eq 0 ] && head -n 1 "$SCRATCH/help" | grep -q "^usage: mindpipe $cmd"
+    ok $? "mindpipe $cmd --help prints its usage (exit $rc)"
+done
+"$MINDPIPE" train --help | grep -q -- "--restart .*ckpt.old-TIME"
+ok $? "train --help explains its options"
+expect_fail "an option that does not apply to the command is refused naming both" "option '--pp' does not apply to 'train'" \
+    T --pp 2
+# the progress line: elapsed time and ETA; the metrics: elapsed_s and eta_s
+"$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=4 --set train.warmup=1 --set train.log_every=2 --out "$SCRATCH/eta" \
+    > "$SCRATCH/eta.out" 2>&1
+grep -q "^step      4/4 | .* | elapsed [0-9]*s | eta 0s$" "$SCRATCH/eta.out" &&
+    grep -q '"elapsed_s":[0-9.]*,"eta_s":0.0}' "$SCRATCH/eta/metrics.jsonl"
+ok $? "the progress line shows elapsed time and ETA, the metrics elapsed_s and eta_s"
 # a /val shorter than one window: a warning naming the file and the numbers, training goes on, no val_loss
 "$TORCH_PYTHON" -c "
 import h5py, sys

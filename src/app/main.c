@@ -8,6 +8,7 @@
 #include "config.h"
 #endif
 #include "check.h"
+#include "commands.h"
 #include "ckpt.h"
 #include "data.h"
 #include "deck.h"
@@ -24,30 +25,6 @@
 #include "train.h"
 
 #define MAX_SETS 256
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: mindpipe COMMAND [options]\n"
-            "  train [-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]\n"
-            "        (a fresh run into a DIR holding checkpoints is refused: --resume auto continues it, --restart\n"
-            "         moves its checkpoints to DIR/ckpt.old-TIME/ and starts over)\n"
-            "  prep --text FILE --out DATA.h5 [--val-fraction F]\n"
-            "  inspect CKPT.h5\n"
-            "  eval -c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]  (val_loss of a checkpoint, any layout)\n"
-            "  export -c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5  (a supernet's subnet as a plain model)\n"
-            "  search -c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
-            "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]  (subnets by val_loss)\n"
-            "  debug-grads -c DECK [--set ...] --out FILE.h5   (step-0 gradients for the PyTorch check)\n"
-            "  deck-reference                                  (Markdown table of every deck key)\n"
-            "  peak [--threads N]                              (measured sgemm GFLOP/s: the MFU denominator)\n"
-            "  sim --schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list]\n"
-            "                                                  (simulate a pipeline schedule: validity, bubble)\n"
-            "  sim --swap [--alpha A]                          (coordinated against uncoordinated host swapping\n"
-            "                                                   at 2, 4, 8 ranks per node: the swap simulator)\n"
-            "  selftest --device cpu|cuda[:N] [--verbose]       (each CUDA kernel against its CPU twin)\n"
-            "  --version | --help\n");
-}
 
 typedef struct {
     run_opts_t run;
@@ -72,9 +49,13 @@ static int cli_parse(cli_t *c, int argc, char **argv)
     c->val_fraction = 0.05;
     c->alpha = -1.0;
     c->population = 8, c->generations = 4, c->mutation = 0.2;
+    const command_t *cmd = command_find(argv[1]);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int has_val = i + 1 < argc;
+        if (a[0] == '-' && cmd && !command_takes(cmd, a))
+            return MP_FAIL("option '%s' does not apply to '%s' (mindpipe %s --help lists its options)", a, argv[1],
+                           argv[1]);
         if ((!strcmp(a, "-c") || !strcmp(a, "--deck")) && has_val) c->run.deck_path = argv[++i];
         else if (!strcmp(a, "--set") && has_val) {
             if (c->run.nsets == MAX_SETS) return MP_FAIL("more than %d --set options", MAX_SETS);
@@ -217,16 +198,27 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         return 0;
     }
     MP_ERROR("unknown command '%s'", cmd);
-    usage(stderr);
+    commands_usage(stderr);
     return 2;
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        usage(argc < 2 ? stderr : stdout);
+        commands_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    const command_t *cmd = command_find(argv[1]);
+    if (!cmd && strcmp(argv[1], "--version")) {
+        fprintf(stderr, "mindpipe: unknown command '%s'\n", argv[1]);
+        commands_usage(stderr);
+        return 2;
+    }
+    for (int i = 2; cmd && i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            command_usage(stdout, cmd);
+            return 0;
+        }
     if (!strcmp(argv[1], "--version")) {
         printf("mindpipe %s\n", PACKAGE_VERSION);
         return 0;

@@ -172,7 +172,18 @@ typedef struct {
     double t_last;    /* time of the last progress line */
     long step_last;   /* steps completed then */
     long moved_step;  /* step of the last metrics line: the per-step transfer figures average since */
+    double t_start;   /* when this process began training, and the step it began at: elapsed time and */
+    long step_start;  /* the ETA (the average pace since, evaluations and checkpoints included) */
 } progress_t;
+
+/* Seconds as "42s", "3m07s" or "2h05m" for the progress line. */
+static void train_duration(double s, char *buf, size_t n)
+{
+    const long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t < 60) snprintf(buf, n, "%lds", t);
+    else if (t < 3600) snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, n, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+}
 
 static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, double gnorm, double val_loss)
 {
@@ -185,11 +196,17 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     double mfu = r->peak_gflops > 0 ? tok_s * model_flops_per_token(&r->model.cfg) / (r->peak_gflops * 1e9) : 0.0;
     pg->t_last = now;
     pg->step_last = r->step;
-    char val[64] = "";
+    char val[64] = "", el[32], eta[32];
     if (!isnan(val_loss)) snprintf(val, sizeof val, " | val_loss %.4f", val_loss);
-    runlog_printf(&r->log, "step %6ld/%d | loss %.4f%s | lr %.3e | grad_norm %.3f | %.0f tok/s | mfu %.1f%% | mem %.1f MiB",
+    const double elapsed = now - pg->t_start, done = (double)(r->step - pg->step_start);
+    const double eta_s = done > 0 ? elapsed / done * (double)(d->train.steps - r->step) : NAN;
+    train_duration(elapsed, el, sizeof el);
+    if (isnan(eta_s)) snprintf(eta, sizeof eta, "?");
+    else train_duration(eta_s, eta, sizeof eta);
+    runlog_printf(&r->log, "step %6ld/%d | loss %.4f%s | lr %.3e | grad_norm %.3f | %.0f tok/s | mfu %.1f%% | mem %.1f MiB"
+                  " | elapsed %s | eta %s",
                   r->step, d->train.steps, loss, val, lr, gnorm, tok_s, 100.0 * mfu,
-                  (double)r->arena.peak / 1048576.0);
+                  (double)r->arena.peak / 1048576.0, el, eta);
     /* per stage (the pp group of rank 0), gathered for the metrics line: peak memory, its plan, the
      * activations' share of the peak, the most micro-batches stashed and offload buffers in use,
      * host memory held for offloads and balance, and bytes moved (offload, balance) and seconds
@@ -223,11 +240,12 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
                           all[NM * s + k]);
         o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, "]");
     }
-    char valj[64] = "";
+    char valj[64] = "", etaj[48] = "";
     if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
+    if (!isnan(eta_s)) snprintf(etaj, sizeof etaj, ",\"eta_s\":%.1f", eta_s);
     runlog_metrics(&r->log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
-                   "\"mfu\":%.5f%s,\"bubble\":%.4f,\"bubble_theory\":%.4f",
-                   r->step, loss, valj, lr, gnorm, tok_s, mfu, per_stage, bubble, theory);
+                   "\"mfu\":%.5f%s,\"bubble\":%.4f,\"bubble_theory\":%.4f,\"elapsed_s\":%.3f%s",
+                   r->step, loss, valj, lr, gnorm, tok_s, mfu, per_stage, bubble, theory, elapsed, etaj);
 }
 
 /* [debug] fail_at = RANK:STEP: that rank dies (SIGKILL, no chance to clean up) as step STEP
@@ -249,7 +267,7 @@ static void train_fail_at(const run_t *r, long t, int agreed)
 static int train_loop(run_t *r)
 {
     const deck_t *d = &r->deck;
-    progress_t pg = {perf_now(), r->step, r->step};
+    progress_t pg = {perf_now(), r->step, r->step, perf_now(), r->step};
     const long first = r->step;
     while (r->step < d->train.steps) {
         long t = r->step;

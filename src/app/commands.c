@@ -1,0 +1,105 @@
+#include "commands.h"
+
+#include <string.h>
+
+#define RUN_OPTS "-c", "--deck", "--set"
+
+static const command_t commands[] = {
+    {"train", "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]",
+     "train the deck's model (under mpiexec: on every rank of the job's layout)",
+     {RUN_OPTS, "--out", "--resume", "--restart", "--quiet", NULL},
+     "  -c, --deck DECK      the input deck (docs/DECK.md; without it, the defaults)\n"
+     "  --set S.K=V          override one deck key (repeatable; applied after the deck, in order)\n"
+     "  --out DIR            the run directory (default run): log.txt, metrics.jsonl, trace.json,\n"
+     "                       exit_status, ckpt/; locked while the run uses it\n"
+     "  --resume PATH|auto   continue from a checkpoint; auto: the newest in DIR/ckpt that verifies and\n"
+     "                       fits the deck (none: start at step 0)\n"
+     "  --restart            a fresh run into a DIR holding checkpoints moves them to DIR/ckpt.old-TIME/\n"
+     "                       (without it, or --resume, such a run is refused)\n"
+     "  --quiet              no console output (the log and metrics are still written)\n"
+     "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
+     "1 failed (also in DIR/exit_status)\n"},
+    {"prep", "--text FILE --out DATA.h5 [--val-fraction F]", "turn a text file into a token file (bytes as tokens)",
+     {"--text", "--out", "--val-fraction", NULL},
+     "  --text FILE          the text (UTF-8 or any bytes)\n"
+     "  --out DATA.h5        the token file (written atomically)\n"
+     "  --val-fraction F     the share held out for validation, in (0, 0.5) (default 0.05)\n"},
+    {"inspect", "CKPT.h5", "a checkpoint's step, layout, deck and every tensor with its checksum status", {NULL},
+     "  exit status 0 when every checksum verifies, 1 otherwise (a damaged file is reported, never crashes)\n"},
+    {"eval", "-c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]", "val_loss of a checkpoint, on any layout",
+     {RUN_OPTS, "--ckpt", "--subnet", "--quiet", NULL},
+     "  -c, --deck DECK      the deck (the model and the data)\n"
+     "  --set S.K=V          override one deck key (repeatable)\n"
+     "  --ckpt CKPT.h5       the checkpoint\n"
+     "  --subnet 0,2,1       a supernet checkpoint: the candidate per choice block to evaluate\n"},
+    {"export", "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5", "a supernet's subnet as a plain model checkpoint",
+     {RUN_OPTS, "--ckpt", "--subnet", "--out", "--quiet", NULL},
+     "  -c, --deck DECK      the supernet's deck; --set S.K=V overrides a key\n"
+     "  --ckpt CKPT.h5       the supernet checkpoint\n"
+     "  --subnet 0,2,1       the candidate per choice block\n"
+     "  --out SUB.h5         the plain checkpoint; prints the [model] blocks = ... it needs\n"},
+    {"search",
+     "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
+     "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",
+     "search a supernet's subnets by val_loss",
+     {RUN_OPTS, "--ckpt", "--out", "--method", "--population", "--generations", "--mutation", "--max-params",
+      "--max-flops", "--seed", "--quiet", NULL},
+     "  -c, --deck DECK      the supernet's deck; --set S.K=V overrides a key\n"
+     "  --ckpt CKPT.h5       the supernet checkpoint\n"
+     "  --out DIR            DIR/search.jsonl: every subnet evaluated\n"
+     "  --method M           evolution (default) or random\n"
+     "  --population N       subnets per generation (default 8)\n"
+     "  --generations N      generations (default 4)\n"
+     "  --mutation P         probability a gene is redrawn (default 0.2)\n"
+     "  --max-params N       only subnets with at most N parameters\n"
+     "  --max-flops N        only subnets with at most N FLOPs per token\n"
+     "  --seed S             the search's seed (default 1)\n"},
+    {"debug-grads", "-c DECK [--set ...] --out FILE.h5", "step-0 gradients for the PyTorch check (one rank)",
+     {RUN_OPTS, "--out", "--quiet", NULL},
+     "  -c, --deck DECK      the deck; --set S.K=V overrides a key\n"
+     "  --out FILE.h5        the parameters, /grad, /batch and the loss\n"},
+    {"deck-reference", "", "the Markdown table of every deck key (docs/DECK.md)", {NULL}, ""},
+    {"peak", "[--threads N]", "the measured sgemm GFLOP/s: the MFU denominator", {"--threads", NULL},
+     "  --threads N          threads of the measurement (default 1)\n"},
+    {"sim", "--schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list] | --swap [--alpha A]",
+     "simulate a pipeline schedule (validity, bubble), or coordinated against uncoordinated host swapping",
+     {"--schedule", "--pp", "--m", "--v", "--list", "--swap", "--alpha", NULL},
+     "  --schedule S         gpipe, 1f1b, interleaved or 2bw\n"
+     "  --pp P, --m M        stages and micro-batches\n"
+     "  --v V                virtual stages per rank (interleaved)\n"
+     "  --list               print each stage's instruction list\n"
+     "  --swap               the swap simulator's tables at 2, 4, 8 ranks per node (docs/MEMORY.md)\n"
+     "  --alpha A            the swap simulator's contention factor, in [0, 10]\n"},
+    {"selftest", "--device cpu|cuda[:N] [--verbose]", "each CUDA kernel against its CPU twin",
+     {"--device", "--verbose", NULL},
+     "  --device D           cpu, or cuda[:N] (a GPU; without one: says so and exits 1)\n"
+     "  --verbose            every kernel's error\n"},
+};
+
+const command_t *command_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(commands[i].name, name)) return &commands[i];
+    return NULL;
+}
+
+int command_takes(const command_t *cmd, const char *opt)
+{
+    for (int i = 0; cmd->options[i]; i++)
+        if (!strcmp(cmd->options[i], opt)) return 1;
+    return 0;
+}
+
+void commands_usage(FILE *f)
+{
+    fprintf(f, "usage: mindpipe COMMAND [options]   (mindpipe COMMAND --help: that command's options)\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %s %s\n        %s\n", commands[i].name, commands[i].synopsis, commands[i].summary);
+    fprintf(f, "  --version | --help\n");
+}
+
+void command_usage(FILE *f, const command_t *cmd)
+{
+    fprintf(f, "usage: mindpipe %s %s\n%s\n", cmd->name, cmd->synopsis, cmd->summary);
+    if (cmd->details[0]) fprintf(f, "\n%s", cmd->details);
+}
