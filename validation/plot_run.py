@@ -99,10 +99,10 @@ def tokens_of(rows, deck, deck_path):
     """Tokens seen after each logged step: the metrics' `tokens`, else step x batch x seq_len."""
     if all("tokens" in r for r in rows):
         return [r["tokens"] for r in rows]
-    batch, seq = deck_int(deck, "train", "batch"), deck_int(deck, "model", "seq_len")
     if deck is None:
         raise RunError(f"{deck_path}: no such file (needed for tokens = step x train.batch x model.seq_len: "
                        "the metrics hold no `tokens`)")
+    batch, seq = deck_int(deck, "train", "batch"), deck_int(deck, "model", "seq_len")
     if not batch or not seq:
         raise RunError(f"{deck_path}: no [train] batch or [model] seq_len (needed for the tokens axis)")
     return [r["step"] * batch * seq for r in rows]
@@ -253,7 +253,7 @@ def pick_step(spans, ranks, want, path):
     return s, by_step[s], ""
 
 
-def plot_timeline(trace_path, want, deck, title, out, written):
+def plot_timeline(trace_path, want, title, out, written):
     if not os.path.isfile(trace_path):
         if want is not None:
             raise RunError(f"{trace_path}: no such file (--step asks for the timeline)")
@@ -289,7 +289,10 @@ def plot_timeline(trace_path, want, deck, title, out, written):
         y = rows.index((e["pid"], e.get("tid", 0)))
         k = kind_of.get(e["name"])
         colour = KINDS[k][2] if k is not None else OTHER_COLOUR
-        (used.add(k) if k is not None else others.add(e["name"]))
+        if k is None:
+            others.add(e["name"])
+        else:
+            used.add(k)
         x, w = (e["ts"] - t0) / 1e3, e["dur"] / 1e3
         ax.barh(y, w, left=x, height=0.7, color=colour, edgecolor="black", linewidth=0.3)
         mb = e["args"].get("mb")
@@ -300,7 +303,7 @@ def plot_timeline(trace_path, want, deck, title, out, written):
                   fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(0, width_ms)
-    ax.set_xlabel(f"time since the step's first span (ms); numbers: micro-batch")
+    ax.set_xlabel("time since the step's first span (ms); numbers: micro-batch")
     ax.grid(alpha=0.3, axis="x")
     handles = [Patch(color=KINDS[k][2], label=KINDS[k][0]) for k in sorted(used)]
     if others:
@@ -345,7 +348,7 @@ def main():
         plot_loss(rows, tokens, title, out, written)
         plot_throughput(rows, title, out, written)
         plot_memory(rows, title, out, written)
-        plot_timeline(os.path.join(a.run, "trace.json"), a.step, deck, title, out, written)
+        plot_timeline(os.path.join(a.run, "trace.json"), a.step, title, out, written)
     except RunError as e:
         print(f"plot_run.py: {e}", file=sys.stderr)
         return 2
