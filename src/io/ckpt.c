@@ -31,6 +31,7 @@
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -944,13 +945,19 @@ static const char *ckpt_signal_name(int sig)
  * checksum gets that far), and a crash there becomes our message. The child never calls MPI and
  * leaves by _exit (no atexit handlers, no MPI or HDF5 teardown); its output goes to the same
  * descriptors, flushed before the fork and before it exits, so it arrives in order. */
-int ckpt_inspect(const char *path, FILE *out)
+int ckpt_inspect(const char *path, FILE *out) { return ckpt_inspect_within(path, out, 0.0); }
+
+int ckpt_inspect_within(const char *path, FILE *out, double timeout_s)
 {
     if (access(path, R_OK) != 0) return MP_FAIL("checkpoint %s: %s", path, strerror(errno));
+    struct stat fst;
+    if (timeout_s <= 0) timeout_s = 300.0 + (stat(path, &fst) == 0 ? (double)fst.st_size / (20 << 20) : 0.0);
     fflush(out), fflush(stdout), fflush(stderr);
     const pid_t pid = fork();
     if (pid < 0) return MP_FAIL("inspect %s: cannot fork: %s", path, strerror(errno));
     if (pid == 0) {
+        /* libhdf5 can also loop on a damaged file: the child's deadline */
+        alarm(timeout_s < 1.0 ? 1u : timeout_s > 1e6 ? 1000000u : (unsigned)timeout_s);
         if (ckpt_inspect_child_hook) ckpt_inspect_child_hook();
         const int rc = ckpt_inspect_child(path, out);
         fflush(out), fflush(stdout), fflush(stderr);
@@ -959,6 +966,9 @@ int ckpt_inspect(const char *path, FILE *out)
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return MP_FAIL("inspect %s: waitpid: %s", path, strerror(errno));
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+        return MP_FAIL("%s: corrupt file: the HDF5 library did not finish reading it within %.0f s (stopped)", path,
+                       timeout_s);
     if (WIFSIGNALED(status))
         return MP_FAIL("%s: corrupt file: the HDF5 library crashed reading it (signal %d: %s)", path, WTERMSIG(status),
                        ckpt_signal_name(WTERMSIG(status)));

@@ -104,6 +104,11 @@ int ckpt_read(const char *path, const param_table_t *tab, float *params, float *
  * crashed reading it (signal N: NAME)". One process; out gets the child's lines in order. */
 int ckpt_inspect(const char *path, FILE *out);
 
+/* ckpt_inspect with a deadline on the child: past timeout_s seconds it is killed and the file
+ * reported as one libhdf5 cannot finish reading (MP_ERR). timeout_s 0: 300 s plus a second per
+ * 20 MiB of file (inspect reads every tensor to check it). */
+int ckpt_inspect_within(const char *path, FILE *out, double timeout_s);
+
 /* For tests: when set, inspect's child process calls it before reading the file (to stand for a
  * crash of libhdf5). NULL in the program. */
 extern void (*ckpt_inspect_child_hook)(void);

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <time.h>
 
 #include "check.h"
 #include "ckpt.h"
@@ -462,6 +463,15 @@ static void test_random_flips(const tiny_t *t)
 }
 
 static void crash_hook(void) { abort(); }
+/* stands for libhdf5 looping on a damaged file; ends by itself after 10 s, so without the
+ * deadline the test fails (inspect succeeds) instead of hanging */
+static void loop_hook(void)
+{
+    for (int i = 0; i < 100; i++) {
+        const struct timespec t = {0, 100 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+}
 
 /* inspect's parsing runs in a child: a crash there (a hook stands for libhdf5's) is a message. */
 static void test_inspect_isolated(void)
@@ -472,6 +482,16 @@ static void test_inspect_isolated(void)
     ckpt_inspect_child_hook = NULL;
     tap_ok(rc == MP_ERR && strstr(errtext, "rt.h5: corrupt file: the HDF5 library crashed reading it (signal 6: SIGABRT)"),
            "inspect: a crash in the child becomes 'corrupt file: the HDF5 library crashed ...', MP_ERR");
+    show_errtext();
+    ckpt_inspect_child_hook = loop_hook;
+    FILE *out = fopen(tpath("inspect.txt"), "w+");
+    capture_begin();
+    rc = ckpt_inspect_within(tpath("rt.h5"), out, 1.0);
+    capture_end();
+    fclose(out);
+    ckpt_inspect_child_hook = NULL;
+    tap_ok(rc == MP_ERR && strstr(errtext, "rt.h5: corrupt file: the HDF5 library did not finish reading it within 1 s"),
+           "inspect: a child that never finishes is stopped at its deadline and reported, MP_ERR");
     show_errtext();
     rc = inspect_to(tpath("rt.h5"), text, sizeof text);
     const char *head = strstr(text, "checkpoint "), *sum = strstr(text, "file checksum ok"), *deck = strstr(text, "deck:");
