@@ -27,6 +27,23 @@ SHAPES = {  # name: (L, C, NH, T, B, V, timed steps)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def machine():
+    """The CPU model, its count and the SIMD extensions that matter to the kernels (figures differ
+    between AVX-512 and AVX2 machines: every figure carries this line)."""
+    model, flags = "unknown CPU", set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            k, _, v = line.partition(":")
+            if k.strip() == "model name" and model == "unknown CPU":
+                model = v.strip()
+            elif k.strip() == "flags" and not flags:
+                flags = set(v.split())
+    except OSError:
+        pass
+    simd = [f for f in ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx2", "fma", "f16c") if f in flags]
+    return f"{model}, {os.cpu_count()} CPUs; SIMD: {' '.join(simd) or 'none of avx2/avx512'}"
+
+
 def flops_per_token(L, C, T, V):
     return 6 * (12 * L * C * C + V * C) + 12 * L * C * T
 
@@ -94,6 +111,7 @@ def main():
                         res[s]["pt"].append(run_torch(a, s))
                     print(f"# run {r + 1}/{a.runs} {s:5s} {eng}: {res[s][eng][-1]:.0f} tok/s", file=sys.stderr)
     pk = max(pk, peak(a))
+    print(f"machine: {machine()}")
     print(f"sgemm peak (mindpipe peak, {a.threads} threads, best of before/after): {pk:.1f} GFLOP/s\n")
     print("| shape | MindPipe tok/s (median, min-max) | MFU | PyTorch tok/s (median, min-max) | MFU | ratio |")
     print("|---|---|---|---|---|---|")
