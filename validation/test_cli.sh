@@ -17,6 +17,7 @@ T() { "$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --out "$SCRAT
 
 expect_fail "unknown key names the key" "model.layer" T --set model.layer=3
 expect_fail "unparsable value names the key" "train.lr" T --set train.lr=fast
+expect_fail "an absurd weight decay is refused naming the key" "train.weight_decay" T --set train.weight_decay=5
 expect_fail "dim not divisible by heads is refused" "heads" T --set model.heads=5
 expect_fail "batch not divisible by micro_batch is refused" "micro_batch" T --set train.micro_batch=3
 expect_fail "a layout that does not match the job's ranks names the rule" "ranks" T --set parallel.dp=2

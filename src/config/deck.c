@@ -129,7 +129,8 @@ static const deck_key_t keys[] = {
           "peak learning rate (after warmup; cosine decay to min_lr); at most 1: AdamW moves every weight by about lr "
           "per step"),
     K_NUM(train, min_lr, "1e-4", 0, 1, 0, "learning rate at the end of the cosine decay (≤ train.lr)"),
-    K_NUM(train, weight_decay, "0.1", 0, INF, 0, "AdamW decoupled weight decay"),
+    K_NUM(train, weight_decay, "0.1", 0, 1, 0,
+          "AdamW decoupled weight decay (at most 1: with train.lr ≤ 1 a step never flips a weight's sign)"),
     K_NUM(train, grad_clip, "1.0", 0, INF, 0, "clip the global gradient norm to this value; 0 = off"),
     K_NUM(train, beta1, "0.9", 0, 1, EXCL_MAX, "AdamW first-moment decay"),
     K_NUM(train, beta2, "0.95", 0, 1, EXCL_MAX, "AdamW second-moment decay"),
