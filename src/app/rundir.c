@@ -297,15 +297,8 @@ int rundir_id_read(const char *dir, char id_p[CKPT_RUN_ID_LEN + 1])
 
 int rundir_id_write(const char *dir, const char *id)
 {
-    char path[4300], tmp[4400];
+    char path[4300], line[CKPT_RUN_ID_LEN + 2];
     snprintf(path, sizeof path, "%s/run_id", dir);
-    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
-    FILE *f = publish_tmp_fopen(tmp);
-    if (!f) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
-    int ok = fprintf(f, "%s\n", id) > 0;
-    if (fclose(f) != 0 || !ok) {
-        publish_discard(tmp);
-        return MP_FAIL("cannot write %s", tmp);
-    }
-    return publish_commit(tmp, path);
+    snprintf(line, sizeof line, "%s\n", id);
+    return publish_text(path, line);
 }
