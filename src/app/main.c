@@ -1,8 +1,10 @@
 /* mindpipe: parse the command line and dispatch. Runs with or without mpirun (singleton init). */
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -202,6 +204,16 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
     return 2;
 }
 
+static void on_init_timeout(int sig)
+{
+    (void)sig;
+    static const char msg[] = "mindpipe: fatal: MPI_Init did not complete within MINDPIPE_INIT_TIMEOUT seconds "
+                              "(default 600): a rank of the job did not start, died or stopped before it; exiting\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -226,7 +238,16 @@ int main(int argc, char **argv)
     cli_t cli;
     if (cli_parse(&cli, argc, argv) != MP_OK) return 2;
     int provided, rank;
+    /* MPI_Init waits for every rank of the job; one that never starts (or stops) would hold it
+     * forever, before any deck deadline exists: an alarm bounds it (MINDPIPE_INIT_TIMEOUT seconds,
+     * default 600; 0 = none) */
+    const char *it = getenv("MINDPIPE_INIT_TIMEOUT");
+    const long init_timeout = it && *it ? strtol(it, NULL, 10) : 600;
+    signal(SIGALRM, on_init_timeout);
+    if (init_timeout > 0) alarm((unsigned)init_timeout);
     MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     mpi_check_init(rank);
     device_report_init();
