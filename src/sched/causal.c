@@ -7,6 +7,8 @@
 
 int causal_conflict(const causal_cfg_t *c, int s, int i, int j)
 {
+    if (i == j) return 0;
+    if (c->serial) return 1;
     for (int l = c->layer0[s]; l < c->layer0[s + 1]; l++) {
         const int a = c->sel[(size_t)i * c->layers + l], b = c->sel[(size_t)j * c->layers + l];
         if (a >= 0 && a == b && !(c->weightless && c->weightless[a])) return 1;
@@ -16,20 +18,23 @@ int causal_conflict(const causal_cfg_t *c, int s, int i, int j)
 
 enum { TF = 1, TB = 2, NONE = -1 };
 
+/* The player's units are micro-batches: u = j·per + k is micro-batch k of subnet j. */
 typedef struct {
-    int *fwd, *bwd;          /* pp × n: when the forward (backward) ended, NONE not yet */
-    int *order;              /* pp × 2n: each stage's actions, j for a forward, n + j for a backward */
+    int *fwd, *bwd;          /* pp × n·per: when the forward (backward) ended, NONE not yet */
+    int *order;              /* pp × 2·n·per: each stage's actions, u for a forward, N + u for a backward */
     int *norder, *nb, *busy; /* per stage: actions so far, next backward, busy until */
 } play_t;
 
-#define AT(a, s, j) ((a)[(size_t)(s) * c->n + (j)])
+static int per_of(const causal_cfg_t *c) { return c->per > 1 ? c->per : 1; }
+
+#define AT(a, s, j) ((a)[(size_t)(s) * N + (j)])
 
 /* Stage s at time t: its next backward if its gradient is here, else the first subnet in index
  * order whose activation is here and that no earlier unfinished subnet conflicts with. 1 acted,
  * 0 idle (*blocked: a forward waited for a conflict only). */
 static int play_stage(const causal_cfg_t *c, play_t *p, int s, int t, int *blocked)
 {
-    const int n = c->n, pp = c->pp, j = p->nb[s];
+    const int per = per_of(c), n = c->n * per, N = n, pp = c->pp, j = p->nb[s];
     *blocked = 0;
     if (j < n && AT(p->fwd, s, j) != NONE && AT(p->fwd, s, j) <= t) {
         const int g = s == pp - 1 ? AT(p->fwd, s, j) : AT(p->bwd, s + 1, j);
@@ -53,7 +58,7 @@ static int play_stage(const causal_cfg_t *c, play_t *p, int s, int t, int *block
         if (a == NONE || a > t) continue;
         int ok = 1;
         for (int i = 0; i < k && ok; i++)
-            if ((AT(p->bwd, s, i) == NONE || AT(p->bwd, s, i) > t) && causal_conflict(c, s, i, k)) ok = 0;
+            if ((AT(p->bwd, s, i) == NONE || AT(p->bwd, s, i) > t) && causal_conflict(c, s, i / per, k / per)) ok = 0;
         if (!ok) {
             *blocked = 1;
             continue;
@@ -67,7 +72,7 @@ static int play_stage(const causal_cfg_t *c, play_t *p, int s, int t, int *block
 
 int causal_build(const causal_cfg_t *c, instr_list_t *lists, causal_result_t *res)
 {
-    const int pp = c->pp, n = c->n;
+    const int pp = c->pp, per = per_of(c), n = c->n * per, N = n;
     memset(res, 0, sizeof *res);
     play_t p;
     p.fwd = malloc((size_t)pp * n * sizeof *p.fwd), p.bwd = malloc((size_t)pp * n * sizeof *p.bwd);
@@ -91,7 +96,8 @@ int causal_build(const causal_cfg_t *c, instr_list_t *lists, causal_result_t *re
     for (int s = 0; s < pp; s++)
         for (int j = 0; j < n; j++)
             if (AT(p.bwd, s, j) > res->makespan) res->makespan = AT(p.bwd, s, j);
-    res->sequential = (double)(TF + TB) * pp * n;
+    /* with several micro-batches a subnet is a 1F1B pipeline of its own: build with serial = 1 */
+    res->sequential = per == 1 ? (double)(TF + TB) * pp * c->n : 0.0;
     for (; built < pp; built++) {
         instr_list_t *l = &lists[built];
         memset(l, 0, sizeof *l);
@@ -99,6 +105,8 @@ int causal_build(const causal_cfg_t *c, instr_list_t *lists, causal_result_t *re
         for (int i = 0; i < p.norder[built] && e == MP_OK; i++) {
             const int a = p.order[(size_t)built * 2 * n + i];
             e = a < n ? sched_emit_forward(l, a, built, pp, pp) : sched_emit_backward(l, a - n, built, pp, pp);
+            /* a subnet's last backward on the stage: its candidates there step at once */
+            if (e == MP_OK && a >= n && (a - n) % per == per - 1) e = sched_emit_subnet_step(l, a - n, built);
         }
         if (e == MP_OK) e = sched_emit_step_end(l);
         if (e != MP_OK) {

@@ -5,7 +5,9 @@
  * that j also activates; the first eligible subnet in index order runs. Backwards run in subnet
  * order on every stage, so the shared gradients sum in the sequential reference's order. The
  * builder plays the rule out against unit costs (forward 1, backward 2, messages free), like the
- * simulator, and writes down each stage's order. */
+ * simulator, and writes down each stage's order. After a subnet's last backward on a stage comes an
+ * OPTIMIZER_STEP whose mb is that backward's: the subnet's candidates of the stage step there, and
+ * the next conflicting forward on the stage comes after it. */
 #ifndef MP_CAUSAL_H
 #define MP_CAUSAL_H
 
@@ -18,11 +20,16 @@ typedef struct {
     const int *sel;          /* n × layers: subnet j's candidate of layer l (-1: not a choice block) */
     const unsigned char *weightless; /* ncand: candidate k holds no weights (skip: never conflicts) */
     int in_flight;           /* most forwards awaiting their backward per stage (0: 1F1B's pp − s) */
+    int per;                 /* micro-batches per subnet (0 or 1: one); list micro-batch j·per + k is
+                                subnet j's k-th, and the micro-batches of one subnet never conflict */
+    int serial;              /* every two subnets conflict: one subnet at a time through the pipeline,
+                                the baseline the causal lists are measured against */
 } causal_cfg_t;
 
 typedef struct {
     double makespan;         /* in forward times */
-    double sequential;       /* the same subnets one at a time through the pipeline: 3·pp per subnet */
+    double sequential;       /* the same subnets one at a time through the pipeline: 3·pp per subnet
+                                (per = 1; else 0: build with serial = 1 for it) */
     int stalls;              /* times a stage idled with a forward ready but blocked by a conflict */
 } causal_result_t;
 

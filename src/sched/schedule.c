@@ -73,6 +73,7 @@ static int emit_backward(instr_list_t *l, int mb, int k, int K, int pp)
 
 int sched_emit_forward(instr_list_t *l, int mb, int k, int K, int pp) { return emit_forward(l, mb, k, K, pp); }
 int sched_emit_backward(instr_list_t *l, int mb, int k, int K, int pp) { return emit_backward(l, mb, k, K, pp); }
+int sched_emit_subnet_step(instr_list_t *l, int mb, int stage) { return push(l, OP_OPTIMIZER_STEP, mb, stage, -1); }
 int sched_emit_step_end(instr_list_t *l)
 {
     return push(l, OP_REDUCE_GRADS, -1, -1, -1) | push(l, OP_OPTIMIZER_STEP, -1, -1, -1) ? MP_ERR : MP_OK;

@@ -73,5 +73,8 @@ int sched_build_2bw(instr_list_t *out, int stage, int pp, int m, int first, int 
 int sched_emit_forward(instr_list_t *l, int mb, int k, int K, int pp);
 int sched_emit_backward(instr_list_t *l, int mb, int k, int K, int pp);
 int sched_emit_step_end(instr_list_t *l);
+/* Supernet (causal.h): the step of the subnet whose last micro-batch on this stage is mb, right after
+ * its backward (OPTIMIZER_STEP with mb >= 0; chunk = stage). */
+int sched_emit_subnet_step(instr_list_t *l, int mb, int stage);
 
 #endif
