@@ -28,13 +28,13 @@ def main():
                        f"h.{l}.attn.qkv.b": (3 * C,), f"h.{l}.attn.proj.w": (C, C), f"h.{l}.attn.proj.b": (C,),
                        f"h.{l}.ln2.w": (C,), f"h.{l}.ln2.b": (C,), f"h.{l}.mlp.fc.w": (R * C, C),
                        f"h.{l}.mlp.fc.b": (R * C,), f"h.{l}.mlp.proj.w": (C, R * C), f"h.{l}.mlp.proj.b": (C,)})
+    cfg = {"layers": a.layers, "dim": C, "heads": a.heads, "seq_len": T, "vocab": V, "mlp_ratio": R}
     P = {}
-    for n in param_names(a.layers):
+    for n in param_names(cfg):
         s = shapes[n]
         t = torch.randn(s) * 0.02 if len(s) == 2 else (torch.ones(s) if n.endswith("ln1.w") or n.endswith("ln2.w")
                                                         or n == "lnf.w" else torch.zeros(s))
         P[n] = t.requires_grad_()
-    cfg = {"layers": a.layers, "dim": C, "heads": a.heads, "seq_len": T, "vocab": V, "mlp_ratio": R}
     decay = [p for p in P.values() if p.dim() == 2]
     no_decay = [p for p in P.values() if p.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
