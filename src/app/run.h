@@ -45,6 +45,8 @@ typedef struct {
     int micro_batches;       /* micro-batches per step on one replica: replica_batch ÷ train.micro_batch */
     dp_t dp;                 /* data parallelism over grid.replica (used when replica_size > 1) */
     int dp_on;
+    int training;            /* set up by train: a causal supernet runs whole windows (eval, export, search and
+                                debug-grads run one subnet at a time) */
     dataset_t data;
     arena_t arena;
     backend_t be;            /* train.device: where the model lives and runs */
@@ -114,6 +116,18 @@ void supernet_free(run_t *r);
 void supernet_begin(run_t *r, long t);
 double supernet_update(run_t *r, long t, double lr);
 void supernet_resume(run_t *r);
+/* Causal (r->sn.causal): runs the window of subnets t0 .. t0 + window − 1 through the pipeline with
+ * NASPipe's causal lists, each subnet's candidates stepping on their stage right after its backward,
+ * then the shared tensors' window step; r->sn.wloss and wgnorm get each subnet's loss and norm. */
+void supernet_window(run_t *r, long t0, const exec_batch_t *src);
+/* The two halves of the update (supernet.c; both ways of running use them): subnet t's candidates
+ * (stage_only: this rank's blocks, norms over tensor parallelism only; else every layer, norms
+ * collective over the pipeline too) and its shared gradients into the window's sums; cn2 gets each
+ * layer's squared candidate norm (0 where none stepped). Then the window's end. */
+void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2);
+void supernet_window_end(run_t *r, long t);
+/* Why a supernet with supernet.schedule = causal runs serially on this layout (NULL: it does not). */
+const char *run_supernet_serial_why(const run_t *r);
 /* --subnet "0,2,1": a candidate index per choice block, in layer order, into sel (per layer, -1 off
  * the choice blocks). MP_OK, or MP_ERR naming what is wrong. */
 int supernet_parse_subnet(run_t *r, const char *text, int *sel);

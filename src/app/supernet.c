@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "optim.h"
 #include "rng.h"
 #include "train.h"
 
@@ -34,8 +35,22 @@ int supernet_init(run_t *r)
 {
     supernet_t *sn = &r->sn;
     if (!sn->on) return MP_OK;
-    if (!(sn->acc = arena_floats(&r->arena, r->model.alloc, "supernet window gradients"))) return MP_ERR;
-    be_zero(&r->be, sn->acc, r->model.alloc * sizeof(float));
+    const model_t *m = &r->model;
+    const int L = r->deck.model.layers, W = sn->window;
+    if (!(sn->acc = arena_floats(&r->arena, m->alloc, "supernet window gradients"))) return MP_ERR;
+    be_zero(&r->be, sn->acc, m->alloc * sizeof(float));
+    if (m->grad_head) {
+        const size_t n = param_table_find(&m->tab, "wte")->numel;
+        if (!(sn->acc_head = arena_floats(&r->arena, n, "supernet window gradients of the LM head"))) return MP_ERR;
+        be_zero(&r->be, sn->acc_head, n * sizeof(float));
+    }
+    sn->held = MP_CALLOC((size_t)L, 1);
+    sn->wsel = MP_CALLOC((size_t)W * L, sizeof *sn->wsel);
+    sn->wloss = MP_CALLOC((size_t)W, sizeof *sn->wloss), sn->wgnorm = MP_CALLOC((size_t)W, sizeof *sn->wgnorm);
+    sn->wcn2 = MP_CALLOC((size_t)W * L, sizeof *sn->wcn2);
+    if (!sn->held || !sn->wsel || !sn->wloss || !sn->wgnorm || !sn->wcn2)
+        return MP_FAIL("out of memory for the supernet's window");
+    for (int b = 0; b < m->tab.nlayers; b++) sn->held[param_block_layer(&m->tab, b)] = 1;
     return MP_OK;
 }
 
@@ -43,7 +58,9 @@ void supernet_free(run_t *r)
 {
     supernet_t *sn = &r->sn;
     if (sn->acc) arena_free(&r->arena, sn->acc, r->model.alloc * sizeof(float));
-    free(sn->choice), free(sn->sel), free(sn->count);
+    if (sn->acc_head) arena_free(&r->arena, sn->acc_head, param_table_find(&r->model.tab, "wte")->numel * sizeof(float));
+    free(sn->choice), free(sn->sel), free(sn->count), free(sn->held), free(sn->wsel);
+    free(sn->wloss), free(sn->wgnorm), free(sn->wcn2);
     memset(sn, 0, sizeof *sn);
 }
 
@@ -106,32 +123,65 @@ static void supernet_step(run_t *r, const float *grads, int (*keep)(const param_
     }
 }
 
-double supernet_update(run_t *r, long t, double lr)
+static int supernet_weightless(const run_t *r, int k) { return r->deck.supernet.cands.shape[k].heads == 0; }
+
+void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2)
 {
     model_t *m = &r->model;
     supernet_t *sn = &r->sn;
-    const double gnorm = sqrt(train_grad_sumsq_of(r, m->grads, NULL));
-    /* the candidates subnet t activated: now, each clipped by its own norm (a block lives on one
-     * stage, so a pipeline can step it there, right after its backward, whatever the others do) */
-    supernet_count(r, sn->sel);
+    (void)t;
+    memcpy(sn->sel, sel, (size_t)r->deck.model.layers * sizeof *sel);
+    supernet_count(r, sel);
+    /* each candidate clipped by its own norm: a block lives on one stage, so a pipeline steps it
+     * there right after its backward, whatever the other stages do */
     for (int l = 0; l < r->deck.model.layers; l++) {
-        if (sn->sel[l] < 0 || r->deck.supernet.cands.shape[sn->sel[l]].heads == 0) continue;
+        if (stage_only && !sn->held[l]) continue;
+        cn2[l] = 0.0;
+        if (sel[l] < 0 || supernet_weightless(r, sel[l])) continue;
         sn->cur_layer = l;
-        const double cnorm = sqrt(train_grad_sumsq_of(r, m->grads, entry_this));
-        supernet_step(r, m->grads, entry_this, (float)lr, optim_clip_scale(cnorm, r->optim.grad_clip), 0);
+        cn2[l] = stage_only ? train_grad_sumsq_stage(r, m->grads, entry_this) : train_grad_sumsq_of(r, m->grads, entry_this);
+        supernet_step(r, m->grads, entry_this, (float)lr, optim_clip_scale(sqrt(cn2[l]), r->optim.grad_clip), 0);
     }
-    /* the shared tensors: summed over the window, then one step clipped by the sum's norm */
+    /* the shared tensors join the window's sums; the tied head's part apart from the embedding's */
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
         if (e->cand < 0) be_vec_add(&r->be, sn->acc + e->offset, sn->acc + e->offset, m->grads + e->offset, e->numel);
     }
-    if ((t + 1) % sn->window == 0) {
-        const double snorm = sqrt(train_grad_sumsq_of(r, sn->acc, entry_shared));
-        r->adam_t = ++sn->shared_t;
-        supernet_step(r, sn->acc, entry_shared, (float)lr, optim_clip_scale(snorm, r->optim.grad_clip), 1);
-        be_zero(&r->be, sn->acc, m->alloc * sizeof(float));
+    if (sn->acc_head) {
+        const size_t n = param_table_find(&m->tab, "wte")->numel;
+        be_vec_add(&r->be, sn->acc_head, sn->acc_head, m->grad_head, n);
     }
-    return gnorm;
+}
+
+void supernet_window_end(run_t *r, long t)
+{
+    model_t *m = &r->model;
+    supernet_t *sn = &r->sn;
+    const param_entry_t *wte = param_table_find(&m->tab, "wte");
+    /* the tied embedding's two parts, each summed over the window: added once (a + b, the same bits
+     * on one rank and between the first and the last stage, whose own embedding part is zero) */
+    if (wte && sn->acc_head) be_vec_add(&r->be, sn->acc + wte->offset, sn->acc + wte->offset, sn->acc_head, wte->numel);
+    if (wte && r->pp > 1 && r->grid.embed != MPI_COMM_NULL) {
+        be_allreduce(&r->be, sn->acc + wte->offset, wte->numel, MPI_SUM, r->grid.embed,
+                     "the window's tied-embedding gradient sum between the first and the last stage");
+    }
+    const double snorm = sqrt(train_grad_sumsq_of(r, sn->acc, entry_shared));
+    r->adam_t = ++sn->shared_t;
+    supernet_step(r, sn->acc, entry_shared, (float)optim_lr(&r->optim, t), optim_clip_scale(snorm, r->optim.grad_clip), 1);
+    be_zero(&r->be, sn->acc, m->alloc * sizeof(float));
+    if (sn->acc_head) be_zero(&r->be, sn->acc_head, wte->numel * sizeof(float));
+}
+
+double supernet_update(run_t *r, long t, double lr)
+{
+    const int L = r->deck.model.layers;
+    double *cn2 = r->sn.wcn2, g2 = 0.0; /* the serial path uses the window's first row as scratch */
+    int *sel = r->sn.wsel;
+    memcpy(sel, r->sn.sel, (size_t)L * sizeof *sel);
+    supernet_subnet_step(r, t, sel, lr, 0, cn2);
+    for (int l = 0; l < L; l++) g2 += cn2[l];
+    if ((t + 1) % r->sn.window == 0) supernet_window_end(r, t);
+    return sqrt(g2);
 }
 
 int supernet_parse_subnet(run_t *r, const char *text, int *sel)

@@ -3,7 +3,14 @@
  * activated take an AdamW step right after its backward, each with its own counter and clipped by
  * its own gradient norm (train.grad_clip); the tensors
  * every subnet uses sum their gradients over supernet.window subnets and step once per window,
- * clipped by the sum's norm. */
+ * clipped by the sum's norm. The tied embedding's two gradient parts (embedding, LM head) are
+ * summed over the window apart and added at its end, so a pipeline, whose first and last stages
+ * hold one part each, gets the same bits. A subnet's logged gradient norm is that of its
+ * candidates' gradients (what its own steps clip).
+ *
+ * Two ways to run a window, the same results: serial (supernet_begin, one executor step per subnet,
+ * supernet_update) and causal (supernet_window: several subnets in flight, NASPipe's rule,
+ * supernet_causal.c). */
 #ifndef MP_SUPERNET_H
 #define MP_SUPERNET_H
 
@@ -17,6 +24,15 @@ typedef struct {
     long shared_t;           /* AdamW steps of the shared tensors (windows completed) */
     int cur_layer;           /* supernet_update: the choice block being stepped */
     float *acc;              /* the window's summed gradients of the shared tensors (model.alloc floats) */
+    float *acc_head;         /* ... of the tied LM head's part of d wte (the last stage): the two parts are
+                                added once per window, on one rank or between the first and the last stage */
+    unsigned char *held;     /* per layer: a block of this rank */
+    /* causal (supernet.schedule = causal, run.c decides): the window in flight */
+    int causal;
+    long t0;                 /* its first subnet */
+    int *wsel;               /* window × layers: each subnet's candidates */
+    double *wloss, *wgnorm;  /* per subnet: mean loss, norm of its candidates' gradients */
+    double *wcn2;            /* window × layers: squared gradient norm of each stepped candidate */
 } supernet_t;
 
 /* Candidate of choice block l in subnet t: uniform over ncand, from (seed, t, l) alone, so every rank

@@ -85,7 +85,7 @@ static double train_step_grads(run_t *r, long t)
 /* Σ g² over the part [s0, s1) of the buffer held in grads (index 0 = s0), every tensor counted
  * once across TP ranks (replicated ones only on TP rank 0), then summed over the peers that hold
  * the other parts: the TP group, and with ZeRO-1 the replicas. */
-static double train_grad_sumsq_keep(run_t *r, const float *grads, size_t s0, size_t s1, int zero,
+static double train_grad_sumsq_keep(run_t *r, const float *grads, size_t s0, size_t s1, int zero, int stages,
                                    int (*keep)(const param_entry_t *, void *))
 {
     const param_table_t *t = &r->model.tab;
@@ -102,7 +102,8 @@ static double train_grad_sumsq_keep(run_t *r, const float *grads, size_t s0, siz
         sq[r->gidx[i]] += be_sumsq(&r->be, grads + (lo - s0), hi - lo);
     }
     if (t->tp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_TP], "the gradient-norm all-reduce");
-    if (r->pp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_PP], "the gradient-norm all-reduce");
+    if (stages && r->pp > 1)
+        wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_PP], "the gradient-norm all-reduce");
     if (zero) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
     for (int i = 0; i < n; i++) total += sq[i];
     free(sq);
@@ -111,12 +112,17 @@ static double train_grad_sumsq_keep(run_t *r, const float *grads, size_t s0, siz
 
 static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s1, int zero)
 {
-    return train_grad_sumsq_keep(r, grads, s0, s1, zero, NULL);
+    return train_grad_sumsq_keep(r, grads, s0, s1, zero, 1, NULL);
 }
 
 double train_grad_sumsq_of(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *))
 {
-    return train_grad_sumsq_keep(r, grads, 0, r->model.tab.total, 0, keep);
+    return train_grad_sumsq_keep(r, grads, 0, r->model.tab.total, 0, 1, keep);
+}
+
+double train_grad_sumsq_stage(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *))
+{
+    return train_grad_sumsq_keep(r, grads, 0, r->model.tab.total, 0, 0, keep);
 }
 
 /* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
@@ -185,10 +191,10 @@ static void train_duration(double s, char *buf, size_t n)
     else snprintf(buf, n, "%ldh%02ldm", t / 3600, t % 3600 / 60);
 }
 
-static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, double gnorm, double val_loss)
+static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, double gnorm, double val_loss, double now)
 {
     const deck_t *d = &r->deck;
-    double now = perf_now(), dt = now - pg->t_last;
+    double dt = now - pg->t_last;
     double tok_s = dt > 0 ? (double)(r->step - pg->step_last) * d->train.batch * d->model.seq_len / dt : 0.0;
     /* bubble: the share of this interval rank 0 spent blocked on pipeline receives */
     double bubble = dt > 0 ? r->exec.idle / dt : 0.0, theory = r->exec.theory;
@@ -269,6 +275,10 @@ static int train_loop(run_t *r)
     const deck_t *d = &r->deck;
     progress_t pg = {perf_now(), r->step, r->step, perf_now(), r->step};
     const long first = r->step;
+    /* a causal supernet runs a window at once: its time and pipeline idle are dealt out evenly to
+     * its subnets, so each line's rates are the window's */
+    const int W = r->sn.on ? r->sn.window : 1;
+    double wstart = 0.0, wtime = 0.0, widle = 0.0;
     while (r->step < d->train.steps) {
         long t = r->step;
         train_fail_at(r, t, 0);
@@ -279,26 +289,42 @@ static int train_loop(run_t *r)
         /* a supernet stops where a window ends: a checkpoint holds no half-summed window */
         r->stop_wanted |= sig != 0;
         r->stop = r->stop_wanted && (!r->sn.on || (t + 1) % r->sn.window == 0);
-        double t0 = perf_now(), gnorm = 0.0;
-        supernet_begin(r, t);
-        double loss = train_step_grads(r, t);
-        double lr = optim_lr(&r->optim, t), t1 = perf_now();
-        PROF(&r->prof, PROF_OPTIMIZER, gnorm = r->sn.on ? supernet_update(r, t, lr) : train_update(r, lr));
-        trace_span(&r->trace, "optimizer", t, -1, t1);
+        double t0 = perf_now(), gnorm = 0.0, loss;
+        const double lr = optim_lr(&r->optim, t);
+        if (r->sn.causal) { /* the whole window at its first subnet; its figures are read out per subnet */
+            if (t % W == 0) {
+                const exec_batch_t src = {train_fill, r};
+                wstart = t0;
+                supernet_window(r, t, &src);
+                wtime = perf_now() - t0, widle = r->exec.idle, r->exec.idle = 0.0;
+            }
+            r->exec.idle += widle / W;
+            loss = r->sn.wloss[t % W], gnorm = r->sn.wgnorm[t % W];
+        } else {
+            supernet_begin(r, t);
+            loss = train_step_grads(r, t);
+            double t1 = perf_now();
+            PROF(&r->prof, PROF_OPTIMIZER, gnorm = r->sn.on ? supernet_update(r, t, lr) : train_update(r, lr));
+            trace_span(&r->trace, "optimizer", t, -1, t1);
+        }
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
         if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait) != MP_OK) return MP_ERR;
-        if (t == first) { /* the first step warms caches and pools */
+        if (t == first + (r->sn.causal ? W - 1 : 0)) { /* the first step (window) warms caches and pools */
             memset(&r->prof, 0, sizeof r->prof);
             r->dp.comm_seconds = 0.0;
         }
         r->step++;
         int last = r->step == d->train.steps;
-        int eval = last || (d->train.eval_every > 0 && r->step % d->train.eval_every == 0);
+        /* a supernet evaluates at the end of the window in which an evaluation falls: the shared
+         * tensors have not moved before it */
+        int eval = last || (d->train.eval_every > 0 && r->step % W == 0 &&
+                            r->step / d->train.eval_every != (r->step - W) / d->train.eval_every);
         double t2 = perf_now(), val = eval ? train_val_loss(r) : NAN;
         if (eval) trace_span(&r->trace, "evaluation", t, -1, t2);
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
-            train_log_step(r, &pg, loss, lr, gnorm, val);
+            train_log_step(r, &pg, loss, lr, gnorm, val,
+                           r->sn.causal ? wstart + wtime * (double)(t % W + 1) / W : perf_now());
         if (!isfinite(loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", loss, r->step);
         const deck_fail_mode_t fm = train_fail_mode(r, t);
         const int fail_midway = fm == DECK_FAIL_WRITE ? CKPT_FAIL_KILL : fm == DECK_FAIL_STALL ? CKPT_FAIL_STOP : 0;
@@ -378,6 +404,12 @@ int train_main(const run_opts_t *opts)
                   d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.model.cfg),
                   d->train.batch, r.grid.replica_size, r.micro_batches, d->train.micro_batch, r.threads,
                   r.peak_gflops, r.out_dir);
+    if (r.sn.on) {
+        const char *why = run_supernet_serial_why(&r);
+        runlog_printf(&r.log, "supernet: %d candidates, window %d, subnets run %s%s%s", r.sn.ncand, r.sn.window,
+                      why ? "one at a time" : "causally (several in flight, NASPipe's rule)", why ? ": " : "",
+                      why ? why : "");
+    }
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
@@ -489,6 +521,7 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file)
     }
     supernet_begin(&r, 0);
     double loss = train_step_grads(&r, 0);
+    if (r.sn.on) model_grads_finish(&r.model); /* a supernet's step leaves the LM head's part apart */
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
     float *params = run_ckpt_host_copy(&r, r.model.params, r.model.alloc);

@@ -21,5 +21,8 @@ double train_val_loss(run_t *r);
 /* Σ g² over the entries keep(entry, r) picks (NULL: all), every tensor once across TP ranks and
  * stages, added in canonical order (the same bits on every layout). */
 double train_grad_sumsq_of(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *));
+/* The same over this stage's tensors alone (summed over tensor parallelism only): equal bits to
+ * train_grad_sumsq_of when keep picks tensors of this stage only (the other stages add zeros). */
+double train_grad_sumsq_stage(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *));
 
 #endif

@@ -69,6 +69,7 @@ const char *const deck_precision_names[DECK_PRECISION_COUNT] = {"fp32", "bf16"};
 const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "2bw"};
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
 const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
+const char *const deck_subnets_names[DECK_SUBNETS_COUNT] = {"causal", "serial"};
 const char *const deck_policy_names[DECK_POLICY_COUNT] = {"keep", "recompute", "selective", "offload", "balance",
                                                           "auto"};
 const char deck_policy_letters[DECK_POLICY_AUTO] = {'k', 'r', 's', 'o', 'b'};
@@ -210,6 +211,10 @@ static const deck_key_t keys[] = {
     K_INT(supernet, window, "1", 1, 1e6,
           "subnets per update of the parameters every subnet shares (embeddings, final LayerNorm, other blocks); "
           "divides train.steps and checkpoint.every"),
+    K_CHOICE(supernet, schedule, "causal", deck_subnets_names,
+             "causal: the subnets of a window run through the pipeline several at once under NASPipe's causal "
+             "rule (same results as serial); serial: one subnet at a time, the pipeline flushed between them "
+             "(interleaved, offload, balance and nccl messages always run serial)"),
     K_PARSED(supernet, candidates, cands, "", parse_block_list, "one or more of h{H}m{R} or skip joined by ','",
              "the candidates of every choice block, each a whole block with its own weights (H heads of model.dim ÷ "
              "model.heads channels, an MLP of R × model.dim; skip: the identity)"),

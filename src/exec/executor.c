@@ -49,7 +49,8 @@ static int exec_lists(exec_t *e, int *nslots_p)
     const exec_ctx_t *c = &e->c;
     const int pp = c->pp, s = c->stage, m = c->m;
     /* one stage: every schedule is the same arithmetic; 1f1b's list stashes one micro-batch */
-    const sched_kind_t kind = pp == 1 && c->kind != SCHED_2BW ? SCHED_1F1B : c->kind;
+    /* causal: the window's lists keep at most pp − s micro-batches in flight, as 1F1B's over m do */
+    const sched_kind_t kind = (pp == 1 && c->kind != SCHED_2BW) || c->per > 0 ? SCHED_1F1B : c->kind;
     sim_result_t sim;
     if (sim_run(kind, pp, m, e->v, SIM_COST_TF, SIM_COST_TB, &sim) != MP_OK)
         return MP_FAIL("parallel.schedule=%s with pp=%d, %d micro-batches per step and %d chunk(s) per stage: %s",
@@ -222,6 +223,8 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
     if (e->bal.role == BAL_ACCEPTOR && e->bal.bytes != ctx->partner_mov)
         return MP_FAIL("balance: the evictor's stash is %zu bytes, the memory plan counted %zu (a bug)", e->bal.bytes,
                        ctx->partner_mov);
+    if (ctx->per > 0 && !(e->sub_loss = MP_CALLOC((size_t)(ctx->m / ctx->per), sizeof *e->sub_loss)))
+        return MP_FAIL("out of memory for the window's subnet losses");
     return exec_buffers(e, nslots);
 }
 
@@ -235,6 +238,7 @@ void exec_free(exec_t *e)
     if (e->hsend) be_host_free(c->be, e->hsend);
     if (e->hrecv) be_host_free(c->be, e->hrecv);
     free(e->gsend_req);
+    free(e->sub_loss);
     sched_free(&e->list);
     lower_free(&e->prog);
     for (int f = 0; f < 2; f++)
@@ -311,6 +315,9 @@ static exec_at_t exec_at(const exec_t *e, const instr_t *in, long t)
     at.bt = t + at.next;
     const int c = in->chunk >= 0 ? in->chunk / e->c.pp : 0;
     at.key_mb = two ? (int)(at.bt & 1) * m + at.mb : at.mb;
+    if (e->c.per > 0 && in->mb >= 0) { /* causal: subnet t + j's micro-batch k */
+        at.bt = t + in->mb / e->c.per, at.mb = in->mb % e->c.per, at.key_mb = in->mb;
+    }
     at.key = at.key_mb * e->v + c;
     at.pt = &e->part[c];
     return at;
@@ -378,8 +385,10 @@ static void exec_reduce_grads(exec_t *e, const exec_run_t *run, int i, long t, i
         wait_all(c->wait, 1, &e->gsend_req[(two ? (int)(t & 1) * n : 0) + j], "the step's gradient sends");
     if (!two || drain) stash_wait_readers(&e->stash, "the step's activation sends");
     exec_stream_waits(e, run, i, t);
-    model_grads_finish(c->model);
-    exec_tied_sum(e);
+    if (!c->supernet) { /* a supernet adds them over its window (supernet.h) */
+        model_grads_finish(c->model);
+        exec_tied_sum(e);
+    }
     trace_span(c->trace, two && !drain ? "gradients final" : "pipeline flush", t, -1, t0);
 }
 
@@ -451,13 +460,14 @@ static void exec_move(exec_t *e, op_t op, int key)
     }
 }
 
-double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const model_ready_t *ready, int drain)
+/* Runs run's list for step t (causal: window t; subs its hooks, else NULL). */
+static double exec_run(exec_t *e, const exec_run_t *rp, long t, float dloss, const exec_batch_t *src,
+                       const model_ready_t *ready, int drain, const exec_subnets_t *subs)
 {
     const exec_ctx_t *c = &e->c;
     const int two = c->kind == SCHED_2BW;
-    const instr_list_t *list = two ? &e->l2bw[!e->carried][drain] : &e->list;
-    const lower_prog_t *prog = two ? &e->prog2bw[!e->carried][drain] : &e->prog;
-    const exec_run_t run = {list, c->nccl ? prog : NULL};
+    const exec_run_t run = *rp;
+    const instr_list_t *list = run.list;
     double loss = two ? e->carried_loss : 0.0;
     e->carried_loss = 0.0;
     model_grads_zero(c->model);
@@ -479,11 +489,24 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
             if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
             break;
         case OP_FORWARD:
-            if (at.next) e->carried_loss += exec_compute(e, &run, i, &at, t, dloss, ready);
-            else loss += exec_compute(e, &run, i, &at, t, dloss, ready);
+            if (subs) {
+                subs->select(subs->ctx, at.bt);
+                e->sub_loss[in->mb / c->per] += exec_compute(e, &run, i, &at, t, dloss, NULL);
+            } else if (at.next) {
+                e->carried_loss += exec_compute(e, &run, i, &at, t, dloss, ready);
+            } else {
+                loss += exec_compute(e, &run, i, &at, t, dloss, ready);
+            }
             break;
         case OP_BACKWARD:
+            if (subs) subs->select(subs->ctx, at.bt);
             exec_compute(e, &run, i, &at, t, dloss, ready);
+            break;
+        case OP_OPTIMIZER_STEP:
+            if (subs && in->mb >= 0) { /* causal: subnet at.bt's last backward here is done */
+                subs->step(subs->ctx, at.bt);
+                trace_span(c->trace, "subnet step", at.bt, -1, t0);
+            }
             break;
         case OP_SEND_ACT:
             exec_send_act(e, in, &at, stash_get(&e->stash, at.key));
@@ -523,6 +546,22 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
     }
     exec_copy_spans(e, t);
     return loss;
+}
+
+double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const model_ready_t *ready, int drain)
+{
+    const int two = e->c.kind == SCHED_2BW;
+    const lower_prog_t *prog = two ? &e->prog2bw[!e->carried][drain] : &e->prog;
+    const exec_run_t run = {two ? &e->l2bw[!e->carried][drain] : &e->list, e->c.nccl ? prog : NULL};
+    return exec_run(e, &run, t, dloss, src, ready, drain, NULL);
+}
+
+void exec_window(exec_t *e, long t, const instr_list_t *list, float dloss, const exec_batch_t *src,
+                 const exec_subnets_t *subs)
+{
+    const exec_run_t run = {list, NULL}; /* causal runs on MPI messages only (run.c) */
+    memset(e->sub_loss, 0, (size_t)(e->c.m / e->c.per) * sizeof *e->sub_loss);
+    exec_run(e, &run, t, dloss, src, NULL, 1, subs);
 }
 
 double exec_forward_only(exec_t *e, int valid_rows)

@@ -39,6 +39,15 @@ typedef struct {
     void *ctx;
 } exec_batch_t;
 
+/* A supernet's window run causally (exec_window): select(t) before each forward and backward of
+ * subnet t (the model's views point at its candidates), step(t) after its last backward on this
+ * stage (its candidates here take their update; the stage's gradients then hold only t's). */
+typedef struct {
+    void (*select)(void *ctx, long t);
+    void (*step)(void *ctx, long t);
+    void *ctx;
+} exec_subnets_t;
+
 typedef struct {
     model_t *model;            /* this stage's shard: its chunks, parameters, gradients */
     backend_t *be;
@@ -51,7 +60,9 @@ typedef struct {
     int stage, pp;
     int stage_rank[SIM_MAX_STAGES]; /* world rank of each stage of this pipeline: timeouts name it */
     sched_kind_t kind;
-    int m;                     /* micro-batches per step on this replica */
+    int m;                     /* micro-batches per step on this replica (causal: per window) */
+    int per;                   /* supernet run causally: micro-batches per subnet, m = window × per; 0 otherwise */
+    int supernet;              /* the tied embedding's two parts stay apart: the supernet sums them per window */
     int nccl;                  /* pipeline messages through NCCL (cuda, parallel.p2p resolved) */
     const stash_policy_t *policy;  /* NULL: keep, or offload when a block of the stage offloads */
     int prefetch;              /* offload: PREFETCH this many instructions before the backward */
@@ -86,6 +97,7 @@ typedef struct {
     double theory;            /* the schedule's bubble under the simulator's cost model */
     long span_step;           /* the instruction running: the model's own spans are marked with it */
     int span_mb;
+    double *sub_loss;         /* causal: per subnet of the window, the Σ of its token losses (last stage) */
 } exec_t;
 
 /* The stage's memory plan (memory.device_limit): every byte the arena will hold, from the lists and
@@ -120,6 +132,12 @@ void exec_free(exec_t *e);
  * micro-batch. 2bw: drain = 1 ends the step with an empty pipeline (before evaluations,
  * checkpoints and the end); the other schedules always drain. */
 double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const model_ready_t *ready, int drain);
+
+/* A supernet's window: subnets t .. t + m/per − 1 through this stage's causal list (causal.h; the
+ * caller builds it per window, every rank alike), micro-batch j·per + k of the list being subnet
+ * t + j's k-th. Subnets' losses land in e->sub_loss (last stage); no tied-embedding sum. */
+void exec_window(exec_t *e, long t, const instr_list_t *list, float dloss, const exec_batch_t *src,
+                 const exec_subnets_t *subs);
 
 /* Forward only, through every stage and chunk, of the micro-batch the caller filled into
  * ctx.acts on the first stage (no timers); returns the last stage's Σ of the first

@@ -84,7 +84,7 @@ typedef struct {
 } csp_costs_t;
 
 typedef struct {
-    causal_cfg_t c;  /* the window, as for one pipeline (serial and in_flight as there; in_flight per replica) */
+    causal_cfg_t c;  /* the window, as for one pipeline (in_flight per replica; serial: refused, build it with causal.h) */
     int sp;          /* replicas */
     const int *replica; /* n: the replica of subnet j (NULL: round robin, j mod sp) */
 } csp_cfg_t;

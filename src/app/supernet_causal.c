@@ -1,0 +1,85 @@
+/* A supernet's window run causally (NASPipe's causal synchronous parallelism, ARCHITECTURE.md §4):
+ * every rank builds the same lists for the window's subnets (causal.h; the sampler makes future
+ * subnets known to all), runs its own stage's through the executor, and steps a subnet's candidates
+ * of the stage right after that subnet's last backward there. The arithmetic is the serial path's
+ * (supernet.c) operation for operation, so the results are the same bits. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "causal.h"
+#include "check.h"
+#include "optim.h"
+#include "run.h"
+#include "sim.h"
+#include "train.h"
+
+static void window_select(void *ctx, long t)
+{
+    run_t *r = ctx;
+    model_select(&r->model, r->sn.wsel + (size_t)(t - r->sn.t0) * r->deck.model.layers);
+}
+
+static void window_step(void *ctx, long t)
+{
+    run_t *r = ctx;
+    const size_t row = (size_t)(t - r->sn.t0) * r->deck.model.layers;
+    supernet_subnet_step(r, t, r->sn.wsel + row, optim_lr(&r->optim, t), 1, r->sn.wcn2 + row);
+    model_grads_zero(&r->model); /* the next backward here is the next subnet's */
+}
+
+/* This stage's list of the window: every stage's is built (they depend on each other's timing), the
+ * others dropped. MP_OK or MP_ERR (allocation). */
+static int window_list(run_t *r, instr_list_t *mine)
+{
+    const deck_t *d = &r->deck;
+    const int pp = r->pp, K = r->sn.ncand;
+    int layer0[SIM_MAX_STAGES + 1], l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
+    unsigned char weightless[64] = {0};
+    for (int s = 0; s < pp; s++) {
+        run_stage_chunks(d, s, l0, nl);
+        layer0[s] = l0[0];
+    }
+    layer0[pp] = d->model.layers;
+    for (int k = 0; k < K && k < 64; k++) weightless[k] = d->supernet.cands.shape[k].heads == 0;
+    const causal_cfg_t c = {.pp = pp, .n = r->sn.window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
+                            .sel = r->sn.wsel, .weightless = weightless, .per = r->micro_batches,
+                            .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};
+    instr_list_t lists[SIM_MAX_STAGES];
+    causal_result_t res;
+    if (causal_build(&c, lists, &res) != MP_OK) return MP_FAIL("out of memory building the window's causal lists");
+    *mine = lists[r->stage];
+    lists[r->stage] = (instr_list_t){0};
+    sim_free_lists(lists, pp);
+    return MP_OK;
+}
+
+void supernet_window(run_t *r, long t0, const exec_batch_t *src)
+{
+    supernet_t *sn = &r->sn;
+    const int W = sn->window, L = r->deck.model.layers;
+    const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
+    sn->t0 = t0;
+    for (int j = 0; j < W; j++)
+        for (int l = 0; l < L; l++)
+            sn->wsel[(size_t)j * L + l] = sn->choice[l] ? supernet_sample(r->deck.train.seed, t0 + j, l, sn->ncand) : -1;
+    memset(sn->wcn2, 0, (size_t)W * L * sizeof *sn->wcn2);
+    instr_list_t list;
+    if (window_list(r, &list) != MP_OK) MP_ABORT("the supernet window of subnet %ld could not be built", t0);
+    const exec_subnets_t subs = {window_select, window_step, r};
+    model_grads_zero(&r->model);
+    exec_window(&r->exec, t0, &list, (float)(1.0 / tokens), src, &subs);
+    sched_free(&list);
+    /* losses from the last stage, norms from each candidate's stage: every other rank adds zeros */
+    memcpy(sn->wloss, r->exec.sub_loss, (size_t)W * sizeof *sn->wloss);
+    if (r->pp > 1) {
+        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's subnet losses");
+        wait_allreduce_sum(&r->wait, sn->wcn2, W * L, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's candidate norms");
+    }
+    for (int j = 0; j < W; j++) {
+        double g2 = 0.0;
+        for (int l = 0; l < L; l++) g2 += sn->wcn2[(size_t)j * L + l];
+        sn->wloss[j] /= tokens, sn->wgnorm[j] = sqrt(g2);
+    }
+    supernet_window_end(r, t0 + W - 1);
+}
