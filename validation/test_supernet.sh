@@ -1,8 +1,9 @@
 #!/bin/sh
 # Supernet training, the sequential reference (ARCHITECTURE.md §3, §4): a small supernet (4 choice
 # blocks × 3 candidates, window 2) against PyTorch's sequential supernet training (losses, grad
-# norms, every candidate's final weights within 1e-4); pp = 2, 4 and interleaved bitwise equal to one
-# rank, tp = 2 within the layout tolerance; a subset of the layers as choice blocks; resume at a
+# norms, every candidate's final weights within 1e-4); pp = 2, 4 (windows run causally: NASPipe's
+# rule checked on the timeline), interleaved (a subnet per step) and supernet.schedule=serial bitwise
+# equal to one rank, tp = 2 within the layout tolerance; a subset of the layers as choice blocks; resume at a
 # window's end bitwise; eval --subnet and export (the exported plain model evaluates to the same
 # bits); search (evolutionary and random, a budget, the same file on another layout); the deck rules
 # and the layouts not built yet refused naming why.
@@ -43,7 +44,20 @@ ok $? "the checkpoint holds every candidate (h.{l}.c{k}.*; none for skip) and th
 layouts_cmp --bitwise ref "$SN" "2 pp2 --set parallel.pp=2" \
     "4 pp4 --set parallel.pp=4" \
     "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
-    "2 rc --set parallel.pp=2 --set memory.policy=recompute"
+    "2 rc --set parallel.pp=2 --set memory.policy=recompute" \
+    "1 ser1 --set supernet.schedule=serial" "2 ser2 --set parallel.pp=2 --set supernet.schedule=serial"
+# NASPipe's rule on the timeline: conflicting subnets never in flight together on a stage, and some
+# subnets are (the window ran causally); serial: never two at once.
+grep -q "subnets run causally" "$SCRATCH/pp2/log.txt" && grep -q "one executor step each: the interleaved" "$SCRATCH/il2/log.txt"
+ok $? "pp=2 runs its windows causally, the interleaved schedule one subnet per step (the log says which and why)"
+for tr in pp2 pp4 ser2; do
+    flag=; [ $tr = ser2 ] && flag=--serial
+    "$TORCH_PYTHON" "$MP_SRCDIR/validation/causal_trace.py" "$SCRATCH/$tr" $flag > "$SCRATCH/tr.out" 2>&1
+    ok $? "$tr's trace: $(head -n 1 "$SCRATCH/tr.out")"
+done
+! "$TORCH_PYTHON" "$MP_SRCDIR/validation/causal_trace.py" "$SCRATCH/pp2" --serial > "$SCRATCH/tr.out" 2>&1 &&
+    grep -q "^FAIL rank" "$SCRATCH/tr.out"
+ok $? "the trace check sees subnets in flight together on pp2's causal timeline when told it was serial"
 TPC="--set supernet.candidates=h4m4,h2m2,skip"
 # shellcheck disable=SC2086
 run 1 tref $SN $TPC; ok $? "candidates h4m4,h2m2,skip on one rank"

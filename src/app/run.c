@@ -93,9 +93,11 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (any_o && any_b)
         return MP_FAIL("memory.layers='%s': offload (o) and balance (b) in one run are not supported: both move the "
                        "stash's movable region, one to host memory and one to another stage", d->memory.layers);
-    if (d->supernet.enabled && d->parallel.dp > 1)
-        return MP_FAIL("supernet.enabled=1 with parallel.dp=%d: data parallelism of a supernet is not implemented in "
-                       "this version (the causal scheduler over sp replicas is next)", d->parallel.dp);
+    if (d->supernet.enabled && d->parallel.zero && d->parallel.dp > 1)
+        return MP_FAIL("supernet.enabled=1 with parallel.zero=1 and parallel.dp=%d: ZeRO-1 shards the AdamW moments "
+                       "over the replicas and updates a shard of the flat buffer per step, but a supernet steps each "
+                       "candidate whole, with its own step counter, right after its subnet's backward, and the shared "
+                       "tensors once per window; set parallel.zero=0", d->parallel.dp);
     if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
                        "backward, which 2bw's delayed weights do not do");
@@ -327,14 +329,14 @@ static int run_memory_plan(run_t *r)
                    fits[0] ? fits : "No memory policy fits: more pipeline stages, ZeRO-1 or a smaller micro-batch");
 }
 
-/* Why a supernet's window runs serially though supernet.schedule = causal (NULL: it runs causally).
- * The causal lists are 1F1B-like lists of one chunk per stage over MPI messages; the memory
- * policies that rewrite lists (offload, balance) and NCCL's in-order streams (test_causal: 562 of
- * 768 windows meet them) are not built into them. */
+/* Why a supernet runs one subnet per executor step instead of whole windows of causal lists (NULL:
+ * it runs windows; supernet.schedule = serial then builds them with every subnet conflicting, the
+ * one-at-a-time baseline through the same machinery). The causal lists are 1F1B-like lists of one
+ * chunk per stage over MPI messages; the memory policies that rewrite lists (offload, balance) and
+ * NCCL's in-order streams (test_causal: 562 of 768 windows meet them) are not built into them. */
 const char *run_supernet_serial_why(const run_t *r)
 {
     const deck_t *d = &r->deck;
-    if (d->supernet.schedule == DECK_SUBNETS_SERIAL) return "supernet.schedule=serial";
     if (deck_chunks_per_stage(d) > 1) return "the interleaved schedule's chunks";
     if (r->be.kind == BE_CUDA && d->parallel.p2p != DECK_P2P_MPI) return "NCCL messages (parallel.p2p=mpi runs causally)";
     for (int l = 0; l < d->model.layers; l++)

@@ -126,7 +126,8 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src);
  * layer's squared candidate norm (0 where none stepped). Then the window's end. */
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2);
 void supernet_window_end(run_t *r, long t);
-/* Why a supernet with supernet.schedule = causal runs serially on this layout (NULL: it does not). */
+/* Why a supernet runs one executor step per subnet on this layout instead of windows of causal lists
+ * (NULL: it runs windows). */
 const char *run_supernet_serial_why(const run_t *r);
 /* --subnet "0,2,1": a candidate index per choice block, in layer order, into sel (per layer, -1 off
  * the choice blocks). MP_OK, or MP_ERR naming what is wrong. */

@@ -55,12 +55,15 @@ static int train_boundary(const run_t *r, long t)
 }
 
 /* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over replicas
- * unless ZeRO-1 reduce-scatters them later). Returns the mean loss over the global batch. Under
+ * unless ZeRO-1 reduce-scatters them later or a supernet's update sums them). Returns the mean loss over the global batch. Under
  * 2bw the batch runs on the previous weight version W(t−1). */
 static double train_step_grads(run_t *r, long t)
 {
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
-    const int buckets = r->dp_on && !r->deck.parallel.zero;
+    /* a supernet sums over the replicas in supernet_subnet_step instead: the buckets would leave out
+     * the LM head's part of d wte, which a supernet keeps apart (grad_head), and the causal path
+     * never comes here */
+    const int buckets = r->dp_on && !r->deck.parallel.zero && !r->sn.on;
     const int overlap = buckets && r->deck.parallel.overlap;
     const exec_batch_t src = {train_fill, r};
     const model_ready_t ready = {train_grads_ready, r};
@@ -407,7 +410,10 @@ int train_main(const run_opts_t *opts)
     if (r.sn.on) {
         const char *why = run_supernet_serial_why(&r);
         runlog_printf(&r.log, "supernet: %d candidates, window %d, subnets run %s%s%s", r.sn.ncand, r.sn.window,
-                      why ? "one at a time" : "causally (several in flight, NASPipe's rule)", why ? ": " : "",
+                      why ? "one at a time, one executor step each"
+                      : d->supernet.schedule == DECK_SUBNETS_SERIAL ? "one at a time through the window's lists"
+                                                                     : "causally (several in flight, NASPipe's rule)",
+                      why ? ": " : d->supernet.schedule == DECK_SUBNETS_SERIAL ? " (supernet.schedule=serial)" : "",
                       why ? why : "");
     }
     char holds[GRID_HOLDS_MAX];
