@@ -1,7 +1,9 @@
 /* A supernet's window run causally (NASPipe's causal synchronous parallelism, ARCHITECTURE.md §4):
  * every rank builds the same lists for the window's subnets (causal.h; the sampler makes future
  * subnets known to all), runs its own stage's through the executor, and steps a subnet's candidates
- * of the stage right after that subnet's last backward there. The arithmetic is the serial path's
+ * of the stage right after that subnet's last backward there. Data-parallel replicas of a stage run
+ * the same list on their shares of each subnet's batch and sum the subnet's gradients there, before
+ * the step (supernet_subnet_step). The arithmetic is the serial path's
  * (supernet.c) operation for operation, so the results are the same bits. */
 #include <math.h>
 #include <stdlib.h>
@@ -24,7 +26,7 @@ static void window_step(void *ctx, long t)
 {
     run_t *r = ctx;
     const size_t row = (size_t)(t - r->sn.t0) * r->deck.model.layers;
-    supernet_subnet_step(r, t, r->sn.wsel + row, optim_lr(&r->optim, t), 1, r->sn.wcn2 + row);
+    PROF(&r->prof, PROF_OPTIMIZER, supernet_subnet_step(r, t, r->sn.wsel + row, optim_lr(&r->optim, t), 1, r->sn.wcn2 + row));
     model_grads_zero(&r->model); /* the next backward here is the next subnet's */
 }
 
@@ -76,10 +78,15 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's subnet losses");
         wait_allreduce_sum(&r->wait, sn->wcn2, W * L, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's candidate norms");
     }
+    /* each replica ran its share of every subnet's batch: the losses are their sum (the norms were taken
+     * after the gradients' sum over the replicas, the same on each) */
+    if (r->dp_on)
+        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.replica, "the window's subnet losses over the "
+                           "replicas");
     for (int j = 0; j < W; j++) {
         double g2 = 0.0;
         for (int l = 0; l < L; l++) g2 += sn->wcn2[(size_t)j * L + l];
         sn->wloss[j] /= tokens, sn->wgnorm[j] = sqrt(g2);
     }
-    supernet_window_end(r, t0 + W - 1);
+    PROF(&r->prof, PROF_OPTIMIZER, supernet_window_end(r, t0 + W - 1));
 }
