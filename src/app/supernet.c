@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "optim.h"
+#include "perf.h"
 #include "rng.h"
 #include "train.h"
 
@@ -125,11 +126,31 @@ static void supernet_step(run_t *r, const float *grads, int (*keep)(const param_
 
 static int supernet_weightless(const run_t *r, int k) { return r->deck.supernet.cands.shape[k].heads == 0; }
 
+/* Data parallelism: subnet t's global batch is split over the replicas, so its gradient on this stage
+ * is the sum of theirs (each already scaled by 1/tokens of the global batch), taken before anything
+ * reads it: every replica of the stage then steps the same candidates on the same bits and adds the
+ * same bits to the window's sums. The LM head's part of d wte (last stage) is summed apart, as it is
+ * kept apart. Every replica of a stage calls this for the same subnets in the same order (the serial
+ * loop; the causal lists, alike on every replica of a stage). Collective over r->grid.replica. */
+static void supernet_replica_sum(run_t *r)
+{
+    model_t *m = &r->model;
+    if (!r->dp_on) return;
+    const double t0 = perf_now();
+    be_allreduce(&r->be, m->grads, m->tab.total, MPI_SUM, r->grid.replica,
+                 "a subnet's gradient sum over the data-parallel replicas");
+    if (m->grad_head)
+        be_allreduce(&r->be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, r->grid.replica,
+                     "a subnet's LM-head gradient sum over the data-parallel replicas");
+    r->dp.comm_seconds += perf_now() - t0;
+}
+
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2)
 {
     model_t *m = &r->model;
     supernet_t *sn = &r->sn;
     (void)t;
+    supernet_replica_sum(r);
     memcpy(sn->sel, sel, (size_t)r->deck.model.layers * sizeof *sel);
     supernet_count(r, sel);
     /* each candidate clipped by its own norm: a block lives on one stage, so a pipeline steps it

@@ -10,7 +10,9 @@
  *
  * Two ways to run a window, the same results: serial (supernet_begin, one executor step per subnet,
  * supernet_update) and causal (supernet_window: several subnets in flight, NASPipe's rule,
- * supernet_causal.c). */
+ * supernet_causal.c). With parallel.dp > 1 each replica runs its share of every subnet's batch, and
+ * a stage sums the subnet's gradients over the replicas just before its candidates step (not the
+ * data-parallel buckets; ZeRO-1 refused). */
 #ifndef MP_SUPERNET_H
 #define MP_SUPERNET_H
 

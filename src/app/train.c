@@ -55,8 +55,9 @@ static int train_boundary(const run_t *r, long t)
 }
 
 /* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over replicas
- * unless ZeRO-1 reduce-scatters them later or a supernet's update sums them). Returns the mean loss over the global batch. Under
- * 2bw the batch runs on the previous weight version W(t−1). */
+ * unless ZeRO-1 reduce-scatters them later or a supernet's update sums them, supernet.c). Returns
+ * the mean loss over the global batch. Under 2bw the batch runs on the previous weight version
+ * W(t−1). */
 static double train_step_grads(run_t *r, long t)
 {
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
