@@ -32,6 +32,16 @@ grep -q "subnets run causally" "$SCRATCH/dp2/log.txt" &&
     grep -q "one executor step each: an offload" "$SCRATCH/dp2o/log.txt"
 ok $? "dp=2 ran its windows causally, serially through the lists, and a subnet per executor step under offload"
 
+# eval and search of a supernet's checkpoint at dp=2: the subnet's val_loss, the same bits as one rank
+val() { sed -n 's/^val_loss \([^ ]*\) .*/\1/p' "$1"; }
+for n in 1 2; do
+    # shellcheck disable=SC2086
+    $MPIEXEC -n $n "$MINDPIPE" eval -c "$layout_deck" --set data.path="$data" $SN --set parallel.dp=$n \
+        --ckpt "$SCRATCH/ref/ckpt/step_00000020.h5" --subnet 0,1,2,1 > "$SCRATCH/ev$n.out" 2>&1
+done
+[ -n "$(val "$SCRATCH/ev1.out")" ] && [ "$(val "$SCRATCH/ev1.out")" = "$(val "$SCRATCH/ev2.out")" ]
+ok $? "eval --subnet 0,1,2,1 at dp=2 = one rank's, bitwise: $(val "$SCRATCH/ev2.out")"
+
 # shellcheck disable=SC2086
 refused "ZeRO-1" "parallel.zero=1 and parallel.dp=2: ZeRO-1 shards the AdamW moments" 2 $SN --set parallel.dp=2 \
     --set parallel.zero=1

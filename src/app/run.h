@@ -122,7 +122,8 @@ void supernet_resume(run_t *r);
 void supernet_window(run_t *r, long t0, const exec_batch_t *src);
 /* The two halves of the update (supernet.c; both ways of running use them): subnet t's candidates
  * (stage_only: this rank's blocks, norms over tensor parallelism only; else every layer, norms
- * collective over the pipeline too) and its shared gradients into the window's sums; cn2 gets each
+ * collective over the pipeline too) and its shared gradients into the window's sums, after summing
+ * the stage's gradients over the data-parallel replicas (collective over them); cn2 gets each
  * layer's squared candidate norm (0 where none stepped). Then the window's end. */
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2);
 void supernet_window_end(run_t *r, long t);
