@@ -3,7 +3,8 @@
 # run each window's subnets under NASPipe's causal rule, each rank its list of the sp × pp ranks'
 # (causal_sp.h): candidates' states (CAND, SYNC) and the shared gradients' running sum (SUM, FINAL)
 # travel between replicas. Every layout must give one rank's losses, gradient norms and final weights
-# bit for bit: sp = 2 and 4 at pp = 1 and 2, windows of 2 and 4; resumes between sp and one rank; NASPipe's rule holds on the timeline
+# bit for bit: sp = 2 and 4 at pp = 1 and 2, windows of 2 and 4; resumes between sp and one rank;
+# tp = 2 × sp = 2 bitwise equal to tp = 2; NASPipe's rule holds on the timeline
 # across the replicas (validation/causal_trace.py); what the replicas do not run is refused.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -31,6 +32,14 @@ compare "resumed from sp=2 × pp=2 = one rank" "$SCRATCH/ref2" "$SCRATCH/res1" -
 run 4 res4 $SN --set supernet.window=2 --set parallel.sp=2 --set parallel.pp=2 --resume auto
 ok $? "one rank's step 10 resumed at sp=2 × pp=2"
 compare "resumed at sp=2 × pp=2 = one rank" "$SCRATCH/ref2" "$SCRATCH/res4" --bitwise --step 20
+
+# Tensor parallelism inside each replica: the replicas pair equal shards; bitwise equal to tp = 2 alone.
+TPC="--set supernet.candidates=h4m4,h2m2,skip --set supernet.window=2"
+# shellcheck disable=SC2086
+run 2 tp2 $SN $TPC --set parallel.tp=2; ok $? "tp=2"
+# shellcheck disable=SC2086
+run 4 tp2sp2 $SN $TPC --set parallel.tp=2 --set parallel.sp=2; ok $? "tp=2 × sp=2"
+compare "tp=2 × sp=2 vs tp=2" "$SCRATCH/tp2" "$SCRATCH/tp2sp2" --bitwise
 
 # NASPipe's rule on the timeline, across the replicas of each stage (one node: one clock); some
 # subnets in flight together there
