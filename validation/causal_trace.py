@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """NASPipe's rule on a supernet run's timeline (ARCHITECTURE.md §4), run by /usr/bin/python3.
   causal_trace.py RUN_DIR [--serial]
-On every stage (a trace process), subnet t is in flight from its first forward to the end of its
+On every stage (a trace process; with supernet replicas, the processes of one stage index: the rule
+holds across them), subnet t is in flight from its first forward to the end of its
 "subnet step" (its candidates' update there). Two subnets that activate a common candidate with
 weights among the stage's layers conflict; the later one's first forward there must start after the
 earlier one's step has ended. The stage's layers come from RUN_DIR/log.txt's layout table, the
@@ -47,14 +48,23 @@ def main():
            "choice": [int(x) for x in blocks.split(",")] if blocks else list(range(layers))}
     seed = int(deck["train"]["seed"])
     held = stage_layers(os.path.join(a.run, "log.txt"))
-    ev = [e for e in json.load(open(os.path.join(a.run, "trace.json")))["traceEvents"] if e.get("ph") == "X"]
+    events = json.load(open(os.path.join(a.run, "trace.json")))["traceEvents"]
+    # supernet replicas (parallel.sp > 1): the rule holds across the replicas of a stage, which run
+    # different subnets on one clock (one node), so a stage is its ranks that differ only in sp
+    group = {e["pid"]: re.sub(r"^rank \d+: | ?sp\d+", "", e["args"]["name"]) for e in events
+             if e.get("ph") == "M" and e["name"] == "process_name"}
+    lead = {}
+    for pid in sorted(held):
+        lead.setdefault(group.get(pid, pid), pid)
+    ev = [e for e in events if e.get("ph") == "X"]
     first, done = {}, {}
     for e in ev:
-        key = (e["pid"], e["args"]["step"])
+        key = (lead[group.get(e["pid"], e["pid"])], e["args"]["step"])
         if e["name"] == "forward":
             first[key] = min(first.get(key, e["ts"]), e["ts"])
         elif e["name"] == "subnet step":
             done[key] = e["ts"] + e["dur"]
+    held = {pid: layers for pid, layers in held.items() if pid in lead.values()}
     bad, pairs, overlaps, conflicts = [], 0, 0, 0
     for pid, mine in sorted(held.items()):
         steps = sorted(t for (p, t) in first if p == pid)

@@ -89,7 +89,6 @@ refused "a window that does not divide train.steps" "not a multiple of supernet.
 refused "a choice layer that does not exist" "layer 7 does not exist" 1 $SN --set supernet.blocks=1,7
 refused "a candidate that does not divide over tp" "candidate 1 (h2m1)" 4 $SN --set parallel.tp=4
 refused "model.blocks with a supernet" "give the shapes as supernet.candidates" 1 $SN --set model.blocks=h4m4,h4m4,h4m4,h4m4
-refused "supernet parallelism (not built)" "parallel.sp=2" 2 $SN --set parallel.sp=2
 refused "2bw" "2bw's delayed weights" 2 $SN --set parallel.pp=2 --set parallel.schedule=2bw
 # eval --subnet and export: the exported plain model's val_loss is the supernet's for that subnet.
 CK="$SCRATCH/ref/ckpt/step_00000020.h5"

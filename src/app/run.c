@@ -73,13 +73,37 @@ static size_t run_partner_mov(run_t *r)
     return (mov + 4095) / 4096 * 4096;
 }
 
+/* Supernet parallelism (parallel.sp > 1, supernet_sp.c) runs a causal supernet's windows on replicas
+ * of one pipeline: what it needs of the rest of the layout. */
+static int run_refuse_sp(const deck_t *d)
+{
+    const int sp = d->parallel.sp;
+    if (!d->supernet.enabled)
+        return MP_FAIL("parallel.sp=%d: supernet parallelism runs a supernet's subnets on replicas: it needs "
+                       "supernet.enabled=1", sp);
+    if (d->supernet.schedule != DECK_SUBNETS_CAUSAL)
+        return MP_FAIL("parallel.sp=%d with supernet.schedule=serial: the replicas run the causal lists; serial is "
+                       "the one-pipeline baseline (set parallel.sp=1)", sp);
+    if (d->parallel.dp > 1 || d->parallel.zero)
+        return MP_FAIL("parallel.sp=%d with parallel.dp=%d, parallel.zero=%d: replicas with data parallelism or ZeRO-1 "
+                       "are not implemented (set parallel.dp=1 and parallel.zero=0)", sp, d->parallel.dp, d->parallel.zero);
+    if (deck_chunks_per_stage(d) > 1) return MP_FAIL("parallel.sp=%d: the interleaved schedule's chunks are not run by "
+                                                      "the replicas' lists (one chunk per stage)", sp);
+    if (d->train.device == DECK_DEVICE_CUDA && d->parallel.p2p != DECK_P2P_MPI)
+        return MP_FAIL("parallel.sp=%d: the replicas' lists run on MPI messages: set parallel.p2p=mpi", sp);
+    for (int l = 0; l < d->model.layers; l++)
+        if (run_layer_policy(d, l) == DECK_POLICY_OFFLOAD || run_layer_policy(d, l) == DECK_POLICY_BALANCE)
+            return MP_FAIL("parallel.sp=%d: an offload or balance memory policy rewrites lists the replicas do not "
+                           "run", sp);
+    return MP_OK;
+}
+
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
  * with a message rather than silently ignored. */
 static int run_refuse_unimplemented(const deck_t *d)
 {
     const int sp = d->parallel.sp;
-    if (sp != 1)
-        return MP_FAIL("parallel.sp=%d: supernet parallelism is not implemented in this version", sp);
+    if (sp > 1 && run_refuse_sp(d) != MP_OK) return MP_ERR;
     if (device_check(d->train.device, d->train.precision) != MP_OK) return MP_ERR;
     if (d->parallel.p2p == DECK_P2P_NCCL && d->train.device != DECK_DEVICE_CUDA)
         return MP_FAIL("parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda (this deck: %s); set "
@@ -484,8 +508,9 @@ static int run_layout(run_t *r, const run_opts_t *o)
     watchdog_arm(&r->wd, "the start-up (data, model, memory plan, run directory)", "parallel.timeout",
                  d->parallel.timeout);
     r->optim = optim_cfg_from_deck(d);
-    /* deck_validate: batch is a multiple of micro_batch × dp (and sp = 1, run_refuse_unimplemented) */
-    r->replica_batch = d->train.batch / r->grid.replica_size;
+    /* deck_validate: batch is a multiple of micro_batch × dp; a supernet replica (sp) runs each of its
+     * subnets' whole batches */
+    r->replica_batch = d->train.batch / r->grid.size[GRID_DP];
     r->micro_batches = r->replica_batch / d->train.micro_batch;
     r->threads = run_threads(d, r->grid.node_size);
     kernels_set_threads(r->threads);
@@ -508,7 +533,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     if (run_agree(data_load(&r->data, r->deck.data.path)) != MP_OK) goto err_layout;
     if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
-    r->dp_on = r->grid.replica_size > 1;
+    r->dp_on = r->grid.size[GRID_DP] > 1; /* supernet replicas (sp) share no gradients */
     if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, r->model.tab.total, r->deck.parallel.zero,
                                       r->model.tab.nlayers + 2)) != MP_OK)
         goto err_model;

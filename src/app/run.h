@@ -7,6 +7,7 @@
 #include "actdump.h"
 #include "arena.h"
 #include "backend.h"
+#include "causal.h"
 #include "ckpt_files.h"
 #include "data.h"
 #include "deck.h"
@@ -126,6 +127,16 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src);
  * the stage's gradients over the data-parallel replicas (collective over them); cn2 gets each
  * layer's squared candidate norm (0 where none stepped). Then the window's end. */
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2);
+/* supernet_subnet_step's first half alone: the candidates' steps (and counters), not the shared sums. */
+void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2);
+/* The causal lists' description of the window in r->sn.wsel (layer0: pp + 1 entries and weightless:
+ * ncand entries, filled here; c_p points into both and into r). */
+void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless);
+/* Supernet parallelism (parallel.sp > 1, supernet_sp.c): the window of subnets r->sn.t0 .. + window − 1
+ * in r->sn.wsel through this rank's list of the sp × pp ranks' (causal_sp.h), the shared tensors'
+ * window step included; each subnet's loss in r->exec.sub_loss and its candidates' squared norms in
+ * r->sn.wcn2 on the ranks of its replica (zeros elsewhere). Aborts the job on an allocation failure. */
+void supernet_sp_window(run_t *r, const exec_batch_t *src);
 void supernet_window_end(run_t *r, long t);
 /* Why a supernet runs one executor step per subnet on this layout instead of windows of causal lists
  * (NULL: it runs windows). */

@@ -52,6 +52,15 @@ int supernet_init(run_t *r)
     if (!sn->held || !sn->wsel || !sn->wloss || !sn->wgnorm || !sn->wcn2)
         return MP_FAIL("out of memory for the supernet's window");
     for (int b = 0; b < m->tab.nlayers; b++) sn->held[param_block_layer(&m->tab, b)] = 1;
+    if (r->grid.size[GRID_SP] > 1) { /* fixed memory too: before the plan */
+        for (int i = 0; i < m->tab.count; i++)
+            if (m->tab.entries[i].cand < 0) sn->slot_len += m->tab.entries[i].numel;
+        if (m->grad_head) sn->slot_len += param_table_find(&m->tab, "wte")->numel;
+        if (!(sn->slots = arena_floats(&r->arena, (size_t)W * sn->slot_len, "supernet replicas' per-subnet shared gradients")))
+            return MP_ERR;
+        sn->base = MP_CALLOC((size_t)L * sn->ncand, sizeof *sn->base), sn->rep = MP_CALLOC((size_t)W, sizeof *sn->rep);
+        if (!sn->base || !sn->rep) return MP_FAIL("out of memory for the supernet replicas' window");
+    }
     return MP_OK;
 }
 
@@ -62,6 +71,8 @@ void supernet_free(run_t *r)
     if (sn->acc_head) arena_free(&r->arena, sn->acc_head, param_table_find(&r->model.tab, "wte")->numel * sizeof(float));
     free(sn->choice), free(sn->sel), free(sn->count), free(sn->held), free(sn->wsel);
     free(sn->wloss), free(sn->wgnorm), free(sn->wcn2);
+    if (sn->slots) arena_free(&r->arena, sn->slots, (size_t)sn->window * sn->slot_len * sizeof(float));
+    free(sn->base), free(sn->rep);
     memset(sn, 0, sizeof *sn);
 }
 
@@ -145,12 +156,10 @@ static void supernet_replica_sum(run_t *r)
     r->dp.comm_seconds += perf_now() - t0;
 }
 
-void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2)
+void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2)
 {
     model_t *m = &r->model;
     supernet_t *sn = &r->sn;
-    (void)t;
-    supernet_replica_sum(r);
     memcpy(sn->sel, sel, (size_t)r->deck.model.layers * sizeof *sel);
     supernet_count(r, sel);
     /* each candidate clipped by its own norm: a block lives on one stage, so a pipeline steps it
@@ -163,6 +172,15 @@ void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage
         cn2[l] = stage_only ? train_grad_sumsq_stage(r, m->grads, entry_this) : train_grad_sumsq_of(r, m->grads, entry_this);
         supernet_step(r, m->grads, entry_this, (float)lr, optim_clip_scale(sqrt(cn2[l]), r->optim.grad_clip), 0);
     }
+}
+
+void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2)
+{
+    model_t *m = &r->model;
+    supernet_t *sn = &r->sn;
+    (void)t;
+    supernet_replica_sum(r);
+    supernet_subnet_cands(r, sel, lr, stage_only, cn2);
     /* the shared tensors join the window's sums; the tied head's part apart from the embedding's */
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];

@@ -10,9 +10,10 @@
  *
  * Two ways to run a window, the same results: serial (supernet_begin, one executor step per subnet,
  * supernet_update) and causal (supernet_window: several subnets in flight, NASPipe's rule,
- * supernet_causal.c). With parallel.dp > 1 each replica runs its share of every subnet's batch, and
- * a stage sums the subnet's gradients over the replicas just before its candidates step (not the
- * data-parallel buckets; ZeRO-1 refused). */
+ * supernet_causal.c; with parallel.sp > 1 on sp replicas of the pipeline, supernet_sp.c). With
+ * parallel.dp > 1 each replica runs its share of every subnet's batch, and a stage sums the
+ * subnet's gradients over the replicas just before its candidates step (not the data-parallel
+ * buckets; ZeRO-1 refused). */
 #ifndef MP_SUPERNET_H
 #define MP_SUPERNET_H
 
@@ -35,6 +36,12 @@ typedef struct {
     int *wsel;               /* window × layers: each subnet's candidates */
     double *wloss, *wgnorm;  /* per subnet: mean loss, norm of its candidates' gradients */
     double *wcn2;            /* window × layers: squared gradient norm of each stepped candidate */
+    /* supernet parallelism (parallel.sp > 1, supernet_sp.c): this rank's side of the window */
+    float *slots;            /* window × slot_len: a subnet's shared gradients of the stage, kept from its
+                                step to its ADD into the running sum */
+    size_t slot_len;         /* the stage's shared floats (the tensors with cand < 0, then the LM head's part) */
+    long *base;              /* layers × ncand: count at the window's start */
+    int *rep;                /* window: the replica that runs each subnet */
 } supernet_t;
 
 /* Candidate of choice block l in subnet t: uniform over ncand, from (seed, t, l) alone, so every rank

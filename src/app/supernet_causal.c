@@ -30,23 +30,31 @@ static void window_step(void *ctx, long t)
     model_grads_zero(&r->model); /* the next backward here is the next subnet's */
 }
 
-/* This stage's list of the window: every stage's is built (they depend on each other's timing), the
- * others dropped. MP_OK or MP_ERR (allocation). */
-static int window_list(run_t *r, instr_list_t *mine)
+void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless)
 {
     const deck_t *d = &r->deck;
     const int pp = r->pp, K = r->sn.ncand;
-    int layer0[SIM_MAX_STAGES + 1], l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
-    unsigned char weightless[64] = {0};
+    int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     for (int s = 0; s < pp; s++) {
         run_stage_chunks(d, s, l0, nl);
         layer0[s] = l0[0];
     }
     layer0[pp] = d->model.layers;
-    for (int k = 0; k < K && k < 64; k++) weightless[k] = d->supernet.cands.shape[k].heads == 0;
-    const causal_cfg_t c = {.pp = pp, .n = r->sn.window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
-                            .sel = r->sn.wsel, .weightless = weightless, .per = r->micro_batches,
-                            .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};
+    for (int k = 0; k < K; k++) weightless[k] = d->supernet.cands.shape[k].heads == 0;
+    *c_p = (causal_cfg_t){.pp = pp, .n = r->sn.window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
+                          .sel = r->sn.wsel, .weightless = weightless, .per = r->micro_batches,
+                          .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};
+}
+
+/* This stage's list of the window: every stage's is built (they depend on each other's timing), the
+ * others dropped. MP_OK or MP_ERR (allocation). */
+static int window_list(run_t *r, instr_list_t *mine)
+{
+    const int pp = r->pp;
+    int layer0[SIM_MAX_STAGES + 1];
+    unsigned char weightless[DECK_LIST_MAX];
+    causal_cfg_t c;
+    supernet_window_cfg(r, &c, layer0, weightless);
     instr_list_t lists[SIM_MAX_STAGES];
     causal_result_t res;
     if (causal_build(&c, lists, &res) != MP_OK) return MP_FAIL("out of memory building the window's causal lists");
@@ -68,17 +76,29 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         for (int l = 0; l < L; l++)
             sn->wsel[(size_t)j * L + l] = sn->choice[l] ? supernet_sample(r->deck.train.seed, t0 + j, l, sn->ncand) : -1;
     memset(sn->wcn2, 0, (size_t)W * L * sizeof *sn->wcn2);
-    instr_list_t list;
-    if (window_list(r, &list) != MP_OK) MP_ABORT("the supernet window of subnet %ld could not be built", t0);
-    const exec_subnets_t subs = {window_select, window_step, r};
-    model_grads_zero(&r->model);
-    exec_window(&r->exec, t0, &list, (float)(1.0 / tokens), src, &subs);
-    sched_free(&list);
-    /* losses from the last stage, norms from each candidate's stage: every other rank adds zeros */
+    const int sp = r->grid.size[GRID_SP];
+    if (sp > 1) { /* replicas: the window's end (the shared step) is in their lists */
+        supernet_sp_window(r, src);
+    } else {
+        instr_list_t list;
+        if (window_list(r, &list) != MP_OK) MP_ABORT("the supernet window of subnet %ld could not be built", t0);
+        const exec_subnets_t subs = {window_select, window_step, r};
+        model_grads_zero(&r->model);
+        exec_window(&r->exec, t0, &list, (float)(1.0 / tokens), src, &subs);
+        sched_free(&list);
+    }
+    /* losses from the last stage of the subnet's replica, norms from each candidate's stage there:
+     * every other rank adds zeros */
     memcpy(sn->wloss, r->exec.sub_loss, (size_t)W * sizeof *sn->wloss);
     if (r->pp > 1) {
         wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's subnet losses");
         wait_allreduce_sum(&r->wait, sn->wcn2, W * L, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's candidate norms");
+    }
+    if (sp > 1) {
+        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_SP], "the window's subnet losses over "
+                           "the supernet replicas");
+        wait_allreduce_sum(&r->wait, sn->wcn2, W * L, MPI_DOUBLE, r->grid.comm[GRID_SP], "the window's candidate norms "
+                           "over the supernet replicas");
     }
     /* each replica ran its share of every subnet's batch: the losses are their sum (the norms were taken
      * after the gradients' sum over the replicas, the same on each) */
@@ -90,5 +110,5 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         for (int l = 0; l < L; l++) g2 += sn->wcn2[(size_t)j * L + l];
         sn->wloss[j] /= tokens, sn->wgnorm[j] = sqrt(g2);
     }
-    PROF(&r->prof, PROF_OPTIMIZER, supernet_window_end(r, t0 + W - 1));
+    if (sp == 1) PROF(&r->prof, PROF_OPTIMIZER, supernet_window_end(r, t0 + W - 1));
 }

@@ -23,12 +23,13 @@
 
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
  * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
- * is used once whatever the layout, and sample i is always the same window. */
+ * is used once whatever the layout, and sample i is always the same window. (A supernet replica, sp,
+ * runs whole subnets: all of them.) */
 static void train_fill(void *ctx, acts_t *a, long t, int mb)
 {
     run_t *r = ctx;
     const int B = a->B, T = r->deck.model.seq_len;
-    const long base = (long)r->grid.replica_rank * r->replica_batch;
+    const long base = (long)r->grid.coord[GRID_DP] * r->replica_batch;
     for (int b = 0; b < B; b++) {
         long i = base + (long)mb * B + b;
         data_train_sample(&r->data, r->deck.train.seed, t, i, T, a->inputs + (size_t)b * T, a->targets + (size_t)b * T);
@@ -388,7 +389,7 @@ static void train_describe_holdings(const run_t *r, char *buf, size_t n)
 {
     const param_table_t *t = &r->model.tab;
     const int hl = r->deck.model.heads / t->tp, vl = t->vocab_pad / t->tp;
-    const int per = r->replica_batch, s0 = r->grid.replica_rank * per;
+    const int per = r->replica_batch, s0 = r->grid.coord[GRID_DP] * per;
     char layers[GRID_HOLDS_MAX / 2] = "";
     for (int c = 0, o = 0; c < t->nchunks && o < (int)sizeof layers - 16; c++)
         o += snprintf(layers + o, sizeof layers - (size_t)o, "%s%d-%d", c ? "," : "", t->chunk_layer0[c],
@@ -406,16 +407,18 @@ int train_main(const run_opts_t *opts)
                   "dp %d x %d micro-batches x %d | %d thread(s) per rank | sgemm peak %.1f GFLOP/s | out %s",
                   opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
                   d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.model.cfg),
-                  d->train.batch, r.grid.replica_size, r.micro_batches, d->train.micro_batch, r.threads,
+                  d->train.batch, r.grid.size[GRID_DP], r.micro_batches, d->train.micro_batch, r.threads,
                   r.peak_gflops, r.out_dir);
     if (r.sn.on) {
         const char *why = run_supernet_serial_why(&r);
-        runlog_printf(&r.log, "supernet: %d candidates, window %d, subnets run %s%s%s", r.sn.ncand, r.sn.window,
+        char on[64] = "";
+        if (r.grid.size[GRID_SP] > 1) snprintf(on, sizeof on, " on %d supernet replicas", r.grid.size[GRID_SP]);
+        runlog_printf(&r.log, "supernet: %d candidates, window %d, subnets run %s%s%s%s", r.sn.ncand, r.sn.window,
                       why ? "one at a time, one executor step each"
                       : d->supernet.schedule == DECK_SUBNETS_SERIAL ? "one at a time through the window's lists"
                                                                      : "causally (several in flight, NASPipe's rule)",
                       why ? ": " : d->supernet.schedule == DECK_SUBNETS_SERIAL ? " (supernet.schedule=serial)" : "",
-                      why ? why : "");
+                      why ? why : "", on);
     }
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);

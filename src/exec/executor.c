@@ -460,88 +460,94 @@ static void exec_move(exec_t *e, op_t op, int key)
     }
 }
 
-/* Runs run's list for step t (causal: window t; subs its hooks, else NULL). */
-static double exec_run(exec_t *e, const exec_run_t *rp, long t, float dloss, const exec_batch_t *src,
-                       const model_ready_t *ready, int drain, const exec_subnets_t *subs)
+/* Instruction i of run's list for step t (causal: window t; subs its hooks, else NULL); a forward's
+ * Σ of token losses goes to *loss (2bw's next batch: e->carried_loss; causal: e->sub_loss). */
+static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dloss, const exec_batch_t *src,
+                       const model_ready_t *ready, int drain, const exec_subnets_t *subs, double *loss)
 {
     const exec_ctx_t *c = &e->c;
     const int two = c->kind == SCHED_2BW;
     const exec_run_t run = *rp;
-    const instr_list_t *list = run.list;
+    const instr_t *in = &run.list->ins[i];
+    const exec_at_t at = exec_at(e, in, t);
+    if (two) model_use_version(c->model, !at.next); /* batch t on W(t-1), batch t+1 on W(t) */
+    double t0 = perf_now();
+    acts_t *a;
+    switch (in->op) {
+    case OP_LOAD_BATCH:
+        a = stash_take(&e->stash, at.key);
+        src->fill(src->ctx, a, at.bt, at.mb);
+        break;
+    case OP_RECV_ACT:
+        a = stash_take(&e->stash, at.key);
+        if (c->nccl) be_p2p_recv(c->be, BE_P2P_ACT_IN, a->encoded, e->n_act, at.key);
+        else exec_recv(e, a->encoded, in->peer, exec_tag(e, at.key_mb, in->chunk - 1, 0), "receive activation", at.bt, at.mb);
+        if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
+        break;
+    case OP_FORWARD:
+        if (subs) {
+            subs->select(subs->ctx, at.bt);
+            e->sub_loss[in->mb / c->per] += exec_compute(e, &run, i, &at, t, dloss, NULL);
+        } else if (at.next) {
+            e->carried_loss += exec_compute(e, &run, i, &at, t, dloss, ready);
+        } else {
+            *loss += exec_compute(e, &run, i, &at, t, dloss, ready);
+        }
+        break;
+    case OP_BACKWARD:
+        if (subs) subs->select(subs->ctx, at.bt);
+        exec_compute(e, &run, i, &at, t, dloss, ready);
+        break;
+    case OP_OPTIMIZER_STEP:
+        if (subs && in->mb >= 0) { /* causal: subnet at.bt's last backward here is done */
+            subs->step(subs->ctx, at.bt);
+            trace_span(c->trace, "subnet step", at.bt, -1, t0);
+        }
+        break;
+    case OP_SEND_ACT:
+        exec_send_act(e, in, &at, stash_get(&e->stash, at.key));
+        trace_span(c->trace, "send activation", at.bt, at.mb, t0);
+        break;
+    case OP_RECV_GRAD:
+        if (c->nccl) be_p2p_recv(c->be, BE_P2P_GRAD_IN, c->scratch->dres, e->n_act, at.key);
+        else exec_recv(e, c->scratch->dres, in->peer, exec_tag(e, at.key_mb, in->chunk, 1), "receive gradient", at.bt, at.mb);
+        break;
+    case OP_SEND_GRAD:
+        exec_send_grad(e, in, &at);
+        trace_span(c->trace, "send gradient", at.bt, at.mb, t0);
+        break;
+    case OP_OFFLOAD:
+    case OP_PREFETCH:
+    case OP_EVICT:
+    case OP_RECLAIM:
+    case OP_ACCEPT:
+    case OP_RETURN:
+        exec_move(e, in->op, at.key);
+        trace_span(c->trace, exec_move_span[in->op], at.bt, at.mb, t0);
+        break;
+    case OP_REDUCE_GRADS:
+        bal_drain(&e->bal);
+        exec_reduce_grads(e, &run, i, t, drain, t0);
+        break;
+    default:
+        break;
+    }
+    if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_OFFLOAD || in->op == OP_PREFETCH ||
+        in->op >= OP_EVICT) /* the balance ops */
+        trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash) + bal_guest_bytes_in_use(&e->bal));
+}
+
+/* Runs run's list for step t (causal: window t; subs its hooks, else NULL). */
+static double exec_run(exec_t *e, const exec_run_t *rp, long t, float dloss, const exec_batch_t *src,
+                       const model_ready_t *ready, int drain, const exec_subnets_t *subs)
+{
+    const int two = e->c.kind == SCHED_2BW;
     double loss = two ? e->carried_loss : 0.0;
     e->carried_loss = 0.0;
-    model_grads_zero(c->model);
-    for (int i = 0; i < list->n; i++) {
-        const instr_t *in = &list->ins[i];
-        const exec_at_t at = exec_at(e, in, t);
-        if (two) model_use_version(c->model, !at.next); /* batch t on W(t-1), batch t+1 on W(t) */
-        double t0 = perf_now();
-        acts_t *a;
-        switch (in->op) {
-        case OP_LOAD_BATCH:
-            a = stash_take(&e->stash, at.key);
-            src->fill(src->ctx, a, at.bt, at.mb);
-            break;
-        case OP_RECV_ACT:
-            a = stash_take(&e->stash, at.key);
-            if (c->nccl) be_p2p_recv(c->be, BE_P2P_ACT_IN, a->encoded, e->n_act, at.key);
-            else exec_recv(e, a->encoded, in->peer, exec_tag(e, at.key_mb, in->chunk - 1, 0), "receive activation", at.bt, at.mb);
-            if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
-            break;
-        case OP_FORWARD:
-            if (subs) {
-                subs->select(subs->ctx, at.bt);
-                e->sub_loss[in->mb / c->per] += exec_compute(e, &run, i, &at, t, dloss, NULL);
-            } else if (at.next) {
-                e->carried_loss += exec_compute(e, &run, i, &at, t, dloss, ready);
-            } else {
-                loss += exec_compute(e, &run, i, &at, t, dloss, ready);
-            }
-            break;
-        case OP_BACKWARD:
-            if (subs) subs->select(subs->ctx, at.bt);
-            exec_compute(e, &run, i, &at, t, dloss, ready);
-            break;
-        case OP_OPTIMIZER_STEP:
-            if (subs && in->mb >= 0) { /* causal: subnet at.bt's last backward here is done */
-                subs->step(subs->ctx, at.bt);
-                trace_span(c->trace, "subnet step", at.bt, -1, t0);
-            }
-            break;
-        case OP_SEND_ACT:
-            exec_send_act(e, in, &at, stash_get(&e->stash, at.key));
-            trace_span(c->trace, "send activation", at.bt, at.mb, t0);
-            break;
-        case OP_RECV_GRAD:
-            if (c->nccl) be_p2p_recv(c->be, BE_P2P_GRAD_IN, c->scratch->dres, e->n_act, at.key);
-            else exec_recv(e, c->scratch->dres, in->peer, exec_tag(e, at.key_mb, in->chunk, 1), "receive gradient", at.bt, at.mb);
-            break;
-        case OP_SEND_GRAD:
-            exec_send_grad(e, in, &at);
-            trace_span(c->trace, "send gradient", at.bt, at.mb, t0);
-            break;
-        case OP_OFFLOAD:
-        case OP_PREFETCH:
-        case OP_EVICT:
-        case OP_RECLAIM:
-        case OP_ACCEPT:
-        case OP_RETURN:
-            exec_move(e, in->op, at.key);
-            trace_span(c->trace, exec_move_span[in->op], at.bt, at.mb, t0);
-            break;
-        case OP_REDUCE_GRADS:
-            bal_drain(&e->bal);
-            exec_reduce_grads(e, &run, i, t, drain, t0);
-            break;
-        default:
-            break;
-        }
-        if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_OFFLOAD || in->op == OP_PREFETCH ||
-            in->op >= OP_EVICT) /* the balance ops */
-            trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash) + bal_guest_bytes_in_use(&e->bal));
-    }
+    model_grads_zero(e->c.model);
+    for (int i = 0; i < rp->list->n; i++) exec_instr(e, rp, i, t, dloss, src, ready, drain, subs, &loss);
     if (two) {
-        model_use_version(c->model, 0);
+        model_use_version(e->c.model, 0);
         e->carried = !drain;
     }
     exec_copy_spans(e, t);
@@ -562,6 +568,28 @@ void exec_window(exec_t *e, long t, const instr_list_t *list, float dloss, const
     const exec_run_t run = {list, NULL}; /* causal runs on MPI messages only (run.c) */
     memset(e->sub_loss, 0, (size_t)(e->c.m / e->c.per) * sizeof *e->sub_loss);
     exec_run(e, &run, t, dloss, src, NULL, 1, subs);
+}
+
+void exec_window_begin(exec_t *e)
+{
+    memset(e->sub_loss, 0, (size_t)(e->c.m / e->c.per) * sizeof *e->sub_loss);
+    model_grads_zero(e->c.model);
+}
+
+void exec_window_instr(exec_t *e, long t, const instr_t *in, float dloss, const exec_batch_t *src,
+                       const exec_subnets_t *subs)
+{
+    const instr_list_t one = {.ins = (instr_t *)in, .n = 1, .cap = 1};
+    const exec_run_t run = {&one, NULL};
+    double unused = 0.0;
+    exec_instr(e, &run, 0, t, dloss, src, NULL, 1, subs, &unused);
+}
+
+void exec_window_end(exec_t *e, long t)
+{
+    const instr_t flush = {.op = OP_REDUCE_GRADS, .mb = -1, .chunk = -1, .peer = -1};
+    exec_window_instr(e, t, &flush, 0.0f, NULL, NULL);
+    exec_copy_spans(e, t);
 }
 
 double exec_forward_only(exec_t *e, int valid_rows)

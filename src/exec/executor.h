@@ -139,6 +139,17 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
 void exec_window(exec_t *e, long t, const instr_list_t *list, float dloss, const exec_batch_t *src,
                  const exec_subnets_t *subs);
 
+/* The same window run one instruction at a time by a caller that interleaves its own (supernet
+ * parallelism, supernet_sp.c: messages between replicas): exec_window_begin zeroes the subnets'
+ * losses and the gradients; exec_window_instr runs one pipeline instruction of this stage (LOAD_BATCH,
+ * FORWARD, BACKWARD, SEND/RECV_ACT, SEND/RECV_GRAD with peer = the stage; OPTIMIZER_STEP with mb =
+ * the subnet's last micro-batch: subs->step) exactly as exec_window would; exec_window_end waits
+ * for the window's pipeline sends (its REDUCE_GRADS). */
+void exec_window_begin(exec_t *e);
+void exec_window_instr(exec_t *e, long t, const instr_t *in, float dloss, const exec_batch_t *src,
+                       const exec_subnets_t *subs);
+void exec_window_end(exec_t *e, long t);
+
 /* Forward only, through every stage and chunk, of the micro-batch the caller filled into
  * ctx.acts on the first stage (no timers); returns the last stage's Σ of the first
  * valid_rows·T token losses (0 elsewhere). Runs on a drained pipeline. */

@@ -1,0 +1,59 @@
+#!/bin/sh
+# Supernet parallelism (parallel.sp > 1, docs/SUPERNET.md "SP replicas"): sp replicas of the pipeline
+# run each window's subnets under NASPipe's causal rule, each rank its list of the sp × pp ranks'
+# (causal_sp.h): candidates' states (CAND, SYNC) and the shared gradients' running sum (SUM, FINAL)
+# travel between replicas. Every layout must give one rank's losses, gradient norms and final weights
+# bit for bit: sp = 2 and 4 at pp = 1 and 2, windows of 2 and 4; resumes between sp and one rank;
+# tp = 2 × sp = 2 bitwise equal to tp = 2; NASPipe's rule holds on the timeline
+# across the replicas (validation/causal_trace.py); what the replicas do not run is refused.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
+SN="--set model.layers=4 --set train.threads=1 --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip"
+
+for w in 2 4; do # a checkpoint ends a window: window 4 writes only the last one's (step 20)
+    W="--set supernet.window=$w"; [ $w = 4 ] && W="$W --set checkpoint.every=20"
+    # shellcheck disable=SC2086
+    run 1 ref$w $SN $W; ok $? "window $w on one rank"
+    layouts_cmp --bitwise "ref$w" "$SN $W" "2 sp2w$w --set parallel.sp=2" \
+        "4 sp2pp2w$w --set parallel.sp=2 --set parallel.pp=2" \
+        "4 sp4w$w --set parallel.sp=4" \
+        "8 sp4pp2w$w --set parallel.sp=4 --set parallel.pp=2"
+done
+# Checkpoints written by replica 0 hold everything: step 10 of sp=2 × pp=2 resumed on one rank, and
+# one rank's step 10 resumed at sp=2 × pp=2, both end on one rank's bits.
+mkdir -p "$SCRATCH/res1/ckpt" "$SCRATCH/res4/ckpt" && cp "$SCRATCH/sp2pp2w2/ckpt/step_00000010.h5" "$SCRATCH/res1/ckpt/" &&
+    cp "$SCRATCH/ref2/ckpt/step_00000010.h5" "$SCRATCH/res4/ckpt/"
+# shellcheck disable=SC2086
+run 1 res1 $SN --set supernet.window=2 --resume auto; ok $? "sp=2 × pp=2's step 10 resumed on one rank"
+compare "resumed from sp=2 × pp=2 = one rank" "$SCRATCH/ref2" "$SCRATCH/res1" --bitwise --step 20
+# shellcheck disable=SC2086
+run 4 res4 $SN --set supernet.window=2 --set parallel.sp=2 --set parallel.pp=2 --resume auto
+ok $? "one rank's step 10 resumed at sp=2 × pp=2"
+compare "resumed at sp=2 × pp=2 = one rank" "$SCRATCH/ref2" "$SCRATCH/res4" --bitwise --step 20
+
+# Tensor parallelism inside each replica: the replicas pair equal shards; bitwise equal to tp = 2 alone.
+TPC="--set supernet.candidates=h4m4,h2m2,skip --set supernet.window=2"
+# shellcheck disable=SC2086
+run 2 tp2 $SN $TPC --set parallel.tp=2; ok $? "tp=2"
+# shellcheck disable=SC2086
+run 4 tp2sp2 $SN $TPC --set parallel.tp=2 --set parallel.sp=2; ok $? "tp=2 × sp=2"
+compare "tp=2 × sp=2 vs tp=2" "$SCRATCH/tp2" "$SCRATCH/tp2sp2" --bitwise
+
+# NASPipe's rule on the timeline, across the replicas of each stage (one node: one clock); some
+# subnets in flight together there
+for tr in sp2pp2w4 sp4w4 sp4pp2w2; do
+    "$TORCH_PYTHON" "$MP_SRCDIR/validation/causal_trace.py" "$SCRATCH/$tr" > "$SCRATCH/tr.out" 2>&1
+    ok $? "$tr's trace: $(head -n 1 "$SCRATCH/tr.out")"
+done
+grep -q "subnets run causally (several in flight, NASPipe's rule) on 2 supernet replicas" "$SCRATCH/sp2pp2w2/log.txt"
+ok $? "the log says the subnets run on 2 supernet replicas"
+
+refused "sp without a supernet" "it needs supernet.enabled=1" 2 --set parallel.sp=2
+# shellcheck disable=SC2086
+refused "sp with supernet.schedule=serial" "supernet.schedule=serial" 2 $SN --set parallel.sp=2 --set supernet.schedule=serial
+# shellcheck disable=SC2086
+refused "sp with the interleaved schedule" "interleaved schedule's chunks" 4 $SN --set parallel.sp=2 --set parallel.pp=2 \
+    --set parallel.schedule=interleaved --set parallel.virtual_stages=2
+done_testing
