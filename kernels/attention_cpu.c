@@ -27,6 +27,7 @@ static void softmax_causal_row(float *row, int i, int r1)
         sum += row[j];
     }
     const float inv = 1.0f / sum;
+#pragma omp simd
     for (int j = 0; j <= i; j++) row[j] *= inv;
     for (int j = i + 1; j < r1; j++) row[j] = 0.0f;
 }
@@ -82,6 +83,7 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
                 float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
                 for (int j = 0; j <= i; j++) dot += p[j] * dp[j];
+#pragma omp simd
                 for (int j = 0; j <= i; j++) dp[j] = scale * mp_softmax_dx(p[j], dp[j], dot);
                 for (int j = i + 1; j < r1; j++) dp[j] = 0.0f;
             }

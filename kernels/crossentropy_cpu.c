@@ -31,8 +31,12 @@ void crossentropy_backward(float *dlogits, const float *probs, const int *target
         const float *p = probs + (size_t)i * V;
         float *d = dlogits + (size_t)i * V;
         const int t = targets[i] - v0;
+        /* the target's column after the loop: a compare-and-select inside it kept AVX2 code scalar;
+         * reading p[t] before d[t] is written keeps dlogits aliasing probs correct */
+        const float pt = t >= 0 && t < V ? p[t] : 0.0f;
 #pragma omp simd
-        for (int j = 0; j < V; j++) d[j] = mp_xent_dlogit(p[j], j == t, dloss);
+        for (int j = 0; j < V; j++) d[j] = mp_xent_dlogit(p[j], 0, dloss);
+        if (t >= 0 && t < V) d[t] = mp_xent_dlogit(pt, 1, dloss);
     }
 }
 

@@ -17,13 +17,21 @@
 
 MP_HD float mp_expf(float x)
 {
-    /* The clamp is written so that NaN fails both tests and lands on -87.3 too: k, converted to an
-     * integer below, is then in range for every input (a NaN or an out-of-range float converted to
-     * int32_t is undefined, and what x86 gives, INT32_MIN, made the shift below shift a negative
-     * value). r keeps x's NaN, so exp(NaN) is still NaN; every other input gives the same bits as a
-     * plain clamp. */
-    const float xc = x > -87.3f ? (x < 88.7f ? x : 88.7f) : -87.3f;
-    const float kf = rintf(xc * 1.44269504088896341f);
+    /* Every operation here is done unconditionally and only the clamps are selects: a multiply
+     * inside a branch may trap (gcc's default -ftrapping-math), so it cannot be if-converted
+     * without AVX-512's masks, and on AVX2 the whole loop stayed scalar. k is clamped in the
+     * exponent domain, where NaN fails both tests and lands on -126: the conversion to int32_t
+     * below is then in range for every input (a NaN or an out-of-range float converted to int32_t
+     * is undefined, and what x86 gives, INT32_MIN, made the shift below shift a negative value).
+     * x itself is clamped to [-87.3, 88.7] except that a NaN passes through, so exp(NaN) is NaN.
+     * For every other input k and r are those of a plain clamp of x (x·log2e rounds to -126 for
+     * x ≤ -87.3 and to 128 for x ≥ 88.7 either way). */
+    float t = x * 1.44269504088896341f;
+    t = t > -126.0f ? t : -126.0f;
+    t = t < 128.0f ? t : 128.0f;
+    const float kf = rintf(t);
+    float xc = x > -87.3f ? x : -87.3f;
+    xc = xc < 88.7f ? xc : 88.7f;
     x = x == x ? xc : x;
     const float r = (x - kf * 0.693359375f) + kf * 2.12194440e-4f; /* ln2 = 0.693359375 - 2.12194440e-4 */
     float p = 1.0f / 5040.0f;

@@ -8,8 +8,11 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
 {
     if (bias) { /* out starts as the bias, then the product accumulates: no second pass */
 #pragma omp parallel for schedule(static)
-        for (int i = 0; i < N; i++)
-            for (int o = 0; o < OC; o++) out[(size_t)i * OC + o] = bias[o];
+        for (int i = 0; i < N; i++) {
+            float *orow = out + (size_t)i * OC;
+#pragma omp simd
+            for (int o = 0; o < OC; o++) orow[o] = bias[o];
+        }
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, bias ? 1.0f : 0.0f, out, OC);
 }
@@ -37,8 +40,11 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, co
 #pragma omp parallel for schedule(static)
         for (int o0 = 0; o0 < OC; o0 += OB) {
             int o1 = o0 + OB < OC ? o0 + OB : OC;
-            for (int i = 0; i < N; i++)
-                for (int o = o0; o < o1; o++) dbias[o] += dout[(size_t)i * OC + o];
+            for (int i = 0; i < N; i++) {
+                const float *drow = dout + (size_t)i * OC;
+#pragma omp simd
+                for (int o = o0; o < o1; o++) dbias[o] += drow[o];
+            }
         }
     }
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "math_adamw.h"
 #include "math_exp.h"
 #include "math_gelu.h"
 #include "rng.h"
@@ -341,6 +342,29 @@ static void test_adamw(void)
     tap_ok(fabs(p[0] - ref[0]) < 1e-6 && fabs(p[1] - ref[1]) < 1e-6, "AdamW step 3 with clipping scale = hand computation");
 }
 
+/* The vectorised and threaded update gives, element for element, the bits of the scalar mp_adamw the
+ * CUDA kernel also runs: a tensor long enough for threads, whole vectors and a scalar tail. */
+static void test_adamw_bits(void)
+{
+    enum { NA = 100003 };
+    float *p = malloc(NA * sizeof *p), *g = malloc(NA * sizeof *g), *m = malloc(NA * sizeof *m), *v = malloc(NA * sizeof *v);
+    float *p2 = malloc(NA * sizeof *p2), *m2 = malloc(NA * sizeof *m2), *v2 = malloc(NA * sizeof *v2);
+    for (int i = 0; i < NA; i++) {
+        p[i] = p2[i] = sinf(0.37f * (float)i);
+        g[i] = 0.01f * cosf(0.11f * (float)i) * (float)(i % 7 - 3);
+        m[i] = m2[i] = 1e-3f * sinf(0.05f * (float)i);
+        v[i] = v2[i] = 1e-6f * (float)(i % 13);
+    }
+    const float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, sc = 0.7f;
+    const int t = 5;
+    const float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
+    for (int i = 0; i < NA; i++) mp_adamw(&p2[i], &m2[i], &v2[i], g[i] * sc, lr, b1, b2, eps, wd, bc1, bc2);
+    adamw_update(p, g, m, v, NA, lr, b1, b2, eps, wd, t, sc);
+    tap_ok(!memcmp(p, p2, NA * sizeof *p) && !memcmp(m, m2, NA * sizeof *m) && !memcmp(v, v2, NA * sizeof *v),
+           "AdamW over %d floats (threads, vectors, a tail) = the scalar mp_adamw, bit for bit", NA);
+    free(p), free(g), free(m), free(v), free(p2), free(m2), free(v2);
+}
+
 static void test_sumsq_determinism(void)
 {
     const size_t n = 3 * 4096 * 1024 + 123; /* more than one outer block of chunks */
@@ -435,6 +459,7 @@ int main(void)
     test_crossentropy();
     test_crossentropy_vocab_parallel();
     test_adamw();
+    test_adamw_bits();
     test_sumsq_determinism();
     return tap_done();
 }
