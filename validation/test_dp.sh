@@ -48,5 +48,5 @@ refused "batch not divisible by micro_batch × dp" "not a multiple of train.micr
     --set parallel.dp=2 --set train.micro_batch=3 --set train.batch=9
 refused "heads not divisible by tp" "model.heads" 2 --set parallel.tp=2 --set model.heads=3 --set model.dim=33
 refused "an order that is not a permutation" "parallel.order" 1 --set parallel.order=tp-dp-dp-pp
-refused "supernet parallelism (not implemented yet) says so" "not implemented" 2 --set parallel.sp=2
+refused "supernet replicas without a supernet" "needs supernet.enabled=1" 2 --set parallel.sp=2
 done_testing
