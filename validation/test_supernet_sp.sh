@@ -3,7 +3,8 @@
 # run each window's subnets under NASPipe's causal rule, each rank its list of the sp × pp ranks'
 # (causal_sp.h): candidates' states (CAND, SYNC) and the shared gradients' running sum (SUM, FINAL)
 # travel between replicas. Every layout must give one rank's losses, gradient norms and final weights
-# bit for bit: sp = 2 and 4 at pp = 1 and 2, windows of 2 and 4; resumes between sp and one rank;
+# bit for bit: sp = 2 and 4 at pp = 1 and 2, windows of 2 and 4, and sp = 2 × pp = 4; resumes between
+# sp and one rank;
 # tp = 2 × sp = 2 bitwise equal to tp = 2; NASPipe's rule holds on the timeline
 # across the replicas (validation/causal_trace.py); what the replicas do not run is refused.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -21,6 +22,8 @@ for w in 2 4; do # a checkpoint ends a window: window 4 writes only the last one
         "4 sp4w$w --set parallel.sp=4" \
         "8 sp4pp2w$w --set parallel.sp=4 --set parallel.pp=2"
 done
+# the deepest pipeline the issue's 8 ranks allow: sp=2 × pp=4, one stage per layer
+layouts_cmp --bitwise ref2 "$SN --set supernet.window=2" "8 sp2pp4w2 --set parallel.sp=2 --set parallel.pp=4"
 # Checkpoints written by replica 0 hold everything: step 10 of sp=2 × pp=2 resumed on one rank, and
 # one rank's step 10 resumed at sp=2 × pp=2, both end on one rank's bits.
 mkdir -p "$SCRATCH/res1/ckpt" "$SCRATCH/res4/ckpt" && cp "$SCRATCH/sp2pp2w2/ckpt/step_00000010.h5" "$SCRATCH/res1/ckpt/" &&
