@@ -83,7 +83,6 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         instr_list_t list;
         if (window_list(r, &list) != MP_OK) MP_ABORT("the supernet window of subnet %ld could not be built", t0);
         const exec_subnets_t subs = {window_select, window_step, r};
-        model_grads_zero(&r->model);
         exec_window(&r->exec, t0, &list, (float)(1.0 / tokens), src, &subs);
         sched_free(&list);
     }

@@ -461,7 +461,8 @@ static void exec_move(exec_t *e, op_t op, int key)
 }
 
 /* Instruction i of run's list for step t (causal: window t; subs its hooks, else NULL); a forward's
- * Σ of token losses goes to *loss (2bw's next batch: e->carried_loss; causal: e->sub_loss). */
+ * Σ of token losses goes to *loss (2bw's next batch: e->carried_loss; causal: e->sub_loss, and loss
+ * may be NULL). */
 static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dloss, const exec_batch_t *src,
                        const model_ready_t *ready, int drain, const exec_subnets_t *subs, double *loss)
 {
@@ -537,15 +538,15 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash) + bal_guest_bytes_in_use(&e->bal));
 }
 
-/* Runs run's list for step t (causal: window t; subs its hooks, else NULL). */
+/* Runs run's list for step t. */
 static double exec_run(exec_t *e, const exec_run_t *rp, long t, float dloss, const exec_batch_t *src,
-                       const model_ready_t *ready, int drain, const exec_subnets_t *subs)
+                       const model_ready_t *ready, int drain)
 {
     const int two = e->c.kind == SCHED_2BW;
     double loss = two ? e->carried_loss : 0.0;
     e->carried_loss = 0.0;
     model_grads_zero(e->c.model);
-    for (int i = 0; i < rp->list->n; i++) exec_instr(e, rp, i, t, dloss, src, ready, drain, subs, &loss);
+    for (int i = 0; i < rp->list->n; i++) exec_instr(e, rp, i, t, dloss, src, ready, drain, NULL, &loss);
     if (two) {
         model_use_version(e->c.model, 0);
         e->carried = !drain;
@@ -559,15 +560,7 @@ double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const 
     const int two = e->c.kind == SCHED_2BW;
     const lower_prog_t *prog = two ? &e->prog2bw[!e->carried][drain] : &e->prog;
     const exec_run_t run = {two ? &e->l2bw[!e->carried][drain] : &e->list, e->c.nccl ? prog : NULL};
-    return exec_run(e, &run, t, dloss, src, ready, drain, NULL);
-}
-
-void exec_window(exec_t *e, long t, const instr_list_t *list, float dloss, const exec_batch_t *src,
-                 const exec_subnets_t *subs)
-{
-    const exec_run_t run = {list, NULL}; /* causal runs on MPI messages only (run.c) */
-    memset(e->sub_loss, 0, (size_t)(e->c.m / e->c.per) * sizeof *e->sub_loss);
-    exec_run(e, &run, t, dloss, src, NULL, 1, subs);
+    return exec_run(e, &run, t, dloss, src, ready, drain);
 }
 
 void exec_window_begin(exec_t *e)
@@ -576,13 +569,21 @@ void exec_window_begin(exec_t *e)
     model_grads_zero(e->c.model);
 }
 
+void exec_window(exec_t *e, long t, const instr_list_t *list, float dloss, const exec_batch_t *src,
+                 const exec_subnets_t *subs)
+{
+    const exec_run_t run = {list, NULL}; /* causal runs on MPI messages only (run.c) */
+    exec_window_begin(e);
+    for (int i = 0; i < list->n; i++) exec_instr(e, &run, i, t, dloss, src, NULL, 1, subs, NULL);
+    exec_copy_spans(e, t);
+}
+
 void exec_window_instr(exec_t *e, long t, const instr_t *in, float dloss, const exec_batch_t *src,
                        const exec_subnets_t *subs)
 {
     const instr_list_t one = {.ins = (instr_t *)in, .n = 1, .cap = 1};
     const exec_run_t run = {&one, NULL};
-    double unused = 0.0;
-    exec_instr(e, &run, 0, t, dloss, src, NULL, 1, subs, &unused);
+    exec_instr(e, &run, 0, t, dloss, src, NULL, 1, subs, NULL);
 }
 
 void exec_window_end(exec_t *e, long t)
