@@ -44,6 +44,17 @@ def machine():
     return f"{model}, {os.cpu_count()} CPUs; SIMD: {' '.join(simd) or 'none of avx2/avx512'}"
 
 
+def bench_args(doc, runs=True):
+    """The argument parser every bench script starts from: the binary, the data file, and the runs
+    per point (each script adds its own options)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mindpipe", default="src/mindpipe")
+    ap.add_argument("--data", default="data/kjv.h5")
+    if runs:
+        ap.add_argument("--runs", type=int, default=3)
+    return ap
+
+
 def flops_per_token(L, C, T, V):
     return 6 * (12 * L * C * C + V * C) + 12 * L * C * T
 

@@ -13,7 +13,6 @@ same run, from its trace).
 --plot draws, from the traces of the last pp's runs, the stash bytes each stage holds over one step
 under every policy (matplotlib).
 """
-import argparse
 import json
 import os
 import shutil
@@ -21,7 +20,7 @@ import statistics
 import subprocess
 import tempfile
 
-from bench import env
+from bench import bench_args, env
 
 SHAPE = dict(layers=6, dim=384, heads=6, seq_len=256, vocab=256)
 POLICIES = ["keep", "selective", "recompute", "offload", "balance"]
@@ -74,10 +73,7 @@ def plot(path, pp, outs):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mindpipe", default="src/mindpipe")
-    ap.add_argument("--data", default="data/kjv.h5")
-    ap.add_argument("--runs", type=int, default=3)
+    ap = bench_args(__doc__)
     ap.add_argument("--pp", default="2,4")
     ap.add_argument("--plot", default="")
     a = ap.parse_args()

@@ -11,7 +11,6 @@ measured bubble (share of a step stage 0 spent blocked on pipeline receives, fro
 and the overhead beyond theory = t_pp / (t_1 / (1 - theory)) - 1, where t_1 is one rank's step time
 with the same total threads (what an ideal pipeline with that bubble would take).
 """
-import argparse
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ import statistics
 import subprocess
 import tempfile
 
-from bench import env
+from bench import bench_args, env
 
 SHAPE = dict(layers=6, dim=384, heads=6, seq_len=256, vocab=256)
 
@@ -41,10 +40,7 @@ def run(a, ranks, threads, m, extra, tmp, steps=4):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mindpipe", default="src/mindpipe")
-    ap.add_argument("--data", default="data/kjv.h5")
-    ap.add_argument("--runs", type=int, default=3)
+    ap = bench_args(__doc__)
     a = ap.parse_args()
     a.data = os.path.abspath(a.data)
     T = SHAPE["seq_len"]

@@ -16,7 +16,6 @@ number of subnets per window whose first forward there waited for the step of an
 subnet (it started less than 1 ms after that step ended).
 --timeline draws one window of both runs of the last point, one row per stage, coloured by subnet.
 """
-import argparse
 import json
 import os
 import shutil
@@ -25,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench import env, machine
+from bench import bench_args, env, machine
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import torch_ref  # noqa: E402  (the sampler, bit for bit)
@@ -112,10 +111,7 @@ def timeline(paths, window, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mindpipe", default="src/mindpipe")
-    ap.add_argument("--data", default="data/kjv.h5")
-    ap.add_argument("--runs", type=int, default=3)
+    ap = bench_args(__doc__)
     ap.add_argument("--timeline")
     a = ap.parse_args()
     a.data = os.path.abspath(a.data)
