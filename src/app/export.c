@@ -66,7 +66,7 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
     if (rc == MP_OK) rc = export_deck(&r, r.sn.sel, &d);
     if (rc == MP_OK) {
         const model_cfg_t cfg = {d.model.layers, d.model.dim, d.model.heads, d.model.seq_len, d.model.vocab,
-                                 d.model.mlp_ratio, d.model.shapes.shape, NULL, NULL, 0};
+                                 d.model.mlp_ratio, d.model.shapes.shape, NULL, NULL, 0, 0};
         rc = param_table_build(&tab, &cfg, 0, cfg.layers, 1, 1, 1, 0);
     }
     if (rc == MP_OK && (!(buf = MP_CALLOC(tab.total ? tab.total : 1, sizeof *buf)) || !(text = deck_to_string(&d))))

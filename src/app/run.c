@@ -293,6 +293,12 @@ static int run_backend(run_t *r)
 static int run_param_init(run_t *r)
 {
     model_t *m = &r->model;
+    float *home = supernet_home_buf(r, 0);
+    if (home) { /* host-resident candidates: every tensor at home, the shared ones on the device too */
+        param_init(&m->tab, home, r->deck.train.seed);
+        be_to_device(&r->be, m->params, home, m->tab.cand_off * sizeof(float));
+        return MP_OK;
+    }
     if (be_host_visible(&r->be)) {
         param_init(&m->tab, m->params, r->deck.train.seed);
         return MP_OK;
@@ -375,7 +381,7 @@ static int run_model(run_t *r)
     if (supernet_layers(r) != MP_OK) return MP_ERR;
     model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
                        d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL, r->sn.choice,
-                       r->sn.on ? d->supernet.cands.shape : NULL, r->sn.on ? d->supernet.cands.n : 0};
+                       r->sn.on ? d->supernet.cands.shape : NULL, r->sn.on ? d->supernet.cands.n : 0, 0};
     arena_init(&r->arena, d->memory.device_limit);
     if (run_backend(r) != MP_OK) return MP_ERR;
     run_stage_layers(r);
@@ -385,9 +391,12 @@ static int run_model(run_t *r)
     const int first = r->stage == 0, last = r->stage == r->pp - 1;
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, r->stage, l0, nl);
+    /* host-resident candidates in training (eval, export and search hold every candidate) */
+    cfg.cand_slots = r->training && r->grid.size[GRID_SP] == 1 ? supernet_device_slots(d, r->pp) : 0;
     if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
         goto err_be;
     if (supernet_init(r) != MP_OK) goto err_model; /* before the plan: its window buffer is fixed memory */
+    if (supernet_home_init(r) != MP_OK) goto err_model;
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
     if (run_block_modes(r, v, l0, nl) != MP_OK) goto err_model;

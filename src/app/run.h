@@ -138,6 +138,30 @@ void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigne
  * r->sn.wcn2 on the ranks of its replica (zeros elsewhere). Aborts the job on an allocation failure. */
 void supernet_sp_window(run_t *r, const exec_batch_t *src);
 void supernet_window_end(run_t *r, long t);
+/* Host-resident candidates (supernet.resident = host, supernet_home.c; all no-ops without): homes in
+ * host memory and the device's slots (init after the model; free). acquire: before a subnet's first
+ * forward on the stage, its candidates in slots (waiting for copies in flight, fetching what was not
+ * prefetched) and pinned, then model_select (without homes: model_select alone); release: after its
+ * step (written: it changed them), unpinned and written home; prefetch: candidates of n subnets
+ * (sels, stride floats apart, in the order they come) into the slots no subnet in flight pins;
+ * flush: every copy done (the homes current); forget: the slots emptied (after a checkpoint is read
+ * into the homes). buf: the homes (0 weights, 1 first moments, 2 second) or NULL. */
+int supernet_home_init(run_t *r);
+void supernet_home_free(run_t *r);
+void supernet_home_acquire(run_t *r, const int *sel);
+void supernet_home_release(run_t *r, const int *sel, int written);
+void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride);
+void supernet_home_flush(run_t *r);
+void supernet_home_forget(run_t *r);
+float *supernet_home_buf(run_t *r, int which);
+/* Bytes of parameters, gradients and moments the device holds, and what it would hold with every
+ * candidate; the log lines at the start (announce: collective) and at the end (report). */
+void supernet_home_sizes(const run_t *r, size_t *device_p, size_t *total_p);
+void supernet_home_announce(run_t *r);
+void supernet_home_report(run_t *r);
+/* The local block of layer l (-1: another stage's), and candidate k's first tensor in the buffer. */
+int supernet_local_block(const model_t *m, int l);
+const param_entry_t *supernet_first_entry(const model_t *m, int b, int k);
 /* Why a supernet runs one executor step per subnet on this layout instead of windows of causal lists
  * (NULL: it runs windows). */
 const char *run_supernet_serial_why(const run_t *r);

@@ -105,8 +105,17 @@ int run_ckpt_write(run_t *r, int fail_midway)
     const int zero = r->dp_on && r->deck.parallel.zero;
     model_t *md = &r->model;
     /* the state in host memory (device backends: copied out; the file is written from there) */
-    float *hp = run_ckpt_host_copy(r, md->params, md->alloc), *ho = run_ckpt_host_copy(r, md->params_old, md->alloc);
-    float *hm = run_ckpt_host_copy(r, md->m, md->mv_len), *hv = run_ckpt_host_copy(r, md->v, md->mv_len);
+    float *hp, *ho, *hm, *hv;
+    if (supernet_home_buf(r, 0)) { /* host-resident candidates: the homes, the shared part copied in */
+        supernet_home_flush(r);
+        hp = supernet_home_buf(r, 0), ho = NULL, hm = supernet_home_buf(r, 1), hv = supernet_home_buf(r, 2);
+        be_to_host(&r->be, hp, md->params, md->tab.cand_off * sizeof(float));
+        be_to_host(&r->be, hm, md->m, md->tab.cand_off * sizeof(float));
+        be_to_host(&r->be, hv, md->v, md->tab.cand_off * sizeof(float));
+    } else {
+        hp = run_ckpt_host_copy(r, md->params, md->alloc), ho = run_ckpt_host_copy(r, md->params_old, md->alloc);
+        hm = run_ckpt_host_copy(r, md->m, md->mv_len), hv = run_ckpt_host_copy(r, md->v, md->mv_len);
+    }
     float *m = hm, *v = hv;
     if (zero) run_ckpt_gather_moments(r, hm, hv, &m, &v);
     ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
@@ -124,15 +133,48 @@ int run_ckpt_write(run_t *r, int fail_midway)
         free(m);
         free(v);
     }
-    run_ckpt_host_release(r, hp, md->params);
-    run_ckpt_host_release(r, ho, md->params_old);
-    run_ckpt_host_release(r, hm, md->m);
-    run_ckpt_host_release(r, hv, md->v);
+    if (!supernet_home_buf(r, 0)) {
+        run_ckpt_host_release(r, hp, md->params);
+        run_ckpt_host_release(r, ho, md->params_old);
+        run_ckpt_host_release(r, hm, md->m);
+        run_ckpt_host_release(r, hv, md->v);
+    }
     if (rc == MP_OK && r->rank == 0) rc = run_ckpt_written(r, path, dt);
     int bad = rc != MP_OK;
     wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
     watchdog_disarm(&r->wd);
     return bad ? MP_ERR : MP_OK;
+}
+
+/* Host-resident candidates: the file read into the homes (the table's whole layout in host memory),
+ * the shared part then copied to the device and the slots emptied (their candidates come from home
+ * again). Collective; the model changes only on MP_OK. */
+static int run_ckpt_read_homes(run_t *r, const char *path, ckpt_state_t *st, int weights_only)
+{
+    model_t *md = &r->model;
+    const size_t n = md->tab.total;
+    float *buf[3] = {NULL, NULL, NULL};
+    for (int k = 0; k < (weights_only ? 1 : 3); k++) /* staged: a failed read leaves the homes as they were */
+        if (!(buf[k] = be_host_alloc(&r->be, n * sizeof(float)))) MP_ABORT("out of host memory reading %s", path);
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
+                      .bufs = {buf[0], NULL, buf[1], buf[2]}};
+    run_ckpt_transfer(r, &pt);
+    char phase[4400];
+    snprintf(phase, sizeof phase, "reading the checkpoint %s", path);
+    watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
+    int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
+    watchdog_disarm(&r->wd);
+    if (rc == MP_OK) {
+        supernet_home_forget(r);
+        float *dev[3] = {md->params, md->m, md->v};
+        for (int k = 0; k < (weights_only ? 1 : 3); k++) {
+            memcpy(supernet_home_buf(r, k), buf[k], n * sizeof(float));
+            be_to_device(&r->be, dev[k], buf[k], md->tab.cand_off * sizeof(float));
+        }
+    }
+    for (int k = 0; k < 3; k++)
+        if (buf[k]) be_host_free(&r->be, buf[k]);
+    return rc;
 }
 
 /* Every rank reads its own shard of the canonical checkpoint (any layout wrote it); with ZeRO-1
@@ -141,6 +183,7 @@ static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weigh
 {
     const int zero = r->dp_on && r->deck.parallel.zero, host = be_host_visible(&r->be);
     model_t *md = &r->model;
+    if (supernet_home_buf(r, 0)) return run_ckpt_read_homes(r, path, st, weights_only);
     float *dev[4] = {md->params, md->params_old, md->m, md->v}, *buf[4];
     if (weights_only) dev[1] = dev[2] = dev[3] = NULL;
     /* read into host memory: the model's own buffers on the cpu backend, else staging copies (the

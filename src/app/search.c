@@ -46,7 +46,7 @@ static void gene_cost(const search_t *s, const int *g, double *params, double *f
     for (int l = 0, i = 0; l < d->model.layers && l < DECK_LIST_MAX; l++)
         sh[l] = s->r->sn.choice[l] ? d->supernet.cands.shape[g[i++]] : (block_shape_t){d->model.heads, d->model.mlp_ratio};
     const model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                             d->model.mlp_ratio, sh, NULL, NULL, 0};
+                             d->model.mlp_ratio, sh, NULL, NULL, 0, 0};
     *params = (double)param_count_model(&cfg);
     *flops = model_flops_per_token(&cfg);
 }

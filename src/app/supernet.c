@@ -67,6 +67,7 @@ int supernet_init(run_t *r)
 void supernet_free(run_t *r)
 {
     supernet_t *sn = &r->sn;
+    supernet_home_free(r);
     if (sn->acc) arena_free(&r->arena, sn->acc, r->model.alloc * sizeof(float));
     if (sn->acc_head) arena_free(&r->arena, sn->acc_head, param_table_find(&r->model.tab, "wte")->numel * sizeof(float));
     free(sn->choice), free(sn->sel), free(sn->count), free(sn->held), free(sn->wsel);
@@ -93,7 +94,7 @@ void supernet_begin(run_t *r, long t)
 {
     if (!r->sn.on) return;
     supernet_pick(r, t, r->sn.sel);
-    model_select(&r->model, r->sn.sel);
+    supernet_home_acquire(r, r->sn.sel); /* without host-resident candidates: model_select */
 }
 
 void supernet_resume(run_t *r)
@@ -130,9 +131,27 @@ static void supernet_step(run_t *r, const float *grads, int (*keep)(const param_
         const param_entry_t *e = &m->tab.entries[i];
         if (!keep(e, r)) continue;
         const long adam_t = shared ? r->sn.shared_t : r->sn.count[(size_t)e->layer * r->sn.ncand + e->cand];
-        const size_t s0 = e->offset, s1 = e->offset + e->numel;
-        optim_step(&r->be, &m->tab, m->params, grads + s0, m->m + s0, m->v + s0, &r->optim, lr, adam_t, scale, s0, s1);
+        const size_t d = model_entry_at(m, e); /* its table offset, or in its candidate's slot */
+        optim_step(&r->be, &m->tab, m->params + d, grads + d, m->m + d, m->v + d, &r->optim, lr, adam_t, scale, e->offset,
+                   e->offset + e->numel);
     }
+}
+
+int supernet_local_block(const model_t *m, int l)
+{
+    for (int b = 0; b < m->tab.nlayers; b++)
+        if (param_block_layer(&m->tab, b) == l) return b;
+    return -1;
+}
+
+const param_entry_t *supernet_first_entry(const model_t *m, int b, int k)
+{
+    const param_entry_t *first = NULL;
+    for (int i = 0; i < m->tab.count; i++) {
+        const param_entry_t *e = &m->tab.entries[i];
+        if (e->block == b && e->cand == k && (!first || e->offset < first->offset)) first = e;
+    }
+    return first;
 }
 
 static int supernet_weightless(const run_t *r, int k) { return r->deck.supernet.cands.shape[k].heads == 0; }
@@ -148,7 +167,7 @@ static void supernet_replica_sum(run_t *r)
     model_t *m = &r->model;
     if (!r->dp_on) return;
     const double t0 = perf_now();
-    be_allreduce(&r->be, m->grads, m->tab.total, MPI_SUM, r->grid.replica,
+    be_allreduce(&r->be, m->grads, m->slots ? m->alloc : m->tab.total, MPI_SUM, r->grid.replica,
                  "a subnet's gradient sum over the data-parallel replicas");
     if (m->grad_head)
         be_allreduce(&r->be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, r->grid.replica,
@@ -169,7 +188,15 @@ void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, 
         cn2[l] = 0.0;
         if (sel[l] < 0 || supernet_weightless(r, sel[l])) continue;
         sn->cur_layer = l;
-        cn2[l] = stage_only ? train_grad_sumsq_stage(r, m->grads, entry_this) : train_grad_sumsq_of(r, m->grads, entry_this);
+        /* the candidate's range alone, where it lies (a slot with host-resident candidates); a
+         * stage without the layer adds zeros to the pipeline's sum */
+        size_t c0 = 0, cn = 0, d0 = 0;
+        const int b = supernet_local_block(m, l);
+        if (b >= 0) {
+            param_cand_range(&m->tab, b, sel[l], &c0, &cn);
+            if (cn) d0 = model_entry_at(m, supernet_first_entry(m, b, sel[l]));
+        }
+        cn2[l] = train_grad_sumsq_range(r, m->grads + d0, c0, c0 + cn, !stage_only, entry_this);
         supernet_step(r, m->grads, entry_this, (float)lr, optim_clip_scale(sqrt(cn2[l]), r->optim.grad_clip), 0);
     }
 }
@@ -218,6 +245,17 @@ double supernet_update(run_t *r, long t, double lr)
     int *sel = r->sn.wsel;
     memcpy(sel, r->sn.sel, (size_t)L * sizeof *sel);
     supernet_subnet_step(r, t, sel, lr, 0, cn2);
+    supernet_home_release(r, sel, 1);
+    /* the next subnets' candidates start coming while this step's shared work and the next
+     * forward's first blocks run */
+    if (r->sn.home) {
+        const int n = t + 2 < r->deck.train.steps ? 2 : t + 1 < r->deck.train.steps ? 1 : 0;
+        int *next = MP_MALLOC((size_t)(n ? n : 1) * L * sizeof *next);
+        if (!next) MP_ABORT("out of memory choosing the next subnets' candidates");
+        for (int j = 0; j < n; j++) supernet_pick(r, t + 1 + j, next + (size_t)j * L);
+        supernet_home_prefetch(r, next, n, L);
+        free(next);
+    }
     for (int l = 0; l < L; l++) g2 += cn2[l];
     if ((t + 1) % r->sn.window == 0) supernet_window_end(r, t);
     return sqrt(g2);

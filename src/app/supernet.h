@@ -17,6 +17,7 @@
 #ifndef MP_SUPERNET_H
 #define MP_SUPERNET_H
 
+#include "deck.h"
 #include "params.h"
 
 typedef struct {
@@ -42,7 +43,15 @@ typedef struct {
     size_t slot_len;         /* the stage's shared floats (the tensors with cand < 0, then the LM head's part) */
     long *base;              /* layers × ncand: count at the window's start */
     int *rep;                /* window: the replica that runs each subnet */
+    /* supernet.resident = host (supernet_home.c): the candidates' homes and the device's slots */
+    struct supernet_home_s *home;
+    void *home_window;       /* supernet_causal.c: the window's order of subnets on this stage */
 } supernet_t;
+
+/* supernet.resident = host: device slots per choice block for a run of deck d over pp stages (0:
+ * every candidate on the device: resident = device, or as many slots as candidates with weights).
+ * The same on every rank: the causal lists are built from it. */
+int supernet_device_slots(const deck_t *d, int pp);
 
 /* Candidate of choice block l in subnet t: uniform over ncand, from (seed, t, l) alone, so every rank
  * knows every subnet. */

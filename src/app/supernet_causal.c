@@ -16,10 +16,39 @@
 #include "sim.h"
 #include "train.h"
 
+/* Host-resident candidates (supernet_home.c): the window's subnets in the order of their first
+ * forward on this stage, and which have their candidates in slots. */
+typedef struct {
+    int *order, n, next;     /* order[next ..] have not started here */
+    unsigned char *started;
+    int *sels;               /* scratch: the candidates of the subnets still to come, in that order */
+} window_home_t;
+
 static void window_select(void *ctx, long t)
 {
     run_t *r = ctx;
-    model_select(&r->model, r->sn.wsel + (size_t)(t - r->sn.t0) * r->deck.model.layers);
+    const int j = (int)(t - r->sn.t0);
+    const int *sel = r->sn.wsel + (size_t)j * r->deck.model.layers;
+    window_home_t *wh = r->sn.home_window;
+    if (wh && !wh->started[j]) { /* its first instruction here */
+        wh->started[j] = 1;
+        supernet_home_acquire(r, sel);
+        return;
+    }
+    model_select(&r->model, sel);
+}
+
+/* The candidates of the window's subnets that have not started here, in the order they will. */
+static void window_prefetch(run_t *r)
+{
+    window_home_t *wh = r->sn.home_window;
+    const int L = r->deck.model.layers;
+    int n = 0;
+    for (int i = 0; i < wh->n; i++) {
+        const int j = wh->order[i];
+        if (!wh->started[j]) memcpy(wh->sels + (size_t)n++ * L, r->sn.wsel + (size_t)j * L, (size_t)L * sizeof(int));
+    }
+    supernet_home_prefetch(r, wh->sels, n, L);
 }
 
 static void window_step(void *ctx, long t)
@@ -28,6 +57,37 @@ static void window_step(void *ctx, long t)
     const size_t row = (size_t)(t - r->sn.t0) * r->deck.model.layers;
     PROF(&r->prof, PROF_OPTIMIZER, supernet_subnet_step(r, t, r->sn.wsel + row, optim_lr(&r->optim, t), 1, r->sn.wcn2 + row));
     model_grads_zero(&r->model); /* the next backward here is the next subnet's */
+    if (r->sn.home_window) {
+        supernet_home_release(r, r->sn.wsel + row, 1);
+        window_prefetch(r);
+    }
+}
+
+/* The window's host-resident bookkeeping from this stage's list (NULL without homes). */
+static window_home_t *window_home(run_t *r, const instr_list_t *list)
+{
+    if (!r->sn.home) return NULL;
+    const int W = r->sn.window, L = r->deck.model.layers, per = r->micro_batches > 1 ? r->micro_batches : 1;
+    window_home_t *wh = MP_CALLOC(1, sizeof *wh);
+    if (!wh || !(wh->order = MP_MALLOC((size_t)W * sizeof *wh->order)) || !(wh->started = MP_CALLOC((size_t)W, 1)) ||
+        !(wh->sels = MP_MALLOC((size_t)W * L * sizeof *wh->sels)))
+        MP_ABORT("out of memory for the window's candidate bookkeeping");
+    unsigned char *seen = wh->started; /* borrowed while the order is read off the list */
+    for (int i = 0; i < list->n; i++) {
+        const instr_t *in = &list->ins[i];
+        if (in->op != OP_FORWARD || seen[in->mb / per]) continue;
+        seen[in->mb / per] = 1;
+        wh->order[wh->n++] = in->mb / per;
+    }
+    memset(wh->started, 0, (size_t)W);
+    return wh;
+}
+
+static void window_home_free(window_home_t *wh)
+{
+    if (!wh) return;
+    free(wh->order), free(wh->started), free(wh->sels);
+    free(wh);
 }
 
 void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless)
@@ -44,6 +104,12 @@ void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigne
     *c_p = (causal_cfg_t){.pp = pp, .n = r->sn.window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
                           .sel = r->sn.wsel, .weightless = weightless, .per = r->micro_batches,
                           .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};
+    /* host-resident candidates: with fewer slots than candidates, one slot of each choice block
+     * stays free for the next subnet's (every rank knows the deck: the same lists everywhere) */
+    int real = 0;
+    for (int k = 0; k < K; k++) real += !weightless[k];
+    const int slots = r->training && r->grid.size[GRID_SP] == 1 ? supernet_device_slots(d, pp) : 0;
+    if (slots && slots < real) c_p->subnets_cap = slots - 1;
 }
 
 /* This stage's list of the window: every stage's is built (they depend on each other's timing), the
@@ -83,7 +149,10 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         instr_list_t list;
         if (window_list(r, &list) != MP_OK) MP_ABORT("the supernet window of subnet %ld could not be built", t0);
         const exec_subnets_t subs = {window_select, window_step, r};
+        if ((r->sn.home_window = window_home(r, &list))) window_prefetch(r);
         exec_window(&r->exec, t0, &list, (float)(1.0 / tokens), src, &subs);
+        window_home_free(r->sn.home_window);
+        r->sn.home_window = NULL;
         sched_free(&list);
     }
     /* losses from the last stage of the subnet's replica, norms from each candidate's stage there:

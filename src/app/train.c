@@ -130,6 +130,12 @@ double train_grad_sumsq_stage(run_t *r, const float *grads, int (*keep)(const pa
     return train_grad_sumsq_keep(r, grads, 0, r->model.tab.total, 0, 0, keep);
 }
 
+double train_grad_sumsq_range(run_t *r, const float *grads, size_t s0, size_t s1, int stages,
+                              int (*keep)(const param_entry_t *, void *))
+{
+    return train_grad_sumsq_keep(r, grads, s0, s1, 0, stages, keep);
+}
+
 /* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
  * parameters are all-gathered. Returns the gradient norm before clipping. */
 static double train_update(run_t *r, double lr)
@@ -144,7 +150,7 @@ static double train_update(run_t *r, double lr)
     const double gnorm = sqrt(train_grad_sumsq(r, m->grads, s0, s1, zero));
     r->adam_t++;
     model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
-    optim_step(&r->be, &m->tab, m->params, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
+    optim_step(&r->be, &m->tab, m->params + s0, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
                optim_clip_scale(gnorm, r->optim.grad_clip), s0, s1);
     if (r->dp_on && r->deck.parallel.zero) dp_allgather(&r->dp, m->params);
     return gnorm;
@@ -325,7 +331,12 @@ static int train_loop(run_t *r)
          * tensors have not moved before it */
         int eval = last || (d->train.eval_every > 0 && r->step % W == 0 &&
                             r->step / d->train.eval_every != (r->step - W) / d->train.eval_every);
-        double t2 = perf_now(), val = eval ? train_val_loss(r) : NAN;
+        double t2 = perf_now(), val = NAN;
+        if (eval) { /* the last subnet's candidates (host-resident: brought back if they left their slots) */
+            supernet_home_acquire(r, r->model.sel);
+            val = train_val_loss(r);
+            supernet_home_release(r, r->model.sel, 0);
+        }
         if (eval) trace_span(&r->trace, "evaluation", t, -1, t2);
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
             train_log_step(r, &pg, loss, lr, gnorm, val,
@@ -420,6 +431,7 @@ int train_main(const run_opts_t *opts)
                       why ? ": " : d->supernet.schedule == DECK_SUBNETS_SERIAL ? " (supernet.schedule=serial)" : "",
                       why ? why : "", on);
     }
+    supernet_home_announce(&r);
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
@@ -457,6 +469,7 @@ int train_main(const run_opts_t *opts)
                       r.step - s0, perf_now() - t0, kwh, how, kwh * d->cost.grid_gco2_per_kwh,
                       d->cost.grid_gco2_per_kwh);
         train_report_profile(&r);
+        supernet_home_report(&r);
     }
     const int status = rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
     if (r.rank == 0) {

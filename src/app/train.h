@@ -24,5 +24,9 @@ double train_grad_sumsq_of(run_t *r, const float *grads, int (*keep)(const param
 /* The same over this stage's tensors alone (summed over tensor parallelism only): equal bits to
  * train_grad_sumsq_of when keep picks tensors of this stage only (the other stages add zeros). */
 double train_grad_sumsq_stage(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *));
+/* Over the buffer range [s0, s1) alone, held at grads (index 0 = s0: a candidate in a device slot);
+ * stages: summed over the pipeline too, as train_grad_sumsq_of. */
+double train_grad_sumsq_range(run_t *r, const float *grads, size_t s0, size_t s1, int stages,
+                              int (*keep)(const param_entry_t *, void *));
 
 #endif

@@ -70,6 +70,7 @@ const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "int
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
 const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
 const char *const deck_subnets_names[DECK_SUBNETS_COUNT] = {"causal", "serial"};
+const char *const deck_resident_names[DECK_RESIDENT_COUNT] = {"device", "host"};
 const char *const deck_policy_names[DECK_POLICY_COUNT] = {"keep", "recompute", "selective", "offload", "balance",
                                                           "auto"};
 const char deck_policy_letters[DECK_POLICY_AUTO] = {'k', 'r', 's', 'o', 'b'};
@@ -215,6 +216,14 @@ static const deck_key_t keys[] = {
              "causal: the subnets of a window run through the pipeline several at once under NASPipe's causal "
              "rule (same results as serial); serial: one subnet at a time, the pipeline flushed between them "
              "(interleaved, offload, balance and nccl messages always run serial)"),
+    K_CHOICE(supernet, resident, "device", deck_resident_names,
+             "where the candidates of the choice blocks live: device, all of them; host, their weights and AdamW "
+             "moments in host memory, brought into supernet.device_slots slots per choice block for the subnets in "
+             "flight and prefetched for the next (the same results; training only)"),
+    K_INT(supernet, device_slots, "0", 0, 1024,
+          "supernet.resident=host: device slots per choice block, at least 2 (one subnet in flight on a stage, "
+          "one prefetched); 0 = auto: one per subnet the stage can have in flight (min of window and "
+          "pipeline stages) plus one, at most the candidates with weights"),
     K_PARSED(supernet, candidates, cands, "", parse_block_list, "one or more of h{H}m{R} or skip joined by ','",
              "the candidates of every choice block, each a whole block with its own weights (H heads of model.dim ÷ "
              "model.heads channels, an MLP of R × model.dim; skip: the identity)"),
@@ -1050,6 +1059,13 @@ static int validate_supernet(const deck_t *d)
     if (d->checkpoint.every % d->supernet.window)
         nerr++, MP_ERROR("checkpoint.every=%d is not a multiple of supernet.window=%d (a checkpoint ends a window)",
                          d->checkpoint.every, d->supernet.window);
+    if (d->supernet.device_slots == 1)
+        nerr++, MP_ERROR("supernet.device_slots=1: a stage needs a slot for the subnet in flight and one to bring the "
+                         "next subnet's candidate into (at least 2; 0 = auto)");
+    if (d->supernet.resident == DECK_RESIDENT_HOST && d->parallel.sp > 1)
+        nerr++, MP_ERROR("supernet.resident=host with parallel.sp=%d: the replicas send candidates from and into their "
+                         "device copies (not built with host-resident candidates; use supernet.resident=device)",
+                         d->parallel.sp);
     return nerr;
 }
 

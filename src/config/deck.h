@@ -34,6 +34,8 @@ typedef enum {
 typedef enum { DECK_WAIT_AUTO, DECK_WAIT_YIELD, DECK_WAIT_SPIN, DECK_WAIT_COUNT } deck_wait_t;
 typedef enum { DECK_P2P_AUTO, DECK_P2P_MPI, DECK_P2P_NCCL, DECK_P2P_COUNT } deck_p2p_t;
 typedef enum { DECK_SUBNETS_CAUSAL, DECK_SUBNETS_SERIAL, DECK_SUBNETS_COUNT } deck_subnets_t;
+/* supernet.resident: where a choice block's candidates (weights, AdamW moments) live between uses. */
+typedef enum { DECK_RESIDENT_DEVICE, DECK_RESIDENT_HOST, DECK_RESIDENT_COUNT } deck_resident_t;
 typedef enum {
     DECK_POLICY_KEEP, DECK_POLICY_RECOMPUTE, DECK_POLICY_SELECTIVE, DECK_POLICY_OFFLOAD, DECK_POLICY_BALANCE,
     DECK_POLICY_AUTO, DECK_POLICY_COUNT
@@ -50,6 +52,7 @@ extern const char *const deck_schedule_names[DECK_SCHED_COUNT];
 extern const char *const deck_wait_names[DECK_WAIT_COUNT];
 extern const char *const deck_p2p_names[DECK_P2P_COUNT];
 extern const char *const deck_subnets_names[DECK_SUBNETS_COUNT];
+extern const char *const deck_resident_names[DECK_RESIDENT_COUNT];
 extern const char *const deck_policy_names[DECK_POLICY_COUNT];
 extern const char *const deck_transfer_names[DECK_TRANSFER_COUNT];
 
@@ -136,6 +139,8 @@ typedef struct {
     struct {
         int enabled, window;
         deck_subnets_t schedule;       /* causal: several subnets in flight; serial: one at a time */
+        deck_resident_t resident;      /* device: every candidate on the device; host: slots on it */
+        int device_slots;              /* resident = host: device slots per choice block (0: auto) */
         char candidates[DECK_STR];     /* "h4m4,h2m1,skip" as written */
         deck_block_list_t cands;       /* supernet.candidates parsed */
         char blocks[DECK_STR];         /* "" (every layer) or "0,2,3" as written */

@@ -117,6 +117,18 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
         entry_set(&e[i++], PK_LNF_W, -1, C, 0, SPLIT_NONE, 1, tp, &off);
         entry_set(&e[i++], PK_LNF_B, -1, C, 0, SPLIT_NONE, 1, tp, &off);
     }
+    /* A supernet's buffer holds the shared tensors first and the candidates after them, each
+     * candidate's tensors together: a device may then hold the shared part and a few candidates
+     * only (supernet.resident = host), each moved as one range. */
+    size_t shared = off;
+    if (cfg->ncand) {
+        off = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int j = 0; j < count; j++)
+                if ((e[j].cand >= 0) == pass) e[j].offset = off, off += e[j].numel;
+        shared = 0;
+        for (int j = 0; j < count; j++) shared += e[j].cand < 0 ? e[j].numel : 0;
+    }
     tab_p->cfg = *cfg;
     tab_p->tp = tp;
     tab_p->tp_rank = tp_rank;
@@ -130,7 +142,21 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     tab_p->count = count;
     tab_p->entries = e;
     tab_p->total = off;
+    tab_p->cand_off = shared;
     return MP_OK;
+}
+
+void param_cand_range(const param_table_t *tab, int block, int cand, size_t *off_p, size_t *n_p)
+{
+    size_t lo = (size_t)-1, hi = 0;
+    for (int i = 0; i < tab->count; i++) {
+        const param_entry_t *e = &tab->entries[i];
+        if (e->cand != cand || e->block != block) continue;
+        if (e->offset < lo) lo = e->offset;
+        if (e->offset + e->numel > hi) hi = e->offset + e->numel;
+    }
+    *off_p = hi ? lo : 0;
+    *n_p = hi ? hi - lo : 0;
 }
 
 void param_table_free(param_table_t *tab)
@@ -165,6 +191,40 @@ void param_table_range(const param_table_t *tab, int layer, size_t *off_p, size_
 
 int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
 {
+    return param_view_bind_upto(view_p, tab, buf, tab->total);
+}
+
+void param_view_place(param_view_t *view, const param_table_t *tab, int block, int cand, float *at)
+{
+    size_t c0, n;
+    param_cand_range(tab, block, cand, &c0, &n);
+    block_view_t *b = &view->hc[(size_t)block * view->ncand + cand];
+    memset(b, 0, sizeof *b);
+    if (!at) return;
+    for (int i = 0; i < tab->count; i++) {
+        const param_entry_t *e = &tab->entries[i];
+        if (e->cand != cand || e->block != block) continue;
+        float *p = at + (e->offset - c0);
+        switch (e->kind) {
+        case PK_LN1_W: b->ln1w = p; break;
+        case PK_LN1_B: b->ln1b = p; break;
+        case PK_QKV_W: b->qkvw = p; break;
+        case PK_QKV_B: b->qkvb = p; break;
+        case PK_PROJ_W: b->projw = p; break;
+        case PK_PROJ_B: b->projb = p; break;
+        case PK_LN2_W: b->ln2w = p; break;
+        case PK_LN2_B: b->ln2b = p; break;
+        case PK_FC_W: b->fcw = p; break;
+        case PK_FC_B: b->fcb = p; break;
+        case PK_FCPROJ_W: b->fcprojw = p; break;
+        case PK_FCPROJ_B: b->fcprojb = p; break;
+        default: break;
+        }
+    }
+}
+
+int param_view_bind_upto(param_view_t *view_p, const param_table_t *tab, float *buf, size_t limit)
+{
     param_view_t v = {0};
     v.nlayers = tab->nlayers;
     v.ncand = tab->cfg.ncand;
@@ -176,6 +236,7 @@ int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
     }
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
+        if (e->offset >= limit) continue; /* not in this buffer: bound later (param_view_place) */
         float *p = buf + e->offset;
         block_view_t *b = e->layer < 0 ? NULL : e->cand >= 0 ? &v.hc[(size_t)e->block * v.ncand + e->cand] : &v.h[e->block];
         switch (e->kind) {

@@ -35,6 +35,9 @@ typedef struct {
     const unsigned char *choice;
     const block_shape_t *cand;
     int ncand;
+    /* supernet.resident = host: the device buffers hold the shared tensors and this many slots per
+     * choice block, each for one candidate at a time (model_place); 0: every candidate */
+    int cand_slots;
 } model_cfg_t;
 
 static inline int cfg_is_choice(const model_cfg_t *c, int l) { return c->choice && c->choice[l]; }
@@ -89,6 +92,8 @@ typedef struct {
     int count;
     param_entry_t *entries;
     size_t total;          /* floats in a buffer laid out by this table */
+    size_t cand_off;       /* where the supernet's candidates begin: every tensor below is shared
+                              (no candidates: total) */
 } param_table_t;
 
 /* Views into a buffer laid out by a table; NULL for tensors the table does not hold. */
@@ -134,8 +139,18 @@ const param_entry_t *param_table_find(const param_table_t *tab, const char *name
 enum { PARAM_RANGE_FINAL = -1, PARAM_RANGE_EMBED = -2 };
 void param_table_range(const param_table_t *tab, int layer, size_t *off_p, size_t *n_p);
 
+/* The buffer range [off, off+n) of candidate cand of local block `block` (n = 0: it holds no
+ * tensors, or the table has no such candidate). */
+void param_cand_range(const param_table_t *tab, int block, int cand, size_t *off_p, size_t *n_p);
+
 /* Fills view_p with pointers into buf. MP_OK or MP_ERR (allocation of the block array). */
 int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf);
+/* The same for a buffer that holds [0, limit) of the table's layout only: the tensors beyond stay
+ * NULL. */
+int param_view_bind_upto(param_view_t *view_p, const param_table_t *tab, float *buf, size_t limit);
+/* Points the view of candidate cand of local block `block` at `at`, where its range
+ * (param_cand_range) lies copied; at = NULL: nowhere (its pointers NULL). */
+void param_view_place(param_view_t *view, const param_table_t *tab, int block, int cand, float *at);
 void param_view_free(param_view_t *view);
 
 /* GPT-2 initialisation from the counter-based generator, keyed by (seed, name, element index):

@@ -21,7 +21,33 @@ int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *a
     m.tp_comm = MPI_COMM_NULL;
     if (param_table_build_chunks(&m.tab, cfg, nchunks, layer0s, nlayers_s, has_embed, has_final, tp, tp_rank) != MP_OK)
         return MP_ERR;
-    const size_t n = param_padded(m.tab.total, shards), nmv = n / (size_t)shards;
+    size_t dev = m.tab.total;
+    if (cfg->cand_slots > 0 && cfg->ncand) { /* shared tensors, then each choice block's slots */
+        const size_t nk = (size_t)(m.tab.nlayers > 0 ? m.tab.nlayers : 1) * cfg->ncand;
+        m.placed = MP_MALLOC(nk * sizeof *m.placed), m.cand0 = MP_MALLOC(nk * sizeof *m.cand0);
+        if (!m.placed || !m.cand0) {
+            free(m.placed), free(m.cand0);
+            param_table_free(&m.tab);
+            return MP_FAIL("out of memory for the candidates' slot map");
+        }
+        for (size_t i = 0; i < nk; i++) m.placed[i] = -1, m.cand0[i] = 0;
+        size_t widest = 0;
+        for (int b = 0; b < m.tab.nlayers; b++) {
+            if (!cfg_is_choice(cfg, param_block_layer(&m.tab, b))) continue;
+            m.nchoice++;
+            for (int k = 0; k < cfg->ncand; k++) {
+                size_t c0, cn;
+                param_cand_range(&m.tab, b, k, &c0, &cn);
+                m.cand0[(size_t)b * cfg->ncand + k] = c0;
+                if (cn > widest) widest = cn;
+            }
+        }
+        m.slots = cfg->cand_slots;
+        m.slot0 = param_padded(m.tab.cand_off, 1);
+        m.slot_stride = param_padded(widest + 15, 1); /* + 15: a candidate keeps its offset's alignment */
+        dev = m.slot0 + (size_t)m.nchoice * m.slots * m.slot_stride;
+    }
+    const size_t n = param_padded(dev, shards), nmv = n / (size_t)shards;
     const size_t vc = (size_t)(m.tab.vocab_pad / tp) * cfg->dim;
     m.alloc = n;
     m.mv_len = nmv;
@@ -30,15 +56,17 @@ int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *a
     if (!(m.m = arena_floats(arena, nmv, "AdamW first moments"))) goto err_free_grads;
     if (!(m.v = arena_floats(arena, nmv, "AdamW second moments"))) goto err_free_m;
     if (has_final && !(m.grad_head = arena_floats(arena, vc, "LM head gradient"))) goto err_free_v;
-    if (param_view_bind(&m.p, &m.tab, m.params) != MP_OK) goto err_free_head;
-    if (param_view_bind(&m.g, &m.tab, m.grads) != MP_OK) goto err_free_pview;
-    if (cfg->ncand) { /* candidate 0 of every choice block until the first subnet is selected */
+    const size_t bound = m.slots ? m.tab.cand_off : m.tab.total;
+    if (param_view_bind_upto(&m.p, &m.tab, m.params, bound) != MP_OK) goto err_free_head;
+    if (param_view_bind_upto(&m.g, &m.tab, m.grads, bound) != MP_OK) goto err_free_pview;
+    if (cfg->ncand) { /* candidate 0 of every choice block until the first subnet is selected (with
+                         slots: until a subnet's candidates are placed and selected) */
         if (!(m.sel = MP_CALLOC((size_t)cfg->layers, sizeof *m.sel))) {
             param_view_free(&m.g);
             goto err_free_pview;
         }
         for (int l = 0; l < cfg->layers; l++) m.sel[l] = cfg_is_choice(cfg, l) ? 0 : -1;
-        model_select(&m, m.sel);
+        if (!m.slots) model_select(&m, m.sel);
     }
     *m_p = m;
     return MP_OK;
@@ -55,6 +83,7 @@ err_free_grads:
 err_free_params:
     arena_free(arena, m.params, n * sizeof(float));
 err_free_table:
+    free(m.placed), free(m.cand0);
     param_table_free(&m.tab);
     return MP_ERR;
 }
@@ -109,7 +138,38 @@ void model_select(model_t *m, const int *sel)
         if (!cfg_is_choice(&m->cfg, l)) continue;
         m->p.h[b] = m->p.hc[(size_t)b * m->p.ncand + m->sel[l]];
         m->g.h[b] = m->g.hc[(size_t)b * m->g.ncand + m->sel[l]];
+        if (!m->p.h[b].ln1w && m->cfg.cand[m->sel[l]].heads > 0)
+            MP_ABORT("layer %d: candidate %d selected while it is not on the device (a slot bug)", l, m->sel[l]);
     }
+}
+
+static int choice_index(const model_t *m, int b)
+{
+    int cb = 0;
+    for (int i = 0; i < b; i++) cb += cfg_is_choice(&m->cfg, param_block_layer(&m->tab, i));
+    return cb;
+}
+
+size_t model_slot_at(const model_t *m, int b, int k, int s)
+{
+    const size_t c0 = m->cand0[(size_t)b * m->cfg.ncand + k];
+    return m->slot0 + ((size_t)choice_index(m, b) * m->slots + (size_t)s) * m->slot_stride + c0 % 16;
+}
+
+void model_place(model_t *m, int b, int k, int s)
+{
+    m->placed[(size_t)b * m->cfg.ncand + k] = s;
+    param_view_place(&m->p, &m->tab, b, k, s < 0 ? NULL : m->params + model_slot_at(m, b, k, s));
+    param_view_place(&m->g, &m->tab, b, k, s < 0 ? NULL : m->grads + model_slot_at(m, b, k, s));
+}
+
+size_t model_entry_at(const model_t *m, const param_entry_t *e)
+{
+    if (e->cand < 0 || !m->slots) return e->offset;
+    const size_t i = (size_t)e->block * m->cfg.ncand + e->cand;
+    if (m->placed[i] < 0)
+        MP_ABORT("%s is needed while its candidate is not on the device (a slot bug)", e->name);
+    return model_slot_at(m, e->block, e->cand, m->placed[i]) + (e->offset - m->cand0[i]);
 }
 
 static int is_skip(const model_t *m, int layer) { return tp_widths(m, layer).NH == 0; }
@@ -163,8 +223,8 @@ void model_versions_advance(model_t *m)
 void model_destroy(model_t *m)
 {
     model_versions_destroy(m);
-    free(m->mode), free(m->sel);
-    m->mode = NULL, m->sel = NULL;
+    free(m->mode), free(m->sel), free(m->placed), free(m->cand0);
+    m->mode = NULL, m->sel = NULL, m->placed = NULL, m->cand0 = NULL;
     size_t n = m->alloc * sizeof(float), nmv = m->mv_len * sizeof(float);
     param_view_free(&m->g);
     param_view_free(&m->p);

@@ -96,6 +96,13 @@ typedef struct {
     unsigned char *mode;               /* per local block: its block_mode_t (NULL: every block KEEP) */
     int *sel;                          /* supernet: per layer, the candidate the current subnet picks
                                           (-1 off the choice blocks); NULL without candidates */
+    /* supernet.resident = host (cfg.cand_slots): the buffers hold [0, tab.cand_off) of the table's
+     * layout, then `slots` slots of slot_stride floats per local choice block (nchoice of them) from
+     * slot0; a candidate's views point into a slot only while it is placed there (model_place) */
+    int slots, nchoice;
+    size_t slot0, slot_stride;
+    int *placed;                       /* local block × ncand: the candidate's slot, -1 none */
+    size_t *cand0;                     /* local block × ncand: its range's offset in the table */
 } model_t;
 
 /* The "bucket ready" hook: called during a backward when the gradients of one parameter range are
@@ -112,6 +119,16 @@ typedef struct {
  * picks: p.h and g.h of the choice blocks point at those candidates, and the forward and backward
  * take their shapes. Sizes (activations, scratch) are made for the largest candidate already. */
 void model_select(model_t *m, const int *sel);
+
+/* With slots (cfg.cand_slots): where in params, grads, m and v candidate k of local block b lies
+ * when it is in slot s (its table range copied there, the range's offset modulo 16 floats kept so
+ * the kernels see the alignment they see without slots), and placing it there (s = -1: nowhere;
+ * selecting a candidate that is nowhere aborts). */
+size_t model_slot_at(const model_t *m, int b, int k, int s);
+void model_place(model_t *m, int b, int k, int s);
+/* Where entry e's floats are in params, grads, m and v: its table offset, or inside its
+ * candidate's slot (aborts when the candidate is in none). */
+size_t model_entry_at(const model_t *m, const param_entry_t *e);
 
 /* Builds a model holding the nchunks block ranges [layer0s[c], layer0s[c] + nlayers_s[c])
  * (+ embeddings, + final LN and head), the

@@ -36,7 +36,7 @@ void optim_step(backend_t *be, const param_table_t *tab, float *params, const fl
         const param_entry_t *e = &tab->entries[i];
         size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
         if (lo >= hi) continue;
-        be_adamw_update(be, params + lo, grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, c->beta1,
+        be_adamw_update(be, params + (lo - s0), grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, c->beta1,
                         c->beta2, c->eps, e->decay ? c->weight_decay : 0.0f, (int)adam_t, grad_scale);
     }
 }

@@ -27,8 +27,9 @@ double optim_lr(const optim_cfg_t *c, long t);
 float optim_clip_scale(double grad_norm, double grad_clip);
 
 /* One AdamW step, 1-based adam_t, on the part [s0, s1) of the flat parameter buffer (weight decay
- * only where the entry's decay flag is set). grads, m and v hold that part only (index 0 = s0):
- * with s0 = 0, s1 = tab->total it is the whole model; with ZeRO-1 it is this replica's shard. */
+ * only where the entry's decay flag is set). params, grads, m and v point at that part (index 0 =
+ * s0): with s0 = 0, s1 = tab->total it is the whole model; with ZeRO-1 it is this replica's shard;
+ * a supernet candidate's range may lie anywhere (a device slot). */
 void optim_step(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
                     const optim_cfg_t *c, float lr, long adam_t, float grad_scale, size_t s0, size_t s1);
 

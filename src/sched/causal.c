@@ -29,6 +29,14 @@ static int per_of(const causal_cfg_t *c) { return c->per > 1 ? c->per : 1; }
 
 #define AT(a, s, j) ((a)[(size_t)(s) * N + (j)])
 
+/* Whether a micro-batch of the subnet whose first is j0 has run its forward on stage s. */
+static int subnet_started(const play_t *p, int N, int s, int j0, int per)
+{
+    for (int k = j0; k < j0 + per; k++)
+        if (AT(p->fwd, s, k) != NONE) return 1;
+    return 0;
+}
+
 /* Stage s at time t: its next backward if its gradient is here, else the first subnet in index
  * order whose activation is here and that no earlier unfinished subnet conflicts with. 1 acted,
  * 0 idle (*blocked: a forward waited for a conflict only). */
@@ -44,16 +52,22 @@ static int play_stage(const causal_cfg_t *c, play_t *p, int s, int t, int *block
             return 1;
         }
     }
-    int inflight = 0, head = -1;
+    int inflight = 0, head = -1, subnets = 0;
     for (int i = 0; i < n; i++) {
         inflight += AT(p->fwd, s, i) != NONE && AT(p->bwd, s, i) == NONE;
         if (head < 0 && AT(p->fwd, s, i) == NONE) head = i;
     }
+    for (int j0 = 0; j0 < n; j0 += per) /* started here (a forward) and not stepped (its last backward) */
+        subnets += subnet_started(p, N, s, j0, per) && AT(p->bwd, s, j0 + per - 1) == NONE;
     const int limit = c->in_flight > 0 ? c->in_flight : pp - s;
     for (int k = head; k >= 0 && k < n; k++) {
         if (AT(p->fwd, s, k) != NONE) continue;
         /* one slot stays for the oldest subnet not yet forwarded: the backwards wait for it */
         if (inflight >= (k == head ? limit : limit - 1)) break;
+        /* a new subnet on the stage: the same rule for the subnets' cap, in subnets */
+        if (c->subnets_cap > 0 && !subnet_started(p, N, s, k - k % per, per) &&
+            subnets >= (k == head ? c->subnets_cap : c->subnets_cap - 1))
+            continue; /* a started subnet's later micro-batch may still go */
         const int a = s == 0 ? 0 : AT(p->fwd, s - 1, k);
         if (a == NONE || a > t) continue;
         int ok = 1;

@@ -24,6 +24,9 @@ typedef struct {
                                 subnet j's k-th, and the micro-batches of one subnet never conflict */
     int serial;              /* every two subnets conflict: one subnet at a time through the pipeline,
                                 the baseline the causal lists are measured against */
+    int subnets_cap;         /* most subnets in flight on a stage, from their first forward there to
+                                their step (0: no cap): a device with that many slots per choice
+                                block holds their candidates (supernet.resident = host) */
 } causal_cfg_t;
 
 typedef struct {
