@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """NASPipe's rule on a supernet run's timeline (ARCHITECTURE.md §4), run by /usr/bin/python3.
-  causal_trace.py RUN_DIR [--serial]
+  causal_trace.py RUN_DIR [--serial] [--most N]
 On every stage (a trace process; with supernet replicas, the processes of one stage index: the rule
 holds across them), subnet t is in flight from its first forward to the end of its
 "subnet step" (its candidates' update there). Two subnets that activate a common candidate with
@@ -9,6 +9,8 @@ earlier one's step has ended. The stage's layers come from RUN_DIR/log.txt's lay
 subnets from the deck stored in RUN_DIR/deck.ini and the sampler (torch_ref.subnet).
 --serial: every pair of subnets must be apart (supernet.schedule = serial); without it, at least
 one pair of subnets must overlap somewhere (else the run was not causal at all).
+--most N: no stage ever has more than N subnets in flight at once (supernet.resident = host with
+fewer device slots than candidates caps them at slots - 1).
 Output: PASS/FAIL lines as torch_ref.py; exit status 1 if any failed.
 """
 import argparse
@@ -38,6 +40,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("run")
     ap.add_argument("--serial", action="store_true")
+    ap.add_argument("--most", type=int, default=0)
     a = ap.parse_args()
     deck = configparser.ConfigParser()
     deck.read(os.path.join(a.run, "deck.ini"))
@@ -65,13 +68,19 @@ def main():
         elif e["name"] == "subnet step":
             done[key] = e["ts"] + e["dur"]
     held = {pid: layers for pid, layers in held.items() if pid in lead.values()}
-    bad, pairs, overlaps, conflicts = [], 0, 0, 0
+    bad, pairs, overlaps, conflicts, most = [], 0, 0, 0, 0
     for pid, mine in sorted(held.items()):
         steps = sorted(t for (p, t) in first if p == pid)
         missing = [t for t in steps if (pid, t) not in done]
         if missing:
             bad.append(f"rank {pid}: subnets {missing[:4]} have forwards but no subnet step")
             continue
+        # most subnets in flight at once here: at each start, those started and not yet stepped
+        for t in steps:
+            now = sum(1 for u in steps if first[(pid, u)] <= first[(pid, t)] < done[(pid, u)])
+            most = max(most, now)
+            if a.most and now > a.most:
+                bad.append(f"rank {pid}: {now} subnets in flight when subnet {t} started (at most {a.most})")
         sel = {t: torch_ref.subnet(cfg, seed, t) for t in steps}
         for i, ti in enumerate(steps):
             for tj in steps[i + 1:]:
@@ -83,9 +92,9 @@ def main():
                 if (clash or a.serial) and not apart:
                     bad.append(f"rank {pid}: subnet {tj} started at {first[(pid, tj)]:.0f} us before subnet {ti}'s step "
                                f"ended at {done[(pid, ti)]:.0f} us" + (" (they conflict)" if clash else ""))
-    ok = not bad and pairs > 0 and len(held) > 0 and (a.serial or overlaps > 0)
+    ok = not bad and pairs > 0 and len(held) > 0 and (a.serial or a.most == 1 or overlaps > 0)
     what = (f"{len(held)} stage(s), {pairs} pairs of subnets on a stage, {conflicts} conflicting, "
-            f"{overlaps} in flight together")
+            f"{overlaps} in flight together, at most {most} at once")
     print(("PASS " if ok else "FAIL ") + ("serial: no two subnets in flight on a stage" if a.serial else
                                           "no conflicting subnets in flight together on a stage") + f" ({what})")
     for b in bad[:5]:

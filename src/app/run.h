@@ -154,9 +154,10 @@ void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride);
 void supernet_home_flush(run_t *r);
 void supernet_home_forget(run_t *r);
 float *supernet_home_buf(run_t *r, int which);
-/* Bytes of parameters, gradients and moments the device holds, and what it would hold with every
- * candidate; the log lines at the start (announce: collective) and at the end (report). */
-void supernet_home_sizes(const run_t *r, size_t *device_p, size_t *total_p);
+/* Bytes of parameters, gradients and moments: the device's (0) and with every candidate on it (1);
+ * of the candidates: in the device's slots (2) and all of them (3). The log lines at the start
+ * (announce: collective over the job) and at the end (report). */
+void supernet_home_sizes(const run_t *r, size_t sizes[4]);
 void supernet_home_announce(run_t *r);
 void supernet_home_report(run_t *r);
 /* The local block of layer l (-1: another stage's), and candidate k's first tensor in the buffer. */

@@ -226,13 +226,15 @@ void supernet_home_forget(run_t *r)
         }
 }
 
-void supernet_home_sizes(const run_t *r, size_t *device_p, size_t *total_p)
+void supernet_home_sizes(const run_t *r, size_t sizes[4])
 {
     const model_t *m = &r->model;
-    /* parameters, gradients and both moments of what the device holds, against the same for every
-     * candidate of the stage on the device */
-    *device_p = 4 * m->alloc * sizeof(float);
-    *total_p = 4 * param_padded(m->tab.total, 1) * sizeof(float);
+    /* parameters, gradients and both moments (4 floats per parameter): the device's whole model and
+     * its candidates' slots, against every candidate of the stage on the device */
+    sizes[0] = 4 * m->alloc * sizeof(float);
+    sizes[1] = 4 * param_padded(m->tab.total, 1) * sizeof(float);
+    sizes[2] = 4 * (size_t)m->nchoice * m->slots * m->slot_stride * sizeof(float);
+    sizes[3] = 4 * (m->tab.total - m->tab.cand_off) * sizeof(float);
 }
 
 void supernet_home_report(run_t *r)
@@ -247,13 +249,15 @@ void supernet_home_report(run_t *r)
 void supernet_home_announce(run_t *r)
 {
     if (!r->sn.home) return;
-    size_t dev, total;
-    supernet_home_sizes(r, &dev, &total);
-    double v[2] = {(double)dev, (double)total};
-    double sum[2];
-    MPI_CHECK(MPI_Reduce(v, sum, 2, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+    size_t z[4];
+    supernet_home_sizes(r, z);
+    double v[4] = {(double)z[0], (double)z[1], (double)z[2], (double)z[3]}, sum[4];
+    /* the whole job: every rank's device (a stage's data-parallel and tensor-parallel peers each hold theirs) */
+    MPI_CHECK(MPI_Reduce(v, sum, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
     if (r->rank == 0)
-        runlog_printf(&r->log, "supernet.resident=host: %d device slots per choice block of %d candidates; device holds "
-                      "%.2f MB of the supernet's %.2f MB (%.0f%%) on its largest stage (parameters, gradients, AdamW "
-                      "moments)", r->model.slots, r->sn.ncand, sum[0] / 1e6, sum[1] / 1e6, 100.0 * sum[0] / sum[1]);
+        runlog_printf(&r->log, "supernet.resident=host: %d device slots per choice block of %d candidates: the devices "
+                      "hold %.2f MB of the candidates' %.2f MB (%.0f%%), %.2f MB of the supernet's %.2f MB (%.0f%%) "
+                      "with the shared tensors (parameters, gradients, AdamW moments; the rest at home in host memory)",
+                      r->model.slots, r->sn.ncand, sum[2] / 1e6, sum[3] / 1e6, 100.0 * sum[2] / sum[3], sum[0] / 1e6,
+                      sum[1] / 1e6, 100.0 * sum[0] / sum[1]);
 }
