@@ -86,6 +86,49 @@ int main(void)
     tap_ok(faster == all, "never slower than one subnet at a time (%d/%d)", faster, all);
     tap_diag("the NCCL executor's in-order streams meet in %d of %d (reordered forwards need MPI's tags)", nccl, all);
 
+    /* supernet.resident = host caps the subnets in flight on a stage (its slots − 1): read off each
+     * stage's list, from a subnet's first forward to its step there, never more than the cap, and
+     * the lists still run, keep the rule and keep the backwards in order */
+    {
+        int capped = 0, cap_ok = 0, cap_valid = 0, cap_rule = 0;
+        for (int pp = 1; pp <= 8; pp++)
+            for (int K = 2; K <= 8; K += 3)
+                for (int cap = 1; cap <= 3; cap++)
+                    for (int seed = 1; seed <= 2; seed++) {
+                        const int L = 2 * pp, n = 8;
+                        causal_cfg_t c = {0};
+                        setup(&c, layer0, pp, L);
+                        c.n = n, c.ncand = K, c.sel = sel, c.subnets_cap = cap;
+                        memset(skip_last, 0, sizeof skip_last);
+                        c.weightless = skip_last;
+                        sample(sel, n, L, K, (unsigned long long)seed, 11L * seed);
+                        instr_list_t lists[SIM_MAX_STAGES];
+                        causal_result_t res;
+                        capped++;
+                        if (causal_build(&c, lists, &res) != MP_OK) continue;
+                        sim_result_t r;
+                        cap_valid += sim_run_lists(lists, pp, n, 1, SIM_COST_TF, SIM_COST_TB, &r) == MP_OK;
+                        cap_rule += rule_holds(&c, lists);
+                        int most = 0;
+                        for (int st = 0; st < pp; st++) {
+                            int now = 0;
+                            for (int i = 0; i < lists[st].n; i++) {
+                                const instr_t *in = &lists[st].ins[i];
+                                if (in->op == OP_FORWARD) now++;
+                                if (in->op == OP_OPTIMIZER_STEP && in->mb >= 0) now--;
+                                if (now > most) most = now;
+                            }
+                        }
+                        cap_ok += most <= cap;
+                        if (most > cap) tap_diag("pp=%d K=%d cap=%d seed=%d: %d subnets in flight", pp, K, cap, seed, most);
+                        sim_free_lists(lists, pp);
+                    }
+        tap_ok(cap_valid == capped, "capped lists (cap 1..3 subnets in flight, pp 1..8): %d of %d run in the simulator",
+               cap_valid, capped);
+        tap_ok(cap_rule == capped, "capped lists keep NASPipe's rule (%d/%d)", cap_rule, capped);
+        tap_ok(cap_ok == capped, "no stage has more subnets in flight than the cap (%d/%d)", cap_ok, capped);
+    }
+
     /* one candidate: every subnet conflicts with every other on every stage: one at a time */
     {
         causal_cfg_t c = {0};
