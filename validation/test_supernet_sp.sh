@@ -6,7 +6,8 @@
 # bit for bit: sp = 2 and 4 at pp = 1 and 2, windows of 2 and 4, and sp = 2 × pp = 4; resumes between
 # sp and one rank;
 # tp = 2 × sp = 2 bitwise equal to tp = 2; NASPipe's rule holds on the timeline
-# across the replicas (validation/causal_trace.py); what the replicas do not run is refused.
+# across the replicas (validation/causal_trace.py); dp inside the replicas bitwise equal to the same
+# dp without them; what the replicas do not run is refused.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
@@ -44,6 +45,24 @@ run 2 tp2 $SN $TPC --set parallel.tp=2; ok $? "tp=2"
 run 4 tp2sp2 $SN $TPC --set parallel.tp=2 --set parallel.sp=2; ok $? "tp=2 × sp=2"
 compare "tp=2 × sp=2 vs tp=2" "$SCRATCH/tp2" "$SCRATCH/tp2sp2" --bitwise
 
+# Data parallelism inside each replica: a replica's dp ranks split each of its subnets' batch and
+# sum the subnet's gradients before its candidates step; the replicas pair equal dp ranks. Bitwise
+# equal to the same dp (and pp) without replicas, within the layout tolerance of one rank.
+# shellcheck disable=SC2086
+run 2 dp2 $SN --set supernet.window=2 --set parallel.dp=2; ok $? "dp=2"
+# shellcheck disable=SC2086
+run 4 dp2sp2 $SN --set supernet.window=2 --set parallel.dp=2 --set parallel.sp=2; ok $? "dp=2 × sp=2"
+compare "dp=2 × sp=2 vs dp=2" "$SCRATCH/dp2" "$SCRATCH/dp2sp2" --bitwise
+compare "dp=2 × sp=2 vs one rank, within the layout tolerance" "$SCRATCH/ref2" "$SCRATCH/dp2sp2"
+# shellcheck disable=SC2086
+run 4 dp2pp2 $SN --set supernet.window=2 --set parallel.dp=2 --set parallel.pp=2; ok $? "dp=2 × pp=2"
+# shellcheck disable=SC2086
+run 8 dp2sp2pp2 $SN --set supernet.window=2 --set parallel.dp=2 --set parallel.sp=2 --set parallel.pp=2
+ok $? "dp=2 × sp=2 × pp=2 (8 ranks)"
+compare "dp=2 × sp=2 × pp=2 vs dp=2 × pp=2" "$SCRATCH/dp2pp2" "$SCRATCH/dp2sp2pp2" --bitwise
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/causal_trace.py" "$SCRATCH/dp2sp2pp2" > "$SCRATCH/tr.out" 2>&1
+ok $? "dp2sp2pp2's trace: $(head -n 1 "$SCRATCH/tr.out")"
+
 # NASPipe's rule on the timeline, across the replicas of each stage (one node: one clock); some
 # subnets in flight together there
 for tr in sp2pp2w4 sp4w4 sp4pp2w2; do
@@ -54,6 +73,8 @@ grep -q "subnets run causally (several in flight, NASPipe's rule) on 2 supernet 
 ok $? "the log says the subnets run on 2 supernet replicas"
 
 refused "sp without a supernet" "it needs supernet.enabled=1" 2 --set parallel.sp=2
+# shellcheck disable=SC2086
+refused "sp with ZeRO-1" "parallel.sp=2 with parallel.zero=1" 4 $SN --set parallel.sp=2 --set parallel.dp=2 --set parallel.zero=1
 # shellcheck disable=SC2086
 refused "sp with supernet.schedule=serial" "supernet.schedule=serial" 2 $SN --set parallel.sp=2 --set supernet.schedule=serial
 # shellcheck disable=SC2086

@@ -84,9 +84,9 @@ static int run_refuse_sp(const deck_t *d)
     if (d->supernet.schedule != DECK_SUBNETS_CAUSAL)
         return MP_FAIL("parallel.sp=%d with supernet.schedule=serial: the replicas run the causal lists; serial is "
                        "the one-pipeline baseline (set parallel.sp=1)", sp);
-    if (d->parallel.dp > 1 || d->parallel.zero)
-        return MP_FAIL("parallel.sp=%d with parallel.dp=%d, parallel.zero=%d: replicas with data parallelism or ZeRO-1 "
-                       "are not implemented (set parallel.dp=1 and parallel.zero=0)", sp, d->parallel.dp, d->parallel.zero);
+    if (d->parallel.zero)
+        return MP_FAIL("parallel.sp=%d with parallel.zero=1: a supernet steps whole candidates with their own "
+                       "counters, ZeRO-1 a shard of the flat buffer (set parallel.zero=0)", sp);
     if (deck_chunks_per_stage(d) > 1) return MP_FAIL("parallel.sp=%d: the interleaved schedule's chunks are not run by "
                                                       "the replicas' lists (one chunk per stage)", sp);
     if (d->train.device == DECK_DEVICE_CUDA && d->parallel.p2p != DECK_P2P_MPI)

@@ -127,6 +127,9 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src);
  * the stage's gradients over the data-parallel replicas (collective over them); cn2 gets each
  * layer's squared candidate norm (0 where none stepped). Then the window's end. */
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2);
+/* Data parallelism: the subnet's gradients (and the LM head's part) summed over the stage's data-
+ * parallel peers before anything reads them (collective over grid.comm[GRID_DP]; nothing at dp = 1). */
+void supernet_replica_sum(run_t *r);
 /* supernet_subnet_step's first half alone: the candidates' steps (and counters), not the shared sums. */
 void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2);
 /* The causal lists' description of the window in r->sn.wsel (layer0: pp + 1 entries and weightless:

@@ -161,16 +161,17 @@ static int supernet_weightless(const run_t *r, int k) { return r->deck.supernet.
  * reads it: every replica of the stage then steps the same candidates on the same bits and adds the
  * same bits to the window's sums. The LM head's part of d wte (last stage) is summed apart, as it is
  * kept apart. Every replica of a stage calls this for the same subnets in the same order (the serial
- * loop; the causal lists, alike on every replica of a stage). Collective over r->grid.replica. */
-static void supernet_replica_sum(run_t *r)
+ * loop; the causal lists, alike on every replica of a stage). Collective over the data-parallel
+ * group (with supernet replicas, each replica's own: they run different subnets). */
+void supernet_replica_sum(run_t *r)
 {
     model_t *m = &r->model;
     if (!r->dp_on) return;
     const double t0 = perf_now();
-    be_allreduce(&r->be, m->grads, m->slots ? m->alloc : m->tab.total, MPI_SUM, r->grid.replica,
+    be_allreduce(&r->be, m->grads, m->slots ? m->alloc : m->tab.total, MPI_SUM, r->grid.comm[GRID_DP],
                  "a subnet's gradient sum over the data-parallel replicas");
     if (m->grad_head)
-        be_allreduce(&r->be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, r->grid.replica,
+        be_allreduce(&r->be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, r->grid.comm[GRID_DP],
                      "a subnet's LM-head gradient sum over the data-parallel replicas");
     r->dp.comm_seconds += perf_now() - t0;
 }

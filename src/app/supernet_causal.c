@@ -171,7 +171,7 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
     /* each replica ran its share of every subnet's batch: the losses are their sum (the norms were taken
      * after the gradients' sum over the replicas, the same on each) */
     if (r->dp_on)
-        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.replica, "the window's subnet losses over the "
+        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_DP], "the window's subnet losses over the "
                            "replicas");
     for (int j = 0; j < W; j++) {
         double g2 = 0.0;
