@@ -194,6 +194,25 @@ int param_view_bind(param_view_t *view_p, const param_table_t *tab, float *buf)
     return param_view_bind_upto(view_p, tab, buf, tab->total);
 }
 
+/* The pointer of a block view that a block tensor's kind names. */
+static float **block_field(block_view_t *b, param_kind_t kind)
+{
+    switch (kind) {
+    case PK_LN1_W: return &b->ln1w;
+    case PK_LN1_B: return &b->ln1b;
+    case PK_QKV_W: return &b->qkvw;
+    case PK_QKV_B: return &b->qkvb;
+    case PK_PROJ_W: return &b->projw;
+    case PK_PROJ_B: return &b->projb;
+    case PK_LN2_W: return &b->ln2w;
+    case PK_LN2_B: return &b->ln2b;
+    case PK_FC_W: return &b->fcw;
+    case PK_FC_B: return &b->fcb;
+    case PK_FCPROJ_W: return &b->fcprojw;
+    default: return &b->fcprojb; /* PK_FCPROJ_B: the model-level kinds never reach here */
+    }
+}
+
 void param_view_place(param_view_t *view, const param_table_t *tab, int block, int cand, float *at)
 {
     size_t c0, n;
@@ -204,22 +223,7 @@ void param_view_place(param_view_t *view, const param_table_t *tab, int block, i
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         if (e->cand != cand || e->block != block) continue;
-        float *p = at + (e->offset - c0);
-        switch (e->kind) {
-        case PK_LN1_W: b->ln1w = p; break;
-        case PK_LN1_B: b->ln1b = p; break;
-        case PK_QKV_W: b->qkvw = p; break;
-        case PK_QKV_B: b->qkvb = p; break;
-        case PK_PROJ_W: b->projw = p; break;
-        case PK_PROJ_B: b->projb = p; break;
-        case PK_LN2_W: b->ln2w = p; break;
-        case PK_LN2_B: b->ln2b = p; break;
-        case PK_FC_W: b->fcw = p; break;
-        case PK_FC_B: b->fcb = p; break;
-        case PK_FCPROJ_W: b->fcprojw = p; break;
-        case PK_FCPROJ_B: b->fcprojb = p; break;
-        default: break;
-        }
+        *block_field(b, e->kind) = at + (e->offset - c0);
     }
 }
 
@@ -238,25 +242,13 @@ int param_view_bind_upto(param_view_t *view_p, const param_table_t *tab, float *
         const param_entry_t *e = &tab->entries[i];
         if (e->offset >= limit) continue; /* not in this buffer: bound later (param_view_place) */
         float *p = buf + e->offset;
-        block_view_t *b = e->layer < 0 ? NULL : e->cand >= 0 ? &v.hc[(size_t)e->block * v.ncand + e->cand] : &v.h[e->block];
         switch (e->kind) {
         case PK_WTE: v.wte = p; break;
         case PK_WPE: v.wpe = p; break;
         case PK_LNF_W: v.lnfw = p; break;
         case PK_LNF_B: v.lnfb = p; break;
-        case PK_LN1_W: b->ln1w = p; break;
-        case PK_LN1_B: b->ln1b = p; break;
-        case PK_QKV_W: b->qkvw = p; break;
-        case PK_QKV_B: b->qkvb = p; break;
-        case PK_PROJ_W: b->projw = p; break;
-        case PK_PROJ_B: b->projb = p; break;
-        case PK_LN2_W: b->ln2w = p; break;
-        case PK_LN2_B: b->ln2b = p; break;
-        case PK_FC_W: b->fcw = p; break;
-        case PK_FC_B: b->fcb = p; break;
-        case PK_FCPROJ_W: b->fcprojw = p; break;
-        case PK_FCPROJ_B: b->fcprojb = p; break;
-        case PK_COUNT: break;
+        default:
+            *block_field(e->cand >= 0 ? &v.hc[(size_t)e->block * v.ncand + e->cand] : &v.h[e->block], e->kind) = p;
         }
     }
     *view_p = v;
