@@ -146,6 +146,21 @@ int run_ckpt_write(run_t *r, int fail_midway)
     return bad ? MP_ERR : MP_OK;
 }
 
+/* The collective read of path into host buffers laid out by the rank's table (weights, 2BW's older
+ * weights, first and second moments; NULL: not read), under the checkpoint's deadline. */
+static int run_ckpt_read_into(run_t *r, const char *path, ckpt_state_t *st, float *bufs[4])
+{
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->model.tab, .owner = r->grid.replica_rank == 0,
+                      .bufs = {bufs[0], bufs[1], bufs[2], bufs[3]}};
+    run_ckpt_transfer(r, &pt);
+    char phase[4400];
+    snprintf(phase, sizeof phase, "reading the checkpoint %s", path);
+    watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
+    const int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
+    watchdog_disarm(&r->wd);
+    return rc;
+}
+
 /* Host-resident candidates: the file read into the homes (the table's whole layout in host memory),
  * the shared part then copied to the device and the slots emptied (their candidates come from home
  * again). Collective; the model changes only on MP_OK. */
@@ -156,14 +171,7 @@ static int run_ckpt_read_homes(run_t *r, const char *path, ckpt_state_t *st, int
     float *buf[3] = {NULL, NULL, NULL};
     for (int k = 0; k < (weights_only ? 1 : 3); k++) /* staged: a failed read leaves the homes as they were */
         if (!(buf[k] = be_host_alloc(&r->be, n * sizeof(float)))) MP_ABORT("out of host memory reading %s", path);
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
-                      .bufs = {buf[0], NULL, buf[1], buf[2]}};
-    run_ckpt_transfer(r, &pt);
-    char phase[4400];
-    snprintf(phase, sizeof phase, "reading the checkpoint %s", path);
-    watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
-    int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
-    watchdog_disarm(&r->wd);
+    const int rc = run_ckpt_read_into(r, path, st, (float *[4]){buf[0], NULL, buf[1], buf[2]});
     if (rc == MP_OK) {
         supernet_home_forget(r);
         float *dev[3] = {md->params, md->m, md->v};
@@ -193,14 +201,7 @@ static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weigh
         buf[k] = dev[k] && (!host || (k >= 2 && zero)) ? be_host_alloc(&r->be, n * sizeof(float)) : dev[k];
         if (dev[k] && !buf[k]) MP_ABORT("out of host memory reading %s", path);
     }
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
-                      .bufs = {buf[0], buf[1], buf[2], buf[3]}};
-    run_ckpt_transfer(r, &pt);
-    char phase[4400];
-    snprintf(phase, sizeof phase, "reading the checkpoint %s", path);
-    watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
-    int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
-    watchdog_disarm(&r->wd);
+    const int rc = run_ckpt_read_into(r, path, st, buf);
     const size_t off = zero ? (size_t)r->grid.replica_rank * md->mv_len : 0;
     for (int k = 0; k < 4; k++) {
         if (buf[k] == dev[k]) continue;
