@@ -2,7 +2,7 @@
 # Supernet training, the sequential reference (ARCHITECTURE.md §3, §4): a small supernet (4 choice
 # blocks × 3 candidates, window 2) against PyTorch's sequential supernet training (losses, grad
 # norms, every candidate's final weights within 1e-4); pp = 2, 4 (windows run causally: NASPipe's
-# rule checked on the timeline), interleaved (a subnet per step) and supernet.schedule=serial bitwise
+# rule checked on the timeline), offload in the windows, interleaved (a subnet per step) and supernet.schedule=serial bitwise
 # equal to one rank, tp = 2 within the layout tolerance; a subset of the layers as choice blocks; resume at a
 # window's end bitwise; eval --subnet and export (the exported plain model evaluates to the same
 # bits); search (evolutionary and random, a budget, the same file on another layout); the deck rules
@@ -45,7 +45,14 @@ layouts_cmp --bitwise ref "$SN" "2 pp2 --set parallel.pp=2" \
     "4 pp4 --set parallel.pp=4" \
     "2 il2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2" \
     "2 rc --set parallel.pp=2 --set memory.policy=recompute" \
-    "1 ser1 --set supernet.schedule=serial" "2 ser2 --set parallel.pp=2 --set supernet.schedule=serial"
+    "1 ser1 --set supernet.schedule=serial" "2 ser2 --set parallel.pp=2 --set supernet.schedule=serial" \
+    "2 off2 --set parallel.pp=2 --set memory.policy=offload" \
+    "4 off4 --set parallel.pp=4 --set memory.layers=o,k,o,k --set memory.prefetch=2"
+# the stash offloaded inside causal windows: the window's list gets the step's OFFLOAD/PREFETCH pass,
+# and each subnet's metrics line reports its share of the window's transfers
+grep -q "subnets run causally" "$SCRATCH/off2/log.txt" &&
+    [ "$(grep -c '"offloaded_bytes_per_step":\[[1-9][0-9]*,[1-9][0-9]*\]' "$SCRATCH/off2/metrics.jsonl")" -eq 20 ]
+ok $? "offload at pp=2 runs its windows causally, every subnet's line with its bytes offloaded on both stages"
 # NASPipe's rule on the timeline: conflicting subnets never in flight together on a stage, and some
 # subnets are (the window ran causally); serial: never two at once.
 grep -q "subnets run causally" "$SCRATCH/pp2/log.txt" && grep -q "one executor step each: the interleaved" "$SCRATCH/il2/log.txt"

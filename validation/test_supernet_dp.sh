@@ -1,7 +1,8 @@
 #!/bin/sh
 # Supernet training with data parallelism (ARCHITECTURE.md §4): subnet t's global batch is split over
 # the dp replicas and its gradient summed over them on each stage before its candidates step, so
-# dp = 2 (causal windows, serial windows, a subnet per executor step under offload) and dp = 2 ×
+# dp = 2 (causal windows, serial windows, offload in causal windows, a subnet per executor step when
+# interleaved) and dp = 2 ×
 # pp = 2 give the one-rank trajectory within the layout tolerance; ZeRO-1 with a supernet refused
 # naming why.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -21,16 +22,21 @@ compare "dp=2 × pp=2 (causal) within the layout tolerance" "$SCRATCH/ref" "$SCR
 # shellcheck disable=SC2086
 run 2 dp2s $SN --set parallel.dp=2 --set supernet.schedule=serial; ok $? "dp=2, serial windows"
 compare "dp=2 (serial) within the layout tolerance" "$SCRATCH/ref" "$SCRATCH/dp2s"
-# an offload policy runs one executor step per subnet (train_step_grads, no window lists): the
-# replicas' sum is the supernet update's, not the data-parallel buckets' (they would miss the LM
+# the interleaved schedule runs one executor step per subnet (train_step_grads, no window lists):
+# the replicas' sum is the supernet update's, not the data-parallel buckets' (they would miss the LM
 # head's part of d wte, which a supernet keeps apart)
 # shellcheck disable=SC2086
-run 2 dp2o $SN --set parallel.dp=2 --set memory.policy=offload; ok $? "dp=2, offload: a subnet per executor step"
-compare "dp=2 (a subnet per executor step) within the layout tolerance" "$SCRATCH/ref" "$SCRATCH/dp2o"
+run 4 dp2i $SN --set parallel.dp=2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 \
+    --set train.micro_batch=1
+ok $? "dp=2 × pp=2 interleaved: a subnet per executor step"
+compare "dp=2 × pp=2 interleaved (a subnet per executor step) within the layout tolerance" "$SCRATCH/ref" "$SCRATCH/dp2i"
+# shellcheck disable=SC2086
+run 2 dp2o $SN --set parallel.dp=2 --set memory.policy=offload; ok $? "dp=2, offload in causal windows"
+compare "dp=2, offload within the layout tolerance" "$SCRATCH/ref" "$SCRATCH/dp2o"
 grep -q "subnets run causally" "$SCRATCH/dp2/log.txt" &&
     grep -q "one at a time through the window's lists (supernet.schedule=serial)" "$SCRATCH/dp2s/log.txt" &&
-    grep -q "one executor step each: an offload" "$SCRATCH/dp2o/log.txt"
-ok $? "dp=2 ran its windows causally, serially through the lists, and a subnet per executor step under offload"
+    grep -q "one executor step each: the interleaved" "$SCRATCH/dp2i/log.txt" && grep -q "subnets run causally" "$SCRATCH/dp2o/log.txt"
+ok $? "dp=2 ran its windows causally (offload too), serially through the lists, and a subnet per executor step when interleaved"
 
 # eval and search of a supernet's checkpoint at dp=2: the subnet's val_loss, the same bits as one rank
 val() { sed -n 's/^val_loss \([^ ]*\) .*/\1/p' "$1"; }

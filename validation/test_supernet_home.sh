@@ -4,8 +4,8 @@
 # slots per choice block for the subnets in flight, and the next subnets' candidates come in
 # through the offload path. The trajectory is bitwise that of resident = device on one rank, at
 # pp = 2 and 4 (the auto slot count and 2 or 3 slots, which cap the subnets in flight on a stage:
-# checked on the timeline), with dp = 2 and tp = 2 (against the same layout on the device), one
-# subnet per executor step (offload), evaluations between windows, and resumes from one residency to
+# checked on the timeline), with dp = 2 and tp = 2 (against the same layout on the device), the
+# stash offloaded, one subnet per executor step (interleaved), evaluations between windows, and resumes from one residency to
 # the other; the device holds less (the log's report, the measured peak memory); bad decks refused.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -19,14 +19,15 @@ H="--set supernet.resident=host"
 run 1 ref $SN; ok $? "every candidate on the device, one rank"
 layouts_cmp --bitwise ref "$SN" "1 h1 $H" "1 h1s2 $H --set supernet.device_slots=2" \
     "2 h2 $H --set parallel.pp=2" "2 h2s2 $H --set parallel.pp=2 --set supernet.device_slots=2" \
-    "1 hoff $H --set supernet.device_slots=2 --set memory.policy=offload"
+    "1 hoff $H --set supernet.device_slots=2 --set memory.policy=offload" \
+    "2 hil $H --set supernet.device_slots=2 --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2"
 # window 4 at pp = 4: up to 3 subnets in flight on a stage on the device, 2 with 3 slots
 W4="--set supernet.window=4 --set train.steps=16 --set checkpoint.every=8"
 # shellcheck disable=SC2086
 run 1 ref4 $SN $W4; ok $? "window 4, one rank"
 layouts_cmp --bitwise ref4 "$SN $W4" "4 h4s3 $H --set parallel.pp=4 --set supernet.device_slots=3"
-grep -q "one executor step each: an offload" "$SCRATCH/hoff/log.txt"
-ok $? "offload runs a subnet per executor step (the serial path brings the candidates in too)"
+grep -q "one executor step each: the interleaved" "$SCRATCH/hil/log.txt" && grep -q "subnets run causally" "$SCRATCH/hoff/log.txt"
+ok $? "interleaved runs a subnet per executor step (that path brings the candidates in too); offload runs causally"
 # the cap on the timeline: slots − 1 subnets in flight on a stage at most (2 slots: one at a time)
 for c in "h2s2 1" "h4s3 2"; do
     # shellcheck disable=SC2086

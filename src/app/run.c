@@ -370,9 +370,15 @@ const char *run_supernet_serial_why(const run_t *r)
     if (deck_chunks_per_stage(d) > 1) return "the interleaved schedule's chunks";
     if (r->be.kind == BE_CUDA && d->parallel.p2p != DECK_P2P_MPI) return "NCCL messages (parallel.p2p=mpi runs causally)";
     for (int l = 0; l < d->model.layers; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_OFFLOAD || run_layer_policy(d, l) == DECK_POLICY_BALANCE)
-            return "an offload or balance memory policy";
+        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return "the balance memory policy";
     return NULL;
+}
+
+int run_stage_offloads(const run_t *r)
+{
+    for (int i = 0; i < r->model.tab.nlayers; i++)
+        if (model_block_mode(&r->model, i) == MODE_OFFLOAD) return 1;
+    return 0;
 }
 
 static int run_model(run_t *r)

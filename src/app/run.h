@@ -169,6 +169,8 @@ const param_entry_t *supernet_first_entry(const model_t *m, int b, int k);
 /* Why a supernet runs one executor step per subnet on this layout instead of windows of causal lists
  * (NULL: it runs windows). */
 const char *run_supernet_serial_why(const run_t *r);
+/* Whether a block of this stage offloads its stash (memory.policy = offload). */
+int run_stage_offloads(const run_t *r);
 /* --subnet "0,2,1": a candidate index per choice block, in layer order, into sel (per layer, -1 off
  * the choice blocks). MP_OK, or MP_ERR naming what is wrong. */
 int supernet_parse_subnet(run_t *r, const char *text, int *sel);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "causal.h"
+#include "memlists.h"
 #include "check.h"
 #include "optim.h"
 #include "run.h"
@@ -129,6 +130,18 @@ static int window_list(run_t *r, instr_list_t *mine)
     *mine = lists[r->stage];
     lists[r->stage] = (instr_list_t){0};
     sim_free_lists(lists, pp);
+    /* offload: the same OFFLOAD/PREFETCH pass as a step's list; the window keeps at most 1F1B's
+     * micro-batches in flight per stage, so its device peak fits the plan's movable buffers */
+    if (run_stage_offloads(r)) {
+        if (sched_add_offload(mine, r->deck.memory.prefetch) != MP_OK) {
+            sched_free(mine);
+            return MP_FAIL("out of memory adding offloads to the window's list");
+        }
+        const int peak = sched_list_device_peak(mine, 0);
+        if (peak > r->plan.npool)
+            MP_ABORT("the window of subnet %ld needs %d movable buffers on stage %d, the plan has %d (a planning bug)",
+                     r->sn.t0, peak, r->stage, r->plan.npool);
+    }
     return MP_OK;
 }
 

@@ -228,7 +228,10 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
      * activations' share of the peak, the most micro-batches stashed and offload buffers in use,
      * host memory held for offloads and balance, and bytes moved (offload, balance) and seconds
      * waited for them per step since the last line */
-    const long nsteps = r->step - pg->moved_step > 0 ? r->step - pg->moved_step : 1;
+    /* a causal supernet moves a window's bytes when the window runs (at its first subnet): per
+     * step is then per subnet of the windows run since the last line */
+    const long W = r->sn.causal ? r->sn.window : 1, ran = (r->step + W - 1) / W * W - (pg->moved_step + W - 1) / W * W;
+    const long nsteps = ran > 0 ? ran : 1;
     const stash_t *st = &r->exec.stash;
     enum { NM = 11 };
     /* activations: the peak above what the plan calls fixed (weights, gradients, optimizer state) */
@@ -239,8 +242,10 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
                        st->moved.offloaded / (double)nsteps, st->moved.prefetched / (double)nsteps,
                        st->moved.evicted / (double)nsteps, st->moved.accepted / (double)nsteps,
                        st->moved.wait_s / (double)nsteps};
-    r->exec.stash.moved = (stash_moved_t){0};
-    pg->moved_step = r->step;
+    if (r->step % W == 0) { /* mid-window, the next subnet's line reports the same window */
+        r->exec.stash.moved = (stash_moved_t){0};
+        pg->moved_step = r->step;
+    }
     double all[NM * SIM_MAX_STAGES] = {0};
     MPI_Request q;
     MPI_CHECK(MPI_Igather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, 0, r->grid.comm[GRID_PP], &q));

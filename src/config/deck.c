@@ -215,7 +215,7 @@ static const deck_key_t keys[] = {
     K_CHOICE(supernet, schedule, "causal", deck_subnets_names,
              "causal: the subnets of a window run through the pipeline several at once under NASPipe's causal "
              "rule (same results as serial); serial: one subnet at a time, the pipeline flushed between them "
-             "(interleaved, offload, balance and nccl messages always run serial)"),
+             "(interleaved, balance and nccl messages always run serial)"),
     K_CHOICE(supernet, resident, "device", deck_resident_names,
              "where the candidates of the choice blocks live: device, all of them; host, their weights and AdamW "
              "moments in host memory, brought into supernet.device_slots slots per choice block for the subnets in "
