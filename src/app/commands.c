@@ -50,6 +50,23 @@ static const command_t commands[] = {
      "  --top-k K            draw among the K most likely bytes only (default 0: all)\n"
      "  --seed S             the draws are a function of (S, position) (default 1)\n"
      "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
+    {"serve",
+     "-c DECK --ckpt CKPT.h5 [--stages S] [--slots N] [--listen 127.0.0.1:PORT] [--out DIR]",
+     "serve completions over HTTP on loopback, the model split into pipeline stages (processes)",
+     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--out", "--standby", NULL},
+     "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
+     "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
+     "  --stages S           stage processes, each holding a contiguous range of layers (default 1)\n"
+     "  --slots N            sequences decoded together at most (continuous batching; default 8)\n"
+     "  --listen H:P         the HTTP address (default 127.0.0.1:8080; port 0: any free one; loopback only)\n"
+     "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
+     "                       (the stages' sockets, mode 0700) (default serve)\n"
+     "  --standby N          standbys per stage: not built yet (refused)\n"
+     "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\"};\n"
+     "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
+    {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR",
+     "one serving stage (started by serve; the job secret comes in its environment)",
+     {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", NULL}, ""},
     {"search",
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
      "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",

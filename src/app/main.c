@@ -22,6 +22,7 @@
 #include "selftest.h"
 #include "eval.h"
 #include "generate.h"
+#include "serve.h"
 #include "search.h"
 #include "sim.h"
 #include "swapsim.h"
@@ -33,7 +34,8 @@ typedef struct {
     run_opts_t run;
     char *sets[MAX_SETS];
     const char *text, *out, *ckpt, *subnet, *method, *prompt;
-    int max_tokens, top_k;
+    int max_tokens, top_k, stages, slots, stage, standby;
+    const char *listen, *links;
     double temperature;
     int population, generations, seed_set;
     double mutation, max_params, max_flops;
@@ -55,6 +57,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
     c->alpha = -1.0;
     c->population = 8, c->generations = 4, c->mutation = 0.2;
     c->max_tokens = 64;
+    c->stages = 1, c->slots = 8, c->stage = -1;
     const command_t *cmd = command_find(argv[1]);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -82,6 +85,12 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--max-tokens") && has_val) c->max_tokens = atoi(argv[++i]);
         else if (!strcmp(a, "--temperature") && has_val) c->temperature = atof(argv[++i]);
         else if (!strcmp(a, "--top-k") && has_val) c->top_k = atoi(argv[++i]);
+        else if (!strcmp(a, "--stages") && has_val) c->stages = atoi(argv[++i]);
+        else if (!strcmp(a, "--slots") && has_val) c->slots = atoi(argv[++i]);
+        else if (!strcmp(a, "--stage") && has_val) c->stage = atoi(argv[++i]);
+        else if (!strcmp(a, "--standby") && has_val) c->standby = atoi(argv[++i]);
+        else if (!strcmp(a, "--listen") && has_val) c->listen = argv[++i];
+        else if (!strcmp(a, "--links") && has_val) c->links = argv[++i];
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
         else if (!strcmp(a, "--restart")) c->run.restart = 1;
@@ -198,6 +207,12 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         const generate_opts_t g = {c->ckpt, c->prompt, c->max_tokens, c->top_k, c->temperature,
                                    c->seed_set ? c->seed : 1};
         return generate_main(&c->run, &g);
+    }
+    if (!strcmp(cmd, "serve") || !strcmp(cmd, "serve-stage")) {
+        if (!c->run.deck_path || !c->ckpt) return MP_ERROR("%s needs -c DECK and --ckpt CKPT.h5", cmd), 2;
+        const serve_opts_t s = {c->ckpt, c->out ? c->out : "serve", c->listen ? c->listen : "127.0.0.1:8080", c->links,
+                                c->stages, c->slots, c->stage, c->standby};
+        return !strcmp(cmd, "serve") ? serve_main(&c->run, &s) : serve_stage_main(&c->run, &s);
     }
     if (!strcmp(cmd, "inspect")) {
         if (!c->positional) return MP_ERROR("inspect needs a checkpoint file"), 2;

@@ -3,7 +3,6 @@
  * replaced by attention_decode_forward over the cache. */
 #include "decoder.h"
 
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,19 +92,24 @@ void decoder_destroy(decoder_t *d)
 
 int decoder_load(decoder_t *dec, const char *path, long *step_p)
 {
-    /* The file is read against the canonical table of the whole model (what it holds), this part's
-     * tensors into this part's buffer. */
+    /* The whole model is read and verified (a dataset's checksum covers all of it), then this
+     * part's tensors are copied out by name: a stage holds the whole model only while it loads. */
     param_table_t gtab;
     if (param_table_build(&gtab, &dec->cfg, 0, dec->cfg.layers, 1, 1, 1, 0) != MP_OK) return MP_ERR;
-    ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = &dec->tab, .owner = 1, .bufs = {dec->params, NULL, NULL, NULL}};
+    float *all = MP_MALLOC((gtab.total ? gtab.total : 1) * sizeof(float));
     ckpt_state_t st;
     memset(&st, 0, sizeof st);
-    const int rc = ckpt_read_parallel(path, &gtab, &pt, &st);
-    param_table_free(&gtab);
-    if (rc != MP_OK) return MP_ERR;
-    if (step_p) *step_p = st.step;
+    int rc = all ? ckpt_read(path, &gtab, all, NULL, NULL, &st) : MP_ERR;
+    for (int i = 0; rc == MP_OK && i < dec->tab.count; i++) {
+        const param_entry_t *e = &dec->tab.entries[i], *g = param_table_find(&gtab, e->name);
+        if (!g || g->numel != e->numel) rc = MP_FAIL("decoder: %s is not in the whole model's table (a bug)", e->name);
+        else memcpy(dec->params + e->offset, all + g->offset, e->numel * sizeof(float));
+    }
+    if (rc == MP_OK && step_p) *step_p = st.step;
     free(st.deck);
-    return MP_OK;
+    free(all);
+    param_table_free(&gtab);
+    return rc;
 }
 
 void decoder_embed(const decoder_t *dec, float *x, const int *tok, const int *pos, int B)

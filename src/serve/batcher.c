@@ -1,0 +1,234 @@
+/* Continuous batching (batcher.h). */
+#include "batcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "perf.h"
+
+/* Under mu: r is done (state set by the caller); wakes its waiter. */
+static void req_finish(batcher_t *b, serve_req_t *r, int state, const char *error)
+{
+    r->state = state;
+    if (error) snprintf(r->error, sizeof r->error, "%s", error);
+    r->t_done = perf_now();
+    if (state == REQ_FAILED) b->requests_failed++;
+    else b->requests_ok++, b->lat[b->nlat++ % BATCHER_LATENCIES] = r->t_done - r->t_submit;
+    pthread_cond_broadcast(&b->done);
+}
+
+/* Under mu: waiting requests into free slots (max_tokens 0 finishes at once). */
+static void admit(batcher_t *b)
+{
+    for (int s = 0; s < b->slots && b->head; s++) {
+        if (b->slot[s]) continue;
+        serve_req_t *r = b->head;
+        b->head = r->next;
+        if (!b->head) b->tail = NULL;
+        b->queued--;
+        if (r->max_tokens == 0) {
+            req_finish(b, r, REQ_LENGTH, NULL);
+            s--;
+            continue;
+        }
+        r->slot = s, r->pos = 0;
+        b->slot[s] = r;
+        b->running++;
+    }
+}
+
+/* Under mu: the step's rows, one per running request, in slot order. */
+static int build_rows(const batcher_t *b, wire_row_t *rows, serve_req_t **who)
+{
+    int B = 0;
+    for (int s = 0; s < b->slots; s++) {
+        serve_req_t *r = b->slot[s];
+        if (!r) continue;
+        const int tok = r->pos < r->nprompt ? r->prompt[r->pos] : r->out[r->nout - 1];
+        rows[B] = (wire_row_t){s, r->pos, tok};
+        who[B++] = r;
+    }
+    return B;
+}
+
+/* Under mu: after feeding position p, a request past its prompt samples the token of p + 1 (keyed
+ * by that position, as completion_run does) and stops at max_tokens or when p + 1 is the context's
+ * last position. */
+static void advance(batcher_t *b, serve_req_t *r, const float *logits, float *work)
+{
+    const int p = r->pos;
+    if (p < r->nprompt - 1) {
+        r->pos++;
+        return;
+    }
+    r->out[r->nout++] = sampler_pick(logits, b->V, &r->sample, r->request_id, (uint64_t)(p + 1), work);
+    b->tokens_out++;
+    const int state = r->nout == r->max_tokens ? REQ_LENGTH : p + 1 == b->T - 1 ? REQ_CONTEXT : REQ_RUNNING;
+    if (state == REQ_RUNNING) {
+        r->pos = p + 1;
+        return;
+    }
+    b->slot[r->slot] = NULL;
+    b->running--;
+    req_finish(b, r, state, NULL);
+}
+
+/* Under mu: the pipeline is down; every running and waiting request fails with why. */
+static void fail_all(batcher_t *b, const char *why)
+{
+    b->down = 1;
+    snprintf(b->down_why, sizeof b->down_why, "%s", why);
+    for (int s = 0; s < b->slots; s++)
+        if (b->slot[s]) req_finish(b, b->slot[s], REQ_FAILED, why), b->slot[s] = NULL;
+    b->running = 0;
+    for (serve_req_t *r = b->head, *n; r; r = n) n = r->next, req_finish(b, r, REQ_FAILED, why);
+    b->head = b->tail = NULL;
+    b->queued = 0;
+}
+
+/* Not under mu: one step through the ring; MP_OK with the logits, or MP_ERR with why. */
+static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
+                          char *why, size_t nwhy)
+{
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0};
+    if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
+    for (int waited = 0; waited < b->timeout_ms; waited += 200) {
+        const int got = wire_recv(b->pull, b->secret, 200, &h, back, b->slots, logits, (size_t)b->slots * b->V);
+        if (got < 0) return snprintf(why, nwhy, "a malformed reply from the last stage"), MP_ERR;
+        if (got == 1) {
+            if (h.step != step || h.B != B || h.width != b->V)
+                return snprintf(why, nwhy, "the last stage answered step %llu with %d rows of %d (expected step %llu)",
+                                (unsigned long long)h.step, h.B, h.width, (unsigned long long)step), MP_ERR;
+            return MP_OK;
+        }
+        const char *dead = b->down_check ? b->down_check(b->down_ctx) : NULL;
+        if (dead) return snprintf(why, nwhy, "%s", dead), MP_ERR;
+    }
+    return snprintf(why, nwhy, "no stage answered within %d ms", b->timeout_ms), MP_ERR;
+}
+
+static void *batcher_main(void *arg)
+{
+    batcher_t *b = arg;
+    wire_row_t *rows = malloc((size_t)b->slots * sizeof *rows), *back = malloc((size_t)b->slots * sizeof *back);
+    serve_req_t **who = malloc((size_t)b->slots * sizeof *who);
+    float *logits = malloc((size_t)b->slots * b->V * sizeof(float)), *work = malloc(2 * (size_t)b->V * sizeof(float));
+    pthread_mutex_lock(&b->mu);
+    if (!rows || !back || !who || !logits || !work) fail_all(b, "the front end is out of memory");
+    while (!b->stop) {
+        if (!b->down) admit(b);
+        if (!b->running) {
+            pthread_cond_wait(&b->work, &b->mu);
+            continue;
+        }
+        const int B = build_rows(b, rows, who);
+        const uint64_t step = b->steps++;
+        pthread_mutex_unlock(&b->mu);
+        char why[256];
+        const double t0 = perf_now();
+        const int rc = step_roundtrip(b, step, rows, B, back, logits, why, sizeof why);
+        pthread_mutex_lock(&b->mu);
+        b->busy_s += perf_now() - t0;
+        b->rows += (uint64_t)B;
+        if (rc != MP_OK) {
+            MP_ERROR("serving pipeline down: %s", why);
+            fail_all(b, why);
+            continue;
+        }
+        for (int i = 0; i < B; i++) advance(b, who[i], logits + (size_t)i * b->V, work);
+    }
+    pthread_mutex_unlock(&b->mu);
+    free(rows), free(back), free(who), free(logits), free(work);
+    return NULL;
+}
+
+int batcher_start(batcher_t *b, int slots, int T, int V, const char *to_first, const char *from_last,
+                  const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
+                  void *down_ctx)
+{
+    memset(b, 0, sizeof *b);
+    b->slots = slots, b->T = T, b->V = V, b->timeout_ms = timeout_ms;
+    b->down_check = down_check, b->down_ctx = down_ctx;
+    b->t_start = perf_now();
+    memcpy(b->secret, secret, WIRE_SECRET_BYTES);
+    if (!(b->slot = calloc((size_t)slots, sizeof *b->slot))) return MP_FAIL("out of memory for %d slots", slots);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->work, NULL);
+    pthread_cond_init(&b->done, NULL);
+    ZMQ_TRY_PTR(b->zctx = zmq_ctx_new(), err);
+    ZMQ_TRY_PTR(b->push = zmq_socket(b->zctx, ZMQ_PUSH), err);
+    ZMQ_TRY_PTR(b->pull = zmq_socket(b->zctx, ZMQ_PULL), err);
+    if (wire_socket_opts(b->push) != MP_OK || wire_socket_opts(b->pull) != MP_OK) goto err;
+    ZMQ_TRY(zmq_bind(b->pull, from_last), err);
+    ZMQ_TRY(zmq_connect(b->push, to_first), err);
+    char why[256];
+    b->timeout_ms = ready_ms;
+    if (step_roundtrip(b, 0, NULL, 0, NULL, NULL, why, sizeof why) != MP_OK) {
+        MP_ERROR("the serving stages did not start: %s", why);
+        goto err;
+    }
+    b->timeout_ms = timeout_ms;
+    b->steps = 1;
+    if (pthread_create(&b->thread, NULL, batcher_main, b) != 0) {
+        MP_ERROR("pthread_create for the batching thread failed");
+        goto err;
+    }
+    b->started = 1;
+    return MP_OK;
+err:
+    batcher_stop(b);
+    return MP_ERR;
+}
+
+void batcher_stop(batcher_t *b)
+{
+    if (b->started) {
+        pthread_mutex_lock(&b->mu);
+        b->stop = 1;
+        pthread_cond_broadcast(&b->work);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->thread, NULL);
+        b->started = 0;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (!b->down) fail_all(b, "the server is stopping");
+    pthread_mutex_unlock(&b->mu);
+    if (b->push) { /* every stage quits when the message reaches it, passing it on first */
+        wire_hdr_t h = {WIRE_MAGIC, WIRE_QUIT, 0, 0, 0};
+        wire_send(b->push, b->secret, &h, NULL, NULL);
+        zmq_close(b->push);
+    }
+    if (b->pull) zmq_close(b->pull);
+    if (b->zctx) zmq_ctx_term(b->zctx);
+    free(b->slot);
+    b->push = b->pull = b->zctx = NULL, b->slot = NULL;
+}
+
+void batcher_mark_down(batcher_t *b, const char *why)
+{
+    pthread_mutex_lock(&b->mu);
+    if (!b->down) {
+        MP_ERROR("serving pipeline down: %s", why);
+        fail_all(b, why);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void batcher_run(batcher_t *b, serve_req_t *r)
+{
+    r->state = REQ_RUNNING, r->nout = 0, r->next = NULL, r->t_submit = perf_now();
+    pthread_mutex_lock(&b->mu);
+    if (b->down || b->stop) {
+        req_finish(b, r, REQ_FAILED, b->down ? b->down_why : "the server is stopping");
+    } else {
+        if (b->tail) b->tail->next = r;
+        else b->head = r;
+        b->tail = r;
+        b->queued++;
+        pthread_cond_signal(&b->work);
+        while (r->state == REQ_RUNNING) pthread_cond_wait(&b->done, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}

@@ -1,0 +1,73 @@
+/* Continuous batching in the front end (ARCHITECTURE.md §7): requests wait in a queue, take a free
+ * cache slot at the next token step and leave when done. Every step sends one row per running
+ * request (its next prompt token or its last sampled one) through the stages and samples, from the
+ * logits that come back, a token for each request past its prompt. One step is in flight at a
+ * time. A step that does not come back within the deadline marks the pipeline down: its requests
+ * and every later one fail (503 at the front end) until the server is restarted. */
+#ifndef MP_BATCHER_H
+#define MP_BATCHER_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "sampler.h"
+#include "wire.h"
+
+enum { REQ_RUNNING = 0, REQ_LENGTH = 1, REQ_CONTEXT = 2, REQ_FAILED = 3 };
+
+typedef struct serve_req {
+    int *prompt, nprompt, max_tokens;     /* prompt owned by the request */
+    sampler_cfg_t sample;
+    uint64_t request_id;
+    int *out, nout;                       /* max_tokens ints */
+    int state;                            /* REQ_* */
+    char error[256];                      /* REQ_FAILED: why */
+    int slot, pos;                        /* its cache slot; the position it feeds next */
+    double t_submit, t_done;
+    struct serve_req *next;               /* the queue */
+} serve_req_t;
+
+#define BATCHER_LATENCIES 1024
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    serve_req_t *head, *tail;             /* waiting */
+    int queued;
+    serve_req_t **slot;                   /* (S) running in each slot, or NULL */
+    int slots, running, T, V;
+    void *zctx, *push, *pull;             /* links to stage 0 and from the last stage */
+    unsigned char secret[WIRE_SECRET_BYTES];
+    int timeout_ms;
+    /* Why the pipeline is broken (a dead stage's pid and signal), or NULL: the supervisor's check,
+     * called while a step is awaited. */
+    const char *(*down_check)(void *ctx);
+    void *down_ctx;
+    int stop, down;
+    char down_why[256];
+    pthread_t thread;
+    int started;
+    /* metrics (under mu) */
+    uint64_t steps, requests_ok, requests_failed, tokens_out, rows;
+    double busy_s, t_start;
+    double lat[BATCHER_LATENCIES];
+    uint64_t nlat;
+} batcher_t;
+
+/* Connects to the ring's two endpoints (push: stage 0's input; pull: bound here, the last stage's
+ * output), sends an empty step round the ring and waits up to ready_ms for it (every stage has
+ * loaded its weights and its links work), and starts the batching thread. MP_OK or MP_ERR
+ * (reported, naming a stage that died while starting). */
+int batcher_start(batcher_t *b, int slots, int T, int V, const char *to_first, const char *from_last,
+                  const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
+                  void *down_ctx);
+/* Stops the thread, tells the stages to quit, fails what is left and closes the links. */
+void batcher_stop(batcher_t *b);
+
+/* Marks the pipeline down (a stage died): running and waiting requests fail with why. */
+void batcher_mark_down(batcher_t *b, const char *why);
+
+/* Queues r (its prompt checked by the caller) and waits until it finishes or fails. */
+void batcher_run(batcher_t *b, serve_req_t *r);
+
+#endif

@@ -1,0 +1,31 @@
+/* The serving front end's HTTP/JSON interface (libmicrohttpd, jansson), on loopback:
+ *   POST /v1/completions  {"prompt": str, "max_tokens": int, "temperature": num, "top_k": int,
+ *                          "seed": int, "request_id": int} → 200 {"id", "object": "text_completion",
+ *                          "choices": [{"text", "tokens", "finish_reason"}], "usage"}; bad input → 4xx
+ *                          {"error": {"message", "type"}}; the pipeline down → 503.
+ *   GET /health           200 {"status": "ok"} or 503 {"status": "down", "reason"}
+ *   GET /metrics          Prometheus text: requests, tokens, queue, slots in use, tokens/s,
+ *                          latency quantiles, failovers.
+ * A body over HTTP_MAX_BODY bytes is refused (413); a connection idle for 10 s is closed (a client
+ * that never finishes sending holds one connection thread that long, never the batch). */
+#ifndef MP_HTTP_H
+#define MP_HTTP_H
+
+#include "batcher.h"
+
+#define HTTP_MAX_BODY 65536
+
+typedef struct {
+    batcher_t *b;
+    struct MHD_Daemon *d;
+    int port;                 /* the bound port (the one asked, or the one the system chose for 0) */
+    int T, V;
+    uint64_t bad_requests;    /* 4xx answers (atomic) */
+} http_t;
+
+/* Listens on 127.0.0.1:port (0: any free port; http->port says which) and serves requests through
+ * b. MP_OK or MP_ERR (reported). */
+int http_start(http_t *h, batcher_t *b, int port, int T, int V);
+void http_stop(http_t *h);
+
+#endif
