@@ -41,14 +41,15 @@ static const command_t commands[] = {
     {"generate",
      "-c DECK --ckpt CKPT.h5 --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]",
      "complete a prompt with a checkpoint's model (CPU, key/value cache); the bytes go to stdout",
-     {RUN_OPTS, "--ckpt", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed", NULL},
+     {RUN_OPTS, "--ckpt", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed", "--request-id", NULL},
      "  -c, --deck DECK      the deck of the model (an exported subnet's: its model.blocks); --set S.K=V\n"
      "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
      "  --prompt TEXT        the prompt's bytes are its tokens (1 to model.seq_len - 1 of them)\n"
      "  --max-tokens N       bytes to generate (default 64); a full context stops it earlier\n"
      "  --temperature T      0 (default): greedy; else in [0.001, 100], softmax(logits / T)\n"
      "  --top-k K            draw among the K most likely bytes only (default 0: all)\n"
-     "  --seed S             the draws are a function of (S, position) (default 1)\n"
+     "  --seed S             the draws are a function of (S, request id, position) (default 1)\n"
+     "  --request-id N       the request id of the draws (default 0; serve's request_id)\n"
      "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
     {"serve",
      "-c DECK --ckpt CKPT.h5 [--stages S] [--slots N] [--listen 127.0.0.1:PORT] [--out DIR]",

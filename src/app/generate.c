@@ -74,7 +74,7 @@ int generate_main(const run_opts_t *opts, const generate_opts_t *g)
     if (rc == MP_OK && !(out = MP_MALLOC(((size_t)g->max_tokens + 1) * sizeof *out))) rc = MP_ERR;
     const double t0 = perf_now();
     if (rc == MP_OK) {
-        const completion_req_t rq = {prompt, nprompt, g->max_tokens, sc, 0};
+        const completion_req_t rq = {prompt, nprompt, g->max_tokens, sc, g->request_id};
         rc = completion_run(&dec, 0, &rq, out, &nout);
     }
     const double dt = perf_now() - t0;

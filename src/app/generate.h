@@ -11,7 +11,7 @@ typedef struct {
     const char *ckpt, *prompt;
     int max_tokens, top_k;
     double temperature;
-    uint64_t seed;
+    uint64_t seed, request_id;
 } generate_opts_t;
 
 /* Loads the deck (opts->deck_path and --set), the weights of g->ckpt (any layout; a plain model or

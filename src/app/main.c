@@ -34,6 +34,7 @@ typedef struct {
     run_opts_t run;
     char *sets[MAX_SETS];
     const char *text, *out, *ckpt, *subnet, *method, *prompt;
+    unsigned long long request_id;
     int max_tokens, top_k, stages, slots, stage, standby;
     const char *listen, *links;
     double temperature;
@@ -85,6 +86,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--max-tokens") && has_val) c->max_tokens = atoi(argv[++i]);
         else if (!strcmp(a, "--temperature") && has_val) c->temperature = atof(argv[++i]);
         else if (!strcmp(a, "--top-k") && has_val) c->top_k = atoi(argv[++i]);
+        else if (!strcmp(a, "--request-id") && has_val) c->request_id = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(a, "--stages") && has_val) c->stages = atoi(argv[++i]);
         else if (!strcmp(a, "--slots") && has_val) c->slots = atoi(argv[++i]);
         else if (!strcmp(a, "--stage") && has_val) c->stage = atoi(argv[++i]);
@@ -205,7 +207,7 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         if (!c->run.deck_path || !c->ckpt || !c->prompt)
             return MP_ERROR("generate needs -c DECK, --ckpt CKPT.h5 and --prompt TEXT"), 2;
         const generate_opts_t g = {c->ckpt, c->prompt, c->max_tokens, c->top_k, c->temperature,
-                                   c->seed_set ? c->seed : 1};
+                                   c->seed_set ? c->seed : 1, c->request_id};
         return generate_main(&c->run, &g);
     }
     if (!strcmp(cmd, "serve") || !strcmp(cmd, "serve-stage")) {

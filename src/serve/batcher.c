@@ -184,6 +184,7 @@ err:
 
 void batcher_stop(batcher_t *b)
 {
+    if (!b->slot) return; /* never started, or stopped already */
     if (b->started) {
         pthread_mutex_lock(&b->mu);
         b->stop = 1;
