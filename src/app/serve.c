@@ -193,7 +193,7 @@ static int serve_start(serve_ctx_t *c, const run_opts_t *o, const serve_opts_t *
         if (spawn_stage(c, o, s, st, links, hex) != MP_OK) return MP_ERR;
     link_name(first, sizeof first, links, 0);
     link_name(last, sizeof last, links, c->S);
-    if (batcher_start(&c->b, s->slots, cfg->seq_len, cfg->vocab, first, last, secret, 30000, 300000, serve_check, c) !=
+    if (batcher_start(&c->b, s->slots, c->S, cfg->seq_len, cfg->vocab, first, last, secret, 30000, 300000, serve_check, c) !=
         MP_OK)
         return MP_ERR;
     if (http_start(&c->http, &c->b, port, cfg->seq_len, cfg->vocab) != MP_OK) return MP_ERR;

@@ -39,11 +39,12 @@ static void admit(batcher_t *b)
     }
 }
 
-/* Under mu: the step's rows, one per running request, in slot order. */
-static int build_rows(const batcher_t *b, wire_row_t *rows, serve_req_t **who)
+/* Under mu: group g's step rows, one per running request of its slots (s ≡ g mod groups), in slot
+ * order. */
+static int build_rows(const batcher_t *b, int g, wire_row_t *rows, serve_req_t **who)
 {
     int B = 0;
-    for (int s = 0; s < b->slots; s++) {
+    for (int s = g; s < b->slots; s += b->groups) {
         serve_req_t *r = b->slot[s];
         if (!r) continue;
         const int tok = r->pos < r->nprompt ? r->prompt[r->pos] : r->out[r->nout - 1];
@@ -88,68 +89,146 @@ static void fail_all(batcher_t *b, const char *why)
     b->queued = 0;
 }
 
-/* Not under mu: one step through the ring; MP_OK with the logits, or MP_ERR with why. */
-static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
-                          char *why, size_t nwhy)
+/* Not under mu: waits for the reply to one of the steps in flight, into back and logits; MP_OK
+ * with its header in *h, or MP_ERR with why (no reply within the deadline, a dead stage, a reply
+ * that is not a step's). */
+static int step_wait(batcher_t *b, wire_hdr_t *h, wire_row_t *back, float *logits, char *why, size_t nwhy)
 {
-    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0};
-    if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
     for (int waited = 0; waited < b->timeout_ms; waited += 200) {
-        const int got = wire_recv(b->pull, b->secret, 200, &h, back, b->slots, logits, (size_t)b->slots * b->V);
+        const int got = wire_recv(b->pull, b->secret, 200, h, back, b->slots, logits, (size_t)b->slots * b->V);
         if (got < 0) return snprintf(why, nwhy, "a malformed reply from the last stage"), MP_ERR;
-        if (got == 1) {
-            if (h.step != step || h.B != B || h.width != b->V)
-                return snprintf(why, nwhy, "the last stage answered step %llu with %d rows of %d (expected step %llu)",
-                                (unsigned long long)h.step, h.B, h.width, (unsigned long long)step), MP_ERR;
-            return MP_OK;
-        }
+        if (got == 1)
+            return h->kind == WIRE_STEP && h->width == b->V ? MP_OK
+                   : (snprintf(why, nwhy, "the last stage answered with %d rows of %d floats", h->B, h->width), MP_ERR);
         const char *dead = b->down_check ? b->down_check(b->down_ctx) : NULL;
         if (dead) return snprintf(why, nwhy, "%s", dead), MP_ERR;
     }
     return snprintf(why, nwhy, "no stage answered within %d ms", b->timeout_ms), MP_ERR;
 }
 
+/* Not under mu: one step through the ring and its reply (nothing else in flight). */
+static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
+                          char *why, size_t nwhy)
+{
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0};
+    if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
+    if (step_wait(b, &h, back, logits, why, nwhy) != MP_OK) return MP_ERR;
+    if (h.step != step || h.B != B)
+        return snprintf(why, nwhy, "the last stage answered step %llu with %d rows (expected step %llu, %d rows)",
+                        (unsigned long long)h.step, h.B, (unsigned long long)step, B), MP_ERR;
+    return MP_OK;
+}
+
+/* The batching thread's buffers: per group, its rows in flight and their requests. */
+typedef struct {
+    wire_row_t *rows, *back;     /* (groups, S), (S) */
+    serve_req_t **who;           /* (groups, S) */
+    int *B, *inflight;           /* (groups) */
+    uint64_t *step;              /* (groups): the step id each group has in flight */
+    float *logits, *work;        /* (S, V), (2V) */
+} loop_bufs_t;
+
+static int loop_bufs_alloc(loop_bufs_t *l, const batcher_t *b)
+{
+    const size_t G = (size_t)b->groups, S = (size_t)b->slots;
+    l->rows = malloc(G * S * sizeof *l->rows), l->back = malloc(S * sizeof *l->back);
+    l->who = malloc(G * S * sizeof *l->who);
+    l->B = calloc(G, sizeof *l->B), l->inflight = calloc(G, sizeof *l->inflight), l->step = calloc(G, sizeof *l->step);
+    l->logits = malloc(S * (size_t)b->V * sizeof(float)), l->work = malloc(2 * (size_t)b->V * sizeof(float));
+    return l->rows && l->back && l->who && l->B && l->inflight && l->step && l->logits && l->work ? MP_OK : MP_ERR;
+}
+
+static void loop_bufs_free(loop_bufs_t *l)
+{
+    free(l->rows), free(l->back), free(l->who), free(l->B), free(l->inflight), free(l->step), free(l->logits), free(l->work);
+}
+
+/* Under mu (released while sending): a step for every group with running requests and nothing in
+ * flight. The number of groups in flight, or MP_ERR (a send failed; why filled). */
+static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
+{
+    int n = 0;
+    for (int g = 0; g < b->groups; g++) {
+        if (!l->inflight[g]) {
+            wire_row_t *rows = l->rows + (size_t)g * b->slots;
+            l->B[g] = build_rows(b, g, rows, l->who + (size_t)g * b->slots);
+            if (!l->B[g]) continue;
+            l->step[g] = b->steps++;
+            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0};
+            pthread_mutex_unlock(&b->mu);
+            const int rc = wire_send(b->push, b->secret, &h, rows, NULL);
+            pthread_mutex_lock(&b->mu);
+            if (rc != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
+            l->inflight[g] = 1;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* Under mu: the reply h to group g's step: every row's request advances. MP_OK, or MP_ERR when
+ * it matches no step in flight. */
+static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *why, size_t nwhy)
+{
+    int g = 0;
+    while (g < b->groups && !(l->inflight[g] && l->step[g] == h->step)) g++;
+    if (g == b->groups || h->B != l->B[g])
+        return snprintf(why, nwhy, "the last stage answered step %llu (%d rows), which is not in flight",
+                        (unsigned long long)h->step, h->B), MP_ERR;
+    l->inflight[g] = 0;
+    b->rows += (uint64_t)h->B;
+    for (int i = 0; i < h->B; i++) advance(b, l->who[(size_t)g * b->slots + i], l->logits + (size_t)i * b->V, l->work);
+    return MP_OK;
+}
+
+/* The batching loop: up to `groups` steps in flight (one per group of slots), so with S stages
+ * every stage has work (HAMS's pipelining); a request has at most one row in flight, since its
+ * next token needs the logits of its last. */
 static void *batcher_main(void *arg)
 {
     batcher_t *b = arg;
-    wire_row_t *rows = malloc((size_t)b->slots * sizeof *rows), *back = malloc((size_t)b->slots * sizeof *back);
-    serve_req_t **who = malloc((size_t)b->slots * sizeof *who);
-    float *logits = malloc((size_t)b->slots * b->V * sizeof(float)), *work = malloc(2 * (size_t)b->V * sizeof(float));
+    loop_bufs_t l;
+    const int ok = loop_bufs_alloc(&l, b) == MP_OK;
+    char why[256];
     pthread_mutex_lock(&b->mu);
-    if (!rows || !back || !who || !logits || !work) fail_all(b, "the front end is out of memory");
+    if (!ok) fail_all(b, "the front end is out of memory");
     while (!b->stop) {
         if (!b->down) admit(b);
-        if (!b->running) {
-            pthread_cond_wait(&b->work, &b->mu);
-            continue;
-        }
-        const int B = build_rows(b, rows, who);
-        const uint64_t step = b->steps++;
-        pthread_mutex_unlock(&b->mu);
-        char why[256];
-        const double t0 = perf_now();
-        const int rc = step_roundtrip(b, step, rows, B, back, logits, why, sizeof why);
-        pthread_mutex_lock(&b->mu);
-        b->busy_s += perf_now() - t0;
-        b->rows += (uint64_t)B;
-        if (rc != MP_OK) {
+        const int n = b->down ? 0 : send_ready_groups(b, &l, why, sizeof why);
+        if (n < 0) {
             MP_ERROR("serving pipeline down: %s", why);
             fail_all(b, why);
             continue;
         }
-        for (int i = 0; i < B; i++) advance(b, who[i], logits + (size_t)i * b->V, work);
+        if (!n) {
+            pthread_cond_wait(&b->work, &b->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&b->mu);
+        wire_hdr_t h;
+        const double t0 = perf_now();
+        int rc = step_wait(b, &h, l.back, l.logits, why, sizeof why);
+        pthread_mutex_lock(&b->mu);
+        b->busy_s += perf_now() - t0;
+        if (rc == MP_OK) rc = take_reply(b, &l, &h, why, sizeof why);
+        if (rc != MP_OK) {
+            MP_ERROR("serving pipeline down: %s", why);
+            fail_all(b, why);
+            for (int g = 0; g < b->groups; g++) l.inflight[g] = 0;
+        }
     }
     pthread_mutex_unlock(&b->mu);
-    free(rows), free(back), free(who), free(logits), free(work);
+    loop_bufs_free(&l);
     return NULL;
 }
 
-int batcher_start(batcher_t *b, int slots, int T, int V, const char *to_first, const char *from_last,
+int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char *to_first, const char *from_last,
                   const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
                   void *down_ctx)
 {
     memset(b, 0, sizeof *b);
     b->slots = slots, b->T = T, b->V = V, b->timeout_ms = timeout_ms;
+    b->groups = groups < 1 ? 1 : groups > slots ? slots : groups;
     b->down_check = down_check, b->down_ctx = down_ctx;
     b->t_start = perf_now();
     memcpy(b->secret, secret, WIRE_SECRET_BYTES);

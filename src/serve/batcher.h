@@ -1,8 +1,9 @@
 /* Continuous batching in the front end (ARCHITECTURE.md §7): requests wait in a queue, take a free
  * cache slot at the next token step and leave when done. Every step sends one row per running
  * request (its next prompt token or its last sampled one) through the stages and samples, from the
- * logits that come back, a token for each request past its prompt. One step is in flight at a
- * time. A step that does not come back within the deadline marks the pipeline down: its requests
+ * logits that come back, a token for each request past its prompt. The slots form `groups`
+ * groups (the number of stages), each with one step in flight, so every stage has work while the
+ * others run theirs (HAMS's pipelining); a request has one row in flight at most. A step that does not come back within the deadline marks the pipeline down: its requests
  * and every later one fail (503 at the front end) until the server is restarted. */
 #ifndef MP_BATCHER_H
 #define MP_BATCHER_H
@@ -35,7 +36,7 @@ typedef struct {
     serve_req_t *head, *tail;             /* waiting */
     int queued;
     serve_req_t **slot;                   /* (S) running in each slot, or NULL */
-    int slots, running, T, V;
+    int slots, groups, running, T, V; /* slot s is in group s mod groups: one step per group in flight */
     void *zctx, *push, *pull;             /* links to stage 0 and from the last stage */
     unsigned char secret[WIRE_SECRET_BYTES];
     int timeout_ms;
@@ -54,11 +55,11 @@ typedef struct {
     uint64_t nlat;
 } batcher_t;
 
-/* Connects to the ring's two endpoints (push: stage 0's input; pull: bound here, the last stage's
+/* groups: steps in flight at once (the stages; at most slots). Connects to the ring's two endpoints (push: stage 0's input; pull: bound here, the last stage's
  * output), sends an empty step round the ring and waits up to ready_ms for it (every stage has
  * loaded its weights and its links work), and starts the batching thread. MP_OK or MP_ERR
  * (reported, naming a stage that died while starting). */
-int batcher_start(batcher_t *b, int slots, int T, int V, const char *to_first, const char *from_last,
+int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char *to_first, const char *from_last,
                   const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
                   void *down_ctx);
 /* Stops the thread, tells the stages to quit, fails what is left and closes the links. */
