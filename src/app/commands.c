@@ -39,7 +39,8 @@ static const command_t commands[] = {
      "  --subnet 0,2,1       the candidate per choice block\n"
      "  --out SUB.h5         the plain checkpoint; prints the [model] blocks = ... it needs\n"},
     {"generate",
-     "-c DECK --ckpt CKPT.h5 --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]",
+     "-c DECK --ckpt CKPT.h5 --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+     "         [--request-id N]",
      "complete a prompt with a checkpoint's model (CPU, key/value cache); the bytes go to stdout",
      {RUN_OPTS, "--ckpt", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed", "--request-id", NULL},
      "  -c, --deck DECK      the deck of the model (an exported subnet's: its model.blocks); --set S.K=V\n"
