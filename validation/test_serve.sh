@@ -2,8 +2,10 @@
 # `mindpipe serve` (src/serve/, src/app/serve.c): a checkpoint split into 2 stage processes over
 # ZeroMQ; completions from concurrent clients (continuous batching) bitwise equal to the same
 # requests sent one at a time, to a 1-stage server and to `mindpipe generate` (greedy and sampled);
-# bad input answered 4xx while the server keeps serving; /health and /metrics; a stage killed makes
-# the server say so (503) instead of hanging; SIGTERM stops everything; refusals at start.
+# bad input answered 4xx while the server keeps serving; /health and /metrics; stage processes
+# killed with SIGKILL during a load of 400 requests (standbys promoted, or restarts): none lost, every
+# completion bitwise equal to the run without failures; a failover that cannot start a replacement
+# makes the server say so (503) instead of hanging; SIGTERM stops everything; refusals at start.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 if ! "$TORCH_PYTHON" -c "import http.client, json" 2>/dev/null; then
     echo "not ok 1 - $TORCH_PYTHON cannot run the test client"; echo "1..1"; exit 1
@@ -93,16 +95,29 @@ grep -q '^mindpipe_requests_total{result="ok"} 65$' "$SCRATCH/m.out" &&
 ok $? "GET /metrics: 65 requests ok (48 + 17 between bad ones), 19 bad requests, latency quantiles, tokens/s, up"
 diag "$(grep -E '^mindpipe_(tokens_per|request_latency)' "$SCRATCH/m.out" | tr '\n' ' ')"
 
-# A stage dies: the front end notices and says why, it does not hang.
+# A stage dies without a standby: it is restarted and the server serves on.
 kill -9 "$S1"
-sleep 0.5
-"$TORCH_PYTHON" "$client" get "$URL2" /health > "$SCRATCH/h.out"; grep -q '^503' "$SCRATCH/h.out" && grep -q "stage 1 (pid $S1) died of signal 9" "$SCRATCH/h.out"
-ok $? "stage 1 killed (SIGKILL): /health answers 503 naming stage 1, its pid and the signal"
+i=0; while [ "$(stage_pid two 1)" = "$S1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+N1=$(stage_pid two 1)
+"$TORCH_PYTHON" "$client" load "$URL2" --requests 24 --concurrency 8 --out "$SCRATCH/after.jsonl" > "$SCRATCH/c.out" 2>&1 &&
+    cmp -s "$SCRATCH/seq.jsonl" "$SCRATCH/after.jsonl" && [ -n "$N1" ] && [ "$N1" != "$S1" ] && kill -0 "$N1" &&
+    grep -q "stage 1 restarted (pid $N1)" "$SCRATCH/two.log"
+ok $? "stage 1 killed (SIGKILL) without a standby: restarted (pid $S1 -> $N1), the same 24 completions after it"
+
+# A failover that cannot start a replacement (the checkpoint gone): 503 naming why, no hang.
+mv "$CK" "$CK.away"
+kill -9 "$N1"
+i=0; while ! "$TORCH_PYTHON" "$client" get "$URL2" /health > "$SCRATCH/h.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+i=0; while ! grep -q '^503' "$SCRATCH/h.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); "$TORCH_PYTHON" "$client" get "$URL2" /health > "$SCRATCH/h.out"; done
+grep -q '^503' "$SCRATCH/h.out" && grep -q "stage 1 (pid [0-9]*) exited with status 1" "$SCRATCH/h.out"
+ok $? "stage 1 killed while its checkpoint is gone: 3 replacements fail, /health answers 503 naming stage 1 ($(tail -1 "$SCRATCH/h.out"))"
 st=$("$TORCH_PYTHON" -c "
 import sys; sys.path.insert(0, '$MP_SRCDIR/validation'); import serve_client as c, json
 print(c.post('$URL2', json.dumps({'prompt': 'And', 'max_tokens': 3}))[0])")
 [ "$st" = 503 ]
 ok $? "a completion while the pipeline is down: 503 at once (got $st)"
+mv "$CK.away" "$CK"
+S0=$(stage_pid two 0)
 kill -TERM "$FE2"
 i=0; while kill -0 "$FE2" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 wait "$FE2"; rc=$?
@@ -111,6 +126,47 @@ ok $? "SIGTERM: the front end exits 0 (got $rc) and stage 0 is gone"
 wait "$FE1"; rc=$?
 [ $rc -eq 0 ] && grep -q "stopped by signal 15" "$SCRATCH/one.log"
 ok $? "the 1-stage server stopped by SIGTERM, exit 0"
+
+# Failover with standbys: 400 requests from 8 clients while the primaries of stage 1, 0, 1, 0 are
+# killed (SIGKILL) 0.3 s apart. Reference: the same 400 on a 1-stage server without failures.
+start ref1 --stages 1 --slots 8
+ok $? "a 1-stage reference server starts"
+"$TORCH_PYTHON" "$client" load "$URL" --requests 400 --concurrency 8 --out "$SCRATCH/ref400.jsonl" > "$SCRATCH/c.out" 2>&1
+ok $? "the reference: 400 requests ($(cat "$SCRATCH/c.out"))"
+kill -TERM $spid
+start fo --stages 2 --standby 1 --slots 8
+ok $? "serve --stages 2 --standby 1 starts"
+URLF=$URL; FEF=$spid
+[ "$(grep -c '"role": "primary"' "$SCRATCH/fo/serve.json")" -eq 2 ] && [ "$(grep -c '"role": "standby"' "$SCRATCH/fo/serve.json")" -eq 2 ]
+ok $? "serve.json: 2 primaries and 2 standbys"
+"$TORCH_PYTHON" "$client" load "$URLF" --requests 400 --concurrency 8 --out "$SCRATCH/fo400.jsonl" > "$SCRATCH/c.out" 2>&1 &
+lpid=$!
+killed=""
+for st in 1 0 1 0; do
+    sleep 0.3
+    p=$(sed -n "s/.*\"role\": \"primary\", \"stage\": $st, \"layers\": \[[0-9]*, [0-9]*\], \"pid\": \([0-9]*\).*/\1/p" "$SCRATCH/fo/serve.json")
+    kill -0 $lpid 2>/dev/null || diag "the load ended before kill of stage $st"
+    kill -9 "$p" && killed="$killed $st:$p"
+    i=0; while grep -q "\"pid\": $p," "$SCRATCH/fo/serve.json" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+done
+wait $lpid
+ok $? "400 requests from 8 clients while primaries were killed ($killed): $(cat "$SCRATCH/c.out")"
+! grep -q '"error"' "$SCRATCH/fo400.jsonl" && cmp -s "$SCRATCH/ref400.jsonl" "$SCRATCH/fo400.jsonl"
+ok $? "no request lost or changed: all 400 completions bitwise equal to the run without failures"
+"$TORCH_PYTHON" "$client" get "$URLF" /metrics > "$SCRATCH/m.out"
+grep -q '^mindpipe_failovers_total 4$' "$SCRATCH/m.out" && grep -q '^mindpipe_requests_total{result="failed"} 0$' "$SCRATCH/m.out" &&
+    grep -q '^mindpipe_requests_total{result="ok"} 400$' "$SCRATCH/m.out"
+ok $? "/metrics: 4 failovers, 400 requests ok, 0 failed"
+diag "$(grep -E '^mindpipe_failover_seconds' "$SCRATCH/m.out" | tr '\n' ' ') $(grep -o 'failed over in [0-9.]* s; [0-9]* running' "$SCRATCH/fo.log" | tr '\n' ' ')"
+grep -q "failed over in [0-9.]* s; [1-9][0-9]* running requests replay" "$SCRATCH/fo.log" &&
+    [ "$(grep -c 'the standby of stage [01] (pid [0-9]*) takes over' "$SCRATCH/fo.log")" -eq 4 ]
+ok $? "every failover promoted a standby, and at least one replayed running requests"
+i=0; while [ "$(grep -c '"role": "standby"' "$SCRATCH/fo/serve.json")" -ne 2 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ "$(grep -c '"role": "standby"' "$SCRATCH/fo/serve.json")" -eq 2 ] && [ "$(grep -c '"role": "primary"' "$SCRATCH/fo/serve.json")" -eq 2 ]
+ok $? "new standbys replace the promoted ones: serve.json lists 2 primaries and 2 standbys again"
+kill -TERM "$FEF"
+wait "$FEF"
+ok $? "the failover server stops on SIGTERM, exit 0"
 
 # Refused at start, with the cause named and exit 1.
 expect_fail() {
@@ -121,7 +177,7 @@ expect_fail() {
 }
 SV() { "$MINDPIPE" serve -c "$deck" $M --listen 127.0.0.1:0 --out "$SCRATCH/refused" "$@"; }
 expect_fail "listening beyond loopback is refused" "loopback only" SV --ckpt "$CK" --listen 0.0.0.0:0
-expect_fail "standbys are refused (not built)" "not built yet" SV --ckpt "$CK" --standby 1
+expect_fail "two standbys per stage are refused" "0 or 1 standby" SV --ckpt "$CK" --standby 2
 expect_fail "3 stages of a 2-layer model are refused by the deck's rule" "parallel.pp=3" SV --ckpt "$CK" --stages 3
 expect_fail "a checkpoint of another model is refused at start, naming the stage and the mismatch" "dim" \
     SV --ckpt "$CK" --set model.dim=64

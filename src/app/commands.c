@@ -68,7 +68,7 @@ static const command_t commands[] = {
      "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
     {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR",
      "one serving stage (started by serve; the job secret comes in its environment)",
-     {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", NULL}, ""},
+     {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", "--standby", NULL}, ""},
     {"search",
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
      "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",

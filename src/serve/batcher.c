@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "perf.h"
@@ -47,20 +48,23 @@ static int build_rows(const batcher_t *b, int g, wire_row_t *rows, serve_req_t *
     for (int s = g; s < b->slots; s += b->groups) {
         serve_req_t *r = b->slot[s];
         if (!r) continue;
-        const int tok = r->pos < r->nprompt ? r->prompt[r->pos] : r->out[r->nout - 1];
+        /* the token at its position: of the prompt, or one it generated (the last, or an earlier
+         * one while a failover replays it) */
+        const int tok = r->pos < r->nprompt ? r->prompt[r->pos] : r->out[r->pos - r->nprompt];
         rows[B] = (wire_row_t){s, r->pos, tok};
         who[B++] = r;
     }
     return B;
 }
 
-/* Under mu: after feeding position p, a request past its prompt samples the token of p + 1 (keyed
- * by that position, as completion_run does) and stops at max_tokens or when p + 1 is the context's
- * last position. */
+/* Under mu: after feeding position p, a request that has fed every token it knows (its prompt and
+ * what it generated) samples the token of p + 1 (keyed by that position, as completion_run does)
+ * and stops at max_tokens or when p + 1 is the context's last position. Before that (its prompt, or
+ * its tokens replayed after a failover) it moves on to the next position. */
 static void advance(batcher_t *b, serve_req_t *r, const float *logits, float *work)
 {
     const int p = r->pos;
-    if (p < r->nprompt - 1) {
+    if (p < r->nprompt + r->nout - 1) {
         r->pos++;
         return;
     }
@@ -90,29 +94,36 @@ static void fail_all(batcher_t *b, const char *why)
 }
 
 /* Not under mu: waits for the reply to one of the steps in flight, into back and logits; MP_OK
- * with its header in *h, or MP_ERR with why (no reply within the deadline, a dead stage, a reply
- * that is not a step's). */
+ * with its header in *h; STEP_DEAD with why when a serving process died (a failover can repair
+ * that); MP_ERR with why (no reply within the deadline, a reply that is not a step's). */
+enum { STEP_DEAD = 2 };
+
 static int step_wait(batcher_t *b, wire_hdr_t *h, wire_row_t *back, float *logits, char *why, size_t nwhy)
 {
-    for (int waited = 0; waited < b->timeout_ms; waited += 200) {
-        const int got = wire_recv(b->pull, b->secret, 200, h, back, b->slots, logits, (size_t)b->slots * b->V);
+    /* 50 ms polls: a dead process is noticed within about that (the failover's detection time) */
+    for (int waited = 0; waited < b->timeout_ms; waited += 50) {
+        const int got = wire_recv(b->pull, b->secret, 50, h, back, b->slots, logits, (size_t)b->slots * b->V);
         if (got < 0) return snprintf(why, nwhy, "a malformed reply from the last stage"), MP_ERR;
         if (got == 1)
             return h->kind == WIRE_STEP && h->width == b->V ? MP_OK
                    : (snprintf(why, nwhy, "the last stage answered with %d rows of %d floats", h->B, h->width), MP_ERR);
         const char *dead = b->down_check ? b->down_check(b->down_ctx) : NULL;
-        if (dead) return snprintf(why, nwhy, "%s", dead), MP_ERR;
+        if (dead) return snprintf(why, nwhy, "%s", dead), STEP_DEAD;
     }
     return snprintf(why, nwhy, "no stage answered within %d ms", b->timeout_ms), MP_ERR;
 }
 
-/* Not under mu: one step through the ring and its reply (nothing else in flight). */
+/* Not under mu: one step through the ring and its reply; replies to earlier steps (in flight when
+ * a stage died) are dropped. MP_OK, STEP_DEAD or MP_ERR as step_wait. */
 static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
                           char *why, size_t nwhy)
 {
     wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0};
     if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
-    if (step_wait(b, &h, back, logits, why, nwhy) != MP_OK) return MP_ERR;
+    do {
+        const int rc = step_wait(b, &h, back, logits, why, nwhy);
+        if (rc != MP_OK) return rc;
+    } while (h.step < step);
     if (h.step != step || h.B != B)
         return snprintf(why, nwhy, "the last stage answered step %llu with %d rows (expected step %llu, %d rows)",
                         (unsigned long long)h.step, h.B, (unsigned long long)step, B), MP_ERR;
@@ -170,6 +181,7 @@ static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwh
  * it matches no step in flight. */
 static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *why, size_t nwhy)
 {
+    if (h->step < b->epoch) return MP_OK; /* sent before a failover: its rows are replayed */
     int g = 0;
     while (g < b->groups && !(l->inflight[g] && l->step[g] == h->step)) g++;
     if (g == b->groups || h->B != l->B[g])
@@ -178,6 +190,38 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
     l->inflight[g] = 0;
     b->rows += (uint64_t)h->B;
     for (int i = 0; i < h->B; i++) advance(b, l->who[(size_t)g * b->slots + i], l->logits + (size_t)i * b->V, l->work);
+    return MP_OK;
+}
+
+/* Under mu (released while processes are replaced): a serving process died (why). The supervisor
+ * replaces it (a standby promoted, or a new process), an empty step goes round the ring, and every
+ * running request replays its tokens from position 0: the caches of every stage are rebuilt by the
+ * same computation, so the completions do not change, and no request is lost. Up to 3 attempts.
+ * MP_OK, or MP_ERR (why filled). */
+static int failover(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
+{
+    const double t0 = perf_now();
+    int rc = MP_ERR;
+    MP_WARN("serving: %s; failing over", why);
+    for (int attempt = 0; attempt < 3 && rc != MP_OK; attempt++) {
+        b->recovering = 1;
+        const uint64_t epoch = b->steps++;
+        pthread_mutex_unlock(&b->mu);
+        rc = b->recover(b->down_ctx) == MP_OK ? step_roundtrip(b, epoch, NULL, 0, l->back, l->logits, why, nwhy)
+                                              : (snprintf(why, nwhy, "replacing a serving process failed"), MP_ERR);
+        pthread_mutex_lock(&b->mu);
+        b->epoch = epoch;
+        if (rc == STEP_DEAD) MP_WARN("serving: %s during the failover; again", why);
+    }
+    b->recovering = 0;
+    if (rc != MP_OK) return MP_ERR;
+    for (int g = 0; g < b->groups; g++) l->inflight[g] = 0;
+    for (int s = 0; s < b->slots; s++)
+        if (b->slot[s]) b->slot[s]->pos = 0;
+    b->failovers++;
+    b->failover_last_s = perf_now() - t0;
+    b->failover_max_s = b->failover_last_s > b->failover_max_s ? b->failover_last_s : b->failover_max_s;
+    MP_WARN("serving: failed over in %.3f s; %d running requests replay their tokens", b->failover_last_s, b->running);
     return MP_OK;
 }
 
@@ -200,8 +244,19 @@ static void *batcher_main(void *arg)
             fail_all(b, why);
             continue;
         }
-        if (!n) {
-            pthread_cond_wait(&b->work, &b->mu);
+        if (!n) { /* idle: a dead process is replaced now, not when the next request finds it */
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += 100000000L;
+            if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&b->work, &b->mu, &t);
+            pthread_mutex_unlock(&b->mu);
+            const char *dead = b->down || !b->recover || !b->down_check ? NULL : b->down_check(b->down_ctx);
+            pthread_mutex_lock(&b->mu);
+            if (dead) {
+                snprintf(why, sizeof why, "%s", dead);
+                if (failover(b, &l, why, sizeof why) != MP_OK) MP_ERROR("serving pipeline down: %s", why), fail_all(b, why);
+            }
             continue;
         }
         pthread_mutex_unlock(&b->mu);
@@ -211,6 +266,7 @@ static void *batcher_main(void *arg)
         pthread_mutex_lock(&b->mu);
         b->busy_s += perf_now() - t0;
         if (rc == MP_OK) rc = take_reply(b, &l, &h, why, sizeof why);
+        if (rc == STEP_DEAD && b->recover) rc = failover(b, &l, why, sizeof why);
         if (rc != MP_OK) {
             MP_ERROR("serving pipeline down: %s", why);
             fail_all(b, why);
@@ -224,12 +280,12 @@ static void *batcher_main(void *arg)
 
 int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char *to_first, const char *from_last,
                   const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
-                  void *down_ctx)
+                  int (*recover)(void *), void *down_ctx)
 {
     memset(b, 0, sizeof *b);
     b->slots = slots, b->T = T, b->V = V, b->timeout_ms = timeout_ms;
     b->groups = groups < 1 ? 1 : groups > slots ? slots : groups;
-    b->down_check = down_check, b->down_ctx = down_ctx;
+    b->down_check = down_check, b->recover = recover, b->down_ctx = down_ctx;
     b->t_start = perf_now();
     memcpy(b->secret, secret, WIRE_SECRET_BYTES);
     if (!(b->slot = calloc((size_t)slots, sizeof *b->slot))) return MP_FAIL("out of memory for %d slots", slots);
@@ -244,7 +300,7 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char 
     ZMQ_TRY(zmq_connect(b->push, to_first), err);
     char why[256];
     b->timeout_ms = ready_ms;
-    if (step_roundtrip(b, 0, NULL, 0, NULL, NULL, why, sizeof why) != MP_OK) {
+    if (step_roundtrip(b, 0, NULL, 0, NULL, NULL, why, sizeof why) != MP_OK) { /* no failover: nothing started */
         MP_ERROR("the serving stages did not start: %s", why);
         goto err;
     }

@@ -3,8 +3,15 @@
  * request (its next prompt token or its last sampled one) through the stages and samples, from the
  * logits that come back, a token for each request past its prompt. The slots form `groups`
  * groups (the number of stages), each with one step in flight, so every stage has work while the
- * others run theirs (HAMS's pipelining); a request has one row in flight at most. A step that does not come back within the deadline marks the pipeline down: its requests
- * and every later one fail (503 at the front end) until the server is restarted. */
+ * others run theirs (HAMS's pipelining); a request has one row in flight at most.
+ *
+ * Failover: when a serving process dies (the supervisor's down_check names it), the supervisor
+ * replaces it (recover) and every running request replays its known tokens (prompt and generated)
+ * from position 0, rebuilding every stage's cache by the same computation: no request is lost and
+ * no completion changes. This recomputes state instead of shipping it to a standby as HAMS does;
+ * standbys only save the replacement's start-up. A step that does not come back within the deadline
+ * with every process alive (a hung stage), or a failover that fails 3 times, marks the pipeline
+ * down: its requests and every later one fail (503 at the front end) until a restart. */
 #ifndef MP_BATCHER_H
 #define MP_BATCHER_H
 
@@ -19,7 +26,8 @@ enum { REQ_RUNNING = 0, REQ_LENGTH = 1, REQ_CONTEXT = 2, REQ_FAILED = 3 };
 typedef struct serve_req {
     int *prompt, nprompt, max_tokens;     /* prompt owned by the request */
     sampler_cfg_t sample;
-    uint64_t request_id;
+    uint64_t request_id;                  /* keys the draws with the seed and the position */
+    uint64_t serial;                      /* the front end's number for it (its id) */
     int *out, nout;                       /* max_tokens ints */
     int state;                            /* REQ_* */
     char error[256];                      /* REQ_FAILED: why */
@@ -43,13 +51,19 @@ typedef struct {
     /* Why the pipeline is broken (a dead stage's pid and signal), or NULL: the supervisor's check,
      * called while a step is awaited. */
     const char *(*down_check)(void *ctx);
+    /* Replaces the dead processes (a standby promoted, or a new one started); MP_OK or MP_ERR. NULL:
+     * no failover, a death takes the pipeline down. */
+    int (*recover)(void *ctx);
     void *down_ctx;
+    uint64_t epoch;                       /* replies to steps below it predate the last failover */
+    int recovering;
     int stop, down;
     char down_why[256];
     pthread_t thread;
     int started;
     /* metrics (under mu) */
-    uint64_t steps, requests_ok, requests_failed, tokens_out, rows;
+    uint64_t steps, requests_ok, requests_failed, tokens_out, rows, failovers;
+    double failover_last_s, failover_max_s; /* from the death noticed to the ring working again */
     double busy_s, t_start;
     double lat[BATCHER_LATENCIES];
     uint64_t nlat;
@@ -61,11 +75,11 @@ typedef struct {
  * (reported, naming a stage that died while starting). */
 int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char *to_first, const char *from_last,
                   const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
-                  void *down_ctx);
+                  int (*recover)(void *), void *down_ctx);
 /* Stops the thread, tells the stages to quit, fails what is left and closes the links. */
 void batcher_stop(batcher_t *b);
 
-/* Marks the pipeline down (a stage died): running and waiting requests fail with why. */
+/* Marks the pipeline down: running and waiting requests fail with why. */
 void batcher_mark_down(batcher_t *b, const char *why);
 
 /* Queues r (its prompt checked by the caller) and waits until it finishes or fails. */

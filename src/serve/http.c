@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,7 +123,7 @@ static json_t *completion_json(const serve_req_t *r)
     json_t *tokens = json_array();
     for (int i = 0; tokens && i < r->nout; i++) json_array_append_new(tokens, json_integer(r->out[i]));
     char id[64];
-    snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->request_id);
+    snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->serial);
     return json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:s}],s:{s:i,s:i,s:i}}", "id", id, "object", "text_completion", "choices",
                      "index", 0, "text", completion_text(r), "tokens", tokens, "finish_reason",
                      r->state == REQ_CONTEXT ? "context" : "length", "usage", "prompt_tokens", r->nprompt,
@@ -150,6 +151,7 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
     if (bad) {
         ret = respond_error(h, c, !r.prompt || !r.out ? 500 : 400, "invalid_request_error", "%s", why);
     } else {
+        r.serial = __atomic_add_fetch(&h->served, 1, __ATOMIC_RELAXED);
         batcher_run(h->b, &r);
         ret = r.state == REQ_FAILED ? respond_error(h, c, 503, "server_error", "%s", r.error)
                                     : respond_json(c, 200, completion_json(&r));
@@ -172,6 +174,8 @@ static enum MHD_Result metrics(http_t *h, struct MHD_Connection *c)
     const uint64_t nl = b->nlat < BATCHER_LATENCIES ? b->nlat : BATCHER_LATENCIES;
     memcpy(lat, b->lat, nl * sizeof *lat);
     const uint64_t ok = b->requests_ok, failed = b->requests_failed, toks = b->tokens_out, steps = b->steps;
+    const uint64_t failovers = b->failovers;
+    const double fo_last = b->failover_last_s, fo_max = b->failover_max_s;
     const int queued = b->queued, running = b->running, down = b->down;
     const double busy = b->busy_s;
     pthread_mutex_unlock(&b->mu);
@@ -186,12 +190,15 @@ static enum MHD_Result metrics(http_t *h, struct MHD_Connection *c)
                      "# TYPE mindpipe_queue_length gauge\nmindpipe_queue_length %d\n"
                      "# TYPE mindpipe_running_sequences gauge\nmindpipe_running_sequences %d\n"
                      "# TYPE mindpipe_tokens_per_second gauge\nmindpipe_tokens_per_second %.3f\n"
-                     "# TYPE mindpipe_failovers_total counter\nmindpipe_failovers_total 0\n"
+                     "# TYPE mindpipe_failovers_total counter\nmindpipe_failovers_total %llu\n"
+                     "# TYPE mindpipe_failover_seconds gauge\nmindpipe_failover_seconds{which=\"last\"} %.6f\n"
+                     "mindpipe_failover_seconds{which=\"max\"} %.6f\n"
                      "# TYPE mindpipe_up gauge\nmindpipe_up %d\n"
                      "# TYPE mindpipe_request_latency_seconds summary\n",
                      (unsigned long long)ok, (unsigned long long)failed,
                      (unsigned long long)__atomic_load_n(&h->bad_requests, __ATOMIC_RELAXED), (unsigned long long)toks,
-                     (unsigned long long)steps, queued, running, busy > 0 ? toks / busy : 0.0, !down);
+                     (unsigned long long)steps, queued, running, busy > 0 ? toks / busy : 0.0, (unsigned long long)failovers,
+                     fo_last, fo_max, !down);
     static const double qs[] = {0.5, 0.9, 0.99};
     for (int i = 0; i < 3 && nl; i++)
         n += snprintf(s + n, 4096 - (size_t)n, "mindpipe_request_latency_seconds{quantile=\"%g\"} %.6f\n", qs[i],

@@ -5,7 +5,7 @@
  *                          {"error": {"message", "type"}}; the pipeline down → 503.
  *   GET /health           200 {"status": "ok"} or 503 {"status": "down", "reason"}
  *   GET /metrics          Prometheus text: requests, tokens, queue, slots in use, tokens/s,
- *                          latency quantiles, failovers.
+ *                          latency quantiles, failovers and their duration.
  * A body over HTTP_MAX_BODY bytes is refused (413); a connection idle for 10 s is closed (a client
  * that never finishes sending holds one connection thread that long, never the batch). */
 #ifndef MP_HTTP_H
@@ -21,6 +21,7 @@ typedef struct {
     int port;                 /* the bound port (the one asked, or the one the system chose for 0) */
     int T, V;
     uint64_t bad_requests;    /* 4xx answers (atomic) */
+    uint64_t served;          /* requests accepted, numbering their ids "cmpl-N" (atomic) */
 } http_t;
 
 /* Listens on 127.0.0.1:port (0: any free port; http->port says which) and serves requests through

@@ -60,7 +60,7 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out)
     return rc;
 }
 
-int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
+int stage_run(const model_cfg_t *model, const stage_cfg_t *s, int (*ready)(void *ctx), void *ready_ctx)
 {
     decoder_t dec;
     const int first = s->stage == 0, last = s->stage == s->stages - 1;
@@ -68,6 +68,7 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
     int rc = MP_ERR;
     void *ctx = NULL, *in = NULL, *out = NULL;
     if (decoder_load(&dec, s->ckpt, NULL) != MP_OK) goto err_free_decoder;
+    if (ready && ready(ready_ctx) != MP_OK) goto err_free_decoder;
     ZMQ_TRY_PTR(ctx = zmq_ctx_new(), err_free_decoder);
     ZMQ_TRY_PTR(in = zmq_socket(ctx, ZMQ_PULL), err_close);
     ZMQ_TRY_PTR(out = zmq_socket(ctx, ZMQ_PUSH), err_close);

@@ -17,8 +17,10 @@ typedef struct {
     unsigned char secret[WIRE_SECRET_BYTES];
 } stage_cfg_t;
 
-/* Runs the stage until told to quit (MP_OK), or until the process that started it (its parent)
- * is gone or a link fails (MP_ERR, reported). model: the whole model's shape. */
-int stage_run(const model_cfg_t *model, const stage_cfg_t *s);
+/* Loads the stage's weights, calls ready(ctx) (NULL: none; a standby waits there to be promoted;
+ * anything but MP_OK ends the stage), binds its links and runs until told to quit (MP_OK), or until
+ * the process that started it (its parent) is gone or a link fails (MP_ERR, reported). model: the
+ * whole model's shape. */
+int stage_run(const model_cfg_t *model, const stage_cfg_t *s, int (*ready)(void *ctx), void *ctx);
 
 #endif

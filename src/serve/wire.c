@@ -29,7 +29,9 @@ int wire_secret_new(unsigned char secret[WIRE_SECRET_BYTES], char hex[2 * WIRE_S
 
 int wire_socket_opts(void *sock)
 {
-    const int linger = 0, ivl = 1000, ttl = 5000, tmo = 5000;
+    /* reconnect after 20 ms (ZeroMQ's default is 100): a replacement stage is found sooner */
+    const int linger = 0, ivl = 1000, ttl = 5000, tmo = 5000, reconnect = 20;
+    ZMQ_TRY(zmq_setsockopt(sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof reconnect), err);
     ZMQ_TRY(zmq_setsockopt(sock, ZMQ_LINGER, &linger, sizeof linger), err);
     ZMQ_TRY(zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl), err);
     ZMQ_TRY(zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof ttl), err);

@@ -65,7 +65,8 @@ int wire_recv(void *sock, const unsigned char *secret, int timeout_ms, wire_hdr_
               float *x, size_t max_floats);
 
 /* Sets the options every serving socket has: no linger at close, heartbeats every second with a
- * 5 s timeout (a dead peer's connection is dropped, not waited on forever). MP_OK or MP_ERR. */
+ * 5 s timeout (a dead peer's connection is dropped, not waited on forever), reconnection every
+ * 20 ms. MP_OK or MP_ERR. */
 int wire_socket_opts(void *sock);
 
 #endif
