@@ -30,8 +30,9 @@ def check(ok, what):
     failures += 0 if ok else 1
 
 
-def request_of(i):
-    return {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": 8 + (i * 7) % 25,
+def request_of(i, max_tokens=None):
+    """Request i: its prompt, length and sampling settings vary with i (max_tokens: a fixed length)."""
+    return {"prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": max_tokens or 8 + (i * 7) % 25,
             "temperature": 0 if i % 3 == 0 else 0.9, "top_k": 0 if i % 2 else 20, "seed": 1000 + i, "request_id": i}
 
 
@@ -57,6 +58,7 @@ def get(url, path):
 
 def cmd_load(a):
     results = [None] * a.requests
+    lat = [0.0] * a.requests
     nxt = [0]
     lock = threading.Lock()
 
@@ -67,7 +69,9 @@ def cmd_load(a):
                 nxt[0] += 1
             if i >= a.requests:
                 return
-            st, data = post(a.url, json.dumps(request_of(i)))
+            t0 = time.time()
+            st, data = post(a.url, json.dumps(request_of(i, a.max_tokens)))
+            lat[i] = time.time() - t0
             if st != 200:
                 results[i] = {"i": i, "status": st, "error": data.decode(errors="replace")}
                 continue
@@ -85,6 +89,11 @@ def cmd_load(a):
         for r in results:
             f.write(json.dumps(r) + "\n")
     toks = sum(len(r.get("tokens", [])) for r in results)
+    if a.summary:  # one JSON line for the benchmark: tokens/s and latency quantiles
+        q = sorted(lat)
+        print(json.dumps({"seconds": dt, "tokens": toks, "tokens_per_s": toks / dt,
+                          "p50": q[len(q) // 2], "p90": q[int(0.9 * (len(q) - 1))], "p99": q[int(0.99 * (len(q) - 1))]}))
+        return
     print("%d requests from %d clients in %.2f s: %d tokens, %.1f tokens/s" % (a.requests, a.concurrency, dt, toks,
                                                                                toks / dt))
 
@@ -156,6 +165,8 @@ def main():
     l.add_argument("--requests", type=int, required=True)
     l.add_argument("--concurrency", type=int, required=True)
     l.add_argument("--out", required=True)
+    l.add_argument("--max-tokens", type=int, help="every request this long (default: varies with i)")
+    l.add_argument("--summary", action="store_true", help="print one JSON line with latency quantiles")
     b = sub.add_parser("bad")
     b.add_argument("url")
     b.add_argument("--context", type=int, required=True)
