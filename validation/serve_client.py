@@ -7,6 +7,9 @@
   serve_client.py bad URL --context T
       Bad input: each case must get its 4xx status with a JSON error, and the server must keep
       serving (a good request after each). Prints PASS/FAIL lines; exit 1 if any failed.
+  serve_client.py stream URL --requests N --out FILE.jsonl
+      Requests 0..N-1 one at a time with "stream": true (server-sent events), gathered into the
+      load file's format.
   serve_client.py get URL PATH      prints the status and the body.
   serve_client.py request I         request I's fields, tab-separated (for mindpipe generate).
   serve_client.py tokens FILE I OUT request I's completion bytes from a load file into OUT.
@@ -98,6 +101,37 @@ def cmd_load(a):
                                                                                toks / dt))
 
 
+def cmd_stream(a):
+    """Requests 0..N-1 one at a time with "stream": true: their tokens gathered from the events, in
+    the load file's format; prints the number of events."""
+    u = urllib.parse.urlparse(a.url)
+    events = 0
+    with open(a.out, "w") as f:
+        for i in range(a.requests):
+            q = dict(request_of(i), stream=True)
+            c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+            c.request("POST", "/v1/completions", body=json.dumps(q), headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            ctype = r.getheader("Content-Type")
+            body = r.read().decode()
+            c.close()
+            tokens, reason, done = [], None, False
+            for line in body.split("\n"):
+                if not line.startswith("data: "):
+                    continue
+                if line == "data: [DONE]":
+                    done = True
+                    continue
+                ch = json.loads(line[6:])["choices"][0]
+                tokens += ch["tokens"]
+                reason = ch["finish_reason"] or reason
+                events += 1
+            ok = r.status == 200 and ctype == "text/event-stream" and done
+            f.write(json.dumps({"i": i, "tokens": tokens, "finish_reason": reason} if ok else
+                               {"i": i, "status": r.status, "error": body[:200]}) + "\n")
+    print("%d streamed requests, %d events" % (a.requests, events))
+
+
 def expect(url, what, body, status, needle, headers=None):
     st, data = post(url, body, headers)
     try:
@@ -125,7 +159,7 @@ def cmd_bad(a):
     expect(url, "empty prompt", json.dumps({"prompt": ""}), 400, "empty")
     expect(url, "temperature -1", json.dumps({"prompt": "a", "temperature": -1}), 400, "temperature")
     expect(url, "top_k beyond the vocabulary", json.dumps({"prompt": "a", "top_k": 100000}), 400, "top_k")
-    expect(url, "stream", json.dumps({"prompt": "a", "stream": True}), 400, "stream")
+    expect(url, "stream not a boolean", json.dumps({"prompt": "a", "stream": "yes"}), 400, "stream")
     expect(url, "invalid UTF-8", b'{"prompt": "\xff\xfe abc"}', 400, "malformed JSON")
     expect(url, "duplicate key", b'{"prompt": "a", "prompt": "b"}', 400, "malformed JSON")
     expect(url, "an oversized body", json.dumps({"prompt": "a" * 100000}), 413, "bytes")
@@ -137,6 +171,16 @@ def cmd_bad(a):
         body = r.read()
         c.close()
         check(r.status == status and b"error" in body, "%s %s: %d (got %d)" % (method, path, status, r.status))
+    # A streaming client that goes away after its first event: the server serves on.
+    s = socket.create_connection((u.hostname, u.port))
+    body = json.dumps({"prompt": "And", "max_tokens": 60, "temperature": 0, "stream": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+              % len(body) + body)
+    first = s.recv(200)
+    s.close()
+    st, _ = post(url, json.dumps({"prompt": "And", "max_tokens": 2, "temperature": 0}))
+    check(first.startswith(b"HTTP/1.1 200") and st == 200,
+          "a streaming client that disconnects after its first bytes: the server serves on (%d)" % st)
     # A slow client: headers promise a body that never comes. Others are served meanwhile, and
     # the server closes the idle connection itself (10 s).
     s = socket.create_connection((u.hostname, u.port))
@@ -170,6 +214,10 @@ def main():
     b = sub.add_parser("bad")
     b.add_argument("url")
     b.add_argument("--context", type=int, required=True)
+    sm = sub.add_parser("stream")
+    sm.add_argument("url")
+    sm.add_argument("--requests", type=int, required=True)
+    sm.add_argument("--out", required=True)
     g = sub.add_parser("get")
     g.add_argument("url")
     g.add_argument("path")
@@ -184,6 +232,8 @@ def main():
         cmd_load(a)
     elif a.cmd == "bad":
         cmd_bad(a)
+    elif a.cmd == "stream":
+        cmd_stream(a)
     elif a.cmd == "request":  # tab-separated, for the shell: prompt, max_tokens, temperature, top_k, seed, request_id
         q = request_of(a.i)
         print("\t".join(str(q[k]) for k in ("prompt", "max_tokens", "temperature", "top_k", "seed", "request_id")))

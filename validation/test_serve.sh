@@ -53,6 +53,11 @@ ok $? "24 requests one at a time: $(cat "$SCRATCH/c.out")"
     ! grep -q '"error"' "$SCRATCH/conc.jsonl" && cmp -s "$SCRATCH/seq.jsonl" "$SCRATCH/conc.jsonl"
 ok $? "the same 24 from 8 concurrent clients (batched together, joining and leaving): every completion bitwise equal ($(cat "$SCRATCH/c.out"))"
 
+"$TORCH_PYTHON" "$client" stream "$URL2" --requests 12 --out "$SCRATCH/stream.jsonl" > "$SCRATCH/c.out" 2>&1 &&
+    head -12 "$SCRATCH/seq.jsonl" | cmp -s - "$SCRATCH/stream.jsonl" && grep -q "12 streamed requests, [0-9]* events" "$SCRATCH/c.out" &&
+    [ "$(sed -n 's/.*, \([0-9]*\) events/\1/p' "$SCRATCH/c.out")" -gt 100 ]
+ok $? "\"stream\": true: server-sent events, one per token step, end in [DONE]; requests 0-11 gather the same tokens and finish_reason ($(cat "$SCRATCH/c.out"))"
+
 start one --stages 1 --slots 8
 ok $? "serve --stages 1 starts"
 URL1=$URL; FE1=$spid
@@ -88,11 +93,11 @@ ok $? "the bad-input client ran to its end"
 "$TORCH_PYTHON" "$client" get "$URL2" /health > "$SCRATCH/h.out" && grep -q '^200' "$SCRATCH/h.out" && grep -q '"ok"' "$SCRATCH/h.out"
 ok $? "GET /health: 200 ok"
 "$TORCH_PYTHON" "$client" get "$URL2" /metrics > "$SCRATCH/m.out"
-grep -q '^mindpipe_requests_total{result="ok"} 65$' "$SCRATCH/m.out" &&
+grep -q '^mindpipe_requests_total{result="ok"} 79$' "$SCRATCH/m.out" &&
     grep -q '^mindpipe_requests_total{result="bad_request"} 19$' "$SCRATCH/m.out" &&
     grep -q '^mindpipe_request_latency_seconds{quantile="0.99"} [0-9.]*$' "$SCRATCH/m.out" &&
     grep -q '^mindpipe_tokens_per_second [1-9]' "$SCRATCH/m.out" && grep -q '^mindpipe_up 1$' "$SCRATCH/m.out"
-ok $? "GET /metrics: 65 requests ok (48 + 17 between bad ones), 19 bad requests, latency quantiles, tokens/s, up"
+ok $? "GET /metrics: 79 requests ok (48, 12 streamed, 19 between and after bad ones), 19 bad requests, latency quantiles, tokens/s, up"
 diag "$(grep -E '^mindpipe_(tokens_per|request_latency)' "$SCRATCH/m.out" | tr '\n' ' ')"
 
 # A stage dies without a standby: it is restarted and the server serves on.

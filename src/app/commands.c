@@ -64,7 +64,8 @@ static const command_t commands[] = {
      "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
      "                       (the stages' sockets, mode 0700) (default serve)\n"
      "  --standby N          standbys per stage: not built yet (refused)\n"
-     "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\"};\n"
+     "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
+     "  \"stream\"} (stream: server-sent events);\n"
      "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
     {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR",
      "one serving stage (started by serve; the job secret comes in its environment)",

@@ -9,7 +9,13 @@
 
 #include "perf.h"
 
-/* Under mu: r is done (state set by the caller); wakes its waiter. */
+void serve_req_free(serve_req_t *r)
+{
+    if (r) free(r->prompt), free(r->out), free(r);
+}
+
+/* Under mu: r is done (state set by the caller); wakes its waiter, or frees it when its owner has
+ * gone (a streaming client that disconnected). */
 static void req_finish(batcher_t *b, serve_req_t *r, int state, const char *error)
 {
     r->state = state;
@@ -17,6 +23,7 @@ static void req_finish(batcher_t *b, serve_req_t *r, int state, const char *erro
     r->t_done = perf_now();
     if (state == REQ_FAILED) b->requests_failed++;
     else b->requests_ok++, b->lat[b->nlat++ % BATCHER_LATENCIES] = r->t_done - r->t_submit;
+    if (r->abandoned) serve_req_free(r);
     pthread_cond_broadcast(&b->done);
 }
 
@@ -190,6 +197,7 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
     l->inflight[g] = 0;
     b->rows += (uint64_t)h->B;
     for (int i = 0; i < h->B; i++) advance(b, l->who[(size_t)g * b->slots + i], l->logits + (size_t)i * b->V, l->work);
+    pthread_cond_broadcast(&b->done); /* streaming clients: new tokens */
     return MP_OK;
 }
 
@@ -352,9 +360,9 @@ void batcher_mark_down(batcher_t *b, const char *why)
     pthread_mutex_unlock(&b->mu);
 }
 
-void batcher_run(batcher_t *b, serve_req_t *r)
+void batcher_submit(batcher_t *b, serve_req_t *r)
 {
-    r->state = REQ_RUNNING, r->nout = 0, r->next = NULL, r->t_submit = perf_now();
+    r->state = REQ_RUNNING, r->nout = 0, r->next = NULL, r->abandoned = 0, r->t_submit = perf_now();
     pthread_mutex_lock(&b->mu);
     if (b->down || b->stop) {
         req_finish(b, r, REQ_FAILED, b->down ? b->down_why : "the server is stopping");
@@ -364,7 +372,32 @@ void batcher_run(batcher_t *b, serve_req_t *r)
         b->tail = r;
         b->queued++;
         pthread_cond_signal(&b->work);
-        while (r->state == REQ_RUNNING) pthread_cond_wait(&b->done, &b->mu);
     }
     pthread_mutex_unlock(&b->mu);
+}
+
+int batcher_wait(batcher_t *b, serve_req_t *r, int have, int *state_p)
+{
+    pthread_mutex_lock(&b->mu);
+    while (r->state == REQ_RUNNING && r->nout <= have) pthread_cond_wait(&b->done, &b->mu);
+    const int n = r->nout;
+    *state_p = r->state;
+    pthread_mutex_unlock(&b->mu);
+    return n;
+}
+
+void batcher_release(batcher_t *b, serve_req_t *r)
+{
+    pthread_mutex_lock(&b->mu);
+    const int running = r->state == REQ_RUNNING;
+    if (running) r->abandoned = 1; /* req_finish frees it */
+    pthread_mutex_unlock(&b->mu);
+    if (!running) serve_req_free(r);
+}
+
+void batcher_run(batcher_t *b, serve_req_t *r)
+{
+    int state;
+    batcher_submit(b, r);
+    batcher_wait(b, r, r->max_tokens, &state);
 }

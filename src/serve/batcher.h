@@ -32,6 +32,7 @@ typedef struct serve_req {
     int state;                            /* REQ_* */
     char error[256];                      /* REQ_FAILED: why */
     int slot, pos;                        /* its cache slot; the position it feeds next */
+    int abandoned;                        /* its owner has gone: freed when it finishes */
     double t_submit, t_done;
     struct serve_req *next;               /* the queue */
 } serve_req_t;
@@ -84,5 +85,16 @@ void batcher_mark_down(batcher_t *b, const char *why);
 
 /* Queues r (its prompt checked by the caller) and waits until it finishes or fails. */
 void batcher_run(batcher_t *b, serve_req_t *r);
+
+/* For streaming: queues r and returns at once; batcher_wait then blocks until r has more than
+ * `have` tokens or has finished, and returns its token count (r->out[0..count) stay as they are)
+ * with its state (REQ_*) in *state_p. */
+void batcher_submit(batcher_t *b, serve_req_t *r);
+int batcher_wait(batcher_t *b, serve_req_t *r, int have, int *state_p);
+/* The owner of a submitted r is done with it (its client may have gone): freed now if it has
+ * finished, else when it does. r, its prompt and out must come from malloc. */
+void batcher_release(batcher_t *b, serve_req_t *r);
+/* Frees r, r->prompt and r->out. */
+void serve_req_free(serve_req_t *r);
 
 #endif

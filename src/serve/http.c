@@ -66,8 +66,9 @@ static int get_int(json_t *o, const char *key, long long lo, long long hi, long 
     return 0;
 }
 
-/* The request's fields into r (prompt copied as byte tokens). 0, or 1 after filling why. */
-static int parse_request(const http_t *h, json_t *o, serve_req_t *r, char *why, size_t n)
+/* The request's fields into r (prompt copied as byte tokens) and *stream. 0, or 1 after filling
+ * why. */
+static int parse_request(const http_t *h, json_t *o, serve_req_t *r, int *stream, char *why, size_t n)
 {
     static const char *const known[] = {"prompt", "max_tokens", "temperature", "top_k", "seed", "request_id", "stream",
                                         "model", NULL};
@@ -80,7 +81,8 @@ static int parse_request(const http_t *h, json_t *o, serve_req_t *r, char *why, 
     }
     json_t *p = json_object_get(o, "prompt"), *t = json_object_get(o, "temperature"), *st = json_object_get(o, "stream");
     if (!p || !json_is_string(p)) return snprintf(why, n, "prompt (a string) is required"), 1;
-    if (st && !json_is_false(st)) return snprintf(why, n, "stream is not supported yet (give false or leave it out)"), 1;
+    if (st && !json_is_boolean(st)) return snprintf(why, n, "stream must be true or false"), 1;
+    *stream = st && json_is_true(st);
     if (t && !json_is_number(t)) return snprintf(why, n, "temperature must be a number"), 1;
     long long max_tokens = 16, top_k = 0, seed = 0, rid = 0;
     if (get_int(o, "max_tokens", 0, h->T, &max_tokens, why, n) || get_int(o, "top_k", 0, h->V, &top_k, why, n) ||
@@ -99,18 +101,18 @@ static int parse_request(const http_t *h, json_t *o, serve_req_t *r, char *why, 
     return 0;
 }
 
-/* The completion's bytes as a JSON string: themselves when they are UTF-8, else with every byte
- * above 0x7f replaced by U+FFFD (the exact bytes are in "tokens"). */
-static json_t *completion_text(const serve_req_t *r)
+/* Tokens out[0..n) as a JSON string: their bytes when they are UTF-8, else with every byte above
+ * 0x7f replaced by U+FFFD (the exact bytes are in "tokens"). */
+static json_t *tokens_text(const int *out, int n)
 {
-    char *s = malloc((size_t)r->nout * 3 + 1);
+    char *s = calloc((size_t)n * 3 + 1, 1);
     if (!s) return NULL;
-    for (int i = 0; i < r->nout; i++) s[i] = (char)r->out[i];
-    json_t *j = json_stringn(s, (size_t)r->nout);
+    for (int i = 0; i < n; i++) s[i] = (char)out[i];
+    json_t *j = json_stringn(s, (size_t)n);
     if (!j) {
         size_t k = 0;
-        for (int i = 0; i < r->nout; i++)
-            if (r->out[i] < 0x80) s[k++] = (char)r->out[i];
+        for (int i = 0; i < n; i++)
+            if (out[i] < 0x80) s[k++] = (char)out[i];
             else memcpy(s + k, "\xef\xbf\xbd", 3), k += 3;
         j = json_stringn(s, k);
     }
@@ -118,16 +120,108 @@ static json_t *completion_text(const serve_req_t *r)
     return j;
 }
 
+static json_t *tokens_array(const int *out, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < n; i++) json_array_append_new(a, json_integer(out[i]));
+    return a;
+}
+
+static const char *finish_reason(const serve_req_t *r) { return r->state == REQ_CONTEXT ? "context" : "length"; }
+
 static json_t *completion_json(const serve_req_t *r)
 {
-    json_t *tokens = json_array();
-    for (int i = 0; tokens && i < r->nout; i++) json_array_append_new(tokens, json_integer(r->out[i]));
     char id[64];
     snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->serial);
     return json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:s}],s:{s:i,s:i,s:i}}", "id", id, "object", "text_completion", "choices",
-                     "index", 0, "text", completion_text(r), "tokens", tokens, "finish_reason",
-                     r->state == REQ_CONTEXT ? "context" : "length", "usage", "prompt_tokens", r->nprompt,
+                     "index", 0, "text", tokens_text(r->out, r->nout), "tokens", tokens_array(r->out, r->nout),
+                     "finish_reason", finish_reason(r), "usage", "prompt_tokens", r->nprompt,
                      "completion_tokens", r->nout, "total_tokens", r->nprompt + r->nout);
+}
+
+/* A streamed completion (server-sent events): one event per batch of new tokens, as the batcher
+ * makes them; the last carries finish_reason (or the error), then "data: [DONE]". */
+typedef struct {
+    http_t *h;
+    serve_req_t *r;
+    int sent, done;
+    char *ev;
+    size_t len, off;
+} stream_t;
+
+/* The next event's text into st->ev (malloc'd), waiting for tokens; 0 after [DONE]. */
+static int stream_next(stream_t *st)
+{
+    serve_req_t *r = st->r;
+    if (st->done) return 0;
+    int state;
+    const int n = batcher_wait(st->h->b, r, st->sent, &state);
+    json_t *j;
+    char id[64];
+    snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->serial);
+    const int ended = state == REQ_LENGTH || state == REQ_CONTEXT;
+    const char *reason = state == REQ_CONTEXT ? "context" : "length";
+    if (n > st->sent) {
+        j = json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", id, "object", "text_completion", "choices", "index", 0, "text",
+                      tokens_text(r->out + st->sent, n - st->sent), "tokens", tokens_array(r->out + st->sent, n - st->sent),
+                      "finish_reason", ended ? json_string(reason) : json_null());
+        st->sent = n;
+        st->done = ended;
+    } else if (state == REQ_FAILED) {
+        j = json_pack("{s:{s:s,s:s}}", "error", "message", r->error, "type", "server_error");
+        st->done = 1;
+    } else {
+        j = json_pack("{s:s,s:s,s:[{s:i,s:s,s:[],s:s}]}", "id", id, "object", "text_completion", "choices", "index", 0,
+                      "text", "", "tokens", "finish_reason", reason);
+        st->done = 1;
+    }
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!body) return -1;
+    const size_t need = strlen(body) + 32;
+    free(st->ev);
+    if (!(st->ev = malloc(need))) return free(body), -1;
+    st->len = (size_t)snprintf(st->ev, need, "data: %s\n\n%s", body, st->done ? "data: [DONE]\n\n" : "");
+    st->off = 0;
+    free(body);
+    return 1;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    stream_t *st = cls;
+    (void)pos;
+    if (st->off == st->len) {
+        const int rc = stream_next(st);
+        if (rc <= 0) return rc == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    const size_t n = st->len - st->off < max ? st->len - st->off : max;
+    memcpy(buf, st->ev + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls)
+{
+    stream_t *st = cls;
+    batcher_release(st->h->b, st->r);
+    free(st->ev), free(st);
+}
+
+static enum MHD_Result stream_start(http_t *h, struct MHD_Connection *c, serve_req_t *r)
+{
+    stream_t *st = calloc(1, sizeof *st);
+    if (!st) return serve_req_free(r), MHD_NO;
+    st->h = h, st->r = r;
+    r->serial = __atomic_add_fetch(&h->served, 1, __ATOMIC_RELAXED);
+    batcher_submit(h->b, r);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!resp) return stream_free(st), MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    const enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *cn)
@@ -140,23 +234,25 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
         json_decref(o);
         return respond_error(h, c, 400, "invalid_request_error", "the body must be a JSON object");
     }
-    serve_req_t r;
-    memset(&r, 0, sizeof r);
+    /* on the heap: a streamed request outlives this call (batcher_release frees it) */
+    serve_req_t *r = calloc(1, sizeof *r);
     char why[320];
-    r.prompt = malloc((size_t)h->T * sizeof *r.prompt);
-    r.out = malloc(((size_t)h->T + 1) * sizeof *r.out);
-    const int bad = !r.prompt || !r.out ? (snprintf(why, sizeof why, "out of memory"), 1) : parse_request(h, o, &r, why, sizeof why);
+    int stream = 0, bad = 1;
+    if (r && (r->prompt = malloc((size_t)h->T * sizeof *r->prompt)) && (r->out = malloc(((size_t)h->T + 1) * sizeof *r->out)))
+        bad = parse_request(h, o, r, &stream, why, sizeof why);
+    else snprintf(why, sizeof why, "out of memory");
     json_decref(o);
-    enum MHD_Result ret;
     if (bad) {
-        ret = respond_error(h, c, !r.prompt || !r.out ? 500 : 400, "invalid_request_error", "%s", why);
-    } else {
-        r.serial = __atomic_add_fetch(&h->served, 1, __ATOMIC_RELAXED);
-        batcher_run(h->b, &r);
-        ret = r.state == REQ_FAILED ? respond_error(h, c, 503, "server_error", "%s", r.error)
-                                    : respond_json(c, 200, completion_json(&r));
+        const enum MHD_Result ret = respond_error(h, c, r && r->out ? 400 : 500, "invalid_request_error", "%s", why);
+        serve_req_free(r);
+        return ret;
     }
-    free(r.prompt), free(r.out);
+    if (stream) return stream_start(h, c, r);
+    r->serial = __atomic_add_fetch(&h->served, 1, __ATOMIC_RELAXED);
+    batcher_run(h->b, r);
+    const enum MHD_Result ret = r->state == REQ_FAILED ? respond_error(h, c, 503, "server_error", "%s", r->error)
+                                                       : respond_json(c, 200, completion_json(r));
+    serve_req_free(r);
     return ret;
 }
 

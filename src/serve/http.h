@@ -1,8 +1,10 @@
 /* The serving front end's HTTP/JSON interface (libmicrohttpd, jansson), on loopback:
  *   POST /v1/completions  {"prompt": str, "max_tokens": int, "temperature": num, "top_k": int,
- *                          "seed": int, "request_id": int} → 200 {"id", "object": "text_completion",
- *                          "choices": [{"text", "tokens", "finish_reason"}], "usage"}; bad input → 4xx
- *                          {"error": {"message", "type"}}; the pipeline down → 503.
+ *                          "seed": int, "request_id": int, "stream": bool} → 200 {"id", "object":
+ *                          "text_completion", "choices": [{"text", "tokens", "finish_reason"}],
+ *                          "usage"}, or with stream server-sent events (one per token step, then
+ *                          "data: [DONE]"); bad input → 4xx {"error": {"message", "type"}}; the
+ *                          pipeline down → 503.
  *   GET /health           200 {"status": "ok"} or 503 {"status": "down", "reason"}
  *   GET /metrics          Prometheus text: requests, tokens, queue, slots in use, tokens/s,
  *                          latency quantiles, failovers and their duration.
