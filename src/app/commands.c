@@ -53,8 +53,8 @@ static const command_t commands[] = {
      "  --request-id N       the request id of the draws (default 0; serve's request_id)\n"
      "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
     {"serve",
-     "-c DECK --ckpt CKPT.h5 [--stages S] [--slots N] [--listen 127.0.0.1:PORT] [--out DIR]",
-     "serve completions over HTTP on loopback, the model split into pipeline stages (processes)",
+     "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen 127.0.0.1:PORT] [--out DIR]",
+     "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
      {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--out", "--standby", NULL},
      "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
      "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
@@ -63,7 +63,8 @@ static const command_t commands[] = {
      "  --listen H:P         the HTTP address (default 127.0.0.1:8080; port 0: any free one; loopback only)\n"
      "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
      "                       (the stages' sockets, mode 0700) (default serve)\n"
-     "  --standby N          standbys per stage: not built yet (refused)\n"
+     "  --standby 0|1        a standby per stage: loaded and waiting, it takes over when its primary\n"
+     "                       dies (without: a new process is started); either way no request is lost\n"
      "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
      "  \"stream\"} (stream: server-sent events);\n"
      "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
