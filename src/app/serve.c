@@ -37,6 +37,7 @@ typedef struct {
     pid_t spare[SERVE_MAX_STAGES];/* standbys (-1: none) */
     int l0[SERVE_MAX_STAGES], nl[SERVE_MAX_STAGES];
     int restarts;                 /* processes started to replace dead ones */
+    int stopping;                 /* SIGTERM sent to every process: their ends are expected */
     char why[256];                /* the first primary's death since the last failover, "" while all live */
     batcher_t b;
     http_t http;
@@ -75,7 +76,7 @@ static void serve_reap(serve_ctx_t *c)
             if (WIFSIGNALED(st)) snprintf(what, sizeof what, "died of signal %d", WTERMSIG(st));
             else snprintf(what, sizeof what, "exited with status %d", WEXITSTATUS(st));
             if (!k && !c->why[0]) snprintf(c->why, sizeof c->why, "stage %d (pid %d) %s", s, (int)*p, what);
-            if (k) MP_WARN("serving: the standby of stage %d (pid %d) %s", s, (int)*p, what);
+            if (k && !c->stopping) MP_WARN("serving: the standby of stage %d (pid %d) %s", s, (int)*p, what);
             *p = -1;
         }
 }
@@ -218,6 +219,7 @@ static int serve_port(const char *listen, int *port)
 static void serve_reap_all(serve_ctx_t *c)
 {
     pthread_mutex_lock(&c->mu);
+    c->stopping = 1;
     for (int s = 0; s < c->S; s++) {
         if (c->pid[s] > 0) kill(c->pid[s], SIGTERM);
         if (c->spare[s] > 0) kill(c->spare[s], SIGTERM);

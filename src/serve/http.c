@@ -89,8 +89,8 @@ static int parse_request(const http_t *h, json_t *o, serve_req_t *r, int *stream
         get_int(o, "seed", 0, INT64_MAX, &seed, why, n) || get_int(o, "request_id", 0, INT64_MAX, &rid, why, n))
         return 1;
     r->sample = (sampler_cfg_t){t ? (float)json_number_value(t) : 1.0f, (int)top_k, (uint64_t)seed};
-    if (sampler_cfg_check(&r->sample, h->V) != MP_OK)
-        return snprintf(why, n, "temperature %g: must be 0 (greedy) or in [0.001, 100]", (double)r->sample.temperature), 1;
+    const char *bad_sample = sampler_cfg_refusal(&r->sample, h->V); /* the client's mistake: not in the log */
+    if (bad_sample) return snprintf(why, n, "temperature %g: %s", (double)r->sample.temperature, bad_sample), 1;
     const size_t len = json_string_length(p);
     const char *s = json_string_value(p);
     if (len >= (size_t)h->T) return snprintf(why, n, "the prompt has %zu bytes; the context allows at most %d", len, h->T - 1), 1;

@@ -8,13 +8,19 @@
 #include "math_exp.h"
 #include "rng.h"
 
-int sampler_cfg_check(const sampler_cfg_t *s, int V)
+const char *sampler_cfg_refusal(const sampler_cfg_t *s, int V)
 {
     /* below 1e-3 the scaled logits overflow float: such a temperature is greedy anyway */
     if (!(s->temperature == 0.0f || (s->temperature >= 1e-3f && s->temperature <= 100.0f)))
-        return MP_FAIL("temperature %g: must be 0 (greedy) or in [0.001, 100]", (double)s->temperature);
-    if (s->top_k < 0 || s->top_k > V) return MP_FAIL("top_k %d: must be in [0, %d] (0: every token)", s->top_k, V);
-    return MP_OK;
+        return "temperature must be 0 (greedy) or in [0.001, 100]";
+    if (s->top_k < 0 || s->top_k > V) return "top_k must be in [0, the vocabulary] (0: every token)";
+    return NULL;
+}
+
+int sampler_cfg_check(const sampler_cfg_t *s, int V)
+{
+    const char *why = sampler_cfg_refusal(s, V);
+    return why ? MP_FAIL("temperature %g, top_k %d of %d tokens: %s", (double)s->temperature, s->top_k, V, why) : MP_OK;
 }
 
 static int argmax(const float *x, int V)

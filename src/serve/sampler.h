@@ -13,7 +13,9 @@ typedef struct {
     uint64_t seed;
 } sampler_cfg_t;
 
-/* MP_OK, or MP_ERR naming the value out of range (temperature 0 or in [0.001, 100], top_k in [0, V]). */
+/* Why s cannot sample from V tokens (temperature 0 or in [0.001, 100], top_k in [0, V]), or NULL. */
+const char *sampler_cfg_refusal(const sampler_cfg_t *s, int V);
+/* MP_OK, or MP_ERR after reporting sampler_cfg_refusal with the values. */
 int sampler_cfg_check(const sampler_cfg_t *s, int V);
 
 /* The token for position `position` of request `request_id` from logits (V). work: 2·V floats of
