@@ -26,8 +26,9 @@ static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const 
     if (!buf) return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
     struct MHD_Response *r = MHD_create_response_from_buffer(n, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) return free(buf), MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    const enum MHD_Result ret = MHD_queue_response(c, status, r);
+    const enum MHD_Result ret = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_YES
+                                    ? MHD_queue_response(c, status, r)
+                                    : MHD_NO; /* out of memory: the connection is closed */
     MHD_destroy_response(r);
     return ret;
 }
@@ -217,9 +218,11 @@ static enum MHD_Result stream_start(http_t *h, struct MHD_Connection *c, serve_r
     batcher_submit(h->b, r);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp) return stream_free(st), MHD_NO;
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    const enum MHD_Result ret = MHD_queue_response(c, 200, resp);
+    const enum MHD_Result ret =
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") == MHD_YES &&
+                MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache") == MHD_YES
+            ? MHD_queue_response(c, 200, resp)
+            : MHD_NO; /* out of memory: the connection is closed, stream_free runs with the response */
     MHD_destroy_response(resp);
     return ret;
 }
