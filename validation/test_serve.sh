@@ -173,6 +173,26 @@ kill -TERM "$FEF"
 wait "$FEF"
 ok $? "the failover server stops on SIGTERM, exit 0"
 
+# Beyond loopback: --public with an access token in the environment; every request must send it.
+TOKEN=0123456789abcdef-test-token
+export MINDPIPE_SERVE_TOKEN=$TOKEN
+start pub --stages 1 --listen 0.0.0.0:0 --public
+ok $? "serve --listen 0.0.0.0:0 --public with MINDPIPE_SERVE_TOKEN starts: $(head -1 "$SCRATCH/pub.log" | cut -c1-160)"
+codes=$("$TORCH_PYTHON" -c "
+import sys, json; sys.path.insert(0, '$MP_SRCDIR/validation'); import serve_client as c
+b = json.dumps({'prompt': 'And', 'max_tokens': 3, 'temperature': 0})
+h = lambda t: {'Content-Type': 'application/json', 'Authorization': t}
+print(c.post('$URL', b)[0], c.post('$URL', b, h('Bearer wrong-token-0123456789'))[0], c.post('$URL', b, h('Bearer $TOKEN'))[0],
+      c.post('$URL', b, h('$TOKEN'))[0])")
+[ "$codes" = "401 401 200 401" ]
+ok $? "with a token: no header 401, a wrong token 401, the token 200, the token without Bearer 401 (got $codes)"
+grep -q "access token required" "$SCRATCH/pub.log"
+ok $? "the start line says an access token is required"
+unset MINDPIPE_SERVE_TOKEN
+kill -TERM $spid
+wait $spid
+ok $? "the public server stops on SIGTERM, exit 0"
+
 # Refused at start, with the cause named and exit 1.
 expect_fail() {
     what=$1; pat=$2; shift 2
@@ -182,6 +202,10 @@ expect_fail() {
 }
 SV() { "$MINDPIPE" serve -c "$deck" $M --listen 127.0.0.1:0 --out "$SCRATCH/refused" "$@"; }
 expect_fail "listening beyond loopback is refused" "loopback only" SV --ckpt "$CK" --listen 0.0.0.0:0
+expect_fail "--public without an access token is refused" "MINDPIPE_SERVE_TOKEN" SV --ckpt "$CK" --listen 0.0.0.0:0 --public
+export MINDPIPE_SERVE_TOKEN=short
+expect_fail "a token under 16 characters is refused" "16 characters" SV --ckpt "$CK"
+unset MINDPIPE_SERVE_TOKEN
 expect_fail "two standbys per stage are refused" "0 or 1 standby" SV --ckpt "$CK" --standby 2
 expect_fail "3 stages of a 2-layer model are refused by the deck's rule" "parallel.pp=3" SV --ckpt "$CK" --stages 3
 expect_fail "a checkpoint of another model is refused at start, naming the stage and the mismatch" "dim" \

@@ -53,14 +53,16 @@ static const command_t commands[] = {
      "  --request-id N       the request id of the draws (default 0; serve's request_id)\n"
      "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
     {"serve",
-     "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen 127.0.0.1:PORT] [--out DIR]",
+     "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]] [--out DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
-     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--out", "--standby", NULL},
+     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", NULL},
      "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
      "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
      "  --stages S           stage processes, each holding a contiguous range of layers (default 1)\n"
      "  --slots N            sequences decoded together at most (continuous batching; default 8)\n"
-     "  --listen H:P         the HTTP address (default 127.0.0.1:8080; port 0: any free one; loopback only)\n"
+     "  --listen H:P         the HTTP address (default 127.0.0.1:8080; port 0: any free one)\n"
+     "  --public             allow an address beyond loopback; needs MINDPIPE_SERVE_TOKEN (16+ characters)\n"
+     "                       in the environment: with it every request sends Authorization: Bearer TOKEN\n"
      "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
      "                       (the stages' sockets, mode 0700) (default serve)\n"
      "  --standby 0|1        a standby per stage: loaded and waiting, it takes over when its primary\n"

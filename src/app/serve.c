@@ -1,6 +1,7 @@
 /* `mindpipe serve` and `mindpipe serve-stage` (serve.h). */
 #include "serve.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +23,7 @@
 #include "stage.h"
 
 #define SERVE_SECRET_ENV "MINDPIPE_SERVE_SECRET"
+#define SERVE_TOKEN_ENV "MINDPIPE_SERVE_TOKEN"
 #define SERVE_MAX_STAGES 64
 #define SERVE_MAX_SETS 260
 
@@ -31,6 +33,7 @@ typedef struct {
     const run_opts_t *o;
     const serve_opts_t *s;
     char links[4096], hex[2 * WIRE_SECRET_BYTES + 1];
+    char host[64];                /* where clients on this machine reach the front end */
     char **envp;                  /* the stages' environment: ours without the MPI launcher's, + the secret */
     pthread_mutex_t mu;           /* the process table and why: the main loop and the batching thread */
     pid_t pid[SERVE_MAX_STAGES];  /* primaries (-1: dead, not yet replaced) */
@@ -94,7 +97,7 @@ static const char *serve_check(void *arg)
 
 /* The stages' environment, made before any fork (the child of a process with threads may call
  * only async-signal-safe functions before exec): ours without the MPI launcher's variables (a
- * stage initialises MPI as a singleton) and with the secret. */
+ * stage initialises MPI as a singleton) and the HTTP access token, with the secret. */
 static int serve_envp(serve_ctx_t *c)
 {
     extern char **environ;
@@ -104,7 +107,8 @@ static int serve_envp(serve_ctx_t *c)
     int k = 0;
     for (int i = 0; i < n; i++)
         if (strncmp(environ[i], "PMI_", 4) && strncmp(environ[i], "HYDRA_", 6) && strncmp(environ[i], "MPIR_", 5) &&
-            strncmp(environ[i], SERVE_SECRET_ENV "=", strlen(SERVE_SECRET_ENV) + 1))
+            strncmp(environ[i], SERVE_SECRET_ENV "=", strlen(SERVE_SECRET_ENV) + 1) &&
+            strncmp(environ[i], SERVE_TOKEN_ENV "=", strlen(SERVE_TOKEN_ENV) + 1)) /* the front end's alone */
             c->envp[k++] = environ[i];
     static const char key[] = SERVE_SECRET_ENV "=";
     if (!(c->envp[k] = malloc(sizeof key + strlen(c->hex)))) return MP_FAIL("out of memory");
@@ -147,8 +151,8 @@ static pid_t spawn_stage(serve_ctx_t *c, int stage, int standby)
 static int serve_write_json(const serve_ctx_t *c)
 {
     char path[4200], text[32768], ep[4200];
-    int n = snprintf(text, sizeof text, "{\"front_end\": {\"pid\": %d, \"address\": \"http://127.0.0.1:%d\"},\n \"stages\": [",
-                     (int)getpid(), c->http.port);
+    int n = snprintf(text, sizeof text, "{\"front_end\": {\"pid\": %d, \"address\": \"http://%s:%d\"},\n \"stages\": [",
+                     (int)getpid(), c->host, c->http.port);
     for (int s = 0, first = 1; s < c->S && n < (int)sizeof text; s++) {
         link_name(ep, sizeof ep, c->links, s);
         for (int k = 0; k < 2 && n < (int)sizeof text; k++) {
@@ -199,19 +203,31 @@ static int serve_recover(void *arg)
     return rc;
 }
 
-/* Port of --listen [127.0.0.1|localhost]:PORT; anything but loopback is refused (not built). */
-static int serve_port(const char *listen, int *port)
+/* --listen HOST:PORT (HOST an IPv4 address or localhost) into *l. Beyond loopback only with
+ * --public and an access token of at least 16 characters in SERVE_TOKEN_ENV (the environment, not
+ * the command line, which every user of the machine can read). With a token every request must
+ * carry it, loopback or not. */
+static int serve_listen(const char *listen, int public, http_listen_t *l)
 {
     const char *colon = strrchr(listen, ':');
-    char *end;
+    char *end, host[64];
     const long p = colon ? strtol(colon + 1, &end, 10) : -1;
-    if (!colon || colon[1] == 0 || *end || p < 0 || p > 65535)
+    if (!colon || colon[1] == 0 || *end || p < 0 || p > 65535 || (size_t)(colon - listen) >= sizeof host)
         return MP_FAIL("--listen %s: give HOST:PORT with a port in [0, 65535] (0: any free port)", listen);
-    const size_t hl = (size_t)(colon - listen);
-    if (!((hl == 9 && !strncmp(listen, "127.0.0.1", 9)) || (hl == 9 && !strncmp(listen, "localhost", 9))))
-        return MP_FAIL("--listen %s: serving listens on loopback only (127.0.0.1); binding beyond it, with an access "
-                       "token, is not built yet", listen);
-    *port = (int)p;
+    snprintf(host, sizeof host, "%.*s", (int)(colon - listen), listen);
+    if (!strcmp(host, "localhost")) snprintf(host, sizeof host, "127.0.0.1");
+    struct in_addr a;
+    if (inet_pton(AF_INET, host, &a) != 1) return MP_FAIL("--listen %s: %s is not an IPv4 address", listen, host);
+    l->addr = a.s_addr, l->port = (int)p;
+    l->token = getenv(SERVE_TOKEN_ENV);
+    if (l->token && strlen(l->token) < 16) return MP_FAIL("%s: an access token has at least 16 characters", SERVE_TOKEN_ENV);
+    const int loopback = (ntohl(a.s_addr) >> 24) == 127;
+    if (!loopback && !public)
+        return MP_FAIL("--listen %s: serving listens on loopback only unless asked: give --public, with an access "
+                       "token in %s", listen, SERVE_TOKEN_ENV);
+    if (!loopback && !l->token)
+        return MP_FAIL("--listen %s --public: set an access token (16 characters or more) in %s; every request must "
+                       "then send it as \"Authorization: Bearer TOKEN\"", listen, SERVE_TOKEN_ENV);
     return MP_OK;
 }
 
@@ -252,7 +268,7 @@ static int serve_dirs(const char *out, char *links, size_t n)
     return MP_OK;
 }
 
-static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, int port)
+static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen_t *listen)
 {
     char first[4200], last[4200];
     unsigned char secret[WIRE_SECRET_BYTES];
@@ -277,12 +293,17 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, int port)
     if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, first, last, secret, 30000, 300000,
                       serve_check, serve_recover, c) != MP_OK)
         return MP_ERR;
-    if (http_start(&c->http, &c->b, port, cfg->seq_len, cfg->vocab) != MP_OK) return MP_ERR;
+    if (http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab) != MP_OK) return MP_ERR;
+    if (listen->addr == htonl(INADDR_ANY)) snprintf(c->host, sizeof c->host, "127.0.0.1"); /* every address: this one too */
+    else inet_ntop(AF_INET, &(struct in_addr){listen->addr}, c->host, sizeof c->host);
     pthread_mutex_lock(&c->mu);
     rc = serve_write_json(c);
     pthread_mutex_unlock(&c->mu);
     if (rc != MP_OK) return MP_ERR;
-    printf("serving %s on http://127.0.0.1:%d: %d stage(s) of layers", c->s->ckpt, c->http.port, c->S);
+    char host[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &(struct in_addr){listen->addr}, host, sizeof host);
+    printf("serving %s on http://%s:%d%s: %d stage(s) of layers", c->s->ckpt, host, c->http.port,
+           listen->token ? " (access token required)" : "", c->S);
     for (int st = 0; st < c->S; st++) printf(" %s[%d, %d)", st ? "| " : "", c->l0[st], c->l0[st] + c->nl[st]);
     printf(", %d slots, %d standby per stage; %s/serve.json; SIGTERM stops it\n", c->s->slots, c->standby, c->s->out);
     fflush(stdout);
@@ -291,20 +312,20 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, int port)
 
 int serve_main(const run_opts_t *o, const serve_opts_t *s)
 {
-    int port;
+    http_listen_t listen;
     deck_t d;
     model_cfg_t cfg;
     if (s->standby < 0 || s->standby > 1) return MP_ERROR("--standby %d: 0 or 1 standby per stage", s->standby), 1;
     if (s->stages < 1 || s->stages > SERVE_MAX_STAGES) return MP_ERROR("--stages %d: must be in [1, %d]", s->stages, SERVE_MAX_STAGES), 1;
     if (s->slots < 1 || s->slots > 1024) return MP_ERROR("--slots %d: must be in [1, 1024]", s->slots), 1;
-    if (serve_port(s->listen, &port) != MP_OK || serve_deck(o, s->stages, &d, &cfg) != MP_OK) return 1;
+    if (serve_listen(s->listen, s->public, &listen) != MP_OK || serve_deck(o, s->stages, &d, &cfg) != MP_OK) return 1;
     serve_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return MP_ERROR("out of memory"), 1;
     c->S = s->stages, c->standby = s->standby, c->o = o, c->s = s;
     pthread_mutex_init(&c->mu, NULL);
     for (int st = 0; st < c->S; st++) c->pid[st] = c->spare[st] = -1, run_stage_chunks(&d, st, &c->l0[st], &c->nl[st]);
     signals_install();
-    int rc = serve_start(c, &cfg, port);
+    int rc = serve_start(c, &cfg, &listen);
     while (rc == MP_OK && !signals_pending()) { /* the batching thread fails over; standbys are kept here */
         nanosleep(&(struct timespec){0, 100000000L}, NULL);
         pthread_mutex_lock(&c->mu);

@@ -10,7 +10,7 @@
 
 typedef struct {
     const char *ckpt, *out, *listen, *links;
-    int stages, slots, stage, standby;
+    int stages, slots, stage, standby, public;
 } serve_opts_t;
 
 /* `mindpipe serve`: runs until SIGTERM or SIGUSR1. Returns the process exit code. */

@@ -315,6 +315,20 @@ static enum MHD_Result health(http_t *h, struct MHD_Connection *c)
     return respond_json(c, down ? 503 : 200, j);
 }
 
+/* Does the Authorization header carry "Bearer token"? Compared in constant time over the token's
+ * length: the time taken says nothing of how much of a guess was right. */
+static int token_ok(const char *token, const char *header)
+{
+    static const char bearer[] = "Bearer ";
+    if (!header || strncmp(header, bearer, sizeof bearer - 1)) return 0;
+    header += sizeof bearer - 1;
+    const size_t n = strlen(token);
+    if (strlen(header) != n) return 0;
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++) d |= (unsigned char)(header[i] ^ token[i]);
+    return d == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *size, void **con_cls)
 {
@@ -337,6 +351,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *size = 0;
         return MHD_YES;
     }
+    if (h->token && !token_ok(h->token, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
+        return respond_error(h, c, 401, "authentication_error", "send the server's access token as Authorization: Bearer TOKEN");
     const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
     if (!strcmp(url, "/v1/completions"))
         return post ? completions(h, c, cn) : respond_error(h, c, 405, "invalid_request_error", "%s: use POST", url);
@@ -355,20 +371,21 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
-int http_start(http_t *h, batcher_t *b, int port, int T, int V)
+int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V)
 {
     memset(h, 0, sizeof *h);
-    h->b = b, h->T = T, h->V = V;
+    h->b = b, h->T = T, h->V = V, h->token = l->token;
+    const int port = l->port;
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = l->addr;
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
                             NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a, MHD_OPTION_CONNECTION_TIMEOUT,
                             (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_NOTIFY_COMPLETED,
                             on_completed, h, MHD_OPTION_END);
-    if (!h->d) return MP_FAIL("libmicrohttpd: MHD_start_daemon on 127.0.0.1:%d failed (port in use?)", port);
+    if (!h->d) return MP_FAIL("libmicrohttpd: MHD_start_daemon on port %d failed (port in use?)", port);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_in got;
     socklen_t len = sizeof got;

@@ -1,4 +1,5 @@
-/* The serving front end's HTTP/JSON interface (libmicrohttpd, jansson), on loopback:
+/* The serving front end's HTTP/JSON interface (libmicrohttpd, jansson), on loopback unless told
+ * otherwise (then with an access token):
  *   POST /v1/completions  {"prompt": str, "max_tokens": int, "temperature": num, "top_k": int,
  *                          "seed": int, "request_id": int, "stream": bool} → 200 {"id", "object":
  *                          "text_completion", "choices": [{"text", "tokens", "finish_reason"}],
@@ -17,8 +18,17 @@
 
 #define HTTP_MAX_BODY 65536
 
+/* Where to listen: an IPv4 address (network order) and port (0: any free one), and the access
+ * token every request must send as "Authorization: Bearer TOKEN" (NULL: none). */
+typedef struct {
+    uint32_t addr;
+    int port;
+    const char *token;
+} http_listen_t;
+
 typedef struct {
     batcher_t *b;
+    const char *token;
     struct MHD_Daemon *d;
     int port;                 /* the bound port (the one asked, or the one the system chose for 0) */
     int T, V;
@@ -26,9 +36,9 @@ typedef struct {
     uint64_t served;          /* requests accepted, numbering their ids "cmpl-N" (atomic) */
 } http_t;
 
-/* Listens on 127.0.0.1:port (0: any free port; http->port says which) and serves requests through
- * b. MP_OK or MP_ERR (reported). */
-int http_start(http_t *h, batcher_t *b, int port, int T, int V);
+/* Listens where l says (port 0: any free port; http->port says which) and serves requests through
+ * b; with a token, a request without it is answered 401. MP_OK or MP_ERR (reported). */
+int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V);
 void http_stop(http_t *h);
 
 #endif
