@@ -71,7 +71,9 @@ int generate_main(const run_opts_t *opts, const generate_opts_t *g)
         return 1;
     }
     rc = decoder_load(&dec, g->ckpt, &step);
-    if (rc == MP_OK && !(out = MP_MALLOC(((size_t)g->max_tokens + 1) * sizeof *out))) rc = MP_ERR;
+    /* the context bounds a completion whatever --max-tokens says */
+    const int cap = g->max_tokens < cfg.seq_len ? g->max_tokens : cfg.seq_len;
+    if (rc == MP_OK && !(out = MP_MALLOC(((size_t)cap + 1) * sizeof *out))) rc = MP_ERR;
     const double t0 = perf_now();
     if (rc == MP_OK) {
         const completion_req_t rq = {prompt, nprompt, g->max_tokens, sc, g->request_id};
