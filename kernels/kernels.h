@@ -57,6 +57,14 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                         int B, int T, int C, int NH);
 
+/* The decode step (generation with a key/value cache): row b's query attends to the keys and values
+ * of positions 0..pos[b] of its own sequence. out (B,C) = per head softmax(q kᵀ/√hs) · v, heads
+ * concatenated; att (B,NH,Tmax) is scratch (overwritten); q row b at q + b·ldq (C floats: the q part
+ * of a qkv row, ldq = 3C); kcache[b], vcache[b] (≥ pos[b]+1, C) row-major: sequence b's cache.
+ * CPU only: serving decodes on the CPU (no cu_ twin, not in be_kernels.h). */
+void attention_decode_forward(float *out, float *att, const float *q, int ldq, const float *const *kcache,
+                              const float *const *vcache, const int *pos, int B, int C, int NH, int Tmax);
+
 /* ---- GELU, tanh approximation ---- */
 /* out (n) = gelu(inp) */
 void gelu_forward(float *out, const float *inp, size_t n);

@@ -31,6 +31,9 @@ expect_fail "vocab larger than the model's is refused" "vocab" T --set model.voc
 expect_fail "unknown command" "unknown command" "$MINDPIPE" frobnicate
 expect_fail "prep of a missing text file names it" "absent.txt" "$MINDPIPE" prep --text "$SCRATCH/absent.txt" --out "$SCRATCH/x.h5"
 expect_fail "inspect of a missing file names it" "absent.h5" "$MINDPIPE" inspect "$SCRATCH/absent.h5"
+expect_fail "generate of a missing checkpoint names it" "absent.h5" "$MINDPIPE" generate -c "$deck" --ckpt "$SCRATCH/absent.h5" --prompt x
+expect_fail "generate without --prompt names it" "prompt" "$MINDPIPE" generate -c "$deck" --ckpt "$SCRATCH/absent.h5"
+expect_fail "serve beyond loopback is refused" "loopback only" "$MINDPIPE" serve -c "$deck" --ckpt "$SCRATCH/absent.h5" --listen 0.0.0.0:8080
 expect_fail "device_limit too small is refused naming the limit" "device_limit" T --set memory.device_limit=64K
 
 "$MINDPIPE" sim --schedule 1f1b --pp 4 --m 8 > "$SCRATCH/sim.out" 2>&1 && grep -q "valid" "$SCRATCH/sim.out" \

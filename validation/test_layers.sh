@@ -12,7 +12,7 @@ mp_scratch_init
 
 # Layers, lowest first (Makefile.am's comment); kernels and sched are side branches, which is why
 # "below" means what the include flags allow, not the position in this list.
-LAYERS="kernels core sched config comm obs device model io exec app"
+LAYERS="kernels core sched config comm obs device model io serve exec app"
 lib_of() {
     case $1 in
         kernels) echo "$MP_BUILDDIR/kernels/libmp_kernels.a" ;;

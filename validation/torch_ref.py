@@ -12,6 +12,11 @@
       --rule 2bw: PipeDream-2BW's update W(t+1) = W(t) - AdamW(grad f_t(W(t-1))), W(-1) = W(0): each
       step's loss and gradient are those of batch t on the previous weights (ARCHITECTURE.md §4).
 
+  torch_ref.py generate CKPT --prompt TEXT --max-tokens N --got FILE
+      Greedy decoding of CKPT's model by full recomputation (the whole sequence through the model at
+      every step, float64), the prompt's bytes as tokens, stopping at N tokens or a full context;
+      checks that FILE (`mindpipe generate`'s stdout) holds the same bytes.
+
 Output: one line per check, "PASS what" or "FAIL what"; exit status 1 if any failed.
 Error measure for tensors: ||a - b||_2 / ||b||_2 (norm-wise relative).
 """
@@ -380,6 +385,35 @@ def cmd_acts(args):
           "every layer's output within %g of PyTorch" % args.tol)
 
 
+# ---- generation ----
+def cmd_generate(args):
+    """Greedy decode by full recomputation: no cache, nothing shared with MindPipe's decoder."""
+    cfg, deck, model, _ = read_file(args.file)
+    P = {n: torch.tensor(v, dtype=torch.float64) for n, v in model.items()}
+    seq = list(args.prompt.encode())
+    out, margins = [], []
+    with torch.no_grad():
+        while len(out) < args.max_tokens and len(seq) < cfg["seq_len"] + 1:
+            acts = {}
+            gpt_loss(P, torch.tensor([seq[-cfg["seq_len"]:]]), None, cfg, acts)
+            logits = acts["lnf"][0, -1] @ P["wte"].t()
+            top = torch.topk(logits, 2)
+            margins.append(float(top.values[0] - top.values[1]))
+            tok = int(torch.argmax(logits))  # the first of equal maxima, as MindPipe's sampler
+            out.append(tok)
+            seq.append(tok)
+            if len(seq) == cfg["seq_len"]:
+                break
+    with open(args.got, "rb") as f:
+        got = list(f.read())
+    first = next((i for i, (a, b) in enumerate(zip(got, out)) if a != b), None)
+    print("PyTorch:  %r" % bytes(out))
+    print("MindPipe: %r" % bytes(got))
+    check(got == out, "greedy completion of %d bytes equals PyTorch's full recomputation%s (smallest top-2 logit "
+          "margin %.2e)" % (len(out), "" if first is None else " (first difference at byte %d)" % first,
+                            min(margins) if margins else 0.0))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -401,9 +435,14 @@ def main():
     a.add_argument("file", help="the checkpoint of the dumped step (its weights)")
     a.add_argument("--dump", required=True, help="activations_step_*.h5")
     a.add_argument("--tol", type=float, default=1e-5)
+    gen = sub.add_parser("generate")
+    gen.add_argument("file", help="a checkpoint (any layout, or an exported subnet)")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--max-tokens", type=int, required=True)
+    gen.add_argument("--got", required=True, help="mindpipe generate's stdout")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    {"grads": cmd_grads, "train": cmd_train, "supernet": cmd_supernet, "acts": cmd_acts}[args.cmd](args)
+    {"grads": cmd_grads, "train": cmd_train, "supernet": cmd_supernet, "acts": cmd_acts, "generate": cmd_generate}[args.cmd](args)
     sys.exit(1 if failures else 0)
 
 

@@ -38,6 +38,41 @@ static const command_t commands[] = {
      "  --ckpt CKPT.h5       the supernet checkpoint\n"
      "  --subnet 0,2,1       the candidate per choice block\n"
      "  --out SUB.h5         the plain checkpoint; prints the [model] blocks = ... it needs\n"},
+    {"generate",
+     "-c DECK --ckpt CKPT.h5 --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
+     "         [--request-id N]",
+     "complete a prompt with a checkpoint's model (CPU, key/value cache); the bytes go to stdout",
+     {RUN_OPTS, "--ckpt", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed", "--request-id", NULL},
+     "  -c, --deck DECK      the deck of the model (an exported subnet's: its model.blocks); --set S.K=V\n"
+     "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
+     "  --prompt TEXT        the prompt's bytes are its tokens (1 to model.seq_len - 1 of them)\n"
+     "  --max-tokens N       bytes to generate (default 64); a full context stops it earlier\n"
+     "  --temperature T      0 (default): greedy; else in [0.001, 100], softmax(logits / T)\n"
+     "  --top-k K            draw among the K most likely bytes only (default 0: all)\n"
+     "  --seed S             the draws are a function of (S, request id, position) (default 1)\n"
+     "  --request-id N       the request id of the draws (default 0; serve's request_id)\n"
+     "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
+    {"serve",
+     "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]] [--out DIR]",
+     "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
+     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", NULL},
+     "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
+     "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
+     "  --stages S           stage processes, each holding a contiguous range of layers (default 1)\n"
+     "  --slots N            sequences decoded together at most (continuous batching; default 8)\n"
+     "  --listen H:P         the HTTP address (default 127.0.0.1:8080; port 0: any free one)\n"
+     "  --public             allow an address beyond loopback; needs MINDPIPE_SERVE_TOKEN (16+ characters)\n"
+     "                       in the environment: with it every request sends Authorization: Bearer TOKEN\n"
+     "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
+     "                       (the stages' sockets, mode 0700) (default serve)\n"
+     "  --standby 0|1        a standby per stage: loaded and waiting, it takes over when its primary\n"
+     "                       dies (without: a new process is started); either way no request is lost\n"
+     "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
+     "  \"stream\"} (stream: server-sent events);\n"
+     "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
+    {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR",
+     "one serving stage (started by serve; the job secret comes in its environment)",
+     {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", "--standby", NULL}, ""},
     {"search",
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
      "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",

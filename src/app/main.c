@@ -21,6 +21,8 @@
 #include "schedule.h"
 #include "selftest.h"
 #include "eval.h"
+#include "generate.h"
+#include "serve.h"
 #include "search.h"
 #include "sim.h"
 #include "swapsim.h"
@@ -31,7 +33,11 @@
 typedef struct {
     run_opts_t run;
     char *sets[MAX_SETS];
-    const char *text, *out, *ckpt, *subnet, *method;
+    const char *text, *out, *ckpt, *subnet, *method, *prompt;
+    unsigned long long request_id;
+    int max_tokens, top_k, stages, slots, stage, standby, public;
+    const char *listen, *links;
+    double temperature;
     int population, generations, seed_set;
     double mutation, max_params, max_flops;
     unsigned long long seed;
@@ -51,6 +57,8 @@ static int cli_parse(cli_t *c, int argc, char **argv)
     c->val_fraction = 0.05;
     c->alpha = -1.0;
     c->population = 8, c->generations = 4, c->mutation = 0.2;
+    c->max_tokens = 64;
+    c->stages = 1, c->slots = 8, c->stage = -1;
     const command_t *cmd = command_find(argv[1]);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -74,6 +82,18 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--max-flops") && has_val) c->max_flops = atof(argv[++i]);
         else if (!strcmp(a, "--seed") && has_val) c->seed = strtoull(argv[++i], NULL, 10), c->seed_set = 1;
         else if (!strcmp(a, "--text") && has_val) c->text = argv[++i];
+        else if (!strcmp(a, "--prompt") && has_val) c->prompt = argv[++i];
+        else if (!strcmp(a, "--max-tokens") && has_val) c->max_tokens = atoi(argv[++i]);
+        else if (!strcmp(a, "--temperature") && has_val) c->temperature = atof(argv[++i]);
+        else if (!strcmp(a, "--top-k") && has_val) c->top_k = atoi(argv[++i]);
+        else if (!strcmp(a, "--request-id") && has_val) c->request_id = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--stages") && has_val) c->stages = atoi(argv[++i]);
+        else if (!strcmp(a, "--slots") && has_val) c->slots = atoi(argv[++i]);
+        else if (!strcmp(a, "--stage") && has_val) c->stage = atoi(argv[++i]);
+        else if (!strcmp(a, "--standby") && has_val) c->standby = atoi(argv[++i]);
+        else if (!strcmp(a, "--listen") && has_val) c->listen = argv[++i];
+        else if (!strcmp(a, "--links") && has_val) c->links = argv[++i];
+        else if (!strcmp(a, "--public")) c->public = 1;
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
         else if (!strcmp(a, "--restart")) c->run.restart = 1;
@@ -183,6 +203,19 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         if (!c->ckpt || !c->subnet || !c->out)
             return MP_ERROR("export needs -c DECK (the supernet's), --ckpt CKPT.h5, --subnet 0,2,1 and --out SUB.h5"), 2;
         return export_main(&c->run, c->ckpt, c->subnet, c->out);
+    }
+    if (!strcmp(cmd, "generate")) {
+        if (!c->run.deck_path || !c->ckpt || !c->prompt)
+            return MP_ERROR("generate needs -c DECK, --ckpt CKPT.h5 and --prompt TEXT"), 2;
+        const generate_opts_t g = {c->ckpt, c->prompt, c->max_tokens, c->top_k, c->temperature,
+                                   c->seed_set ? c->seed : 1, c->request_id};
+        return generate_main(&c->run, &g);
+    }
+    if (!strcmp(cmd, "serve") || !strcmp(cmd, "serve-stage")) {
+        if (!c->run.deck_path || !c->ckpt) return MP_ERROR("%s needs -c DECK and --ckpt CKPT.h5", cmd), 2;
+        const serve_opts_t s = {c->ckpt, c->out ? c->out : "serve", c->listen ? c->listen : "127.0.0.1:8080", c->links,
+                                c->stages, c->slots, c->stage, c->standby, c->public};
+        return !strcmp(cmd, "serve") ? serve_main(&c->run, &s) : serve_stage_main(&c->run, &s);
     }
     if (!strcmp(cmd, "inspect")) {
         if (!c->positional) return MP_ERROR("inspect needs a checkpoint file"), 2;

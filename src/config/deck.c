@@ -984,7 +984,7 @@ static int deck_parse_file(deck_t *d, const char *path)
     return nerr ? MP_ERR : MP_OK;
 }
 
-int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
+static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int needs_data)
 {
     deck_t *tmp = malloc(sizeof *tmp);
     int nerr = 0;
@@ -993,10 +993,24 @@ int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
     if (path && deck_parse_file(tmp, path) != MP_OK) nerr++;
     for (int i = 0; i < nsets; i++)
         if (deck_set(tmp, sets[i]) != MP_OK) nerr++;
+    /* without data, the path's rule is the only one that cannot hold: validate with a stand-in */
+    const int stand_in = !needs_data && !tmp->data.path[0];
+    if (stand_in) snprintf(tmp->data.path, sizeof tmp->data.path, "-");
     if (!nerr && deck_validate(tmp) != MP_OK) nerr++;
+    if (stand_in) tmp->data.path[0] = 0;
     if (!nerr) *d = *tmp;
     free(tmp);
     return nerr ? MP_ERR : MP_OK;
+}
+
+int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
+{
+    return deck_load_as(d, path, sets, nsets, 1);
+}
+
+int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets)
+{
+    return deck_load_as(d, path, sets, nsets, 0);
 }
 
 /* ---- cross-key rules ------------------------------------------------------------------------------ */

@@ -162,6 +162,8 @@ void deck_defaults(deck_t *d);
 /* Defaults, then the file at path (may be NULL: defaults only), then each "section.key=value" of
  * sets[0..nsets), then the cross-key rules. MP_OK, or MP_ERR after printing the reason. */
 int deck_load(deck_t *d, const char *path, char *const *sets, int nsets);
+/* deck_load for commands that read no token data (generate, serve): an empty data.path is allowed. */
+int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets);
 
 /* Applies one "section.key=value" override (same checks as the file). */
 int deck_set(deck_t *d, const char *assignment);

@@ -31,8 +31,9 @@ fi
 
 # configure's flags for the dependencies, read from the build tree's Makefile.
 mkvar() { sed -n "s/^$1 = //p" "$build/Makefile" | head -n 1; }
-deps_cppflags="$(mkvar HDF5_CPPFLAGS) $(mkvar BLAS_CPPFLAGS) $(mkvar INIH_CFLAGS)"
-deps_libs="$(mkvar INIH_LIBS) $(mkvar HDF5_LIBS) $(mkvar BLAS_LIBS) -lm"
+deps_cppflags="$(mkvar HDF5_CPPFLAGS) $(mkvar BLAS_CPPFLAGS) $(mkvar INIH_CFLAGS) $(mkvar ZMQ_CFLAGS) $(mkvar MHD_CFLAGS)
+    $(mkvar JANSSON_CFLAGS)"
+deps_libs="$(mkvar INIH_LIBS) $(mkvar ZMQ_LIBS) $(mkvar MHD_LIBS) $(mkvar JANSSON_LIBS) $(mkvar HDF5_LIBS) $(mkvar BLAS_LIBS) -lm"
 san="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 incs="-I$build -I$top/kernels"
 for d in "$top"/src/*/; do incs="$incs -I${d%/}"; done

@@ -414,6 +414,29 @@ static void test_attention_blocks(void)
     free(qkv), free(out), free(att);
 }
 
+/* The decode step's attention (one query row against a key/value cache) equals row i of the
+ * training kernel's causal attention, for rows of several positions decoded together. */
+static void test_attention_decode(void)
+{
+    enum { TT = 150, CC = 16, HH = 2, RB = 4 };
+    float *qkv = rnd((size_t)TT * 3 * CC, 24, 1), *out = malloc(TT * CC * 4), *att = calloc((size_t)HH * TT * TT, 4);
+    float *kc = malloc(TT * CC * 4), *vc = malloc(TT * CC * 4), *q = malloc(RB * 3 * CC * 4), *o = malloc(RB * CC * 4);
+    float *sc = malloc((size_t)RB * HH * TT * 4);
+    attention_forward(out, att, qkv, 1, TT, CC, HH);
+    for (int t = 0; t < TT; t++) /* the cache: k and v of every position, rows of C */
+        memcpy(kc + t * CC, qkv + t * 3 * CC + CC, CC * 4), memcpy(vc + t * CC, qkv + t * 3 * CC + 2 * CC, CC * 4);
+    const int pos[RB] = {0, 37, 149, 64};
+    const float *kp[RB] = {kc, kc, kc, kc}, *vp[RB] = {vc, vc, vc, vc};
+    for (int r = 0; r < RB; r++) memcpy(q + r * 3 * CC, qkv + pos[r] * 3 * CC, 3 * CC * 4);
+    attention_decode_forward(o, sc, q, 3 * CC, kp, vp, pos, RB, CC, HH, TT);
+    double worst = 0;
+    for (int r = 0; r < RB; r++)
+        for (int c = 0; c < CC; c++) worst = fmax(worst, fabs(o[r * CC + c] - out[pos[r] * CC + c]));
+    tap_ok(worst < 1e-5, "attention_decode_forward: rows at positions 0, 37, 149, 64 together = attention_forward's "
+           "rows (%.1e)", worst);
+    free(qkv), free(out), free(att), free(kc), free(vc), free(q), free(o), free(sc);
+}
+
 /* The polynomial exp/tanh that GELU and softmax use on both backends. */
 static void test_exp_tanh(void)
 {
@@ -454,6 +477,7 @@ int main(void)
     test_layernorm();
     test_attention();
     test_attention_blocks();
+    test_attention_decode();
     test_gelu();
     test_encoder();
     test_crossentropy();

@@ -1,0 +1,22 @@
+/* `mindpipe generate`: one completion of a prompt from a checkpoint, on the CPU with a key/value
+ * cache (src/serve/: decoder, sampler, completion). */
+#ifndef MP_GENERATE_H
+#define MP_GENERATE_H
+
+#include <stdint.h>
+
+#include "run.h"
+
+typedef struct {
+    const char *ckpt, *prompt;
+    int max_tokens, top_k;
+    double temperature;
+    uint64_t seed, request_id;
+} generate_opts_t;
+
+/* Loads the deck (opts->deck_path and --set), the weights of g->ckpt (any layout; a plain model or
+ * an exported subnet), and writes the completion's bytes to stdout and a summary line to stderr.
+ * One process. Returns the process exit code: 0, or 1 after an error naming the cause. */
+int generate_main(const run_opts_t *opts, const generate_opts_t *g);
+
+#endif

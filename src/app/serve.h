@@ -1,0 +1,22 @@
+/* `mindpipe serve` and its stage processes (ARCHITECTURE.md §7): the front end splits the deck's
+ * model into --stages S by the training partitioning (pipeline.layers, or balanced), starts one
+ * `mindpipe serve-stage` process per stage (fork/exec of this program; the job's secret in their
+ * environment, never on a command line), supervises them, batches requests continuously
+ * (src/serve/batcher.c) and answers HTTP on loopback (src/serve/http.c). */
+#ifndef MP_SERVE_H
+#define MP_SERVE_H
+
+#include "run.h"
+
+typedef struct {
+    const char *ckpt, *out, *listen, *links;
+    int stages, slots, stage, standby, public;
+} serve_opts_t;
+
+/* `mindpipe serve`: runs until SIGTERM or SIGUSR1. Returns the process exit code. */
+int serve_main(const run_opts_t *opts, const serve_opts_t *s);
+/* `mindpipe serve-stage` (started by serve): stage s->stage of the deck's parallel.pp stages,
+ * linked through s->links. Returns the process exit code. */
+int serve_stage_main(const run_opts_t *opts, const serve_opts_t *s);
+
+#endif

@@ -1,0 +1,403 @@
+/* Continuous batching (batcher.h). */
+#include "batcher.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "perf.h"
+
+void serve_req_free(serve_req_t *r)
+{
+    if (r) free(r->prompt), free(r->out), free(r);
+}
+
+/* Under mu: r is done (state set by the caller); wakes its waiter, or frees it when its owner has
+ * gone (a streaming client that disconnected). */
+static void req_finish(batcher_t *b, serve_req_t *r, int state, const char *error)
+{
+    r->state = state;
+    if (error) snprintf(r->error, sizeof r->error, "%s", error);
+    r->t_done = perf_now();
+    if (state == REQ_FAILED) b->requests_failed++;
+    else b->requests_ok++, b->lat[b->nlat++ % BATCHER_LATENCIES] = r->t_done - r->t_submit;
+    if (r->abandoned) serve_req_free(r);
+    pthread_cond_broadcast(&b->done);
+}
+
+/* Under mu: waiting requests into free slots (max_tokens 0 finishes at once). */
+static void admit(batcher_t *b)
+{
+    for (int s = 0; s < b->slots && b->head; s++) {
+        if (b->slot[s]) continue;
+        serve_req_t *r = b->head;
+        b->head = r->next;
+        if (!b->head) b->tail = NULL;
+        b->queued--;
+        if (r->max_tokens == 0) {
+            req_finish(b, r, REQ_LENGTH, NULL);
+            s--;
+            continue;
+        }
+        r->slot = s, r->pos = 0;
+        b->slot[s] = r;
+        b->running++;
+    }
+}
+
+/* Under mu: group g's step rows, one per running request of its slots (s ≡ g mod groups), in slot
+ * order. */
+static int build_rows(const batcher_t *b, int g, wire_row_t *rows, serve_req_t **who)
+{
+    int B = 0;
+    for (int s = g; s < b->slots; s += b->groups) {
+        serve_req_t *r = b->slot[s];
+        if (!r) continue;
+        /* the token at its position: of the prompt, or one it generated (the last, or an earlier
+         * one while a failover replays it) */
+        const int tok = r->pos < r->nprompt ? r->prompt[r->pos] : r->out[r->pos - r->nprompt];
+        rows[B] = (wire_row_t){s, r->pos, tok};
+        who[B++] = r;
+    }
+    return B;
+}
+
+/* Under mu: after feeding position p, a request that has fed every token it knows (its prompt and
+ * what it generated) samples the token of p + 1 (keyed by that position, as completion_run does)
+ * and stops at max_tokens or when p + 1 is the context's last position. Before that (its prompt, or
+ * its tokens replayed after a failover) it moves on to the next position. */
+static void advance(batcher_t *b, serve_req_t *r, const float *logits, float *work)
+{
+    const int p = r->pos;
+    if (p < r->nprompt + r->nout - 1) {
+        r->pos++;
+        return;
+    }
+    r->out[r->nout++] = sampler_pick(logits, b->V, &r->sample, r->request_id, (uint64_t)(p + 1), work);
+    b->tokens_out++;
+    const int state = r->nout == r->max_tokens ? REQ_LENGTH : p + 1 == b->T - 1 ? REQ_CONTEXT : REQ_RUNNING;
+    if (state == REQ_RUNNING) {
+        r->pos = p + 1;
+        return;
+    }
+    b->slot[r->slot] = NULL;
+    b->running--;
+    req_finish(b, r, state, NULL);
+}
+
+/* Under mu: the pipeline is down; every running and waiting request fails with why. */
+static void fail_all(batcher_t *b, const char *why)
+{
+    b->down = 1;
+    snprintf(b->down_why, sizeof b->down_why, "%s", why);
+    for (int s = 0; s < b->slots; s++)
+        if (b->slot[s]) req_finish(b, b->slot[s], REQ_FAILED, why), b->slot[s] = NULL;
+    b->running = 0;
+    for (serve_req_t *r = b->head, *n; r; r = n) n = r->next, req_finish(b, r, REQ_FAILED, why);
+    b->head = b->tail = NULL;
+    b->queued = 0;
+}
+
+/* Not under mu: waits for the reply to one of the steps in flight, into back and logits; MP_OK
+ * with its header in *h; STEP_DEAD with why when a serving process died (a failover can repair
+ * that); MP_ERR with why (no reply within the deadline, a reply that is not a step's). */
+enum { STEP_DEAD = 2 };
+
+static int step_wait(batcher_t *b, wire_hdr_t *h, wire_row_t *back, float *logits, char *why, size_t nwhy)
+{
+    /* 50 ms polls: a dead process is noticed within about that (the failover's detection time) */
+    for (int waited = 0; waited < b->timeout_ms; waited += 50) {
+        const int got = wire_recv(b->pull, b->secret, 50, h, back, b->slots, logits, (size_t)b->slots * b->V);
+        if (got < 0) return snprintf(why, nwhy, "a malformed reply from the last stage"), MP_ERR;
+        if (got == 1)
+            return h->kind == WIRE_STEP && h->width == b->V ? MP_OK
+                   : (snprintf(why, nwhy, "the last stage answered with %d rows of %d floats", h->B, h->width), MP_ERR);
+        const char *dead = b->down_check ? b->down_check(b->down_ctx) : NULL;
+        if (dead) return snprintf(why, nwhy, "%s", dead), STEP_DEAD;
+    }
+    return snprintf(why, nwhy, "no stage answered within %d ms", b->timeout_ms), MP_ERR;
+}
+
+/* Not under mu: one step through the ring and its reply; replies to earlier steps (in flight when
+ * a stage died) are dropped. MP_OK, STEP_DEAD or MP_ERR as step_wait. */
+static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
+                          char *why, size_t nwhy)
+{
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0};
+    if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
+    do {
+        const int rc = step_wait(b, &h, back, logits, why, nwhy);
+        if (rc != MP_OK) return rc;
+    } while (h.step < step);
+    if (h.step != step || h.B != B)
+        return snprintf(why, nwhy, "the last stage answered step %llu with %d rows (expected step %llu, %d rows)",
+                        (unsigned long long)h.step, h.B, (unsigned long long)step, B), MP_ERR;
+    return MP_OK;
+}
+
+/* The batching thread's buffers: per group, its rows in flight and their requests. */
+typedef struct {
+    wire_row_t *rows, *back;     /* (groups, S), (S) */
+    serve_req_t **who;           /* (groups, S) */
+    int *B, *inflight;           /* (groups) */
+    uint64_t *step;              /* (groups): the step id each group has in flight */
+    float *logits, *work;        /* (S, V), (2V) */
+} loop_bufs_t;
+
+static int loop_bufs_alloc(loop_bufs_t *l, const batcher_t *b)
+{
+    const size_t G = (size_t)b->groups, S = (size_t)b->slots;
+    l->rows = malloc(G * S * sizeof *l->rows), l->back = malloc(S * sizeof *l->back);
+    l->who = malloc(G * S * sizeof *l->who);
+    l->B = calloc(G, sizeof *l->B), l->inflight = calloc(G, sizeof *l->inflight), l->step = calloc(G, sizeof *l->step);
+    l->logits = malloc(S * (size_t)b->V * sizeof(float)), l->work = malloc(2 * (size_t)b->V * sizeof(float));
+    return l->rows && l->back && l->who && l->B && l->inflight && l->step && l->logits && l->work ? MP_OK : MP_ERR;
+}
+
+static void loop_bufs_free(loop_bufs_t *l)
+{
+    free(l->rows), free(l->back), free(l->who), free(l->B), free(l->inflight), free(l->step), free(l->logits), free(l->work);
+}
+
+/* Under mu (released while sending): a step for every group with running requests and nothing in
+ * flight. The number of groups in flight, or MP_ERR (a send failed; why filled). */
+static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
+{
+    int n = 0;
+    for (int g = 0; g < b->groups; g++) {
+        if (!l->inflight[g]) {
+            wire_row_t *rows = l->rows + (size_t)g * b->slots;
+            l->B[g] = build_rows(b, g, rows, l->who + (size_t)g * b->slots);
+            if (!l->B[g]) continue;
+            l->step[g] = b->steps++;
+            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0};
+            pthread_mutex_unlock(&b->mu);
+            const int rc = wire_send(b->push, b->secret, &h, rows, NULL);
+            pthread_mutex_lock(&b->mu);
+            if (rc != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
+            l->inflight[g] = 1;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* Under mu: the reply h to group g's step: every row's request advances. MP_OK, or MP_ERR when
+ * it matches no step in flight. */
+static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *why, size_t nwhy)
+{
+    if (h->step < b->epoch) return MP_OK; /* sent before a failover: its rows are replayed */
+    int g = 0;
+    while (g < b->groups && !(l->inflight[g] && l->step[g] == h->step)) g++;
+    if (g == b->groups || h->B != l->B[g])
+        return snprintf(why, nwhy, "the last stage answered step %llu (%d rows), which is not in flight",
+                        (unsigned long long)h->step, h->B), MP_ERR;
+    l->inflight[g] = 0;
+    b->rows += (uint64_t)h->B;
+    for (int i = 0; i < h->B; i++) advance(b, l->who[(size_t)g * b->slots + i], l->logits + (size_t)i * b->V, l->work);
+    pthread_cond_broadcast(&b->done); /* streaming clients: new tokens */
+    return MP_OK;
+}
+
+/* Under mu (released while processes are replaced): a serving process died (why). The supervisor
+ * replaces it (a standby promoted, or a new process), an empty step goes round the ring, and every
+ * running request replays its tokens from position 0: the caches of every stage are rebuilt by the
+ * same computation, so the completions do not change, and no request is lost. Up to 3 attempts.
+ * MP_OK, or MP_ERR (why filled). */
+static int failover(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
+{
+    const double t0 = perf_now();
+    int rc = MP_ERR;
+    MP_WARN("serving: %s; failing over", why);
+    for (int attempt = 0; attempt < 3 && rc != MP_OK; attempt++) {
+        b->recovering = 1;
+        const uint64_t epoch = b->steps++;
+        pthread_mutex_unlock(&b->mu);
+        rc = b->recover(b->down_ctx) == MP_OK ? step_roundtrip(b, epoch, NULL, 0, l->back, l->logits, why, nwhy)
+                                              : (snprintf(why, nwhy, "replacing a serving process failed"), MP_ERR);
+        pthread_mutex_lock(&b->mu);
+        b->epoch = epoch;
+        if (rc == STEP_DEAD) MP_WARN("serving: %s during the failover; again", why);
+    }
+    b->recovering = 0;
+    if (rc != MP_OK) return MP_ERR;
+    for (int g = 0; g < b->groups; g++) l->inflight[g] = 0;
+    for (int s = 0; s < b->slots; s++)
+        if (b->slot[s]) b->slot[s]->pos = 0;
+    b->failovers++;
+    b->failover_last_s = perf_now() - t0;
+    b->failover_max_s = b->failover_last_s > b->failover_max_s ? b->failover_last_s : b->failover_max_s;
+    MP_WARN("serving: failed over in %.3f s; %d running requests replay their tokens", b->failover_last_s, b->running);
+    return MP_OK;
+}
+
+/* The batching loop: up to `groups` steps in flight (one per group of slots), so with S stages
+ * every stage has work (HAMS's pipelining); a request has at most one row in flight, since its
+ * next token needs the logits of its last. */
+static void *batcher_main(void *arg)
+{
+    batcher_t *b = arg;
+    loop_bufs_t l;
+    const int ok = loop_bufs_alloc(&l, b) == MP_OK;
+    char why[256];
+    pthread_mutex_lock(&b->mu);
+    if (!ok) fail_all(b, "the front end is out of memory");
+    while (!b->stop) {
+        if (!b->down) admit(b);
+        const int n = b->down ? 0 : send_ready_groups(b, &l, why, sizeof why);
+        if (n < 0) {
+            MP_ERROR("serving pipeline down: %s", why);
+            fail_all(b, why);
+            continue;
+        }
+        if (!n) { /* idle: a dead process is replaced now, not when the next request finds it */
+            struct timespec t;
+            clock_gettime(CLOCK_REALTIME, &t);
+            t.tv_nsec += 100000000L;
+            if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&b->work, &b->mu, &t);
+            pthread_mutex_unlock(&b->mu);
+            const char *dead = b->down || !b->recover || !b->down_check ? NULL : b->down_check(b->down_ctx);
+            pthread_mutex_lock(&b->mu);
+            if (dead) {
+                snprintf(why, sizeof why, "%s", dead);
+                if (failover(b, &l, why, sizeof why) != MP_OK) MP_ERROR("serving pipeline down: %s", why), fail_all(b, why);
+            }
+            continue;
+        }
+        pthread_mutex_unlock(&b->mu);
+        wire_hdr_t h;
+        const double t0 = perf_now();
+        int rc = step_wait(b, &h, l.back, l.logits, why, sizeof why);
+        pthread_mutex_lock(&b->mu);
+        b->busy_s += perf_now() - t0;
+        if (rc == MP_OK) rc = take_reply(b, &l, &h, why, sizeof why);
+        if (rc == STEP_DEAD && b->recover) rc = failover(b, &l, why, sizeof why);
+        if (rc != MP_OK) {
+            MP_ERROR("serving pipeline down: %s", why);
+            fail_all(b, why);
+            for (int g = 0; g < b->groups; g++) l.inflight[g] = 0;
+        }
+    }
+    pthread_mutex_unlock(&b->mu);
+    loop_bufs_free(&l);
+    return NULL;
+}
+
+int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char *to_first, const char *from_last,
+                  const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
+                  int (*recover)(void *), void *down_ctx)
+{
+    memset(b, 0, sizeof *b);
+    b->slots = slots, b->T = T, b->V = V, b->timeout_ms = timeout_ms;
+    b->groups = groups < 1 ? 1 : groups > slots ? slots : groups;
+    b->down_check = down_check, b->recover = recover, b->down_ctx = down_ctx;
+    b->t_start = perf_now();
+    memcpy(b->secret, secret, WIRE_SECRET_BYTES);
+    if (!(b->slot = calloc((size_t)slots, sizeof *b->slot))) return MP_FAIL("out of memory for %d slots", slots);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->work, NULL);
+    pthread_cond_init(&b->done, NULL);
+    ZMQ_TRY_PTR(b->zctx = zmq_ctx_new(), err);
+    ZMQ_TRY_PTR(b->push = zmq_socket(b->zctx, ZMQ_PUSH), err);
+    ZMQ_TRY_PTR(b->pull = zmq_socket(b->zctx, ZMQ_PULL), err);
+    if (wire_socket_opts(b->push) != MP_OK || wire_socket_opts(b->pull) != MP_OK) goto err;
+    ZMQ_TRY(zmq_bind(b->pull, from_last), err);
+    ZMQ_TRY(zmq_connect(b->push, to_first), err);
+    char why[256];
+    b->timeout_ms = ready_ms;
+    if (step_roundtrip(b, 0, NULL, 0, NULL, NULL, why, sizeof why) != MP_OK) { /* no failover: nothing started */
+        MP_ERROR("the serving stages did not start: %s", why);
+        goto err;
+    }
+    b->timeout_ms = timeout_ms;
+    b->steps = 1;
+    if (pthread_create(&b->thread, NULL, batcher_main, b) != 0) {
+        MP_ERROR("pthread_create for the batching thread failed");
+        goto err;
+    }
+    b->started = 1;
+    return MP_OK;
+err:
+    batcher_stop(b);
+    return MP_ERR;
+}
+
+void batcher_stop(batcher_t *b)
+{
+    if (!b->slot) return; /* never started, or stopped already */
+    if (b->started) {
+        pthread_mutex_lock(&b->mu);
+        b->stop = 1;
+        pthread_cond_broadcast(&b->work);
+        pthread_mutex_unlock(&b->mu);
+        pthread_join(b->thread, NULL);
+        b->started = 0;
+    }
+    pthread_mutex_lock(&b->mu);
+    if (!b->down) fail_all(b, "the server is stopping");
+    pthread_mutex_unlock(&b->mu);
+    if (b->push) { /* every stage quits when the message reaches it, passing it on first */
+        wire_hdr_t h = {WIRE_MAGIC, WIRE_QUIT, 0, 0, 0};
+        wire_send(b->push, b->secret, &h, NULL, NULL);
+        zmq_close(b->push);
+    }
+    if (b->pull) zmq_close(b->pull);
+    if (b->zctx) zmq_ctx_term(b->zctx);
+    free(b->slot);
+    b->push = b->pull = b->zctx = NULL, b->slot = NULL;
+}
+
+void batcher_mark_down(batcher_t *b, const char *why)
+{
+    pthread_mutex_lock(&b->mu);
+    if (!b->down) {
+        MP_ERROR("serving pipeline down: %s", why);
+        fail_all(b, why);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+void batcher_submit(batcher_t *b, serve_req_t *r)
+{
+    r->state = REQ_RUNNING, r->nout = 0, r->next = NULL, r->abandoned = 0, r->t_submit = perf_now();
+    pthread_mutex_lock(&b->mu);
+    if (b->down || b->stop) {
+        req_finish(b, r, REQ_FAILED, b->down ? b->down_why : "the server is stopping");
+    } else {
+        if (b->tail) b->tail->next = r;
+        else b->head = r;
+        b->tail = r;
+        b->queued++;
+        pthread_cond_signal(&b->work);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+int batcher_wait(batcher_t *b, serve_req_t *r, int have, int *state_p)
+{
+    pthread_mutex_lock(&b->mu);
+    while (r->state == REQ_RUNNING && r->nout <= have) pthread_cond_wait(&b->done, &b->mu);
+    const int n = r->nout;
+    *state_p = r->state;
+    pthread_mutex_unlock(&b->mu);
+    return n;
+}
+
+void batcher_release(batcher_t *b, serve_req_t *r)
+{
+    pthread_mutex_lock(&b->mu);
+    const int running = r->state == REQ_RUNNING;
+    if (running) r->abandoned = 1; /* req_finish frees it */
+    pthread_mutex_unlock(&b->mu);
+    if (!running) serve_req_free(r);
+}
+
+void batcher_run(batcher_t *b, serve_req_t *r)
+{
+    int state;
+    batcher_submit(b, r);
+    batcher_wait(b, r, r->max_tokens, &state);
+}

@@ -1,0 +1,86 @@
+/* A serving stage's loop (stage.h). */
+#include "stage.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+#include <zmq.h>
+
+/* One step's rows through this stage's part: x holds the input hidden states (stage 0: nothing)
+ * and gets the output (the last stage: logits). Returns the output's width. */
+static int stage_compute(decoder_t *dec, const wire_row_t *rows, int B, float *x, float *logits, int *tok, int *slot,
+                         int *pos)
+{
+    for (int r = 0; r < B; r++) tok[r] = rows[r].token, slot[r] = rows[r].slot, pos[r] = rows[r].pos;
+    if (dec->has_embed) decoder_embed(dec, x, tok, pos, B);
+    decoder_blocks(dec, x, slot, pos, B);
+    if (!dec->has_final) return dec->cfg.dim;
+    decoder_head(dec, logits, x, B);
+    return dec->cfg.vocab;
+}
+
+/* Refuses rows a stage must not run: a slot or position outside its cache. */
+static int stage_rows_ok(const decoder_t *dec, const wire_row_t *rows, int B)
+{
+    for (int r = 0; r < B; r++)
+        if (rows[r].slot < 0 || rows[r].slot >= dec->slots || rows[r].pos < 0 || rows[r].pos >= dec->T ||
+            rows[r].token < 0 || rows[r].token >= dec->cfg.vocab)
+            return MP_FAIL("a step row (slot %d, position %d, token %d) outside the stage's cache", rows[r].slot,
+                           rows[r].pos, rows[r].token);
+    return MP_OK;
+}
+
+static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out)
+{
+    const int S = s->slots, C = dec->cfg.dim, V = dec->cfg.vocab;
+    const pid_t parent = getppid();
+    wire_row_t *rows = malloc((size_t)S * sizeof *rows);
+    float *x = malloc((size_t)S * C * sizeof(float)), *logits = malloc((size_t)S * V * sizeof(float));
+    int *tok = malloc((size_t)S * sizeof(int)), *slot = malloc((size_t)S * sizeof(int)), *pos = malloc((size_t)S * sizeof(int));
+    int rc = rows && x && logits && tok && slot && pos ? MP_OK : MP_FAIL("stage %d: out of memory", s->stage);
+    while (rc == MP_OK) {
+        wire_hdr_t h;
+        const int got = wire_recv(in, s->secret, 1000, &h, rows, S, x, (size_t)S * C);
+        if (got == 0) {
+            /* the front end is this process's parent: reparented means it died */
+            if (getppid() != parent) rc = MP_FAIL("stage %d: the front end (pid %d) is gone; exiting", s->stage, (int)parent);
+            continue;
+        }
+        if (got < 0) rc = MP_ERR;
+        else if (h.kind == WIRE_QUIT) { /* passed on: the stages after this one quit too */
+            wire_send(out, s->secret, &h, NULL, NULL);
+            break;
+        }
+        else if (h.width != (dec->has_embed ? 0 : C)) rc = MP_FAIL("stage %d: a step of width %d, expected %d", s->stage, h.width, dec->has_embed ? 0 : C);
+        else if ((rc = stage_rows_ok(dec, rows, h.B)) == MP_OK) {
+            h.width = stage_compute(dec, rows, h.B, x, logits, tok, slot, pos);
+            rc = wire_send(out, s->secret, &h, rows, dec->has_final ? logits : x);
+        }
+    }
+    free(rows), free(x), free(logits), free(tok), free(slot), free(pos);
+    return rc;
+}
+
+int stage_run(const model_cfg_t *model, const stage_cfg_t *s, int (*ready)(void *ctx), void *ready_ctx)
+{
+    decoder_t dec;
+    const int first = s->stage == 0, last = s->stage == s->stages - 1;
+    if (decoder_create(&dec, model, s->layer0, s->nlayers, first, last, s->slots) != MP_OK) return MP_ERR;
+    int rc = MP_ERR;
+    void *ctx = NULL, *in = NULL, *out = NULL;
+    if (decoder_load(&dec, s->ckpt, NULL) != MP_OK) goto err_free_decoder;
+    if (ready && ready(ready_ctx) != MP_OK) goto err_free_decoder;
+    ZMQ_TRY_PTR(ctx = zmq_ctx_new(), err_free_decoder);
+    ZMQ_TRY_PTR(in = zmq_socket(ctx, ZMQ_PULL), err_close);
+    ZMQ_TRY_PTR(out = zmq_socket(ctx, ZMQ_PUSH), err_close);
+    if (wire_socket_opts(in) != MP_OK || wire_socket_opts(out) != MP_OK) goto err_close;
+    ZMQ_TRY(zmq_bind(in, s->in), err_close);
+    ZMQ_TRY(zmq_connect(out, s->out), err_close);
+    rc = stage_loop(&dec, s, in, out);
+err_close:
+    if (in) zmq_close(in);
+    if (out) zmq_close(out);
+    if (ctx) zmq_ctx_term(ctx);
+err_free_decoder:
+    decoder_destroy(&dec);
+    return rc;
+}

@@ -1,0 +1,26 @@
+/* A serving stage: one process holding a contiguous range of the model's blocks (the training
+ * partitioning of the layers into S stages), their key/value cache for every slot, and its two
+ * links (wire.h). It receives a step's rows from upstream, runs them (stage 0 embeds them; the
+ * last stage adds the final LayerNorm and head) and sends the hidden states, or the logits,
+ * downstream, until a WIRE_QUIT or until the front end that started it is gone. */
+#ifndef MP_STAGE_H
+#define MP_STAGE_H
+
+#include "decoder.h"
+#include "wire.h"
+
+typedef struct {
+    const char *ckpt;
+    const char *in, *out;                   /* endpoints: bound (PULL) and connected to (PUSH) */
+    int stage, stages, slots;
+    int layer0, nlayers;
+    unsigned char secret[WIRE_SECRET_BYTES];
+} stage_cfg_t;
+
+/* Loads the stage's weights, calls ready(ctx) (NULL: none; a standby waits there to be promoted;
+ * anything but MP_OK ends the stage), binds its links and runs until told to quit (MP_OK), or until
+ * the process that started it (its parent) is gone or a link fails (MP_ERR, reported). model: the
+ * whole model's shape. */
+int stage_run(const model_cfg_t *model, const stage_cfg_t *s, int (*ready)(void *ctx), void *ctx);
+
+#endif

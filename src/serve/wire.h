@@ -1,0 +1,72 @@
+/* The messages between serving processes (ARCHITECTURE.md §7), over ZeroMQ: the front end and the
+ * stages form a ring of PUSH/PULL links (front end → stage 0 → … → stage S−1 → front end), each
+ * link bound by its receiver on an ipc:// socket in a directory only the job's user can enter.
+ *
+ * ZeroMQ rather than NNG: a PUSH/PULL pipeline with ZMTP heartbeats (ZMQ_HEARTBEAT_*), bounded
+ * queues (ZMQ_SNDHWM) and reconnection are built in and kept in Debian 12 (libzmq 4.3.4), and the
+ * same sockets speak tcp:// for stages on other nodes; NNG 1.5 has the patterns too but no
+ * protocol-level heartbeat (only TCP keep-alive), and fewer users.
+ *
+ * A message is one frame: the job's secret (WIRE_SECRET_BYTES, compared in constant time; a
+ * message without it is dropped), a header, B rows (slot, position, token) and B×width floats
+ * (hidden states between stages, logits from the last stage; none from the front end). */
+#ifndef MP_WIRE_H
+#define MP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "check.h"
+
+#define WIRE_SECRET_BYTES 32
+#define WIRE_MAGIC 0x4d505356u /* "MPSV" */
+
+/* Reports a failed ZeroMQ call (its text, zmq_strerror, file and line) and jumps to label. */
+#define ZMQ_TRY(call, label)                                                                   \
+    do {                                                                                       \
+        if ((call) < 0) {                                                                      \
+            MP_ERROR("ZeroMQ: %s failed: %s", #call, zmq_strerror(zmq_errno()));               \
+            goto label;                                                                        \
+        }                                                                                      \
+    } while (0)
+/* The same for a call that returns a pointer (NULL on failure). */
+#define ZMQ_TRY_PTR(call, label)                                                               \
+    do {                                                                                       \
+        if (!(call)) {                                                                         \
+            MP_ERROR("ZeroMQ: %s failed: %s", #call, zmq_strerror(zmq_errno()));               \
+            goto label;                                                                        \
+        }                                                                                      \
+    } while (0)
+
+enum { WIRE_STEP = 1, WIRE_QUIT = 2 };
+
+typedef struct {
+    uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_STEP or WIRE_QUIT */
+    uint64_t step;          /* the front end's step counter (a reply carries its request's) */
+    int32_t B, width;       /* rows; floats per row that follow (0: none) */
+} wire_hdr_t;
+
+typedef struct {
+    int32_t slot, pos, token;
+} wire_row_t;
+
+/* The secret from its 64 hex digits (MP_OK), or MP_ERR naming what is wrong. */
+int wire_secret_parse(const char *hex, unsigned char secret[WIRE_SECRET_BYTES]);
+/* A new secret from the system's random source and its hex text (65 bytes). MP_OK or MP_ERR. */
+int wire_secret_new(unsigned char secret[WIRE_SECRET_BYTES], char hex[2 * WIRE_SECRET_BYTES + 1]);
+
+/* Sends one message on sock. MP_OK or MP_ERR (reported). */
+int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x);
+
+/* Waits up to timeout_ms (−1: forever) for one message on sock, into rows (max_rows) and x
+ * (max_floats). 1: a message; 0: none in time; MP_ERR: a receive error or a malformed message
+ * (reported; a message without the secret is dropped and reported, and the wait goes on). */
+int wire_recv(void *sock, const unsigned char *secret, int timeout_ms, wire_hdr_t *h, wire_row_t *rows, int max_rows,
+              float *x, size_t max_floats);
+
+/* Sets the options every serving socket has: no linger at close, heartbeats every second with a
+ * 5 s timeout (a dead peer's connection is dropped, not waited on forever), reconnection every
+ * 20 ms. MP_OK or MP_ERR. */
+int wire_socket_opts(void *sock);
+
+#endif

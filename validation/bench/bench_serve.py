@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Serving benchmark (docs/SERVING.md): `mindpipe serve` on a gpt-tiny-shaped checkpoint, tokens/s
+and request latency percentiles against concurrent clients, stages and standbys, and PyTorch
+generating the same requests with a key/value cache on the same cores, one request at a time.
+
+  /usr/bin/python3 validation/bench/bench_serve.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
+      [--requests 64] [--max-tokens 32] [--concurrency 1,4,8] [--runs 1]
+
+Every request is validation/serve_client.py's request i with max_tokens fixed (prompts of 1-23
+bytes; greedy or temperature 0.9, top-k 20 or all). tokens/s = generated tokens / wall time of the
+whole load; latency = one request's HTTP round trip, quantiles over the load. Each stage process
+runs its kernels on 1 thread; the front end computes nothing. The PyTorch peer uses 1 thread.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, ".."))
+from bench import bench_args, machine  # noqa: E402
+from serve_client import request_of  # noqa: E402
+
+CLIENT = os.path.join(HERE, "..", "serve_client.py")
+DECK = os.path.join(HERE, "..", "..", "inputs", "gpt-tiny.ini")
+
+
+def checkpoint(a, tmp):
+    """A gpt-tiny checkpoint (its weights after 20 steps: what is timed does not depend on them)."""
+    subprocess.run([a.mindpipe, "train", "-c", DECK, "--set", "data.path=" + os.path.abspath(a.data), "--set",
+                    "train.steps=20", "--set", "train.warmup=5", "--set", "train.eval_every=0", "--quiet", "--out", os.path.join(tmp, "run")],
+                   check=True)
+    return os.path.join(tmp, "run", "ckpt", "step_00000020.h5")
+
+
+def serve_point(a, tmp, ck, stages, standby, concurrency):
+    out = os.path.join(tmp, "srv_%d_%d_%d" % (stages, standby, concurrency))
+    p = subprocess.Popen([a.mindpipe, "serve", "-c", DECK, "--ckpt", ck, "--stages", str(stages), "--standby",
+                          str(standby), "--slots", "8", "--listen", "127.0.0.1:0", "--out", out],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        js = os.path.join(out, "serve.json")
+        for _ in range(600):
+            if os.path.exists(js) or p.poll() is not None:
+                break
+            time.sleep(0.1)
+        url = json.load(open(js))["front_end"]["address"]
+        res = []
+        for _ in range(a.runs):
+            r = subprocess.run([sys.executable, CLIENT, "load", url, "--requests", str(a.requests), "--concurrency",
+                                str(concurrency), "--max-tokens", str(a.max_tokens), "--summary", "--out",
+                                os.path.join(out, "load.jsonl")], check=True, capture_output=True, text=True)
+            res.append(json.loads(r.stdout))
+        return max(res, key=lambda x: x["tokens_per_s"])
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def torch_point(a, ck):
+    """The same requests in PyTorch (validation/torch_ref.py's weights), a key/value cache, one at a
+    time: tokens/s and latency quantiles."""
+    import h5py
+    import torch
+    torch.set_num_threads(1)
+    with h5py.File(ck, "r") as f:
+        P = {n: torch.tensor(f["model"][n][()]) for n in f["model"].keys()}
+        st = f["state"].attrs
+        L, C, NH = int(st["layers"]), int(st["dim"]), int(st["heads"])
+    hs = C // NH
+    F = torch.nn.functional
+
+    def step(tok, pos, cache):
+        x = P["wte"][tok] + P["wpe"][pos]
+        for l in range(L):
+            p = lambda s: P[f"h.{l}.{s}"]  # noqa: E731
+            h = F.layer_norm(x, (C,), p("ln1.w"), p("ln1.b"), eps=1e-5)
+            q, k, v = F.linear(h, p("attn.qkv.w"), p("attn.qkv.b")).split(C)
+            cache[l][0].append(k.view(NH, hs))
+            cache[l][1].append(v.view(NH, hs))
+            K, V = torch.stack(cache[l][0], 1), torch.stack(cache[l][1], 1)  # (NH, t, hs)
+            att = torch.softmax((K @ q.view(NH, hs, 1)).squeeze(-1) / hs ** 0.5, -1)
+            x = x + F.linear((att.unsqueeze(1) @ V).reshape(C), p("attn.proj.w"), p("attn.proj.b"))
+            h = F.layer_norm(x, (C,), p("ln2.w"), p("ln2.b"), eps=1e-5)
+            x = x + F.linear(F.gelu(F.linear(h, p("mlp.fc.w"), p("mlp.fc.b")), approximate="tanh"), p("mlp.proj.w"),
+                             p("mlp.proj.b"))
+        return F.layer_norm(x, (C,), P["lnf.w"], P["lnf.b"], eps=1e-5) @ P["wte"].t()
+
+    lat, toks = [], 0
+    t0 = time.time()
+    with torch.no_grad():
+        for i in range(a.requests):
+            r, t1 = request_of(i, a.max_tokens), time.time()
+            seq, cache = list(r["prompt"].encode()), [([], []) for _ in range(L)]
+            for pos, tok in enumerate(seq):
+                logits = step(tok, pos, cache)
+            for n in range(r["max_tokens"]):
+                if r["temperature"] == 0:
+                    tok = int(torch.argmax(logits))
+                else:
+                    z = logits / r["temperature"]
+                    if r["top_k"]:
+                        z = torch.where(z < torch.topk(z, r["top_k"]).values[-1], torch.tensor(-float("inf")), z)
+                    tok = int(torch.multinomial(torch.softmax(z, -1), 1))
+                seq.append(tok)
+                toks += 1
+                if n + 1 < r["max_tokens"]:
+                    logits = step(tok, len(seq) - 1, cache)
+            lat.append(time.time() - t1)
+    dt = time.time() - t0
+    q = sorted(lat)
+    return {"tokens_per_s": toks / dt, "p50": q[len(q) // 2], "p90": q[int(0.9 * (len(q) - 1))],
+            "p99": q[int(0.99 * (len(q) - 1))]}
+
+
+def main():
+    ap = bench_args(__doc__, runs=True)
+    ap.set_defaults(runs=1)
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--concurrency", default="1,4,8")
+    a = ap.parse_args()
+    print("# " + machine())
+    print("| server | clients | tokens/s | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        ck = checkpoint(a, tmp)
+        for stages, standby in ((1, 0), (2, 0), (2, 1)):
+            for c in (int(x) for x in a.concurrency.split(",")):
+                r = serve_point(a, tmp, ck, stages, standby, c)
+                print("| mindpipe serve, %d stage%s%s | %d | %.0f | %.1f | %.1f | %.1f |" % (
+                    stages, "s" if stages > 1 else "", ", standby" if standby else "", c, r["tokens_per_s"],
+                    1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]), flush=True)
+        r = torch_point(a, ck)
+        print("| PyTorch %s, KV cache, one request at a time | 1 | %.0f | %.1f | %.1f | %.1f |" % (
+            __import__("torch").__version__, r["tokens_per_s"], 1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+/* Serving messages (src/serve/wire.c) between two ZeroMQ sockets in one process: a message with
+ * the job's secret arrives whole; one without it, or with another job's, is dropped (the wait runs
+ * out); a frame that is not a message is refused; secrets parse and are fresh. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "tap.h"
+#include "wire.h"
+
+static int send_raw(void *sock, const void *p, size_t n) { return zmq_send(sock, p, n, 0) == (int)n; }
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv); /* for the error reporter's rank only */
+    unsigned char key[WIRE_SECRET_BYTES], other[WIRE_SECRET_BYTES], parsed[WIRE_SECRET_BYTES];
+    char hex[2 * WIRE_SECRET_BYTES + 1], hex2[2 * WIRE_SECRET_BYTES + 1];
+    tap_ok(wire_secret_new(key, hex) == 0 && wire_secret_new(other, hex2) == 0 && memcmp(key, other, sizeof key) &&
+               wire_secret_parse(hex, parsed) == 0 && !memcmp(parsed, key, sizeof key),
+           "two new secrets differ; a secret's hex parses back to it");
+    tap_ok(wire_secret_parse("abc", parsed) != 0 && wire_secret_parse(NULL, parsed) != 0,
+           "a short or missing secret is refused");
+    void *ctx = zmq_ctx_new(), *in = zmq_socket(ctx, ZMQ_PULL), *out = zmq_socket(ctx, ZMQ_PUSH);
+    tap_ok(ctx && in && out && wire_socket_opts(in) == 0 && wire_socket_opts(out) == 0 &&
+               zmq_bind(in, "inproc://wire") == 0 && zmq_connect(out, "inproc://wire") == 0,
+           "a PUSH/PULL pair with the serving options");
+    wire_row_t rows[3] = {{0, 5, 65}, {2, 7, 66}, {1, 0, 67}}, got[4];
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[8];
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, 42, 3, 2}, r;
+    int rc = wire_send(out, key, &h, rows, x) == 0 ? wire_recv(in, key, 1000, &r, got, 4, y, 8) : -1;
+    tap_ok(rc == 1 && r.step == 42 && r.B == 3 && r.width == 2 && !memcmp(got, rows, sizeof rows) && !memcmp(y, x, sizeof x),
+           "a message with the secret arrives whole (step, rows, floats)");
+    rc = wire_send(out, other, &h, rows, x) == 0 ? wire_recv(in, key, 300, &r, got, 4, y, 8) : -1;
+    tap_ok(rc == 0, "a message with another job's secret is dropped (the wait runs out: %d)", rc);
+    unsigned char junk[WIRE_SECRET_BYTES + sizeof h];
+    memset(junk, 0, sizeof junk);
+    rc = send_raw(out, junk, sizeof junk) ? wire_recv(in, key, 300, &r, got, 4, y, 8) : -1;
+    tap_ok(rc == 0, "a frame without the secret is dropped (%d)", rc);
+    memcpy(junk, key, WIRE_SECRET_BYTES); /* the secret, then a header of zeros: no magic */
+    rc = send_raw(out, junk, sizeof junk) ? wire_recv(in, key, 300, &r, got, 4, y, 8) : -1;
+    tap_ok(rc < 0, "a frame with the secret but no valid header is refused (%d)", rc);
+    wire_row_t rows5[5] = {{0, 0, 0}};
+    float x10[10] = {0};
+    h.B = 5; /* more rows than the receiver holds */
+    rc = wire_send(out, key, &h, rows5, x10) == 0 ? wire_recv(in, key, 300, &r, got, 4, y, 8) : -2;
+    tap_ok(rc < 0 && rc != -2, "a message of more rows than the receiver's buffers is refused (%d)", rc);
+    h.B = 3;
+    rc = wire_send(out, key, &h, rows, x) == 0 ? wire_recv(in, key, 1000, &r, got, 4, y, 8) : -1;
+    tap_ok(rc == 1 && r.step == 42, "the link still works after the refusals");
+    zmq_close(in), zmq_close(out), zmq_ctx_term(ctx);
+    MPI_Finalize();
+    return tap_done();
+}
