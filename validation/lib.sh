@@ -26,6 +26,29 @@ mp_test_data() {
     echo "$d/kjv.h5"
 }
 
+# tap_lines LABEL FILE: FILE's "PASS what" and "FAIL what" lines (the checkers' output: compare_runs.py,
+# torch_ref.py, serve_client.py) as TAP lines "LABEL: what", the others as diagnostics; tl_found
+# is how many checks it found.
+tap_lines() {
+    tl_label=$1; tl_found=0
+    while IFS= read -r line; do
+        case "$line" in
+            "PASS "*) ok 0 "$tl_label: ${line#PASS }"; tl_found=$((tl_found + 1)) ;;
+            "FAIL "*) ok 1 "$tl_label: ${line#FAIL }"; tl_found=$((tl_found + 1)) ;;
+            *) diag "$line" ;;
+        esac
+    done < "$2"
+}
+
+# The PyTorch reference's interpreter must import torch, h5py and numpy (CI installs them): else one
+# failing check and the test ends.
+mp_require_torch() {
+    if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
+        echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy: apt-get install python3-torch python3-h5py python3-numpy"
+        echo "1..1"; exit 1
+    fi
+}
+
 # Sets SCRATCH to a fresh directory under the build tree, removed at exit (call it directly,
 # not in $(...): the trap must belong to the test's own shell).
 mp_scratch_init() {
@@ -50,13 +73,7 @@ run() {
 compare() {
     label=$1; shift
     "$TORCH_PYTHON" "$MP_SRCDIR/validation/compare_runs.py" "$@" > "$SCRATCH/cmp.out" 2>&1
-    while IFS= read -r line; do
-        case "$line" in
-            "PASS "*) ok 0 "$label: ${line#PASS }" ;;
-            "FAIL "*) ok 1 "$label: ${line#FAIL }" ;;
-            *) diag "$line" ;;
-        esac
-    done < "$SCRATCH/cmp.out"
+    tap_lines "$label" "$SCRATCH/cmp.out"
 }
 # layouts_vs REF "RANKS NAME [--set ...]"...: trains each layout and compares it
 # with $SCRATCH/REF within the layout-invariance tolerance.

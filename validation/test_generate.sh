@@ -5,10 +5,7 @@
 # the seed; bad input is refused with a message naming the cause and a non-zero exit.
 # (KV-cached decoding against the training forward's full recomputation: validation/unit/test_decode.)
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
-if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
-    echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy: apt-get install python3-torch python3-h5py python3-numpy"
-    echo "1..1"; exit 1
-fi
+mp_require_torch
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -33,15 +30,8 @@ torch_greedy() {
     ok $? "$label: mindpipe generate ($(cat "$SCRATCH/gen.err"))"
     "$TORCH_PYTHON" "$ref" generate "$ck" --prompt "$prompt" --max-tokens "$n" --got "$SCRATCH/gen.out" \
         > "$SCRATCH/ref.out" 2>&1; rc=$?
-    found=0
-    while IFS= read -r line; do
-        case "$line" in
-            "PASS "*) ok 0 "$label: ${line#PASS }"; found=1 ;;
-            "FAIL "*) ok 1 "$label: ${line#FAIL }"; found=1 ;;
-            *) diag "$line" ;;
-        esac
-    done < "$SCRATCH/ref.out"
-    [ $found -eq 1 ] && [ $rc -le 1 ] || ok 1 "$label: torch_ref.py generate ran (exit $rc)"
+    tap_lines "$label" "$SCRATCH/ref.out"
+    [ $tl_found -gt 0 ] && [ $rc -le 1 ] || ok 1 "$label: torch_ref.py generate ran (exit $rc)"
 }
 
 # A plain model trained on 4 ranks (tp=2 x pp=2): the checkpoint holds global shapes, any layout reads it.

@@ -80,13 +80,7 @@ done
 ok $? "requests 0-5 (greedy and sampled, top-k 20 or all) equal mindpipe generate's bytes with the same seed and request id ($same of 6)"
 
 "$TORCH_PYTHON" "$client" bad "$URL2" --context 64 > "$SCRATCH/bad.out" 2>&1
-while IFS= read -r line; do
-    case "$line" in
-        "PASS "*) ok 0 "bad input: ${line#PASS }" ;;
-        "FAIL "*) ok 1 "bad input: ${line#FAIL }" ;;
-        *) diag "$line" ;;
-    esac
-done < "$SCRATCH/bad.out"
+tap_lines "bad input" "$SCRATCH/bad.out"
 grep -q "^PASS the server closes" "$SCRATCH/bad.out"
 ok $? "the bad-input client ran to its end"
 

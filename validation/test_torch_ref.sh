@@ -5,10 +5,7 @@
 # PipeDream-2BW's; each layer's output activations
 # (debug.dump_activations) on one rank and on 8.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
-if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
-    echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy: apt-get install python3-torch python3-h5py python3-numpy"
-    echo "1..1"; exit 1
-fi
+mp_require_torch
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/ref.ini"
@@ -18,15 +15,8 @@ ref="$MP_SRCDIR/validation/torch_ref.py"
 torch_check() {  # torch_check LABEL ARGS...
     label=$1; shift
     "$TORCH_PYTHON" "$ref" "$@" > "$SCRATCH/ref.out" 2>&1; rc=$?
-    n=0
-    while IFS= read -r line; do
-        case "$line" in
-            "PASS "*) ok 0 "$label: ${line#PASS }"; n=$((n + 1)) ;;
-            "FAIL "*) ok 1 "$label: ${line#FAIL }"; n=$((n + 1)) ;;
-            *) diag "$line" ;;
-        esac
-    done < "$SCRATCH/ref.out"
-    [ $n -gt 0 ] && [ $rc -le 1 ] || { ok 1 "$label: torch_ref.py ran (exit $rc)"; }
+    tap_lines "$label" "$SCRATCH/ref.out"
+    [ $tl_found -gt 0 ] && [ $rc -le 1 ] || { ok 1 "$label: torch_ref.py ran (exit $rc)"; }
 }
 
 # Three shapes: the reference deck; one with 1 head, mlp_ratio 2, an odd length and clipping on;
