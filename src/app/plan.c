@@ -192,6 +192,13 @@ out:
     return rc;
 }
 
+/* Ranks per node: a GPU kind's devices per node; on a CPU kind the whole job shares this node. */
+static int plan_per_node(const plan_cli_t *o, const dev_kind_t *d, int ranks)
+{
+    if (o->per_node > 0) return o->per_node;
+    return d->node_cores > 0 ? ranks : d->per_node;
+}
+
 /* One given layout: the deck's pipeline.layers when it matches, else the DP's boundaries (v = 1,
  * memory.policy auto) or balanced chunks. */
 static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo, const dev_kind_t *d,
@@ -202,7 +209,7 @@ static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo,
     cm_layout_t *lay = &p->lay;
     if (plan_parse_layout(o->layout, dk, lay, &pol_auto) != MP_OK) return MP_ERR;
     lay->prec = prec;
-    lay->nodes_ranks = o->per_node > 0 ? o->per_node : d->per_node;
+    lay->nodes_ranks = plan_per_node(o, d, lay->tp * lay->pp * lay->dp);
     if (o->ranks && o->ranks != lay->tp * lay->pp * lay->dp)
         return MP_FAIL("--ranks %d but the layout has tp × pp × dp = %d", o->ranks, lay->tp * lay->pp * lay->dp);
     const int K = lay->pp * lay->v;
@@ -266,7 +273,7 @@ int plan_main(const plan_cli_t *o)
         n = 1;
     } else {
         if (o->ranks < 1) { rc = 2, MP_ERROR("plan needs --ranks N (or --layout tp=..,pp=..,dp=..)"); goto out; }
-        plan_opts_t po = {o->ranks, o->per_node > 0 ? o->per_node : d.per_node, prec, obj, 16, dk->memory.prefetch};
+        plan_opts_t po = {o->ranks, plan_per_node(o, &d, o->ranks), prec, obj, 16, dk->memory.prefetch};
         if (plan_search(&mo, &d, plan_costs, &cx, &po, plans, top, &n) != MP_OK) goto out;
         if (n == 0) {
             MP_ERROR("no layout of %d ranks of %s fits the model in %.3g GB per device", o->ranks, d.name, d.mem_bytes / 1e9);

@@ -58,7 +58,7 @@ void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t 
     c->act_bytes = N * C * elem;
     c->block_params = (4.0 * C * C + 2.0 * mo->R * C * C + 3 * C + mo->R * C) / tp + 6.0 * C;
     c->embed_params = V * C / tp + T * C, c->head_params = 2.0 * C;
-    c->work_bytes = N * (V / tp) * 4.0 * 2.0 + keep; /* logits and their gradient; one block re-run */
+    c->work_bytes = N * (V / tp) * 4.0 * 2.0; /* the last stage's logits and their gradient */
     c->state_bytes_per_param = 16.0 + (p == DEV_PREC_BF16 ? 2.0 : 0.0);
     c->opt_bytes_per_param = 8.0;
     c->optimizer_s_per_param = 28.0 / d->mem_bw; /* read w, g, m, v; write w, m, v (fp32) */
@@ -211,7 +211,7 @@ static void cm_memory(const cm_costs_t *c, const cm_layout_t *lay, const instr_l
         const double per_key = (double)layers / lay->v * c->stash[pol == CM_OFFLOAD ? CM_KEEP : pol];
         const int keys = pol == CM_OFFLOAD ? sched_list_device_peak(&lists[s], 0) : sched_list_peak(&lists[s], 0);
         double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
-        if (s == lay->pp - 1) work += c->work_bytes - c->stash[CM_KEEP];
+        if (s == lay->pp - 1) work += c->work_bytes;
         res->stage_mem[s] = state + keys * per_key + work;
     }
 }

@@ -40,7 +40,7 @@ typedef struct {
     double act_bytes;                 /* one activation message between stages: N·C·element */
     double block_params;              /* parameters of one block on this rank (after tp) */
     double embed_params, head_params; /* wte+wpe; lnf (the head is tied to wte) */
-    double work_bytes;                /* transient buffers of one pass (largest layer's, logits) */
+    double work_bytes;                /* the last stage's transient buffers (logits and their gradient) */
     double state_bytes_per_param;     /* weights, gradients, optimizer moments (16 fp32; + 2 for bf16) */
     double opt_bytes_per_param;       /* of those, the ones ZeRO-1 shards over dp (Adam m and v) */
     double optimizer_s_per_param;     /* seconds of AdamW per parameter (memory-bound) */

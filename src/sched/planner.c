@@ -23,7 +23,7 @@ static double plan_stage_mem(const cm_costs_t *c, const cm_layout_t *lay, int m,
     const int keys = pol == CM_OFFLOAD ? 2 : (m < pp - s ? m : pp - s);
     const double stash = keys * n * c->stash[pol == CM_OFFLOAD ? CM_KEEP : pol];
     double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
-    if (s == pp - 1) work += c->work_bytes - c->stash[CM_KEEP];
+    if (s == pp - 1) work += c->work_bytes;
     return state + stash + work;
 }
 
