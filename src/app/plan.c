@@ -177,7 +177,7 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path)
     snprintf(set, sizeof set, "pipeline.layers=%s", layers);
     if (deck_set(dk, set) != MP_OK) goto out;
     snprintf(set, sizeof set, "memory.layers=%s", pols);
-    if (deck_set(dk, set) != MP_OK || deck_validate(dk) != MP_OK) goto out;
+    if (deck_set(dk, set) != MP_OK) goto out;
     FILE *f = fopen(path, "w");
     if (!f) {
         MP_ERROR("cannot write %s", path);
@@ -187,6 +187,8 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path)
             l->tp, l->pp, l->dp, l->v, l->mb, sched_kind_names[l->kind], p->res.step_s);
     rc = deck_write(dk, f);
     if (fclose(f) != 0) rc = MP_FAIL("cannot write %s", path);
+    /* the cross-key rules (pipeline.layers against pp × v, ...) hold for what was written */
+    if (rc == MP_OK && deck_load_nodata(dk, path, NULL, 0) != MP_OK) rc = MP_FAIL("the deck written to %s does not load", path);
 out:
     free(dk);
     return rc;
@@ -197,6 +199,31 @@ static int plan_per_node(const plan_cli_t *o, const dev_kind_t *d, int ranks)
 {
     if (o->per_node > 0) return o->per_node;
     return d->node_cores > 0 ? ranks : d->per_node;
+}
+
+/* memory.layers (one policy per layer, as --emit writes it): the planner models one policy per
+ * stage, so every layer of a stage must share it. */
+static int plan_stage_policies(const deck_t *dk, cm_layout_t *lay)
+{
+    const int K = lay->pp * lay->v;
+    int first[SIM_MAX_STAGES];
+    for (int s = 0; s < lay->pp; s++) first[s] = -1;
+    for (int k = 0, layer = 0; k < K; k++)
+        for (int j = 0; j < lay->chunk_layers[k]; j++, layer++) {
+            const int s = k % lay->pp, p = (int)dk->memory.per_layer.policy[layer];
+            if (first[s] < 0) first[s] = p;
+            if (p != first[s])
+                return MP_FAIL("memory.layers: stage %d mixes %s and %s; the planner models one policy per stage", s,
+                               deck_policy_names[first[s]], deck_policy_names[p]);
+        }
+    for (int s = 0; s < lay->pp; s++) {
+        cm_policy_t cp;
+        if (plan_policy_of((deck_policy_t)first[s], &cp) != MP_OK)
+            return MP_FAIL("memory.layers: %s is not modelled by the planner yet (docs/PLAN.md \"Not built yet\")",
+                           deck_policy_names[first[s]]);
+        lay->policy[s] = cp;
+    }
+    return MP_OK;
 }
 
 /* One given layout: the deck's pipeline.layers when it matches, else the DP's boundaries (v = 1,
@@ -225,6 +252,7 @@ static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo,
         if (plan_partition(mo, &c, d, lay, m) < 0) return MP_FAIL("no stage boundaries and policies fit the device memory");
     } else cm_layout_balanced(lay, mo->L);
     if (pol_auto && lay->v > 1) return MP_FAIL("memory.policy = auto with v > 1: give a policy (docs/PLAN.md)");
+    if (dk->memory.per_layer.n == mo->L && plan_stage_policies(dk, lay) != MP_OK) return MP_ERR;
     if (cm_evaluate(mo, &c, d, lay, &p->res) != MP_OK) return MP_FAIL("cannot simulate the layout: %s", p->res.error);
     return MP_OK;
 }
@@ -236,7 +264,7 @@ int plan_main(const plan_cli_t *o)
     plan_t *plans = calloc(PLAN_MAX_TOP, sizeof *plans);
     int rc = 1, n = 0;
     if (!dk || !plans) goto out;
-    if (deck_load(dk, o->deck_path, o->sets, o->nsets) != MP_OK) goto out;
+    if (deck_load_nodata(dk, o->deck_path, o->sets, o->nsets) != MP_OK) goto out;
     dev_kind_t d;
     if (devices_load(o->devices ? o->devices : devices_default_path(), o->device ? o->device : "cpu", &d) != MP_OK)
         goto out;

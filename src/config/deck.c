@@ -975,7 +975,10 @@ static int deck_parse_file(deck_t *d, const char *path)
     return nerr ? MP_ERR : MP_OK;
 }
 
-int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
+static int deck_check(const deck_t *d, int need_data);
+
+/* deck_load, and (need_data = 0) deck_load_nodata */
+static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int need_data)
 {
     deck_t *tmp = malloc(sizeof *tmp);
     int nerr = 0;
@@ -984,10 +987,20 @@ int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
     if (path && deck_parse_file(tmp, path) != MP_OK) nerr++;
     for (int i = 0; i < nsets; i++)
         if (deck_set(tmp, sets[i]) != MP_OK) nerr++;
-    if (!nerr && deck_validate(tmp) != MP_OK) nerr++;
+    if (!nerr && deck_check(tmp, need_data) != MP_OK) nerr++;
     if (!nerr) *d = *tmp;
     free(tmp);
     return nerr ? MP_ERR : MP_OK;
+}
+
+int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
+{
+    return deck_load_as(d, path, sets, nsets, 1);
+}
+
+int deck_load_nodata(deck_t *d, const char *path, char *const *sets, int nsets)
+{
+    return deck_load_as(d, path, sets, nsets, 0);
 }
 
 /* ---- cross-key rules ------------------------------------------------------------------------------ */
@@ -1087,6 +1100,11 @@ static int validate_memory(const deck_t *d)
 
 int deck_validate(const deck_t *d)
 {
+    return deck_check(d, 1);
+}
+
+static int deck_check(const deck_t *d, int need_data)
+{
     const long long dim = d->model.dim, heads = d->model.heads, tp = d->parallel.tp;
     const long long batch = d->train.batch, mb = d->train.micro_batch, dp = d->parallel.dp;
     const long long width = (long long)d->model.mlp_ratio * dim;
@@ -1114,7 +1132,7 @@ int deck_validate(const deck_t *d)
     nerr += validate_memory(d);
     nerr += validate_blocks(d);
     nerr += validate_supernet(d);
-    if (!d->data.path[0])
+    if (need_data && !d->data.path[0])
         nerr++, MP_ERROR("data.path is empty: make a token file with `mindpipe prep --text FILE --out DATA.h5`, "
                          "then set [data] path = DATA.h5 in the deck (or --set data.path=DATA.h5)");
     return nerr ? MP_ERR : MP_OK;

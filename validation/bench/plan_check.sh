@@ -1,0 +1,63 @@
+#!/bin/sh
+# Predicted against measured step time on this machine (docs/PLAN.md "Proof on this machine").
+#   sh validation/bench/plan_check.sh BUILDDIR [DECK] [STEPS] [ROUNDS] > table.md
+# Each round: `mindpipe profile` of the deck (1 rank; then 2 ranks for the MPI probe), then for every
+# layout below a short `mpiexec -n N mindpipe train` (the measured step: the median of the per-step
+# tokens/s of steps 2..STEPS) and `mindpipe plan --layout ... --profile` (the predicted step), in
+# that order, so both see the same host (it is shared and its speed drifts: ENVIRONMENT.md).
+# Prints one markdown row per layout and round.
+set -eu
+B=$(cd "$1" && pwd)
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+DECK=${2:-$SRC/inputs/gpt-small.ini}
+STEPS=${3:-6}
+ROUNDS=${4:-1}
+MP=$B/src/mindpipe
+DATA=$B/validation/kjv.h5
+[ -s "$DATA" ] || { echo "make the corpus first (make check TESTS=validation/test_cli.sh)" >&2; exit 1; }
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+export OMP_WAIT_POLICY=PASSIVE
+MB=${MB:-2}
+COMMON="--set data.path=$DATA --set train.steps=$STEPS --set train.warmup=1 --set train.log_every=1 --set train.eval_every=0 --set checkpoint.every=0 --set checkpoint.final=0 --set train.micro_batch=$MB"
+
+# ranks pp dp policy
+LAYOUTS="1:1:1:keep 1:1:1:recompute 2:2:1:keep 2:2:1:recompute 2:2:1:offload 4:4:1:keep 2:1:2:keep"
+
+echo "| round | ranks | layout | policy | predicted s/step | measured s/step (median of steps 2-$STEPS) | error |"
+echo "|---|---|---|---|---|---|---|"
+r=1
+while [ "$r" -le "$ROUNDS" ]; do
+    # shellcheck disable=SC2086
+    "$MP" profile -c "$DECK" $COMMON --out "$W/prof.json" > "$W/prof.out"
+    # shellcheck disable=SC2086
+    mpiexec -n 2 "$MP" profile -c "$DECK" $COMMON --out "$W/prof2.json" > /dev/null
+    # the per-layer costs of the 1-rank profile, the links of the 2-rank probe
+    python3 - "$W/prof.json" "$W/prof2.json" <<'EOF'
+import json, sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+for k in ("p2p_lat_s", "p2p_bw_bytes_per_s", "allreduce_lat_s", "allreduce_bw_bytes_per_s", "ranks"):
+    a[k] = b[k]
+json.dump(a, open(sys.argv[1], "w"))
+EOF
+    echo "<!-- round $r profile: $(cat "$W/prof.out") -->"
+    for l in $LAYOUTS; do
+        n=${l%%:*}; rest=${l#*:}; pp=${rest%%:*}; rest=${rest#*:}; dp=${rest%%:*}; pol=${rest#*:}
+        # shellcheck disable=SC2086
+        mpiexec -n "$n" "$MP" train -c "$DECK" $COMMON --set parallel.pp="$pp" --set parallel.dp="$dp" \
+            --set memory.policy="$pol" --quiet --out "$W/run" > "$W/train.out" 2>&1 || { cat "$W/train.out" >&2; exit 1; }
+        meas=$(python3 -c '
+import json, sys, statistics
+rows = [json.loads(l) for l in open(sys.argv[1])]
+toks = [r["tokens_per_s"] for r in rows if r["step"] >= 2]
+print("%.4f" % (float(sys.argv[2]) / statistics.median(toks)))' "$W/run/metrics.jsonl" \
+            "$(python3 -c "import configparser,sys; c=configparser.ConfigParser(inline_comment_prefixes=(';',)); c.read(sys.argv[1]); print(int(c['train']['batch'])*int(c['model']['seq_len']))" "$DECK")")
+        # shellcheck disable=SC2086
+        pred=$("$MP" plan -c "$DECK" $COMMON --layout "pp=$pp,dp=$dp,tp=1,policy=$pol" --profile "$W/prof.json" --json |
+            python3 -c 'import json,sys; print("%.4f" % json.loads(sys.stdin.readline())["step_time_s"])')
+        err=$(python3 -c "print('%+.0f%%' % (100 * ($pred - $meas) / $meas))")
+        echo "| $r | $n | pp=$pp dp=$dp | $pol | $pred | $meas | $err |"
+        rm -rf "$W/run"
+    done
+    r=$((r + 1))
+done
