@@ -116,6 +116,20 @@ ok $? "plan --profile predicts a layout from the measured costs"
 ok $([ $? -ne 0 ] && grep -q "profiles a model of 2 layers" "$SCRATCH/err" && echo 0 || echo 1) \
     "a profile of another model is refused naming both shapes"
 
+# --- at scale: Korthikanti et al. 2022's Table 5, full recompute (docs/PLAN.md "At scale"): the
+# 175B row calibrated the A100 curve and must stay exact; the others are held out, within 10% ---
+for row in "175b v=3,schedule=interleaved 18.13 0.01" "22b pp=1 1.42 0.10" "530b v=3,schedule=interleaved 49.05 0.10" \
+    "1t v=1 94.42 0.10"; do
+    set -- $row
+    "$MINDPIPE" plan -c "$MP_SRCDIR/inputs/scale/megatron-$1.ini" --device a100-80g --layout "$2,policy=recompute" \
+        --json 2>/dev/null | "$PY" -c '
+import json, sys
+r = json.loads(sys.stdin.readline()); ref, tol = float(sys.argv[1]), float(sys.argv[2])
+print("# predicted %.2f s, published %.2f s" % (r["step_time_s"], ref))
+assert r["fits"] and abs(r["step_time_s"] - ref) <= tol * ref' "$3" "$4"
+    ok $? "Megatron $1 (full recompute, a100-80g): within $(echo "$4" | awk '{print $1 * 100}')% of the published $3 s"
+done
+
 # --- bad input ---
 P --layout pp=1 --device tpu-v9 > /dev/null 2> "$SCRATCH/err"
 ok $([ $? -ne 0 ] && grep -q "a100-80g" "$SCRATCH/err" && echo 0 || echo 1) "an unknown device kind is refused listing the kinds"
