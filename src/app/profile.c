@@ -1,5 +1,6 @@
 #include "profile.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +116,8 @@ static int profile_compute(const deck_t *d, const wait_cfg_t *w, profile_t *p)
     c->extra[CM_RECOMPUTE] = rec > 0 ? rec : 0.0, c->extra[CM_SELECTIVE] = sel > 0 ? sel : 0.0;
     /* the one-layer model's remainder is embedding + head; the embedding is a gather (B·T·C floats
      * read, written and, backward, accumulated), taken as 2% of the remainder */
-    const double rest_f = one[0].fwd - c->fwd, rest_b = one[0].bwd - c->bwd;
+    /* clamped: at tiny shapes the difference of two noisy times can dip below zero */
+    const double rest_f = fmax(one[0].fwd - c->fwd, 0.0), rest_b = fmax(one[0].bwd - c->bwd, 0.0);
     c->embed_fwd = 0.02 * rest_f, c->head_fwd = 0.98 * rest_f;
     c->embed_bwd = 0.02 * rest_b, c->head_bwd = 0.98 * rest_b;
     for (int i = 0; i < 3; i++) {

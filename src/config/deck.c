@@ -183,7 +183,8 @@ static const deck_key_t keys[] = {
     K_CHOICE(memory, policy, "keep", deck_policy_names,
              "every layer's stashed activations: keep until backward; recompute (keep the block's input, re-run "
              "its forward before its backward); selective (recompute attention's probabilities only); offload to "
-             "host memory; balance (BPipe: lend them to the stage p−1−s); auto (the planner: not yet)"),
+             "host memory; balance (BPipe: lend them to the stage p−1−s); auto (per stage, the first of keep, selective, "
+             "recompute whose memory plan fits memory.device_limit; the log says which and why)"),
     K_PARSED(memory, layers, per_layer, "", parse_policy_list, "empty, or one of k, r, s, o, b per layer joined by ','",
              "a policy per layer overriding memory.policy (k keep, r recompute, s selective, o offload, b balance); "
              "count = model.layers"),
