@@ -71,12 +71,12 @@ static const command_t commands[] = {
      "  --swap               the swap simulator's tables at 2, 4, 8 ranks per node (docs/MEMORY.md)\n"
      "  --alpha A            the swap simulator's contention factor, in [0, 10]\n"},
     {"plan",
-     "-c DECK (--ranks N | --layout tp=..,pp=..,dp=..,v=..,micro_batch=..) [--device KIND] [--devices FILE]\n"
+     "-c DECK (--ranks N | --layout tp=..,pp=..,dp=..,v=..,micro_batch=..) [--device KIND] [--devices FILE] [--nodes-of R]\n"
      "         [--profile PROF.json] [--precision bf16|tf32|fp32] [--top K] [--json] [--objective time|energy|carbon]\n"
      "         [--tokens N] [--emit DECK]",
      "predict a layout's step time, throughput, MFU, memory and energy, or search the best layouts (vPipe)",
      {RUN_OPTS, "--ranks", "--layout", "--device", "--devices", "--profile", "--precision", "--top", "--json",
-      "--objective", "--tokens", "--emit", NULL},
+      "--objective", "--tokens", "--emit", "--nodes-of", NULL},
      "  -c, --deck DECK      the model, batch and (for --layout) the parallel keys and memory.policy\n"
      "  --set S.K=V          override one deck key (repeatable)\n"
      "  --ranks N            search every layout of N ranks (tp x pp x dp, v, micro-batch, schedule, ZeRO,\n"
@@ -85,6 +85,7 @@ static const command_t commands[] = {
      "                       (unset keys come from the deck); exit 1 when it does not fit\n"
      "  --device KIND        a kind of the device file (default cpu: this machine)\n"
      "  --devices FILE       the device file (default $MINDPIPE_DEVICES, else inputs/devices.ini)\n"
+     "  --nodes-of R         ranks per node (default: the kind's per_node; a CPU kind: the whole job)\n"
      "  --profile PROF.json  per-layer costs measured by mindpipe profile instead of the device model's\n"
      "  --precision P        the peak products run at (default the deck's train.precision)\n"
      "  --top K              print the K best plans (default 5)\n"

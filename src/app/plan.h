@@ -18,7 +18,7 @@ typedef struct {
     const char *emit;          /* write a deck running the first plan here */
     double tokens;             /* the run's tokens for energy and CO2 totals (0: per step only) */
     int top, json;
-    int per_node;              /* ranks per node (0: the device kind's) */
+    int per_node;              /* --nodes-of: ranks per node (0: the kind's per_node; a CPU kind: all) */
 } plan_cli_t;
 
 /* Exit status: 0 plans printed, 1 none fits or a file failed, 2 bad arguments. */
