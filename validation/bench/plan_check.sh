@@ -15,11 +15,13 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 DECK=${2:-$SRC/inputs/gpt-small.ini}
 STEPS=${3:-6}
 ROUNDS=${4:-1}
-MP=$B/src/mindpipe
 DATA=$B/validation/kjv.h5
 [ -s "$DATA" ] || { echo "make the corpus first (make check TESTS=validation/test_cli.sh)" >&2; exit 1; }
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
+# a copy: a rebuild while the benchmark runs must not pull the binary from under it
+cp "$B/src/mindpipe" "$W/mindpipe"
+MP=$W/mindpipe
 export OMP_WAIT_POLICY=PASSIVE
 MB=${MB:-2}
 COMMON="--set data.path=$DATA --set train.steps=$STEPS --set train.warmup=1 --set train.log_every=1 --set train.eval_every=0 --set checkpoint.every=0 --set checkpoint.final=0 --set train.micro_batch=$MB"
