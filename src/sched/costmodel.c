@@ -75,7 +75,8 @@ void cm_layout_balanced(cm_layout_t *lay, int L)
 
 typedef struct {
     const cm_costs_t *c;
-    const dev_kind_t *d;
+    const dev_kind_t *d;           /* &dk */
+    dev_kind_t dk;                 /* the kind with per_node = the layout's ranks per node */
     const cm_layout_t *lay;
     int K;
     double slow;                   /* CPU: time multiplier of this rank's share of the node's cores */
@@ -108,46 +109,6 @@ static double cm_wire(const void *vctx, int stage, const instr_t *in)
     return x->free_comm ? 0.0 : x->wire[stage];
 }
 
-/* The time of one stage's chunk costs, and the messages between stages (node-aligned placement:
- * tp fastest, then dp, then pp, as the grid orders ranks). */
-static void cm_ctx_fill(cm_ctx_t *x, const cm_model_t *mo)
-{
-    const cm_layout_t *lay = x->lay;
-    const cm_costs_t *c = x->c;
-    const double tpc = x->free_comm ? 0.0 : 1.0;
-    for (int k = 0, l0 = 0; k < x->K; l0 += lay->chunk_layers[k], k++) {
-        const int s = k % lay->pp, nl = lay->chunk_layers[k];
-        const cm_policy_t pol = lay->policy[s];
-        x->fwd[k] = nl * (c->fwd + tpc * c->tp_fwd);
-        x->bwd[k] = nl * (c->bwd + c->extra[pol] + tpc * c->tp_bwd + (pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0));
-        if (k == 0) x->fwd[k] += c->embed_fwd, x->bwd[k] += c->embed_bwd;
-        if (k == x->K - 1) x->fwd[k] += c->head_fwd, x->bwd[k] += c->head_bwd;
-        x->fwd[k] *= x->slow, x->bwd[k] *= x->slow;
-        x->moved[k] = pol == CM_OFFLOAD ? nl * c->offload_bytes : 0.0;
-        (void)l0;
-    }
-    const int stride_pp = lay->tp * lay->dp;
-    for (int s = 0; s < lay->pp; s++) {
-        /* the boundary s -> s+1 crosses a node when their first ranks are on different nodes */
-        const int r0 = s * stride_pp, r1 = ((s + 1) % lay->pp) * stride_pp, pn = x->d->per_node;
-        const dev_link_t *l = r0 / pn == r1 / pn ? &x->d->intra : &x->d->inter;
-        x->wire[s] = dev_p2p_time(l, c->act_bytes);
-        double params = 0.0;
-        for (int k = s; k < x->K; k += lay->pp) params += lay->chunk_layers[k] * c->block_params;
-        if (s == 0) params += c->embed_params;
-        if (s == lay->pp - 1) params += c->head_params + (lay->pp > 1 ? c->embed_params : 0.0);
-        /* fp32 gradients in buckets started as the backward ends: what is left after the last
-         * micro-batch's backward of the stage's first chunk is exposed (docs/PLAN.md) */
-        const dev_link_t *dl = dev_group_link(x->d, lay->dp, lay->tp);
-        const double ar = lay->zero ? 2.0 * dev_allgather_time(dl, lay->dp, 4.0 * params)
-                                    : dev_allreduce_time(dl, lay->dp, 4.0 * params);
-        const double hidden = x->bwd[s];
-        x->reduce[s] = ar > hidden ? ar - hidden : 0.1 * ar;
-        if (lay->dp <= 1) x->reduce[s] = 0.0;
-    }
-    (void)mo;
-}
-
 /* Parameters held by stage s (its chunks; the embedding on the first, a copy of it for the tied
  * head on the last when pp > 1). */
 static double cm_stage_params(const cm_costs_t *c, const cm_layout_t *lay, int K, int s)
@@ -157,6 +118,41 @@ static double cm_stage_params(const cm_costs_t *c, const cm_layout_t *lay, int K
     if (s == 0) params += c->embed_params;
     if (s == lay->pp - 1) params += c->head_params + (lay->pp > 1 ? c->embed_params : 0.0);
     return params;
+}
+
+/* The chunks' forward and backward times, offload bytes, and per stage its messages' wire time and
+ * its exposed dp reduction (node-aligned placement: tp fastest, then dp, then pp, as the grid
+ * orders ranks). */
+static void cm_ctx_fill(cm_ctx_t *x)
+{
+    const cm_layout_t *lay = x->lay;
+    const cm_costs_t *c = x->c;
+    const double tpc = x->free_comm ? 0.0 : 1.0;
+    for (int k = 0; k < x->K; k++) {
+        const int nl = lay->chunk_layers[k];
+        const cm_policy_t pol = lay->policy[k % lay->pp];
+        x->fwd[k] = nl * (c->fwd + tpc * c->tp_fwd);
+        x->bwd[k] = nl * (c->bwd + c->extra[pol] + tpc * c->tp_bwd + (pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0));
+        if (k == 0) x->fwd[k] += c->embed_fwd, x->bwd[k] += c->embed_bwd;
+        if (k == x->K - 1) x->fwd[k] += c->head_fwd, x->bwd[k] += c->head_bwd;
+        x->fwd[k] *= x->slow, x->bwd[k] *= x->slow;
+        x->moved[k] = pol == CM_OFFLOAD ? nl * c->offload_bytes : 0.0;
+    }
+    const int stride_pp = lay->tp * lay->dp, pn = x->d->per_node;
+    for (int s = 0; s < lay->pp; s++) {
+        /* the boundary s -> s+1 crosses a node when their first ranks are on different nodes */
+        const int r0 = s * stride_pp, r1 = ((s + 1) % lay->pp) * stride_pp;
+        const dev_link_t *l = r0 / pn == r1 / pn ? &x->d->intra : &x->d->inter;
+        x->wire[s] = dev_p2p_time(l, c->act_bytes);
+        /* fp32 gradients in buckets started as the backward ends: what is left after the stage's
+         * first chunk's last backward is exposed, at least a tenth of it (an assumption, docs/PLAN.md) */
+        const double params = cm_stage_params(c, lay, x->K, s);
+        const dev_link_t *dl = dev_group_link(x->d, lay->dp, lay->tp);
+        const double ar = lay->zero ? 2.0 * dev_allgather_time(dl, lay->dp, 4.0 * params)
+                                    : dev_allreduce_time(dl, lay->dp, 4.0 * params);
+        const double hidden = x->bwd[s];
+        x->reduce[s] = lay->dp <= 1 ? 0.0 : ar > hidden ? ar - hidden : 0.1 * ar;
+    }
 }
 
 static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_layout_t *lay, cm_result_t *res)
@@ -182,10 +178,10 @@ static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_l
     return MP_OK;
 }
 
-/* One costed run of the layout's lists; *makespan_p. */
-static int cm_simulate(cm_ctx_t *x, const cm_model_t *mo, instr_list_t *lists, int m, cm_result_t *res)
+/* One costed run of the layout's lists into res->makespan_s. */
+static int cm_simulate(cm_ctx_t *x, instr_list_t *lists, int m, cm_result_t *res)
 {
-    cm_ctx_fill(x, mo);
+    cm_ctx_fill(x);
     sim_costs_t sc = {cm_compute, cm_wire, x};
     sim_result_t sr;
     const lower_target_t target = x->d->node_cores > 0 ? LOWER_HOST : LOWER_STREAMS;
@@ -235,7 +231,8 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
         }
     cm_ctx_t *x = calloc(1, sizeof *x);
     if (!x) goto out;
-    x->c = c, x->d = d, x->lay = lay, x->K = K, x->slow = 1.0;
+    x->dk = *d, x->d = &x->dk, x->c = c, x->lay = lay, x->K = K, x->slow = 1.0;
+    if (lay->nodes_ranks > 0) x->dk.per_node = lay->nodes_ranks;
     if (d->node_cores > 0) { /* ranks of a node share its cores: threads each, time-shared beyond that */
         const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
         const int cores = (int)d->node_cores, thr = rn >= cores ? 1 : cores / rn;
@@ -243,10 +240,10 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
         x->slow = (double)c->cpu_threads / thr * over;
     }
     x->free_comm = 1;
-    if (cm_simulate(x, mo, lists, m, res) != MP_OK) goto out_x;
+    if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
     const double free_makespan = res->makespan_s;
     x->free_comm = 0;
-    if (cm_simulate(x, mo, lists, m, res) != MP_OK) goto out_x;
+    if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
     double opt = 0.0, busy_max = 0.0, busy_sum = 0.0;
     for (int s = 0; s < lay->pp; s++) {
         double params = cm_stage_params(c, lay, K, s), t = params * c->optimizer_s_per_param * x->slow;
