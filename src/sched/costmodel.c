@@ -233,12 +233,11 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
     if (!x) goto out;
     x->dk = *d, x->d = &x->dk, x->c = c, x->lay = lay, x->K = K, x->slow = 1.0;
     if (lay->nodes_ranks > 0) x->dk.per_node = lay->nodes_ranks;
-    if (d->node_cores > 0) { /* ranks of a node share its cores: threads each, time-shared beyond that */
-        const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
-        const int cores = (int)d->node_cores, thr = rn >= cores ? 1 : cores / rn;
-        const double over = (double)rn * thr > cores ? (double)rn * thr / cores : 1.0;
-        x->slow = (double)c->cpu_threads / thr * over;
-    }
+    /* a CPU node's ranks share its cores: each runs max(1, cores ÷ ranks) threads; beyond the
+     * cores they time-share, which the capacity bound below accounts for */
+    const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
+    const int cores = d->node_cores > 0 ? (int)d->node_cores : 1, thr = rn >= cores ? 1 : cores / rn;
+    if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr;
     x->free_comm = 1;
     if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
     const double free_makespan = res->makespan_s;
@@ -258,8 +257,20 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
         busy_sum += busy;
         if (busy > busy_max) busy_max = busy;
     }
-    res->step_s = res->makespan_s + opt;
-    res->exposed_comm_s = res->makespan_s - free_makespan;
+    if (d->node_cores > 0 && rn * thr > cores) {
+        /* processor sharing: the node cannot finish sooner than its ranks' work on its cores (each
+         * stage's work runs on dp·tp ranks, rn ÷ pp of them per stage on this node); when it is
+         * not saturated the lists' critical path (the simulation) is the longer */
+        const double capacity = (double)rn / lay->pp * busy_sum * thr / cores;
+        const double sat_free = capacity > free_makespan ? capacity : free_makespan;
+        if (capacity > res->makespan_s) res->makespan_s = capacity;
+        opt *= (double)rn * thr / cores;
+        res->step_s = res->makespan_s + opt;
+        res->exposed_comm_s = res->makespan_s - sat_free;
+    } else {
+        res->step_s = res->makespan_s + opt;
+        res->exposed_comm_s = res->makespan_s - free_makespan;
+    }
     res->bubble = res->makespan_s > 0 ? 1.0 - busy_max / res->makespan_s : 0.0;
     const double tokens = (double)mo->batch * mo->T;
     res->tokens_per_s = tokens / res->step_s;
