@@ -92,14 +92,13 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
     return MP_OK;
 }
 
-static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, const cm_model_t *mo, double tokens,
-                             double gco2)
+static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double tokens, double gco2)
 {
     for (int i = 0; i < n; i++) {
         const cm_layout_t *l = &p[i].lay;
         const cm_result_t *r = &p[i].res;
-        const double j_tok = r->energy_j / (r->tokens_per_s * r->step_s), mem_max = r->stage_mem[0];
-        double mm = mem_max;
+        const double j_tok = r->energy_j / (r->tokens_per_s * r->step_s);
+        double mm = r->stage_mem[0];
         for (int s = 1; s < l->pp; s++) mm = r->stage_mem[s] > mm ? r->stage_mem[s] : mm;
         printf("plan %d: tp=%d pp=%d dp=%d v=%d micro_batch=%d schedule=%s zero=%d (m=%d)\n", i + 1, l->tp, l->pp, l->dp,
                l->v, l->mb, sched_kind_names[l->kind], l->zero, r->m);
@@ -110,16 +109,14 @@ static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, const 
             printf("  run of %.3g tokens: %.4g h, %.4g kWh, %.4g kg CO2", tokens, tokens / r->tokens_per_s / 3600,
                    j_tok * tokens / 3.6e6, j_tok * tokens / 3.6e6 * gco2 / 1000);
         printf("\n");
-        for (int s = 0, k0 = 0; s < l->pp; s++) {
+        for (int s = 0; s < l->pp; s++) {
             int layers = 0;
             for (int k = s; k < l->pp * l->v; k += l->pp) layers += l->chunk_layers[k];
             printf("  stage %d: %d layers%s%s, %s, busy %.4g s, peak %.3g GB\n", s, layers, s == 0 ? " + embedding" : "",
                    s == l->pp - 1 ? " + head" : "", cm_policy_names[l->policy[s]], r->stage_busy_s[s],
                    r->stage_mem[s] / 1e9);
-            k0 += layers;
         }
     }
-    (void)mo;
 }
 
 static void plan_print_json(const plan_t *p, int n, double tokens, double gco2)
@@ -314,7 +311,7 @@ int plan_main(const plan_cli_t *o)
         printf("%s: %d layers, width %d, batch %d × %d tokens on %s (%s peak %.4g TFLOP/s)%s\n",
                o->deck_path ? o->deck_path : "(defaults)", mo.L, mo.C, mo.batch, mo.T, d.name, dev_prec_names[prec],
                d.peak[prec] / 1e12, prof ? ", per-layer costs from the profile" : "");
-        plan_print_table(plans, n, &d, &mo, o->tokens, gco2);
+        plan_print_table(plans, n, &d, o->tokens, gco2);
     }
     if (o->emit && plan_emit(dk, &plans[0], o->emit) != MP_OK) goto out;
     rc = n > 0 && plans[0].res.fits ? 0 : 1;
