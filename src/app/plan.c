@@ -232,7 +232,7 @@ static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo,
     memset(p, 0, sizeof *p);
     cm_layout_t *lay = &p->lay;
     if (plan_parse_layout(o->layout, dk, lay, &pol_auto) != MP_OK) return MP_ERR;
-    lay->prec = prec;
+    lay->prec = prec, lay->threads = dk->train.threads;
     lay->nodes_ranks = plan_per_node(o, d, lay->tp * lay->pp * lay->dp);
     if (o->ranks && o->ranks != lay->tp * lay->pp * lay->dp)
         return MP_FAIL("--ranks %d but the layout has tp × pp × dp = %d", o->ranks, lay->tp * lay->pp * lay->dp);
@@ -298,7 +298,8 @@ int plan_main(const plan_cli_t *o)
         n = 1;
     } else {
         if (o->ranks < 1) { rc = 2, MP_ERROR("plan needs --ranks N (or --layout tp=..,pp=..,dp=..)"); goto out; }
-        plan_opts_t po = {o->ranks, plan_per_node(o, &d, o->ranks), prec, obj, 16, dk->memory.prefetch};
+        plan_opts_t po = {o->ranks, plan_per_node(o, &d, o->ranks), prec, obj, 16, dk->memory.prefetch,
+                          dk->train.threads};
         if (plan_search(&mo, &d, plan_costs, &cx, &po, plans, top, &n) != MP_OK) goto out;
         if (n == 0) {
             MP_ERROR("no layout of %d ranks of %s fits the model in %.3g GB per device", o->ranks, d.name, d.mem_bytes / 1e9);

@@ -236,7 +236,8 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
     /* a CPU node's ranks share its cores: each runs max(1, cores ÷ ranks) threads; beyond the
      * cores they time-share, which the capacity bound below accounts for */
     const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
-    const int cores = d->node_cores > 0 ? (int)d->node_cores : 1, thr = rn >= cores ? 1 : cores / rn;
+    const int cores = d->node_cores > 0 ? (int)d->node_cores : 1;
+    const int thr = lay->threads > 0 ? lay->threads : rn >= cores ? 1 : cores / rn;
     if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr;
     x->free_comm = 1;
     if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;

@@ -53,6 +53,7 @@ typedef struct {
     sched_kind_t kind;
     int zero;                         /* 1: optimizer moments sharded over dp */
     int nodes_ranks;                  /* ranks per node (for links and CPU sharing) */
+    int threads;                      /* a CPU kind: threads per rank (0: max(1, cores ÷ ranks), train.threads' rule) */
     int chunk_layers[CM_MAX_CHUNKS];  /* layers of chunk k, K = pp·v entries */
     cm_policy_t policy[SIM_MAX_STAGES]; /* per stage */
     int prefetch;                     /* offload: memory.prefetch */

@@ -178,6 +178,7 @@ static int plan_enumerate(plan_cands_t *cs, const cm_model_t *mo, const dev_kind
                     memset(&lay, 0, sizeof lay);
                     lay.dp = dp, lay.tp = tp, lay.pp = pp, lay.mb = mb, lay.zero = zero;
                     lay.nodes_ranks = o->per_node, lay.prefetch = o->prefetch, lay.prec = o->prec;
+                    lay.threads = o->threads;
                     if (plan_add_schedules(cs, mo, &c, d, &lay, mo->batch / dp / mb) != MP_OK) return MP_ERR;
                 }
             }

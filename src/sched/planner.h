@@ -27,6 +27,7 @@ typedef struct {
     plan_objective_t objective;   /* energy and carbon rank alike (carbon = kWh × grid intensity) */
     int max_mb;                   /* largest micro-batch tried (powers of two up to it, and divisors) */
     int prefetch;                 /* memory.prefetch for offload */
+    int threads;                  /* a CPU kind: train.threads (0: the node's cores ÷ ranks) */
 } plan_opts_t;
 
 typedef struct {

@@ -24,7 +24,10 @@ cp "$B/src/mindpipe" "$W/mindpipe"
 MP=$W/mindpipe
 export OMP_WAIT_POLICY=PASSIVE
 MB=${MB:-2}
-COMMON="--set data.path=$DATA --set train.steps=$STEPS --set train.warmup=1 --set train.log_every=1 --set train.eval_every=0 --set checkpoint.every=0 --set checkpoint.final=0 --set train.micro_batch=$MB"
+# THREADS=1: one thread per rank everywhere (profile and runs): two-threaded BLAS calls suffer most
+# from a busy host (a thread waits for its partner on a core someone else holds)
+THREADS=${THREADS:-0}
+COMMON="--set train.threads=$THREADS --set data.path=$DATA --set train.steps=$STEPS --set train.warmup=1 --set train.log_every=1 --set train.eval_every=0 --set checkpoint.every=0 --set checkpoint.final=0 --set train.micro_batch=$MB"
 
 # ranks pp dp policy
 LAYOUTS="1:1:1:keep 1:1:1:recompute 2:2:1:keep 2:2:1:recompute 2:2:1:offload 4:4:1:keep 2:1:2:keep"
