@@ -144,6 +144,21 @@ TR --set memory.policy=auto --set memory.device_limit=1200K --out "$SCRATCH/none
 ok $([ $? -ne 0 ] && grep -q "No memory policy fits" "$SCRATCH/err" && echo 0 || echo 1) \
     "auto under a limit nothing fits is refused, saying so"
 
+# --- pipeline.layers = auto at run time: the planner's split, logged, bitwise like one rank ---
+TR --set model.layers=6 --set train.threads=1 --out "$SCRATCH/one6" > /dev/null 2>&1 &&
+    ${MPIEXEC:-mpiexec} -n 2 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=6 \
+        --set train.log_every=1 --set checkpoint.every=0 --set model.layers=6 --set train.threads=1 \
+        --set parallel.pp=2 --set pipeline.layers=auto --quiet --out "$SCRATCH/auto6" > /dev/null 2>&1
+ok $? "pipeline.layers=auto trains at pp=2"
+split=$(sed -n 's/.*pipeline.layers=auto: \([0-9,]*\) (the planner.s split.*/\1/p' "$SCRATCH/auto6/log.txt")
+echo "$split" | awk -F, '{ exit !(NF == 2 && $1 + $2 == 6 && $1 > 0 && $2 > 0) }'
+ok $? "the log gives the split: '$split', two stages, 6 layers"
+compare "auto split vs one rank" "$SCRATCH/one6" "$SCRATCH/auto6" --bitwise
+TR --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 --set model.layers=4 \
+    --set pipeline.layers=auto --out "$SCRATCH/bad" > /dev/null 2> "$SCRATCH/err"
+ok $([ $? -ne 0 ] && grep -q "pipeline.layers=auto: the planner splits one chunk per stage" "$SCRATCH/err" && echo 0 || echo 1) \
+    "pipeline.layers=auto with interleaving is refused, naming what to give"
+
 # --- at scale: Korthikanti et al. 2022's Table 5, full recompute (docs/PLAN.md "At scale"): the
 # 175B row calibrated the A100 curve and must stay exact; the others are held out, within 10% ---
 for row in "175b v=3,schedule=interleaved 18.13 0.01" "22b pp=1 1.42 0.10" "530b v=3,schedule=interleaved 49.05 0.10" \

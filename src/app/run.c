@@ -11,6 +11,7 @@
 #include "device.h"
 #include "kernels.h"
 #include "perf.h"
+#include "autosplit.h"
 #include "publish.h"
 #include "signals.h"
 
@@ -235,9 +236,12 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
 {
     const int L = d->model.layers, pp = d->parallel.pp, v = deck_chunks_per_stage(d), K = pp * v;
     const deck_layer_list_t *given = &d->pipeline.chunks; /* K entries, or none (deck_validate) */
-    int size[K], start[K];
+    int size[K], start[K], split[K];
+    double share;
+    /* auto: the planner's sizes (v = 1, deck_validate); an allocation failure falls back to balanced */
+    const int automatic = given->automatic && autosplit_layers(d, split, &share) == MP_OK;
     for (int k = 0, at = 0; k < K; k++) {
-        size[k] = given->n ? given->layers[k] : L / K + (k < L % K ? 1 : 0);
+        size[k] = automatic ? split[k] : given->n ? given->layers[k] : L / K + (k < L % K ? 1 : 0);
         start[k] = at;
         at += size[k];
     }

@@ -17,6 +17,7 @@
 #include "h5util.h"
 #include "optim.h"
 #include "perf.h"
+#include "autosplit.h"
 #include "run_ckpt.h"
 #include "signals.h"
 #include "sim.h"
@@ -398,6 +399,22 @@ static void train_describe_holdings(const run_t *r, char *buf, size_t n)
              (t->tp_rank + 1) * hl - 1, t->tp_rank * vl, (t->tp_rank + 1) * vl - 1, s0, s0 + per - 1);
 }
 
+/* pipeline.layers = auto: the split the planner chose (every rank computed the same). */
+static void train_log_auto_split(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    if (!d->pipeline.chunks.automatic) return;
+    int sizes[DECK_LIST_MAX];
+    double share;
+    if (autosplit_layers(d, sizes, &share) != MP_OK) return;
+    char text[DECK_STR] = "";
+    for (int s = 0, n = 0; s < d->parallel.pp && n < (int)sizeof text; s++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", sizes[s]);
+    runlog_printf(&r->log, "pipeline.layers=auto: %s (the planner's split of modelled time, embedding on stage 0 "
+                  "and head on the last: the slowest stage carries %.1f%% of it, %.1f%% would be even)",
+                  text, 100 * share, 100.0 / d->parallel.pp);
+}
+
 /* memory.policy = auto: what each stage chose and why, one log line per stage (every rank of a
  * stage chose alike: the same plan from the same sizes; collective over MPI_COMM_WORLD). */
 static void train_log_auto_policy(run_t *r)
@@ -445,6 +462,7 @@ int train_main(const run_opts_t *opts)
                       why ? ": " : d->supernet.schedule == DECK_SUBNETS_SERIAL ? " (supernet.schedule=serial)" : "",
                       why ? why : "", on);
     }
+    train_log_auto_split(&r);
     train_log_auto_policy(&r);
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);

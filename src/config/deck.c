@@ -173,9 +173,10 @@ static const deck_key_t keys[] = {
     K_NUM(parallel, timeout, "600", 0, INF, 0,
           "seconds a wait may last before the job aborts naming the peer; 0 = none"),
 
-    K_PARSED(pipeline, layers, chunks, "", parse_layer_list, "empty, or positive integers joined by ','",
+    K_PARSED(pipeline, layers, chunks, "", parse_layer_list, "empty, auto, or positive integers joined by ','",
           "layers per stage, e.g. 2,3,3 (count = parallel.pp, or pp × virtual_stages chunks under "
-          "interleaved; sum = model.layers); empty = balanced"),
+          "interleaved; sum = model.layers); empty = balanced; auto = the planner's split by modelled time "
+          "(embedding and head counted; v = 1 only)"),
 
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
@@ -627,7 +628,7 @@ bad:
 /* Comma-separated integers from lo into l: MP_OK, or MP_ERR on anything else. */
 static int parse_ints(const char *v, deck_layer_list_t *l, long lo)
 {
-    l->n = 0;
+    l->n = 0, l->automatic = 0;
     for (const char *p = v; *p;) {
         char *end;
         while (*p == ' ') p++;
@@ -650,8 +651,13 @@ static int parse_index_list(const char *v, void *out, char *why, size_t nwhy)
 
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
 {
+    if (!strcmp(v, "auto")) {
+        deck_layer_list_t *l = out;
+        l->n = 0, l->automatic = 1;
+        return MP_OK;
+    }
     if (parse_ints(v, out, 1) == MP_OK) return MP_OK;
-    snprintf(why, nwhy, "not a comma-separated list of positive integers (e.g. 2,3,3)");
+    snprintf(why, nwhy, "not auto or a comma-separated list of positive integers (e.g. 2,3,3)");
     return MP_ERR;
 }
 
@@ -1026,6 +1032,9 @@ static int validate_pipeline(const deck_t *d)
     if (vs > 1 && K > d->model.layers)
         nerr++, MP_ERROR("parallel.pp × parallel.virtual_stages = %d × %d = %d model chunks, more than "
                          "model.layers=%d: every chunk needs a layer", d->parallel.pp, vs, K, d->model.layers);
+    if (l->automatic && vs > 1)
+        nerr++, MP_ERROR("pipeline.layers=auto: the planner splits one chunk per stage; with "
+                         "parallel.virtual_stages=%d give the chunks' sizes (mindpipe plan --emit writes them)", vs);
     if (count == 0) return nerr;
     for (int k = 0; k < count; k++) sum += l->layers[k];
     if (count != K && vs > 1)

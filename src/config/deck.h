@@ -65,9 +65,11 @@ typedef struct {
     deck_fail_mode_t mode;
 } deck_fail_at_t;
 
-/* pipeline.layers parsed: the layers of each model chunk; n = 0: balanced (the text is empty). */
+/* pipeline.layers parsed: the layers of each model chunk; n = 0: balanced (the text is empty), or
+ * chosen by the planner at start (automatic: the text is "auto"). */
 typedef struct {
     int n;
+    int automatic;
     int layers[DECK_LIST_MAX];
 } deck_layer_list_t;
 
