@@ -245,8 +245,13 @@ static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo,
     const int m = mo->batch / (lay->mb * lay->dp);
     if (dk->pipeline.chunks.n == K)
         for (int k = 0; k < K; k++) lay->chunk_layers[k] = dk->pipeline.chunks.layers[k];
-    else if (lay->v == 1 && pol_auto) {
+    else if (lay->v == 1 && (pol_auto || dk->pipeline.chunks.automatic)) {
+        /* the DP's boundaries (pipeline.layers = auto here uses the device kind, not train's nominal
+         * one); its per-stage policies are kept only under memory.policy = auto */
+        cm_policy_t given[SIM_MAX_STAGES];
+        memcpy(given, lay->policy, sizeof given);
         if (plan_partition(mo, &c, d, lay, m) < 0) return MP_FAIL("no stage boundaries and policies fit the device memory");
+        if (!pol_auto) memcpy(lay->policy, given, sizeof given);
     } else cm_layout_balanced(lay, mo->L);
     if (pol_auto && lay->v > 1) return MP_FAIL("memory.policy = auto with v > 1: give a policy (docs/PLAN.md)");
     if (dk->memory.per_layer.n == mo->L && plan_stage_policies(dk, lay) != MP_OK) return MP_ERR;
