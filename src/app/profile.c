@@ -20,22 +20,10 @@
 #define PROFILE_REPS 7
 
 typedef struct {
-    double fwd, bwd;         /* medians, seconds, one micro-batch through the whole model */
+    double fwd, bwd;         /* the fastest passes, seconds, one micro-batch through the whole model */
     double bytes;            /* activation bytes of one micro-batch (acts_part_bytes) */
     double params;           /* parameters */
 } profile_run_t;
-
-static int dbl_cmp(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, dbl_cmp);
-    return v[n / 2];
-}
 
 static double fastest(const double *v, int n)
 {
@@ -137,9 +125,10 @@ static int profile_compute(const deck_t *d, const wait_cfg_t *w, profile_t *p)
     return MP_OK;
 }
 
-/* Ping-pong between ranks 0 and 1 and all-reduces over the world, each size PROFILE_REPS times
- * (median: a message's time also depends on when its peer is scheduled, which is part of what
- * the plan must predict); bandwidth from the largest size once its latency is taken off. */
+/* Ping-pong between ranks 0 and 1 and all-reduces over the world, each size PROFILE_REPS times,
+ * the fastest kept (as for the compute: a descheduled peer only slows a message down); bandwidth
+ * from the largest size once the small one's time is taken off (when noise leaves nothing to take
+ * off, the large size's plain rate). */
 static void profile_probe(const wait_cfg_t *w, int rank, int world, profile_t *p)
 {
     enum { SMALL = 2, LARGE = 1 << 20 }; /* floats: 8 bytes and 4 MiB */
@@ -172,11 +161,11 @@ static void profile_probe(const wait_cfg_t *w, int rank, int world, profile_t *p
             a[z][r] = perf_now() - t0;
         }
     }
-    const double ts = median(t[0], PROFILE_REPS), tl = median(t[1], PROFILE_REPS);
-    const double as = median(a[0], PROFILE_REPS), al = median(a[1], PROFILE_REPS);
+    const double ts = fastest(t[0], PROFILE_REPS), tl = fastest(t[1], PROFILE_REPS);
+    const double as = fastest(a[0], PROFILE_REPS), al = fastest(a[1], PROFILE_REPS);
     p->ranks = world;
-    p->p2p_lat = world > 1 ? ts : 0.0, p->p2p_bw = world > 1 && tl > ts ? 4.0 * LARGE / (tl - ts) : 0.0;
-    p->ar_lat = world > 1 ? as : 0.0, p->ar_bw = world > 1 && al > as ? 4.0 * LARGE / (al - as) : 0.0;
+    p->p2p_lat = world > 1 ? ts : 0.0, p->p2p_bw = world > 1 ? 4.0 * LARGE / (tl > ts ? tl - ts : tl) : 0.0;
+    p->ar_lat = world > 1 ? as : 0.0, p->ar_bw = world > 1 ? 4.0 * LARGE / (al > as ? al - as : al) : 0.0;
     free(buf);
 }
 
