@@ -185,7 +185,7 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path)
     rc = deck_write(dk, f);
     if (fclose(f) != 0) rc = MP_FAIL("cannot write %s", path);
     /* the cross-key rules (pipeline.layers against pp × v, ...) hold for what was written */
-    if (rc == MP_OK && deck_load_nodata(dk, path, NULL, 0) != MP_OK) rc = MP_FAIL("the deck written to %s does not load", path);
+    if (rc == MP_OK && deck_load_model(dk, path, NULL, 0) != MP_OK) rc = MP_FAIL("the deck written to %s does not load", path);
 out:
     free(dk);
     return rc;
@@ -266,7 +266,7 @@ int plan_main(const plan_cli_t *o)
     plan_t *plans = calloc(PLAN_MAX_TOP, sizeof *plans);
     int rc = 1, n = 0;
     if (!dk || !plans) goto out;
-    if (deck_load_nodata(dk, o->deck_path, o->sets, o->nsets) != MP_OK) goto out;
+    if (deck_load_model(dk, o->deck_path, o->sets, o->nsets) != MP_OK) goto out;
     dev_kind_t d;
     if (devices_load(o->devices ? o->devices : devices_default_path(), o->device ? o->device : "cpu", &d) != MP_OK)
         goto out;

@@ -203,7 +203,7 @@ int profile_main(const run_opts_t *o, const char *out)
     deck_t *d = malloc(sizeof *d);
     profile_t *p = calloc(1, sizeof *p);
     int rc = MP_ERR;
-    if (d && p && deck_load_nodata(d, o->deck_path, o->sets, o->nsets) == MP_OK) rc = MP_OK;
+    if (d && p && deck_load_model(d, o->deck_path, o->sets, o->nsets) == MP_OK) rc = MP_OK;
     else if (d && p) MP_ERROR("profile: the deck does not load");
     int bad = rc != MP_OK;
     MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));

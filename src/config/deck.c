@@ -984,7 +984,7 @@ static int deck_parse_file(deck_t *d, const char *path)
 
 static int deck_check(const deck_t *d, int need_data);
 
-/* deck_load, and (need_data = 0) deck_load_nodata */
+/* deck_load, and (need_data = 0) deck_load_model */
 static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int need_data)
 {
     deck_t *tmp = malloc(sizeof *tmp);
@@ -1005,7 +1005,7 @@ int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
     return deck_load_as(d, path, sets, nsets, 1);
 }
 
-int deck_load_nodata(deck_t *d, const char *path, char *const *sets, int nsets)
+int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets)
 {
     return deck_load_as(d, path, sets, nsets, 0);
 }

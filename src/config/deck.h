@@ -160,9 +160,9 @@ void deck_defaults(deck_t *d);
  * sets[0..nsets), then the cross-key rules. MP_OK, or MP_ERR after printing the reason. */
 int deck_load(deck_t *d, const char *path, char *const *sets, int nsets);
 
-/* deck_load for tools that read no data (mindpipe plan, profile): an empty data.path is allowed;
+/* deck_load for commands that read no token data (plan, profile): an empty data.path is allowed;
  * every other rule holds. */
-int deck_load_nodata(deck_t *d, const char *path, char *const *sets, int nsets);
+int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets);
 
 /* Applies one "section.key=value" override (same checks as the file). */
 int deck_set(deck_t *d, const char *assignment);
