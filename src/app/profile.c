@@ -37,7 +37,9 @@ static double fastest(const double *v, int n)
 static int profile_model(const deck_t *d, int layers, block_mode_t mode, const wait_cfg_t *w, profile_run_t *out)
 {
     const int B = d->train.micro_batch, T = d->model.seq_len;
-    model_cfg_t cfg = {layers, d->model.dim, d->model.heads, T, d->model.vocab, d->model.mlp_ratio, NULL, NULL, NULL, 0};
+    /* designated: the fields not named (block shapes, supernet candidates) are a plain model's */
+    model_cfg_t cfg = {.layers = layers, .dim = d->model.dim, .heads = d->model.heads, .seq_len = T,
+                       .vocab = d->model.vocab, .mlp_ratio = d->model.mlp_ratio};
     arena_t arena;
     backend_t be;
     model_t m;
