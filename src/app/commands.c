@@ -105,6 +105,38 @@ static const command_t commands[] = {
      "  --list               print each stage's instruction list\n"
      "  --swap               the swap simulator's tables at 2, 4, 8 ranks per node (docs/MEMORY.md)\n"
      "  --alpha A            the swap simulator's contention factor, in [0, 10]\n"},
+    {"plan",
+     "-c DECK (--ranks N | --layout tp=..,pp=..,dp=..,v=..,micro_batch=..) [--device KIND] [--devices FILE] [--nodes-of R]\n"
+     "         [--profile PROF.json] [--precision bf16|tf32|fp32] [--top K] [--json] [--objective time|energy|carbon]\n"
+     "         [--tokens N] [--emit DECK]",
+     "predict a layout's step time, throughput, MFU, memory and energy, or search the best layouts (vPipe)",
+     {RUN_OPTS, "--ranks", "--layout", "--device", "--devices", "--profile", "--precision", "--top", "--json",
+      "--objective", "--tokens", "--emit", "--nodes-of", NULL},
+     "  -c, --deck DECK      the model, batch and (for --layout) the parallel keys and memory.policy\n"
+     "  --set S.K=V          override one deck key (repeatable)\n"
+     "  --ranks N            search every layout of N ranks (tp x pp x dp, v, micro-batch, schedule, ZeRO,\n"
+     "                       stage boundaries, a memory policy per stage) that fits the device memory\n"
+     "  --layout K=V,...     predict one layout instead: tp, pp, dp, v, micro_batch, schedule, zero, policy\n"
+     "                       (unset keys come from the deck); exit 1 when it does not fit\n"
+     "  --device KIND        a kind of the device file (default cpu: this machine)\n"
+     "  --devices FILE       the device file (default $MINDPIPE_DEVICES, else inputs/devices.ini)\n"
+     "  --nodes-of R         ranks per node (default: the kind's per_node; a CPU kind: the whole job)\n"
+     "  --profile PROF.json  per-layer costs measured by mindpipe profile instead of the device model's\n"
+     "  --precision P        the peak products run at (default the deck's train.precision)\n"
+     "  --top K              print the K best plans (default 5)\n"
+     "  --json               one JSON object per plan and line (step_time_s, tokens_per_s, tflops_per_gpu,\n"
+     "                       mfu, peak_mem_bytes per stage, ...)\n"
+     "  --objective O        rank by step time (default), energy per token or CO2 per token\n"
+     "  --tokens N           also print the whole run's hours, kWh and kg CO2 for N tokens\n"
+     "  --emit DECK          write the deck with the first plan's layout (pipeline.layers, memory.layers)\n"
+     "docs/PLAN.md defines every figure and how it is predicted.\n"},
+    {"profile", "-c DECK --out PROF.json [--set ...]",
+     "measure per-layer costs on this machine and probe the job's MPI links, for mindpipe plan --profile",
+     {RUN_OPTS, "--out", NULL},
+     "  -c, --deck DECK      the model and micro-batch to measure (the CPU backend, train.threads threads)\n"
+     "  --set S.K=V          override one deck key (repeatable)\n"
+     "  --out PROF.json      the profile (rank 0 writes it); under mpiexec -n N the probe measures p2p\n"
+     "                       between ranks 0 and 1 and all-reduce over all N\n"},
     {"selftest", "--device cpu|cuda[:N] [--verbose]", "each CUDA kernel against its CPU twin",
      {"--device", "--verbose", NULL},
      "  --device D           cpu, or cuda[:N] (a GPU; without one: says so and exits 1)\n"

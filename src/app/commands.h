@@ -10,7 +10,7 @@ typedef struct {
     const char *name;
     const char *synopsis;      /* the arguments, as in the overall usage */
     const char *summary;       /* one line: what it does */
-    const char *options[16];   /* the options it takes (NULL-terminated), as typed */
+    const char *options[20];   /* the options it takes (NULL-terminated), as typed */
     const char *details;       /* the options explained, for COMMAND --help */
 } command_t;
 

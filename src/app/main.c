@@ -18,6 +18,8 @@
 #include "kernels.h"
 #include "mpi_check.h"
 #include "perf.h"
+#include "plan.h"
+#include "profile.h"
 #include "schedule.h"
 #include "selftest.h"
 #include "eval.h"
@@ -48,6 +50,7 @@ typedef struct {
     const char *positional;
     const char *device;
     int verbose;
+    plan_cli_t plan;           /* mindpipe plan's own options */
 } cli_t;
 
 /* MP_OK, or MP_ERR after printing what is wrong with the arguments. */
@@ -107,6 +110,17 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--alpha") && has_val) c->alpha = atof(argv[++i]);
         else if (!strcmp(a, "--device") && has_val) c->device = argv[++i];
         else if (!strcmp(a, "--verbose")) c->verbose = 1;
+        else if (!strcmp(a, "--ranks") && has_val) c->plan.ranks = atoi(argv[++i]);
+        else if (!strcmp(a, "--layout") && has_val) c->plan.layout = argv[++i];
+        else if (!strcmp(a, "--devices") && has_val) c->plan.devices = argv[++i];
+        else if (!strcmp(a, "--profile") && has_val) c->plan.profile = argv[++i];
+        else if (!strcmp(a, "--precision") && has_val) c->plan.precision = argv[++i];
+        else if (!strcmp(a, "--top") && has_val) c->plan.top = atoi(argv[++i]);
+        else if (!strcmp(a, "--json")) c->plan.json = 1;
+        else if (!strcmp(a, "--objective") && has_val) c->plan.objective = argv[++i];
+        else if (!strcmp(a, "--tokens") && has_val) c->plan.tokens = atof(argv[++i]);
+        else if (!strcmp(a, "--emit") && has_val) c->plan.emit = argv[++i];
+        else if (!strcmp(a, "--nodes-of") && has_val) c->plan.per_node = atoi(argv[++i]);
         else if (a[0] != '-' && !c->positional && !strcmp(argv[1], "inspect")) c->positional = a;
         else if (a[0] != '-')
             return MP_FAIL("unexpected argument '%s' for '%s': %s (see mindpipe --help)", a, argv[1],
@@ -227,6 +241,16 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
         return 0;
     }
     if (!strcmp(cmd, "sim")) return cmd_sim(c);
+    if (!strcmp(cmd, "plan")) {
+        if (!c->run.deck_path) return MP_ERROR("plan needs -c DECK"), 2;
+        c->plan.deck_path = c->run.deck_path, c->plan.sets = c->run.sets, c->plan.nsets = c->run.nsets;
+        c->plan.device = c->device;
+        return plan_main(&c->plan);
+    }
+    if (!strcmp(cmd, "profile")) {
+        if (!c->run.deck_path || !c->out) return MP_ERROR("profile needs -c DECK and --out PROF.json"), 2;
+        return profile_main(&c->run, c->out);
+    }
     if (!strcmp(cmd, "selftest")) return selftest_run(c->device ? c->device : "cuda", c->verbose);
     if (!strcmp(cmd, "deck-reference")) {
         deck_print_reference(stdout);

@@ -11,13 +11,16 @@
 #include "device.h"
 #include "kernels.h"
 #include "perf.h"
+#include "autosplit.h"
 #include "publish.h"
 #include "signals.h"
 
-/* Layer l's memory policy: memory.layers' letter, else memory.policy. */
+/* Layer l's memory policy: memory.layers' letter, else memory.policy. auto counts as keep here:
+ * run_memory_plan replaces it per stage before anything is allocated. */
 static deck_policy_t run_layer_policy(const deck_t *d, int l)
 {
-    return d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+    const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+    return p == DECK_POLICY_AUTO ? DECK_POLICY_KEEP : p;
 }
 
 /* Whether some layer is balanced (BPipe): every stage then runs the balance lists. */
@@ -108,9 +111,6 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (d->parallel.p2p == DECK_P2P_NCCL && d->train.device != DECK_DEVICE_CUDA)
         return MP_FAIL("parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda (this deck: %s); set "
                        "parallel.p2p=mpi or auto", deck_device_names[d->train.device]);
-    if (d->memory.policy == DECK_POLICY_AUTO && d->memory.per_layer.n == 0)
-        return MP_FAIL("memory.policy=auto needs the planner (mindpipe plan), not in this version: give keep, recompute, "
-                       "selective, offload or balance, or memory.layers");
     int any_o = 0, any_b = 0;
     for (int l = 0; l < d->model.layers; l++)
         any_o |= run_layer_policy(d, l) == DECK_POLICY_OFFLOAD, any_b |= run_layer_policy(d, l) == DECK_POLICY_BALANCE;
@@ -236,9 +236,12 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
 {
     const int L = d->model.layers, pp = d->parallel.pp, v = deck_chunks_per_stage(d), K = pp * v;
     const deck_layer_list_t *given = &d->pipeline.chunks; /* K entries, or none (deck_validate) */
-    int size[K], start[K];
+    int size[K], start[K], split[K];
+    double share;
+    /* auto: the planner's sizes (v = 1, deck_validate); an allocation failure falls back to balanced */
+    const int automatic = given->automatic && autosplit_layers(d, split, &share) == MP_OK;
     for (int k = 0, at = 0; k < K; k++) {
-        size[k] = given->n ? given->layers[k] : L / K + (k < L % K ? 1 : 0);
+        size[k] = automatic ? split[k] : given->n ? given->layers[k] : L / K + (k < L % K ? 1 : 0);
         start[k] = at;
         at += size[k];
     }
@@ -326,12 +329,41 @@ static int run_plan_now(run_t *r, exec_plan_t *p)
     return exec_plan(&c, d->train.micro_batch, fixed, p);
 }
 
+/* memory.policy = auto (DESIGN.md §6, docs/PLAN.md "auto at run time"): this stage takes the first of
+ * keep, selective, recompute — fastest first, as the planner ranks them — whose exact memory plan
+ * fits memory.device_limit (keep when there is no limit). Offload and balance are not chosen: they
+ * rewrite the instruction lists every stage must agree on. Every policy gives the same weights, so
+ * the choice changes memory and time only. Records the choice in r->auto_policy; MP_ERR when none
+ * fits (run_memory_plan then explains). */
+static int run_auto_policy(run_t *r)
+{
+    static const block_mode_t try[] = {MODE_KEEP, MODE_SELECTIVE, MODE_RECOMPUTE};
+    static const deck_policy_t pol[] = {DECK_POLICY_KEEP, DECK_POLICY_SELECTIVE, DECK_POLICY_RECOMPUTE};
+    const uint64_t limit = r->deck.memory.device_limit;
+    unsigned char modes[4096];
+    exec_plan_t p;
+    for (size_t i = 0; i < sizeof try / sizeof try[0]; i++) {
+        memset(modes, try[i], sizeof modes);
+        if (model_set_modes(&r->model, modes) != MP_OK || run_plan_now(r, &p) != MP_OK) return MP_ERR;
+        if (i == 0) r->auto_keep_bytes = (double)p.total;
+        if (!limit || p.total <= limit) {
+            r->auto_policy = (int)pol[i], r->auto_bytes = (double)p.total;
+            return MP_OK;
+        }
+    }
+    memset(modes, MODE_KEEP, sizeof modes); /* none fits: keep's plan is the one explained */
+    model_set_modes(&r->model, modes);
+    return MP_ERR;
+}
+
 /* memory.device_limit: the stage's planned peak must fit, else the run is refused before anything
  * else is allocated, naming the stage, the plan, the limit and the uniform policy that would fit
  * (the cheapest in time first: selective, offload, recompute). */
 static int run_memory_plan(run_t *r)
 {
     const deck_t *d = &r->deck;
+    r->auto_policy = -1;
+    if (d->memory.policy == DECK_POLICY_AUTO && d->memory.per_layer.n == 0) run_auto_policy(r);
     if (run_plan_now(r, &r->plan) != MP_OK) return MP_ERR;
     const uint64_t limit = d->memory.device_limit;
     if (!limit || r->plan.total <= limit) return MP_OK;

@@ -57,6 +57,8 @@ typedef struct {
     int *gidx;               /* local entry i -> index of the same tensor in gtab */
     nodelink_t link;         /* memory.coordinate: the node's host-link locks (when a block offloads) */
     exec_plan_t plan;        /* the stage's memory plan (memory.device_limit), made before allocating */
+    int auto_policy;         /* memory.policy = auto: the deck_policy_t this stage chose (-1: not auto) */
+    double auto_bytes, auto_keep_bytes; /* ... its planned peak, and keep's */
     exec_t exec;             /* runs this stage's instruction lists (every pp, pp = 1 included) */
     acts_t acts;
     scratch_t scratch;

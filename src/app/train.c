@@ -17,6 +17,7 @@
 #include "h5util.h"
 #include "optim.h"
 #include "perf.h"
+#include "autosplit.h"
 #include "run_ckpt.h"
 #include "signals.h"
 #include "sim.h"
@@ -414,6 +415,47 @@ static void train_describe_holdings(const run_t *r, char *buf, size_t n)
              (t->tp_rank + 1) * hl - 1, t->tp_rank * vl, (t->tp_rank + 1) * vl - 1, s0, s0 + per - 1);
 }
 
+/* pipeline.layers = auto: the split the planner chose (every rank computed the same). */
+static void train_log_auto_split(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    if (!d->pipeline.chunks.automatic) return;
+    int sizes[DECK_LIST_MAX];
+    double share;
+    if (autosplit_layers(d, sizes, &share) != MP_OK) return;
+    char text[DECK_STR] = "";
+    for (int s = 0, n = 0; s < d->parallel.pp && n < (int)sizeof text; s++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", sizes[s]);
+    runlog_printf(&r->log, "pipeline.layers=auto: %s (the planner's split of modelled time, embedding on stage 0 "
+                  "and head on the last: the slowest stage carries %.1f%% of it, %.1f%% would be even)",
+                  text, 100 * share, 100.0 / d->parallel.pp);
+}
+
+/* memory.policy = auto: what each stage chose and why, one log line per stage (every rank of a
+ * stage chose alike: the same plan from the same sizes; collective over MPI_COMM_WORLD). */
+static void train_log_auto_policy(run_t *r)
+{
+    if (r->deck.memory.policy != DECK_POLICY_AUTO || r->deck.memory.per_layer.n) return;
+    const int pp = r->pp;
+    double *v = calloc((size_t)3 * pp, sizeof(double));
+    if (!v) MP_ABORT("out of memory logging memory.policy=auto");
+    v[3 * r->stage] = r->auto_policy, v[3 * r->stage + 1] = r->auto_bytes, v[3 * r->stage + 2] = r->auto_keep_bytes;
+    wait_allreduce(&r->wait, v, 3 * pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "memory.policy=auto's choices");
+    const double limit = (double)r->deck.memory.device_limit;
+    for (int s = 0; s < pp; s++) {
+        const int pol = (int)v[3 * s];
+        if (pol == DECK_POLICY_KEEP)
+            runlog_printf(&r->log, "memory.policy=auto: stage %d keeps every stash: planned %.0f bytes%s", s, v[3 * s + 1],
+                          limit > 0 ? " within memory.device_limit" : " (no memory.device_limit)");
+        else
+            runlog_printf(&r->log, "memory.policy=auto: stage %d chose %s: keep would plan %.0f bytes, over "
+                          "memory.device_limit=%.0f; %s plans %.0f (the fastest policy that fits: keep, selective, "
+                          "recompute in that order)", s, deck_policy_names[pol], v[3 * s + 2], limit,
+                          deck_policy_names[pol], v[3 * s + 1]);
+    }
+    free(v);
+}
+
 int train_main(const run_opts_t *opts)
 {
     run_t r;
@@ -437,6 +479,8 @@ int train_main(const run_opts_t *opts)
                       why ? why : "", on);
     }
     supernet_home_announce(&r);
+    train_log_auto_split(&r);
+    train_log_auto_policy(&r);
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);

@@ -174,9 +174,10 @@ static const deck_key_t keys[] = {
     K_NUM(parallel, timeout, "600", 0, INF, 0,
           "seconds a wait may last before the job aborts naming the peer; 0 = none"),
 
-    K_PARSED(pipeline, layers, chunks, "", parse_layer_list, "empty, or positive integers joined by ','",
+    K_PARSED(pipeline, layers, chunks, "", parse_layer_list, "empty, auto, or positive integers joined by ','",
           "layers per stage, e.g. 2,3,3 (count = parallel.pp, or pp × virtual_stages chunks under "
-          "interleaved; sum = model.layers); empty = balanced"),
+          "interleaved; sum = model.layers); empty = balanced; auto = the planner's split by modelled time "
+          "(embedding and head counted; v = 1 only)"),
 
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
@@ -184,7 +185,8 @@ static const deck_key_t keys[] = {
     K_CHOICE(memory, policy, "keep", deck_policy_names,
              "every layer's stashed activations: keep until backward; recompute (keep the block's input, re-run "
              "its forward before its backward); selective (recompute attention's probabilities only); offload to "
-             "host memory; balance (BPipe: lend them to the stage p−1−s); auto (the planner: not yet)"),
+             "host memory; balance (BPipe: lend them to the stage p−1−s); auto (per stage, the first of keep, selective, "
+             "recompute whose memory plan fits memory.device_limit; the log says which and why)"),
     K_PARSED(memory, layers, per_layer, "", parse_policy_list, "empty, or one of k, r, s, o, b per layer joined by ','",
              "a policy per layer overriding memory.policy (k keep, r recompute, s selective, o offload, b balance); "
              "count = model.layers"),
@@ -635,7 +637,7 @@ bad:
 /* Comma-separated integers from lo into l: MP_OK, or MP_ERR on anything else. */
 static int parse_ints(const char *v, deck_layer_list_t *l, long lo)
 {
-    l->n = 0;
+    l->n = 0, l->automatic = 0;
     for (const char *p = v; *p;) {
         char *end;
         while (*p == ' ') p++;
@@ -658,8 +660,13 @@ static int parse_index_list(const char *v, void *out, char *why, size_t nwhy)
 
 static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
 {
+    if (!strcmp(v, "auto")) {
+        deck_layer_list_t *l = out;
+        l->n = 0, l->automatic = 1;
+        return MP_OK;
+    }
     if (parse_ints(v, out, 1) == MP_OK) return MP_OK;
-    snprintf(why, nwhy, "not a comma-separated list of positive integers (e.g. 2,3,3)");
+    snprintf(why, nwhy, "not auto or a comma-separated list of positive integers (e.g. 2,3,3)");
     return MP_ERR;
 }
 
@@ -984,7 +991,10 @@ static int deck_parse_file(deck_t *d, const char *path)
     return nerr ? MP_ERR : MP_OK;
 }
 
-static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int needs_data)
+static int deck_check(const deck_t *d, int need_data);
+
+/* deck_load, and (need_data = 0) deck_load_model */
+static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int need_data)
 {
     deck_t *tmp = malloc(sizeof *tmp);
     int nerr = 0;
@@ -993,11 +1003,7 @@ static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nset
     if (path && deck_parse_file(tmp, path) != MP_OK) nerr++;
     for (int i = 0; i < nsets; i++)
         if (deck_set(tmp, sets[i]) != MP_OK) nerr++;
-    /* without data, the path's rule is the only one that cannot hold: validate with a stand-in */
-    const int stand_in = !needs_data && !tmp->data.path[0];
-    if (stand_in) snprintf(tmp->data.path, sizeof tmp->data.path, "-");
-    if (!nerr && deck_validate(tmp) != MP_OK) nerr++;
-    if (stand_in) tmp->data.path[0] = 0;
+    if (!nerr && deck_check(tmp, need_data) != MP_OK) nerr++;
     if (!nerr) *d = *tmp;
     free(tmp);
     return nerr ? MP_ERR : MP_OK;
@@ -1035,6 +1041,9 @@ static int validate_pipeline(const deck_t *d)
     if (vs > 1 && K > d->model.layers)
         nerr++, MP_ERROR("parallel.pp × parallel.virtual_stages = %d × %d = %d model chunks, more than "
                          "model.layers=%d: every chunk needs a layer", d->parallel.pp, vs, K, d->model.layers);
+    if (l->automatic && vs > 1)
+        nerr++, MP_ERROR("pipeline.layers=auto: the planner splits one chunk per stage; with "
+                         "parallel.virtual_stages=%d give the chunks' sizes (mindpipe plan --emit writes them)", vs);
     if (count == 0) return nerr;
     for (int k = 0; k < count; k++) sum += l->layers[k];
     if (count != K && vs > 1)
@@ -1117,6 +1126,11 @@ static int validate_memory(const deck_t *d)
 
 int deck_validate(const deck_t *d)
 {
+    return deck_check(d, 1);
+}
+
+static int deck_check(const deck_t *d, int need_data)
+{
     const long long dim = d->model.dim, heads = d->model.heads, tp = d->parallel.tp;
     const long long batch = d->train.batch, mb = d->train.micro_batch, dp = d->parallel.dp;
     const long long width = (long long)d->model.mlp_ratio * dim;
@@ -1144,7 +1158,7 @@ int deck_validate(const deck_t *d)
     nerr += validate_memory(d);
     nerr += validate_blocks(d);
     nerr += validate_supernet(d);
-    if (!d->data.path[0])
+    if (need_data && !d->data.path[0])
         nerr++, MP_ERROR("data.path is empty: make a token file with `mindpipe prep --text FILE --out DATA.h5`, "
                          "then set [data] path = DATA.h5 in the deck (or --set data.path=DATA.h5)");
     return nerr ? MP_ERR : MP_OK;

@@ -68,9 +68,11 @@ typedef struct {
     deck_fail_mode_t mode;
 } deck_fail_at_t;
 
-/* pipeline.layers parsed: the layers of each model chunk; n = 0: balanced (the text is empty). */
+/* pipeline.layers parsed: the layers of each model chunk; n = 0: balanced (the text is empty), or
+ * chosen by the planner at start (automatic: the text is "auto"). */
 typedef struct {
     int n;
+    int automatic;
     int layers[DECK_LIST_MAX];
 } deck_layer_list_t;
 
@@ -162,7 +164,8 @@ void deck_defaults(deck_t *d);
 /* Defaults, then the file at path (may be NULL: defaults only), then each "section.key=value" of
  * sets[0..nsets), then the cross-key rules. MP_OK, or MP_ERR after printing the reason. */
 int deck_load(deck_t *d, const char *path, char *const *sets, int nsets);
-/* deck_load for commands that read no token data (generate, serve): an empty data.path is allowed. */
+/* deck_load for commands that read no token data (generate, serve, plan, profile): an empty
+ * data.path is allowed; every other rule holds. */
 int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets);
 
 /* Applies one "section.key=value" override (same checks as the file). */

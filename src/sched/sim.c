@@ -118,6 +118,7 @@ typedef struct {
     int pp, K, M, v;
     sim_match_t rule;
     double tf, tb;
+    const sim_costs_t *costs;    /* NULL: the uniform tf/tb, messages free */
     int (*pos)[LS_STREAMS];      /* per stage and stream: ops done */
     double (*clock)[LS_STREAMS]; /* per stage and stream: when its last op ended */
     double *fin[SIM_MAX_STAGES][LS_STREAMS]; /* per op: when it ended */
@@ -148,15 +149,19 @@ static int sim_step(sim_engine_t *e, const instr_list_t *lists, int s, int x, si
     const lower_op_t *o = &e->progs[s].s[x].ops[e->pos[s][x]];
     const double ready = sim_ready(e, s, x, o);
     if (ready < 0) return 0;
+    const instr_t *in = &lists[s].ins[o->instr];
     if (o->kind == LK_COMPUTE) {
-        const double cost = o->op == OP_FORWARD ? e->tf / e->v : o->op == OP_BACKWARD ? e->tb / e->v : 0.0;
+        const double cost = e->costs ? e->costs->compute(e->costs->ctx, s, in)
+                            : o->op == OP_FORWARD ? e->tf / e->v : o->op == OP_BACKWARD ? e->tb / e->v : 0.0;
         sim_finish(e, s, x, ready + cost);
         return 1;
     }
+    /* a message's time on the wire: from its send's start to its receive's earliest end */
+    const double wire = e->costs && o->kind == LK_SEND ? e->costs->wire(e->costs->ctx, s, in) : 0.0;
     if (e->rule == SIM_MATCH_TAG) { /* MPI: eager sends, receives by tag */
         double *t = &e->sent[((size_t)o->chan * e->K + o->k) * e->M + o->mb];
         if (o->kind == LK_SEND) {
-            *t = ready;
+            *t = ready + wire;
             sim_finish(e, s, x, ready);
             return 1;
         }
@@ -180,7 +185,10 @@ static int sim_step(sim_engine_t *e, const instr_list_t *lists, int s, int x, si
                  s, op_names[a->op], a->mb, a->chunk, q, op_names[b->op], b->mb, b->chunk, lower_stream_names[x]);
         return -1;
     }
-    const double end = ready > ready_p ? ready : ready_p;
+    const instr_t *sender = o->kind == LK_SEND ? in : &lists[q].ins[p->instr];
+    const int sender_stage = o->kind == LK_SEND ? s : q;
+    const double end = (ready > ready_p ? ready : ready_p) +
+                       (e->costs ? e->costs->wire(e->costs->ctx, sender_stage, sender) : 0.0);
     sim_finish(e, s, x, end);
     sim_finish(e, q, y, end);
     return 1;
@@ -224,8 +232,8 @@ static int sim_deadlock(const sim_engine_t *e, const instr_list_t *lists, sim_re
     return MP_OK;
 }
 
-int sim_run_programs(const instr_list_t *lists, const lower_prog_t *progs, int pp, int v, sim_match_t rule, double tf,
-                     double tb, sim_result_t *res)
+static int sim_run_engine(const instr_list_t *lists, const lower_prog_t *progs, int pp, int v, sim_match_t rule,
+                          double tf, double tb, const sim_costs_t *costs, sim_result_t *res)
 {
     int M = 1, rc = MP_ERR;
     for (int s = 0; s < pp; s++)
@@ -236,7 +244,7 @@ int sim_run_programs(const instr_list_t *lists, const lower_prog_t *progs, int p
         sim_fail(res, "out of memory simulating a schedule");
         goto out;
     }
-    e.rule = rule, e.v = v, e.tf = tf, e.tb = tb;
+    e.rule = rule, e.v = v, e.tf = tf, e.tb = tb, e.costs = costs;
     for (int progress = 1; progress;) {
         progress = 0;
         for (int s = 0; s < pp; s++)
@@ -259,8 +267,15 @@ out:
     return rc;
 }
 
-int sim_lower_and_run(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
-                      double tf, double tb, sim_result_t *res)
+int sim_run_programs(const instr_list_t *lists, const lower_prog_t *progs, int pp, int v, sim_match_t rule, double tf,
+                     double tb, sim_result_t *res)
+{
+    return sim_run_engine(lists, progs, pp, v, rule, tf, tb, NULL, res);
+}
+
+/* sim_lower_and_run with costs (NULL: the uniform tf/tb) */
+static int sim_lower_and_run_c(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
+                               double tf, double tb, const sim_costs_t *costs, sim_result_t *res)
 {
     memset(res, 0, sizeof *res);
     if (pp > SIM_MAX_STAGES) return sim_fail(res, "more than %d stages", SIM_MAX_STAGES);
@@ -276,14 +291,26 @@ int sim_lower_and_run(const instr_list_t *lists, int pp, int m, int v, lower_tar
             sim_fail(res, "out of memory lowering stage %d's list", lowered);
             goto out;
         }
-    if (sim_run_programs(lists, progs, pp, v, rule, tf, tb, res) != MP_OK) goto out;
-    res->busy = m * (tf + tb);
-    res->bubble = res->makespan > 0 ? 1.0 - res->busy / res->makespan : 0.0;
+    if (sim_run_engine(lists, progs, pp, v, rule, tf, tb, costs, res) != MP_OK) goto out;
+    res->busy = costs ? 0.0 : m * (tf + tb);
+    res->bubble = res->makespan > 0 && !costs ? 1.0 - res->busy / res->makespan : 0.0;
     for (int s = 0; s < pp; s++) res->peak_stash[s] = sched_list_peak(&lists[s], 0);
     rc = MP_OK;
 out:
     for (int s = 0; s < lowered; s++) lower_free(&progs[s]);
     return rc;
+}
+
+int sim_lower_and_run(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
+                      double tf, double tb, sim_result_t *res)
+{
+    return sim_lower_and_run_c(lists, pp, m, v, target, rule, tf, tb, NULL, res);
+}
+
+int sim_run_costed(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
+                   const sim_costs_t *costs, sim_result_t *res)
+{
+    return sim_lower_and_run_c(lists, pp, m, v, target, rule, 0.0, 0.0, costs, res);
 }
 
 int sim_run_lists(const instr_list_t *lists, int pp, int m, int v, double tf, double tb, sim_result_t *res)

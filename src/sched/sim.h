@@ -50,6 +50,20 @@ int sim_run_programs(const instr_list_t *lists, const lower_prog_t *progs, int p
 int sim_lower_and_run(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
                       double tf, double tb, sim_result_t *res);
 
+/* Per-instruction costs (the planner's, costmodel.h): a compute op's seconds (FORWARD, BACKWARD,
+ * REDUCE_GRADS, OFFLOAD, PREFETCH, ... as lowered) and a message's seconds on the wire (asked of
+ * its SEND instruction on the sending stage), both pure functions of (ctx, stage, instruction). */
+typedef struct {
+    double (*compute)(const void *ctx, int stage, const instr_t *in);
+    double (*wire)(const void *ctx, int stage, const instr_t *in);
+    const void *ctx;
+} sim_costs_t;
+
+/* sim_lower_and_run with those costs instead of tf/tb and free messages; res->busy and res->bubble
+ * keep the uniform model's meaning (0 here): the caller knows its costs. */
+int sim_run_costed(const instr_list_t *lists, int pp, int m, int v, lower_target_t target, sim_match_t rule,
+                   const sim_costs_t *costs, sim_result_t *res);
+
 /* Every stage's list of (kind, pp, m, v) (res cleared; on MP_ERR res->error says why and nothing is
  * left allocated); freed with sim_free_lists(lists, pp). */
 int sim_build_lists(instr_list_t *lists, sched_kind_t kind, int pp, int m, int v, sim_result_t *res);

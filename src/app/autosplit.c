@@ -1,0 +1,48 @@
+#include "autosplit.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "planner.h"
+
+/* A nominal device: every product at one peak, memory-bound work at a quarter of it in bytes (a
+ * 4 FLOP/byte machine balance, an assumption near both this CPU's 105 GFLOP/s per core on 30 GB/s
+ * and an A100's bf16 on HBM). Only the ratios of the layers' times matter to a split. */
+static void autosplit_device(dev_kind_t *k)
+{
+    memset(k, 0, sizeof *k);
+    snprintf(k->name, sizeof k->name, "nominal");
+    for (int p = 0; p < DEV_PRECS; p++) k->peak[p] = 1e12;
+    k->mem_bw = 2.5e11, k->mem_bytes = 1e300; /* the split ignores memory: the memory plan checks it */
+    k->per_node = 1 << 20, k->intra.bw = k->inter.bw = 1e10, k->intra.lat = k->inter.lat = 1e-5, k->host_bw = 1e10;
+}
+
+int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p)
+{
+    const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
+                           d->model.mlp_ratio, d->train.batch};
+    dev_kind_t k;
+    autosplit_device(&k);
+    cm_costs_t c;
+    const int tp = d->parallel.tp, B = d->train.micro_batch;
+    cm_costs_from_device(&c, &mo, &k, d->train.precision == DECK_PRECISION_BF16 ? DEV_PREC_BF16 : DEV_PREC_FP32, B, tp);
+    /* one policy everywhere, the deck's: recompute and selective re-run forwards; keep, offload (its
+     * copies overlap), balance, auto and per-layer letters split as keep */
+    static const cm_policy_t of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = CM_RECOMPUTE,
+                                                      [DECK_POLICY_SELECTIVE] = CM_SELECTIVE};
+    const cm_policy_t pol = d->memory.per_layer.n ? CM_KEEP : of[d->memory.policy];
+    for (int p = 0; p < CM_POLICIES; p++)
+        if (p != (int)pol) c.extra[p] = HUGE_VAL; /* the DP takes the fastest policy: only `pol` is finite */
+    cm_layout_t lay;
+    memset(&lay, 0, sizeof lay);
+    lay.dp = d->parallel.dp, lay.tp = tp, lay.pp = d->parallel.pp, lay.v = 1, lay.mb = B, lay.kind = SCHED_1F1B;
+    const int m = d->train.batch / (B * d->parallel.dp * d->parallel.sp);
+    const double slowest = plan_partition(&mo, &c, &k, &lay, m > 0 ? m : 1);
+    if (slowest < 0) return MP_FAIL("pipeline.layers=auto: no split of %d layers into %d stages", mo.L, lay.pp);
+    double total = c.embed_fwd + c.embed_bwd + c.head_fwd + c.head_bwd;
+    total += mo.L * (c.fwd + c.bwd + c.extra[pol] + c.tp_fwd + c.tp_bwd);
+    for (int s = 0; s < lay.pp; s++) sizes[s] = lay.chunk_layers[s];
+    *slowest_p = total > 0 ? slowest / total : 1.0;
+    return MP_OK;
+}

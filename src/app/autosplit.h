@@ -1,0 +1,14 @@
+/* pipeline.layers = auto (docs/PLAN.md "auto at run time"): the planner's stage sizes for the deck,
+ * chosen at start on every rank alike (a pure function of the deck). */
+#ifndef MP_AUTOSPLIT_H
+#define MP_AUTOSPLIT_H
+
+#include "deck.h"
+
+/* The layers of each of the deck's parallel.pp stages (v = 1) from planner.h's dynamic programming
+ * over modelled per-layer times (the embedding's on stage 0, the head's on the last), every stage
+ * under the deck's memory policy (keep when auto); *slowest_p gets the slowest stage's share of the
+ * model's time in (0, 1]. MP_OK or MP_ERR (allocation). */
+int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p);
+
+#endif

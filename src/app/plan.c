@@ -1,0 +1,329 @@
+#include "plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "deck.h"
+#include "devices.h"
+#include "planner.h"
+#include "profile.h"
+
+#define PLAN_MAX_TOP 64
+
+typedef struct {
+    const cm_model_t *mo;
+    const dev_kind_t *d;
+    dev_prec_t prec;
+    const profile_t *prof;     /* NULL: the device model's compute */
+} plan_costs_ctx_t;
+
+/* Costs of (B, tp): the device model's, or the profile's scaled linearly in B (its rows are
+ * independent) and divided by tp for compute and stash, with the device model's tp all-reduces. */
+static int plan_costs(void *vctx, int B, int tp, cm_costs_t *c_p)
+{
+    const plan_costs_ctx_t *x = vctx;
+    cm_costs_from_device(c_p, x->mo, x->d, x->prec, B, tp);
+    if (!x->prof) return MP_OK;
+    const cm_costs_t *p = &x->prof->c;
+    const double k = (double)B / p->B, t = (double)tp;
+    cm_costs_t c = *p;
+    c.B = B, c.tp = tp;
+    c.fwd *= k / t, c.bwd *= k / t, c.embed_fwd *= k, c.embed_bwd *= k, c.head_fwd *= k / t, c.head_bwd *= k / t;
+    for (int i = 0; i < CM_POLICIES; i++) c.extra[i] *= k / t, c.stash[i] *= k / t;
+    c.offload_bytes *= k / t, c.act_bytes *= k, c.work_bytes *= k / t;
+    c.block_params /= t, c.embed_params /= t;
+    c.tp_fwd = c_p->tp_fwd, c.tp_bwd = c_p->tp_bwd;
+    *c_p = c;
+    return MP_OK;
+}
+
+static int plan_policy_of(deck_policy_t p, cm_policy_t *out)
+{
+    switch (p) {
+    case DECK_POLICY_KEEP: *out = CM_KEEP; return MP_OK;
+    case DECK_POLICY_SELECTIVE: *out = CM_SELECTIVE; return MP_OK;
+    case DECK_POLICY_RECOMPUTE: *out = CM_RECOMPUTE; return MP_OK;
+    case DECK_POLICY_OFFLOAD: *out = CM_OFFLOAD; return MP_OK;
+    default: return MP_ERR;
+    }
+}
+
+/* --layout's "key=value,..." over the deck's parallel keys. */
+static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *lay, int *policy_auto_p)
+{
+    lay->tp = dk->parallel.tp, lay->pp = dk->parallel.pp, lay->dp = dk->parallel.dp;
+    lay->v = deck_chunks_per_stage(dk), lay->mb = dk->train.micro_batch, lay->zero = dk->parallel.zero;
+    lay->kind = (sched_kind_t)dk->parallel.schedule_kind, lay->prefetch = dk->memory.prefetch;
+    deck_policy_t pol = dk->memory.policy;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", text ? text : "");
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq) return MP_FAIL("--layout: '%s' is not key=value", tok);
+        *eq = 0;
+        const char *k = tok, *v = eq + 1;
+        if (!strcmp(k, "tp")) lay->tp = atoi(v);
+        else if (!strcmp(k, "pp")) lay->pp = atoi(v);
+        else if (!strcmp(k, "dp")) lay->dp = atoi(v);
+        else if (!strcmp(k, "v")) lay->v = atoi(v);
+        else if (!strcmp(k, "micro_batch")) lay->mb = atoi(v);
+        else if (!strcmp(k, "zero")) lay->zero = atoi(v);
+        else if (!strcmp(k, "schedule")) {
+            if (sched_kind_parse(v, &lay->kind) != MP_OK) return MP_FAIL("--layout: unknown schedule '%s'", v);
+        } else if (!strcmp(k, "policy")) {
+            int found = 0;
+            for (int i = 0; i < DECK_POLICY_COUNT; i++)
+                if (!strcmp(v, deck_policy_names[i])) pol = (deck_policy_t)i, found = 1;
+            if (!found) return MP_FAIL("--layout: unknown policy '%s'", v);
+        } else return MP_FAIL("--layout: unknown key '%s' (tp, pp, dp, v, micro_batch, schedule, zero, policy)", k);
+    }
+    if (lay->v > 1 && lay->kind != SCHED_INTERLEAVED) lay->kind = SCHED_INTERLEAVED;
+    if (lay->kind == SCHED_2BW) lay->kind = SCHED_1F1B; /* one step of 2bw is 1f1b's list (schedule.h) */
+    if (lay->tp < 1 || lay->pp < 1 || lay->dp < 1 || lay->v < 1 || lay->mb < 1)
+        return MP_FAIL("--layout: tp, pp, dp, v and micro_batch must be >= 1");
+    *policy_auto_p = pol == DECK_POLICY_AUTO;
+    cm_policy_t cp = CM_KEEP;
+    if (!*policy_auto_p && plan_policy_of(pol, &cp) != MP_OK)
+        return MP_FAIL("memory.policy = %s is not modelled by the planner yet (docs/PLAN.md \"Not built yet\")",
+                       deck_policy_names[pol]);
+    for (int s = 0; s < lay->pp && s < SIM_MAX_STAGES; s++) lay->policy[s] = cp;
+    return MP_OK;
+}
+
+static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double tokens, double gco2)
+{
+    for (int i = 0; i < n; i++) {
+        const cm_layout_t *l = &p[i].lay;
+        const cm_result_t *r = &p[i].res;
+        const double j_tok = r->energy_j / (r->tokens_per_s * r->step_s);
+        double mm = r->stage_mem[0];
+        for (int s = 1; s < l->pp; s++) mm = r->stage_mem[s] > mm ? r->stage_mem[s] : mm;
+        printf("plan %d: tp=%d pp=%d dp=%d v=%d micro_batch=%d schedule=%s zero=%d (m=%d)\n", i + 1, l->tp, l->pp, l->dp,
+               l->v, l->mb, sched_kind_names[l->kind], l->zero, r->m);
+        printf("  step %.4g s  tokens/s %.4g  TFLOP/s per rank %.4g  MFU %.1f%%  bubble %.1f%%  exposed comm %.4g s\n",
+               r->step_s, r->tokens_per_s, r->flops_per_gpu / 1e12, 100 * r->mfu, 100 * r->bubble, r->exposed_comm_s);
+        printf("  peak memory %.3g GB of %.3g  energy %.4g J/token", mm / 1e9, d->mem_bytes / 1e9, j_tok);
+        if (tokens > 0)
+            printf("  run of %.3g tokens: %.4g h, %.4g kWh, %.4g kg CO2", tokens, tokens / r->tokens_per_s / 3600,
+                   j_tok * tokens / 3.6e6, j_tok * tokens / 3.6e6 * gco2 / 1000);
+        printf("\n");
+        for (int s = 0; s < l->pp; s++) {
+            int layers = 0;
+            for (int k = s; k < l->pp * l->v; k += l->pp) layers += l->chunk_layers[k];
+            printf("  stage %d: %d layers%s%s, %s, busy %.4g s, peak %.3g GB\n", s, layers, s == 0 ? " + embedding" : "",
+                   s == l->pp - 1 ? " + head" : "", cm_policy_names[l->policy[s]], r->stage_busy_s[s],
+                   r->stage_mem[s] / 1e9);
+        }
+    }
+}
+
+static void plan_print_json(const plan_t *p, int n, double tokens, double gco2)
+{
+    for (int i = 0; i < n; i++) {
+        const cm_layout_t *l = &p[i].lay;
+        const cm_result_t *r = &p[i].res;
+        const double j_tok = r->energy_j / (r->tokens_per_s * r->step_s);
+        printf("{\"rank\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, \"v\": %d, \"micro_batch\": %d, \"schedule\": \"%s\", "
+               "\"zero\": %d, \"m\": %d, \"step_time_s\": %.6g, \"tokens_per_s\": %.6g, \"tflops_per_gpu\": %.6g, "
+               "\"mfu\": %.6g, \"bubble\": %.6g, \"exposed_comm_s\": %.6g, \"energy_j_per_token\": %.6g, "
+               "\"fits\": %s, \"layers\": [",
+               i + 1, l->tp, l->pp, l->dp, l->v, l->mb, sched_kind_names[l->kind], l->zero, r->m, r->step_s,
+               r->tokens_per_s, r->flops_per_gpu / 1e12, r->mfu, r->bubble, r->exposed_comm_s, j_tok,
+               r->fits ? "true" : "false");
+        for (int k = 0; k < l->pp * l->v; k++) printf("%s%d", k ? ", " : "", l->chunk_layers[k]);
+        printf("], \"policy\": [");
+        for (int s = 0; s < l->pp; s++) printf("%s\"%s\"", s ? ", " : "", cm_policy_names[l->policy[s]]);
+        printf("], \"stage_time_s\": [");
+        for (int s = 0; s < l->pp; s++) printf("%s%.6g", s ? ", " : "", r->stage_busy_s[s]);
+        printf("], \"peak_mem_bytes\": [");
+        for (int s = 0; s < l->pp; s++) printf("%s%.6g", s ? ", " : "", r->stage_mem[s]);
+        printf("]");
+        if (tokens > 0)
+            printf(", \"run_hours\": %.6g, \"run_kwh\": %.6g, \"run_kg_co2\": %.6g", tokens / r->tokens_per_s / 3600,
+                   j_tok * tokens / 3.6e6, j_tok * tokens / 3.6e6 * gco2 / 1000);
+        printf("}\n");
+    }
+}
+
+/* The deck with the plan's layout set, written to path. */
+static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path)
+{
+    deck_t *dk = malloc(sizeof *dk);
+    if (!dk) return MP_FAIL("out of memory");
+    *dk = *dk0;
+    const cm_layout_t *l = &p->lay;
+    char set[DECK_STR + 64], layers[DECK_STR] = "", pols[DECK_STR] = "";
+    int rc = MP_ERR, len = 0, plen = 0;
+    for (int k = 0; k < l->pp * l->v; k++) len += snprintf(layers + len, sizeof layers - (size_t)len, "%s%d", k ? "," : "", l->chunk_layers[k]);
+    static const char letters[CM_POLICIES] = {'k', 's', 'r', 'o'};
+    for (int k = 0, layer = 0; k < l->pp * l->v; k++)
+        for (int j = 0; j < l->chunk_layers[k]; j++, layer++)
+            plen += snprintf(pols + plen, sizeof pols - (size_t)plen, "%s%c", layer ? "," : "", letters[l->policy[k % l->pp]]);
+    const char *fmt[] = {"parallel.tp=%d", "parallel.pp=%d", "parallel.dp=%d", "parallel.zero=%d", "train.micro_batch=%d"};
+    const int val[] = {l->tp, l->pp, l->dp, l->zero, l->mb};
+    for (int i = 0; i < 5; i++) {
+        snprintf(set, sizeof set, fmt[i], val[i]);
+        if (deck_set(dk, set) != MP_OK) goto out;
+    }
+    snprintf(set, sizeof set, "parallel.schedule=%s", sched_kind_names[l->kind]);
+    if (deck_set(dk, set) != MP_OK) goto out;
+    snprintf(set, sizeof set, "parallel.virtual_stages=%d", l->v);
+    if (deck_set(dk, set) != MP_OK) goto out;
+    snprintf(set, sizeof set, "pipeline.layers=%s", layers);
+    if (deck_set(dk, set) != MP_OK) goto out;
+    snprintf(set, sizeof set, "memory.layers=%s", pols);
+    if (deck_set(dk, set) != MP_OK) goto out;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        MP_ERROR("cannot write %s", path);
+        goto out;
+    }
+    fprintf(f, "; written by mindpipe plan: tp=%d pp=%d dp=%d v=%d micro_batch=%d %s, predicted %.4g s per step\n",
+            l->tp, l->pp, l->dp, l->v, l->mb, sched_kind_names[l->kind], p->res.step_s);
+    rc = deck_write(dk, f);
+    if (fclose(f) != 0) rc = MP_FAIL("cannot write %s", path);
+    /* the cross-key rules (pipeline.layers against pp × v, ...) hold for what was written */
+    if (rc == MP_OK && deck_load_model(dk, path, NULL, 0) != MP_OK) rc = MP_FAIL("the deck written to %s does not load", path);
+out:
+    free(dk);
+    return rc;
+}
+
+/* Ranks per node: a GPU kind's devices per node; on a CPU kind the whole job shares this node. */
+static int plan_per_node(const plan_cli_t *o, const dev_kind_t *d, int ranks)
+{
+    if (o->per_node > 0) return o->per_node;
+    return d->node_cores > 0 ? ranks : d->per_node;
+}
+
+/* memory.layers (one policy per layer, as --emit writes it): the planner models one policy per
+ * stage, so every layer of a stage must share it. */
+static int plan_stage_policies(const deck_t *dk, cm_layout_t *lay)
+{
+    const int K = lay->pp * lay->v;
+    int first[SIM_MAX_STAGES];
+    for (int s = 0; s < lay->pp; s++) first[s] = -1;
+    for (int k = 0, layer = 0; k < K; k++)
+        for (int j = 0; j < lay->chunk_layers[k]; j++, layer++) {
+            const int s = k % lay->pp, p = (int)dk->memory.per_layer.policy[layer];
+            if (first[s] < 0) first[s] = p;
+            if (p != first[s])
+                return MP_FAIL("memory.layers: stage %d mixes %s and %s; the planner models one policy per stage", s,
+                               deck_policy_names[first[s]], deck_policy_names[p]);
+        }
+    for (int s = 0; s < lay->pp; s++) {
+        cm_policy_t cp;
+        if (plan_policy_of((deck_policy_t)first[s], &cp) != MP_OK)
+            return MP_FAIL("memory.layers: %s is not modelled by the planner yet (docs/PLAN.md \"Not built yet\")",
+                           deck_policy_names[first[s]]);
+        lay->policy[s] = cp;
+    }
+    return MP_OK;
+}
+
+/* One given layout: the deck's pipeline.layers when it matches, else the DP's boundaries (v = 1,
+ * memory.policy auto) or balanced chunks. */
+static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo, const dev_kind_t *d,
+                    plan_costs_ctx_t *cx, dev_prec_t prec, plan_t *p)
+{
+    int pol_auto = 0;
+    memset(p, 0, sizeof *p);
+    cm_layout_t *lay = &p->lay;
+    if (plan_parse_layout(o->layout, dk, lay, &pol_auto) != MP_OK) return MP_ERR;
+    lay->prec = prec, lay->threads = dk->train.threads;
+    lay->nodes_ranks = plan_per_node(o, d, lay->tp * lay->pp * lay->dp);
+    if (o->ranks && o->ranks != lay->tp * lay->pp * lay->dp)
+        return MP_FAIL("--ranks %d but the layout has tp × pp × dp = %d", o->ranks, lay->tp * lay->pp * lay->dp);
+    const int K = lay->pp * lay->v;
+    if (K > CM_MAX_CHUNKS || lay->pp > SIM_MAX_STAGES || K > mo->L)
+        return MP_FAIL("the layout has %d chunks for %d layers (at most %d stages)", K, mo->L, SIM_MAX_STAGES);
+    if (mo->batch % (lay->mb * lay->dp)) return MP_FAIL("train.batch %d is not a multiple of micro_batch × dp", mo->batch);
+    cm_costs_t c;
+    if (plan_costs(cx, lay->mb, lay->tp, &c) != MP_OK) return MP_ERR;
+    const int m = mo->batch / (lay->mb * lay->dp);
+    if (dk->pipeline.chunks.n == K)
+        for (int k = 0; k < K; k++) lay->chunk_layers[k] = dk->pipeline.chunks.layers[k];
+    else if (lay->v == 1 && (pol_auto || dk->pipeline.chunks.automatic)) {
+        /* the DP's boundaries (pipeline.layers = auto here uses the device kind, not train's nominal
+         * one); its per-stage policies are kept only under memory.policy = auto */
+        cm_policy_t given[SIM_MAX_STAGES];
+        memcpy(given, lay->policy, sizeof given);
+        if (plan_partition(mo, &c, d, lay, m) < 0) return MP_FAIL("no stage boundaries and policies fit the device memory");
+        if (!pol_auto) memcpy(lay->policy, given, sizeof given);
+    } else cm_layout_balanced(lay, mo->L);
+    if (pol_auto && lay->v > 1) return MP_FAIL("memory.policy = auto with v > 1: give a policy (docs/PLAN.md)");
+    if (dk->memory.per_layer.n == mo->L && plan_stage_policies(dk, lay) != MP_OK) return MP_ERR;
+    if (cm_evaluate(mo, &c, d, lay, &p->res) != MP_OK) return MP_FAIL("cannot simulate the layout: %s", p->res.error);
+    return MP_OK;
+}
+
+int plan_main(const plan_cli_t *o)
+{
+    deck_t *dk = malloc(sizeof *dk);
+    profile_t *prof = NULL;
+    plan_t *plans = calloc(PLAN_MAX_TOP, sizeof *plans);
+    int rc = 1, n = 0;
+    if (!dk || !plans) goto out;
+    if (deck_load_model(dk, o->deck_path, o->sets, o->nsets) != MP_OK) goto out;
+    dev_kind_t d;
+    if (devices_load(o->devices ? o->devices : devices_default_path(), o->device ? o->device : "cpu", &d) != MP_OK)
+        goto out;
+    dev_prec_t prec = dk->train.precision == DECK_PRECISION_BF16 ? DEV_PREC_BF16 : DEV_PREC_FP32;
+    if (o->precision) {
+        int found = 0;
+        for (int i = 0; i < DEV_PRECS; i++)
+            if (!strcmp(o->precision, dev_prec_names[i])) prec = (dev_prec_t)i, found = 1;
+        if (!found) { rc = 2, MP_ERROR("--precision %s: bf16, tf32 or fp32", o->precision); goto out; }
+    }
+    plan_objective_t obj = PLAN_TIME;
+    if (o->objective) {
+        int found = 0;
+        for (int i = 0; i < PLAN_OBJECTIVES; i++)
+            if (!strcmp(o->objective, plan_objective_names[i])) obj = (plan_objective_t)i, found = 1;
+        if (!found) { rc = 2, MP_ERROR("--objective %s: time, energy or carbon", o->objective); goto out; }
+    }
+    cm_model_t mo = {dk->model.layers, dk->model.dim, dk->model.heads, dk->model.seq_len, dk->model.vocab,
+                     dk->model.mlp_ratio, dk->train.batch};
+    if (o->profile) {
+        if (!(prof = malloc(sizeof *prof)) || profile_load(o->profile, prof) != MP_OK) goto out;
+        if (prof->layers != mo.L || prof->dim != mo.C || prof->seq_len != mo.T) {
+            MP_ERROR("%s profiles a model of %d layers, width %d, sequence %d; the deck has %d, %d, %d", o->profile,
+                     prof->layers, prof->dim, prof->seq_len, mo.L, mo.C, mo.T);
+            goto out;
+        }
+        if (d.node_cores > 0 && prof->p2p_bw > 0) /* the probe's figures replace the kind's links */
+            d.intra.bw = d.inter.bw = prof->p2p_bw, d.intra.lat = d.inter.lat = prof->p2p_lat;
+    }
+    plan_costs_ctx_t cx = {&mo, &d, prec, prof};
+    const int top = o->top > 0 ? (o->top < PLAN_MAX_TOP ? o->top : PLAN_MAX_TOP) : (o->layout ? 1 : 5);
+    if (o->layout) {
+        if (plan_one(o, dk, &mo, &d, &cx, prec, &plans[0]) != MP_OK) { rc = 2; goto out; }
+        n = 1;
+    } else {
+        if (o->ranks < 1) { rc = 2, MP_ERROR("plan needs --ranks N (or --layout tp=..,pp=..,dp=..)"); goto out; }
+        plan_opts_t po = {o->ranks, plan_per_node(o, &d, o->ranks), prec, obj, 16, dk->memory.prefetch,
+                          dk->train.threads};
+        if (plan_search(&mo, &d, plan_costs, &cx, &po, plans, top, &n) != MP_OK) goto out;
+        if (n == 0) {
+            MP_ERROR("no layout of %d ranks of %s fits the model in %.3g GB per device", o->ranks, d.name, d.mem_bytes / 1e9);
+            goto out;
+        }
+    }
+    const double gco2 = dk->cost.grid_gco2_per_kwh;
+    if (o->json) plan_print_json(plans, n, o->tokens, gco2);
+    else {
+        printf("%s: %d layers, width %d, batch %d × %d tokens on %s (%s peak %.4g TFLOP/s)%s\n",
+               o->deck_path ? o->deck_path : "(defaults)", mo.L, mo.C, mo.batch, mo.T, d.name, dev_prec_names[prec],
+               d.peak[prec] / 1e12, prof ? ", per-layer costs from the profile" : "");
+        plan_print_table(plans, n, &d, o->tokens, gco2);
+    }
+    if (o->emit && plan_emit(dk, &plans[0], o->emit) != MP_OK) goto out;
+    rc = n > 0 && plans[0].res.fits ? 0 : 1;
+    if (o->layout && !plans[0].res.fits)
+        fprintf(o->json ? stderr : stdout, "the layout does not fit: a stage needs more than %.3g GB\n", d.mem_bytes / 1e9);
+out:
+    free(dk), free(prof), free(plans);
+    return rc;
+}

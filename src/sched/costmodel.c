@@ -1,0 +1,295 @@
+#include "costmodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "memlists.h"
+
+const char *const cm_policy_names[CM_POLICIES] = {"keep", "selective", "recompute", "offload"};
+
+double cm_model_flops_per_token(const cm_model_t *mo)
+{
+    /* the same count as model_flops_per_token (model.c): 6 × matmul weights + 12·L·C·T attention */
+    const double C = mo->C, T = mo->T, V = mo->V, R = mo->R;
+    return 6.0 * (V * C + mo->L * (4.0 * C * C + 2.0 * R * C * C)) + 12.0 * mo->L * C * T;
+}
+
+/* Forward GEMMs and attention of one block, and the attention core alone (selective's re-run). */
+static void cm_block_compute(const cm_model_t *mo, const dev_kind_t *d, dev_prec_t p, int B, int tp, double *fwd_p,
+                             double *core_p)
+{
+    const double N = (double)B * mo->T, C = mo->C, T = mo->T, hd = (double)mo->C / mo->NH;
+    const double heads = (double)mo->NH / tp, F = (double)mo->R * C / tp;
+    const double gemm = dev_gemm_time(d, p, N, 3 * C / tp, C) + dev_gemm_time(d, p, N, C, C / tp) +
+                        dev_gemm_time(d, p, N, F, C) + dev_gemm_time(d, p, N, C, F);
+    const double batched = B * heads * (dev_gemm_time(d, p, T, T, hd) + dev_gemm_time(d, p, T, hd, T));
+    const double elem = p == DEV_PREC_BF16 ? 2.0 : 4.0;
+    /* softmax reads and writes the T×T scores of every head; LNs, residuals and GELU stream rows */
+    const double softmax = dev_mem_time(d, 2.0 * N * heads * T * elem);
+    const double stream = dev_mem_time(d, N * elem * (4 * C + 6 * C + 2 * F));
+    *fwd_p = gemm + batched + softmax + stream;
+    *core_p = batched + softmax;
+}
+
+void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t *d, dev_prec_t p, int B, int tp)
+{
+    memset(c, 0, sizeof *c);
+    const double N = (double)B * mo->T, C = mo->C, T = mo->T, V = mo->V, F = (double)mo->R * C / tp;
+    const double elem = p == DEV_PREC_BF16 ? 2.0 : 4.0, heads = (double)mo->NH / tp;
+    c->B = B, c->tp = tp, c->cpu_threads = d->node_cores > 0 ? 1 : 0;
+    double core;
+    cm_block_compute(mo, d, p, B, tp, &c->fwd, &core);
+    c->bwd = 2.0 * c->fwd; /* a product's backward is two products of its size (input and weight gradients) */
+    c->extra[CM_RECOMPUTE] = c->fwd, c->extra[CM_SELECTIVE] = core;
+    c->embed_fwd = dev_mem_time(d, 3.0 * N * C * elem), c->embed_bwd = 2.0 * c->embed_fwd;
+    const double head = dev_gemm_time(d, p, N, V / tp, C), xent = dev_mem_time(d, 3.0 * N * (V / tp) * 4.0);
+    c->head_fwd = head + xent, c->head_bwd = 2.0 * head + xent;
+    const dev_link_t *tl = dev_group_link(d, tp, 1);
+    c->tp_fwd = 2.0 * dev_allreduce_time(tl, tp, N * C * elem), c->tp_bwd = c->tp_fwd;
+    /* per token: LN1 out, residual, LN2 out (replicated over tp); q, k, v, attention out, fc and gelu out,
+     * the attention probabilities (split over tp) */
+    const double keep = N * elem * (3 * C + (4 * C) / tp + 2 * F + heads * T);
+    c->stash[CM_KEEP] = keep, c->stash[CM_SELECTIVE] = keep - N * elem * heads * T;
+    c->stash[CM_RECOMPUTE] = N * C * elem, c->stash[CM_OFFLOAD] = 0.0;
+    c->offload_bytes = keep;
+    c->act_bytes = N * C * elem;
+    c->block_params = (4.0 * C * C + 2.0 * mo->R * C * C + 3 * C + mo->R * C) / tp + 6.0 * C;
+    c->embed_params = V * C / tp + T * C, c->head_params = 2.0 * C;
+    c->work_bytes = N * (V / tp) * 4.0 * 2.0; /* the last stage's logits and their gradient */
+    c->state_bytes_per_param = 16.0 + (p == DEV_PREC_BF16 ? 2.0 : 0.0);
+    c->opt_bytes_per_param = 8.0;
+    c->optimizer_s_per_param = 28.0 / d->mem_bw; /* read w, g, m, v; write w, m, v (fp32) */
+    c->flops_per_token = cm_model_flops_per_token(mo);
+}
+
+void cm_layout_balanced(cm_layout_t *lay, int L)
+{
+    const int K = lay->pp * lay->v;
+    for (int k = 0; k < K && k < CM_MAX_CHUNKS; k++) lay->chunk_layers[k] = L / K + (k < L % K);
+}
+
+/* ---- the simulator's costs for one layout ---- */
+
+typedef struct {
+    const cm_costs_t *c;
+    const dev_kind_t *d;           /* &dk */
+    dev_kind_t dk;                 /* the kind with per_node = the layout's ranks per node */
+    const cm_layout_t *lay;
+    int K;
+    double slow;                   /* CPU: time multiplier of this rank's share of the node's cores */
+    int free_comm;                 /* 1: messages, tp and dp collectives cost nothing (exposed comm) */
+    double fwd[CM_MAX_CHUNKS], bwd[CM_MAX_CHUNKS], moved[CM_MAX_CHUNKS];
+    double reduce[SIM_MAX_STAGES]; /* REDUCE_GRADS: the exposed part of the dp all-reduce */
+    double wire[SIM_MAX_STAGES];   /* an activation or gradient message from stage s to its neighbour */
+} cm_ctx_t;
+
+static double cm_compute(const void *vctx, int stage, const instr_t *in)
+{
+    const cm_ctx_t *x = vctx;
+    switch (in->op) {
+    case OP_FORWARD: return x->fwd[in->chunk];
+    case OP_BACKWARD: return x->bwd[in->chunk];
+    case OP_REDUCE_GRADS: return x->free_comm ? 0.0 : x->reduce[stage];
+    case OP_OFFLOAD:
+    case OP_PREFETCH:
+        /* a CPU "offload" is a copy through DRAM on the rank's own thread; a GPU's crosses PCIe */
+        return x->d->node_cores > 0 ? x->slow * x->moved[in->chunk] * 2.0 / x->d->mem_bw
+                                    : x->moved[in->chunk] / x->d->host_bw;
+    default: return 0.0;
+    }
+}
+
+static double cm_wire(const void *vctx, int stage, const instr_t *in)
+{
+    const cm_ctx_t *x = vctx;
+    (void)in;
+    return x->free_comm ? 0.0 : x->wire[stage];
+}
+
+/* Parameters held by stage s (its chunks; the embedding on the first, a copy of it for the tied
+ * head on the last when pp > 1). */
+static double cm_stage_params(const cm_costs_t *c, const cm_layout_t *lay, int K, int s)
+{
+    double params = 0.0;
+    for (int k = s; k < K; k += lay->pp) params += lay->chunk_layers[k] * c->block_params;
+    if (s == 0) params += c->embed_params;
+    if (s == lay->pp - 1) params += c->head_params + (lay->pp > 1 ? c->embed_params : 0.0);
+    return params;
+}
+
+/* The chunks' forward and backward times, offload bytes, and per stage its messages' wire time and
+ * its exposed dp reduction (node-aligned placement: tp fastest, then dp, then pp, as the grid
+ * orders ranks). */
+static void cm_ctx_fill(cm_ctx_t *x)
+{
+    const cm_layout_t *lay = x->lay;
+    const cm_costs_t *c = x->c;
+    const double tpc = x->free_comm ? 0.0 : 1.0;
+    for (int k = 0; k < x->K; k++) {
+        const int nl = lay->chunk_layers[k];
+        const cm_policy_t pol = lay->policy[k % lay->pp];
+        x->fwd[k] = nl * (c->fwd + tpc * c->tp_fwd);
+        x->bwd[k] = nl * (c->bwd + c->extra[pol] + tpc * c->tp_bwd + (pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0));
+        if (k == 0) x->fwd[k] += c->embed_fwd, x->bwd[k] += c->embed_bwd;
+        if (k == x->K - 1) x->fwd[k] += c->head_fwd, x->bwd[k] += c->head_bwd;
+        x->fwd[k] *= x->slow, x->bwd[k] *= x->slow;
+        x->moved[k] = pol == CM_OFFLOAD ? nl * c->offload_bytes : 0.0;
+    }
+    const int stride_pp = lay->tp * lay->dp, pn = x->d->per_node;
+    for (int s = 0; s < lay->pp; s++) {
+        /* the boundary s -> s+1 crosses a node when their first ranks are on different nodes */
+        const int r0 = s * stride_pp, r1 = ((s + 1) % lay->pp) * stride_pp;
+        const dev_link_t *l = r0 / pn == r1 / pn ? &x->d->intra : &x->d->inter;
+        x->wire[s] = dev_p2p_time(l, c->act_bytes);
+        /* fp32 gradients in buckets started as the backward ends: what is left after the stage's
+         * first chunk's last backward is exposed, at least a tenth of it (an assumption, docs/PLAN.md) */
+        const double params = cm_stage_params(c, lay, x->K, s);
+        const dev_link_t *dl = dev_group_link(x->d, lay->dp, lay->tp);
+        const double ar = lay->zero ? 2.0 * dev_allgather_time(dl, lay->dp, 4.0 * params)
+                                    : dev_allreduce_time(dl, lay->dp, 4.0 * params);
+        const double hidden = x->bwd[s];
+        x->reduce[s] = lay->dp <= 1 ? 0.0 : ar > hidden ? ar - hidden : 0.1 * ar;
+    }
+}
+
+static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_layout_t *lay, cm_result_t *res)
+{
+    const int K = lay->pp * lay->v;
+    if (lay->pp < 1 || lay->pp > SIM_MAX_STAGES || K > CM_MAX_CHUNKS || lay->dp < 1 || lay->tp < 1 || lay->mb < 1)
+        return snprintf(res->error, sizeof res->error, "layout out of range (pp <= %d, pp·v <= %d)", SIM_MAX_STAGES,
+                        CM_MAX_CHUNKS), MP_ERR;
+    if (c->B != lay->mb || c->tp != lay->tp)
+        return snprintf(res->error, sizeof res->error, "costs made for B=%d tp=%d, layout has micro_batch=%d tp=%d",
+                        c->B, c->tp, lay->mb, lay->tp), MP_ERR;
+    if (mo->batch % (lay->mb * lay->dp))
+        return snprintf(res->error, sizeof res->error, "batch %d is not a multiple of micro_batch × dp = %d × %d",
+                        mo->batch, lay->mb, lay->dp), MP_ERR;
+    int sum = 0;
+    for (int k = 0; k < K; k++) {
+        if (lay->chunk_layers[k] < 1)
+            return snprintf(res->error, sizeof res->error, "chunk %d has no layer", k), MP_ERR;
+        sum += lay->chunk_layers[k];
+    }
+    if (sum != mo->L)
+        return snprintf(res->error, sizeof res->error, "chunks hold %d layers, the model has %d", sum, mo->L), MP_ERR;
+    return MP_OK;
+}
+
+/* One costed run of the layout's lists into res->makespan_s. */
+static int cm_simulate(cm_ctx_t *x, instr_list_t *lists, int m, cm_result_t *res)
+{
+    cm_ctx_fill(x);
+    sim_costs_t sc = {cm_compute, cm_wire, x};
+    sim_result_t sr;
+    const lower_target_t target = x->d->node_cores > 0 ? LOWER_HOST : LOWER_STREAMS;
+    if (sim_run_costed(lists, x->lay->pp, m, x->lay->v, target, SIM_MATCH_TAG, &sc, &sr) != MP_OK)
+        return snprintf(res->error, sizeof res->error, "%s", sr.error), MP_ERR;
+    res->makespan_s = sr.makespan;
+    return MP_OK;
+}
+
+/* Peak device bytes of every stage: model state, the stash its list holds at once, transient buffers. */
+static void cm_memory(const cm_costs_t *c, const cm_layout_t *lay, const instr_list_t *lists, cm_result_t *res)
+{
+    const int K = lay->pp * lay->v;
+    res->fits = 1;
+    for (int s = 0; s < lay->pp; s++) {
+        const double params = cm_stage_params(c, lay, K, s);
+        double state = params * c->state_bytes_per_param;
+        if (lay->zero && lay->dp > 1) state -= params * c->opt_bytes_per_param * (1.0 - 1.0 / lay->dp);
+        int layers = 0;
+        for (int k = s; k < K; k += lay->pp) layers += lay->chunk_layers[k];
+        const cm_policy_t pol = lay->policy[s];
+        /* keys held at once (offload: only those not yet moved off), each a chunk of layers/v layers */
+        const double per_key = (double)layers / lay->v * c->stash[pol == CM_OFFLOAD ? CM_KEEP : pol];
+        const int keys = pol == CM_OFFLOAD ? sched_list_device_peak(&lists[s], 0) : sched_list_peak(&lists[s], 0);
+        double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
+        if (s == lay->pp - 1) work += c->work_bytes;
+        res->stage_mem[s] = state + keys * per_key + work;
+    }
+}
+
+int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay,
+                cm_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (cm_check_layout(mo, c, lay, res) != MP_OK) return MP_ERR;
+    const int K = lay->pp * lay->v, m = mo->batch / (lay->mb * lay->dp), world = lay->dp * lay->tp * lay->pp;
+    res->m = m;
+    instr_list_t lists[SIM_MAX_STAGES];
+    sim_result_t sr;
+    if (sim_build_lists(lists, lay->kind, lay->pp, m, lay->v, &sr) != MP_OK)
+        return snprintf(res->error, sizeof res->error, "%s", sr.error), MP_ERR;
+    int rc = MP_ERR;
+    for (int s = 0; s < lay->pp; s++)
+        if (lay->policy[s] == CM_OFFLOAD && sched_add_offload(&lists[s], lay->prefetch) != MP_OK) {
+            snprintf(res->error, sizeof res->error, "cannot add offload instructions");
+            goto out;
+        }
+    cm_ctx_t *x = calloc(1, sizeof *x);
+    if (!x) goto out;
+    x->dk = *d, x->d = &x->dk, x->c = c, x->lay = lay, x->K = K, x->slow = 1.0;
+    if (lay->nodes_ranks > 0) x->dk.per_node = lay->nodes_ranks;
+    /* a CPU node's ranks share its cores: each runs max(1, cores ÷ ranks) threads; beyond the
+     * cores they time-share, which the capacity bound below accounts for */
+    const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
+    const int cores = d->node_cores > 0 ? (int)d->node_cores : 1;
+    const int thr = lay->threads > 0 ? lay->threads : rn >= cores ? 1 : cores / rn;
+    if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr;
+    x->free_comm = 1;
+    if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
+    const double free_makespan = res->makespan_s;
+    x->free_comm = 0;
+    if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
+    double opt = 0.0, busy_max = 0.0, busy_sum = 0.0;
+    for (int s = 0; s < lay->pp; s++) {
+        double params = cm_stage_params(c, lay, K, s), t = params * c->optimizer_s_per_param * x->slow;
+        if (lay->zero && lay->dp > 1) t /= lay->dp;
+        if (t > opt) opt = t;
+        double busy = 0.0;
+        for (int i = 0; i < lists[s].n; i++) {
+            const instr_t *in = &lists[s].ins[i];
+            if (in->op == OP_FORWARD || in->op == OP_BACKWARD) busy += cm_compute(x, s, in);
+        }
+        res->stage_busy_s[s] = busy;
+        busy_sum += busy;
+        if (busy > busy_max) busy_max = busy;
+    }
+    if (d->node_cores > 0 && rn * thr > cores) {
+        /* processor sharing: the node cannot finish sooner than its ranks' work on its cores (each
+         * stage's work runs on dp·tp ranks, rn ÷ pp of them per stage on this node); when it is
+         * not saturated the lists' critical path (the simulation) is the longer */
+        const double capacity = (double)rn / lay->pp * busy_sum * thr / cores;
+        const double sat_free = capacity > free_makespan ? capacity : free_makespan;
+        if (capacity > res->makespan_s) res->makespan_s = capacity;
+        opt *= (double)rn * thr / cores;
+        res->step_s = res->makespan_s + opt;
+        res->exposed_comm_s = res->makespan_s - sat_free;
+    } else {
+        res->step_s = res->makespan_s + opt;
+        res->exposed_comm_s = res->makespan_s - free_makespan;
+    }
+    res->bubble = res->makespan_s > 0 ? 1.0 - busy_max / res->makespan_s : 0.0;
+    const double tokens = (double)mo->batch * mo->T;
+    res->tokens_per_s = tokens / res->step_s;
+    res->flops_per_gpu = c->flops_per_token * tokens / res->step_s / world;
+    cm_memory(c, lay, lists, res);
+    for (int s = 0; s < lay->pp; s++)
+        if (res->stage_mem[s] > d->mem_bytes) res->fits = 0;
+    /* energy: every device idles for the whole step and draws (busy − idle) while it computes */
+    const double util = busy_sum / lay->pp / res->step_s;
+    const double ndev = d->node_cores > 0 ? ceil((double)world / (lay->nodes_ranks > 0 ? lay->nodes_ranks : world))
+                                          : (double)world;
+    const double job_peak = d->node_cores > 0 ? ndev * d->node_cores * d->peak[lay->prec] : world * d->peak[lay->prec];
+    res->mfu = res->flops_per_gpu * world / job_peak;
+    res->energy_j = ndev * res->step_s * (d->idle_w + (d->busy_w - d->idle_w) * (util > 1 ? 1 : util));
+    rc = MP_OK;
+out_x:
+    free(x);
+out:
+    sim_free_lists(lists, lay->pp);
+    return rc;
+}

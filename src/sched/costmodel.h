@@ -1,0 +1,94 @@
+/* The planner's cost model (ARCHITECTURE.md §6 "Planner", docs/PLAN.md): what one micro-batch costs
+ * per layer on one rank (from a profile measured here, or from a device kind, devmodel.h), and the
+ * time and memory of a whole layout, obtained by running the simulator (sim.h) over the layout's
+ * real instruction lists with those costs. Not a closed formula: bubbles, message waits, offload
+ * instructions and the stash peaks come from the lists themselves.
+ *
+ * Letters: L layers, C width, NH heads, T sequence, V vocabulary, R mlp ratio, B micro-batch
+ * (sequences), N = B·T rows, tp/pp/dp the grid, v chunks per stage, K = pp·v chunks, m micro-batches
+ * per step on one replica. */
+#ifndef MP_COSTMODEL_H
+#define MP_COSTMODEL_H
+
+#include "devmodel.h"
+#include "schedule.h"
+#include "sim.h"
+
+#define CM_MAX_CHUNKS 256
+
+/* Per-layer stash policies the planner chooses among (a subset of memory.policy: balance is not
+ * modelled yet, docs/PLAN.md "Not built yet"). */
+typedef enum { CM_KEEP, CM_SELECTIVE, CM_RECOMPUTE, CM_OFFLOAD, CM_POLICIES } cm_policy_t;
+extern const char *const cm_policy_names[CM_POLICIES];
+
+typedef struct {
+    int L, C, NH, T, V, R;
+    int batch;          /* global batch, sequences */
+} cm_model_t;
+
+/* One micro-batch of B sequences on one rank of a tp group: seconds and bytes. */
+typedef struct {
+    int B, tp;                        /* what these costs were made for */
+    int cpu_threads;                  /* a CPU kind: threads one rank used for these times (0: a GPU) */
+    double fwd, bwd;                  /* one block, compute only */
+    double extra[CM_POLICIES];        /* one block: backward's extra time under each policy (re-run forward) */
+    double embed_fwd, embed_bwd;      /* token + position embedding */
+    double head_fwd, head_bwd;        /* final LN, LM head, cross-entropy */
+    double tp_fwd, tp_bwd;            /* one block: its tensor-parallel all-reduces */
+    double stash[CM_POLICIES];        /* one block: bytes held on the device from forward to backward */
+    double offload_bytes;             /* one block under offload: bytes moved each way */
+    double act_bytes;                 /* one activation message between stages: N·C·element */
+    double block_params;              /* parameters of one block on this rank (after tp) */
+    double embed_params, head_params; /* wte+wpe; lnf (the head is tied to wte) */
+    double work_bytes;                /* the last stage's transient buffers (logits and their gradient) */
+    double state_bytes_per_param;     /* weights, gradients, optimizer moments (16 fp32; + 2 for bf16) */
+    double opt_bytes_per_param;       /* of those, the ones ZeRO-1 shards over dp (Adam m and v) */
+    double optimizer_s_per_param;     /* seconds of AdamW per parameter (memory-bound) */
+    double flops_per_token;           /* model FLOPs per token, forward + backward (the MFU numerator) */
+} cm_costs_t;
+
+/* One layout to evaluate. */
+typedef struct {
+    int dp, tp, pp, v, mb;            /* mb: sequences per micro-batch */
+    sched_kind_t kind;
+    int zero;                         /* 1: optimizer moments sharded over dp */
+    int nodes_ranks;                  /* ranks per node (for links and CPU sharing) */
+    int threads;                      /* a CPU kind: threads per rank (0: max(1, cores ÷ ranks), train.threads' rule) */
+    int chunk_layers[CM_MAX_CHUNKS];  /* layers of chunk k, K = pp·v entries */
+    cm_policy_t policy[SIM_MAX_STAGES]; /* per stage */
+    int prefetch;                     /* offload: memory.prefetch */
+    dev_prec_t prec;                  /* train.precision: the peak MFU is measured against */
+} cm_layout_t;
+
+typedef struct {
+    double step_s;                    /* one optimizer step */
+    double makespan_s;                /* the pipeline's part (before the optimizer step) */
+    double stage_busy_s[SIM_MAX_STAGES]; /* compute time of each stage in one step */
+    double stage_mem[SIM_MAX_STAGES];    /* peak device bytes of each stage */
+    double bubble;                    /* 1 − max stage busy / makespan */
+    double exposed_comm_s;            /* step time minus the same step with free communication */
+    double tokens_per_s, flops_per_gpu, mfu; /* flops_per_gpu: model FLOP/s per rank; mfu: the job's
+                                       * model FLOP/s ÷ its devices' peak (a CPU node: cores × peak) */
+    double energy_j;                  /* one step, every device: idle + (busy − idle)·utilisation */
+    int fits;                         /* every stage's peak under the device memory */
+    int m;                            /* micro-batches per replica */
+    char error[256];
+} cm_result_t;
+
+/* Costs of one micro-batch of B sequences at tensor parallelism tp on device kind d at precision p,
+ * from FLOPs and bytes (docs/PLAN.md "The device model"). act_elem: bytes per activation element. */
+void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t *d, dev_prec_t p, int B, int tp);
+
+/* Model FLOPs per token (forward + backward, 6·params-style count with attention), the MFU numerator. */
+double cm_model_flops_per_token(const cm_model_t *mo);
+
+/* Chunk sizes: the L layers cut into K near-equal chunks, the remainder on the first ones. */
+void cm_layout_balanced(cm_layout_t *lay, int L);
+
+/* Simulates one step of `lay` with per-micro-batch costs c on device d (runs the real lists; the
+ * cost c must be made for lay->mb and lay->tp). MP_OK, or MP_ERR with res->error (a layout the
+ * schedules cannot build, or a simulator failure). */
+int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay,
+                cm_result_t *res);
+
+#endif

@@ -1,0 +1,216 @@
+#include "planner.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+const char *const plan_objective_names[PLAN_OBJECTIVES] = {"time", "energy", "carbon"};
+
+/* Candidates simulated after the estimate's ranking: the estimate (a closed 1F1B bound) only
+ * orders them; the simulator decides. */
+#define PLAN_SIMULATED 48
+
+/* Device bytes of stage s holding layers [a, b) under policy pol (the DP's estimate of cm_memory). */
+static double plan_stage_mem(const cm_costs_t *c, const cm_layout_t *lay, int m, int s, int a, int b, cm_policy_t pol)
+{
+    const int pp = lay->pp, n = b - a;
+    double params = n * c->block_params;
+    if (s == 0) params += c->embed_params;
+    if (s == pp - 1) params += c->head_params + (pp > 1 ? c->embed_params : 0.0);
+    double state = params * c->state_bytes_per_param;
+    if (lay->zero && lay->dp > 1) state -= params * c->opt_bytes_per_param * (1.0 - 1.0 / lay->dp);
+    const int keys = pol == CM_OFFLOAD ? 2 : (m < pp - s ? m : pp - s);
+    const double stash = keys * n * c->stash[pol == CM_OFFLOAD ? CM_KEEP : pol];
+    double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
+    if (s == pp - 1) work += c->work_bytes;
+    return state + stash + work;
+}
+
+/* Seconds of one micro-batch's forward and backward of stage s holding [a, b) under pol. */
+static double plan_stage_time(const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay, int s, int a, int b,
+                              cm_policy_t pol)
+{
+    const int n = b - a;
+    double t = n * (c->fwd + c->bwd + c->extra[pol] + c->tp_fwd + c->tp_bwd);
+    if (pol == CM_OFFLOAD) {
+        const double copy = d->node_cores > 0 ? 2.0 * c->offload_bytes / d->mem_bw : c->offload_bytes / d->host_bw;
+        t += d->node_cores > 0 ? 2.0 * n * copy : (copy > c->fwd ? n * (copy - c->fwd) : 0.0);
+    }
+    if (s == 0) t += c->embed_fwd + c->embed_bwd;
+    if (s == lay->pp - 1) t += c->head_fwd + c->head_bwd;
+    return t;
+}
+
+/* The fastest policy for stage s on [a, b) that fits; -1 time when none does. */
+static double plan_stage_best(const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay, int m, int s, int a,
+                              int b, cm_policy_t *pol_p)
+{
+    double best = -1.0;
+    for (int p = 0; p < CM_POLICIES; p++) {
+        if (plan_stage_mem(c, lay, m, s, a, b, (cm_policy_t)p) > d->mem_bytes) continue;
+        const double t = plan_stage_time(c, d, lay, s, a, b, (cm_policy_t)p);
+        if (best < 0 || t < best) best = t, *pol_p = (cm_policy_t)p;
+    }
+    return best;
+}
+
+double plan_partition(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, cm_layout_t *lay, int m)
+{
+    const int L = mo->L, pp = lay->pp;
+    if (pp > L || pp > SIM_MAX_STAGES) return -1.0;
+    /* best[s][j]: the slowest of stages 0..s holding layers [0, j); cut[s][j]: where stage s starts */
+    double *best = malloc(sizeof(double) * (size_t)pp * (L + 1));
+    int *cut = malloc(sizeof(int) * (size_t)pp * (L + 1));
+    cm_policy_t *pol = malloc(sizeof(cm_policy_t) * (size_t)pp * (L + 1));
+    double result = -1.0;
+    if (!best || !cut || !pol) goto out;
+    for (int i = 0; i < pp * (L + 1); i++) best[i] = -1.0;
+    for (int s = 0; s < pp; s++)
+        for (int j = s + 1; j <= L - (pp - 1 - s); j++)
+            for (int i = s ? s : 0; i < j; i++) {
+                if (s == 0 && i != 0) break;
+                const double prev = s ? best[(s - 1) * (L + 1) + i] : 0.0;
+                if (prev < 0) continue;
+                cm_policy_t p = CM_KEEP;
+                const double t = plan_stage_best(c, d, lay, m, s, i, j, &p);
+                if (t < 0) continue;
+                const double v = t > prev ? t : prev;
+                double *bj = &best[s * (L + 1) + j];
+                if (*bj < 0 || v < *bj) *bj = v, cut[s * (L + 1) + j] = i, pol[s * (L + 1) + j] = p;
+            }
+    if ((result = best[(pp - 1) * (L + 1) + L]) < 0) goto out;
+    for (int s = pp - 1, j = L; s >= 0; s--) {
+        const int i = cut[s * (L + 1) + j];
+        lay->chunk_layers[s] = j - i, lay->policy[s] = pol[s * (L + 1) + j];
+        j = i;
+    }
+out:
+    free(best), free(cut), free(pol);
+    return result;
+}
+
+typedef struct {
+    cm_layout_t lay;
+    double est;
+} plan_cand_t;
+
+typedef struct {
+    plan_cand_t *v;
+    int n, cap;
+} plan_cands_t;
+
+static int plan_push(plan_cands_t *cs, const cm_layout_t *lay, double est)
+{
+    if (cs->n == cs->cap) {
+        const int cap = cs->cap ? 2 * cs->cap : 64;
+        plan_cand_t *v = realloc(cs->v, sizeof *v * (size_t)cap);
+        if (!v) return MP_ERR;
+        cs->v = v, cs->cap = cap;
+    }
+    cs->v[cs->n++] = (plan_cand_t){*lay, est};
+    return MP_OK;
+}
+
+static int plan_cand_cmp(const void *a, const void *b)
+{
+    const double x = ((const plan_cand_t *)a)->est, y = ((const plan_cand_t *)b)->est;
+    return x < y ? -1 : x > y;
+}
+
+static int plan_cmp(const void *a, const void *b)
+{
+    const double x = ((const plan_t *)a)->score, y = ((const plan_t *)b)->score;
+    return x < y ? -1 : x > y;
+}
+
+/* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, interleaved v = 2, 4 with
+ * balanced chunks and the first policy (keep, selective, recompute) whose estimate fits. */
+static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
+                              cm_layout_t *lay, int m)
+{
+    lay->kind = SCHED_1F1B, lay->v = 1;
+    const double st = plan_partition(mo, c, d, lay, m);
+    if (st >= 0 && plan_push(cs, lay, (m + lay->pp - 1) * st) != MP_OK) return MP_ERR;
+    for (int v = 2; v <= 4 && lay->pp > 1; v *= 2) {
+        char why[160];
+        if (mo->L < lay->pp * v || sched_check(SCHED_INTERLEAVED, lay->pp, m, v, why, sizeof why) != MP_OK) continue;
+        cm_layout_t il = *lay;
+        il.kind = SCHED_INTERLEAVED, il.v = v;
+        cm_layout_balanced(&il, mo->L);
+        static const cm_policy_t order[] = {CM_KEEP, CM_SELECTIVE, CM_RECOMPUTE};
+        for (int k = 0; k < 3; k++) {
+            int fit = 1;
+            double worst = 0.0;
+            for (int s = 0; s < il.pp; s++) {
+                int n = 0;
+                for (int q = s; q < il.pp * v; q += il.pp) n += il.chunk_layers[q];
+                il.policy[s] = order[k];
+                /* interleaving holds about (1 + (pp − 1)/(pp·v))× 1F1B's stash on stage 0 */
+                if (plan_stage_mem(c, &il, m, s, 0, n, order[k]) * (1.0 + 1.0 / v) > d->mem_bytes) fit = 0;
+                const double t = plan_stage_time(c, d, &il, s, 0, n, order[k]);
+                if (t > worst) worst = t;
+            }
+            if (!fit) continue;
+            if (plan_push(cs, &il, (m + (double)(il.pp - 1) / v) * worst) != MP_OK) return MP_ERR;
+            break;
+        }
+    }
+    return MP_OK;
+}
+
+static int plan_enumerate(plan_cands_t *cs, const cm_model_t *mo, const dev_kind_t *d, plan_costs_fn costs, void *ctx,
+                          const plan_opts_t *o)
+{
+    for (int tp = 1; tp <= o->ranks; tp++) {
+        if (o->ranks % tp || (d->node_cores <= 0 && tp > o->per_node) || mo->NH % tp || mo->C % tp || mo->V % tp)
+            continue;
+        for (int pp = 1; pp <= mo->L && pp <= SIM_MAX_STAGES; pp++) {
+            if ((o->ranks / tp) % pp) continue;
+            const int dp = o->ranks / tp / pp;
+            if (mo->batch % dp) continue;
+            for (int mb = 1; mb <= o->max_mb && mb <= mo->batch / dp; mb++) {
+                if ((mo->batch / dp) % mb) continue;
+                cm_costs_t c;
+                if (costs(ctx, mb, tp, &c) != MP_OK) continue;
+                for (int zero = 0; zero <= (dp > 1); zero++) {
+                    cm_layout_t lay;
+                    memset(&lay, 0, sizeof lay);
+                    lay.dp = dp, lay.tp = tp, lay.pp = pp, lay.mb = mb, lay.zero = zero;
+                    lay.nodes_ranks = o->per_node, lay.prefetch = o->prefetch, lay.prec = o->prec;
+                    lay.threads = o->threads;
+                    if (plan_add_schedules(cs, mo, &c, d, &lay, mo->batch / dp / mb) != MP_OK) return MP_ERR;
+                }
+            }
+        }
+    }
+    return MP_OK;
+}
+
+int plan_search(const cm_model_t *mo, const dev_kind_t *d, plan_costs_fn costs, void *ctx, const plan_opts_t *o,
+                plan_t *out, int max, int *n_p)
+{
+    plan_cands_t cs = {0};
+    plan_t *done = NULL;
+    int rc = MP_ERR, nd = 0;
+    if (plan_enumerate(&cs, mo, d, costs, ctx, o) != MP_OK) goto out;
+    qsort(cs.v, (size_t)cs.n, sizeof *cs.v, plan_cand_cmp);
+    const int nsim = cs.n < PLAN_SIMULATED ? cs.n : PLAN_SIMULATED;
+    if (!(done = malloc(sizeof *done * (size_t)(nsim ? nsim : 1)))) goto out;
+    for (int i = 0; i < nsim; i++) {
+        cm_costs_t c;
+        plan_t *p = &done[nd];
+        p->lay = cs.v[i].lay;
+        if (costs(ctx, p->lay.mb, p->lay.tp, &c) != MP_OK) continue;
+        if (cm_evaluate(mo, &c, d, &p->lay, &p->res) != MP_OK || !p->res.fits) continue;
+        p->score = o->objective == PLAN_TIME ? p->res.step_s : p->res.energy_j / p->res.tokens_per_s / p->res.step_s;
+        nd++;
+    }
+    qsort(done, (size_t)nd, sizeof *done, plan_cmp);
+    *n_p = nd < max ? nd : max;
+    memcpy(out, done, sizeof *done * (size_t)*n_p);
+    rc = MP_OK;
+out:
+    free(cs.v), free(done);
+    return rc;
+}

@@ -1,0 +1,202 @@
+/* The planner's device model, cost model and search (src/sched/devmodel.h, costmodel.h, planner.h),
+ * linked like test_sim_nompi: the schedule layer and core alone, no MPI. Cases worked out by hand:
+ * the efficiency curve's interpolation, the collective formulas, a costed simulation that must equal
+ * the uniform simulator when its costs are uniform and its messages free, message costs that delay
+ * the step by exactly the pipeline's critical messages, the memory of 1F1B's stage 0 (pp stashes),
+ * and the search's promises (every plan fits, plans sorted, a policy chosen only when keep cannot fit). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "costmodel.h"
+#include "devmodel.h"
+#include "planner.h"
+#include "sim.h"
+#include "tap.h"
+
+static int near(double a, double b, double rel)
+{
+    return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-15;
+}
+
+/* A made-up kind with round numbers, so expected values are easy to write down. */
+static void toy_kind(dev_kind_t *d)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "toy");
+    d->peak[DEV_PREC_BF16] = 100e12, d->peak[DEV_PREC_TF32] = 50e12, d->peak[DEV_PREC_FP32] = 10e12;
+    d->mem_bw = 1e12, d->mem_bytes = 40e9, d->idle_w = 100, d->busy_w = 400;
+    d->neff = 3;
+    d->eff_size[0] = 100, d->eff_size[1] = 1000, d->eff_size[2] = 10000;
+    d->eff[0] = 0.2, d->eff[1] = 0.6, d->eff[2] = 0.8;
+    d->per_node = 8, d->intra.bw = 100e9, d->intra.lat = 1e-5, d->inter.bw = 10e9, d->inter.lat = 1e-4;
+    d->host_bw = 20e9;
+}
+
+static void test_devmodel(void)
+{
+    dev_kind_t d;
+    toy_kind(&d);
+    char why[160];
+    tap_ok(dev_kind_check(&d, why, sizeof why) == MP_OK, "the toy kind checks");
+    tap_ok(near(dev_eff(&d, 50), 0.2, 1e-12) && near(dev_eff(&d, 1e6), 0.8, 1e-12), "eff is flat beyond the ends");
+    tap_ok(near(dev_eff(&d, sqrt(100.0 * 1000.0)), 0.4, 1e-12), "eff is linear in log s (geometric midpoint: 0.4)");
+    tap_ok(near(dev_gemm_time(&d, DEV_PREC_BF16, 1000, 1000, 1000), 2e9 / (100e12 * 0.6), 1e-12),
+           "a 1000^3 bf16 product takes 2e9 / (peak * 0.6)");
+    /* ring over 4 ranks of 1 GB at 100 GB/s: 2·3/4·1e9/1e11 + 6·1e-5 = 0.01506 s; the tree's 4 steps
+     * of 0.01 s are slower */
+    tap_ok(near(dev_allreduce_time(&d.intra, 4, 1e9), 0.015 + 6e-5, 1e-12), "ring all-reduce of 1 GB over 4 ranks");
+    tap_ok(near(dev_allreduce_time(&d.intra, 4, 8), 4 * (1e-5 + 8 / 100e9), 1e-9),
+           "a tiny all-reduce takes the tree (latency-bound)");
+    tap_ok(dev_group_link(&d, 8, 1) == &d.intra && dev_group_link(&d, 2, 8) == &d.inter,
+           "tp 8 stays in the node; dp 2 at stride 8 crosses nodes");
+    dev_kind_t bad = d;
+    bad.eff_size[2] = 500;
+    tap_ok(dev_kind_check(&bad, why, sizeof why) == MP_ERR && strstr(why, "increase"), "a decreasing curve is refused: %s", why);
+    bad = d, bad.eff[1] = 1.5;
+    tap_ok(dev_kind_check(&bad, why, sizeof why) == MP_ERR, "an efficiency above 1 is refused: %s", why);
+}
+
+/* Costs with round numbers: blocks of 1 s forward and 2 s backward, nothing else. */
+static void unit_costs(cm_costs_t *c, int B)
+{
+    memset(c, 0, sizeof *c);
+    c->B = B, c->tp = 1;
+    c->fwd = 1.0, c->bwd = 2.0, c->extra[CM_RECOMPUTE] = 1.0;
+    c->stash[CM_KEEP] = 1e9, c->stash[CM_RECOMPUTE] = 1e8, c->stash[CM_SELECTIVE] = 5e8;
+    c->offload_bytes = 1e9, c->act_bytes = 0.0, c->block_params = 0.0;
+    c->state_bytes_per_param = 16.0, c->opt_bytes_per_param = 8.0;
+    c->flops_per_token = 1.0;
+}
+
+static void test_evaluate(void)
+{
+    dev_kind_t d;
+    toy_kind(&d);
+    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8};
+    cm_costs_t c;
+    unit_costs(&c, 1);
+    for (int pp = 1; pp <= 4; pp *= 2) {
+        cm_layout_t lay;
+        memset(&lay, 0, sizeof lay);
+        lay.dp = 1, lay.tp = 1, lay.pp = pp, lay.v = 1, lay.mb = 1, lay.kind = SCHED_1F1B, lay.nodes_ranks = 8;
+        cm_layout_balanced(&lay, mo.L);
+        cm_result_t r;
+        sim_result_t s;
+        const double per = (double)mo.L / pp;
+        int ok = cm_evaluate(&mo, &c, &d, &lay, &r) == MP_OK && sim_run(SCHED_1F1B, pp, 8, 1, per, 2 * per, &s) == MP_OK;
+        tap_ok(ok && near(r.step_s, s.makespan, 1e-12), "pp=%d: the costed step %.3f s equals the uniform simulator's %.3f s",
+               pp, ok ? r.step_s : -1, ok ? s.makespan : -1);
+        tap_ok(ok && near(r.bubble, (pp - 1.0) / (8 + pp - 1.0), 1e-12), "pp=%d: bubble (p-1)/(m+p-1) = %.4f", pp,
+               ok ? r.bubble : -1);
+        /* 1F1B's stage 0 holds min(m, pp) micro-batches of its blocks */
+        tap_ok(ok && near(r.stage_mem[0], pp * per * 1e9, 1e-9), "pp=%d: stage 0 holds %d stashes (%.3g GB)", pp, pp,
+               ok ? r.stage_mem[0] / 1e9 : -1);
+        /* messages of 1 GB at 10 GB/s + 1e-4 s latency cross nodes (8 ranks per node, here 1: every
+         * boundary crosses); the step grows by at least the 2(pp−1) messages on the critical path */
+        if (pp > 1) {
+            cm_costs_t cm = c;
+            cm.act_bytes = 1e9;
+            lay.nodes_ranks = 1;
+            d.per_node = 1;
+            cm_result_t r2;
+            ok = cm_evaluate(&mo, &cm, &d, &lay, &r2) == MP_OK;
+            const double msg = 0.1 + 1e-4;
+            tap_ok(ok && r2.step_s >= r.step_s + 2 * (pp - 1) * msg - 1e-9 && near(r2.exposed_comm_s, r2.step_s - r.step_s, 1e-9),
+                   "pp=%d: 0.1 s messages add %.3f s, all of it exposed comm", pp, ok ? r2.step_s - r.step_s : -1);
+            d.per_node = 8;
+        }
+    }
+    /* recompute: each backward re-runs its forward (+1 s per block), and the stash shrinks 10× */
+    cm_layout_t lay;
+    memset(&lay, 0, sizeof lay);
+    lay.dp = 1, lay.tp = 1, lay.pp = 2, lay.v = 1, lay.mb = 1, lay.kind = SCHED_1F1B, lay.nodes_ranks = 8;
+    cm_layout_balanced(&lay, mo.L);
+    cm_result_t keep, rec;
+    lay.policy[0] = lay.policy[1] = CM_KEEP;
+    int ok = cm_evaluate(&mo, &c, &d, &lay, &keep) == MP_OK;
+    lay.policy[0] = lay.policy[1] = CM_RECOMPUTE;
+    ok = ok && cm_evaluate(&mo, &c, &d, &lay, &rec) == MP_OK;
+    tap_ok(ok && near(rec.stage_busy_s[0], keep.stage_busy_s[0] * 4.0 / 3.0, 1e-12),
+           "recompute: stage busy x4/3 (backward 2 s + 1 s re-run per block)");
+    tap_ok(ok && rec.stage_mem[0] < keep.stage_mem[0] / 2, "recompute: stage 0 memory %.3g GB < keep's %.3g GB / 2",
+           ok ? rec.stage_mem[0] / 1e9 : -1, ok ? keep.stage_mem[0] / 1e9 : -1);
+    /* offload: the stash leaves the device; the copies (1 GB per block at 20 GB/s) overlap compute */
+    lay.policy[0] = lay.policy[1] = CM_OFFLOAD;
+    cm_result_t off;
+    ok = cm_evaluate(&mo, &c, &d, &lay, &off) == MP_OK;
+    tap_ok(ok && off.stage_mem[0] < keep.stage_mem[0] && off.step_s >= keep.step_s - 1e-9,
+           "offload: less device memory (%.3g GB), no faster than keep", ok ? off.stage_mem[0] / 1e9 : -1);
+    /* a bad layout is an error, not a number */
+    lay.mb = 3;
+    tap_ok(cm_evaluate(&mo, &c, &d, &lay, &off) == MP_ERR && off.error[0], "costs for another micro-batch are refused: %s",
+           off.error);
+}
+
+static int toy_costs(void *ctx, int B, int tp, cm_costs_t *c)
+{
+    (void)ctx;
+    if (tp != 1) return MP_ERR;
+    unit_costs(c, B);
+    c->fwd *= B, c->bwd *= B, c->extra[CM_RECOMPUTE] *= B;
+    for (int i = 0; i < CM_POLICIES; i++) c->stash[i] *= B;
+    return MP_OK;
+}
+
+static void test_search(void)
+{
+    dev_kind_t d;
+    toy_kind(&d);
+    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8};
+    plan_opts_t o = {4, 8, DEV_PREC_BF16, PLAN_TIME, 8, 0, 0};
+    plan_t p[8];
+    int n = 0;
+    int ok = plan_search(&mo, &d, toy_costs, NULL, &o, p, 8, &n) == MP_OK && n > 0;
+    tap_ok(ok, "the search finds %d plans on 4 ranks", n);
+    int sorted = 1, fit = 1;
+    for (int i = 0; i < n; i++) {
+        if (i && p[i].res.step_s < p[i - 1].res.step_s) sorted = 0;
+        for (int s = 0; s < p[i].lay.pp; s++)
+            if (p[i].res.stage_mem[s] > d.mem_bytes) fit = 0;
+    }
+    tap_ok(sorted, "plans come fastest first");
+    tap_ok(fit, "every plan fits the device memory");
+    /* 10 GB per device: keep at 8 layers × 1 GB × 1..4 stashes does not fit on every stage, so the
+     * DP must choose a cheaper policy somewhere, and never one that does not fit */
+    d.mem_bytes = 10e9;
+    ok = plan_search(&mo, &d, toy_costs, NULL, &o, p, 8, &n) == MP_OK && n > 0;
+    int nonkeep = 0;
+    fit = 1;
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < p[i].lay.pp; s++) {
+            nonkeep += p[i].lay.policy[s] != CM_KEEP;
+            if (p[i].res.stage_mem[s] > d.mem_bytes) fit = 0;
+        }
+    tap_ok(ok && fit && nonkeep > 0, "under 10 GB: %d plans, all fit, %d stages not on keep", n, nonkeep);
+    d.mem_bytes = 1e6;
+    ok = plan_search(&mo, &d, toy_costs, NULL, &o, p, 8, &n) == MP_OK;
+    tap_ok(ok && n == 0, "under 1 MB nothing fits and nothing is proposed");
+    /* the DP: a uniform model on 2 stages splits evenly */
+    d.mem_bytes = 40e9;
+    cm_layout_t lay;
+    memset(&lay, 0, sizeof lay);
+    lay.dp = 1, lay.tp = 1, lay.pp = 2, lay.v = 1, lay.mb = 1, lay.kind = SCHED_1F1B;
+    cm_costs_t c;
+    unit_costs(&c, 1);
+    const double st = plan_partition(&mo, &c, &d, &lay, 8);
+    tap_ok(near(st, 12.0, 1e-12) && lay.chunk_layers[0] == 4 && lay.chunk_layers[1] == 4,
+           "the DP splits 8 uniform layers 4 + 4 (slowest stage %.1f s)", st);
+    /* a head as slow as two blocks moves two layers off the last stage */
+    c.head_fwd = 2.0, c.head_bwd = 4.0;
+    plan_partition(&mo, &c, &d, &lay, 8);
+    tap_ok(lay.chunk_layers[0] == 5 && lay.chunk_layers[1] == 3, "a heavy head: %d + %d layers", lay.chunk_layers[0],
+           lay.chunk_layers[1]);
+}
+
+int main(void)
+{
+    test_devmodel();
+    test_evaluate();
+    test_search();
+    return tap_done();
+}
