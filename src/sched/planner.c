@@ -194,7 +194,7 @@ int plan_search(const cm_model_t *mo, const dev_kind_t *d, plan_costs_fn costs, 
     plan_t *done = NULL;
     int rc = MP_ERR, nd = 0;
     if (plan_enumerate(&cs, mo, d, costs, ctx, o) != MP_OK) goto out;
-    qsort(cs.v, (size_t)cs.n, sizeof *cs.v, plan_cand_cmp);
+    if (cs.n) qsort(cs.v, (size_t)cs.n, sizeof *cs.v, plan_cand_cmp); /* none: cs.v is NULL */
     const int nsim = cs.n < PLAN_SIMULATED ? cs.n : PLAN_SIMULATED;
     if (!(done = malloc(sizeof *done * (size_t)(nsim ? nsim : 1)))) goto out;
     for (int i = 0; i < nsim; i++) {
