@@ -251,9 +251,10 @@ void supernet_home_announce(run_t *r)
     if (!r->sn.home) return;
     size_t z[4];
     supernet_home_sizes(r, z);
-    double v[4] = {(double)z[0], (double)z[1], (double)z[2], (double)z[3]}, sum[4];
-    /* the whole job: every rank's device (a stage's data-parallel and tensor-parallel peers each hold theirs) */
-    MPI_CHECK(MPI_Reduce(v, sum, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD));
+    double sum[4] = {(double)z[0], (double)z[1], (double)z[2], (double)z[3]};
+    /* the whole job: every rank's device (a stage's data-parallel and tensor-parallel peers each hold
+     * theirs); a deadline wait, so a rank that never arrives is named */
+    wait_allreduce_sum(&r->wait, sum, 4, MPI_DOUBLE, MPI_COMM_WORLD, "the supernet's device-bytes report");
     if (r->rank == 0)
         runlog_printf(&r->log, "supernet.resident=host: %d device slots per choice block of %d candidates: the devices "
                       "hold %.2f MB of the candidates' %.2f MB (%.0f%%), %.2f MB of the supernet's %.2f MB (%.0f%%) "
