@@ -449,6 +449,18 @@ static void test_exp_tanh(void)
     tap_ok(we < 1.2e-7, "mp_expf within 1.2e-7 relative of exp over [-87, 88] (%.2e)", we);
     tap_ok(wt < 3e-7 && mp_tanhf(40.0f) == 1.0f && mp_tanhf(-40.0f) == -1.0f,
            "mp_tanhf within 3e-7 absolute of tanh, exact limits (%.2e)", wt);
+    double ws = 0;
+    for (float x = -20.0f; x <= 20.0f; x += 0.0001f) {
+        double e = exp((double)x);
+        ws = fmax(ws, fabs(mp_expf_small(x) - e) / e);
+    }
+    tap_ok(ws < 1.2e-7, "mp_expf_small within 1.2e-7 relative of exp over [-20, 20] (%.2e)", ws);
+    /* the clamp at ±10 must not show: the last values below it are already ±1 */
+    const float inf = INFINITY;
+    tap_ok(mp_tanhf(9.5f) == 1.0f && mp_tanhf(-9.5f) == -1.0f && mp_tanhf(inf) == 1.0f &&
+               mp_tanhf(-inf) == -1.0f && mp_tanhf(3e38f) == 1.0f && isnan(mp_tanhf(NAN)) &&
+               isnan(mp_gelu(NAN)) && isnan(mp_gelu_grad(NAN)),
+           "mp_tanhf: ±1 from |u| = 9.5 on and at ±inf, NaN stays NaN through tanh and GELU");
 }
 
 /* The fused residual product equals residual + product. */
