@@ -75,6 +75,39 @@ ok $? "--objective energy ranks by energy per token"
 P --layout pp=1 --tokens 1e9 --json 2>/dev/null | grep -q '"run_kwh"'
 ok $? "--tokens adds the run's hours, kWh and CO2"
 
+# --- a deadline: a constraint the objective ranks within ---
+# between the least-energy plan's hours and a faster plan's, so the deadline must reorder them (on
+# one CPU node energy follows time; 64 A100s trade them: fewer tp all-reduces, a longer bubble)
+PS() { "$MINDPIPE" plan -c "$MP_SRCDIR/inputs/scale/megatron-175b.ini" --devices "$MP_SRCDIR/inputs/devices.ini" \
+    --device a100-80g --ranks 64 --tokens 3e11 "$@"; }
+PS --objective energy --top 20 --json > "$SCRATCH/dl0.json" 2>/dev/null
+dl=$("$PY" -c '
+import json, sys
+p = [json.loads(l) for l in open(sys.argv[1])]
+h0 = p[0]["run_hours"]; faster = [q["run_hours"] for q in p if q["run_hours"] < h0]
+print((h0 + max(faster)) / 2 if faster else "none")' "$SCRATCH/dl0.json")
+PS --objective energy --top 20 --deadline "$dl" --json > "$SCRATCH/dl1.json" 2>/dev/null
+rc=$?
+"$PY" - "$SCRATCH/dl1.json" "$dl" <<'EOF'
+import json, sys
+p = [json.loads(l) for l in open(sys.argv[1])]; dl = float(sys.argv[2])
+meets = [q["meets_deadline"] for q in p]
+assert meets[0] and meets == sorted(meets, reverse=True), meets   # every plan that meets it first
+assert all((q["run_hours"] <= dl) == q["meets_deadline"] for q in p), p
+e = [q["energy_j_per_token"] for q in p if q["meets_deadline"]]
+assert e == sorted(e), e                                          # by energy among those
+assert any(not m for m in meets), "the deadline excluded nothing"
+EOF
+ok $([ $rc -eq 0 ] && [ $? -eq 0 ] && [ "$dl" != none ] && echo 0 || echo 1) \
+    "--deadline: plans that finish in time first, by energy among them; the least-energy plan, too slow, after them"
+fast=$("$PY" -c 'import json,sys; print(min(json.loads(l)["run_hours"] for l in open(sys.argv[1])))' "$SCRATCH/dl0.json")
+tight=$("$PY" -c "print($fast / 100)")
+PS --deadline "$tight" > "$SCRATCH/dl2.out" 2>&1
+ok $([ $? -eq 1 ] && grep -q "no plan finishes 3e+11 tokens within" "$SCRATCH/dl2.out" && grep -q "MISSES" "$SCRATCH/dl2.out" \
+    && echo 0 || echo 1) "a deadline no plan meets: exit 1, says so and how long the fastest needs"
+P --ranks 4 --deadline 5 > /dev/null 2> "$SCRATCH/err"
+ok $([ $? -eq 2 ] && grep -q -- "--deadline HOURS needs --tokens" "$SCRATCH/err" && echo 0 || echo 1) "--deadline without --tokens is refused"
+
 # --- memory: a device too small for keep ---
 sed -n '/^\[cpu\]/,$p' "$MP_SRCDIR/inputs/devices.ini" | sed 's/^\[cpu\]/[small]/; s/^memory = .*/memory = 1.2e6/' \
     > "$SCRATCH/dev.ini"

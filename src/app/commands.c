@@ -108,10 +108,10 @@ static const command_t commands[] = {
     {"plan",
      "-c DECK (--ranks N | --layout tp=..,pp=..,dp=..,v=..,micro_batch=..) [--device KIND] [--devices FILE] [--nodes-of R]\n"
      "         [--profile PROF.json] [--precision bf16|tf32|fp32] [--top K] [--json] [--objective time|energy|carbon]\n"
-     "         [--tokens N] [--emit DECK]",
+     "         [--tokens N [--deadline HOURS]] [--emit DECK]",
      "predict a layout's step time, throughput, MFU, memory and energy, or search the best layouts (vPipe)",
      {RUN_OPTS, "--ranks", "--layout", "--device", "--devices", "--profile", "--precision", "--top", "--json",
-      "--objective", "--tokens", "--emit", "--nodes-of", NULL},
+      "--objective", "--tokens", "--deadline", "--emit", "--nodes-of", NULL},
      "  -c, --deck DECK      the model, batch and (for --layout) the parallel keys and memory.policy\n"
      "  --set S.K=V          override one deck key (repeatable)\n"
      "  --ranks N            search every layout of N ranks (tp x pp x dp, v, micro-batch, schedule, ZeRO,\n"
@@ -128,6 +128,8 @@ static const command_t commands[] = {
      "                       mfu, peak_mem_bytes per stage, ...)\n"
      "  --objective O        rank by step time (default), energy per token or CO2 per token\n"
      "  --tokens N           also print the whole run's hours, kWh and kg CO2 for N tokens\n"
+     "  --deadline HOURS     with --tokens: plans that finish the N tokens within HOURS rank first (by the\n"
+     "                       objective), the others after them, marked; exit 1 when none meets it\n"
      "  --emit DECK          write the deck with the first plan's layout (pipeline.layers, memory.layers)\n"
      "docs/PLAN.md defines every figure and how it is predicted.\n"},
     {"profile", "-c DECK --out PROF.json [--set ...]",

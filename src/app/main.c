@@ -119,6 +119,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--json")) c->plan.json = 1;
         else if (!strcmp(a, "--objective") && has_val) c->plan.objective = argv[++i];
         else if (!strcmp(a, "--tokens") && has_val) c->plan.tokens = atof(argv[++i]);
+        else if (!strcmp(a, "--deadline") && has_val) c->plan.deadline_h = atof(argv[++i]);
         else if (!strcmp(a, "--emit") && has_val) c->plan.emit = argv[++i];
         else if (!strcmp(a, "--nodes-of") && has_val) c->plan.per_node = atoi(argv[++i]);
         else if (a[0] != '-' && !c->positional && !strcmp(argv[1], "inspect")) c->positional = a;

@@ -92,7 +92,7 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
     return MP_OK;
 }
 
-static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double tokens, double gco2)
+static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double tokens, double gco2, double deadline_h)
 {
     for (int i = 0; i < n; i++) {
         const cm_layout_t *l = &p[i].lay;
@@ -108,6 +108,7 @@ static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double
         if (tokens > 0)
             printf("  run of %.3g tokens: %.4g h, %.4g kWh, %.4g kg CO2", tokens, tokens / r->tokens_per_s / 3600,
                    j_tok * tokens / 3.6e6, j_tok * tokens / 3.6e6 * gco2 / 1000);
+        if (deadline_h > 0) printf("  %s the %.4g h deadline", p[i].meets ? "meets" : "MISSES", deadline_h);
         printf("\n");
         for (int s = 0; s < l->pp; s++) {
             int layers = 0;
@@ -119,7 +120,7 @@ static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double
     }
 }
 
-static void plan_print_json(const plan_t *p, int n, double tokens, double gco2)
+static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, double deadline_h)
 {
     for (int i = 0; i < n; i++) {
         const cm_layout_t *l = &p[i].lay;
@@ -143,8 +144,16 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2)
         if (tokens > 0)
             printf(", \"run_hours\": %.6g, \"run_kwh\": %.6g, \"run_kg_co2\": %.6g", tokens / r->tokens_per_s / 3600,
                    j_tok * tokens / 3.6e6, j_tok * tokens / 3.6e6 * gco2 / 1000);
+        if (deadline_h > 0) printf(", \"deadline_h\": %.6g, \"meets_deadline\": %s", deadline_h, p[i].meets ? "true" : "false");
         printf("}\n");
     }
+}
+
+static double plan_fastest_tps(const plan_t *p, int n)
+{
+    double best = 0.0;
+    for (int i = 0; i < n; i++) best = p[i].res.tokens_per_s > best ? p[i].res.tokens_per_s : best;
+    return best;
 }
 
 /* The deck with the plan's layout set, written to path. */
@@ -284,6 +293,11 @@ int plan_main(const plan_cli_t *o)
             if (!strcmp(o->objective, plan_objective_names[i])) obj = (plan_objective_t)i, found = 1;
         if (!found) { rc = 2, MP_ERROR("--objective %s: time, energy or carbon", o->objective); goto out; }
     }
+    if (o->deadline_h < 0 || (o->deadline_h > 0 && o->tokens <= 0)) {
+        rc = 2, MP_ERROR("--deadline HOURS needs --tokens N and HOURS > 0 (the run it bounds)");
+        goto out;
+    }
+    const double min_tps = o->deadline_h > 0 ? o->tokens / (3600.0 * o->deadline_h) : 0.0;
     cm_model_t mo = {dk->model.layers, dk->model.dim, dk->model.heads, dk->model.seq_len, dk->model.vocab,
                      dk->model.mlp_ratio, dk->train.batch};
     if (o->profile) {
@@ -297,14 +311,16 @@ int plan_main(const plan_cli_t *o)
             d.intra.bw = d.inter.bw = prof->p2p_bw, d.intra.lat = d.inter.lat = prof->p2p_lat;
     }
     plan_costs_ctx_t cx = {&mo, &d, prec, prof};
-    const int top = o->top > 0 ? (o->top < PLAN_MAX_TOP ? o->top : PLAN_MAX_TOP) : (o->layout ? 1 : 5);
+    const int top = o->top > 0 ? (o->top < PLAN_MAX_TOP - 1 ? o->top : PLAN_MAX_TOP - 1) : (o->layout ? 1 : 5);
+    plan_opts_t po = {0};
     if (o->layout) {
         if (plan_one(o, dk, &mo, &d, &cx, prec, &plans[0]) != MP_OK) { rc = 2; goto out; }
+        plans[0].meets = plan_meets(&plans[0].res, min_tps);
         n = 1;
     } else {
         if (o->ranks < 1) { rc = 2, MP_ERROR("plan needs --ranks N (or --layout tp=..,pp=..,dp=..)"); goto out; }
-        plan_opts_t po = {o->ranks, plan_per_node(o, &d, o->ranks), prec, obj, 16, dk->memory.prefetch,
-                          dk->train.threads};
+        po = (plan_opts_t){o->ranks, plan_per_node(o, &d, o->ranks), prec, obj, 16, dk->memory.prefetch,
+                          dk->train.threads, min_tps};
         if (plan_search(&mo, &d, plan_costs, &cx, &po, plans, top, &n) != MP_OK) goto out;
         if (n == 0) {
             MP_ERROR("no layout of %d ranks of %s fits the model in %.3g GB per device", o->ranks, d.name, d.mem_bytes / 1e9);
@@ -312,15 +328,28 @@ int plan_main(const plan_cli_t *o)
         }
     }
     const double gco2 = dk->cost.grid_gco2_per_kwh;
-    if (o->json) plan_print_json(plans, n, o->tokens, gco2);
+    if (o->json) plan_print_json(plans, n, o->tokens, gco2, o->deadline_h);
     else {
         printf("%s: %d layers, width %d, batch %d × %d tokens on %s (%s peak %.4g TFLOP/s)%s\n",
                o->deck_path ? o->deck_path : "(defaults)", mo.L, mo.C, mo.batch, mo.T, d.name, dev_prec_names[prec],
                d.peak[prec] / 1e12, prof ? ", per-layer costs from the profile" : "");
-        plan_print_table(plans, n, &d, o->tokens, gco2);
+        plan_print_table(plans, n, &d, o->tokens, gco2, o->deadline_h);
     }
     if (o->emit && plan_emit(dk, &plans[0], o->emit) != MP_OK) goto out;
-    rc = n > 0 && plans[0].res.fits ? 0 : 1;
+    rc = n > 0 && plans[0].res.fits && plans[0].meets ? 0 : 1;
+    if (n > 0 && !plans[0].meets) {
+        /* the plans shown are ranked by the objective; what the user needs now is the fastest of all */
+        double best = plan_fastest_tps(plans, n);
+        if (!o->layout) {
+            plan_opts_t fo = po;
+            fo.objective = PLAN_TIME, fo.min_tokens_per_s = 0;
+            int nf = 0;
+            if (plan_search(&mo, &d, plan_costs, &cx, &fo, &plans[PLAN_MAX_TOP - 1], 1, &nf) == MP_OK && nf == 1)
+                best = plans[PLAN_MAX_TOP - 1].res.tokens_per_s > best ? plans[PLAN_MAX_TOP - 1].res.tokens_per_s : best;
+        }
+        fprintf(o->json ? stderr : stdout, "no plan finishes %.3g tokens within %.4g h: the fastest needs %.4g h\n",
+                o->tokens, o->deadline_h, o->tokens / best / 3600);
+    }
     if (o->layout && !plans[0].res.fits)
         fprintf(o->json ? stderr : stdout, "the layout does not fit: a stage needs more than %.3g GB\n", d.mem_bytes / 1e9);
 out:

@@ -17,6 +17,7 @@ typedef struct {
     const char *objective;     /* time | energy | carbon */
     const char *emit;          /* write a deck running the first plan here */
     double tokens;             /* the run's tokens for energy and CO2 totals (0: per step only) */
+    double deadline_h;         /* hours the run of `tokens` must fit in (0: no deadline) */
     int top, json;
     int per_node;              /* --nodes-of: ranks per node (0: the kind's per_node; a CPU kind: all) */
 } plan_cli_t;

@@ -118,10 +118,18 @@ static int plan_cand_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+int plan_meets(const cm_result_t *r, double min_tokens_per_s)
+{
+    return min_tokens_per_s <= 0 || r->tokens_per_s >= min_tokens_per_s;
+}
+
+/* a deadline is a constraint, the objective a preference: under --objective energy a plan that
+ * saves energy but finishes late must not come first */
 static int plan_cmp(const void *a, const void *b)
 {
-    const double x = ((const plan_t *)a)->score, y = ((const plan_t *)b)->score;
-    return x < y ? -1 : x > y;
+    const plan_t *p = a, *q = b;
+    if (p->meets != q->meets) return q->meets - p->meets;
+    return p->score < q->score ? -1 : p->score > q->score;
 }
 
 /* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, interleaved v = 2, 4 with
@@ -204,6 +212,7 @@ int plan_search(const cm_model_t *mo, const dev_kind_t *d, plan_costs_fn costs, 
         if (costs(ctx, p->lay.mb, p->lay.tp, &c) != MP_OK) continue;
         if (cm_evaluate(mo, &c, d, &p->lay, &p->res) != MP_OK || !p->res.fits) continue;
         p->score = o->objective == PLAN_TIME ? p->res.step_s : p->res.energy_j / p->res.tokens_per_s / p->res.step_s;
+        p->meets = plan_meets(&p->res, o->min_tokens_per_s);
         nd++;
     }
     qsort(done, (size_t)nd, sizeof *done, plan_cmp);

@@ -28,12 +28,14 @@ typedef struct {
     int max_mb;                   /* largest micro-batch tried (powers of two up to it, and divisors) */
     int prefetch;                 /* memory.prefetch for offload */
     int threads;                  /* a CPU kind: train.threads (0: the node's cores ÷ ranks) */
+    double min_tokens_per_s;      /* a deadline (--tokens N --deadline H): N ÷ 3600·H; 0: none */
 } plan_opts_t;
 
 typedef struct {
     cm_layout_t lay;
     cm_result_t res;
     double score;                 /* what the objective ranks: seconds or joules per step */
+    int meets;                    /* 1: fast enough for the deadline (or there is none) */
 } plan_t;
 
 /* The DP above for v = 1: fills lay->chunk_layers and lay->policy (lay's dp, tp, pp, mb, kind and
@@ -41,7 +43,11 @@ typedef struct {
  * boundaries and policies fit the device memory. */
 double plan_partition(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, cm_layout_t *lay, int m);
 
-/* The `max` best plans that fit, best first, into out (*n_p of them). MP_OK (possibly with none
+/* Whether a result is fast enough for a deadline of min_tokens_per_s (0: no deadline). */
+int plan_meets(const cm_result_t *r, double min_tokens_per_s);
+
+/* The `max` best plans that fit, best first (those that meet the deadline before those that do
+ * not, each group by the objective), into out (*n_p of them). MP_OK (possibly with none
  * fitting: *n_p = 0) or MP_ERR (allocation). */
 int plan_search(const cm_model_t *mo, const dev_kind_t *d, plan_costs_fn costs, void *ctx, const plan_opts_t *o,
                 plan_t *out, int max, int *n_p);

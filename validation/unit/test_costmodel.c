@@ -148,7 +148,7 @@ static void test_search(void)
     dev_kind_t d;
     toy_kind(&d);
     cm_model_t mo = {8, 64, 4, 16, 64, 4, 8};
-    plan_opts_t o = {4, 8, DEV_PREC_BF16, PLAN_TIME, 8, 0, 0};
+    plan_opts_t o = {4, 8, DEV_PREC_BF16, PLAN_TIME, 8, 0, 0, 0.0};
     plan_t p[8];
     int n = 0;
     int ok = plan_search(&mo, &d, toy_costs, NULL, &o, p, 8, &n) == MP_OK && n > 0;
