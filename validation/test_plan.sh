@@ -98,7 +98,8 @@ e = [q["energy_j_per_token"] for q in p if q["meets_deadline"]]
 assert e == sorted(e), e                                          # by energy among those
 assert any(not m for m in meets), "the deadline excluded nothing"
 EOF
-ok $([ $rc -eq 0 ] && [ $? -eq 0 ] && [ "$dl" != none ] && echo 0 || echo 1) \
+pyrc=$?
+ok $([ $rc -eq 0 ] && [ $pyrc -eq 0 ] && [ "$dl" != none ] && echo 0 || echo 1) \
     "--deadline: plans that finish in time first, by energy among them; the least-energy plan, too slow, after them"
 fast=$("$PY" -c 'import json,sys; print(min(json.loads(l)["run_hours"] for l in open(sys.argv[1])))' "$SCRATCH/dl0.json")
 tight=$("$PY" -c "print($fast / 100)")
@@ -180,6 +181,41 @@ TR --set memory.policy=auto --set memory.device_limit=1200K --out "$SCRATCH/none
 ok $([ $? -ne 0 ] && grep -q "No memory policy fits" "$SCRATCH/err" && echo 0 || echo 1) \
     "auto under a limit nothing fits is refused, saying so"
 
+# --- balance (BPipe): the simulated lists are the executor's own (sched_add_balance). On a 600 KB
+# device pp=4 keep overfills stage 0, balance fits by moving its stashes to stage 3; the training
+# runs measure the same direction on both ends ---
+sed -n '/^\[cpu\]/,$p' "$MP_SRCDIR/inputs/devices.ini" | sed 's/^\[cpu\]/[small6]/; s/^memory = .*/memory = 6e5/' \
+    > "$SCRATCH/dev6.ini"
+PB() { "$MINDPIPE" plan -c "$deck" --set model.layers=4 --devices "$SCRATCH/dev6.ini" --device small6 "$@"; }
+PB --layout pp=4,micro_batch=1,policy=keep --json > "$SCRATCH/bk.json" 2>/dev/null
+krc=$?
+PB --layout pp=4,micro_batch=1,policy=balance --json > "$SCRATCH/bb.json" 2>/dev/null
+brc=$?
+PB --ranks 4 --top 60 --json > "$SCRATCH/bs.json" 2>/dev/null
+for pol in keep balance; do
+    ${MPIEXEC:-mpiexec} -n 4 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=6 \
+        --set checkpoint.every=0 --set model.layers=4 --set parallel.pp=4 --set train.micro_batch=1 \
+        --set train.threads=1 --set memory.policy=$pol --quiet --out "$SCRATCH/m_$pol" > /dev/null 2>&1
+done
+"$PY" - "$SCRATCH" <<'EOF'
+import json, sys
+d = sys.argv[1]
+k = json.loads(open(d + "/bk.json").readline()); b = json.loads(open(d + "/bb.json").readline())
+assert not k["fits"] and b["fits"] and b["policy"] == ["balance"] * 4, (k, b)
+pk, pb = k["peak_mem_bytes"], b["peak_mem_bytes"]
+assert pb[0] < pk[0] and pb[3] > pk[3] and max(pb) < max(pk), (pk, pb)
+assert abs(b["step_time_s"] - k["step_time_s"]) <= 0.1 * k["step_time_s"], (k, b)
+plans = [json.loads(l) for l in open(d + "/bs.json")]
+assert any(p["policy"] == ["balance"] * 4 and p["fits"] for p in plans), "the search proposes no balance plan"
+mk = json.loads(open(d + "/m_keep/metrics.jsonl").readlines()[-1])["peak_mem_bytes"]
+mb = json.loads(open(d + "/m_balance/metrics.jsonl").readlines()[-1])["peak_mem_bytes"]
+print("# pp=4 peaks, keep: predicted %s measured %s; balance: predicted %s measured %s" % (pk, mk, pb, mb))
+assert mb[0] < mk[0] and mb[3] > mk[3], (mk, mb)
+EOF
+pyrc=$?
+ok $([ $krc -eq 1 ] && [ $brc -eq 0 ] && [ $pyrc -eq 0 ] && echo 0 || echo 1) \
+    "balance predicted: pp=4 keep overfills 600 KB, balance fits (stage 0 down, stage 3 up, as measured), the search proposes it"
+
 # --- pipeline.layers = auto at run time: the planner's split, logged, bitwise like one rank ---
 TR --set model.layers=6 --set train.threads=1 --out "$SCRATCH/one6" > /dev/null 2>&1 &&
     ${MPIEXEC:-mpiexec} -n 2 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=6 \
@@ -215,7 +251,9 @@ ok $([ $? -ne 0 ] && grep -q "a100-80g" "$SCRATCH/err" && echo 0 || echo 1) "an 
 P --layout pq=2 > /dev/null 2> "$SCRATCH/err"
 ok $([ $? -eq 2 ] && grep -q "unknown key 'pq'" "$SCRATCH/err" && echo 0 || echo 1) "an unknown --layout key is refused"
 P --layout pp=1,policy=balance > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -ne 0 ] && grep -q "not modelled" "$SCRATCH/err" && echo 0 || echo 1) "balance is refused as not modelled yet"
+ok $([ $? -eq 2 ] && grep -q "balance needs parallel.pp >= 2" "$SCRATCH/err" && echo 0 || echo 1) "balance at pp=1 is refused: no partner"
+P --layout pp=2,policy=balance --device a100-80g > /dev/null 2> "$SCRATCH/err"
+ok $([ $? -eq 2 ] && grep -q "balance on a GPU kind" "$SCRATCH/err" && echo 0 || echo 1) "balance on a GPU kind is refused (host MPI moves only)"
 P > /dev/null 2> "$SCRATCH/err"
 ok $([ $? -eq 2 ] && grep -q "ranks" "$SCRATCH/err" && echo 0 || echo 1) "plan without --ranks or --layout is refused"
 done_testing

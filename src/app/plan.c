@@ -46,6 +46,7 @@ static int plan_policy_of(deck_policy_t p, cm_policy_t *out)
     case DECK_POLICY_SELECTIVE: *out = CM_SELECTIVE; return MP_OK;
     case DECK_POLICY_RECOMPUTE: *out = CM_RECOMPUTE; return MP_OK;
     case DECK_POLICY_OFFLOAD: *out = CM_OFFLOAD; return MP_OK;
+    case DECK_POLICY_BALANCE: *out = CM_KEEP; return MP_OK; /* keep, and the layout's balance flag */
     default: return MP_ERR;
     }
 }
@@ -85,10 +86,9 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
         return MP_FAIL("--layout: tp, pp, dp, v and micro_batch must be >= 1");
     *policy_auto_p = pol == DECK_POLICY_AUTO;
     cm_policy_t cp = CM_KEEP;
-    if (!*policy_auto_p && plan_policy_of(pol, &cp) != MP_OK)
-        return MP_FAIL("memory.policy = %s is not modelled by the planner yet (docs/PLAN.md \"Not built yet\")",
-                       deck_policy_names[pol]);
+    if (!*policy_auto_p && plan_policy_of(pol, &cp) != MP_OK) return MP_FAIL("memory.policy: no such policy (%d)", (int)pol);
     for (int s = 0; s < lay->pp && s < SIM_MAX_STAGES; s++) lay->policy[s] = cp;
+    lay->balance = pol == DECK_POLICY_BALANCE, lay->balance_keep = dk->memory.balance_keep;
     return MP_OK;
 }
 
@@ -114,7 +114,7 @@ static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double
             int layers = 0;
             for (int k = s; k < l->pp * l->v; k += l->pp) layers += l->chunk_layers[k];
             printf("  stage %d: %d layers%s%s, %s, busy %.4g s, peak %.3g GB\n", s, layers, s == 0 ? " + embedding" : "",
-                   s == l->pp - 1 ? " + head" : "", cm_policy_names[l->policy[s]], r->stage_busy_s[s],
+                   s == l->pp - 1 ? " + head" : "", l->balance ? "balance" : cm_policy_names[l->policy[s]], r->stage_busy_s[s],
                    r->stage_mem[s] / 1e9);
         }
     }
@@ -135,7 +135,8 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
                r->fits ? "true" : "false");
         for (int k = 0; k < l->pp * l->v; k++) printf("%s%d", k ? ", " : "", l->chunk_layers[k]);
         printf("], \"policy\": [");
-        for (int s = 0; s < l->pp; s++) printf("%s\"%s\"", s ? ", " : "", cm_policy_names[l->policy[s]]);
+        for (int s = 0; s < l->pp; s++)
+            printf("%s\"%s\"", s ? ", " : "", l->balance ? "balance" : cm_policy_names[l->policy[s]]);
         printf("], \"stage_time_s\": [");
         for (int s = 0; s < l->pp; s++) printf("%s%.6g", s ? ", " : "", r->stage_busy_s[s]);
         printf("], \"peak_mem_bytes\": [");
@@ -169,7 +170,8 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path)
     static const char letters[CM_POLICIES] = {'k', 's', 'r', 'o'};
     for (int k = 0, layer = 0; k < l->pp * l->v; k++)
         for (int j = 0; j < l->chunk_layers[k]; j++, layer++)
-            plen += snprintf(pols + plen, sizeof pols - (size_t)plen, "%s%c", layer ? "," : "", letters[l->policy[k % l->pp]]);
+            plen += snprintf(pols + plen, sizeof pols - (size_t)plen, "%s%c", layer ? "," : "",
+                             l->balance ? 'b' : letters[l->policy[k % l->pp]]);
     const char *fmt[] = {"parallel.tp=%d", "parallel.pp=%d", "parallel.dp=%d", "parallel.zero=%d", "train.micro_batch=%d"};
     const int val[] = {l->tp, l->pp, l->dp, l->zero, l->mb};
     for (int i = 0; i < 5; i++) {
@@ -222,6 +224,11 @@ static int plan_stage_policies(const deck_t *dk, cm_layout_t *lay)
                 return MP_FAIL("memory.layers: stage %d mixes %s and %s; the planner models one policy per stage", s,
                                deck_policy_names[first[s]], deck_policy_names[p]);
         }
+    /* balance pairs stages: all of them or none */
+    int nb = 0;
+    for (int s = 0; s < lay->pp; s++) nb += first[s] == DECK_POLICY_BALANCE;
+    if (nb && nb != lay->pp) return MP_FAIL("memory.layers: balance on some stages only; the planner models it on all");
+    lay->balance = nb > 0, lay->balance_keep = dk->memory.balance_keep;
     for (int s = 0; s < lay->pp; s++) {
         cm_policy_t cp;
         if (plan_policy_of((deck_policy_t)first[s], &cp) != MP_OK)

@@ -84,6 +84,7 @@ typedef struct {
     double fwd[CM_MAX_CHUNKS], bwd[CM_MAX_CHUNKS], moved[CM_MAX_CHUNKS];
     double reduce[SIM_MAX_STAGES]; /* REDUCE_GRADS: the exposed part of the dp all-reduce */
     double wire[SIM_MAX_STAGES];   /* an activation or gradient message from stage s to its neighbour */
+    double guest[SIM_MAX_STAGES];  /* balance: one of stage s's stashes on the wire to its partner (either way) */
 } cm_ctx_t;
 
 static double cm_compute(const void *vctx, int stage, const instr_t *in)
@@ -105,8 +106,18 @@ static double cm_compute(const void *vctx, int stage, const instr_t *in)
 static double cm_wire(const void *vctx, int stage, const instr_t *in)
 {
     const cm_ctx_t *x = vctx;
-    (void)in;
-    return x->free_comm ? 0.0 : x->wire[stage];
+    if (x->free_comm) return 0.0;
+    /* balance: the evictor sends its stash out, the acceptor sends it back (the owner's size) */
+    if (in->op == OP_EVICT) return x->guest[stage];
+    if (in->op == OP_RETURN) return x->guest[in->peer];
+    return x->wire[stage];
+}
+
+static int cm_stage_layers(const cm_layout_t *lay, int K, int s)
+{
+    int layers = 0;
+    for (int k = s; k < K; k += lay->pp) layers += lay->chunk_layers[k];
+    return layers;
 }
 
 /* Parameters held by stage s (its chunks; the embedding on the first, a copy of it for the tied
@@ -144,6 +155,10 @@ static void cm_ctx_fill(cm_ctx_t *x)
         const int r0 = s * stride_pp, r1 = ((s + 1) % lay->pp) * stride_pp;
         const dev_link_t *l = r0 / pn == r1 / pn ? &x->d->intra : &x->d->inter;
         x->wire[s] = dev_p2p_time(l, c->act_bytes);
+        /* balance partners (s, pp−1−s): their first ranks' nodes decide the link */
+        const int ra = (lay->pp - 1 - s) * stride_pp;
+        x->guest[s] = dev_p2p_time(r0 / pn == ra / pn ? &x->d->intra : &x->d->inter,
+                                   cm_stage_layers(lay, x->K, s) * c->stash[CM_KEEP]);
         /* fp32 gradients in buckets started as the backward ends: what is left after the stage's
          * first chunk's last backward is exposed, at least a tenth of it (an assumption, docs/PLAN.md) */
         const double params = cm_stage_params(c, lay, x->K, s);
@@ -200,15 +215,19 @@ static void cm_memory(const cm_costs_t *c, const cm_layout_t *lay, const instr_l
         const double params = cm_stage_params(c, lay, K, s);
         double state = params * c->state_bytes_per_param;
         if (lay->zero && lay->dp > 1) state -= params * c->opt_bytes_per_param * (1.0 - 1.0 / lay->dp);
-        int layers = 0;
-        for (int k = s; k < K; k += lay->pp) layers += lay->chunk_layers[k];
+        const int layers = cm_stage_layers(lay, K, s);
         const cm_policy_t pol = lay->policy[s];
-        /* keys held at once (offload: only those not yet moved off), each a chunk of layers/v layers */
+        /* keys held at once (offload, balance: only those not moved off), each a chunk of layers/v layers */
         const double per_key = (double)layers / lay->v * c->stash[pol == CM_OFFLOAD ? CM_KEEP : pol];
-        const int keys = pol == CM_OFFLOAD ? sched_list_device_peak(&lists[s], 0) : sched_list_peak(&lists[s], 0);
+        const int keys = pol == CM_OFFLOAD || lay->balance ? sched_list_device_peak(&lists[s], 0)
+                                                           : sched_list_peak(&lists[s], 0);
         double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
         if (s == lay->pp - 1) work += c->work_bytes;
-        res->stage_mem[s] = state + keys * per_key + work;
+        /* balance: the partner's stashes held here as guests, at the partner's size */
+        const double guests = lay->balance ? sched_balance_guest_peak(&lists[s]) * (double)cm_stage_layers(lay, K, lay->pp - 1 - s) *
+                                                 c->stash[CM_KEEP]
+                                           : 0.0;
+        res->stage_mem[s] = state + keys * per_key + guests + work;
     }
 }
 
@@ -229,6 +248,25 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
             snprintf(res->error, sizeof res->error, "cannot add offload instructions");
             goto out;
         }
+    if (lay->balance) {
+        /* the executor's own rewrite (executor.c), so the simulated moves are the ones that run */
+        if (sched_balance_check(lay->kind, lay->pp, m, lay->v, res->error, sizeof res->error) != MP_OK) goto out;
+        if (d->node_cores <= 0) {
+            snprintf(res->error, sizeof res->error,
+                     "balance on a GPU kind: its stash moves are host MPI, not built for device memory (docs/GPU.md)");
+            goto out;
+        }
+        for (int s = 0; s < lay->pp; s++)
+            if (lay->policy[s] != CM_KEEP) {
+                snprintf(res->error, sizeof res->error, "balance keeps every stash: stage %d is %s", s,
+                         cm_policy_names[lay->policy[s]]);
+                goto out;
+            }
+        if (sched_add_balance(lists, lay->pp, m, lay->balance_keep) != MP_OK) {
+            snprintf(res->error, sizeof res->error, "cannot add balance instructions");
+            goto out;
+        }
+    }
     cm_ctx_t *x = calloc(1, sizeof *x);
     if (!x) goto out;
     x->dk = *d, x->d = &x->dk, x->c = c, x->lay = lay, x->K = K, x->slow = 1.0;

@@ -16,8 +16,8 @@
 
 #define CM_MAX_CHUNKS 256
 
-/* Per-layer stash policies the planner chooses among (a subset of memory.policy: balance is not
- * modelled yet, docs/PLAN.md "Not built yet"). */
+/* Per-stage stash policies the planner chooses among (memory.policy's; balance, which pairs stages,
+ * is a layout flag below, not a stage's choice). */
 typedef enum { CM_KEEP, CM_SELECTIVE, CM_RECOMPUTE, CM_OFFLOAD, CM_POLICIES } cm_policy_t;
 extern const char *const cm_policy_names[CM_POLICIES];
 
@@ -57,6 +57,9 @@ typedef struct {
     int chunk_layers[CM_MAX_CHUNKS];  /* layers of chunk k, K = pp·v entries */
     cm_policy_t policy[SIM_MAX_STAGES]; /* per stage */
     int prefetch;                     /* offload: memory.prefetch */
+    int balance;                      /* BPipe: every stage keep, stashes moved between stage pairs
+                                       * (s, pp−1−s) by sched_add_balance; 1f1b, v = 1, pp >= 2, CPU kinds */
+    int balance_keep;                 /* memory.balance_keep (<= 0: chosen per pair) */
     dev_prec_t prec;                  /* train.precision: the peak MFU is measured against */
 } cm_layout_t;
 

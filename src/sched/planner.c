@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "memlists.h"
 
 const char *const plan_objective_names[PLAN_OBJECTIVES] = {"time", "energy", "carbon"};
 
@@ -132,14 +133,38 @@ static int plan_cmp(const void *a, const void *b)
     return p->score < q->score ? -1 : p->score > q->score;
 }
 
-/* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, interleaved v = 2, 4 with
- * balanced chunks and the first policy (keep, selective, recompute) whose estimate fits. */
+/* BPipe on a CPU kind (its moves are host MPI): keep everywhere with balanced chunks, stashes moved
+ * from the first stages to the last, tried only when keep alone overfills some stage (where keep
+ * fits, balance moves nothing and times like it). The simulation's memory decides if it fits. */
+static int plan_add_balance(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
+                            const cm_layout_t *lay, int m)
+{
+    char why[160];
+    if (d->node_cores <= 0 || sched_balance_check(SCHED_1F1B, lay->pp, m, 1, why, sizeof why) != MP_OK) return MP_OK;
+    cm_layout_t bl = *lay;
+    bl.kind = SCHED_1F1B, bl.v = 1, bl.balance = 1, bl.balance_keep = 0;
+    cm_layout_balanced(&bl, mo->L);
+    int over = 0;
+    double worst = 0.0;
+    for (int s = 0; s < bl.pp; s++) {
+        bl.policy[s] = CM_KEEP;
+        if (plan_stage_mem(c, &bl, m, s, 0, bl.chunk_layers[s], CM_KEEP) > d->mem_bytes) over = 1;
+        const double t = plan_stage_time(c, d, &bl, s, 0, bl.chunk_layers[s], CM_KEEP);
+        if (t > worst) worst = t;
+    }
+    return over ? plan_push(cs, &bl, (m + bl.pp - 1) * worst) : MP_OK;
+}
+
+/* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, 1f1b with balance (above),
+ * interleaved v = 2, 4 with balanced chunks and the first policy (keep, selective, recompute) whose
+ * estimate fits. */
 static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
                               cm_layout_t *lay, int m)
 {
     lay->kind = SCHED_1F1B, lay->v = 1;
     const double st = plan_partition(mo, c, d, lay, m);
     if (st >= 0 && plan_push(cs, lay, (m + lay->pp - 1) * st) != MP_OK) return MP_ERR;
+    if (plan_add_balance(cs, mo, c, d, lay, m) != MP_OK) return MP_ERR;
     for (int v = 2; v <= 4 && lay->pp > 1; v *= 2) {
         char why[160];
         if (mo->L < lay->pp * v || sched_check(SCHED_INTERLEAVED, lay->pp, m, v, why, sizeof why) != MP_OK) continue;
