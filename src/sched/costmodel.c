@@ -271,12 +271,17 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
     if (!x) goto out;
     x->dk = *d, x->d = &x->dk, x->c = c, x->lay = lay, x->K = K, x->slow = 1.0;
     if (lay->nodes_ranks > 0) x->dk.per_node = lay->nodes_ranks;
-    /* a CPU node's ranks share its cores: each runs max(1, cores ÷ ranks) threads; beyond the
-     * cores they time-share, which the capacity bound below accounts for */
+    /* a CPU node's ranks share its cores: each runs max(1, cores ÷ ranks) threads. Beyond the cores
+     * every rank runs at cores ÷ (ranks·threads) of its speed for the whole step, not only while it
+     * computes: a waiting rank polls MPI_Test (wait.c), so it stays runnable and the kernel shares
+     * the cores among all of them; the scheduler balances cores by runnable count, so two computing
+     * ranks can sit on one core while the other holds two pollers. Measured: pp = 4 on 2 cores took
+     * as long as pp = 1 (docs/PLAN.md), twice the processor-sharing bound this replaced. */
     const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
     const int cores = d->node_cores > 0 ? (int)d->node_cores : 1;
     const int thr = lay->threads > 0 ? lay->threads : rn >= cores ? 1 : cores / rn;
-    if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr;
+    const double share = d->node_cores > 0 && rn * thr > cores ? (double)rn * thr / cores : 1.0;
+    if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr * share;
     x->free_comm = 1;
     if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
     const double free_makespan = res->makespan_s;
@@ -296,20 +301,8 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
         busy_sum += busy;
         if (busy > busy_max) busy_max = busy;
     }
-    if (d->node_cores > 0 && rn * thr > cores) {
-        /* processor sharing: the node cannot finish sooner than its ranks' work on its cores (each
-         * stage's work runs on dp·tp ranks, rn ÷ pp of them per stage on this node); when it is
-         * not saturated the lists' critical path (the simulation) is the longer */
-        const double capacity = (double)rn / lay->pp * busy_sum * thr / cores;
-        const double sat_free = capacity > free_makespan ? capacity : free_makespan;
-        if (capacity > res->makespan_s) res->makespan_s = capacity;
-        opt *= (double)rn * thr / cores;
-        res->step_s = res->makespan_s + opt;
-        res->exposed_comm_s = res->makespan_s - sat_free;
-    } else {
-        res->step_s = res->makespan_s + opt;
-        res->exposed_comm_s = res->makespan_s - free_makespan;
-    }
+    res->step_s = res->makespan_s + opt;
+    res->exposed_comm_s = res->makespan_s - free_makespan;
     res->bubble = res->makespan_s > 0 ? 1.0 - busy_max / res->makespan_s : 0.0;
     const double tokens = (double)mo->batch * mo->T;
     res->tokens_per_s = tokens / res->step_s;

@@ -127,6 +127,28 @@ static void test_evaluate(void)
     ok = cm_evaluate(&mo, &c, &d, &lay, &off) == MP_OK;
     tap_ok(ok && off.stage_mem[0] < keep.stage_mem[0] && off.step_s >= keep.step_s - 1e-9,
            "offload: less device memory (%.3g GB), no faster than keep", ok ? off.stage_mem[0] / 1e9 : -1);
+    /* a CPU node of 2 cores, one thread per rank: at pp = 2 the ranks have a core each (the uniform
+     * simulator's step); at pp = 4 every rank runs at half speed the whole step, because a waiting
+     * rank polls and stays runnable: exactly twice pp = 4's uniform step (costmodel.c) */
+    {
+        dev_kind_t cpu = d;
+        cpu.node_cores = 2, cpu.per_node = 4;
+        cm_costs_t cc = c;
+        cc.cpu_threads = 1;
+        for (int pp = 2; pp <= 4; pp *= 2) {
+            cm_layout_t cl;
+            memset(&cl, 0, sizeof cl);
+            cl.dp = 1, cl.tp = 1, cl.pp = pp, cl.v = 1, cl.mb = 1, cl.kind = SCHED_1F1B, cl.nodes_ranks = pp, cl.threads = 1;
+            cm_layout_balanced(&cl, mo.L);
+            cm_result_t cr;
+            sim_result_t s;
+            const double per = (double)mo.L / pp, share = pp > 2 ? pp / 2.0 : 1.0;
+            ok = cm_evaluate(&mo, &cc, &cpu, &cl, &cr) == MP_OK && sim_run(SCHED_1F1B, pp, 8, 1, per, 2 * per, &s) == MP_OK;
+            tap_ok(ok && near(cr.step_s, share * s.makespan, 1e-12),
+                   "2 cores, pp=%d ranks: step %.3f s = %.0f x the uniform step %.3f s", pp, ok ? cr.step_s : -1, share,
+                   ok ? s.makespan : -1);
+        }
+    }
     /* a bad layout is an error, not a number */
     lay.mb = 3;
     tap_ok(cm_evaluate(&mo, &c, &d, &lay, &off) == MP_ERR && off.error[0], "costs for another micro-batch are refused: %s",
