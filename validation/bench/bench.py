@@ -4,6 +4,13 @@ invocation, runs alternating, several timed steps after a warm-up.
 
   /usr/bin/python3 validation/bench/bench.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
                                              [--shapes tiny,small,124m] [--runs 3] [--threads 2]
+                                             [--isa native|avx2]
+
+--isa avx2 makes both peers' libraries run their AVX2 code on an AVX-512 machine
+(OPENBLAS_CORETYPE=Haswell, ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2); MindPipe's own loops
+follow its build (configure --disable-native CFLAGS="-O2 -march=x86-64-v3" for AVX2). The output
+says what each ran: the BLAS core OpenBLAS chose, PyTorch's CPU capability, and whether the MindPipe
+binary holds AVX-512 instructions.
 
 Reported per shape: tokens/s (median over runs, and min-max), MFU = tokens/s x FLOPs per token /
 peak, with FLOPs per token = 6*N_matmul + 12*L*C*T, N_matmul = 12*L*C^2 + V*C, and peak = the best
@@ -42,6 +49,36 @@ def machine():
         pass
     simd = [f for f in ("avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx2", "fma", "f16c") if f in flags]
     return f"{model}, {os.cpu_count()} CPUs; SIMD: {' '.join(simd) or 'none of avx2/avx512'}"
+
+
+def code_paths(mindpipe, python):
+    """What code ran: OpenBLAS's chosen core (its kernels' instruction set), PyTorch's CPU capability,
+    and whether the MindPipe binary contains AVX-512 (zmm) instructions. On Zen 4 OpenBLAS 0.3.21
+    picks its Haswell (AVX2) kernels by itself, so only MindPipe's own loops differ there between a
+    native and an x86-64-v3 build."""
+    out = []
+    try:
+        r = subprocess.run([mindpipe, "peak"], env=dict(os.environ, OPENBLAS_VERBOSE="2"), capture_output=True,
+                           text=True, timeout=120)
+        core = [ln.split(":", 1)[1].strip() for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("Core:")]
+        out.append(f"OpenBLAS core {core[0] if core else 'not reported'}")
+    except (OSError, subprocess.SubprocessError):
+        out.append("OpenBLAS core unknown")
+    try:
+        r = subprocess.run([python, "-c", "import torch; print(torch.__config__.show())"], capture_output=True,
+                           text=True, timeout=120)
+        cap = [ln.split(":", 1)[1].strip() for ln in r.stdout.splitlines() if "CPU capability usage" in ln]
+        out.append(f"PyTorch CPU capability {cap[0] if cap else 'not reported'}")
+    except (OSError, subprocess.SubprocessError):
+        out.append("PyTorch CPU capability unknown")
+    try:
+        r = subprocess.run(["objdump", "-d", "--no-show-raw-insn", mindpipe], capture_output=True, text=True,
+                           timeout=120)
+        n = r.stdout.count("%zmm")
+        out.append(f"MindPipe binary: {'AVX-512 (%d zmm operands)' % n if n else 'no AVX-512 instructions'}")
+    except (OSError, subprocess.SubprocessError):
+        out.append("MindPipe binary: not inspected (no objdump)")
+    return "; ".join(out)
 
 
 def bench_args(doc, runs=True):
@@ -104,8 +141,12 @@ def main():
     ap.add_argument("--shapes", default="tiny,small,124m")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--isa", choices=("native", "avx2"), default="native")
     a = ap.parse_args()
     a.data = os.path.abspath(a.data)
+    if a.isa == "avx2":  # every child (both peers, mindpipe peak) inherits these
+        os.environ.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2",
+                          DNNL_MAX_CPU_ISA="AVX2")
     shapes = a.shapes.split(",")
     pk = peak(a)
     res = {s: {"mp": [], "pt": [], "prof": None} for s in shapes}
@@ -123,6 +164,7 @@ def main():
                     print(f"# run {r + 1}/{a.runs} {s:5s} {eng}: {res[s][eng][-1]:.0f} tok/s", file=sys.stderr)
     pk = max(pk, peak(a))
     print(f"machine: {machine()}")
+    print(f"code paths (--isa {a.isa}): {code_paths(a.mindpipe, a.python)}")
     print(f"sgemm peak (mindpipe peak, {a.threads} threads, best of before/after): {pk:.1f} GFLOP/s\n")
     print("| shape | MindPipe tok/s (median, min-max) | MFU | PyTorch tok/s (median, min-max) | MFU | ratio |")
     print("|---|---|---|---|---|---|")
