@@ -154,7 +154,6 @@ const param_entry_t *supernet_first_entry(const model_t *m, int b, int k)
     return first;
 }
 
-static int supernet_weightless(const run_t *r, int k) { return r->deck.supernet.cands.shape[k].heads == 0; }
 
 /* Data parallelism: subnet t's global batch is split over the replicas, so its gradient on this stage
  * is the sum of theirs (each already scaled by 1/tokens of the global batch), taken before anything
@@ -187,7 +186,7 @@ void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, 
     for (int l = 0; l < r->deck.model.layers; l++) {
         if (stage_only && !sn->held[l]) continue;
         cn2[l] = 0.0;
-        if (sel[l] < 0 || supernet_weightless(r, sel[l])) continue;
+        if (sel[l] < 0 || supernet_weightless(&r->deck, sel[l])) continue;
         sn->cur_layer = l;
         /* the candidate's range alone, where it lies (a slot with host-resident candidates); a
          * stage without the layer adds zeros to the pipeline's sum */

@@ -53,6 +53,10 @@ typedef struct {
  * The same on every rank: the causal lists are built from it. */
 int supernet_device_slots(const deck_t *d, int pp);
 
+/* Whether candidate k of deck d has no weights (a skip: heads = 0), so nothing of it is stored,
+ * fetched or stepped. */
+static inline int supernet_weightless(const deck_t *d, int k) { return d->supernet.cands.shape[k].heads == 0; }
+
 /* Candidate of choice block l in subnet t: uniform over ncand, from (seed, t, l) alone, so every rank
  * knows every subnet. */
 int supernet_sample(unsigned long long seed, long t, int l, int ncand);

@@ -101,7 +101,7 @@ void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigne
         layer0[s] = l0[0];
     }
     layer0[pp] = d->model.layers;
-    for (int k = 0; k < K; k++) weightless[k] = d->supernet.cands.shape[k].heads == 0;
+    for (int k = 0; k < K; k++) weightless[k] = (unsigned char)supernet_weightless(d, k);
     *c_p = (causal_cfg_t){.pp = pp, .n = r->sn.window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
                           .sel = r->sn.wsel, .weightless = weightless, .per = r->micro_batches,
                           .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};

@@ -48,7 +48,6 @@ int supernet_device_slots(const deck_t *d, int pp)
     return s < real ? s : real > 0 ? real : 1;
 }
 
-static int weightless(const run_t *r, int k) { return r->deck.supernet.cands.shape[k].heads == 0; }
 
 #define AT(a, b, s) ((a)[(size_t)(b) * h->slots + (s)])
 
@@ -149,7 +148,7 @@ void supernet_home_acquire(run_t *r, const int *sel)
         h->clock++;
         for (int b = 0; b < m->tab.nlayers; b++) {
             const int l = param_block_layer(&m->tab, b), k = sel[l];
-            if (k < 0 || weightless(r, k)) continue;
+            if (k < 0 || supernet_weightless(&r->deck, k)) continue;
             int s = m->placed[(size_t)b * h->ncand + k];
             if (s >= 0) {
                 h->reused++;
@@ -177,7 +176,7 @@ void supernet_home_release(run_t *r, const int *sel, int written)
     if (!h) return;
     for (int b = 0; b < m->tab.nlayers; b++) {
         const int l = param_block_layer(&m->tab, b), k = sel[l];
-        if (k < 0 || weightless(r, k)) continue;
+        if (k < 0 || supernet_weightless(&r->deck, k)) continue;
         const int s = m->placed[(size_t)b * h->ncand + k];
         if (s < 0 || AT(h->pin, b, s) <= 0) MP_ABORT("layer %d: candidate %d released while not acquired", l, k);
         AT(h->pin, b, s)--;
@@ -195,7 +194,7 @@ void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride)
         const int l = param_block_layer(&m->tab, b);
         for (int j = 0; j < n; j++) { /* in the order they come: an earlier subnet's candidate is never evicted for a later one */
             const int k = sels[(size_t)j * stride + l];
-            if (k < 0 || weightless(r, k)) continue;
+            if (k < 0 || supernet_weightless(&r->deck, k)) continue;
             int s = m->placed[(size_t)b * h->ncand + k];
             if (s < 0 && (s = bring(r, b, k)) < 0) break; /* no slot: the later subnets' come later */
             AT(h->keep, b, s) = 1;
