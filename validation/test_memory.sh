@@ -173,23 +173,11 @@ for c in 1 0; do
     ok $? "offload at pp=4 with memory.coordinate=$c"
 done
 compare "coordinated = uncoordinated" "$SCRATCH/co0" "$SCRATCH/co1" --bitwise
-"$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
-import json, sys
-def overlaps(run):
-    ev = json.load(open('%s/%s/trace.json' % (sys.argv[1], run)))['traceEvents']
-    cp = [e for e in ev if e['ph'] == 'X' and e.get('tid') == 1]
-    n = 0
-    for d in ('offload copy', 'prefetch copy'):
-        xs = sorted((e['ts'], e['ts'] + e['dur'], e['pid']) for e in cp if e['name'] == d)
-        for i in range(len(xs)):
-            for j in range(i + 1, len(xs)):
-                if xs[j][0] >= xs[i][1]: break
-                n += xs[j][2] != xs[i][2]
-    return len(cp), n
-(c1, o1), (c0, o0) = overlaps('co1'), overlaps('co0')
-print('# coordinated: %d copies, %d same-direction overlaps between ranks; uncoordinated: %d copies, %d overlaps' % (c1, o1, c0, o0))
-sys.exit(0 if c1 == c0 == 640 and o1 == 0 else 1)
-EOF
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/copy_overlaps.py" "$SCRATCH/co1" "$SCRATCH/co0" > "$SCRATCH/ovl.out"
+read -r _ c1 o1 < "$SCRATCH/ovl.out"
+c0=$(sed -n 2p "$SCRATCH/ovl.out" | cut -d' ' -f2); o0=$(sed -n 2p "$SCRATCH/ovl.out" | cut -d' ' -f3)
+echo "# coordinated: $c1 copies, $o1 same-direction overlaps between ranks; uncoordinated: $c0 copies, $o0 overlaps"
+[ "$c1" = 640 ] && [ "$c0" = 640 ] && [ "$o1" = 0 ]
 ok $? "coordinated: no two ranks of the node copy in the same direction at once (every copy on the trace)"
 
 # memory.device_limit: keep does not fit, the refusal names the stage and a policy that does.

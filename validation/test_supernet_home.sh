@@ -40,6 +40,13 @@ run 4 d4 $SN $W4 --set parallel.pp=4
 [ $? -ne 0 ] && grep -q "at most 3 at once" "$SCRATCH/tr.out"
 ok $? "the cap is the slots': on the device pp=4 has 3 subnets in flight at once on a stage ($(head -n 1 "$SCRATCH/tr.out"))"
 
+# the candidates' copies take the node's host-link locks (memory.coordinate, on by default): on the
+# timeline the two stages of h2s2 never copy in the same direction at once
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/copy_overlaps.py" "$SCRATCH/h2s2" > "$SCRATCH/ovl.out"
+read -r _ nc no < "$SCRATCH/ovl.out"
+[ "${nc:-0}" -gt 0 ] && [ "$no" = 0 ]
+ok $? "candidate copies share the node's host link: ${nc:-?} copies, ${no:-?} same-direction overlaps between ranks"
+
 # dp and tp: against the same layout with every candidate on the device
 for l in "dp --set parallel.dp=2" "tp --set parallel.tp=2"; do
     # shellcheck disable=SC2086

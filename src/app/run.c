@@ -522,13 +522,14 @@ static exec_ctx_t run_exec_ctx(run_t *r)
     return c;
 }
 
-/* The executor of this stage, and (memory.coordinate, when some rank offloads) its copy engine on
- * the node's shared host-link locks. Collective over the node. */
+/* The executor of this stage, and (memory.coordinate, when some rank copies to or from the host:
+ * offloaded activations, or host-resident supernet candidates) its copy engine on the node's shared
+ * host-link locks. Collective over the node. */
 static int run_exec(run_t *r)
 {
     const exec_ctx_t c = run_exec_ctx(r);
     if (exec_init(&r->exec, &c) != MP_OK) return MP_ERR;
-    int offloads = r->exec.stash.mov_bytes > 0, any = 0;
+    int offloads = r->exec.stash.mov_bytes > 0 || r->sn.home != NULL, any = 0;
     MPI_CHECK(MPI_Allreduce(&offloads, &any, 1, MPI_INT, MPI_MAX, r->grid.node));
     if (!any || !r->deck.memory.coordinate) return MP_OK;
     if (nodelink_init(&r->link, r->grid.node) != MP_OK) return MP_ERR;
