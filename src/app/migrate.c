@@ -177,7 +177,21 @@ static void migrate_move(run_t *r, const int *old, const int *new, long step)
     watchdog_disarm(&r->wd);
 }
 
-/* Every rank: the mean compute seconds per step of each stage since the last re-plan (the slowest
+/* The median of n values (sorted in place): a step slowed by another process on a shared host does
+ * not move layers. */
+static int migrate_cmp(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double migrate_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, migrate_cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Every rank: the median compute seconds per step of each stage since the last re-plan (the slowest
  * replica of each stage: every rank of the job all-reduces the same vector, so every rank decides
  * alike), then the decision, its log line and, past the threshold, the move. */
 static void migrate_replan(run_t *r)
@@ -188,12 +202,12 @@ static void migrate_replan(run_t *r)
     double *t = MP_CALLOC((size_t)pp, sizeof *t), *w = MP_CALLOC((size_t)L, sizeof *w), we, wh;
     int *old = MP_CALLOC((size_t)pp, sizeof *old), *new = MP_CALLOC((size_t)pp, sizeof *new);
     if (!t || !w || !old || !new) MP_ABORT("out of memory re-planning the pipeline at step %ld", step);
-    t[r->stage] = r->exec.busy / r->mig_steps;
+    t[r->stage] = migrate_median(r->mig_busy, r->mig_steps);
     char what[128];
     snprintf(what, sizeof what, "the live migration's stage times after step %ld", step);
     wait_allreduce(&r->wait, t, pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, what);
     const int measured = r->mig_steps;
-    r->exec.busy = 0.0, r->mig_steps = 0;
+    r->mig_steps = 0;
     migrate_sizes(r, old);
     if (autosplit_layer_costs(d, w, &we, &wh) != MP_OK) MP_ABORT("re-planning the pipeline at step %ld", step);
     const rebalance_in_t in = {L, pp, old, t, w, we, wh};
@@ -206,7 +220,7 @@ static void migrate_replan(run_t *r)
     migrate_text(old, pp, from, sizeof from);
     migrate_text(new, pp, to, sizeof to);
     const int move = gain > d->pipeline.replan_threshold;
-    runlog_printf(&r->log, "step %ld: replan: stage times %s ms per step (mean of %d); layers %s %s %s (predicted "
+    runlog_printf(&r->log, "step %ld: replan: stage times %s ms per step (median of %d); layers %s %s %s (predicted "
                   "gain %.1f%%%s)", step, times, measured, from, move ? "->" : "kept; best", to, 100 * gain,
                   move ? "" : ", not above pipeline.replan_threshold");
     if (move) {
@@ -227,11 +241,11 @@ void migrate_after_step(run_t *r)
 {
     const int n = r->deck.pipeline.replan_every;
     if (n <= 0) return;
-    if (!r->mig_warmed) { /* the first step on a fresh stage faults its memory in: not what it costs */
-        r->exec.busy = 0.0, r->mig_steps = 0, r->mig_warmed = 1;
-    } else {
-        r->mig_steps++;
-    }
+    if (!r->mig_busy && !(r->mig_busy = MP_CALLOC((size_t)n, sizeof *r->mig_busy)))
+        MP_ABORT("out of memory measuring stage times for pipeline.replan_every=%d", n);
+    /* the first step on a fresh stage faults its memory in: not what it costs */
+    if (r->mig_warmed && r->mig_steps < n) r->mig_busy[r->mig_steps++] = r->exec.busy;
+    r->exec.busy = 0.0, r->mig_warmed = 1;
     if (r->step % n || r->step >= r->deck.train.steps || !r->mig_steps) return;
     migrate_replan(r);
 }

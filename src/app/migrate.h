@@ -8,8 +8,8 @@
 
 #include "run.h"
 
-/* After step r->step's update (its evaluation and checkpoint written): counts the step's compute
- * time in the measurement (the first step since the start or a move is warm-up and is not counted)
+/* After step r->step's update (its evaluation and checkpoint written): records the step's compute
+ * time (the first step since the start or a move is warm-up and is not recorded)
  * and, every pipeline.replan_every steps before the last, re-plans and moves. Collective over
  * MPI_COMM_WORLD (every rank calls it after every step; nothing without pipeline.replan_every).
  * A failure midway aborts the job naming the rank and the phase (the stage is half rebuilt). */

@@ -687,6 +687,7 @@ void run_teardown(run_t *r)
     data_free(&r->data);
     free(r->deck_text);
     ckpt_verdicts_free(&r->verdicts);
+    free(r->mig_busy);
     rundir_unlock(&r->lock); /* last: the directory is ours until everything is written and closed */
     watchdog_end(&r->wd);
 }

@@ -80,7 +80,8 @@ typedef struct {
     ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
     /* live migration (pipeline.replan_every, migrate.h) */
     int mig_warmed;          /* the first step since the start or the last move has run (it is not measured) */
-    int mig_steps;           /* steps whose compute time exec.busy holds since the last re-plan */
+    int mig_steps;           /* steps measured since the last re-plan ... */
+    double *mig_busy;        /* ... each one's compute seconds on this stage (pipeline.replan_every entries) */
     int mig_moves;           /* moves made so far */
 } run_t;
 
