@@ -75,15 +75,18 @@ def main():
           f"{a.steps} steps per run, {a.rounds} rounds; migrating run from {a.start} with "
           f"pipeline.replan_every={a.replan_every}\n")
     static = {s: [] for s in splits(a.layers, a.pp)}
-    mig = []
+    mig, ratios = [], []  # per round: the migrating run against that round's best static split
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
             for s in static:
                 static[s].append(run(a, tmp, f"s{r}_{s}", s, 0)[0])
             tok, final, moves, first = run(a, tmp, f"m{r}", a.start, a.replan_every)
             mig.append(tok)
+            rbest = max(static, key=lambda s: static[s][-1])
+            ratios.append(tok / static[rbest][-1])
             print(f"round {r + 1}: migrating run ended on {final} after {len(moves)} move(s), the last after step "
-                  f"{first}; {tok:.0f} tok/s after it", flush=True)
+                  f"{first}; {tok:.0f} tok/s after it = {100 * ratios[-1]:.1f}% of this round's best static split "
+                  f"({rbest}: {static[rbest][-1]:.0f} tok/s)", flush=True)
             for m in moves:
                 print("   ", m.strip())
     print("\n| split | tok/s (median of rounds) | range |")
@@ -96,6 +99,8 @@ def main():
     print(f"| migrating from {a.start} (after its last move) | {m:.0f} | {min(mig):.0f}-{max(mig):.0f} |")
     print(f"\nbest static split {best}: {b:.0f} tok/s; migrating run after migration: {m:.0f} tok/s = "
           f"{100 * m / b:.1f}% of it; the starting split {a.start}: {statistics.median(static[a.start]):.0f} tok/s")
+    print(f"per round, migrating ÷ that round's best static: {', '.join(f'{100 * x:.1f}%' for x in ratios)} "
+          f"(median {100 * statistics.median(ratios):.1f}%)")
 
 
 if __name__ == "__main__":
