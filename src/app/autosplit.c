@@ -46,3 +46,35 @@ int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p)
     *slowest_p = total > 0 ? slowest / total : 1.0;
     return MP_OK;
 }
+
+/* Per token, a block's product and attention work in multiply-adds: 4AC + 2RC² + 2AT for attention
+ * width A, MLP ratio R, width C and context T (a skip block: heads 0, no work). */
+static double autosplit_block_work(double A, double R, double C, double T) { return 4 * A * C + 2 * R * C * C + 2 * A * T; }
+
+int autosplit_layer_costs(const deck_t *d, double *w_p, double *embed_p, double *head_p)
+{
+    const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
+                           d->model.mlp_ratio, d->train.batch};
+    dev_kind_t k;
+    autosplit_device(&k);
+    cm_costs_t c;
+    cm_costs_from_device(&c, &mo, &k, d->train.precision == DECK_PRECISION_BF16 ? DEV_PREC_BF16 : DEV_PREC_FP32,
+                         d->train.micro_batch, d->parallel.tp);
+    static const cm_policy_t of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = CM_RECOMPUTE,
+                                                      [DECK_POLICY_SELECTIVE] = CM_SELECTIVE};
+    const double C = d->model.dim, T = d->model.seq_len;
+    const double uniform = autosplit_block_work(C, d->model.mlp_ratio, C, T);
+    for (int l = 0; l < d->model.layers; l++) {
+        const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+        const double block = c.fwd + c.bwd + c.extra[of[p == DECK_POLICY_AUTO ? DECK_POLICY_KEEP : p]] + c.tp_fwd + c.tp_bwd;
+        double scale = 1.0;
+        if (d->model.shapes.n) {
+            const block_shape_t *b = &d->model.shapes.shape[l];
+            scale = b->heads == 0 ? 0.0 : autosplit_block_work(b->heads * C / d->model.heads, b->mlp_ratio, C, T) / uniform;
+        }
+        w_p[l] = block * scale;
+    }
+    *embed_p = c.embed_fwd + c.embed_bwd;
+    *head_p = c.head_fwd + c.head_bwd;
+    return MP_OK;
+}

@@ -11,4 +11,10 @@
  * model's time in (0, 1]. MP_OK or MP_ERR (allocation). */
 int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p);
 
+/* The modelled cost (forward + backward + the policy's re-run forward, on the nominal device above)
+ * of each of the deck's layers into w_p (model.layers entries: a model.blocks shape scales the
+ * uniform block's cost by its products' and attention's work, skip costs 0), of the embedding and
+ * of the head: what live migration (migrate.c) deals measured stage times out by. MP_OK or MP_ERR. */
+int autosplit_layer_costs(const deck_t *d, double *w_p, double *embed_p, double *head_p);
+
 #endif

@@ -101,6 +101,34 @@ static int run_refuse_sp(const deck_t *d)
     return MP_OK;
 }
 
+/* Live migration (pipeline.replan_every, migrate.c) rebuilds a stage for a new split and moves its
+ * layers' weights and AdamW moments whole: what it does not move is refused rather than moved wrong. */
+static int run_refuse_migration(const deck_t *d)
+{
+    const int n = d->pipeline.replan_every;
+    if (d->supernet.enabled)
+        return MP_FAIL("pipeline.replan_every=%d with supernet.enabled=1: a supernet's candidates, their counters and "
+                       "the window's sums are not migrated; set pipeline.replan_every=0", n);
+    for (int l = 0; l < d->model.layers; l++)
+        if (run_layer_policy(d, l) == DECK_POLICY_OFFLOAD || run_layer_policy(d, l) == DECK_POLICY_BALANCE)
+            return MP_FAIL("pipeline.replan_every=%d with an offload or balance memory policy (memory.policy or "
+                           "memory.layers): their host buffers, copy engine and partner plans are built once at start; "
+                           "use keep, selective or recompute, or set pipeline.replan_every=0", n);
+    if (d->memory.device_limit)
+        return MP_FAIL("pipeline.replan_every=%d with memory.device_limit=%llu: the new split's memory plan is not "
+                       "part of the decision, so a move could overrun the limit; set memory.device_limit=0 or "
+                       "pipeline.replan_every=0", n, (unsigned long long)d->memory.device_limit);
+    if (d->parallel.zero && d->parallel.dp > 1)
+        return MP_FAIL("pipeline.replan_every=%d with parallel.zero=1 and parallel.dp=%d: ZeRO-1's moment shards are "
+                       "cut from the stage's flat buffer, which a move re-lays; set parallel.zero=0 or "
+                       "pipeline.replan_every=0", n, d->parallel.dp);
+    if (d->train.device != DECK_DEVICE_CPU)
+        return MP_FAIL("pipeline.replan_every=%d with train.device=%s: live migration is built and tested on the cpu "
+                       "backend only; set train.device=cpu or pipeline.replan_every=0", n,
+                       deck_device_names[d->train.device]);
+    return MP_OK;
+}
+
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
  * with a message rather than silently ignored. */
 static int run_refuse_unimplemented(const deck_t *d)
@@ -122,6 +150,7 @@ static int run_refuse_unimplemented(const deck_t *d)
                        "over the replicas and updates a shard of the flat buffer per step, but a supernet steps each "
                        "candidate whole, with its own step counter, right after its subnet's backward, and the shared "
                        "tensors once per window; set parallel.zero=0", d->parallel.dp);
+    if (d->pipeline.replan_every > 0 && run_refuse_migration(d) != MP_OK) return MP_ERR;
     if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
                        "backward, which 2bw's delayed weights do not do");
@@ -315,6 +344,7 @@ static int run_param_init(run_t *r)
 }
 
 static exec_ctx_t run_exec_ctx(run_t *r);
+static int run_exec(run_t *r);
 
 /* The stage's plan under its blocks' current modes (exec_plan): the model the arena holds so far,
  * 2bw's second version and the ZeRO-1 gradient shard, and what the executor will allocate. */
@@ -483,6 +513,47 @@ static int run_check_data(const run_t *r)
     return MP_OK;
 }
 
+int run_stage_rebuild(run_t *r, float *const state[4])
+{
+    const deck_t *d = &r->deck;
+    /* newest first: the emu and cuda arenas give region memory back only from its top */
+    exec_free(&r->exec);
+    if (r->dp_on) dp_free(&r->dp);
+    model_versions_destroy(&r->model);
+    scratch_destroy(&r->scratch, &r->arena);
+    acts_destroy(&r->acts, &r->arena);
+    free(r->gidx);
+    r->gidx = NULL;
+    const model_cfg_t cfg = r->model.cfg;
+    model_destroy(&r->model);
+    const int shards = d->parallel.zero ? r->grid.replica_size : 1;
+    const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
+    int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
+    const int v = run_stage_chunks(d, r->stage, l0, nl);
+    if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, r->stage == 0, r->stage == r->pp - 1, shards, tp,
+                     tp_rank) != MP_OK)
+        return MP_ERR;
+    model_t *m = &r->model;
+    m->tp_comm = r->grid.comm[GRID_TP];
+    m->wait = &r->wait;
+    if (run_block_modes(r, v, l0, nl) != MP_OK || run_memory_plan(r) != MP_OK || run_global_index(r) != MP_OK ||
+        acts_create(&r->acts, m, d->train.micro_batch, &r->arena) != MP_OK ||
+        scratch_create(&r->scratch, m, d->train.micro_batch, &r->arena) != MP_OK)
+        return MP_ERR;
+    const size_t bytes = m->tab.total * sizeof(float);
+    be_to_device(&r->be, m->params, state[0], bytes);
+    be_to_device(&r->be, m->m, state[2], bytes);
+    be_to_device(&r->be, m->v, state[3], bytes);
+    if (d->parallel.schedule_kind == DECK_SCHED_2BW) {
+        if (model_versions_create(m) != MP_OK) return MP_ERR;
+        be_to_device(&r->be, m->params_old, state[1], bytes);
+    }
+    if (r->dp_on && dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, m->tab.total, d->parallel.zero,
+                            m->tab.nlayers + 2) != MP_OK)
+        return MP_ERR;
+    return run_exec(r);
+}
+
 /* Undoes run_model. */
 static void run_model_free(run_t *r)
 {
@@ -617,6 +688,7 @@ void run_teardown(run_t *r)
     data_free(&r->data);
     free(r->deck_text);
     ckpt_verdicts_free(&r->verdicts);
+    free(r->mig_busy);
     rundir_unlock(&r->lock); /* last: the directory is ours until everything is written and closed */
     watchdog_end(&r->wd);
 }

@@ -78,6 +78,11 @@ typedef struct {
     rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
     watchdog_t wd;           /* the deadlines of phases that block inside MPI or HDF5, and of a stop (watchdog.h) */
     ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
+    /* live migration (pipeline.replan_every, migrate.h) */
+    int mig_warmed;          /* the first step since the start or the last move has run (it is not measured) */
+    int mig_steps;           /* steps measured since the last re-plan ... */
+    double *mig_busy;        /* ... each one's compute seconds on this stage (pipeline.replan_every entries) */
+    int mig_moves;           /* moves made so far */
 } run_t;
 
 /* Loads and checks the deck, builds the rank grid, refuses layouts and features this build does
@@ -103,6 +108,15 @@ int run_exit_status(const run_t *r, const char *text);
  * s, s + pp, s + 2pp, ... Returns v. */
 int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s);
 
+
+/* Live migration (migrate.c): this rank's stage rebuilt for the split the deck's pipeline.layers
+ * now gives (model, memory modes and plan, activations, scratch, 2bw's second version, data
+ * parallelism, executor: everything set-up built for the old split, freed newest first), its
+ * state taken from host buffers laid out by the new table: state[0] weights, [1] 2bw's older
+ * weights (NULL without 2bw), [2] and [3] the AdamW moments (tab.total floats each; gradients start
+ * at zero, as every step starts them). Collective over the data-parallel replicas and the node.
+ * MP_OK, or MP_ERR (message printed) leaving the stage unusable: the caller aborts the job. */
+int run_stage_rebuild(run_t *r, float *const state[4]);
 
 /* Every rank agrees on a step's status: MP_ERR on all ranks if any rank failed (a rank that
  * failed has printed why). Blocking collective over MPI_COMM_WORLD: setup and teardown only. */

@@ -18,6 +18,7 @@
 #include "optim.h"
 #include "perf.h"
 #include "autosplit.h"
+#include "migrate.h"
 #include "run_ckpt.h"
 #include "signals.h"
 #include "sim.h"
@@ -47,13 +48,15 @@ static void train_grads_ready(void *ctx, int layer)
     dp_progress(&r->dp);
 }
 
-/* Whether the loop evaluates, checkpoints or stops after step t (2bw drains its pipeline there). */
+/* Whether the loop evaluates, checkpoints, stops or may move layers (pipeline.replan_every) after step t
+ * (2bw drains its pipeline there). */
 static int train_boundary(const run_t *r, long t)
 {
     const deck_t *d = &r->deck;
     const long next = t + 1;
     return r->stop || next >= d->train.steps || (d->train.eval_every > 0 && next % d->train.eval_every == 0) ||
-           (d->checkpoint.every > 0 && next % d->checkpoint.every == 0);
+           (d->checkpoint.every > 0 && next % d->checkpoint.every == 0) ||
+           (d->pipeline.replan_every > 0 && next % d->pipeline.replan_every == 0); /* a move may follow */
 }
 
 /* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over replicas
@@ -263,12 +266,20 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
                           all[NM * s + k]);
         o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, "]");
     }
-    char valj[64] = "", etaj[48] = "";
+    char valj[64] = "", etaj[48] = "", split[SIM_MAX_STAGES * 12 + 64] = "";
+    if (d->pipeline.replan_every > 0) { /* live migration: the split in force after this step, and moves so far */
+        int sizes[SIM_MAX_STAGES];
+        migrate_sizes(r, sizes);
+        int o = snprintf(split, sizeof split, ",\"pipeline_layers\":[");
+        for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++)
+            o += snprintf(split + o, sizeof split - (size_t)o, "%s%d", s ? "," : "", sizes[s]);
+        snprintf(split + o, sizeof split - (size_t)o, "],\"layer_moves\":%d", r->mig_moves);
+    }
     if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
     if (!isnan(eta_s)) snprintf(etaj, sizeof etaj, ",\"eta_s\":%.1f", eta_s);
     runlog_metrics(&r->log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
-                   "\"mfu\":%.5f%s,\"bubble\":%.4f,\"bubble_theory\":%.4f,\"elapsed_s\":%.3f%s",
-                   r->step, loss, valj, lr, gnorm, tok_s, mfu, per_stage, bubble, theory, elapsed, etaj);
+                   "\"mfu\":%.5f%s,\"bubble\":%.4f,\"bubble_theory\":%.4f,\"elapsed_s\":%.3f%s%s",
+                   r->step, loss, valj, lr, gnorm, tok_s, mfu, per_stage, bubble, theory, elapsed, etaj, split);
 }
 
 /* [debug] fail_at = RANK:STEP: that rank dies (SIGKILL, no chance to clean up) as step STEP
@@ -362,6 +373,7 @@ static int train_loop(run_t *r)
                           "(resume with --resume auto)", sig, r->step, MP_EXIT_REQUEUE);
             return MP_STOPPED;
         }
+        migrate_after_step(r); /* on a drained pipeline, after the step's checkpoint (which holds the old split) */
     }
     return MP_OK;
 }

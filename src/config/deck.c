@@ -178,6 +178,14 @@ static const deck_key_t keys[] = {
           "layers per stage, e.g. 2,3,3 (count = parallel.pp, or pp × virtual_stages chunks under "
           "interleaved; sum = model.layers); empty = balanced; auto = the planner's split by modelled time "
           "(embedding and head counted; v = 1 only)"),
+    K_INT(pipeline, replan_every, "0", 0, 1e9,
+          "live migration: every N steps the stages compare their measured compute times and, when a new split "
+          "is predicted faster by more than pipeline.replan_threshold, layers move between stages with their "
+          "weights and optimizer state (bitwise the same training); 0 = off. Needs parallel.pp ≥ 2, one chunk "
+          "per stage, no supernet, no offload or balance, no memory.device_limit, no ZeRO-1 over dp > 1"),
+    K_NUM(pipeline, replan_threshold, "0.05", 0, 1, EXCL_MIN,
+          "live migration: the least predicted gain (1 − new slowest stage ÷ measured slowest stage) for which "
+          "layers move"),
 
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
@@ -234,11 +242,12 @@ static const deck_key_t keys[] = {
 
     K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations (micro-batch 0 of replica 0: the embedding, every block's output, the final "
           "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
-    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall or RANK:STEP:hang",
+    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate",
           "fault injection, steps counted as the log counts them (1 = the first): rank RANK dies (SIGKILL) as step "
           "STEP begins; :write, midway through writing the checkpoint of step STEP; :stall, it stops (SIGSTOP) "
           "midway through that write, so its peers abort at checkpoint.timeout; :hang, it stops answering in step "
-          "STEP so its peers time out"),
+          "STEP so its peers time out; :migrate, it stops in the live migration (pipeline.replan_every) after step "
+          "STEP, before its layers' exchange"),
 
     K_NUM(cost, grid_gco2_per_kwh, "400", 0, INF, 0, "carbon intensity of the electricity (gCO2e per kWh)"),
 };
@@ -670,7 +679,7 @@ static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
     return MP_ERR;
 }
 
-/* "", RANK:STEP, RANK:STEP:write, RANK:STEP:stall or RANK:STEP:hang (numbers past LONG_MAX saturate). */
+/* "", RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate (numbers past LONG_MAX saturate). */
 static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_fail_at_t *f = out;
@@ -683,11 +692,12 @@ static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
             f->step = strtol(end + 1, &end, 10);
             f->mode = !*end ? DECK_FAIL_KILL : !strcmp(end, ":write") ? DECK_FAIL_WRITE
                     : !strcmp(end, ":hang") ? DECK_FAIL_HANG : !strcmp(end, ":stall") ? DECK_FAIL_STALL
-                    : DECK_FAIL_NONE;
+                    : !strcmp(end, ":migrate") ? DECK_FAIL_MIGRATE : DECK_FAIL_NONE;
             if (f->mode != DECK_FAIL_NONE) return MP_OK;
         }
     }
-    snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write, RANK:STEP:stall or RANK:STEP:hang (e.g. 3:120 or 0:10:write) or empty");
+    snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate (e.g. 3:120 "
+             "or 0:10:write) or empty");
     return MP_ERR;
 }
 
@@ -1044,6 +1054,13 @@ static int validate_pipeline(const deck_t *d)
     if (l->automatic && vs > 1)
         nerr++, MP_ERROR("pipeline.layers=auto: the planner splits one chunk per stage; with "
                          "parallel.virtual_stages=%d give the chunks' sizes (mindpipe plan --emit writes them)", vs);
+    if (d->pipeline.replan_every > 0 && d->parallel.pp < 2)
+        nerr++, MP_ERROR("pipeline.replan_every=%d moves layers between pipeline stages: it needs parallel.pp >= 2 "
+                         "(it is %d); set pipeline.replan_every=0", d->pipeline.replan_every, d->parallel.pp);
+    if (d->pipeline.replan_every > 0 && vs > 1)
+        nerr++, MP_ERROR("pipeline.replan_every=%d with parallel.virtual_stages=%d: live migration moves the "
+                         "boundaries of one chunk per stage; interleaved chunks are not migrated (set "
+                         "pipeline.replan_every=0)", d->pipeline.replan_every, vs);
     if (count == 0) return nerr;
     for (int k = 0; k < count; k++) sum += l->layers[k];
     if (count != K && vs > 1)

@@ -62,7 +62,9 @@ typedef enum { DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP, DECK_DIMS } d
 /* debug.fail_at = RANK:STEP[:write|:hang] parsed: rank `rank` fails at step `step` in `mode`.
  * kill: SIGKILL as the step begins; write: dies midway through the checkpoint written after the
  * step; hang: SIGSTOP once the step's stop-request agreement is behind it. "" is mode NONE. */
-typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG, DECK_FAIL_STALL } deck_fail_mode_t;
+/* migrate: SIGSTOP midway through the live migration after step STEP (pipeline.replan_every), between
+ * the decision and the layers' exchange. */
+typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG, DECK_FAIL_STALL, DECK_FAIL_MIGRATE } deck_fail_mode_t;
 typedef struct {
     long rank, step;
     deck_fail_mode_t mode;
@@ -122,6 +124,8 @@ typedef struct {
     struct {
         char layers[DECK_STR];         /* "" (balanced) or "a,b,c" as written */
         deck_layer_list_t chunks;      /* pipeline.layers parsed */
+        int replan_every;              /* live migration: re-plan the split every N steps; 0 = off */
+        double replan_threshold;       /* ... and move layers only when the predicted gain exceeds it */
     } pipeline;
     struct {
         uint64_t device_limit;         /* bytes; 0 = none. Accepts suffixes K, M, G (binary). */

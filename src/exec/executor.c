@@ -431,6 +431,7 @@ static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_a
         if (c->dump) actdump_capture(c->dump, c->model, at->pt, a, at->bt, at->mb);
         stash_after_forward(&e->stash, at->key);
         trace_span(c->trace, "forward", at->bt, at->mb, t0);
+        e->busy += perf_now() - t0;
         return l;
     }
     stash_before_backward(&e->stash, at->key);
@@ -439,6 +440,7 @@ static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_a
                         ready && at->mb == c->m - 1 ? ready : NULL); /* each chunk's last */
     stash_give(&e->stash, at->key);
     trace_span(c->trace, "backward", at->bt, at->mb, t0);
+    e->busy += perf_now() - t0;
     return 0.0;
 }
 

@@ -94,6 +94,8 @@ typedef struct {
     MPI_Request *gsend_req;
     size_t n_act;             /* N·C floats of one activation */
     double idle;              /* seconds blocked in pipeline receives (reset by the caller) */
+    double busy;              /* seconds in FORWARD and BACKWARD instructions: the stage's compute, which
+                                 live migration compares across stages (reset by the caller) */
     double theory;            /* the schedule's bubble under the simulator's cost model */
     long span_step;           /* the instruction running: the model's own spans are marked with it */
     int span_mb;

@@ -46,6 +46,15 @@ void trace_counter(trace_t *tr, const char *name, double value)
     if (tr->n > n) tr->ev[n].value = value;
 }
 
+void trace_instant(trace_t *tr, const char *name, long step, double value)
+{
+    if (!tr || !tr->ev) return;
+    const double now = perf_now();
+    const int n = tr->n;
+    trace_span_at(tr, name, step, -1, now, now, TRACE_INSTANT);
+    if (tr->n > n) tr->ev[n].value = value;
+}
+
 void trace_span(trace_t *tr, const char *name, long step, int mb, double t0)
 {
     trace_span_at(tr, name, step, mb, t0, perf_now(), 0);
@@ -70,6 +79,11 @@ static char *trace_format(const trace_t *tr, int rank, const char *label, size_t
         if (e->lane == TRACE_COUNTER) {
             fprintf(f, "{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%d,\"ts\":%.1f,\"args\":{\"bytes\":%.0f}},\n", e->name,
                     rank, 1e6 * e->t0, e->value);
+            continue;
+        }
+        if (e->lane == TRACE_INSTANT) {
+            fprintf(f, "{\"name\":\"%s\",\"ph\":\"i\",\"s\":\"g\",\"pid\":%d,\"ts\":%.1f,\"args\":{\"step\":%ld,"
+                    "\"value\":%.0f}},\n", e->name, rank, 1e6 * e->t0, e->step, e->value);
             continue;
         }
         fprintf(f, "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f,\"args\":{\"step\":%ld",

@@ -23,6 +23,10 @@ typedef struct {
 /* lane of a counter sample (a value over time, e.g. stash bytes in use) */
 #define TRACE_COUNTER (-1)
 
+/* lane of an instant event (a moment, e.g. a live migration's move: Chrome's "i" events, drawn across
+ * the whole timeline) */
+#define TRACE_INSTANT (-2)
+
 /* The copy engine's spans (offload and prefetch copies) run beside compute: their own row. */
 #define TRACE_LANE_COPY 1
 
@@ -40,6 +44,8 @@ void trace_free(trace_t *tr);
 void trace_span(trace_t *tr, const char *name, long step, int mb, double t0);
 /* Records a counter's value now (Chrome's "C" events: a graph under the rank's rows). */
 void trace_counter(trace_t *tr, const char *name, double value);
+/* Records an instant event now, at step, with one figure (its args' `value`). */
+void trace_instant(trace_t *tr, const char *name, long step, double value);
 /* Records a span [t0, t1) (perf_now() times) on lane. */
 void trace_span_at(trace_t *tr, const char *name, long step, int mb, double t0, double t1, int lane);
 
