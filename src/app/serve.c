@@ -21,6 +21,7 @@
 #include "publish.h"
 #include "signals.h"
 #include "stage.h"
+#include "standby.h"
 
 #define SERVE_SECRET_ENV "MINDPIPE_SERVE_SECRET"
 #define SERVE_TOKEN_ENV "MINDPIPE_SERVE_TOKEN"
@@ -132,7 +133,8 @@ static pid_t spawn_stage(serve_ctx_t *c, int stage, int standby)
     argv[n++] = "--ckpt", argv[n++] = (char *)c->s->ckpt, argv[n++] = "--stage", argv[n++] = sbuf;
     argv[n++] = "--stages", argv[n++] = st, argv[n++] = "--slots", argv[n++] = slots;
     argv[n++] = "--links", argv[n++] = c->links;
-    if (standby) argv[n++] = "--standby", argv[n++] = "1";
+    /* 1: a standby; 2: a primary that ships its state deltas to its standby */
+    if (standby || c->standby) argv[n++] = "--standby", argv[n++] = standby ? "1" : "2";
     argv[n] = NULL;
     fflush(NULL);
     const pid_t pid = fork();
@@ -180,9 +182,10 @@ static void serve_fill_standbys(serve_ctx_t *c)
 /* The batcher's recover: every dead primary replaced by its stage's standby (SIGUSR1: it has its
  * weights and binds the primary's socket) or, without one, by a new process; then new standbys,
  * and serve.json. MP_OK or MP_ERR. */
-static int serve_recover(void *arg)
+static int serve_recover(void *arg, uint64_t *promoted_p, uint64_t *restarted_p)
 {
     serve_ctx_t *c = arg;
+    *promoted_p = *restarted_p = 0;
     int rc = MP_OK;
     pthread_mutex_lock(&c->mu);
     serve_reap(c);
@@ -191,8 +194,10 @@ static int serve_recover(void *arg)
         if (c->spare[s] > 0 && kill(c->spare[s], SIGUSR1) == 0) {
             MP_WARN("serving: the standby of stage %d (pid %d) takes over", s, (int)c->spare[s]);
             c->pid[s] = c->spare[s], c->spare[s] = -1;
+            *promoted_p |= 1ull << s;
         } else if ((c->pid[s] = spawn_stage(c, s, 0)) > 0) {
             MP_WARN("serving: stage %d restarted (pid %d)", s, (int)c->pid[s]);
+            *restarted_p |= 1ull << s;
             c->restarts++;
         } else rc = MP_ERR;
     }
@@ -288,9 +293,14 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen
     c->restarts = 0;
     pthread_mutex_unlock(&c->mu);
     if (rc != MP_OK) return MP_ERR;
+    char confirm[4200], report[4200], trace[4200];
     link_name(first, sizeof first, c->links, 0);
     link_name(last, sizeof last, c->links, c->S);
-    if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, first, last, secret, 30000, 300000,
+    snprintf(confirm, sizeof confirm, "ipc://%s/confirm", c->links);
+    snprintf(report, sizeof report, "ipc://%s/report", c->links);
+    snprintf(trace, sizeof trace, "%s/trace.json", c->s->out);
+    const batcher_links_t bl = {first, last, c->standby ? confirm : NULL, report, trace};
+    if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000,
                       serve_check, serve_recover, c) != MP_OK)
         return MP_ERR;
     if (http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab) != MP_OK) return MP_ERR;
@@ -349,43 +359,30 @@ int serve_main(const run_opts_t *o, const serve_opts_t *s)
     return rc == MP_OK ? 0 : 1;
 }
 
-/* A standby's ready: waits, with its weights loaded, for SIGUSR1 (blocked since the start, so one
- * sent early waits too); gives up when the front end is gone. */
-static int standby_wait(void *arg)
-{
-    const pid_t parent = *(const pid_t *)arg;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGUSR1);
-    for (;;) {
-        const struct timespec t = {1, 0};
-        if (sigtimedwait(&set, NULL, &t) == SIGUSR1) return MP_OK;
-        if (getppid() != parent) return MP_FAIL("standby: the front end (pid %d) is gone; exiting", (int)parent);
-    }
-}
-
 int serve_stage_main(const run_opts_t *o, const serve_opts_t *s)
 {
     deck_t d;
     model_cfg_t cfg;
     stage_cfg_t sc;
     memset(&sc, 0, sizeof sc);
-    sigset_t usr1;
-    sigemptyset(&usr1);
-    sigaddset(&usr1, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &usr1, NULL); /* a standby's promotion waits for it; a primary never gets it */
-    const pid_t parent = getppid();
+    if (s->standby == 1 && standby_arm() != MP_OK) return 1; /* a promotion sent while it loads is kept */
     const char *hex = getenv(SERVE_SECRET_ENV);
     if (wire_secret_parse(hex, sc.secret) != MP_OK) return 1;
     unsetenv(SERVE_SECRET_ENV);
     if (serve_deck(o, s->stages, &d, &cfg) != MP_OK) return 1;
     if (s->stage < 0 || s->stage >= s->stages || !s->links || s->slots < 1)
         return MP_ERROR("serve-stage needs --stage in [0, --stages), --slots and --links (it is started by serve)"), 2;
-    char in[4200], out[4200];
+    if (s->standby < 0 || s->standby > 2) return MP_ERROR("serve-stage --standby %d: 0, 1 (a standby) or 2 (a primary with one)", s->standby), 2;
+    char in[4200], out[4200], delta[4200], confirm[4200], report[4200];
     link_name(in, sizeof in, s->links, s->stage);
     link_name(out, sizeof out, s->links, s->stage + 1);
+    snprintf(delta, sizeof delta, "ipc://%s/delta%d", s->links, s->stage);
+    snprintf(confirm, sizeof confirm, "ipc://%s/confirm", s->links);
+    snprintf(report, sizeof report, "ipc://%s/report", s->links);
     sc.ckpt = s->ckpt, sc.in = in, sc.out = out, sc.stage = s->stage, sc.stages = s->stages, sc.slots = s->slots;
+    sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report;
+    sc.standby = s->standby == 1, sc.deltas = s->standby != 0; /* a promoted standby ships to its successor */
     run_stage_chunks(&d, s->stage, &sc.layer0, &sc.nlayers);
     kernels_set_threads(d.train.threads > 0 ? d.train.threads : 1);
-    return stage_run(&cfg, &sc, s->standby ? standby_wait : NULL, (void *)&parent) == MP_OK ? 0 : 1;
+    return stage_run(&cfg, &sc) == MP_OK ? 0 : 1;
 }

@@ -38,12 +38,17 @@
         }                                                                                      \
     } while (0)
 
-enum { WIRE_STEP = 1, WIRE_QUIT = 2 };
+/* WIRE_STEP, WIRE_QUIT: round the ring. WIRE_DELTA: a primary's state delta to its standby (delta.h);
+ * WIRE_CONFIRM: the front end's durable watermark to every standby; WIRE_REPORT: a promoted
+ * standby's state to the front end (delta.h). */
+enum { WIRE_STEP = 1, WIRE_QUIT = 2, WIRE_DELTA = 3, WIRE_CONFIRM = 4, WIRE_REPORT = 5 };
 
 typedef struct {
-    uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_STEP or WIRE_QUIT */
+    uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_* */
     uint64_t step;          /* the front end's step counter (a reply carries its request's) */
     int32_t B, width;       /* rows; floats per row that follow (0: none) */
+    uint64_t aux;           /* WIRE_DELTA: the step of the delta sent before it (its chain); WIRE_REPORT:
+                             * the reporting stage; else 0 */
 } wire_hdr_t;
 
 typedef struct {
@@ -57,6 +62,10 @@ int wire_secret_new(unsigned char secret[WIRE_SECRET_BYTES], char hex[2 * WIRE_S
 
 /* Sends one message on sock. MP_OK or MP_ERR (reported). */
 int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x);
+
+/* The same without waiting: 1 sent, 0 dropped because the peer's queue is full or no peer is
+ * connected (a standby may be gone or not started yet: a primary never waits for it), MP_ERR. */
+int wire_post(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x);
 
 /* Waits up to timeout_ms (−1: forever) for one message on sock, into rows (max_rows) and x
  * (max_floats). 1: a message; 0: none in time; MP_ERR: a receive error or a malformed message
