@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -53,7 +54,13 @@ static int follow_one(follow_t *w, decoder_t *dec, const stage_cfg_t *s, void *s
     if (got == MP_ERR) return 1; /* a malformed message (reported) is dropped; the link still works */
     if (got == 0) return 0;
     if (sock == w->deltas && h.kind == WIRE_DELTA) delta_follower_take(&w->f, dec, &h, w->rows, w->x);
-    else if (sock == w->confirms && h.kind == WIRE_CONFIRM && h.B == 0) delta_follower_confirm(&w->f, dec, h.step);
+    else if (sock == w->confirms && h.kind == WIRE_CONFIRM && h.B == 0) {
+        const uint64_t before = w->f.deltas_applied;
+        delta_follower_confirm(&w->f, dec, h.step);
+        if (!before && w->f.deltas_applied) /* in the log for operators (and tests): it holds durable state now */
+            fprintf(stderr, "mindpipe: serving: the standby of stage %d (pid %d) follows its primary from step %llu\n",
+                    s->stage, (int)getpid(), (unsigned long long)w->f.applied);
+    }
     else w->f.refused++, MP_WARN("standby of stage %d: refused a message of kind %u on its %s link", s->stage, h.kind,
                                   sock == w->deltas ? "delta" : "confirmation");
     return 1;
