@@ -55,7 +55,7 @@ static const command_t commands[] = {
     {"serve",
      "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]] [--out DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
-     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", NULL},
+     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", "--links", NULL},
      "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
      "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
      "  --stages S           stage processes, each holding a contiguous range of layers (default 1)\n"
@@ -66,6 +66,9 @@ static const command_t commands[] = {
      "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
      "                       (the stages' sockets, mode 0700), DIR/trace.json (the failover timeline,\n"
      "                       Chrome trace events) (default serve)\n"
+     "  --links tcp:PORT:H,H0,B0,...  the stages run on other hosts, started by jobs/slurm/serve.sbatch:\n"
+     "                       the front end on H, stage k's primary on Hk and standby on Bk (TCP ports\n"
+     "                       from PORT; the job's secret in MINDPIPE_SERVE_SECRET; heartbeats)\n"
      "  --standby 0|1        a standby per stage: loaded, it applies its primary's state deltas once the\n"
      "                       front end confirms them and takes over when the primary dies, running\n"
      "                       requests resuming from its state (without: a new process is started and\n"

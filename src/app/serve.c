@@ -18,6 +18,7 @@
 #include "deck.h"
 #include "http.h"
 #include "kernels.h"
+#include "links.h"
 #include "publish.h"
 #include "signals.h"
 #include "stage.h"
@@ -43,6 +44,8 @@ typedef struct {
     int restarts;                 /* processes started to replace dead ones */
     int stopping;                 /* SIGTERM sent to every process: their ends are expected */
     char why[256];                /* the first primary's death since the last failover, "" while all live */
+    int hosts;                    /* --links tcp:...: the stages run elsewhere (jobs/slurm/serve.sbatch) */
+    links_t l;
     batcher_t b;
     http_t http;
 } serve_ctx_t;
@@ -299,7 +302,7 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen
     snprintf(confirm, sizeof confirm, "ipc://%s/confirm", c->links);
     snprintf(report, sizeof report, "ipc://%s/report", c->links);
     snprintf(trace, sizeof trace, "%s/trace.json", c->s->out);
-    const batcher_links_t bl = {first, last, c->standby ? confirm : NULL, report, trace};
+    const batcher_links_t bl = {first, last, c->standby ? confirm : NULL, report, trace, NULL, 0};
     if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000,
                       serve_check, serve_recover, c) != MP_OK)
         return MP_ERR;
@@ -320,6 +323,60 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen
     return MP_OK;
 }
 
+/* Several hosts: the batcher's down_check: a stage whose primary missed its heartbeats, or NULL. */
+static const char *hosts_check(void *arg)
+{
+    serve_ctx_t *c = arg;
+    return batcher_heartbeats(&c->b, c->why, sizeof c->why) >= 0 ? c->why : NULL;
+}
+
+/* Several hosts: the batcher's recover: every stage whose primary is silent has its standby
+ * promoted by message; no process can be started from here, so a stage without a live standby
+ * takes the pipeline down. MP_OK or MP_ERR. */
+static int hosts_recover(void *arg, uint64_t *promoted_p, uint64_t *restarted_p)
+{
+    serve_ctx_t *c = arg;
+    char why[256];
+    *promoted_p = *restarted_p = 0;
+    for (int k, n = 0; n < c->S && (k = batcher_heartbeats(&c->b, why, sizeof why)) >= 0; n++) {
+        if (batcher_promote(&c->b, k) != MP_OK) return MP_ERR;
+        *promoted_p |= 1ull << k;
+    }
+    return MP_OK;
+}
+
+/* Several hosts (--links tcp:PORT:HOSTS): the stages are started by someone else (srun, in
+ * jobs/slurm/serve.sbatch) with the secret in their environment and this one's; the front end binds
+ * its endpoints, waits up to 300 s for the ring, and tells liveness by heartbeats. MP_OK or MP_ERR. */
+static int serve_start_hosts(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen_t *listen)
+{
+    unsigned char secret[WIRE_SECRET_BYTES];
+    char first[300], first2[300], last[300], confirm[300], report[300], trace[4200];
+    const char *hex = getenv(SERVE_SECRET_ENV);
+    if (mkdir(c->s->out, 0755) != 0 && errno != EEXIST) return MP_FAIL("--out %s: %s", c->s->out, strerror(errno));
+    if (!hex) return MP_FAIL("--links tcp:...: the job's secret must be in %s (every process gets the same)", SERVE_SECRET_ENV);
+    if (wire_secret_parse(hex, secret) != MP_OK || links_parse(&c->l, c->s->links, c->S) != MP_OK) return MP_ERR;
+    links_ep(&c->l, LINK_IN, 0, 0, first, sizeof first);
+    links_ep(&c->l, LINK_IN, 0, 1, first2, sizeof first2);
+    links_ep(&c->l, LINK_IN, c->S, 0, last, sizeof last);
+    links_ep(&c->l, LINK_CONFIRM, 0, 0, confirm, sizeof confirm);
+    links_ep(&c->l, LINK_REPORT, 0, 0, report, sizeof report);
+    snprintf(trace, sizeof trace, "%s/trace.json", c->s->out);
+    const batcher_links_t bl = {first, last, confirm, report, trace, first2, 1000};
+    if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000, hosts_check,
+                      hosts_recover, c) != MP_OK ||
+        http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab) != MP_OK)
+        return MP_ERR;
+    printf("serving %s on http://%s:%d: %d stage(s) on other hosts (%s), %d slots\n", c->s->ckpt, c->l.host[0],
+           c->http.port, c->S, c->s->links, c->s->slots);
+    char path[4200], text[4096];
+    snprintf(path, sizeof path, "%s/serve.json", c->s->out);
+    snprintf(text, sizeof text, "{\"front_end\": {\"pid\": %d, \"address\": \"http://127.0.0.1:%d\"}, \"links\": \"%s\"}\n",
+             (int)getpid(), c->http.port, c->s->links);
+    fflush(stdout);
+    return publish_text(path, text);
+}
+
 int serve_main(const run_opts_t *o, const serve_opts_t *s)
 {
     http_listen_t listen;
@@ -335,8 +392,10 @@ int serve_main(const run_opts_t *o, const serve_opts_t *s)
     pthread_mutex_init(&c->mu, NULL);
     for (int st = 0; st < c->S; st++) c->pid[st] = c->spare[st] = -1, run_stage_chunks(&d, st, &c->l0[st], &c->nl[st]);
     signals_install();
-    int rc = serve_start(c, &cfg, &listen);
-    while (rc == MP_OK && !signals_pending()) { /* the batching thread fails over; standbys are kept here */
+    c->hosts = s->links && !strncmp(s->links, "tcp:", 4);
+    int rc = c->hosts ? serve_start_hosts(c, &cfg, &listen) : serve_start(c, &cfg, &listen);
+    while (rc == MP_OK && c->hosts && !signals_pending()) nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    while (rc == MP_OK && !c->hosts && !signals_pending()) { /* the batching thread fails over; standbys are kept here */
         nanosleep(&(struct timespec){0, 100000000L}, NULL);
         pthread_mutex_lock(&c->mu);
         serve_reap(c);
@@ -373,14 +432,21 @@ int serve_stage_main(const run_opts_t *o, const serve_opts_t *s)
     if (s->stage < 0 || s->stage >= s->stages || !s->links || s->slots < 1)
         return MP_ERROR("serve-stage needs --stage in [0, --stages), --slots and --links (it is started by serve)"), 2;
     if (s->standby < 0 || s->standby > 2) return MP_ERROR("serve-stage --standby %d: 0, 1 (a standby) or 2 (a primary with one)", s->standby), 2;
-    char in[4200], out[4200], delta[4200], confirm[4200], report[4200];
-    link_name(in, sizeof in, s->links, s->stage);
-    link_name(out, sizeof out, s->links, s->stage + 1);
-    snprintf(delta, sizeof delta, "ipc://%s/delta%d", s->links, s->stage);
-    snprintf(confirm, sizeof confirm, "ipc://%s/confirm", s->links);
-    snprintf(report, sizeof report, "ipc://%s/report", s->links);
+    static links_t l;
+    char in[4200], out[4200], out2[4200], delta[4200], dbind[4200], confirm[4200], report[4200];
+    const int k = s->stage, role = s->standby == 1;
+    if (links_parse(&l, s->links, s->stages) != MP_OK) return 2;
+    links_ep(&l, LINK_IN, k, role, in, sizeof in);
+    links_ep(&l, LINK_IN, k + 1, 0, out, sizeof out);
+    links_ep(&l, LINK_IN, k + 1, 1, out2, sizeof out2);
+    links_ep(&l, LINK_DELTA, k, 0, delta, sizeof delta);
+    links_ep(&l, LINK_DELTA, k, role, dbind, sizeof dbind);
+    links_ep(&l, LINK_CONFIRM, 0, 0, confirm, sizeof confirm);
+    links_ep(&l, LINK_REPORT, 0, 0, report, sizeof report);
     sc.ckpt = s->ckpt, sc.in = in, sc.out = out, sc.stage = s->stage, sc.stages = s->stages, sc.slots = s->slots;
     sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report;
+    if (l.tcp) /* several hosts (links.h): the next stage's standby too, heartbeats, sends that never wait */
+        sc.out2 = k + 1 < s->stages ? out2 : NULL, sc.delta_bind = dbind, sc.heartbeat_ms = 50;
     sc.standby = s->standby == 1, sc.deltas = s->standby != 0; /* a promoted standby ships to its successor */
     run_stage_chunks(&d, s->stage, &sc.layer0, &sc.nlayers);
     kernels_set_threads(d.train.threads > 0 ? d.train.threads : 1);

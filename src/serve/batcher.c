@@ -139,6 +139,27 @@ static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, i
     return MP_OK;
 }
 
+/* Not under mu: an empty step round the ring, up to b->timeout_ms. On one machine one step, number
+ * *step_p. On several hosts a message to a peer not yet connected is dropped (links.h), so a new
+ * one goes every 500 ms, numbered on from *step_p, until one comes back; *step_p is then the last
+ * number sent (the caller skips past it). MP_OK, STEP_DEAD or MP_ERR as step_wait. */
+static int ring_ping(batcher_t *b, uint64_t *step_p, wire_row_t *back, float *logits, char *why, size_t nwhy)
+{
+    if (!b->hb_timeout_ms) return step_roundtrip(b, *step_p, back, 0, back, logits, why, nwhy);
+    const uint64_t first = *step_p;
+    wire_hdr_t h;
+    for (int waited = 0; waited < b->timeout_ms; (*step_p)++) {
+        h = (wire_hdr_t){WIRE_MAGIC, WIRE_STEP, *step_p, 0, 0, 0};
+        if (wire_post(b->push, b->secret, &h, NULL, NULL) < 0) return snprintf(why, nwhy, "sending to stage 0 failed"), MP_ERR;
+        for (int t = 0; t < 500; t += 50, waited += 50) {
+            const int got = wire_recv(b->pull, b->secret, 50, &h, back, b->slots, logits, (size_t)b->slots * b->V);
+            if (got < 0) return snprintf(why, nwhy, "a malformed reply from the last stage"), MP_ERR;
+            if (got == 1 && h.kind == WIRE_STEP && h.B == 0 && h.step >= first) return MP_OK;
+        }
+    }
+    return snprintf(why, nwhy, "no empty step came round the ring within %d ms", b->timeout_ms), MP_ERR;
+}
+
 /* The batching thread's buffers: per group, its rows in flight and their requests. */
 typedef struct {
     wire_row_t *rows, *back;     /* (groups, S), (S) */
@@ -178,7 +199,10 @@ static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwh
                 if (rows[i].pos == 0) l->who[(size_t)g * b->slots + i]->step0 = l->step[g];
             wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0, 0};
             pthread_mutex_unlock(&b->mu);
-            const int rc = wire_send(b->push, b->secret, &h, rows, NULL);
+            /* several hosts: never wait on a dead stage 0 (a dropped step is re-sent by the failover
+             * the heartbeats will start) */
+            const int rc = b->hb_timeout_ms ? (wire_post(b->push, b->secret, &h, rows, NULL) < 0 ? MP_ERR : MP_OK)
+                                            : wire_send(b->push, b->secret, &h, rows, NULL);
             pthread_mutex_lock(&b->mu);
             if (rc != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
             l->inflight[g] = 1;
@@ -222,6 +246,10 @@ static uint64_t collect_reports(batcher_t *b, uint64_t want, uint64_t *durable_p
         const int rc = wire_recv(b->rep, b->secret, 50, &h, rows, 2 * S, NULL, 0);
         if (rc <= 0) continue;
         const int k = (int)h.aux;
+        if (h.kind == WIRE_HEARTBEAT) {
+            if (b->hb_seen && h.aux < (uint64_t)b->stages && h.step < 2) b->hb_seen[2 * k + (int)h.step] = perf_now();
+            continue;
+        }
         if (h.kind != WIRE_REPORT || h.aux >= (uint64_t)b->stages || !(want >> k & 1)) {
             MP_WARN("serving: refused a standby report (kind %u, stage %llu) nobody asked for", h.kind, (unsigned long long)h.aux);
             continue;
@@ -280,8 +308,7 @@ static int failover(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
     evtrace_event(&b->trace, "detect", args);
     for (int attempt = 0; attempt < 3 && rc != MP_OK; attempt++) {
         b->recovering = 1;
-        const uint64_t epoch = b->steps++;
-        uint64_t pr = 0, rs = 0;
+        uint64_t epoch = b->steps, pr = 0, rs = 0;
         pthread_mutex_unlock(&b->mu);
         rc = b->recover(b->down_ctx, &pr, &rs);
         if (rc == MP_OK) {
@@ -289,10 +316,10 @@ static int failover(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
             evtrace_event(&b->trace, "recovered", args);
             reported = (reported & ~(pr | rs)) | collect_reports(b, pr, &durable);
             promoted = (promoted & ~rs) | pr, restarted |= rs;
-            rc = step_roundtrip(b, epoch, NULL, 0, l->back, l->logits, why, nwhy);
+            rc = ring_ping(b, &epoch, l->back, l->logits, why, nwhy);
         } else snprintf(why, nwhy, "replacing a serving process failed");
         pthread_mutex_lock(&b->mu);
-        b->epoch = epoch;
+        b->steps = b->epoch = epoch + 1; /* replies to anything sent before are dropped */
         if (rc == STEP_DEAD) MP_WARN("serving: %s during the failover; again", why);
     }
     b->recovering = 0;
@@ -373,11 +400,42 @@ static void *batcher_main(void *arg)
     return NULL;
 }
 
+int batcher_heartbeats(batcher_t *b, char *why, size_t n)
+{
+    wire_hdr_t h;
+    wire_row_t row;
+    while (b->rep && wire_recv(b->rep, b->secret, 0, &h, &row, 1, NULL, 0) == 1)
+        if (h.kind == WIRE_HEARTBEAT && h.aux < (uint64_t)b->stages && h.step < 2)
+            b->hb_seen[2 * h.aux + h.step] = perf_now();
+        else MP_WARN("serving: dropped a message of kind %u on the report link outside a failover", h.kind);
+    const double now = perf_now();
+    for (int k = 0; k < b->stages; k++)
+        if (now - b->hb_seen[2 * k] > 1e-3 * b->hb_timeout_ms) {
+            snprintf(why, n, "stage %d's primary missed its heartbeats for %.0f ms", k, 1e3 * (now - b->hb_seen[2 * k]));
+            return k;
+        }
+    return -1;
+}
+
+int batcher_promote(batcher_t *b, int k)
+{
+    const double now = perf_now();
+    if (now - b->hb_seen[2 * k + 1] > 1e-3 * b->hb_timeout_ms)
+        return MP_FAIL("serving: stage %d has no standby heard from within %d ms to take over", k, b->hb_timeout_ms);
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, 0, 0, 0, (uint64_t)k};
+    if (wire_post(b->pub, b->secret, &h, NULL, NULL) != 1) return MP_FAIL("serving: the promotion of stage %d's standby was not sent", k);
+    MP_WARN("serving: the standby of stage %d takes over (promoted by message)", k);
+    b->hb_seen[2 * k] = now, b->hb_seen[2 * k + 1] = -1e9; /* it beats as the primary now; no standby is left */
+    return MP_OK;
+}
+
 /* HAMS's two sockets, bound here (links->confirm NULL: no standbys, none), and the report arrays. */
 static int batcher_hams_open(batcher_t *b, const batcher_links_t *links)
 {
     if (!links->confirm) return MP_OK;
     const size_t n = (size_t)b->stages * (size_t)b->slots;
+    b->hb_timeout_ms = links->hb_timeout_ms;
+    if (!(b->hb_seen = calloc(2 * (size_t)b->stages, sizeof *b->hb_seen))) return MP_FAIL("out of memory");
     if (!(b->rep_len = calloc(n, sizeof *b->rep_len)) || !(b->rep_last = calloc(n, sizeof *b->rep_last)))
         return MP_FAIL("out of memory for the standbys' reports");
     ZMQ_TRY_PTR(b->pub = zmq_socket(b->zctx, ZMQ_PUB), err);
@@ -411,16 +469,24 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batch
     ZMQ_TRY_PTR(b->pull = zmq_socket(b->zctx, ZMQ_PULL), err);
     if (wire_socket_opts(b->push) != MP_OK || wire_socket_opts(b->pull) != MP_OK) goto err;
     ZMQ_TRY(zmq_bind(b->pull, from_last), err);
+    if (links->to_first2 && wire_immediate(b->push) != MP_OK) goto err;
     ZMQ_TRY(zmq_connect(b->push, to_first), err);
+    if (links->to_first2) ZMQ_TRY(zmq_connect(b->push, links->to_first2), err);
     if (batcher_hams_open(b, links) != MP_OK || evtrace_open(&b->trace, links->trace) != MP_OK) goto err;
     char why[256];
     b->timeout_ms = ready_ms;
-    if (step_roundtrip(b, 0, NULL, 0, NULL, NULL, why, sizeof why) != MP_OK) { /* no failover: nothing started */
+    uint64_t first = 0;
+    wire_row_t *back = malloc((size_t)slots * sizeof *back);
+    float *logits = malloc((size_t)slots * (size_t)V * sizeof(float));
+    const int ready = back && logits ? ring_ping(b, &first, back, logits, why, sizeof why) : MP_ERR;
+    free(back), free(logits);
+    if (ready != MP_OK) { /* no failover: nothing started */
         MP_ERROR("the serving stages did not start: %s", why);
         goto err;
     }
     b->timeout_ms = timeout_ms;
-    b->steps = 1;
+    b->steps = b->epoch = first + 1;
+    for (int k = 0; b->hb_seen && k < b->stages; k++) b->hb_seen[2 * k] = perf_now(); /* they answered */
     if (pthread_create(&b->thread, NULL, batcher_main, b) != 0) {
         MP_ERROR("pthread_create for the batching thread failed");
         goto err;
@@ -448,7 +514,9 @@ void batcher_stop(batcher_t *b)
     pthread_mutex_unlock(&b->mu);
     if (b->push) { /* every stage quits when the message reaches it, passing it on first */
         wire_hdr_t h = {WIRE_MAGIC, WIRE_QUIT, 0, 0, 0, 0};
-        wire_send(b->push, b->secret, &h, NULL, NULL);
+        if (b->pub) wire_post(b->pub, b->secret, &h, NULL, NULL); /* and every standby */
+        if (b->hb_timeout_ms) wire_post(b->push, b->secret, &h, NULL, NULL); /* never waits on a dead stage 0 */
+        else wire_send(b->push, b->secret, &h, NULL, NULL);
         zmq_close(b->push);
     }
     if (b->pull) zmq_close(b->pull);
@@ -456,8 +524,9 @@ void batcher_stop(batcher_t *b)
     if (b->rep) zmq_close(b->rep);
     if (b->zctx) zmq_ctx_term(b->zctx);
     evtrace_close(&b->trace);
-    free(b->slot), free(b->rep_len), free(b->rep_last);
+    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen);
     b->push = b->pull = b->pub = b->rep = b->zctx = NULL, b->slot = NULL, b->rep_len = NULL, b->rep_last = NULL;
+    b->hb_seen = NULL;
 }
 
 void batcher_mark_down(batcher_t *b, const char *why)

@@ -70,6 +70,8 @@ typedef struct {
     int *rep_len;                         /* (stages, S): a promoted standby's positions held per slot */
     uint64_t *rep_last;                   /* (stages, S): the step of its last row per slot */
     evtrace_t trace;                      /* the failover timeline */
+    int hb_timeout_ms;                    /* several hosts: a primary silent this long is dead (0: off) */
+    double *hb_seen;                      /* (stages, 2): when each stage's primary and standby were last heard */
     int first_token_due;                  /* a failover ended: the next sampled token is traced */
     uint64_t epoch;                       /* replies to steps below it predate the last failover */
     int recovering;
@@ -92,6 +94,8 @@ typedef struct {
  * the failover trace file (NULL: none). */
 typedef struct {
     const char *to_first, *from_last, *confirm, *report, *trace;
+    const char *to_first2;  /* several hosts: stage 0's standby input, connected to as well (or NULL) */
+    int hb_timeout_ms;      /* several hosts: heartbeats (beat.h) tell who lives (0: off) */
 } batcher_links_t;
 
 /* groups: steps in flight at once (the stages; at most slots). Connects to the ring, sends an empty step round the ring and waits up to ready_ms for it (every stage has
@@ -100,6 +104,14 @@ typedef struct {
 int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batcher_links_t *links,
                   const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
                   int (*recover)(void *, uint64_t *, uint64_t *), void *down_ctx);
+/* Several hosts (heartbeats on), called from the batching thread (down_check, recover): takes the
+ * heartbeats that arrived; the first stage whose primary has been silent past the timeout, with
+ * why (n bytes), or −1. */
+int batcher_heartbeats(batcher_t *b, char *why, size_t n);
+/* Promotes stage k's standby by message (WIRE_PROMOTE, which also stops a primary that still
+ * lives). MP_OK, or MP_ERR when that standby has not been heard within the timeout (reported). */
+int batcher_promote(batcher_t *b, int k);
+
 /* Stops the thread, tells the stages to quit, fails what is left and closes the links. */
 void batcher_stop(batcher_t *b);
 

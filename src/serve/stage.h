@@ -15,6 +15,13 @@ typedef struct {
     /* HAMS (delta.h): the stage's delta endpoint (its primary binds a PUSH there, its standby
      * connects), the front end's confirmations (PUB) and reports (PULL) */
     const char *delta_ep, *confirm_ep, *report_ep;
+    /* On several hosts (links.h, tcp; NULL/0 on one machine): the next stage's standby input, also
+     * connected to (messages go to completed connections only); where this process binds its
+     * deltas once a primary (delta_ep is then its primary's, which a standby connects to); the
+     * heartbeat period (beat.h; then sends down the ring never wait: a dead peer's step is dropped
+     * and re-sent by the failover) */
+    const char *out2, *delta_bind;
+    int heartbeat_ms;
     int stage, stages, slots;
     int layer0, nlayers;
     int standby;                            /* 1: follow the primary until promoted (standby.h) */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "beat.h"
 #include "delta.h"
 
 /* Deltas that may wait for their confirmation: a stage has at most one step per group in flight,
@@ -44,8 +45,9 @@ typedef struct {
     delta_follower_t f;
 } follow_t;
 
-/* One message from sock if there is one (waiting up to timeout_ms): a delta or a confirmation.
- * 1: one taken (or refused: reported, never applied); 0: none; MP_ERR: the link failed. */
+/* One message from sock if there is one (waiting up to timeout_ms): a delta, a confirmation, a
+ * promotion. 1: one taken (or refused: reported, never applied); 0: none; MP_ERR: the front end
+ * said quit. */
 static int follow_one(follow_t *w, decoder_t *dec, const stage_cfg_t *s, void *sock, int timeout_ms)
 {
     wire_hdr_t h;
@@ -54,6 +56,10 @@ static int follow_one(follow_t *w, decoder_t *dec, const stage_cfg_t *s, void *s
     if (got == MP_ERR) return 1; /* a malformed message (reported) is dropped; the link still works */
     if (got == 0) return 0;
     if (sock == w->deltas && h.kind == WIRE_DELTA) delta_follower_take(&w->f, dec, &h, w->rows, w->x);
+    else if (sock == w->confirms && h.kind == WIRE_PROMOTE && h.aux == (uint64_t)s->stage) promoted = 1;
+    else if (sock == w->confirms && h.kind == WIRE_PROMOTE) {
+    } /* another stage's */
+    else if (sock == w->confirms && h.kind == WIRE_QUIT) return MP_ERR; /* the front end stops */
     else if (sock == w->confirms && h.kind == WIRE_CONFIRM && h.B == 0) {
         const uint64_t before = w->f.deltas_applied;
         delta_follower_confirm(&w->f, dec, h.step);
@@ -76,17 +82,19 @@ static void follow_drain(follow_t *w, decoder_t *dec, const stage_cfg_t *s)
     }
 }
 
-static int follow_loop(follow_t *w, decoder_t *dec, const stage_cfg_t *s)
+static int follow_loop(follow_t *w, decoder_t *dec, const stage_cfg_t *s, beat_t *beat)
 {
     const pid_t parent = getppid();
     for (int polls = 0;; polls++) {
+        beat_tick(beat);
         zmq_pollitem_t it[2] = {{w->deltas, 0, ZMQ_POLLIN, 0}, {w->confirms, 0, ZMQ_POLLIN, 0}};
         const int r = zmq_poll(it, 2, 20);
         if (r < 0 && zmq_errno() != EINTR) return MP_FAIL("ZeroMQ: zmq_poll failed: %s", zmq_strerror(zmq_errno()));
         if (r > 0 && (it[0].revents & ZMQ_POLLIN)) follow_one(w, dec, s, w->deltas, 0);
-        if (r > 0 && (it[1].revents & ZMQ_POLLIN)) follow_one(w, dec, s, w->confirms, 0);
+        if (r > 0 && (it[1].revents & ZMQ_POLLIN) && follow_one(w, dec, s, w->confirms, 0) < 0)
+            return MP_FAIL("standby of stage %d: the front end stopped; exiting", s->stage);
         if (promoted) return MP_OK;
-        if (polls % 50 == 0 && getppid() != parent)
+        if (!s->heartbeat_ms && polls % 50 == 0 && getppid() != parent)
             return MP_FAIL("standby of stage %d: the front end (pid %d) is gone; exiting", s->stage, (int)parent);
     }
 }
@@ -126,7 +134,11 @@ int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx)
     ZMQ_TRY(zmq_setsockopt(w.confirms, ZMQ_SUBSCRIBE, "", 0), out);
     ZMQ_TRY(zmq_connect(w.deltas, s->delta_ep), out);
     ZMQ_TRY(zmq_connect(w.confirms, s->confirm_ep), out);
-    if ((rc = follow_loop(&w, dec, s)) != MP_OK) goto out;
+    beat_t beat;
+    if (beat_open(&beat, zctx, s, 1) != MP_OK) goto out;
+    rc = follow_loop(&w, dec, s, &beat);
+    beat_close(&beat);
+    if (rc != MP_OK) goto out;
     follow_drain(&w, dec, s);
     MP_WARN("serving: the standby of stage %d resumes from its deltas at durable step %llu (%llu deltas applied, %llu refused, "
             "%llu gaps)", s->stage, (unsigned long long)w.f.applied, (unsigned long long)w.f.deltas_applied,

@@ -65,6 +65,15 @@ err:
     return MP_ERR;
 }
 
+int wire_immediate(void *sock)
+{
+    const int on = 1;
+    ZMQ_TRY(zmq_setsockopt(sock, ZMQ_IMMEDIATE, &on, sizeof on), err);
+    return MP_OK;
+err:
+    return MP_ERR;
+}
+
 int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x)
 {
     return wire_send_flags(sock, secret, h, rows, x, 0) == 1 ? MP_OK : MP_ERR;

@@ -40,8 +40,12 @@
 
 /* WIRE_STEP, WIRE_QUIT: round the ring. WIRE_DELTA: a primary's state delta to its standby (delta.h);
  * WIRE_CONFIRM: the front end's durable watermark to every standby; WIRE_REPORT: a promoted
- * standby's state to the front end (delta.h). */
-enum { WIRE_STEP = 1, WIRE_QUIT = 2, WIRE_DELTA = 3, WIRE_CONFIRM = 4, WIRE_REPORT = 5 };
+ * standby's state to the front end (delta.h). With processes on several hosts (links.h, tcp):
+ * WIRE_HEARTBEAT from every stage process to the front end (step: its role, 0 primary, 1 standby;
+ * aux: its stage), WIRE_PROMOTE from the front end to all (aux: the stage whose standby takes over;
+ * that stage's old primary, if it still lives, exits). */
+enum { WIRE_STEP = 1, WIRE_QUIT = 2, WIRE_DELTA = 3, WIRE_CONFIRM = 4, WIRE_REPORT = 5, WIRE_HEARTBEAT = 6,
+       WIRE_PROMOTE = 7 };
 
 typedef struct {
     uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_* */
@@ -77,5 +81,8 @@ int wire_recv(void *sock, const unsigned char *secret, int timeout_ms, wire_hdr_
  * 5 s timeout (a dead peer's connection is dropped, not waited on forever), reconnection every
  * 20 ms. MP_OK or MP_ERR. */
 int wire_socket_opts(void *sock);
+/* A PUSH connected to more than one peer (a stage's primary and its standby, which binds only when
+ * promoted): messages go only to completed connections (ZMQ_IMMEDIATE). MP_OK or MP_ERR. */
+int wire_immediate(void *sock);
 
 #endif
