@@ -361,6 +361,7 @@ static int serve_start_hosts(serve_ctx_t *c, const model_cfg_t *cfg, const http_
     links_ep(&c->l, LINK_IN, c->S, 0, last, sizeof last);
     links_ep(&c->l, LINK_CONFIRM, 0, 0, confirm, sizeof confirm);
     links_ep(&c->l, LINK_REPORT, 0, 0, report, sizeof report);
+    links_bindable(last, sizeof last), links_bindable(confirm, sizeof confirm), links_bindable(report, sizeof report);
     snprintf(trace, sizeof trace, "%s/trace.json", c->s->out);
     const batcher_links_t bl = {first, last, confirm, report, trace, first2, 1000};
     if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000, hosts_check,
@@ -445,6 +446,7 @@ int serve_stage_main(const run_opts_t *o, const serve_opts_t *s)
     links_ep(&l, LINK_REPORT, 0, 0, report, sizeof report);
     sc.ckpt = s->ckpt, sc.in = in, sc.out = out, sc.stage = s->stage, sc.stages = s->stages, sc.slots = s->slots;
     sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report;
+    links_bindable(in, sizeof in), links_bindable(dbind, sizeof dbind);
     if (l.tcp) /* several hosts (links.h): the next stage's standby too, heartbeats, sends that never wait */
         sc.out2 = k + 1 < s->stages ? out2 : NULL, sc.delta_bind = dbind, sc.heartbeat_ms = 50;
     sc.standby = s->standby == 1, sc.deltas = s->standby != 0; /* a promoted standby ships to its successor */

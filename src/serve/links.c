@@ -48,3 +48,12 @@ void links_ep(const links_t *l, int what, int k, int r, char *buf, size_t n)
     else
         snprintf(buf, n, "tcp://%s:%d", l->host[1 + 2 * k + r], l->port + 10 + 4 * k + 2 * r + (what == LINK_DELTA));
 }
+
+void links_bindable(char *ep, size_t n)
+{
+    const char *colon = strrchr(ep, ':');
+    if (strncmp(ep, "tcp://", 6) || !colon) return;
+    char port[16];
+    snprintf(port, sizeof port, "%s", colon + 1);
+    snprintf(ep, n, "tcp://*:%s", port);
+}

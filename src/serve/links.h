@@ -34,5 +34,9 @@ int links_parse(links_t *l, const char *spec, int stages);
  * standby; ipc ignores it) into buf (n bytes). LINK_CONFIRM and LINK_REPORT are the front end's
  * (k, r ignored). */
 void links_ep(const links_t *l, int what, int k, int r, char *buf, size_t n);
+/* A tcp endpoint to bind: its host replaced by * (every interface of this host: a host name is
+ * what others connect to, not what ZeroMQ binds; the job's secret guards what arrives); an ipc one
+ * unchanged. */
+void links_bindable(char *ep, size_t n);
 
 #endif
