@@ -141,7 +141,7 @@ static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, i
 
 /* Not under mu: an empty step round the ring, up to b->timeout_ms. On one machine one step, number
  * *step_p. On several hosts a message to a peer not yet connected is dropped (links.h), so a new
- * one goes every 500 ms, numbered on from *step_p, until one comes back; *step_p is then the last
+ * one goes every 100 ms, numbered on from *step_p, until one comes back; *step_p is then the last
  * number sent (the caller skips past it). MP_OK, STEP_DEAD or MP_ERR as step_wait. */
 static int ring_ping(batcher_t *b, uint64_t *step_p, wire_row_t *back, float *logits, char *why, size_t nwhy)
 {
@@ -151,7 +151,7 @@ static int ring_ping(batcher_t *b, uint64_t *step_p, wire_row_t *back, float *lo
     for (int waited = 0; waited < b->timeout_ms; (*step_p)++) {
         h = (wire_hdr_t){WIRE_MAGIC, WIRE_STEP, *step_p, 0, 0, 0};
         if (wire_post(b->push, b->secret, &h, NULL, NULL) < 0) return snprintf(why, nwhy, "sending to stage 0 failed"), MP_ERR;
-        for (int t = 0; t < 500; t += 50, waited += 50) {
+        for (int t = 0; t < 100; t += 50, waited += 50) {
             const int got = wire_recv(b->pull, b->secret, 50, &h, back, b->slots, logits, (size_t)b->slots * b->V);
             if (got < 0) return snprintf(why, nwhy, "a malformed reply from the last stage"), MP_ERR;
             if (got == 1 && h.kind == WIRE_STEP && h.B == 0 && h.step >= first) return MP_OK;

@@ -111,6 +111,7 @@ int delta_follower_take(delta_follower_t *f, decoder_t *dec, const wire_hdr_t *h
     if (W) memcpy(f->qx + q * S * W, x, (size_t)h->B * W * sizeof(float));
     f->n++;
     f->chained = 1, f->received = h->step;
+    delta_follower_confirm(f, dec, f->confirmed); /* its confirmation may have come first (another link) */
     return MP_OK;
 }
 

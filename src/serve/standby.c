@@ -55,20 +55,18 @@ static int follow_one(follow_t *w, decoder_t *dec, const stage_cfg_t *s, void *s
                               (size_t)s->slots * (size_t)(w->f.width ? w->f.width : 1));
     if (got == MP_ERR) return 1; /* a malformed message (reported) is dropped; the link still works */
     if (got == 0) return 0;
+    const uint64_t before = w->f.deltas_applied;
     if (sock == w->deltas && h.kind == WIRE_DELTA) delta_follower_take(&w->f, dec, &h, w->rows, w->x);
     else if (sock == w->confirms && h.kind == WIRE_PROMOTE && h.aux == (uint64_t)s->stage) promoted = 1;
     else if (sock == w->confirms && h.kind == WIRE_PROMOTE) {
     } /* another stage's */
     else if (sock == w->confirms && h.kind == WIRE_QUIT) return MP_ERR; /* the front end stops */
-    else if (sock == w->confirms && h.kind == WIRE_CONFIRM && h.B == 0) {
-        const uint64_t before = w->f.deltas_applied;
-        delta_follower_confirm(&w->f, dec, h.step);
-        if (!before && w->f.deltas_applied) /* in the log for operators (and tests): it holds durable state now */
-            fprintf(stderr, "mindpipe: serving: the standby of stage %d (pid %d) follows its primary from step %llu\n",
-                    s->stage, (int)getpid(), (unsigned long long)w->f.applied);
-    }
+    else if (sock == w->confirms && h.kind == WIRE_CONFIRM && h.B == 0) delta_follower_confirm(&w->f, dec, h.step);
     else w->f.refused++, MP_WARN("standby of stage %d: refused a message of kind %u on its %s link", s->stage, h.kind,
                                   sock == w->deltas ? "delta" : "confirmation");
+    if (!before && w->f.deltas_applied) /* in the log for operators (and tests): it holds durable state now */
+        fprintf(stderr, "mindpipe: serving: the standby of stage %d (pid %d) follows its primary from step %llu\n",
+                s->stage, (int)getpid(), (unsigned long long)w->f.applied);
     return 1;
 }
 
