@@ -57,7 +57,7 @@ p1=$(sed -n 's/^stage-1-primary.log //p' "$SCRATCH/job/processes.txt")
 i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-1-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 "$TORCH_PYTHON" "$client" load "$U" --requests 300 --concurrency 8 --out "$SCRATCH/b.jsonl" > "$SCRATCH/c.out" 2>&1 &
 l=$!
-sleep 0.3
+sleep 0.8 # requests running, their positions durable on the standby
 kill -9 "$p1"
 wait $l
 ok $? "300 requests while stage 1's primary (pid $p1) was killed: $(cat "$SCRATCH/c.out")"
