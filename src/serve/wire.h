@@ -1,6 +1,9 @@
 /* The messages between serving processes (ARCHITECTURE.md §7), over ZeroMQ: the front end and the
  * stages form a ring of PUSH/PULL links (front end → stage 0 → … → stage S−1 → front end), each
- * link bound by its receiver on an ipc:// socket in a directory only the job's user can enter.
+ * link bound by its receiver on an ipc:// socket in a directory only the job's user can enter, or
+ * on TCP with one process per host (links.h). Beside the ring: each primary's state deltas to its
+ * standby (PUSH/PULL), the front end's confirmations to the standbys (PUB/SUB), and reports and
+ * heartbeats to the front end (PUSH/PULL).
  *
  * ZeroMQ rather than NNG: a PUSH/PULL pipeline with ZMTP heartbeats (ZMQ_HEARTBEAT_*), bounded
  * queues (ZMQ_SNDHWM) and reconnection are built in and kept in Debian 12 (libzmq 4.3.4), and the
@@ -9,7 +12,8 @@
  *
  * A message is one frame: the job's secret (WIRE_SECRET_BYTES, compared in constant time; a
  * message without it is dropped), a header, B rows (slot, position, token) and B×width floats
- * (hidden states between stages, logits from the last stage; none from the front end). */
+ * (hidden states between stages, logits from the last stage; none from the front end; a delta's
+ * cache entries, delta.h). */
 #ifndef MP_WIRE_H
 #define MP_WIRE_H
 
