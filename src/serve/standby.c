@@ -13,9 +13,11 @@
 #include "beat.h"
 #include "delta.h"
 
-/* Deltas that may wait for their confirmation: a stage has at most one step per group in flight,
- * so a few are enough; more means the confirmations stopped, and the standby resynchronises. */
-#define STANDBY_QUEUE 256
+/* Deltas that may wait for their confirmation: only the steps between this stage and the front
+ * end's receipt of their logits, at most one per group of slots (the stages) in flight, so a few
+ * are enough; more means the confirmations stopped, and the standby resynchronises. Each holds
+ * slots × 2 × Σ A floats (e.g. 8 slots of 12 blocks of width 768: 590 KB). */
+#define STANDBY_QUEUE 32
 
 /* Set by SIGUSR1 in whichever thread takes it: MPI's and ZeroMQ's threads exist before any mask
  * could be set, so a signal blocked in this thread alone would reach them instead. */
