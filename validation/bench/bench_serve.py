@@ -42,7 +42,8 @@ def checkpoint(a, tmp):
 
 
 def serve_point(a, tmp, ck, stages, standby, concurrency):
-    out = os.path.join(tmp, "srv_%d_%d_%d" % (stages, standby, concurrency))
+    # a directory of its own: a stopped server's serve.json must not be read as this one's
+    out = tempfile.mkdtemp(prefix="srv_%d_%d_%d_" % (stages, standby, concurrency), dir=tmp)
     p = subprocess.Popen([a.mindpipe, "serve", "-c", DECK, "--ckpt", ck, "--stages", str(stages), "--standby",
                           str(standby), "--slots", "8", "--listen", "127.0.0.1:0", "--out", out],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
