@@ -39,8 +39,25 @@ U=$(url "$SCRATCH/ref" $ref)
 ok $? "the reference: 300 requests on a one-process server ($(cat "$SCRATCH/c.out"))"
 kill -TERM $ref; wait $ref
 
-port=$("$TORCH_PYTHON" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1] + 0)")
-port=$(( (port % 20000) + 30000 )) # a block of 19 ports from here (links.h)
+# A block of 19 free ports (links.h) below the kernel's ephemeral range: an outgoing connection's
+# local port taken from inside the block would make a standby's later bind fail.
+port=$("$TORCH_PYTHON" -c "
+import os, random, socket
+lo = int(open('/proc/sys/net/ipv4/ip_local_port_range').read().split()[0])
+for _ in range(200):
+    base = random.randrange(20000, lo - 20)
+    try:
+        socks = [socket.socket() for _ in range(19)]
+        for i, x in enumerate(socks):
+            x.bind(('127.0.0.1', base + i))
+        print(base)
+        break
+    except OSError:
+        pass
+    finally:
+        for x in socks:
+            x.close()
+")
 MINDPIPE="$MINDPIPE" STAGES=2 STANDBY=1 PORT=$port LISTEN=127.0.0.1:0 \
     bash "$sbatch" "$deck" "$CK" "$SCRATCH/job" --set model.seq_len=64 > "$SCRATCH/job.log" 2>&1 &
 job=$!; pids="$pids $job"
