@@ -142,6 +142,9 @@ ok $? "serve.json: 2 primaries and 2 standbys"
 lpid=$!
 killed=""
 for st in 1 0 1 0; do
+    # the stage's standby holds durable state (it applied a confirmed delta) before its primary dies
+    sb=$(sed -n "s/.*\"role\": \"standby\", \"stage\": $st, \"layers\": \[[0-9]*, [0-9]*\], \"pid\": \([0-9]*\).*/\1/p" "$SCRATCH/fo/serve.json")
+    i=0; while ! grep -q "standby of stage $st (pid $sb) follows its primary" "$SCRATCH/fo.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
     sleep 0.2
     p=$(sed -n "s/.*\"role\": \"primary\", \"stage\": $st, \"layers\": \[[0-9]*, [0-9]*\], \"pid\": \([0-9]*\).*/\1/p" "$SCRATCH/fo/serve.json")
     kill -0 $lpid 2>/dev/null || diag "the load ended before kill of stage $st"
@@ -156,10 +159,22 @@ ok $? "no request lost or changed: all 400 completions bitwise equal to the run 
 grep -q '^mindpipe_failovers_total 4$' "$SCRATCH/m.out" && grep -q '^mindpipe_requests_total{result="failed"} 0$' "$SCRATCH/m.out" &&
     grep -q '^mindpipe_requests_total{result="ok"} 400$' "$SCRATCH/m.out"
 ok $? "/metrics: 4 failovers, 400 requests ok, 0 failed"
-diag "$(grep -E '^mindpipe_failover_seconds' "$SCRATCH/m.out" | tr '\n' ' ') $(grep -o 'failed over in [0-9.]* s; [0-9]* running' "$SCRATCH/fo.log" | tr '\n' ' ')"
-grep -q "failed over in [0-9.]* s; [1-9][0-9]* running requests replay" "$SCRATCH/fo.log" &&
-    [ "$(grep -c 'the standby of stage [01] (pid [0-9]*) takes over' "$SCRATCH/fo.log")" -eq 4 ]
-ok $? "every failover promoted a standby, and at least one replayed running requests"
+diag "$(grep -E '^mindpipe_failover_seconds' "$SCRATCH/m.out" | tr '\n' ' ') $(grep -o 'failed over in [0-9.]* s; resumed from delta at step [0-9]*: [0-9]* running requests feed [0-9]*' "$SCRATCH/fo.log" | tr '\n' ' ')"
+grep -q "failed over in [0-9.]* s; resumed from delta at step [0-9]*: [1-9][0-9]* running requests" "$SCRATCH/fo.log" &&
+    [ "$(grep -c 'the standby of stage [01] (pid [0-9]*) takes over' "$SCRATCH/fo.log")" -eq 4 ] &&
+    [ "$(grep -c 'failed over in [0-9.]* s; resumed from delta at step [1-9][0-9]*' "$SCRATCH/fo.log")" -eq 4 ] &&
+    ! grep -q "replay their tokens" "$SCRATCH/fo.log"
+ok $? "every failover promoted a standby that resumed from its deltas at a durable step (none replayed), at least one with running requests"
+# HAMS's saving: the durable positions fed again after the failovers (the promoted standbys' lag, and
+# the sequences a standby started after a failover had not seen begin) against a replay of them all.
+refed=$(sed -n 's/^mindpipe_failover_positions_total{which="refed"} //p' "$SCRATCH/m.out")
+replay=$(sed -n 's/^mindpipe_failover_positions_total{which="replay"} //p' "$SCRATCH/m.out")
+grep -q '^mindpipe_failovers_resumed_total{from="delta"} 4$' "$SCRATCH/m.out" &&
+    grep -q '^mindpipe_failovers_resumed_total{from="replay"} 0$' "$SCRATCH/m.out" &&
+    [ -n "$replay" ] && [ "$replay" -gt 0 ] && [ "$refed" -lt "$replay" ]
+ok $? "/metrics: 4 failovers resumed from deltas, 0 replayed; $refed durable positions fed again where replays would feed $replay"
+grep -q '"name": "first_token"' "$SCRATCH/fo/trace.json" && [ "$(grep -c '"name": "resume"' "$SCRATCH/fo/trace.json")" -eq 4 ]
+ok $? "the failover timeline (DIR/trace.json): 4 resumes, and a first token after one"
 i=0; while [ "$(grep -c '"role": "standby"' "$SCRATCH/fo/serve.json")" -ne 2 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 [ "$(grep -c '"role": "standby"' "$SCRATCH/fo/serve.json")" -eq 2 ] && [ "$(grep -c '"role": "primary"' "$SCRATCH/fo/serve.json")" -eq 2 ]
 ok $? "new standbys replace the promoted ones: serve.json lists 2 primaries and 2 standbys again"

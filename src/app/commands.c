@@ -55,7 +55,7 @@ static const command_t commands[] = {
     {"serve",
      "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]] [--out DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
-     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", NULL},
+     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", "--links", NULL},
      "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
      "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
      "  --stages S           stage processes, each holding a contiguous range of layers (default 1)\n"
@@ -64,14 +64,21 @@ static const command_t commands[] = {
      "  --public             allow an address beyond loopback; needs MINDPIPE_SERVE_TOKEN (16+ characters)\n"
      "                       in the environment: with it every request sends Authorization: Bearer TOKEN\n"
      "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
-     "                       (the stages' sockets, mode 0700) (default serve)\n"
-     "  --standby 0|1        a standby per stage: loaded and waiting, it takes over when its primary\n"
-     "                       dies (without: a new process is started); either way no request is lost\n"
+     "                       (the stages' sockets, mode 0700), DIR/trace.json (the failover timeline,\n"
+     "                       Chrome trace events) (default serve)\n"
+     "  --links tcp:PORT:H,H0,B0,...  the stages run on other hosts, started by jobs/slurm/serve.sbatch:\n"
+     "                       the front end on H, stage k's primary on Hk and standby on Bk (TCP ports\n"
+     "                       from PORT; the job's secret in MINDPIPE_SERVE_SECRET; heartbeats)\n"
+     "  --standby 0|1        a standby per stage: loaded, it applies its primary's state deltas once the\n"
+     "                       front end confirms them and takes over when the primary dies, running\n"
+     "                       requests resuming from its state (without: a new process is started and\n"
+     "                       they replay their tokens); either way no request is lost\n"
      "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
      "  \"stream\"} (stream: server-sent events);\n"
      "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
-    {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR",
-     "one serving stage (started by serve; the job secret comes in its environment)",
+    {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2]",
+     "one serving stage (started by serve; the job secret comes in its environment; --standby 1: a standby, "
+     "2: a primary shipping state deltas to one)",
      {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", "--standby", NULL}, ""},
     {"search",
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"

@@ -18,9 +18,11 @@
 #include "deck.h"
 #include "http.h"
 #include "kernels.h"
+#include "links.h"
 #include "publish.h"
 #include "signals.h"
 #include "stage.h"
+#include "standby.h"
 
 #define SERVE_SECRET_ENV "MINDPIPE_SERVE_SECRET"
 #define SERVE_TOKEN_ENV "MINDPIPE_SERVE_TOKEN"
@@ -42,6 +44,8 @@ typedef struct {
     int restarts;                 /* processes started to replace dead ones */
     int stopping;                 /* SIGTERM sent to every process: their ends are expected */
     char why[256];                /* the first primary's death since the last failover, "" while all live */
+    int hosts;                    /* --links tcp:...: the stages run elsewhere (jobs/slurm/serve.sbatch) */
+    links_t l;
     batcher_t b;
     http_t http;
 } serve_ctx_t;
@@ -132,7 +136,8 @@ static pid_t spawn_stage(serve_ctx_t *c, int stage, int standby)
     argv[n++] = "--ckpt", argv[n++] = (char *)c->s->ckpt, argv[n++] = "--stage", argv[n++] = sbuf;
     argv[n++] = "--stages", argv[n++] = st, argv[n++] = "--slots", argv[n++] = slots;
     argv[n++] = "--links", argv[n++] = c->links;
-    if (standby) argv[n++] = "--standby", argv[n++] = "1";
+    /* 1: a standby; 2: a primary that ships its state deltas to its standby */
+    if (standby || c->standby) argv[n++] = "--standby", argv[n++] = standby ? "1" : "2";
     argv[n] = NULL;
     fflush(NULL);
     const pid_t pid = fork();
@@ -180,9 +185,10 @@ static void serve_fill_standbys(serve_ctx_t *c)
 /* The batcher's recover: every dead primary replaced by its stage's standby (SIGUSR1: it has its
  * weights and binds the primary's socket) or, without one, by a new process; then new standbys,
  * and serve.json. MP_OK or MP_ERR. */
-static int serve_recover(void *arg)
+static int serve_recover(void *arg, uint64_t *promoted_p, uint64_t *restarted_p)
 {
     serve_ctx_t *c = arg;
+    *promoted_p = *restarted_p = 0;
     int rc = MP_OK;
     pthread_mutex_lock(&c->mu);
     serve_reap(c);
@@ -191,8 +197,10 @@ static int serve_recover(void *arg)
         if (c->spare[s] > 0 && kill(c->spare[s], SIGUSR1) == 0) {
             MP_WARN("serving: the standby of stage %d (pid %d) takes over", s, (int)c->spare[s]);
             c->pid[s] = c->spare[s], c->spare[s] = -1;
+            *promoted_p |= 1ull << s;
         } else if ((c->pid[s] = spawn_stage(c, s, 0)) > 0) {
             MP_WARN("serving: stage %d restarted (pid %d)", s, (int)c->pid[s]);
+            *restarted_p |= 1ull << s;
             c->restarts++;
         } else rc = MP_ERR;
     }
@@ -288,9 +296,14 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen
     c->restarts = 0;
     pthread_mutex_unlock(&c->mu);
     if (rc != MP_OK) return MP_ERR;
+    char confirm[4200], report[4200], trace[4200];
     link_name(first, sizeof first, c->links, 0);
     link_name(last, sizeof last, c->links, c->S);
-    if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, first, last, secret, 30000, 300000,
+    snprintf(confirm, sizeof confirm, "ipc://%s/confirm", c->links);
+    snprintf(report, sizeof report, "ipc://%s/report", c->links);
+    snprintf(trace, sizeof trace, "%s/trace.json", c->s->out);
+    const batcher_links_t bl = {first, last, c->standby ? confirm : NULL, report, trace, NULL, 0};
+    if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000,
                       serve_check, serve_recover, c) != MP_OK)
         return MP_ERR;
     if (http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab) != MP_OK) return MP_ERR;
@@ -310,6 +323,61 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen
     return MP_OK;
 }
 
+/* Several hosts: the batcher's down_check: a stage whose primary missed its heartbeats, or NULL. */
+static const char *hosts_check(void *arg)
+{
+    serve_ctx_t *c = arg;
+    return batcher_heartbeats(&c->b, c->why, sizeof c->why) >= 0 ? c->why : NULL;
+}
+
+/* Several hosts: the batcher's recover: every stage whose primary is silent has its standby
+ * promoted by message; no process can be started from here, so a stage without a live standby
+ * takes the pipeline down. MP_OK or MP_ERR. */
+static int hosts_recover(void *arg, uint64_t *promoted_p, uint64_t *restarted_p)
+{
+    serve_ctx_t *c = arg;
+    char why[256];
+    *promoted_p = *restarted_p = 0;
+    for (int k, n = 0; n < c->S && (k = batcher_heartbeats(&c->b, why, sizeof why)) >= 0; n++) {
+        if (batcher_promote(&c->b, k) != MP_OK) return MP_ERR;
+        *promoted_p |= 1ull << k;
+    }
+    return MP_OK;
+}
+
+/* Several hosts (--links tcp:PORT:HOSTS): the stages are started by someone else (srun, in
+ * jobs/slurm/serve.sbatch) with the secret in their environment and this one's; the front end binds
+ * its endpoints, waits up to 300 s for the ring, and tells liveness by heartbeats. MP_OK or MP_ERR. */
+static int serve_start_hosts(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen_t *listen)
+{
+    unsigned char secret[WIRE_SECRET_BYTES];
+    char first[300], first2[300], last[300], confirm[300], report[300], trace[4200];
+    const char *hex = getenv(SERVE_SECRET_ENV);
+    if (mkdir(c->s->out, 0755) != 0 && errno != EEXIST) return MP_FAIL("--out %s: %s", c->s->out, strerror(errno));
+    if (!hex) return MP_FAIL("--links tcp:...: the job's secret must be in %s (every process gets the same)", SERVE_SECRET_ENV);
+    if (wire_secret_parse(hex, secret) != MP_OK || links_parse(&c->l, c->s->links, c->S) != MP_OK) return MP_ERR;
+    links_ep(&c->l, LINK_IN, 0, 0, first, sizeof first);
+    links_ep(&c->l, LINK_IN, 0, 1, first2, sizeof first2);
+    links_ep(&c->l, LINK_IN, c->S, 0, last, sizeof last);
+    links_ep(&c->l, LINK_CONFIRM, 0, 0, confirm, sizeof confirm);
+    links_ep(&c->l, LINK_REPORT, 0, 0, report, sizeof report);
+    links_bindable(last, sizeof last), links_bindable(confirm, sizeof confirm), links_bindable(report, sizeof report);
+    snprintf(trace, sizeof trace, "%s/trace.json", c->s->out);
+    const batcher_links_t bl = {first, last, confirm, report, trace, first2, 1000};
+    if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000, hosts_check,
+                      hosts_recover, c) != MP_OK ||
+        http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab) != MP_OK)
+        return MP_ERR;
+    printf("serving %s on http://%s:%d: %d stage(s) on other hosts (%s), %d slots\n", c->s->ckpt, c->l.host[0],
+           c->http.port, c->S, c->s->links, c->s->slots);
+    char path[4200], text[4096];
+    snprintf(path, sizeof path, "%s/serve.json", c->s->out);
+    snprintf(text, sizeof text, "{\"front_end\": {\"pid\": %d, \"address\": \"http://127.0.0.1:%d\"}, \"links\": \"%s\"}\n",
+             (int)getpid(), c->http.port, c->s->links);
+    fflush(stdout);
+    return publish_text(path, text);
+}
+
 int serve_main(const run_opts_t *o, const serve_opts_t *s)
 {
     http_listen_t listen;
@@ -325,8 +393,10 @@ int serve_main(const run_opts_t *o, const serve_opts_t *s)
     pthread_mutex_init(&c->mu, NULL);
     for (int st = 0; st < c->S; st++) c->pid[st] = c->spare[st] = -1, run_stage_chunks(&d, st, &c->l0[st], &c->nl[st]);
     signals_install();
-    int rc = serve_start(c, &cfg, &listen);
-    while (rc == MP_OK && !signals_pending()) { /* the batching thread fails over; standbys are kept here */
+    c->hosts = s->links && !strncmp(s->links, "tcp:", 4);
+    int rc = c->hosts ? serve_start_hosts(c, &cfg, &listen) : serve_start(c, &cfg, &listen);
+    while (rc == MP_OK && c->hosts && !signals_pending()) nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    while (rc == MP_OK && !c->hosts && !signals_pending()) { /* the batching thread fails over; standbys are kept here */
         nanosleep(&(struct timespec){0, 100000000L}, NULL);
         pthread_mutex_lock(&c->mu);
         serve_reap(c);
@@ -349,43 +419,38 @@ int serve_main(const run_opts_t *o, const serve_opts_t *s)
     return rc == MP_OK ? 0 : 1;
 }
 
-/* A standby's ready: waits, with its weights loaded, for SIGUSR1 (blocked since the start, so one
- * sent early waits too); gives up when the front end is gone. */
-static int standby_wait(void *arg)
-{
-    const pid_t parent = *(const pid_t *)arg;
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGUSR1);
-    for (;;) {
-        const struct timespec t = {1, 0};
-        if (sigtimedwait(&set, NULL, &t) == SIGUSR1) return MP_OK;
-        if (getppid() != parent) return MP_FAIL("standby: the front end (pid %d) is gone; exiting", (int)parent);
-    }
-}
-
 int serve_stage_main(const run_opts_t *o, const serve_opts_t *s)
 {
     deck_t d;
     model_cfg_t cfg;
     stage_cfg_t sc;
     memset(&sc, 0, sizeof sc);
-    sigset_t usr1;
-    sigemptyset(&usr1);
-    sigaddset(&usr1, SIGUSR1);
-    sigprocmask(SIG_BLOCK, &usr1, NULL); /* a standby's promotion waits for it; a primary never gets it */
-    const pid_t parent = getppid();
+    if (s->standby == 1 && standby_arm() != MP_OK) return 1; /* a promotion sent while it loads is kept */
     const char *hex = getenv(SERVE_SECRET_ENV);
     if (wire_secret_parse(hex, sc.secret) != MP_OK) return 1;
     unsetenv(SERVE_SECRET_ENV);
     if (serve_deck(o, s->stages, &d, &cfg) != MP_OK) return 1;
     if (s->stage < 0 || s->stage >= s->stages || !s->links || s->slots < 1)
         return MP_ERROR("serve-stage needs --stage in [0, --stages), --slots and --links (it is started by serve)"), 2;
-    char in[4200], out[4200];
-    link_name(in, sizeof in, s->links, s->stage);
-    link_name(out, sizeof out, s->links, s->stage + 1);
+    if (s->standby < 0 || s->standby > 2) return MP_ERROR("serve-stage --standby %d: 0, 1 (a standby) or 2 (a primary with one)", s->standby), 2;
+    static links_t l;
+    char in[4200], out[4200], out2[4200], delta[4200], dbind[4200], confirm[4200], report[4200];
+    const int k = s->stage, role = s->standby == 1;
+    if (links_parse(&l, s->links, s->stages) != MP_OK) return 2;
+    links_ep(&l, LINK_IN, k, role, in, sizeof in);
+    links_ep(&l, LINK_IN, k + 1, 0, out, sizeof out);
+    links_ep(&l, LINK_IN, k + 1, 1, out2, sizeof out2);
+    links_ep(&l, LINK_DELTA, k, 0, delta, sizeof delta);
+    links_ep(&l, LINK_DELTA, k, role, dbind, sizeof dbind);
+    links_ep(&l, LINK_CONFIRM, 0, 0, confirm, sizeof confirm);
+    links_ep(&l, LINK_REPORT, 0, 0, report, sizeof report);
     sc.ckpt = s->ckpt, sc.in = in, sc.out = out, sc.stage = s->stage, sc.stages = s->stages, sc.slots = s->slots;
+    sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report;
+    links_bindable(in, sizeof in), links_bindable(dbind, sizeof dbind);
+    if (l.tcp) /* several hosts (links.h): the next stage's standby too, heartbeats, sends that never wait */
+        sc.out2 = k + 1 < s->stages ? out2 : NULL, sc.delta_bind = dbind, sc.heartbeat_ms = 50;
+    sc.standby = s->standby == 1, sc.deltas = s->standby != 0; /* a promoted standby ships to its successor */
     run_stage_chunks(&d, s->stage, &sc.layer0, &sc.nlayers);
     kernels_set_threads(d.train.threads > 0 ? d.train.threads : 1);
-    return stage_run(&cfg, &sc, s->standby ? standby_wait : NULL, (void *)&parent) == MP_OK ? 0 : 1;
+    return stage_run(&cfg, &sc) == MP_OK ? 0 : 1;
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "delta.h"
 #include "perf.h"
 
 void serve_req_free(serve_req_t *r)
@@ -77,6 +78,7 @@ static void advance(batcher_t *b, serve_req_t *r, const float *logits, float *wo
     }
     r->out[r->nout++] = sampler_pick(logits, b->V, &r->sample, r->request_id, (uint64_t)(p + 1), work);
     b->tokens_out++;
+    if (b->first_token_due) b->first_token_due = 0, evtrace_event(&b->trace, "first_token", "");
     const int state = r->nout == r->max_tokens ? REQ_LENGTH : p + 1 == b->T - 1 ? REQ_CONTEXT : REQ_RUNNING;
     if (state == REQ_RUNNING) {
         r->pos = p + 1;
@@ -125,7 +127,7 @@ static int step_wait(batcher_t *b, wire_hdr_t *h, wire_row_t *back, float *logit
 static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
                           char *why, size_t nwhy)
 {
-    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0};
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0, 0};
     if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
     do {
         const int rc = step_wait(b, &h, back, logits, why, nwhy);
@@ -135,6 +137,27 @@ static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, i
         return snprintf(why, nwhy, "the last stage answered step %llu with %d rows (expected step %llu, %d rows)",
                         (unsigned long long)h.step, h.B, (unsigned long long)step, B), MP_ERR;
     return MP_OK;
+}
+
+/* Not under mu: an empty step round the ring, up to b->timeout_ms. On one machine one step, number
+ * *step_p. On several hosts a message to a peer not yet connected is dropped (links.h), so a new
+ * one goes every 100 ms, numbered on from *step_p, until one comes back; *step_p is then the last
+ * number sent (the caller skips past it). MP_OK, STEP_DEAD or MP_ERR as step_wait. */
+static int ring_ping(batcher_t *b, uint64_t *step_p, wire_row_t *back, float *logits, char *why, size_t nwhy)
+{
+    if (!b->hb_timeout_ms) return step_roundtrip(b, *step_p, back, 0, back, logits, why, nwhy);
+    const uint64_t first = *step_p;
+    wire_hdr_t h;
+    for (int waited = 0; waited < b->timeout_ms; (*step_p)++) {
+        h = (wire_hdr_t){WIRE_MAGIC, WIRE_STEP, *step_p, 0, 0, 0};
+        if (wire_post(b->push, b->secret, &h, NULL, NULL) < 0) return snprintf(why, nwhy, "sending to stage 0 failed"), MP_ERR;
+        for (int t = 0; t < 100; t += 50, waited += 50) {
+            const int got = wire_recv(b->pull, b->secret, 50, &h, back, b->slots, logits, (size_t)b->slots * b->V);
+            if (got < 0) return snprintf(why, nwhy, "a malformed reply from the last stage"), MP_ERR;
+            if (got == 1 && h.kind == WIRE_STEP && h.B == 0 && h.step >= first) return MP_OK;
+        }
+    }
+    return snprintf(why, nwhy, "no empty step came round the ring within %d ms", b->timeout_ms), MP_ERR;
 }
 
 /* The batching thread's buffers: per group, its rows in flight and their requests. */
@@ -172,9 +195,14 @@ static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwh
             l->B[g] = build_rows(b, g, rows, l->who + (size_t)g * b->slots);
             if (!l->B[g]) continue;
             l->step[g] = b->steps++;
-            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0};
+            for (int i = 0; i < l->B[g]; i++)
+                if (rows[i].pos == 0) l->who[(size_t)g * b->slots + i]->step0 = l->step[g];
+            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0, 0};
             pthread_mutex_unlock(&b->mu);
-            const int rc = wire_send(b->push, b->secret, &h, rows, NULL);
+            /* several hosts: never wait on a dead stage 0 (a dropped step is re-sent by the failover
+             * the heartbeats will start) */
+            const int rc = b->hb_timeout_ms ? (wire_post(b->push, b->secret, &h, rows, NULL) < 0 ? MP_ERR : MP_OK)
+                                            : wire_send(b->push, b->secret, &h, rows, NULL);
             pthread_mutex_lock(&b->mu);
             if (rc != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
             l->inflight[g] = 1;
@@ -198,38 +226,124 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
     b->rows += (uint64_t)h->B;
     for (int i = 0; i < h->B; i++) advance(b, l->who[(size_t)g * b->slots + i], l->logits + (size_t)i * b->V, l->work);
     pthread_cond_broadcast(&b->done); /* streaming clients: new tokens */
+    if (b->pub) { /* every stage has passed this step on: its standbys may apply it (dropped if none listens) */
+        const wire_hdr_t c = {WIRE_MAGIC, WIRE_CONFIRM, h->step, 0, 0, 0};
+        if (wire_post(b->pub, b->secret, &c, NULL, NULL) < 0) MP_WARN("serving: a confirmation could not be sent");
+    }
     return MP_OK;
 }
 
-/* Under mu (released while processes are replaced): a serving process died (why). The supervisor
- * replaces it (a standby promoted, or a new process), an empty step goes round the ring, and every
- * running request replays its tokens from position 0: the caches of every stage are rebuilt by the
- * same computation, so the completions do not change, and no request is lost. Up to 3 attempts.
- * MP_OK, or MP_ERR (why filled). */
+/* Not under mu: the reports of the standbys promoted (bits of want), each within 5 s, into
+ * b->rep_len and b->rep_last; *durable_p lowered to the oldest durable step reported. The stages
+ * that reported. */
+static uint64_t collect_reports(batcher_t *b, uint64_t want, uint64_t *durable_p)
+{
+    const int S = b->slots;
+    uint64_t got = 0;
+    wire_hdr_t h;
+    wire_row_t *rows = malloc(2 * (size_t)S * sizeof *rows);
+    for (int waited = 0; rows && b->rep && (got & want) != want && waited < 5000; waited += 50) {
+        const int rc = wire_recv(b->rep, b->secret, 50, &h, rows, 2 * S, NULL, 0);
+        if (rc <= 0) continue;
+        const int k = (int)h.aux;
+        if (h.kind == WIRE_HEARTBEAT) {
+            if (b->hb_seen && h.aux < (uint64_t)b->stages && h.step < 2) b->hb_seen[2 * k + (int)h.step] = perf_now();
+            continue;
+        }
+        if (h.kind != WIRE_REPORT || h.aux >= (uint64_t)b->stages || !(want >> k & 1)) {
+            MP_WARN("serving: refused a standby report (kind %u, stage %llu) nobody asked for", h.kind, (unsigned long long)h.aux);
+            continue;
+        }
+        if (delta_report_get(rows, h.B, S, b->T, b->rep_len + (size_t)k * S, b->rep_last + (size_t)k * S) != MP_OK) continue;
+        got |= 1ull << k;
+        *durable_p = h.step < *durable_p ? h.step : *durable_p;
+        char args[96];
+        snprintf(args, sizeof args, "\"stage\": %d, \"durable_step\": %llu", k, (unsigned long long)h.step);
+        evtrace_event(&b->trace, "report", args);
+    }
+    free(rows);
+    if ((got & want) != want) MP_WARN("serving: a promoted standby did not report within 5 s: its stage replays");
+    return got & want;
+}
+
+/* Under mu: every running request's restart point: the positions that every replaced stage holds
+ * (a promoted standby's report, when it holds the request's current sequence: its slot's last row
+ * is not older than the request's position 0; a new process holds none). Returns the positions
+ * fed again; *replay_p: what replaying from 0 would have fed. */
+static uint64_t resume_points(batcher_t *b, uint64_t promoted, uint64_t reported, uint64_t restarted, uint64_t *replay_p)
+{
+    uint64_t refed = 0, replay = 0;
+    const int S = b->slots;
+    for (int s = 0; s < S; s++) {
+        serve_req_t *r = b->slot[s];
+        if (!r) continue;
+        int p = r->pos;
+        if (restarted || (promoted & ~reported)) p = 0;
+        for (int k = 0; k < b->stages && p > 0; k++) {
+            if (!(promoted >> k & 1)) continue;
+            const int len = b->rep_len[(size_t)k * S + s];
+            const int held = b->rep_last[(size_t)k * S + s] >= r->step0 ? len : 0;
+            p = held < p ? held : p;
+        }
+        refed += (uint64_t)(r->pos - p), replay += (uint64_t)r->pos;
+        r->pos = p;
+    }
+    *replay_p = replay;
+    return refed;
+}
+
+/* Under mu (released while processes are replaced): a serving process died (why). The batcher
+ * pauses; the supervisor replaces the dead (standbys promoted, or new processes); the promoted
+ * standbys report their durable state; an empty step goes round the ring; every running request
+ * resumes from its restart point (resume_points), replayed steps' replies are dropped by number.
+ * Up to 3 attempts. MP_OK, or MP_ERR (why filled). */
 static int failover(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
 {
     const double t0 = perf_now();
+    uint64_t promoted = 0, restarted = 0, reported = 0, durable = UINT64_MAX;
     int rc = MP_ERR;
     MP_WARN("serving: %s; failing over", why);
+    char args[400];
+    snprintf(args, sizeof args, "\"why\": \"%.300s\"", why);
+    evtrace_event(&b->trace, "detect", args);
     for (int attempt = 0; attempt < 3 && rc != MP_OK; attempt++) {
         b->recovering = 1;
-        const uint64_t epoch = b->steps++;
+        uint64_t epoch = b->steps, pr = 0, rs = 0;
         pthread_mutex_unlock(&b->mu);
-        rc = b->recover(b->down_ctx) == MP_OK ? step_roundtrip(b, epoch, NULL, 0, l->back, l->logits, why, nwhy)
-                                              : (snprintf(why, nwhy, "replacing a serving process failed"), MP_ERR);
+        rc = b->recover(b->down_ctx, &pr, &rs);
+        if (rc == MP_OK) {
+            snprintf(args, sizeof args, "\"promoted\": %llu, \"restarted\": %llu", (unsigned long long)pr, (unsigned long long)rs);
+            evtrace_event(&b->trace, "recovered", args);
+            reported = (reported & ~(pr | rs)) | collect_reports(b, pr, &durable);
+            promoted = (promoted & ~rs) | pr, restarted |= rs;
+            rc = ring_ping(b, &epoch, l->back, l->logits, why, nwhy);
+        } else snprintf(why, nwhy, "replacing a serving process failed");
         pthread_mutex_lock(&b->mu);
-        b->epoch = epoch;
+        b->steps = b->epoch = epoch + 1; /* replies to anything sent before are dropped */
         if (rc == STEP_DEAD) MP_WARN("serving: %s during the failover; again", why);
     }
     b->recovering = 0;
     if (rc != MP_OK) return MP_ERR;
     for (int g = 0; g < b->groups; g++) l->inflight[g] = 0;
-    for (int s = 0; s < b->slots; s++)
-        if (b->slot[s]) b->slot[s]->pos = 0;
+    uint64_t replay;
+    const uint64_t refed = resume_points(b, promoted, reported, restarted, &replay);
+    const int delta = !restarted && promoted == reported;
     b->failovers++;
+    delta ? b->failovers_delta++ : b->failovers_replay++;
+    b->refed_positions += refed, b->replay_positions += replay;
     b->failover_last_s = perf_now() - t0;
     b->failover_max_s = b->failover_last_s > b->failover_max_s ? b->failover_last_s : b->failover_max_s;
-    MP_WARN("serving: failed over in %.3f s; %d running requests replay their tokens", b->failover_last_s, b->running);
+    b->first_token_due = b->running > 0;
+    snprintf(args, sizeof args, "\"resume\": \"%s\", \"running\": %d, \"refed\": %llu, \"replay\": %llu",
+             delta ? "delta" : "replay", b->running, (unsigned long long)refed, (unsigned long long)replay);
+    evtrace_event(&b->trace, "resume", args);
+    if (delta)
+        MP_WARN("serving: failed over in %.3f s; resumed from delta at step %llu: %d running requests feed %llu durable "
+                "positions again (a replay would feed %llu)", b->failover_last_s, (unsigned long long)durable,
+                b->running, (unsigned long long)refed, (unsigned long long)replay);
+    else
+        MP_WARN("serving: failed over in %.3f s; %d running requests replay their tokens (%llu positions)",
+                b->failover_last_s, b->running, (unsigned long long)refed);
     return MP_OK;
 }
 
@@ -286,12 +400,62 @@ static void *batcher_main(void *arg)
     return NULL;
 }
 
-int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char *to_first, const char *from_last,
-                  const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
-                  int (*recover)(void *), void *down_ctx)
+int batcher_heartbeats(batcher_t *b, char *why, size_t n)
 {
+    wire_hdr_t h;
+    wire_row_t row;
+    while (b->rep && wire_recv(b->rep, b->secret, 0, &h, &row, 1, NULL, 0) == 1)
+        if (h.kind == WIRE_HEARTBEAT && h.aux < (uint64_t)b->stages && h.step < 2)
+            b->hb_seen[2 * h.aux + h.step] = perf_now();
+        else MP_WARN("serving: dropped a message of kind %u on the report link outside a failover", h.kind);
+    const double now = perf_now();
+    for (int k = 0; k < b->stages; k++)
+        if (now - b->hb_seen[2 * k] > 1e-3 * b->hb_timeout_ms) {
+            snprintf(why, n, "stage %d's primary missed its heartbeats for %.0f ms", k, 1e3 * (now - b->hb_seen[2 * k]));
+            return k;
+        }
+    return -1;
+}
+
+int batcher_promote(batcher_t *b, int k)
+{
+    const double now = perf_now();
+    if (now - b->hb_seen[2 * k + 1] > 1e-3 * b->hb_timeout_ms)
+        return MP_FAIL("serving: stage %d has no standby heard from within %d ms to take over", k, b->hb_timeout_ms);
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, 0, 0, 0, (uint64_t)k};
+    if (wire_post(b->pub, b->secret, &h, NULL, NULL) != 1) return MP_FAIL("serving: the promotion of stage %d's standby was not sent", k);
+    MP_WARN("serving: the standby of stage %d takes over (promoted by message)", k);
+    b->hb_seen[2 * k] = now, b->hb_seen[2 * k + 1] = -1e9; /* it beats as the primary now; no standby is left */
+    return MP_OK;
+}
+
+/* HAMS's two sockets, bound here (links->confirm NULL: no standbys, none), and the report arrays. */
+static int batcher_hams_open(batcher_t *b, const batcher_links_t *links)
+{
+    if (!links->confirm) return MP_OK;
+    const size_t n = (size_t)b->stages * (size_t)b->slots;
+    b->hb_timeout_ms = links->hb_timeout_ms;
+    if (!(b->hb_seen = calloc(2 * (size_t)b->stages, sizeof *b->hb_seen))) return MP_FAIL("out of memory");
+    if (!(b->rep_len = calloc(n, sizeof *b->rep_len)) || !(b->rep_last = calloc(n, sizeof *b->rep_last)))
+        return MP_FAIL("out of memory for the standbys' reports");
+    ZMQ_TRY_PTR(b->pub = zmq_socket(b->zctx, ZMQ_PUB), err);
+    ZMQ_TRY_PTR(b->rep = zmq_socket(b->zctx, ZMQ_PULL), err);
+    if (wire_socket_opts(b->pub) != MP_OK || wire_socket_opts(b->rep) != MP_OK) goto err;
+    ZMQ_TRY(zmq_bind(b->pub, links->confirm), err);
+    ZMQ_TRY(zmq_bind(b->rep, links->report), err);
+    return MP_OK;
+err:
+    return MP_ERR;
+}
+
+int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batcher_links_t *links,
+                  const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
+                  int (*recover)(void *, uint64_t *, uint64_t *), void *down_ctx)
+{
+    const char *to_first = links->to_first, *from_last = links->from_last;
     memset(b, 0, sizeof *b);
     b->slots = slots, b->T = T, b->V = V, b->timeout_ms = timeout_ms;
+    b->stages = groups;
     b->groups = groups < 1 ? 1 : groups > slots ? slots : groups;
     b->down_check = down_check, b->recover = recover, b->down_ctx = down_ctx;
     b->t_start = perf_now();
@@ -305,15 +469,24 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char 
     ZMQ_TRY_PTR(b->pull = zmq_socket(b->zctx, ZMQ_PULL), err);
     if (wire_socket_opts(b->push) != MP_OK || wire_socket_opts(b->pull) != MP_OK) goto err;
     ZMQ_TRY(zmq_bind(b->pull, from_last), err);
+    if (links->to_first2 && wire_immediate(b->push) != MP_OK) goto err;
     ZMQ_TRY(zmq_connect(b->push, to_first), err);
+    if (links->to_first2) ZMQ_TRY(zmq_connect(b->push, links->to_first2), err);
+    if (batcher_hams_open(b, links) != MP_OK || evtrace_open(&b->trace, links->trace) != MP_OK) goto err;
     char why[256];
     b->timeout_ms = ready_ms;
-    if (step_roundtrip(b, 0, NULL, 0, NULL, NULL, why, sizeof why) != MP_OK) { /* no failover: nothing started */
+    uint64_t first = 0;
+    wire_row_t *back = malloc((size_t)slots * sizeof *back);
+    float *logits = malloc((size_t)slots * (size_t)V * sizeof(float));
+    const int ready = back && logits ? ring_ping(b, &first, back, logits, why, sizeof why) : MP_ERR;
+    free(back), free(logits);
+    if (ready != MP_OK) { /* no failover: nothing started */
         MP_ERROR("the serving stages did not start: %s", why);
         goto err;
     }
     b->timeout_ms = timeout_ms;
-    b->steps = 1;
+    b->steps = b->epoch = first + 1;
+    for (int k = 0; b->hb_seen && k < b->stages; k++) b->hb_seen[2 * k] = perf_now(); /* they answered */
     if (pthread_create(&b->thread, NULL, batcher_main, b) != 0) {
         MP_ERROR("pthread_create for the batching thread failed");
         goto err;
@@ -340,14 +513,20 @@ void batcher_stop(batcher_t *b)
     if (!b->down) fail_all(b, "the server is stopping");
     pthread_mutex_unlock(&b->mu);
     if (b->push) { /* every stage quits when the message reaches it, passing it on first */
-        wire_hdr_t h = {WIRE_MAGIC, WIRE_QUIT, 0, 0, 0};
-        wire_send(b->push, b->secret, &h, NULL, NULL);
+        wire_hdr_t h = {WIRE_MAGIC, WIRE_QUIT, 0, 0, 0, 0};
+        if (b->pub) wire_post(b->pub, b->secret, &h, NULL, NULL); /* and every standby */
+        if (b->hb_timeout_ms) wire_post(b->push, b->secret, &h, NULL, NULL); /* never waits on a dead stage 0 */
+        else wire_send(b->push, b->secret, &h, NULL, NULL);
         zmq_close(b->push);
     }
     if (b->pull) zmq_close(b->pull);
+    if (b->pub) zmq_close(b->pub);
+    if (b->rep) zmq_close(b->rep);
     if (b->zctx) zmq_ctx_term(b->zctx);
-    free(b->slot);
-    b->push = b->pull = b->zctx = NULL, b->slot = NULL;
+    evtrace_close(&b->trace);
+    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen);
+    b->push = b->pull = b->pub = b->rep = b->zctx = NULL, b->slot = NULL, b->rep_len = NULL, b->rep_last = NULL;
+    b->hb_seen = NULL;
 }
 
 void batcher_mark_down(batcher_t *b, const char *why)

@@ -5,11 +5,16 @@
  * groups (the number of stages), each with one step in flight, so every stage has work while the
  * others run theirs (HAMS's pipelining); a request has one row in flight at most.
  *
- * Failover: when a serving process dies (the supervisor's down_check names it), the supervisor
- * replaces it (recover) and every running request replays its known tokens (prompt and generated)
- * from position 0, rebuilding every stage's cache by the same computation: no request is lost and
- * no completion changes. This recomputes state instead of shipping it to a standby as HAMS does;
- * standbys only save the replacement's start-up. A step that does not come back within the deadline
+ * Failover (HAMS): after each step's logits come back the front end publishes the step as durable
+ * (WIRE_CONFIRM), and each standby applies its primary's state deltas up to it (delta.h). When a
+ * serving process dies (the supervisor's down_check names it), the batcher pauses, the supervisor
+ * replaces it (recover: its standby promoted, or a new process), each promoted standby reports how
+ * many positions of every slot it holds, and every running request resumes from the last position
+ * all replaced stages hold (its restart point): the front end re-sends the rows after it, the
+ * surviving stages compute them again (the same bits in their caches), and replies to steps sent
+ * before the failure are dropped by step number (downstream reset). A stage restarted without a
+ * standby holds nothing, so then every running request replays its tokens from position 0. Either
+ * way no request is lost and no completion changes. A step that does not come back within the deadline
  * with every process alive (a hung stage), or a failover that fails 3 times, marks the pipeline
  * down: its requests and every later one fail (503 at the front end) until a restart. */
 #ifndef MP_BATCHER_H
@@ -18,6 +23,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "evtrace.h"
 #include "sampler.h"
 #include "wire.h"
 
@@ -31,7 +37,9 @@ typedef struct serve_req {
     int *out, nout;                       /* max_tokens ints */
     int state;                            /* REQ_* */
     char error[256];                      /* REQ_FAILED: why */
-    int slot, pos;                        /* its cache slot; the position it feeds next */
+    int slot, pos;                        /* its cache slot; the position it feeds next (positions
+                                           * below it came back: durable) */
+    uint64_t step0;                       /* the step that last carried its position 0 */
     int abandoned;                        /* its owner has gone: freed when it finishes */
     double t_submit, t_done;
     struct serve_req *next;               /* the queue */
@@ -52,10 +60,19 @@ typedef struct {
     /* Why the pipeline is broken (a dead stage's pid and signal), or NULL: the supervisor's check,
      * called while a step is awaited. */
     const char *(*down_check)(void *ctx);
-    /* Replaces the dead processes (a standby promoted, or a new one started); MP_OK or MP_ERR. NULL:
-     * no failover, a death takes the pipeline down. */
-    int (*recover)(void *ctx);
+    /* Replaces the dead processes: stage k's bit in *promoted_p when its standby took over, in
+     * *restarted_p when a new process did; MP_OK or MP_ERR. NULL: no failover, a death takes the
+     * pipeline down. */
+    int (*recover)(void *ctx, uint64_t *promoted_p, uint64_t *restarted_p);
     void *down_ctx;
+    void *pub, *rep;                      /* HAMS: confirmations to the standbys; their reports (or NULL) */
+    int stages;
+    int *rep_len;                         /* (stages, S): a promoted standby's positions held per slot */
+    uint64_t *rep_last;                   /* (stages, S): the step of its last row per slot */
+    evtrace_t trace;                      /* the failover timeline */
+    int hb_timeout_ms;                    /* several hosts: a primary silent this long is dead (0: off) */
+    double *hb_seen;                      /* (stages, 2): when each stage's primary and standby were last heard */
+    int first_token_due;                  /* a failover ended: the next sampled token is traced */
     uint64_t epoch;                       /* replies to steps below it predate the last failover */
     int recovering;
     int stop, down;
@@ -64,19 +81,37 @@ typedef struct {
     int started;
     /* metrics (under mu) */
     uint64_t steps, requests_ok, requests_failed, tokens_out, rows, failovers;
+    uint64_t failovers_delta, failovers_replay; /* resumed from standbys' deltas; replayed from position 0 */
+    uint64_t refed_positions, replay_positions; /* durable positions fed again; what replays would have fed */
     double failover_last_s, failover_max_s; /* from the death noticed to the ring working again */
     double busy_s, t_start;
     double lat[BATCHER_LATENCIES];
     uint64_t nlat;
 } batcher_t;
 
-/* groups: steps in flight at once (the stages; at most slots). Connects to the ring's two endpoints (push: stage 0's input; pull: bound here, the last stage's
- * output), sends an empty step round the ring and waits up to ready_ms for it (every stage has
+/* The front end's endpoints: the ring's two ends (push: stage 0's input; pull: bound here, the
+ * last stage's output); HAMS's confirmation PUB and report PULL (bound here; NULL: no standbys);
+ * the failover trace file (NULL: none). */
+typedef struct {
+    const char *to_first, *from_last, *confirm, *report, *trace;
+    const char *to_first2;  /* several hosts: stage 0's standby input, connected to as well (or NULL) */
+    int hb_timeout_ms;      /* several hosts: heartbeats (beat.h) tell who lives (0: off) */
+} batcher_links_t;
+
+/* groups: steps in flight at once (the stages; at most slots). Connects to the ring, sends an empty step round the ring and waits up to ready_ms for it (every stage has
  * loaded its weights and its links work), and starts the batching thread. MP_OK or MP_ERR
  * (reported, naming a stage that died while starting). */
-int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const char *to_first, const char *from_last,
+int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batcher_links_t *links,
                   const unsigned char *secret, int timeout_ms, int ready_ms, const char *(*down_check)(void *),
-                  int (*recover)(void *), void *down_ctx);
+                  int (*recover)(void *, uint64_t *, uint64_t *), void *down_ctx);
+/* Several hosts (heartbeats on), called from the batching thread (down_check, recover): takes the
+ * heartbeats that arrived; the first stage whose primary has been silent past the timeout, with
+ * why (n bytes), or −1. */
+int batcher_heartbeats(batcher_t *b, char *why, size_t n);
+/* Promotes stage k's standby by message (WIRE_PROMOTE, which also stops a primary that still
+ * lives). MP_OK, or MP_ERR when that standby has not been heard within the timeout (reported). */
+int batcher_promote(batcher_t *b, int k);
+
 /* Stops the thread, tells the stages to quit, fails what is left and closes the links. */
 void batcher_stop(batcher_t *b);
 

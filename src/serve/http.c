@@ -273,7 +273,8 @@ static enum MHD_Result metrics(http_t *h, struct MHD_Connection *c)
     const uint64_t nl = b->nlat < BATCHER_LATENCIES ? b->nlat : BATCHER_LATENCIES;
     memcpy(lat, b->lat, nl * sizeof *lat);
     const uint64_t ok = b->requests_ok, failed = b->requests_failed, toks = b->tokens_out, steps = b->steps;
-    const uint64_t failovers = b->failovers;
+    const uint64_t failovers = b->failovers, fo_delta = b->failovers_delta, fo_replay = b->failovers_replay;
+    const uint64_t refed = b->refed_positions, replay = b->replay_positions;
     const double fo_last = b->failover_last_s, fo_max = b->failover_max_s;
     const int queued = b->queued, running = b->running, down = b->down;
     const double busy = b->busy_s;
@@ -292,12 +293,17 @@ static enum MHD_Result metrics(http_t *h, struct MHD_Connection *c)
                      "# TYPE mindpipe_failovers_total counter\nmindpipe_failovers_total %llu\n"
                      "# TYPE mindpipe_failover_seconds gauge\nmindpipe_failover_seconds{which=\"last\"} %.6f\n"
                      "mindpipe_failover_seconds{which=\"max\"} %.6f\n"
+                     "# TYPE mindpipe_failovers_resumed_total counter\n"
+                     "mindpipe_failovers_resumed_total{from=\"delta\"} %llu\nmindpipe_failovers_resumed_total{from=\"replay\"} %llu\n"
+                     "# TYPE mindpipe_failover_positions_total counter\n"
+                     "mindpipe_failover_positions_total{which=\"refed\"} %llu\nmindpipe_failover_positions_total{which=\"replay\"} %llu\n"
                      "# TYPE mindpipe_up gauge\nmindpipe_up %d\n"
                      "# TYPE mindpipe_request_latency_seconds summary\n",
                      (unsigned long long)ok, (unsigned long long)failed,
                      (unsigned long long)__atomic_load_n(&h->bad_requests, __ATOMIC_RELAXED), (unsigned long long)toks,
                      (unsigned long long)steps, queued, running, busy > 0 ? toks / busy : 0.0, (unsigned long long)failovers,
-                     fo_last, fo_max, !down);
+                     fo_last, fo_max, (unsigned long long)fo_delta, (unsigned long long)fo_replay,
+                     (unsigned long long)refed, (unsigned long long)replay, !down);
     static const double qs[] = {0.5, 0.9, 0.99};
     for (int i = 0; i < 3 && nl; i++)
         n += snprintf(s + n, 4096 - (size_t)n, "mindpipe_request_latency_seconds{quantile=\"%g\"} %.6f\n", qs[i],

@@ -8,7 +8,8 @@
  *                          pipeline down → 503.
  *   GET /health           200 {"status": "ok"} or 503 {"status": "down", "reason"}
  *   GET /metrics          Prometheus text: requests, tokens, queue, slots in use, tokens/s,
- *                          latency quantiles, failovers and their duration.
+ *                          latency quantiles, failovers and their duration, failovers resumed
+ *                          from standbys' deltas or replayed and the positions fed again.
  * A body over HTTP_MAX_BODY bytes is refused (413); a connection idle for 10 s is closed (a client
  * that never finishes sending holds one connection thread that long, never the batch). */
 #ifndef MP_HTTP_H

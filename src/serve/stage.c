@@ -5,6 +5,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "beat.h"
+#include "delta.h"
+#include "standby.h"
+
 /* One step's rows through this stage's part: x holds the input hidden states (stage 0: nothing)
  * and gets the output (the last stage: logits). Returns the output's width. */
 static int stage_compute(decoder_t *dec, const wire_row_t *rows, int B, float *x, float *logits, int *tok, int *slot,
@@ -29,56 +33,97 @@ static int stage_rows_ok(const decoder_t *dec, const wire_row_t *rows, int B)
     return MP_OK;
 }
 
-static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out)
+/* After a step: its state delta to the standby (delta.h), without waiting; a full queue or no
+ * standby drops it (the standby sees the gap in the chain). *chain_p: the step of the last delta
+ * tried. MP_OK or MP_ERR (a link error, reported). */
+static int stage_ship_delta(const decoder_t *dec, const stage_cfg_t *s, void *dsock, const wire_hdr_t *step,
+                            const wire_row_t *rows, float *buf, uint64_t *chain_p)
+{
+    if (!dsock || step->B == 0) return MP_OK;
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_DELTA, step->step, step->B, delta_width(dec), *chain_p};
+    delta_pack(dec, rows, step->B, buf);
+    *chain_p = step->step;
+    return wire_post(dsock, s->secret, &h, rows, buf) < 0 ? MP_ERR : MP_OK;
+}
+
+/* A step or WIRE_QUIT downstream: waiting on one machine; on several hosts (heartbeats on) without
+ * waiting, a message to a dead peer dropped (its failover re-sends the step). MP_OK or MP_ERR. */
+static int stage_send(const stage_cfg_t *s, void *out, const wire_hdr_t *h, const wire_row_t *rows, const float *x)
+{
+    if (!s->heartbeat_ms) return wire_send(out, s->secret, h, rows, x);
+    return wire_post(out, s->secret, h, rows, x) < 0 ? MP_ERR : MP_OK;
+}
+
+static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out, void *dsock, beat_t *beat)
 {
     const int S = s->slots, C = dec->cfg.dim, V = dec->cfg.vocab;
     const pid_t parent = getppid();
+    uint64_t chain = 0;
     wire_row_t *rows = malloc((size_t)S * sizeof *rows);
     float *x = malloc((size_t)S * C * sizeof(float)), *logits = malloc((size_t)S * V * sizeof(float));
+    float *dbuf = malloc((size_t)S * (size_t)(delta_width(dec) + 1) * sizeof(float));
     int *tok = malloc((size_t)S * sizeof(int)), *slot = malloc((size_t)S * sizeof(int)), *pos = malloc((size_t)S * sizeof(int));
-    int rc = rows && x && logits && tok && slot && pos ? MP_OK : MP_FAIL("stage %d: out of memory", s->stage);
+    int rc = rows && x && logits && dbuf && tok && slot && pos ? MP_OK : MP_FAIL("stage %d: out of memory", s->stage);
     while (rc == MP_OK) {
         wire_hdr_t h;
-        const int got = wire_recv(in, s->secret, 1000, &h, rows, S, x, (size_t)S * C);
+        beat_tick(beat);
+        if (beat_fenced(beat)) {
+            rc = MP_FAIL("stage %d: the front end promoted this stage's standby (heartbeats missed); exiting", s->stage);
+            break;
+        }
+        const int got = wire_recv(in, s->secret, s->heartbeat_ms ? s->heartbeat_ms : 1000, &h, rows, S, x, (size_t)S * C);
         if (got == 0) {
-            /* the front end is this process's parent: reparented means it died */
-            if (getppid() != parent) rc = MP_FAIL("stage %d: the front end (pid %d) is gone; exiting", s->stage, (int)parent);
+            /* on one machine the front end is this process's parent: reparented means it died */
+            if (!s->heartbeat_ms && getppid() != parent)
+                rc = MP_FAIL("stage %d: the front end (pid %d) is gone; exiting", s->stage, (int)parent);
             continue;
         }
         if (got < 0) rc = MP_ERR;
         else if (h.kind == WIRE_QUIT) { /* passed on: the stages after this one quit too */
-            wire_send(out, s->secret, &h, NULL, NULL);
+            stage_send(s, out, &h, NULL, NULL);
             break;
         }
         else if (h.width != (dec->has_embed ? 0 : C)) rc = MP_FAIL("stage %d: a step of width %d, expected %d", s->stage, h.width, dec->has_embed ? 0 : C);
         else if ((rc = stage_rows_ok(dec, rows, h.B)) == MP_OK) {
             h.width = stage_compute(dec, rows, h.B, x, logits, tok, slot, pos);
-            rc = wire_send(out, s->secret, &h, rows, dec->has_final ? logits : x);
+            rc = stage_send(s, out, &h, rows, dec->has_final ? logits : x);
+            if (rc == MP_OK) rc = stage_ship_delta(dec, s, dsock, &h, rows, dbuf, &chain);
         }
     }
-    free(rows), free(x), free(logits), free(tok), free(slot), free(pos);
+    free(rows), free(x), free(logits), free(dbuf), free(tok), free(slot), free(pos);
     return rc;
 }
 
-int stage_run(const model_cfg_t *model, const stage_cfg_t *s, int (*ready)(void *ctx), void *ready_ctx)
+int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
 {
     decoder_t dec;
     const int first = s->stage == 0, last = s->stage == s->stages - 1;
     if (decoder_create(&dec, model, s->layer0, s->nlayers, first, last, s->slots) != MP_OK) return MP_ERR;
     int rc = MP_ERR;
-    void *ctx = NULL, *in = NULL, *out = NULL;
+    void *ctx = NULL, *in = NULL, *out = NULL, *dsock = NULL;
+    beat_t beat = {0};
     if (decoder_load(&dec, s->ckpt, NULL) != MP_OK) goto err_free_decoder;
-    if (ready && ready(ready_ctx) != MP_OK) goto err_free_decoder;
     ZMQ_TRY_PTR(ctx = zmq_ctx_new(), err_free_decoder);
+    if (s->standby && standby_follow(&dec, s, ctx) != MP_OK) goto err_close;
     ZMQ_TRY_PTR(in = zmq_socket(ctx, ZMQ_PULL), err_close);
     ZMQ_TRY_PTR(out = zmq_socket(ctx, ZMQ_PUSH), err_close);
     if (wire_socket_opts(in) != MP_OK || wire_socket_opts(out) != MP_OK) goto err_close;
     ZMQ_TRY(zmq_bind(in, s->in), err_close);
+    if (s->out2 && wire_immediate(out) != MP_OK) goto err_close;
     ZMQ_TRY(zmq_connect(out, s->out), err_close);
-    rc = stage_loop(&dec, s, in, out);
+    if (s->out2) ZMQ_TRY(zmq_connect(out, s->out2), err_close);
+    if (s->deltas) { /* bound here, so a new standby finds this primary wherever it starts */
+        ZMQ_TRY_PTR(dsock = zmq_socket(ctx, ZMQ_PUSH), err_close);
+        if (wire_socket_opts(dsock) != MP_OK) goto err_close;
+        ZMQ_TRY(zmq_bind(dsock, s->delta_bind ? s->delta_bind : s->delta_ep), err_close);
+    }
+    if (beat_open(&beat, ctx, s, 0) != MP_OK) goto err_close;
+    rc = stage_loop(&dec, s, in, out, dsock, &beat);
 err_close:
+    beat_close(&beat);
     if (in) zmq_close(in);
     if (out) zmq_close(out);
+    if (dsock) zmq_close(dsock);
     if (ctx) zmq_ctx_term(ctx);
 err_free_decoder:
     decoder_destroy(&dec);

@@ -12,15 +12,26 @@
 typedef struct {
     const char *ckpt;
     const char *in, *out;                   /* endpoints: bound (PULL) and connected to (PUSH) */
+    /* HAMS (delta.h): the stage's delta endpoint (its primary binds a PUSH there, its standby
+     * connects), the front end's confirmations (PUB) and reports (PULL) */
+    const char *delta_ep, *confirm_ep, *report_ep;
+    /* On several hosts (links.h, tcp; NULL/0 on one machine): the next stage's standby input, also
+     * connected to (messages go to completed connections only); where this process binds its
+     * deltas once a primary (delta_ep is then its primary's, which a standby connects to); the
+     * heartbeat period (beat.h; then sends down the ring never wait: a dead peer's step is dropped
+     * and re-sent by the failover) */
+    const char *out2, *delta_bind;
+    int heartbeat_ms;
     int stage, stages, slots;
     int layer0, nlayers;
+    int standby;                            /* 1: follow the primary until promoted (standby.h) */
+    int deltas;                             /* 1: ship a state delta after every step (a primary with a standby) */
     unsigned char secret[WIRE_SECRET_BYTES];
 } stage_cfg_t;
 
-/* Loads the stage's weights, calls ready(ctx) (NULL: none; a standby waits there to be promoted;
- * anything but MP_OK ends the stage), binds its links and runs until told to quit (MP_OK), or until
- * the process that started it (its parent) is gone or a link fails (MP_ERR, reported). model: the
- * whole model's shape. */
-int stage_run(const model_cfg_t *model, const stage_cfg_t *s, int (*ready)(void *ctx), void *ctx);
+/* Loads the stage's weights; a standby follows its primary until promoted (standby_follow); binds
+ * its links and runs until told to quit (MP_OK), or until the process that started it (its parent)
+ * is gone or a link fails (MP_ERR, reported). model: the whole model's shape. */
+int stage_run(const model_cfg_t *model, const stage_cfg_t *s);
 
 #endif

@@ -1,6 +1,7 @@
 /* Serving messages (wire.h). */
 #include "wire.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,7 +42,8 @@ err:
     return MP_ERR;
 }
 
-int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x)
+static int wire_send_flags(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows,
+                           const float *x, int flags)
 {
     const size_t nr = (size_t)h->B * sizeof *rows, nx = (size_t)h->B * (size_t)h->width * sizeof(float);
     const size_t n = WIRE_SECRET_BYTES + sizeof *h + nr + nx;
@@ -52,12 +54,34 @@ int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, cons
     memcpy(p + WIRE_SECRET_BYTES, h, sizeof *h);
     if (nr) memcpy(p + WIRE_SECRET_BYTES + sizeof *h, rows, nr);
     if (nx) memcpy(p + WIRE_SECRET_BYTES + sizeof *h + nr, x, nx);
-    ZMQ_TRY(zmq_msg_send(&m, sock, 0), err_close);
-    return MP_OK;
-err_close:
-    zmq_msg_close(&m);
+    if (zmq_msg_send(&m, sock, flags) < 0) {
+        const int e = zmq_errno();
+        zmq_msg_close(&m);
+        if (e == EAGAIN && (flags & ZMQ_DONTWAIT)) return 0;
+        return MP_FAIL("ZeroMQ: zmq_msg_send failed: %s", zmq_strerror(e));
+    }
+    return 1;
 err:
     return MP_ERR;
+}
+
+int wire_immediate(void *sock)
+{
+    const int on = 1;
+    ZMQ_TRY(zmq_setsockopt(sock, ZMQ_IMMEDIATE, &on, sizeof on), err);
+    return MP_OK;
+err:
+    return MP_ERR;
+}
+
+int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x)
+{
+    return wire_send_flags(sock, secret, h, rows, x, 0) == 1 ? MP_OK : MP_ERR;
+}
+
+int wire_post(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x)
+{
+    return wire_send_flags(sock, secret, h, rows, x, ZMQ_DONTWAIT);
 }
 
 /* Constant-time comparison: how long it takes says nothing of where a guess went wrong. */

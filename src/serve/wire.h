@@ -1,6 +1,9 @@
 /* The messages between serving processes (ARCHITECTURE.md §7), over ZeroMQ: the front end and the
  * stages form a ring of PUSH/PULL links (front end → stage 0 → … → stage S−1 → front end), each
- * link bound by its receiver on an ipc:// socket in a directory only the job's user can enter.
+ * link bound by its receiver on an ipc:// socket in a directory only the job's user can enter, or
+ * on TCP with one process per host (links.h). Beside the ring: each primary's state deltas to its
+ * standby (PUSH/PULL), the front end's confirmations to the standbys (PUB/SUB), and reports and
+ * heartbeats to the front end (PUSH/PULL).
  *
  * ZeroMQ rather than NNG: a PUSH/PULL pipeline with ZMTP heartbeats (ZMQ_HEARTBEAT_*), bounded
  * queues (ZMQ_SNDHWM) and reconnection are built in and kept in Debian 12 (libzmq 4.3.4), and the
@@ -9,7 +12,8 @@
  *
  * A message is one frame: the job's secret (WIRE_SECRET_BYTES, compared in constant time; a
  * message without it is dropped), a header, B rows (slot, position, token) and B×width floats
- * (hidden states between stages, logits from the last stage; none from the front end). */
+ * (hidden states between stages, logits from the last stage; none from the front end; a delta's
+ * cache entries, delta.h). */
 #ifndef MP_WIRE_H
 #define MP_WIRE_H
 
@@ -38,12 +42,21 @@
         }                                                                                      \
     } while (0)
 
-enum { WIRE_STEP = 1, WIRE_QUIT = 2 };
+/* WIRE_STEP, WIRE_QUIT: round the ring. WIRE_DELTA: a primary's state delta to its standby (delta.h);
+ * WIRE_CONFIRM: the front end's durable watermark to every standby; WIRE_REPORT: a promoted
+ * standby's state to the front end (delta.h). With processes on several hosts (links.h, tcp):
+ * WIRE_HEARTBEAT from every stage process to the front end (step: its role, 0 primary, 1 standby;
+ * aux: its stage), WIRE_PROMOTE from the front end to all (aux: the stage whose standby takes over;
+ * that stage's old primary, if it still lives, exits). */
+enum { WIRE_STEP = 1, WIRE_QUIT = 2, WIRE_DELTA = 3, WIRE_CONFIRM = 4, WIRE_REPORT = 5, WIRE_HEARTBEAT = 6,
+       WIRE_PROMOTE = 7 };
 
 typedef struct {
-    uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_STEP or WIRE_QUIT */
+    uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_* */
     uint64_t step;          /* the front end's step counter (a reply carries its request's) */
     int32_t B, width;       /* rows; floats per row that follow (0: none) */
+    uint64_t aux;           /* WIRE_DELTA: the step of the delta sent before it (its chain); WIRE_REPORT:
+                             * the reporting stage; else 0 */
 } wire_hdr_t;
 
 typedef struct {
@@ -58,6 +71,10 @@ int wire_secret_new(unsigned char secret[WIRE_SECRET_BYTES], char hex[2 * WIRE_S
 /* Sends one message on sock. MP_OK or MP_ERR (reported). */
 int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x);
 
+/* The same without waiting: 1 sent, 0 dropped because the peer's queue is full or no peer is
+ * connected (a standby may be gone or not started yet: a primary never waits for it), MP_ERR. */
+int wire_post(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x);
+
 /* Waits up to timeout_ms (−1: forever) for one message on sock, into rows (max_rows) and x
  * (max_floats). 1: a message; 0: none in time; MP_ERR: a receive error or a malformed message
  * (reported; a message without the secret is dropped and reported, and the wait goes on). */
@@ -68,5 +85,8 @@ int wire_recv(void *sock, const unsigned char *secret, int timeout_ms, wire_hdr_
  * 5 s timeout (a dead peer's connection is dropped, not waited on forever), reconnection every
  * 20 ms. MP_OK or MP_ERR. */
 int wire_socket_opts(void *sock);
+/* A PUSH connected to more than one peer (a stage's primary and its standby, which binds only when
+ * promoted): messages go only to completed connections (ZMQ_IMMEDIATE). MP_OK or MP_ERR. */
+int wire_immediate(void *sock);
 
 #endif

@@ -4,7 +4,11 @@ and request latency percentiles against concurrent clients, stages and standbys,
 generating the same requests with a key/value cache on the same cores, one request at a time.
 
   /usr/bin/python3 validation/bench/bench_serve.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
-      [--requests 64] [--max-tokens 32] [--concurrency 1,4,8] [--runs 1]
+      [--requests 64] [--max-tokens 32] [--concurrency 1,4,8] [--runs 1] [--overhead PAIRS]
+
+--overhead PAIRS measures only what standbys cost: for each concurrency, PAIRS alternating runs of
+the 2-stage server without and with a standby per stage (a fresh server each), the median of each,
+and the difference in percent (tokens/s lower, latency higher: positive is a cost).
 
 Every request is validation/serve_client.py's request i with max_tokens fixed (prompts of 1-23
 bytes; greedy or temperature 0.9, top-k 20 or all). tokens/s = generated tokens / wall time of the
@@ -38,7 +42,8 @@ def checkpoint(a, tmp):
 
 
 def serve_point(a, tmp, ck, stages, standby, concurrency):
-    out = os.path.join(tmp, "srv_%d_%d_%d" % (stages, standby, concurrency))
+    # a directory of its own: a stopped server's serve.json must not be read as this one's
+    out = tempfile.mkdtemp(prefix="srv_%d_%d_%d_" % (stages, standby, concurrency), dir=tmp)
     p = subprocess.Popen([a.mindpipe, "serve", "-c", DECK, "--ckpt", ck, "--stages", str(stages), "--standby",
                           str(standby), "--slots", "8", "--listen", "127.0.0.1:0", "--out", out],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -117,14 +122,34 @@ def torch_point(a, ck):
             "p99": q[int(0.99 * (len(q) - 1))]}
 
 
+def overhead(a, tmp, ck):
+    print("| clients | tokens/s none | tokens/s standby | p50 ms none | p50 ms standby | p99 ms none | p99 ms standby | "
+          "tokens/s cost | p50 cost |\n|---|---|---|---|---|---|---|---|---|")
+    for c in (int(x) for x in a.concurrency.split(",")):
+        runs = {0: [], 1: []}
+        for _ in range(a.overhead):
+            for sb in (0, 1):
+                runs[sb].append(serve_point(a, tmp, ck, 2, sb, c))
+        med = {sb: {k: statistics.median(r[k] for r in runs[sb]) for k in ("tokens_per_s", "p50", "p99")} for sb in runs}
+        n, w = med[0], med[1]
+        print("| %d | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %+.1f%% | %+.1f%% |" % (
+            c, n["tokens_per_s"], w["tokens_per_s"], 1e3 * n["p50"], 1e3 * w["p50"], 1e3 * n["p99"], 1e3 * w["p99"],
+            100 * (1 - w["tokens_per_s"] / n["tokens_per_s"]), 100 * (w["p50"] / n["p50"] - 1)), flush=True)
+
+
 def main():
     ap = bench_args(__doc__, runs=True)
     ap.set_defaults(runs=1)
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--concurrency", default="1,4,8")
+    ap.add_argument("--overhead", type=int, default=0, help="only the cost of standbys, over this many pairs of runs")
     a = ap.parse_args()
     print("# " + machine())
+    if a.overhead:
+        with tempfile.TemporaryDirectory() as tmp:
+            overhead(a, tmp, checkpoint(a, tmp))
+        return
     print("| server | clients | tokens/s | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         ck = checkpoint(a, tmp)

@@ -1,0 +1,100 @@
+#!/bin/sh
+# jobs/slurm/serve.sbatch as a dry run without Slurm: the front end and one process per stage
+# primary and standby linked over TCP on 127.0.0.1 (--links tcp:PORT:HOSTS, the layout the script
+# gives a multi-node allocation); completions bitwise equal to a one-machine server's; a primary
+# killed with SIGKILL is found by its missed heartbeats, its standby promoted by message, the
+# running requests resumed from its deltas, and no completion changes; SIGTERM (scancel) stops the
+# whole job. Not run here: a real Slurm allocation of several nodes.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+if ! "$TORCH_PYTHON" -c "import http.client, json" 2>/dev/null; then
+    echo "not ok 1 - $TORCH_PYTHON cannot run the test client"; echo "1..1"; exit 1
+fi
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+deck="$MP_SRCDIR/validation/decks/ref.ini"
+client="$MP_SRCDIR/validation/serve_client.py"
+sbatch="$MP_SRCDIR/jobs/slurm/serve.sbatch"
+pids=""
+cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"; }
+trap cleanup EXIT
+
+bash -n "$sbatch"
+ok $? "serve.sbatch parses (bash -n)"
+"$MINDPIPE" train -c "$deck" --set model.seq_len=64 --set data.path="$data" --set train.steps=100 --set train.batch=8 \
+    --set train.micro_batch=8 --set train.warmup=20 --quiet --out "$SCRATCH/run" > "$SCRATCH/train.log" 2>&1
+ok $? "train a 2-layer model 100 steps"
+CK="$SCRATCH/run/ckpt/step_00000100.h5"
+
+# url DIR PID: the front end's address once DIR/serve.json exists (60 s at most).
+url() {
+    i=0
+    while [ ! -s "$1/serve.json" ] && kill -0 "$2" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+    sed -n 's/.*"address": "\(http[^"]*\)".*/\1/p' "$1/serve.json" 2>/dev/null
+}
+"$MINDPIPE" serve -c "$deck" --set model.seq_len=64 --ckpt "$CK" --stages 1 --slots 8 --listen 127.0.0.1:0 \
+    --out "$SCRATCH/ref" > "$SCRATCH/ref.log" 2>&1 &
+ref=$!; pids="$pids $ref"
+U=$(url "$SCRATCH/ref" $ref)
+"$TORCH_PYTHON" "$client" load "$U" --requests 300 --concurrency 8 --out "$SCRATCH/ref.jsonl" > "$SCRATCH/c.out" 2>&1
+ok $? "the reference: 300 requests on a one-process server ($(cat "$SCRATCH/c.out"))"
+kill -TERM $ref; wait $ref
+
+# A block of 19 free ports (links.h) below the kernel's ephemeral range: an outgoing connection's
+# local port taken from inside the block would make a standby's later bind fail.
+port=$("$TORCH_PYTHON" -c "
+import os, random, socket
+lo = int(open('/proc/sys/net/ipv4/ip_local_port_range').read().split()[0])
+for _ in range(200):
+    base = random.randrange(20000, lo - 20)
+    try:
+        socks = [socket.socket() for _ in range(19)]
+        for i, x in enumerate(socks):
+            x.bind(('127.0.0.1', base + i))
+        print(base)
+        break
+    except OSError:
+        pass
+    finally:
+        for x in socks:
+            x.close()
+")
+MINDPIPE="$MINDPIPE" STAGES=2 STANDBY=1 PORT=$port LISTEN=127.0.0.1:0 \
+    bash "$sbatch" "$deck" "$CK" "$SCRATCH/job" --set model.seq_len=64 > "$SCRATCH/job.log" 2>&1 &
+job=$!; pids="$pids $job"
+U=$(url "$SCRATCH/job" $job)
+[ -n "$U" ] && [ "$(wc -l < "$SCRATCH/job/processes.txt")" -eq 4 ] && grep -q "links tcp:$port:127.0.0.1,127.0.0.1" "$SCRATCH/job.log"
+ok $? "the job starts: the front end and 4 stage processes (2 primaries, 2 standbys) on tcp ports from $port"
+for p in $(cut -d' ' -f2 "$SCRATCH/job/processes.txt"); do pids="$pids $p"; done
+"$TORCH_PYTHON" "$client" load "$U" --requests 300 --concurrency 8 --out "$SCRATCH/a.jsonl" > "$SCRATCH/c.out" 2>&1 &&
+    cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/a.jsonl"
+ok $? "300 requests over TCP: every completion bitwise equal to the one-process server's ($(cat "$SCRATCH/c.out"))"
+
+# stage 1's primary dies once its standby holds durable state; the load goes on
+p1=$(sed -n 's/^stage-1-primary.log //p' "$SCRATCH/job/processes.txt")
+i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-1-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+"$TORCH_PYTHON" "$client" load "$U" --requests 300 --concurrency 8 --out "$SCRATCH/b.jsonl" > "$SCRATCH/c.out" 2>&1 &
+l=$!
+sleep 0.8 # requests running, their positions durable on the standby
+kill -9 "$p1"
+wait $l
+ok $? "300 requests while stage 1's primary (pid $p1) was killed: $(cat "$SCRATCH/c.out")"
+! grep -q '"error"' "$SCRATCH/b.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/b.jsonl"
+ok $? "none lost or changed: all 300 bitwise equal to the reference"
+grep -q "stage 1's primary missed its heartbeats" "$SCRATCH/job/serve.log" 2>/dev/null ||
+    grep -q "stage 1's primary missed its heartbeats" "$SCRATCH/job.log"
+ok $? "the front end found the death by missed heartbeats"
+grep -q "the standby of stage 1 takes over (promoted by message)" "$SCRATCH/job.log" &&
+    grep -q "failed over in [0-9.]* s; resumed from delta at step [1-9][0-9]*" "$SCRATCH/job.log"
+ok $? "its standby was promoted by message and resumed from its deltas: $(grep -o 'failed over in .*again ([^)]*)' "$SCRATCH/job.log")"
+"$TORCH_PYTHON" "$client" get "$U" /metrics > "$SCRATCH/m.out"
+grep -q '^mindpipe_failovers_resumed_total{from="delta"} 1$' "$SCRATCH/m.out" &&
+    grep -q '^mindpipe_requests_total{result="failed"} 0$' "$SCRATCH/m.out"
+ok $? "/metrics: 1 failover resumed from deltas, 0 requests failed"
+kill -TERM $job
+i=0; while kill -0 $job 2>/dev/null && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+wait $job; rc=$?
+left=0
+for p in $(cut -d' ' -f2 "$SCRATCH/job/processes.txt"); do kill -0 "$p" 2>/dev/null && left=$((left + 1)); done
+[ $rc -eq 0 ] && [ $left -eq 0 ]
+ok $? "SIGTERM to the job: the front end exits 0 (got $rc), no stage process left ($left)"
+done_testing
