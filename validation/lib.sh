@@ -100,3 +100,38 @@ refused() {
     [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/bad.out"; ok $? "refused: $label"
     [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/bad.out" || sed 's/^/#   /' "$SCRATCH/bad.out"
 }
+
+# mp_serve_url DIR [PID]: a server's front-end address once DIR/serve.json exists (60 s at most; with
+# PID, sooner if that process is gone). Empty when it never appears.
+mp_serve_url() {
+    msu_i=0
+    while [ ! -s "$1/serve.json" ] && { [ -z "${2:-}" ] || kill -0 "$2" 2>/dev/null; } && [ $msu_i -lt 600 ]; do
+        sleep 0.1; msu_i=$((msu_i + 1))
+    done
+    sed -n 's/.*"address": "\(http[^"]*\)".*/\1/p' "$1/serve.json" 2>/dev/null
+}
+
+# mp_port_block N: the first of N free consecutive TCP ports on 127.0.0.1 below the kernel's
+# ephemeral range (serve --links: an outgoing connection's local port taken from inside the block
+# would make a standby's later bind fail).
+mp_port_block() {
+    "$TORCH_PYTHON" - "$1" <<'EOF'
+import random, socket, sys
+n = int(sys.argv[1])
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    base = random.randrange(20000, lo - n - 1)
+    socks = []
+    try:
+        for i in range(n):
+            socks.append(socket.socket())
+            socks[-1].bind(("127.0.0.1", base + i))
+        print(base)
+        break
+    except OSError:
+        pass
+    finally:
+        for x in socks:
+            x.close()
+EOF
+}

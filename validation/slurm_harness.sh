@@ -9,7 +9,7 @@
 #                     returns 1 after SLURM_HARNESS_TIMEOUT seconds (default 60).
 #   slurm_stop        stops slurmctld and slurmd (and munged if slurm_start started it).
 #   slurm_logs        prints the daemons' logs with a "# " prefix (for a failing test).
-#   slurm_wait_state JOBID STATE... [-t SECONDS]   waits until the job is in one of the states.
+#   slurm_wait_state JOBID SECONDS STATE...   waits until the job is in one of the states (1 on timeout).
 #
 # The ports are free ones picked at start, so a harness never meets another Slurm on the machine.
 

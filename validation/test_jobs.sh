@@ -86,4 +86,40 @@ jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" MPIRUN="$MPIEXEC" MINDPIPE_ARGS="$(e
 ok $? "qsub accepted jobs/pbs/train.pbs (job ${jid:-none})"
 state=$(follow "$jid")
 check_job "qsub" "$SCRATCH/pbs" "$state"
+
+# ---- serving: jobs/slurm/serve.sbatch on the one node (every host the same), its stage processes
+# started by srun as job steps and linked over TCP; completions bitwise equal to a one-process
+# server's on the same checkpoint; scancel ends every process ----
+SRV="--set model.dim=64 --set model.layers=4"
+CK="$SCRATCH/straight/ckpt/$final"
+client="$MP_SRCDIR/validation/serve_client.py"
+# shellcheck disable=SC2086
+"$MINDPIPE" serve -c "$SCRATCH/job.ini" $SRV --ckpt "$CK" --stages 1 --slots 8 --listen 127.0.0.1:0 \
+    --out "$SCRATCH/sref" > "$SCRATCH/sref.log" 2>&1 &
+ref=$!
+U=$(mp_serve_url "$SCRATCH/sref" $ref)
+"$TORCH_PYTHON" "$client" load "$U" --requests 40 --concurrency 4 --out "$SCRATCH/sref.jsonl" > "$SCRATCH/c.out" 2>&1
+ok $? "the reference: 40 requests on a one-process server ($(cat "$SCRATCH/c.out"))"
+kill -TERM $ref; wait $ref
+port=$(mp_port_block 19)
+# shellcheck disable=SC2086
+jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" STAGES=2 STANDBY=1 PORT=$port LISTEN=127.0.0.1:0 sbatch --parsable -N 1 \
+    --time=3 -o "$SCRATCH/serve-%j.out" "$MP_SRCDIR/jobs/slurm/serve.sbatch" "$SCRATCH/job.ini" "$CK" "$SCRATCH/srv" $SRV)
+ok $? "sbatch accepted jobs/slurm/serve.sbatch (job ${jid:-none})"
+U=$(mp_serve_url "$SCRATCH/srv")
+steps=$(squeue -h -s -j "$jid" 2>/dev/null | grep -c "$jid\.[0-9]")
+[ -n "$U" ] && [ "$steps" -eq 4 ]
+ok $? "the job serves at ${U:-nothing}, its 4 stage processes (2 primaries, 2 standbys) running as job steps ($steps)"
+"$TORCH_PYTHON" "$client" load "$U" --requests 40 --concurrency 4 --out "$SCRATCH/srv.jsonl" > "$SCRATCH/c.out" 2>&1 &&
+    cmp -s "$SCRATCH/sref.jsonl" "$SCRATCH/srv.jsonl"
+ok $? "40 requests through the Slurm job: every completion bitwise equal to the one-process server's ($(cat "$SCRATCH/c.out"))"
+scancel "$jid"
+slurm_wait_state "$jid" 60 CANCELLED COMPLETED
+i=0; while pgrep -f "serve-stage -c $SCRATCH/job.ini" > /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+! pgrep -f "serve-stage -c $SCRATCH/job.ini" > /dev/null && ! pgrep -f "serve -c $SCRATCH/job.ini" > /dev/null
+ok $? "scancel: the job ends ($(slurm_job_state "$jid")) and no stage or front-end process is left"
+if [ -z "$U" ] || [ "$steps" -ne 4 ]; then
+    sed 's/^/#   /' "$SCRATCH"/serve-*.out "$SCRATCH"/srv/*.log 2>/dev/null | tail -n 30
+    slurm_logs
+fi
 done_testing

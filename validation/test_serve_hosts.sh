@@ -25,43 +25,20 @@ ok $? "serve.sbatch parses (bash -n)"
 ok $? "train a 2-layer model 100 steps"
 CK="$SCRATCH/run/ckpt/step_00000100.h5"
 
-# url DIR PID: the front end's address once DIR/serve.json exists (60 s at most).
-url() {
-    i=0
-    while [ ! -s "$1/serve.json" ] && kill -0 "$2" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-    sed -n 's/.*"address": "\(http[^"]*\)".*/\1/p' "$1/serve.json" 2>/dev/null
-}
 "$MINDPIPE" serve -c "$deck" --set model.seq_len=64 --ckpt "$CK" --stages 1 --slots 8 --listen 127.0.0.1:0 \
     --out "$SCRATCH/ref" > "$SCRATCH/ref.log" 2>&1 &
 ref=$!; pids="$pids $ref"
-U=$(url "$SCRATCH/ref" $ref)
+U=$(mp_serve_url "$SCRATCH/ref" $ref)
 "$TORCH_PYTHON" "$client" load "$U" --requests 300 --concurrency 8 --out "$SCRATCH/ref.jsonl" > "$SCRATCH/c.out" 2>&1
 ok $? "the reference: 300 requests on a one-process server ($(cat "$SCRATCH/c.out"))"
 kill -TERM $ref; wait $ref
 
-# A block of 19 free ports (links.h) below the kernel's ephemeral range: an outgoing connection's
-# local port taken from inside the block would make a standby's later bind fail.
-port=$("$TORCH_PYTHON" -c "
-import os, random, socket
-lo = int(open('/proc/sys/net/ipv4/ip_local_port_range').read().split()[0])
-for _ in range(200):
-    base = random.randrange(20000, lo - 20)
-    try:
-        socks = [socket.socket() for _ in range(19)]
-        for i, x in enumerate(socks):
-            x.bind(('127.0.0.1', base + i))
-        print(base)
-        break
-    except OSError:
-        pass
-    finally:
-        for x in socks:
-            x.close()
-")
+# a block of 19 free ports (links.h) below the ephemeral range
+port=$(mp_port_block 19)
 MINDPIPE="$MINDPIPE" STAGES=2 STANDBY=1 PORT=$port LISTEN=127.0.0.1:0 \
     bash "$sbatch" "$deck" "$CK" "$SCRATCH/job" --set model.seq_len=64 > "$SCRATCH/job.log" 2>&1 &
 job=$!; pids="$pids $job"
-U=$(url "$SCRATCH/job" $job)
+U=$(mp_serve_url "$SCRATCH/job" $job)
 [ -n "$U" ] && [ "$(wc -l < "$SCRATCH/job/processes.txt")" -eq 4 ] && grep -q "links tcp:$port:127.0.0.1,127.0.0.1" "$SCRATCH/job.log"
 ok $? "the job starts: the front end and 4 stage processes (2 primaries, 2 standbys) on tcp ports from $port"
 for p in $(cut -d' ' -f2 "$SCRATCH/job/processes.txt"); do pids="$pids $p"; done
