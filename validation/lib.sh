@@ -135,3 +135,17 @@ for _ in range(200):
             x.close()
 EOF
 }
+
+# mp_serve_init: the serving tests' set-up: a Python that can run the client, the test data ($data),
+# a scratch directory, $deck and $client, and an exit trap that kills every pid in $pids.
+mp_serve_init() {
+    if ! "$TORCH_PYTHON" -c "import http.client, json" 2>/dev/null; then
+        echo "not ok 1 - $TORCH_PYTHON cannot run the test client"; echo "1..1"; exit 1
+    fi
+    data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+    mp_scratch_init
+    deck="$MP_SRCDIR/validation/decks/ref.ini"
+    client="$MP_SRCDIR/validation/serve_client.py"
+    pids=""
+    trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"' EXIT
+}

@@ -7,17 +7,8 @@
 # completion bitwise equal to the run without failures; a failover that cannot start a replacement
 # makes the server say so (503) instead of hanging; SIGTERM stops everything; refusals at start.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
-if ! "$TORCH_PYTHON" -c "import http.client, json" 2>/dev/null; then
-    echo "not ok 1 - $TORCH_PYTHON cannot run the test client"; echo "1..1"; exit 1
-fi
-data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
-mp_scratch_init
-deck="$MP_SRCDIR/validation/decks/ref.ini"
-client="$MP_SRCDIR/validation/serve_client.py"
+mp_serve_init
 M="--set model.seq_len=64"
-pids=""
-cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"; }
-trap cleanup EXIT
 
 # shellcheck disable=SC2086
 "$MINDPIPE" train -c "$deck" $M --set data.path="$data" --set train.steps=300 --set train.batch=8 --set train.micro_batch=8 \

@@ -6,17 +6,8 @@
 # running requests resumed from its deltas, and no completion changes; SIGTERM (scancel) stops the
 # whole job. Not run here: a real Slurm allocation of several nodes.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
-if ! "$TORCH_PYTHON" -c "import http.client, json" 2>/dev/null; then
-    echo "not ok 1 - $TORCH_PYTHON cannot run the test client"; echo "1..1"; exit 1
-fi
-data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
-mp_scratch_init
-deck="$MP_SRCDIR/validation/decks/ref.ini"
-client="$MP_SRCDIR/validation/serve_client.py"
+mp_serve_init
 sbatch="$MP_SRCDIR/jobs/slurm/serve.sbatch"
-pids=""
-cleanup() { for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"; }
-trap cleanup EXIT
 
 bash -n "$sbatch"
 ok $? "serve.sbatch parses (bash -n)"

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 from bench import bench_args, machine  # noqa: E402
-from bench_serve import checkpoint, DECK, CLIENT  # noqa: E402
+from bench_serve import checkpoint, front_end_url, DECK, CLIENT  # noqa: E402
 
 
 def trace_events(path):
@@ -54,12 +54,7 @@ def run(a, tmp, ck):
                          stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, "fo.log"), "w"))
     kills = []
     try:
-        js = os.path.join(out, "serve.json")
-        for _ in range(600):
-            if os.path.exists(js) or p.poll() is not None:
-                break
-            time.sleep(0.1)
-        url = json.load(open(js))["front_end"]["address"]
+        url = front_end_url(p, out)
         load = subprocess.Popen([sys.executable, CLIENT, "load", url, "--requests", str(a.requests), "--concurrency", "8",
                                  "--summary", "--out", os.path.join(tmp, "load.jsonl")], stdout=subprocess.PIPE, text=True)
         time.sleep(0.5)

@@ -33,6 +33,16 @@ CLIENT = os.path.join(HERE, "..", "serve_client.py")
 DECK = os.path.join(HERE, "..", "..", "inputs", "gpt-tiny.ini")
 
 
+def front_end_url(p, out):
+    """The front end's address once OUT/serve.json exists (60 s at most, sooner if the server p exits)."""
+    js = os.path.join(out, "serve.json")
+    for _ in range(600):
+        if os.path.exists(js) or p.poll() is not None:
+            break
+        time.sleep(0.1)
+    return json.load(open(js))["front_end"]["address"]
+
+
 def checkpoint(a, tmp):
     """A gpt-tiny checkpoint (its weights after 20 steps: what is timed does not depend on them)."""
     subprocess.run([a.mindpipe, "train", "-c", DECK, "--set", "data.path=" + os.path.abspath(a.data), "--set",
@@ -48,12 +58,7 @@ def serve_point(a, tmp, ck, stages, standby, concurrency):
                           str(standby), "--slots", "8", "--listen", "127.0.0.1:0", "--out", out],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        js = os.path.join(out, "serve.json")
-        for _ in range(600):
-            if os.path.exists(js) or p.poll() is not None:
-                break
-            time.sleep(0.1)
-        url = json.load(open(js))["front_end"]["address"]
+        url = front_end_url(p, out)
         res = []
         for _ in range(a.runs):
             r = subprocess.run([sys.executable, CLIENT, "load", url, "--requests", str(a.requests), "--concurrency",
