@@ -159,14 +159,21 @@ static void cm_ctx_fill(cm_ctx_t *x)
         const int ra = (lay->pp - 1 - s) * stride_pp;
         x->guest[s] = dev_p2p_time(r0 / pn == ra / pn ? &x->d->intra : &x->d->inter,
                                    cm_stage_layers(lay, x->K, s) * c->stash[CM_KEEP]);
-        /* fp32 gradients in buckets started as the backward ends: what is left after the stage's
-         * first chunk's last backward is exposed, at least a tenth of it (an assumption, docs/PLAN.md) */
+        /* fp32 gradients in buckets started as the backward ends. A GPU's collectives run beside
+         * the compute (NCCL's own kernels): what is left after the stage's first chunk's last
+         * backward is exposed, at least a tenth of it (an assumption, docs/PLAN.md). A CPU rank has
+         * no progress thread: MPI moves and sums its buckets only inside the calls the compute
+         * thread makes between layers, on the same cores and DRAM, so none of it hides (measured at
+         * 124M, dp = 2: docs/PLAN.md) and the whole reduction costs the rank's share of the node. */
         const double params = cm_stage_params(c, lay, x->K, s);
         const dev_link_t *dl = dev_group_link(x->d, lay->dp, lay->tp);
         const double ar = lay->zero ? 2.0 * dev_allgather_time(dl, lay->dp, 4.0 * params)
                                     : dev_allreduce_time(dl, lay->dp, 4.0 * params);
         const double hidden = x->bwd[s];
-        x->reduce[s] = lay->dp <= 1 ? 0.0 : ar > hidden ? ar - hidden : 0.1 * ar;
+        x->reduce[s] = lay->dp <= 1             ? 0.0
+                       : x->d->node_cores > 0 ? ar
+                       : ar > hidden          ? ar - hidden
+                                              : 0.1 * ar;
     }
 }
 

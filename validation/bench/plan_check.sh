@@ -29,8 +29,8 @@ MB=${MB:-2}
 THREADS=${THREADS:-0}
 COMMON="--set train.threads=$THREADS --set data.path=$DATA --set train.steps=$STEPS --set train.warmup=1 --set train.log_every=1 --set train.eval_every=0 --set checkpoint.every=0 --set checkpoint.final=0 --set train.micro_batch=$MB"
 
-# ranks pp dp policy
-LAYOUTS="1:1:1:keep 1:1:1:recompute 2:2:1:keep 2:2:1:recompute 2:2:1:offload 4:4:1:keep 4:4:1:balance 2:1:2:keep"
+# ranks:pp:dp:policy (LAYOUTS="2:1:2:keep" for a subset)
+LAYOUTS=${LAYOUTS:-"1:1:1:keep 1:1:1:recompute 2:2:1:keep 2:2:1:recompute 2:2:1:offload 4:4:1:keep 4:4:1:balance 2:1:2:keep"}
 
 peak2() { a=$("$MP" peak --threads 2); echo "$a"; }
 mean() { python3 -c "import sys; print((float(sys.argv[1]) + float(sys.argv[2])) / 2)" "$1" "$2"; }

@@ -148,6 +148,25 @@ static void test_evaluate(void)
                    "2 cores, pp=%d ranks: step %.3f s = %.0f x the uniform step %.3f s", pp, ok ? cr.step_s : -1, share,
                    ok ? s.makespan : -1);
         }
+        /* dp = 2 of 4 micro-batches each, 8 GB of fp32 gradients (ring: 8e9 / 100 GB/s + 2 latencies):
+         * a CPU rank sums them on its own thread after the backward, all of it exposed; a GPU's
+         * reduction hides behind the last backward but a tenth (costmodel.c) */
+        cm_costs_t cd = cc;
+        cd.block_params = 2e9 / mo.L;
+        const double ar = 8e9 / 100e9 + 2 * 1e-5;
+        for (int gpu = 0; gpu <= 1; gpu++) {
+            const dev_kind_t k = gpu ? d : cpu;
+            cm_layout_t cl;
+            memset(&cl, 0, sizeof cl);
+            cl.dp = 2, cl.tp = 1, cl.pp = 1, cl.v = 1, cl.mb = 1, cl.kind = SCHED_1F1B, cl.nodes_ranks = 2, cl.threads = 1;
+            cm_layout_balanced(&cl, mo.L);
+            cm_result_t cr;
+            sim_result_t s;
+            ok = cm_evaluate(&mo, &cd, &k, &cl, &cr) == MP_OK && sim_run(SCHED_1F1B, 1, 4, 1, mo.L, 2.0 * mo.L, &s) == MP_OK;
+            const double want = s.makespan + (gpu ? 0.1 : 1.0) * ar;
+            tap_ok(ok && near(cr.step_s, want, 1e-9), "dp=2 on a %s: step %.4f s = 4 micro-batches %.1f s + %s the all-reduce",
+                   gpu ? "GPU" : "CPU", ok ? cr.step_s : -1, ok ? s.makespan : -1, gpu ? "a tenth of" : "all of");
+        }
     }
     /* a bad layout is an error, not a number */
     lay.mb = 3;
