@@ -225,6 +225,10 @@ ok $? "pipeline.layers=auto trains at pp=2"
 split=$(sed -n 's/.*pipeline.layers=auto: \([0-9,]*\) (the planner.s split.*/\1/p' "$SCRATCH/auto6/log.txt")
 echo "$split" | awk -F, '{ exit !(NF == 2 && $1 + $2 == 6 && $1 > 0 && $2 > 0) }'
 ok $? "the log gives the split: '$split', two stages, 6 layers"
+grep -q "pipeline.layers=auto: $split (the planner's split by this run's timings, taken in [0-9.]* s: a block [0-9.]* ms" "$SCRATCH/auto6/log.txt"
+ok $? "the split comes from this run's timings of a block and of the embedding and head"
+grep -q "^layers = auto" "$SCRATCH/auto6/deck.ini"
+ok $? "deck.ini keeps pipeline.layers = auto (a resume measures again)"
 compare "auto split vs one rank" "$SCRATCH/one6" "$SCRATCH/auto6" --bitwise
 TR --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 --set model.layers=4 \
     --set pipeline.layers=auto --out "$SCRATCH/bad" > /dev/null 2> "$SCRATCH/err"

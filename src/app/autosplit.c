@@ -4,7 +4,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "perf.h"
 #include "planner.h"
+#include "profile.h"
 
 /* A nominal device: every product at one peak, memory-bound work at a quarter of it in bytes (a
  * 4 FLOP/byte machine balance, an assumption near both this CPU's 105 GFLOP/s per core on 30 GB/s
@@ -18,7 +20,7 @@ static void autosplit_device(dev_kind_t *k)
     k->per_node = 1 << 20, k->intra.bw = k->inter.bw = 1e10, k->intra.lat = k->inter.lat = 1e-5, k->host_bw = 1e10;
 }
 
-int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p)
+int autosplit_layers(const deck_t *d, const autosplit_t *a, int *sizes, double *slowest_p)
 {
     const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
                            d->model.mlp_ratio, d->train.batch};
@@ -32,6 +34,15 @@ int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p)
     static const cm_policy_t of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = CM_RECOMPUTE,
                                                       [DECK_POLICY_SELECTIVE] = CM_SELECTIVE};
     const cm_policy_t pol = d->memory.per_layer.n ? CM_KEEP : of[d->memory.policy];
+    if (a && a->measured) {
+        /* this run's seconds; the nominal model only splits each into forward and backward, and
+         * the rest into embedding and head. A measured block had tp = 1 and no all-reduce: tp
+         * divides block and vocabulary-parallel head alike, so only their ratio matters. */
+        const double sb = a->block_s / (c.fwd + c.bwd + c.extra[pol]);
+        const double sr = a->rest_s / (c.embed_fwd + c.embed_bwd + c.head_fwd + c.head_bwd);
+        c.fwd *= sb, c.bwd *= sb, c.extra[pol] *= sb, c.tp_fwd = c.tp_bwd = 0.0;
+        c.embed_fwd *= sr, c.embed_bwd *= sr, c.head_fwd *= sr, c.head_bwd *= sr;
+    }
     for (int p = 0; p < CM_POLICIES; p++)
         if (p != (int)pol) c.extra[p] = HUGE_VAL; /* the DP takes the fastest policy: only `pol` is finite */
     cm_layout_t lay;
@@ -44,6 +55,36 @@ int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p)
     total += mo.L * (c.fwd + c.bwd + c.extra[pol] + c.tp_fwd + c.tp_bwd);
     for (int s = 0; s < lay.pp; s++) sizes[s] = lay.chunk_layers[s];
     *slowest_p = total > 0 ? slowest / total : 1.0;
+    return MP_OK;
+}
+
+int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!d->pipeline.chunks.automatic) return MP_OK;
+    a->on = 1;
+    /* the one policy the split assumes (autosplit_layers); the CUDA backend's times cannot be taken
+     * on a host without its device, and the emulator's are the CPU's */
+    static const block_mode_t mode_of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = MODE_RECOMPUTE,
+                                                            [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE};
+    const block_mode_t mode = d->memory.per_layer.n ? MODE_KEEP : mode_of[d->memory.policy];
+    double t[3] = {0.0, 0.0, 0.0}; /* block, rest, wall time: rank 0's, summed with every other's zeros */
+    if (rank == 0 && d->train.device != DECK_DEVICE_CUDA) {
+        const double t0 = perf_now();
+        double f1, b1, f2, b2;
+        /* the fastest of 2 after a warm-up, as mindpipe profile does with 7: a few seconds at 124M */
+        if (profile_time_model(d, 1, mode, 2, w, &f1, &b1) == MP_OK && profile_time_model(d, 2, mode, 2, w, &f2, &b2) == MP_OK &&
+            f2 + b2 > f1 + b1)
+            t[0] = (f2 + b2) - (f1 + b1), t[1] = fmax((f1 + b1) - t[0], 0.0);
+        t[2] = perf_now() - t0;
+    }
+    wait_allreduce_sum(w, t, 3, MPI_DOUBLE, MPI_COMM_WORLD, "pipeline.layers=auto's timings");
+    a->measured = t[0] > 0.0, a->block_s = t[0], a->rest_s = t[1], a->took_s = t[2];
+    int sizes[DECK_LIST_MAX];
+    if (autosplit_layers(d, a, sizes, &a->share) != MP_OK) return MP_ERR;
+    deck_layer_list_t *l = &d->pipeline.chunks;
+    l->automatic = 0, l->n = d->parallel.pp;
+    for (int s = 0; s < l->n; s++) l->layers[s] = sizes[s];
     return MP_OK;
 }
 

@@ -1,15 +1,34 @@
 /* pipeline.layers = auto (docs/PLAN.md "auto at run time"): the planner's stage sizes for the deck,
- * chosen at start on every rank alike (a pure function of the deck). */
+ * chosen once at start on every rank alike, from this run's own timings of a block and of the
+ * embedding and head (rank 0 measures, every rank splits by the same numbers). */
 #ifndef MP_AUTOSPLIT_H
 #define MP_AUTOSPLIT_H
 
 #include "deck.h"
+#include "wait.h"
+
+/* What pipeline.layers = auto chose at start, for the log. */
+typedef struct {
+    int on;          /* the deck asked for auto (its split is now in pipeline.layers) */
+    int measured;    /* 1: by this run's timings; 0: by the nominal device (not the CPU backend) */
+    double block_s;  /* measured: one block's forward, backward and policy re-run, one micro-batch */
+    double rest_s;   /* measured: the embedding's and head's, one micro-batch */
+    double took_s;   /* the measurement's wall time */
+    double share;    /* the slowest stage's share of the modelled step */
+} autosplit_t;
+
+/* Resolves pipeline.layers = auto in d: times a 1- and a 2-layer model of the deck's shape on the
+ * CPU backend (rank 0; train.device = cpu only), shares the times over MPI_COMM_WORLD, and writes
+ * the planner's split into d->pipeline.chunks. Collective over MPI_COMM_WORLD when the deck asks
+ * for auto; nothing when it does not. MP_OK or MP_ERR. */
+int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a);
 
 /* The layers of each of the deck's parallel.pp stages (v = 1) from planner.h's dynamic programming
- * over modelled per-layer times (the embedding's on stage 0, the head's on the last), every stage
- * under the deck's memory policy (keep when auto); *slowest_p gets the slowest stage's share of the
+ * over per-layer times (the embedding's on stage 0, the head's on the last), every stage under the
+ * deck's memory policy (keep when auto): the nominal device's modelled times, scaled to a's
+ * measured block and rest when a is measured; *slowest_p gets the slowest stage's share of the
  * model's time in (0, 1]. MP_OK or MP_ERR (allocation). */
-int autosplit_layers(const deck_t *d, int *sizes, double *slowest_p);
+int autosplit_layers(const deck_t *d, const autosplit_t *a, int *sizes, double *slowest_p);
 
 /* The modelled cost (forward + backward + the policy's re-run forward, on the nominal device above)
  * of each of the deck's layers into w_p (model.layers entries: a model.blocks shape scales the

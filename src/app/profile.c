@@ -33,8 +33,9 @@ static double fastest(const double *v, int n)
 }
 
 /* One model of `layers` layers of the deck's shape, every block in `mode`, on the CPU backend:
- * forward and backward of one micro-batch timed PROFILE_REPS times after a warm-up. */
-static int profile_model(const deck_t *d, int layers, block_mode_t mode, const wait_cfg_t *w, profile_run_t *out)
+ * forward and backward of one micro-batch timed `reps` times (at most PROFILE_REPS) after a warm-up. */
+static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, int reps, const wait_cfg_t *w,
+                              profile_run_t *out)
 {
     const int B = d->train.micro_batch, T = d->model.seq_len;
     /* designated: the fields not named (block shapes, supernet candidates) are a plain model's */
@@ -62,7 +63,8 @@ static int profile_model(const deck_t *d, int layers, block_mode_t mode, const w
     const model_part_t pt = model_whole(&m);
     acts_bind(&a, &m, &pt, NULL, &s);
     double tf[PROFILE_REPS], tb[PROFILE_REPS];
-    for (int r = -1; r < PROFILE_REPS; r++) { /* r = -1: warm-up (first touch of every buffer) */
+    reps = reps < 1 ? 1 : reps > PROFILE_REPS ? PROFILE_REPS : reps;
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up (first touch of every buffer) */
         const double t0 = perf_now();
         model_forward_part(&m, &pt, &a, &s, NULL);
         const double t1 = perf_now();
@@ -70,7 +72,7 @@ static int profile_model(const deck_t *d, int layers, block_mode_t mode, const w
         const double t2 = perf_now();
         if (r >= 0) tf[r] = t1 - t0, tb[r] = t2 - t1;
     }
-    out->fwd = fastest(tf, PROFILE_REPS), out->bwd = fastest(tb, PROFILE_REPS);
+    out->fwd = fastest(tf, reps), out->bwd = fastest(tb, reps);
     rc = MP_OK;
     scratch_destroy(&s, &arena);
 err_acts:
@@ -82,6 +84,20 @@ err_model:
 err_be:
     be_destroy(&be);
     return rc;
+}
+
+static int profile_model(const deck_t *d, int layers, block_mode_t mode, const wait_cfg_t *w, profile_run_t *out)
+{
+    return profile_model_reps(d, layers, mode, PROFILE_REPS, w, out);
+}
+
+int profile_time_model(const deck_t *d, int layers, block_mode_t mode, int reps, const wait_cfg_t *w, double *fwd,
+                       double *bwd)
+{
+    profile_run_t run;
+    if (profile_model_reps(d, layers, mode, reps, w, &run) != MP_OK) return MP_ERR;
+    *fwd = run.fwd, *bwd = run.bwd;
+    return MP_OK;
 }
 
 /* Per-layer costs from two depths: a block is the difference of L and 1 layers ÷ (L − 1); what a

@@ -19,6 +19,12 @@ typedef struct {
 /* Measures the deck's model (run on every rank of the job; rank 0 writes `out`). Exit status. */
 int profile_main(const run_opts_t *o, const char *out);
 
+/* Forward and backward seconds of one micro-batch through a `layers`-layer model of the deck's
+ * shape, every block in `mode`, on the CPU backend: the fastest of `reps` timings (1..7) after a
+ * warm-up. Used by pipeline.layers = auto at start (autosplit.c). MP_OK or MP_ERR. */
+int profile_time_model(const deck_t *d, int layers, block_mode_t mode, int reps, const wait_cfg_t *w, double *fwd,
+                       double *bwd);
+
 /* Reads a profile written by profile_main. MP_OK or MP_ERR naming the file and the missing key. */
 int profile_load(const char *path, profile_t *p);
 

@@ -268,7 +268,7 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
     int size[K], start[K], split[K];
     double share;
     /* auto: the planner's sizes (v = 1, deck_validate); an allocation failure falls back to balanced */
-    const int automatic = given->automatic && autosplit_layers(d, split, &share) == MP_OK;
+    const int automatic = given->automatic && autosplit_layers(d, NULL, split, &share) == MP_OK;
     for (int k = 0, at = 0; k < K; k++) {
         size[k] = automatic ? split[k] : given->n ? given->layers[k] : L / K + (k < L % K ? 1 : 0);
         start[k] = at;
@@ -633,6 +633,8 @@ static int run_layout(run_t *r, const run_opts_t *o)
     r->micro_batches = r->replica_batch / d->train.micro_batch;
     r->threads = run_threads(d, r->grid.node_size);
     kernels_set_threads(r->threads);
+    /* after the threads: the split is timed as the run will compute */
+    if (run_agree(autosplit_resolve(&r->deck, &r->wait, r->rank, &r->autosplit)) != MP_OK) goto err_grid;
     return MP_OK;
 err_grid:
     watchdog_end(&r->wd);

@@ -6,6 +6,7 @@
 
 #include "actdump.h"
 #include "arena.h"
+#include "autosplit.h"
 #include "backend.h"
 #include "causal.h"
 #include "ckpt_files.h"
@@ -72,6 +73,7 @@ typedef struct {
     supernet_t sn;           /* supernet.enabled: the subnets and their update state */
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;
+    autosplit_t autosplit;   /* pipeline.layers = auto: what was measured and chosen at start */
     char out_dir[4096];
     char run_id[CKPT_RUN_ID_LEN + 1]; /* this run's id (rundir.h): in every checkpoint it writes; "" until
                                          known (a resume adopts its checkpoint's) */

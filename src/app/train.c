@@ -427,20 +427,24 @@ static void train_describe_holdings(const run_t *r, char *buf, size_t n)
              (t->tp_rank + 1) * hl - 1, t->tp_rank * vl, (t->tp_rank + 1) * vl - 1, s0, s0 + per - 1);
 }
 
-/* pipeline.layers = auto: the split the planner chose (every rank computed the same). */
+/* pipeline.layers = auto: the split the planner chose at start (every rank the same) and from what. */
 static void train_log_auto_split(run_t *r)
 {
+    const autosplit_t *a = &r->autosplit;
+    if (!a->on) return;
     const deck_t *d = &r->deck;
-    if (!d->pipeline.chunks.automatic) return;
-    int sizes[DECK_LIST_MAX];
-    double share;
-    if (autosplit_layers(d, sizes, &share) != MP_OK) return;
-    char text[DECK_STR] = "";
+    char text[DECK_STR] = "", from[200];
     for (int s = 0, n = 0; s < d->parallel.pp && n < (int)sizeof text; s++)
-        n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", sizes[s]);
-    runlog_printf(&r->log, "pipeline.layers=auto: %s (the planner's split of modelled time, embedding on stage 0 "
-                  "and head on the last: the slowest stage carries %.1f%% of it, %.1f%% would be even)",
-                  text, 100 * share, 100.0 / d->parallel.pp);
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", d->pipeline.chunks.layers[s]);
+    if (a->measured)
+        snprintf(from, sizeof from, "this run's timings, taken in %.1f s: a block %.2f ms, embedding and head %.2f ms "
+                 "per micro-batch", a->took_s, 1e3 * a->block_s, 1e3 * a->rest_s);
+    else
+        snprintf(from, sizeof from, "the nominal device's modelled times (train.device = %s is not timed at start)",
+                 deck_device_names[d->train.device]);
+    runlog_printf(&r->log, "pipeline.layers=auto: %s (the planner's split by %s; embedding on stage 0 and head on "
+                  "the last: the slowest stage carries %.1f%% of the step's compute, %.1f%% would be even)",
+                  text, from, 100 * a->share, 100.0 / d->parallel.pp);
 }
 
 /* memory.policy = auto: what each stage chose and why, one log line per stage (every rank of a

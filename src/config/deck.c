@@ -176,8 +176,9 @@ static const deck_key_t keys[] = {
 
     K_PARSED(pipeline, layers, chunks, "", parse_layer_list, "empty, auto, or positive integers joined by ','",
           "layers per stage, e.g. 2,3,3 (count = parallel.pp, or pp × virtual_stages chunks under "
-          "interleaved; sum = model.layers); empty = balanced; auto = the planner's split by modelled time "
-          "(embedding and head counted; v = 1 only)"),
+          "interleaved; sum = model.layers); empty = balanced; auto = the planner's split by this run's "
+          "timings of a block and of the embedding and head, taken at start (cpu, emu; cuda: modelled time; "
+          "v = 1 only)"),
     K_INT(pipeline, replan_every, "0", 0, 1e9,
           "live migration: every N steps the stages compare their measured compute times and, when a new split "
           "is predicted faster by more than pipeline.replan_threshold, layers move between stages with their "
