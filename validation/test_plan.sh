@@ -220,8 +220,19 @@ ok $([ $krc -eq 1 ] && [ $brc -eq 0 ] && [ $pyrc -eq 0 ] && echo 0 || echo 1) \
 TR --set model.layers=6 --set train.threads=1 --out "$SCRATCH/one6" > /dev/null 2>&1 &&
     ${MPIEXEC:-mpiexec} -n 2 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=6 \
         --set train.log_every=1 --set checkpoint.every=0 --set model.layers=6 --set train.threads=1 \
-        --set parallel.pp=2 --set pipeline.layers=auto --quiet --out "$SCRATCH/auto6" > /dev/null 2>&1
+        --set parallel.pp=2 --set pipeline.layers=auto --set train.peak_gflops=50 --quiet --out "$SCRATCH/auto6" > /dev/null 2>&1
 ok $? "pipeline.layers=auto trains at pp=2"
+# MFU divides the job's tokens/s by the job's peak: 2 ranks x train.peak_gflops (per rank)
+"$PY" - "$SCRATCH/auto6" <<'EOF'
+import configparser, json, sys
+c = configparser.ConfigParser(inline_comment_prefixes=(";", "#")); c.read(sys.argv[1] + "/deck.ini")
+m = c["model"]; L, C, T, V, R = (int(m[k]) for k in ("layers", "dim", "seq_len", "vocab", "mlp_ratio"))
+flops = 6 * ((4 + 2 * R) * L * C * C + V * C) + 12 * L * C * T
+rows = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+bad = [r for r in rows if abs(r["mfu"] - r["tokens_per_s"] * flops / (2 * 50e9)) > 1e-3 * r["mfu"] + 1e-6]
+sys.exit(1 if bad or not rows else 0)
+EOF
+ok $? "mfu = tokens/s x model FLOPs per token / (2 ranks x train.peak_gflops)"
 split=$(sed -n 's/.*pipeline.layers=auto: \([0-9,]*\) (the planner.s split.*/\1/p' "$SCRATCH/auto6/log.txt")
 echo "$split" | awk -F, '{ exit !(NF == 2 && $1 + $2 == 6 && $1 > 0 && $2 > 0) }'
 ok $? "the log gives the split: '$split', two stages, 6 layers"

@@ -166,6 +166,27 @@ static int run_threads(const deck_t *d, int local)
     return t > 0 ? t : 1;
 }
 
+/* MFU's peak: the sgemm rate of the cores the whole job runs on, since tokens/s is the whole
+ * job's. Each node's first rank measures it with the threads all of the node's ranks use (at most
+ * its online cores) while the node's other ranks wait, and the nodes' rates add up; probes by every
+ * rank at once would each see an unknown share of cores they contend for. train.peak_gflops is per
+ * rank. Collective over MPI_COMM_WORLD. */
+static double run_job_peak(run_t *r)
+{
+    if (r->deck.train.peak_gflops > 0) return r->deck.train.peak_gflops * r->world;
+    double node = 0.0;
+    if (r->grid.node_rank == 0) {
+        const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        const long want = (long)r->threads * r->grid.node_size;
+        kernels_set_threads((int)(cores > 0 && want > cores ? cores : want));
+        node = perf_sgemm_peak_gflops();
+        kernels_set_threads(r->threads);
+    }
+    wait_barrier(&r->wait, r->grid.node, "the node's peak measurement");
+    wait_allreduce_sum(&r->wait, &node, 1, MPI_DOUBLE, MPI_COMM_WORLD, "the job's peak");
+    return node;
+}
+
 static int mkdir_p(const char *path)
 {
     char tmp[4096];
@@ -659,7 +680,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
                                       r->model.tab.nlayers + 2)) != MP_OK)
         goto err_model;
     if (run_agree(run_exec(r)) != MP_OK) goto err_dp;
-    r->peak_gflops = r->deck.train.peak_gflops > 0 ? r->deck.train.peak_gflops : perf_sgemm_peak_gflops();
+    r->peak_gflops = run_job_peak(r);
     if (with_out_dir && run_out_dir(r) != MP_OK) goto err_exec;
     watchdog_disarm(&r->wd);
     return MP_OK;

@@ -478,7 +478,7 @@ int train_main(const run_opts_t *opts)
     if (run_setup(&r, opts, 1) != MP_OK) return 1;
     const deck_t *d = &r.deck;
     runlog_printf(&r.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = "
-                  "dp %d x %d micro-batches x %d | %d thread(s) per rank | sgemm peak %.1f GFLOP/s | out %s",
+                  "dp %d x %d micro-batches x %d | %d thread(s) per rank | job's sgemm peak %.1f GFLOP/s | out %s",
                   opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
                   d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.model.cfg),
                   d->train.batch, r.grid.size[GRID_DP], r.micro_batches, d->train.micro_batch, r.threads,
