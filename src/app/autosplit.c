@@ -20,29 +20,48 @@ static void autosplit_device(dev_kind_t *k)
     k->per_node = 1 << 20, k->intra.bw = k->inter.bw = 1e10, k->intra.lat = k->inter.lat = 1e-5, k->host_bw = 1e10;
 }
 
+/* The one policy a split assumes everywhere, and the one autosplit_resolve times: the deck's;
+ * recompute and selective re-run forwards; keep, offload (its copies overlap), balance, auto and
+ * per-layer letters count as keep. */
+static const cm_policy_t autosplit_of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = CM_RECOMPUTE,
+                                                            [DECK_POLICY_SELECTIVE] = CM_SELECTIVE};
+
+static cm_policy_t autosplit_policy(const deck_t *d)
+{
+    return d->memory.per_layer.n ? CM_KEEP : autosplit_of[d->memory.policy];
+}
+
+/* The deck's model costs on the nominal device; with a measured, in this run's seconds: the
+ * nominal model then only splits a block's time into forward, backward and each policy's re-run
+ * (their modelled ratios) and the rest's into embedding and head. A measured block had tp = 1 and
+ * no all-reduce: tp divides block and vocabulary-parallel head alike, so only their ratio matters. */
+static void autosplit_costs(const deck_t *d, const autosplit_t *a, cm_costs_t *c)
+{
+    const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
+                           d->model.mlp_ratio, d->train.batch};
+    dev_kind_t k;
+    autosplit_device(&k);
+    cm_costs_from_device(c, &mo, &k, d->train.precision == DECK_PRECISION_BF16 ? DEV_PREC_BF16 : DEV_PREC_FP32,
+                         d->train.micro_batch, d->parallel.tp);
+    if (!a || !a->measured) return;
+    const double sb = a->block_s / (c->fwd + c->bwd + c->extra[autosplit_policy(d)]);
+    /* a rest lost in the noise (tiny models) keeps the model's ratio to the block */
+    const double sr = a->rest_s > 0 ? a->rest_s / (c->embed_fwd + c->embed_bwd + c->head_fwd + c->head_bwd) : sb;
+    c->fwd *= sb, c->bwd *= sb, c->tp_fwd = c->tp_bwd = 0.0;
+    for (int p = 0; p < CM_POLICIES; p++) c->extra[p] *= sb;
+    c->embed_fwd *= sr, c->embed_bwd *= sr, c->head_fwd *= sr, c->head_bwd *= sr;
+}
+
 int autosplit_layers(const deck_t *d, const autosplit_t *a, int *sizes, double *slowest_p)
 {
     const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
                            d->model.mlp_ratio, d->train.batch};
     dev_kind_t k;
     autosplit_device(&k);
-    cm_costs_t c;
     const int tp = d->parallel.tp, B = d->train.micro_batch;
-    cm_costs_from_device(&c, &mo, &k, d->train.precision == DECK_PRECISION_BF16 ? DEV_PREC_BF16 : DEV_PREC_FP32, B, tp);
-    /* one policy everywhere, the deck's: recompute and selective re-run forwards; keep, offload (its
-     * copies overlap), balance, auto and per-layer letters split as keep */
-    static const cm_policy_t of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = CM_RECOMPUTE,
-                                                      [DECK_POLICY_SELECTIVE] = CM_SELECTIVE};
-    const cm_policy_t pol = d->memory.per_layer.n ? CM_KEEP : of[d->memory.policy];
-    if (a && a->measured) {
-        /* this run's seconds; the nominal model only splits each into forward and backward, and
-         * the rest into embedding and head. A measured block had tp = 1 and no all-reduce: tp
-         * divides block and vocabulary-parallel head alike, so only their ratio matters. */
-        const double sb = a->block_s / (c.fwd + c.bwd + c.extra[pol]);
-        const double sr = a->rest_s / (c.embed_fwd + c.embed_bwd + c.head_fwd + c.head_bwd);
-        c.fwd *= sb, c.bwd *= sb, c.extra[pol] *= sb, c.tp_fwd = c.tp_bwd = 0.0;
-        c.embed_fwd *= sr, c.embed_bwd *= sr, c.head_fwd *= sr, c.head_bwd *= sr;
-    }
+    const cm_policy_t pol = autosplit_policy(d);
+    cm_costs_t c;
+    autosplit_costs(d, a, &c);
     for (int p = 0; p < CM_POLICIES; p++)
         if (p != (int)pol) c.extra[p] = HUGE_VAL; /* the DP takes the fastest policy: only `pol` is finite */
     cm_layout_t lay;
@@ -61,25 +80,28 @@ int autosplit_layers(const deck_t *d, const autosplit_t *a, int *sizes, double *
 int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a)
 {
     memset(a, 0, sizeof *a);
-    if (!d->pipeline.chunks.automatic) return MP_OK;
-    a->on = 1;
+    if (!d->pipeline.chunks.automatic && d->pipeline.replan_every == 0) return MP_OK;
+    a->on = d->pipeline.chunks.automatic;
     /* the one policy the split assumes (autosplit_layers); the CUDA backend's times cannot be taken
      * on a host without its device, and the emulator's are the CPU's */
     static const block_mode_t mode_of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = MODE_RECOMPUTE,
                                                             [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE};
-    const block_mode_t mode = d->memory.per_layer.n ? MODE_KEEP : mode_of[d->memory.policy];
+    const block_mode_t mode = d->memory.per_layer.n ? MODE_KEEP : mode_of[d->memory.policy]; /* autosplit_policy */
     double t[3] = {0.0, 0.0, 0.0}; /* block, rest, wall time: rank 0's, summed with every other's zeros */
     if (rank == 0 && d->train.device != DECK_DEVICE_CUDA) {
         const double t0 = perf_now();
         double f1, b1, f2, b2;
-        /* the fastest of 2 after a warm-up, as mindpipe profile does with 7: a few seconds at 124M */
-        if (profile_time_model(d, 1, mode, 2, w, &f1, &b1) == MP_OK && profile_time_model(d, 2, mode, 2, w, &f2, &b2) == MP_OK &&
-            f2 + b2 > f1 + b1)
+        /* the fastest of 2 after a warm-up (a few seconds at 124M); a model whose pass is under
+         * 50 ms takes 7, as mindpipe profile does, since there a difference of two times is noise */
+        int reps = 2, ok = profile_time_model(d, 1, mode, reps, w, &f1, &b1) == MP_OK;
+        if (ok && f1 + b1 < 0.05) reps = 7, ok = profile_time_model(d, 1, mode, reps, w, &f1, &b1) == MP_OK;
+        if (ok && profile_time_model(d, 2, mode, reps, w, &f2, &b2) == MP_OK && f2 + b2 > f1 + b1)
             t[0] = (f2 + b2) - (f1 + b1), t[1] = fmax((f1 + b1) - t[0], 0.0);
         t[2] = perf_now() - t0;
     }
     wait_allreduce_sum(w, t, 3, MPI_DOUBLE, MPI_COMM_WORLD, "pipeline.layers=auto's timings");
     a->measured = t[0] > 0.0, a->block_s = t[0], a->rest_s = t[1], a->took_s = t[2];
+    if (!a->on) return MP_OK; /* live migration only: its per-layer costs (autosplit_layer_costs) */
     int sizes[DECK_LIST_MAX];
     if (autosplit_layers(d, a, sizes, &a->share) != MP_OK) return MP_ERR;
     deck_layer_list_t *l = &d->pipeline.chunks;
@@ -92,17 +114,11 @@ int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a)
  * width A, MLP ratio R, width C and context T (a skip block: heads 0, no work). */
 static double autosplit_block_work(double A, double R, double C, double T) { return 4 * A * C + 2 * R * C * C + 2 * A * T; }
 
-int autosplit_layer_costs(const deck_t *d, double *w_p, double *embed_p, double *head_p)
+int autosplit_layer_costs(const deck_t *d, const autosplit_t *a, double *w_p, double *embed_p, double *head_p)
 {
-    const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                           d->model.mlp_ratio, d->train.batch};
-    dev_kind_t k;
-    autosplit_device(&k);
     cm_costs_t c;
-    cm_costs_from_device(&c, &mo, &k, d->train.precision == DECK_PRECISION_BF16 ? DEV_PREC_BF16 : DEV_PREC_FP32,
-                         d->train.micro_batch, d->parallel.tp);
-    static const cm_policy_t of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = CM_RECOMPUTE,
-                                                      [DECK_POLICY_SELECTIVE] = CM_SELECTIVE};
+    autosplit_costs(d, a, &c);
+    const cm_policy_t *of = autosplit_of;
     const double C = d->model.dim, T = d->model.seq_len;
     const double uniform = autosplit_block_work(C, d->model.mlp_ratio, C, T);
     for (int l = 0; l < d->model.layers; l++) {

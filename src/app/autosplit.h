@@ -7,33 +7,35 @@
 #include "deck.h"
 #include "wait.h"
 
-/* What pipeline.layers = auto chose at start, for the log. */
+/* What pipeline.layers = auto chose at start, and the timings it and live migration use. */
 typedef struct {
     int on;          /* the deck asked for auto (its split is now in pipeline.layers) */
-    int measured;    /* 1: by this run's timings; 0: by the nominal device (not the CPU backend) */
+    int measured;    /* 1: timed at start (auto or pipeline.replan_every, train.device cpu or emu) */
     double block_s;  /* measured: one block's forward, backward and policy re-run, one micro-batch */
     double rest_s;   /* measured: the embedding's and head's, one micro-batch */
     double took_s;   /* the measurement's wall time */
-    double share;    /* the slowest stage's share of the modelled step */
+    double share;    /* auto: the slowest stage's share of the modelled step */
 } autosplit_t;
 
-/* Resolves pipeline.layers = auto in d: times a 1- and a 2-layer model of the deck's shape on the
- * CPU backend (rank 0; train.device = cpu only), shares the times over MPI_COMM_WORLD, and writes
- * the planner's split into d->pipeline.chunks. Collective over MPI_COMM_WORLD when the deck asks
- * for auto; nothing when it does not. MP_OK or MP_ERR. */
+/* For pipeline.layers = auto or pipeline.replan_every > 0: times a 1- and a 2-layer model of the
+ * deck's shape on the CPU backend (rank 0; not for train.device = cuda, which this host cannot
+ * run) and shares the times over MPI_COMM_WORLD; for auto, writes the planner's split into
+ * d->pipeline.chunks. Collective over MPI_COMM_WORLD when the deck asks for either; nothing
+ * otherwise. MP_OK or MP_ERR. */
 int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a);
 
 /* The layers of each of the deck's parallel.pp stages (v = 1) from planner.h's dynamic programming
  * over per-layer times (the embedding's on stage 0, the head's on the last), every stage under the
  * deck's memory policy (keep when auto): the nominal device's modelled times, scaled to a's
- * measured block and rest when a is measured; *slowest_p gets the slowest stage's share of the
- * model's time in (0, 1]. MP_OK or MP_ERR (allocation). */
+ * measured block and rest when a is measured (a may be NULL); *slowest_p gets the slowest stage's
+ * share of the model's time in (0, 1]. MP_OK or MP_ERR (allocation). */
 int autosplit_layers(const deck_t *d, const autosplit_t *a, int *sizes, double *slowest_p);
 
-/* The modelled cost (forward + backward + the policy's re-run forward, on the nominal device above)
- * of each of the deck's layers into w_p (model.layers entries: a model.blocks shape scales the
- * uniform block's cost by its products' and attention's work, skip costs 0), of the embedding and
- * of the head: what live migration (migrate.c) deals measured stage times out by. MP_OK or MP_ERR. */
-int autosplit_layer_costs(const deck_t *d, double *w_p, double *embed_p, double *head_p);
+/* The cost of each of the deck's layers into w_p (model.layers entries: forward + backward + its
+ * policy's re-run forward; a model.blocks shape scales the uniform block's cost by its products'
+ * and attention's work, skip costs 0), of the embedding and of the head, in the same units: a's
+ * measured seconds when a is measured, else the nominal device's. What live migration
+ * (migrate.c) deals measured stage times out by. MP_OK or MP_ERR. */
+int autosplit_layer_costs(const deck_t *d, const autosplit_t *a, double *w_p, double *embed_p, double *head_p);
 
 #endif

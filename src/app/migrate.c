@@ -209,7 +209,7 @@ static void migrate_replan(run_t *r)
     const int measured = r->mig_steps;
     r->mig_steps = 0;
     migrate_sizes(r, old);
-    if (autosplit_layer_costs(d, w, &we, &wh) != MP_OK) MP_ABORT("re-planning the pipeline at step %ld", step);
+    if (autosplit_layer_costs(d, &r->autosplit, w, &we, &wh) != MP_OK) MP_ABORT("re-planning the pipeline at step %ld", step);
     const rebalance_in_t in = {L, pp, old, t, w, we, wh};
     double was, now;
     const double gain = rebalance_plan(&in, new, &was, &now);

@@ -427,12 +427,17 @@ static void train_describe_holdings(const run_t *r, char *buf, size_t n)
              (t->tp_rank + 1) * hl - 1, t->tp_rank * vl, (t->tp_rank + 1) * vl - 1, s0, s0 + per - 1);
 }
 
-/* pipeline.layers = auto: the split the planner chose at start (every rank the same) and from what. */
+/* pipeline.layers = auto: the split the planner chose at start (every rank the same) and from what;
+ * live migration: the timings it deals stage times by. */
 static void train_log_auto_split(run_t *r)
 {
     const autosplit_t *a = &r->autosplit;
-    if (!a->on) return;
     const deck_t *d = &r->deck;
+    if (!a->on && a->measured) /* live migration's per-layer costs (migrate.c) */
+        runlog_printf(&r->log, "pipeline.replan_every=%d: stage times are dealt over layers by this run's timings, "
+                      "taken in %.1f s: a block %.2f ms, embedding and head %.2f ms per micro-batch",
+                      d->pipeline.replan_every, a->took_s, 1e3 * a->block_s, 1e3 * a->rest_s);
+    if (!a->on) return;
     char text[DECK_STR] = "", from[200];
     for (int s = 0, n = 0; s < d->parallel.pp && n < (int)sizeof text; s++)
         n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", d->pipeline.chunks.layers[s]);
