@@ -216,10 +216,13 @@ pyrc=$?
 ok $([ $krc -eq 1 ] && [ $brc -eq 0 ] && [ $pyrc -eq 0 ] && echo 0 || echo 1) \
     "balance predicted: pp=4 keep overfills 600 KB, balance fits (stage 0 down, stage 3 up, as measured), the search proposes it"
 
-# --- pipeline.layers = auto at run time: the planner's split, logged, bitwise like one rank ---
-TR --set model.layers=6 --set train.threads=1 --out "$SCRATCH/one6" > /dev/null 2>&1 &&
+# --- pipeline.layers = auto at run time: the planner's split, logged, bitwise like one rank; wide
+# enough (C 256, T 128) that a 2-layer pass is over the 20 ms autosplit.c times, not the model's ratios ---
+W6="--set model.layers=6 --set model.dim=256 --set model.seq_len=128 --set train.threads=1"
+# shellcheck disable=SC2086
+TR $W6 --out "$SCRATCH/one6" > /dev/null 2>&1 &&
     ${MPIEXEC:-mpiexec} -n 2 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=6 \
-        --set train.log_every=1 --set checkpoint.every=0 --set model.layers=6 --set train.threads=1 \
+        --set train.log_every=1 --set checkpoint.every=0 $W6 \
         --set parallel.pp=2 --set pipeline.layers=auto --set train.peak_gflops=50 --quiet --out "$SCRATCH/auto6" > /dev/null 2>&1
 ok $? "pipeline.layers=auto trains at pp=2"
 # MFU divides the job's tokens/s by the job's peak: 2 ranks x train.peak_gflops (per rank)

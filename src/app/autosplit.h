@@ -10,10 +10,12 @@
 /* What pipeline.layers = auto chose at start, and the timings it and live migration use. */
 typedef struct {
     int on;          /* the deck asked for auto (its split is now in pipeline.layers) */
-    int measured;    /* 1: timed at start (auto or pipeline.replan_every, train.device cpu or emu) */
+    int measured;    /* 1: timed at start (auto or pipeline.replan_every, train.device cpu or emu, a
+                      * 2-layer pass of at least 20 ms: below, the host's noise would decide) */
     double block_s;  /* measured: one block's forward, backward and policy re-run, one micro-batch */
     double rest_s;   /* measured: the embedding's and head's, one micro-batch */
     double took_s;   /* the measurement's wall time */
+    double pass_s;   /* the 2-layer model's forward + backward (0: not timed) */
     double share;    /* auto: the slowest stage's share of the modelled step */
 } autosplit_t;
 

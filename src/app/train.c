@@ -433,20 +433,24 @@ static void train_log_auto_split(run_t *r)
 {
     const autosplit_t *a = &r->autosplit;
     const deck_t *d = &r->deck;
-    if (!a->on && a->measured) /* live migration's per-layer costs (migrate.c) */
-        runlog_printf(&r->log, "pipeline.replan_every=%d: stage times are dealt over layers by this run's timings, "
-                      "taken in %.1f s: a block %.2f ms, embedding and head %.2f ms per micro-batch",
-                      d->pipeline.replan_every, a->took_s, 1e3 * a->block_s, 1e3 * a->rest_s);
-    if (!a->on) return;
-    char text[DECK_STR] = "", from[200];
-    for (int s = 0, n = 0; s < d->parallel.pp && n < (int)sizeof text; s++)
-        n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", d->pipeline.chunks.layers[s]);
+    char text[DECK_STR] = "", from[320], rest[96];
+    if (a->rest_s > 0) snprintf(rest, sizeof rest, "embedding and head %.2f ms", 1e3 * a->rest_s);
+    else snprintf(rest, sizeof rest, "embedding and head too short to time (the model's ratio to a block)");
     if (a->measured)
-        snprintf(from, sizeof from, "this run's timings, taken in %.1f s: a block %.2f ms, embedding and head %.2f ms "
-                 "per micro-batch", a->took_s, 1e3 * a->block_s, 1e3 * a->rest_s);
+        snprintf(from, sizeof from, "this run's timings, taken in %.1f s: a block %.2f ms, %s per micro-batch",
+                 a->took_s, 1e3 * a->block_s, rest);
+    else if (a->pass_s > 0)
+        snprintf(from, sizeof from, "the nominal device's modelled times (a 2-layer pass took %.2f ms, too short to "
+                 "time against the host's noise)", 1e3 * a->pass_s);
     else
         snprintf(from, sizeof from, "the nominal device's modelled times (train.device = %s is not timed at start)",
                  deck_device_names[d->train.device]);
+    if (d->pipeline.replan_every > 0) /* live migration's per-layer costs (migrate.c) */
+        runlog_printf(&r->log, "pipeline.replan_every=%d: stage times are dealt over layers by %s",
+                      d->pipeline.replan_every, from);
+    if (!a->on) return;
+    for (int s = 0, n = 0; s < d->parallel.pp && n < (int)sizeof text; s++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", d->pipeline.chunks.layers[s]);
     runlog_printf(&r->log, "pipeline.layers=auto: %s (the planner's split by %s; embedding on stage 0 and head on "
                   "the last: the slowest stage carries %.1f%% of the step's compute, %.1f%% would be even)",
                   text, from, 100 * a->share, 100.0 / d->parallel.pp);
