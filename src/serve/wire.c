@@ -42,18 +42,27 @@ err:
     return MP_ERR;
 }
 
-static int wire_send_flags(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows,
-                           const float *x, int flags)
+int wire_msg_build(zmq_msg_t *m, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, float **x_p)
 {
     const size_t nr = (size_t)h->B * sizeof *rows, nx = (size_t)h->B * (size_t)h->width * sizeof(float);
-    const size_t n = WIRE_SECRET_BYTES + sizeof *h + nr + nx;
-    zmq_msg_t m;
-    ZMQ_TRY(zmq_msg_init_size(&m, n), err);
-    unsigned char *p = zmq_msg_data(&m);
+    ZMQ_TRY(zmq_msg_init_size(m, WIRE_SECRET_BYTES + sizeof *h + nr + nx), err);
+    unsigned char *p = zmq_msg_data(m);
     memcpy(p, secret, WIRE_SECRET_BYTES);
     memcpy(p + WIRE_SECRET_BYTES, h, sizeof *h);
     if (nr) memcpy(p + WIRE_SECRET_BYTES + sizeof *h, rows, nr);
-    if (nx) memcpy(p + WIRE_SECRET_BYTES + sizeof *h + nr, x, nx);
+    *x_p = (float *)(void *)(p + WIRE_SECRET_BYTES + sizeof *h + nr); /* 4-aligned: the header is 40 bytes, a row 12 */
+    return MP_OK;
+err:
+    return MP_ERR;
+}
+
+static int wire_send_flags(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows,
+                           const float *x, int flags)
+{
+    zmq_msg_t m;
+    float *dst;
+    if (wire_msg_build(&m, secret, h, rows, &dst) != MP_OK) return MP_ERR;
+    if (h->B && h->width) memcpy(dst, x, (size_t)h->B * (size_t)h->width * sizeof(float));
     if (zmq_msg_send(&m, sock, flags) < 0) {
         const int e = zmq_errno();
         zmq_msg_close(&m);
@@ -61,8 +70,6 @@ static int wire_send_flags(void *sock, const unsigned char *secret, const wire_h
         return MP_FAIL("ZeroMQ: zmq_msg_send failed: %s", zmq_strerror(e));
     }
     return 1;
-err:
-    return MP_ERR;
 }
 
 int wire_immediate(void *sock)
