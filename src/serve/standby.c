@@ -94,12 +94,12 @@ static int follow_loop(follow_t *w, decoder_t *dec, const stage_cfg_t *s, beat_t
         zmq_pollitem_t it[2] = {{w->deltas, 0, ZMQ_POLLIN, 0}, {w->confirms, 0, ZMQ_POLLIN, 0}};
         const int r = zmq_poll(it, 2, wait_ms);
         if (r < 0 && zmq_errno() != EINTR) return MP_FAIL("ZeroMQ: zmq_poll failed: %s", zmq_strerror(zmq_errno()));
-        for (int more = r > 0; more && !promoted;) {
-            more = follow_one(w, dec, s, w->deltas, 0) > 0;
-            const int c = follow_one(w, dec, s, w->confirms, 0);
-            if (c < 0) return MP_FAIL("standby of stage %d: the front end stopped; exiting", s->stage);
-            more |= c > 0;
+        /* each link until it is empty (one refused receive each: an empty one costs a poll(2)) */
+        while (r > 0 && !promoted && follow_one(w, dec, s, w->deltas, 0) > 0) {
         }
+        for (int c = r > 0; c > 0 && !promoted;)
+            if ((c = follow_one(w, dec, s, w->confirms, 0)) < 0)
+                return MP_FAIL("standby of stage %d: the front end stopped; exiting", s->stage);
         if (promoted) return MP_OK;
         if (!s->heartbeat_ms && r == 0 && getppid() != parent)
             return MP_FAIL("standby of stage %d: the front end (pid %d) is gone; exiting", s->stage, (int)parent);

@@ -122,16 +122,21 @@ int wire_recv(void *sock, const unsigned char *secret, int timeout_ms, wire_hdr_
               float *x, size_t max_floats)
 {
     for (;;) {
-        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        const int r = zmq_poll(&it, 1, timeout_ms);
-        if (r < 0 && zmq_errno() == EINTR) continue;
-        ZMQ_TRY(r, err);
-        if (r == 0) return 0;
+        /* timeout 0 (draining a queue): a receive that does not wait, without zmq_poll, which makes
+         * a poll(2) call before it looks at the socket's queue */
+        if (timeout_ms != 0) {
+            zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+            const int r = zmq_poll(&it, 1, timeout_ms);
+            if (r < 0 && zmq_errno() == EINTR) continue;
+            ZMQ_TRY(r, err);
+            if (r == 0) return 0;
+        }
         zmq_msg_t m;
         ZMQ_TRY(zmq_msg_init(&m), err);
-        if (zmq_msg_recv(&m, sock, 0) < 0) {
+        if (zmq_msg_recv(&m, sock, timeout_ms == 0 ? ZMQ_DONTWAIT : 0) < 0) {
             const int e = zmq_errno();
             zmq_msg_close(&m);
+            if (e == EAGAIN && timeout_ms == 0) return 0;
             if (e == EINTR || e == EAGAIN) continue;
             return MP_FAIL("ZeroMQ: zmq_msg_recv failed: %s", zmq_strerror(e));
         }
