@@ -52,11 +52,12 @@ def front_end_url(p, out):
 def checkpoint(a, tmp):
     """A checkpoint of the deck (its weights after a few steps: what is timed does not depend on them;
     decks other than gpt-tiny train on one sequence per step, so that this takes seconds)."""
-    small = [] if a.deck == DECK else ["--set", "train.batch=1", "--set", "train.micro_batch=1"]
-    subprocess.run([a.mindpipe, "train", "-c", a.deck, "--set", "data.path=" + os.path.abspath(a.data), "--set",
-                    "train.steps=%d" % a.train_steps, "--set", "train.warmup=1", "--set", "train.eval_every=0"] + small +
+    deck, steps = getattr(a, "deck", DECK), getattr(a, "train_steps", 20)  # bench_failover: gpt-tiny, 20
+    small = [] if deck == DECK else ["--set", "train.batch=1", "--set", "train.micro_batch=1"]
+    subprocess.run([a.mindpipe, "train", "-c", deck, "--set", "data.path=" + os.path.abspath(a.data), "--set",
+                    "train.steps=%d" % steps, "--set", "train.warmup=%d" % max(1, min(5, steps // 4)), "--set", "train.eval_every=0"] + small +
                    ["--quiet", "--out", os.path.join(tmp, "run")], check=True)
-    return os.path.join(tmp, "run", "ckpt", "step_%08d.h5" % a.train_steps)
+    return os.path.join(tmp, "run", "ckpt", "step_%08d.h5" % steps)
 
 
 def cpu_s(pid):
