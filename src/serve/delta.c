@@ -46,17 +46,15 @@ void delta_shipper_init(delta_shipper_t *d, void *sock)
 
 /* The held frame sent, as a middle part (more) or the last; never waits. 1 sent, 0 dropped with the
  * batch begun (ZeroMQ refuses a first part when no standby is connected or its queue is full, and a
- * later one only when the connection ended: it then drops the parts sent), MP_ERR. */
+ * later one only when the connection ended: it then drops the parts sent, and the parts of the next
+ * batch up to its last; the standby, if a new one connects, sees the gap in the chain), MP_ERR. */
 static int shipper_send_held(delta_shipper_t *d, int more)
 {
     d->holding = 0;
-    if (zmq_msg_send(&d->held, d->sock, ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0)) >= 0) {
-        d->open = more;
-        return 1;
-    }
+    if (zmq_msg_send(&d->held, d->sock, ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0)) >= 0) return 1;
     const int e = zmq_errno();
     zmq_msg_close(&d->held);
-    d->open = 0, d->parts = 0;
+    d->parts = 0;
     if (e == EAGAIN) return 0;
     return MP_FAIL("ZeroMQ: zmq_msg_send of a state delta failed: %s", zmq_strerror(e));
 }

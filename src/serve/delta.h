@@ -46,7 +46,7 @@ void delta_pack(const decoder_t *dec, const wire_row_t *rows, int B, float *x);
 typedef struct {
     void *sock;                      /* PUSH to the standby (bound by the primary) */
     zmq_msg_t held;                  /* the last delta packed, not yet sent: it may end the batch */
-    int holding, open, parts;        /* open: the batch's first parts went with ZMQ_SNDMORE */
+    int holding, parts;              /* a frame is held; the batch's deltas so far (held included) */
     double t_first;                  /* when the batch's first delta was packed (perf_now) */
     uint64_t chain;                  /* the step of the last delta tried (the next one's aux) */
 } delta_shipper_t;
