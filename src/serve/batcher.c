@@ -127,7 +127,7 @@ static int step_wait(batcher_t *b, wire_hdr_t *h, wire_row_t *back, float *logit
 static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
                           char *why, size_t nwhy)
 {
-    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0, 0};
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0, 0, 0};
     if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
     do {
         const int rc = step_wait(b, &h, back, logits, why, nwhy);
@@ -149,7 +149,7 @@ static int ring_ping(batcher_t *b, uint64_t *step_p, wire_row_t *back, float *lo
     const uint64_t first = *step_p;
     wire_hdr_t h;
     for (int waited = 0; waited < b->timeout_ms; (*step_p)++) {
-        h = (wire_hdr_t){WIRE_MAGIC, WIRE_STEP, *step_p, 0, 0, 0};
+        h = (wire_hdr_t){WIRE_MAGIC, WIRE_STEP, *step_p, 0, 0, 0, 0};
         if (wire_post(b->push, b->secret, &h, NULL, NULL) < 0) return snprintf(why, nwhy, "sending to stage 0 failed"), MP_ERR;
         for (int t = 0; t < 100; t += 50, waited += 50) {
             const int got = wire_recv(b->pull, b->secret, 50, &h, back, b->slots, logits, (size_t)b->slots * b->V);
@@ -197,7 +197,8 @@ static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwh
             l->step[g] = b->steps++;
             for (int i = 0; i < l->B[g]; i++)
                 if (rows[i].pos == 0) l->who[(size_t)g * b->slots + i]->step0 = l->step[g];
-            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0, 0};
+            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0, 0, b->durable};
+            b->durable_told = b->durable; /* its deltas carry the watermark to the standbys */
             pthread_mutex_unlock(&b->mu);
             /* several hosts: never wait on a dead stage 0 (a dropped step is re-sent by the failover
              * the heartbeats will start) */
@@ -210,6 +211,17 @@ static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwh
         n++;
     }
     return n;
+}
+
+/* The watermark published to every standby (WIRE_CONFIRM; dropped if none listens), when it is newer
+ * than the one last sent (force: anyway). Used where no step will carry it: the batcher idle, a
+ * failover starting. */
+static void confirm_publish(batcher_t *b, int force)
+{
+    if (!b->pub || (!force && b->durable <= b->durable_told)) return;
+    const wire_hdr_t c = {WIRE_MAGIC, WIRE_CONFIRM, b->durable, 0, 0, 0, 0};
+    if (wire_post(b->pub, b->secret, &c, NULL, NULL) < 0) MP_WARN("serving: a confirmation could not be sent");
+    b->durable_told = b->durable;
 }
 
 /* Under mu: the reply h to group g's step: every row's request advances. MP_OK, or MP_ERR when
@@ -226,10 +238,9 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
     b->rows += (uint64_t)h->B;
     for (int i = 0; i < h->B; i++) advance(b, l->who[(size_t)g * b->slots + i], l->logits + (size_t)i * b->V, l->work);
     pthread_cond_broadcast(&b->done); /* streaming clients: new tokens */
-    if (b->pub) { /* every stage has passed this step on: its standbys may apply it (dropped if none listens) */
-        const wire_hdr_t c = {WIRE_MAGIC, WIRE_CONFIRM, h->step, 0, 0, 0};
-        if (wire_post(b->pub, b->secret, &c, NULL, NULL) < 0) MP_WARN("serving: a confirmation could not be sent");
-    }
+    /* every stage has passed this step on: its standbys may apply it. Replies come back in the order
+     * sent (one ring, FIFO links), so every step before it has come back or predates a failover. */
+    if (h->step > b->durable) b->durable = h->step;
     return MP_OK;
 }
 
@@ -306,6 +317,7 @@ static int failover(batcher_t *b, loop_bufs_t *l, char *why, size_t nwhy)
     char args[400];
     snprintf(args, sizeof args, "\"why\": \"%.300s\"", why);
     evtrace_event(&b->trace, "detect", args);
+    confirm_publish(b, 1); /* before the promotion: the standbys apply all that is durable before reporting */
     for (int attempt = 0; attempt < 3 && rc != MP_OK; attempt++) {
         b->recovering = 1;
         uint64_t epoch = b->steps, pr = 0, rs = 0;
@@ -367,6 +379,7 @@ static void *batcher_main(void *arg)
             continue;
         }
         if (!n) { /* idle: a dead process is replaced now, not when the next request finds it */
+            confirm_publish(b, 0); /* the last steps' watermark: no step will carry it */
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
             t.tv_nsec += 100000000L;
@@ -422,7 +435,7 @@ int batcher_promote(batcher_t *b, int k)
     const double now = perf_now();
     if (now - b->hb_seen[2 * k + 1] > 1e-3 * b->hb_timeout_ms)
         return MP_FAIL("serving: stage %d has no standby heard from within %d ms to take over", k, b->hb_timeout_ms);
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, 0, 0, 0, (uint64_t)k};
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, 0, 0, 0, (uint64_t)k, 0};
     if (wire_post(b->pub, b->secret, &h, NULL, NULL) != 1) return MP_FAIL("serving: the promotion of stage %d's standby was not sent", k);
     MP_WARN("serving: the standby of stage %d takes over (promoted by message)", k);
     b->hb_seen[2 * k] = now, b->hb_seen[2 * k + 1] = -1e9; /* it beats as the primary now; no standby is left */
@@ -513,7 +526,7 @@ void batcher_stop(batcher_t *b)
     if (!b->down) fail_all(b, "the server is stopping");
     pthread_mutex_unlock(&b->mu);
     if (b->push) { /* every stage quits when the message reaches it, passing it on first */
-        wire_hdr_t h = {WIRE_MAGIC, WIRE_QUIT, 0, 0, 0, 0};
+        wire_hdr_t h = {WIRE_MAGIC, WIRE_QUIT, 0, 0, 0, 0, 0};
         if (b->pub) wire_post(b->pub, b->secret, &h, NULL, NULL); /* and every standby */
         if (b->hb_timeout_ms) wire_post(b->push, b->secret, &h, NULL, NULL); /* never waits on a dead stage 0 */
         else wire_send(b->push, b->secret, &h, NULL, NULL);

@@ -5,8 +5,10 @@
  * groups (the number of stages), each with one step in flight, so every stage has work while the
  * others run theirs (HAMS's pipelining); a request has one row in flight at most.
  *
- * Failover (HAMS): after each step's logits come back the front end publishes the step as durable
- * (WIRE_CONFIRM), and each standby applies its primary's state deltas up to it (delta.h). When a
+ * Failover (HAMS): the step whose logits came back last is durable; the front end writes that
+ * watermark into every step it sends, and each standby applies its primary's state deltas up to the
+ * watermark its deltas carry (delta.h); when the batcher goes idle, and before a failover, it
+ * publishes the watermark (WIRE_CONFIRM) instead. When a
  * serving process dies (the supervisor's down_check names it), the batcher pauses, the supervisor
  * replaces it (recover: its standby promoted, or a new process), each promoted standby reports how
  * many positions of every slot it holds, and every running request resumes from the last position
@@ -66,6 +68,8 @@ typedef struct {
     int (*recover)(void *ctx, uint64_t *promoted_p, uint64_t *restarted_p);
     void *down_ctx;
     void *pub, *rep;                      /* HAMS: confirmations to the standbys; their reports (or NULL) */
+    uint64_t durable;                     /* the last step whose logits came back (the standbys' watermark) */
+    uint64_t durable_told;                /* the watermark last sent to the standbys (on a step, or published) */
     int stages;
     int *rep_len;                         /* (stages, S): a promoted standby's positions held per slot */
     uint64_t *rep_last;                   /* (stages, S): the step of its last row per slot */

@@ -29,7 +29,7 @@ err:
 void beat_tick(beat_t *b)
 {
     if (!b->hb || perf_now() - b->last < 1e-3 * b->every_ms) return;
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_HEARTBEAT, (uint64_t)b->role, 0, 0, (uint64_t)b->stage};
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_HEARTBEAT, (uint64_t)b->role, 0, 0, (uint64_t)b->stage, 0};
     wire_post(b->hb, b->secret, &h, NULL, NULL);
     b->last = perf_now();
 }

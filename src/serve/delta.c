@@ -1,10 +1,12 @@
 /* HAMS state deltas (delta.h). */
 #include "delta.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
+#include "perf.h"
 
 /* Block b's (of the stage) attention width: its key and value rows are A floats; 0 for a skip. */
 static int block_A(const decoder_t *dec, int b)
@@ -34,6 +36,60 @@ void delta_pack(const decoder_t *dec, const wire_row_t *rows, int B, float *x)
             for (int which = 0; which < 2; which++, x += A)
                 memcpy(x, kv_row(dec, b, rows[r].slot, which, rows[r].pos), A * sizeof(float));
         }
+}
+
+void delta_shipper_init(delta_shipper_t *d, void *sock)
+{
+    memset(d, 0, sizeof *d);
+    d->sock = sock;
+}
+
+/* The held frame sent, as a middle part (more) or the last; never waits. 1 sent, 0 dropped with the
+ * batch begun (ZeroMQ refuses a first part when no standby is connected or its queue is full, and a
+ * later one only when the connection ended: it then drops the parts sent, and the parts of the next
+ * batch up to its last; the standby, if a new one connects, sees the gap in the chain), MP_ERR. */
+static int shipper_send_held(delta_shipper_t *d, int more)
+{
+    d->holding = 0;
+    if (zmq_msg_send(&d->held, d->sock, ZMQ_DONTWAIT | (more ? ZMQ_SNDMORE : 0)) >= 0) return 1;
+    const int e = zmq_errno();
+    zmq_msg_close(&d->held);
+    d->parts = 0;
+    if (e == EAGAIN) return 0;
+    return MP_FAIL("ZeroMQ: zmq_msg_send of a state delta failed: %s", zmq_strerror(e));
+}
+
+int delta_ship(delta_shipper_t *d, const decoder_t *dec, const unsigned char *secret, const wire_hdr_t *step,
+               const wire_row_t *rows)
+{
+    if (!d->sock || step->B == 0) return MP_OK;
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_DELTA, step->step, step->B, delta_width(dec), d->chain, step->durable};
+    if (d->holding && shipper_send_held(d, 1) < 0) return MP_ERR;
+    float *x;
+    if (wire_msg_build(&d->held, secret, &h, rows, &x) != MP_OK) return MP_ERR;
+    delta_pack(dec, rows, step->B, x);
+    d->holding = 1, d->chain = step->step;
+    if (d->parts++ == 0) d->t_first = perf_now();
+    return MP_OK;
+}
+
+int delta_flush(delta_shipper_t *d, int force, int *due_ms_p)
+{
+    *due_ms_p = -1;
+    if (!d->holding) return MP_OK;
+    const double due = d->t_first + 1e-3 * DELTA_BATCH_MS - perf_now();
+    if (!force && d->parts < DELTA_BATCH && due > 0) {
+        *due_ms_p = (int)(1e3 * due) + 1;
+        return MP_OK;
+    }
+    d->parts = 0;
+    return shipper_send_held(d, 0) < 0 ? MP_ERR : MP_OK;
+}
+
+void delta_shipper_close(delta_shipper_t *d)
+{
+    if (d->holding) zmq_msg_close(&d->held);
+    d->holding = 0;
 }
 
 /* Row r of a delta into the cache and the slot's counters. */
@@ -92,7 +148,7 @@ int delta_follower_take(delta_follower_t *f, decoder_t *dec, const wire_hdr_t *h
     if (f->chained && h->step <= f->received)
         return f->refused++, MP_FAIL("standby: refused a delta of step %llu: not after the last one received (%llu)",
                                      (unsigned long long)h->step, (unsigned long long)f->received);
-    delta_follower_confirm(f, dec, f->confirmed); /* what may be applied already, before a gap forgets it */
+    delta_follower_confirm(f, dec, h->durable); /* what its watermark confirms, before a gap forgets it */
     if (f->chained && h->aux != f->received) {
         f->gaps++;
         MP_WARN("standby: a delta was lost (step %llu follows %llu, last received %llu): every slot resynchronises "

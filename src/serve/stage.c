@@ -33,19 +33,6 @@ static int stage_rows_ok(const decoder_t *dec, const wire_row_t *rows, int B)
     return MP_OK;
 }
 
-/* After a step: its state delta to the standby (delta.h), without waiting; a full queue or no
- * standby drops it (the standby sees the gap in the chain). *chain_p: the step of the last delta
- * tried. MP_OK or MP_ERR (a link error, reported). */
-static int stage_ship_delta(const decoder_t *dec, const stage_cfg_t *s, void *dsock, const wire_hdr_t *step,
-                            const wire_row_t *rows, float *buf, uint64_t *chain_p)
-{
-    if (!dsock || step->B == 0) return MP_OK;
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_DELTA, step->step, step->B, delta_width(dec), *chain_p};
-    delta_pack(dec, rows, step->B, buf);
-    *chain_p = step->step;
-    return wire_post(dsock, s->secret, &h, rows, buf) < 0 ? MP_ERR : MP_OK;
-}
-
 /* A step or WIRE_QUIT downstream: waiting on one machine; on several hosts (heartbeats on) without
  * waiting, a message to a dead peer dropped (its failover re-sends the step). MP_OK or MP_ERR. */
 static int stage_send(const stage_cfg_t *s, void *out, const wire_hdr_t *h, const wire_row_t *rows, const float *x)
@@ -54,16 +41,24 @@ static int stage_send(const stage_cfg_t *s, void *out, const wire_hdr_t *h, cons
     return wire_post(out, s->secret, h, rows, x) < 0 ? MP_ERR : MP_OK;
 }
 
+/* How long to wait for the next step: the link's usual wait, shortened to when the batch of state
+ * deltas held is due (delta_flush: −1 when none is). */
+static int stage_wait_ms(const stage_cfg_t *s, int due_ms)
+{
+    const int wait = s->heartbeat_ms ? s->heartbeat_ms : 1000;
+    return due_ms >= 0 && due_ms < wait ? due_ms : wait;
+}
+
 static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out, void *dsock, beat_t *beat)
 {
     const int S = s->slots, C = dec->cfg.dim, V = dec->cfg.vocab;
     const pid_t parent = getppid();
-    uint64_t chain = 0;
+    delta_shipper_t ship;
+    delta_shipper_init(&ship, dsock);
     wire_row_t *rows = malloc((size_t)S * sizeof *rows);
     float *x = malloc((size_t)S * C * sizeof(float)), *logits = malloc((size_t)S * V * sizeof(float));
-    float *dbuf = malloc((size_t)S * (size_t)(delta_width(dec) + 1) * sizeof(float));
     int *tok = malloc((size_t)S * sizeof(int)), *slot = malloc((size_t)S * sizeof(int)), *pos = malloc((size_t)S * sizeof(int));
-    int rc = rows && x && logits && dbuf && tok && slot && pos ? MP_OK : MP_FAIL("stage %d: out of memory", s->stage);
+    int rc = rows && x && logits && tok && slot && pos ? MP_OK : MP_FAIL("stage %d: out of memory", s->stage);
     while (rc == MP_OK) {
         wire_hdr_t h;
         beat_tick(beat);
@@ -71,7 +66,9 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
             rc = MP_FAIL("stage %d: the front end promoted this stage's standby (heartbeats missed); exiting", s->stage);
             break;
         }
-        const int got = wire_recv(in, s->secret, s->heartbeat_ms ? s->heartbeat_ms : 1000, &h, rows, S, x, (size_t)S * C);
+        int due;
+        if ((rc = delta_flush(&ship, 0, &due)) != MP_OK) break;
+        const int got = wire_recv(in, s->secret, stage_wait_ms(s, due), &h, rows, S, x, (size_t)S * C);
         if (got == 0) {
             /* on one machine the front end is this process's parent: reparented means it died */
             if (!s->heartbeat_ms && getppid() != parent)
@@ -87,10 +84,12 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
         else if ((rc = stage_rows_ok(dec, rows, h.B)) == MP_OK) {
             h.width = stage_compute(dec, rows, h.B, x, logits, tok, slot, pos);
             rc = stage_send(s, out, &h, rows, dec->has_final ? logits : x);
-            if (rc == MP_OK) rc = stage_ship_delta(dec, s, dsock, &h, rows, dbuf, &chain);
+            /* after the send: the delta is off the critical path (a primary with a standby) */
+            if (rc == MP_OK) rc = delta_ship(&ship, dec, s->secret, &h, rows);
         }
     }
-    free(rows), free(x), free(logits), free(dbuf), free(tok), free(slot), free(pos);
+    delta_shipper_close(&ship);
+    free(rows), free(x), free(logits), free(tok), free(slot), free(pos);
     return rc;
 }
 

@@ -82,19 +82,26 @@ static void follow_drain(follow_t *w, decoder_t *dec, const stage_cfg_t *s)
     }
 }
 
+/* Blocks until a message arrives (or the heartbeat is due, or, on one machine, 200 ms pass to look
+ * for the front end's death), then takes every message queued on both links before blocking again:
+ * a batch of deltas (delta.h) wakes it once. SIGUSR1 ends the wait at once (EINTR). */
 static int follow_loop(follow_t *w, decoder_t *dec, const stage_cfg_t *s, beat_t *beat)
 {
     const pid_t parent = getppid();
-    for (int polls = 0;; polls++) {
+    const int wait_ms = s->heartbeat_ms ? s->heartbeat_ms : 200;
+    for (;;) {
         beat_tick(beat);
         zmq_pollitem_t it[2] = {{w->deltas, 0, ZMQ_POLLIN, 0}, {w->confirms, 0, ZMQ_POLLIN, 0}};
-        const int r = zmq_poll(it, 2, 20);
+        const int r = zmq_poll(it, 2, wait_ms);
         if (r < 0 && zmq_errno() != EINTR) return MP_FAIL("ZeroMQ: zmq_poll failed: %s", zmq_strerror(zmq_errno()));
-        if (r > 0 && (it[0].revents & ZMQ_POLLIN)) follow_one(w, dec, s, w->deltas, 0);
-        if (r > 0 && (it[1].revents & ZMQ_POLLIN) && follow_one(w, dec, s, w->confirms, 0) < 0)
-            return MP_FAIL("standby of stage %d: the front end stopped; exiting", s->stage);
+        /* each link until it is empty (one refused receive each: an empty one costs a poll(2)) */
+        while (r > 0 && !promoted && follow_one(w, dec, s, w->deltas, 0) > 0) {
+        }
+        for (int c = r > 0; c > 0 && !promoted;)
+            if ((c = follow_one(w, dec, s, w->confirms, 0)) < 0)
+                return MP_FAIL("standby of stage %d: the front end stopped; exiting", s->stage);
         if (promoted) return MP_OK;
-        if (!s->heartbeat_ms && polls % 50 == 0 && getppid() != parent)
+        if (!s->heartbeat_ms && r == 0 && getppid() != parent)
             return MP_FAIL("standby of stage %d: the front end (pid %d) is gone; exiting", s->stage, (int)parent);
     }
 }
@@ -110,7 +117,7 @@ static int follow_report(follow_t *w, const stage_cfg_t *s, void *zctx)
     ZMQ_TRY(zmq_setsockopt(rep, ZMQ_LINGER, &linger, sizeof linger), out);
     ZMQ_TRY(zmq_connect(rep, s->report_ep), out);
     delta_report_rows(&w->f, w->rows);
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_REPORT, w->f.applied, 2 * s->slots, 0, (uint64_t)s->stage};
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_REPORT, w->f.applied, 2 * s->slots, 0, (uint64_t)s->stage, 0};
     rc = wire_send(rep, s->secret, &h, w->rows, NULL);
 out:
     if (rep) zmq_close(rep);

@@ -42,18 +42,27 @@ err:
     return MP_ERR;
 }
 
-static int wire_send_flags(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows,
-                           const float *x, int flags)
+int wire_msg_build(zmq_msg_t *m, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, float **x_p)
 {
     const size_t nr = (size_t)h->B * sizeof *rows, nx = (size_t)h->B * (size_t)h->width * sizeof(float);
-    const size_t n = WIRE_SECRET_BYTES + sizeof *h + nr + nx;
-    zmq_msg_t m;
-    ZMQ_TRY(zmq_msg_init_size(&m, n), err);
-    unsigned char *p = zmq_msg_data(&m);
+    ZMQ_TRY(zmq_msg_init_size(m, WIRE_SECRET_BYTES + sizeof *h + nr + nx), err);
+    unsigned char *p = zmq_msg_data(m);
     memcpy(p, secret, WIRE_SECRET_BYTES);
     memcpy(p + WIRE_SECRET_BYTES, h, sizeof *h);
     if (nr) memcpy(p + WIRE_SECRET_BYTES + sizeof *h, rows, nr);
-    if (nx) memcpy(p + WIRE_SECRET_BYTES + sizeof *h + nr, x, nx);
+    *x_p = (float *)(void *)(p + WIRE_SECRET_BYTES + sizeof *h + nr); /* 4-aligned: the header is 40 bytes, a row 12 */
+    return MP_OK;
+err:
+    return MP_ERR;
+}
+
+static int wire_send_flags(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows,
+                           const float *x, int flags)
+{
+    zmq_msg_t m;
+    float *dst;
+    if (wire_msg_build(&m, secret, h, rows, &dst) != MP_OK) return MP_ERR;
+    if (h->B && h->width) memcpy(dst, x, (size_t)h->B * (size_t)h->width * sizeof(float));
     if (zmq_msg_send(&m, sock, flags) < 0) {
         const int e = zmq_errno();
         zmq_msg_close(&m);
@@ -61,8 +70,6 @@ static int wire_send_flags(void *sock, const unsigned char *secret, const wire_h
         return MP_FAIL("ZeroMQ: zmq_msg_send failed: %s", zmq_strerror(e));
     }
     return 1;
-err:
-    return MP_ERR;
 }
 
 int wire_immediate(void *sock)
@@ -115,16 +122,21 @@ int wire_recv(void *sock, const unsigned char *secret, int timeout_ms, wire_hdr_
               float *x, size_t max_floats)
 {
     for (;;) {
-        zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
-        const int r = zmq_poll(&it, 1, timeout_ms);
-        if (r < 0 && zmq_errno() == EINTR) continue;
-        ZMQ_TRY(r, err);
-        if (r == 0) return 0;
+        /* timeout 0 (draining a queue): a receive that does not wait, without zmq_poll, which makes
+         * a poll(2) call before it looks at the socket's queue */
+        if (timeout_ms != 0) {
+            zmq_pollitem_t it = {sock, 0, ZMQ_POLLIN, 0};
+            const int r = zmq_poll(&it, 1, timeout_ms);
+            if (r < 0 && zmq_errno() == EINTR) continue;
+            ZMQ_TRY(r, err);
+            if (r == 0) return 0;
+        }
         zmq_msg_t m;
         ZMQ_TRY(zmq_msg_init(&m), err);
-        if (zmq_msg_recv(&m, sock, 0) < 0) {
+        if (zmq_msg_recv(&m, sock, timeout_ms == 0 ? ZMQ_DONTWAIT : 0) < 0) {
             const int e = zmq_errno();
             zmq_msg_close(&m);
+            if (e == EAGAIN && timeout_ms == 0) return 0;
             if (e == EINTR || e == EAGAIN) continue;
             return MP_FAIL("ZeroMQ: zmq_msg_recv failed: %s", zmq_strerror(e));
         }

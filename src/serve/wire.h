@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <zmq.h>
 
 #include "check.h"
 
@@ -57,6 +58,9 @@ typedef struct {
     int32_t B, width;       /* rows; floats per row that follow (0: none) */
     uint64_t aux;           /* WIRE_DELTA: the step of the delta sent before it (its chain); WIRE_REPORT:
                              * the reporting stage; else 0 */
+    uint64_t durable;       /* WIRE_STEP and the WIRE_DELTA made from it: the front end's durable watermark
+                             * (the last step whose logits had come back) when it sent the step, so a
+                             * standby learns it from the deltas that flow anyway; else 0 */
 } wire_hdr_t;
 
 typedef struct {
@@ -80,6 +84,10 @@ int wire_post(void *sock, const unsigned char *secret, const wire_hdr_t *h, cons
  * (reported; a message without the secret is dropped and reported, and the wait goes on). */
 int wire_recv(void *sock, const unsigned char *secret, int timeout_ms, wire_hdr_t *h, wire_row_t *rows, int max_rows,
               float *x, size_t max_floats);
+
+/* A message in m (zmq_msg_init_size'd here: the caller sends or closes it) with h and rows, whose
+ * B × width floats the caller writes at *x_p (packed in place: no copy of its own). MP_OK or MP_ERR. */
+int wire_msg_build(zmq_msg_t *m, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, float **x_p);
 
 /* Sets the options every serving socket has: no linger at close, heartbeats every second with a
  * 5 s timeout (a dead peer's connection is dropped, not waited on forever), reconnection every

@@ -5,10 +5,16 @@ generating the same requests with a key/value cache on the same cores, one reque
 
   /usr/bin/python3 validation/bench/bench_serve.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
       [--requests 64] [--max-tokens 32] [--concurrency 1,4,8] [--runs 1] [--overhead PAIRS]
+      [--deck inputs/gpt-tiny.ini] [--train-steps 20]
 
 --overhead PAIRS measures only what standbys cost: for each concurrency, PAIRS alternating runs of
 the 2-stage server without and with a standby per stage (a fresh server each), the median of each,
-and the difference in percent (tokens/s lower, latency higher: positive is a cost).
+and the difference in percent (tokens/s lower, latency higher: positive is a cost), with each
+server's processes' CPU time per token step (from /proc: front end, primaries, standbys).
+
+--deck another model (e.g. inputs/gpt-small.ini, where a step is dominated by arithmetic); its
+checkpoint is trained for --train-steps steps of one sequence (the timing does not depend on the
+weights).
 
 Every request is validation/serve_client.py's request i with max_tokens fixed (prompts of 1-23
 bytes; greedy or temperature 0.9, top-k 20 or all). tokens/s = generated tokens / wall time of the
@@ -44,28 +50,58 @@ def front_end_url(p, out):
 
 
 def checkpoint(a, tmp):
-    """A gpt-tiny checkpoint (its weights after 20 steps: what is timed does not depend on them)."""
-    subprocess.run([a.mindpipe, "train", "-c", DECK, "--set", "data.path=" + os.path.abspath(a.data), "--set",
-                    "train.steps=20", "--set", "train.warmup=5", "--set", "train.eval_every=0", "--quiet", "--out", os.path.join(tmp, "run")],
-                   check=True)
-    return os.path.join(tmp, "run", "ckpt", "step_00000020.h5")
+    """A checkpoint of the deck (its weights after a few steps: what is timed does not depend on them;
+    decks other than gpt-tiny train on one sequence per step, so that this takes seconds)."""
+    deck, steps = getattr(a, "deck", DECK), getattr(a, "train_steps", 20)  # bench_failover: gpt-tiny, 20
+    small = [] if deck == DECK else ["--set", "train.batch=1", "--set", "train.micro_batch=1"]
+    subprocess.run([a.mindpipe, "train", "-c", deck, "--set", "data.path=" + os.path.abspath(a.data), "--set",
+                    "train.steps=%d" % steps, "--set", "train.warmup=%d" % max(1, min(5, steps // 4)), "--set", "train.eval_every=0"] + small +
+                   ["--quiet", "--out", os.path.join(tmp, "run")], check=True)
+    return os.path.join(tmp, "run", "ckpt", "step_%08d.h5" % steps)
+
+
+def cpu_s(pid):
+    """A process's user + system CPU seconds so far (/proc/PID/stat)."""
+    f = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def roles(out):
+    """{role: [pid]} of a server from OUT/serve.json: front, primary, standby."""
+    j = json.load(open(os.path.join(out, "serve.json")))
+    r = {"front": [j["front_end"]["pid"]], "primary": [], "standby": []}
+    for s in j["stages"]:
+        r[s["role"]].append(s["pid"])
+    return r
+
+
+def steps_total(url):
+    import urllib.request
+    m = urllib.request.urlopen(url + "/metrics").read().decode()
+    return int(next(l.split()[1] for l in m.splitlines() if l.startswith("mindpipe_steps_total")))
 
 
 def serve_point(a, tmp, ck, stages, standby, concurrency):
     # a directory of its own: a stopped server's serve.json must not be read as this one's
     out = tempfile.mkdtemp(prefix="srv_%d_%d_%d_" % (stages, standby, concurrency), dir=tmp)
-    p = subprocess.Popen([a.mindpipe, "serve", "-c", DECK, "--ckpt", ck, "--stages", str(stages), "--standby",
+    p = subprocess.Popen([a.mindpipe, "serve", "-c", a.deck, "--ckpt", ck, "--stages", str(stages), "--standby",
                           str(standby), "--slots", "8", "--listen", "127.0.0.1:0", "--out", out],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         url = front_end_url(p, out)
+        pids = roles(out)
+        cpu0 = {k: sum(cpu_s(x) for x in v) for k, v in pids.items()}
+        steps0 = steps_total(url)
         res = []
         for _ in range(a.runs):
             r = subprocess.run([sys.executable, CLIENT, "load", url, "--requests", str(a.requests), "--concurrency",
                                 str(concurrency), "--max-tokens", str(a.max_tokens), "--summary", "--out",
                                 os.path.join(out, "load.jsonl")], check=True, capture_output=True, text=True)
             res.append(json.loads(r.stdout))
-        return max(res, key=lambda x: x["tokens_per_s"])
+        steps = max(1, steps_total(url) - steps0)
+        best = max(res, key=lambda x: x["tokens_per_s"])
+        best["cpu_us_per_step"] = {k: 1e6 * (sum(cpu_s(x) for x in v) - cpu0[k]) / steps for k, v in pids.items()}
+        return best
     finally:
         p.terminate()
         p.wait()
@@ -129,17 +165,21 @@ def torch_point(a, ck):
 
 def overhead(a, tmp, ck):
     print("| clients | tokens/s none | tokens/s standby | p50 ms none | p50 ms standby | p99 ms none | p99 ms standby | "
-          "tokens/s cost | p50 cost |\n|---|---|---|---|---|---|---|---|---|")
+          "tokens/s cost | p50 cost | CPU µs/step none (front+primaries) | standby (front+primaries+standbys) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
     for c in (int(x) for x in a.concurrency.split(",")):
         runs = {0: [], 1: []}
         for _ in range(a.overhead):
             for sb in (0, 1):
                 runs[sb].append(serve_point(a, tmp, ck, 2, sb, c))
         med = {sb: {k: statistics.median(r[k] for r in runs[sb]) for k in ("tokens_per_s", "p50", "p99")} for sb in runs}
+        cpu = {sb: {k: statistics.median(r["cpu_us_per_step"][k] for r in runs[sb]) for k in ("front", "primary", "standby")}
+               for sb in runs}
         n, w = med[0], med[1]
-        print("| %d | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %+.1f%% | %+.1f%% |" % (
+        print("| %d | %.0f | %.0f | %.1f | %.1f | %.1f | %.1f | %+.1f%% | %+.1f%% | %.0f+%.0f | %.0f+%.0f+%.0f |" % (
             c, n["tokens_per_s"], w["tokens_per_s"], 1e3 * n["p50"], 1e3 * w["p50"], 1e3 * n["p99"], 1e3 * w["p99"],
-            100 * (1 - w["tokens_per_s"] / n["tokens_per_s"]), 100 * (w["p50"] / n["p50"] - 1)), flush=True)
+            100 * (1 - w["tokens_per_s"] / n["tokens_per_s"]), 100 * (w["p50"] / n["p50"] - 1), cpu[0]["front"],
+            cpu[0]["primary"], cpu[1]["front"], cpu[1]["primary"], cpu[1]["standby"]), flush=True)
 
 
 def main():
@@ -149,6 +189,8 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--concurrency", default="1,4,8")
     ap.add_argument("--overhead", type=int, default=0, help="only the cost of standbys, over this many pairs of runs")
+    ap.add_argument("--deck", default=DECK, help="the model (default inputs/gpt-tiny.ini)")
+    ap.add_argument("--train-steps", type=int, default=20, help="steps of training for its checkpoint")
     a = ap.parse_args()
     print("# " + machine())
     if a.overhead:

@@ -27,7 +27,7 @@ int main(int argc, char **argv)
            "a PUSH/PULL pair with the serving options");
     wire_row_t rows[3] = {{0, 5, 65}, {2, 7, 66}, {1, 0, 67}}, got[4];
     float x[6] = {1, 2, 3, 4, 5, 6}, y[8];
-    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, 42, 3, 2, 0}, r;
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, 42, 3, 2, 0, 0}, r;
     int rc = wire_send(out, key, &h, rows, x) == 0 ? wire_recv(in, key, 1000, &r, got, 4, y, 8) : -1;
     tap_ok(rc == 1 && r.step == 42 && r.B == 3 && r.width == 2 && !memcmp(got, rows, sizeof rows) && !memcmp(y, x, sizeof x),
            "a message with the secret arrives whole (step, rows, floats)");
