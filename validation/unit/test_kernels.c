@@ -130,6 +130,48 @@ static void test_layernorm(void)
     free(c.inp), free(c.w), free(c.b), free(c.out), free(c.mean), free(c.rstd), free(c.R);
 }
 
+/* The one-pass backward over several row chunks and two channel tiles (C > 1024), against a double
+ * reference of the same formula, and the same bits with 1 and 2 threads (the chunks depend on N
+ * alone). dinp, dw and db accumulate onto what they held. */
+static void test_layernorm_chunks(void)
+{
+    enum { LN = 37, LC = 1100 };
+    float *inp = rnd(LN * LC, 40, 2), *w = rnd(LC, 41, 1), *b = rnd(LC, 42, 1), *dout = rnd(LN * LC, 43, 1);
+    float *out = malloc(LN * LC * 4), *mean = malloc(LN * 4), *rstd = malloc(LN * 4);
+    float *dx[2], *dw[2], *db[2];
+    layernorm_forward(out, mean, rstd, inp, w, b, LN, LC);
+    for (int t = 0; t < 2; t++) {
+        dx[t] = rnd(LN * LC, 44, 1), dw[t] = rnd(LC, 45, 1), db[t] = rnd(LC, 46, 1);
+        kernels_set_threads(t + 1);
+        layernorm_backward(dx[t], dw[t], db[t], dout, inp, w, mean, rstd, LN, LC);
+    }
+    kernels_set_threads(2);
+    double *rx = malloc(LN * LC * sizeof(double)), *rw = calloc(LC, sizeof(double)), *rb = calloc(LC, sizeof(double));
+    float *x0 = rnd(LN * LC, 44, 1), *w0 = rnd(LC, 45, 1), *b0 = rnd(LC, 46, 1);
+    for (int c = 0; c < LC; c++) rw[c] = w0[c], rb[c] = b0[c];
+    for (int i = 0; i < LN; i++) {
+        double a = 0, e = 0;
+        for (int c = 0; c < LC; c++) {
+            double n = (inp[i * LC + c] - mean[i]) * (double)rstd[i], dn = (double)dout[i * LC + c] * w[c];
+            a += dn, e += dn * n;
+            rw[c] += dout[i * LC + c] * n, rb[c] += dout[i * LC + c];
+        }
+        a /= LC, e /= LC;
+        for (int c = 0; c < LC; c++) {
+            double n = (inp[i * LC + c] - mean[i]) * (double)rstd[i];
+            rx[i * LC + c] = x0[i * LC + c] + rstd[i] * ((double)dout[i * LC + c] * w[c] - a - n * e);
+        }
+    }
+    const double ex = max_rel(dx[1], rx, LN * LC), ew = max_rel(dw[1], rw, LC), eb = max_rel(db[1], rb, LC);
+    tap_ok(ex < 1e-5 && ew < 1e-5 && eb < 1e-5, "layernorm backward, 37 rows x 1100 channels (chunks, two tiles), += "
+           "= double reference (%.1e %.1e %.1e)", ex, ew, eb);
+    tap_ok(!memcmp(dx[0], dx[1], LN * LC * 4) && !memcmp(dw[0], dw[1], LC * 4) && !memcmp(db[0], db[1], LC * 4),
+           "layernorm backward: identical bits with 1 and 2 threads");
+    for (int t = 0; t < 2; t++) free(dx[t]), free(dw[t]), free(db[t]);
+    free(inp), free(w), free(b), free(dout), free(out), free(mean), free(rstd);
+    free(rx), free(rw), free(rb), free(x0), free(w0), free(b0);
+}
+
 /* ---- attention ---- */
 typedef struct { float *qkv, *out, *att, *R; } at_t;
 static double at_obj(void *p)
@@ -527,6 +569,7 @@ int main(void)
     test_matmul_residual();
     test_exp_tanh();
     test_layernorm();
+    test_layernorm_chunks();
     test_attention();
     test_attention_blocks();
     test_attention_decode();
