@@ -12,10 +12,10 @@
 #include "math_gelu.h"
 
 /* Rows per block: a function of N alone, never of the thread count, so the blocks and hence the
- * bits are the same for any number of threads. At least 64 rows: OpenBLAS packs the whole weight
- * for every call, a cost the block's product must dwarf (64-row blocks measured 8% slower than one
- * call at C = 256, 256-row blocks 1%). At most 256 (1 MiB of output at OC = 1024: the size of a
- * Zen 4 core's L2) and about N/4, so 2 or 4 threads get equal shares at the usual N. */
+ * bits are the same for any number of threads. Large blocks: OpenBLAS packs the whole weight for
+ * every call, a cost the block's product must dwarf (at N = 1024, C = 256, OC = 1024 the forward
+ * with 64-row blocks measured 8-9% slower than with 256). At most 256 rows (1 MiB of output at
+ * OC = 1024: a Zen 4 core's L2) and about N/4, so 2 or 4 threads get equal shares at the usual N. */
 static int mlp_block_rows(int N)
 {
     const int rb = (N / 4 + 15) / 16 * 16;
