@@ -70,6 +70,7 @@ static void ln_chunk_backward(float *pw, float *pb, float *dinp, const float *do
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
                         const float *mean, const float *rstd, int N, int C)
 {
+    if (N <= 0) return; /* nothing to add, and no chunk size to divide by */
     const int RB = (N + LN_CHUNKS - 1) / LN_CHUNKS, K = (N + RB - 1) / RB;
     float part[LN_CHUNKS][2][LN_CT]; /* 64 KiB */
     for (int c0 = 0; c0 < C; c0 += LN_CT) {
