@@ -71,6 +71,23 @@ void gelu_forward(float *out, const float *inp, size_t n);
 /* dinp (n) = gelu'(inp) * dout ; dinp may alias dout. */
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
+/* ---- the MLP's GELU fused with its products (training uses these; the two above serve generation
+ * and are the unfused reference in the tests) ----
+ * Forward:  fc = matmul_gelu_forward, fcproj = matmul_residual_forward.
+ * Backward: fcproj = matmul_backward_gelu (its input gradient goes through GELU's backward),
+ *           fc = matmul_backward. */
+/* out (N,OC) = gelu(pre), dgelu (N,OC) = gelu'(pre), with pre = inp (N,C) · w(OC,C)ᵀ + bias (OC):
+ * the activation and the derivative its backward needs (saved instead of pre: the backward then
+ * evaluates no tanh). bias may be NULL. The same bits as matmul_forward then mp_gelu, mp_gelu_grad
+ * per element, up to the product's own rounding. */
+void matmul_gelu_forward(float *out, float *dgelu, const float *inp, const float *w, const float *bias, int N, int C,
+                         int OC);
+/* dinp (N,C) = (dout · w) ⊙ dgelu ; dw (OC,C) += doutᵀ · inp ; dbias (OC) += column sums of dout
+ * (skipped when NULL). matmul_backward followed by GELU's backward on dinp, dgelu as saved by
+ * matmul_gelu_forward (for the product whose output was this product's inp). */
+void matmul_backward_gelu(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
+                          const float *dgelu, int N, int C, int OC);
+
 /* ---- softmax cross-entropy over the vocabulary ---- */
 /* In place on logits (N,V): probs = softmax(logits) overwrites them; losses (N) = -log probs[target].
  * Vocab-parallel TP splits the same math into crossentropy_row_stats + an all-reduce (later issue). */

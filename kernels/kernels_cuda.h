@@ -96,6 +96,11 @@ void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float 
 /* ---- GELU ---- */
 void cu_gelu_forward(cu_ctx_t *ctx, float *out, const float *inp, size_t n);
 void cu_gelu_backward(cu_ctx_t *ctx, float *dinp, const float *inp, const float *dout, size_t n);
+/* The product, then one element-wise kernel: not fused on the GPU (kernels.h has the contract). */
+void cu_matmul_gelu_forward(cu_ctx_t *ctx, float *out, float *dgelu, const float *inp, const float *w,
+                            const float *bias, int N, int C, int OC);
+void cu_matmul_backward_gelu(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                             const float *w, const float *dgelu, int N, int C, int OC);
 
 /* ---- softmax cross-entropy ---- */
 void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V);

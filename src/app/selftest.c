@@ -302,6 +302,35 @@ static void t_gelu(st_t *s, int bf16)
     st_report(s, "gelu_backward", bf16, &c);
 }
 
+/* The MLP's fc product with GELU (saving gelu') and fcproj's backward through it: (SN,SC) -> (SN,SOC). */
+static void t_matmul_gelu(st_t *s, int bf16)
+{
+    const size_t nin = (size_t)SN * SC, nw = (size_t)SOC * SC, nout = (size_t)SN * SOC;
+    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *bias = st_rand(s, SOC, -1, 1);
+    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_bias = st_dev(s, bias, SOC);
+    float *out = st_host(s, nout), *dg = st_host(s, nout), *d_out = st_dev_nan(s, nout), *d_dg = st_dev_nan(s, nout);
+    cmp_t c = {0, 0};
+    matmul_gelu_forward(out, dg, inp, w, bias, SN, SC, SOC);
+    cu_matmul_gelu_forward(&s->ctx, d_out, d_dg, d_inp, d_w, d_bias, SN, SC, SOC);
+    cmp_add(s, &c, "out", d_out, out, nout);
+    cmp_add(s, &c, "dgelu", d_dg, dg, nout);
+    st_report(s, "matmul_gelu_forward", bf16, &c);
+
+    /* fcproj: w2 (SC,SOC) takes the GELU output (SN,SOC) back to (SN,SC); dinp (SN,SOC) */
+    float *w2 = st_rand(s, nw, -1, 1), *dout = st_rand(s, nin, -1, 1), *dinp = st_host(s, nout);
+    float *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, SC, -1, 1);
+    float *d_w2 = st_dev(s, w2, nw), *d_dout = st_dev(s, dout, nin), *d_dinp = st_dev_nan(s, nout);
+    float *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, SC), *d_g = st_dev(s, out, nout);
+    float *d_dgc = st_dev(s, dg, nout);
+    c = (cmp_t){0, 0};
+    matmul_backward_gelu(dinp, dw, dbias, dout, out, w2, dg, SN, SOC, SC);
+    cu_matmul_backward_gelu(&s->ctx, d_dinp, d_dw, d_dbias, d_dout, d_g, d_w2, d_dgc, SN, SOC, SC);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, nout);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    cmp_add(s, &c, "dbias", d_dbias, dbias, SC);
+    st_report(s, "matmul_backward_gelu", bf16, &c);
+}
+
 static void t_crossentropy(st_t *s, int bf16)
 {
     const size_t n = (size_t)SN * SV;
@@ -439,6 +468,7 @@ static int selftest_cuda(int ordinal, int verbose)
         st_run(&s, t_attention, bf16);
     }
     st_run(&s, t_gelu, 0);
+    st_run(&s, t_matmul_gelu, 0);
     st_run(&s, t_crossentropy, 0);
     st_run(&s, t_xent_parallel, 0);
     st_run(&s, t_optim, 0);

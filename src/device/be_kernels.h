@@ -47,8 +47,13 @@
     X(void, attention_backward,                                                                                       \
       (float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH), \
       (dqkv, datt, dout, qkv, att, B, T, C, NH))                                                                      \
-    X(void, gelu_forward, (float *out, const float *inp, size_t n), (out, inp, n))                                    \
-    X(void, gelu_backward, (float *dinp, const float *inp, const float *dout, size_t n), (dinp, inp, dout, n))        \
+    X(void, matmul_gelu_forward,                                                                                      \
+      (float *out, float *dgelu, const float *inp, const float *w, const float *bias, int N, int C, int OC),          \
+      (out, dgelu, inp, w, bias, N, C, OC))                                                                           \
+    X(void, matmul_backward_gelu,                                                                                     \
+      (float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, const float *dgelu, \
+       int N, int C, int OC),                                                                                         \
+      (dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC))                                                               \
     X(void, crossentropy_forward, (float *losses, float *probs_logits, const int *targets, int N, int V),             \
       (losses, probs_logits, targets, N, V))                                                                          \
     X(void, crossentropy_backward,                                                                                    \

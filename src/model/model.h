@@ -23,7 +23,7 @@ typedef struct {
     float *atty;                       /* (B,T,C) attention output before the projection */
     float *res2;                       /* (B,T,C) residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd;  /* (B,T,C), (B,T), (B,T) */
-    float *fch, *fch_gelu;             /* (B,T,RC) */
+    float *fc_dgelu, *fch_gelu;        /* (B,T,RC): gelu'(fc output), saved for the backward; gelu(fc output) */
     float *res3;                       /* (B,T,C) block output */
 } block_acts_t;
 
