@@ -142,8 +142,8 @@ static const deck_key_t keys[] = {
     K_INT(train, eval_every, "50", 0, 1e9, "compute val_loss every N steps; 0 = only at the end"),
     K_INT(train, eval_windows, "32", 1, 1e9, "validation windows of seq_len tokens (from the start of /val)"),
     K_INT(train, threads, "0", 0, 65536, "compute threads per rank; 0 = the node's cores ÷ ranks on the node"),
-    K_NUM(train, peak_gflops, "0", 0, INF, 0, "peak GFLOP/s per rank; MFU divides by it times the ranks; 0 = measure sgemm at start, once per node "
-          "with all of the node's ranks' threads"),
+    K_NUM(train, peak_gflops, "0", 0, INF, 0, "peak GFLOP/s per rank; MFU divides by it times the ranks; 0 = measure sgemm at start on every rank "
+          "at once, summed"),
     K_CHOICE(train, device, "cpu", deck_device_names,
              "compute backend; emu: the CPU kernels on guarded device memory, the CUDA path's data movement"),
     K_CHOICE(train, precision, "fp32", deck_precision_names, "compute precision (master weights are always fp32)"),
