@@ -1,4 +1,5 @@
 /* mindpipe: parse the command line and dispatch. Runs with or without mpirun (singleton init). */
+#include <malloc.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
@@ -303,6 +304,14 @@ int main(int argc, char **argv)
     const long init_timeout = it && *it ? strtol(it, NULL, 10) : 600;
     signal(SIGALRM, on_init_timeout);
     if (init_timeout > 0) alarm((unsigned)init_timeout);
+    /* MPI takes a temporary buffer from malloc for every all-reduce (the dp gradient buckets, cut
+     * to 16 MiB by dp.c): blocks up to glibc's 32 MiB ceiling come from the heap, and freed heap
+     * stays with the process, so a step's buffers are not faulted in again page by page
+     * (measured: 0.3 against 3.6 GB/s, dp.c). Tuning only: a libc without them changes no result. */
+#ifdef M_MMAP_THRESHOLD
+    (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
     MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
     alarm(0);
     signal(SIGALRM, SIG_DFL);
