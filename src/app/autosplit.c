@@ -90,7 +90,7 @@ int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a)
                                                             [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE};
     const block_mode_t mode = d->memory.per_layer.n ? MODE_KEEP : mode_of[d->memory.policy]; /* autosplit_policy */
     double t[4] = {0.0, 0.0, 0.0, 0.0}; /* block, rest, wall time, 2-layer pass: rank 0's, + others' zeros */
-    if (rank == 0 && d->train.device != DECK_DEVICE_CUDA) {
+    if (rank == 0 && d->train.device != DECK_DEVICE_CUDA && d->parallel.pp > 1) { /* one stage: nothing to split */
         const double t0 = perf_now();
         double f1, b1, f2, b2;
         /* the fastest of 2 after a warm-up (a few seconds at 124M); a model whose pass is shorter

@@ -442,6 +442,8 @@ static void train_log_auto_split(run_t *r)
     else if (a->pass_s > 0)
         snprintf(from, sizeof from, "the nominal device's modelled times (a 2-layer pass took %.2f ms, too short to "
                  "time against the host's noise)", 1e3 * a->pass_s);
+    else if (d->parallel.pp < 2)
+        snprintf(from, sizeof from, "nothing: one stage holds every layer");
     else
         snprintf(from, sizeof from, "the nominal device's modelled times (train.device = %s is not timed at start)",
                  deck_device_names[d->train.device]);
