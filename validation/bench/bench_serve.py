@@ -5,12 +5,22 @@ generating the same requests with a key/value cache on the same cores, one reque
 
   /usr/bin/python3 validation/bench/bench_serve.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
       [--requests 64] [--max-tokens 32] [--concurrency 1,4,8] [--runs 1] [--overhead PAIRS]
-      [--deck inputs/gpt-tiny.ini] [--train-steps 20]
+      [--deck inputs/gpt-tiny.ini] [--train-steps 20] [--standby-cpu N] [--stages 1,2] [--slots 8]
 
 --overhead PAIRS measures only what standbys cost: for each concurrency, PAIRS alternating runs of
 the 2-stage server without and with a standby per stage (a fresh server each), the median of each,
 and the difference in percent (tokens/s lower, latency higher: positive is a cost), with each
 server's processes' CPU time per token step (from /proc: front end, primaries, standbys).
+
+--standby-cpu N (with --overhead) gives the standbys CPU N of their own, as HAMS gives each standby
+a GPU of its own: the server, its primaries and the clients run on the other CPUs in both runs of a
+pair, and once a server is up its standbys (every thread) move to CPU N. What is left is the cost a
+standby puts on the primaries' side (packing and sending deltas, the watermark), not the contention
+of standbys and primaries for the same cores.
+
+--stages and --slots: the servers of the table (default 1 and 2 stages, the 2-stage one also with a
+standby per stage; 8 slots, the most requests a step batches); every stage count with more than one
+stage runs without and with standbys.
 
 --deck another model (e.g. inputs/gpt-small.ini, where a step is dominated by arithmetic); its
 checkpoint is trained for --train-steps steps of one sequence (the timing does not depend on the
@@ -81,22 +91,33 @@ def steps_total(url):
     return int(next(l.split()[1] for l in m.splitlines() if l.startswith("mindpipe_steps_total")))
 
 
-def serve_point(a, tmp, ck, stages, standby, concurrency):
+def pin(pid, cpus):
+    """Every thread of process pid onto cpus (threads it makes later inherit it from their maker)."""
+    for t in os.listdir("/proc/%d/task" % pid):
+        os.sched_setaffinity(int(t), cpus)
+
+
+def serve_point(a, tmp, ck, stages, standby, concurrency, slots=8):
     # a directory of its own: a stopped server's serve.json must not be read as this one's
     out = tempfile.mkdtemp(prefix="srv_%d_%d_%d_" % (stages, standby, concurrency), dir=tmp)
     p = subprocess.Popen([a.mindpipe, "serve", "-c", a.deck, "--ckpt", ck, "--stages", str(stages), "--standby",
-                          str(standby), "--slots", "8", "--listen", "127.0.0.1:0", "--out", out],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                          str(standby), "--slots", str(slots), "--listen", "127.0.0.1:0", "--out", out],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         preexec_fn=None if a.standby_cpu is None else lambda: os.sched_setaffinity(0, a.rest_cpus))
     try:
         url = front_end_url(p, out)
         pids = roles(out)
+        if a.standby_cpu is not None:
+            for x in pids["standby"]:
+                pin(x, {a.standby_cpu})
         cpu0 = {k: sum(cpu_s(x) for x in v) for k, v in pids.items()}
         steps0 = steps_total(url)
         res = []
         for _ in range(a.runs):
             r = subprocess.run([sys.executable, CLIENT, "load", url, "--requests", str(a.requests), "--concurrency",
                                 str(concurrency), "--max-tokens", str(a.max_tokens), "--summary", "--out",
-                                os.path.join(out, "load.jsonl")], check=True, capture_output=True, text=True)
+                                os.path.join(out, "load.jsonl")], check=True, capture_output=True, text=True,
+                               preexec_fn=None if a.standby_cpu is None else lambda: os.sched_setaffinity(0, a.rest_cpus))
             res.append(json.loads(r.stdout))
         steps = max(1, steps_total(url) - steps0)
         best = max(res, key=lambda x: x["tokens_per_s"])
@@ -191,23 +212,34 @@ def main():
     ap.add_argument("--overhead", type=int, default=0, help="only the cost of standbys, over this many pairs of runs")
     ap.add_argument("--deck", default=DECK, help="the model (default inputs/gpt-tiny.ini)")
     ap.add_argument("--train-steps", type=int, default=20, help="steps of training for its checkpoint")
+    ap.add_argument("--stages", default="1,2", help="stage counts of the table's servers")
+    ap.add_argument("--slots", default="8", help="slots (requests batched per step) of the table's servers")
+    ap.add_argument("--standby-cpu", type=int, help="with --overhead: this CPU for the standbys alone, the others for the rest")
     a = ap.parse_args()
     print("# " + machine())
+    if a.standby_cpu is not None:
+        a.rest_cpus = os.sched_getaffinity(0) - {a.standby_cpu}
+        if a.standby_cpu not in os.sched_getaffinity(0) or not a.rest_cpus or not a.overhead:
+            ap.error("--standby-cpu %d: needs --overhead, a CPU of this process's and at least one other" % a.standby_cpu)
+        print("# standbys on CPU %d; front end, primaries and clients on CPUs %s" % (
+            a.standby_cpu, ",".join(map(str, sorted(a.rest_cpus)))))
     if a.overhead:
         with tempfile.TemporaryDirectory() as tmp:
             overhead(a, tmp, checkpoint(a, tmp))
         return
-    print("| server | clients | tokens/s | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|---|---|")
+    print("| server | slots | clients | tokens/s | p50 ms | p90 ms | p99 ms |\n|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         ck = checkpoint(a, tmp)
-        for stages, standby in ((1, 0), (2, 0), (2, 1)):
-            for c in (int(x) for x in a.concurrency.split(",")):
-                r = serve_point(a, tmp, ck, stages, standby, c)
-                print("| mindpipe serve, %d stage%s%s | %d | %.0f | %.1f | %.1f | %.1f |" % (
-                    stages, "s" if stages > 1 else "", ", standby" if standby else "", c, r["tokens_per_s"],
-                    1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]), flush=True)
+        for stages in (int(x) for x in a.stages.split(",")):
+            for standby in ((0, 1) if stages > 1 else (0,)):
+                for slots in (int(x) for x in a.slots.split(",")):
+                    for c in (int(x) for x in a.concurrency.split(",")):
+                        r = serve_point(a, tmp, ck, stages, standby, c, slots)
+                        print("| mindpipe serve, %d stage%s%s | %d | %d | %.0f | %.1f | %.1f | %.1f |" % (
+                            stages, "s" if stages > 1 else "", ", standby" if standby else "", slots, c,
+                            r["tokens_per_s"], 1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]), flush=True)
         r = torch_point(a, ck)
-        print("| PyTorch %s, KV cache, one request at a time | 1 | %.0f | %.1f | %.1f | %.1f |" % (
+        print("| PyTorch %s, KV cache, one request at a time | 1 | 1 | %.0f | %.1f | %.1f | %.1f |" % (
             __import__("torch").__version__, r["tokens_per_s"], 1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]))
 
 
