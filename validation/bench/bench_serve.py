@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Serving benchmark (docs/SERVING.md): `mindpipe serve` on a gpt-tiny-shaped checkpoint, tokens/s
 and request latency percentiles against concurrent clients, stages and standbys, and PyTorch
-generating the same requests with a key/value cache on the same cores, one request at a time.
+generating the same requests with a key/value cache on the same cores, one request at a time and in
+static batches of each concurrency (its "slots" and "clients" column: the batch).
 
   /usr/bin/python3 validation/bench/bench_serve.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
       [--requests 64] [--max-tokens 32] [--concurrency 1,4,8] [--runs 1] [--overhead PAIRS]
@@ -128,9 +129,13 @@ def serve_point(a, tmp, ck, stages, standby, concurrency, slots=8):
         p.wait()
 
 
-def torch_point(a, ck):
-    """The same requests in PyTorch (validation/torch_ref.py's weights), a key/value cache, one at a
-    time: tokens/s and latency quantiles."""
+def torch_point(a, ck, batch=1):
+    """The same requests in PyTorch (validation/torch_ref.py's weights) with a key/value cache, in static
+    batches of `batch` requests: each step feeds every unfinished request of the batch one token (a
+    prompt's next byte, or the last one sampled); the products run over the batch's rows at once,
+    attention per request over its own cache; a batch ends when its last request does. batch = 1 is
+    one request at a time. Tokens/s and latency quantiles (a request's latency: its batch's start to
+    its own last token)."""
     import h5py
     import torch
     torch.set_num_threads(1)
@@ -141,47 +146,62 @@ def torch_point(a, ck):
     hs = C // NH
     F = torch.nn.functional
 
-    def step(tok, pos, cache):
-        x = P["wte"][tok] + P["wpe"][pos]
+    def step(toks, poss, caches):
+        """One position of each request (toks, poss: lists), its logits (B, V)."""
+        x = P["wte"][toks] + P["wpe"][poss]
         for l in range(L):
             p = lambda s: P[f"h.{l}.{s}"]  # noqa: E731
             h = F.layer_norm(x, (C,), p("ln1.w"), p("ln1.b"), eps=1e-5)
-            q, k, v = F.linear(h, p("attn.qkv.w"), p("attn.qkv.b")).split(C)
-            cache[l][0].append(k.view(NH, hs))
-            cache[l][1].append(v.view(NH, hs))
-            K, V = torch.stack(cache[l][0], 1), torch.stack(cache[l][1], 1)  # (NH, t, hs)
-            att = torch.softmax((K @ q.view(NH, hs, 1)).squeeze(-1) / hs ** 0.5, -1)
-            x = x + F.linear((att.unsqueeze(1) @ V).reshape(C), p("attn.proj.w"), p("attn.proj.b"))
+            q, k, v = F.linear(h, p("attn.qkv.w"), p("attn.qkv.b")).split(C, -1)
+            y = []
+            for b, cache in enumerate(caches):
+                cache[l][0].append(k[b].view(NH, hs))
+                cache[l][1].append(v[b].view(NH, hs))
+                K, V = torch.stack(cache[l][0], 1), torch.stack(cache[l][1], 1)  # (NH, t, hs)
+                att = torch.softmax((K @ q[b].view(NH, hs, 1)).squeeze(-1) / hs ** 0.5, -1)
+                y.append((att.unsqueeze(1) @ V).reshape(C))
+            x = x + F.linear(torch.stack(y), p("attn.proj.w"), p("attn.proj.b"))
             h = F.layer_norm(x, (C,), p("ln2.w"), p("ln2.b"), eps=1e-5)
             x = x + F.linear(F.gelu(F.linear(h, p("mlp.fc.w"), p("mlp.fc.b")), approximate="tanh"), p("mlp.proj.w"),
                              p("mlp.proj.b"))
         return F.layer_norm(x, (C,), P["lnf.w"], P["lnf.b"], eps=1e-5) @ P["wte"].t()
 
-    lat, toks = [], 0
+    def sample(r, logits):
+        if r["temperature"] == 0:
+            return int(torch.argmax(logits))
+        z = logits / r["temperature"]
+        if r["top_k"]:
+            z = torch.where(z < torch.topk(z, r["top_k"]).values[-1], torch.tensor(-float("inf")), z)
+        return int(torch.multinomial(torch.softmax(z, -1), 1))
+
+    lat, toks, texts = [], 0, {}
     t0 = time.time()
     with torch.no_grad():
-        for i in range(a.requests):
-            r, t1 = request_of(i, a.max_tokens), time.time()
-            seq, cache = list(r["prompt"].encode()), [([], []) for _ in range(L)]
-            for pos, tok in enumerate(seq):
-                logits = step(tok, pos, cache)
-            for n in range(r["max_tokens"]):
-                if r["temperature"] == 0:
-                    tok = int(torch.argmax(logits))
-                else:
-                    z = logits / r["temperature"]
-                    if r["top_k"]:
-                        z = torch.where(z < torch.topk(z, r["top_k"]).values[-1], torch.tensor(-float("inf")), z)
-                    tok = int(torch.multinomial(torch.softmax(z, -1), 1))
-                seq.append(tok)
-                toks += 1
-                if n + 1 < r["max_tokens"]:
-                    logits = step(tok, len(seq) - 1, cache)
-            lat.append(time.time() - t1)
+        for g in range(0, a.requests, batch):
+            t1 = time.time()
+            reqs = [request_of(i, a.max_tokens) for i in range(g, min(g + batch, a.requests))]
+            seqs = [list(r["prompt"].encode()) for r in reqs]
+            fed = [0] * len(reqs)                       # positions fed so far
+            made = [0] * len(reqs)                      # tokens sampled so far
+            caches = [[([], []) for _ in range(L)] for _ in reqs]
+            while True:
+                live = [b for b in range(len(reqs)) if made[b] < reqs[b]["max_tokens"]]
+                if not live:
+                    break
+                logits = step([seqs[b][fed[b]] for b in live], [fed[b] for b in live], [caches[b] for b in live])
+                for j, b in enumerate(live):
+                    fed[b] += 1
+                    if fed[b] == len(seqs[b]):          # the prompt is in, or the last token sampled was fed
+                        seqs[b].append(sample(reqs[b], logits[j]))
+                        made[b] += 1
+                        toks += 1
+                        if made[b] == reqs[b]["max_tokens"]:
+                            lat.append(time.time() - t1)
+                            texts[g + b] = bytes(seqs[b][len(reqs[b]["prompt"].encode()):])
     dt = time.time() - t0
     q = sorted(lat)
     return {"tokens_per_s": toks / dt, "p50": q[len(q) // 2], "p90": q[int(0.9 * (len(q) - 1))],
-            "p99": q[int(0.99 * (len(q) - 1))]}
+            "p99": q[int(0.99 * (len(q) - 1))], "texts": texts}
 
 
 def overhead(a, tmp, ck):
@@ -238,9 +258,11 @@ def main():
                         print("| mindpipe serve, %d stage%s%s | %d | %d | %.0f | %.1f | %.1f | %.1f |" % (
                             stages, "s" if stages > 1 else "", ", standby" if standby else "", slots, c,
                             r["tokens_per_s"], 1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]), flush=True)
-        r = torch_point(a, ck)
-        print("| PyTorch %s, KV cache, one request at a time | 1 | 1 | %.0f | %.1f | %.1f | %.1f |" % (
-            __import__("torch").__version__, r["tokens_per_s"], 1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]))
+        for c in (int(x) for x in a.concurrency.split(",")):
+            r = torch_point(a, ck, c)
+            print("| PyTorch %s, KV cache, %s | %d | %d | %.0f | %.1f | %.1f | %.1f |" % (
+                __import__("torch").__version__, "static batches of %d" % c if c > 1 else "one request at a time", c, c,
+                r["tokens_per_s"], 1e3 * r["p50"], 1e3 * r["p90"], 1e3 * r["p99"]), flush=True)
 
 
 if __name__ == "__main__":
