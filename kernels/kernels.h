@@ -64,6 +64,12 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
  * CPU only: serving decodes on the CPU (no cu_ twin, not in be_kernels.h). */
 void attention_decode_forward(float *out, float *att, const float *q, int ldq, const float *const *kcache,
                               const float *const *vcache, const int *pos, int B, int C, int NH, int Tmax);
+/* The decode step's products: out (N,OC) = [res (N,OC) +] inp (N,C) · w(OC,C)ᵀ [+ bias]; res and bias
+ * may be NULL, out may alias res. A row's result is the same bits whatever N and the thread count
+ * (a completion must not depend on its batch); for the few rows of a step it reads each weight once
+ * per 4 rows instead of BLAS packing it per call. CPU only, as attention_decode_forward. */
+void matmul_decode_forward(float *out, const float *res, const float *inp, const float *w, const float *bias, int N,
+                           int C, int OC);
 
 /* ---- GELU, tanh approximation ---- */
 /* out (n) = gelu(inp) */

@@ -1,6 +1,8 @@
 /* The KV-cached decode step (decoder.h). Each block mirrors the training forward's block_forward
- * (src/model/model.c) on one row per sequence: the same kernels and per-element math, attention
- * replaced by attention_decode_forward over the cache. */
+ * (src/model/model.c) on one row per sequence: the same per-element math, attention replaced by
+ * attention_decode_forward over the cache and the products by matmul_decode_forward (a row's bits
+ * do not depend on the batch it runs in; BLAS for a few rows costs more in packing than in
+ * arithmetic). */
 #include "decoder.h"
 
 #include <stdlib.h>
@@ -129,23 +131,20 @@ static void decoder_block(decoder_t *d, int b, float *x, const int *slot, const 
     if (!NH) return; /* skip: the identity */
     const block_view_t *w = &d->p.h[b];
     layernorm_forward(d->ln, d->mean, d->rstd, x, w->ln1w, w->ln1b, B, C);
+    matmul_decode_forward(d->qkv, NULL, d->ln, w->qkvw, w->qkvb, B, C, 3 * A);
     for (int r = 0; r < B; r++) {
-        float *qkv = d->qkv + (size_t)r * 3 * A, *k = kv_slot(d, b, slot[r], 0), *v = kv_slot(d, b, slot[r], 1);
-        matmul_forward(qkv, d->ln + (size_t)r * C, w->qkvw, w->qkvb, 1, C, 3 * A);
+        const float *qkv = d->qkv + (size_t)r * 3 * A;
+        float *k = kv_slot(d, b, slot[r], 0), *v = kv_slot(d, b, slot[r], 1);
         memcpy(k + (size_t)pos[r] * A, qkv + A, (size_t)A * sizeof(float));
         memcpy(v + (size_t)pos[r] * A, qkv + 2 * A, (size_t)A * sizeof(float));
         d->kp[r] = k, d->vp[r] = v;
     }
     attention_decode_forward(d->atty, d->att, d->qkv, 3 * A, d->kp, d->vp, pos, B, A, NH, d->T);
-    for (int r = 0; r < B; r++)
-        matmul_residual_forward(x + (size_t)r * C, x + (size_t)r * C, d->atty + (size_t)r * A, w->projw, w->projb, 1, A, C);
+    matmul_decode_forward(x, x, d->atty, w->projw, w->projb, B, A, C);
     layernorm_forward(d->ln, d->mean, d->rstd, x, w->ln2w, w->ln2b, B, C);
-    for (int r = 0; r < B; r++)
-        matmul_forward(d->fch + (size_t)r * RC, d->ln + (size_t)r * C, w->fcw, w->fcb, 1, C, RC);
+    matmul_decode_forward(d->fch, NULL, d->ln, w->fcw, w->fcb, B, C, RC);
     gelu_forward(d->fch, d->fch, (size_t)B * RC);
-    for (int r = 0; r < B; r++)
-        matmul_residual_forward(x + (size_t)r * C, x + (size_t)r * C, d->fch + (size_t)r * RC, w->fcprojw, w->fcprojb, 1,
-                                RC, C);
+    matmul_decode_forward(x, x, d->fch, w->fcprojw, w->fcprojb, B, RC, C);
 }
 
 void decoder_blocks(decoder_t *dec, float *x, const int *slot, const int *pos, int B)
@@ -157,8 +156,7 @@ void decoder_head(decoder_t *dec, float *logits, float *x, int B)
 {
     const int C = dec->cfg.dim, V = dec->cfg.vocab;
     layernorm_forward(x, dec->mean, dec->rstd, x, dec->p.lnfw, dec->p.lnfb, B, C);
-    for (int r = 0; r < B; r++)
-        matmul_forward(logits + (size_t)r * V, x + (size_t)r * C, dec->p.wte, NULL, 1, C, V);
+    matmul_decode_forward(logits, NULL, x, dec->p.wte, NULL, B, C, V);
 }
 
 void decoder_step(decoder_t *dec, float *logits, float *x, const int *tok, const int *slot, const int *pos, int B)

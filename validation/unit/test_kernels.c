@@ -562,6 +562,44 @@ static void test_matmul_gelu(void)
     free(d1), free(d2), free(dw1), free(dw2), free(db1), free(db2);
 }
 
+/* The decode step's product: against a double reference; each row of a batch of 7 the same bits as
+ * that row alone (so a completion does not depend on its batch), in place on a residual, with 1 and
+ * 2 threads; widths with a tail past the vector lanes and outputs past the tiles of 4. */
+static void test_matmul_decode(void)
+{
+    enum { DN = 7 };
+    const int shapes[][2] = {{128, 384}, {37, 10}, {300, 5}};
+    for (int s = 0; s < 3; s++) {
+        const int DC = shapes[s][0], DO = shapes[s][1];
+        float *inp = rnd(DN * DC, 40 + s, 1), *w = rnd(DO * DC, 50 + s, 0.5f), *bias = rnd(DO, 60 + s, 1);
+        float *res = rnd(DN * DO, 70 + s, 1), *all = malloc(DN * DO * 4), *one = malloc(DN * DO * 4);
+        float *inpl = malloc(DN * DO * 4), *t1 = malloc(DN * DO * 4);
+        double worst = 0, scale = 0;
+        matmul_decode_forward(all, NULL, inp, w, bias, DN, DC, DO);
+        for (int r = 0; r < DN; r++) {
+            matmul_decode_forward(one + (size_t)r * DO, NULL, inp + (size_t)r * DC, w, bias, 1, DC, DO);
+            for (int o = 0; o < DO; o++) {
+                double ref = bias[o];
+                for (int c = 0; c < DC; c++) ref += (double)inp[r * DC + c] * w[o * DC + c];
+                worst = fmax(worst, fabs(all[r * DO + o] - ref)), scale = fmax(scale, fabs(ref));
+            }
+        }
+        const int alone = !memcmp(all, one, DN * DO * 4);
+        memcpy(inpl, res, DN * DO * 4);
+        matmul_decode_forward(inpl, inpl, inp, w, bias, DN, DC, DO);
+        int resid = 1;
+        for (int i = 0; i < DN * DO; i++) resid &= inpl[i] == res[i] + all[i];
+        kernels_set_threads(1);
+        matmul_decode_forward(t1, NULL, inp, w, bias, DN, DC, DO);
+        kernels_set_threads(2);
+        tap_ok(worst <= 1e-6 * DC * scale && alone && resid && !memcmp(t1, all, DN * DO * 4),
+               "matmul_decode_forward (%d rows, C %d, OC %d): the reference within %.1e; each row the same bits alone "
+               "(%s), in place on a residual (%s), with 1 and 2 threads", DN, DC, DO, worst / scale,
+               alone ? "yes" : "no", resid ? "yes" : "no");
+        free(inp), free(w), free(bias), free(res), free(all), free(one), free(inpl), free(t1);
+    }
+}
+
 int main(void)
 {
     kernels_set_threads(2);
@@ -573,6 +611,7 @@ int main(void)
     test_attention();
     test_attention_blocks();
     test_attention_decode();
+    test_matmul_decode();
     test_gelu();
     test_matmul_gelu();
     test_encoder();
