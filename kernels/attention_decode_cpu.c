@@ -3,7 +3,9 @@
  * once through BLAS; a decode step has one new row per sequence, so the products here are dot
  * products over the cache, and the softmax is the same per-element math (math_softmax.h). Rows of
  * a batch are independent: OpenMP runs (row, head) pairs in parallel, each reduction in a fixed
- * order, so the result does not depend on the thread count. */
+ * order, so the result does not depend on the thread count or on the other rows of the batch. The
+ * dot products over a head's channels are vector reductions (omp simd: lanes, then the lanes
+ * added; one order for every row, chosen by the compiler once). */
 #include <math.h>
 
 #include "kernels.h"
@@ -23,7 +25,9 @@ void attention_decode_forward(float *out, float *att, const float *q, int ldq, c
         float max = -INFINITY;
         for (int j = 0; j < n; j++) {
             float s = 0.0f;
-            for (int d = 0; d < hs; d++) s += qh[d] * K[(size_t)j * C + d];
+            const float *kj = K + (size_t)j * C;
+#pragma omp simd reduction(+ : s)
+            for (int d = 0; d < hs; d++) s += qh[d] * kj[d];
             a[j] = s * scale;
             max = a[j] > max ? a[j] : max;
         }
@@ -35,8 +39,9 @@ void attention_decode_forward(float *out, float *att, const float *q, int ldq, c
         const float inv = 1.0f / sum;
         for (int d = 0; d < hs; d++) o[d] = 0.0f;
         for (int j = 0; j < n; j++) {
-            const float p = a[j] * inv;
-            for (int d = 0; d < hs; d++) o[d] += p * V[(size_t)j * C + d];
+            const float p = a[j] * inv, *vj = V + (size_t)j * C;
+#pragma omp simd
+            for (int d = 0; d < hs; d++) o[d] += p * vj[d];
         }
     }
 }
