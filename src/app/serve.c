@@ -434,18 +434,21 @@ int serve_stage_main(const run_opts_t *o, const serve_opts_t *s)
         return MP_ERROR("serve-stage needs --stage in [0, --stages), --slots and --links (it is started by serve)"), 2;
     if (s->standby < 0 || s->standby > 2) return MP_ERROR("serve-stage --standby %d: 0, 1 (a standby) or 2 (a primary with one)", s->standby), 2;
     static links_t l;
-    char in[4200], out[4200], out2[4200], delta[4200], dbind[4200], confirm[4200], report[4200];
-    const int k = s->stage, role = s->standby == 1;
+    char in[4200], out[4200], out2[4200], delta[4200], dbind[4200], confirm[4200], report[4200], hello[4200];
+    const int k = s->stage, slot = s->slot >= 0 ? s->slot : s->standby == 1;
+    if (slot > 1) return MP_ERROR("serve-stage --slot %d: 0 or 1", s->slot), 2;
     if (links_parse(&l, s->links, s->stages) != MP_OK) return 2;
-    links_ep(&l, LINK_IN, k, role, in, sizeof in);
+    /* its own slot's input and deltas (bound as a primary); a standby's primary is the other slot */
+    links_ep(&l, LINK_IN, k, slot, in, sizeof in);
     links_ep(&l, LINK_IN, k + 1, 0, out, sizeof out);
     links_ep(&l, LINK_IN, k + 1, 1, out2, sizeof out2);
-    links_ep(&l, LINK_DELTA, k, 0, delta, sizeof delta);
-    links_ep(&l, LINK_DELTA, k, role, dbind, sizeof dbind);
+    links_ep(&l, LINK_DELTA, k, 1 - slot, delta, sizeof delta);
+    links_ep(&l, LINK_DELTA, k, slot, dbind, sizeof dbind);
+    links_ep(&l, LINK_IN, k, 1 - slot, hello, sizeof hello);
     links_ep(&l, LINK_CONFIRM, 0, 0, confirm, sizeof confirm);
     links_ep(&l, LINK_REPORT, 0, 0, report, sizeof report);
     sc.ckpt = s->ckpt, sc.in = in, sc.out = out, sc.stage = s->stage, sc.stages = s->stages, sc.slots = s->slots;
-    sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report;
+    sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report, sc.hello_ep = hello, sc.slot = slot;
     links_bindable(in, sizeof in), links_bindable(dbind, sizeof dbind);
     if (l.tcp) /* several hosts (links.h): the next stage's standby too, heartbeats, sends that never wait */
         sc.out2 = k + 1 < s->stages ? out2 : NULL, sc.delta_bind = dbind, sc.heartbeat_ms = 50;

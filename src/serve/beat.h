@@ -12,7 +12,7 @@
 
 typedef struct {
     void *hb, *fence;          /* PUSH to the front end's reports; SUB to its confirmations (primary) */
-    int stage, role, every_ms;
+    int stage, role, slot, every_ms;
     double last;               /* when the last heartbeat left */
     const unsigned char *secret;
 } beat_t;
@@ -22,7 +22,8 @@ typedef struct {
 int beat_open(beat_t *b, void *zctx, const stage_cfg_t *s, int role);
 /* A heartbeat if one is due (dropped when the front end's queue is full). */
 void beat_tick(beat_t *b);
-/* 1 when the front end has promoted this stage's standby (so this primary must stop), else 0. */
+/* 1 when the front end has promoted this stage's standby (the process in its other host slot), so
+ * this primary must stop, else 0. */
 int beat_fenced(beat_t *b);
 void beat_close(beat_t *b);
 
