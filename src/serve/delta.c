@@ -312,7 +312,7 @@ void delta_follower_confirm(delta_follower_t *f, decoder_t *dec, uint64_t step)
     if (f->snap_open && !f->caught_up && f->snap_stamp <= f->confirmed) { /* every owed row applied? */
         int owed = 0;
         for (int s = 0; s < f->slots; s++) owed |= f->miss_lo[s] < f->miss_hi[s];
-        f->caught_up = !owed;
+        f->caught_up = !owed && !f->resync; /* a lost chunk: not caught up until the next snapshot */
     }
 }
 
