@@ -386,7 +386,9 @@ static void *batcher_main(void *arg)
             continue;
         }
         if (!n) { /* idle: a dead process is replaced now, not when the next request finds it */
-            confirm_publish(b, 0); /* the last steps' watermark: no step will carry it */
+            /* the last steps' watermark: no step will carry it; again every idle turn (100 ms), for a
+             * standby that attached since (its snapshot's rows wait for it, snapshot.h) */
+            confirm_publish(b, 1);
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
             t.tv_nsec += 100000000L;
@@ -432,8 +434,8 @@ int batcher_heartbeats(batcher_t *b, char *why, size_t n)
         /* the primary's slot heard as a primary; a process restarted there beats as a standby */
         const double seen = b->hb_seen[4 * k + 2 * b->prim_slot[k]];
         if (now - seen > 1e-3 * b->hb_timeout_ms) {
-            snprintf(why, n, "stage %d's primary (host slot %d) missed its heartbeats for %.0f ms", k, b->prim_slot[k],
-                     1e3 * (now - seen));
+            snprintf(why, n, "stage %d's primary missed its heartbeats for %.0f ms (host slot %d)", k, 1e3 * (now - seen),
+                     b->prim_slot[k]);
             return k;
         }
     }
@@ -449,7 +451,7 @@ int batcher_promote(batcher_t *b, int k)
         return MP_FAIL("serving: stage %d has no standby heard from within %d ms to take over", k, b->hb_timeout_ms);
     const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, (uint64_t)to, 0, 0, (uint64_t)k, 0};
     if (wire_post(b->pub, b->secret, &h, NULL, NULL) != 1) return MP_FAIL("serving: the promotion of stage %d's standby was not sent", k);
-    MP_WARN("serving: the standby of stage %d takes over (promoted by message; host slot %d)", k, to);
+    MP_WARN("serving: the standby of stage %d takes over (promoted by message), host slot %d", k, to);
     /* it beats as the primary now; the old primary's slot has no standby until a new one beats there */
     b->prim_slot[k] = to;
     seen[2 * to] = now, seen[2 * to + 1] = seen[2 * (1 - to)] = seen[2 * (1 - to) + 1] = -1e9;
