@@ -99,4 +99,24 @@ left=0
 for p in $(cut -d' ' -f2 "$SCRATCH/job/processes.txt"); do kill -0 "$p" 2>/dev/null && left=$((left + 1)); done
 [ $rc -eq 0 ] && [ $left -eq 0 ]
 ok $? "SIGTERM to the job: the front end exits 0 (got $rc), no stage process left ($left)"
+
+# --- restandby: a crash loop is not restarted for ever ---
+# serve.sbatch's supervision alone, with a stand-in program: its front end waits for SIGTERM, every
+# stage process fails at once. With RESTART_MAX=2 each host slot is started again once, then not.
+fake="$SCRATCH/fake-mindpipe"
+printf '#!/bin/sh\ncase $1 in\nserve) trap "exit 0" TERM; while :; do sleep 0.1; done ;;\n*) exit 3 ;;\nesac\n' > "$fake"
+chmod +x "$fake"
+MINDPIPE="$fake" STAGES=2 STANDBY=1 PORT=$port RESTART_MAX=2 bash "$sbatch" "$deck" "$CK" "$SCRATCH/loop" > "$SCRATCH/loop.log" 2>&1 &
+job2=$!; pids="$pids $job2"
+i=0; while [ "$(grep -c 'not restarted' "$SCRATCH/loop/processes.txt" 2>/dev/null)" != 4 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 0.5 # no further start may follow
+[ "$(grep -c ' restart 1 of stage [01] host slot [01] (status 3 after' "$SCRATCH/loop/processes.txt")" -eq 4 ] &&
+    [ "$(grep -c 'not restarted: ended 2 times in a row, the last with status 3' "$SCRATCH/loop/processes.txt")" -eq 4 ] &&
+    [ "$(wc -l < "$SCRATCH/loop/processes.txt")" -eq 12 ] &&
+    [ "$(grep -c 'ended (status 3) 2 times in a row within 60 s of starting: not starting it again' "$SCRATCH/loop.log")" -eq 4 ]
+ok $? "a crash loop: each of the 4 host slots started again once, then not, the log naming it ($(grep -m1 'not starting it again' "$SCRATCH/loop.log" | cut -c1-150))"
+kill -TERM $job2
+wait $job2
+ok $? "the crash-looping job stops on SIGTERM, exit 0"
+# --- end of restandby ---
 done_testing
