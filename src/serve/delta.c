@@ -277,14 +277,14 @@ int delta_follower_take(delta_follower_t *f, decoder_t *dec, const wire_hdr_t *h
     delta_follower_confirm(f, dec, h->durable); /* what its watermark confirms, before a gap forgets it */
     if (f->chained && h->aux != f->received) {
         f->gaps++;
-        MP_WARN("standby: a delta was lost (step %llu follows %llu, last received %llu): every slot resynchronises "
-                "at its next sequence", (unsigned long long)h->step, (unsigned long long)h->aux,
+        MP_WARN("standby: a delta was lost (step %llu follows %llu, last received %llu): every slot holds nothing; "
+                "asking for a new snapshot", (unsigned long long)h->step, (unsigned long long)h->aux,
                 (unsigned long long)f->received);
         follower_forget(f);
         f->resync = 1;
     } else if (f->n == f->cap) {
         f->gaps++;
-        MP_WARN("standby: %d deltas wait for their confirmation; dropped: every slot resynchronises", f->cap);
+        MP_WARN("standby: %d deltas wait for their confirmation; dropped: asking for a new snapshot", f->cap);
         follower_forget(f);
         f->resync = 1;
     }
