@@ -13,8 +13,8 @@
  * they are the same bits), so a chunk sent steps later still holds the snapshot's state. A row
  * processed at position p of a slot ends what the snapshot owes of it at p (p = 0: a new sequence
  * overwrites the cache, so none), before any chunk is read; the standby draws the same line when
- * it applies that row's delta. One chunk goes per step or idle turn of the stage loop, after the
- * step's send and delta: a snapshot of any size costs a step at most one chunk's copy
+ * it applies that row's delta. One chunk goes per step, after the step's send and delta, or per
+ * millisecond without steps: a snapshot of any size costs a step at most one chunk's copy
  * (DELTA_CHUNK_BYTES), not a stall.
  *
  * The primary tracks per slot what it holds (len, and last: the step of row len − 1) from the rows

@@ -83,9 +83,11 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
         }
         int due;
         if ((rc = delta_flush(&ship, 0, &due)) != MP_OK) break;
-        /* a snapshot being sent: a chunk whenever no step waits (one per step while busy, below) */
+        /* a snapshot being sent: a chunk whenever no step came within 1 ms (one per step while busy,
+         * below); paced, so an idle primary does not fill ZeroMQ's queue (1000 messages) faster than
+         * its standby empties it, which would drop chunks and start the snapshot over */
         const int chunks = dsock && snap_pending(sn);
-        const int got = wire_recv(in, s->secret, chunks ? 0 : stage_wait_ms(s, due), &h, rows, S, x, (size_t)S * C);
+        const int got = wire_recv(in, s->secret, chunks ? 1 : stage_wait_ms(s, due), &h, rows, S, x, (size_t)S * C);
         if (got == 0 && chunks) {
             rc = snap_ship_chunk(sn, &ship, dec, s->secret, wm);
             continue;
