@@ -338,7 +338,7 @@ static int hosts_write_json(const serve_ctx_t *c)
     int n = snprintf(text, sizeof text, "{\"front_end\": {\"pid\": %d, \"address\": \"http://127.0.0.1:%d\"}, \"links\": \"%s\",\n"
                      " \"stages\": [", (int)getpid(), c->http.port, c->s->links);
     for (int k = 0; k < c->S && n < (int)sizeof text; k++) {
-        const int p = c->b.prim_slot ? c->b.prim_slot[k] : 0;
+        const int p = c->b.gen ? (int)(c->b.gen[k] % 2) : 0;
         n += snprintf(text + n, sizeof text - (size_t)n,
                       "%s\n  {\"stage\": %d, \"primary\": {\"slot\": %d, \"host\": \"%s\"}, \"standby\": {\"slot\": %d, "
                       "\"host\": \"%s\"}}", k ? "," : "", k, p, c->l.host[1 + 2 * k + p], 1 - p, c->l.host[2 + 2 * k - p]);

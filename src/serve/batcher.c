@@ -244,11 +244,15 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
     return MP_OK;
 }
 
-/* A heartbeat (beat.h): when its stage's slot was last heard in its role. */
+/* A heartbeat (beat.h): when its stage's slot was last heard in its role. A primary's carries its
+ * generation (its slot: gen mod 2); one of an older generation than its stage's was replaced and
+ * is not the stage's primary. A standby's carries its slot. */
 static void heartbeat_take(batcher_t *b, const wire_hdr_t *h)
 {
-    if (b->hb_seen && h->aux < (uint64_t)b->stages && h->step < 2 && h->durable < 2)
-        b->hb_seen[4 * h->aux + 2 * h->durable + h->step] = perf_now();
+    if (!b->hb_seen || h->aux >= (uint64_t)b->stages || h->step >= 2) return;
+    const uint64_t k = h->aux;
+    if (h->step == 0 && h->durable == b->gen[k]) b->hb_seen[4 * k + 2 * (b->gen[k] % 2)] = perf_now();
+    if (h->step == 1 && h->durable < 2) b->hb_seen[4 * k + 2 * h->durable + 1] = perf_now();
 }
 
 /* Not under mu: the reports of the standbys promoted (bits of want), each within 5 s, into
@@ -432,10 +436,11 @@ int batcher_heartbeats(batcher_t *b, char *why, size_t n)
     const double now = perf_now();
     for (int k = 0; k < b->stages; k++) {
         /* the primary's slot heard as a primary; a process restarted there beats as a standby */
-        const double seen = b->hb_seen[4 * k + 2 * b->prim_slot[k]];
+        const int slot = (int)(b->gen[k] % 2);
+        const double seen = b->hb_seen[4 * k + 2 * slot];
         if (now - seen > 1e-3 * b->hb_timeout_ms) {
             snprintf(why, n, "stage %d's primary missed its heartbeats for %.0f ms (host slot %d)", k, 1e3 * (now - seen),
-                     b->prim_slot[k]);
+                     slot);
             return k;
         }
     }
@@ -445,15 +450,15 @@ int batcher_heartbeats(batcher_t *b, char *why, size_t n)
 int batcher_promote(batcher_t *b, int k)
 {
     const double now = perf_now();
-    const int to = 1 - b->prim_slot[k];
+    const int to = (int)((b->gen[k] + 1) % 2);
     double *seen = b->hb_seen + 4 * k;
     if (now - seen[2 * to + 1] > 1e-3 * b->hb_timeout_ms)
         return MP_FAIL("serving: stage %d has no standby heard from within %d ms to take over", k, b->hb_timeout_ms);
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, (uint64_t)to, 0, 0, (uint64_t)k, 0};
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, b->gen[k] + 1, 0, 0, (uint64_t)k, 0};
     if (wire_post(b->pub, b->secret, &h, NULL, NULL) != 1) return MP_FAIL("serving: the promotion of stage %d's standby was not sent", k);
     MP_WARN("serving: the standby of stage %d takes over (promoted by message), host slot %d", k, to);
     /* it beats as the primary now; the old primary's slot has no standby until a new one beats there */
-    b->prim_slot[k] = to;
+    b->gen[k]++;
     seen[2 * to] = now, seen[2 * to + 1] = seen[2 * (1 - to)] = seen[2 * (1 - to) + 1] = -1e9;
     return MP_OK;
 }
@@ -465,7 +470,7 @@ static int batcher_hams_open(batcher_t *b, const batcher_links_t *links)
     const size_t n = (size_t)b->stages * (size_t)b->slots;
     b->hb_timeout_ms = links->hb_timeout_ms;
     if (!(b->hb_seen = calloc(4 * (size_t)b->stages, sizeof *b->hb_seen)) ||
-        !(b->prim_slot = calloc((size_t)b->stages, sizeof *b->prim_slot)))
+        !(b->gen = calloc((size_t)b->stages, sizeof *b->gen)))
         return MP_FAIL("out of memory");
     if (!(b->rep_len = calloc(n, sizeof *b->rep_len)) || !(b->rep_last = calloc(n, sizeof *b->rep_last)))
         return MP_FAIL("out of memory for the standbys' reports");
@@ -555,9 +560,9 @@ void batcher_stop(batcher_t *b)
     if (b->rep) zmq_close(b->rep);
     if (b->zctx) zmq_ctx_term(b->zctx);
     evtrace_close(&b->trace);
-    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen), free(b->prim_slot);
+    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen), free(b->gen);
     b->push = b->pull = b->pub = b->rep = b->zctx = NULL, b->slot = NULL, b->rep_len = NULL, b->rep_last = NULL;
-    b->hb_seen = NULL, b->prim_slot = NULL;
+    b->hb_seen = NULL, b->gen = NULL;
 }
 
 void batcher_mark_down(batcher_t *b, const char *why)

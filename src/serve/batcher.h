@@ -77,8 +77,8 @@ typedef struct {
     int hb_timeout_ms;                    /* several hosts: a primary silent this long is dead (0: off) */
     double *hb_seen;                      /* (stages, 2 host slots, 2 roles): when each slot's process was last
                                            * heard as a primary (role 0) and as a standby (1) */
-    int *prim_slot;                       /* (stages): the host slot whose process is the primary (links.h);
-                                           * a promotion swaps the roles of the two */
+    uint64_t *gen;                        /* (stages): promotions of each stage (its primary's generation; it
+                                           * runs in host slot gen mod 2, links.h: each promotion swaps) */
     int first_token_due;                  /* a failover ended: the next sampled token is traced */
     uint64_t epoch;                       /* replies to steps below it predate the last failover */
     int recovering;

@@ -123,8 +123,10 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
     return rc;
 }
 
-int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
+int stage_run(const model_cfg_t *model, const stage_cfg_t *cfg)
 {
+    stage_cfg_t me = *cfg; /* a standby promoted by message takes its generation */
+    const stage_cfg_t *s = &me;
     decoder_t dec;
     const int first = s->stage == 0, last = s->stage == s->stages - 1;
     if (decoder_create(&dec, model, s->layer0, s->nlayers, first, last, s->slots) != MP_OK) return MP_ERR;
@@ -135,7 +137,7 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
     if (decoder_load(&dec, s->ckpt, NULL) != MP_OK) goto err_free_decoder;
     if (s->deltas && snap_init(&sn, &dec) != MP_OK) goto err_free_decoder;
     ZMQ_TRY_PTR(ctx = zmq_ctx_new(), err_free_decoder);
-    if (s->standby && standby_follow(&dec, s, ctx, s->deltas ? &sn : NULL) != MP_OK) goto err_close;
+    if (s->standby && standby_follow(&dec, s, ctx, s->deltas ? &sn : NULL, &me.gen) != MP_OK) goto err_close;
     ZMQ_TRY_PTR(in = zmq_socket(ctx, ZMQ_PULL), err_close);
     ZMQ_TRY_PTR(out = zmq_socket(ctx, ZMQ_PUSH), err_close);
     if (wire_socket_opts(in) != MP_OK || wire_socket_opts(out) != MP_OK) goto err_close;

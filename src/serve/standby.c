@@ -52,6 +52,7 @@ typedef struct {
     uint64_t hellos;       /* hellos sent: the next one's generation */
     double t_hello;        /* when the last left */
     int told;              /* the log says it follows (since the last hello) */
+    uint64_t gen;          /* the generation its promotion by message gave (several hosts) */
 } follow_t;
 
 /* Rows a message to a standby holds at most. */
@@ -80,8 +81,8 @@ static int follow_one(follow_t *w, decoder_t *dec, const stage_cfg_t *s, void *s
     if (got == 0) return 0;
     if (sock == w->deltas && (h.kind == WIRE_DELTA || h.kind == WIRE_SNAP || h.kind == WIRE_CHUNK))
         delta_follower_take(&w->f, dec, &h, w->rows, w->x);
-    else if (sock == w->confirms && h.kind == WIRE_PROMOTE && h.aux == (uint64_t)s->stage && h.step == (uint64_t)s->slot)
-        promoted = 1;
+    else if (sock == w->confirms && h.kind == WIRE_PROMOTE && h.aux == (uint64_t)s->stage && h.step % 2 == (uint64_t)s->slot)
+        promoted = 1, w->gen = h.step;
     else if (sock == w->confirms && h.kind == WIRE_PROMOTE) {
     } /* another stage's, or this stage's other slot's (a fence for its primary) */
     else if (sock == w->confirms && h.kind == WIRE_QUIT) return MP_ERR; /* the front end stops */
@@ -154,7 +155,7 @@ out:
     return rc;
 }
 
-int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn)
+int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn, uint64_t *gen_p)
 {
     follow_t w = {0};
     int rc = MP_ERR;
@@ -186,6 +187,7 @@ int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender
             (unsigned long long)w.f.deltas_applied, (unsigned long long)w.f.snap_rows, (unsigned long long)w.f.refused,
             (unsigned long long)w.f.gaps);
     rc = follow_report(&w, s, zctx);
+    *gen_p = w.gen;
     if (rc == MP_OK && sn) { /* what it holds is what the next standby's snapshot gets */
         int *held = malloc((size_t)s->slots * sizeof *held);
         if (!held) rc = MP_FAIL("standby of stage %d: out of memory", s->stage);

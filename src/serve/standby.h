@@ -15,11 +15,12 @@
  * while the weights load is kept. MP_OK or MP_ERR. */
 int standby_arm(void);
 
-/* Follows until SIGUSR1 (standby_arm) or a WIRE_PROMOTE naming its stage and slot, then reports.
+/* Follows until SIGUSR1 (standby_arm) or a WIRE_PROMOTE naming its stage and a generation whose
+ * primary runs in its host slot (*gen_p: that generation), then reports.
  * It catches up first: a hello (WIRE_HELLO) to its primary, answered by a snapshot (snapshot.h),
  * sent again after 300 ms without an answer and whenever it lost a delta. MP_OK: promoted, dec
  * holds the durable state and sn (may be NULL) what each slot holds, for the next standby; MP_ERR:
  * the front end is gone or a link failed (reported). zctx: the process's ZeroMQ context. */
-int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn);
+int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn, uint64_t *gen_p);
 
 #endif

@@ -47,9 +47,11 @@
  * WIRE_CONFIRM: the front end's durable watermark to every standby; WIRE_REPORT: a promoted
  * standby's state to the front end (delta.h). With processes on several hosts (links.h, tcp):
  * WIRE_HEARTBEAT from every stage process to the front end (step: its role, 0 primary, 1 standby;
- * aux: its stage; durable: its host slot, links.h), WIRE_PROMOTE from the front end to all (aux: the
- * stage whose standby takes over; step: that standby's host slot; the stage's old primary, if it
- * still lives, exits). The catch-up (snapshot.h): WIRE_HELLO from a standby that (re)attaches to
+ * aux: its stage; durable: a primary's generation, the promotions of its stage it took over at, 0
+ * for the first; a standby's host slot, links.h), WIRE_PROMOTE from the front end to all (aux: the
+ * stage whose standby takes over; step: the stage's new generation g, whose primary runs in host
+ * slot g mod 2: the stage's first primary in slot 0, and each promotion swaps; the stage's older
+ * primary, if it still lives, exits). The catch-up (snapshot.h): WIRE_HELLO from a standby that (re)attaches to
  * its primary's ring input (aux: its generation), answered on the delta link by WIRE_SNAP (the
  * snapshot's header: per slot the positions held and the step of the last) and WIRE_CHUNK (rows of
  * keys and values of positions the header counted). */
