@@ -37,7 +37,7 @@ follows() {
 }
 
 # Requests of 200 tokens: each runs several times as long as a standby takes to start.
-N=96
+N=128
 serve ref --stages 1 --slots 8
 ok $? "a 1-stage reference server starts"
 "$TORCH_PYTHON" "$client" load "$URL" --requests $N --concurrency 8 --max-tokens 200 --out "$SCRATCH/ref.jsonl" > "$SCRATCH/c.out" 2>&1
