@@ -5,7 +5,7 @@
 # equal to a run without failures, and the second failover of each stage feeds few durable
 # positions again: the new standby got the older sequences from its primary's snapshot. (Before the
 # catch-up it held only the sequences begun after it started, and those requests resumed from
-# position 0: the check of the second failovers failed in 3 of 3 runs.)
+# position 0: the check of the second failovers failed in 6 of 6 runs.)
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_serve_init
 M="--set model.seq_len=256"
