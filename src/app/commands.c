@@ -76,10 +76,11 @@ static const command_t commands[] = {
      "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
      "  \"stream\"} (stream: server-sent events);\n"
      "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
-    {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2]",
+    {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2] [--slot 0|1]",
      "one serving stage (started by serve; the job secret comes in its environment; --standby 1: a standby, "
-     "2: a primary shipping state deltas to one)",
-     {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", "--standby", NULL}, ""},
+     "2: a primary shipping state deltas to one; --slot: on several hosts, the host slot it runs in, default 0 for "
+     "a primary and 1 for a standby; a standby restarted after a promotion runs in its dead primary's)",
+     {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", "--standby", "--slot", NULL}, ""},
     {"search",
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
      "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",

@@ -38,7 +38,7 @@ typedef struct {
     char *sets[MAX_SETS];
     const char *text, *out, *ckpt, *subnet, *method, *prompt;
     unsigned long long request_id;
-    int max_tokens, top_k, stages, slots, stage, standby, public;
+    int max_tokens, top_k, stages, slots, stage, standby, public, slot;
     const char *listen, *links;
     double temperature;
     int population, generations, seed_set;
@@ -62,7 +62,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
     c->alpha = -1.0;
     c->population = 8, c->generations = 4, c->mutation = 0.2;
     c->max_tokens = 64;
-    c->stages = 1, c->slots = 8, c->stage = -1;
+    c->stages = 1, c->slots = 8, c->stage = -1, c->slot = -1;
     const command_t *cmd = command_find(argv[1]);
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -95,6 +95,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--slots") && has_val) c->slots = atoi(argv[++i]);
         else if (!strcmp(a, "--stage") && has_val) c->stage = atoi(argv[++i]);
         else if (!strcmp(a, "--standby") && has_val) c->standby = atoi(argv[++i]);
+        else if (!strcmp(a, "--slot") && has_val) c->slot = atoi(argv[++i]);
         else if (!strcmp(a, "--listen") && has_val) c->listen = argv[++i];
         else if (!strcmp(a, "--links") && has_val) c->links = argv[++i];
         else if (!strcmp(a, "--public")) c->public = 1;
@@ -230,7 +231,7 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
     if (!strcmp(cmd, "serve") || !strcmp(cmd, "serve-stage")) {
         if (!c->run.deck_path || !c->ckpt) return MP_ERROR("%s needs -c DECK and --ckpt CKPT.h5", cmd), 2;
         const serve_opts_t s = {c->ckpt, c->out ? c->out : "serve", c->listen ? c->listen : "127.0.0.1:8080", c->links,
-                                c->stages, c->slots, c->stage, c->standby, c->public};
+                                c->stages, c->slots, c->stage, c->standby, c->public, c->slot};
         return !strcmp(cmd, "serve") ? serve_main(&c->run, &s) : serve_stage_main(&c->run, &s);
     }
     if (!strcmp(cmd, "inspect")) {

@@ -330,9 +330,29 @@ static const char *hosts_check(void *arg)
     return batcher_heartbeats(&c->b, c->why, sizeof c->why) >= 0 ? c->why : NULL;
 }
 
+/* Several hosts: DIR/serve.json: the front end, the links, and per stage the host slot (links.h)
+ * and host of its primary and of its standby (the slots swap roles at each promotion). */
+static int hosts_write_json(const serve_ctx_t *c)
+{
+    char path[4200], text[32768];
+    int n = snprintf(text, sizeof text, "{\"front_end\": {\"pid\": %d, \"address\": \"http://127.0.0.1:%d\"}, \"links\": \"%s\",\n"
+                     " \"stages\": [", (int)getpid(), c->http.port, c->s->links);
+    for (int k = 0; k < c->S && n < (int)sizeof text; k++) {
+        const int p = c->b.gen ? (int)(c->b.gen[k] % 2) : 0;
+        n += snprintf(text + n, sizeof text - (size_t)n,
+                      "%s\n  {\"stage\": %d, \"primary\": {\"slot\": %d, \"host\": \"%s\"}, \"standby\": {\"slot\": %d, "
+                      "\"host\": \"%s\"}}", k ? "," : "", k, p, c->l.host[1 + 2 * k + p], 1 - p, c->l.host[2 + 2 * k - p]);
+    }
+    if (n < (int)sizeof text) n += snprintf(text + n, sizeof text - (size_t)n, "\n ]}\n");
+    if (n >= (int)sizeof text) return MP_FAIL("serve.json: too many stages to describe");
+    snprintf(path, sizeof path, "%s/serve.json", c->s->out);
+    return publish_text(path, text);
+}
+
 /* Several hosts: the batcher's recover: every stage whose primary is silent has its standby
- * promoted by message; no process can be started from here, so a stage without a live standby
- * takes the pipeline down. MP_OK or MP_ERR. */
+ * promoted by message; the processes are started elsewhere (jobs/slurm/serve.sbatch starts a new
+ * standby where the dead one ran), so a stage without a live standby takes the pipeline down.
+ * MP_OK or MP_ERR. */
 static int hosts_recover(void *arg, uint64_t *promoted_p, uint64_t *restarted_p)
 {
     serve_ctx_t *c = arg;
@@ -342,6 +362,7 @@ static int hosts_recover(void *arg, uint64_t *promoted_p, uint64_t *restarted_p)
         if (batcher_promote(&c->b, k) != MP_OK) return MP_ERR;
         *promoted_p |= 1ull << k;
     }
+    hosts_write_json(c);
     return MP_OK;
 }
 
@@ -370,12 +391,8 @@ static int serve_start_hosts(serve_ctx_t *c, const model_cfg_t *cfg, const http_
         return MP_ERR;
     printf("serving %s on http://%s:%d: %d stage(s) on other hosts (%s), %d slots\n", c->s->ckpt, c->l.host[0],
            c->http.port, c->S, c->s->links, c->s->slots);
-    char path[4200], text[4096];
-    snprintf(path, sizeof path, "%s/serve.json", c->s->out);
-    snprintf(text, sizeof text, "{\"front_end\": {\"pid\": %d, \"address\": \"http://127.0.0.1:%d\"}, \"links\": \"%s\"}\n",
-             (int)getpid(), c->http.port, c->s->links);
     fflush(stdout);
-    return publish_text(path, text);
+    return hosts_write_json(c);
 }
 
 int serve_main(const run_opts_t *o, const serve_opts_t *s)
@@ -434,18 +451,21 @@ int serve_stage_main(const run_opts_t *o, const serve_opts_t *s)
         return MP_ERROR("serve-stage needs --stage in [0, --stages), --slots and --links (it is started by serve)"), 2;
     if (s->standby < 0 || s->standby > 2) return MP_ERROR("serve-stage --standby %d: 0, 1 (a standby) or 2 (a primary with one)", s->standby), 2;
     static links_t l;
-    char in[4200], out[4200], out2[4200], delta[4200], dbind[4200], confirm[4200], report[4200];
-    const int k = s->stage, role = s->standby == 1;
+    char in[4200], out[4200], out2[4200], delta[4200], dbind[4200], confirm[4200], report[4200], hello[4200];
+    const int k = s->stage, slot = s->slot >= 0 ? s->slot : s->standby == 1;
+    if (slot > 1) return MP_ERROR("serve-stage --slot %d: 0 or 1", s->slot), 2;
     if (links_parse(&l, s->links, s->stages) != MP_OK) return 2;
-    links_ep(&l, LINK_IN, k, role, in, sizeof in);
+    /* its own slot's input and deltas (bound as a primary); a standby's primary is the other slot */
+    links_ep(&l, LINK_IN, k, slot, in, sizeof in);
     links_ep(&l, LINK_IN, k + 1, 0, out, sizeof out);
     links_ep(&l, LINK_IN, k + 1, 1, out2, sizeof out2);
-    links_ep(&l, LINK_DELTA, k, 0, delta, sizeof delta);
-    links_ep(&l, LINK_DELTA, k, role, dbind, sizeof dbind);
+    links_ep(&l, LINK_DELTA, k, 1 - slot, delta, sizeof delta);
+    links_ep(&l, LINK_DELTA, k, slot, dbind, sizeof dbind);
+    links_ep(&l, LINK_IN, k, 1 - slot, hello, sizeof hello);
     links_ep(&l, LINK_CONFIRM, 0, 0, confirm, sizeof confirm);
     links_ep(&l, LINK_REPORT, 0, 0, report, sizeof report);
     sc.ckpt = s->ckpt, sc.in = in, sc.out = out, sc.stage = s->stage, sc.stages = s->stages, sc.slots = s->slots;
-    sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report;
+    sc.delta_ep = delta, sc.confirm_ep = confirm, sc.report_ep = report, sc.hello_ep = hello, sc.slot = slot;
     links_bindable(in, sizeof in), links_bindable(dbind, sizeof dbind);
     if (l.tcp) /* several hosts (links.h): the next stage's standby too, heartbeats, sends that never wait */
         sc.out2 = k + 1 < s->stages ? out2 : NULL, sc.delta_bind = dbind, sc.heartbeat_ms = 50;

@@ -11,6 +11,7 @@
 typedef struct {
     const char *ckpt, *out, *listen, *links;
     int stages, slots, stage, standby, public;
+    int slot;             /* serve-stage on several hosts: its host slot (links.h; −1: 0 for a primary, 1 for a standby) */
 } serve_opts_t;
 
 /* `mindpipe serve`: runs until SIGTERM or SIGUSR1. Returns the process exit code. */

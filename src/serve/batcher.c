@@ -244,6 +244,17 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
     return MP_OK;
 }
 
+/* A heartbeat (beat.h): when its stage's slot was last heard in its role. A primary's carries its
+ * generation (its slot: gen mod 2); one of an older generation than its stage's was replaced and
+ * is not the stage's primary. A standby's carries its slot. */
+static void heartbeat_take(batcher_t *b, const wire_hdr_t *h)
+{
+    if (!b->hb_seen || h->aux >= (uint64_t)b->stages || h->step >= 2) return;
+    const uint64_t k = h->aux;
+    if (h->step == 0 && h->durable == b->gen[k]) b->hb_seen[4 * k + 2 * (b->gen[k] % 2)] = perf_now();
+    if (h->step == 1 && h->durable < 2) b->hb_seen[4 * k + 2 * h->durable + 1] = perf_now();
+}
+
 /* Not under mu: the reports of the standbys promoted (bits of want), each within 5 s, into
  * b->rep_len and b->rep_last; *durable_p lowered to the oldest durable step reported. The stages
  * that reported. */
@@ -258,7 +269,7 @@ static uint64_t collect_reports(batcher_t *b, uint64_t want, uint64_t *durable_p
         if (rc <= 0) continue;
         const int k = (int)h.aux;
         if (h.kind == WIRE_HEARTBEAT) {
-            if (b->hb_seen && h.aux < (uint64_t)b->stages && h.step < 2) b->hb_seen[2 * k + (int)h.step] = perf_now();
+            heartbeat_take(b, &h);
             continue;
         }
         if (h.kind != WIRE_REPORT || h.aux >= (uint64_t)b->stages || !(want >> k & 1)) {
@@ -379,7 +390,9 @@ static void *batcher_main(void *arg)
             continue;
         }
         if (!n) { /* idle: a dead process is replaced now, not when the next request finds it */
-            confirm_publish(b, 0); /* the last steps' watermark: no step will carry it */
+            /* the last steps' watermark: no step will carry it; again every idle turn (100 ms), for a
+             * standby that attached since (its snapshot's rows wait for it, snapshot.h) */
+            confirm_publish(b, 1);
             struct timespec t;
             clock_gettime(CLOCK_REALTIME, &t);
             t.tv_nsec += 100000000L;
@@ -418,27 +431,35 @@ int batcher_heartbeats(batcher_t *b, char *why, size_t n)
     wire_hdr_t h;
     wire_row_t row;
     while (b->rep && wire_recv(b->rep, b->secret, 0, &h, &row, 1, NULL, 0) == 1)
-        if (h.kind == WIRE_HEARTBEAT && h.aux < (uint64_t)b->stages && h.step < 2)
-            b->hb_seen[2 * h.aux + h.step] = perf_now();
+        if (h.kind == WIRE_HEARTBEAT) heartbeat_take(b, &h);
         else MP_WARN("serving: dropped a message of kind %u on the report link outside a failover", h.kind);
     const double now = perf_now();
-    for (int k = 0; k < b->stages; k++)
-        if (now - b->hb_seen[2 * k] > 1e-3 * b->hb_timeout_ms) {
-            snprintf(why, n, "stage %d's primary missed its heartbeats for %.0f ms", k, 1e3 * (now - b->hb_seen[2 * k]));
+    for (int k = 0; k < b->stages; k++) {
+        /* the primary's slot heard as a primary; a process restarted there beats as a standby */
+        const int slot = (int)(b->gen[k] % 2);
+        const double seen = b->hb_seen[4 * k + 2 * slot];
+        if (now - seen > 1e-3 * b->hb_timeout_ms) {
+            snprintf(why, n, "stage %d's primary missed its heartbeats for %.0f ms (host slot %d)", k, 1e3 * (now - seen),
+                     slot);
             return k;
         }
+    }
     return -1;
 }
 
 int batcher_promote(batcher_t *b, int k)
 {
     const double now = perf_now();
-    if (now - b->hb_seen[2 * k + 1] > 1e-3 * b->hb_timeout_ms)
+    const int to = (int)((b->gen[k] + 1) % 2);
+    double *seen = b->hb_seen + 4 * k;
+    if (now - seen[2 * to + 1] > 1e-3 * b->hb_timeout_ms)
         return MP_FAIL("serving: stage %d has no standby heard from within %d ms to take over", k, b->hb_timeout_ms);
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, 0, 0, 0, (uint64_t)k, 0};
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, b->gen[k] + 1, 0, 0, (uint64_t)k, 0};
     if (wire_post(b->pub, b->secret, &h, NULL, NULL) != 1) return MP_FAIL("serving: the promotion of stage %d's standby was not sent", k);
-    MP_WARN("serving: the standby of stage %d takes over (promoted by message)", k);
-    b->hb_seen[2 * k] = now, b->hb_seen[2 * k + 1] = -1e9; /* it beats as the primary now; no standby is left */
+    MP_WARN("serving: the standby of stage %d takes over (promoted by message), host slot %d", k, to);
+    /* it beats as the primary now; the old primary's slot has no standby until a new one beats there */
+    b->gen[k]++;
+    seen[2 * to] = now, seen[2 * to + 1] = seen[2 * (1 - to)] = seen[2 * (1 - to) + 1] = -1e9;
     return MP_OK;
 }
 
@@ -448,7 +469,9 @@ static int batcher_hams_open(batcher_t *b, const batcher_links_t *links)
     if (!links->confirm) return MP_OK;
     const size_t n = (size_t)b->stages * (size_t)b->slots;
     b->hb_timeout_ms = links->hb_timeout_ms;
-    if (!(b->hb_seen = calloc(2 * (size_t)b->stages, sizeof *b->hb_seen))) return MP_FAIL("out of memory");
+    if (!(b->hb_seen = calloc(4 * (size_t)b->stages, sizeof *b->hb_seen)) ||
+        !(b->gen = calloc((size_t)b->stages, sizeof *b->gen)))
+        return MP_FAIL("out of memory");
     if (!(b->rep_len = calloc(n, sizeof *b->rep_len)) || !(b->rep_last = calloc(n, sizeof *b->rep_last)))
         return MP_FAIL("out of memory for the standbys' reports");
     ZMQ_TRY_PTR(b->pub = zmq_socket(b->zctx, ZMQ_PUB), err);
@@ -499,7 +522,7 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batch
     }
     b->timeout_ms = timeout_ms;
     b->steps = b->epoch = first + 1;
-    for (int k = 0; b->hb_seen && k < b->stages; k++) b->hb_seen[2 * k] = perf_now(); /* they answered */
+    for (int k = 0; b->hb_seen && k < b->stages; k++) b->hb_seen[4 * k] = perf_now(); /* they answered */
     if (pthread_create(&b->thread, NULL, batcher_main, b) != 0) {
         MP_ERROR("pthread_create for the batching thread failed");
         goto err;
@@ -537,9 +560,9 @@ void batcher_stop(batcher_t *b)
     if (b->rep) zmq_close(b->rep);
     if (b->zctx) zmq_ctx_term(b->zctx);
     evtrace_close(&b->trace);
-    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen);
+    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen), free(b->gen);
     b->push = b->pull = b->pub = b->rep = b->zctx = NULL, b->slot = NULL, b->rep_len = NULL, b->rep_last = NULL;
-    b->hb_seen = NULL;
+    b->hb_seen = NULL, b->gen = NULL;
 }
 
 void batcher_mark_down(batcher_t *b, const char *why)

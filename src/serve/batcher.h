@@ -75,7 +75,10 @@ typedef struct {
     uint64_t *rep_last;                   /* (stages, S): the step of its last row per slot */
     evtrace_t trace;                      /* the failover timeline */
     int hb_timeout_ms;                    /* several hosts: a primary silent this long is dead (0: off) */
-    double *hb_seen;                      /* (stages, 2): when each stage's primary and standby were last heard */
+    double *hb_seen;                      /* (stages, 2 host slots, 2 roles): when each slot's process was last
+                                           * heard as a primary (role 0) and as a standby (1) */
+    uint64_t *gen;                        /* (stages): promotions of each stage (its primary's generation; it
+                                           * runs in host slot gen mod 2, links.h: each promotion swaps) */
     int first_token_due;                  /* a failover ended: the next sampled token is traced */
     uint64_t epoch;                       /* replies to steps below it predate the last failover */
     int recovering;
@@ -112,8 +115,11 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batch
  * heartbeats that arrived; the first stage whose primary has been silent past the timeout, with
  * why (n bytes), or −1. */
 int batcher_heartbeats(batcher_t *b, char *why, size_t n);
-/* Promotes stage k's standby by message (WIRE_PROMOTE, which also stops a primary that still
- * lives). MP_OK, or MP_ERR when that standby has not been heard within the timeout (reported). */
+/* Promotes stage k's standby (the process in the host slot that is not the primary's) by message
+ * (WIRE_PROMOTE naming stage and slot, which also stops a primary that still lives); the slots swap
+ * roles, and a standby started later in the old primary's slot (jobs/slurm/serve.sbatch) is
+ * promoted by the next failover once its heartbeats are heard. MP_OK, or MP_ERR when no standby has
+ * been heard within the timeout (reported). */
 int batcher_promote(batcher_t *b, int k);
 
 /* Stops the thread, tells the stages to quit, fails what is left and closes the links. */

@@ -12,7 +12,8 @@
 
 typedef struct {
     void *hb, *fence;          /* PUSH to the front end's reports; SUB to its confirmations (primary) */
-    int stage, role, every_ms;
+    int stage, role, slot, every_ms;
+    uint64_t gen;              /* a primary's generation (stage_cfg_t) */
     double last;               /* when the last heartbeat left */
     const unsigned char *secret;
 } beat_t;
@@ -22,7 +23,8 @@ typedef struct {
 int beat_open(beat_t *b, void *zctx, const stage_cfg_t *s, int role);
 /* A heartbeat if one is due (dropped when the front end's queue is full). */
 void beat_tick(beat_t *b);
-/* 1 when the front end has promoted this stage's standby (so this primary must stop), else 0. */
+/* 1 when the front end has promoted this stage's standby (a newer generation than this primary's),
+ * so this primary must stop, else 0. */
 int beat_fenced(beat_t *b);
 void beat_close(beat_t *b);
 

@@ -5,12 +5,14 @@
  *   DIR                     one machine: ipc sockets in DIR (mode 0700), the front end forks the
  *                           stages; a standby binds its primary's socket path when promoted.
  *   tcp:PORT:H,H0,B0,H1,B1,…  one process per host (jobs/slurm/serve.sbatch): the front end on H, stage
- *                           k's primary on Hk and its standby on Bk; ports PORT (ring into the front
- *                           end), PORT+1 (confirmations), PORT+2 (reports and heartbeats), and for
- *                           stage k role r (0 primary, 1 standby) PORT+10+4k+2r (its input) and
- *                           PORT+11+4k+2r (its deltas). A standby binds its own input when promoted:
- *                           upstream connects to both of a stage's inputs and sends only on
- *                           completed connections (ZMQ_IMMEDIATE).
+ *                           k's host slot 0 on Hk (its first primary) and host slot 1 on Bk (its
+ *                           first standby); ports PORT (ring into the front end), PORT+1
+ *                           (confirmations), PORT+2 (reports and heartbeats), and for stage k slot r
+ *                           PORT+10+4k+2r (its input) and PORT+11+4k+2r (its deltas). The slots
+ *                           swap roles at each promotion (the primary of a stage's generation g runs
+ *                           in slot g mod 2); a standby connects to the other slot's deltas and binds
+ *                           its own input when promoted: upstream connects to both of a stage's
+ *                           inputs and sends only on completed connections (ZMQ_IMMEDIATE).
  */
 #ifndef MP_LINKS_H
 #define MP_LINKS_H
@@ -30,8 +32,8 @@ typedef struct {
 
 /* Parses --links for `stages` stages. MP_OK, or MP_ERR naming what is wrong. */
 int links_parse(links_t *l, const char *spec, int stages);
-/* Endpoint `what` of stage k (k = stages: the front end's ring input) in role r (0 primary, 1
- * standby; ipc ignores it) into buf (n bytes). LINK_CONFIRM and LINK_REPORT are the front end's
+/* Endpoint `what` of stage k (k = stages: the front end's ring input) in host slot r (0 or 1; ipc
+ * ignores it) into buf (n bytes). LINK_CONFIRM and LINK_REPORT are the front end's
  * (k, r ignored). */
 void links_ep(const links_t *l, int what, int k, int r, char *buf, size_t n);
 /* A tcp endpoint to bind: its host replaced by * (every interface of this host: a host name is

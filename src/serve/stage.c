@@ -1,12 +1,14 @@
 /* A serving stage's loop (stage.h). */
 #include "stage.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "beat.h"
 #include "delta.h"
+#include "snapshot.h"
 #include "standby.h"
 
 /* One step's rows through this stage's part: x holds the input hidden states (stage 0: nothing)
@@ -49,7 +51,19 @@ static int stage_wait_ms(const stage_cfg_t *s, int due_ms)
     return due_ms >= 0 && due_ms < wait ? due_ms : wait;
 }
 
-static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out, void *dsock, beat_t *beat)
+/* A standby's hello (gen) at this primary: a snapshot for it (none without a standby's link). */
+static int stage_hello(const stage_cfg_t *s, snap_sender_t *sn, delta_shipper_t *ship, uint64_t gen, uint64_t wm)
+{
+    if (!ship->sock) return MP_WARN("stage %d: a standby's hello, but this primary ships no deltas", s->stage), MP_OK;
+    int n = 0, seqs = 0;
+    for (int k = 0; k < sn->slots; k++) n += sn->len[k], seqs += sn->len[k] > 0;
+    fprintf(stderr, "mindpipe: serving: stage %d's primary (pid %d) sends its standby a snapshot: %d positions of %d "
+            "sequences after step %llu\n", s->stage, (int)getpid(), n, seqs, (unsigned long long)ship->chain);
+    return snap_begin(sn, ship, s->secret, gen, wm);
+}
+
+static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out, void *dsock, beat_t *beat,
+                      snap_sender_t *sn)
 {
     const int S = s->slots, C = dec->cfg.dim, V = dec->cfg.vocab;
     const pid_t parent = getppid();
@@ -59,6 +73,7 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
     float *x = malloc((size_t)S * C * sizeof(float)), *logits = malloc((size_t)S * V * sizeof(float));
     int *tok = malloc((size_t)S * sizeof(int)), *slot = malloc((size_t)S * sizeof(int)), *pos = malloc((size_t)S * sizeof(int));
     int rc = rows && x && logits && tok && slot && pos ? MP_OK : MP_FAIL("stage %d: out of memory", s->stage);
+    uint64_t wm = 0; /* the front end's watermark, as the last step carried it */
     while (rc == MP_OK) {
         wire_hdr_t h;
         beat_tick(beat);
@@ -68,7 +83,15 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
         }
         int due;
         if ((rc = delta_flush(&ship, 0, &due)) != MP_OK) break;
-        const int got = wire_recv(in, s->secret, stage_wait_ms(s, due), &h, rows, S, x, (size_t)S * C);
+        /* a snapshot being sent: a chunk whenever no step came within 1 ms (one per step while busy,
+         * below); paced, so an idle primary does not fill ZeroMQ's queue (1000 messages) faster than
+         * its standby empties it, which would drop chunks and start the snapshot over */
+        const int chunks = dsock && snap_pending(sn);
+        const int got = wire_recv(in, s->secret, chunks ? 1 : stage_wait_ms(s, due), &h, rows, S, x, (size_t)S * C);
+        if (got == 0 && chunks) {
+            rc = snap_ship_chunk(sn, &ship, dec, s->secret, wm);
+            continue;
+        }
         if (got == 0) {
             /* on one machine the front end is this process's parent: reparented means it died */
             if (!s->heartbeat_ms && getppid() != parent)
@@ -80,12 +103,19 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
             stage_send(s, out, &h, NULL, NULL);
             break;
         }
+        else if (h.kind == WIRE_HELLO) rc = stage_hello(s, sn, &ship, h.aux, wm);
         else if (h.width != (dec->has_embed ? 0 : C)) rc = MP_FAIL("stage %d: a step of width %d, expected %d", s->stage, h.width, dec->has_embed ? 0 : C);
         else if ((rc = stage_rows_ok(dec, rows, h.B)) == MP_OK) {
             h.width = stage_compute(dec, rows, h.B, x, logits, tok, slot, pos);
             rc = stage_send(s, out, &h, rows, dec->has_final ? logits : x);
-            /* after the send: the delta is off the critical path (a primary with a standby) */
-            if (rc == MP_OK) rc = delta_ship(&ship, dec, s->secret, &h, rows);
+            /* after the send: the delta is off the critical path (a primary with a standby); what the
+             * slots hold is tracked before a snapshot's chunk reads the cache */
+            if (rc == MP_OK && dsock) {
+                snap_track(sn, rows, h.B, h.step);
+                wm = h.durable > wm ? h.durable : wm;
+                rc = delta_ship(&ship, dec, s->secret, &h, rows);
+                if (rc == MP_OK && snap_pending(sn)) rc = snap_ship_chunk(sn, &ship, dec, s->secret, wm);
+            }
         }
     }
     delta_shipper_close(&ship);
@@ -93,17 +123,21 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
     return rc;
 }
 
-int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
+int stage_run(const model_cfg_t *model, const stage_cfg_t *cfg)
 {
+    stage_cfg_t me = *cfg; /* a standby promoted by message takes its generation */
+    const stage_cfg_t *s = &me;
     decoder_t dec;
     const int first = s->stage == 0, last = s->stage == s->stages - 1;
     if (decoder_create(&dec, model, s->layer0, s->nlayers, first, last, s->slots) != MP_OK) return MP_ERR;
     int rc = MP_ERR;
     void *ctx = NULL, *in = NULL, *out = NULL, *dsock = NULL;
     beat_t beat = {0};
+    snap_sender_t sn = {0};
     if (decoder_load(&dec, s->ckpt, NULL) != MP_OK) goto err_free_decoder;
+    if (s->deltas && snap_init(&sn, &dec) != MP_OK) goto err_free_decoder;
     ZMQ_TRY_PTR(ctx = zmq_ctx_new(), err_free_decoder);
-    if (s->standby && standby_follow(&dec, s, ctx) != MP_OK) goto err_close;
+    if (s->standby && standby_follow(&dec, s, ctx, s->deltas ? &sn : NULL, &me.gen) != MP_OK) goto err_close;
     ZMQ_TRY_PTR(in = zmq_socket(ctx, ZMQ_PULL), err_close);
     ZMQ_TRY_PTR(out = zmq_socket(ctx, ZMQ_PUSH), err_close);
     if (wire_socket_opts(in) != MP_OK || wire_socket_opts(out) != MP_OK) goto err_close;
@@ -117,7 +151,7 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
         ZMQ_TRY(zmq_bind(dsock, s->delta_bind ? s->delta_bind : s->delta_ep), err_close);
     }
     if (beat_open(&beat, ctx, s, 0) != MP_OK) goto err_close;
-    rc = stage_loop(&dec, s, in, out, dsock, &beat);
+    rc = stage_loop(&dec, s, in, out, dsock, &beat, &sn);
 err_close:
     beat_close(&beat);
     if (in) zmq_close(in);
@@ -125,6 +159,7 @@ err_close:
     if (dsock) zmq_close(dsock);
     if (ctx) zmq_ctx_term(ctx);
 err_free_decoder:
+    snap_free(&sn);
     decoder_destroy(&dec);
     return rc;
 }

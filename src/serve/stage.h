@@ -22,6 +22,13 @@ typedef struct {
      * and re-sent by the failover) */
     const char *out2, *delta_bind;
     int heartbeat_ms;
+    /* A standby's hello (snapshot.h) goes to its primary's ring input, hello_ep; slot: the host slot
+     * this process runs in (links.h: 0 or 1; the roles of a stage's two slots swap at a promotion) */
+    const char *hello_ep;
+    int slot;
+    uint64_t gen;                           /* several hosts: the promotions of its stage this process took
+                                             * over at (0: the first primary; a promoted standby takes its
+                                             * promotion's), in its heartbeats */
     int stage, stages, slots;
     int layer0, nlayers;
     int standby;                            /* 1: follow the primary until promoted (standby.h) */

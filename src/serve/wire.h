@@ -47,17 +47,24 @@
  * WIRE_CONFIRM: the front end's durable watermark to every standby; WIRE_REPORT: a promoted
  * standby's state to the front end (delta.h). With processes on several hosts (links.h, tcp):
  * WIRE_HEARTBEAT from every stage process to the front end (step: its role, 0 primary, 1 standby;
- * aux: its stage), WIRE_PROMOTE from the front end to all (aux: the stage whose standby takes over;
- * that stage's old primary, if it still lives, exits). */
+ * aux: its stage; durable: a primary's generation, the promotions of its stage it took over at, 0
+ * for the first; a standby's host slot, links.h), WIRE_PROMOTE from the front end to all (aux: the
+ * stage whose standby takes over; step: the stage's new generation g, whose primary runs in host
+ * slot g mod 2: the stage's first primary in slot 0, and each promotion swaps; the stage's older
+ * primary, if it still lives, exits). The catch-up (snapshot.h): WIRE_HELLO from a standby that (re)attaches to
+ * its primary's ring input (aux: its generation), answered on the delta link by WIRE_SNAP (the
+ * snapshot's header: per slot the positions held and the step of the last) and WIRE_CHUNK (rows of
+ * keys and values of positions the header counted). */
 enum { WIRE_STEP = 1, WIRE_QUIT = 2, WIRE_DELTA = 3, WIRE_CONFIRM = 4, WIRE_REPORT = 5, WIRE_HEARTBEAT = 6,
-       WIRE_PROMOTE = 7 };
+       WIRE_PROMOTE = 7, WIRE_HELLO = 8, WIRE_SNAP = 9, WIRE_CHUNK = 10 };
 
 typedef struct {
     uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_* */
     uint64_t step;          /* the front end's step counter (a reply carries its request's) */
     int32_t B, width;       /* rows; floats per row that follow (0: none) */
     uint64_t aux;           /* WIRE_DELTA: the step of the delta sent before it (its chain); WIRE_REPORT:
-                             * the reporting stage; else 0 */
+                             * the reporting stage; WIRE_HELLO, WIRE_SNAP, WIRE_CHUNK: the standby's
+                             * generation (snapshot.h); else 0 */
     uint64_t durable;       /* WIRE_STEP and the WIRE_DELTA made from it: the front end's durable watermark
                              * (the last step whose logits had come back) when it sent the step, so a
                              * standby learns it from the deltas that flow anyway; else 0 */
