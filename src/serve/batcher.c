@@ -244,6 +244,25 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
     return MP_OK;
 }
 
+/* A heartbeat h (beat.h): when its sender was last heard. A primary of an older generation than its
+ * stage's was replaced but lives (its host was cut off and came back; the WIRE_PROMOTE that would
+ * have stopped it went with the dropped connection): it is not taken for the stage's primary, and
+ * is told again (WIRE_FENCE), until it exits. */
+static void heartbeat_take(batcher_t *b, const wire_hdr_t *h)
+{
+    if (!b->hb_seen || h->aux >= (uint64_t)b->stages || h->step >= 2) return;
+    const int k = (int)h->aux, role = (int)h->step;
+    if (role == 0 && h->durable < b->gen[k]) {
+        const wire_hdr_t f = {WIRE_MAGIC, WIRE_FENCE, b->gen[k], 0, 0, (uint64_t)k, 0};
+        if (wire_post(b->pub, b->secret, &f, NULL, NULL) == 1 && b->fence_told < b->gen[k])
+            MP_WARN("serving: a replaced primary of stage %d (generation %llu) is heard again; told to exit", k,
+                    (unsigned long long)h->durable);
+        b->fence_told = b->gen[k];
+        return;
+    }
+    b->hb_seen[2 * k + role] = perf_now();
+}
+
 /* Not under mu: the reports of the standbys promoted (bits of want), each within 5 s, into
  * b->rep_len and b->rep_last; *durable_p lowered to the oldest durable step reported. The stages
  * that reported. */
@@ -258,7 +277,7 @@ static uint64_t collect_reports(batcher_t *b, uint64_t want, uint64_t *durable_p
         if (rc <= 0) continue;
         const int k = (int)h.aux;
         if (h.kind == WIRE_HEARTBEAT) {
-            if (b->hb_seen && h.aux < (uint64_t)b->stages && h.step < 2) b->hb_seen[2 * k + (int)h.step] = perf_now();
+            heartbeat_take(b, &h);
             continue;
         }
         if (h.kind != WIRE_REPORT || h.aux >= (uint64_t)b->stages || !(want >> k & 1)) {
@@ -418,8 +437,7 @@ int batcher_heartbeats(batcher_t *b, char *why, size_t n)
     wire_hdr_t h;
     wire_row_t row;
     while (b->rep && wire_recv(b->rep, b->secret, 0, &h, &row, 1, NULL, 0) == 1)
-        if (h.kind == WIRE_HEARTBEAT && h.aux < (uint64_t)b->stages && h.step < 2)
-            b->hb_seen[2 * h.aux + h.step] = perf_now();
+        if (h.kind == WIRE_HEARTBEAT) heartbeat_take(b, &h);
         else MP_WARN("serving: dropped a message of kind %u on the report link outside a failover", h.kind);
     const double now = perf_now();
     for (int k = 0; k < b->stages; k++)
@@ -435,9 +453,18 @@ int batcher_promote(batcher_t *b, int k)
     const double now = perf_now();
     if (now - b->hb_seen[2 * k + 1] > 1e-3 * b->hb_timeout_ms)
         return MP_FAIL("serving: stage %d has no standby heard from within %d ms to take over", k, b->hb_timeout_ms);
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, 0, 0, 0, (uint64_t)k, 0};
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_PROMOTE, b->gen[k] + 1, 0, 0, (uint64_t)k, 0};
     if (wire_post(b->pub, b->secret, &h, NULL, NULL) != 1) return MP_FAIL("serving: the promotion of stage %d's standby was not sent", k);
+    b->gen[k]++;
     MP_WARN("serving: the standby of stage %d takes over (promoted by message)", k);
+    /* no step goes to the old primary: one cut off but alive would hold them (its connection looks
+     * open until ZeroMQ's heartbeat times out, 5 s), and take them again once reconnected */
+    if (k == 0 && b->first_ep[0]) {
+        if (zmq_disconnect(b->push, b->first_ep) != 0)
+            MP_WARN("serving: disconnecting from stage 0's old primary (%s): %s", b->first_ep, zmq_strerror(zmq_errno()));
+        else MP_WARN("serving: no step goes to stage 0's old primary (%s) any more", b->first_ep);
+        b->first_ep[0] = 0;
+    }
     b->hb_seen[2 * k] = now, b->hb_seen[2 * k + 1] = -1e9; /* it beats as the primary now; no standby is left */
     return MP_OK;
 }
@@ -448,7 +475,8 @@ static int batcher_hams_open(batcher_t *b, const batcher_links_t *links)
     if (!links->confirm) return MP_OK;
     const size_t n = (size_t)b->stages * (size_t)b->slots;
     b->hb_timeout_ms = links->hb_timeout_ms;
-    if (!(b->hb_seen = calloc(2 * (size_t)b->stages, sizeof *b->hb_seen))) return MP_FAIL("out of memory");
+    if (!(b->hb_seen = calloc(2 * (size_t)b->stages, sizeof *b->hb_seen)) || !(b->gen = calloc((size_t)b->stages, sizeof *b->gen)))
+        return MP_FAIL("out of memory");
     if (!(b->rep_len = calloc(n, sizeof *b->rep_len)) || !(b->rep_last = calloc(n, sizeof *b->rep_last)))
         return MP_FAIL("out of memory for the standbys' reports");
     ZMQ_TRY_PTR(b->pub = zmq_socket(b->zctx, ZMQ_PUB), err);
@@ -485,6 +513,7 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batch
     if (links->to_first2 && wire_immediate(b->push) != MP_OK) goto err;
     ZMQ_TRY(zmq_connect(b->push, to_first), err);
     if (links->to_first2) ZMQ_TRY(zmq_connect(b->push, links->to_first2), err);
+    if (links->to_first2) snprintf(b->first_ep, sizeof b->first_ep, "%s", to_first);
     if (batcher_hams_open(b, links) != MP_OK || evtrace_open(&b->trace, links->trace) != MP_OK) goto err;
     char why[256];
     b->timeout_ms = ready_ms;
@@ -537,9 +566,9 @@ void batcher_stop(batcher_t *b)
     if (b->rep) zmq_close(b->rep);
     if (b->zctx) zmq_ctx_term(b->zctx);
     evtrace_close(&b->trace);
-    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen);
+    free(b->slot), free(b->rep_len), free(b->rep_last), free(b->hb_seen), free(b->gen);
     b->push = b->pull = b->pub = b->rep = b->zctx = NULL, b->slot = NULL, b->rep_len = NULL, b->rep_last = NULL;
-    b->hb_seen = NULL;
+    b->hb_seen = NULL, b->gen = NULL;
 }
 
 void batcher_mark_down(batcher_t *b, const char *why)

@@ -76,6 +76,9 @@ typedef struct {
     evtrace_t trace;                      /* the failover timeline */
     int hb_timeout_ms;                    /* several hosts: a primary silent this long is dead (0: off) */
     double *hb_seen;                      /* (stages, 2): when each stage's primary and standby were last heard */
+    uint64_t *gen;                        /* (stages): promotions of each stage (its primary's generation) */
+    uint64_t fence_told;                  /* the last generation a replaced primary was told of (logged once) */
+    char first_ep[300];                   /* several hosts: stage 0's first primary's input (disconnected when replaced) */
     int first_token_due;                  /* a failover ended: the next sampled token is traced */
     uint64_t epoch;                       /* replies to steps below it predate the last failover */
     int recovering;
@@ -113,7 +116,8 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batch
  * why (n bytes), or −1. */
 int batcher_heartbeats(batcher_t *b, char *why, size_t n);
 /* Promotes stage k's standby by message (WIRE_PROMOTE, which also stops a primary that still
- * lives). MP_OK, or MP_ERR when that standby has not been heard within the timeout (reported). */
+ * lives, and makes upstream stop sending to it: stage 0's is disconnected here). MP_OK, or MP_ERR
+ * when that standby has not been heard within the timeout (reported). */
 int batcher_promote(batcher_t *b, int k);
 
 /* Stops the thread, tells the stages to quit, fails what is left and closes the links. */

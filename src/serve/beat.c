@@ -9,7 +9,7 @@
 int beat_open(beat_t *b, void *zctx, const stage_cfg_t *s, int role)
 {
     memset(b, 0, sizeof *b);
-    b->stage = s->stage, b->role = role, b->every_ms = s->heartbeat_ms, b->secret = s->secret;
+    b->stage = s->stage, b->role = role, b->every_ms = s->heartbeat_ms, b->secret = s->secret, b->gen = s->gen;
     if (!b->every_ms) return MP_OK;
     ZMQ_TRY_PTR(b->hb = zmq_socket(zctx, ZMQ_PUSH), err);
     if (wire_socket_opts(b->hb) != MP_OK) goto err;
@@ -29,7 +29,7 @@ err:
 void beat_tick(beat_t *b)
 {
     if (!b->hb || perf_now() - b->last < 1e-3 * b->every_ms) return;
-    const wire_hdr_t h = {WIRE_MAGIC, WIRE_HEARTBEAT, (uint64_t)b->role, 0, 0, (uint64_t)b->stage, 0};
+    const wire_hdr_t h = {WIRE_MAGIC, WIRE_HEARTBEAT, (uint64_t)b->role, 0, 0, (uint64_t)b->stage, b->gen};
     wire_post(b->hb, b->secret, &h, NULL, NULL);
     b->last = perf_now();
 }
@@ -39,8 +39,10 @@ int beat_fenced(beat_t *b)
     wire_hdr_t h;
     wire_row_t row;
     float x;
-    while (b->fence && wire_recv(b->fence, b->secret, 0, &h, &row, 1, &x, 1) == 1)
-        if (h.kind == WIRE_PROMOTE && h.aux == (uint64_t)b->stage) return 1;
+    while (b->fence && wire_recv(b->fence, b->secret, 0, &h, &row, 1, &x, 1) == 1) {
+        if ((h.kind == WIRE_PROMOTE || h.kind == WIRE_FENCE) && h.aux == (uint64_t)b->stage && h.step > b->gen) return 1;
+        if (h.kind == WIRE_PROMOTE && h.aux == (uint64_t)b->stage + 1 && !b->next_promoted) b->next_promoted = 1;
+    }
     return 0;
 }
 

@@ -3,8 +3,11 @@
  * heartbeat (WIRE_HEARTBEAT: role and stage) every few tens of milliseconds, and one that misses
  * them is taken for dead. A primary taken for dead that still lives (a stalled host) must not go on
  * computing beside its promoted standby: it listens to the front end's PUB and exits when that
- * promotes its stage's standby (WIRE_PROMOTE). On one machine (every_ms 0) all of this is off: the
- * front end reaps its children instead. */
+ * promotes its stage's standby (WIRE_PROMOTE), or, if that message was lost with a connection
+ * dropped while its host was cut off, when the front end hears its heartbeat again and tells it
+ * that its stage has a newer generation (WIRE_FENCE). A primary whose next stage is promoted stops
+ * sending to that stage's old primary (next_promoted). On one machine (every_ms 0) all of this is
+ * off: the front end reaps its children instead. */
 #ifndef MP_BEAT_H
 #define MP_BEAT_H
 
@@ -13,6 +16,8 @@
 typedef struct {
     void *hb, *fence;          /* PUSH to the front end's reports; SUB to its confirmations (primary) */
     int stage, role, every_ms;
+    uint64_t gen;              /* its generation (stage_cfg_t), in every heartbeat */
+    int next_promoted;         /* 1: the next stage's standby was promoted (the caller disconnects) */
     double last;               /* when the last heartbeat left */
     const unsigned char *secret;
 } beat_t;
@@ -22,7 +27,8 @@ typedef struct {
 int beat_open(beat_t *b, void *zctx, const stage_cfg_t *s, int role);
 /* A heartbeat if one is due (dropped when the front end's queue is full). */
 void beat_tick(beat_t *b);
-/* 1 when the front end has promoted this stage's standby (so this primary must stop), else 0. */
+/* 1 when the front end has promoted this stage's standby or named a newer generation of this stage
+ * (so this primary must stop), else 0; sets next_promoted when the next stage's standby was. */
 int beat_fenced(beat_t *b);
 void beat_close(beat_t *b);
 

@@ -66,6 +66,12 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
             rc = MP_FAIL("stage %d: the front end promoted this stage's standby (heartbeats missed); exiting", s->stage);
             break;
         }
+        if (beat->next_promoted == 1) { /* its old primary may live, cut off: nothing more goes there */
+            if (zmq_disconnect(out, s->out) != 0)
+                MP_WARN("stage %d: disconnecting from the next stage's old primary: %s", s->stage, zmq_strerror(zmq_errno()));
+            else MP_WARN("stage %d: no step goes to the next stage's old primary (%s) any more", s->stage, s->out);
+            beat->next_promoted = 2;
+        }
         int due;
         if ((rc = delta_flush(&ship, 0, &due)) != MP_OK) break;
         const int got = wire_recv(in, s->secret, stage_wait_ms(s, due), &h, rows, S, x, (size_t)S * C);
@@ -93,8 +99,11 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
     return rc;
 }
 
-int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
+int stage_run(const model_cfg_t *model, const stage_cfg_t *cfg)
 {
+    stage_cfg_t me = *cfg; /* a promoted standby takes its generation */
+    const stage_cfg_t *s = &me;
+    int next_promoted = 0;
     decoder_t dec;
     const int first = s->stage == 0, last = s->stage == s->stages - 1;
     if (decoder_create(&dec, model, s->layer0, s->nlayers, first, last, s->slots) != MP_OK) return MP_ERR;
@@ -103,13 +112,13 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
     beat_t beat = {0};
     if (decoder_load(&dec, s->ckpt, NULL) != MP_OK) goto err_free_decoder;
     ZMQ_TRY_PTR(ctx = zmq_ctx_new(), err_free_decoder);
-    if (s->standby && standby_follow(&dec, s, ctx) != MP_OK) goto err_close;
+    if (s->standby && standby_follow(&dec, s, ctx, &me.gen, &next_promoted) != MP_OK) goto err_close;
     ZMQ_TRY_PTR(in = zmq_socket(ctx, ZMQ_PULL), err_close);
     ZMQ_TRY_PTR(out = zmq_socket(ctx, ZMQ_PUSH), err_close);
     if (wire_socket_opts(in) != MP_OK || wire_socket_opts(out) != MP_OK) goto err_close;
     ZMQ_TRY(zmq_bind(in, s->in), err_close);
     if (s->out2 && wire_immediate(out) != MP_OK) goto err_close;
-    ZMQ_TRY(zmq_connect(out, s->out), err_close);
+    if (!next_promoted) ZMQ_TRY(zmq_connect(out, s->out), err_close); /* else replaced: its standby only */
     if (s->out2) ZMQ_TRY(zmq_connect(out, s->out2), err_close);
     if (s->deltas) { /* bound here, so a new standby finds this primary wherever it starts */
         ZMQ_TRY_PTR(dsock = zmq_socket(ctx, ZMQ_PUSH), err_close);
@@ -117,6 +126,7 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *s)
         ZMQ_TRY(zmq_bind(dsock, s->delta_bind ? s->delta_bind : s->delta_ep), err_close);
     }
     if (beat_open(&beat, ctx, s, 0) != MP_OK) goto err_close;
+    beat.next_promoted = next_promoted ? 2 : 0;
     rc = stage_loop(&dec, s, in, out, dsock, &beat);
 err_close:
     beat_close(&beat);

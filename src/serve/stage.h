@@ -26,6 +26,8 @@ typedef struct {
     int layer0, nlayers;
     int standby;                            /* 1: follow the primary until promoted (standby.h) */
     int deltas;                             /* 1: ship a state delta after every step (a primary with a standby) */
+    uint64_t gen;                           /* several hosts: promotions of this stage this process has seen
+                                             * (0 for the first primary; a promoted standby takes its promotion's) */
     unsigned char secret[WIRE_SECRET_BYTES];
 } stage_cfg_t;
 

@@ -45,6 +45,8 @@ typedef struct {
     wire_row_t *rows;      /* (2S): a delta's rows, or the report */
     float *x;              /* (S, width) */
     delta_follower_t f;
+    uint64_t gen;          /* the stage's generation its promotion gave */
+    int next_promoted;     /* the next stage's standby was promoted */
 } follow_t;
 
 /* One message from sock if there is one (waiting up to timeout_ms): a delta, a confirmation, a
@@ -59,9 +61,11 @@ static int follow_one(follow_t *w, decoder_t *dec, const stage_cfg_t *s, void *s
     if (got == 0) return 0;
     const uint64_t before = w->f.deltas_applied;
     if (sock == w->deltas && h.kind == WIRE_DELTA) delta_follower_take(&w->f, dec, &h, w->rows, w->x);
-    else if (sock == w->confirms && h.kind == WIRE_PROMOTE && h.aux == (uint64_t)s->stage) promoted = 1;
-    else if (sock == w->confirms && h.kind == WIRE_PROMOTE) {
-    } /* another stage's */
+    else if (sock == w->confirms && h.kind == WIRE_PROMOTE && h.aux == (uint64_t)s->stage) promoted = 1, w->gen = h.step;
+    else if (sock == w->confirms && h.kind == WIRE_PROMOTE) /* another stage's */
+        w->next_promoted |= h.aux == (uint64_t)s->stage + 1;
+    else if (sock == w->confirms && h.kind == WIRE_FENCE) {
+    } /* for primaries */
     else if (sock == w->confirms && h.kind == WIRE_QUIT) return MP_ERR; /* the front end stops */
     else if (sock == w->confirms && h.kind == WIRE_CONFIRM && h.B == 0) delta_follower_confirm(&w->f, dec, h.step);
     else w->f.refused++, MP_WARN("standby of stage %d: refused a message of kind %u on its %s link", s->stage, h.kind,
@@ -124,7 +128,7 @@ out:
     return rc;
 }
 
-int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx)
+int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, uint64_t *gen_p, int *next_promoted_p)
 {
     follow_t w = {0};
     int rc = MP_ERR;
@@ -151,6 +155,7 @@ int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx)
             "%llu gaps)", s->stage, (unsigned long long)w.f.applied, (unsigned long long)w.f.deltas_applied,
             (unsigned long long)w.f.refused, (unsigned long long)w.f.gaps);
     rc = follow_report(&w, s, zctx);
+    *gen_p = w.gen, *next_promoted_p = w.next_promoted;
 out:
     if (w.deltas) zmq_close(w.deltas);
     if (w.confirms) zmq_close(w.confirms);

@@ -13,9 +13,11 @@
  * while the weights load is kept. MP_OK or MP_ERR. */
 int standby_arm(void);
 
-/* Follows until SIGUSR1 (standby_arm), then reports. MP_OK:
- * promoted, dec holds the durable state; MP_ERR: the front end is gone or a link failed
- * (reported). zctx: the process's ZeroMQ context. */
-int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx);
+/* Follows until SIGUSR1 (standby_arm) or its WIRE_PROMOTE, then reports. MP_OK: promoted, dec
+ * holds the durable state, *gen_p the stage's generation it takes (from WIRE_PROMOTE; 0 on one
+ * machine), *next_promoted_p 1 if the next stage's standby was promoted while it followed (its old
+ * primary is not to be sent to); MP_ERR: the front end is gone or a link failed (reported). zctx:
+ * the process's ZeroMQ context. */
+int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, uint64_t *gen_p, int *next_promoted_p);
 
 #endif

@@ -47,10 +47,14 @@
  * WIRE_CONFIRM: the front end's durable watermark to every standby; WIRE_REPORT: a promoted
  * standby's state to the front end (delta.h). With processes on several hosts (links.h, tcp):
  * WIRE_HEARTBEAT from every stage process to the front end (step: its role, 0 primary, 1 standby;
- * aux: its stage), WIRE_PROMOTE from the front end to all (aux: the stage whose standby takes over;
- * that stage's old primary, if it still lives, exits). */
+ * aux: its stage; durable: its generation, the promotions of its stage it has seen), WIRE_PROMOTE
+ * from the front end to all (aux: the stage whose standby takes over; step: the stage's new
+ * generation; that stage's old primary, if it still lives, exits; upstream stops sending to it),
+ * WIRE_FENCE from the front end to all (aux: a stage; step: its generation), sent when a primary of
+ * an older generation is heard again (a host cut off that came back, its WIRE_PROMOTE lost with the
+ * connection): that primary exits. */
 enum { WIRE_STEP = 1, WIRE_QUIT = 2, WIRE_DELTA = 3, WIRE_CONFIRM = 4, WIRE_REPORT = 5, WIRE_HEARTBEAT = 6,
-       WIRE_PROMOTE = 7 };
+       WIRE_PROMOTE = 7, WIRE_FENCE = 8 };
 
 typedef struct {
     uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_* */
