@@ -1,0 +1,148 @@
+#!/bin/bash
+# jobs/slurm/serve.sbatch under a real Slurm of 5 nodes on this machine (validation/slurm_harness.sh,
+# slurm_start_nodes: each node a network and UTS namespace with its own address 10.77.0.K and host
+# name nodeK, one slurmd each, linked by veths on a bridge; namespaces of one kernel on the same
+# cores, not separate hardware): `sbatch -N 5` puts the front end on node1, stage 0's primary and
+# standby on node2 and node3, stage 1's on node4 and node5, linked over TCP between the namespaces.
+# Completions are bitwise equal to a one-process server's; then
+#   (a) a whole host dies: every process of node4 (stage 1's primary) but its slurmd is killed with
+#       SIGKILL (the node stays in the allocation, as a host whose workload crashed would); the
+#       front end misses the heartbeats, promotes node5's standby, and every request is answered,
+#       bitwise equal;
+#   (b) a partition: node2 (stage 0's primary, alive) is cut off (its veth down) for longer than
+#       ZeroMQ's 5 s heartbeat timeout; the front end promotes node3's standby and serves on; when
+#       the link comes back the old primary, still running, must not change any completion and must
+#       quit (it was replaced).
+# Needs root (namespaces, slurmd) and the packages of .ci/deps.sh.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+. "$MP_SRCDIR/validation/slurm_harness.sh"
+mp_serve_init
+trap 'slurm_stop_nodes; for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"' EXIT
+sbatch_script="$MP_SRCDIR/jobs/slurm/serve.sbatch"
+N=${MP_NODES_REQUESTS:-500}
+
+"$MINDPIPE" train -c "$deck" --set model.seq_len=64 --set data.path="$data" --set train.steps=100 --set train.batch=8 \
+    --set train.micro_batch=8 --set train.warmup=20 --quiet --out "$SCRATCH/run" > "$SCRATCH/train.log" 2>&1
+ok $? "train a 2-layer model 100 steps"
+CK="$SCRATCH/run/ckpt/step_00000100.h5"
+
+"$MINDPIPE" serve -c "$deck" --set model.seq_len=64 --ckpt "$CK" --stages 1 --slots 8 --listen 127.0.0.1:0 \
+    --out "$SCRATCH/ref" > "$SCRATCH/ref.log" 2>&1 &
+ref=$!; pids="$pids $ref"
+U=$(mp_serve_url "$SCRATCH/ref" $ref)
+"$TORCH_PYTHON" "$client" load "$U" --requests "$N" --concurrency 8 --out "$SCRATCH/ref.jsonl" > "$SCRATCH/c.out" 2>&1
+ok $? "the reference: $N requests on a one-process server ($(cat "$SCRATCH/c.out"))"
+kill -TERM $ref; wait $ref
+
+slurm_start_nodes "$SCRATCH/slurm" 5
+ok $? "a Slurm of 5 nodes started (5 namespaces node1..node5 on a bridge, a slurmd each, slurmctld, munge)"
+
+# stage_pid K ROLE: the pid of the serve-stage process in node K's namespace (empty if none)
+stage_pid() {
+    for p in $(ip netns pids "$(slurm_node_ns "$1")" 2>/dev/null); do
+        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "serve-stage .*--standby $2" && { echo "$p"; return; }
+    done
+}
+# kill_to_first_token T: ms from wall-clock time T (seconds) to the front end's first token after it
+kill_to_first_token() {
+    "$TORCH_PYTHON" - "$SCRATCH/job/trace.json" "$1" <<'EOF'
+import json, sys
+t = float(sys.argv[2]) * 1e6
+ev = [json.loads(l.strip().rstrip(",")) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+ft = [e["ts"] for e in ev if e["name"] == "first_token" and e["ts"] >= t]
+print("%.0f" % ((min(ft) - t) / 1e3) if ft else "none")
+EOF
+}
+load() {  # load OUT: N requests from node1 (the front end listens on its loopback)
+    slurm_node_exec 1 "$TORCH_PYTHON" "$client" load "$U" --requests "$N" --concurrency 8 --out "$1" > "$SCRATCH/c.out" 2>&1
+}
+
+port=$(mp_port_block 19)
+jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" STAGES=2 STANDBY=1 PORT=$port LISTEN=127.0.0.1:0 sbatch --parsable -N 5 \
+    --time=10 -o "$SCRATCH/serve-%j.out" "$sbatch_script" "$deck" "$CK" "$SCRATCH/job" --set model.seq_len=64)
+ok $? "sbatch -N 5 accepted jobs/slurm/serve.sbatch (job ${jid:-none})"
+U=$(mp_serve_url "$SCRATCH/job")
+fe_ns=$(ip netns identify "$(sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$SCRATCH/job/serve.json" 2>/dev/null)" 2>/dev/null)
+p0=$(stage_pid 2 2); s0=$(stage_pid 3 1); p1=$(stage_pid 4 2); s1=$(stage_pid 5 1)
+[ -n "$U" ] && [ "$fe_ns" = "$(slurm_node_ns 1)" ] && [ -n "$p0" ] && [ -n "$s0" ] && [ -n "$p1" ] && [ -n "$s1" ] &&
+    grep -q "links tcp:$port:node1,node2,node3,node4,node5" "$SCRATCH/serve-$jid.out"
+ok $? "the job serves at ${U:-nothing} in node1's namespace (${fe_ns:-none}); stage 0 primary/standby on node2/node3 (pids ${p0:-none}/${s0:-none}), stage 1 on node4/node5 (${p1:-none}/${s1:-none}); links by host name"
+load "$SCRATCH/a.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/a.jsonl"
+ok $? "$N requests over TCP between 5 nodes: every completion bitwise equal to the one-process server's ($(cat "$SCRATCH/c.out"))"
+
+# ---- (a) node4 dies: all of its processes but slurmd, SIGKILL, under load ----
+i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-1-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+load "$SCRATCH/b.jsonl" &
+l=$!
+sleep 0.8 # requests running, their positions durable on the standby
+victims=$(slurm_node_pids 4 | tr '\n' ' ')
+tk=$(date +%s.%N)
+# shellcheck disable=SC2086
+kill -KILL $victims
+wait $l
+ok $? "$N requests while every process of node4 but slurmd ($victims: stage 1's primary, its slurmstepd) was killed: $(cat "$SCRATCH/c.out")"
+! grep -q '"error"' "$SCRATCH/b.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/b.jsonl"
+ok $? "none lost or changed: all $N bitwise equal to the reference"
+grep -q "stage 1's primary missed its heartbeats" "$SCRATCH/serve-$jid.out" &&
+    grep -q "the standby of stage 1 takes over (promoted by message)" "$SCRATCH/serve-$jid.out" &&
+    grep -q "failed over in [0-9.]* s; resumed from delta" "$SCRATCH/serve-$jid.out"
+ok $? "missed heartbeats found it; node5's standby promoted, resumed from its deltas: $(grep -o 'failed over in [0-9.]* s' "$SCRATCH/serve-$jid.out" | tail -n 1)"
+echo "# (a) kill -> first token: $(kill_to_first_token "$tk") ms (2 cores, load $(cut -d' ' -f1 /proc/loadavg))"
+
+# ---- (b) node2 (stage 0's primary, alive) cut off, then back ----
+i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-0-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+load "$SCRATCH/c.jsonl" &
+l=$!
+sleep 0.5
+tc=$(date +%s.%N)
+ip link set "$(slurm_node_veth 2)" down
+i=0; while ! grep -q "the standby of stage 0 takes over" "$SCRATCH/serve-$jid.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "stage 0's primary missed its heartbeats" "$SCRATCH/serve-$jid.out" &&
+    grep -q "the standby of stage 0 takes over" "$SCRATCH/serve-$jid.out"
+ok $? "node2 cut off (its veth down): the front end missed stage 0's primary's heartbeats and promoted node3's standby"
+kill -0 $l 2>/dev/null
+ok $? "the load was still running when the failover was done"
+wait $l
+ok $? "$N requests while node2 was cut off: $(cat "$SCRATCH/c.out")"
+! grep -q '"error"' "$SCRATCH/c.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/c.jsonl"
+ok $? "none lost or changed: all $N bitwise equal to the reference"
+echo "# (b) cut -> first token: $(kill_to_first_token "$tc") ms"
+# the link comes back, longer than ZeroMQ's heartbeat timeout (5 s) after the cut (so every
+# connection of the old primary was dropped, and its promotion message with them), while requests run
+sleep "$(awk -v t="$tc" -v now="$(date +%s.%N)" 'BEGIN { s = 7 - (now - t); print (s > 0 ? s : 0) }')"
+kill -0 "$p0" 2>/dev/null
+ok $? "the old primary (pid $p0) is alive on node2 when the link comes back"
+load "$SCRATCH/d.jsonl" &
+l=$!
+sleep 0.3
+ip link set "$(slurm_node_veth 2)" up
+back=$(awk -v t="$tc" -v now="$(date +%s.%N)" 'BEGIN { printf "%.1f", now - t }')
+wait $l
+ok $? "$N requests while node2 came back, $back s after the cut: $(cat "$SCRATCH/c.out")"
+! grep -q '"error"' "$SCRATCH/d.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/d.jsonl"
+ok $? "none changed by the old primary: all $N bitwise equal to the reference"
+i=0; while kill -0 "$p0" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+! kill -0 "$p0" 2>/dev/null && grep -q "a replaced primary of stage 0 (generation 0) is heard again; told to exit" "$SCRATCH/serve-$jid.out"
+ok $? "the old primary, heard again, was told it was replaced and quit: $(grep -o 'stage 0: [^;]*' "$SCRATCH/job/stage-0-primary.log" | tail -n 1)"
+grep -q "no step goes to stage 0's old primary" "$SCRATCH/serve-$jid.out" &&
+    grep -q "stage 0: no step goes to the next stage's old primary" "$SCRATCH/job/stage-0-primary.log"
+ok $? "upstream stopped sending to each replaced primary (the front end to node2's, node2 to node4's)"
+load "$SCRATCH/e.jsonl" && ! grep -q '"error"' "$SCRATCH/e.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/e.jsonl"
+ok $? "$N more requests after it quit: all bitwise equal ($(cat "$SCRATCH/c.out"))"
+
+scancel "$jid"
+slurm_wait_state "$jid" 60 CANCELLED COMPLETED
+left=0
+for k in 1 2 3 4 5; do
+    for p in $(ip netns pids "$(slurm_node_ns $k)" 2>/dev/null); do
+        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "mindpipe.* serve" && left=$((left + 1))
+    done
+done
+[ $left -eq 0 ]
+ok $? "scancel: the job ends ($(slurm_job_state "$jid")), no MindPipe process left on any node ($left)"
+if [ -z "$U" ] || [ "$tap_failed" -gt 0 ]; then
+    sed 's/^/#   /' "$SCRATCH"/serve-*.out "$SCRATCH"/job/stage-*.log 2>/dev/null | tail -n 60
+    [ -z "${MP_NODES_KEEP:-}" ] || { mkdir -p "$MP_NODES_KEEP" && cp -r "$SCRATCH"/job "$SCRATCH"/serve-*.out "$SCRATCH"/*.jsonl "$MP_NODES_KEEP"/; }
+    slurm_logs
+fi
+done_testing
