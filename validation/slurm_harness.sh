@@ -214,9 +214,11 @@ slurm_wait_state() {
 #                     These are namespaces of one kernel on the same cores, not separate hardware.
 #   slurm_stop_nodes  stops the daemons, kills whatever is left in the namespaces and removes them,
 #                     the bridge, the veths and /etc/netns/mpnode*; idempotent, and safe after a
-#                     failed or half-done start. slurm_start_nodes calls it first, so the leftovers of
-#                     a killed run do not break the next one; but a run whose owner (the PID in
-#                     /run/mindpipe-nodes.pid) still lives is refused, not torn down.
+#                     failed or half-done start; a slurmctld that outlives its stop (seen once: stuck
+#                     after SIGTERM) is killed. slurm_start_nodes calls it first, so the leftovers of
+#                     a killed run (its slurmctld too) do not break the next one; but a run whose
+#                     owner (the PID on /run/mindpipe-nodes.pid's first line) still lives is refused,
+#                     not torn down.
 #   slurm_node_ns K   the namespace of node K (mpnodeK); slurm_node_veth K its veth in the root
 #                     namespace (mpvK: `ip link set mpvK down` cuts the node off).
 #   slurm_node_pids K every process in node K's namespace but its slurmd (a host's workload).
@@ -240,8 +242,13 @@ slurm_node_pids() {
     for p in $(ip netns pids "mpnode$1" 2>/dev/null); do [ "$p" = "$sd" ] || echo "$p"; done
 }
 
-# Tears down every mpnode* namespace (its processes killed), mpv* veth, the bridge and /etc/netns/mpnode*.
+# Tears down every mpnode* namespace (its processes killed), mpv* veth, the bridge and /etc/netns/mpnode*,
+# and the slurmctld named on the owner file's second line if it still runs with that run's slurm.conf.
 slurm_nodes_cleanup() {
+    ctld=$(sed -n 2p "$SLURM_NODES_OWNER" 2>/dev/null)
+    if [ -n "$ctld" ] && tr '\0' ' ' 2>/dev/null < "/proc/${ctld%% *}/cmdline" | grep -qF "slurmctld -i -f ${ctld#* }"; then
+        kill -KILL "${ctld%% *}" 2>/dev/null
+    fi
     for ns in $(ip netns list 2>/dev/null | awk '/^mpnode[0-9]+/ { print $1 }'); do
         for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
         ip netns del "$ns" 2>/dev/null
@@ -261,7 +268,7 @@ slurm_start_nodes() {
         command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
             { slurm_msg "$b not found: install the packages of .ci/deps.sh (slurm-wlm slurmctld slurmd slurm-client munge iproute2 util-linux)"; return 1; }
     done
-    owner=$(cat "$SLURM_NODES_OWNER" 2>/dev/null)
+    owner=$(head -n 1 "$SLURM_NODES_OWNER" 2>/dev/null)
     if [ -n "$owner" ] && [ "$owner" != $$ ] && kill -0 "$owner" 2>/dev/null; then
         slurm_msg "the namespaces mpnode* belong to a run still going (pid $owner, $SLURM_NODES_OWNER)"; return 1
     fi
@@ -370,6 +377,7 @@ EOF2
         sleep 0.1
     done
     slurm_harness_pids=$(cat "$SLURM_HARNESS_DIR"/slurmctld.pid "$SLURM_HARNESS_DIR"/slurmd-node*.pid 2>/dev/null | tr '\n' ' ')
+    echo "$(cat "$SLURM_HARNESS_DIR/slurmctld.pid" 2>/dev/null) $SLURM_CONF" >> "$SLURM_NODES_OWNER"
 
     start=$(date +%s)
     while :; do
@@ -386,7 +394,7 @@ EOF2
 
 slurm_stop_nodes() {
     slurm_stop
-    owner=$(cat "$SLURM_NODES_OWNER" 2>/dev/null)
+    owner=$(head -n 1 "$SLURM_NODES_OWNER" 2>/dev/null)
     if [ -n "$owner" ] && [ "$owner" != $$ ] && kill -0 "$owner" 2>/dev/null; then return 0; fi # not ours
     slurm_nodes_cleanup
 }

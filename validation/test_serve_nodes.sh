@@ -40,7 +40,7 @@ ok $? "a Slurm of 5 nodes started (5 namespaces node1..node5 on a bridge, a slur
 # stage_pid K ROLE: the pid of the serve-stage process in node K's namespace (empty if none)
 stage_pid() {
     for p in $(ip netns pids "$(slurm_node_ns "$1")" 2>/dev/null); do
-        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "serve-stage .*--standby $2" && { echo "$p"; return; }
+        tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline" | grep -q "serve-stage .*--standby $2" && { echo "$p"; return; }
     done
 }
 # kill_to_first_token T: ms from wall-clock time T (seconds) to the front end's first token after it
@@ -135,7 +135,7 @@ slurm_wait_state "$jid" 60 CANCELLED COMPLETED
 left=0
 for k in 1 2 3 4 5; do
     for p in $(ip netns pids "$(slurm_node_ns $k)" 2>/dev/null); do
-        tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "mindpipe.* serve" && left=$((left + 1))
+        tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline" | grep -q "mindpipe.* serve" && left=$((left + 1))
     done
 done
 [ $left -eq 0 ]
