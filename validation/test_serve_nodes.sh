@@ -43,14 +43,17 @@ stage_pid() {
         tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline" | grep -q "serve-stage .*--standby $2" && { echo "$p"; return; }
     done
 }
-# kill_to_first_token T: ms from wall-clock time T (seconds) to the front end's first token after it
-kill_to_first_token() {
+# since T: ms from wall-clock time T (seconds) to the front end's first detect, resume and
+# first_token events after it (its trace.json), for the figures in the log
+since() {
     "$TORCH_PYTHON" - "$SCRATCH/job/trace.json" "$1" <<'EOF'
 import json, sys
 t = float(sys.argv[2]) * 1e6
 ev = [json.loads(l.strip().rstrip(",")) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-ft = [e["ts"] for e in ev if e["name"] == "first_token" and e["ts"] >= t]
-print("%.0f" % ((min(ft) - t) / 1e3) if ft else "none")
+def at(name):
+    x = [e["ts"] for e in ev if e["name"] == name and e["ts"] >= t]
+    return "%.0f" % ((min(x) - t) / 1e3) if x else "none"
+print("detect %s ms, resume %s ms, first token %s ms" % (at("detect"), at("resume"), at("first_token")))
 EOF
 }
 load() {  # load OUT: N requests from node1 (the front end listens on its loopback)
@@ -87,7 +90,7 @@ grep -q "stage 1's primary missed its heartbeats" "$SCRATCH/serve-$jid.out" &&
     grep -q "the standby of stage 1 takes over (promoted by message)" "$SCRATCH/serve-$jid.out" &&
     grep -q "failed over in [0-9.]* s; resumed from delta" "$SCRATCH/serve-$jid.out"
 ok $? "missed heartbeats found it; node5's standby promoted, resumed from its deltas: $(grep -o 'failed over in [0-9.]* s' "$SCRATCH/serve-$jid.out" | tail -n 1)"
-echo "# (a) kill -> first token: $(kill_to_first_token "$tk") ms (2 cores, load $(cut -d' ' -f1 /proc/loadavg))"
+echo "# (a) from the kill: $(since "$tk") ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 
 # ---- (b) node2 (stage 0's primary, alive) cut off, then back ----
 i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-0-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -106,7 +109,7 @@ wait $l
 ok $? "$N requests while node2 was cut off: $(cat "$SCRATCH/c.out")"
 ! grep -q '"error"' "$SCRATCH/c.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/c.jsonl"
 ok $? "none lost or changed: all $N bitwise equal to the reference"
-echo "# (b) cut -> first token: $(kill_to_first_token "$tc") ms"
+echo "# (b) from the cut: $(since "$tc") ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 # the link comes back, longer than ZeroMQ's heartbeat timeout (5 s) after the cut (so every
 # connection of the old primary was dropped, and its promotion message with them), while requests run
 sleep "$(awk -v t="$tc" -v now="$(date +%s.%N)" 'BEGIN { s = 7 - (now - t); print (s > 0 ? s : 0) }')"
