@@ -318,8 +318,8 @@ $SLURM_NODES_NET.$k node$k"; done
 
     # slurmctld listens on every address of the root namespace; the nodes reach it on the bridge.
     # Its port and slurmd's are free ones of the root namespace (each node's namespace has its own
-    # ports). SlurmdTimeout is long: a test that cuts a node off for seconds must not have its job
-    # killed for a node failure.
+    # ports). SlurmdTimeout is long (SLURM_NODES_SLURMD_TIMEOUT, default 300 s, Slurm's default): a
+    # test that cuts a node off for seconds must not have its job killed for a node failure.
     # shellcheck disable=SC2046
     set -- $(slurm_free_ports)
     cat > "$SLURM_HARNESS_DIR/slurm.conf" <<EOF2
@@ -350,7 +350,7 @@ SlurmdLogFile=$SLURM_HARNESS_DIR/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 SlurmctldTimeout=30
-SlurmdTimeout=300
+SlurmdTimeout=${SLURM_NODES_SLURMD_TIMEOUT:-300}
 InactiveLimit=0
 MinJobAge=600
 KillWait=10
