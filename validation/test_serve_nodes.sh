@@ -5,10 +5,10 @@
 # cores, not separate hardware): `sbatch -N 5` puts the front end on node1, stage 0's primary and
 # standby on node2 and node3, stage 1's on node4 and node5, linked over TCP between the namespaces.
 # Completions are bitwise equal to a one-process server's; then
-#   (a) a whole host dies: every process of node4 (stage 1's primary) but its slurmd is killed with
-#       SIGKILL (the node stays in the allocation, as a host whose workload crashed would); the
-#       front end misses the heartbeats, promotes node5's standby, and every request is answered,
-#       bitwise equal;
+#   (a) a whole host dies: every process of node4 (stage 1's primary, its slurmstepd, its slurmd) is
+#       killed with SIGKILL; the front end misses the heartbeats, promotes node5's standby, and
+#       every request is answered, bitwise equal; Slurm later marks node4 down, and the job lives
+#       on (serve.sbatch's --no-kill; SlurmdTimeout is 12 s here, so that happens within the test);
 #   (b) a partition: node2 (stage 0's primary, alive) is cut off (its veth down) for longer than
 #       ZeroMQ's 5 s heartbeat timeout; the front end promotes node3's standby and serves on; when
 #       the link comes back the old primary, still running, must not change any completion and must
@@ -47,7 +47,7 @@ cp "$MP_SRCDIR/validation/decks/train.ini" "$SCRATCH/train.ini"
 ${MPIEXEC:-mpiexec} -n 2 "$MINDPIPE" train -c "$SCRATCH/train.ini" --out "$SCRATCH/t1" $TARGS > "$SCRATCH/t1.log" 2>&1
 ok $? "train.ini at dp = 2 on one node, 200 steps (mpiexec -n 2)"
 
-slurm_start_nodes "$SCRATCH/slurm" 5
+SLURM_NODES_SLURMD_TIMEOUT=12 slurm_start_nodes "$SCRATCH/slurm" 5
 ok $? "a Slurm of 5 nodes started (5 namespaces node1..node5 on a bridge, a slurmd each, slurmctld, munge)"
 
 # shellcheck disable=SC2086
@@ -97,17 +97,17 @@ ok $? "the job serves at ${U:-nothing} in node1's namespace (${fe_ns:-none}); st
 load "$SCRATCH/a.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/a.jsonl"
 ok $? "$N requests over TCP between 5 nodes: every completion bitwise equal to the one-process server's ($(cat "$SCRATCH/c.out"))"
 
-# ---- (a) node4 dies: all of its processes but slurmd, SIGKILL, under load ----
+# ---- (a) node4 dies: all of its processes, slurmd too, SIGKILL, under load ----
 i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-1-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 load "$SCRATCH/b.jsonl" &
 l=$!
 sleep 0.8 # requests running, their positions durable on the standby
-victims=$(slurm_node_pids 4 | tr '\n' ' ')
+victims=$(ip netns pids "$(slurm_node_ns 4)" | tr '\n' ' ')
 tk=$(date +%s.%N)
 # shellcheck disable=SC2086
 kill -KILL $victims
 wait $l
-ok $? "$N requests while every process of node4 but slurmd ($victims: stage 1's primary, its slurmstepd) was killed: $(cat "$SCRATCH/c.out")"
+ok $? "$N requests while every process of node4 ($victims: slurmd, slurmstepd, stage 1's primary) was killed: $(cat "$SCRATCH/c.out")"
 ! grep -q '"error"' "$SCRATCH/b.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/b.jsonl"
 ok $? "none lost or changed: all $N bitwise equal to the reference"
 grep -q "stage 1's primary missed its heartbeats" "$SCRATCH/serve-$jid.out" &&
@@ -156,6 +156,13 @@ grep -q "no step goes to stage 0's old primary" "$SCRATCH/serve-$jid.out" &&
 ok $? "upstream stopped sending to each replaced primary (the front end to node2's, node2 to node4's)"
 load "$SCRATCH/e.jsonl" && ! grep -q '"error"' "$SCRATCH/e.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/e.jsonl"
 ok $? "$N more requests after it quit: all bitwise equal ($(cat "$SCRATCH/c.out"))"
+
+# node4's slurmd is gone: Slurm marks the node down (SlurmdTimeout 12 s, then its next ping), and the
+# job, submitted with --no-kill by serve.sbatch, is not cancelled for it
+i=0; while [ "$(sinfo -h -n node4 -o %T 2>/dev/null)" != "down*" ] && [ $i -lt 120 ]; do sleep 0.5; i=$((i + 1)); done
+st4=$(sinfo -h -n node4 -o %T 2>/dev/null)
+[ "$st4" = "down*" ] && [ "$(slurm_job_state "$jid")" = RUNNING ] && load "$SCRATCH/f.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/f.jsonl"
+ok $? "node4 marked $st4 by Slurm $(awk -v t="$tk" -v now="$(date +%s.%N)" 'BEGIN { printf "%.0f", now - t }') s after the kill; the job still $(slurm_job_state "$jid") (--no-kill) and serving: $N more bitwise equal"
 
 scancel "$jid"
 slurm_wait_state "$jid" 60 CANCELLED COMPLETED
