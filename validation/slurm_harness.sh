@@ -7,7 +7,8 @@
 #                     munged if no munge daemon answers, then slurmctld and slurmd; exports
 #                     SLURM_CONF; returns when `sinfo` shows the node idle (0), or prints why and
 #                     returns 1 after SLURM_HARNESS_TIMEOUT seconds (default 60).
-#   slurm_stop        stops slurmctld and slurmd (and munged if slurm_start started it).
+#   slurm_stop        stops slurmctld and slurmd (and munged if slurm_start started it and no other
+#                     harness run still uses it: slurm_munge_start).
 #   slurm_logs        prints the daemons' logs with a "# " prefix (for a failing test).
 #   slurm_wait_state JOBID SECONDS STATE...   waits until the job is in one of the states (1 on timeout).
 #
@@ -31,6 +32,42 @@ EOF
 
 slurm_munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
 
+# munge: the machine's daemon if one answers, else one started here (stopped by slurm_stop). Every
+# harness using it registers its shell's PID in SLURM_MUNGE_USERS, and munged is stopped only when
+# no other registered shell lives: two tests run at once (make -j2 check) share it.
+SLURM_MUNGE_USERS=/run/mindpipe-munge.users
+slurm_munge_start() {
+    if ! slurm_munge_ok; then
+        if [ ! -s /etc/munge/munge.key ]; then
+            mkdir -p /etc/munge
+            dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 2>/dev/null
+            chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+        fi
+        mkdir -p /run/munge /var/log/munge /var/lib/munge
+        chown munge:munge /run/munge /var/log/munge /var/lib/munge
+        runuser -u munge -- /usr/sbin/munged --force || { slurm_msg "munged did not start"; return 1; }
+        slurm_harness_munged=$(cat /run/munge/munged.pid 2>/dev/null)
+        i=0
+        until slurm_munge_ok; do
+            i=$((i + 1)); [ $i -lt 50 ] || { slurm_msg "munged started but does not answer"; return 1; }
+            sleep 0.1
+        done
+    fi
+    mkdir -p "$SLURM_MUNGE_USERS" && : > "$SLURM_MUNGE_USERS/$$"
+}
+
+# Stops the munged started here unless another registered harness shell still lives.
+slurm_munge_stop() {
+    rm -f "$SLURM_MUNGE_USERS/$$"
+    [ -n "$slurm_harness_munged" ] || return 0
+    for u in "$SLURM_MUNGE_USERS"/*; do
+        [ -e "$u" ] || continue
+        kill -0 "${u##*/}" 2>/dev/null && return 0 # in use: left running (a later run finds it answering)
+        rm -f "$u"
+    done
+    kill -TERM "$slurm_harness_munged" 2>/dev/null
+}
+
 slurm_start() {
     SLURM_HARNESS_DIR=$1
     timeout=${SLURM_HARNESS_TIMEOUT:-60}
@@ -49,23 +86,7 @@ slurm_start() {
     mkdir -p "$spool"
     SLURM_HARNESS_SPOOL=$spool
 
-    # munge: use the machine's daemon if one answers, else start one (and stop it in slurm_stop).
-    if ! slurm_munge_ok; then
-        if [ ! -s /etc/munge/munge.key ]; then
-            mkdir -p /etc/munge
-            dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 2>/dev/null
-            chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
-        fi
-        mkdir -p /run/munge /var/log/munge /var/lib/munge
-        chown munge:munge /run/munge /var/log/munge /var/lib/munge
-        runuser -u munge -- /usr/sbin/munged --force || { slurm_msg "munged did not start"; return 1; }
-        slurm_harness_munged=$(cat /run/munge/munged.pid 2>/dev/null)
-        i=0
-        until slurm_munge_ok; do
-            i=$((i + 1)); [ $i -lt 50 ] || { slurm_msg "munged started but does not answer"; return 1; }
-            sleep 0.1
-        done
-    fi
+    slurm_munge_start || return 1
 
     host=$(hostname)
     # shellcheck disable=SC2046
@@ -153,9 +174,7 @@ slurm_stop() {
             done
         done
     fi
-    if [ -n "$slurm_harness_munged" ]; then
-        kill -TERM "$slurm_harness_munged" 2>/dev/null
-    fi
+    slurm_munge_stop
     if [ -n "$SLURM_HARNESS_SPOOL" ] && [ "$SLURM_HARNESS_SPOOL" != "$SLURM_HARNESS_DIR/spool" ]; then
         rm -rf "$SLURM_HARNESS_SPOOL"
     fi
@@ -299,22 +318,7 @@ $SLURM_NODES_NET.$k node$k"; done
             { slurm_msg "node $k's namespace could not be made"; return 1; }
     done
 
-    if ! slurm_munge_ok; then
-        if [ ! -s /etc/munge/munge.key ]; then
-            mkdir -p /etc/munge
-            dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 2>/dev/null
-            chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
-        fi
-        mkdir -p /run/munge /var/log/munge /var/lib/munge
-        chown munge:munge /run/munge /var/log/munge /var/lib/munge
-        runuser -u munge -- /usr/sbin/munged --force || { slurm_msg "munged did not start"; return 1; }
-        slurm_harness_munged=$(cat /run/munge/munged.pid 2>/dev/null)
-        i=0
-        until slurm_munge_ok; do
-            i=$((i + 1)); [ $i -lt 50 ] || { slurm_msg "munged started but does not answer"; return 1; }
-            sleep 0.1
-        done
-    fi
+    slurm_munge_start || return 1
 
     # slurmctld listens on every address of the root namespace; the nodes reach it on the bridge.
     # Its port and slurmd's are free ones of the root namespace (each node's namespace has its own
