@@ -1,7 +1,9 @@
-# A real one-node Slurm for the job-script tests (sourced; see ../shared/ENVIRONMENT.md, "A real
-# Slurm on one machine"). Needs root (slurmd runs jobs as their owner) and the Debian packages of
-# .ci/deps.sh (slurm-wlm slurmctld slurmd slurm-client munge slurm-wlm-torque). No systemd: the
-# daemons are started here and stopped by the PIDs started here.
+# A real Slurm for the job-script tests, of one node or of several nodes made of namespaces on this
+# machine (sourced; see ../shared/ENVIRONMENT.md, "A real Slurm on one machine", and
+# slurm_start_nodes below). Needs root (slurmd runs jobs as their owner) and the Debian packages of
+# .ci/deps.sh (slurm-wlm slurmctld slurmd slurm-client munge slurm-wlm-torque; iproute2 and
+# util-linux for several nodes). No systemd: the daemons are started here and stopped by the PIDs
+# started here.
 #
 #   slurm_start DIR   writes DIR/slurm.conf (state, spool, logs and PID files under DIR), starts
 #                     munged if no munge daemon answers, then slurmctld and slurmd; exports
@@ -293,7 +295,6 @@ slurm_start_nodes() {
     fi
     slurm_nodes_cleanup
     echo $$ > "$SLURM_NODES_OWNER"
-    SLURM_HARNESS_NODES=$n
     mkdir -p "$SLURM_HARNESS_DIR/state" "$SLURM_HARNESS_DIR/log" || return 1
     spool=$(mktemp -d /tmp/mp-slurmd.XXXXXX) || return 1 # short: slurmd's per-step sockets live here
     SLURM_HARNESS_SPOOL=$spool
