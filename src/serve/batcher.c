@@ -245,12 +245,22 @@ static int take_reply(batcher_t *b, loop_bufs_t *l, const wire_hdr_t *h, char *w
 }
 
 /* A heartbeat (beat.h): when its stage's slot was last heard in its role. A primary's carries its
- * generation (its slot: gen mod 2); one of an older generation than its stage's was replaced and
- * is not the stage's primary. A standby's carries its slot. */
+ * generation (its slot: gen mod 2). One of an older generation than its stage's was replaced but
+ * lives (its host was cut off and came back; the WIRE_PROMOTE that would have stopped it went with
+ * the dropped connection): it is not taken for the stage's primary, and is told again
+ * (WIRE_FENCE), until it exits. A standby's carries its slot. */
 static void heartbeat_take(batcher_t *b, const wire_hdr_t *h)
 {
     if (!b->hb_seen || h->aux >= (uint64_t)b->stages || h->step >= 2) return;
     const uint64_t k = h->aux;
+    if (h->step == 0 && h->durable < b->gen[k]) {
+        const wire_hdr_t f = {WIRE_MAGIC, WIRE_FENCE, b->gen[k], 0, 0, k, 0};
+        if (wire_post(b->pub, b->secret, &f, NULL, NULL) == 1 && b->fence_told < b->gen[k])
+            MP_WARN("serving: a replaced primary of stage %d (generation %llu) is heard again; told to exit", (int)k,
+                    (unsigned long long)h->durable);
+        b->fence_told = b->gen[k];
+        return;
+    }
     if (h->step == 0 && h->durable == b->gen[k]) b->hb_seen[4 * k + 2 * (b->gen[k] % 2)] = perf_now();
     if (h->step == 1 && h->durable < 2) b->hb_seen[4 * k + 2 * h->durable + 1] = perf_now();
 }
@@ -460,6 +470,9 @@ int batcher_promote(batcher_t *b, int k)
     /* it beats as the primary now; the old primary's slot has no standby until a new one beats there */
     b->gen[k]++;
     seen[2 * to] = now, seen[2 * to + 1] = seen[2 * (1 - to)] = seen[2 * (1 - to) + 1] = -1e9;
+    /* no step goes to the old primary: one cut off but alive would hold them (its connection looks
+     * open until ZeroMQ's heartbeat times out, 5 s), and take them again once reconnected */
+    if (k == 0 && b->first_ep[0][0]) wire_retarget(b->push, b->first_ep, &b->first_linked, b->gen[0], "the front end");
     return MP_OK;
 }
 
@@ -508,6 +521,11 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batch
     if (links->to_first2 && wire_immediate(b->push) != MP_OK) goto err;
     ZMQ_TRY(zmq_connect(b->push, to_first), err);
     if (links->to_first2) ZMQ_TRY(zmq_connect(b->push, links->to_first2), err);
+    if (links->to_first2) { /* several hosts: both of stage 0's host slots, until a promotion (wire_retarget) */
+        snprintf(b->first_ep[0], sizeof b->first_ep[0], "%s", to_first);
+        snprintf(b->first_ep[1], sizeof b->first_ep[1], "%s", links->to_first2);
+        b->first_linked = 3;
+    }
     if (batcher_hams_open(b, links) != MP_OK || evtrace_open(&b->trace, links->trace) != MP_OK) goto err;
     char why[256];
     b->timeout_ms = ready_ms;

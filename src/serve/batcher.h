@@ -79,6 +79,9 @@ typedef struct {
                                            * heard as a primary (role 0) and as a standby (1) */
     uint64_t *gen;                        /* (stages): promotions of each stage (its primary's generation; it
                                            * runs in host slot gen mod 2, links.h: each promotion swaps) */
+    uint64_t fence_told;                  /* the last generation a replaced primary was told of (logged once) */
+    char first_ep[2][300];                /* several hosts: stage 0's inputs in host slots 0 and 1 */
+    int first_linked;                     /* bit s: this front end's push is connected to first_ep[s] */
     int first_token_due;                  /* a failover ended: the next sampled token is traced */
     uint64_t epoch;                       /* replies to steps below it predate the last failover */
     int recovering;
@@ -116,10 +119,11 @@ int batcher_start(batcher_t *b, int slots, int groups, int T, int V, const batch
  * why (n bytes), or −1. */
 int batcher_heartbeats(batcher_t *b, char *why, size_t n);
 /* Promotes stage k's standby (the process in the host slot that is not the primary's) by message
- * (WIRE_PROMOTE naming stage and slot, which also stops a primary that still lives); the slots swap
- * roles, and a standby started later in the old primary's slot (jobs/slurm/serve.sbatch) is
- * promoted by the next failover once its heartbeats are heard. MP_OK, or MP_ERR when no standby has
- * been heard within the timeout (reported). */
+ * (WIRE_PROMOTE naming stage and generation, which also stops a primary that still lives, and
+ * makes upstream send to the new primary's slot only: stage 0's upstream is retargeted here); the
+ * slots swap roles, and a standby started later in the old primary's slot (jobs/slurm/serve.sbatch)
+ * is promoted by the next failover once its heartbeats are heard. MP_OK, or MP_ERR when no standby
+ * has been heard within the timeout (reported). */
 int batcher_promote(batcher_t *b, int k);
 
 /* Stops the thread, tells the stages to quit, fails what is left and closes the links. */

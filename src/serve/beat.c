@@ -41,8 +41,10 @@ int beat_fenced(beat_t *b)
     wire_hdr_t h;
     wire_row_t row;
     float x;
-    while (b->fence && wire_recv(b->fence, b->secret, 0, &h, &row, 1, &x, 1) == 1)
-        if (h.kind == WIRE_PROMOTE && h.aux == (uint64_t)b->stage && h.step > b->gen) return 1;
+    while (b->fence && wire_recv(b->fence, b->secret, 0, &h, &row, 1, &x, 1) == 1) {
+        if ((h.kind == WIRE_PROMOTE || h.kind == WIRE_FENCE) && h.aux == (uint64_t)b->stage && h.step > b->gen) return 1;
+        if (h.kind == WIRE_PROMOTE && h.aux == (uint64_t)b->stage + 1 && h.step > b->next_gen) b->next_gen = h.step;
+    }
     return 0;
 }
 

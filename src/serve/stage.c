@@ -62,8 +62,18 @@ static int stage_hello(const stage_cfg_t *s, snap_sender_t *sn, delta_shipper_t 
     return snap_begin(sn, ship, s->secret, gen, wm);
 }
 
+/* Several hosts: where this stage's steps go, the next stage's two host slots (links.h), and the
+ * next stage's generation they follow (wire_retarget): a replaced primary of the next stage, cut
+ * off but alive, gets nothing more. */
+typedef struct {
+    int on;               /* several hosts and a next stage */
+    char ep[2][300];      /* the next stage's inputs in host slots 0 and 1 */
+    int linked;           /* bit s: connected to ep[s] */
+    uint64_t gen;         /* the generation linked to */
+} next_link_t;
+
 static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out, void *dsock, beat_t *beat,
-                      snap_sender_t *sn)
+                      snap_sender_t *sn, next_link_t *nl)
 {
     const int S = s->slots, C = dec->cfg.dim, V = dec->cfg.vocab;
     const pid_t parent = getppid();
@@ -80,6 +90,12 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
         if (beat_fenced(beat)) {
             rc = MP_FAIL("stage %d: the front end promoted this stage's standby (heartbeats missed); exiting", s->stage);
             break;
+        }
+        if (nl->on && beat->next_gen != nl->gen) { /* the next stage's standby was promoted */
+            char who[32];
+            snprintf(who, sizeof who, "stage %d", s->stage);
+            wire_retarget(out, nl->ep, &nl->linked, beat->next_gen, who);
+            nl->gen = beat->next_gen;
         }
         int due;
         if ((rc = delta_flush(&ship, 0, &due)) != MP_OK) break;
@@ -127,6 +143,7 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *cfg)
 {
     stage_cfg_t me = *cfg; /* a standby promoted by message takes its generation */
     const stage_cfg_t *s = &me;
+    next_link_t nl = {0};
     decoder_t dec;
     const int first = s->stage == 0, last = s->stage == s->stages - 1;
     if (decoder_create(&dec, model, s->layer0, s->nlayers, first, last, s->slots) != MP_OK) return MP_ERR;
@@ -137,21 +154,30 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *cfg)
     if (decoder_load(&dec, s->ckpt, NULL) != MP_OK) goto err_free_decoder;
     if (s->deltas && snap_init(&sn, &dec) != MP_OK) goto err_free_decoder;
     ZMQ_TRY_PTR(ctx = zmq_ctx_new(), err_free_decoder);
-    if (s->standby && standby_follow(&dec, s, ctx, s->deltas ? &sn : NULL, &me.gen) != MP_OK) goto err_close;
+    if (s->standby && standby_follow(&dec, s, ctx, s->deltas ? &sn : NULL, &me.gen, &nl.gen) != MP_OK) goto err_close;
     ZMQ_TRY_PTR(in = zmq_socket(ctx, ZMQ_PULL), err_close);
     ZMQ_TRY_PTR(out = zmq_socket(ctx, ZMQ_PUSH), err_close);
     if (wire_socket_opts(in) != MP_OK || wire_socket_opts(out) != MP_OK) goto err_close;
     ZMQ_TRY(zmq_bind(in, s->in), err_close);
     if (s->out2 && wire_immediate(out) != MP_OK) goto err_close;
-    ZMQ_TRY(zmq_connect(out, s->out), err_close);
-    if (s->out2) ZMQ_TRY(zmq_connect(out, s->out2), err_close);
+    if (!s->out2) ZMQ_TRY(zmq_connect(out, s->out), err_close);
+    else { /* several hosts: both of the next stage's host slots at first, then its primary's (next_link_t) */
+        snprintf(nl.ep[0], sizeof nl.ep[0], "%s", s->out), snprintf(nl.ep[1], sizeof nl.ep[1], "%s", s->out2);
+        for (int slot = 0; slot < 2; slot++)
+            if (!nl.gen || (int)(nl.gen % 2) == slot) {
+                ZMQ_TRY(zmq_connect(out, nl.ep[slot]), err_close);
+                nl.linked |= 1 << slot;
+            }
+        nl.on = 1;
+    }
     if (s->deltas) { /* bound here, so a new standby finds this primary wherever it starts */
         ZMQ_TRY_PTR(dsock = zmq_socket(ctx, ZMQ_PUSH), err_close);
         if (wire_socket_opts(dsock) != MP_OK) goto err_close;
         ZMQ_TRY(zmq_bind(dsock, s->delta_bind ? s->delta_bind : s->delta_ep), err_close);
     }
     if (beat_open(&beat, ctx, s, 0) != MP_OK) goto err_close;
-    rc = stage_loop(&dec, s, in, out, dsock, &beat, &sn);
+    beat.next_gen = nl.gen;
+    rc = stage_loop(&dec, s, in, out, dsock, &beat, &sn, &nl);
 err_close:
     beat_close(&beat);
     if (in) zmq_close(in);

@@ -53,6 +53,7 @@ typedef struct {
     double t_hello;        /* when the last left */
     int told;              /* the log says it follows (since the last hello) */
     uint64_t gen;          /* the generation its promotion by message gave (several hosts) */
+    uint64_t next_gen;     /* the next stage's generation, from the promotions heard (several hosts) */
 } follow_t;
 
 /* Rows a message to a standby holds at most. */
@@ -83,8 +84,11 @@ static int follow_one(follow_t *w, decoder_t *dec, const stage_cfg_t *s, void *s
         delta_follower_take(&w->f, dec, &h, w->rows, w->x);
     else if (sock == w->confirms && h.kind == WIRE_PROMOTE && h.aux == (uint64_t)s->stage && h.step % 2 == (uint64_t)s->slot)
         promoted = 1, w->gen = h.step;
-    else if (sock == w->confirms && h.kind == WIRE_PROMOTE) {
-    } /* another stage's, or this stage's other slot's (a fence for its primary) */
+    else if (sock == w->confirms && h.kind == WIRE_PROMOTE) { /* another stage's, or this stage's other slot's */
+        if (h.aux == (uint64_t)s->stage + 1 && h.step > w->next_gen) w->next_gen = h.step;
+    }
+    else if (sock == w->confirms && h.kind == WIRE_FENCE) {
+    } /* for primaries */
     else if (sock == w->confirms && h.kind == WIRE_QUIT) return MP_ERR; /* the front end stops */
     else if (sock == w->confirms && h.kind == WIRE_CONFIRM && h.B == 0) delta_follower_confirm(&w->f, dec, h.step);
     else w->f.refused++, MP_WARN("standby of stage %d: refused a message of kind %u on its %s link", s->stage, h.kind,
@@ -155,7 +159,8 @@ out:
     return rc;
 }
 
-int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn, uint64_t *gen_p)
+int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn, uint64_t *gen_p,
+                   uint64_t *next_gen_p)
 {
     follow_t w = {0};
     int rc = MP_ERR;
@@ -187,7 +192,7 @@ int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender
             (unsigned long long)w.f.deltas_applied, (unsigned long long)w.f.snap_rows, (unsigned long long)w.f.refused,
             (unsigned long long)w.f.gaps);
     rc = follow_report(&w, s, zctx);
-    *gen_p = w.gen;
+    *gen_p = w.gen, *next_gen_p = w.next_gen;
     if (rc == MP_OK && sn) { /* what it holds is what the next standby's snapshot gets */
         int *held = malloc((size_t)s->slots * sizeof *held);
         if (!held) rc = MP_FAIL("standby of stage %d: out of memory", s->stage);

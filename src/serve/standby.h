@@ -19,8 +19,11 @@ int standby_arm(void);
  * primary runs in its host slot (*gen_p: that generation), then reports.
  * It catches up first: a hello (WIRE_HELLO) to its primary, answered by a snapshot (snapshot.h),
  * sent again after 300 ms without an answer and whenever it lost a delta. MP_OK: promoted, dec
- * holds the durable state and sn (may be NULL) what each slot holds, for the next standby; MP_ERR:
- * the front end is gone or a link failed (reported). zctx: the process's ZeroMQ context. */
-int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn, uint64_t *gen_p);
+ * holds the durable state and sn (may be NULL) what each slot holds, for the next standby;
+ * *next_gen_p the next stage's generation as the promotions it heard name it (0: none; the new
+ * primary sends to that generation's host slot only); MP_ERR: the front end is gone or a link
+ * failed (reported). zctx: the process's ZeroMQ context. */
+int standby_follow(decoder_t *dec, const stage_cfg_t *s, void *zctx, snap_sender_t *sn, uint64_t *gen_p,
+                   uint64_t *next_gen_p);
 
 #endif

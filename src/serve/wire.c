@@ -81,6 +81,22 @@ err:
     return MP_ERR;
 }
 
+void wire_retarget(void *push, char (*ep)[300], int *linked, uint64_t gen, const char *who)
+{
+    const int to = (int)(gen % 2), from = 1 - to;
+    if (*linked >> from & 1) {
+        if (zmq_disconnect(push, ep[from]) != 0)
+            MP_WARN("serving: %s: disconnecting from a replaced primary (%s): %s", who, ep[from], zmq_strerror(zmq_errno()));
+        else MP_WARN("serving: %s: no step goes to the replaced primary at %s any more", who, ep[from]);
+        *linked &= ~(1 << from);
+    }
+    if (!(*linked >> to & 1)) { /* a primary restarted in this slot: its connection completes in a moment */
+        if (zmq_connect(push, ep[to]) != 0)
+            MP_WARN("serving: %s: connecting to the new primary (%s): %s", who, ep[to], zmq_strerror(zmq_errno()));
+        else *linked |= 1 << to;
+    }
+}
+
 int wire_send(void *sock, const unsigned char *secret, const wire_hdr_t *h, const wire_row_t *rows, const float *x)
 {
     return wire_send_flags(sock, secret, h, rows, x, 0) == 1 ? MP_OK : MP_ERR;

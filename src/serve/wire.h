@@ -51,12 +51,15 @@
  * for the first; a standby's host slot, links.h), WIRE_PROMOTE from the front end to all (aux: the
  * stage whose standby takes over; step: the stage's new generation g, whose primary runs in host
  * slot g mod 2: the stage's first primary in slot 0, and each promotion swaps; the stage's older
- * primary, if it still lives, exits). The catch-up (snapshot.h): WIRE_HELLO from a standby that (re)attaches to
- * its primary's ring input (aux: its generation), answered on the delta link by WIRE_SNAP (the
- * snapshot's header: per slot the positions held and the step of the last) and WIRE_CHUNK (rows of
- * keys and values of positions the header counted). */
+ * primary, if it still lives, exits; upstream sends to slot g mod 2 only from then on), WIRE_FENCE
+ * from the front end to all (aux: a stage; step: its generation), sent when a primary of an older
+ * generation is heard again (a host cut off that came back, its WIRE_PROMOTE lost with the
+ * connection): that primary exits. The catch-up (snapshot.h): WIRE_HELLO from a standby that
+ * (re)attaches to its primary's ring input (aux: its generation), answered on the delta link by
+ * WIRE_SNAP (the snapshot's header: per slot the positions held and the step of the last) and
+ * WIRE_CHUNK (rows of keys and values of positions the header counted). */
 enum { WIRE_STEP = 1, WIRE_QUIT = 2, WIRE_DELTA = 3, WIRE_CONFIRM = 4, WIRE_REPORT = 5, WIRE_HEARTBEAT = 6,
-       WIRE_PROMOTE = 7, WIRE_HELLO = 8, WIRE_SNAP = 9, WIRE_CHUNK = 10 };
+       WIRE_PROMOTE = 7, WIRE_HELLO = 8, WIRE_SNAP = 9, WIRE_CHUNK = 10, WIRE_FENCE = 11 };
 
 typedef struct {
     uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_* */
@@ -103,5 +106,12 @@ int wire_socket_opts(void *sock);
 /* A PUSH connected to more than one peer (a stage's primary and its standby, which binds only when
  * promoted): messages go only to completed connections (ZMQ_IMMEDIATE). MP_OK or MP_ERR. */
 int wire_immediate(void *sock);
+/* Several hosts: a PUSH to a stage's two host slots (ep[0], ep[1]; bit s of *linked: connected to
+ * ep[s]) follows the stage's generation gen, whose primary runs in slot gen mod 2: the other slot is
+ * disconnected (its primary was replaced; cut off but alive, its connection would look open for
+ * seconds and swallow steps, then take them again once reconnected) and the primary's connected if
+ * it was not (a standby restarted there was promoted). Failures are reported, not fatal: the
+ * failover's empty steps find out whether the ring works (batcher.c). who: for the log. */
+void wire_retarget(void *push, char (*ep)[300], int *linked, uint64_t gen, const char *who);
 
 #endif
