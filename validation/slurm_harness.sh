@@ -324,11 +324,16 @@ $SLURM_NODES_NET.$k node$k"; done
     # slurmctld listens on every address of the root namespace; the nodes reach it on the bridge.
     # Its port and slurmd's are free ones of the root namespace (each node's namespace has its own
     # ports). SlurmdTimeout is long (SLURM_NODES_SLURMD_TIMEOUT, default 300 s, Slurm's default): a
-    # test that cuts a node off for seconds must not have its job killed for a node failure.
+    # test that cuts a node off for seconds must not have its job killed for a node failure. Its job
+    # ids start at 50000: the one-node harness's start at 1, and both may run at once under `make -j2
+    # check` with every process in one process table, where jobs/slurm/train.sbatch finds its ranks by
+    # the binary and SLURM_JOB_ID (seen: test_jobs' job 2 sent its stop signal to this harness's job
+    # 2, a serving front end of the same binary, which stopped).
     # shellcheck disable=SC2046
     set -- $(slurm_free_ports)
     cat > "$SLURM_HARNESS_DIR/slurm.conf" <<EOF2
 ClusterName=mindpipe-nodes
+FirstJobId=50000
 SlurmctldHost=$(hostname)($SLURM_NODES_NET.254)
 SlurmctldPort=$1
 SlurmdPort=$2
