@@ -127,7 +127,7 @@ static int step_wait(batcher_t *b, wire_hdr_t *h, wire_row_t *back, float *logit
 static int step_roundtrip(batcher_t *b, uint64_t step, const wire_row_t *rows, int B, wire_row_t *back, float *logits,
                           char *why, size_t nwhy)
 {
-    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0, 0, 0};
+    wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, step, B, 0, step, 0}; /* an empty step of a failover: its own era */
     if (wire_send(b->push, b->secret, &h, rows, NULL) != MP_OK) return snprintf(why, nwhy, "sending a step to stage 0 failed"), MP_ERR;
     do {
         const int rc = step_wait(b, &h, back, logits, why, nwhy);
@@ -149,7 +149,7 @@ static int ring_ping(batcher_t *b, uint64_t *step_p, wire_row_t *back, float *lo
     const uint64_t first = *step_p;
     wire_hdr_t h;
     for (int waited = 0; waited < b->timeout_ms; (*step_p)++) {
-        h = (wire_hdr_t){WIRE_MAGIC, WIRE_STEP, *step_p, 0, 0, 0, 0};
+        h = (wire_hdr_t){WIRE_MAGIC, WIRE_STEP, *step_p, 0, 0, *step_p, 0};
         if (wire_post(b->push, b->secret, &h, NULL, NULL) < 0) return snprintf(why, nwhy, "sending to stage 0 failed"), MP_ERR;
         for (int t = 0; t < 100; t += 50, waited += 50) {
             const int got = wire_recv(b->pull, b->secret, 50, &h, back, b->slots, logits, (size_t)b->slots * b->V);
@@ -197,7 +197,7 @@ static int send_ready_groups(batcher_t *b, loop_bufs_t *l, char *why, size_t nwh
             l->step[g] = b->steps++;
             for (int i = 0; i < l->B[g]; i++)
                 if (rows[i].pos == 0) l->who[(size_t)g * b->slots + i]->step0 = l->step[g];
-            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0, 0, b->durable};
+            wire_hdr_t h = {WIRE_MAGIC, WIRE_STEP, l->step[g], l->B[g], 0, b->epoch, b->durable};
             b->durable_told = b->durable; /* its deltas carry the watermark to the standbys */
             pthread_mutex_unlock(&b->mu);
             /* several hosts: never wait on a dead stage 0 (a dropped step is re-sent by the failover

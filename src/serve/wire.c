@@ -81,6 +81,14 @@ err:
     return MP_ERR;
 }
 
+int wire_step_current(uint64_t *era, const wire_hdr_t *h)
+{
+    if (h->kind != WIRE_STEP) return 1;
+    if (h->aux < *era) return 0;
+    *era = h->aux;
+    return 1;
+}
+
 void wire_retarget(void *push, char (*ep)[300], int *linked, uint64_t gen, const char *who)
 {
     const int to = (int)(gen % 2), from = 1 - to;

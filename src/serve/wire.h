@@ -65,7 +65,10 @@ typedef struct {
     uint32_t magic, kind;   /* WIRE_MAGIC; WIRE_* */
     uint64_t step;          /* the front end's step counter (a reply carries its request's) */
     int32_t B, width;       /* rows; floats per row that follow (0: none) */
-    uint64_t aux;           /* WIRE_DELTA: the step of the delta sent before it (its chain); WIRE_REPORT:
+    uint64_t aux;           /* WIRE_STEP: its era, the front end's epoch when it sent it (the first step after
+                             * its last failover; a failover's empty steps: their own number), so a
+                             * stage can tell a step from before a failover (wire_step_current);
+                             * WIRE_DELTA: the step of the delta sent before it (its chain); WIRE_REPORT:
                              * the reporting stage; WIRE_HELLO, WIRE_SNAP, WIRE_CHUNK: the standby's
                              * generation (snapshot.h); else 0 */
     uint64_t durable;       /* WIRE_STEP and the WIRE_DELTA made from it: the front end's durable watermark
@@ -113,5 +116,11 @@ int wire_immediate(void *sock);
  * it was not (a standby restarted there was promoted). Failures are reported, not fatal: the
  * failover's empty steps find out whether the ring works (batcher.c). who: for the log. */
 void wire_retarget(void *push, char (*ep)[300], int *linked, uint64_t gen, const char *who);
+/* 1 if a stage is to run message h (anything but a step, or a step of the newest era seen, which
+ * *era then holds), 0 for a step of an older era: sent before a failover and delivered after steps
+ * sent since (a replaced primary cut off for less than ZeroMQ's 5 s timeout passes on what it held
+ * when its link comes back). Running it could write a stale row into a cache slot the front end has
+ * given to a new request; its reply would be dropped anyway. */
+int wire_step_current(uint64_t *era, const wire_hdr_t *h);
 
 #endif

@@ -49,6 +49,20 @@ int main(int argc, char **argv)
     rc = wire_send(out, key, &h, rows, x) == 0 ? wire_recv(in, key, 1000, &r, got, 4, y, 8) : -1;
     tap_ok(rc == 1 && r.step == 42, "the link still works after the refusals");
     zmq_close(in), zmq_close(out), zmq_ctx_term(ctx);
+    /* a stage's steps by era (the front end's epoch when it sent them): a step of an older era than
+     * one already run is stale (sent before a failover, delivered after), anything else runs */
+    const uint64_t eras[] = {5, 5, 7, 5, 7, 9, 8, 9};
+    const int want[] = {1, 1, 1, 0, 1, 1, 0, 1};
+    uint64_t era = 0;
+    int same = 1;
+    for (int i = 0; i < 8; i++) {
+        const wire_hdr_t st = {WIRE_MAGIC, WIRE_STEP, 100 + (uint64_t)i, 1, 0, eras[i], 0};
+        same &= wire_step_current(&era, &st) == want[i];
+    }
+    const wire_hdr_t quit = {WIRE_MAGIC, WIRE_QUIT, 1, 0, 0, 0, 0}, hello = {WIRE_MAGIC, WIRE_HELLO, 0, 0, 0, 1, 0};
+    tap_ok(same && era == 9 && wire_step_current(&era, &quit) && wire_step_current(&era, &hello) && era == 9,
+           "steps of eras 5 5 7 5 7 9 8 9: the 5 after 7 and the 8 after 9 are stale, the rest run; other "
+           "messages are never stale and leave the era");
     MPI_Finalize();
     return tap_done();
 }
