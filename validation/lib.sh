@@ -138,6 +138,24 @@ EOF
 
 # mp_serve_init: the serving tests' set-up: a Python that can run the client, the test data ($data),
 # a scratch directory, $deck and $client, and an exit trap that kills every pid in $pids.
+# After mp_serve_init: the several-host tests' model (2 layers, context 64, 100 steps; $CK) and
+# reference, N requests from 8 clients on a one-process server into $SCRATCH/ref.jsonl (stopped
+# after). Two TAP lines.
+mp_serve_reference() {
+    "$MINDPIPE" train -c "$deck" --set model.seq_len=64 --set data.path="$data" --set train.steps=100 \
+        --set train.batch=8 --set train.micro_batch=8 --set train.warmup=20 --quiet --out "$SCRATCH/run" \
+        > "$SCRATCH/train.log" 2>&1
+    ok $? "train a 2-layer model 100 steps"
+    CK="$SCRATCH/run/ckpt/step_00000100.h5"
+    "$MINDPIPE" serve -c "$deck" --set model.seq_len=64 --ckpt "$CK" --stages 1 --slots 8 --listen 127.0.0.1:0 \
+        --out "$SCRATCH/ref" > "$SCRATCH/ref.log" 2>&1 &
+    mp_ref=$!; pids="$pids $mp_ref"
+    "$TORCH_PYTHON" "$client" load "$(mp_serve_url "$SCRATCH/ref" $mp_ref)" --requests "$1" --concurrency 8 \
+        --out "$SCRATCH/ref.jsonl" > "$SCRATCH/c.out" 2>&1
+    ok $? "the reference: $1 requests on a one-process server ($(cat "$SCRATCH/c.out"))"
+    kill -TERM $mp_ref; wait $mp_ref
+}
+
 mp_serve_init() {
     if ! "$TORCH_PYTHON" -c "import http.client, json" 2>/dev/null; then
         echo "not ok 1 - $TORCH_PYTHON cannot run the test client"; echo "1..1"; exit 1

@@ -32,6 +32,28 @@ print(" ".join(str(x.getsockname()[1]) for x in s))
 EOF
 }
 
+# The lines both harnesses' slurm.conf share: root, munge, pmi2, processes tracked by their
+# parents, cores as the unit, requeue allowed, state under $SLURM_HARNESS_DIR.
+slurm_conf_common() {
+    cat <<EOF
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=pmi2
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+ReturnToService=2
+JobRequeue=1
+SchedulerType=sched/backfill
+StateSaveLocation=$SLURM_HARNESS_DIR/state
+EOF
+}
+
 slurm_munge_ok() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
 
 # munge: the machine's daemon if one answers, else one started here (stopped by slurm_stop). Every
@@ -98,21 +120,7 @@ ClusterName=mindpipe-test
 SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$1
 SlurmdPort=$2
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=pmi2
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-JobRequeue=1
-SchedulerType=sched/backfill
-StateSaveLocation=$SLURM_HARNESS_DIR/state
+$(slurm_conf_common)
 SlurmdSpoolDir=$spool
 SlurmctldPidFile=$SLURM_HARNESS_DIR/slurmctld.pid
 SlurmdPidFile=$SLURM_HARNESS_DIR/slurmd.pid
@@ -337,21 +345,7 @@ FirstJobId=50000
 SlurmctldHost=$(hostname)($SLURM_NODES_NET.254)
 SlurmctldPort=$1
 SlurmdPort=$2
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=pmi2
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-JobRequeue=1
-SchedulerType=sched/backfill
-StateSaveLocation=$SLURM_HARNESS_DIR/state
+$(slurm_conf_common)
 SlurmdSpoolDir=$spool/%n
 SlurmctldPidFile=$SLURM_HARNESS_DIR/slurmctld.pid
 SlurmdPidFile=$SLURM_HARNESS_DIR/slurmd-%n.pid

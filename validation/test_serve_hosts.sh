@@ -11,18 +11,7 @@ sbatch="$MP_SRCDIR/jobs/slurm/serve.sbatch"
 
 bash -n "$sbatch"
 ok $? "serve.sbatch parses (bash -n)"
-"$MINDPIPE" train -c "$deck" --set model.seq_len=64 --set data.path="$data" --set train.steps=100 --set train.batch=8 \
-    --set train.micro_batch=8 --set train.warmup=20 --quiet --out "$SCRATCH/run" > "$SCRATCH/train.log" 2>&1
-ok $? "train a 2-layer model 100 steps"
-CK="$SCRATCH/run/ckpt/step_00000100.h5"
-
-"$MINDPIPE" serve -c "$deck" --set model.seq_len=64 --ckpt "$CK" --stages 1 --slots 8 --listen 127.0.0.1:0 \
-    --out "$SCRATCH/ref" > "$SCRATCH/ref.log" 2>&1 &
-ref=$!; pids="$pids $ref"
-U=$(mp_serve_url "$SCRATCH/ref" $ref)
-"$TORCH_PYTHON" "$client" load "$U" --requests 300 --concurrency 8 --out "$SCRATCH/ref.jsonl" > "$SCRATCH/c.out" 2>&1
-ok $? "the reference: 300 requests on a one-process server ($(cat "$SCRATCH/c.out"))"
-kill -TERM $ref; wait $ref
+mp_serve_reference 300
 
 # a block of 19 free ports (links.h) below the ephemeral range
 port=$(mp_port_block 19)

@@ -27,18 +27,7 @@ trap 'slurm_stop_nodes; for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -r
 sbatch_script="$MP_SRCDIR/jobs/slurm/serve.sbatch"
 N=${MP_NODES_REQUESTS:-500}
 
-"$MINDPIPE" train -c "$deck" --set model.seq_len=64 --set data.path="$data" --set train.steps=100 --set train.batch=8 \
-    --set train.micro_batch=8 --set train.warmup=20 --quiet --out "$SCRATCH/run" > "$SCRATCH/train.log" 2>&1
-ok $? "train a 2-layer model 100 steps"
-CK="$SCRATCH/run/ckpt/step_00000100.h5"
-
-"$MINDPIPE" serve -c "$deck" --set model.seq_len=64 --ckpt "$CK" --stages 1 --slots 8 --listen 127.0.0.1:0 \
-    --out "$SCRATCH/ref" > "$SCRATCH/ref.log" 2>&1 &
-ref=$!; pids="$pids $ref"
-U=$(mp_serve_url "$SCRATCH/ref" $ref)
-"$TORCH_PYTHON" "$client" load "$U" --requests "$N" --concurrency 8 --out "$SCRATCH/ref.jsonl" > "$SCRATCH/c.out" 2>&1
-ok $? "the reference: $N requests on a one-process server ($(cat "$SCRATCH/c.out"))"
-kill -TERM $ref; wait $ref
+mp_serve_reference "$N"
 
 TARGS="--set data.path=$data --set parallel.dp=2 --set train.threads=1 --set train.steps=200 --set train.log_every=10
        --set train.eval_every=0 --set checkpoint.every=0 --quiet"

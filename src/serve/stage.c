@@ -64,9 +64,8 @@ static int stage_hello(const stage_cfg_t *s, snap_sender_t *sn, delta_shipper_t 
 
 /* Several hosts: where this stage's steps go, the next stage's two host slots (links.h), and the
  * next stage's generation they follow (wire_retarget): a replaced primary of the next stage, cut
- * off but alive, gets nothing more. */
+ * off but alive, gets nothing more. Used when the stage has both (s->out2). */
 typedef struct {
-    int on;               /* several hosts and a next stage */
     char ep[2][300];      /* the next stage's inputs in host slots 0 and 1 */
     int linked;           /* bit s: connected to ep[s] */
     uint64_t gen;         /* the generation linked to */
@@ -92,7 +91,7 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
             rc = MP_FAIL("stage %d: the front end promoted this stage's standby (heartbeats missed); exiting", s->stage);
             break;
         }
-        if (nl->on && beat->next_gen != nl->gen) { /* the next stage's standby was promoted */
+        if (s->out2 && beat->next_gen != nl->gen) { /* the next stage's standby was promoted */
             char who[32];
             snprintf(who, sizeof who, "stage %d", s->stage);
             wire_retarget(out, nl->ep, &nl->linked, beat->next_gen, who);
@@ -174,7 +173,6 @@ int stage_run(const model_cfg_t *model, const stage_cfg_t *cfg)
                 ZMQ_TRY(zmq_connect(out, nl.ep[slot]), err_close);
                 nl.linked |= 1 << slot;
             }
-        nl.on = 1;
     }
     if (s->deltas) { /* bound here, so a new standby finds this primary wherever it starts */
         ZMQ_TRY_PTR(dsock = zmq_socket(ctx, ZMQ_PUSH), err_close);
