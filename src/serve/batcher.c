@@ -294,7 +294,10 @@ static uint64_t collect_reports(batcher_t *b, uint64_t want, uint64_t *durable_p
         evtrace_event(&b->trace, "report", args);
     }
     free(rows);
-    if ((got & want) != want) MP_WARN("serving: a promoted standby did not report within 5 s: its stage replays");
+    for (int k = 0; k < b->stages; k++) /* stopped, or stalled: named, so the operator finds it */
+        if ((want >> k & 1) && !(got >> k & 1))
+            MP_WARN("serving: the promoted standby of stage %d did not report within 5 s: stage %d replays (if it "
+                    "does not answer either, the pipeline goes down naming no stage)", k, k);
     return got & want;
 }
 
