@@ -14,7 +14,8 @@ pkgs=(build-essential autoconf automake libtool pkg-config make
       python3 python3-torch python3-h5py python3-numpy python3-matplotlib
       bible-kjv bible-kjv-text
       slurm-wlm slurmctld slurmd slurm-client munge slurm-wlm-torque
-      iproute2 util-linux)
+      iproute2 util-linux
+      xz-utils binutils)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

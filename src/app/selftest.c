@@ -457,6 +457,18 @@ static int selftest_cuda(int ordinal, int verbose)
     struct cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, ordinal));
     printf("mindpipe: selftest on CUDA device %d: %s (sm_%d%d)\n", ordinal, prop.name, prop.major, prop.minor);
+    /* the versions in force, for bring-up reports: the libraries found at run time may differ
+     * from those the build saw */
+    int rt = 0, drv = 0, blas_major = 0, blas_minor = 0, blas_patch = 0, nccl = 0;
+    CUDA_CHECK(cudaRuntimeGetVersion(&rt));
+    CUDA_CHECK(cudaDriverGetVersion(&drv));
+    CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &blas_major));
+    CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &blas_minor));
+    CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &blas_patch));
+    NCCL_CHECK(ncclGetVersion(&nccl));
+    printf("mindpipe: versions: cuda_runtime %d.%d driver_cuda %d.%d cublas %d.%d.%d nccl %d.%d.%d sms %d memory_mib %zu\n",
+           rt / 1000, rt % 1000 / 10, drv / 1000, drv % 1000 / 10, blas_major, blas_minor, blas_patch,
+           nccl / 10000, nccl % 10000 / 100, nccl % 100, prop.multiProcessorCount, prop.totalGlobalMem >> 20);
     if (cu_arena_init(&s.arena, (size_t)64 << 20, (size_t)64 << 20) != MP_OK) {
         cu_ctx_destroy(&s.ctx);
         return 1;

@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# The GPU bring-up: one command on a machine with an NVIDIA GPU, run from the repository root with
+# the kit that validation/gpu/kit.sh made (docs/GPU.md):
+#
+#   bash validation/gpu/bringup.sh [--dry-run] [--kit gpukit/kit.tar.xz] [OUTDIR]
+#
+# OUTDIR (default $OUT, else ./bringup-out) receives report.json, summary.txt, bringup.log and
+# runs.tar.gz (every run's log, metrics, kernel times, energy). The parts, each under its own
+# timeout so that one hang cannot eat the rest, each reported even when an earlier one failed:
+#
+#   env        the device, driver, CUDA, cuBLAS and NCCL; the kit's libraries; MPI with 2 ranks
+#   selftest   mindpipe selftest --device cuda: every GPU kernel against its CPU twin
+#   fp32       the small deck on cuda against the same run on cpu (carried reference)
+#   bf16       a 300-step curve in bf16 against fp32, against the noise of two fp32 seeds
+#   ranks2     two ranks on the one GPU: pp=2 (p2p=mpi), offload, balance, each against one rank
+#   ckpt       a checkpoint written on cuda resumed on cpu, and one written on cpu resumed on cuda
+#   gpt2       GPT-2 124M in bf16: tokens/s, MFU, the top kernels, GPU energy (NVML) per token
+#   torch      the same model in PyTorch on the same GPU, eager (and the bf16 matmul peak)
+#   compile    the same with torch.compile
+#
+# --dry-run runs every part here, without a GPU: train.device=emu stands for cuda (the device code
+# path on the CPU kernels), fp32 for bf16 (emu computes in fp32), GPT-2's shapes shrunk, PyTorch
+# on the CPU; the selftest must then say that there is no GPU. The kit's CPU references are made
+# by `bringup.sh --make-refs DIR` (kit.sh calls it). Exit status: 0 when every part passed.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+
+# ---- the parts and their timeouts (seconds; the sum stays under 8 minutes: docs/GPU.md) ----
+PART_NAMES=(env selftest fp32 bf16 ranks2 ckpt gpt2 torch compile)
+declare -A PART_TIMEOUT=([env]=30 [selftest]=30 [fp32]=30 [bf16]=45 [ranks2]=60 [ckpt]=40
+                         [gpt2]=75 [torch]=45 [compile]=100)
+
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+
+# ---- the environment of every mindpipe process (never of python: the kit's libraries would
+# shadow PyTorch's) ----
+
+# find_lib SONAME: the first directory holding it among the CUDA toolkit and the NVIDIA wheels.
+find_lib() {
+    local so=$1 d
+    for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/lib" \
+             "${CUDA_HOME:-/usr/local/cuda}/targets/x86_64-linux/lib" \
+             /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu; do
+        [ -e "$d/$so" ] && { echo "$d"; return 0; }
+    done
+    local sp
+    for sp in $("$PY" -c 'import site, sys; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
+        [ -d "$sp/nvidia" ] || continue
+        d=$(find "$sp/nvidia" -name "$so" -print -quit 2>/dev/null)
+        [ -n "$d" ] && { dirname "$d"; return 0; }
+    done
+    return 1
+}
+
+# setup_env: unpacks the kit, chooses python, finds the CUDA libraries, writes $WORK/env.sh.
+setup_env() {
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/mpgpu.XXXXXX")
+    KIT=$WORK/kit
+    mkdir -p "$KIT"
+    if ! tar -xJf "$KIT_TAR" -C "$KIT"; then echo "bringup: cannot unpack $KIT_TAR" >&2; return 1; fi
+    # a python with numpy and h5py (for the checks) and, where there is one, torch
+    PY=""
+    for p in python3 /usr/bin/python3; do
+        if command -v "$p" >/dev/null && "$p" -c 'import numpy, h5py, torch' 2>/dev/null; then PY=$(command -v "$p"); break; fi
+    done
+    [ -n "$PY" ] || for p in python3 /usr/bin/python3; do
+        command -v "$p" >/dev/null && "$p" -c 'import numpy, h5py' 2>/dev/null && { PY=$(command -v "$p"); break; }
+    done
+    [ -n "$PY" ] || { echo "bringup: no python3 with numpy and h5py" >&2; return 1; }
+    # CUDA's libraries come from this machine, never from the kit
+    local ld="$KIT/lib" so dir
+    CUDA_LIBS=""
+    for so in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+        if dir=$(find_lib "$so"); then
+            CUDA_LIBS="$CUDA_LIBS $so=$(readlink -f "$dir/$so")"
+            case ":$ld:" in *":$dir:"*) ;; *) ld="$ld:$dir" ;; esac
+        else
+            CUDA_LIBS="$CUDA_LIBS $so=missing"
+        fi
+    done
+    # the kit's libstdc++ only where this machine has none new enough for the kit's programs
+    if LD_LIBRARY_PATH="$ld" ldd "$KIT/bin/mindpipe" 2>&1 | grep -q -E "libstdc\+\+|libgcc_s" &&
+       LD_LIBRARY_PATH="$ld" ldd "$KIT/bin/mindpipe" 2>&1 | grep -E "libstdc\+\+|libgcc_s" | grep -q -E "not found|version"; then
+        ld="$ld:$KIT/lib/compat"
+    fi
+    KIT_LD=$ld
+    cat > "$WORK/env.sh" <<EOF
+export KIT='$KIT' WORK='$WORK' PY='$PY' KIT_LD='$KIT_LD' CUDA_LIBS='$CUDA_LIBS'
+EOF
+}
+
+# mp ARGS: the kit's mindpipe; mpx N ARGS: under the kit's mpiexec with N ranks.
+mp() { env LD_LIBRARY_PATH="$KIT_LD" UCX_MODULE_DIR="$KIT/lib/ucx" OMP_WAIT_POLICY=PASSIVE "$KIT/bin/mindpipe" "$@"; }
+mpx() {
+    local n=$1; shift
+    env LD_LIBRARY_PATH="$KIT_LD" UCX_MODULE_DIR="$KIT/lib/ucx" OMP_WAIT_POLICY=PASSIVE ${MP_UCX_TLS:+UCX_TLS=$MP_UCX_TLS} \
+        "$KIT/bin/mpiexec" -n "$n" "$KIT/bin/mindpipe" "$@"
+}
+
+# train NAME RANKS DECK [--set ...]: a run into $RUNS/NAME on the kit's data, log in $RUNS/NAME.log.
+train() {
+    local name=$1 n=$2 deck=$3; shift 3
+    rm -rf "${RUNS:?}/$name"
+    local args=(train -c "$KIT/decks/$deck" --set "data.path=$KIT/data/kjv.h5" --out "$RUNS/$name" "$@")
+    if [ "$n" -eq 1 ]; then mp "${args[@]}"; else mpx "$n" "${args[@]}"; fi > "$RUNS/$name.log" 2>&1
+    local rc=$?
+    echo "[$name: exit $rc]" >> "$RUNS/$name.log"
+    return $rc
+}
+
+check() { "$PY" "$here/bringup_check.py" "$@"; }
+
+# ---- the parts (each runs as `bringup.sh --part NAME` under its timeout; env.sh is loaded) ----
+
+part_env() {
+    local f=$RUNS/env
+    mkdir -p "$f"
+    { nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm,pci.bus_id --format=csv,noheader 2>&1 || true; } > "$f/nvidia-smi.txt"
+    { nvidia-smi 2>&1 | head -n 20 || true; } > "$f/nvidia-smi-full.txt"
+    { "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version 2>&1 || echo "nvcc: not found"; } > "$f/nvcc.txt"
+    { ldd --version 2>&1 | head -n 1; uname -a; nproc; } > "$f/host.txt"
+    echo "$CUDA_LIBS" | tr ' ' '\n' | sed '/^$/d' > "$f/cuda-libs.txt"
+    "$PY" -c 'import torch, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")' > "$f/torch.txt" 2>&1 || echo "torch: unavailable" > "$f/torch.txt"
+    # every library of the kit's programs resolves, and none but CUDA's and the C library's from outside the kit
+    bash "$here/kit_check.sh" "$KIT" "$KIT_LD" > "$f/kit_check.txt" 2>&1; echo "rc=$?" >> "$f/kit_check.txt"
+    mp --version > "$f/mindpipe-version.txt" 2>&1 || true
+    # MPI with 2 ranks: default UCX transports first, then shared memory only, then TCP; the first
+    # that works is kept for the later parts
+    local tls ok=""
+    for tls in "" "self,sm" "self,tcp"; do
+        if MP_UCX_TLS=$tls timeout -k 5 15 bash "$0" --part mpi2 > "$f/mpi2-${tls:-default}.log" 2>&1; then
+            ok=${tls:-default}; break
+        fi
+    done
+    echo "${ok:-none}" > "$f/ucx_tls.txt"
+    [ -n "$ok" ] && [ "$ok" != default ] && echo "export MP_UCX_TLS='$ok'" >> "$WORK/env.sh"
+    check env "$PARTS/env.json" "$f" "$DRY"
+}
+
+part_mpi2() {  # not a part of its own: env's check that 2 ranks start and talk
+    train mpi2 2 tiny.ini --set train.device=cpu --set train.steps=2 --set train.warmup=1 --set parallel.dp=2 \
+        --set checkpoint.every=0
+}
+
+part_selftest() {
+    local dev=cuda
+    mkdir -p "$RUNS/selftest"
+    mp selftest --device "$dev" --verbose > "$RUNS/selftest/selftest.log" 2>&1
+    echo $? > "$RUNS/selftest/rc"
+    check selftest "$PARTS/selftest.json" "$RUNS/selftest" "$DRY"
+}
+
+part_fp32() {
+    train fp32-dev 1 tiny.ini --set "train.device=$DEV"
+    check compare "$PARTS/fp32.json" fp32 "$KIT/ref/tiny-cpu" "$RUNS/fp32-dev" \
+        --loss-rel 1e-5 --weights-rel 1e-4 --floor "$KIT/ref/tiny-cpu-tp2" \
+        --what "train.device=$DEV against the carried cpu run, fp32, 20 steps"
+}
+
+part_bf16() {
+    local s=(--set "train.device=$DEV")
+    # the dry run's emu is slow at 300 steps on 2 cores: the first 120 are compared there
+    [ "$DRY" = 1 ] && s+=(--set train.steps=120)
+    train curve-f32 1 curve.ini "${s[@]}"
+    train curve-bf16 1 curve.ini "${s[@]}" --set "train.precision=$BF16"
+    check curve "$PARTS/bf16.json" "$KIT/ref/curve-cpu-s11" "$KIT/ref/curve-cpu-s12" "$RUNS/curve-f32" "$RUNS/curve-bf16" "$BF16"
+}
+
+part_ranks2() {
+    local s=(--set "train.device=$DEV")
+    [ -d "$RUNS/fp32-dev" ] || train fp32-dev 1 tiny.ini "${s[@]}"
+    train pp2-mpi 2 tiny.ini "${s[@]}" --set parallel.pp=2 --set parallel.p2p=mpi
+    train offload 1 tiny.ini "${s[@]}" --set memory.policy=offload
+    train balance 2 tiny.ini "${s[@]}" --set parallel.pp=2 --set parallel.p2p=mpi --set memory.policy=balance
+    check layouts "$PARTS/ranks2.json" "$RUNS/fp32-dev" "$KIT/ref/layouts-cpu.json" \
+        pp2-mpi="$RUNS/pp2-mpi" offload="$RUNS/offload" balance="$RUNS/balance"
+}
+
+part_ckpt() {
+    local s=(--set "train.device=$DEV")
+    [ -s "$RUNS/fp32-dev/ckpt/step_00000010.h5" ] || train fp32-dev 1 tiny.ini "${s[@]}"
+    train dev-to-cpu 1 tiny.ini --set train.device=cpu --resume "$RUNS/fp32-dev/ckpt/step_00000010.h5"
+    train cpu-to-dev 1 tiny.ini "${s[@]}" --resume "$KIT/ref/tiny-cpu/ckpt/step_00000010.h5"
+    check crossing "$PARTS/ckpt.json" "$RUNS/fp32-dev" "$KIT/ref/tiny-cpu" "$RUNS/dev-to-cpu" "$RUNS/cpu-to-dev" "$DEV"
+}
+
+part_gpt2() {
+    local peak sets=()
+    peak=$(check peak "$RUNS/env/nvidia-smi.txt" "$DRY")
+    if [ "$DRY" = 1 ]; then
+        sets=(--set model.layers=2 --set model.dim=64 --set model.heads=4 --set model.seq_len=64 --set train.batch=4
+              --set train.micro_batch=4 --set train.steps=8 --set train.device=emu --set train.precision=fp32
+              --set debug.kernel_times=3)
+    else
+        sets=(--set debug.kernel_times=5)
+    fi
+    # the GPU's own power readings over the run, beside the run's own energy report
+    "$PY" "$here/nvml_sample.py" --out "$RUNS/nvml.json" --stop "$RUNS/nvml.stop" > "$RUNS/nvml.log" 2>&1 &
+    local sampler=$!
+    train gpt2 1 gpt2-124m.ini --set "train.peak_gflops=$peak" "${sets[@]}"
+    touch "$RUNS/nvml.stop"
+    wait $sampler
+    check gpt2 "$PARTS/gpt2.json" "$RUNS/gpt2" "$RUNS/nvml.json" "$peak" "$DRY"
+}
+
+torch_peer() {  # torch_peer NAME --compile 0|1 [more]
+    local name=$1; shift
+    local peak shape
+    peak=$(check peak "$RUNS/env/nvidia-smi.txt" "$DRY")
+    if [ "$DRY" = 1 ]; then
+        shape=(--device cpu --threads 2 --layers 2 --dim 64 --heads 4 --seq 64 --vocab 50304 --batch 4 --dtype bf16)
+    else
+        shape=(--device cuda --layers 12 --dim 768 --heads 12 --seq 1024 --vocab 50304 --batch 16 --dtype bf16)
+    fi
+    OMP_WAIT_POLICY=PASSIVE "$PY" "$here/torch_gpt2.py" "${shape[@]}" --peak-tflops "$(awk -v p="$peak" 'BEGIN{print p/1000}')" \
+        --json "$RUNS/$name.json" "$@" > "$RUNS/$name.log" 2>&1
+    check torch "$PARTS/$name.json" "$name" "$RUNS/$name.json" "$DRY"
+}
+part_torch() { torch_peer torch --compile 0 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 20)" --warmup 3 --measure-matmul 1 --time-limit 30; }
+part_compile() { torch_peer compile --compile 1 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 15)" --warmup 3 --time-limit 85; }
+
+# ---- the kit's CPU references (kit.sh): what the parts compare against ----
+make_refs() {
+    local dest=$1
+    RUNS=$dest
+    mkdir -p "$dest"
+    train tiny-cpu 1 tiny.ini --set train.device=cpu || return 1
+    train tiny-cpu-tp2 2 tiny.ini --set train.device=cpu --set parallel.tp=2 || return 1
+    train curve-cpu-s11 1 curve.ini --set train.device=cpu || return 1
+    train curve-cpu-s12 1 curve.ini --set train.device=cpu --set train.seed=12 || return 1
+    # the same layouts as ranks2, on cpu: how closely they follow one rank there
+    train pp2-mpi 2 tiny.ini --set train.device=cpu --set parallel.pp=2 --set parallel.p2p=mpi || return 1
+    train offload 1 tiny.ini --set train.device=cpu --set memory.policy=offload || return 1
+    train balance 2 tiny.ini --set train.device=cpu --set parallel.pp=2 --set parallel.p2p=mpi --set memory.policy=balance || return 1
+    check layouts "$dest/layouts-cpu.json" "$dest/tiny-cpu" "" pp2-mpi="$dest/pp2-mpi" offload="$dest/offload" balance="$dest/balance" || return 1
+    # keep what the parts read: metrics, the checkpoints of the small run, the logs
+    rm -rf "$dest/pp2-mpi" "$dest/offload" "$dest/balance"
+    local d
+    for d in "$dest"/*/; do rm -f "$d/trace.json" "$d"/profile.json; done
+    rm -rf "$dest"/curve-cpu-*/ckpt "$dest"/tiny-cpu-tp2/ckpt/step_00000010.h5
+    return 0
+}
+
+# ---- main ----
+dry=0; KIT_TAR=$top/gpukit/kit.tar.xz; OUTDIR=""; PART=""; REFS=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dry-run) dry=1 ;;
+        --kit) KIT_TAR=$2; shift ;;
+        --part) PART=$2; shift ;;
+        --make-refs) REFS=$2; shift ;;
+        --lib) return 0 2>/dev/null || exit 0 ;;
+        -h|--help) usage ;;
+        -*) echo "bringup: unknown option $1" >&2; usage ;;
+        *) OUTDIR=$1 ;;
+    esac
+    shift
+done
+
+if [ -n "$PART" ]; then  # one part, in the environment the main run prepared
+    . "$WORK/env.sh"
+    "part_$PART"
+    exit $?
+fi
+
+if [ -n "$REFS" ]; then  # kit.sh: KIT is the unpacked stage, python is this machine's
+    KIT=${KIT:?--make-refs needs KIT (the kit stage)}; KIT_LD=${KIT_LD:-$KIT/lib}
+    PY=${PY:-/usr/bin/python3}
+    make_refs "$REFS"
+    exit $?
+fi
+
+DRY=$dry
+OUTDIR=${OUTDIR:-${OUT:-$PWD/bringup-out}}
+mkdir -p "$OUTDIR" || exit 2
+OUTDIR=$(cd "$OUTDIR" && pwd)
+log=$OUTDIR/bringup.log
+t_start=$(date +%s.%N)
+{
+    echo "bringup: $(date -u +%FT%TZ) on $(hostname), mode $([ $DRY = 1 ] && echo dry-run || echo gpu), kit $KIT_TAR"
+    [ -s "$KIT_TAR" ] || { echo "bringup: no kit at $KIT_TAR (make it with validation/gpu/kit.sh)"; exit 2; }
+    setup_env || exit 2
+    . "$WORK/env.sh"
+    export RUNS=$WORK/runs PARTS=$WORK/parts DRY
+    export DEV BF16
+    if [ "$DRY" = 1 ]; then DEV=emu BF16=fp32; else DEV=cuda BF16=bf16; fi
+    mkdir -p "$RUNS" "$PARTS"
+    echo "bringup: python $PY; libraries for mindpipe: $KIT_LD"
+    echo "bringup: CUDA libraries:$CUDA_LIBS"
+    for p in "${PART_NAMES[@]}"; do
+        t=${PART_TIMEOUT[$p]}
+        echo "=== part $p (timeout ${t} s) $(date -u +%T)"
+        t0=$(date +%s.%N)
+        timeout -k 5 "$t" bash "$0" --part "$p" </dev/null
+        rc=$?
+        t1=$(date +%s.%N)
+        check finish "$PARTS/$p.json" "$p" "$rc" "$t0" "$t1" "$t"
+    done
+    check report "$OUTDIR/report.json" "$OUTDIR/summary.txt" "$PARTS" "$DRY" "$t_start" "$KIT_TAR" "${PART_NAMES[@]}"
+    rc=$?
+    tar -czf "$OUTDIR/runs.tar.gz" -C "$WORK" --exclude='*.h5' --exclude='trace.json' runs parts env.sh 2>/dev/null
+    cat "$OUTDIR/summary.txt"
+    rm -rf "$WORK"
+    exit $rc
+} 2>&1 | tee "$log"
+exit "${PIPESTATUS[0]}"
