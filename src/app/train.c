@@ -22,6 +22,7 @@
 #include "run_ckpt.h"
 #include "signals.h"
 #include "sim.h"
+#include "train_report.h"
 
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
  * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
@@ -519,7 +520,9 @@ int train_main(const run_opts_t *opts)
     double t0 = perf_now();
     long s0 = r.step;
     energy_t en;
-    energy_start(&en);
+    char bus[NVML_BUS_ID_LEN]; /* cuda: this rank's GPU, whose NVML energy counter is read */
+    be_gpu_bus_id(&r.be, bus, sizeof bus);
+    energy_start(&en, bus);
     signals_install();
     if (rc == MP_OK) rc = train_loop(&r);
     const int stopped = rc == MP_STOPPED;
@@ -535,18 +538,14 @@ int train_main(const run_opts_t *opts)
         trace_free(&r.trace);
     }
     if (rc == MP_OK) {
-        int measured;
-        double joules = energy_joules(&en, MPI_COMM_WORLD, &measured), kwh = joules / 3.6e6;
-        char how[128] = "measured by RAPL";
-        if (!measured)
-            snprintf(how, sizeof how, "estimate: %.0f W per busy core, from CPU time; RAPL not readable here",
-                     ENERGY_WATTS_PER_CORE);
-        runlog_printf(&r.log, "done: %ld steps in %.1f s | energy %.3g kWh (%s) | CO2 %.3g g at %.0f gCO2/kWh",
-                      r.step - s0, perf_now() - t0, kwh, how, kwh * d->cost.grid_gco2_per_kwh,
-                      d->cost.grid_gco2_per_kwh);
+        energy_use_t use;
+        const double seconds = perf_now() - t0;
+        energy_finish(&en, MPI_COMM_WORLD, &use);
+        train_report_energy(&r, &use, r.step - s0, seconds); /* a report not written leaves the status as it is */
         train_report_profile(&r);
         supernet_home_report(&r);
     }
+    energy_release(&en); /* NVML, when a failed run did not reach energy_finish */
     const int status = rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
     if (r.rank == 0) {
         char text[600];

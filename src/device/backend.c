@@ -93,3 +93,11 @@ BE_OPS(BE_OP_CALL, BE_OP_RETURN)
 #define BE_KERNEL_RETURN(ret, name, params, args) \
     ret be_##name(backend_t *be, BE_ARGS params) { return be->ops->name(be, BE_ARGS args); }
 BE_KERNELS(BE_KERNEL_CALL, BE_KERNEL_RETURN)
+
+/* ---- the GPU's identity ---- */
+
+int be_gpu_bus_id(backend_t *be, char *buf, size_t n)
+{
+    if (n) buf[0] = 0;
+    return be->ops && be->ops->gpu_bus_id ? be->ops->gpu_bus_id(be, buf, n) : 0;
+}

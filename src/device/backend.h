@@ -185,6 +185,11 @@ BE_KERNELS(BE_KERNEL_DECL, BE_KERNEL_DECL)
 #undef BE_OP_DECL
 #undef BE_KERNEL_DECL
 
+/* This rank's GPU as its PCI bus id (domain:bus:device.function, cudaDeviceGetPCIBusId's spelling)
+ * into buf (n bytes), for NVML (src/obs/energy.h): 1 on a backend with a GPU, 0 and "" elsewhere
+ * (cpu, emu). A failing query is fatal, as every device error. */
+int be_gpu_bus_id(backend_t *be, char *buf, size_t n);
+
 /* Reserves room for `max` gradient buckets between waits. MP_OK or MP_ERR (out of memory). */
 int be_buckets_reserve(backend_t *be, int max);
 
@@ -199,6 +204,8 @@ struct be_ops_s {
     int (*init)(backend_t *be, size_t capacity, int device, int precision);
     /* Undoes init; NULL: nothing to undo. */
     void (*destroy)(backend_t *be);
+    /* be_gpu_bus_id; NULL: no GPU. */
+    int (*gpu_bus_id)(backend_t *be, char *buf, size_t n);
 #define BE_OP_FIELD(ret, name, params, args) ret (*name) params;
 #define BE_KERNEL_FIELD(ret, name, params, args) ret (*name)(backend_t *be, BE_ARGS params);
     BE_OPS(BE_OP_FIELD, BE_OP_FIELD)

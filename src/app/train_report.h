@@ -1,0 +1,14 @@
+/* What training reports at its end besides the profile (ARCHITECTURE.md §9): its time and energy (the
+ * log's "done:" line and RUN/energy.json). */
+#ifndef MP_TRAIN_REPORT_H
+#define MP_TRAIN_REPORT_H
+
+#include "energy.h"
+#include "run.h"
+
+/* The "done:" line (rank 0's log; a line before it when the GPU part could not be measured) and
+ * RUN/energy.json (rank 0), for `steps` steps in `seconds` with energy u. MP_OK, or MP_ERR when the
+ * file could not be written (message printed). Not collective. */
+int train_report_energy(run_t *r, const energy_use_t *u, long steps, double seconds);
+
+#endif
