@@ -318,6 +318,10 @@ static int train_loop(run_t *r)
         /* a supernet stops where a window ends: a checkpoint holds no half-summed window */
         r->stop_wanted |= sig != 0;
         r->stop = r->stop_wanted && (!r->sn.on || (t + 1) % r->sn.window == 0);
+        /* debug.kernel_times: the step's kernels, from the log's step kernel_times on (evaluations and
+         * checkpoints after the step are not timed, so every timed step makes the same calls) */
+        const int timed = d->debug.kernel_times > 0 && t + 1 >= d->debug.kernel_times;
+        if (timed) be_ktime_step_begin(&r->be);
         double t0 = perf_now(), gnorm = 0.0, loss;
         const double lr = optim_lr(&r->optim, t);
         if (r->sn.causal) { /* the whole window at its first subnet; its figures are read out per subnet */
@@ -336,6 +340,7 @@ static int train_loop(run_t *r)
             PROF(&r->prof, PROF_OPTIMIZER, gnorm = r->sn.on ? supernet_update(r, t, lr) : train_update(r, lr));
             trace_span(&r->trace, "optimizer", t, -1, t1);
         }
+        if (timed) be_ktime_step_end(&r->be);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
         if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait) != MP_OK) return MP_ERR;
@@ -542,6 +547,7 @@ int train_main(const run_opts_t *opts)
         const double seconds = perf_now() - t0;
         energy_finish(&en, MPI_COMM_WORLD, &use);
         train_report_energy(&r, &use, r.step - s0, seconds); /* a report not written leaves the status as it is */
+        train_report_kernels(&r);
         train_report_profile(&r);
         supernet_home_report(&r);
     }

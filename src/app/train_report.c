@@ -1,4 +1,4 @@
-/* The end-of-training reports: time and energy (train_report.h). */
+/* The end-of-training reports: time and energy, kernel times (train_report.h). */
 #include "train_report.h"
 
 #include <stdio.h>
@@ -38,6 +38,36 @@ int train_report_energy(run_t *r, const energy_use_t *u, long steps, double seco
     const long long tokens = (long long)steps * d->train.batch * d->model.seq_len;
     snprintf(path, sizeof path, "%s/energy.json", r->out_dir);
     if (energy_json(u, seconds, steps, tokens, d->cost.grid_gco2_per_kwh, text, sizeof text) != MP_OK)
+        return MP_FAIL("%s: the report does not fit its buffer (a bug)", path);
+    return publish_text(path, text);
+}
+
+/* Rank 0's top 8 kernels: calls, seconds and share of the timed steps' wall time. */
+static void train_log_kernels(run_t *r)
+{
+    const ktime_t *kt = &r->be.kt;
+    const double wall = kt->wall_s, total = ktime_total(kt);
+    int order[BE_K_COUNT];
+    ktime_order(kt, order);
+    runlog_printf(&r->log, "kernel times (debug.kernel_times=%d, rank 0, %s): %ld steps, %.3f s wall, kernels %.3f s "
+                  "(%.1f%%); RUN/kernel_times.r<rank>.json has every rank's", r->deck.debug.kernel_times,
+                  be_ktime_timer(&r->be), kt->steps, wall, total, wall > 0 ? 100.0 * total / wall : 0.0);
+    for (int i = 0; i < 8 && i < BE_K_COUNT && kt->calls[order[i]] > 0; i++) {
+        const int k = order[i];
+        runlog_printf(&r->log, "  %-24s %9ld calls %10.4f s %5.1f%%", ktime_names[k], kt->calls[k], kt->seconds[k],
+                      wall > 0 ? 100.0 * kt->seconds[k] / wall : 0.0);
+    }
+}
+
+int train_report_kernels(run_t *r)
+{
+    if (r->deck.debug.kernel_times <= 0) return MP_OK;
+    be_ktime_flush(&r->be);
+    if (r->rank == 0) train_log_kernels(r);
+    char path[4300], text[8192];
+    snprintf(path, sizeof path, "%s/kernel_times.r%d.json", r->out_dir, r->rank);
+    if (ktime_json(&r->be.kt, r->be.ops->device, be_ktime_timer(&r->be), r->rank, r->deck.debug.kernel_times, text,
+                   sizeof text) != MP_OK)
         return MP_FAIL("%s: the report does not fit its buffer (a bug)", path);
     return publish_text(path, text);
 }

@@ -43,6 +43,7 @@ static void cuda_destroy(backend_t *be)
     bcu_p2p_destroy(b);
     bcu_offload_destroy(b);
     bcu_comms_destroy(b);
+    bcu_time_destroy(b);
     CUDA_CHECK(cudaEventDestroy(b->grads_final));
     CUDA_CHECK(cudaEventDestroy(b->buckets_done));
     cu_arena_destroy(&b->arena);
@@ -136,6 +137,10 @@ const be_ops_t be_ops_cuda = {
     .device = "cuda",
     .init = cuda_init,
     .destroy = cuda_destroy,
+    .time_begin = bcu_time_begin,
+    .time_end = bcu_time_end,
+    .time_flush = bcu_time_flush,
+    .timer = "cuda events",
     .gpu_bus_id = cuda_gpu_bus_id,
     BE_OPS(CUDA_OP_ENTRY, CUDA_OP_ENTRY)
     BE_KERNELS(CUDA_KERNEL_ENTRY, CUDA_KERNEL_ENTRY)
