@@ -22,6 +22,7 @@
 #include "run_ckpt.h"
 #include "signals.h"
 #include "sim.h"
+#include "train_report.h"
 
 /* Fills micro-batch mb of step t on this replica. Replica q of dp takes the global samples
  * [q·batch/dp, (q+1)·batch/dp), micro-batch mb of them in order: every sample of the global batch
@@ -317,6 +318,10 @@ static int train_loop(run_t *r)
         /* a supernet stops where a window ends: a checkpoint holds no half-summed window */
         r->stop_wanted |= sig != 0;
         r->stop = r->stop_wanted && (!r->sn.on || (t + 1) % r->sn.window == 0);
+        /* debug.kernel_times: the step's kernels, from the log's step kernel_times on (evaluations and
+         * checkpoints after the step are not timed, so every timed step makes the same calls) */
+        const int timed = d->debug.kernel_times > 0 && t + 1 >= d->debug.kernel_times;
+        if (timed) be_ktime_step_begin(&r->be);
         double t0 = perf_now(), gnorm = 0.0, loss;
         const double lr = optim_lr(&r->optim, t);
         if (r->sn.causal) { /* the whole window at its first subnet; its figures are read out per subnet */
@@ -335,6 +340,7 @@ static int train_loop(run_t *r)
             PROF(&r->prof, PROF_OPTIMIZER, gnorm = r->sn.on ? supernet_update(r, t, lr) : train_update(r, lr));
             trace_span(&r->trace, "optimizer", t, -1, t1);
         }
+        if (timed) be_ktime_step_end(&r->be);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
         if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait) != MP_OK) return MP_ERR;
@@ -519,7 +525,9 @@ int train_main(const run_opts_t *opts)
     double t0 = perf_now();
     long s0 = r.step;
     energy_t en;
-    energy_start(&en);
+    char bus[NVML_BUS_ID_LEN]; /* cuda: this rank's GPU, whose NVML energy counter is read */
+    be_gpu_bus_id(&r.be, bus, sizeof bus);
+    energy_start(&en, bus);
     signals_install();
     if (rc == MP_OK) rc = train_loop(&r);
     const int stopped = rc == MP_STOPPED;
@@ -535,18 +543,15 @@ int train_main(const run_opts_t *opts)
         trace_free(&r.trace);
     }
     if (rc == MP_OK) {
-        int measured;
-        double joules = energy_joules(&en, MPI_COMM_WORLD, &measured), kwh = joules / 3.6e6;
-        char how[128] = "measured by RAPL";
-        if (!measured)
-            snprintf(how, sizeof how, "estimate: %.0f W per busy core, from CPU time; RAPL not readable here",
-                     ENERGY_WATTS_PER_CORE);
-        runlog_printf(&r.log, "done: %ld steps in %.1f s | energy %.3g kWh (%s) | CO2 %.3g g at %.0f gCO2/kWh",
-                      r.step - s0, perf_now() - t0, kwh, how, kwh * d->cost.grid_gco2_per_kwh,
-                      d->cost.grid_gco2_per_kwh);
+        energy_use_t use;
+        const double seconds = perf_now() - t0;
+        energy_finish(&en, MPI_COMM_WORLD, &use);
+        train_report_energy(&r, &use, r.step - s0, seconds); /* a report not written leaves the status as it is */
+        train_report_kernels(&r);
         train_report_profile(&r);
         supernet_home_report(&r);
     }
+    energy_release(&en); /* NVML, when a failed run did not reach energy_finish */
     const int status = rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
     if (r.rank == 0) {
         char text[600];

@@ -250,6 +250,11 @@ static const deck_key_t keys[] = {
           "midway through that write, so its peers abort at checkpoint.timeout; :hang, it stops answering in step "
           "STEP so its peers time out; :migrate, it stops in the live migration (pipeline.replan_every) after step "
           "STEP, before its layers' exchange"),
+    K_INT(debug, kernel_times, "0", 0, 1e9,
+          "time every call of every backend kernel in the training steps from step N on (counted as the log "
+          "counts them, 1 = the first; a later N leaves the warm-up out) and write RUN/kernel_times.rRANK.json on "
+          "every rank (calls and seconds per kernel; cuda: GPU time from CUDA events on the compute stream; cpu, "
+          "emu: the host clock) and rank 0's top 8 to the log; 0 = off"),
 
     K_NUM(cost, grid_gco2_per_kwh, "400", 0, INF, 0, "carbon intensity of the electricity (gCO2e per kWh)"),
 };

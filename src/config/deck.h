@@ -156,6 +156,7 @@ typedef struct {
         int dump_activations;          /* step, -1 = never */
         char fail_at[DECK_STR];        /* "RANK:STEP[:write|:hang]" or "", as written */
         deck_fail_at_t fail;           /* debug.fail_at parsed */
+        int kernel_times;              /* time every kernel call from this step on (1 = the first); 0 = off */
     } debug;
     struct {
         double grid_gco2_per_kwh;

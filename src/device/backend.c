@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "perf.h"
 
 /* The table of kind; NULL when this build has none. */
 static const be_ops_t *be_table(be_kind_t kind)
@@ -88,8 +89,73 @@ int be_bucket_claim(backend_t *be)
     ret be_##name params { return be->ops->name args; }
 BE_OPS(BE_OP_CALL, BE_OP_RETURN)
 
-#define BE_KERNEL_CALL(ret, name, params, args) \
-    ret be_##name(backend_t *be, BE_ARGS params) { be->ops->name(be, BE_ARGS args); }
-#define BE_KERNEL_RETURN(ret, name, params, args) \
-    ret be_##name(backend_t *be, BE_ARGS params) { return be->ops->name(be, BE_ARGS args); }
+/* A kernel's call, timed when be->kt.on (ktime.h): through the backend's hooks, or the host clock
+ * around the call. The branch is all an untimed call costs. */
+static void be_time_begin(backend_t *be, int k)
+{
+    if (be->ops->time_begin) be->ops->time_begin(be, k);
+    else be->kt.t0 = perf_now();
+}
+
+static void be_time_end(backend_t *be, int k)
+{
+    if (be->ops->time_end) {
+        be->ops->time_end(be, k);
+    } else {
+        be->kt.seconds[k] += perf_now() - be->kt.t0;
+        be->kt.calls[k]++;
+    }
+}
+
+#define BE_KERNEL_CALL(ret, name, params, args)          \
+    ret be_##name(backend_t *be, BE_ARGS params)         \
+    {                                                    \
+        if (!be->kt.on) {                                \
+            be->ops->name(be, BE_ARGS args);             \
+            return;                                      \
+        }                                                \
+        be_time_begin(be, BE_K_##name);                  \
+        be->ops->name(be, BE_ARGS args);                 \
+        be_time_end(be, BE_K_##name);                    \
+    }
+#define BE_KERNEL_RETURN(ret, name, params, args)        \
+    ret be_##name(backend_t *be, BE_ARGS params)         \
+    {                                                    \
+        if (!be->kt.on) return be->ops->name(be, BE_ARGS args); \
+        be_time_begin(be, BE_K_##name);                  \
+        ret result_ = be->ops->name(be, BE_ARGS args);   \
+        be_time_end(be, BE_K_##name);                    \
+        return result_;                                  \
+    }
 BE_KERNELS(BE_KERNEL_CALL, BE_KERNEL_RETURN)
+
+/* ---- kernel times and the GPU's identity ---- */
+
+void be_ktime_step_begin(backend_t *be)
+{
+    be->kt.on = 1;
+    be->kt.step_t0 = perf_now();
+}
+
+void be_ktime_step_end(backend_t *be)
+{
+    be->kt.on = 0;
+    be->kt.wall_s += perf_now() - be->kt.step_t0;
+    be->kt.steps++;
+}
+
+void be_ktime_flush(backend_t *be)
+{
+    if (be->ops && be->ops->time_flush) be->ops->time_flush(be);
+}
+
+const char *be_ktime_timer(const backend_t *be)
+{
+    return be->ops && be->ops->timer ? be->ops->timer : "host clock";
+}
+
+int be_gpu_bus_id(backend_t *be, char *buf, size_t n)
+{
+    if (n) buf[0] = 0;
+    return be->ops && be->ops->gpu_bus_id ? be->ops->gpu_bus_id(be, buf, n) : 0;
+}

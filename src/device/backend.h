@@ -29,6 +29,7 @@
 #include "arena.h"
 #include "be_kernels.h"
 #include "copier.h"
+#include "ktime.h"
 #include "wait.h"
 
 typedef enum { BE_CPU = 0, BE_EMU = 1, BE_CUDA = 2 } be_kind_t;
@@ -51,6 +52,7 @@ typedef struct backend_s {
     size_t *fence_len;
     int nfences, max_fences;
     int nbuckets, max_buckets;
+    ktime_t kt;              /* debug.kernel_times: the kernels' calls and seconds (ktime.h) */
 } backend_t;
 
 /* Sets up the backend and binds `arena` to it: the arena's allocations then come from the device
@@ -185,6 +187,21 @@ BE_KERNELS(BE_KERNEL_DECL, BE_KERNEL_DECL)
 #undef BE_OP_DECL
 #undef BE_KERNEL_DECL
 
+/* ---- kernel times (debug.kernel_times, ktime.h) ----
+ * Between step_begin and step_end every be_<kernel> call is timed into be->kt and the step's wall
+ * time added to kt.wall_s. ktime_flush harvests what the device has not reported yet (cuda: waits for
+ * the pending events); read be->kt after it. ktime_timer names the clock: "cuda events" or "host
+ * clock". Not collective. */
+void be_ktime_step_begin(backend_t *be);
+void be_ktime_step_end(backend_t *be);
+void be_ktime_flush(backend_t *be);
+const char *be_ktime_timer(const backend_t *be);
+
+/* This rank's GPU as its PCI bus id (domain:bus:device.function, cudaDeviceGetPCIBusId's spelling)
+ * into buf (n bytes), for NVML (src/obs/energy.h): 1 on a backend with a GPU, 0 and "" elsewhere
+ * (cpu, emu). A failing query is fatal, as every device error. */
+int be_gpu_bus_id(backend_t *be, char *buf, size_t n);
+
 /* Reserves room for `max` gradient buckets between waits. MP_OK or MP_ERR (out of memory). */
 int be_buckets_reserve(backend_t *be, int max);
 
@@ -199,6 +216,16 @@ struct be_ops_s {
     int (*init)(backend_t *be, size_t capacity, int device, int precision);
     /* Undoes init; NULL: nothing to undo. */
     void (*destroy)(backend_t *be);
+    /* Kernel timing hooks around each timed be_<kernel> call, with the kernel's BE_K_ index: begin
+     * before it, end after it; flush adds what end left pending into be->kt. NULL (all three): the
+     * host clock around the call, which is the kernel's time where calls are synchronous. timer names
+     * the clock for kernel_times.json (NULL: "host clock"). */
+    void (*time_begin)(backend_t *be, int kernel);
+    void (*time_end)(backend_t *be, int kernel);
+    void (*time_flush)(backend_t *be);
+    const char *timer;
+    /* be_gpu_bus_id; NULL: no GPU. */
+    int (*gpu_bus_id)(backend_t *be, char *buf, size_t n);
 #define BE_OP_FIELD(ret, name, params, args) ret (*name) params;
 #define BE_KERNEL_FIELD(ret, name, params, args) ret (*name)(backend_t *be, BE_ARGS params);
     BE_OPS(BE_OP_FIELD, BE_OP_FIELD)

@@ -43,6 +43,7 @@ static void cuda_destroy(backend_t *be)
     bcu_p2p_destroy(b);
     bcu_offload_destroy(b);
     bcu_comms_destroy(b);
+    bcu_time_destroy(b);
     CUDA_CHECK(cudaEventDestroy(b->grads_final));
     CUDA_CHECK(cudaEventDestroy(b->buckets_done));
     cu_arena_destroy(&b->arena);
@@ -104,6 +105,15 @@ void be_cuda_sync(backend_t *be)
     CUDA_CHECK(cudaStreamSynchronize(b->ctx.comm));
 }
 
+/* The GPU's PCI bus id, for NVML's energy counter (be_gpu_bus_id): NVML and CUDA may number devices
+ * differently, the bus id is the same in both. */
+static int cuda_gpu_bus_id(backend_t *be, char *buf, size_t n)
+{
+    bcu_t *b = be->state;
+    CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)n, b->ctx.device));
+    return 1;
+}
+
 /* ---- kernels: each line of be_kernels.h calls its kernels_cuda.h twin, whose type it must name ---- */
 
 static cu_ctx_t *cuda_ctx(backend_t *be) { return &((bcu_t *)be->state)->ctx; }
@@ -127,6 +137,11 @@ const be_ops_t be_ops_cuda = {
     .device = "cuda",
     .init = cuda_init,
     .destroy = cuda_destroy,
+    .time_begin = bcu_time_begin,
+    .time_end = bcu_time_end,
+    .time_flush = bcu_time_flush,
+    .timer = "cuda events",
+    .gpu_bus_id = cuda_gpu_bus_id,
     BE_OPS(CUDA_OP_ENTRY, CUDA_OP_ENTRY)
     BE_KERNELS(CUDA_KERNEL_ENTRY, CUDA_KERNEL_ENTRY)
 };

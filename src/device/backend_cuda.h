@@ -16,7 +16,7 @@
 #include "backend.h"
 #include "kernels_cuda.h"
 
-enum { BCU_MAX_COMMS = 16, BCU_OFFLOAD_EVENTS = 256 };
+enum { BCU_MAX_COMMS = 16, BCU_OFFLOAD_EVENTS = 256, BCU_TIME_PAIRS = 4096 };
 
 /* be->state */
 typedef struct {
@@ -46,6 +46,12 @@ typedef struct {
     int off_on;
     long off_issued;
     cudaEvent_t off_after, off_done[BCU_OFFLOAD_EVENTS];
+    /* kernel times (debug.kernel_times, backend_cuda_time.c): a pool of BCU_TIME_PAIRS (start, end)
+     * event pairs recorded on the compute stream around timed kernels, made at the first timed call;
+     * pair i timed kernel time_kernel[i]; time_n pairs await harvesting */
+    cudaEvent_t *time_ev;
+    int *time_kernel;
+    int time_n;
 } bcu_t;
 
 #define BE_CUDA_DECL(ret, name, params, args) ret be_cuda_##name params;
@@ -58,5 +64,13 @@ void bcu_p2p_destroy(bcu_t *b);
 void bcu_offload_destroy(bcu_t *b);
 /* Destroys the NCCL twins (collective over each). */
 void bcu_comms_destroy(bcu_t *b);
+
+/* Kernel timing hooks of the table (be_ops_t's time_begin, time_end, time_flush): CUDA events on
+ * the compute stream, harvested when the pool fills and at flush; the host waits only then. */
+void bcu_time_begin(backend_t *be, int kernel);
+void bcu_time_end(backend_t *be, int kernel);
+void bcu_time_flush(backend_t *be);
+/* Destroys the pool (nothing when timing never ran); its events must be complete (after a sync). */
+void bcu_time_destroy(bcu_t *b);
 
 #endif
