@@ -24,7 +24,7 @@ import re
 import sys
 
 ENERGY_KEYS = {"seconds", "steps", "tokens", "host_j", "host_source", "gpu_j", "gpu_source", "gpus", "total_j",
-               "j_per_token", "kwh", "co2_g"}
+               "j_per_token", "kwh", "co2_g", "t_start_unix", "t_end_unix"}
 KERNEL_KEYS = {"device", "timer", "rank", "from_step", "steps", "wall_s", "total_s", "kernels"}
 # per-step values that depend on the clock, not on the arithmetic
 TIMED = {"tokens_per_s", "mfu", "bubble", "elapsed_s", "eta_s", "transfer_wait_s_per_step"}
@@ -82,6 +82,8 @@ def energy(a):
     else:
         check(e["gpu_j"] is None and e["gpu_source"] is None and e["gpus"] == 0,
               "energy.json: no GPU part (gpu_j and gpu_source null, gpus 0)")
+    check(0 < e["t_end_unix"] - e["t_start_unix"] < e["seconds"] + 60 and e["t_start_unix"] > 1.7e9,
+          f"energy.json: the readings' wall-clock window {e['t_start_unix']}..{e['t_end_unix']} covers the run's seconds")
     total = e["host_j"] + (e["gpu_j"] or 0.0)
     check(close(e["total_j"], total), f"energy.json: total_j {e['total_j']} = host_j + gpu_j")
     tok = e["tokens"]

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -16,6 +17,13 @@ static double energy_rapl(void)
     int ok = f && fscanf(f, "%llu", &uj) == 1;
     if (f) fclose(f);
     return ok ? 1e-6 * (double)uj : -1.0;
+}
+
+static double energy_unix_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static double energy_cpu_seconds(void)
@@ -31,6 +39,7 @@ void energy_start(energy_t *e, const char *gpu_bus_id)
     memset(e, 0, sizeof *e);
     e->rapl_j0 = energy_rapl();
     e->cpu_s0 = energy_cpu_seconds();
+    e->t0_unix = energy_unix_now();
     if (!gpu_bus_id || !*gpu_bus_id) return;
     /* an id of another form is kept as given: NVML may still know it, and ranks compare it as is */
     nvml_bus_id_normalise(gpu_bus_id, e->gpu_bus, sizeof e->gpu_bus);
@@ -115,6 +124,8 @@ void energy_finish(energy_t *e, MPI_Comm comm, energy_use_t *use_p)
 {
     energy_use_t u;
     memset(&u, 0, sizeof u);
+    u.t_start_unix = e->t0_unix;
+    u.t_end_unix = energy_unix_now();
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
     energy_host(e, comm, node, &u);
@@ -141,8 +152,10 @@ int energy_json(const energy_use_t *u, double seconds, long steps, long long tok
     if (tokens > 0) snprintf(j_tok, sizeof j_tok, "%.17g", total / (double)tokens);
     int len = snprintf(buf, n, "{\"seconds\": %.6f, \"steps\": %ld, \"tokens\": %lld, \"host_j\": %.17g, "
                        "\"host_source\": \"%s\", \"gpu_j\": %s, \"gpu_source\": %s, \"gpus\": %d, \"total_j\": %.17g, "
-                       "\"j_per_token\": %s, \"kwh\": %.17g, \"co2_g\": %.17g}\n",
+                       "\"j_per_token\": %s, \"kwh\": %.17g, \"co2_g\": %.17g, \"t_start_unix\": %.3f, "
+                       "\"t_end_unix\": %.3f}\n",
                        seconds, steps, tokens, u->host_j, u->host_measured ? "rapl" : "estimate", gpu_j,
-                       u->gpu_measured ? "\"nvml\"" : "null", u->gpus, total, j_tok, kwh, kwh * gco2_per_kwh);
+                       u->gpu_measured ? "\"nvml\"" : "null", u->gpus, total, j_tok, kwh, kwh * gco2_per_kwh,
+                       u->t_start_unix, u->t_end_unix);
     return len >= 0 && (size_t)len < n ? MP_OK : MP_ERR;
 }

@@ -21,6 +21,7 @@
 typedef struct {
     double rapl_j0;                 /* RAPL reading at start (joules), < 0 when unreadable */
     double cpu_s0;                  /* process CPU seconds at start */
+    double t0_unix;                 /* wall clock at start (seconds since the epoch) */
     char gpu_bus[NVML_BUS_ID_LEN];  /* this rank's GPU, normalised (nvml.h); "" = none */
     nvml_t nvml;                    /* open while gpu_ok */
     unsigned long long gpu_mj0;     /* its counter at start (millijoules) */
@@ -37,6 +38,8 @@ typedef struct {
     int gpus;                       /* distinct GPUs in gpu_j; 0 when not measured */
     double gpu_j;                   /* their energy; 0 when not measured */
     char gpu_why[ENERGY_WHY_LEN];   /* gpu_wanted && !gpu_measured: the first failing rank's reason */
+    double t_start_unix, t_end_unix; /* this rank's wall clock at the readings: an outside meter (the
+                                      * bring-up's NVML sampler) integrates over the same window */
 } energy_use_t;
 
 /* Readings at the start of the run. gpu_bus_id: this rank's GPU (any spelling of
@@ -56,7 +59,7 @@ double energy_total_j(const energy_use_t *u);
 int energy_gpu_counts(const char *ids, int n, int me);
 
 /* RUN/energy.json's text into buf (n bytes): {"seconds", "steps", "tokens", "host_j", "host_source",
- * "gpu_j", "gpu_source", "gpus", "total_j", "j_per_token", "kwh", "co2_g"} (ARCHITECTURE.md §9; null
+ * "gpu_j", "gpu_source", "gpus", "total_j", "j_per_token", "kwh", "co2_g", "t_start_unix", "t_end_unix"} (ARCHITECTURE.md §9; null
  * where there is nothing: no GPU measured, no tokens). MP_OK, or MP_ERR when it does not fit. */
 int energy_json(const energy_use_t *u, double seconds, long steps, long long tokens, double gco2_per_kwh, char *buf,
                 size_t n);

@@ -91,20 +91,25 @@ export KIT='$KIT' WORK='$WORK' PY='$PY' KIT_LD='$KIT_LD' CUDA_LIBS='$CUDA_LIBS'
 EOF
 }
 
-# mp ARGS: the kit's mindpipe; mpx N ARGS: under the kit's mpiexec with N ranks.
-mp() { env LD_LIBRARY_PATH="$KIT_LD" UCX_MODULE_DIR="$KIT/lib/ucx" OMP_WAIT_POLICY=PASSIVE "$KIT/bin/mindpipe" "$@"; }
-mpx() {
-    local n=$1; shift
-    env LD_LIBRARY_PATH="$KIT_LD" UCX_MODULE_DIR="$KIT/lib/ucx" OMP_WAIT_POLICY=PASSIVE ${MP_UCX_TLS:+UCX_TLS=$MP_UCX_TLS} \
-        "$KIT/bin/mpiexec" -n "$n" "$KIT/bin/mindpipe" "$@"
+# kit_env: the environment prefix of every mindpipe and mpiexec of the kit.
+kit_env() {
+    KENV=(env LD_LIBRARY_PATH="$KIT_LD" UCX_MODULE_DIR="$KIT/lib/ucx" OMP_WAIT_POLICY=PASSIVE)
+    [ -n "${MP_UCX_TLS:-}" ] && KENV+=(UCX_TLS="$MP_UCX_TLS")
+    return 0
 }
+# mp ARGS: the kit's mindpipe.
+mp() { kit_env; "${KENV[@]}" "$KIT/bin/mindpipe" "$@"; }
 
 # train NAME RANKS DECK [--set ...]: a run into $RUNS/NAME on the kit's data, log in $RUNS/NAME.log.
 train() {
     local name=$1 n=$2 deck=$3; shift 3
     rm -rf "${RUNS:?}/$name"
     local args=(train -c "$KIT/decks/$deck" --set "data.path=$KIT/data/kjv.h5" --out "$RUNS/$name" "$@")
-    if [ "$n" -eq 1 ]; then mp "${args[@]}"; else mpx "$n" "${args[@]}"; fi > "$RUNS/$name.log" 2>&1
+    local stop=()
+    [ -n "${MP_STOP_AFTER:-}" ] && stop=(timeout -s TERM -k 15 "$MP_STOP_AFTER")
+    kit_env
+    if [ "$n" -eq 1 ]; then "${stop[@]}" "${KENV[@]}" "$KIT/bin/mindpipe" "${args[@]}"
+    else "${stop[@]}" "${KENV[@]}" "$KIT/bin/mpiexec" -n "$n" "$KIT/bin/mindpipe" "${args[@]}"; fi > "$RUNS/$name.log" 2>&1
     local rc=$?
     echo "[$name: exit $rc]" >> "$RUNS/$name.log"
     return $rc
@@ -199,7 +204,9 @@ part_gpt2() {
     # the GPU's own power readings over the run, beside the run's own energy report
     "$PY" "$here/nvml_sample.py" --out "$RUNS/nvml.json" --stop "$RUNS/nvml.stop" > "$RUNS/nvml.log" 2>&1 &
     local sampler=$!
-    train gpt2 1 gpt2-124m.ini --set "train.peak_gflops=$peak" "${sets[@]}"
+    # stopped by SIGTERM before the part's own limit if slow: it then ends its step, reports its
+    # energy and kernel times, and the check reads the steps it ran
+    MP_STOP_AFTER=55 train gpt2 1 gpt2-124m.ini --set "train.peak_gflops=$peak" "${sets[@]}"
     touch "$RUNS/nvml.stop"
     wait $sampler
     check gpt2 "$PARTS/gpt2.json" "$RUNS/gpt2" "$RUNS/nvml.json" "$peak" "$DRY"
