@@ -55,12 +55,19 @@ def metrics(d):
     out = {}
     for line in read(os.path.join(d, "metrics.jsonl")).splitlines():
         try:
-            r = json.loads(line)
+            # train.c prints a non-finite loss with %.17g ("nan", "-nan", "inf"): not JSON
+            r = json.loads(re.sub(r'(?<=:)(-?)(nan|inf)\b', lambda m: m.group(1) + ("NaN" if m.group(2) == "nan" else "Infinity"), line))
         except ValueError:
             continue
         if "step" in r and "loss" in r:
             out[r["step"]] = r
     return out
+
+
+def run_done(d):
+    """'' when the run's exit_status says it finished, else why not."""
+    st = read(os.path.join(d, "exit_status")).strip()
+    return "" if st.startswith("0 ") else "the run did not finish (exit_status: %s)" % (st or "none")
 
 
 def last_ckpt(d, step=None):
@@ -82,10 +89,14 @@ def compare_runs(ref, run, step=None):
     mr, mx = metrics(ref), metrics(run)
     steps = sorted(set(mr) & set(mx))
     res = {"steps": len(steps), "ref": ref, "run": run}
+    if run_done(run):
+        res["error"] = "%s: %s; %s" % (os.path.basename(run), run_done(run), " / ".join(run_tail(run, 3)))
+        return res
     if not steps:
         res["error"] = "no common logged step (run: %s)" % " / ".join(run_tail(run, 3))
         return res
-    res["loss_rel"] = max(abs(mx[s]["loss"] - mr[s]["loss"]) / abs(mr[s]["loss"]) for s in steps)
+    rels = [abs(mx[s]["loss"] - mr[s]["loss"]) / abs(mr[s]["loss"]) for s in steps]
+    res["loss_rel"] = max(rels) if all(map(math.isfinite, rels)) else float("inf")  # max() skips a NaN
     res["losses_bitwise"] = all(mx[s]["loss"] == mr[s]["loss"] and mx[s].get("grad_norm") == mr[s].get("grad_norm")
                                 for s in steps)
     res["last_step"] = steps[-1]
@@ -189,7 +200,7 @@ def cmd_selftest(out, d, dry):
                rc=rc, device=dev.group(1) if dev else None, versions=versions, kernels=kernels, failed=fails)
     if dry == "1":
         res["what"] += " (dry run: no GPU, so it must stop at once, naming the driver, with exit 1)"
-        if not (rc == 1 and "no usable CUDA device" in log):
+        if not (rc == 1 and ("no usable CUDA device" in log or "no CUDA device" in log)):
             res["status"] = "fail"
             res["why"] = "expected exit 1 and 'no usable CUDA device'; got exit %d: %s" % (rc, log.strip()[-300:])
     elif rc != 0 or fails or not lines:
@@ -250,8 +261,13 @@ def cmd_curve(out, s11, s12, f32, low, prec):
     res.update(seed_noise=mad(a, b), low_vs_fp32=mad(y, x), fp32_dev_vs_cpu=mad(x, a),
                final={"fp32_s11_cpu": tail(a), "fp32_s12_cpu": tail(b), "fp32_dev": tail(x), prec + "_dev": tail(y)},
                measure="mean over steps of |loss difference|; final: mean of the last sixth of the steps")
-    if not all(map(math.isfinite, y[:n])):
+    unfinished = [os.path.basename(d) + ": " + run_done(d) for d in (f32, low) if run_done(d)]
+    if unfinished:
+        res.update(status="fail", why="; ".join(unfinished))
+    elif not all(math.isfinite(v) for u in (a, b, x, y) for v in u):
         res.update(status="fail", why="a non-finite loss")
+    elif len(y) != len(x):
+        res.update(status="fail", why="%s logged %d steps, fp32 %d" % (prec, len(y), len(x)))
     elif res["low_vs_fp32"] > res["seed_noise"]:
         res.update(status="fail", why="%s departs from fp32 by %.4g per step, more than two seeds do (%.4g)" % (
             prec, res["low_vs_fp32"], res["seed_noise"]))
@@ -270,9 +286,11 @@ def cmd_layouts(out, base, cpuref, *pairs):
         e = {"bitwise": r.get("bitwise", False), "loss_rel": r.get("loss_rel"), "weights_rel": r.get("weights_rel"),
              "error": r.get("error")}
         if ref is not None:
-            c = ref.get(name, {})
+            c = ref.get(name)
             e["on_cpu"] = c
-            if e["error"]:
+            if c is None:
+                why.append("%s: no cpu reference for this layout in the kit" % name)
+            elif e["error"]:
                 why.append("%s: %s" % (name, e["error"]))
             elif c.get("bitwise") and not e["bitwise"]:
                 why.append("%s: bitwise on cpu, not here (loss rel %.3g, weights rel %.3g)" % (name, e["loss_rel"], e["weights_rel"]))
