@@ -10,8 +10,10 @@
  *   emu   (backend_emu.c) the cpu backend on a separate "device" region that host code cannot read:
  *         the region is mapped PROT_NONE except inside a be_* call, so a host access the CUDA path
  *         would make to device memory is a segmentation fault here, and every crossing of the
- *         boundary is an explicit be_to_host / be_to_device. This is how the CUDA path's data
- *         movement is tested on machines with no GPU; its results are bitwise those of cpu.
+ *         boundary is an explicit be_to_host / be_to_device. Its collectives are the host-staged
+ *         ones (backend_staged.c) that cuda runs where ranks share a GPU. This is how the CUDA
+ *         path's data movement is tested on machines with no GPU; its results are bitwise those of
+ *         cpu.
  *   cuda  (backend_cuda.c, backend_cuda_coll.c, backend_cuda_p2p.c; CUDA builds) the cu_* kernels
  *         on one cudaMalloc'd region, work enqueued on the compute stream; collectives through NCCL
  *         communicators twinned with the grid's MPI ones; data parallel buckets on the collective
@@ -51,6 +53,7 @@ typedef struct backend_s {
     size_t *fence_len;
     int nfences, max_fences;
     int nbuckets, max_buckets;
+    struct be_staged_s *staged; /* emu, cuda: host buffers of the host-staged collectives (backend_staged.h) */
 } backend_t;
 
 /* Sets up the backend and binds `arena` to it: the arena's allocations then come from the device
@@ -67,9 +70,9 @@ static inline int be_host_visible(const backend_t *be) { return be->kind == BE_C
 /* ---- the operations besides the kernels (those: be_kernels.h) ----
  * One entry each, X(return type, name, (parameters), (arguments)) as in be_kernels.h but with the
  * backend first, always named be: each makes be_<name> with those parameters and its table entry.
- * The lists are grouped by what the emu backend does with them: it runs cpu's memory operations,
- * collectives and kernels with its region open, its own buckets, and cpu's host operations and
- * point-to-point as they are. */
+ * The lists are grouped by what the emu backend does with them: it runs cpu's memory operations
+ * and kernels with its region open, the host-staged collectives and buckets (backend_staged.h), and
+ * cpu's host operations and point-to-point as they are. */
 
 /* Device memory:
  *   zero       dev (bytes) = 0
@@ -117,10 +120,10 @@ static inline int be_host_visible(const backend_t *be) { return be->kind == BE_C
 /* Data-parallel gradient buckets:
  *   bucket_start      a bucket's sum over comm, started now and overlapping the work after it until
  *                     buckets_wait (cpu: MPI_Iallreduce; cuda: NCCL on the collective stream after
- *                     an event of the compute stream; emu: summed at once, since MPI progresses
- *                     inside later calls, when the region would be closed). At most
+ *                     an event of the compute stream; emu: copied to a host buffer, then
+ *                     MPI_Iallreduce on it, copied back at buckets_wait). At most
  *                     be_buckets_reserve's max between waits.
- *   buckets_progress  lets MPI progress the started buckets (cpu); nothing elsewhere
+ *   buckets_progress  lets MPI progress the started buckets (cpu, emu); nothing elsewhere
  *   buckets_wait      every started bucket is summed before the work after this call (cuda: the
  *                     compute stream waits on the collective stream's event; the host does not
  *                     block) */
