@@ -1,9 +1,15 @@
-/* The host-staged collectives (src/device/backend_staged.h), on one process with no GPU: the
- * collectives and buckets on the emu backend over MPI_COMM_SELF (one rank: every sum is its input).
- * Each result lands in device memory through the copies, a bucket's sum comes back from its host
- * copy at the wait (the device buffer is cleared between start and wait to see it), buckets of a
- * later step grow their host copies, and be_destroy frees them. Two ranks, bitwise against the cpu
- * backend: validation/test_device.sh. */
+/* Ranks that share a GPU (src/device/gpu_share.h) and the host-staged collectives they fall back to
+ * (src/device/backend_staged.h), on one process with no GPU.
+ *
+ * gpu_share_find and gpu_share_boundary on GPU names made by hand: which pairs of ranks share a GPU
+ * (same host, boot id and PCI bus id: what NCCL refuses) and which do not (same bus id on another
+ * host or another boot), the first pair reported, a 4096-rank world; which pipeline boundary joins
+ * two ranks on one GPU, with and without the interleaved schedule's wrap. gpu_share_gather over
+ * MPI_COMM_SELF. Then the collectives and buckets on the emu backend over MPI_COMM_SELF (one rank:
+ * every sum is its input). Each result lands in device memory through the copies, a bucket's sum
+ * comes back from its host copy at the wait (the device buffer is cleared between start and wait to
+ * see it), buckets of a later step grow their host copies, and be_destroy frees them. Two ranks,
+ * bitwise against the cpu backend: validation/test_device.sh. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +18,116 @@
 #include "arena.h"
 #include "backend.h"
 #include "check.h"
+#include "gpu_share.h"
 #include "mpi_check.h"
 #include "tap.h"
+
+/* Rank i on host "node<host[i]>" (boot id "b<boot>"), GPU bus "0000:<bus[i]>:00.0". */
+static void ids_make(gpu_id_t *ids, int n, const int *host, const int *bus, int boot)
+{
+    memset(ids, 0, (size_t)n * sizeof *ids);
+    for (int i = 0; i < n; i++) {
+        snprintf(ids[i].host, sizeof ids[i].host, "node%d", host[i]);
+        snprintf(ids[i].boot, sizeof ids[i].boot, "b%d", boot);
+        snprintf(ids[i].bus, sizeof ids[i].bus, "0000:%02x:00.0", bus[i]);
+    }
+}
+
+/* gpu_share_find on n ranks: want_a < 0 means no pair. */
+static void find_case(const char *what, int n, const int *host, const int *bus, int want_a, int want_b)
+{
+    gpu_id_t ids[16];
+    ids_make(ids, n, host, bus, 1);
+    int a = -7, b = -7;
+    const int got = gpu_share_find(ids, n, &a, &b);
+    if (want_a < 0)
+        tap_ok(got == 0 && a == -7 && b == -7, "gpu_share_find: %s: no two ranks share a GPU (got %d)", what, got);
+    else
+        tap_ok(got == 1 && a == want_a && b == want_b, "gpu_share_find: %s: ranks %d and %d (got %d: %d, %d)", what,
+               want_a, want_b, got, a, b);
+}
+
+static void test_find(void)
+{
+    find_case("no ranks", 0, NULL, NULL, -1, -1);
+    find_case("one rank", 1, (int[]){0}, (int[]){0}, -1, -1);
+    find_case("4 ranks, 4 GPUs of one host", 4, (int[]){0, 0, 0, 0}, (int[]){1, 2, 3, 4}, -1, -1);
+    find_case("the same bus id on 4 hosts", 4, (int[]){0, 1, 2, 3}, (int[]){1, 1, 1, 1}, -1, -1);
+    find_case("two ranks on one GPU (the lent machine, pp = 2)", 2, (int[]){0, 0}, (int[]){1, 1}, 0, 1);
+    find_case("ranks 1 and 3 of 4", 4, (int[]){0, 0, 0, 0}, (int[]){1, 2, 3, 2}, 1, 3);
+    find_case("pairs {2,5} and {0,4}: the least first rank", 6, (int[]){0, 0, 0, 0, 0, 0}, (int[]){7, 1, 3, 2, 7, 3},
+              0, 4);
+    find_case("ranks 1, 2, 3 on one GPU and {0,5} on another host's", 6, (int[]){1, 0, 0, 0, 2, 1},
+              (int[]){1, 1, 1, 1, 0, 1}, 0, 5);
+    find_case("8 ranks on a 2-GPU node (node rank mod 2)", 8, (int[]){0, 0, 0, 0, 0, 0, 0, 0},
+              (int[]){0, 1, 0, 1, 0, 1, 0, 1}, 0, 2);
+    /* the same host name and bus id after a reboot (or in another container host named alike) */
+    gpu_id_t ids[2];
+    ids_make(ids, 2, (int[]){0, 0}, (int[]){1, 1}, 1);
+    snprintf(ids[1].boot, sizeof ids[1].boot, "b2");
+    int a = -7, b = -7;
+    tap_ok(gpu_share_find(ids, 2, &a, &b) == 0 && !gpu_share_same(&ids[0], &ids[1]),
+           "gpu_share_find: the same host name and bus id with different boot ids are two GPUs (as NCCL counts)");
+    /* a world: 4096 ranks, 8 GPUs on each of 512 hosts, all distinct; then the last on rank 7's */
+    enum { W = 4096 };
+    gpu_id_t *w = calloc(W, sizeof *w);
+    for (int i = 0; i < W; i++) {
+        snprintf(w[i].host, sizeof w[i].host, "nid%05d", i / 8);
+        snprintf(w[i].boot, sizeof w[i].boot, "boot-%d", i / 8);
+        snprintf(w[i].bus, sizeof w[i].bus, "0000:%02x:00.0", 0x10 * (i % 8));
+    }
+    a = b = -7;
+    const int none = gpu_share_find(w, W, &a, &b);
+    w[W - 1] = w[7];
+    const int one = gpu_share_find(w, W, &a, &b);
+    tap_ok(none == 0 && one == 1 && a == 7 && b == W - 1,
+           "gpu_share_find: 4096 ranks on 512 hosts: none shared; then rank 4095 on rank 7's GPU (got %d, %d: %d, %d)",
+           none, one, a, b);
+    free(w);
+}
+
+/* gpu_share_boundary: ids of a world, the stages' ranks in it. */
+static void test_boundary(void)
+{
+    gpu_id_t ids[8];
+    /* pp = 2 on one GPU: world ranks 0 and 1 */
+    ids_make(ids, 2, (int[]){0, 0}, (int[]){1, 1}, 1);
+    tap_ok(gpu_share_boundary(ids, (int[]){0, 1}, 2, 0) == 0, "gpu_share_boundary: pp = 2, both stages on one GPU: "
+                                                               "boundary 0");
+    /* a pipeline over 8 ranks (stages on world ranks 0, 2, 4, 6) on a 2-GPU node: stages 0 and 1 are
+     * ranks 0 and 2, both on GPU 0 */
+    ids_make(ids, 8, (int[]){0, 0, 0, 0, 0, 0, 0, 0}, (int[]){0, 1, 0, 1, 0, 1, 0, 1}, 1);
+    tap_ok(gpu_share_boundary(ids, (int[]){0, 2, 4, 6}, 4, 0) == 0,
+           "gpu_share_boundary: stages on ranks 0,2,4,6 of a 2-GPU node: boundary 0");
+    /* neighbours on distinct GPUs, stages 0 and 2 on one: not a boundary */
+    ids_make(ids, 4, (int[]){0, 0, 0, 0}, (int[]){0, 1, 0, 1}, 1);
+    tap_ok(gpu_share_boundary(ids, (int[]){0, 1, 2, 3}, 4, 0) == -1,
+           "gpu_share_boundary: stages 0 and 2 share a GPU, no neighbours do: none");
+    ids_make(ids, 4, (int[]){0, 0, 0, 0}, (int[]){0, 1, 1, 2}, 1);
+    tap_ok(gpu_share_boundary(ids, (int[]){0, 1, 2, 3}, 4, 0) == 1, "gpu_share_boundary: stages 1 and 2 share: "
+                                                                      "boundary 1");
+    /* the last stage and the first: a boundary only under the interleaved schedule */
+    ids_make(ids, 4, (int[]){0, 0, 0, 0}, (int[]){0, 1, 2, 0}, 1);
+    const int plain = gpu_share_boundary(ids, (int[]){0, 1, 2, 3}, 4, 0);
+    const int wrap = gpu_share_boundary(ids, (int[]){0, 1, 2, 3}, 4, 1);
+    tap_ok(plain == -1 && wrap == 3, "gpu_share_boundary: last and first stage share: none without the wrap, "
+                                     "boundary 3 with it (got %d, %d)", plain, wrap);
+    tap_ok(gpu_share_boundary(ids, (int[]){0}, 1, 1) == -1, "gpu_share_boundary: one stage has no boundary");
+    /* the same bus id on the neighbour's host is another GPU */
+    ids_make(ids, 2, (int[]){0, 1}, (int[]){1, 1}, 1);
+    tap_ok(gpu_share_boundary(ids, (int[]){0, 1}, 2, 1) == -1, "gpu_share_boundary: one bus id on two hosts: none");
+}
+
+static void test_gather(void)
+{
+    wait_cfg_t wait = {0, 10.0};
+    gpu_id_t me;
+    ids_make(&me, 1, (int[]){3}, (int[]){0x41}, 9);
+    gpu_id_t *all = gpu_share_gather(&me, MPI_COMM_SELF, &wait);
+    tap_ok(all && gpu_share_same(&all[0], &me) && strcmp(all[0].bus, "0000:41:00.0") == 0,
+           "gpu_share_gather over MPI_COMM_SELF: this rank's name back (%s)", all ? all[0].bus : "NULL");
+    free(all);
+}
 
 /* Deterministic values that are not sums of themselves. */
 static void fill(float *x, size_t n, float scale)
@@ -103,6 +217,9 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     mpi_check_init(0);
+    test_find();
+    test_boundary();
+    test_gather();
     test_emu();
     MPI_Finalize();
     return tap_done();
