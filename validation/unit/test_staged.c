@@ -5,7 +5,10 @@
  * (same host, boot id and PCI bus id: what NCCL refuses) and which do not (same bus id on another
  * host or another boot), the first pair reported, a 4096-rank world; which pipeline boundary joins
  * two ranks on one GPU, with and without the interleaved schedule's wrap. gpu_share_gather over
- * MPI_COMM_SELF. Then the collectives and buckets on the emu backend over MPI_COMM_SELF (one rank:
+ * MPI_COMM_SELF. What the run decides from them (src/app/run_gpus.h) on layouts made by hand:
+ * parallel.p2p = auto picks MPI when a pipeline boundary's ranks share a GPU and NCCL otherwise, an
+ * explicit nccl is refused with the two ranks and the GPU named, memory.device_limit = 0 is refused
+ * when any two ranks share a GPU. Then the collectives and buckets on the emu backend over MPI_COMM_SELF (one rank:
  * every sum is its input). Each result lands in device memory through the copies, a bucket's sum
  * comes back from its host copy at the wait (the device buffer is cleared between start and wait to
  * see it), buckets of a later step grow their host copies, and be_destroy frees them. Two ranks,
@@ -20,7 +23,11 @@
 #include "check.h"
 #include "gpu_share.h"
 #include "mpi_check.h"
+#include "run_gpus.h"
 #include "tap.h"
+
+static char tmpdir[] = "/tmp/test_staged.XXXXXX";
+#include "capture.h"
 
 /* Rank i on host "node<host[i]>" (boot id "b<boot>"), GPU bus "0000:<bus[i]>:00.0". */
 static void ids_make(gpu_id_t *ids, int n, const int *host, const int *bus, int boot)
@@ -129,6 +136,101 @@ static void test_gather(void)
     free(all);
 }
 
+/* A run context with only what run_gpus_decide reads: the deck's defaults with p2p, the device limit
+ * and the schedule given, and a grid of the given sizes in the default order (tp fastest, then dp,
+ * sp, pp). */
+static run_t *run_by_hand(int tp, int dp, int pp, deck_p2p_t p2p, uint64_t limit, int interleaved)
+{
+    run_t *r = calloc(1, sizeof *r);
+    deck_defaults(&r->deck);
+    r->deck.parallel.tp = tp, r->deck.parallel.dp = dp, r->deck.parallel.pp = pp;
+    r->deck.parallel.p2p = p2p;
+    r->deck.memory.device_limit = limit;
+    if (interleaved) r->deck.parallel.schedule_kind = DECK_SCHED_INTERLEAVED, r->deck.parallel.virtual_stages = 2;
+    const int size[GRID_NDIMS] = {[GRID_TP] = tp, [GRID_DP] = dp, [GRID_SP] = 1, [GRID_PP] = pp};
+    const int order[GRID_NDIMS] = {GRID_TP, GRID_DP, GRID_SP, GRID_PP};
+    int stride = 1;
+    for (int k = 0; k < GRID_NDIMS; k++) {
+        r->grid.size[order[k]] = size[order[k]], r->grid.order[k] = order[k];
+        r->grid.stride[order[k]] = stride;
+        stride *= size[order[k]];
+    }
+    r->grid.world = r->world = stride;
+    return r;
+}
+
+/* run_gpus_decide on ranks whose GPUs are bus[rank] of one host; its status, stderr in errtext. */
+static int decide(run_t *r, const int *bus)
+{
+    gpu_id_t ids[16];
+    int host[16] = {0};
+    ids_make(ids, r->world, host, bus, 1);
+    capture_begin();
+    const int rc = run_gpus_decide(r, ids);
+    capture_end();
+    show_errtext();
+    return rc;
+}
+
+static void test_run_decide(void)
+{
+    const uint64_t G30 = (uint64_t)30 << 30;
+    /* the lent machine: pp = 2, both ranks on its one GPU */
+    run_t *r = run_by_hand(1, 1, 2, DECK_P2P_AUTO, G30, 0);
+    int rc = decide(r, (int[]){0x41, 0x41});
+    tap_ok(rc == MP_OK && !r->p2p_nccl && strstr(r->p2p_note, "parallel.p2p=auto: pipeline messages go through MPI") &&
+               strstr(r->p2p_note, "ranks 0 and 1 (pipeline stages 0 and 1) share GPU 0000:41:00.0 on node0") &&
+               strstr(r->gpu_note, "ranks 0 and 1 share GPU 0000:41:00.0"),
+           "run_gpus: pp=2 on one GPU, p2p=auto: MPI messages, said once with the ranks and the GPU");
+    free(r);
+    r = run_by_hand(1, 1, 2, DECK_P2P_NCCL, G30, 0);
+    rc = decide(r, (int[]){0x41, 0x41});
+    tap_ok(rc == MP_ERR && strstr(errtext, "parallel.p2p=nccl: ranks 0 and 1 (pipeline stages 0 and 1) share GPU "
+                                           "0000:41:00.0 on node0") && strstr(errtext, "set parallel.p2p=mpi"),
+           "run_gpus: pp=2 on one GPU, p2p=nccl: refused, naming the ranks, stages and GPU");
+    free(r);
+    r = run_by_hand(1, 1, 2, DECK_P2P_MPI, 0, 0);
+    rc = decide(r, (int[]){0x41, 0x41});
+    tap_ok(rc == MP_ERR && strstr(errtext, "ranks 0 and 1 share GPU 0000:41:00.0") &&
+               strstr(errtext, "set memory.device_limit"),
+           "run_gpus: two ranks on one GPU with memory.device_limit=0: refused (the first arena would take it all)");
+    free(r);
+    r = run_by_hand(1, 1, 2, DECK_P2P_MPI, G30, 0);
+    rc = decide(r, (int[]){0x41, 0x41});
+    tap_ok(rc == MP_OK && !r->p2p_nccl && !r->p2p_note[0] && r->gpu_note[0],
+           "run_gpus: p2p=mpi with a device limit: MPI messages, no p2p note, the shared GPU noted");
+    free(r);
+    /* tp2 x pp2 on a 2-GPU node (node rank mod 2): pipelines {0,2} and {1,3}, each on one GPU */
+    r = run_by_hand(2, 1, 2, DECK_P2P_AUTO, G30, 0);
+    rc = decide(r, (int[]){0, 1, 0, 1});
+    tap_ok(rc == MP_OK && !r->p2p_nccl && strstr(r->p2p_note, "ranks 0 and 2 (pipeline stages 0 and 1)"),
+           "run_gpus: tp2 x pp2 on 2 GPUs: stages 0 and 1 of a pipeline share one: MPI (%s)", r->p2p_note);
+    free(r);
+    /* dp2 x pp2 on 4 GPUs: nothing shared, no limit needed */
+    r = run_by_hand(1, 2, 2, DECK_P2P_AUTO, 0, 0);
+    rc = decide(r, (int[]){0, 1, 2, 3});
+    tap_ok(rc == MP_OK && r->p2p_nccl && !r->p2p_note[0] && !r->gpu_note[0],
+           "run_gpus: dp2 x pp2 on 4 GPUs: NCCL messages, nothing noted");
+    free(r);
+    /* pp4 on 2 GPUs: stages 0 and 2 share one, no neighbours do */
+    r = run_by_hand(1, 1, 4, DECK_P2P_NCCL, G30, 0);
+    rc = decide(r, (int[]){0, 1, 0, 1});
+    tap_ok(rc == MP_OK && r->p2p_nccl && !r->p2p_note[0] && strstr(r->gpu_note, "ranks 0 and 2"),
+           "run_gpus: pp4 on 2 GPUs, neighbours on distinct GPUs: p2p=nccl allowed; the shared GPU noted");
+    free(r);
+    /* pp3 on 2 GPUs: the last stage and the first share one, a boundary under the interleaved schedule */
+    r = run_by_hand(1, 1, 3, DECK_P2P_AUTO, G30, 0);
+    rc = decide(r, (int[]){0, 1, 0});
+    const int plain = rc == MP_OK && r->p2p_nccl;
+    free(r);
+    r = run_by_hand(1, 1, 3, DECK_P2P_AUTO, G30, 1);
+    rc = decide(r, (int[]){0, 1, 0});
+    tap_ok(plain && rc == MP_OK && !r->p2p_nccl && strstr(r->p2p_note, "ranks 2 and 0 (pipeline stages 2 and 0)"),
+           "run_gpus: pp3 on 2 GPUs, first and last stage on one: NCCL for 1f1b, MPI for interleaved (%s)",
+           r->p2p_note);
+    free(r);
+}
+
 /* Deterministic values that are not sums of themselves. */
 static void fill(float *x, size_t n, float scale)
 {
@@ -217,10 +319,13 @@ int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     mpi_check_init(0);
+    if (!mkdtemp(tmpdir)) return 1;
     test_find();
     test_boundary();
     test_gather();
+    test_run_decide();
     test_emu();
     MPI_Finalize();
+    rmdir(tmpdir);
     return tap_done();
 }
