@@ -13,6 +13,7 @@
 #include "perf.h"
 #include "autosplit.h"
 #include "publish.h"
+#include "run_gpus.h"
 #include "signals.h"
 
 /* Layer l's memory policy: memory.layers' letter, else memory.policy. auto counts as keep here:
@@ -312,7 +313,9 @@ static int run_global_index(run_t *r)
 }
 
 /* train.device: the backend, its memory behind the arena, and (cuda) the NCCL twins of the grid's
- * communicators. One GPU per rank: node rank mod the devices the node has. */
+ * communicators. One GPU per rank: node rank mod the devices the node has, so a node with more
+ * ranks than GPUs puts several on one (run_gpus.h). cuda: every step is agreed on by every rank,
+ * since each next one is collective. */
 static int run_backend(run_t *r)
 {
     static const be_kind_t kind_of[DECK_DEVICE_COUNT] = {
@@ -322,17 +325,21 @@ static int run_backend(run_t *r)
     int ordinal = 0;
     if (kind == BE_CUDA) {
         const int n = device_count();
-        if (n <= 0) return MP_ERR;
+        if (run_agree(n > 0 ? MP_OK : MP_ERR) != MP_OK) return MP_ERR;
         ordinal = r->grid.node_rank % n;
+        if (run_gpus_resolve(r, ordinal) != MP_OK) return MP_ERR;
     }
-    if (be_init(&r->be, kind, &r->arena, d->memory.device_limit, ordinal, d->train.precision == DECK_PRECISION_BF16,
-                &r->wait) != MP_OK)
+    const int rc = be_init(&r->be, kind, &r->arena, d->memory.device_limit, ordinal,
+                           d->train.precision == DECK_PRECISION_BF16, &r->wait);
+    if (kind != BE_CUDA) return rc;
+    if (run_agree(rc) != MP_OK) {
+        if (rc == MP_OK) be_destroy(&r->be);
         return MP_ERR;
-    if (kind == BE_CUDA) { /* the same order on every rank: each creation is collective over its group */
-        for (int k = 0; k < GRID_NDIMS; k++) be_comm_add(&r->be, r->grid.comm[k]);
-        be_comm_add(&r->be, r->grid.replica);
-        be_comm_add(&r->be, r->grid.embed);
     }
+    /* the same order on every rank: each is collective over its group */
+    for (int k = 0; k < GRID_NDIMS; k++) be_comm_add(&r->be, r->grid.comm[k]);
+    be_comm_add(&r->be, r->grid.replica);
+    be_comm_add(&r->be, r->grid.embed);
     return MP_OK;
 }
 
@@ -445,7 +452,7 @@ const char *run_supernet_serial_why(const run_t *r)
 {
     const deck_t *d = &r->deck;
     if (deck_chunks_per_stage(d) > 1) return "the interleaved schedule's chunks";
-    if (r->be.kind == BE_CUDA && d->parallel.p2p != DECK_P2P_MPI) return "NCCL messages (parallel.p2p=mpi runs causally)";
+    if (r->p2p_nccl) return "NCCL messages (parallel.p2p=mpi runs causally)";
     for (int l = 0; l < d->model.layers; l++)
         if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return "the balance memory policy";
     return NULL;
@@ -596,7 +603,7 @@ static exec_ctx_t run_exec_ctx(run_t *r)
                     .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
                     .stage = r->stage, .pp = r->pp, .kind = run_sched_kind[d->parallel.schedule_kind],
                     .m = r->micro_batches * (r->sn.causal ? r->sn.window : 1), .per = r->sn.causal ? r->micro_batches : 0,
-                    .supernet = r->sn.on, .nccl = r->be.kind == BE_CUDA && d->parallel.p2p != DECK_P2P_MPI,
+                    .supernet = r->sn.on, .nccl = r->p2p_nccl,
                     .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
                     .partner_mov = run_partner_mov(r), .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
     int coord[GRID_NDIMS];

@@ -52,6 +52,9 @@ typedef struct {
     dataset_t data;
     arena_t arena;
     backend_t be;            /* train.device: where the model lives and runs */
+    int p2p_nccl;            /* pipeline messages through NCCL: cuda, parallel.p2p resolved (run_gpus.h) */
+    char gpu_note[400];      /* cuda: ranks share a GPU, so some collectives are host-staged ("": none) */
+    char p2p_note[400];      /* cuda: parallel.p2p=auto chose MPI because a boundary's ranks share a GPU */
     model_t model;
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
     int stage, pp;

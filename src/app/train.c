@@ -500,6 +500,8 @@ int train_main(const run_opts_t *opts)
                   d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.model.cfg),
                   d->train.batch, r.grid.size[GRID_DP], r.micro_batches, d->train.micro_batch, r.threads,
                   r.peak_gflops, r.out_dir);
+    if (r.gpu_note[0]) runlog_printf(&r.log, "%s", r.gpu_note);
+    if (r.p2p_note[0]) runlog_printf(&r.log, "%s", r.p2p_note);
     if (r.sn.on) {
         const char *why = run_supernet_serial_why(&r);
         char on[64] = "";

@@ -167,8 +167,9 @@ static const deck_key_t keys[] = {
           "rank order of the grid, fastest-varying first"),
     K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names, "pipeline schedule"),
     K_CHOICE(parallel, p2p, "auto", deck_p2p_names,
-             "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only); "
-             "auto: nccl on cuda"),
+             "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only, and "
+             "refused where two neighbouring stages share a GPU); auto: nccl on cuda unless two neighbouring stages "
+             "share a GPU, else mpi"),
     K_CHOICE(parallel, wait, "auto", deck_wait_names,
              "how waits poll MPI: yield the core between tests, spin, or auto (yield when the node has more "
              "ranks than cores)"),
@@ -191,7 +192,7 @@ static const deck_key_t keys[] = {
 
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
-            "powers of 1024); 0 = none"),
+            "powers of 1024); 0 = none (on cuda: the free memory less 1 GiB, refused when two ranks share a GPU)"),
     K_CHOICE(memory, policy, "keep", deck_policy_names,
              "every layer's stashed activations: keep until backward; recompute (keep the block's input, re-run "
              "its forward before its backward); selective (recompute attention's probabilities only); offload to "

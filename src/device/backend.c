@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_staged.h"
 #include "check.h"
 #include "perf.h"
 
@@ -62,6 +63,7 @@ void be_destroy(backend_t *be)
     be->copier = NULL;
     free(be->fence_at), free(be->fence_len);
     be->fence_at = NULL, be->fence_len = NULL, be->nfences = be->max_fences = 0;
+    if (be->ops) be_staged_free(be); /* the backend's host memory: before the backend goes */
     if (be->ops && be->ops->destroy) be->ops->destroy(be);
     be->base = NULL;
 }

@@ -10,12 +10,16 @@
  *   emu   (backend_emu.c) the cpu backend on a separate "device" region that host code cannot read:
  *         the region is mapped PROT_NONE except inside a be_* call, so a host access the CUDA path
  *         would make to device memory is a segmentation fault here, and every crossing of the
- *         boundary is an explicit be_to_host / be_to_device. This is how the CUDA path's data
- *         movement is tested on machines with no GPU; its results are bitwise those of cpu.
+ *         boundary is an explicit be_to_host / be_to_device. Its collectives are the host-staged
+ *         ones (backend_staged.c) that cuda runs where ranks share a GPU. This is how the CUDA
+ *         path's data movement is tested on machines with no GPU; its results are bitwise those of
+ *         cpu.
  *   cuda  (backend_cuda.c, backend_cuda_coll.c, backend_cuda_p2p.c; CUDA builds) the cu_* kernels
  *         on one cudaMalloc'd region, work enqueued on the compute stream; collectives through NCCL
- *         communicators twinned with the grid's MPI ones; data parallel buckets on the collective
- *         stream, ordered by events. Never run by us (docs/GPU.md).
+ *         communicators twinned with the grid's MPI ones, or host-staged (backend_staged.c) on a
+ *         communicator two of whose ranks share a GPU, which NCCL refuses (gpu_share.h); data
+ *         parallel buckets on the collective stream, ordered by events. Never run by us
+ *         (docs/GPU.md).
  *
  * Pointers called "device" below are into the backend's region (cpu: ordinary host memory). Host
  * pointers are ordinary memory; be_host_alloc gives pinned memory on cuda. Collective failures and
@@ -53,6 +57,7 @@ typedef struct backend_s {
     int nfences, max_fences;
     int nbuckets, max_buckets;
     ktime_t kt;              /* debug.kernel_times: the kernels' calls and seconds (ktime.h) */
+    struct be_staged_s *staged; /* emu, cuda: host buffers of the host-staged collectives (backend_staged.h) */
 } backend_t;
 
 /* Sets up the backend and binds `arena` to it: the arena's allocations then come from the device
@@ -69,9 +74,9 @@ static inline int be_host_visible(const backend_t *be) { return be->kind == BE_C
 /* ---- the operations besides the kernels (those: be_kernels.h) ----
  * One entry each, X(return type, name, (parameters), (arguments)) as in be_kernels.h but with the
  * backend first, always named be: each makes be_<name> with those parameters and its table entry.
- * The lists are grouped by what the emu backend does with them: it runs cpu's memory operations,
- * collectives and kernels with its region open, its own buckets, and cpu's host operations and
- * point-to-point as they are. */
+ * The lists are grouped by what the emu backend does with them: it runs cpu's memory operations
+ * and kernels with its region open, the host-staged collectives and buckets (backend_staged.h), and
+ * cpu's host operations and point-to-point as they are. */
 
 /* Device memory:
  *   zero       dev (bytes) = 0
@@ -92,9 +97,11 @@ static inline int be_host_visible(const backend_t *be) { return be->kind == BE_C
  *   host_free   gives it back
  *   sync        waits until all work enqueued so far is done (cuda: the compute and collective
  *               streams)
- *   comm_add    cuda: creates the NCCL twin of comm (collective over comm; rank 0 draws the id);
- *               later collectives on comm go through it. cpu and emu: nothing. Once per
- *               communicator, after be_init; MPI_COMM_NULL is ignored. */
+ *   comm_add    cuda: gathers which GPU each rank of comm uses; when every rank has its own,
+ *               creates comm's NCCL twin (rank 0 draws the id) and later collectives on comm go
+ *               through it; when two share one (NCCL refuses that), comm gets no twin and its
+ *               collectives are host-staged (backend_staged.h). Collective over comm. cpu and emu:
+ *               nothing. Once per communicator, after be_init; MPI_COMM_NULL is ignored. */
 #define BE_HOST_OPS(X, XR)                                             \
     XR(void *, host_alloc, (backend_t *be, size_t bytes), (be, bytes)) \
     X(void, host_free, (backend_t *be, void *p), (be, p))              \
@@ -119,10 +126,10 @@ static inline int be_host_visible(const backend_t *be) { return be->kind == BE_C
 /* Data-parallel gradient buckets:
  *   bucket_start      a bucket's sum over comm, started now and overlapping the work after it until
  *                     buckets_wait (cpu: MPI_Iallreduce; cuda: NCCL on the collective stream after
- *                     an event of the compute stream; emu: summed at once, since MPI progresses
- *                     inside later calls, when the region would be closed). At most
- *                     be_buckets_reserve's max between waits.
- *   buckets_progress  lets MPI progress the started buckets (cpu); nothing elsewhere
+ *                     an event of the compute stream; emu, and cuda without an NCCL twin: copied to
+ *                     a host buffer, then MPI_Iallreduce on it, copied back at buckets_wait). At
+ *                     most be_buckets_reserve's max between waits.
+ *   buckets_progress  lets MPI progress the started buckets (cpu, host-staged); nothing for NCCL's
  *   buckets_wait      every started bucket is summed before the work after this call (cuda: the
  *                     compute stream waits on the collective stream's event; the host does not
  *                     block) */

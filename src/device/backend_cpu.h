@@ -1,6 +1,7 @@
-/* The cpu backend's operations by name (backend.h's lists), for its table and for emu, which runs
- * them on its region (backend_emu.c). Defined in backend_cpu.c (memory, host side, point-to-point)
- * and backend_cpu_coll.c (collectives, buckets). */
+/* The cpu backend's operations by name (backend.h's lists), for its table, for emu, which runs
+ * them on its region (backend_emu.c), and for the host-staged collectives (backend_staged.c).
+ * Defined in backend_cpu.c (memory, host side, point-to-point) and backend_cpu_coll.c
+ * (collectives, buckets). */
 #ifndef MP_BACKEND_CPU_H
 #define MP_BACKEND_CPU_H
 
@@ -9,5 +10,9 @@
 #define BE_CPU_DECL(ret, name, params, args) ret be_cpu_##name params;
 BE_OPS(BE_CPU_DECL, BE_CPU_DECL)
 #undef BE_CPU_DECL
+
+/* bucket_start's MPI part: buf (n, host memory) summed over comm in place, non-blocking, into
+ * be->bucket_req[i] (an index be_bucket_claim gave); buckets_progress and buckets_wait finish it. */
+void be_cpu_bucket_post(backend_t *be, int i, float *buf, size_t n, MPI_Comm comm);
 
 #endif

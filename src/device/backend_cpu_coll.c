@@ -1,6 +1,6 @@
 /* The cpu backend's collectives and data-parallel buckets: MPI on host buffers, every wait through
- * wait.h (bounded by the deck's timeouts). emu runs the blocking ones with its region open and keeps
- * its own buckets (backend_emu.c). */
+ * wait.h (bounded by the deck's timeouts). The host-staged collectives (backend_staged.c: emu, and
+ * cuda where ranks share a GPU) run these same calls on host copies of device buffers. */
 #include "config.h"
 
 #include "backend_cpu.h"
@@ -30,10 +30,15 @@ void be_cpu_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, co
     wait_all(be->wait, 1, &r, what);
 }
 
+void be_cpu_bucket_post(backend_t *be, int i, float *buf, size_t n, MPI_Comm comm)
+{
+    if (n > INT32_MAX) MP_ABORT("a gradient bucket of %zu elements, more than one MPI call takes", n);
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &be->bucket_req[i]));
+}
+
 void be_cpu_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
 {
-    const int i = be_bucket_claim(be);
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &be->bucket_req[i]));
+    be_cpu_bucket_post(be, be_bucket_claim(be), buf, n, comm);
 }
 
 void be_cpu_buckets_progress(backend_t *be)

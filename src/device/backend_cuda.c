@@ -18,6 +18,7 @@ static int cuda_init(backend_t *be, size_t limit, int device, int precision)
     bcu_t *b = MP_CALLOC(1, sizeof *b);
     if (!b) return MP_ERR;
     if (cu_ctx_init(&b->ctx, device, precision ? CU_BF16 : CU_FP32) != MP_OK) goto err_free;
+    if (gpu_share_id(device, &b->gpu) != MP_OK) goto err_ctx;
     /* bf16 copies of the largest product's inputs, reduction partials: before the arena takes the
      * free memory (cu_ctx_scratch grows on demand from the margin otherwise) */
     if (cu_ctx_reserve(&b->ctx, (size_t)64 << 20) != MP_OK) goto err_ctx;

@@ -1,7 +1,7 @@
 /* The cuda backend's state and its operations by name (backend.h's lists; CUDA builds only), for
  * its table. Defined in backend_cuda.c (set-up, memory, host side, kernels, the table),
- * backend_cuda_coll.c (collectives and buckets on the NCCL twins) and backend_cuda_p2p.c (pipeline
- * point-to-point).
+ * backend_cuda_coll.c (collectives and buckets on the NCCL twins, or host-staged where ranks share
+ * a GPU) and backend_cuda_p2p.c (pipeline point-to-point).
  *
  * Every kernel, copy and tensor-parallel collective is enqueued on the compute stream, so their
  * order is program order without host synchronisation. Data-parallel buckets run on the collective
@@ -14,6 +14,7 @@
 #include <nccl.h>
 
 #include "backend.h"
+#include "gpu_share.h"
 #include "kernels_cuda.h"
 
 enum { BCU_MAX_COMMS = 16, BCU_OFFLOAD_EVENTS = 256, BCU_TIME_PAIRS = 4096 };
@@ -22,7 +23,9 @@ enum { BCU_MAX_COMMS = 16, BCU_OFFLOAD_EVENTS = 256, BCU_TIME_PAIRS = 4096 };
 typedef struct {
     cu_ctx_t ctx;
     cu_arena_t arena;         /* the region */
-    /* the NCCL twins of MPI communicators (comm_add) */
+    gpu_id_t gpu;             /* this rank's GPU, as comm_add compares it with its peers' */
+    /* the MPI communicators comm_add was given and their NCCL twins (NULL: two of its ranks share a
+     * GPU, and its collectives are host-staged) */
     MPI_Comm mpi[BCU_MAX_COMMS];
     ncclComm_t nccl[BCU_MAX_COMMS];
     int ncomms;

@@ -1,10 +1,15 @@
 /* The cuda backend's collectives and data-parallel buckets: NCCL on the twins of the grid's MPI
- * communicators (comm_add). Blocking collectives on the compute stream; buckets on the collective
- * stream, ordered by events (backend_cuda.h). */
+ * communicators (comm_add), blocking collectives on the compute stream, buckets on the collective
+ * stream, ordered by events (backend_cuda.h). A communicator two of whose ranks share a GPU has no
+ * twin (NCCL refuses it: gpu_share.h); its collectives and buckets are host-staged
+ * (backend_staged.h), the code the emu backend runs for all of its own. */
 #include "config.h"
 
 #include "backend_cuda.h"
 
+#include <stdlib.h>
+
+#include "backend_staged.h"
 #include "check.h"
 #include "cuda_check.h"
 #include "nccl_grid.h"
@@ -15,24 +20,34 @@ void be_cuda_comm_add(backend_t *be, MPI_Comm comm)
     if (comm == MPI_COMM_NULL) return;
     for (int i = 0; i < b->ncomms; i++)
         if (b->mpi[i] == comm) return;
-    if (b->ncomms == BCU_MAX_COMMS) MP_ABORT("more than %d NCCL communicators", BCU_MAX_COMMS);
+    if (b->ncomms == BCU_MAX_COMMS) MP_ABORT("more than %d communicators for NCCL", BCU_MAX_COMMS);
+    /* every rank of comm gathers the same names and so decides alike */
+    int n, a, c;
+    MPI_CHECK(MPI_Comm_size(comm, &n));
+    gpu_id_t *ids = gpu_share_gather(&b->gpu, comm, be->wait);
+    const int shared = gpu_share_find(ids, n, &a, &c);
+    free(ids);
+    if (shared == MP_ERR) MP_ABORT("out of memory comparing the GPUs of %d ranks", n);
     b->mpi[b->ncomms] = comm;
-    mp_nccl_comm_create(comm, &b->nccl[b->ncomms]);
+    b->nccl[b->ncomms] = NULL;
+    if (!shared) mp_nccl_comm_create(comm, &b->nccl[b->ncomms]);
     b->ncomms++;
 }
 
 void bcu_comms_destroy(bcu_t *b)
 {
-    for (int i = 0; i < b->ncomms; i++) mp_nccl_comm_destroy(b->nccl[i]);
+    for (int i = 0; i < b->ncomms; i++)
+        if (b->nccl[i]) mp_nccl_comm_destroy(b->nccl[i]);
     b->ncomms = 0;
 }
 
-/* The NCCL twin of comm; fatal when the grid did not create one. */
+/* The NCCL twin of comm, NULL when its ranks share a GPU (host-staged); fatal when comm_add was not
+ * called for comm. */
 static ncclComm_t twin(bcu_t *b, MPI_Comm comm)
 {
     for (int i = 0; i < b->ncomms; i++)
         if (b->mpi[i] == comm) return b->nccl[i];
-    MP_ABORT("no NCCL communicator for this MPI communicator (be_comm_add was not called for it)");
+    MP_ABORT("a collective on an MPI communicator the cuda backend was not given (be_comm_add was not called for it)");
     return NULL;
 }
 
@@ -40,42 +55,63 @@ void be_cuda_allreduce(backend_t *be, float *buf, size_t n, MPI_Op op, MPI_Comm 
 {
     bcu_t *b = be->state;
     if (op != MPI_SUM && op != MPI_MAX) MP_ABORT("be_allreduce: only MPI_SUM and MPI_MAX");
-    NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat32, op == MPI_MAX ? ncclMax : ncclSum, twin(b, comm),
-                             b->ctx.compute));
+    ncclComm_t nc = twin(b, comm);
+    if (!nc) {
+        be_staged_allreduce(be, buf, n, op, comm, what);
+        return;
+    }
+    NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat32, op == MPI_MAX ? ncclMax : ncclSum, nc, b->ctx.compute));
 }
 
 void be_cuda_reduce_scatter(backend_t *be, const float *send, float *recv, size_t count, MPI_Comm comm,
                             const char *what)
 {
     bcu_t *b = be->state;
-    mp_nccl_reduce_scatter_f32(send, recv, count, twin(b, comm), b->ctx.compute);
+    ncclComm_t nc = twin(b, comm);
+    if (!nc) {
+        be_staged_reduce_scatter(be, send, recv, count, comm, what);
+        return;
+    }
+    mp_nccl_reduce_scatter_f32(send, recv, count, nc, b->ctx.compute);
 }
 
 void be_cuda_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, const char *what)
 {
     bcu_t *b = be->state;
+    ncclComm_t nc = twin(b, comm);
+    if (!nc) {
+        be_staged_allgather(be, buf, count, comm, what);
+        return;
+    }
     int rank;
     MPI_CHECK(MPI_Comm_rank(comm, &rank));
     /* in place: this rank's slice is already where NCCL puts it */
-    mp_nccl_allgather_f32(buf + (size_t)rank * count, buf, count, twin(b, comm), b->ctx.compute);
+    mp_nccl_allgather_f32(buf + (size_t)rank * count, buf, count, nc, b->ctx.compute);
 }
 
+/* A step's buckets may mix NCCL and host-staged ones (one per communicator): an NCCL bucket leaves
+ * its MPI request null, so the staged wait passes over it. */
 void be_cuda_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
 {
     bcu_t *b = be->state;
-    be_bucket_claim(be);
+    ncclComm_t nc = twin(b, comm);
+    if (!nc) {
+        be_staged_bucket_start(be, buf, n, comm);
+        return;
+    }
+    be->bucket_req[be_bucket_claim(be)] = MPI_REQUEST_NULL;
     CUDA_CHECK(cudaEventRecord(b->grads_final, b->ctx.compute));
     CUDA_CHECK(cudaStreamWaitEvent(b->ctx.comm, b->grads_final, 0));
-    mp_nccl_allreduce_f32(buf, buf, n, twin(b, comm), b->ctx.comm);
+    mp_nccl_allreduce_f32(buf, buf, n, nc, b->ctx.comm);
 }
 
-/* NCCL progresses on its own stream. */
-void be_cuda_buckets_progress(backend_t *be) {}
+/* NCCL progresses on its own stream; MPI progresses the host-staged buckets when asked. */
+void be_cuda_buckets_progress(backend_t *be) { be_staged_buckets_progress(be); }
 
 void be_cuda_buckets_wait(backend_t *be, const char *what)
 {
     bcu_t *b = be->state;
-    be->nbuckets = 0;
+    be_staged_buckets_wait(be, what); /* the host-staged ones copied back on the compute stream */
     CUDA_CHECK(cudaEventRecord(b->buckets_done, b->ctx.comm));
     CUDA_CHECK(cudaStreamWaitEvent(b->ctx.compute, b->buckets_done, 0));
 }

@@ -1,12 +1,16 @@
 /* The emu backend: the cpu backend on a separate "device" region that host code cannot read. The
  * region is mapped PROT_NONE and opened (PROT_READ | PROT_WRITE) only for the duration of an
- * operation that touches it: every kernel, memory operation and blocking collective is cpu's with
- * the region open around it, generated from the lists of be_kernels.h and backend.h. Buckets are
- * summed at once; the host side and point-to-point are cpu's as they are. */
+ * operation that touches it: every kernel and memory operation is cpu's with the region open around
+ * it, generated from the lists of be_kernels.h and backend.h. Collectives and buckets are the
+ * host-staged ones (backend_staged.c), which cuda runs on a communicator whose ranks share a GPU:
+ * MPI gets host copies made through this backend's own to_host / to_device, so that code is run,
+ * and checked bitwise against cpu, on machines with no GPU. The host side and point-to-point are
+ * cpu's as they are. */
 #define _GNU_SOURCE /* memfd_create */
 #include "config.h"
 
 #include "backend_cpu.h"
+#include "backend_staged.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -75,7 +79,7 @@ static void emu_close(backend_t *be)
     if (--be->open == 0) emu_protect(be, PROT_NONE);
 }
 
-/* ---- the kernels, and cpu's memory operations and collectives, with the region open ---- */
+/* ---- the kernels, and cpu's memory operations, with the region open ---- */
 
 #define EMU_KERNEL(ret, name, params, args)              \
     static ret emu_##name(backend_t *be, BE_ARGS params) \
@@ -110,19 +114,6 @@ BE_KERNELS(EMU_KERNEL, EMU_KERNEL_R)
         return result_;                   \
     }
 BE_MEMORY_OPS(EMU_OP, EMU_OP_R)
-BE_COLL_OPS(EMU_OP, EMU_OP_R)
-
-/* ---- buckets: MPI progresses a started one inside later calls, where the region is closed, so each
- * is summed when it starts and there is nothing to progress or wait for ---- */
-
-static void emu_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
-{
-    emu_allreduce(be, buf, n, MPI_SUM, comm, "a data-parallel gradient bucket");
-}
-
-static void emu_buckets_progress(backend_t *be) {}
-
-static void emu_buckets_wait(backend_t *be, const char *what) {}
 
 /* ---- offload: cpu's copy thread on the copy engine's view of the region ---- */
 
@@ -165,16 +156,15 @@ static void emu_offload_fence(backend_t *be, void *dev, size_t bytes, int on)
 
 #define EMU_ENTRY(ret, name, params, args) .name = emu_##name,
 #define EMU_CPU_ENTRY(ret, name, params, args) .name = be_cpu_##name,
+#define EMU_STAGED_ENTRY(ret, name, params, args) .name = be_staged_##name,
 const be_ops_t be_ops_emu = {
     .device = "emu",
     .init = emu_init,
     .destroy = emu_destroy,
     BE_MEMORY_OPS(EMU_ENTRY, EMU_ENTRY)
     BE_HOST_OPS(EMU_CPU_ENTRY, EMU_CPU_ENTRY)
-    BE_COLL_OPS(EMU_ENTRY, EMU_ENTRY)
-    .bucket_start = emu_bucket_start,
-    .buckets_progress = emu_buckets_progress,
-    .buckets_wait = emu_buckets_wait,
+    BE_COLL_OPS(EMU_STAGED_ENTRY, EMU_STAGED_ENTRY)
+    BE_BUCKET_OPS(EMU_STAGED_ENTRY, EMU_STAGED_ENTRY)
     BE_P2P_OPS(EMU_CPU_ENTRY, EMU_CPU_ENTRY)
     .offload_start = emu_offload_start,
     .offload_wait = be_cpu_offload_wait,

@@ -1,0 +1,77 @@
+/* train.device = cuda with ranks that share a GPU: the run's decisions (see run_gpus.h). */
+#include "run_gpus.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+/* The first pipeline (by its stage 0's world rank) with a boundary whose two ranks share a GPU:
+ * its two world ranks and the boundary's first stage; -1 when there is none. */
+static int run_gpus_boundary(const run_t *r, const gpu_id_t *ids, int *a_p, int *b_p)
+{
+    const grid_t *g = &r->grid;
+    const int pp = g->size[GRID_PP], step = g->stride[GRID_PP];
+    const int wrap = deck_chunks_per_stage(&r->deck) > 1; /* the interleaved schedule: last → first */
+    int *stage_rank = MP_CALLOC((size_t)pp, sizeof *stage_rank);
+    if (!stage_rank) MP_ABORT("out of memory listing %d pipeline stages", pp);
+    int found = -1;
+    for (int w = 0; w < g->world && found < 0; w++) {
+        if ((w / step) % pp != 0) continue; /* one pipeline per stage-0 rank */
+        for (int s = 0; s < pp; s++) stage_rank[s] = w + s * step;
+        if ((found = gpu_share_boundary(ids, stage_rank, pp, wrap)) >= 0)
+            *a_p = stage_rank[found], *b_p = stage_rank[(found + 1) % pp];
+    }
+    free(stage_rank);
+    return found;
+}
+
+/* parallel.p2p on this layout: NCCL unless a boundary's ranks share a GPU (refused when asked for). */
+static int run_gpus_p2p(run_t *r, const gpu_id_t *ids)
+{
+    const deck_p2p_t p2p = r->deck.parallel.p2p;
+    int a = -1, b = -1;
+    const int bnd = p2p == DECK_P2P_MPI ? -1 : run_gpus_boundary(r, ids, &a, &b);
+    r->p2p_nccl = p2p != DECK_P2P_MPI && bnd < 0;
+    if (bnd < 0) return MP_OK;
+    const int pp = r->grid.size[GRID_PP];
+    if (p2p == DECK_P2P_NCCL)
+        return MP_FAIL("parallel.p2p=nccl: ranks %d and %d (pipeline stages %d and %d) share GPU %s on %s, and NCCL "
+                       "refuses a communicator with two ranks on one GPU; set parallel.p2p=mpi (or auto, which picks "
+                       "mpi here), or run one rank per GPU", a, b, bnd, (bnd + 1) % pp, ids[a].bus, ids[a].host);
+    snprintf(r->p2p_note, sizeof r->p2p_note, "parallel.p2p=auto: pipeline messages go through MPI from pinned host "
+             "buffers, not NCCL: ranks %d and %d (pipeline stages %d and %d) share GPU %s on %s, and NCCL refuses a "
+             "communicator with two ranks on one GPU", a, b, bnd, (bnd + 1) % pp, ids[a].bus, ids[a].host);
+    return MP_OK;
+}
+
+int run_gpus_decide(run_t *r, const gpu_id_t *ids)
+{
+    r->p2p_nccl = 0;
+    r->gpu_note[0] = r->p2p_note[0] = '\0';
+    int a = -1, b = -1;
+    const int shared = gpu_share_find(ids, r->world, &a, &b);
+    if (shared == MP_ERR) return MP_ERR;
+    if (run_gpus_p2p(r, ids) != MP_OK) return MP_ERR;
+    if (!shared) return MP_OK;
+    if (!r->deck.memory.device_limit)
+        return MP_FAIL("train.device=cuda: ranks %d and %d share GPU %s on %s, and with memory.device_limit=0 each "
+                       "rank's arena takes the GPU's free memory less 1 GiB at start, leaving the next rank on it "
+                       "none; set memory.device_limit to at most the GPU's memory over the ranks on it, less about "
+                       "2 GiB each (30G for two ranks on an 80 GB GPU), or run one rank per GPU", a, b, ids[a].bus,
+                       ids[a].host);
+    snprintf(r->gpu_note, sizeof r->gpu_note, "train.device=cuda: ranks %d and %d share GPU %s on %s (more ranks "
+             "than GPUs on a node): a communicator with two ranks on one GPU gets no NCCL twin, and its "
+             "collectives go through pinned host memory and MPI", a, b, ids[a].bus, ids[a].host);
+    return MP_OK;
+}
+
+int run_gpus_resolve(run_t *r, int ordinal)
+{
+    gpu_id_t me;
+    if (run_agree(gpu_share_id(ordinal, &me)) != MP_OK) return MP_ERR;
+    gpu_id_t *ids = gpu_share_gather(&me, MPI_COMM_WORLD, &r->wait);
+    const int rc = run_gpus_decide(r, ids); /* the same names on every rank: the same outcome */
+    free(ids);
+    return run_agree(rc);
+}
