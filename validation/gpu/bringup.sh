@@ -30,7 +30,7 @@ top=$(cd "$here/../.." && pwd)
 # ---- the parts and their timeouts (seconds; the sum stays under 8 minutes: docs/GPU.md) ----
 PART_NAMES=(env selftest fp32 bf16 ranks2 ckpt gpt2 torch compile)
 declare -A PART_TIMEOUT=([env]=30 [selftest]=30 [fp32]=30 [bf16]=45 [ranks2]=60 [ckpt]=40
-                         [gpt2]=75 [torch]=45 [compile]=100)
+                         [gpt2]=75 [torch]=45 [compile]=95)
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
@@ -196,7 +196,7 @@ part_gpt2() {
     peak=$(check peak "$RUNS/env/nvidia-smi.txt" "$DRY")
     if [ "$DRY" = 1 ]; then
         sets=(--set model.layers=2 --set model.dim=64 --set model.heads=4 --set model.seq_len=64 --set train.batch=4
-              --set train.micro_batch=4 --set train.steps=8 --set train.device=emu --set train.precision=fp32
+              --set train.micro_batch=4 --set train.steps=8 --set train.warmup=2 --set train.device=emu --set train.precision=fp32
               --set debug.kernel_times=3)
     else
         sets=(--set debug.kernel_times=5)
@@ -226,7 +226,7 @@ torch_peer() {  # torch_peer NAME --compile 0|1 [more]
     check torch "$PARTS/$name.json" "$name" "$RUNS/$name.json" "$DRY"
 }
 part_torch() { torch_peer torch --compile 0 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 20)" --warmup 3 --measure-matmul 1 --time-limit 30; }
-part_compile() { torch_peer compile --compile 1 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 15)" --warmup 3 --time-limit 85; }
+part_compile() { torch_peer compile --compile 1 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 15)" --warmup 3 --time-limit 80; }
 
 # ---- the kit's CPU references (kit.sh): what the parts compare against ----
 make_refs() {

@@ -28,6 +28,9 @@ import time
 # The bring-up must end within 8 minutes on a GPU: the parts' limits leave 30 s for unpacking and
 # the report.
 TIMEOUTS_MAX_S = 450
+# The run's GPU energy and the sampler's read one counter over windows a few ms apart: they agree
+# to this fraction or one of them is wrong.
+ENERGY_AGREE = 0.10
 
 
 def save(path, d):
@@ -381,6 +384,12 @@ def cmd_gpt2(out, run, nvml, peak, dry):
         why.append("the run wrote no energy.json")
     if dry != "1" and not res["energy"].get("nvml_sampled"):
         why.append("no NVML samples")
+    e = res["energy"]
+    if e.get("run_gpu_j_per_token") and (e.get("nvml_sampled") or {}).get("j_per_token_counter"):
+        off = e["run_gpu_j_per_token"] / e["nvml_sampled"]["j_per_token_counter"] - 1
+        e["run_over_sampled"] = off
+        if abs(off) > ENERGY_AGREE:
+            why.append("the run's GPU energy is %+.1f%% off NVML's own samples over its window" % (100 * off))
     if why:
         res.update(status="fail", why=why)
     return res
@@ -528,9 +537,13 @@ def _brief(p):
         if n == "ckpt":
             return "dev->cpu loss rel %.2g, cpu->dev loss rel %.2g" % (s["dev_to_cpu"]["loss_rel"], s["cpu_to_dev"]["loss_rel"])
         if n == "gpt2":
-            e = s.get("energy", {}).get("run") or {}
-            return "%.0f tok/s, MFU %.1f%%, %s J/token" % (s["tokens_per_s"], 100 * s["mfu"],
-                                                          "%.3g" % e["j_per_token"] if e.get("j_per_token") else "-")
+            en = s.get("energy", {})
+            e = en.get("run") or {}
+            smp = (en.get("nvml_sampled") or {}).get("j_per_token_counter")
+            return "%.0f tok/s, MFU %.1f%%, %s J/token (GPU %s, NVML sampled %s)" % (
+                s["tokens_per_s"], 100 * s["mfu"], "%.3g" % e["j_per_token"] if e.get("j_per_token") else "-",
+                "%.3g" % en["run_gpu_j_per_token"] if en.get("run_gpu_j_per_token") else "-",
+                "%.3g" % smp if smp else "-")
         if n in ("torch", "compile"):
             r = s["result"]
             return "%.0f tok/s, MFU %.1f%%" % (r.get("tokens_per_s", 0), 100 * (r.get("mfu") or 0))
