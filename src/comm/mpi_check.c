@@ -6,12 +6,17 @@
 
 #include "check.h"
 
-static void mpi_check_abort_job(void)
+int mpi_check_up(void)
 {
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (!up || down) return;
+    return up && !down;
+}
+
+static void mpi_check_abort_job(void)
+{
+    if (!mpi_check_up()) return;
     /* Hydra kills every rank and stops forwarding output as soon as it hears of the abort: give
      * it a moment to forward the message first (without it, about half the hung-peer timeouts
      * on this machine ended with no message at all) */

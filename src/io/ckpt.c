@@ -41,6 +41,7 @@
 #include "check.h"
 #include "filesum.h"
 #include "h5util.h"
+#include "mpi_check.h"
 #include "publish.h"
 #include "rng.h"
 
@@ -237,13 +238,34 @@ err:
     return MP_ERR;
 }
 
-/* Opens (ub = 0) or creates fname over the part's communicator with the MPI-IO driver; a created
- * file gets a user block of ub bytes for the file checksum (filesum.h). */
+/* A process that never initialised MPI (serve, generate, export: commands.h) reads and writes its
+ * checkpoints alone: pt->comm is then MPI_COMM_SELF, and no MPI function may be called, so the file
+ * goes through HDF5's default (sec2) driver, with no MPI-IO, and the rank is 0 of 1. The files are
+ * the same format either way. */
+static int ckpt_solo(void) { return !mpi_check_up(); }
+
+static int ckpt_comm_rank(const ckpt_part_t *pt)
+{
+    int rank = 0;
+    if (!ckpt_solo()) MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
+    return rank;
+}
+
+static int ckpt_comm_size(const ckpt_part_t *pt)
+{
+    int n = 1;
+    if (!ckpt_solo()) MPI_CHECK(MPI_Comm_size(pt->comm, &n));
+    return n;
+}
+
+/* Opens (ub = 0) or creates fname over the part's communicator with the MPI-IO driver (without MPI:
+ * the default driver, ckpt_solo); a created file gets a user block of ub bytes for the file checksum
+ * (filesum.h). */
 static hid_t ckpt_open(const char *fname, const ckpt_part_t *pt, uint64_t ub)
 {
     hid_t fapl = -1, fcpl = -1, f = -1;
     H5_TRY(fapl = H5Pcreate(H5P_FILE_ACCESS), out, fname);
-    H5_TRY(H5Pset_fapl_mpio(fapl, pt->comm, MPI_INFO_NULL), err_close_fapl, fname);
+    if (!ckpt_solo()) H5_TRY(H5Pset_fapl_mpio(fapl, pt->comm, MPI_INFO_NULL), err_close_fapl, fname);
     if (ub) {
         H5_TRY(fcpl = H5Pcreate(H5P_FILE_CREATE), err_close_fapl, fname);
         H5_TRY(H5Pset_userblock(fcpl, (hsize_t)ub), err_close_fcpl, fname);
@@ -260,9 +282,11 @@ out:
 }
 
 /* In-place all-reduce over the part's communicator: through wait.h when the part has a wait
- * configuration (it yields the core and has a deadline, ARCHITECTURE.md §2), else blocking. */
+ * configuration (it yields the core and has a deadline, ARCHITECTURE.md §2), else blocking; without
+ * MPI (one process) the identity. */
 static void ckpt_allreduce(const ckpt_part_t *pt, void *buf, int n, MPI_Datatype type, MPI_Op op)
 {
+    if (ckpt_solo()) return;
     if (pt->wait) wait_allreduce(pt->wait, buf, n, type, op, pt->comm, "a checkpoint all-reduce");
     else MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, type, op, pt->comm));
 }
@@ -284,13 +308,14 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
                          int writing, uint64_t *sums, uint64_t *stored, filesum_ext_t *ext, const char *fname)
 {
     int rc = MP_ERR;
-    hid_t lcpl = -1, gcpl = -1, g = -1, dxpl = -1;
+    hid_t lcpl = -1, gcpl = -1, g = -1, dxpl = -1, dcpl = -1;
     char where[CKPT_WHERE_MAX], have_s[64], want_s[64];
     float dummy = 0.0f;
-    int nranks = 1, moved = 1; /* moved: the last H5Dwrite/H5Dread returned success (or was not reached) */
-    MPI_CHECK(MPI_Comm_size(pt->comm, &nranks));
+    int moved = 1; /* moved: the last H5Dwrite/H5Dread returned success (or was not reached) */
+    const int nranks = ckpt_comm_size(pt);
     H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), out, fname);
-    H5_TRY(H5Pset_dxpl_mpio(dxpl, pt->independent ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE), err_close, fname);
+    if (!ckpt_solo())
+        H5_TRY(H5Pset_dxpl_mpio(dxpl, pt->independent ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE), err_close, fname);
     if (writing) {
         /* every dataset's checksum attribute holds the sum of its owners' partial sums: all of them
          * in one all-reduce up front, not one per dataset */
@@ -304,6 +329,10 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
         H5_TRY(gcpl = H5Pcreate(H5P_GROUP_CREATE), err_close, fname);
         H5_TRY(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), err_close, fname);
         H5_TRY(g = H5Gcreate2(f, gname, lcpl, gcpl, H5P_DEFAULT), err_close, fname);
+        /* storage allocated at creation, as MPI-IO always does and the default driver (ckpt_solo)
+         * does not: the file checksum needs every dataset's extent before its data is written */
+        H5_TRY(dcpl = H5Pcreate(H5P_DATASET_CREATE), err_close, fname);
+        H5_TRY(H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY), err_close, fname);
     } else {
         int have = ckpt_path_exists(f, gname, fname);
         if (have == 0) MP_ERROR("checkpoint %s has no group /%s/", fname, gname);
@@ -320,8 +349,8 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
         H5_TRY(ms = H5Screate_simple(e ? e->ndim : 1, mdims, NULL), next, where);
         if (writing) {
             H5_TRY(fs = H5Screate_simple(ge->ndim, dims, NULL), next, where);
-            H5_TRY(d = H5Dcreate2(g, ge->name, H5T_IEEE_F32LE, fs, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), next, where);
-            /* contiguous and allocated at creation (MPI-IO): its bytes are known and never move */
+            H5_TRY(d = H5Dcreate2(g, ge->name, H5T_IEEE_F32LE, fs, H5P_DEFAULT, dcpl, H5P_DEFAULT), next, where);
+            /* contiguous and allocated at creation (dcpl): its bytes are known and never move */
             ext[i] = (filesum_ext_t){H5Dget_offset(d), H5Dget_storage_size(d)};
             if (ext[i].offset == HADDR_UNDEF || ext[i].length == 0) {
                 MP_ERROR("%s: HDF5 gives no file extent for the dataset (the file checksum needs it)", where);
@@ -374,6 +403,7 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
     rc = MP_OK;
 err_close:
     if (g >= 0) H5Gclose(g);
+    if (dcpl >= 0) H5Pclose(dcpl);
     if (gcpl >= 0) H5Pclose(gcpl);
     if (lcpl >= 0) H5Pclose(lcpl);
     H5Pclose(dxpl);
@@ -435,11 +465,8 @@ out:
  * file is still a temporary). One process alone closes and returns the error. */
 static void ckpt_abort_unclosable(const ckpt_part_t *pt, const char *fname)
 {
-    int n = 1, rank = 0;
-    MPI_CHECK(MPI_Comm_size(pt->comm, &n));
-    if (n == 1) return;
-    MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
-    if (rank == 0)
+    if (ckpt_comm_size(pt) == 1) return;
+    if (ckpt_comm_rank(pt) == 0)
         MP_ABORT("writing %s failed (the error above, on the rank that hit it); a parallel HDF5 file cannot be "
                  "closed safely after that: aborting the job (the newest complete checkpoint is kept)", fname);
     for (int i = 0; i < 600; i++) { /* rank 0 ends the job within moments */
@@ -488,8 +515,7 @@ int ckpt_write_parallel(const char *path, const param_table_t *gtab, const ckpt_
 {
     if (!pt->bufs[CKPT_M] != !pt->bufs[CKPT_V])
         return MP_FAIL("checkpoint %s: m and v are written together (one of them is NULL)", path);
-    int rank;
-    MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
+    const int rank = ckpt_comm_rank(pt);
     char tmp[4200];
     if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK) return MP_ERR; /* the same path on every rank */
     int groups = 0; /* the user block holds one extent per dataset */
@@ -843,8 +869,7 @@ static int ckpt_filesum_ok(const char *path)
 
 int ckpt_read_parallel(const char *path, const param_table_t *gtab, const ckpt_part_t *pt, ckpt_state_t *st_p)
 {
-    int rank;
-    MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
+    const int rank = ckpt_comm_rank(pt);
     int rc = access(path, R_OK) == 0 ? MP_OK : MP_FAIL("checkpoint %s: %s", path, strerror(errno));
     /* rank 0 alone checks the file checksum (it reads the metadata, not the tensors, whose own
      * checksums the shard reads verify); the agreement tells every rank its verdict */
