@@ -1,4 +1,5 @@
-/* `mindpipe export`: a subnet of a supernet checkpoint as a plain model checkpoint (eval.h). */
+/* `mindpipe export`: a subnet of a supernet checkpoint as a plain model checkpoint (eval.h). One process,
+ * no MPI (commands.h): the supernet's whole table read with ckpt_read, no run context, no data. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,16 +7,16 @@
 #include "check.h"
 #include "ckpt.h"
 #include "eval.h"
-#include "run_ckpt.h"
+#include "run.h"
 
 /* The exported model's deck: the supernet's, its shapes as model.blocks, no supernet. */
-static int export_deck(const run_t *r, const int *sel, deck_t *d)
+static int export_deck(const deck_t *sup, const int *sel, deck_t *d)
 {
-    *d = r->deck;
+    *d = *sup;
     const int L = d->model.layers;
     if (L > DECK_LIST_MAX) return MP_FAIL("export: %d layers, more than model.blocks can list (%d)", L, DECK_LIST_MAX);
     for (int l = 0; l < L; l++)
-        d->model.shapes.shape[l] = sel[l] >= 0 ? r->deck.supernet.cands.shape[sel[l]]
+        d->model.shapes.shape[l] = sel[l] >= 0 ? sup->supernet.cands.shape[sel[l]]
                                                : (block_shape_t){d->model.heads, d->model.mlp_ratio};
     d->model.shapes.n = L;
     const model_cfg_t cfg = {.layers = L, .dim = d->model.dim, .heads = d->model.heads, .shape = d->model.shapes.shape};
@@ -30,8 +31,9 @@ static int export_deck(const run_t *r, const int *sel, deck_t *d)
     return MP_OK;
 }
 
-/* The subnet's tensors out of the supernet's buffer (whole model, one rank) into tab's layout. */
-static int export_tensors(const run_t *r, const int *sel, const float *src, const param_table_t *tab, float *dst)
+/* The subnet's tensors out of the supernet's buffer (whole model in stab's layout) into tab's layout. */
+static int export_tensors(const param_table_t *stab, const int *sel, const float *src, const param_table_t *tab,
+                          float *dst)
 {
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
@@ -42,28 +44,49 @@ static int export_tensors(const run_t *r, const int *sel, const float *src, cons
         } else {
             snprintf(name, sizeof name, "%s", e->name);
         }
-        const param_entry_t *s = param_table_find(&r->model.tab, name);
+        const param_entry_t *s = param_table_find(stab, name);
         if (!s || s->numel != e->numel) return MP_FAIL("export: the supernet has no tensor %s of %zu floats (a bug)", name, e->numel);
         memcpy(dst + e->offset, src + s->offset, e->numel * sizeof(float));
     }
     return MP_OK;
 }
 
+/* The supernet's whole model: its table (every candidate, one process) into stab_p and its weights,
+ * read from ckpt, into *buf_p (malloc'd); the checkpoint's step into *step_p. */
+static int export_read(const deck_t *d, const unsigned char *choice, const char *ckpt, param_table_t *stab_p,
+                       float **buf_p, long *step_p)
+{
+    const model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
+                             d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL, choice,
+                             d->supernet.cands.shape, d->supernet.cands.n, 0};
+    if (param_table_build(stab_p, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) return MP_ERR;
+    float *buf = MP_CALLOC(stab_p->total ? stab_p->total : 1, sizeof *buf);
+    ckpt_state_t st;
+    if (!buf || ckpt_read(ckpt, stab_p, buf, NULL, NULL, &st) != MP_OK) {
+        free(buf);
+        return MP_ERR;
+    }
+    free(st.deck);
+    *buf_p = buf, *step_p = st.step;
+    return MP_OK;
+}
+
 int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, const char *out)
 {
-    run_t r;
-    if (run_setup(&r, opts, 0) != MP_OK) return 1;
+    run_t r; /* the deck and the supernet's choice blocks only (supernet_layers, supernet_parse_subnet) */
+    memset(&r, 0, sizeof r);
+    if (deck_load_model(&r.deck, opts->deck_path, opts->sets, opts->nsets) != MP_OK) return 1;
     int rc = MP_OK;
     long step = 0;
-    if (r.world != 1) rc = MP_FAIL("export runs on one rank; this job has %d", r.world);
-    else if (!r.sn.on) rc = MP_FAIL("export needs the supernet's deck (supernet.enabled=1) in -c");
+    if (!r.deck.supernet.enabled) rc = MP_FAIL("export needs the supernet's deck (supernet.enabled=1) in -c");
+    if (rc == MP_OK) rc = supernet_layers(&r);
     if (rc == MP_OK) rc = supernet_parse_subnet(&r, subnet, r.sn.sel);
-    if (rc == MP_OK) rc = run_ckpt_load_weights(&r, ckpt, &step);
     deck_t d;
-    param_table_t tab = {0};
+    param_table_t stab = {0}, tab = {0};
     float *buf = NULL, *src = NULL;
     char *text = NULL;
-    if (rc == MP_OK) rc = export_deck(&r, r.sn.sel, &d);
+    if (rc == MP_OK) rc = export_read(&r.deck, r.sn.choice, ckpt, &stab, &src, &step);
+    if (rc == MP_OK) rc = export_deck(&r.deck, r.sn.sel, &d);
     if (rc == MP_OK) {
         const model_cfg_t cfg = {d.model.layers, d.model.dim, d.model.heads, d.model.seq_len, d.model.vocab,
                                  d.model.mlp_ratio, d.model.shapes.shape, NULL, NULL, 0, 0};
@@ -71,11 +94,7 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
     }
     if (rc == MP_OK && (!(buf = MP_CALLOC(tab.total ? tab.total : 1, sizeof *buf)) || !(text = deck_to_string(&d))))
         rc = MP_FAIL("out of memory exporting %s", ckpt);
-    if (rc == MP_OK) {
-        src = run_ckpt_host_copy(&r, r.model.params, r.model.alloc);
-        rc = export_tensors(&r, r.sn.sel, src, &tab, buf);
-        run_ckpt_host_release(&r, src, r.model.params);
-    }
+    if (rc == MP_OK) rc = export_tensors(&stab, r.sn.sel, src, &tab, buf);
     if (rc == MP_OK) {
         ckpt_state_t st = {.step = step, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
         snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
@@ -84,8 +103,8 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
     if (rc == MP_OK)
         printf("exported subnet %s of %s (step %ld) to %s: a plain model with\n[model]\nblocks = %s\n", subnet, ckpt, step,
                out, d.model.blocks);
-    free(buf), free(text);
-    param_table_free(&tab);
-    run_teardown(&r);
+    free(buf), free(src), free(text);
+    param_table_free(&tab), param_table_free(&stab);
+    supernet_free(&r);
     return rc == MP_OK ? 0 : 1;
 }
