@@ -5,7 +5,7 @@
 #define RUN_OPTS "-c", "--deck", "--set"
 
 static const command_t commands[] = {
-    {"train", "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]",
+    {"train", CMD_MPI, "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]",
      "train the deck's model (under mpiexec: on every rank of the job's layout)",
      {RUN_OPTS, "--out", "--resume", "--restart", "--quiet", NULL},
      "  -c, --deck DECK      the input deck (docs/DECK.md; without it, the defaults)\n"
@@ -19,26 +19,26 @@ static const command_t commands[] = {
      "  --quiet              no console output (the log and metrics are still written)\n"
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
      "1 failed (also in DIR/exit_status)\n"},
-    {"prep", "--text FILE --out DATA.h5 [--val-fraction F]", "turn a text file into a token file (bytes as tokens)",
+    {"prep", 0, "--text FILE --out DATA.h5 [--val-fraction F]", "turn a text file into a token file (bytes as tokens)",
      {"--text", "--out", "--val-fraction", NULL},
      "  --text FILE          the text (UTF-8 or any bytes)\n"
      "  --out DATA.h5        the token file (written atomically)\n"
      "  --val-fraction F     the share held out for validation, in (0, 0.5) (default 0.05)\n"},
-    {"inspect", "CKPT.h5", "a checkpoint's step, layout, deck and every tensor with its checksum status", {NULL},
+    {"inspect", 0, "CKPT.h5", "a checkpoint's step, layout, deck and every tensor with its checksum status", {NULL},
      "  exit status 0 when every checksum verifies, 1 otherwise (a damaged file is reported, never crashes)\n"},
-    {"eval", "-c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]", "val_loss of a checkpoint, on any layout",
+    {"eval", CMD_MPI, "-c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]", "val_loss of a checkpoint, on any layout",
      {RUN_OPTS, "--ckpt", "--subnet", "--quiet", NULL},
      "  -c, --deck DECK      the deck (the model and the data)\n"
      "  --set S.K=V          override one deck key (repeatable)\n"
      "  --ckpt CKPT.h5       the checkpoint\n"
      "  --subnet 0,2,1       a supernet checkpoint: the candidate per choice block to evaluate\n"},
-    {"export", "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5", "a supernet's subnet as a plain model checkpoint",
+    {"export", 0, "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5", "a supernet's subnet as a plain model checkpoint",
      {RUN_OPTS, "--ckpt", "--subnet", "--out", "--quiet", NULL},
      "  -c, --deck DECK      the supernet's deck; --set S.K=V overrides a key\n"
      "  --ckpt CKPT.h5       the supernet checkpoint\n"
      "  --subnet 0,2,1       the candidate per choice block\n"
      "  --out SUB.h5         the plain checkpoint; prints the [model] blocks = ... it needs\n"},
-    {"generate",
+    {"generate", 0,
      "-c DECK --ckpt CKPT.h5 --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
      "         [--request-id N]",
      "complete a prompt with a checkpoint's model (CPU, key/value cache); the bytes go to stdout",
@@ -52,7 +52,7 @@ static const command_t commands[] = {
      "  --seed S             the draws are a function of (S, request id, position) (default 1)\n"
      "  --request-id N       the request id of the draws (default 0; serve's request_id)\n"
      "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
-    {"serve",
+    {"serve", 0,
      "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]] [--out DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
      {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", "--links", NULL},
@@ -76,12 +76,12 @@ static const command_t commands[] = {
      "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
      "  \"stream\"} (stream: server-sent events);\n"
      "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
-    {"serve-stage", "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2] [--slot 0|1]",
+    {"serve-stage", 0, "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2] [--slot 0|1]",
      "one serving stage (started by serve; the job secret comes in its environment; --standby 1: a standby, "
      "2: a primary shipping state deltas to one; --slot: on several hosts, the host slot it runs in, default 0 for "
      "a primary and 1 for a standby; a standby restarted after a promotion runs in its dead primary's)",
      {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", "--standby", "--slot", NULL}, ""},
-    {"search",
+    {"search", CMD_MPI,
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
      "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",
      "search a supernet's subnets by val_loss",
@@ -97,14 +97,14 @@ static const command_t commands[] = {
      "  --max-params N       only subnets with at most N parameters\n"
      "  --max-flops N        only subnets with at most N FLOPs per token\n"
      "  --seed S             the search's seed (default 1)\n"},
-    {"debug-grads", "-c DECK [--set ...] --out FILE.h5", "step-0 gradients for the PyTorch check (one rank)",
+    {"debug-grads", CMD_MPI, "-c DECK [--set ...] --out FILE.h5", "step-0 gradients for the PyTorch check (one rank)",
      {RUN_OPTS, "--out", "--quiet", NULL},
      "  -c, --deck DECK      the deck; --set S.K=V overrides a key\n"
      "  --out FILE.h5        the parameters, /grad, /batch and the loss\n"},
-    {"deck-reference", "", "the Markdown table of every deck key (docs/DECK.md)", {NULL}, ""},
-    {"peak", "[--threads N]", "the measured sgemm GFLOP/s: the MFU denominator", {"--threads", NULL},
+    {"deck-reference", 0, "", "the Markdown table of every deck key (docs/DECK.md)", {NULL}, ""},
+    {"peak", 0, "[--threads N]", "the measured sgemm GFLOP/s: the MFU denominator", {"--threads", NULL},
      "  --threads N          threads of the measurement (default 1)\n"},
-    {"sim", "--schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list] | --swap [--alpha A]",
+    {"sim", 0, "--schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list] | --swap [--alpha A]",
      "simulate a pipeline schedule (validity, bubble), or coordinated against uncoordinated host swapping",
      {"--schedule", "--pp", "--m", "--v", "--list", "--swap", "--alpha", NULL},
      "  --schedule S         gpipe, 1f1b, interleaved or 2bw\n"
@@ -113,7 +113,7 @@ static const command_t commands[] = {
      "  --list               print each stage's instruction list\n"
      "  --swap               the swap simulator's tables at 2, 4, 8 ranks per node (docs/MEMORY.md)\n"
      "  --alpha A            the swap simulator's contention factor, in [0, 10]\n"},
-    {"plan",
+    {"plan", 0,
      "-c DECK (--ranks N | --layout tp=..,pp=..,dp=..,v=..,micro_batch=..) [--device KIND] [--devices FILE] [--nodes-of R]\n"
      "         [--profile PROF.json] [--precision bf16|tf32|fp32] [--top K] [--json] [--objective time|energy|carbon]\n"
      "         [--tokens N [--deadline HOURS]] [--emit DECK]",
@@ -140,14 +140,14 @@ static const command_t commands[] = {
      "                       objective), the others after them, marked; exit 1 when none meets it\n"
      "  --emit DECK          write the deck with the first plan's layout (pipeline.layers, memory.layers)\n"
      "docs/PLAN.md defines every figure and how it is predicted.\n"},
-    {"profile", "-c DECK --out PROF.json [--set ...]",
+    {"profile", CMD_MPI, "-c DECK --out PROF.json [--set ...]",
      "measure per-layer costs on this machine and probe the job's MPI links, for mindpipe plan --profile",
      {RUN_OPTS, "--out", NULL},
      "  -c, --deck DECK      the model and micro-batch to measure (the CPU backend, train.threads threads)\n"
      "  --set S.K=V          override one deck key (repeatable)\n"
      "  --out PROF.json      the profile (rank 0 writes it); under mpiexec -n N the probe measures p2p\n"
      "                       between ranks 0 and 1 and all-reduce over all N\n"},
-    {"selftest", "--device cpu|cuda[:N] [--verbose]", "each CUDA kernel against its CPU twin",
+    {"selftest", CMD_MPI, "--device cpu|cuda[:N] [--verbose]", "each CUDA kernel against its CPU twin",
      {"--device", "--verbose", NULL},
      "  --device D           cpu, or cuda[:N] (a GPU; without one: says so and exits 1)\n"
      "  --verbose            every kernel's error\n"},

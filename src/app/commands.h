@@ -6,8 +6,14 @@
 
 #include <stdio.h>
 
+/* command_t.flags: the command initialises MPI (its work is collective, or it probes MPI links).
+ * The others never do: no UCX transport is opened, so a serving process or a file tool holds no
+ * listener beyond what it asks for (docs/SERVING.md "What listens"). */
+#define CMD_MPI 1
+
 typedef struct {
     const char *name;
+    int flags;                 /* CMD_MPI or 0 */
     const char *synopsis;      /* the arguments, as in the overall usage */
     const char *summary;       /* one line: what it does */
     const char *options[20];   /* the options it takes (NULL-terminated), as typed */

@@ -1,4 +1,5 @@
-/* mindpipe: parse the command line and dispatch. Runs with or without mpirun (singleton init). */
+/* mindpipe: parse the command line and dispatch. The commands that need MPI (CMD_MPI, commands.c) run
+ * with or without mpirun (singleton init); the others never initialise it. */
 #include <malloc.h>
 #include <mpi.h>
 #include <signal.h>
@@ -274,6 +275,34 @@ static void on_init_timeout(int sig)
     _exit(1);
 }
 
+/* MPI for the commands that need it (CMD_MPI): the others never call MPI_Init, so they open none
+ * of UCX's transports (its TCP one listens on every interface) and run where MPI cannot start; their
+ * fatal errors end in exit(1), not MPI_Abort (check.h). Returns with MPI up, or ends the process. */
+static void mpi_start(int *argc, char ***argv)
+{
+    int provided, rank;
+    /* MPI_Init waits for every rank of the job; one that never starts (or stops) would hold it
+     * forever, before any deck deadline exists: an alarm bounds it (MINDPIPE_INIT_TIMEOUT seconds,
+     * default 600; 0 = none) */
+    const char *it = getenv("MINDPIPE_INIT_TIMEOUT");
+    const long init_timeout = it && *it ? strtol(it, NULL, 10) : 600;
+    signal(SIGALRM, on_init_timeout);
+    if (init_timeout > 0) alarm((unsigned)init_timeout);
+    /* MPI takes a temporary buffer from malloc for every all-reduce (the dp gradient buckets, cut
+     * to 16 MiB by dp.c): blocks up to glibc's 32 MiB ceiling come from the heap, and freed heap
+     * stays with the process, so a step's buffers are not faulted in again page by page
+     * (measured: 0.3 against 3.6 GB/s, dp.c). Tuning only: a libc without them changes no result. */
+#ifdef M_MMAP_THRESHOLD
+    (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    mpi_check_init(rank);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -297,29 +326,16 @@ int main(int argc, char **argv)
     }
     cli_t cli;
     if (cli_parse(&cli, argc, argv) != MP_OK) return 2;
-    int provided, rank;
-    /* MPI_Init waits for every rank of the job; one that never starts (or stops) would hold it
-     * forever, before any deck deadline exists: an alarm bounds it (MINDPIPE_INIT_TIMEOUT seconds,
-     * default 600; 0 = none) */
-    const char *it = getenv("MINDPIPE_INIT_TIMEOUT");
-    const long init_timeout = it && *it ? strtol(it, NULL, 10) : 600;
-    signal(SIGALRM, on_init_timeout);
-    if (init_timeout > 0) alarm((unsigned)init_timeout);
-    /* MPI takes a temporary buffer from malloc for every all-reduce (the dp gradient buckets, cut
-     * to 16 MiB by dp.c): blocks up to glibc's 32 MiB ceiling come from the heap, and freed heap
-     * stays with the process, so a step's buffers are not faulted in again page by page
-     * (measured: 0.3 against 3.6 GB/s, dp.c). Tuning only: a libc without them changes no result. */
-#ifdef M_MMAP_THRESHOLD
-    (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
-    MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
-    alarm(0);
-    signal(SIGALRM, SIG_DFL);
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    mpi_check_init(rank);
+    const int with_mpi = cmd && (cmd->flags & CMD_MPI);
+    /* a command without MPI that a launcher started N times would run N times over (N servers, N
+     * writers of one file) without knowing it: Hydra and Slurm's PMI say how many they started */
+    const char *pmi_size = getenv("PMI_SIZE");
+    if (!with_mpi && pmi_size && atoi(pmi_size) > 1)
+        return MP_ERROR("'%s' runs in one process and without MPI: start it without mpiexec/srun -n (the "
+                        "launcher started %s)", argv[1], pmi_size), 2;
+    if (with_mpi) mpi_start(&argc, &argv);
     device_report_init();
     int rc = cmd_dispatch(argv[1], &cli);
-    MPI_CHECK(MPI_Finalize());
+    if (with_mpi) MPI_CHECK(MPI_Finalize());
     return rc;
 }

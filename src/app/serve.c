@@ -101,7 +101,8 @@ static const char *serve_check(void *arg)
 
 /* The stages' environment, made before any fork (the child of a process with threads may call
  * only async-signal-safe functions before exec): ours without the MPI launcher's variables (a
- * stage initialises MPI as a singleton) and the HTTP access token, with the secret. */
+ * stage is one process and uses no MPI: a PMI_SIZE of the launcher's would make it refuse, main.c)
+ * and the HTTP access token, with the secret. */
 static int serve_envp(serve_ctx_t *c)
 {
     extern char **environ;
