@@ -51,7 +51,7 @@ static int request_fields(json_t *o, int T, int V, serve_req_t *r, int *stream, 
     if (st && !json_is_boolean(st)) return snprintf(why, n, "stream must be true or false"), 1;
     *stream = st && json_is_true(st);
     float temp;
-    long long max_tokens = 16, top_k = 0, seed = 0, rid = 0;
+    long long max_tokens = T < 16 ? T : 16, top_k = 0, seed = 0, rid = 0; /* the default within [0, T] too */
     if (get_temperature(json_object_get(o, "temperature"), &temp, why, n) ||
         get_int(o, "max_tokens", 0, T, &max_tokens, why, n) || get_int(o, "top_k", 0, V, &top_k, why, n) ||
         get_int(o, "seed", 0, INT64_MAX, &seed, why, n) || get_int(o, "request_id", 0, INT64_MAX, &rid, why, n))
