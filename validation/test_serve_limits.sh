@@ -7,7 +7,7 @@
 # closed within the deadline (3 s here) with a JSON 408. The request edge cases: the temperature
 # checked as the double given, Content-Length over the limit answered 413 before the body, a 100 KiB
 # head 431, a short body 408 at the deadline, bytes that are not UTF-8 in an error, all JSON; what
-# libmicrohttpd answers itself (its status, the server serving on). About 40 s.
+# libmicrohttpd answers itself (its status, the server serving on). 20-60 s.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_serve_init
 
