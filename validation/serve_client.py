@@ -10,6 +10,16 @@
   serve_client.py stream URL --requests N --out FILE.jsonl
       Requests 0..N-1 one at a time with "stream": true (server-sent events), gathered into the
       load file's format.
+  serve_client.py slow URL --connections N --seconds S --deadline D [--probe-from ADDR] [--per-client P]
+      N connections from 127.0.0.1 send a request head one byte a second (reconnecting 1 s after the
+      server closes one) for S seconds; meanwhile a probe every 0.5 s (GET /health and a short
+      completion, alternately, from ADDR) must be answered 200 within 2 s. Checks too that no slow
+      connection lived past D + 1.5 s, that at least one got a JSON 408, and with P that no more than
+      P were held at once. PASS/FAIL lines; exit 1 if any failed.
+  serve_client.py edge URL --deadline D
+      The request edge cases (temperature bounds, Content-Length, header size, request line, chunk
+      size, an unfinished body, bytes that are not UTF-8): each its expected status, JSON where the
+      server composes the reply. PASS/FAIL lines.
   serve_client.py get URL PATH      prints the status and the body.
   serve_client.py request I         request I's fields, tab-separated (for mindpipe generate).
   serve_client.py tokens FILE I OUT request I's completion bytes from a load file into OUT.
@@ -17,6 +27,7 @@
 import argparse
 import http.client
 import json
+import select
 import socket
 import sys
 import threading
@@ -182,7 +193,7 @@ def cmd_bad(a):
     check(first.startswith(b"HTTP/1.1 200") and st == 200,
           "a streaming client that disconnects after its first bytes: the server serves on (%d)" % st)
     # A slow client: headers promise a body that never comes. Others are served meanwhile, and
-    # the server closes the idle connection itself (10 s).
+    # the server ends the request itself at its deadline (10 s): a JSON 408, then the close.
     s = socket.create_connection((u.hostname, u.port))
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"prompt\": ")
     t0 = time.time()
@@ -193,12 +204,204 @@ def cmd_bad(a):
     closed = False
     t0 = time.time()
     try:
-        closed = s.recv(100) == b""
+        got = s.recv(4096)
+        closed = got == b"" or (got.startswith(b"HTTP/1.1 408") and s.recv(100) == b"")
     except (ConnectionResetError, socket.timeout):
         closed = True
     check(closed and time.time() - t0 < 25, "the server closes the slow client's connection (after %.1f s)" %
           (time.time() - t0))
     s.close()
+
+
+def raw_exchange(url, data, wait=5.0, source=None):
+    """Sends bytes, reads until the server closes (or wait seconds): (seconds, status or None, headers
+    text, body bytes)."""
+    u = urllib.parse.urlparse(url)
+    s = socket.create_connection((u.hostname, u.port), timeout=wait,
+                                 source_address=(source, 0) if source else None)
+    t0 = time.time()
+    got = b""
+    try:
+        s.sendall(data)
+        while True:
+            x = s.recv(65536)
+            if not x:
+                break
+            got += x
+    except (socket.timeout, ConnectionResetError, BrokenPipeError):
+        pass
+    s.close()
+    head, _, body = got.partition(b"\r\n\r\n")
+    status = int(head.split()[1]) if head.startswith(b"HTTP/1.") and len(head.split()) > 1 else None
+    return time.time() - t0, status, head.decode(errors="replace"), body
+
+
+def json_error(body):
+    """The message of a JSON error body, or None."""
+    try:
+        return json.loads(body)["error"]["message"]
+    except Exception:
+        return None
+
+
+def probe(url, i, source):
+    """Probe i: GET /health or a 2-token completion, from source; (status, seconds)."""
+    if i % 2:
+        body = json.dumps({"prompt": "And", "max_tokens": 2, "temperature": 0}).encode()
+        req = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(
+            body) + body
+    else:
+        req = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    try:
+        dt, st, _, _ = raw_exchange(url, req, wait=2.0, source=source)
+    except OSError:
+        return None, 2.0
+    return st, dt
+
+
+def cmd_slow(a):
+    u = urllib.parse.urlparse(a.url)
+    lock = threading.Lock()
+    conns = []   # [socket or None, opened at, next reconnect time]
+    lives = []   # (opened, closed, got 408 JSON)
+    stop = time.time() + a.seconds
+
+    def opener(slot):
+        try:
+            s = socket.create_connection((u.hostname, u.port), timeout=5, source_address=("127.0.0.1", 0))
+            s.setblocking(False)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+            slot[0], slot[1] = s, time.time()
+        except OSError:
+            slot[0], slot[2] = None, time.time() + 1
+
+    def ended(slot):
+        try:
+            data = slot[0].recv(4096)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        got408 = data.startswith(b"HTTP/1.1 408") and json_error(data.partition(b"\r\n\r\n")[2]) is not None
+        with lock:
+            lives.append((slot[1], time.time(), got408))
+        slot[0].close()
+        slot[0], slot[2] = None, time.time() + 1
+        return True
+
+    def dribbler():
+        """A byte a second on each open connection; the server's closes seen within 0.1 s."""
+        slots = [[None, 0.0, 0.0] for _ in range(a.connections)]
+        for sl in slots:
+            opener(sl)
+        next_byte = time.time() + 1
+        while time.time() < stop:
+            live = [sl for sl in slots if sl[0] is not None]
+            readable = select.select([sl[0] for sl in live], [], [], 0.1)[0] if live else []
+            for sl in live:
+                if sl[0] in readable:
+                    ended(sl)
+            now = time.time()
+            for sl in slots:
+                if sl[0] is None and now >= sl[2]:
+                    opener(sl)
+            if now >= next_byte:
+                next_byte = now + 1
+                for sl in slots:
+                    if sl[0] is not None:
+                        try:
+                            sl[0].send(b"X")
+                        except OSError:
+                            ended(sl)
+        for sl in slots:
+            if sl[0] is not None:
+                with lock:
+                    lives.append((sl[1], time.time(), False))
+                sl[0].close()
+        conns.extend(slots)
+
+    t = threading.Thread(target=dribbler)
+    t.start()
+    time.sleep(1.5)
+    probes = []
+    i = 0
+    while time.time() < stop - 0.5:
+        t0 = time.time()
+        probes.append(probe(a.url, i, a.probe_from))
+        i += 1
+        time.sleep(max(0.0, 0.5 - (time.time() - t0)))
+    t.join()
+    answered = sum(1 for st, dt in probes if st == 200 and dt < 2.0)
+    check(probes and answered == len(probes),
+          "%d slow connections dribbling: %d of %d probes (GET /health, a completion) from %s answered 200 within 2 s "
+          "(slowest %.2f s)" % (a.connections, answered, len(probes), a.probe_from, max(dt for _, dt in probes)))
+    longest = max(c - o for o, c, _ in lives) if lives else 0.0
+    ended_early = [x for x in lives if x[1] < stop - 0.1]
+    check(ended_early and longest <= a.deadline + 1.5,
+          "every slow connection closed by the server within the deadline %.0f s + 1.5 s (%d closed, the longest held "
+          "%.2f s)" % (a.deadline, len(ended_early), longest))
+    n408 = sum(1 for x in lives if x[2])
+    check(n408 > 0, "slow connections closed at the deadline got a JSON 408 (%d of %d)" % (n408, len(ended_early)))
+    if a.per_client:
+        # held: lived over 1 s (a refused connection ends at once); its end is seen up to 0.3 s late
+        held = sorted([(o, 1) for o, c, _ in lives if c - o > 1.0] + [(c - 0.3, -1) for o, c, _ in lives if c - o > 1.0])
+        most = cur = 0
+        for _, d in held:
+            cur += d
+            most = max(most, cur)
+        check(most <= a.per_client, "at most %d connections from 127.0.0.1 held at once (the per-client limit): %d" %
+              (a.per_client, most))
+
+
+def cmd_edge(a):
+    url = a.url
+
+    def post_raw(head, body=b""):
+        return raw_exchange(url, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + head + b"\r\n" + body,
+                            wait=a.deadline + 5)
+
+    def completion(fields):
+        body = json.dumps(dict({"prompt": "And", "max_tokens": 2}, **fields)).encode()
+        return post_raw(b"Content-Length: %d\r\n" % len(body), body)
+
+    def case(what, got, status, needle=None, within=None):
+        dt, st, head, body = got
+        msg = json_error(body)
+        json_ok = needle is None or (msg is not None and needle in msg and "application/json" in head)
+        ok = st == status and json_ok and (within is None or dt < within)
+        check(ok, "%s: %d%s%s (got %s in %.2f s: %r)" % (what, status, " with a JSON error naming '%s'" % needle
+                                                         if needle else "", " within %.0f s" % within if within else "",
+                                                         st, dt, msg or body[:80].decode(errors="replace")
+                                                         .replace("\r", "\\r").replace("\n", "\\n")))
+
+    case("temperature 1e-300 (a float 0: was taken as greedy)", completion({"temperature": 1e-300}), 400,
+         "temperature 1e-300")
+    case("temperature 1e300 (a float inf: was reported as inf)", completion({"temperature": 1e300}), 400,
+         "temperature 1e+300")
+    case("temperature 0.0009999 (a float 0.001)", completion({"temperature": 0.0009999}), 400, "temperature")
+    case("temperature 100.00001", completion({"temperature": 100.00001}), 400, "temperature")
+    case("temperature 0.001", completion({"temperature": 0.001}), 200)
+    case("temperature 100", completion({"temperature": 100}), 200)
+    case("Content-Length 1000000 (over the limit): answered before the body is sent",
+         post_raw(b"Content-Length: 1000000\r\n"), 413, "bytes", within=2)
+    case("a 100 KiB header", post_raw(b"X-Big: " + b"a" * 102400 + b"\r\nContent-Length: 2\r\n", b"{}"), 431, "header")
+    case("a Content-Length longer than the body: 408 at the deadline",
+         post_raw(b"Content-Length: 100\r\n", b'{"prompt"'), 408, "seconds", within=a.deadline + 1.5)
+    case("a path that is not UTF-8", raw_exchange(url, b"GET /\xff\xfe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 404, "no such path")
+    case("an unknown field cut inside a UTF-8 character",
+         completion({"a" + "\u00e9" * 40: 1}), 400, "unknown field")
+    # libmicrohttpd's own replies (no hook in 0.9.75 for their bodies): the status, and the server serves on.
+    case("Content-Length -5 (libmicrohttpd's reply)", post_raw(b"Content-Length: -5\r\n"), 400)
+    case("Content-Length 10^23 (libmicrohttpd's reply)", post_raw(b"Content-Length: 99999999999999999999999\r\n"), 413)
+    case("a chunk size beyond 2^64 (libmicrohttpd's reply)",
+         post_raw(b"Transfer-Encoding: chunked\r\n", b"ffffffffffffffffffffff\r\n"), 413)
+    case("a request line with an invalid version (libmicrohttpd's reply)",
+         raw_exchange(url, b"\x01\x02 foo bar\r\nHost: x\r\n\r\n"), 400)
+    dt, st, head, body = raw_exchange(url, b"GARBAGE\r\n\r\n")
+    check(st is None and body == b"" and dt < 2, "a request line without a space: closed by libmicrohttpd without a "
+          "reply, at once (%.2f s)" % dt)
+    st, _ = post(url, json.dumps({"prompt": "And", "max_tokens": 2, "temperature": 0}))
+    check(st == 200, "the server still serves after the edge cases (%d)" % st)
 
 
 def main():
@@ -218,6 +421,16 @@ def main():
     sm.add_argument("url")
     sm.add_argument("--requests", type=int, required=True)
     sm.add_argument("--out", required=True)
+    sl = sub.add_parser("slow")
+    sl.add_argument("url")
+    sl.add_argument("--connections", type=int, required=True)
+    sl.add_argument("--seconds", type=float, required=True)
+    sl.add_argument("--deadline", type=float, required=True)
+    sl.add_argument("--probe-from", default="127.0.0.1")
+    sl.add_argument("--per-client", type=int, default=0)
+    ed = sub.add_parser("edge")
+    ed.add_argument("url")
+    ed.add_argument("--deadline", type=float, required=True)
     g = sub.add_parser("get")
     g.add_argument("url")
     g.add_argument("path")
@@ -232,6 +445,10 @@ def main():
         cmd_load(a)
     elif a.cmd == "bad":
         cmd_bad(a)
+    elif a.cmd == "slow":
+        cmd_slow(a)
+    elif a.cmd == "edge":
+        cmd_edge(a)
     elif a.cmd == "stream":
         cmd_stream(a)
     elif a.cmd == "request":  # tab-separated, for the shell: prompt, max_tokens, temperature, top_k, seed, request_id

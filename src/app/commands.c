@@ -53,9 +53,11 @@ static const command_t commands[] = {
      "  --request-id N       the request id of the draws (default 0; serve's request_id)\n"
      "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
     {"serve", 0,
-     "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]] [--out DIR]",
+     "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]]\n"
+     "         [--http-limits C,P,D] [--out DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
-     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", "--links", NULL},
+     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", "--links", "--http-limits",
+      NULL},
      "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
      "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
      "  --stages S           stage processes, each holding a contiguous range of layers (default 1)\n"
@@ -63,6 +65,9 @@ static const command_t commands[] = {
      "  --listen H:P         the HTTP address (default 127.0.0.1:8080; port 0: any free one)\n"
      "  --public             allow an address beyond loopback; needs MINDPIPE_SERVE_TOKEN (16+ characters)\n"
      "                       in the environment: with it every request sends Authorization: Bearer TOKEN\n"
+     "  --http-limits C,P,D  at most C connections (default 256; an eighth kept for requests that arrive\n"
+     "                       whole), P from one client address (default 32; 0: no limit), each request\n"
+     "                       whole within D seconds of its connection (default 10) or answered 408\n"
      "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
      "                       (the stages' sockets, mode 0700), DIR/trace.json (the failover timeline,\n"
      "                       Chrome trace events) (default serve)\n"

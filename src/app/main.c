@@ -40,7 +40,7 @@ typedef struct {
     const char *text, *out, *ckpt, *subnet, *method, *prompt;
     unsigned long long request_id;
     int max_tokens, top_k, stages, slots, stage, standby, public, slot;
-    const char *listen, *links;
+    const char *listen, *links, *http_limits;
     double temperature;
     int population, generations, seed_set;
     double mutation, max_params, max_flops;
@@ -100,6 +100,7 @@ static int cli_parse(cli_t *c, int argc, char **argv)
         else if (!strcmp(a, "--listen") && has_val) c->listen = argv[++i];
         else if (!strcmp(a, "--links") && has_val) c->links = argv[++i];
         else if (!strcmp(a, "--public")) c->public = 1;
+        else if (!strcmp(a, "--http-limits") && has_val) c->http_limits = argv[++i];
         else if (!strcmp(a, "--val-fraction") && has_val) c->val_fraction = atof(argv[++i]);
         else if (!strcmp(a, "--quiet")) c->run.quiet = 1;
         else if (!strcmp(a, "--restart")) c->run.restart = 1;
@@ -232,7 +233,7 @@ static int cmd_dispatch(const char *cmd, cli_t *c)
     if (!strcmp(cmd, "serve") || !strcmp(cmd, "serve-stage")) {
         if (!c->run.deck_path || !c->ckpt) return MP_ERROR("%s needs -c DECK and --ckpt CKPT.h5", cmd), 2;
         const serve_opts_t s = {c->ckpt, c->out ? c->out : "serve", c->listen ? c->listen : "127.0.0.1:8080", c->links,
-                                c->stages, c->slots, c->stage, c->standby, c->public, c->slot};
+                                c->stages, c->slots, c->stage, c->standby, c->public, c->slot, c->http_limits};
         return !strcmp(cmd, "serve") ? serve_main(&c->run, &s) : serve_stage_main(&c->run, &s);
     }
     if (!strcmp(cmd, "inspect")) {

@@ -216,8 +216,20 @@ static int serve_recover(void *arg, uint64_t *promoted_p, uint64_t *restarted_p)
  * --public and an access token of at least 16 characters in SERVE_TOKEN_ENV (the environment, not
  * the command line, which every user of the machine can read). With a token every request must
  * carry it, loopback or not. */
-static int serve_listen(const char *listen, int public, http_listen_t *l)
+static int serve_listen(const char *listen, int public, const char *limits, http_listen_t *l)
 {
+    memset(l, 0, sizeof *l);
+    l->per_client = -1;
+    if (limits) {
+        char *end;
+        const long conns = strtol(limits, &end, 10);
+        const long per = *end == ',' ? strtol(end + 1, &end, 10) : -1;
+        const double deadline = *end == ',' ? strtod(end + 1, &end) : -1.0;
+        if (*end || conns < 8 || conns > 4096 || per < 0 || per > conns || !(deadline >= 0.5 && deadline <= 3600))
+            return MP_FAIL("--http-limits %s: give CONNECTIONS,PER_CLIENT,DEADLINE_S with connections in [8, 4096], "
+                           "per client in [0, connections] (0: no limit), the deadline in [0.5, 3600] s", limits);
+        l->max_conns = (int)conns, l->per_client = (int)per, l->deadline_s = deadline;
+    }
     const char *colon = strrchr(listen, ':');
     char *end, host[64];
     const long p = colon ? strtol(colon + 1, &end, 10) : -1;
@@ -404,7 +416,7 @@ int serve_main(const run_opts_t *o, const serve_opts_t *s)
     if (s->standby < 0 || s->standby > 1) return MP_ERROR("--standby %d: 0 or 1 standby per stage", s->standby), 1;
     if (s->stages < 1 || s->stages > SERVE_MAX_STAGES) return MP_ERROR("--stages %d: must be in [1, %d]", s->stages, SERVE_MAX_STAGES), 1;
     if (s->slots < 1 || s->slots > 1024) return MP_ERROR("--slots %d: must be in [1, 1024]", s->slots), 1;
-    if (serve_listen(s->listen, s->public, &listen) != MP_OK || serve_deck(o, s->stages, &d, &cfg) != MP_OK) return 1;
+    if (serve_listen(s->listen, s->public, s->http_limits, &listen) != MP_OK || serve_deck(o, s->stages, &d, &cfg) != MP_OK) return 1;
     serve_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return MP_ERROR("out of memory"), 1;
     c->S = s->stages, c->standby = s->standby, c->o = o, c->s = s;

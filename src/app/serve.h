@@ -12,6 +12,7 @@ typedef struct {
     const char *ckpt, *out, *listen, *links;
     int stages, slots, stage, standby, public;
     int slot;             /* serve-stage on several hosts: its host slot (links.h; −1: 0 for a primary, 1 for a standby) */
+    const char *http_limits; /* --http-limits CONNS,PER_CLIENT,DEADLINE_S (NULL: http.h's defaults) */
 } serve_opts_t;
 
 /* `mindpipe serve`: runs until SIGTERM or SIGUSR1. Returns the process exit code. */

@@ -13,7 +13,8 @@
 #include <sys/socket.h>
 
 #include "check.h"
-#include "completion.h"
+#include "conns.h"
+#include "request.h"
 
 typedef struct {
     char *body;
@@ -52,54 +53,8 @@ static enum MHD_Result respond_error(http_t *h, struct MHD_Connection *c, unsign
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (status < 500) __atomic_add_fetch(&h->bad_requests, 1, __ATOMIC_RELAXED);
-    return respond_json(c, status, json_pack("{s:{s:s,s:s}}", "error", "message", msg, "type", type));
-}
-
-/* An optional integer field into *v, within [lo, hi]. 0, or 1 after filling why. */
-static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *v, char *why, size_t n)
-{
-    json_t *x = json_object_get(o, key);
-    if (!x) return 0;
-    if (!json_is_integer(x)) return snprintf(why, n, "%s must be an integer", key), 1;
-    const long long y = json_integer_value(x);
-    if (y < lo || y > hi) return snprintf(why, n, "%s = %lld: must be in [%lld, %lld]", key, y, lo, hi), 1;
-    *v = y;
-    return 0;
-}
-
-/* The request's fields into r (prompt copied as byte tokens) and *stream. 0, or 1 after filling
- * why. */
-static int parse_request(const http_t *h, json_t *o, serve_req_t *r, int *stream, char *why, size_t n)
-{
-    static const char *const known[] = {"prompt", "max_tokens", "temperature", "top_k", "seed", "request_id", "stream",
-                                        "model", NULL};
-    const char *key;
-    json_t *val;
-    json_object_foreach(o, key, val) {
-        int k = 0;
-        while (known[k] && strcmp(known[k], key)) k++;
-        if (!known[k]) return snprintf(why, n, "unknown field \"%.64s\"", key), 1;
-    }
-    json_t *p = json_object_get(o, "prompt"), *t = json_object_get(o, "temperature"), *st = json_object_get(o, "stream");
-    if (!p || !json_is_string(p)) return snprintf(why, n, "prompt (a string) is required"), 1;
-    if (st && !json_is_boolean(st)) return snprintf(why, n, "stream must be true or false"), 1;
-    *stream = st && json_is_true(st);
-    if (t && !json_is_number(t)) return snprintf(why, n, "temperature must be a number"), 1;
-    long long max_tokens = 16, top_k = 0, seed = 0, rid = 0;
-    if (get_int(o, "max_tokens", 0, h->T, &max_tokens, why, n) || get_int(o, "top_k", 0, h->V, &top_k, why, n) ||
-        get_int(o, "seed", 0, INT64_MAX, &seed, why, n) || get_int(o, "request_id", 0, INT64_MAX, &rid, why, n))
-        return 1;
-    r->sample = (sampler_cfg_t){t ? (float)json_number_value(t) : 1.0f, (int)top_k, (uint64_t)seed};
-    const char *bad_sample = sampler_cfg_refusal(&r->sample, h->V); /* the client's mistake: not in the log */
-    if (bad_sample) return snprintf(why, n, "temperature %g: %s", (double)r->sample.temperature, bad_sample), 1;
-    const size_t len = json_string_length(p);
-    const char *s = json_string_value(p);
-    if (len >= (size_t)h->T) return snprintf(why, n, "the prompt has %zu bytes; the context allows at most %d", len, h->T - 1), 1;
-    r->nprompt = (int)len, r->max_tokens = (int)max_tokens, r->request_id = (uint64_t)rid;
-    for (size_t i = 0; i < len; i++) r->prompt[i] = (unsigned char)s[i];
-    const char *bad = completion_refusal(r->prompt, r->nprompt, h->T, h->V);
-    if (bad) return snprintf(why, n, "%s", bad), 1;
-    return 0;
+    char *body = request_error_json(type, msg);
+    return respond(c, status, "application/json", body, body ? strlen(body) : 0);
 }
 
 /* Tokens out[0..n) as a JSON string: their bytes when they are UTF-8, else with every byte above
@@ -230,21 +185,13 @@ static enum MHD_Result stream_start(http_t *h, struct MHD_Connection *c, serve_r
 static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *cn)
 {
     if (cn->too_large) return respond_error(h, c, 413, "invalid_request_error", "the body is over %d bytes", HTTP_MAX_BODY);
-    json_error_t je;
-    json_t *o = json_loadb(cn->body ? cn->body : "", cn->n, JSON_REJECT_DUPLICATES, &je);
-    if (!o) return respond_error(h, c, 400, "invalid_request_error", "malformed JSON at line %d column %d: %s", je.line, je.column, je.text);
-    if (!json_is_object(o)) {
-        json_decref(o);
-        return respond_error(h, c, 400, "invalid_request_error", "the body must be a JSON object");
-    }
     /* on the heap: a streamed request outlives this call (batcher_release frees it) */
     serve_req_t *r = calloc(1, sizeof *r);
     char why[320];
     int stream = 0, bad = 1;
     if (r && (r->prompt = malloc((size_t)h->T * sizeof *r->prompt)) && (r->out = malloc(((size_t)h->T + 1) * sizeof *r->out)))
-        bad = parse_request(h, o, r, &stream, why, sizeof why);
+        bad = request_parse(cn->body, cn->n, h->T, h->V, r, &stream, why, sizeof why);
     else snprintf(why, sizeof why, "out of memory");
-    json_decref(o);
     if (bad) {
         const enum MHD_Result ret = respond_error(h, c, r && r->out ? 400 : 500, "invalid_request_error", "%s", why);
         serve_req_free(r);
@@ -335,6 +282,29 @@ static int token_ok(const char *token, const char *header)
     return d == 0;
 }
 
+static conn_slot_t *slot_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The request's head, before its body: refused at once when it is too large or announces a body
+ * over the limit (no need to read it). MHD_YES with nothing queued: read on. */
+static enum MHD_Result on_head(http_t *h, struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const int big_head = ci && ci->header_size > HTTP_MAX_HEADER;
+    /* libmicrohttpd has parsed it already (digits only, no overflow: else it answered itself) */
+    const int big_body = cl && strtoull(cl, NULL, 10) > HTTP_MAX_BODY;
+    if (!big_head && !big_body) return MHD_YES;
+    if (conns_answer(&h->conns, slot_of(c)) < 0) return MHD_NO;
+    if (big_head)
+        return respond_error(h, c, 431, "invalid_request_error", "the request line and headers have %zu bytes; at most %d",
+                             ci->header_size, HTTP_MAX_HEADER);
+    return respond_error(h, c, 413, "invalid_request_error", "Content-Length %s: the body is over %d bytes", cl, HTTP_MAX_BODY);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *data, size_t *size, void **con_cls)
 {
@@ -344,7 +314,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!cn) { /* the headers: the body, if any, comes in the calls that follow */
         if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
         *con_cls = cn;
-        return MHD_YES;
+        return on_head(h, c);
     }
     if (*size) {
         if (cn->n + *size > HTTP_MAX_BODY) cn->too_large = 1; /* read on and drop: then 413 */
@@ -357,6 +327,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *size = 0;
         return MHD_YES;
     }
+    /* the request is whole: its deadline ends here, unless it passed (then a 408 went out) */
+    if (conns_answer(&h->conns, slot_of(c)) < 0) return MHD_NO;
     if (h->token && !token_ok(h->token, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
         return respond_error(h, c, 401, "authentication_error", "send the server's access token as Authorization: Bearer TOKEN");
     const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
@@ -371,10 +343,33 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
 {
-    (void)cls, (void)c, (void)why;
+    http_t *h = cls;
     conn_t *cn = *con_cls;
     if (cn) free(cn->body), free(cn);
     *con_cls = NULL;
+    if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK) conns_rearm(&h->conns, slot_of(c)); /* kept alive: the next request's deadline */
+}
+
+/* Accepted and closed connections (closed: before libmicrohttpd closes the socket). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code)
+{
+    http_t *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? conns_open(&h->conns, ci->connect_fd) : NULL;
+    } else {
+        conns_close(&h->conns, *socket_context);
+        *socket_context = NULL;
+    }
+}
+
+/* The request line has come: a 408 is owed if the deadline passes now. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    http_t *h = cls;
+    (void)uri;
+    conns_started(&h->conns, slot_of(c));
+    return NULL;
 }
 
 int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V)
@@ -387,11 +382,21 @@ int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V)
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)port);
     a.sin_addr.s_addr = l->addr;
-    h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL,
-                            NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, h, MHD_OPTION_END);
-    if (!h->d) return MP_FAIL("libmicrohttpd: MHD_start_daemon on port %d failed (port in use?)", port);
+    const int max = l->max_conns ? l->max_conns : HTTP_MAX_CONNS;
+    const double deadline = l->deadline_s > 0 ? l->deadline_s : HTTP_DEADLINE_S;
+    if (conns_init(&h->conns, max, max / 8 > 0 ? max / 8 : 1, deadline) != MP_OK) return MP_ERR;
+    /* MHD_USE_POLL: poll, not select, in each connection's thread (no FD_SETSIZE bound) */
+    h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                            0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)max,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(l->per_client < 0 ? HTTP_PER_CLIENT : l->per_client),
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_LIMIT,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_request_line, h, MHD_OPTION_END);
+    if (!h->d) {
+        conns_free(&h->conns);
+        return MP_FAIL("libmicrohttpd: MHD_start_daemon on port %d failed (port in use?)", port);
+    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_LISTEN_FD);
     struct sockaddr_in got;
     socklen_t len = sizeof got;
@@ -405,6 +410,8 @@ int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V)
 
 void http_stop(http_t *h)
 {
+    conns_fini(&h->conns); /* no sweep while libmicrohttpd closes the connections */
     if (h->d) MHD_stop_daemon(h->d);
     h->d = NULL;
+    conns_free(&h->conns);
 }

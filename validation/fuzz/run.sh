@@ -41,7 +41,7 @@ cflags="-std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DHAVE_CONFIG_H -g 
 
 # The library: every C source of the CPU build, one archive; each harness links what it needs.
 cuda_only="src/device/nccl_grid.c src/device/backend_cuda.c src/device/backend_cuda_coll.c
-    src/device/backend_cuda_p2p.c src/device/backend_cuda_offload.c"
+    src/device/backend_cuda_p2p.c src/device/backend_cuda_offload.c src/device/backend_cuda_time.c"
 srcs=()
 for f in "$top"/kernels/*.c "$top"/src/*/*.c; do
     rel=${f#"$top"/}

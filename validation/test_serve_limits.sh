@@ -1,0 +1,53 @@
+#!/bin/sh
+# The serving front end's limits (src/serve/http.c, conns.c, request.c; issue 31 items 4 and 5):
+# 200 slow connections dribbling a request head a byte a second do not deny service: /health and
+# completions are answered within 2 s, from another address (127.0.0.2, routed to lo) while the
+# per-client limit holds 127.0.0.1 to 16 connections, and from 127.0.0.1 itself with no per-client
+# limit (the reserve: unfinished requests evicted for newer connections); every slow connection is
+# closed within the deadline (3 s here) with a JSON 408. The request edge cases: the temperature
+# checked as the double given, Content-Length over the limit answered 413 before the body, a 100 KiB
+# head 431, a short body 408 at the deadline, bytes that are not UTF-8 in an error, all JSON; what
+# libmicrohttpd answers itself (its status, the server serving on). 20-60 s.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_serve_init
+
+"$MINDPIPE" train -c "$deck" --set model.seq_len=64 --set data.path="$data" --set train.steps=3 --quiet \
+    --out "$SCRATCH/run" > "$SCRATCH/train.log" 2>&1
+ok $? "train a 2-layer model 3 steps (its completions' quality does not matter here)"
+
+# serve NAME LIMITS: a 1-stage server with --http-limits LIMITS; URL once it listens.
+serve() {
+    "$MINDPIPE" serve -c "$deck" --set model.seq_len=64 --ckpt "$SCRATCH/run/ckpt/step_00000003.h5" --stages 1 \
+        --slots 4 --listen 127.0.0.1:0 --http-limits "$2" --out "$SCRATCH/$1" > "$SCRATCH/$1.log" 2>&1 &
+    spid=$!; pids="$pids $spid"
+    URL=$(mp_serve_url "$SCRATCH/$1" $spid)
+    [ -n "$URL" ]
+}
+
+serve perip 256,16,3
+ok $? "serve --http-limits 256,16,3 starts"
+timeout 60 "$TORCH_PYTHON" "$client" slow "$URL" --connections 200 --seconds 6 --deadline 3 --probe-from 127.0.0.2 \
+    --per-client 16 > "$SCRATCH/slow.out" 2>&1
+tap_lines "per-client limit 16, probes from 127.0.0.2" "$SCRATCH/slow.out"
+[ "$tl_found" -eq 4 ]
+ok $? "the slow-client run made its 4 checks"
+
+timeout 60 "$TORCH_PYTHON" "$client" edge "$URL" --deadline 3 > "$SCRATCH/edge.out" 2>&1
+tap_lines "edge" "$SCRATCH/edge.out"
+[ "$tl_found" -eq 17 ]
+ok $? "the edge-case run made its 17 checks"
+kill -TERM "$spid"; wait "$spid"
+
+serve reserve 64,0,3
+ok $? "serve --http-limits 64,0,3 (no per-client limit) starts"
+timeout 60 "$TORCH_PYTHON" "$client" slow "$URL" --connections 200 --seconds 6 --deadline 3 --probe-from 127.0.0.1 \
+    > "$SCRATCH/slow.out" 2>&1
+tap_lines "no per-client limit, 64 connections, probes from 127.0.0.1" "$SCRATCH/slow.out"
+[ "$tl_found" -eq 3 ]
+ok $? "the reserve run made its 3 checks"
+kill -TERM "$spid"; wait "$spid"
+
+"$MINDPIPE" serve -c "$deck" --ckpt x.h5 --http-limits 4,1,1 > "$SCRATCH/bad.out" 2>&1
+[ $? -ne 0 ] && grep -q -- "--http-limits 4,1,1: give" "$SCRATCH/bad.out"
+ok $? "--http-limits 4,1,1 refused naming the ranges ($(head -c 120 "$SCRATCH/bad.out"))"
+done_testing
