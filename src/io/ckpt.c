@@ -880,6 +880,10 @@ int ckpt_read(const char *path, const param_table_t *tab, float *params, float *
 
 void (*ckpt_inspect_child_hook)(void);
 
+/* inspect's child: its output could not be written (a closed pipe with SIGPIPE ignored, a write
+ * error); not a verdict on the file. */
+#define CKPT_INSPECT_OUTPUT_CUT 3
+
 /* What inspect prints; sum says how the file checksum went. */
 static int ckpt_inspect_file(const char *path, FILE *out, const char *sum)
 {
@@ -960,12 +964,18 @@ int ckpt_inspect_within(const char *path, FILE *out, double timeout_s)
         alarm(timeout_s < 1.0 ? 1u : timeout_s > 1e6 ? 1000000u : (unsigned)timeout_s);
         if (ckpt_inspect_child_hook) ckpt_inspect_child_hook();
         const int rc = ckpt_inspect_child(path, out);
-        fflush(out), fflush(stdout), fflush(stderr);
-        _exit(rc == MP_OK ? 0 : 1);
+        const int cut = fflush(out) != 0 || ferror(out); /* with SIGPIPE ignored: EPIPE, or a write error */
+        fflush(stdout), fflush(stderr);
+        _exit(cut ? CKPT_INSPECT_OUTPUT_CUT : rc == MP_OK ? 0 : 1);
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return MP_FAIL("inspect %s: waitpid: %s", path, strerror(errno));
+    /* a reader that went away (`inspect F | head -1`) is no fault of the file: SIGPIPE, or EPIPE where
+     * SIGPIPE is ignored, is said as what it is, never as a crash of libhdf5 */
+    if ((WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) ||
+        (WIFEXITED(status) && WEXITSTATUS(status) == CKPT_INSPECT_OUTPUT_CUT))
+        return MP_FAIL("inspect %s: output closed before the listing ended (nothing is said about the file)", path);
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
         return MP_FAIL("%s: corrupt file: the HDF5 library did not finish reading it within %.0f s (stopped)", path,
                        timeout_s);

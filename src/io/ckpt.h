@@ -101,7 +101,9 @@ int ckpt_read(const char *path, const param_table_t *tab, float *params, float *
  * is reported without HDF5 reading it; a file without the file checksum (an older MindPipe's, a
  * foreign one) is reported as such, read anyway and MP_ERR. The reading runs in a forked child
  * that never calls MPI: if libhdf5 crashes, MP_ERR and "FILE: corrupt file: the HDF5 library
- * crashed reading it (signal N: NAME)". One process; out gets the child's lines in order. */
+ * crashed reading it (signal N: NAME)". A reader of out that goes away (SIGPIPE, or EPIPE where it is
+ * ignored) is no crash: MP_ERR and "inspect FILE: output closed ...". One process; out gets the
+ * child's lines in order. */
 int ckpt_inspect(const char *path, FILE *out);
 
 /* ckpt_inspect with a deadline on the child: past timeout_s seconds it is killed and the file
