@@ -4,7 +4,8 @@
 # they pass the file checksum and carry bad content. A step of 10^12 or a negative dimension is
 # refused by inspect and eval as by resume; a step and AdamW counter that disagree, a /state deck
 # that is garbage, empty or contradicts /state's seed (the file's is 1, train.ini's 11) are refused;
-# a supernet's legitimately different counters are not.
+# a supernet's legitimately different counters are not. Resume's guard compares the seed with
+# /state's own attribute and takes `--set "train.seed = 7"` (spaces) as the deliberate change it is.
 # `inspect FILE | head -1` is not a corrupt file: a closed output is said as such.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -104,4 +105,10 @@ done
 expect_refused "inspect: a garbage deck in /state" "/state has no readable deck" "$MINDPIPE" inspect "$SCRATCH/garbage.h5"
 expect_refused "resume under the deck's seed (11) of the good checkpoint (seed 1), without --set" \
     "written with train.seed = 1; this run's deck says train.seed = 11" T --set train.steps=6 --out "$SCRATCH/r_seed" --resume "$good"
+mkdir -p "$SCRATCH/r_set/ckpt" && cp "$good" "$SCRATCH/r_set/ckpt/"
+T --set train.steps=6 --set "train.seed = 7" --out "$SCRATCH/r_set" --resume auto > "$SCRATCH/r_set.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "train.seed changed from 1 (the checkpoint's run) to 7" "$SCRATCH/r_set.out" &&
+    grep -q "resumed from .*step_00000004.h5 at step 4" "$SCRATCH/r_set/log.txt"
+ok $? "--set \"train.seed = 7\" (spaces) is a deliberate change: warned, resumed (exit $rc)"
+[ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/r_set.out" | head -n 6
 done_testing
