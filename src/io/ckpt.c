@@ -537,27 +537,22 @@ static const char *const ckpt_deck_required[] = {"model.layers", "model.dim", "m
                                                  "model.vocab", "model.mlp_ratio", "train.seed", "train.batch",
                                                  "data.path", NULL};
 
-/* The model's shape: each attribute within its deck key's range, and what the deck says. */
+/* The model's shape: each attribute within its deck key's range and, with a deck d, what d says. */
 static int ckpt_facts_shape(const ckpt_facts_t *s, const deck_t *d, char *why, size_t n)
 {
-    deck_t none;
-    if (!d) none.model.layers = s->layers, none.model.dim = s->dim, none.model.heads = s->heads,
-            none.model.seq_len = s->seq_len, none.model.vocab = s->vocab, none.model.mlp_ratio = s->mlp_ratio;
-    const deck_t *m = d ? d : &none; /* no deck: the range checks alone */
-    const struct {
-        const char *name;
-        int have, deck;
-    } f[] = {{"layers", s->layers, m->model.layers}, {"dim", s->dim, m->model.dim},
-             {"heads", s->heads, m->model.heads},    {"seq_len", s->seq_len, m->model.seq_len},
-             {"vocab", s->vocab, m->model.vocab},    {"mlp_ratio", s->mlp_ratio, m->model.mlp_ratio}};
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+    static const char *const names[] = {"layers", "dim", "heads", "seq_len", "vocab", "mlp_ratio"};
+    const int have[] = {s->layers, s->dim, s->heads, s->seq_len, s->vocab, s->mlp_ratio};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         double lo = 0, hi = 0;
-        if (deck_key_range("model", f[i].name, &lo, &hi) != MP_OK || f[i].have < lo || f[i].have > hi)
-            return snprintf(why, n, "/state has %s %d, outside model.%s's range %g to %g", f[i].name, f[i].have,
-                            f[i].name, lo, hi), MP_ERR;
-        if (f[i].have != f[i].deck)
-            return snprintf(why, n, "/state has %s %d, but its deck says model.%s = %d", f[i].name, f[i].have,
-                            f[i].name, f[i].deck), MP_ERR;
+        if (deck_key_range("model", names[i], &lo, &hi) != MP_OK || have[i] < lo || have[i] > hi)
+            return snprintf(why, n, "/state has %s %d, outside model.%s's range %g to %g", names[i], have[i],
+                            names[i], lo, hi), MP_ERR;
+        if (!d) continue;
+        const int says[] = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
+                            d->model.mlp_ratio};
+        if (have[i] != says[i])
+            return snprintf(why, n, "/state has %s %d, but its deck says model.%s = %d", names[i], have[i], names[i],
+                            says[i]), MP_ERR;
     }
     return MP_OK;
 }
@@ -601,7 +596,8 @@ int ckpt_state_check(const ckpt_facts_t *s, char *why_p, size_t n)
     else if (d->train.seed != s->seed)
         snprintf(why_p, n, "/state has seed %" PRIu64 ", but its deck says train.seed = %" PRIu64, s->seed,
                  d->train.seed);
-    else if (ckpt_facts_shape(s, d, why_p, n) == MP_OK && (!s->has_optim || ckpt_facts_counters(s, d, why_p, n) == MP_OK))
+    else if (ckpt_facts_shape(s, d, why_p, n) == MP_OK &&
+             (!s->has_optim || ckpt_facts_counters(s, d, why_p, n) == MP_OK))
         rc = MP_OK;
     free(d);
     return rc;
