@@ -42,7 +42,7 @@ static void run_ckpt_gather_moments(run_t *r, const float *ms, const float *vs, 
     MPI_Request q[2];
     MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[0]));
     MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[1]));
-    wait_all(&r->wait, 2, q, "the ZeRO-1 moment gather for a checkpoint");
+    wait_all_over(&r->wait, 2, q, r->grid.replica, "the ZeRO-1 moment gather for a checkpoint");
     *m_p = m;
     *v_p = v;
 }
