@@ -98,8 +98,11 @@ import shutil, sys, h5py, numpy as np
 shutil.copy(sys.argv[1], sys.argv[2])
 with h5py.File(sys.argv[2], 'r+') as f:
     a = f['state'].attrs
+    batch = a['data_cursor'] // a['step']
     a.modify(sys.argv[3], np.int64(int(sys.argv[4])))
-    if sys.argv[3] == 'step' and int(sys.argv[4]) > 0: a.modify('adam_t', np.int64(int(sys.argv[4])))
+    if sys.argv[3] == 'step' and int(sys.argv[4]) > 0:  # a consistent /state (adam_t = step, cursor = step x batch)
+        a.modify('adam_t', np.int64(int(sys.argv[4])))
+        a.modify('data_cursor', np.int64(int(sys.argv[4]) * batch))
 " "$SCRATCH/good4.h5" "$SCRATCH/state_$1.h5" "$2" "$3"
     [ "$1" = neg ] && cp "$SCRATCH/state_neg.h5" "$SCRATCH/state_unsealed.h5"
     "$TORCH_PYTHON" "$MP_SRCDIR/validation/filesum_reseal.py" "$SCRATCH/state_$1.h5"

@@ -645,6 +645,9 @@ static int run_layout(run_t *r, const run_opts_t *o)
     snprintf(who, sizeof who, "rank %d (dp %d, tp %d, pp %d, sp %d)", r->rank, r->grid.coord[GRID_DP],
              r->grid.coord[GRID_TP], r->grid.coord[GRID_PP], r->grid.coord[GRID_SP]);
     if (run_agree(watchdog_start(&r->wd, who, d->train.stop_grace, MP_EXIT_REQUEUE)) != MP_OK) goto err_grid;
+    /* a wait past parallel.timeout writes RUN/exit_status as the watchdog does (its path, set with the
+     * run directory; "" until then) */
+    r->wait.who = r->wd.who, r->wait.status = r->wd.status;
     /* the set-up's agreements are blocking MPI calls: a peer that never arrives is this deadline's */
     watchdog_arm(&r->wd, "the start-up (data, model, memory plan, run directory)", "parallel.timeout",
                  d->parallel.timeout);

@@ -3,6 +3,7 @@
 #include "run_ckpt.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ static void run_ckpt_gather_moments(run_t *r, const float *ms, const float *vs, 
     MPI_Request q[2];
     MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[0]));
     MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[1]));
-    wait_all(&r->wait, 2, q, "the ZeRO-1 moment gather for a checkpoint");
+    wait_all_over(&r->wait, 2, q, r->grid.replica, "the ZeRO-1 moment gather for a checkpoint");
     *m_p = m;
     *v_p = v;
 }
@@ -212,27 +213,6 @@ static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weigh
     return rc;
 }
 
-/* The value of section.key in a resolved deck's text (deck_write: "[section]" lines, then
- * "key = value" lines) into val_p (n bytes). 1 found, 0 not. */
-static int run_ckpt_deck_value(const char *text, const char *section, const char *key, char *val_p, size_t n)
-{
-    char sec[64] = "";
-    const size_t klen = strlen(key);
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        const size_t len = end ? (size_t)(end - line) : strlen(line);
-        if (line[0] == '[' && len > 2) {
-            snprintf(sec, sizeof sec, "%.*s", (int)(len - 2), line + 1);
-        } else if (!strcmp(sec, section) && len >= klen + 3 && !strncmp(line, key, klen) &&
-                   !strncmp(line + klen, " = ", 3)) {
-            snprintf(val_p, n, "%.*s", (int)(len - klen - 3), line + klen + 3);
-            return 1;
-        }
-        line = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
 /* The keys whose change makes a resumed run another training run than the one that wrote the
  * checkpoint. refuse: unless this command line sets the key with --set (a deliberate change), the
  * resume is refused: a deck edited for another experiment, resumed into an old directory, must not
@@ -261,27 +241,42 @@ static const struct {
     {"supernet", "window", 0, "the supernet's update rule"},
 };
 
-/* Whether this command line sets section.key with --set. */
+/* Whether this command line sets section.key with --set (read as deck_set reads it: spaces around
+ * the name do not matter, "train.seed = 7" sets train.seed). */
 static int run_ckpt_key_set(const run_t *r, const char *section, const char *key)
 {
-    char prefix[128];
-    snprintf(prefix, sizeof prefix, "%s.%s=", section, key);
-    for (int i = 0; i < r->opts.nsets; i++)
-        if (!strncmp(r->opts.sets[i], prefix, strlen(prefix))) return 1;
+    for (int i = 0; i < r->opts.nsets; i++) {
+        char sec[128], k[128];
+        if (deck_set_key(r->opts.sets[i], sec, sizeof sec, k, sizeof k) == MP_OK && !strcmp(sec, section) &&
+            !strcmp(k, key))
+            return 1;
+    }
     return 0;
 }
 
-/* Rank 0: the deck the checkpoint at path was written under (old) against this run's. Warns about
- * each changed key; MP_ERR (reported, naming the keys and both values) if a refused one changed. */
-static int run_ckpt_semantics(run_t *r, const char *path, const char *old)
+/* Rank 0: the checkpoint at path, whose head is h, against this run's deck: its /state deck parsed
+ * by the deck's own parser (the head's checks made sure it parses and agrees with /state's seed,
+ * shape and data cursor), values compared as deck_write writes them; train.seed from /state's own
+ * attribute. Warns about each changed key; MP_ERR (reported, naming the keys and both values) if a
+ * refused one changed. */
+static int run_ckpt_semantics(run_t *r, const char *path, const ckpt_head_info_t *h)
 {
-    char refused[1024] = "";
+    char refused[1024] = "", why[900];
+    deck_t *old = MP_MALLOC(sizeof *old);
+    if (!old) return MP_ERR;
+    if (deck_parse_text(old, h->deck, NULL, why, sizeof why) != MP_OK) {
+        free(old);
+        return MP_FAIL("resume refused: %s has no readable deck in /state (%s), so whether this run changes its "
+                       "training semantics cannot be told: a corrupt file", path, why);
+    }
     for (size_t i = 0; i < sizeof run_ckpt_semantic_keys / sizeof run_ckpt_semantic_keys[0]; i++) {
         const char *sec = run_ckpt_semantic_keys[i].section, *key = run_ckpt_semantic_keys[i].key;
         char was[4200], now[4200];
-        if (!run_ckpt_deck_value(old, sec, key, was, sizeof was) ||
-            !run_ckpt_deck_value(r->deck_text, sec, key, now, sizeof now) || !strcmp(was, now))
-            continue;
+        if (deck_value_text(old, sec, key, was, sizeof was) != MP_OK ||
+            deck_value_text(&r->deck, sec, key, now, sizeof now) != MP_OK)
+            MP_ABORT("resume: %s.%s is not a deck key (run_ckpt_semantic_keys)", sec, key);
+        if (!strcmp(sec, "train") && !strcmp(key, "seed")) snprintf(was, sizeof was, "%" PRIu64, h->seed);
+        if (!strcmp(was, now)) continue;
         if (run_ckpt_semantic_keys[i].refuse && !run_ckpt_key_set(r, sec, key)) {
             MP_ERROR("resume: %s was written with %s.%s = %s; this run's deck says %s.%s = %s (it changes %s)", path,
                      sec, key, was, sec, key, now, run_ckpt_semantic_keys[i].what);
@@ -293,6 +288,7 @@ static int run_ckpt_semantics(run_t *r, const char *path, const char *old)
                 run_ckpt_semantic_keys[i].what);
         if (r->log.log) fprintf(r->log.log, "warning: resume: %s.%s changed from %s to %s\n", sec, key, was, now);
     }
+    free(old);
     if (!refused[0]) return MP_OK;
     return MP_FAIL("resume refused: %s changed since %s was written. Resume with the checkpoint's values; change them "
                    "on purpose with --set on the command line; or start a new run (--restart, or another --out)",
@@ -404,7 +400,7 @@ static void run_ckpt_choose(run_t *r, run_ckpt_choice_t *c)
     ckpt_head_info_t h;
     if (c->status == 1 && ckpt_file_head(c->path, &h, reason, sizeof reason) == MP_OK) {
         snprintf(file_id, sizeof file_id, "%s", h.run_id);
-        if (run_ckpt_semantics(r, c->path, h.deck) != MP_OK) c->status = MP_ERR;
+        if (run_ckpt_semantics(r, c->path, &h) != MP_OK) c->status = MP_ERR;
         ckpt_file_head_free(&h);
     } /* else: an unreadable file named by --resume PATH is refused by the collective read, naming why */
     snprintf(c->run_id, sizeof c->run_id, "%s", r->run_id);

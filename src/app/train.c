@@ -254,7 +254,7 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     double all[NM * SIM_MAX_STAGES] = {0};
     MPI_Request q;
     MPI_CHECK(MPI_Igather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, 0, r->grid.comm[GRID_PP], &q));
-    wait_all(&r->wait, 1, &q, "the per-stage memory report");
+    wait_all_over(&r->wait, 1, &q, r->grid.comm[GRID_PP], "the per-stage memory report");
     static const char *const names[NM] = {"peak_mem_bytes", "planned_mem_bytes", "activation_peak_bytes", "stash_peak",
                                           "offload_buffers_peak", "host_bytes", "offloaded_bytes_per_step",
                                           "prefetched_bytes_per_step", "evicted_bytes_per_step",

@@ -1,10 +1,12 @@
 #include "wait.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "perf.h"
+#include "publish.h"
 
 int wait_node_oversubscribed(int node_ranks) { return node_ranks > sysconf(_SC_NPROCESSORS_ONLN); }
 
@@ -12,9 +14,63 @@ void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ran
 {
     w->yield = mode == DECK_WAIT_YIELD || (mode == DECK_WAIT_AUTO && wait_node_oversubscribed(node_ranks));
     w->timeout = timeout;
+    w->who = w->status = NULL;
 }
 
-void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what)
+/* The world ranks of comm other than this one, as "rank 3" or "ranks 1, 2 and 5" (at most 16 named),
+ * into out (n bytes); "" for MPI_COMM_NULL. */
+static void wait_peers(MPI_Comm comm, char *out, size_t n)
+{
+    char list[384] = "";
+    int size = 0, me = 0, count = 0;
+    out[0] = 0;
+    if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &size) != MPI_SUCCESS || MPI_Comm_rank(comm, &me) != MPI_SUCCESS)
+        return;
+    MPI_Group g, world;
+    if (MPI_Comm_group(comm, &g) != MPI_SUCCESS) return;
+    if (MPI_Comm_group(MPI_COMM_WORLD, &world) == MPI_SUCCESS) {
+        size_t o = 0;
+        for (int i = 0; i < size && o < sizeof list; i++) {
+            int wr = MPI_UNDEFINED;
+            if (i == me || MPI_Group_translate_ranks(g, 1, &i, world, &wr) != MPI_SUCCESS) continue;
+            const int last = i == size - 1 || (i == size - 2 && me == size - 1);
+            if (++count > 16) {
+                snprintf(list + o, sizeof list - o, ", ... (%d in all)", size - 1);
+                break;
+            }
+            o += (size_t)snprintf(list + o, sizeof list - o, "%s%d", count == 1 ? "" : last ? " and " : ", ", wr);
+        }
+        MPI_Group_free(&world);
+    }
+    MPI_Group_free(&g);
+    if (count) snprintf(out, n, "%s %s", count == 1 ? "rank" : "ranks", list);
+}
+
+/* Past the deadline: RUN/exit_status says so (when the run has one), then the job ends. */
+MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const char *what)
+{
+    char peers[512], msg[1400];
+    wait_peers(comm, peers, sizeof peers);
+    int size = 0;
+    if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &size);
+    if (!peers[0]) /* point-to-point: `what` names the peer */
+        snprintf(msg, sizeof msg, "waited more than parallel.timeout = %g s for %s: a peer rank is dead or hung",
+                 w->timeout, what);
+    else if (size == 2)
+        snprintf(msg, sizeof msg, "waited more than parallel.timeout = %g s for %s: its peer %s did not take part "
+                 "(dead or hung)", w->timeout, what, peers);
+    else
+        snprintf(msg, sizeof msg, "waited more than parallel.timeout = %g s for %s: one or more of its peers (%s) did "
+                 "not take part (dead or hung)", w->timeout, what, peers);
+    if (w->status && w->status[0]) {
+        char text[1700];
+        snprintf(text, sizeof text, "1 aborted: %s: %s\n", w->who ? w->who : "a rank", msg);
+        publish_text(w->status, text); /* a failure is reported; the abort goes on */
+    }
+    MP_ABORT("%s", msg);
+}
+
+void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm, const char *what)
 {
     const double t0 = perf_now();
     int first = 0; /* requests before this one have completed */
@@ -28,10 +84,13 @@ void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what)
         }
         if (first == n) return;
         if (w->yield) sched_yield();
-        if (w->timeout > 0 && (polls & 1023) == 0 && perf_now() - t0 > w->timeout)
-            MP_ABORT("waited more than parallel.timeout = %g s for %s: a peer rank is dead or hung", w->timeout,
-                     what);
+        if (w->timeout > 0 && (polls & 1023) == 0 && perf_now() - t0 > w->timeout) wait_timed_out(w, comm, what);
     }
+}
+
+void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what)
+{
+    wait_all_over(w, n, reqs, MPI_COMM_NULL, what);
 }
 
 void wait_allreduce(const wait_cfg_t *w, void *buf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -39,7 +98,7 @@ void wait_allreduce(const wait_cfg_t *w, void *buf, int count, MPI_Datatype type
 {
     MPI_Request r;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, count, type, op, comm, &r));
-    wait_all(w, 1, &r, what);
+    wait_all_over(w, 1, &r, comm, what);
 }
 
 void wait_allreduce_sum(const wait_cfg_t *w, void *buf, int count, MPI_Datatype type, MPI_Comm comm,
@@ -52,5 +111,5 @@ void wait_barrier(const wait_cfg_t *w, MPI_Comm comm, const char *what)
 {
     MPI_Request r;
     MPI_CHECK(MPI_Ibarrier(comm, &r));
-    wait_all(w, 1, &r, what);
+    wait_all_over(w, 1, &r, comm, what);
 }

@@ -12,18 +12,25 @@
 #include "deck.h"
 
 typedef struct {
-    int yield;        /* sched_yield between polls */
-    double timeout;   /* seconds; 0 = none */
+    int yield;          /* sched_yield between polls */
+    double timeout;     /* seconds; 0 = none */
+    const char *who;    /* how the timeout's status line names this rank (NULL: "a rank") */
+    const char *status; /* RUN/exit_status, written "1 aborted: ..." at a timeout (NULL or "": none) */
 } wait_cfg_t;
 
 /* Whether a node with node_ranks ranks has more of them than cores (MPICH then spins against itself). */
 int wait_node_oversubscribed(int node_ranks);
 
 /* From parallel.wait, parallel.timeout and the ranks/cores of this node (auto: yield when the node
- * is oversubscribed). */
+ * is oversubscribed); who and status unset. */
 void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ranks);
 
-/* Waits for n requests; `what` names them in the timeout message. Aborts the job on timeout. */
+/* Waits for n requests of one collective over comm; `what` names it in the timeout message, which also
+ * names comm's other ranks (by world rank: "its peer rank 1", or "one or more of its peers (ranks 1, 2
+ * and 3)"). On timeout, w->status (if set) gets "1 aborted: WHO: MESSAGE" and the job is aborted. */
+void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm, const char *what);
+
+/* wait_all_over for point-to-point requests (or several communicators'): `what` names the peer. */
 void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what);
 
 /* In-place all-reduce with op of count elements of type over comm, through wait_all. */

@@ -22,7 +22,9 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -840,6 +842,37 @@ int deck_set(deck_t *d, const char *a)
     return MP_OK;
 }
 
+int deck_set_key(const char *a, char *section_p, size_t ns, char *key_p, size_t nk)
+{
+    const char *eq = strchr(a, '=');
+    char name[128];
+    if (!eq) return MP_ERR;
+    trim_copy(name, sizeof name, a, (size_t)(eq - a));
+    char *dot = strchr(name, '.');
+    if (!dot || dot == name || !dot[1]) return MP_ERR;
+    *dot = 0;
+    snprintf(section_p, ns, "%s", name);
+    snprintf(key_p, nk, "%s", dot + 1);
+    return MP_OK;
+}
+
+int deck_value_text(const deck_t *d, const char *section, const char *key, char *out_p, size_t n)
+{
+    const int idx = key_find(section, key);
+    if (idx < 0) return MP_ERR;
+    key_format(&keys[idx], d, out_p, n);
+    return MP_OK;
+}
+
+int deck_key_range(const char *section, const char *key, double *min_p, double *max_p)
+{
+    const int idx = key_find(section, key);
+    if (idx < 0) return MP_ERR;
+    *min_p = keys[idx].min;
+    *max_p = keys[idx].max;
+    return MP_OK;
+}
+
 /* ---- the file ------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -852,7 +885,36 @@ typedef struct {
     int in_bad_section;        /* the current [section] was reported unknown */
     int nerr, first_handler_err;
     int seen_line[NKEYS];      /* line where each key was set, 0 = not yet */
+    char *why;                 /* deck_parse_text: the first error goes here, none is printed (NULL: printed) */
+    size_t nwhy;
 } load_t;
+
+/* An error of the deck being read: printed, or (deck_parse_text) the first one kept in st->why. */
+static void load_verror(load_t *st, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (!st->why) MP_ERROR("%s", msg);
+    else if (!st->why[0]) snprintf(st->why, st->nwhy, "%s", msg);
+}
+
+MP_PRINTF(2, 3) static void load_error(load_t *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    load_verror(st, fmt, ap);
+    va_end(ap);
+}
+
+/* load_error, then MP_ERR. */
+MP_PRINTF(2, 3) static int load_fail(load_t *st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    load_verror(st, fmt, ap);
+    va_end(ap);
+    return MP_ERR;
+}
 
 /* Reports unknown [section] headers (with their line; inih never calls the handler for an empty one). */
 static void reader_section(load_t *st, const char *line)
@@ -874,7 +936,7 @@ static void reader_section(load_t *st, const char *line)
     if (raw) memcpy(raw, p + 1, n), raw[n] = 0;
     deck_text_show(raw ? raw : "", shown, sizeof shown);
     free(raw);
-    MP_ERROR("%s:%d: unknown section [%s]%s", st->file, st->line, shown, hint);
+    load_error(st, "%s:%d: unknown section [%s]%s", st->file, st->line, shown, hint);
     st->in_bad_section = 1;
     st->nerr++;
 }
@@ -902,7 +964,7 @@ static char *load_reader(char *str, int num, void *stream)
     if (!start) return str; /* the rest of an over-long line, already reported and skipped */
     st->line++;
     if (!complete) {
-        MP_ERROR("%s:%d: line longer than %d characters", st->file, st->line, num - 3);
+        load_error(st, "%s:%d: line longer than %d characters", st->file, st->line, num - 3);
         while ((c = getc(st->f)) != EOF && c != '\n') {}
         st->at_line_start = 1;
     } else if (nul >= 0) {
@@ -910,7 +972,7 @@ static char *load_reader(char *str, int num, void *stream)
         char shown[DECK_SHOW];
         str[len] = 0;
         text_show_n(str, (size_t)len, shown, sizeof shown);
-        MP_ERROR("%s:%d: a NUL byte at column %ld (a deck is text): '%s'", st->file, st->line, nul + 1, shown);
+        load_error(st, "%s:%d: a NUL byte at column %ld (a deck is text): '%s'", st->file, st->line, nul + 1, shown);
     } else {
         reader_section(st, str);
         return str;
@@ -927,25 +989,25 @@ static int load_key(load_t *st, const char *section, const char *name, const cha
     deck_text_show(name, key, sizeof key);
     if (!section[0]) {
         suggest_key("", name, hint, sizeof hint);
-        return MP_FAIL("%s:%d: '%s' is outside any [section]%s", st->file, st->line, key, hint);
+        return load_fail(st, "%s:%d: '%s' is outside any [section]%s", st->file, st->line, key, hint);
     }
     if (!section_known(section)) {
         if (st->in_bad_section) return MP_ERR; /* reported with its header */
         suggest_section(section, hint, sizeof hint);
-        return MP_FAIL("%s:%d: unknown section [%s]%s", st->file, st->line, sec, hint);
+        return load_fail(st, "%s:%d: unknown section [%s]%s", st->file, st->line, sec, hint);
     }
     int idx = key_find(section, name);
     if (idx < 0) {
         suggest_key(section, name, hint, sizeof hint);
-        return MP_FAIL("%s:%d: unknown key %s.%s%s", st->file, st->line, sec, key, hint);
+        return load_fail(st, "%s:%d: unknown key %s.%s%s", st->file, st->line, sec, key, hint);
     }
     if (st->seen_line[idx])
-        return MP_FAIL("%s:%d: %s.%s is set twice (first on line %d)", st->file, st->line, section, name,
+        return load_fail(st, "%s:%d: %s.%s is set twice (first on line %d)", st->file, st->line, section, name,
                        st->seen_line[idx]);
     st->seen_line[idx] = st->line;
     if (key_parse(&keys[idx], value, st->dir, st->d, why, sizeof why) != MP_OK) {
         deck_text_show(value, shown, sizeof shown);
-        return MP_FAIL("%s:%d: %s.%s = '%s' is %s", st->file, st->line, section, name, shown, why);
+        return load_fail(st, "%s:%d: %s.%s = '%s' is %s", st->file, st->line, section, name, shown, why);
     }
     return MP_OK;
 }
@@ -974,6 +1036,27 @@ static void ini_configure(void)
     ini_max_line = LINE_MAX_CHARS;
 }
 
+/* Parses st's stream into st->d (st->f, file, dir, d set). MP_OK, or MP_ERR after reporting
+ * (load_error) every error met. */
+static int deck_parse_stream(load_t *st)
+{
+    st->at_line_start = 1;
+    ini_configure();
+    int rc = ini_parse_stream(load_reader, st, load_handler, st);
+    if (rc == -2) {
+        load_error(st, "%s: out of memory while parsing", st->file);
+        st->nerr++;
+    } else if (rc > 0 && (!st->first_handler_err || rc < st->first_handler_err)) {
+        load_error(st, "%s:%d: not a 'key = value' line, a [section] header or a comment", st->file, rc);
+        st->nerr++;
+    }
+    if (ferror(st->f)) {
+        load_error(st, "%s: read error: %s", st->file, strerror(errno));
+        st->nerr++;
+    }
+    return st->nerr ? MP_ERR : MP_OK;
+}
+
 static int deck_parse_file(deck_t *d, const char *path)
 {
     load_t *st = calloc(1, sizeof *st);
@@ -989,24 +1072,50 @@ static int deck_parse_file(deck_t *d, const char *path)
     *strrchr(real, '/') = 0; /* realpath is absolute: there is a '/' */
     snprintf(st->dir, sizeof st->dir, "%s", real[0] ? real : "/");
     free(real);
-    st->file = path, st->d = d, st->at_line_start = 1;
-    ini_configure();
-    int rc = ini_parse_stream(load_reader, st, load_handler, st);
-    if (rc == -2) {
-        MP_ERROR("%s: out of memory while parsing", path);
-        st->nerr++;
-    } else if (rc > 0 && (!st->first_handler_err || rc < st->first_handler_err)) {
-        MP_ERROR("%s:%d: not a 'key = value' line, a [section] header or a comment", path, rc);
-        st->nerr++;
-    }
-    if (ferror(st->f)) {
-        MP_ERROR("%s: read error: %s", path, strerror(errno));
-        st->nerr++;
-    }
-    int nerr = st->nerr;
+    st->file = path, st->d = d;
+    const int rc = deck_parse_stream(st);
     fclose(st->f);
     free(st);
-    return nerr ? MP_ERR : MP_OK;
+    return rc;
+}
+
+int deck_parse_text(deck_t *d, const char *text, const char *const *required, char *why_p, size_t n)
+{
+    snprintf(why_p, n, "%s", "");
+    load_t *st = calloc(1, sizeof *st);
+    deck_t *tmp = malloc(sizeof *tmp);
+    int rc = MP_ERR;
+    if (!st || !tmp) {
+        snprintf(why_p, n, "out of memory parsing the deck");
+        goto out;
+    }
+    deck_defaults(tmp);
+    /* fmemopen refuses a size of 0 in older C libraries: an empty text is parsed as a lone newline */
+    st->f = text[0] ? fmemopen((void *)text, strlen(text), "r") : fmemopen("\n", 1, "r");
+    if (!st->f) {
+        snprintf(why_p, n, "cannot read the deck text: %s", strerror(errno));
+        goto out;
+    }
+    snprintf(st->dir, sizeof st->dir, "/"); /* a resolved deck's paths are absolute */
+    st->file = "deck", st->d = tmp, st->why = why_p, st->nwhy = n;
+    rc = deck_parse_stream(st);
+    fclose(st->f);
+    for (int i = 0; rc == MP_OK && required && required[i]; i++) {
+        char section[64], key[64];
+        const char *dot = strchr(required[i], '.');
+        snprintf(section, sizeof section, "%.*s", dot ? (int)(dot - required[i]) : 0, required[i]);
+        snprintf(key, sizeof key, "%s", dot ? dot + 1 : required[i]);
+        const int idx = key_find(section, key);
+        if (idx < 0 || !st->seen_line[idx]) {
+            snprintf(why_p, n, "it does not set %s (a resolved deck sets every key)", required[i]);
+            rc = MP_ERR;
+        }
+    }
+    if (rc == MP_OK) *d = *tmp;
+out:
+    free(tmp);
+    free(st);
+    return rc;
 }
 
 static int deck_check(const deck_t *d, int need_data);

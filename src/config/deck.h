@@ -176,6 +176,24 @@ int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets);
 /* Applies one "section.key=value" override (same checks as the file). */
 int deck_set(deck_t *d, const char *assignment);
 
+/* The section and key an assignment "section.key=value" names, as deck_set reads it (spaces
+ * around them ignored: "train.seed = 7" names train, seed). MP_OK, or MP_ERR (nothing printed) when
+ * it is not of that form. The key need not exist. */
+int deck_set_key(const char *assignment, char *section_p, size_t ns, char *key_p, size_t nk);
+
+/* A deck's text as written by deck_write (a checkpoint's /state deck) parsed by the same rules as a
+ * deck file into *d (defaults first; no cross-key rules: the deck was checked when it was in force).
+ * Every "section.key" of required (NULL-terminated, or NULL) must be set by the text. MP_OK, or MP_ERR
+ * with the first reason in why_p (n bytes); nothing is printed and *d changes only on MP_OK. */
+int deck_parse_text(deck_t *d, const char *text, const char *const *required, char *why_p, size_t n);
+
+/* section.key's value in d as deck_write writes it, into out_p (n bytes). MP_OK, or MP_ERR for a
+ * key the schema does not have. */
+int deck_value_text(const deck_t *d, const char *section, const char *key, char *out_p, size_t n);
+
+/* The allowed range of a numeric key (±HUGE_VAL: unbounded). MP_OK, or MP_ERR for an unknown key. */
+int deck_key_range(const char *section, const char *key, double *min_p, double *max_p);
+
 /* The cross-key rules (dim % heads, batch % micro_batch, ...). MP_OK or MP_ERR with the rule. */
 int deck_validate(const deck_t *d);
 

@@ -50,6 +50,7 @@ typedef struct backend_s {
     int open;                /* emu: nesting depth of be_* calls with the region readable */
     void *state;             /* cuda: the backend's CUDA state (backend_cuda.h) */
     MPI_Request *bucket_req; /* cpu: the started gradient buckets */
+    MPI_Comm bucket_comm;    /* cpu: the communicator they go over (named at a timeout) */
     copier_t *copier;        /* cpu, emu: the copy engine (started by the first offload_start) */
     char *view;              /* emu: the copy engine's own always-readable mapping of the region */
     void **fence_at;         /* emu: the device ranges offload_fence keeps unreadable */

@@ -20,20 +20,21 @@ void be_cpu_reduce_scatter(backend_t *be, const float *send, float *recv, size_t
 {
     MPI_Request r;
     MPI_CHECK(MPI_Ireduce_scatter_block(send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm, &r));
-    wait_all(be->wait, 1, &r, what);
+    wait_all_over(be->wait, 1, &r, comm, what);
 }
 
 void be_cpu_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, const char *what)
 {
     MPI_Request r;
     MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)count, MPI_FLOAT, comm, &r));
-    wait_all(be->wait, 1, &r, what);
+    wait_all_over(be->wait, 1, &r, comm, what);
 }
 
 void be_cpu_bucket_post(backend_t *be, int i, float *buf, size_t n, MPI_Comm comm)
 {
     if (n > INT32_MAX) MP_ABORT("a gradient bucket of %zu elements, more than one MPI call takes", n);
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, comm, &be->bucket_req[i]));
+    be->bucket_comm = comm; /* every bucket of a step goes over the same communicator (replica) */
 }
 
 void be_cpu_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
@@ -53,5 +54,5 @@ void be_cpu_buckets_wait(backend_t *be, const char *what)
 {
     const int n = be->nbuckets;
     be->nbuckets = 0;
-    wait_all(be->wait, n, be->bucket_req, what);
+    wait_all_over(be->wait, n, be->bucket_req, n ? be->bucket_comm : MPI_COMM_NULL, what);
 }

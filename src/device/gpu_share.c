@@ -50,7 +50,7 @@ gpu_id_t *gpu_share_gather(const gpu_id_t *mine, MPI_Comm comm, const wait_cfg_t
     if (!all) MP_ABORT("out of memory gathering the GPUs of %d ranks", n);
     MPI_Request r;
     MPI_CHECK(MPI_Iallgather(mine, (int)sizeof *mine, MPI_BYTE, all, (int)sizeof *mine, MPI_BYTE, comm, &r));
-    wait_all(wait, 1, &r, "the ranks' GPU names (host and PCI bus id)");
+    wait_all_over(wait, 1, &r, comm, "the ranks' GPU names (host and PCI bus id)");
     return all;
 }
 

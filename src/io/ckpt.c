@@ -27,6 +27,7 @@
 #include "ckpt.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <hdf5.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@
 
 #include "arena.h"
 #include "check.h"
+#include "deck.h"
 #include "filesum.h"
 #include "h5util.h"
 #include "mpi_check.h"
@@ -553,6 +555,80 @@ int ckpt_write(const char *path, const param_table_t *tab, const float *params, 
     return ckpt_write_parallel(path, tab, &pt, st, deck_text);
 }
 
+/* ---- what every /state satisfies -------------------------------------------------------------- */
+
+/* The keys a /state deck must set (deck_write sets them all): those the checks below and resume's
+ * guard compare. */
+static const char *const ckpt_deck_required[] = {"model.layers", "model.dim", "model.heads", "model.seq_len",
+                                                 "model.vocab", "model.mlp_ratio", "train.seed", "train.batch",
+                                                 "data.path", NULL};
+
+/* The model's shape: each attribute within its deck key's range and, with a deck d, what d says. */
+static int ckpt_facts_shape(const ckpt_facts_t *s, const deck_t *d, char *why, size_t n)
+{
+    static const char *const names[] = {"layers", "dim", "heads", "seq_len", "vocab", "mlp_ratio"};
+    const int have[] = {s->layers, s->dim, s->heads, s->seq_len, s->vocab, s->mlp_ratio};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        double lo = 0, hi = 0;
+        if (deck_key_range("model", names[i], &lo, &hi) != MP_OK || have[i] < lo || have[i] > hi)
+            return snprintf(why, n, "/state has %s %d, outside model.%s's range %g to %g", names[i], have[i],
+                            names[i], lo, hi), MP_ERR;
+        if (!d) continue;
+        const int says[] = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
+                            d->model.mlp_ratio};
+        if (have[i] != says[i])
+            return snprintf(why, n, "/state has %s %d, but its deck says model.%s = %d", names[i], have[i], names[i],
+                            says[i]), MP_ERR;
+    }
+    return MP_OK;
+}
+
+/* The counters of a training checkpoint (with /optim) against its deck: the data cursor is step ×
+ * train.batch (format 2); AdamW steps once per step, a supernet's shared parameters once per window. */
+static int ckpt_facts_counters(const ckpt_facts_t *s, const deck_t *d, char *why, size_t n)
+{
+    if (s->format >= 2 && s->data_cursor != s->step * d->train.batch)
+        return snprintf(why, n, "/state has data_cursor %lld, but step %lld × its deck's train.batch %d is %lld",
+                        s->data_cursor, s->step, d->train.batch, s->step * d->train.batch), MP_ERR;
+    if (!d->supernet.enabled && s->adam_t != s->step)
+        return snprintf(why, n, "/state has step %lld but AdamW's counter adam_t %lld: a model's optimizer steps once "
+                        "per step, so they are equal", s->step, s->adam_t), MP_ERR;
+    /* a supernet's counter counts windows; supernet.window may change between resumes, so only
+     * 1 <= adam_t <= step is fixed once a window has ended */
+    if (d->supernet.enabled && s->step > 0 && s->adam_t < 1)
+        return snprintf(why, n, "/state has step %lld but adam_t %lld: a supernet's shared parameters step once per "
+                        "window, and a checkpoint ends a window", s->step, s->adam_t), MP_ERR;
+    return MP_OK;
+}
+
+int ckpt_state_check(const ckpt_facts_t *s, char *why_p, size_t n)
+{
+    double lo = 0, hi = 0;
+    if (deck_key_range("train", "steps", &lo, &hi) != MP_OK) hi = 0;
+    /* nothing counts below zero, AdamW steps at most once per step (a supernet once per window) */
+    if (s->step < 0 || s->adam_t < 0 || s->adam_t > s->step || s->data_cursor < 0)
+        return snprintf(why_p, n, "/state is impossible (step %lld, adam_t %lld, data_cursor %lld: none may be "
+                        "negative and adam_t is at most step)", s->step, s->adam_t, s->data_cursor), MP_ERR;
+    if ((double)s->step > hi)
+        return snprintf(why_p, n, "/state is impossible (step %lld: train.steps is at most %.0f)", s->step, hi),
+               MP_ERR;
+    if (ckpt_facts_shape(s, NULL, why_p, n) != MP_OK) return MP_ERR;
+    deck_t *d = MP_MALLOC(sizeof *d);
+    char why[900];
+    int rc = MP_ERR;
+    if (!d) return snprintf(why_p, n, "out of memory reading /state's deck"), MP_ERR;
+    if (deck_parse_text(d, s->deck ? s->deck : "", ckpt_deck_required, why, sizeof why) != MP_OK)
+        snprintf(why_p, n, "/state has no readable deck (%s)", why);
+    else if (d->train.seed != s->seed)
+        snprintf(why_p, n, "/state has seed %" PRIu64 ", but its deck says train.seed = %" PRIu64, s->seed,
+                 d->train.seed);
+    else if (ckpt_facts_shape(s, d, why_p, n) == MP_OK &&
+             (!s->has_optim || ckpt_facts_counters(s, d, why_p, n) == MP_OK))
+        rc = MP_OK;
+    free(d);
+    return rc;
+}
+
 /* ---- reading the state ------------------------------------------------------------------------ */
 
 typedef struct {
@@ -619,11 +695,16 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
     if (has_id > 0 && ckpt_attr_read_string(g, "run_id", &run_id, where) != MP_OK) goto err_free_head;
     snprintf(h.st.run_id, sizeof h.st.run_id, "%s", run_id ? run_id : "");
     free(run_id);
-    /* what every checkpoint satisfies: AdamW has stepped at most once per step (a supernet once per
-     * window), nothing counts below zero */
-    if (step < 0 || adam_t < 0 || adam_t > step || cursor < 0) {
-        MP_ERROR("%s: /state is impossible (step %lld, adam_t %lld, data_cursor %lld: none may be negative and adam_t "
-                 "is at most step): a corrupt file", path, (long long)step, (long long)adam_t, (long long)cursor);
+    int has_optim = ckpt_path_exists(f, "optim/m", path);
+    if (has_optim == 1) has_optim = ckpt_path_exists(f, "optim/v", path);
+    if (has_optim == MP_ERR) goto err_free_head;
+    const ckpt_facts_t facts = {.format = h.format, .layers = h.cfg.layers, .dim = h.cfg.dim, .heads = h.cfg.heads,
+                                .seq_len = h.cfg.seq_len, .vocab = h.cfg.vocab, .mlp_ratio = h.cfg.mlp_ratio,
+                                .step = step, .adam_t = adam_t, .data_cursor = cursor, .seed = h.st.seed,
+                                .deck = h.st.deck, .has_optim = has_optim};
+    char why[1200];
+    if (ckpt_state_check(&facts, why, sizeof why) != MP_OK) {
+        MP_ERROR("%s: %s: a corrupt file", path, why);
         goto err_free_head;
     }
     H5Gclose(g);
@@ -905,6 +986,10 @@ int ckpt_read(const char *path, const param_table_t *tab, float *params, float *
 
 void (*ckpt_inspect_child_hook)(void);
 
+/* inspect's child: its output could not be written (a closed pipe with SIGPIPE ignored, a write
+ * error); not a verdict on the file. */
+#define CKPT_INSPECT_OUTPUT_CUT 3
+
 /* What inspect prints; sum says how the file checksum went. */
 static int ckpt_inspect_file(const char *path, FILE *out, const char *sum)
 {
@@ -985,12 +1070,18 @@ int ckpt_inspect_within(const char *path, FILE *out, double timeout_s)
         alarm(timeout_s < 1.0 ? 1u : timeout_s > 1e6 ? 1000000u : (unsigned)timeout_s);
         if (ckpt_inspect_child_hook) ckpt_inspect_child_hook();
         const int rc = ckpt_inspect_child(path, out);
-        fflush(out), fflush(stdout), fflush(stderr);
-        _exit(rc == MP_OK ? 0 : 1);
+        const int cut = fflush(out) != 0 || ferror(out); /* with SIGPIPE ignored: EPIPE, or a write error */
+        fflush(stdout), fflush(stderr);
+        _exit(cut ? CKPT_INSPECT_OUTPUT_CUT : rc == MP_OK ? 0 : 1);
     }
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) return MP_FAIL("inspect %s: waitpid: %s", path, strerror(errno));
+    /* a reader that went away (`inspect F | head -1`) is no fault of the file: SIGPIPE, or EPIPE where
+     * SIGPIPE is ignored, is said as what it is, never as a crash of libhdf5 */
+    if ((WIFSIGNALED(status) && WTERMSIG(status) == SIGPIPE) ||
+        (WIFEXITED(status) && WEXITSTATUS(status) == CKPT_INSPECT_OUTPUT_CUT))
+        return MP_FAIL("inspect %s: output closed before the listing ended (nothing is said about the file)", path);
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
         return MP_FAIL("%s: corrupt file: the HDF5 library did not finish reading it within %.0f s (stopped)", path,
                        timeout_s);

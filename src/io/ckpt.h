@@ -48,6 +48,27 @@ typedef struct {
     char *deck;          /* malloc'd resolved deck text (NULL when writing: taken from the caller) */
 } ckpt_state_t;
 
+/* What a checkpoint's /state says, as ckpt_state_check judges it. */
+typedef struct {
+    int format;
+    int layers, dim, heads, seq_len, vocab, mlp_ratio;
+    long long step, adam_t, data_cursor; /* data_cursor: 0 in format 1 */
+    uint64_t seed;
+    const char *deck;                    /* the /state deck text (NULL: none) */
+    int has_optim;                       /* /optim/m and /optim/v: a training checkpoint */
+} ckpt_facts_t;
+
+/* What every checkpoint's /state satisfies, checked by every reader (the collective read behind
+ * resume, eval, export, search and serving; inspect; --resume auto's choice and pruning, through
+ * ckpt_file_head): no counter below zero; step at most train.steps' largest value; adam_t at most
+ * step; the model's shape within the deck keys' ranges; a deck that parses (deck_parse_text) and sets
+ * the model's shape, train.seed, train.batch and data.path, agreeing with the attributes (shape,
+ * seed). A training checkpoint (with /optim) also has data_cursor = step × train.batch (format 2)
+ * and adam_t = step, except under a supernet (its shared parameters step once per window, and the
+ * window may change between resumes: 1 <= adam_t <= step once step > 0). Exported and debug-grads
+ * files (no /optim) keep adam_t 0. MP_OK, or MP_ERR with why in why_p (n bytes), printing nothing. */
+int ckpt_state_check(const ckpt_facts_t *facts, char *why_p, size_t n);
+
 /* ckpt_part_t.fail_midway: the faults the recovery tests inject into a write. */
 enum { CKPT_FAIL_KILL = 1, CKPT_FAIL_STOP = 2 };
 
@@ -101,7 +122,9 @@ int ckpt_read(const char *path, const param_table_t *tab, float *params, float *
  * is reported without HDF5 reading it; a file without the file checksum (an older MindPipe's, a
  * foreign one) is reported as such, read anyway and MP_ERR. The reading runs in a forked child
  * that never calls MPI: if libhdf5 crashes, MP_ERR and "FILE: corrupt file: the HDF5 library
- * crashed reading it (signal N: NAME)". One process; out gets the child's lines in order. */
+ * crashed reading it (signal N: NAME)". A reader of out that goes away (SIGPIPE, or EPIPE where it is
+ * ignored) is no crash: MP_ERR and "inspect FILE: output closed ...". One process; out gets the
+ * child's lines in order. */
 int ckpt_inspect(const char *path, FILE *out);
 
 /* ckpt_inspect with a deadline on the child: past timeout_s seconds it is killed and the file

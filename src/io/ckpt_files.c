@@ -165,6 +165,35 @@ out:
     return rc;
 }
 
+/* Scalar numeric attribute `name` of g, converted to mem_type. MP_OK, or MP_ERR with why in reason. */
+static int ckpt_head_int(hid_t g, const char *name, hid_t mem_type, void *value_p, char *reason, size_t n)
+{
+    hid_t a = H5Aopen(g, name, H5P_DEFAULT);
+    if (a < 0) return snprintf(reason, n, "/state has no %s", name), MP_ERR;
+    herr_t e = H5Aread(a, mem_type, value_p);
+    H5Aclose(a);
+    if (e < 0) return snprintf(reason, n, "/state %s cannot be read", name), MP_ERR;
+    return MP_OK;
+}
+
+/* What ckpt_state_check judges (every reader's checks), from the open /state group g of a file
+ * whose head h is read (the deck and the shape from h); h->seed is set. */
+static int ckpt_head_check(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
+{
+    ckpt_facts_t s = {.layers = h->layers, .dim = h->dim, .heads = h->heads, .seq_len = h->seq_len,
+                      .vocab = h->vocab, .mlp_ratio = h->mlp_ratio, .step = h->step, .deck = h->deck,
+                      .has_optim = h->has_optim};
+    int64_t adam_t = 0, cursor = 0;
+    if (ckpt_head_int(g, "format", H5T_NATIVE_INT, &s.format, reason, n) != MP_OK ||
+        ckpt_head_int(g, "adam_t", H5T_NATIVE_INT64, &adam_t, reason, n) != MP_OK ||
+        ckpt_head_int(g, "seed", H5T_NATIVE_UINT64, &s.seed, reason, n) != MP_OK ||
+        (s.format >= 2 && ckpt_head_int(g, "data_cursor", H5T_NATIVE_INT64, &cursor, reason, n) != MP_OK))
+        return MP_ERR;
+    s.adam_t = adam_t, s.data_cursor = cursor;
+    h->seed = s.seed;
+    return ckpt_state_check(&s, reason, n);
+}
+
 /* The attributes of the open /state group g into h (blocks and deck malloc'd). */
 static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
 {
@@ -178,10 +207,7 @@ static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
         H5Aclose(a);
         if (e < 0) return snprintf(reason, n, "/state %s cannot be read", names[i]), MP_ERR;
     }
-    if ((a = H5Aopen(g, "step", H5P_DEFAULT)) < 0) return snprintf(reason, n, "/state has no step"), MP_ERR;
-    herr_t e = H5Aread(a, H5T_NATIVE_INT64, &step);
-    H5Aclose(a);
-    if (e < 0 || step < 0) return snprintf(reason, n, "/state step cannot be read"), MP_ERR;
+    if (ckpt_head_int(g, "step", H5T_NATIVE_INT64, &step, reason, n) != MP_OK) return MP_ERR;
     h->step = (long)step;
     if (ckpt_head_string(g, "deck", &h->deck) != MP_OK) return snprintf(reason, n, "/state deck cannot be read"), MP_ERR;
     if (H5Aexists(g, "blocks") > 0 ? ckpt_head_string(g, "blocks", &h->blocks) != MP_OK : !(h->blocks = strdup("")))
@@ -207,6 +233,7 @@ static int ckpt_head_file(const char *path, ckpt_head_info_t *h, char *reason, s
     h->has_model_prev = H5Lexists(f, "model_prev", H5P_DEFAULT) > 0;
     h->has_optim = H5Lexists(f, "optim", H5P_DEFAULT) > 0 && H5Lexists(f, "optim/m", H5P_DEFAULT) > 0 &&
                    H5Lexists(f, "optim/v", H5P_DEFAULT) > 0;
+    if (ckpt_head_check(g, h, reason, n) != MP_OK) goto out;
     rc = MP_OK;
 out:
     if (g >= 0) H5Gclose(g);

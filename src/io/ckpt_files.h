@@ -52,6 +52,7 @@ int ckpt_dir_find_latest(const char *dir, char *path_p, size_t n);
  * run id, model shape and deck, and which optional groups it holds. */
 typedef struct {
     long step;
+    uint64_t seed;                    /* /state seed: the train.seed it was written under */
     char run_id[CKPT_RUN_ID_LEN + 1]; /* "" in files written before run ids */
     int layers, dim, heads, seq_len, vocab, mlp_ratio;
     char *blocks;                     /* malloc'd /state blocks ("" uniform, also when absent) */
@@ -59,7 +60,8 @@ typedef struct {
     int has_optim, has_model_prev;    /* /optim/m and /optim/v; /model_prev (2bw) */
 } ckpt_head_info_t;
 
-/* Reads path's /state head (attributes only: cheap) into *h_p (free with ckpt_file_head_free).
+/* Reads path's /state head (attributes only: cheap) into *h_p (free with ckpt_file_head_free), after
+ * the file checksum and ckpt_state_check (ckpt.h), so a head read here is one every reader takes.
  * MP_OK, or MP_ERR with why not in reason_p (n bytes), printing nothing. */
 int ckpt_file_head(const char *path, ckpt_head_info_t *h_p, char *reason_p, size_t n);
 void ckpt_file_head_free(ckpt_head_info_t *h);

@@ -94,11 +94,14 @@ static void tiny_free(tiny_t *t)
     free(t->v);
 }
 
-static const char deck_text[] = "[model]\nlayers = 2\ndim = 8\n";
+/* The tiny model's deck (dim 8), as /state must carry it (ckpt_state_check): the shape, the seed
+ * (0xfedcba9876543210), the batch (data_cursor = step × 8) and the data path. */
+static const char deck_text[] = "[model]\nlayers = 2\ndim = 8\nheads = 2\nseq_len = 16\nvocab = 32\nmlp_ratio = 4\n"
+                                "[train]\nseed = 18364758544493064720\nbatch = 8\n[data]\npath = /nonexistent/tokens.h5\n";
 
 static int write_step(const tiny_t *t, const char *path, long step)
 {
-    ckpt_state_t st = {.step = step, .adam_t = step - 1, .seed = 0xfedcba9876543210ull};
+    ckpt_state_t st = {.step = step, .adam_t = step, .seed = 0xfedcba9876543210ull, .data_cursor = step * 8};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
     return ckpt_write(path, &t->tab, t->p, t->m, t->v, &st, deck_text);
 }
@@ -143,7 +146,7 @@ static void test_round_trip(const tiny_t *t)
     tap_ok(!memcmp(p, t->p, n * sizeof(float)) && !memcmp(m, t->m, n * sizeof(float)) &&
                !memcmp(v, t->v, n * sizeof(float)),
            "params, m and v bitwise equal (-0.0, a subnormal and a NaN included)");
-    tap_ok(rc == MP_OK && st.step == 42 && st.adam_t == 41 && st.seed == 0xfedcba9876543210ull &&
+    tap_ok(rc == MP_OK && st.step == 42 && st.adam_t == 42 && st.seed == 0xfedcba9876543210ull &&
                !strcmp(st.layout, "dp=1 tp=1 pp=1 sp=1") && st.deck && !strcmp(st.deck, deck_text),
            "state: step, adam_t, seed, layout, deck");
     free(st.deck);
@@ -176,16 +179,20 @@ static void test_round_trip(const tiny_t *t)
     tap_ok(rc == MP_OK && !memcmp(p, t->p, n * sizeof(float)), "read of the parameters only (m, v NULL)");
     free(st.deck);
 
-    /* A checkpoint without optimizer state (debug-grads): readable for params, refused for m/v. */
-    ckpt_state_t ws = {.step = 0};
-    tap_ok(ckpt_write(tpath("noopt.h5"), &t->tab, t->p, NULL, NULL, &ws, NULL) == MP_OK,
-           "write without optimizer state and without a deck");
+    /* A checkpoint without optimizer state (debug-grads, export: adam_t 0 at any step): readable for
+     * params, refused for m/v. */
+    ckpt_state_t ws = {.step = 3, .seed = 0xfedcba9876543210ull};
+    tap_ok(ckpt_write(tpath("noopt.h5"), &t->tab, t->p, NULL, NULL, &ws, deck_text) == MP_OK,
+           "write without optimizer state (step 3, adam_t 0)");
     memset(p, 0, n * sizeof(float));
     rc = ckpt_read(tpath("noopt.h5"), &t->tab, p, NULL, NULL, &st);
-    tap_ok(rc == MP_OK && !memcmp(p, t->p, n * sizeof(float)) && st.deck && st.deck[0] == 0,
-           "its parameters read back, deck empty");
+    tap_ok(rc == MP_OK && !memcmp(p, t->p, n * sizeof(float)) && st.deck && !strcmp(st.deck, deck_text),
+           "its parameters read back, and its deck");
     if (rc == MP_OK) free(st.deck);
     expect_read_refused("asked for m, v from a file without /optim", t, tpath("noopt.h5"), 1, "/optim/m/", NULL);
+    /* /state without a deck is not what MindPipe writes: every reader refuses it */
+    tap_ok(ckpt_write(tpath("nodeck.h5"), &t->tab, t->p, NULL, NULL, &ws, NULL) == MP_OK, "write without a deck");
+    expect_read_refused("a /state without a deck", t, tpath("nodeck.h5"), 0, "/state has no readable deck", NULL);
     free(p);
     free(m);
     free(v);

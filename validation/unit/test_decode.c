@@ -199,7 +199,7 @@ int main(int argc, char **argv)
     kernels_set_threads(2);
     arena_t arena;
     arena_init(&arena, 0);
-    wait_cfg_t wait = {0, 0.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 0.0};
     backend_t cpu;
     be_init(&cpu, BE_CPU, &arena, 0, 0, 0, &wait);
     const model_cfg_t plain = {.layers = 2, .dim = 32, .heads = 4, .seq_len = 24, .vocab = 61, .mlp_ratio = 4};

@@ -88,7 +88,7 @@ static void fill(float *x, size_t n, float scale)
 
 static void test_one_replica(int zero)
 {
-    wait_cfg_t wait = {0, 10.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 10.0};
     arena_t arena;
     arena_init(&arena, 0);
     backend_t cpu;

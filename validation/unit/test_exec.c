@@ -189,7 +189,7 @@ int main(int argc, char **argv)
     mpi_check_init(0);
     kernels_set_threads(1);
     const int zero = 0;
-    wait_cfg_t wait = {0, 30.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 30.0};
     arena_t arena;
     arena_init(&arena, 0);
     backend_t cpu;

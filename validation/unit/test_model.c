@@ -91,7 +91,7 @@ static void grads_of(model_t *m, acts_t *a, scratch_t *s, int mbs, float dloss)
 static void test_emu(const model_t *cpu_m, const float *g_cpu)
 {
     const int zero = 0;
-    wait_cfg_t wait = {0, 0.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 0.0};
     arena_t arena;
     arena_init(&arena, 0);
     backend_t emu;
@@ -167,7 +167,7 @@ int main(int argc, char **argv)
     const int zero = 0;
     arena_t arena;
     arena_init(&arena, 0);
-    wait_cfg_t wait = {0, 0.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 0.0};
     backend_t cpu;
     be_init(&cpu, BE_CPU, &arena, 0, 0, 0, &wait);
     model_t m;

@@ -99,7 +99,7 @@ static void touch_dev(void *arg)
 
 static void test_emu(void)
 {
-    wait_cfg_t wait = {0, 30.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 30.0};
     arena_t arena;
     arena_init(&arena, 0);
     backend_t emu;
@@ -127,7 +127,7 @@ static void test_emu(void)
 
 static void test_cpu(void)
 {
-    wait_cfg_t wait = {0, 30.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 30.0};
     arena_t arena;
     arena_init(&arena, 0);
     backend_t cpu;

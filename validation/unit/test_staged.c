@@ -127,7 +127,7 @@ static void test_boundary(void)
 
 static void test_gather(void)
 {
-    wait_cfg_t wait = {0, 10.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 10.0};
     gpu_id_t me;
     ids_make(&me, 1, (int[]){3}, (int[]){0x41}, 9);
     gpu_id_t *all = gpu_share_gather(&me, MPI_COMM_SELF, &wait);
@@ -304,7 +304,7 @@ static void test_emu_buckets(backend_t *emu, arena_t *arena)
 
 static void test_emu(void)
 {
-    wait_cfg_t wait = {0, 10.0};
+    wait_cfg_t wait = {.yield = 0, .timeout = 10.0};
     arena_t arena;
     arena_init(&arena, 0);
     backend_t emu;

@@ -140,7 +140,7 @@ static void test_cfg(void)
 
 static void test_waits(void)
 {
-    wait_cfg_t spin = {0, 5.0}, yield = {1, 5.0};
+    wait_cfg_t spin = {.yield = 0, .timeout = 5.0}, yield = {.yield = 1, .timeout = 5.0};
     /* completed requests: self sends matched by receives posted before the wait */
     int out[3] = {11, 22, 33}, in[3] = {0, 0, 0};
     MPI_Request r[7];
