@@ -104,6 +104,14 @@ static int rundir_refuse(const char *dir, const rundir_holder_t *h, const char *
                    "for that run; if you are sure it is gone, remove %s/lock", dir, h->host, h->pid, h->started, why, dir);
 }
 
+/* A lock name that holds no lock file (kind: "symbolic link", ...): never written through, never
+ * taken over. MP_ERR, reported. */
+static int rundir_refuse_kind(const char *path, const char *kind)
+{
+    return MP_FAIL("refusing to use the lock file %s: it is a %s, not a regular file (MindPipe never writes "
+                   "through one); remove it", path, kind);
+}
+
 /* An existing lock file, open as fd: 1 taken over (we now hold it), 0 retry from the start, MP_ERR
  * refused or failed (reported). */
 static int rundir_lock_existing(rundir_lock_t *l, const char *dir, int fd, int attempt)
@@ -145,7 +153,8 @@ int rundir_lock(rundir_lock_t *l, const char *dir)
     if ((size_t)snprintf(l->path, sizeof l->path, "%s/lock", dir) >= sizeof l->path)
         return MP_FAIL("run directory %s: its path is too long", dir);
     for (int attempt = 0;; attempt++) {
-        int fd = open(l->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        /* O_EXCL never follows a link; O_NOFOLLOW keeps the second open below from doing so */
+        int fd = open(l->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
             rundir_holder_t me;
             rundir_me(&me);
@@ -159,9 +168,20 @@ int rundir_lock(rundir_lock_t *l, const char *dir)
             return MP_OK;
         }
         if (errno != EEXIST) return MP_FAIL("cannot create the lock file %s: %s", l->path, strerror(errno));
-        if ((fd = open(l->path, O_RDWR | O_CLOEXEC)) < 0) {
+        if ((fd = open(l->path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
             if (errno == ENOENT) continue; /* released meanwhile */
+            if (errno == ELOOP) return rundir_refuse_kind(l->path, "symbolic link");
             return MP_FAIL("cannot open the lock file %s: %s", l->path, strerror(errno));
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            const int e = errno;
+            close(fd);
+            return MP_FAIL("cannot open the lock file %s: %s", l->path, strerror(e));
+        }
+        if (!S_ISREG(st.st_mode)) { /* a device or a pipe: not a lock we could judge */
+            close(fd);
+            return rundir_refuse_kind(l->path, "device, pipe or socket");
         }
         int took = rundir_lock_existing(l, dir, fd, attempt);
         if (took == 1) {
@@ -213,6 +233,39 @@ int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n)
     snprintf(moved_p, n, "--restart: the %d checkpoint(s) of the earlier run (newest %s) moved to %s", count,
              strrchr(newest, '/') + 1, old);
     return publish_fsync_path(dir, 1);
+}
+
+/* The files a run writes in RUN/ (besides ckpt/ and the lock, which rundir_lock judges). */
+static const char *const rundir_names[] = {"log.txt", "metrics.jsonl", "exit_status", "deck.ini", "run_id",
+                                           "trace.json", "profile.json", "energy.json"};
+
+/* MP_ERR naming dir/name if something other than a regular file is there; MP_OK if nothing or a file. */
+static int rundir_check_name(const char *dir, const char *name)
+{
+    char path[4600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) return MP_OK;
+    return MP_FAIL("refusing to run in %s: %s is a %s, not a regular file (MindPipe writes that file and never "
+                   "through a link, nor over anything but a file): remove it, or give another --out", dir, path,
+                   S_ISLNK(st.st_mode) ? "symbolic link" : S_ISDIR(st.st_mode) ? "directory" : "device, pipe or socket");
+}
+
+int rundir_check_names(const char *dir)
+{
+    int rc = MP_OK;
+    for (size_t i = 0; i < sizeof rundir_names / sizeof rundir_names[0]; i++)
+        if (rundir_check_name(dir, rundir_names[i]) != MP_OK) rc = MP_ERR;
+    DIR *dh = opendir(dir);
+    if (!dh) return MP_FAIL("cannot list %s: %s", dir, strerror(errno));
+    for (struct dirent *de; (de = readdir(dh));) { /* kernel_times.r<rank>.json */
+        const size_t len = strlen(de->d_name);
+        if (strncmp(de->d_name, "kernel_times.r", 14) == 0 && len > 19 && strcmp(de->d_name + len - 5, ".json") == 0 &&
+            rundir_check_name(dir, de->d_name) != MP_OK)
+            rc = MP_ERR;
+    }
+    closedir(dh);
+    return rc;
 }
 
 /* Whether name is a temporary of publish.h: NAME.tmp or NAME.tmp.DIGITS (NAME not empty). */

@@ -37,6 +37,13 @@ void rundir_unlock(rundir_lock_t *l);
  * naming the directory, its newest checkpoint and the two ways out (--resume auto, --restart). */
 int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n);
 
+/* Refuses a run directory where something other than a regular file (a symbolic link, a
+ * directory, a device, a pipe) stands under a name the run writes: log.txt, metrics.jsonl,
+ * exit_status, deck.ini, run_id, trace.json, profile.json, energy.json, kernel_times.r*.json. Called
+ * holding the lock, before anything is written, so a refusal touches nothing (a link's target
+ * included). MP_OK, or MP_ERR naming each such file. The writers refuse them too (publish.h). */
+int rundir_check_names(const char *dir);
+
 /* Removes the temporaries this program leaves when killed mid-write (publish.h: NAME.tmp and
  * NAME.tmp.PID) from dir and dir/ckpt, a log line each. Call it holding the lock: no live writer of
  * this directory exists then. MP_OK, or MP_ERR naming a file that cannot be removed. */
