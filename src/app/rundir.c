@@ -204,6 +204,31 @@ void rundir_unlock(rundir_lock_t *l)
     l->fd = -1;
 }
 
+/* The local time now as YYYYmmdd-HHMMSS, for the names of what is moved aside. */
+static void rundir_stamp(char *stamp_p, size_t n)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    snprintf(stamp_p, n, "0");
+    if (localtime_r(&now, &tm)) strftime(stamp_p, n, "%Y%m%d-%H%M%S", &tm);
+}
+
+int rundir_move_aside(const char *dir, const char *name, char *to_p, size_t n)
+{
+    char stamp[32], aside[4400], from[4400];
+    rundir_stamp(stamp, sizeof stamp);
+    snprintf(aside, sizeof aside, "%s/foreign-%s", dir, stamp);
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    if (mkdir(aside, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create %s to move %s aside: %s", aside, from, strerror(errno));
+    if ((size_t)snprintf(to_p, n, "%s/%s", aside, name) >= n) return MP_FAIL("cannot move %s aside: the path is too long", from);
+    struct stat st;
+    for (int k = 2; lstat(to_p, &st) == 0; k++) /* never over an earlier one */
+        if (k == 1000 || (size_t)snprintf(to_p, n, "%s/%s.%d", aside, name, k) >= n)
+            return MP_FAIL("cannot move %s aside into %s: too many files of that name there", from, aside);
+    if (rename(from, to_p) != 0) return MP_FAIL("cannot move %s to %s: %s", from, to_p, strerror(errno));
+    return publish_fsync_path(dir, 1);
+}
+
 int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n)
 {
     char ck[4300], newest[4400], old[4400];
@@ -222,10 +247,8 @@ int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n)
                        "there would mix with them. Continue that run with --resume auto, or start over with --restart "
                        "(moves %s aside to %s/ckpt.old-TIME/, deletes nothing), or give another --out",
                        dir, count, newest, ck, dir);
-    time_t now = time(NULL);
-    struct tm tm;
-    char stamp[32] = "0";
-    if (localtime_r(&now, &tm)) strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    char stamp[32];
+    rundir_stamp(stamp, sizeof stamp);
     snprintf(old, sizeof old, "%s/ckpt.old-%s", dir, stamp);
     for (int k = 2; access(old, F_OK) == 0 && k < 1000; k++) snprintf(old, sizeof old, "%s/ckpt.old-%s-%d", dir, stamp, k);
     if (rename(ck, old) != 0) return MP_FAIL("--restart: cannot move %s to %s: %s", ck, old, strerror(errno));

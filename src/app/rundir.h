@@ -44,6 +44,11 @@ int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n);
  * included). MP_OK, or MP_ERR naming each such file. The writers refuse them too (publish.h). */
 int rundir_check_names(const char *dir);
 
+/* Moves dir/name, a file this run did not write and must not replace (another run's checkpoint under
+ * the name of this run's next one), into dir/foreign-YYYYmmdd-HHMMSS/name (name.2, ... if taken),
+ * its path into to_p (n bytes). Nothing is deleted. MP_OK, or MP_ERR naming the file. */
+int rundir_move_aside(const char *dir, const char *name, char *to_p, size_t n);
+
 /* Removes the temporaries this program leaves when killed mid-write (publish.h: NAME.tmp and
  * NAME.tmp.PID) from dir and dir/ckpt, a log line each. Call it holding the lock: no live writer of
  * this directory exists then. MP_OK, or MP_ERR naming a file that cannot be removed. */
