@@ -1,8 +1,9 @@
 #!/bin/sh
 # Files a run did not write are moved aside, never replaced (docs/RELIABILITY.md "What is promised",
 # issue 31): another run's checkpoint copied into RUN/ckpt under the name of a step this run then
-# writes is moved to RUN/ckpt/foreign-TIME/, byte for byte, with a log line. One rank, runs of 2 to
-# 4 steps of the tiny deck.
+# writes is moved to RUN/ckpt/foreign-TIME/, byte for byte, with a log line; --restart moves the
+# earlier run's log.txt and metrics.jsonl aside with its checkpoints (ckpt.old-TIME/), so the new
+# run's logs hold its own steps once. One rank, runs of 2 to 4 steps of the tiny deck.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
@@ -32,4 +33,16 @@ T a --set train.steps=4 --resume auto; rc=$?
 [ $rc -eq 0 ] && grep -q "resumed from .*step_00000004.h5" "$SCRATCH/a.out" "$SCRATCH/a/log.txt" && ! grep -q skipping "$SCRATCH/a.out"
 ok $? "and it is this run's: a resume takes it without skipping anything (exit $rc)"
 
+# ---- --restart: the logs go aside with the checkpoints ----
+T c --set train.steps=3; r1=$?
+T c --set train.steps=3 --restart; r2=$?
+old=$(ls -d "$SCRATCH/c/ckpt.old-"* 2>/dev/null | head -n 1)
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] && [ "$(grep -c '"step":' "$SCRATCH/c/metrics.jsonl")" -eq 3 ] &&
+    [ "$(grep -c '"step":1,' "$SCRATCH/c/metrics.jsonl")" -eq 1 ]
+ok $? "after --restart, metrics.jsonl holds the new run's steps 1-3 once each (exits $r1 $r2)"
+[ -n "$old" ] && [ "$(grep -c '"step":' "$old/metrics.jsonl")" -eq 3 ] && [ -e "$old/step_00000002.h5" ] &&
+    [ "$(grep -c '^mindpipe train:' "$old/log.txt")" -eq 1 ]
+ok $? "the earlier run's metrics.jsonl and log.txt are in ${old:-ckpt.old-TIME} with its checkpoints"
+[ "$(grep -c '^mindpipe train:' "$SCRATCH/c/log.txt")" -eq 1 ] && has c/log.txt "--restart: .*log.txt, metrics.jsonl moved to $old"
+ok $? "the new log.txt holds one run and says what was moved where"
 done_testing

@@ -229,19 +229,45 @@ int rundir_move_aside(const char *dir, const char *name, char *to_p, size_t n)
     return publish_fsync_path(dir, 1);
 }
 
+/* The logs a run appends to: --restart moves them aside with the checkpoints, so the new run's
+ * steps are not appended to the old run's. */
+static const char *const rundir_logs[] = {"log.txt", "metrics.jsonl"};
+#define RUNDIR_NLOGS ((int)(sizeof rundir_logs / sizeof rundir_logs[0]))
+
+/* --restart: moves dir's logs into old (the checkpoints' new place), listing the names moved in
+ * said_p (n bytes). MP_OK or MP_ERR naming the file. */
+static int rundir_move_logs(const char *dir, const char *old, char *said_p, size_t n)
+{
+    size_t len = 0;
+    said_p[0] = 0;
+    for (int i = 0; i < RUNDIR_NLOGS; i++) {
+        char from[4400], to[4500];
+        struct stat st;
+        snprintf(from, sizeof from, "%s/%s", dir, rundir_logs[i]);
+        snprintf(to, sizeof to, "%s/%s", old, rundir_logs[i]);
+        if (lstat(from, &st) != 0) continue; /* none: nothing to move */
+        if (rename(from, to) != 0) return MP_FAIL("--restart: cannot move %s to %s: %s", from, to, strerror(errno));
+        if (len < n) len += (size_t)snprintf(said_p + len, n - len, "%s%s", len ? ", " : "", rundir_logs[i]);
+    }
+    return MP_OK;
+}
+
 int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n)
 {
-    char ck[4300], newest[4400], old[4400];
+    char ck[4300], newest[4400] = "", old[4400], logs[64];
     ckpt_file_t *files = NULL;
-    int count = 0;
+    int count = 0, nlogs = 0;
     moved_p[0] = 0;
     snprintf(ck, sizeof ck, "%s/ckpt", dir);
-    if (ckpt_dir_list(ck, &files, &count) != MP_OK || count == 0) {
-        free(files);
-        return MP_OK;
-    }
-    snprintf(newest, sizeof newest, "%s/%s", ck, files[count - 1].name);
+    if (ckpt_dir_list(ck, &files, &count) != MP_OK) count = 0;
+    if (count > 0) snprintf(newest, sizeof newest, "%s/%s", ck, files[count - 1].name);
     free(files);
+    for (int i = 0; restart && i < RUNDIR_NLOGS; i++) {
+        struct stat st;
+        snprintf(old, sizeof old, "%s/%s", dir, rundir_logs[i]);
+        nlogs += lstat(old, &st) == 0;
+    }
+    if (count == 0 && nlogs == 0) return MP_OK;
     if (!restart)
         return MP_FAIL("run directory %s already holds %d checkpoint(s) (newest %s) of an earlier run: a fresh run "
                        "there would mix with them. Continue that run with --resume auto, or start over with --restart "
@@ -251,10 +277,19 @@ int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n)
     rundir_stamp(stamp, sizeof stamp);
     snprintf(old, sizeof old, "%s/ckpt.old-%s", dir, stamp);
     for (int k = 2; access(old, F_OK) == 0 && k < 1000; k++) snprintf(old, sizeof old, "%s/ckpt.old-%s-%d", dir, stamp, k);
-    if (rename(ck, old) != 0) return MP_FAIL("--restart: cannot move %s to %s: %s", ck, old, strerror(errno));
+    struct stat st;
+    if (lstat(ck, &st) == 0) {
+        if (rename(ck, old) != 0) return MP_FAIL("--restart: cannot move %s to %s: %s", ck, old, strerror(errno));
+    } else if (mkdir(old, 0777) != 0) { /* logs without checkpoints: they still go aside */
+        return MP_FAIL("--restart: cannot create %s: %s", old, strerror(errno));
+    }
     if (mkdir(ck, 0777) != 0) return MP_FAIL("--restart: cannot create %s: %s", ck, strerror(errno));
-    snprintf(moved_p, n, "--restart: the %d checkpoint(s) of the earlier run (newest %s) moved to %s", count,
-             strrchr(newest, '/') + 1, old);
+    if (rundir_move_logs(dir, old, logs, sizeof logs) != MP_OK) return MP_ERR;
+    if (count > 0)
+        snprintf(moved_p, n, "--restart: the %d checkpoint(s) of the earlier run (newest %s)%s%s moved to %s", count,
+                 strrchr(newest, '/') + 1, logs[0] ? " and its " : "", logs, old);
+    else
+        snprintf(moved_p, n, "--restart: the earlier run's %s moved to %s", logs, old);
     return publish_fsync_path(dir, 1);
 }
 

@@ -31,10 +31,12 @@ int rundir_lock(rundir_lock_t *l, const char *dir);
 /* Releases the lock (removes RUN/lock if it is still ours); nothing when not held. */
 void rundir_unlock(rundir_lock_t *l);
 
-/* A fresh run (no --resume) into dir: MP_OK when dir/ckpt holds no checkpoint. Otherwise, with
- * restart, moves dir/ckpt aside to dir/ckpt.old-YYYYmmdd-HHMMSS (nothing is deleted), makes a new
- * empty dir/ckpt and says so in moved_p (n bytes; "" when nothing moved); without restart, MP_ERR
- * naming the directory, its newest checkpoint and the two ways out (--resume auto, --restart). */
+/* A fresh run (no --resume) into dir: MP_OK when dir/ckpt holds no checkpoint (and, with restart,
+ * dir holds no log.txt or metrics.jsonl). Otherwise, with restart, moves dir/ckpt aside to
+ * dir/ckpt.old-YYYYmmdd-HHMMSS and the earlier run's log.txt and metrics.jsonl into it (nothing is
+ * deleted, and the new run's logs start empty), makes a new empty dir/ckpt and says so in moved_p
+ * (n bytes; "" when nothing moved); without restart, MP_ERR naming the directory, its newest
+ * checkpoint and the two ways out (--resume auto, --restart). */
 int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n);
 
 /* Refuses a run directory where something other than a regular file (a symbolic link, a
