@@ -228,6 +228,7 @@ static int run_out_dir_claim(run_t *r)
 {
     char ck[4200], moved[9000] = "";
     snprintf(ck, sizeof ck, "%s/ckpt", r->out_dir);
+    if (rundir_check_names(r->out_dir) != MP_OK) return MP_ERR; /* links and devices: refused, touching nothing */
     if (!r->opts.resume && rundir_fresh(r->out_dir, r->opts.restart, moved, sizeof moved) != MP_OK) return MP_ERR;
     if (mkdir_p(ck) != MP_OK || runlog_open(&r->log, r->out_dir) != MP_OK) return MP_ERR;
     r->log.quiet = r->opts.quiet; /* runlog_open starts from a clean runlog_t */

@@ -95,6 +95,29 @@ static int run_ckpt_written(run_t *r, const char *path, double dt)
     return ckpt_dir_prune_run(dir, r->deck.checkpoint.keep, r->run_id, name, &r->verdicts);
 }
 
+/* Rank 0, before step r->step's checkpoint is published as dir/name: a regular file already there
+ * that is not this run's (another run's, one written before run ids, one whose /state cannot be read)
+ * is moved aside (rundir_move_aside), never replaced; the log says so. A file of this run is replaced
+ * (a resume from an earlier step writes that step again); a link or a device there is left to
+ * publish_commit, which refuses it. MP_OK, or MP_ERR naming the file. */
+static int run_ckpt_aside_foreign(run_t *r, const char *dir, const char *name)
+{
+    char path[4400], to[4600], why[700];
+    struct stat st;
+    const ckpt_verdict_t *v;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return MP_OK;
+    if (ckpt_verdict_get(&r->verdicts, dir, name, 0, &v) != MP_OK) return MP_ERR;
+    if (v->head_ok && v->run_id[0] && strcmp(v->run_id, r->run_id) == 0) return MP_OK; /* ours */
+    if (!v->head_ok) snprintf(why, sizeof why, "%s", v->reason);
+    else if (!v->run_id[0]) snprintf(why, sizeof why, "it was written before run ids");
+    else snprintf(why, sizeof why, "it belongs to another run (run_id %s; this run is %s)", v->run_id, r->run_id);
+    if (rundir_move_aside(dir, name, to, sizeof to) != MP_OK) return MP_ERR;
+    runlog_printf(&r->log, "warning: %s is not a checkpoint of this run (%s): moved to %s, not replaced by this run's "
+                  "step %ld", path, why, to, r->step);
+    return MP_OK;
+}
+
 /* Written collectively: each stage's TP shards write their hyperslabs of the canonical tensors
  * (one replica writes; with ZeRO-1 its moments are first gathered over the replicas), so nothing
  * is assembled on one rank. */
@@ -103,6 +126,9 @@ int run_ckpt_write(run_t *r, int fail_midway)
     char dir[4200], path[4300];
     run_ckpt_dir(r, dir, sizeof dir);
     if (ckpt_name_path(dir, r->step, path, sizeof path) != MP_OK) return MP_ERR; /* alike on every rank */
+    int aside_bad = r->rank == 0 && run_ckpt_aside_foreign(r, dir, strrchr(path, '/') + 1) != MP_OK;
+    wait_allreduce_sum(&r->wait, &aside_bad, 1, MPI_INT, MPI_COMM_WORLD, "moving a foreign checkpoint aside");
+    if (aside_bad) return MP_ERR;
     const int zero = r->dp_on && r->deck.parallel.zero;
     model_t *md = &r->model;
     /* the state in host memory (device backends: copied out; the file is written from there) */

@@ -104,6 +104,14 @@ static int rundir_refuse(const char *dir, const rundir_holder_t *h, const char *
                    "for that run; if you are sure it is gone, remove %s/lock", dir, h->host, h->pid, h->started, why, dir);
 }
 
+/* A lock name that holds no lock file (kind: "symbolic link", ...): never written through, never
+ * taken over. MP_ERR, reported. */
+static int rundir_refuse_kind(const char *path, const char *kind)
+{
+    return MP_FAIL("refusing to use the lock file %s: it is a %s, not a regular file (MindPipe never writes "
+                   "through one); remove it", path, kind);
+}
+
 /* An existing lock file, open as fd: 1 taken over (we now hold it), 0 retry from the start, MP_ERR
  * refused or failed (reported). */
 static int rundir_lock_existing(rundir_lock_t *l, const char *dir, int fd, int attempt)
@@ -145,7 +153,8 @@ int rundir_lock(rundir_lock_t *l, const char *dir)
     if ((size_t)snprintf(l->path, sizeof l->path, "%s/lock", dir) >= sizeof l->path)
         return MP_FAIL("run directory %s: its path is too long", dir);
     for (int attempt = 0;; attempt++) {
-        int fd = open(l->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        /* O_EXCL never follows a link; O_NOFOLLOW keeps the second open below from doing so */
+        int fd = open(l->path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
             rundir_holder_t me;
             rundir_me(&me);
@@ -159,9 +168,20 @@ int rundir_lock(rundir_lock_t *l, const char *dir)
             return MP_OK;
         }
         if (errno != EEXIST) return MP_FAIL("cannot create the lock file %s: %s", l->path, strerror(errno));
-        if ((fd = open(l->path, O_RDWR | O_CLOEXEC)) < 0) {
+        if ((fd = open(l->path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) < 0) {
             if (errno == ENOENT) continue; /* released meanwhile */
+            if (errno == ELOOP) return rundir_refuse_kind(l->path, "symbolic link");
             return MP_FAIL("cannot open the lock file %s: %s", l->path, strerror(errno));
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0) {
+            const int e = errno;
+            close(fd);
+            return MP_FAIL("cannot open the lock file %s: %s", l->path, strerror(e));
+        }
+        if (!S_ISREG(st.st_mode)) { /* a device or a pipe: not a lock we could judge */
+            close(fd);
+            return rundir_refuse_kind(l->path, "device, pipe or socket");
         }
         int took = rundir_lock_existing(l, dir, fd, attempt);
         if (took == 1) {
@@ -184,35 +204,126 @@ void rundir_unlock(rundir_lock_t *l)
     l->fd = -1;
 }
 
+/* The local time now as YYYYmmdd-HHMMSS, for the names of what is moved aside. */
+static void rundir_stamp(char *stamp_p, size_t n)
+{
+    time_t now = time(NULL);
+    struct tm tm;
+    snprintf(stamp_p, n, "0");
+    if (localtime_r(&now, &tm)) strftime(stamp_p, n, "%Y%m%d-%H%M%S", &tm);
+}
+
+int rundir_move_aside(const char *dir, const char *name, char *to_p, size_t n)
+{
+    char stamp[32], aside[4400], from[4400];
+    rundir_stamp(stamp, sizeof stamp);
+    snprintf(aside, sizeof aside, "%s/foreign-%s", dir, stamp);
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    if (mkdir(aside, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create %s to move %s aside: %s", aside, from, strerror(errno));
+    if ((size_t)snprintf(to_p, n, "%s/%s", aside, name) >= n) return MP_FAIL("cannot move %s aside: the path is too long", from);
+    struct stat st;
+    for (int k = 2; lstat(to_p, &st) == 0; k++) /* never over an earlier one */
+        if (k == 1000 || (size_t)snprintf(to_p, n, "%s/%s.%d", aside, name, k) >= n)
+            return MP_FAIL("cannot move %s aside into %s: too many files of that name there", from, aside);
+    if (rename(from, to_p) != 0) return MP_FAIL("cannot move %s to %s: %s", from, to_p, strerror(errno));
+    return publish_fsync_path(dir, 1);
+}
+
+/* The logs a run appends to: --restart moves them aside with the checkpoints, so the new run's
+ * steps are not appended to the old run's. */
+static const char *const rundir_logs[] = {"log.txt", "metrics.jsonl"};
+#define RUNDIR_NLOGS ((int)(sizeof rundir_logs / sizeof rundir_logs[0]))
+
+/* --restart: moves dir's logs into old (the checkpoints' new place), listing the names moved in
+ * said_p (n bytes). MP_OK or MP_ERR naming the file. */
+static int rundir_move_logs(const char *dir, const char *old, char *said_p, size_t n)
+{
+    size_t len = 0;
+    said_p[0] = 0;
+    for (int i = 0; i < RUNDIR_NLOGS; i++) {
+        char from[4400], to[4500];
+        struct stat st;
+        snprintf(from, sizeof from, "%s/%s", dir, rundir_logs[i]);
+        snprintf(to, sizeof to, "%s/%s", old, rundir_logs[i]);
+        if (lstat(from, &st) != 0) continue; /* none: nothing to move */
+        if (rename(from, to) != 0) return MP_FAIL("--restart: cannot move %s to %s: %s", from, to, strerror(errno));
+        if (len < n) len += (size_t)snprintf(said_p + len, n - len, "%s%s", len ? ", " : "", rundir_logs[i]);
+    }
+    return MP_OK;
+}
+
 int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n)
 {
-    char ck[4300], newest[4400], old[4400];
+    char ck[4300], newest[4400] = "", old[4400], logs[64];
     ckpt_file_t *files = NULL;
-    int count = 0;
+    int count = 0, nlogs = 0;
     moved_p[0] = 0;
     snprintf(ck, sizeof ck, "%s/ckpt", dir);
-    if (ckpt_dir_list(ck, &files, &count) != MP_OK || count == 0) {
-        free(files);
-        return MP_OK;
-    }
-    snprintf(newest, sizeof newest, "%s/%s", ck, files[count - 1].name);
+    if (ckpt_dir_list(ck, &files, &count) != MP_OK) count = 0;
+    if (count > 0) snprintf(newest, sizeof newest, "%s/%s", ck, files[count - 1].name);
     free(files);
+    for (int i = 0; restart && i < RUNDIR_NLOGS; i++) {
+        struct stat st;
+        snprintf(old, sizeof old, "%s/%s", dir, rundir_logs[i]);
+        nlogs += lstat(old, &st) == 0;
+    }
+    if (count == 0 && nlogs == 0) return MP_OK;
     if (!restart)
         return MP_FAIL("run directory %s already holds %d checkpoint(s) (newest %s) of an earlier run: a fresh run "
                        "there would mix with them. Continue that run with --resume auto, or start over with --restart "
                        "(moves %s aside to %s/ckpt.old-TIME/, deletes nothing), or give another --out",
                        dir, count, newest, ck, dir);
-    time_t now = time(NULL);
-    struct tm tm;
-    char stamp[32] = "0";
-    if (localtime_r(&now, &tm)) strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    char stamp[32];
+    rundir_stamp(stamp, sizeof stamp);
     snprintf(old, sizeof old, "%s/ckpt.old-%s", dir, stamp);
     for (int k = 2; access(old, F_OK) == 0 && k < 1000; k++) snprintf(old, sizeof old, "%s/ckpt.old-%s-%d", dir, stamp, k);
-    if (rename(ck, old) != 0) return MP_FAIL("--restart: cannot move %s to %s: %s", ck, old, strerror(errno));
+    struct stat st;
+    if (lstat(ck, &st) == 0) {
+        if (rename(ck, old) != 0) return MP_FAIL("--restart: cannot move %s to %s: %s", ck, old, strerror(errno));
+    } else if (mkdir(old, 0777) != 0) { /* logs without checkpoints: they still go aside */
+        return MP_FAIL("--restart: cannot create %s: %s", old, strerror(errno));
+    }
     if (mkdir(ck, 0777) != 0) return MP_FAIL("--restart: cannot create %s: %s", ck, strerror(errno));
-    snprintf(moved_p, n, "--restart: the %d checkpoint(s) of the earlier run (newest %s) moved to %s", count,
-             strrchr(newest, '/') + 1, old);
+    if (rundir_move_logs(dir, old, logs, sizeof logs) != MP_OK) return MP_ERR;
+    if (count > 0)
+        snprintf(moved_p, n, "--restart: the %d checkpoint(s) of the earlier run (newest %s)%s%s moved to %s", count,
+                 strrchr(newest, '/') + 1, logs[0] ? " and its " : "", logs, old);
+    else
+        snprintf(moved_p, n, "--restart: the earlier run's %s moved to %s", logs, old);
     return publish_fsync_path(dir, 1);
+}
+
+/* The files a run writes in RUN/ (besides ckpt/ and the lock, which rundir_lock judges). */
+static const char *const rundir_names[] = {"log.txt", "metrics.jsonl", "exit_status", "deck.ini", "run_id",
+                                           "trace.json", "profile.json", "energy.json"};
+
+/* MP_ERR naming dir/name if something other than a regular file is there; MP_OK if nothing or a file. */
+static int rundir_check_name(const char *dir, const char *name)
+{
+    char path[4600];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode)) return MP_OK;
+    return MP_FAIL("refusing to run in %s: %s is a %s, not a regular file (MindPipe writes that file and never "
+                   "through a link, nor over anything but a file): remove it, or give another --out", dir, path,
+                   S_ISLNK(st.st_mode) ? "symbolic link" : S_ISDIR(st.st_mode) ? "directory" : "device, pipe or socket");
+}
+
+int rundir_check_names(const char *dir)
+{
+    int rc = MP_OK;
+    for (size_t i = 0; i < sizeof rundir_names / sizeof rundir_names[0]; i++)
+        if (rundir_check_name(dir, rundir_names[i]) != MP_OK) rc = MP_ERR;
+    DIR *dh = opendir(dir);
+    if (!dh) return MP_FAIL("cannot list %s: %s", dir, strerror(errno));
+    for (struct dirent *de; (de = readdir(dh));) { /* kernel_times.r<rank>.json */
+        const size_t len = strlen(de->d_name);
+        if (strncmp(de->d_name, "kernel_times.r", 14) == 0 && len > 19 && strcmp(de->d_name + len - 5, ".json") == 0 &&
+            rundir_check_name(dir, de->d_name) != MP_OK)
+            rc = MP_ERR;
+    }
+    closedir(dh);
+    return rc;
 }
 
 /* Whether name is a temporary of publish.h: NAME.tmp or NAME.tmp.DIGITS (NAME not empty). */

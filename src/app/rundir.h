@@ -31,11 +31,25 @@ int rundir_lock(rundir_lock_t *l, const char *dir);
 /* Releases the lock (removes RUN/lock if it is still ours); nothing when not held. */
 void rundir_unlock(rundir_lock_t *l);
 
-/* A fresh run (no --resume) into dir: MP_OK when dir/ckpt holds no checkpoint. Otherwise, with
- * restart, moves dir/ckpt aside to dir/ckpt.old-YYYYmmdd-HHMMSS (nothing is deleted), makes a new
- * empty dir/ckpt and says so in moved_p (n bytes; "" when nothing moved); without restart, MP_ERR
- * naming the directory, its newest checkpoint and the two ways out (--resume auto, --restart). */
+/* A fresh run (no --resume) into dir: MP_OK when dir/ckpt holds no checkpoint (and, with restart,
+ * dir holds no log.txt or metrics.jsonl). Otherwise, with restart, moves dir/ckpt aside to
+ * dir/ckpt.old-YYYYmmdd-HHMMSS and the earlier run's log.txt and metrics.jsonl into it (nothing is
+ * deleted, and the new run's logs start empty), makes a new empty dir/ckpt and says so in moved_p
+ * (n bytes; "" when nothing moved); without restart, MP_ERR naming the directory, its newest
+ * checkpoint and the two ways out (--resume auto, --restart). */
 int rundir_fresh(const char *dir, int restart, char *moved_p, size_t n);
+
+/* Refuses a run directory where something other than a regular file (a symbolic link, a
+ * directory, a device, a pipe) stands under a name the run writes: log.txt, metrics.jsonl,
+ * exit_status, deck.ini, run_id, trace.json, profile.json, energy.json, kernel_times.r*.json. Called
+ * holding the lock, before anything is written, so a refusal touches nothing (a link's target
+ * included). MP_OK, or MP_ERR naming each such file. The writers refuse them too (publish.h). */
+int rundir_check_names(const char *dir);
+
+/* Moves dir/name, a file this run did not write and must not replace (another run's checkpoint under
+ * the name of this run's next one), into dir/foreign-YYYYmmdd-HHMMSS/name (name.2, ... if taken),
+ * its path into to_p (n bytes). Nothing is deleted. MP_OK, or MP_ERR naming the file. */
+int rundir_move_aside(const char *dir, const char *name, char *to_p, size_t n);
 
 /* Removes the temporaries this program leaves when killed mid-write (publish.h: NAME.tmp and
  * NAME.tmp.PID) from dir and dir/ckpt, a log line each. Call it holding the lock: no live writer of

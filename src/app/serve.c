@@ -283,6 +283,11 @@ static int serve_dirs(const char *out, char *links, size_t n)
     if (mkdir(out, 0755) != 0 && errno != EEXIST) return MP_FAIL("--out %s: %s", out, strerror(errno));
     if ((size_t)snprintf(links, n, "%s/sock", out) >= n) return MP_FAIL("--out %s: the path is too long", out);
     if (mkdir(links, 0700) != 0 && errno != EEXIST) return MP_FAIL("%s: %s", links, strerror(errno));
+    struct stat st; /* a link there would have chmod, the stale sockets' unlink and the binds act on its target */
+    if (lstat(links, &st) != 0) return MP_FAIL("%s: %s", links, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return MP_FAIL("refusing to use %s: it is not a directory (%s); MindPipe never works through a link: remove it",
+                       links, S_ISLNK(st.st_mode) ? "a symbolic link" : "another kind of file");
     if (chmod(links, 0700) != 0) return MP_FAIL("%s: %s", links, strerror(errno));
     /* a Unix socket's path has at most 107 bytes */
     if (strlen(links) + 12 > 107) return MP_FAIL("--out %s: too long a path for the stages' sockets (at most 95 bytes)", out);

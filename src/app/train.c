@@ -17,6 +17,7 @@
 #include "h5util.h"
 #include "optim.h"
 #include "perf.h"
+#include "publish.h"
 #include "autosplit.h"
 #include "migrate.h"
 #include "run_ckpt.h"
@@ -384,39 +385,42 @@ static int train_loop(run_t *r)
     return MP_OK;
 }
 
-/* The profile as a table in the log and as profile.json (validation/bench reads it). */
-static void train_report_profile(run_t *r)
+/* The profile as a table in the log and, by rank 0, as profile.json (validation/bench reads it),
+ * published (publish.h: never through a link). MP_OK, or MP_ERR naming the file. */
+static int train_report_profile(run_t *r)
 {
     const prof_t *p = &r->prof;
-    if (p->steps == 0 || p->total <= 0) return;
+    if (p->steps == 0 || p->total <= 0) return MP_OK;
     double known = 0.0;
-    char path[4200];
+    char path[4200], text[4096];
+    size_t n = 0;
     snprintf(path, sizeof path, "%s/profile.json", r->out_dir);
-    FILE *f = fopen(path, "w");
-    if (f) fprintf(f, "{\"steps\":%ld,\"step_seconds\":%.6f", p->steps, p->total / p->steps);
+#define PROF_JSON(...) (n += n < sizeof text ? (size_t)snprintf(text + n, sizeof text - n, __VA_ARGS__) : 0)
+    PROF_JSON("{\"steps\":%ld,\"step_seconds\":%.6f", p->steps, p->total / p->steps);
     runlog_printf(&r->log, "profile over %ld steps (%.1f ms/step):", p->steps, 1e3 * p->total / p->steps);
     for (int c = 0; c < PROF_COUNT; c++) {
         known += p->seconds[c];
         runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", prof_names[c], 1e3 * p->seconds[c] / p->steps,
                       100.0 * p->seconds[c] / p->total);
-        if (f) fprintf(f, ",\"%s\":%.6f", prof_names[c], p->seconds[c] / p->steps);
+        PROF_JSON(",\"%s\":%.6f", prof_names[c], p->seconds[c] / p->steps);
     }
     runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", "framework_overhead", 1e3 * (p->total - known) / p->steps,
                   100.0 * (p->total - known) / p->total);
     if (p->recompute > 0) {
         runlog_printf(&r->log, "  %-24s %8.2f ms/step (of the above: forwards re-run by memory.policy)", "recompute",
                       1e3 * p->recompute / p->steps);
-        if (f) fprintf(f, ",\"recompute\":%.6f", p->recompute / p->steps);
+        PROF_JSON(",\"recompute\":%.6f", p->recompute / p->steps);
     }
     if (r->dp_on) {
         runlog_printf(&r->log, "  %-24s %8.2f ms/step (waiting for gradient buckets after the backward)", "dp_wait",
                       1e3 * r->dp.comm_seconds / p->steps);
-        if (f) fprintf(f, ",\"dp_wait\":%.6f", r->dp.comm_seconds / p->steps);
+        PROF_JSON(",\"dp_wait\":%.6f", r->dp.comm_seconds / p->steps);
     }
-    if (f) {
-        fprintf(f, ",\"framework_overhead\":%.6f}\n", (p->total - known) / p->steps);
-        fclose(f);
-    }
+    PROF_JSON(",\"framework_overhead\":%.6f}\n", (p->total - known) / p->steps);
+#undef PROF_JSON
+    if (r->rank != 0) return MP_OK;
+    if (n >= sizeof text) return MP_FAIL("%s: the report does not fit its buffer (a bug)", path);
+    return publish_text(path, text);
 }
 
 /* "layers 0-11, heads 0-5, vocab 0-127, samples 0-3": this rank's part of the model and batch. */
@@ -548,10 +552,12 @@ int train_main(const run_opts_t *opts)
         energy_use_t use;
         const double seconds = perf_now() - t0;
         energy_finish(&en, MPI_COMM_WORLD, &use);
-        train_report_energy(&r, &use, r.step - s0, seconds); /* a report not written leaves the status as it is */
-        train_report_kernels(&r);
-        train_report_profile(&r);
+        /* a report not written (a link or a device under its name: refused, publish.h) fails the run */
+        int rep = train_report_energy(&r, &use, r.step - s0, seconds);
+        if (train_report_kernels(&r) != MP_OK) rep = MP_ERR;
+        if (train_report_profile(&r) != MP_OK) rep = MP_ERR;
         supernet_home_report(&r);
+        rc = run_agree(rep);
     }
     energy_release(&en); /* NVML, when a failed run did not reach energy_finish */
     const int status = rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;

@@ -88,6 +88,52 @@ int publish_commit(const char *tmp, const char *path)
     return publish_fsync_path(dir, 1); /* the rename itself is an update of the directory */
 }
 
+/* What a non-regular file at a name is, for the messages. */
+static const char *publish_kind(mode_t m)
+{
+    return S_ISLNK(m) ? "symbolic link" : S_ISDIR(m) ? "directory" : "device, pipe or socket";
+}
+
+int publish_file_open(const char *path, int append, FILE **f_p)
+{
+    /* O_NOFOLLOW: a link under the name fails (ELOOP) instead of being written through; O_NONBLOCK:
+     * a FIFO under it must not block the open; nothing is truncated before the file is known regular */
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : 0), 0644);
+    struct stat st;
+    if (fd < 0) { /* ELOOP a link, EISDIR a directory, ENXIO a pipe without a reader */
+        const int e = errno;
+        if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return MP_FAIL("refusing to write %s: it is a symbolic link (MindPipe never writes through one: remove it)",
+                           path);
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return MP_FAIL("refusing to write %s: it is a %s, not a regular file", path, publish_kind(st.st_mode));
+        return MP_FAIL("cannot open %s for writing: %s", path, strerror(e));
+    }
+    if (fstat(fd, &st) != 0) {
+        const int e = errno;
+        close(fd);
+        return MP_FAIL("cannot open %s for writing: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return MP_FAIL("refusing to write %s: it is a %s, not a regular file", path, publish_kind(st.st_mode));
+    }
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0 || (!append && ftruncate(fd, 0) != 0)) {
+        const int e = errno;
+        close(fd);
+        return MP_FAIL("cannot open %s for writing: %s", path, strerror(e));
+    }
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    if (!f) {
+        const int e = errno;
+        close(fd);
+        return MP_FAIL("cannot open %s for writing: %s", path, strerror(e));
+    }
+    *f_p = f;
+    return MP_OK;
+}
+
 FILE *publish_tmp_fopen(const char *tmp)
 {
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);

@@ -5,8 +5,11 @@
  * and once publish_commit returns MP_OK the new name survives a power loss too.
  *
  * Every writer of a run-directory file uses it: checkpoints, activation dumps, prepared datasets,
- * trace.json, deck.ini. Temporary names are PATH.tmp (PATH.tmp.PID for writers that another
- * process may race on the same PATH), so a listing that wants finished files skips them. */
+ * trace.json, deck.ini, run_id, exit_status, profile.json, energy.json. Temporary names are PATH.tmp
+ * (PATH.tmp.PID for writers that another process may race on the same PATH), so a listing that wants
+ * finished files skips them. The files written in place (the logs, serve's trace.json) are opened
+ * with publish_file_open. Nothing here writes through a symbolic link or replaces anything but a
+ * regular file. */
 #ifndef MP_PUBLISH_H
 #define MP_PUBLISH_H
 
@@ -43,6 +46,13 @@ int publish_fsync_path(const char *path, int directory);
 
 /* The directory holding path (dirname(3) without modifying path) into dir_p (n bytes). */
 void publish_dir_name(const char *path, char *dir_p, size_t n);
+
+/* Opens path for writing in place, for the files that are appended to (append = 1: log.txt,
+ * metrics.jsonl) or rewritten as they grow (0: truncated once open), never through a link
+ * (O_NOFOLLOW) and only if it is, or is created as, a regular file: a symbolic link, directory,
+ * device or pipe under the name is refused and left as it is (a link's target untouched). MP_OK
+ * with the stream in *f_p, or MP_ERR with a message naming path. */
+int publish_file_open(const char *path, int append, FILE **f_p);
 
 /* Opens the temporary tmp (cleared by publish_tmp_prepare) for writing, creating it exclusively and
  * never through a link (O_EXCL | O_NOFOLLOW): whatever appeared under the name since it was cleared

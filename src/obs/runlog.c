@@ -3,17 +3,19 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "publish.h"
+
 int runlog_open(runlog_t *r, const char *dir)
 {
     char path[4200];
     memset(r, 0, sizeof *r);
     snprintf(path, sizeof path, "%s/log.txt", dir);
-    if (!(r->log = fopen(path, "a"))) return MP_FAIL("cannot open %s for appending", path);
+    if (publish_file_open(path, 1, &r->log) != MP_OK) return MP_ERR; /* never through a link */
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    if (!(r->metrics = fopen(path, "a"))) {
+    if (publish_file_open(path, 1, &r->metrics) != MP_OK) {
         fclose(r->log);
         r->log = NULL;
-        return MP_FAIL("cannot open %s for appending", path);
+        return MP_ERR;
     }
     return MP_OK;
 }

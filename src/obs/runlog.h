@@ -14,7 +14,8 @@ typedef struct {
     int quiet;       /* no console output (tests) */
 } runlog_t;
 
-/* Opens (appending) dir/log.txt and dir/metrics.jsonl. MP_OK or MP_ERR naming the file. */
+/* Opens (appending) dir/log.txt and dir/metrics.jsonl, never through a link (publish_file_open).
+ * MP_OK or MP_ERR naming the file. */
 int runlog_open(runlog_t *r, const char *dir);
 void runlog_close(runlog_t *r);
 

@@ -11,7 +11,8 @@ typedef struct {
     FILE *f;
 } evtrace_t;
 
-/* Opens path for appending events (NULL path: a trace that records nothing). MP_OK or MP_ERR. */
+/* Opens path (emptied) for appending events, never through a link and only a regular file
+ * (publish_file_open); NULL path: a trace that records nothing. MP_OK or MP_ERR naming path. */
 int evtrace_open(evtrace_t *t, const char *path);
 /* One instant event `name` with args, a JSON object's members ("" none); flushed at once so a
  * reader sees it while the server runs. */
