@@ -18,8 +18,8 @@
  *         on one cudaMalloc'd region, work enqueued on the compute stream; collectives through NCCL
  *         communicators twinned with the grid's MPI ones, or host-staged (backend_staged.c) on a
  *         communicator two of whose ranks share a GPU, which NCCL refuses (gpu_share.h); data
- *         parallel buckets on the collective stream, ordered by events. Never run by us
- *         (docs/GPU.md).
+ *         parallel buckets on the collective stream, ordered by events. Run on one GPU
+ *         (docs/GPU.md), never NCCL between GPUs.
  *
  * Pointers called "device" below are into the backend's region (cpu: ordinary host memory). Host
  * pointers are ordinary memory; be_host_alloc gives pinned memory on cuda. Collective failures and

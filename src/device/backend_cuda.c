@@ -1,6 +1,6 @@
 /* The cuda backend: its set-up, memory, host side and kernels, and its table (CUDA builds only; the
- * stream discipline: backend_cuda.h). The region is the device arena's one cudaMalloc. Never run on
- * a GPU by us (docs/GPU.md). */
+ * stream discipline: backend_cuda.h). The region is the device arena's one cudaMalloc. Run on one
+ * GPU (docs/GPU.md). */
 #include "config.h"
 
 #include "backend_cuda.h"
