@@ -551,7 +551,11 @@ int train_main(const run_opts_t *opts)
     if (rc == MP_OK) {
         energy_use_t use;
         const double seconds = perf_now() - t0;
+        /* blocking collectives (a node split, all-reduces): a rank that died after its last step
+         * must not leave the others inside them without a deadline */
+        watchdog_arm(&r.wd, "the energy report", "parallel.timeout", d->parallel.timeout);
         energy_finish(&en, MPI_COMM_WORLD, &use);
+        watchdog_disarm(&r.wd);
         /* a report not written (a link or a device under its name: refused, publish.h) fails the run */
         int rep = train_report_energy(&r, &use, r.step - s0, seconds);
         if (train_report_kernels(&r) != MP_OK) rep = MP_ERR;

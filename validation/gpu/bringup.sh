@@ -288,7 +288,7 @@ t_start=$(date +%s.%N)
 {
     echo "bringup: $(date -u +%FT%TZ) on $(hostname), mode $([ $DRY = 1 ] && echo dry-run || echo gpu), kit $KIT_TAR"
     [ -s "$KIT_TAR" ] || { echo "bringup: no kit at $KIT_TAR (make it with validation/gpu/kit.sh)"; exit 2; }
-    setup_env || exit 2
+    setup_env || { rm -rf "${WORK:-/nonexistent}"; exit 2; }
     . "$WORK/env.sh"
     export RUNS=$WORK/runs PARTS=$WORK/parts DRY
     export DEV BF16

@@ -64,15 +64,14 @@ install -m 755 "$(dirname "$hydra")/hydra_pmi_proxy" "$stage/bin/hydra_pmi_proxy
 strip --strip-unneeded "$stage"/bin/*
 
 # libraries: the closure of ldd over the programs and UCX's modules, less glibc and CUDA
-skip_re='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libutil\.so|libcudart\.so|libcublas\.so|libcublasLt\.so|libnccl\.so|libcuda\.so|libnvidia-ml\.so)'
-compat_re='^(libstdc\+\+\.so|libgcc_s\.so)'
+. "$here/kit_libs.sh"
 ucxdir=$(dirname "$(ldd "$bin" | awk '/libucs\.so/ {print $3}')")/ucx
 add_deps() {  # add_deps FILE: copies FILE's dependencies into the stage
     ldd "$1" | while read -r name arrow path _; do
         [ "$arrow" = "=>" ] || continue
-        [[ $name =~ $skip_re ]] && continue
+        [[ $name =~ $KIT_GLIBC_RE ]] || [[ $name =~ $KIT_CUDA_RE ]] && continue
         [ "$path" = "not found" ] && { echo "kit: $1 needs $name, not found here" >&2; exit 1; }
-        if [[ $name =~ $compat_re ]]; then dest=$stage/lib/compat/$name; else dest=$stage/lib/$name; fi
+        if [[ $name =~ $KIT_COMPAT_RE ]]; then dest=$stage/lib/compat/$name; else dest=$stage/lib/$name; fi
         [ -e "$dest" ] || cp -L "$path" "$dest"
     done
 }

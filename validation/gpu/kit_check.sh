@@ -18,8 +18,7 @@ data=""
 kit=$(cd "$kit" && pwd)
 bad=0 n=0
 
-base_re='^(linux-vdso\.so|ld-linux-x86-64\.so|libc\.so|libm\.so|libpthread\.so|libdl\.so|librt\.so|libresolv\.so|libutil\.so|libstdc\+\+\.so|libgcc_s\.so)'
-cuda_re='^(libcudart\.so|libcublas\.so|libcublasLt\.so|libnccl\.so|libcuda\.so|libnvidia-ml\.so|libnvidia-)'
+. "$(dirname "$0")/kit_libs.sh"
 
 # judge NAME PATH WHO: one dependency of WHO
 judge() {
@@ -29,7 +28,7 @@ judge() {
         echo "FAIL $who: $name not found"; bad=$((bad + 1)); return
     fi
     case "$path" in "$kit"/lib/*) return ;; esac
-    if [[ $name =~ $base_re ]] || [[ $name =~ $cuda_re ]]; then return; fi
+    if [[ $name =~ $KIT_GLIBC_RE ]] || [[ $name =~ $KIT_COMPAT_RE ]] || [[ $name =~ $KIT_CUDA_RE ]]; then return; fi
     echo "FAIL $who: $name from $path, not from the kit"; bad=$((bad + 1))
 }
 
