@@ -4,6 +4,8 @@
   serve_client.py load URL --requests N --concurrency K --out FILE.jsonl
       Sends requests 0..N-1 (prompt, max_tokens, temperature, top_k, seed, request_id all functions
       of i) from K threads at once; writes one line per request: {"i", "tokens", "finish_reason"}.
+      With --mark FILE --mark-after M it creates FILE once M requests are answered: a test that
+      must break something under load waits for it instead of guessing with a sleep.
   serve_client.py bad URL --context T
       Bad input: each case must get its 4xx status with a JSON error, and the server must keep
       serving (a good request after each). Prints PASS/FAIL lines; exit 1 if any failed.
@@ -74,7 +76,14 @@ def cmd_load(a):
     results = [None] * a.requests
     lat = [0.0] * a.requests
     nxt = [0]
+    answered = [0]
     lock = threading.Lock()
+
+    def answer():
+        with lock:
+            answered[0] += 1
+            if a.mark and answered[0] == a.mark_after:
+                open(a.mark, "w").close()
 
     def worker():
         while True:
@@ -86,6 +95,7 @@ def cmd_load(a):
             t0 = time.time()
             st, data = post(a.url, json.dumps(request_of(i, a.max_tokens)))
             lat[i] = time.time() - t0
+            answer()
             if st != 200:
                 results[i] = {"i": i, "status": st, "error": data.decode(errors="replace")}
                 continue
@@ -414,6 +424,8 @@ def main():
     l.add_argument("--out", required=True)
     l.add_argument("--max-tokens", type=int, help="every request this long (default: varies with i)")
     l.add_argument("--summary", action="store_true", help="print one JSON line with latency quantiles")
+    l.add_argument("--mark", help="a file created once --mark-after requests are answered")
+    l.add_argument("--mark-after", type=int, default=1)
     b = sub.add_parser("bad")
     b.add_argument("url")
     b.add_argument("--context", type=int, required=True)

@@ -70,8 +70,31 @@ def at(name):
 print("detect %s ms, resume %s ms, first token %s ms" % (at("detect"), at("resume"), at("first_token")))
 EOF
 }
-load() {  # load OUT: N requests from node1 (the front end listens on its loopback)
-    slurm_node_exec 1 "$TORCH_PYTHON" "$client" load "$U" --requests "$N" --concurrency 8 --out "$1" > "$SCRATCH/c.out" 2>&1
+load() {  # load OUT [MARK]: N requests from node1 (the front end listens on its loopback); with MARK,
+          # the client creates MARK once a fifth of them are answered
+    local mark=()
+    [ -z "${2:-}" ] || mark=(--mark "$2" --mark-after $((N / 5)))
+    slurm_node_exec 1 "$TORCH_PYTHON" "$client" load "$U" --requests "$N" --concurrency 8 --out "$1" "${mark[@]}" \
+        > "$SCRATCH/c.out" 2>&1
+}
+# under_load MARK: waits (30 s at most) until the load has answered a fifth of its requests, so
+# what breaks next breaks with requests in flight (a fixed sleep raced a fast machine: the load was
+# over before the kill, and the checks below looked before the failover had been logged)
+under_load() {
+    local i=0
+    while [ ! -e "$1" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+}
+# logged FILE PATTERN...: waits (20 s at most) until FILE holds every PATTERN; 1 if it never does
+logged() {
+    local f=$1 i=0 p all
+    shift
+    while :; do
+        all=0
+        for p in "$@"; do grep -q -- "$p" "$f" 2>/dev/null || { all=1; break; }; done
+        [ $all -eq 0 ] && return 0
+        [ $i -ge 200 ] && return 1
+        sleep 0.1; i=$((i + 1))
+    done
 }
 
 port=$(mp_port_block 19)
@@ -89,9 +112,9 @@ ok $? "$N requests over TCP between 5 nodes: every completion bitwise equal to t
 
 # ---- (a) node4 dies: all of its processes, slurmd too, SIGKILL, under load ----
 i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-1-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-load "$SCRATCH/b.jsonl" &
+load "$SCRATCH/b.jsonl" "$SCRATCH/b.mark" &
 l=$!
-sleep 0.8 # requests running, their positions durable on the standby
+under_load "$SCRATCH/b.mark" # requests running, their positions durable on the standby
 victims=$(ip netns pids "$(slurm_node_ns 4)" | tr '\n' ' ')
 tk=$(date +%s.%N)
 # shellcheck disable=SC2086
@@ -100,17 +123,16 @@ wait $l
 ok $? "$N requests while every process of node4 ($victims: slurmd, slurmstepd, stage 1's primary) was killed: $(cat "$SCRATCH/c.out")"
 ! grep -q '"error"' "$SCRATCH/b.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/b.jsonl"
 ok $? "none lost or changed: all $N bitwise equal to the reference"
-grep -q "stage 1's primary missed its heartbeats" "$SCRATCH/serve-$jid.out" &&
-    grep -q "the standby of stage 1 takes over (promoted by message)" "$SCRATCH/serve-$jid.out" &&
-    grep -q "failed over in [0-9.]* s; resumed from delta" "$SCRATCH/serve-$jid.out"
+logged "$SCRATCH/serve-$jid.out" "stage 1's primary missed its heartbeats" \
+    "the standby of stage 1 takes over (promoted by message)" "failed over in [0-9.]* s; resumed from delta"
 ok $? "missed heartbeats found it; node5's standby promoted, resumed from its deltas: $(grep -o 'failed over in [0-9.]* s' "$SCRATCH/serve-$jid.out" | tail -n 1)"
 echo "# (a) from the kill: $(since "$tk") ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 
 # ---- (b) node2 (stage 0's primary, alive) cut off, then back ----
 i=0; while ! grep -q "follows its primary" "$SCRATCH/job/stage-0-standby.log" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-load "$SCRATCH/c.jsonl" &
+load "$SCRATCH/c.jsonl" "$SCRATCH/c.mark" &
 l=$!
-sleep 0.5
+under_load "$SCRATCH/c.mark"
 tc=$(date +%s.%N)
 ip link set "$(slurm_node_veth 2)" down
 i=0; while ! grep -q "the standby of stage 0 takes over" "$SCRATCH/serve-$jid.out" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -141,8 +163,8 @@ ok $? "none changed by the old primary: all $N bitwise equal to the reference"
 i=0; while kill -0 "$p0" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 ! kill -0 "$p0" 2>/dev/null && grep -q "a replaced primary of stage 0 (generation 0) is heard again; told to exit" "$SCRATCH/serve-$jid.out"
 ok $? "the old primary, heard again, was told it was replaced and quit: $(grep -o 'stage 0: [^;]*' "$SCRATCH/job/stage-0-primary.log" | tail -n 1)"
-grep -q "the front end: no step goes to the replaced primary at tcp://node2:" "$SCRATCH/serve-$jid.out" &&
-    grep -q "stage 0: no step goes to the replaced primary at tcp://node4:" "$SCRATCH/job/stage-0-primary.log"
+logged "$SCRATCH/serve-$jid.out" "the front end: no step goes to the replaced primary at tcp://node2:" &&
+    logged "$SCRATCH/job/stage-0-primary.log" "stage 0: no step goes to the replaced primary at tcp://node4:"
 ok $? "upstream stopped sending to each replaced primary (the front end to node2's, node2 to node4's)"
 load "$SCRATCH/e.jsonl" && ! grep -q '"error"' "$SCRATCH/e.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/e.jsonl"
 ok $? "$N more requests after it quit: all bitwise equal ($(cat "$SCRATCH/c.out"))"
@@ -158,17 +180,17 @@ p3=""
 for p in $(ip netns pids "$(slurm_node_ns 3)"); do
     tr '\0' ' ' 2>/dev/null < "/proc/$p/cmdline" | grep -q "mindpipe serve-stage" && p3="$p $p3"
 done
-load "$SCRATCH/g.jsonl" &
+load "$SCRATCH/g.jsonl" "$SCRATCH/g.mark" &
 l=$!
-sleep 0.5
+under_load "$SCRATCH/g.mark"
 tg=$(date +%s.%N)
 # shellcheck disable=SC2086
 [ -n "$p3" ] && kill -KILL $p3
 wait $l
 ! grep -q '"error"' "$SCRATCH/g.jsonl" && cmp -s "$SCRATCH/ref.jsonl" "$SCRATCH/g.jsonl"
 ok $? "$N requests while node3's stage-0 primary (pid $p3) was killed: all bitwise equal ($(cat "$SCRATCH/c.out"))"
-grep -q "the standby of stage 0 takes over (promoted by message), host slot 0" "$SCRATCH/serve-$jid.out" &&
-    grep -q "the front end: no step goes to the replaced primary at tcp://node3:" "$SCRATCH/serve-$jid.out"
+logged "$SCRATCH/serve-$jid.out" "the standby of stage 0 takes over (promoted by message), host slot 0" \
+    "the front end: no step goes to the replaced primary at tcp://node3:"
 ok $? "the second failover of stage 0 promoted node2's new standby (host slot 0) and the front end sends there, not to node3"
 echo "# (c) from the kill: $(since "$tg") ($(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg))"
 
