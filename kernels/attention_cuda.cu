@@ -1,4 +1,5 @@
-// Causal multi-head attention on the GPU. Legend in kernels.h.
+// Causal multi-head attention on the GPU. Legend in kernels.h. In bf16, shapes the fused kernels
+// take go to attention_flash_cuda.cu instead (cu_attention_flash_fits).
 //
 // Products are strided-batched over the NH heads of one sequence: q, k, v of head h start h·hs
 // floats into each (3C)-wide qkv row, so the head stride is hs and the leading dimension 3C — nothing
@@ -64,6 +65,10 @@ static unsigned row_blocks(int rows) { return (unsigned)((rows + WARPS - 1) / WA
 
 void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
+    if (cu_attention_flash_fits(ctx, B, T, C, NH)) {
+        cu_attention_flash_forward(ctx, out, att, qkv, B, T, C, NH);
+        return;
+    }
     const int hs = C / NH, ld = 3 * C;
     const long long tt = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -84,6 +89,10 @@ void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qk
 void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH)
 {
+    if (cu_attention_flash_fits(ctx, B, T, C, NH)) {
+        cu_attention_flash_backward(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH);
+        return;
+    }
     const int hs = C / NH, ld = 3 * C;
     const long long tt = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)hs);

@@ -6,13 +6,19 @@
 #include "cuda_check.h"
 #include "kernels_cuda.h"
 
+size_t cu_arena_default_margin(size_t total_bytes)
+{
+    const size_t sixteenth = total_bytes / 16;
+    return sixteenth > CU_ARENA_MIN_MARGIN ? sixteenth : CU_ARENA_MIN_MARGIN;
+}
+
 int cu_arena_init(cu_arena_t *a, size_t limit, size_t margin)
 {
     memset(a, 0, sizeof *a);
-    if (margin == 0) margin = CU_ARENA_DEFAULT_MARGIN;
     size_t free_b = 0, total_b = 0;
     cudaError_t rc = cudaMemGetInfo(&free_b, &total_b);
     if (rc != cudaSuccess) return KERN_FAIL("cudaMemGetInfo failed: %s", cudaGetErrorString(rc));
+    if (margin == 0) margin = cu_arena_default_margin(total_b);
     if (free_b <= margin)
         return KERN_FAIL("device arena: %zu MiB free of %zu MiB, less than the %zu MiB margin left for cuBLAS and NCCL",
                        free_b >> 20, total_b >> 20, margin >> 20);

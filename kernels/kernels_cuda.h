@@ -88,10 +88,20 @@ void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, con
                         const float *w, int N, int C, int OC);
 
 /* ---- causal multi-head self-attention ---- */
-/* att: the whole (T,T) block of each head is written (zeros above the diagonal). */
+/* fp32, and bf16 where cu_attention_flash_fits is 0: cuBLAS products over the whole (T,T) block of
+ * each head, written to att (zeros above the diagonal), as on the CPU.
+ * bf16 where it fits: the fused kernels of attention_flash_cuda.cu, whose att holds not the
+ * probabilities but the log-sum-exp of each (b, h, query) row and a copy of out, all backward needs;
+ * datt is their scratch. So att is only meaningful to cu_attention_backward there. */
 void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH);
+/* 1 when the fused path runs: bf16, head size 16, 32, 64 or 128, compute capability 8 or more, and
+ * att large enough for its contents (T > head size). */
+int cu_attention_flash_fits(const cu_ctx_t *ctx, int B, int T, int C, int NH);
+void cu_attention_flash_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void cu_attention_flash_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
+                                 const float *att, int B, int T, int C, int NH);
 
 /* ---- GELU ---- */
 void cu_gelu_forward(cu_ctx_t *ctx, float *out, const float *inp, size_t n);
@@ -125,7 +135,11 @@ void cu_vec_add(cu_ctx_t *ctx, float *out, const float *a, const float *b, size_
 
 /* ---- device-memory arena: one cudaMalloc, bump allocation ---- */
 #define CU_ARENA_ALIGN 256                      /* bytes: cuBLAS and vector loads like this */
-#define CU_ARENA_DEFAULT_MARGIN ((size_t)1 << 30) /* left free for cuBLAS, NCCL buffers, scratch */
+/* Left free for cuBLAS's workspace, NCCL's communicators (made after the arena: NCCL 2.28's
+ * ncclCommInitRank failed on an H200 when only 1 GiB was left) and scratch: the larger of 4 GiB and
+ * a sixteenth of the device's memory. */
+#define CU_ARENA_MIN_MARGIN ((size_t)4 << 30)
+size_t cu_arena_default_margin(size_t total_bytes);
 
 typedef struct {
     char *base;       /* device memory */
@@ -135,7 +149,7 @@ typedef struct {
     int count;        /* allocations since init */
 } cu_arena_t;
 
-/* Capacity = free device memory (cudaMemGetInfo) − margin (0 = CU_ARENA_DEFAULT_MARGIN), capped at
+/* Capacity = free device memory (cudaMemGetInfo) − margin (0 = cu_arena_default_margin), capped at
  * limit when limit > 0. 0, or -1 after a message. */
 int cu_arena_init(cu_arena_t *a, size_t limit, size_t margin);
 /* 256-byte aligned, uninitialised. NULL after a message naming `what`, the request and the

@@ -56,8 +56,8 @@ int run_gpus_decide(run_t *r, const gpu_id_t *ids)
     if (!shared) return MP_OK;
     if (!r->deck.memory.device_limit)
         return MP_FAIL("train.device=cuda: ranks %d and %d share GPU %s on %s, and with memory.device_limit=0 each "
-                       "rank's arena takes the GPU's free memory less 1 GiB at start, leaving the next rank on it "
-                       "none; set memory.device_limit to at most the GPU's memory over the ranks on it, less about "
+                       "rank's arena takes the GPU's free memory less a margin (4 GiB or 1/16 of the GPU) at start, "
+                       "leaving the next rank on it none; set memory.device_limit to at most the GPU's memory over the ranks on it, less about "
                        "2 GiB each (30G for two ranks on an 80 GB GPU), or run one rank per GPU", a, b, ids[a].bus,
                        ids[a].host);
     snprintf(r->gpu_note, sizeof r->gpu_note, "train.device=cuda: ranks %d and %d share GPU %s on %s (more ranks "

@@ -284,6 +284,48 @@ static void t_attention(st_t *s, int bf16)
     st_report(s, "attention_backward", bf16, &c);
 }
 
+/* The fused bf16 attention (attention_flash_cuda.cu) at each head size it takes, T not a multiple
+ * of its 64-row tiles and NH = 3: out and dqkv against the CPU within the bf16 tolerance (its att
+ * holds log-sum-exps, not probabilities, so backward runs from the GPU's own forward), dqkv bitwise
+ * equal over two runs (no atomics), and the shape must really take the fused path. */
+static void t_flash(st_t *s, int bf16)
+{
+    static const int sizes[] = {16, 32, 64, 128};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int hs = sizes[k], NH = 3, C = NH * hs, B = 2, T = 2 * hs + 37;
+        const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+        char name[48];
+        snprintf(name, sizeof name, "attention_flash hs=%d T=%d", hs, T);
+        if (!cu_attention_flash_fits(&s->ctx, B, T, C, NH)) {
+            printf("FAIL %-30s the fused path refused this shape\n", name);
+            s->failed++;
+            continue;
+        }
+        float *qkv = st_rand(s, nqkv, -2, 2), *out = st_host(s, nout), *att = st_host(s, natt);
+        float *dout = st_rand(s, nout, -1, 1), *dqkv = st_host(s, nqkv), *datt = st_host(s, natt);
+        float *d_qkv = st_dev(s, qkv, nqkv), *d_out = st_dev_nan(s, nout), *d_att = st_dev_nan(s, natt);
+        float *d_dout = st_dev(s, dout, nout), *d_dqkv = st_dev_nan(s, nqkv), *d_datt = st_dev_nan(s, natt);
+        attention_forward(out, att, qkv, B, T, C, NH);
+        attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH);
+        cu_attention_forward(&s->ctx, d_out, d_att, d_qkv, B, T, C, NH);
+        cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att, B, T, C, NH);
+        cmp_t c = {0, 0};
+        cmp_add(s, &c, "out", d_out, out, nout);
+        cmp_add(s, &c, "dqkv", d_dqkv, dqkv, nqkv);
+        float *first = st_host(s, nqkv), *again = st_host(s, nqkv);
+        CUDA_CHECK(cudaMemcpyAsync(first, d_dqkv, nqkv * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
+        cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att, B, T, C, NH);
+        CUDA_CHECK(cudaMemcpyAsync(again, d_dqkv, nqkv * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
+        cu_ctx_sync(&s->ctx);
+        if (memcmp(first, again, nqkv * sizeof(float))) {
+            printf("FAIL %-30s dqkv differs between two runs\n", name);
+            s->failed++;
+            continue;
+        }
+        st_report(s, name, bf16, &c);
+    }
+}
+
 static void t_gelu(st_t *s, int bf16)
 {
     const size_t n = (size_t)SN * 4 * SC;
@@ -479,6 +521,7 @@ static int selftest_cuda(int ordinal, int verbose)
         st_run(&s, t_matmul, bf16);
         st_run(&s, t_attention, bf16);
     }
+    if (prop.major >= 8) st_run(&s, t_flash, 1); /* bf16 tensor cores */
     st_run(&s, t_gelu, 0);
     st_run(&s, t_matmul_gelu, 0);
     st_run(&s, t_crossentropy, 0);

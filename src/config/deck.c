@@ -194,7 +194,7 @@ static const deck_key_t keys[] = {
 
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
-            "powers of 1024); 0 = none (on cuda: the free memory less 1 GiB, refused when two ranks share a GPU)"),
+            "powers of 1024); 0 = none (on cuda: the free memory less the larger of 4 GiB and 1/16 of the GPU, refused when two ranks share a GPU)"),
     K_CHOICE(memory, policy, "keep", deck_policy_names,
              "every layer's stashed activations: keep until backward; recompute (keep the block's input, re-run "
              "its forward before its backward); selective (recompute attention's probabilities only); offload to "

@@ -1,0 +1,434 @@
+// Fused causal attention for the bf16 mode: q, k, v tiles in shared memory as bf16, products on the
+// tensor cores (WMMA 16x16x16, fp32 accumulation), an online softmax, and no (T,T) matrix in memory.
+//
+// Why: the cuBLAS path (attention_cuda.cu) writes the scores and probabilities of every head, (T,T)
+// in fp32, rounds them to bf16 for the next product and reads them back in backward; at GPT-2 124M
+// (B = 16, T = 1024) that was 805 MB a layer and half of the step on an H200 (docs/GPU.md).
+//
+// What the `att` buffer holds here (its contract in kernels_cuda.h): not the probabilities but what
+// backward needs to recompute them, the log-sum-exp of each (b, h, query) row at att[0, B·NH·T), and
+// a copy of the output (B, T, C) at att + flash_o_offset: D_i = Σ_d dO_id O_id needs O, and the
+// backward's signature carries only att. The (T,T) buffer is far larger than both (flash_fits).
+//
+// Tiles: a block is 4 warps and 64 query rows (or 64 keys in the dK/dV kernel), each warp 16 rows;
+// keys (queries) come 64 at a time. The per-element softmax math is the CPU's (math_softmax.h).
+// Backward runs as two kernels, dK/dV over key tiles and dQ over query tiles, so that every output
+// element is written by one block in a fixed order: no float atomics, the same bits on every run.
+#include <cuda_bf16.h>
+#include <mma.h>
+
+#include "cuda_check.h"
+#include "kernels_cuda.h"
+#include "math_softmax.h"
+
+using namespace nvcuda;
+
+namespace {
+
+constexpr int FW = 4;        // warps a block
+constexpr int FR = 16 * FW;  // rows a block: queries (forward, dQ) or keys (dK/dV)
+constexpr int FT = 64;       // the other side's tile: keys (forward, dQ) or queries (dK/dV)
+constexpr int PAD16 = 8;     // bf16 row padding (elements): spreads rows over banks, keeps 32-byte alignment
+constexpr int PAD32 = 4;     // fp32 row padding
+
+typedef __nv_bfloat16 bf16;
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> frag_a;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> frag_b_row;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> frag_b_col;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
+
+// Shared-memory carving: every region a multiple of 32 bytes, so every WMMA pointer stays aligned.
+struct carve {
+    char *p;
+    __device__ explicit carve(char *base) : p(base) {}
+    template <typename X> __device__ X *take(int n)
+    {
+        X *r = (X *)p;
+        p += ((size_t)n * sizeof(X) + 31) & ~(size_t)31;
+        return r;
+    }
+};
+static size_t carve_bytes(size_t n, size_t elem) { return (n * elem + 31) & ~(size_t)31; }
+
+// rows × D floats from a (B·T)-row matrix with leading dimension ld (starting at `col` of row
+// `row0`) into bf16 shared memory with leading dimension D + PAD16; rows at or past T are zeros.
+template <int D>
+__device__ void load_tile(bf16 *dst, const float *src, int ld, int row0, int T, int rows)
+{
+    constexpr int V4 = D / 4;
+    for (int i = threadIdx.x; i < rows * V4; i += blockDim.x) {
+        const int r = i / V4, c = (i % V4) * 4;
+        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (row0 + r < T) x = *(const float4 *)(src + (size_t)(row0 + r) * ld + c);
+        __nv_bfloat162 *d = (__nv_bfloat162 *)(dst + r * (D + PAD16) + c);
+        d[0] = __floats2bfloat162_rn(x.x, x.y);
+        d[1] = __floats2bfloat162_rn(x.z, x.w);
+    }
+}
+
+// acc (16 × FT, fp32, ldm FT + PAD32) = a_rows (16 × D, bf16) · b_rowsᵀ: b_rows is FT rows of D.
+template <int D>
+__device__ void rows_times_rows_t(float *acc, const bf16 *a_rows, const bf16 *b_rows)
+{
+    constexpr int LD = D + PAD16;
+    for (int nb = 0; nb < FT / 16; nb++) {
+        frag_c c;
+        wmma::fill_fragment(c, 0.0f);
+        for (int kb = 0; kb < D / 16; kb++) {
+            frag_a a;
+            frag_b_col b;
+            wmma::load_matrix_sync(a, a_rows + kb * 16, LD);
+            wmma::load_matrix_sync(b, b_rows + nb * 16 * LD + kb * 16, LD);
+            wmma::mma_sync(c, a, b, c);
+        }
+        wmma::store_matrix_sync(acc + nb * 16, c, FT + PAD32, wmma::mem_row_major);
+    }
+}
+
+// frags[db] += p (16 × FT, bf16, ldm FT + PAD16) · m (FT × D, bf16, ldm D + PAD16), db over D / 16.
+template <int D>
+__device__ void acc_p_times(frag_c *frags, const bf16 *p, const bf16 *m)
+{
+    for (int db = 0; db < D / 16; db++)
+        for (int kb = 0; kb < FT / 16; kb++) {
+            frag_a a;
+            frag_b_row b;
+            wmma::load_matrix_sync(a, p + kb * 16, FT + PAD16);
+            wmma::load_matrix_sync(b, m + kb * 16 * (D + PAD16) + db * 16, D + PAD16);
+            wmma::mma_sync(frags[db], a, b, frags[db]);
+        }
+}
+
+// Writes a warp's 16 × D accumulators, times `scale`, to rows row0.. (below T) of a global matrix
+// with leading dimension ld, through the warp's staging area (ldm D + PAD32).
+template <int D>
+__device__ void store_rows(float *dst, int ld, int row0, int T, frag_c *frags, float *stage, float scale)
+{
+    const int lane = threadIdx.x % 32;
+    for (int db = 0; db < D / 16; db++) wmma::store_matrix_sync(stage + db * 16, frags[db], D + PAD32, wmma::mem_row_major);
+    __syncwarp();
+    for (int i = lane; i < 16 * D; i += 32) {
+        const int r = i / D, c = i % D;
+        if (row0 + r < T) dst[(size_t)(row0 + r) * ld + c] = scale * stage[r * (D + PAD32) + c];
+    }
+    __syncwarp();
+}
+
+template <int D> struct fwd_smem {
+    static size_t bytes()
+    {
+        return 3 * carve_bytes((size_t)FR * (D + PAD16), 2) + FW * carve_bytes(16 * (FT + PAD32), 4) +
+               FW * carve_bytes(16 * (FT + PAD16), 2) + FW * carve_bytes(16 * (D + PAD32), 4);
+    }
+};
+
+// Forward: block (query tile, head, sequence), the heaviest (last) query tiles first.
+template <int D>
+__global__ void __launch_bounds__(FW * 32) flash_forward_kernel(float *out, float *lse, float *ocopy, const float *qkv,
+                                                                 int T, int C, int NH, float scale)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(128) char smem[];
+    carve cv(smem);
+    constexpr int LD = D + PAD16;
+    bf16 *Qs = cv.take<bf16>(FR * LD), *Ks = cv.take<bf16>(FT * LD), *Vs = cv.take<bf16>(FT * LD);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float *S = nullptr, *O = nullptr;
+    bf16 *P = nullptr;
+    for (int w = 0; w < FW; w++) { float *s = cv.take<float>(16 * (FT + PAD32)); if (w == warp) S = s; }
+    for (int w = 0; w < FW; w++) { bf16 *p = cv.take<bf16>(16 * (FT + PAD16)); if (w == warp) P = p; }
+    for (int w = 0; w < FW; w++) { float *o = cv.take<float>(16 * (D + PAD32)); if (w == warp) O = o; }
+
+    const int nq = (T + FR - 1) / FR, qt = nq - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int q0 = qt * FR, ld = 3 * C;
+    const float *base = qkv + (size_t)b * T * ld;
+    load_tile<D>(Qs, base + h * D, ld, q0, T, FR);
+    for (int i = lane; i < 16 * (D + PAD32); i += 32) O[i] = 0.0f;
+    // lane pair (2r, 2r + 1) owns row r of the warp's 16: half the keys of a tile each
+    const int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;
+    float m = -INFINITY, l = 0.0f;
+    for (int kt = 0; kt <= qt; kt++) {
+        const int k0 = kt * FT;
+        __syncthreads(); // every warp is done with the previous K and V
+        load_tile<D>(Ks, base + C + h * D, ld, k0, T, FT);
+        load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FT);
+        __syncthreads();
+        rows_times_rows_t<D>(S, Qs + warp * 16 * LD, Ks);
+        __syncwarp();
+        float *srow = S + r * (FT + PAD32);
+        float mx = -INFINITY;
+        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
+            const int j = k0 + c;
+            const float s = (j <= t && j < T) ? srow[c] * scale : -INFINITY;
+            srow[c] = s;
+            mx = fmaxf(mx, s);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        const float mnew = fmaxf(m, mx); // finite from the first tile on: key 0 is always visible
+        // mp_expf clamps: exp(-inf) would be a tiny normal number, not the 0 a masked key must add
+        const float alpha = m == -INFINITY ? 0.0f : mp_softmax_exp(m, mnew);
+        float sum = 0.0f;
+        bf16 *prow = P + r * (FT + PAD16);
+        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
+            const float p = srow[c] == -INFINITY ? 0.0f : mp_softmax_exp(srow[c], mnew);
+            sum += p;
+            prow[c] = __float2bfloat16(p);
+        }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        l = l * alpha + sum;
+        m = mnew;
+        float *orow = O + r * (D + PAD32);
+        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++) orow[c] *= alpha;
+        __syncwarp();
+        for (int db = 0; db < D / 16; db++) {
+            frag_c acc;
+            wmma::load_matrix_sync(acc, O + db * 16, D + PAD32, wmma::mem_row_major);
+            for (int kb = 0; kb < FT / 16; kb++) {
+                frag_a a;
+                frag_b_row bv;
+                wmma::load_matrix_sync(a, P + kb * 16, FT + PAD16);
+                wmma::load_matrix_sync(bv, Vs + kb * 16 * LD + db * 16, LD);
+                wmma::mma_sync(acc, a, bv, acc);
+            }
+            wmma::store_matrix_sync(O + db * 16, acc, D + PAD32, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (t < T) {
+        const float inv = 1.0f / l;
+        const float *orow = O + r * (D + PAD32);
+        float *o = out + ((size_t)b * T + t) * C + h * D, *oc = ocopy + ((size_t)b * T + t) * C + h * D;
+        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++) o[c] = oc[c] = orow[c] * inv;
+        if (half == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+    }
+#else
+    (void)out, (void)lse, (void)ocopy, (void)qkv, (void)T, (void)C, (void)NH, (void)scale;
+#endif
+}
+
+// Dd[b, h, t] = Σ_d dO · O over the head's D channels: one warp a row.
+__global__ void flash_dot_kernel(float *Dd, const float *dout, const float *o, int B, int T, int C, int NH)
+{
+    const int row = blockIdx.x * FW + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= B * NH * T) return;
+    const int t = row % T, h = row / T % NH, b = row / T / NH, hs = C / NH;
+    const size_t at = ((size_t)b * T + t) * C + (size_t)h * hs;
+    float s = 0.0f;
+    for (int c = lane; c < hs; c += 32) s += dout[at + c] * o[at + c];
+    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+    if (lane == 0) Dd[row] = s;
+}
+
+template <int D> struct bwd_smem {
+    static size_t bytes()
+    {
+        return 4 * carve_bytes((size_t)FR * (D + PAD16), 2) + 2 * carve_bytes(FT, 4) +
+               FW * (2 * carve_bytes(16 * (FT + PAD32), 4) + 2 * carve_bytes(16 * (FT + PAD16), 2) +
+                     carve_bytes(16 * (D + PAD32), 4));
+    }
+};
+
+// Per warp: S (scores, then probabilities) and dP in fp32; P and dS in bf16; a staging area.
+struct warp_bufs {
+    float *S, *dP, *stage;
+    bf16 *P, *dS;
+};
+
+template <int D> __device__ warp_bufs take_warp_bufs(carve &cv, int warp)
+{
+    warp_bufs mine = {};
+    for (int w = 0; w < FW; w++) {
+        warp_bufs x;
+        x.S = cv.take<float>(16 * (FT + PAD32));
+        x.dP = cv.take<float>(16 * (FT + PAD32));
+        x.P = cv.take<bf16>(16 * (FT + PAD16));
+        x.dS = cv.take<bf16>(16 * (FT + PAD16));
+        x.stage = cv.take<float>(16 * (D + PAD32));
+        if (w == warp) mine = x;
+    }
+    return mine;
+}
+
+// dK and dV: block (key tile, head, sequence); each warp owns 16 keys and runs over the query
+// tiles at or below the diagonal, in the transposed frame (rows are keys, columns queries).
+template <int D>
+__global__ void __launch_bounds__(FW * 32) flash_dkv_kernel(float *dqkv, const float *dout, const float *qkv,
+                                                             const float *lse, const float *Dd, int T, int C, int NH,
+                                                             float scale)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(128) char smem[];
+    carve cv(smem);
+    constexpr int LD = D + PAD16;
+    bf16 *Ks = cv.take<bf16>(FR * LD), *Vs = cv.take<bf16>(FR * LD);
+    bf16 *Qs = cv.take<bf16>(FT * LD), *dOs = cv.take<bf16>(FT * LD);
+    float *Ls = cv.take<float>(FT), *Ds = cv.take<float>(FT);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const warp_bufs wb = take_warp_bufs<D>(cv, warp);
+
+    const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, k0 = kt * FR, ld = 3 * C;
+    const int nq = (T + FT - 1) / FT;
+    const float *base = qkv + (size_t)b * T * ld, *dob = dout + (size_t)b * T * C;
+    const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = Dd + ((size_t)b * NH + h) * T;
+    load_tile<D>(Ks, base + C + h * D, ld, k0, T, FR);
+    load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FR);
+    frag_c dK[D / 16], dV[D / 16];
+    for (int i = 0; i < D / 16; i++) {
+        wmma::fill_fragment(dK[i], 0.0f);
+        wmma::fill_fragment(dV[i], 0.0f);
+    }
+    const int r = lane / 2, half = lane % 2, j = k0 + warp * 16 + r;
+    for (int qt = k0 / FT; qt < nq; qt++) {
+        const int q0 = qt * FT;
+        __syncthreads();
+        load_tile<D>(Qs, base + h * D, ld, q0, T, FT);
+        load_tile<D>(dOs, dob + h * D, C, q0, T, FT);
+        for (int i = threadIdx.x; i < FT; i += blockDim.x) {
+            Ls[i] = q0 + i < T ? lrow[q0 + i] : 0.0f;
+            Ds[i] = q0 + i < T ? drow[q0 + i] : 0.0f;
+        }
+        __syncthreads();
+        rows_times_rows_t<D>(wb.S, Ks + warp * 16 * LD, Qs);   // Sᵀ: keys × queries
+        rows_times_rows_t<D>(wb.dP, Vs + warp * 16 * LD, dOs); // dPᵀ = V dOᵀ
+        __syncwarp();
+        float *srow = wb.S + r * (FT + PAD32), *dprow = wb.dP + r * (FT + PAD32);
+        bf16 *prow = wb.P + r * (FT + PAD16), *dsrow = wb.dS + r * (FT + PAD16);
+        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
+            const int t = q0 + c;
+            const float p = (t < T && j <= t) ? mp_softmax_exp(srow[c] * scale, Ls[c]) : 0.0f;
+            prow[c] = __float2bfloat16(p);
+            dsrow[c] = __float2bfloat16(mp_softmax_dx(p, dprow[c], Ds[c]));
+        }
+        __syncwarp();
+        acc_p_times<D>(dV, wb.P, dOs); // dV += Pᵀ dO
+        acc_p_times<D>(dK, wb.dS, Qs); // dK += dSᵀ Q
+    }
+    store_rows<D>(dqkv + (size_t)b * T * ld + C + h * D, ld, k0 + warp * 16, T, dK, wb.stage, scale);
+    store_rows<D>(dqkv + (size_t)b * T * ld + 2 * C + h * D, ld, k0 + warp * 16, T, dV, wb.stage, 1.0f);
+#else
+    (void)dqkv, (void)dout, (void)qkv, (void)lse, (void)Dd, (void)T, (void)C, (void)NH, (void)scale;
+#endif
+}
+
+// dQ: block (query tile, head, sequence), the heaviest first; each warp owns 16 queries and runs
+// over the key tiles at or below the diagonal.
+template <int D>
+__global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const float *dout, const float *qkv,
+                                                            const float *lse, const float *Dd, int T, int C, int NH,
+                                                            float scale)
+{
+#if __CUDA_ARCH__ >= 800
+    extern __shared__ __align__(128) char smem[];
+    carve cv(smem);
+    constexpr int LD = D + PAD16;
+    bf16 *Qs = cv.take<bf16>(FR * LD), *dOs = cv.take<bf16>(FR * LD);
+    bf16 *Ks = cv.take<bf16>(FT * LD), *Vs = cv.take<bf16>(FT * LD);
+    (void)cv.take<float>(2 * FT); // the dK/dV kernel's row vectors: the same layout, unused here
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const warp_bufs wb = take_warp_bufs<D>(cv, warp);
+
+    const int nq = (T + FR - 1) / FR, qt = nq - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int q0 = qt * FR, ld = 3 * C;
+    const float *base = qkv + (size_t)b * T * ld, *dob = dout + (size_t)b * T * C;
+    load_tile<D>(Qs, base + h * D, ld, q0, T, FR);
+    load_tile<D>(dOs, dob + h * D, C, q0, T, FR);
+    const int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;
+    const float L = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+    const float Dt = t < T ? Dd[((size_t)b * NH + h) * T + t] : 0.0f;
+    frag_c dQ[D / 16];
+    for (int i = 0; i < D / 16; i++) wmma::fill_fragment(dQ[i], 0.0f);
+    const int last = (q0 + FR - 1) / FT; // the key tile holding the block's last query
+    for (int kt = 0; kt <= last; kt++) {
+        const int k0 = kt * FT;
+        __syncthreads();
+        load_tile<D>(Ks, base + C + h * D, ld, k0, T, FT);
+        load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FT);
+        __syncthreads();
+        rows_times_rows_t<D>(wb.S, Qs + warp * 16 * LD, Ks);   // S = Q Kᵀ
+        rows_times_rows_t<D>(wb.dP, dOs + warp * 16 * LD, Vs); // dP = dO Vᵀ
+        __syncwarp();
+        const float *srow = wb.S + r * (FT + PAD32), *dprow = wb.dP + r * (FT + PAD32);
+        bf16 *dsrow = wb.dS + r * (FT + PAD16);
+        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
+            const int jj = k0 + c;
+            const float p = (t < T && jj <= t) ? mp_softmax_exp(srow[c] * scale, L) : 0.0f;
+            dsrow[c] = __float2bfloat16(mp_softmax_dx(p, dprow[c], Dt));
+        }
+        __syncwarp();
+        acc_p_times<D>(dQ, wb.dS, Ks); // dQ += dS K
+    }
+    store_rows<D>(dqkv + (size_t)b * T * ld + h * D, ld, q0 + warp * 16, T, dQ, wb.stage, scale);
+#else
+    (void)dqkv, (void)dout, (void)qkv, (void)lse, (void)Dd, (void)T, (void)C, (void)NH, (void)scale;
+#endif
+}
+
+// Where the output's copy starts in att: past the log-sum-exps, 256-byte aligned for float4 reads.
+size_t flash_o_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) & ~(size_t)63; }
+
+template <int D> void forward_d(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    const size_t bytes = fwd_smem<D>::bytes();
+    CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    const dim3 grid((unsigned)((T + FR - 1) / FR), (unsigned)NH, (unsigned)B);
+    flash_forward_kernel<D><<<grid, FW * 32, bytes, ctx->compute>>>(out, att, att + flash_o_offset(B, T, NH), qkv, T,
+                                                                      C, NH, 1.0f / sqrtf((float)D));
+    CUDA_CHECK_LAUNCH();
+}
+
+template <int D>
+void backward_d(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B,
+                int T, int C, int NH)
+{
+    const int rows = B * NH * T;
+    flash_dot_kernel<<<(unsigned)((rows + FW - 1) / FW), FW * 32, 0, ctx->compute>>>(
+        datt, dout, att + flash_o_offset(B, T, NH), B, T, C, NH);
+    CUDA_CHECK_LAUNCH();
+    const size_t bytes = bwd_smem<D>::bytes();
+    const float scale = 1.0f / sqrtf((float)D);
+    CUDA_CHECK(cudaFuncSetAttribute(flash_dkv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    CUDA_CHECK(cudaFuncSetAttribute(flash_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    const dim3 grid((unsigned)((T + FR - 1) / FR), (unsigned)NH, (unsigned)B);
+    flash_dkv_kernel<D><<<grid, FW * 32, bytes, ctx->compute>>>(dqkv, dout, qkv, att, datt, T, C, NH, scale);
+    CUDA_CHECK_LAUNCH();
+    flash_dq_kernel<D><<<grid, FW * 32, bytes, ctx->compute>>>(dqkv, dout, qkv, att, datt, T, C, NH, scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+} // namespace
+
+int cu_attention_flash_fits(const cu_ctx_t *ctx, int B, int T, int C, int NH)
+{
+    if (ctx->precision != CU_BF16 || NH <= 0 || C % NH) return 0;
+    const int hs = C / NH;
+    if (hs != 16 && hs != 32 && hs != 64 && hs != 128) return 0;
+    if (C % 4) return 0; // float4 rows
+    int major = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
+    if (major < 8) return 0; // bf16 tensor cores: Ampere and later
+    // att must hold the log-sum-exps and the output's copy; datt the dot products
+    return flash_o_offset(B, T, NH) + (size_t)B * T * C <= (size_t)B * NH * T * T;
+}
+
+void cu_attention_flash_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    switch (C / NH) {
+    case 16: forward_d<16>(ctx, out, att, qkv, B, T, C, NH); break;
+    case 32: forward_d<32>(ctx, out, att, qkv, B, T, C, NH); break;
+    case 64: forward_d<64>(ctx, out, att, qkv, B, T, C, NH); break;
+    case 128: forward_d<128>(ctx, out, att, qkv, B, T, C, NH); break;
+    default: KERN_ABORT("flash attention: head size %d (16, 32, 64 or 128)", C / NH);
+    }
+}
+
+void cu_attention_flash_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
+                                 const float *att, int B, int T, int C, int NH)
+{
+    switch (C / NH) {
+    case 16: backward_d<16>(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH); break;
+    case 32: backward_d<32>(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH); break;
+    case 64: backward_d<64>(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH); break;
+    case 128: backward_d<128>(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH); break;
+    default: KERN_ABORT("flash attention: head size %d (16, 32, 64 or 128)", C / NH);
+    }
+}
