@@ -66,20 +66,34 @@ __device__ void load_tile(bf16 *dst, const float *src, int ld, int row0, int T, 
     }
 }
 
-// acc (16 × FT, fp32, ldm FT + PAD32) = a_rows (16 × D, bf16) · b_rowsᵀ: b_rows is FT rows of D.
+// Which elements of a warp's 16-row strip each lane works on: row lane % 16, and of that row's W
+// columns (W = FT or D) the half lane / 16; the columns are visited rotated by a per-lane offset so
+// that the 32 lanes hit 32 different banks at every step (rows are 68 floats apart: 4 banks).
+struct strip {
+    int r, half, rot;
+    __device__ strip() : r(threadIdx.x % 16), half(threadIdx.x % 32 / 16), rot((threadIdx.x % 16) / 8 + 2 * (threadIdx.x % 32 / 16)) {}
+    // the k-th column of this lane's half of a row of W columns
+    template <int W> __device__ int col(int k) const { return half * (W / 2) + (k + rot) % (W / 2); }
+};
+
+// The warp's A operand, 16 rows × D, held in registers for the whole loop over the other side.
+template <int D> __device__ void load_rows(frag_a *a, const bf16 *rows)
+{
+    for (int kb = 0; kb < D / 16; kb++) wmma::load_matrix_sync(a[kb], rows + kb * 16, D + PAD16);
+}
+
+// acc (16 × FT, fp32, ldm FT + PAD32) = a (16 × D, in registers) · b_rowsᵀ: b_rows is FT rows of D.
 template <int D>
-__device__ void rows_times_rows_t(float *acc, const bf16 *a_rows, const bf16 *b_rows)
+__device__ void rows_times_rows_t(float *acc, const frag_a *a, const bf16 *b_rows)
 {
     constexpr int LD = D + PAD16;
     for (int nb = 0; nb < FT / 16; nb++) {
         frag_c c;
         wmma::fill_fragment(c, 0.0f);
         for (int kb = 0; kb < D / 16; kb++) {
-            frag_a a;
             frag_b_col b;
-            wmma::load_matrix_sync(a, a_rows + kb * 16, LD);
             wmma::load_matrix_sync(b, b_rows + nb * 16 * LD + kb * 16, LD);
-            wmma::mma_sync(c, a, b, c);
+            wmma::mma_sync(c, a[kb], b, c);
         }
         wmma::store_matrix_sync(acc + nb * 16, c, FT + PAD32, wmma::mem_row_major);
     }
@@ -122,6 +136,9 @@ template <int D> struct fwd_smem {
     }
 };
 
+// The softmax runs in base 2: exp2 is one hardware instruction, and exp(x) = 2^(x·log2 e).
+constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
+
 // Forward: block (query tile, head, sequence), the heaviest (last) query tiles first.
 template <int D>
 __global__ void __launch_bounds__(FW * 32) flash_forward_kernel(float *out, float *lse, float *ocopy, const float *qkv,
@@ -132,53 +149,57 @@ __global__ void __launch_bounds__(FW * 32) flash_forward_kernel(float *out, floa
     carve cv(smem);
     constexpr int LD = D + PAD16;
     bf16 *Qs = cv.take<bf16>(FR * LD), *Ks = cv.take<bf16>(FT * LD), *Vs = cv.take<bf16>(FT * LD);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
     float *S = nullptr, *O = nullptr;
     bf16 *P = nullptr;
-    for (int w = 0; w < FW; w++) { float *s = cv.take<float>(16 * (FT + PAD32)); if (w == warp) S = s; }
-    for (int w = 0; w < FW; w++) { bf16 *p = cv.take<bf16>(16 * (FT + PAD16)); if (w == warp) P = p; }
-    for (int w = 0; w < FW; w++) { float *o = cv.take<float>(16 * (D + PAD32)); if (w == warp) O = o; }
+    for (int w = 0; w < FW; w++) { float *x = cv.take<float>(16 * (FT + PAD32)); if (w == warp) S = x; }
+    for (int w = 0; w < FW; w++) { bf16 *x = cv.take<bf16>(16 * (FT + PAD16)); if (w == warp) P = x; }
+    for (int w = 0; w < FW; w++) { float *x = cv.take<float>(16 * (D + PAD32)); if (w == warp) O = x; }
 
     const int nq = (T + FR - 1) / FR, qt = nq - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int q0 = qt * FR, ld = 3 * C;
     const float *base = qkv + (size_t)b * T * ld;
     load_tile<D>(Qs, base + h * D, ld, q0, T, FR);
-    for (int i = lane; i < 16 * (D + PAD32); i += 32) O[i] = 0.0f;
-    // lane pair (2r, 2r + 1) owns row r of the warp's 16: half the keys of a tile each
-    const int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;
-    float m = -INFINITY, l = 0.0f;
+    const strip e;
+    for (int k = 0; k < D / 2; k++) O[e.r * (D + PAD32) + e.col<D>(k)] = 0.0f;
+    __syncthreads();
+    frag_a qa[D / 16];
+    load_rows<D>(qa, Qs + warp * 16 * LD);
+    const int t = q0 + warp * 16 + e.r;
+    const float sl2 = scale * LOG2E;
+    float m = -INFINITY, l = 0.0f; // running max (base 2) and sum of the row, the same in both halves
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FT;
         __syncthreads(); // every warp is done with the previous K and V
         load_tile<D>(Ks, base + C + h * D, ld, k0, T, FT);
         load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FT);
         __syncthreads();
-        rows_times_rows_t<D>(S, Qs + warp * 16 * LD, Ks);
+        rows_times_rows_t<D>(S, qa, Ks);
         __syncwarp();
-        float *srow = S + r * (FT + PAD32);
+        float *srow = S + e.r * (FT + PAD32);
         float mx = -INFINITY;
-        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
-            const int j = k0 + c;
-            const float s = (j <= t && j < T) ? srow[c] * scale : -INFINITY;
-            srow[c] = s;
-            mx = fmaxf(mx, s);
+        for (int k = 0; k < FT / 2; k++) {
+            const int c = e.col<FT>(k), j = k0 + c;
+            const float x = (j <= t && j < T) ? srow[c] * sl2 : -INFINITY;
+            srow[c] = x;
+            mx = fmaxf(mx, x);
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
         const float mnew = fmaxf(m, mx); // finite from the first tile on: key 0 is always visible
-        // mp_expf clamps: exp(-inf) would be a tiny normal number, not the 0 a masked key must add
-        const float alpha = m == -INFINITY ? 0.0f : mp_softmax_exp(m, mnew);
+        const float alpha = exp2f(m - mnew); // 0 on the first tile (m = -inf)
         float sum = 0.0f;
-        bf16 *prow = P + r * (FT + PAD16);
-        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
-            const float p = srow[c] == -INFINITY ? 0.0f : mp_softmax_exp(srow[c], mnew);
+        bf16 *prow = P + e.r * (FT + PAD16);
+        for (int k = 0; k < FT / 2; k++) {
+            const int c = e.col<FT>(k);
+            const float p = exp2f(srow[c] - mnew); // a masked key: exp2(-inf) = 0
             sum += p;
             prow[c] = __float2bfloat16(p);
         }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 16);
         l = l * alpha + sum;
         m = mnew;
-        float *orow = O + r * (D + PAD32);
-        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++) orow[c] *= alpha;
+        float *orow = O + e.r * (D + PAD32);
+        for (int k = 0; k < D / 2; k++) orow[e.col<D>(k)] *= alpha;
         __syncwarp();
         for (int db = 0; db < D / 16; db++) {
             frag_c acc;
@@ -196,10 +217,13 @@ __global__ void __launch_bounds__(FW * 32) flash_forward_kernel(float *out, floa
     }
     if (t < T) {
         const float inv = 1.0f / l;
-        const float *orow = O + r * (D + PAD32);
+        const float *orow = O + e.r * (D + PAD32);
         float *o = out + ((size_t)b * T + t) * C + h * D, *oc = ocopy + ((size_t)b * T + t) * C + h * D;
-        for (int c = half * (D / 2); c < (half + 1) * (D / 2); c++) o[c] = oc[c] = orow[c] * inv;
-        if (half == 0) lse[((size_t)b * NH + h) * T + t] = m + logf(l);
+        for (int k = 0; k < D / 2; k++) {
+            const int c = e.col<D>(k);
+            o[c] = oc[c] = orow[c] * inv;
+        }
+        if (e.half == 0) lse[((size_t)b * NH + h) * T + t] = (m + log2f(l)) * LN2; // natural log-sum-exp
     }
 #else
     (void)out, (void)lse, (void)ocopy, (void)qkv, (void)T, (void)C, (void)NH, (void)scale;
@@ -228,7 +252,7 @@ template <int D> struct bwd_smem {
     }
 };
 
-// Per warp: S (scores, then probabilities) and dP in fp32; P and dS in bf16; a staging area.
+// Per warp: S and dP in fp32; P and dS in bf16; a staging area for the results.
 struct warp_bufs {
     float *S, *dP, *stage;
     bf16 *P, *dS;
@@ -263,7 +287,7 @@ __global__ void __launch_bounds__(FW * 32) flash_dkv_kernel(float *dqkv, const f
     bf16 *Ks = cv.take<bf16>(FR * LD), *Vs = cv.take<bf16>(FR * LD);
     bf16 *Qs = cv.take<bf16>(FT * LD), *dOs = cv.take<bf16>(FT * LD);
     float *Ls = cv.take<float>(FT), *Ds = cv.take<float>(FT);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
     const warp_bufs wb = take_warp_bufs<D>(cv, warp);
 
     const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, k0 = kt * FR, ld = 3 * C;
@@ -272,30 +296,36 @@ __global__ void __launch_bounds__(FW * 32) flash_dkv_kernel(float *dqkv, const f
     const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = Dd + ((size_t)b * NH + h) * T;
     load_tile<D>(Ks, base + C + h * D, ld, k0, T, FR);
     load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FR);
+    __syncthreads();
+    frag_a ka[D / 16], va[D / 16];
+    load_rows<D>(ka, Ks + warp * 16 * LD);
+    load_rows<D>(va, Vs + warp * 16 * LD);
     frag_c dK[D / 16], dV[D / 16];
     for (int i = 0; i < D / 16; i++) {
         wmma::fill_fragment(dK[i], 0.0f);
         wmma::fill_fragment(dV[i], 0.0f);
     }
-    const int r = lane / 2, half = lane % 2, j = k0 + warp * 16 + r;
+    const strip e;
+    const int j = k0 + warp * 16 + e.r;
+    const float sl2 = scale * LOG2E;
     for (int qt = k0 / FT; qt < nq; qt++) {
         const int q0 = qt * FT;
         __syncthreads();
         load_tile<D>(Qs, base + h * D, ld, q0, T, FT);
         load_tile<D>(dOs, dob + h * D, C, q0, T, FT);
         for (int i = threadIdx.x; i < FT; i += blockDim.x) {
-            Ls[i] = q0 + i < T ? lrow[q0 + i] : 0.0f;
+            Ls[i] = q0 + i < T ? lrow[q0 + i] * LOG2E : 0.0f;
             Ds[i] = q0 + i < T ? drow[q0 + i] : 0.0f;
         }
         __syncthreads();
-        rows_times_rows_t<D>(wb.S, Ks + warp * 16 * LD, Qs);   // Sᵀ: keys × queries
-        rows_times_rows_t<D>(wb.dP, Vs + warp * 16 * LD, dOs); // dPᵀ = V dOᵀ
+        rows_times_rows_t<D>(wb.S, ka, Qs);   // Sᵀ: keys × queries
+        rows_times_rows_t<D>(wb.dP, va, dOs); // dPᵀ = V dOᵀ
         __syncwarp();
-        float *srow = wb.S + r * (FT + PAD32), *dprow = wb.dP + r * (FT + PAD32);
-        bf16 *prow = wb.P + r * (FT + PAD16), *dsrow = wb.dS + r * (FT + PAD16);
-        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
-            const int t = q0 + c;
-            const float p = (t < T && j <= t) ? mp_softmax_exp(srow[c] * scale, Ls[c]) : 0.0f;
+        const float *srow = wb.S + e.r * (FT + PAD32), *dprow = wb.dP + e.r * (FT + PAD32);
+        bf16 *prow = wb.P + e.r * (FT + PAD16), *dsrow = wb.dS + e.r * (FT + PAD16);
+        for (int k = 0; k < FT / 2; k++) {
+            const int c = e.col<FT>(k), t = q0 + c;
+            const float p = (t < T && j <= t) ? exp2f(srow[c] * sl2 - Ls[c]) : 0.0f;
             prow[c] = __float2bfloat16(p);
             dsrow[c] = __float2bfloat16(mp_softmax_dx(p, dprow[c], Ds[c]));
         }
@@ -324,7 +354,7 @@ __global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const fl
     bf16 *Qs = cv.take<bf16>(FR * LD), *dOs = cv.take<bf16>(FR * LD);
     bf16 *Ks = cv.take<bf16>(FT * LD), *Vs = cv.take<bf16>(FT * LD);
     (void)cv.take<float>(2 * FT); // the dK/dV kernel's row vectors: the same layout, unused here
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
     const warp_bufs wb = take_warp_bufs<D>(cv, warp);
 
     const int nq = (T + FR - 1) / FR, qt = nq - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -332,9 +362,15 @@ __global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const fl
     const float *base = qkv + (size_t)b * T * ld, *dob = dout + (size_t)b * T * C;
     load_tile<D>(Qs, base + h * D, ld, q0, T, FR);
     load_tile<D>(dOs, dob + h * D, C, q0, T, FR);
-    const int r = lane / 2, half = lane % 2, t = q0 + warp * 16 + r;
-    const float L = t < T ? lse[((size_t)b * NH + h) * T + t] : 0.0f;
+    __syncthreads();
+    frag_a qa[D / 16], doa[D / 16];
+    load_rows<D>(qa, Qs + warp * 16 * LD);
+    load_rows<D>(doa, dOs + warp * 16 * LD);
+    const strip e;
+    const int t = q0 + warp * 16 + e.r;
+    const float L2 = t < T ? lse[((size_t)b * NH + h) * T + t] * LOG2E : 0.0f;
     const float Dt = t < T ? Dd[((size_t)b * NH + h) * T + t] : 0.0f;
+    const float sl2 = scale * LOG2E;
     frag_c dQ[D / 16];
     for (int i = 0; i < D / 16; i++) wmma::fill_fragment(dQ[i], 0.0f);
     const int last = (q0 + FR - 1) / FT; // the key tile holding the block's last query
@@ -344,14 +380,14 @@ __global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const fl
         load_tile<D>(Ks, base + C + h * D, ld, k0, T, FT);
         load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FT);
         __syncthreads();
-        rows_times_rows_t<D>(wb.S, Qs + warp * 16 * LD, Ks);   // S = Q Kᵀ
-        rows_times_rows_t<D>(wb.dP, dOs + warp * 16 * LD, Vs); // dP = dO Vᵀ
+        rows_times_rows_t<D>(wb.S, qa, Ks);   // S = Q Kᵀ
+        rows_times_rows_t<D>(wb.dP, doa, Vs); // dP = dO Vᵀ
         __syncwarp();
-        const float *srow = wb.S + r * (FT + PAD32), *dprow = wb.dP + r * (FT + PAD32);
-        bf16 *dsrow = wb.dS + r * (FT + PAD16);
-        for (int c = half * (FT / 2); c < (half + 1) * (FT / 2); c++) {
-            const int jj = k0 + c;
-            const float p = (t < T && jj <= t) ? mp_softmax_exp(srow[c] * scale, L) : 0.0f;
+        const float *srow = wb.S + e.r * (FT + PAD32), *dprow = wb.dP + e.r * (FT + PAD32);
+        bf16 *dsrow = wb.dS + e.r * (FT + PAD16);
+        for (int k = 0; k < FT / 2; k++) {
+            const int c = e.col<FT>(k), jj = k0 + c;
+            const float p = (t < T && jj <= t) ? exp2f(srow[c] * sl2 - L2) : 0.0f;
             dsrow[c] = __float2bfloat16(mp_softmax_dx(p, dprow[c], Dt));
         }
         __syncwarp();

@@ -1,4 +1,5 @@
 // The GPU context: device, streams, cuBLAS handle and the scratch workspace every cu_ call shares.
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_check.h"
@@ -49,9 +50,13 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
     memset(ctx, 0, sizeof *ctx);
     if (precision != CU_FP32 && precision != CU_BF16)
         return KERN_FAIL("unknown precision %d (0 fp32, 1 bf16)", precision);
+    const char *gemm = getenv("MP_BF16_GEMM");
+    if (gemm && *gemm && strcmp(gemm, "round") && strcmp(gemm, "cublas"))
+        return KERN_FAIL("MP_BF16_GEMM=%s: round or cublas", gemm);
     if (ctx_pick_device(device) != KERN_OK) return KERN_ERR;
     ctx->device = device;
     ctx->precision = precision;
+    ctx->bf16_gemm = gemm && !strcmp(gemm, "cublas") ? CU_GEMM_CUBLAS : CU_GEMM_ROUND;
     // Non-blocking: the legacy default stream must not serialise compute against communication.
     if (setup_failed(cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking), "compute stream"))
         goto err;

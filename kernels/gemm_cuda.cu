@@ -57,12 +57,29 @@ static void gemm_bf16(cu_ctx_t *ctx, cublasOperation_t op_a, cublasOperation_t o
                                                 ldc, stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// cuBLAS converts the fp32 operands to bf16 itself, inside the product's own loads: no scratch pass.
+static void gemm_fast_bf16(cu_ctx_t *ctx, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
+                           float alpha, const float *A, int lda, long long stride_a, const float *B, int ldb,
+                           long long stride_b, float beta, float *C, int ldc, long long stride_c, int batch)
+{
+    if (batch == 1)
+        CUBLAS_CHECK(cublasGemmEx(ctx->blas, op_b, op_a, n, m, k, &alpha, B, CUDA_R_32F, ldb, A, CUDA_R_32F, lda, &beta,
+                                  C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+    else
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx->blas, op_b, op_a, n, m, k, &alpha, B, CUDA_R_32F, ldb, stride_b, A,
+                                                CUDA_R_32F, lda, stride_a, &beta, C, CUDA_R_32F, ldc, stride_c, batch,
+                                                CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT));
+}
+
 void cu_gemm(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *A, int lda,
              long long stride_a, const float *B, int ldb, long long stride_b, float beta, float *C, int ldc,
              long long stride_c, int batch)
 {
     const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    if (ctx->precision == CU_BF16)
+    if (ctx->precision == CU_BF16 && ctx->bf16_gemm == CU_GEMM_CUBLAS)
+        gemm_fast_bf16(ctx, op_a, op_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c,
+                       batch);
+    else if (ctx->precision == CU_BF16)
         gemm_bf16(ctx, op_a, op_b, m, n, k, alpha, A, lda, stride_a, B, ldb, stride_b, beta, C, ldc, stride_c, batch);
     else if (batch == 1)
         CUBLAS_CHECK(cublasSgemm(ctx->blas, op_b, op_a, n, m, k, &alpha, B, ldb, A, lda, &beta, C, ldc));

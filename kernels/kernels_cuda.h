@@ -26,10 +26,16 @@ extern "C" {
 
 /* ---- context ---- */
 enum { CU_FP32 = 0, CU_BF16 = 1 };
+/* How a bf16 product gets its bf16 operands: ROUND, our kernel rounds both fp32 operands into
+ * scratch and cuBLAS multiplies bf16 (the default); CUBLAS, cuBLAS reads the fp32 operands and
+ * converts them itself (CUBLAS_COMPUTE_32F_FAST_16BF), saving the scratch pass. The environment
+ * variable MP_BF16_GEMM=round|cublas picks one at cu_ctx_init: a measuring switch (docs/GPU.md). */
+enum { CU_GEMM_ROUND = 0, CU_GEMM_CUBLAS = 1 };
 
 typedef struct {
     int device;             /* CUDA ordinal */
     int precision;          /* CU_FP32 or CU_BF16 (products only); may be changed between calls */
+    int bf16_gemm;          /* CU_GEMM_ROUND or CU_GEMM_CUBLAS; may be changed between calls */
     cublasHandle_t blas;    /* bound to `compute` */
     cudaStream_t compute;   /* every kernel and product */
     cudaStream_t comm;      /* pipeline p2p and data-parallel collectives */

@@ -139,7 +139,7 @@ static void st_report(st_t *s, const char *name, int bf16, const cmp_t *c)
     const double tol = bf16 ? TOL_BF16 : TOL_FP32;
     const int ok = c->nan == 0 && c->rel < tol;
     char label[64];
-    snprintf(label, sizeof label, "%s%s", name, bf16 ? "[bf16]" : "");
+    snprintf(label, sizeof label, "%s%s", name, bf16 == 2 ? "[bf16 cublas]" : bf16 ? "[bf16]" : "");
     printf("%-4s %-30s rel=%.2e (tolerance %.0e)", ok ? "ok" : "FAIL", label, c->rel, tol);
     if (c->nan) printf(" %zu elements never written", c->nan);
     printf("\n");
@@ -155,6 +155,7 @@ static void st_run(st_t *s, void (*test)(st_t *, int), int bf16)
 {
     const size_t mark = cu_arena_mark(&s->arena);
     s->ctx.precision = bf16 ? CU_BF16 : CU_FP32;
+    s->ctx.bf16_gemm = bf16 == 2 ? CU_GEMM_CUBLAS : CU_GEMM_ROUND; /* 2: bf16, cuBLAS converting */
     test(s, bf16);
     cu_ctx_sync(&s->ctx);
     cu_arena_release(&s->arena, mark);
@@ -295,7 +296,7 @@ static void t_flash(st_t *s, int bf16)
         const int hs = sizes[k], NH = 3, C = NH * hs, B = 2, T = 2 * hs + 37;
         const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
         char name[48];
-        snprintf(name, sizeof name, "attention_flash hs=%d T=%d", hs, T);
+        snprintf(name, sizeof name, "attention_flash[hs=%d,T=%d]", hs, T);
         if (!cu_attention_flash_fits(&s->ctx, B, T, C, NH)) {
             printf("FAIL %-30s the fused path refused this shape\n", name);
             s->failed++;
@@ -517,7 +518,7 @@ static int selftest_cuda(int ordinal, int verbose)
     }
     st_run(&s, t_encoder, 0);
     st_run(&s, t_layernorm, 0);
-    for (int bf16 = 0; bf16 <= 1; bf16++) {
+    for (int bf16 = 0; bf16 <= 2; bf16++) {
         st_run(&s, t_matmul, bf16);
         st_run(&s, t_attention, bf16);
     }

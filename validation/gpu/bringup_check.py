@@ -349,7 +349,19 @@ def cmd_peak(smi, dry):
     return None
 
 
-def cmd_gpt2(out, run, nvml, peak, dry):
+def _throughput(run, first):
+    """Median tokens/s and MFU of a run's steps from `first` on, and its first and last loss."""
+    m = metrics(run)
+    steps = [s for s in sorted(m) if s >= first]
+    if not steps:
+        return None
+    med = lambda v: v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+    return {"steps_timed": len(steps), "tokens_per_s": med(sorted(m[s]["tokens_per_s"] for s in steps)),
+            "mfu": med(sorted(m[s]["mfu"] for s in steps)), "loss_first": m[min(m)]["loss"],
+            "loss_last": m[max(m)]["loss"], "finite": all(math.isfinite(m[s]["loss"]) for s in m)}
+
+
+def cmd_gpt2(out, run, nvml, peak, dry, alt=None):
     peak = float(peak)
     m = metrics(run)
     res = part("gpt2", "pass", "GPT-2 124M (L12 C768 H12 T1024 V50304), bf16, 16 sequences a step, one GPU" if dry != "1"
@@ -395,6 +407,13 @@ def cmd_gpt2(out, run, nvml, peak, dry):
         e["run_over_sampled"] = off
         if abs(off) > ENERGY_AGREE:
             why.append("the run's GPU energy is %+.1f%% off NVML's own samples over its window" % (100 * off))
+    if alt:  # the same run with MP_BF16_GEMM=cublas
+        a = _throughput(alt, first)
+        res["cublas_convert"] = a
+        if a is None:
+            why.append("the MP_BF16_GEMM=cublas run logged no step from %d on: %s" % (first, " / ".join(run_tail(alt, 4))))
+        elif not a["finite"]:
+            why.append("the MP_BF16_GEMM=cublas run had a non-finite loss")
     if why:
         res.update(status="fail", why=why)
     return res
@@ -545,10 +564,11 @@ def _brief(p):
             en = s.get("energy", {})
             e = en.get("run") or {}
             smp = (en.get("nvml_sampled") or {}).get("j_per_token_counter")
-            return "%.0f tok/s, MFU %.1f%%, %s J/token (GPU %s, NVML sampled %s)" % (
+            a = s.get("cublas_convert")
+            return "%.0f tok/s, MFU %.1f%%, %s J/token (GPU %s, NVML sampled %s)%s" % (
                 s["tokens_per_s"], 100 * s["mfu"], "%.3g" % e["j_per_token"] if e.get("j_per_token") else "-",
                 "%.3g" % en["run_gpu_j_per_token"] if en.get("run_gpu_j_per_token") else "-",
-                "%.3g" % smp if smp else "-")
+                "%.3g" % smp if smp else "-", "; cuBLAS converting: %.0f tok/s" % a["tokens_per_s"] if a else "")
         if n in ("torch", "compile"):
             r = s["result"]
             return "%.0f tok/s, MFU %.1f%%" % (r.get("tokens_per_s", 0), 100 * (r.get("mfu") or 0))
