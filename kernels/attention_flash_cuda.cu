@@ -50,19 +50,40 @@ struct carve {
 };
 static size_t carve_bytes(size_t n, size_t elem) { return (n * elem + 31) & ~(size_t)31; }
 
-// rows × D floats from a (B·T)-row matrix with leading dimension ld (starting at `col` of row
-// `row0`) into bf16 shared memory with leading dimension D + PAD16; rows at or past T are zeros.
+// Two tiles of rows × D floats each, from (B·T)-row matrices with leading dimensions ld0 and ld1,
+// into bf16 shared memory with leading dimension D + PAD16; rows at or past T are zeros (src1 may
+// be null: one tile). Every load of a chunk is issued before any store: the compiler cannot tell
+// a shared-memory store from a global load through these pointers, and a load-store loop waited a
+// full global-memory latency per element (the first H200 run: 25 TFLOP/s).
 template <int D>
-__device__ void load_tile(bf16 *dst, const float *src, int ld, int row0, int T, int rows)
+__device__ void load_tiles(bf16 *dst0, const float *__restrict__ src0, int ld0, bf16 *dst1,
+                           const float *__restrict__ src1, int ld1, int row0, int T, int rows)
 {
-    constexpr int V4 = D / 4;
-    for (int i = threadIdx.x; i < rows * V4; i += blockDim.x) {
-        const int r = i / V4, c = (i % V4) * 4;
-        float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (row0 + r < T) x = *(const float4 *)(src + (size_t)(row0 + r) * ld + c);
-        __nv_bfloat162 *d = (__nv_bfloat162 *)(dst + r * (D + PAD16) + c);
-        d[0] = __floats2bfloat162_rn(x.x, x.y);
-        d[1] = __floats2bfloat162_rn(x.z, x.w);
+    constexpr int V4 = D / 4, CH = D >= 128 ? 4 : 8;
+    const int n = rows * V4, step = blockDim.x;
+    for (int i0 = threadIdx.x; i0 < n; i0 += CH * step) {
+        float4 x0[CH], x1[CH];
+#pragma unroll
+        for (int u = 0; u < CH; u++) {
+            const int i = i0 + u * step, r = i / V4, c = (i % V4) * 4;
+            const bool in = i < n && row0 + r < T;
+            x0[u] = x1[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (in) x0[u] = __ldg((const float4 *)(src0 + (size_t)(row0 + r) * ld0 + c));
+            if (in && src1) x1[u] = __ldg((const float4 *)(src1 + (size_t)(row0 + r) * ld1 + c));
+        }
+#pragma unroll
+        for (int u = 0; u < CH; u++) {
+            const int i = i0 + u * step, r = i / V4, c = (i % V4) * 4;
+            if (i >= n) break;
+            __nv_bfloat162 *d = (__nv_bfloat162 *)(dst0 + r * (D + PAD16) + c);
+            d[0] = __floats2bfloat162_rn(x0[u].x, x0[u].y);
+            d[1] = __floats2bfloat162_rn(x0[u].z, x0[u].w);
+            if (src1) {
+                d = (__nv_bfloat162 *)(dst1 + r * (D + PAD16) + c);
+                d[0] = __floats2bfloat162_rn(x1[u].x, x1[u].y);
+                d[1] = __floats2bfloat162_rn(x1[u].z, x1[u].w);
+            }
+        }
     }
 }
 
@@ -159,7 +180,7 @@ __global__ void __launch_bounds__(FW * 32) flash_forward_kernel(float *out, floa
     const int nq = (T + FR - 1) / FR, qt = nq - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int q0 = qt * FR, ld = 3 * C;
     const float *base = qkv + (size_t)b * T * ld;
-    load_tile<D>(Qs, base + h * D, ld, q0, T, FR);
+    load_tiles<D>(Qs, base + h * D, ld, nullptr, nullptr, 0, q0, T, FR);
     const strip e;
     for (int k = 0; k < D / 2; k++) O[e.r * (D + PAD32) + e.col<D>(k)] = 0.0f;
     __syncthreads();
@@ -171,8 +192,7 @@ __global__ void __launch_bounds__(FW * 32) flash_forward_kernel(float *out, floa
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * FT;
         __syncthreads(); // every warp is done with the previous K and V
-        load_tile<D>(Ks, base + C + h * D, ld, k0, T, FT);
-        load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FT);
+        load_tiles<D>(Ks, base + C + h * D, ld, Vs, base + 2 * C + h * D, ld, k0, T, FT);
         __syncthreads();
         rows_times_rows_t<D>(S, qa, Ks);
         __syncwarp();
@@ -294,8 +314,7 @@ __global__ void __launch_bounds__(FW * 32) flash_dkv_kernel(float *dqkv, const f
     const int nq = (T + FT - 1) / FT;
     const float *base = qkv + (size_t)b * T * ld, *dob = dout + (size_t)b * T * C;
     const float *lrow = lse + ((size_t)b * NH + h) * T, *drow = Dd + ((size_t)b * NH + h) * T;
-    load_tile<D>(Ks, base + C + h * D, ld, k0, T, FR);
-    load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FR);
+    load_tiles<D>(Ks, base + C + h * D, ld, Vs, base + 2 * C + h * D, ld, k0, T, FR);
     __syncthreads();
     frag_a ka[D / 16], va[D / 16];
     load_rows<D>(ka, Ks + warp * 16 * LD);
@@ -311,8 +330,7 @@ __global__ void __launch_bounds__(FW * 32) flash_dkv_kernel(float *dqkv, const f
     for (int qt = k0 / FT; qt < nq; qt++) {
         const int q0 = qt * FT;
         __syncthreads();
-        load_tile<D>(Qs, base + h * D, ld, q0, T, FT);
-        load_tile<D>(dOs, dob + h * D, C, q0, T, FT);
+        load_tiles<D>(Qs, base + h * D, ld, dOs, dob + h * D, C, q0, T, FT);
         for (int i = threadIdx.x; i < FT; i += blockDim.x) {
             Ls[i] = q0 + i < T ? lrow[q0 + i] * LOG2E : 0.0f;
             Ds[i] = q0 + i < T ? drow[q0 + i] : 0.0f;
@@ -360,8 +378,7 @@ __global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const fl
     const int nq = (T + FR - 1) / FR, qt = nq - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int q0 = qt * FR, ld = 3 * C;
     const float *base = qkv + (size_t)b * T * ld, *dob = dout + (size_t)b * T * C;
-    load_tile<D>(Qs, base + h * D, ld, q0, T, FR);
-    load_tile<D>(dOs, dob + h * D, C, q0, T, FR);
+    load_tiles<D>(Qs, base + h * D, ld, dOs, dob + h * D, C, q0, T, FR);
     __syncthreads();
     frag_a qa[D / 16], doa[D / 16];
     load_rows<D>(qa, Qs + warp * 16 * LD);
@@ -377,8 +394,7 @@ __global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const fl
     for (int kt = 0; kt <= last; kt++) {
         const int k0 = kt * FT;
         __syncthreads();
-        load_tile<D>(Ks, base + C + h * D, ld, k0, T, FT);
-        load_tile<D>(Vs, base + 2 * C + h * D, ld, k0, T, FT);
+        load_tiles<D>(Ks, base + C + h * D, ld, Vs, base + 2 * C + h * D, ld, k0, T, FT);
         __syncthreads();
         rows_times_rows_t<D>(wb.S, qa, Ks);   // S = Q Kᵀ
         rows_times_rows_t<D>(wb.dP, doa, Vs); // dP = dO Vᵀ
