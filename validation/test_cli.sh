@@ -115,12 +115,37 @@ expect_fail "adam_t above step is refused" "/state is impossible (step 4, adam_t
 expect_fail "inspect reports an impossible /state" "/state is impossible" "$MINDPIPE" inspect "$SCRATCH/state_neg.h5"
 expect_fail "a checkpoint past train.steps is refused, naming both" "is at step 30, past train.steps=6" \
     T --set train.steps=6 --resume "$SCRATCH/state_past.h5"
-# every command's --help: its usage on stdout, exit 0; an option a command does not take is refused
-for cmd in train prep inspect eval export search debug-grads deck-reference peak sim selftest; do
-    "$MINDPIPE" $cmd --help > "$SCRATCH/help" 2>&1; rc=$?
+# every command of the table (mindpipe --help lists them): --help prints its usage on stdout, exit 0
+cmds=$("$MINDPIPE" --help | sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p; s/^  \([a-z][a-z-]*\)$/\1/p')
+[ "$(echo "$cmds" | wc -w)" -ge 17 ]
+ok $? "mindpipe --help lists every command ($(echo $cmds))"
+for cmd in $cmds; do
+    "$MINDPIPE" "$cmd" --help > "$SCRATCH/help" 2>&1; rc=$?
     [ $rc -eq 0 ] && head -n 1 "$SCRATCH/help" | grep -q "^usage: mindpipe $cmd"
     ok $? "mindpipe $cmd --help prints its usage (exit $rc)"
 done
+# the command table's reference is docs/CLI.md, word for word
+"$MINDPIPE" cli-reference > "$SCRATCH/cli.md" 2>&1 && cmp -s "$SCRATCH/cli.md" "$MP_SRCDIR/docs/CLI.md"
+ok $? "docs/CLI.md is the output of mindpipe cli-reference (regenerate it when the table changes)"
+# every value checked by its type and range, naming the command and the option, exit 2
+expect_fail "an integer with trailing garbage is refused naming the option" "sim --pp: '3x' is not an integer" \
+    "$MINDPIPE" sim --schedule 1f1b --pp 3x --m 4
+expect_fail "an integer out of its range is refused with the range" "sim --m: 0 is outside \[1, 1048576\]" \
+    "$MINDPIPE" sim --schedule 1f1b --pp 2 --m 0
+expect_fail "a number that is not one is refused" "search --mutation: 'often' is not a number" \
+    "$MINDPIPE" search -c "$deck" --ckpt x.h5 --out "$SCRATCH/s" --mutation often
+expect_fail "a number out of its range is refused" "generate --temperature: 500 is outside \[0, 100\]" \
+    "$MINDPIPE" generate -c "$deck" --ckpt x.h5 --prompt hi --temperature 500
+expect_fail "a negative seed is refused" "generate --seed: '-3' is not an integer in \[0, 2^64)" \
+    "$MINDPIPE" generate -c "$deck" --ckpt x.h5 --prompt hi --seed -3
+expect_fail "infinity is not a number here" "plan --tokens: 'inf' is not a number" \
+    "$MINDPIPE" plan -c "$deck" --ranks 2 --tokens inf
+expect_fail "an option without its value names it" "option --top K needs a value" "$MINDPIPE" plan -c "$deck" --top
+expect_fail "a required option missing is named with its placeholder" "prep needs --out DATA.h5" \
+    "$MINDPIPE" prep --text "$SCRATCH/small.txt"
+expect_fail "an option no command has is refused" "unknown option '--frobnicate' for 'train'" T --frobnicate 1
+expect_fail "an out-of-range value in MINDPIPE_INIT_TIMEOUT is refused naming it" "MINDPIPE_INIT_TIMEOUT='soon'" \
+    env MINDPIPE_INIT_TIMEOUT=soon "$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --out "$SCRATCH/it"
 "$MINDPIPE" train --help | grep -q -- "--restart .*ckpt.old-TIME"
 ok $? "train --help explains its options"
 expect_fail "an option that does not apply to the command is refused naming both" "option '--pp' does not apply to 'train'" \

@@ -1,187 +1,506 @@
+/* The command table and everything made from it (contract in commands.h). */
 #include "commands.h"
 
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define RUN_OPTS "-c", "--deck", "--set"
+#include "check.h"
+#include "handlers.h"
+
+/* ---- the option catalogue: each option once, with its type, its place in cli_t and its range ---- */
+
+typedef enum { T_FLAG, T_STR, T_INT, T_U64, T_DBL, T_SET } opt_type_t;
+
+#define NO_FLAG SIZE_MAX
+
+typedef struct {
+    const char *name, *alias;
+    opt_type_t type;
+    size_t off;      /* where the value goes in cli_t */
+    double min, max; /* T_INT, T_DBL: the inclusive range a value must lie in */
+    size_t given;    /* an int in cli_t set to 1 when the option is given (NO_FLAG: none) */
+} opt_def_t;
+
+#define AT(field) offsetof(cli_t, field)
+#define FLAG(n, f) {n, NULL, T_FLAG, AT(f), 0, 0, NO_FLAG}
+#define STR(n, f) {n, NULL, T_STR, AT(f), 0, 0, NO_FLAG}
+#define INT(n, f, lo, hi) {n, NULL, T_INT, AT(f), lo, hi, NO_FLAG}
+#define DBL(n, f, lo, hi) {n, NULL, T_DBL, AT(f), lo, hi, NO_FLAG}
+
+static const opt_def_t catalogue[] = {
+    {"--deck", "-c", T_STR, AT(run.deck_path), 0, 0, NO_FLAG},
+    {"--set", NULL, T_SET, AT(sets), 0, 0, NO_FLAG},
+    STR("--out", out),
+    STR("--resume", run.resume),
+    FLAG("--restart", run.restart),
+    FLAG("--quiet", run.quiet),
+    STR("--ckpt", ckpt),
+    STR("--subnet", subnet),
+    STR("--method", method),
+    INT("--population", population, 1, 1e6),
+    INT("--generations", generations, 1, 1e6),
+    DBL("--mutation", mutation, 0, 1),
+    DBL("--max-params", max_params, 0, 1e18),
+    DBL("--max-flops", max_flops, 0, 1e21),
+    {"--seed", NULL, T_U64, AT(seed), 0, 0, AT(seed_set)},
+    STR("--text", text),
+    STR("--prompt", prompt),
+    INT("--max-tokens", max_tokens, 0, 1 << 24),
+    DBL("--temperature", temperature, 0, 100),
+    INT("--top-k", top_k, 0, 1 << 30),
+    {"--request-id", NULL, T_U64, AT(request_id), 0, 0, NO_FLAG},
+    INT("--stages", stages, 1, 64),
+    INT("--slots", slots, 1, 1024),
+    INT("--stage", stage, 0, 63),
+    INT("--standby", standby, 0, 2),
+    INT("--slot", slot, 0, 1),
+    STR("--listen", listen),
+    STR("--links", links),
+    FLAG("--public", public),
+    STR("--http-limits", http_limits),
+    DBL("--val-fraction", val_fraction, 0, 0.5),
+    INT("--threads", threads, 1, 4096),
+    STR("--schedule", schedule),
+    INT("--pp", pp, 1, 4096),
+    INT("--m", m, 1, 1 << 20),
+    INT("--v", v, 1, 1024),
+    FLAG("--list", list),
+    FLAG("--swap", swap),
+    DBL("--alpha", alpha, 0, 10),
+    STR("--device", device),
+    FLAG("--verbose", verbose),
+    INT("--ranks", plan.ranks, 1, 1 << 24),
+    STR("--layout", plan.layout),
+    STR("--devices", plan.devices),
+    STR("--profile", plan.profile),
+    STR("--precision", plan.precision),
+    INT("--top", plan.top, 1, 1 << 20),
+    FLAG("--json", plan.json),
+    STR("--objective", plan.objective),
+    DBL("--tokens", plan.tokens, 0, 1e21),
+    DBL("--deadline", plan.deadline_h, 0, 1e9),
+    STR("--emit", plan.emit),
+    INT("--nodes-of", plan.per_node, 1, 1 << 20),
+};
+
+static const opt_def_t *opt_find(const char *s)
+{
+    for (size_t i = 0; i < sizeof catalogue / sizeof catalogue[0]; i++)
+        if (!strcmp(catalogue[i].name, s) || (catalogue[i].alias && !strcmp(catalogue[i].alias, s)))
+            return &catalogue[i];
+    return NULL;
+}
+
+/* ---- the commands ---- */
+
+#define DECK_OPT(req, help) {"--deck", "DECK", help, req}
+#define SET_OPT {"--set", "S.K=V", "override one deck key (repeatable; applied after the deck, in order)", 0}
+#define END_OPTS {NULL, NULL, NULL, 0}
 
 static const command_t commands[] = {
-    {"train", CMD_MPI, "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]",
+    {"train", CMD_MPI, cmd_train,
+     "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]",
      "train the deck's model (under mpiexec: on every rank of the job's layout)",
-     {RUN_OPTS, "--out", "--resume", "--restart", "--quiet", NULL},
-     "  -c, --deck DECK      the input deck (docs/DECK.md; without it, the defaults)\n"
-     "  --set S.K=V          override one deck key (repeatable; applied after the deck, in order)\n"
-     "  --out DIR            the run directory (default run): log.txt, metrics.jsonl, trace.json,\n"
-     "                       exit_status, ckpt/; locked while the run uses it\n"
-     "  --resume PATH|auto   continue from a checkpoint; auto: the newest in DIR/ckpt that verifies and\n"
-     "                       fits the deck (none: start at step 0)\n"
-     "  --restart            a fresh run into a DIR holding checkpoints moves them to DIR/ckpt.old-TIME/\n"
-     "                       (without it, or --resume, such a run is refused)\n"
-     "  --quiet              no console output (the log and metrics are still written)\n"
+     {DECK_OPT(0, "the input deck (docs/DECK.md; without it, the defaults)"),
+      SET_OPT,
+      {"--out", "DIR", "the run directory (default run): log.txt, metrics.jsonl, trace.json,\n"
+                       "exit_status, ckpt/; locked while the run uses it", 0},
+      {"--resume", "PATH|auto", "continue from a checkpoint; auto: the newest in DIR/ckpt that verifies and\n"
+                                "fits the deck (none: start at step 0)", 0},
+      {"--restart", NULL, "a fresh run into a DIR holding checkpoints moves them to DIR/ckpt.old-TIME/\n"
+                          "(without it, or --resume, such a run is refused)", 0},
+      {"--quiet", NULL, "no console output (the log and metrics are still written)", 0},
+      END_OPTS},
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
      "1 failed (also in DIR/exit_status)\n"},
-    {"prep", 0, "--text FILE --out DATA.h5 [--val-fraction F]", "turn a text file into a token file (bytes as tokens)",
-     {"--text", "--out", "--val-fraction", NULL},
-     "  --text FILE          the text (UTF-8 or any bytes)\n"
-     "  --out DATA.h5        the token file (written atomically)\n"
-     "  --val-fraction F     the share held out for validation, in (0, 0.5) (default 0.05)\n"},
-    {"inspect", 0, "CKPT.h5", "a checkpoint's step, layout, deck and every tensor with its checksum status", {NULL},
-     "  exit status 0 when every checksum verifies, 1 otherwise (a damaged file is reported, never crashes)\n"},
-    {"eval", CMD_MPI, "-c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]", "val_loss of a checkpoint, on any layout",
-     {RUN_OPTS, "--ckpt", "--subnet", "--quiet", NULL},
-     "  -c, --deck DECK      the deck (the model and the data)\n"
-     "  --set S.K=V          override one deck key (repeatable)\n"
-     "  --ckpt CKPT.h5       the checkpoint\n"
-     "  --subnet 0,2,1       a supernet checkpoint: the candidate per choice block to evaluate\n"},
-    {"export", 0, "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5", "a supernet's subnet as a plain model checkpoint",
-     {RUN_OPTS, "--ckpt", "--subnet", "--out", "--quiet", NULL},
-     "  -c, --deck DECK      the supernet's deck; --set S.K=V overrides a key\n"
-     "  --ckpt CKPT.h5       the supernet checkpoint\n"
-     "  --subnet 0,2,1       the candidate per choice block\n"
-     "  --out SUB.h5         the plain checkpoint; prints the [model] blocks = ... it needs\n"},
-    {"generate", 0,
+    {"prep", 0, cmd_prep, "--text FILE --out DATA.h5 [--val-fraction F]",
+     "turn a text file into a token file (bytes as tokens)",
+     {{"--text", "FILE", "the text (UTF-8 or any bytes)", 1},
+      {"--out", "DATA.h5", "the token file (written atomically)", 1},
+      {"--val-fraction", "F", "the share held out for validation, in (0, 0.5) (default 0.05)", 0},
+      END_OPTS},
+     ""},
+    {"inspect", CMD_POSITIONAL, cmd_inspect, "CKPT.h5",
+     "a checkpoint's step, layout, deck and every tensor with its checksum status",
+     {END_OPTS},
+     "exit status 0 when every checksum verifies, 1 otherwise (a damaged file is reported, never crashes)\n"},
+    {"eval", CMD_MPI, cmd_eval, "-c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]",
+     "val_loss of a checkpoint, on any layout",
+     {DECK_OPT(0, "the deck (the model and the data)"),
+      SET_OPT,
+      {"--ckpt", "CKPT.h5", "the checkpoint", 1},
+      {"--subnet", "0,2,1", "a supernet checkpoint: the candidate per choice block to evaluate", 0},
+      {"--quiet", NULL, "no console output", 0},
+      END_OPTS},
+     ""},
+    {"export", 0, cmd_export, "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5",
+     "a supernet's subnet as a plain model checkpoint",
+     {DECK_OPT(0, "the supernet's deck"),
+      SET_OPT,
+      {"--ckpt", "CKPT.h5", "the supernet checkpoint", 1},
+      {"--subnet", "0,2,1", "the candidate per choice block", 1},
+      {"--out", "SUB.h5", "the plain checkpoint; prints the [model] blocks = ... it needs", 1},
+      {"--quiet", NULL, "no console output", 0},
+      END_OPTS},
+     ""},
+    {"generate", 0, cmd_generate,
      "-c DECK --ckpt CKPT.h5 --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
      "         [--request-id N]",
      "complete a prompt with a checkpoint's model (CPU, key/value cache); the bytes go to stdout",
-     {RUN_OPTS, "--ckpt", "--prompt", "--max-tokens", "--temperature", "--top-k", "--seed", "--request-id", NULL},
-     "  -c, --deck DECK      the deck of the model (an exported subnet's: its model.blocks); --set S.K=V\n"
-     "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
-     "  --prompt TEXT        the prompt's bytes are its tokens (1 to model.seq_len - 1 of them)\n"
-     "  --max-tokens N       bytes to generate (default 64); a full context stops it earlier\n"
-     "  --temperature T      0 (default): greedy; else in [0.001, 100], softmax(logits / T)\n"
-     "  --top-k K            draw among the K most likely bytes only (default 0: all)\n"
-     "  --seed S             the draws are a function of (S, request id, position) (default 1)\n"
-     "  --request-id N       the request id of the draws (default 0; serve's request_id)\n"
-     "  stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
-    {"serve", 0,
+     {DECK_OPT(1, "the deck of the model (an exported subnet's: its model.blocks)"),
+      SET_OPT,
+      {"--ckpt", "CKPT.h5", "a training checkpoint of any layout, or an exported subnet", 1},
+      {"--prompt", "TEXT", "the prompt's bytes are its tokens (1 to model.seq_len - 1 of them)", 1},
+      {"--max-tokens", "N", "bytes to generate (default 64); a full context stops it earlier", 0},
+      {"--temperature", "T", "0 (default): greedy; else in [0.001, 100], softmax(logits / T)", 0},
+      {"--top-k", "K", "draw among the K most likely bytes only (default 0: all)", 0},
+      {"--seed", "S", "the draws are a function of (S, request id, position) (default 1)", 0},
+      {"--request-id", "N", "the request id of the draws (default 0; serve's request_id)", 0},
+      END_OPTS},
+     "stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
+    {"serve", 0, cmd_serve,
      "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]]\n"
      "         [--http-limits C,P,D] [--out DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
-     {RUN_OPTS, "--ckpt", "--stages", "--slots", "--listen", "--public", "--out", "--standby", "--links", "--http-limits",
-      NULL},
-     "  -c, --deck DECK      the model's deck (pipeline.layers splits it as in training); --set S.K=V\n"
-     "  --ckpt CKPT.h5       a training checkpoint of any layout, or an exported subnet\n"
-     "  --stages S           stage processes, each holding a contiguous range of layers (default 1)\n"
-     "  --slots N            sequences decoded together at most (continuous batching; default 8)\n"
-     "  --listen H:P         the HTTP address (default 127.0.0.1:8080; port 0: any free one)\n"
-     "  --public             allow an address beyond loopback; needs MINDPIPE_SERVE_TOKEN (16+ characters)\n"
-     "                       in the environment: with it every request sends Authorization: Bearer TOKEN\n"
-     "  --http-limits C,P,D  at most C connections (default 256; an eighth kept for requests that arrive\n"
-     "                       whole), P from one client address (default 32; 0: no limit), each request\n"
-     "                       whole within D seconds of its connection (default 10) or answered 408\n"
-     "  --out DIR            DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
-     "                       (the stages' sockets, mode 0700), DIR/trace.json (the failover timeline,\n"
-     "                       Chrome trace events) (default serve)\n"
-     "  --links tcp:PORT:H,H0,B0,...  the stages run on other hosts, started by jobs/slurm/serve.sbatch:\n"
-     "                       the front end on H, stage k's primary on Hk and standby on Bk (TCP ports\n"
-     "                       from PORT; the job's secret in MINDPIPE_SERVE_SECRET; heartbeats)\n"
-     "  --standby 0|1        a standby per stage: loaded, it applies its primary's state deltas once the\n"
-     "                       front end confirms them and takes over when the primary dies, running\n"
-     "                       requests resuming from its state (without: a new process is started and\n"
-     "                       they replay their tokens); either way no request is lost\n"
-     "  POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
-     "  \"stream\"} (stream: server-sent events);\n"
-     "  GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
-    {"serve-stage", 0, "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2] [--slot 0|1]",
-     "one serving stage (started by serve; the job secret comes in its environment; --standby 1: a standby, "
-     "2: a primary shipping state deltas to one; --slot: on several hosts, the host slot it runs in, default 0 for "
-     "a primary and 1 for a standby; a standby restarted after a promotion runs in its dead primary's)",
-     {RUN_OPTS, "--ckpt", "--stage", "--stages", "--slots", "--links", "--standby", "--slot", NULL}, ""},
-    {"search", CMD_MPI,
+     {DECK_OPT(1, "the model's deck (pipeline.layers splits it as in training)"),
+      SET_OPT,
+      {"--ckpt", "CKPT.h5", "a training checkpoint of any layout, or an exported subnet", 1},
+      {"--stages", "S", "stage processes, each holding a contiguous range of layers (default 1)", 0},
+      {"--slots", "N", "sequences decoded together at most (continuous batching; default 8)", 0},
+      {"--listen", "H:P", "the HTTP address (default 127.0.0.1:8080; port 0: any free one)", 0},
+      {"--public", NULL, "allow an address beyond loopback; needs MINDPIPE_SERVE_TOKEN (16+ characters)\n"
+                         "in the environment: with it every request sends Authorization: Bearer TOKEN", 0},
+      {"--http-limits", "C,P,D", "at most C connections (default 256; an eighth kept for requests that arrive\n"
+                                 "whole), P from one client address (default 32; 0: no limit), each request\n"
+                                 "whole within D seconds of its connection (default 10) or answered 408", 0},
+      {"--out", "DIR", "DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
+                       "(the stages' sockets, mode 0700), DIR/trace.json (the failover timeline,\n"
+                       "Chrome trace events) (default serve)", 0},
+      {"--links", "tcp:PORT:H,H0,B0,...", "the stages run on other hosts, started by jobs/slurm/serve.sbatch:\n"
+                                          "the front end on H, stage k's primary on Hk and standby on Bk (TCP ports\n"
+                                          "from PORT; the job's secret in MINDPIPE_SERVE_SECRET; heartbeats)", 0},
+      {"--standby", "0|1", "a standby per stage: loaded, it applies its primary's state deltas once the\n"
+                           "front end confirms them and takes over when the primary dies, running\n"
+                           "requests resuming from its state (without: a new process is started and\n"
+                           "they replay their tokens); either way no request is lost", 0},
+      END_OPTS},
+     "POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
+     "\"stream\"} (stream: server-sent events);\n"
+     "GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
+    {"serve-stage", 0, cmd_serve_stage,
+     "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2] [--slot 0|1]",
+     "one serving stage (started by serve; the job secret comes in its environment)",
+     {DECK_OPT(1, "the model's deck"),
+      SET_OPT,
+      {"--ckpt", "CKPT.h5", "the checkpoint", 1},
+      {"--stage", "s", "this process's stage, in [0, S)", 1},
+      {"--stages", "S", "the number of stages", 1},
+      {"--slots", "N", "sequences decoded together at most", 1},
+      {"--links", "DIR", "where the stages' sockets are (or tcp:... on several hosts)", 1},
+      {"--standby", "0|1|2", "1: a standby; 2: a primary shipping state deltas to one", 0},
+      {"--slot", "0|1", "on several hosts, the host slot it runs in (default 0 for a primary and 1 for\n"
+                        "a standby; a standby restarted after a promotion runs in its dead primary's)", 0},
+      END_OPTS},
+     ""},
+    {"search", CMD_MPI, cmd_search,
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
      "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",
      "search a supernet's subnets by val_loss",
-     {RUN_OPTS, "--ckpt", "--out", "--method", "--population", "--generations", "--mutation", "--max-params",
-      "--max-flops", "--seed", "--quiet", NULL},
-     "  -c, --deck DECK      the supernet's deck; --set S.K=V overrides a key\n"
-     "  --ckpt CKPT.h5       the supernet checkpoint\n"
-     "  --out DIR            DIR/search.jsonl: every subnet evaluated\n"
-     "  --method M           evolution (default) or random\n"
-     "  --population N       subnets per generation (default 8)\n"
-     "  --generations N      generations (default 4)\n"
-     "  --mutation P         probability a gene is redrawn (default 0.2)\n"
-     "  --max-params N       only subnets with at most N parameters\n"
-     "  --max-flops N        only subnets with at most N FLOPs per token\n"
-     "  --seed S             the search's seed (default 1)\n"},
-    {"debug-grads", CMD_MPI, "-c DECK [--set ...] --out FILE.h5", "step-0 gradients for the PyTorch check (one rank)",
-     {RUN_OPTS, "--out", "--quiet", NULL},
-     "  -c, --deck DECK      the deck; --set S.K=V overrides a key\n"
-     "  --out FILE.h5        the parameters, /grad, /batch and the loss\n"},
-    {"deck-reference", 0, "", "the Markdown table of every deck key (docs/DECK.md)", {NULL}, ""},
-    {"peak", 0, "[--threads N]", "the measured sgemm GFLOP/s: the MFU denominator", {"--threads", NULL},
-     "  --threads N          threads of the measurement (default 1)\n"},
-    {"sim", 0, "--schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list] | --swap [--alpha A]",
+     {DECK_OPT(0, "the supernet's deck"),
+      SET_OPT,
+      {"--ckpt", "CKPT.h5", "the supernet checkpoint", 1},
+      {"--out", "DIR", "DIR/search.jsonl: every subnet evaluated", 1},
+      {"--method", "M", "evolution (default) or random", 0},
+      {"--population", "N", "subnets per generation (default 8)", 0},
+      {"--generations", "N", "generations (default 4)", 0},
+      {"--mutation", "P", "probability a gene is redrawn (default 0.2)", 0},
+      {"--max-params", "N", "only subnets with at most N parameters", 0},
+      {"--max-flops", "N", "only subnets with at most N FLOPs per token", 0},
+      {"--seed", "S", "the search's seed (default 1)", 0},
+      {"--quiet", NULL, "no console output", 0},
+      END_OPTS},
+     ""},
+    {"debug-grads", CMD_MPI, cmd_debug_grads, "-c DECK [--set ...] --out FILE.h5",
+     "step-0 gradients for the PyTorch check (one rank)",
+     {DECK_OPT(1, "the deck"),
+      SET_OPT,
+      {"--out", "FILE.h5", "the parameters, /grad, /batch and the loss", 1},
+      {"--quiet", NULL, "no console output", 0},
+      END_OPTS},
+     ""},
+    {"deck-reference", 0, cmd_deck_reference, "", "the Markdown table of every deck key (docs/DECK.md)", {END_OPTS},
+     ""},
+    {"cli-reference", 0, cmd_cli_reference, "", "every command and option as Markdown (docs/CLI.md)", {END_OPTS}, ""},
+    {"peak", 0, cmd_peak, "[--threads N]", "the measured sgemm GFLOP/s: the MFU denominator",
+     {{"--threads", "N", "threads of the measurement (default 1)", 0}, END_OPTS},
+     ""},
+    {"sim", 0, cmd_sim, "--schedule gpipe|1f1b|interleaved|2bw --pp P --m M [--v V] [--list] | --swap [--alpha A]",
      "simulate a pipeline schedule (validity, bubble), or coordinated against uncoordinated host swapping",
-     {"--schedule", "--pp", "--m", "--v", "--list", "--swap", "--alpha", NULL},
-     "  --schedule S         gpipe, 1f1b, interleaved or 2bw\n"
-     "  --pp P, --m M        stages and micro-batches\n"
-     "  --v V                virtual stages per rank (interleaved)\n"
-     "  --list               print each stage's instruction list\n"
-     "  --swap               the swap simulator's tables at 2, 4, 8 ranks per node (docs/MEMORY.md)\n"
-     "  --alpha A            the swap simulator's contention factor, in [0, 10]\n"},
-    {"plan", 0,
+     {{"--schedule", "S", "gpipe, 1f1b, interleaved or 2bw", 0},
+      {"--pp", "P", "stages", 0},
+      {"--m", "M", "micro-batches", 0},
+      {"--v", "V", "virtual stages per rank (interleaved)", 0},
+      {"--list", NULL, "print each stage's instruction list", 0},
+      {"--swap", NULL, "the swap simulator's tables at 2, 4, 8 ranks per node (docs/MEMORY.md)", 0},
+      {"--alpha", "A", "the swap simulator's contention factor, in [0, 10]", 0},
+      END_OPTS},
+     ""},
+    {"plan", 0, cmd_plan,
      "-c DECK (--ranks N | --layout tp=..,pp=..,dp=..,v=..,micro_batch=..) [--device KIND] [--devices FILE] [--nodes-of R]\n"
      "         [--profile PROF.json] [--precision bf16|tf32|fp32] [--top K] [--json] [--objective time|energy|carbon]\n"
      "         [--tokens N [--deadline HOURS]] [--emit DECK]",
      "predict a layout's step time, throughput, MFU, memory and energy, or search the best layouts (vPipe)",
-     {RUN_OPTS, "--ranks", "--layout", "--device", "--devices", "--profile", "--precision", "--top", "--json",
-      "--objective", "--tokens", "--deadline", "--emit", "--nodes-of", NULL},
-     "  -c, --deck DECK      the model, batch and (for --layout) the parallel keys and memory.policy\n"
-     "  --set S.K=V          override one deck key (repeatable)\n"
-     "  --ranks N            search every layout of N ranks (tp x pp x dp, v, micro-batch, schedule, ZeRO,\n"
-     "                       stage boundaries, a memory policy per stage) that fits the device memory\n"
-     "  --layout K=V,...     predict one layout instead: tp, pp, dp, v, micro_batch, schedule, zero, policy\n"
-     "                       (unset keys come from the deck); exit 1 when it does not fit\n"
-     "  --device KIND        a kind of the device file (default cpu: this machine)\n"
-     "  --devices FILE       the device file (default $MINDPIPE_DEVICES, else inputs/devices.ini)\n"
-     "  --nodes-of R         ranks per node (default: the kind's per_node; a CPU kind: the whole job)\n"
-     "  --profile PROF.json  per-layer costs measured by mindpipe profile instead of the device model's\n"
-     "  --precision P        the peak products run at (default the deck's train.precision)\n"
-     "  --top K              print the K best plans (default 5)\n"
-     "  --json               one JSON object per plan and line (step_time_s, tokens_per_s, tflops_per_gpu,\n"
-     "                       mfu, peak_mem_bytes per stage, ...)\n"
-     "  --objective O        rank by step time (default), energy per token or CO2 per token\n"
-     "  --tokens N           also print the whole run's hours, kWh and kg CO2 for N tokens\n"
-     "  --deadline HOURS     with --tokens: plans that finish the N tokens within HOURS rank first (by the\n"
-     "                       objective), the others after them, marked; exit 1 when none meets it\n"
-     "  --emit DECK          write the deck with the first plan's layout (pipeline.layers, memory.layers)\n"
+     {DECK_OPT(1, "the model, batch and (for --layout) the parallel keys and memory.policy"),
+      SET_OPT,
+      {"--ranks", "N", "search every layout of N ranks (tp x pp x dp, v, micro-batch, schedule, ZeRO,\n"
+                       "stage boundaries, a memory policy per stage) that fits the device memory", 0},
+      {"--layout", "K=V,...", "predict one layout instead: tp, pp, dp, v, micro_batch, schedule, zero, policy\n"
+                              "(unset keys come from the deck); exit 1 when it does not fit", 0},
+      {"--device", "KIND", "a kind of the device file (default cpu: this machine)", 0},
+      {"--devices", "FILE", "the device file (default $MINDPIPE_DEVICES, else inputs/devices.ini)", 0},
+      {"--nodes-of", "R", "ranks per node (default: the kind's per_node; a CPU kind: the whole job)", 0},
+      {"--profile", "PROF.json", "per-layer costs measured by mindpipe profile instead of the device model's", 0},
+      {"--precision", "P", "the peak products run at (default the deck's train.precision)", 0},
+      {"--top", "K", "print the K best plans (default 5)", 0},
+      {"--json", NULL, "one JSON object per plan and line (step_time_s, tokens_per_s, tflops_per_gpu,\n"
+                       "mfu, peak_mem_bytes per stage, ...)", 0},
+      {"--objective", "O", "rank by step time (default), energy per token or CO2 per token", 0},
+      {"--tokens", "N", "also print the whole run's hours, kWh and kg CO2 for N tokens", 0},
+      {"--deadline", "HOURS", "with --tokens: plans that finish the N tokens within HOURS rank first (by the\n"
+                              "objective), the others after them, marked; exit 1 when none meets it", 0},
+      {"--emit", "DECK", "write the deck with the first plan's layout (pipeline.layers, memory.layers)", 0},
+      END_OPTS},
      "docs/PLAN.md defines every figure and how it is predicted.\n"},
-    {"profile", CMD_MPI, "-c DECK --out PROF.json [--set ...]",
+    {"profile", CMD_MPI, cmd_profile, "-c DECK --out PROF.json [--set ...]",
      "measure per-layer costs on this machine and probe the job's MPI links, for mindpipe plan --profile",
-     {RUN_OPTS, "--out", NULL},
-     "  -c, --deck DECK      the model and micro-batch to measure (the CPU backend, train.threads threads)\n"
-     "  --set S.K=V          override one deck key (repeatable)\n"
-     "  --out PROF.json      the profile (rank 0 writes it); under mpiexec -n N the probe measures p2p\n"
-     "                       between ranks 0 and 1 and all-reduce over all N\n"},
-    {"selftest", CMD_MPI, "--device cpu|cuda[:N] [--verbose]", "each CUDA kernel against its CPU twin",
-     {"--device", "--verbose", NULL},
-     "  --device D           cpu, or cuda[:N] (a GPU; without one: says so and exits 1)\n"
-     "  --verbose            every kernel's error\n"},
+     {DECK_OPT(1, "the model and micro-batch to measure (the CPU backend, train.threads threads)"),
+      SET_OPT,
+      {"--out", "PROF.json", "the profile (rank 0 writes it); under mpiexec -n N the probe measures p2p\n"
+                             "between ranks 0 and 1 and all-reduce over all N", 1},
+      END_OPTS},
+     ""},
+    {"selftest", CMD_MPI, cmd_selftest, "--device cpu|cuda[:N] [--verbose]", "each CUDA kernel against its CPU twin",
+     {{"--device", "D", "cpu, or cuda[:N] (a GPU; without one: says so and exits 1)", 0},
+      {"--verbose", NULL, "every kernel's error", 0},
+      END_OPTS},
+     ""},
 };
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
 
 const command_t *command_find(const char *name)
 {
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    for (size_t i = 0; i < NCOMMANDS; i++)
         if (!strcmp(commands[i].name, name)) return &commands[i];
+    return NULL;
+}
+
+static const cmd_opt_t *command_opt(const command_t *cmd, const opt_def_t *def)
+{
+    for (int i = 0; cmd->opts[i].name; i++)
+        if (!strcmp(cmd->opts[i].name, def->name)) return &cmd->opts[i];
     return NULL;
 }
 
 int command_takes(const command_t *cmd, const char *opt)
 {
-    for (int i = 0; cmd->options[i]; i++)
-        if (!strcmp(cmd->options[i], opt)) return 1;
-    return 0;
+    const opt_def_t *def = opt_find(opt);
+    return def && command_opt(cmd, def);
 }
+
+/* ---- parsing ---- */
+
+/* "--deck DECK" or "-c, --deck DECK": how help and errors name an option. */
+static void opt_label(char *buf, size_t n, const opt_def_t *def, const cmd_opt_t *o)
+{
+    snprintf(buf, n, "%s%s%s%s%s", def->alias ? def->alias : "", def->alias ? ", " : "", def->name,
+             o && o->meta ? " " : "", o && o->meta ? o->meta : "");
+}
+
+static int parse_value(cli_t *c, const opt_def_t *def, const char *cmd, const char *v)
+{
+    char *p = (char *)c + def->off, *end = NULL;
+    errno = 0;
+    switch (def->type) {
+    case T_STR: *(const char **)p = v; return MP_OK;
+    case T_INT: {
+        const long x = strtol(v, &end, 10);
+        if (!*v || *end || errno) return MP_FAIL("%s %s: '%s' is not an integer", cmd, def->name, v);
+        if (x < def->min || x > def->max)
+            return MP_FAIL("%s %s: %ld is outside [%.0f, %.0f]", cmd, def->name, x, def->min, def->max);
+        *(int *)p = (int)x;
+        return MP_OK;
+    }
+    case T_U64: {
+        const unsigned long long x = strtoull(v, &end, 10);
+        if (!*v || *end || errno || strchr(v, '-'))
+            return MP_FAIL("%s %s: '%s' is not an integer in [0, 2^64)", cmd, def->name, v);
+        *(unsigned long long *)p = x;
+        return MP_OK;
+    }
+    case T_DBL: {
+        const double x = strtod(v, &end);
+        if (!*v || *end || errno || !isfinite(x)) return MP_FAIL("%s %s: '%s' is not a number", cmd, def->name, v);
+        if (x < def->min || x > def->max)
+            return MP_FAIL("%s %s: %g is outside [%g, %g]", cmd, def->name, x, def->min, def->max);
+        *(double *)p = x;
+        return MP_OK;
+    }
+    case T_SET:
+        if (c->run.nsets == CLI_MAX_SETS) return MP_FAIL("%s: more than %d --set options", cmd, CLI_MAX_SETS);
+        c->sets[c->run.nsets++] = (char *)v;
+        return MP_OK;
+    case T_FLAG: break;
+    }
+    return MP_FAIL("%s %s: internal: no value expected", cmd, def->name);
+}
+
+int cli_parse(cli_t *c, const command_t *cmd, int argc, char **argv)
+{
+    memset(c, 0, sizeof *c);
+    c->val_fraction = 0.05;
+    c->alpha = -1.0; /* unset: the simulator's own */
+    c->population = 8, c->generations = 4, c->mutation = 0.2;
+    c->max_tokens = 64;
+    c->stages = 1, c->slots = 8, c->stage = -1, c->slot = -1;
+    unsigned char given[sizeof catalogue / sizeof catalogue[0]] = {0};
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1]) {
+            const opt_def_t *def = opt_find(a);
+            if (!def) return MP_FAIL("unknown option '%s' for '%s' (mindpipe %s --help lists its options)", a, cmd->name, cmd->name);
+            const cmd_opt_t *o = command_opt(cmd, def);
+            if (!o)
+                return MP_FAIL("option '%s' does not apply to '%s' (mindpipe %s --help lists its options)", a,
+                               cmd->name, cmd->name);
+            given[def - catalogue] = 1;
+            if (def->given != NO_FLAG) *(int *)((char *)c + def->given) = 1;
+            if (def->type == T_FLAG) {
+                *(int *)((char *)c + def->off) = 1;
+                continue;
+            }
+            if (i + 1 >= argc) {
+                char label[96];
+                opt_label(label, sizeof label, def, o);
+                return MP_FAIL("%s: option %s needs a value", cmd->name, label);
+            }
+            if (parse_value(c, def, cmd->name, argv[++i]) != MP_OK) return MP_ERR;
+        } else if ((cmd->flags & CMD_POSITIONAL) && !c->positional) {
+            c->positional = a;
+        } else {
+            return MP_FAIL("unexpected argument '%s' for '%s': %s (see mindpipe %s --help)", a, cmd->name,
+                           (cmd->flags & CMD_POSITIONAL) ? "it takes one file"
+                                                         : "this command takes no file or directory without an "
+                                                           "option (the run directory is --out DIR)",
+                           cmd->name);
+        }
+    }
+    for (int k = 0; cmd->opts[k].name; k++) {
+        const opt_def_t *def = opt_find(cmd->opts[k].name);
+        if (cmd->opts[k].required && !given[def - catalogue]) {
+            char label[96];
+            opt_label(label, sizeof label, def, &cmd->opts[k]);
+            return MP_FAIL("%s needs %s (mindpipe %s --help)", cmd->name, label, cmd->name);
+        }
+    }
+    if ((cmd->flags & CMD_POSITIONAL) && !c->positional)
+        return MP_FAIL("%s needs %s (mindpipe %s --help)", cmd->name, cmd->synopsis, cmd->name);
+    if (c->run.restart && c->run.resume)
+        return MP_FAIL("--restart and --resume exclude each other: --resume continues the run in --out, --restart "
+                       "starts a new one there");
+    c->run.sets = c->sets;
+    c->run.out_dir = c->out;
+    return MP_OK;
+}
+
+/* ---- help and reference ---- */
 
 void commands_usage(FILE *f)
 {
     fprintf(f, "usage: mindpipe COMMAND [options]   (mindpipe COMMAND --help: that command's options)\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %s %s\n        %s\n", commands[i].name, commands[i].synopsis, commands[i].summary);
     fprintf(f, "  --version | --help\n");
+}
+
+/* Help text with its continuation lines indented under the first. */
+static void print_help_lines(FILE *f, const char *help, int indent)
+{
+    for (const char *s = help; *s; s++) {
+        fputc(*s, f);
+        if (*s == '\n' && s[1]) fprintf(f, "%*s", indent, "");
+    }
+    fputc('\n', f);
 }
 
 void command_usage(FILE *f, const command_t *cmd)
 {
     fprintf(f, "usage: mindpipe %s %s\n%s\n", cmd->name, cmd->synopsis, cmd->summary);
-    if (cmd->details[0]) fprintf(f, "\n%s", cmd->details);
+    if (cmd->opts[0].name) fprintf(f, "\n");
+    for (int k = 0; cmd->opts[k].name; k++) {
+        const cmd_opt_t *o = &cmd->opts[k];
+        char label[96];
+        opt_label(label, sizeof label, opt_find(o->name), o);
+        fprintf(f, "  %-20s ", label);
+        print_help_lines(f, o->help, 23);
+    }
+    if (cmd->notes[0]) fprintf(f, "%s%s", cmd->opts[0].name ? "" : "\n", cmd->notes);
+}
+
+static void type_text(char *buf, size_t n, const opt_def_t *d)
+{
+    switch (d->type) {
+    case T_FLAG: snprintf(buf, n, "flag"); break;
+    case T_STR: snprintf(buf, n, "text"); break;
+    case T_SET: snprintf(buf, n, "text, repeatable"); break;
+    case T_INT: snprintf(buf, n, "integer in [%.0f, %.0f]", d->min, d->max); break;
+    case T_U64: snprintf(buf, n, "integer in [0, 2^64)"); break;
+    case T_DBL: snprintf(buf, n, "number in [%g, %g]", d->min, d->max); break;
+    }
+}
+
+/* Markdown table cells hold no newline and no bar. */
+static void md_cell(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\n') fputc(' ', f);
+        else if (*s == '|') fputs("\\|", f);
+        else fputc(*s, f);
+    }
+}
+
+void commands_reference(FILE *f)
+{
+    fprintf(f, "# The command line\n\n"
+               "Generated by `mindpipe cli-reference` from the command table (`src/app/commands.c`); "
+               "`validation/test_cli.sh` checks that this file is its output. Every value is checked "
+               "against its type and range before the command runs: a wrong one is refused naming the "
+               "option, with exit status 2.\n");
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        const command_t *c = &commands[i];
+        fprintf(f, "\n## %s\n\n```\nmindpipe %s %s\n```\n\n%s%s\n", c->name, c->name, c->synopsis, c->summary,
+                (c->flags & CMD_MPI) ? " (initialises MPI: runs under mpiexec or alone)" : "");
+        if (c->opts[0].name) {
+            fprintf(f, "\n| option | value | required | what |\n|---|---|---|---|\n");
+            for (int k = 0; c->opts[k].name; k++) {
+                const cmd_opt_t *o = &c->opts[k];
+                const opt_def_t *d = opt_find(o->name);
+                char ty[64];
+                type_text(ty, sizeof ty, d);
+                fprintf(f, "| `%s%s%s` | ", d->alias ? d->alias : "", d->alias ? "`, `" : "", d->name);
+                if (o->meta) {
+                    fprintf(f, "`");
+                    md_cell(f, o->meta);
+                    fprintf(f, "`: ");
+                }
+                fprintf(f, "%s | %s | ", ty, o->required ? "yes" : "");
+                md_cell(f, o->help);
+                fprintf(f, " |\n");
+            }
+        }
+        if (c->notes[0]) fprintf(f, "\n%s", c->notes); /* a paragraph: its line breaks are Markdown's */
+    }
 }

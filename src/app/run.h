@@ -25,15 +25,7 @@
 #include "wait.h"
 #include "watchdog.h"
 
-typedef struct {
-    const char *deck_path;   /* -c */
-    char *const *sets;       /* --set section.key=value, in order */
-    int nsets;
-    const char *out_dir;     /* --out (default "run") */
-    const char *resume;      /* --resume PATH | auto | NULL */
-    int restart;             /* --restart: a fresh run moves the directory's checkpoints aside (rundir.h) */
-    int quiet;               /* no console output */
-} run_opts_t;
+#include "run_opts.h"
 
 typedef struct {
     run_opts_t opts;

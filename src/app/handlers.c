@@ -1,0 +1,156 @@
+/* Each command's handler (handlers.h): what the command table cannot say about its options, then
+ * the call into the room that does the work. */
+#include "handlers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "ckpt.h"
+#include "device.h"
+#include "data.h"
+#include "deck.h"
+#include "eval.h"
+#include "generate.h"
+#include "kernels.h"
+#include "perf.h"
+#include "plan.h"
+#include "profile.h"
+#include "schedule.h"
+#include "search.h"
+#include "selftest.h"
+#include "serve.h"
+#include "sim.h"
+#include "swapsim.h"
+#include "train.h"
+
+int cmd_train(cli_t *c) { return train_main(&c->run); }
+
+int cmd_debug_grads(cli_t *c) { return train_debug_grads(&c->run, c->out); }
+
+int cmd_prep(cli_t *c)
+{
+    if (!(c->val_fraction > 0 && c->val_fraction < 0.5)) return MP_ERROR("--val-fraction must be in (0, 0.5)"), 2;
+    return data_prep_text(c->text, c->out, c->val_fraction) == MP_OK ? 0 : 1;
+}
+
+int cmd_eval(cli_t *c) { return eval_main(&c->run, c->ckpt, c->subnet); }
+
+int cmd_search(cli_t *c)
+{
+    if (c->method && strcmp(c->method, "evolution") && strcmp(c->method, "random"))
+        return MP_ERROR("--method '%s': evolution or random", c->method), 2;
+    search_cfg_t s = {c->ckpt, c->out, !c->method || !strcmp(c->method, "evolution"), c->population, c->generations,
+                      c->mutation, c->max_params, c->max_flops, c->seed_set ? c->seed : 1};
+    return search_main(&c->run, &s);
+}
+
+int cmd_export(cli_t *c) { return export_main(&c->run, c->ckpt, c->subnet, c->out); }
+
+int cmd_generate(cli_t *c)
+{
+    const generate_opts_t g = {c->ckpt, c->prompt, c->max_tokens, c->top_k, c->temperature, c->seed_set ? c->seed : 1,
+                               c->request_id};
+    return generate_main(&c->run, &g);
+}
+
+static serve_opts_t serve_opts(const cli_t *c)
+{
+    return (serve_opts_t){c->ckpt,  c->out ? c->out : "serve", c->listen ? c->listen : "127.0.0.1:8080",
+                          c->links, c->stages, c->slots, c->stage, c->standby, c->public, c->slot, c->http_limits};
+}
+
+int cmd_serve(cli_t *c)
+{
+    const serve_opts_t s = serve_opts(c);
+    return serve_main(&c->run, &s);
+}
+
+int cmd_serve_stage(cli_t *c)
+{
+    const serve_opts_t s = serve_opts(c);
+    return serve_stage_main(&c->run, &s);
+}
+
+int cmd_inspect(cli_t *c) { return ckpt_inspect(c->positional, stdout) == MP_OK ? 0 : 1; }
+
+int cmd_peak(cli_t *c)
+{
+    kernels_set_threads(c->threads > 0 ? c->threads : 1);
+    printf("%.1f\n", perf_sgemm_peak_gflops());
+    return 0;
+}
+
+/* `mindpipe sim --swap`: docs/MEMORY.md's tables from the swap simulator's default costs (swapsim.h). */
+static int cmd_sim_swap(const cli_t *c)
+{
+    static const char *const names[] = {"pipeline (rank r = stage r of a pp = R pipeline)",
+                                        "replicas (R data-parallel replicas of stage 0 of a pp = 4 pipeline)"};
+    for (int l = 0; l < 2; l++) {
+        swapsim_cfg_t cfg;
+        swapsim_cfg_default(&cfg, l ? SWAPSIM_REPLICAS : SWAPSIM_PIPELINE, 2);
+        if (c->alpha >= 0.0) cfg.alpha = c->alpha;
+        printf("%s%s; m = %d, tf = %g ms, tb = %g ms, %g MB each way per micro-batch, %g GB/s per direction, "
+               "alpha = %g (assumed)\n\n",
+               l ? "\n" : "", names[l], cfg.m, 1e3 * cfg.tf, 1e3 * cfg.tb, cfg.bytes / 1e6, cfg.bw / 1e9, cfg.alpha);
+        if (swapsim_table(stdout, &cfg) != MP_OK) return 1;
+    }
+    return 0;
+}
+
+/* `mindpipe sim`: the schedule simulator on one (kind, pp, m, v); exit 0 iff the schedule is valid. */
+int cmd_sim(cli_t *c)
+{
+    if (c->swap) return cmd_sim_swap(c);
+    sched_kind_t kind;
+    const int v = c->v > 0 ? c->v : 1;
+    if (!c->schedule || sched_kind_parse(c->schedule, &kind) != MP_OK || c->pp < 1 || c->m < 1)
+        return MP_ERROR("sim needs --schedule gpipe|1f1b|interleaved|2bw, --pp P >= 1 and --m M >= 1"), 2;
+    sim_result_t r;
+    int rc = sim_run(kind, c->pp, c->m, v, SIM_COST_TF, SIM_COST_TB, &r);
+    if (rc != MP_OK) {
+        printf("%s pp=%d m=%d v=%d: INVALID: %s\n", c->schedule, c->pp, c->m, v, r.error);
+        return 1;
+    }
+    printf("%s pp=%d m=%d v=%d: valid (no deadlock, every send matched); cost model tb = 2 tf:\n", c->schedule, c->pp,
+           c->m, v);
+    printf("  makespan %.2f tf, busy %.2f tf per stage, bubble %.4f\n", r.makespan, r.busy, r.bubble);
+    for (int s = 0; s < c->pp; s++) {
+        printf("  stage %d: peak stashed micro-batches %d", s, r.peak_stash[s]);
+        instr_list_t l;
+        if (c->list && sched_build(&l, kind, s, c->pp, c->m, v) == MP_OK) {
+            printf(" |");
+            for (int i = 0; i < l.n; i++)
+                l.ins[i].mb >= 0 ? printf(" %s(%d.%d)", op_names[l.ins[i].op], l.ins[i].mb, l.ins[i].chunk)
+                                 : printf(" %s", op_names[l.ins[i].op]);
+            sched_free(&l);
+        }
+        printf("\n");
+    }
+    return 0;
+}
+
+int cmd_plan(cli_t *c)
+{
+    c->plan.deck_path = c->run.deck_path, c->plan.sets = c->run.sets, c->plan.nsets = c->run.nsets;
+    c->plan.device = c->device;
+    return plan_main(&c->plan);
+}
+
+int cmd_profile(cli_t *c) { return profile_main(&c->run, c->out); }
+
+int cmd_selftest(cli_t *c) { return selftest_run(c->device ? c->device : "cuda", c->verbose); }
+
+int cmd_deck_reference(cli_t *c)
+{
+    (void)c;
+    deck_print_reference(stdout);
+    return 0;
+}
+
+int cmd_cli_reference(cli_t *c)
+{
+    (void)c;
+    commands_reference(stdout);
+    return 0;
+}
