@@ -2,7 +2,7 @@
 #ifndef MP_EVAL_H
 #define MP_EVAL_H
 
-#include "run.h"
+#include "run_opts.h"
 
 /* Loads the weights of checkpoint `ckpt` into the deck's model on this job's layout (any layout:
  * the file holds every tensor at its global shape) and prints on rank 0 its val_loss, the mean

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "run.h"
+#include "run_opts.h"
 
 typedef struct {
     const char *ckpt, *prompt;

@@ -3,7 +3,7 @@
 #ifndef MP_SEARCH_H
 #define MP_SEARCH_H
 
-#include "run.h"
+#include "run_opts.h"
 
 typedef struct {
     const char *ckpt, *out_dir;

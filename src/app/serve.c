@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "run.h"
 #include "batcher.h"
 #include "check.h"
 #include "deck.h"

@@ -6,7 +6,7 @@
 #ifndef MP_SERVE_H
 #define MP_SERVE_H
 
-#include "run.h"
+#include "run_opts.h"
 
 typedef struct {
     const char *ckpt, *out, *listen, *links;
