@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "deck_model.h"
 #include "perf.h"
 #include "planner.h"
 #include "profile.h"
@@ -129,14 +130,15 @@ int autosplit_layer_costs(const deck_t *d, const autosplit_t *a, double *w_p, do
     const cm_policy_t *of = autosplit_of;
     const double C = d->model.dim, T = d->model.seq_len;
     const double uniform = autosplit_block_work(C, d->model.mlp_ratio, C, T);
+    const model_cfg_t cfg = deck_model_cfg(d, NULL); /* the blocks' shapes */
     for (int l = 0; l < d->model.layers; l++) {
         const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
         const double block = c.fwd + c.bwd + c.extra[of[p == DECK_POLICY_AUTO ? DECK_POLICY_KEEP : p]] + c.tp_fwd + c.tp_bwd;
         double scale = 1.0;
-        if (d->model.shapes.n) {
-            const block_shape_t *b = &d->model.shapes.shape[l];
-            scale = b->heads == 0 ? 0.0 : autosplit_block_work(b->heads * C / d->model.heads, b->mlp_ratio, C, T) / uniform;
-        }
+        if (cfg.shape)
+            scale = block_is_skip(&cfg, l)
+                        ? 0.0
+                        : autosplit_block_work(cfg_heads(&cfg, l) * C / cfg.heads, cfg_ratio(&cfg, l), C, T) / uniform;
         w_p[l] = block * scale;
     }
     *embed_p = c.embed_fwd + c.embed_bwd;

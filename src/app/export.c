@@ -6,6 +6,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "deck_model.h"
 #include "eval.h"
 #include "run.h"
 
@@ -19,7 +20,7 @@ static int export_deck(const deck_t *sup, const int *sel, deck_t *d)
         d->model.shapes.shape[l] = sel[l] >= 0 ? sup->supernet.cands.shape[sel[l]]
                                                : (block_shape_t){d->model.heads, d->model.mlp_ratio};
     d->model.shapes.n = L;
-    const model_cfg_t cfg = {.layers = L, .dim = d->model.dim, .heads = d->model.heads, .shape = d->model.shapes.shape};
+    const model_cfg_t cfg = deck_model_cfg(d, NULL); /* the subnet: model.blocks, no candidates */
     char text[DECK_LIST_MAX * 12];
     param_blocks_text(&cfg, text, sizeof text);
     if (strlen(text) >= DECK_STR)
@@ -56,9 +57,7 @@ static int export_tensors(const param_table_t *stab, const int *sel, const float
 static int export_read(const deck_t *d, const unsigned char *choice, const char *ckpt, param_table_t *stab_p,
                        float **buf_p, long *step_p)
 {
-    const model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                             d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL, choice,
-                             d->supernet.cands.shape, d->supernet.cands.n, 0};
+    const model_cfg_t cfg = deck_model_cfg(d, choice);
     if (param_table_build(stab_p, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) return MP_ERR;
     float *buf = MP_CALLOC(stab_p->total ? stab_p->total : 1, sizeof *buf);
     ckpt_state_t st;
@@ -88,8 +87,7 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
     if (rc == MP_OK) rc = export_read(&r.deck, r.sn.choice, ckpt, &stab, &src, &step);
     if (rc == MP_OK) rc = export_deck(&r.deck, r.sn.sel, &d);
     if (rc == MP_OK) {
-        const model_cfg_t cfg = {d.model.layers, d.model.dim, d.model.heads, d.model.seq_len, d.model.vocab,
-                                 d.model.mlp_ratio, d.model.shapes.shape, NULL, NULL, 0, 0};
+        const model_cfg_t cfg = deck_model_cfg(&d, NULL);
         rc = param_table_build(&tab, &cfg, 0, cfg.layers, 1, 1, 1, 0);
     }
     if (rc == MP_OK && (!(buf = MP_CALLOC(tab.total ? tab.total : 1, sizeof *buf)) || !(text = deck_to_string(&d))))

@@ -10,6 +10,7 @@
 #include "completion.h"
 #include "decoder.h"
 #include "deck.h"
+#include "deck_model.h"
 #include "kernels.h"
 #include "perf.h"
 
@@ -19,8 +20,7 @@ static int generate_cfg(const deck_t *d, model_cfg_t *cfg)
     if (d->supernet.enabled)
         return MP_FAIL("generate runs a plain model: `mindpipe export` a subnet of this supernet and give its "
                        "deck (model.blocks) and checkpoint");
-    *cfg = (model_cfg_t){d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                         d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL, NULL, NULL, 0, 0};
+    *cfg = deck_model_cfg(d, NULL);
     return MP_OK;
 }
 

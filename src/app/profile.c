@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "check.h"
 #include "deck.h"
+#include "deck_model.h"
 #include "kernels.h"
 #include "model.h"
 #include "perf.h"
@@ -38,9 +39,10 @@ static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, in
                               profile_run_t *out)
 {
     const int B = d->train.micro_batch, T = d->model.seq_len;
-    /* designated: the fields not named (block shapes, supernet candidates) are a plain model's */
-    model_cfg_t cfg = {.layers = layers, .dim = d->model.dim, .heads = d->model.heads, .seq_len = T,
-                       .vocab = d->model.vocab, .mlp_ratio = d->model.mlp_ratio};
+    /* `layers` uniform blocks h{heads}m{mlp_ratio} and no supernet candidates, whatever the deck's
+     * depth: model.blocks' shapes enter the plan as scales of a uniform block (autosplit_layer_costs) */
+    model_cfg_t cfg = deck_model_cfg(d, NULL);
+    cfg.layers = layers, cfg.shape = NULL;
     arena_t arena;
     backend_t be;
     model_t m;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "deck_model.h"
 #include "device.h"
 #include "kernels.h"
 #include "perf.h"
@@ -470,9 +471,7 @@ static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
     if (supernet_layers(r) != MP_OK) return MP_ERR;
-    model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                       d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL, r->sn.choice,
-                       r->sn.on ? d->supernet.cands.shape : NULL, r->sn.on ? d->supernet.cands.n : 0, 0};
+    model_cfg_t cfg = deck_model_cfg(d, r->sn.choice); /* r->sn.choice: NULL without a supernet */
     arena_init(&r->arena, d->memory.device_limit);
     if (run_backend(r) != MP_OK) return MP_ERR;
     run_stage_layers(r);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "deck_model.h"
 #include "rng.h"
 #include "run_ckpt.h"
 #include "train.h"
@@ -45,8 +46,8 @@ static void gene_cost(const search_t *s, const int *g, double *params, double *f
     block_shape_t sh[DECK_LIST_MAX];
     for (int l = 0, i = 0; l < d->model.layers && l < DECK_LIST_MAX; l++)
         sh[l] = s->r->sn.choice[l] ? d->supernet.cands.shape[g[i++]] : (block_shape_t){d->model.heads, d->model.mlp_ratio};
-    const model_cfg_t cfg = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                             d->model.mlp_ratio, sh, NULL, NULL, 0, 0};
+    model_cfg_t cfg = deck_model_cfg(d, NULL);
+    cfg.shape = sh; /* the subnet's blocks: a plain model of the candidates g chose */
     *params = (double)param_count_model(&cfg);
     *flops = model_flops_per_token(&cfg);
 }

@@ -17,6 +17,7 @@
 #include "batcher.h"
 #include "check.h"
 #include "deck.h"
+#include "deck_model.h"
 #include "http.h"
 #include "kernels.h"
 #include "links.h"
@@ -64,8 +65,7 @@ static int serve_deck(const run_opts_t *o, int stages, deck_t *d, model_cfg_t *c
     if (d->supernet.enabled) return MP_FAIL("serve runs a plain model: `mindpipe export` a subnet of this supernet first");
     if (deck_chunks_per_stage(d) != 1)
         return MP_FAIL("serving stages hold one range of layers each: parallel.schedule=interleaved does not apply");
-    *cfg = (model_cfg_t){d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                         d->model.mlp_ratio, d->model.shapes.n ? d->model.shapes.shape : NULL, NULL, NULL, 0, 0};
+    *cfg = deck_model_cfg(d, NULL);
     return MP_OK;
 }
 

@@ -87,7 +87,7 @@ static void supernet_pick(const run_t *r, long t, int *sel)
 static void supernet_count(run_t *r, const int *sel)
 {
     for (int l = 0; l < r->deck.model.layers; l++)
-        if (sel[l] >= 0 && r->deck.supernet.cands.shape[sel[l]].heads > 0) r->sn.count[(size_t)l * r->sn.ncand + sel[l]]++;
+        if (sel[l] >= 0 && !supernet_weightless(&r->deck, sel[l])) r->sn.count[(size_t)l * r->sn.ncand + sel[l]]++;
 }
 
 void supernet_begin(run_t *r, long t)

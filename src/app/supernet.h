@@ -55,7 +55,7 @@ int supernet_device_slots(const deck_t *d, int pp);
 
 /* Whether candidate k of deck d has no weights (a skip: heads = 0), so nothing of it is stored,
  * fetched or stepped. */
-static inline int supernet_weightless(const deck_t *d, int k) { return d->supernet.cands.shape[k].heads == 0; }
+static inline int supernet_weightless(const deck_t *d, int k) { return shape_is_skip(d->supernet.cands.shape[k]); }
 
 /* Candidate of choice block l in subnet t: uniform over ncand, from (seed, t, l) alone, so every rank
  * knows every subnet. */

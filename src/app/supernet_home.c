@@ -42,7 +42,7 @@ int supernet_device_slots(const deck_t *d, int pp)
 {
     if (!d->supernet.enabled || d->supernet.resident != DECK_RESIDENT_HOST) return 0;
     int real = 0;
-    for (int k = 0; k < d->supernet.cands.n; k++) real += d->supernet.cands.shape[k].heads > 0;
+    for (int k = 0; k < d->supernet.cands.n; k++) real += !supernet_weightless(d, k);
     int s = d->supernet.device_slots;
     if (s == 0) s = (d->supernet.window < pp ? d->supernet.window : pp) + 1;
     return s < real ? s : real > 0 ? real : 1;

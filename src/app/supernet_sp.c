@@ -41,8 +41,6 @@ static void sp_select(void *ctx, long t)
     model_select(&r->model, r->sn.wsel + (size_t)(t - r->sn.t0) * r->deck.model.layers);
 }
 
-static int sp_weightless(const run_t *r, int k) { return r->deck.supernet.cands.shape[k].heads == 0; }
-
 /* Step counters as the sequential order leaves them after subnets 0 .. upto − 1 of the window: upto's
  * own candidates only (its step adds its own), or every candidate (upto = window, the window's end). */
 static void sp_counts(run_t *r, int upto)
@@ -53,7 +51,7 @@ static void sp_counts(run_t *r, int upto)
         for (int k = 0; k < K; k++) {
             if (upto < W && sn->wsel[(size_t)upto * L + l] != k) continue;
             long c = sn->base[(size_t)l * K + k];
-            for (int i = 0; i < upto && !sp_weightless(r, k); i++) c += sn->wsel[(size_t)i * L + l] == k;
+            for (int i = 0; i < upto && !supernet_weightless(&r->deck, k); i++) c += sn->wsel[(size_t)i * L + l] == k;
             sn->count[(size_t)l * K + k] = c;
         }
 }

@@ -1236,7 +1236,7 @@ static int validate_blocks(const deck_t *d)
         nerr++, MP_ERROR("model.blocks='%s' has %d entries, but model.layers=%d (one per layer)", d->model.blocks, l->n,
                          d->model.layers);
     for (int i = 0; i < l->n && !nerr; i++) {
-        if (!l->shape[i].heads) continue;
+        if (shape_is_skip(l->shape[i])) continue; /* no tensors to divide */
         if (l->shape[i].heads % tp)
             nerr++, MP_ERROR("model.blocks: block %d (h%dm%d) has %d heads, not a multiple of parallel.tp=%lld", i,
                              l->shape[i].heads, l->shape[i].mlp_ratio, l->shape[i].heads, tp);

@@ -68,12 +68,12 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
         return MP_FAIL("%d model chunks on one rank (1 to %d)", nchunks, PARAM_MAX_CHUNKS);
     int nlayers = 0, nreal = 0;
     for (int c = 0; c < nchunks; c++) nlayers += nlayers_s[c];
-    for (int b = 0; b < nlayers; b++) nreal += cfg_heads(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)) > 0;
+    for (int b = 0; b < nlayers; b++) nreal += !block_is_skip(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b));
     int ncand_real = 0;
-    for (int k = 0; k < cfg->ncand; k++) ncand_real += cfg->cand[k].heads > 0;
+    for (int k = 0; k < cfg->ncand; k++) ncand_real += !shape_is_skip(cfg->cand[k]);
     for (int b = 0; b < nlayers; b++) /* a choice block holds its candidates, not a block of its own */
         if (cfg_is_choice(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)))
-            nreal += ncand_real - (cfg_heads(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)) > 0);
+            nreal += ncand_real - !block_is_skip(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b));
     int count = nreal * 12 + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
@@ -91,7 +91,7 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
         const int choice = cfg_is_choice(cfg, l);
         for (int k = 0; k < (choice ? cfg->ncand : 1); k++) {
             const block_shape_t sh = choice ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
-            if (sh.heads == 0) continue; /* skip: the identity holds nothing */
+            if (shape_is_skip(sh)) continue; /* the identity holds nothing */
             const int A = sh.heads * (C / cfg->heads), RC = sh.mlp_ratio * C, e0 = i;
             entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
             entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
@@ -304,7 +304,7 @@ size_t param_count_model(const model_cfg_t *cfg)
     for (int l = 0; l < cfg->layers; l++)
         for (int k = 0; k < (cfg_is_choice(cfg, l) ? cfg->ncand : 1); k++) {
             const block_shape_t sh = cfg_is_choice(cfg, l) ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
-            if (sh.heads == 0) continue;
+            if (shape_is_skip(sh)) continue;
             const size_t A = (size_t)sh.heads * (C / cfg->heads), RC = (size_t)sh.mlp_ratio * C;
             n += 2 * C + 3 * A * C + 3 * A + C * A + C + 2 * C + RC * C + RC + C * RC + C;
         }
@@ -322,8 +322,8 @@ void param_blocks_text(const model_cfg_t *cfg, char *buf, size_t n)
     size_t o = 0;
     buf[0] = 0;
     for (int l = 0; cfg->shape && l < cfg->layers && o < n; l++) {
-        const int h = cfg_heads(cfg, l);
-        o += h ? (size_t)snprintf(buf + o, n - o, "%sh%dm%d", l ? "," : "", h, cfg_ratio(cfg, l))
-               : (size_t)snprintf(buf + o, n - o, "%sskip", l ? "," : "");
+        o += block_is_skip(cfg, l) ? (size_t)snprintf(buf + o, n - o, "%sskip", l ? "," : "")
+                                   : (size_t)snprintf(buf + o, n - o, "%sh%dm%d", l ? "," : "", cfg_heads(cfg, l),
+                                                      cfg_ratio(cfg, l));
     }
 }

@@ -47,6 +47,16 @@ static inline int cfg_heads(const model_cfg_t *c, int l) { return c->shape ? c->
 static inline int cfg_ratio(const model_cfg_t *c, int l) { return c->shape ? c->shape[l].mlp_ratio : c->mlp_ratio; }
 static inline int cfg_attn_width(const model_cfg_t *c, int l) { return cfg_heads(c, l) * (c->dim / c->heads); }
 
+/* Whether a block of shape sh is `skip`, the identity: no tensors, no work. The one definition of a
+ * skip: every test of one (a layer, a supernet candidate) goes through it. */
+static inline int shape_is_skip(block_shape_t sh) { return sh.heads == 0; }
+/* Whether block l is skip by its own shape. A choice block runs one of its candidates instead: ask
+ * shape_is_skip of that candidate (cfg->cand[k]). */
+static inline int block_is_skip(const model_cfg_t *c, int l)
+{
+    return shape_is_skip((block_shape_t){cfg_heads(c, l), cfg_ratio(c, l)});
+}
+
 /* Which tensor of a block (or of the model) an entry is. */
 typedef enum {
     PK_WTE, PK_WPE, PK_LNF_W, PK_LNF_B,

@@ -100,12 +100,17 @@ static widths_t widths_of(const model_t *m, block_shape_t sh)
     return (widths_t){sh.heads * (m->cfg.dim / m->cfg.heads) / tp, sh.heads / tp, sh.mlp_ratio * m->cfg.dim / tp};
 }
 
-/* Layer l's widths as it runs now (a choice block: the candidate selected). */
-static widths_t tp_widths(const model_t *m, int layer)
+/* Layer l's shape as it runs now (a choice block: the candidate selected). */
+static block_shape_t shape_now(const model_t *m, int layer)
 {
-    if (cfg_is_choice(&m->cfg, layer)) return widths_of(m, m->cfg.cand[m->sel[layer]]);
-    return widths_of(m, (block_shape_t){cfg_heads(&m->cfg, layer), cfg_ratio(&m->cfg, layer)});
+    if (cfg_is_choice(&m->cfg, layer)) return m->cfg.cand[m->sel[layer]];
+    return (block_shape_t){cfg_heads(&m->cfg, layer), cfg_ratio(&m->cfg, layer)};
 }
+
+static widths_t tp_widths(const model_t *m, int layer) { return widths_of(m, shape_now(m, layer)); }
+
+/* Whether layer l runs as skip now (the identity: no tensors, no work). */
+static int is_skip(const model_t *m, int layer) { return shape_is_skip(shape_now(m, layer)); }
 
 static widths_t widths_max(widths_t a, widths_t b)
 {
@@ -138,7 +143,7 @@ void model_select(model_t *m, const int *sel)
         if (!cfg_is_choice(&m->cfg, l)) continue;
         m->p.h[b] = m->p.hc[(size_t)b * m->p.ncand + m->sel[l]];
         m->g.h[b] = m->g.hc[(size_t)b * m->g.ncand + m->sel[l]];
-        if (!m->p.h[b].ln1w && m->cfg.cand[m->sel[l]].heads > 0)
+        if (!m->p.h[b].ln1w && !is_skip(m, l))
             MP_ABORT("layer %d: candidate %d selected while it is not on the device (a slot bug)", l, m->sel[l]);
     }
 }
@@ -171,8 +176,6 @@ size_t model_entry_at(const model_t *m, const param_entry_t *e)
         MP_ABORT("%s is needed while its candidate is not on the device (a slot bug)", e->name);
     return model_slot_at(m, e->block, e->cand, m->placed[i]) + (e->offset - m->cand0[i]);
 }
-
-static int is_skip(const model_t *m, int layer) { return tp_widths(m, layer).NH == 0; }
 
 /* The model's local block b (of m->tab) as a layer index. */
 static int layer_of(const model_t *m, int b) { return param_block_layer(&m->tab, b); }
@@ -537,7 +540,7 @@ static void block_forward(const model_t *m, int l, const block_view_t *w, block_
     const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     const widths_t wd = tp_widths(m, l);
     const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
-    if (!NH) { /* skip: the identity (its output is its own: a send or a recomputation reads it) */
+    if (is_skip(m, l)) { /* the identity (its output is its own: a send or a recomputation reads it) */
         be_copy(m->be, h->res3, x, (size_t)N * C * sizeof(float));
         return;
     }
@@ -560,7 +563,7 @@ static void block_backward(const model_t *m, int l, const block_view_t *w, block
     const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     const widths_t wd = tp_widths(m, l);
     const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
-    if (!NH) return; /* skip: d x = d res3 */
+    if (is_skip(m, l)) return; /* the identity: d x = d res3 */
     PROF(p, PROF_MATMUL, be_matmul_backward_gelu(m->be, s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu,
                                                   w->fcprojw, h->fc_dgelu, N, RC, C));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC));

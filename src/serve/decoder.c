@@ -18,7 +18,7 @@ static void block_widths(const model_cfg_t *c, int l, int *A, int *NH, int *RC)
     *NH = cfg_heads(c, l);
     *A = cfg_attn_width(c, l);
     *RC = cfg_ratio(c, l) * c->dim;
-    if (!*NH) *A = *RC = 0;
+    if (block_is_skip(c, l)) *A = *RC = 0;
 }
 
 static float *kv_slot(const decoder_t *dec, int b, int slot, int which)
@@ -128,7 +128,7 @@ static void decoder_block(decoder_t *d, int b, float *x, const int *slot, const 
     const int C = d->cfg.dim, l = d->layer0 + b;
     int A, NH, RC;
     block_widths(&d->cfg, l, &A, &NH, &RC);
-    if (!NH) return; /* skip: the identity */
+    if (block_is_skip(&d->cfg, l)) return; /* the identity */
     const block_view_t *w = &d->p.h[b];
     layernorm_forward(d->ln, d->mean, d->rstd, x, w->ln1w, w->ln1b, B, C);
     matmul_decode_forward(d->qkv, NULL, d->ln, w->qkvw, w->qkvb, B, C, 3 * A);

@@ -12,7 +12,7 @@
 static int block_A(const decoder_t *dec, int b)
 {
     const int l = dec->layer0 + b;
-    return cfg_heads(&dec->cfg, l) ? cfg_attn_width(&dec->cfg, l) : 0;
+    return block_is_skip(&dec->cfg, l) ? 0 : cfg_attn_width(&dec->cfg, l);
 }
 
 /* The cache row of block b, slot, key (0) or value (1), position pos (decoder.h's layout). */
