@@ -11,7 +11,7 @@
 #   - validation/compare_runs.py --bitwise passes at EVERY checkpoint step of REF (losses, grad
 #     norms and every model / optimizer tensor identical);
 #   - metrics.jsonl is identical line by line once the timing fields are dropped (tokens_per_s, mfu,
-#     bubble, and any key that names a duration or rate); peak_mem_bytes, stash_peak,
+#     bubble, elapsed_s, eta_s, and any key that names a duration or rate); peak_mem_bytes, stash_peak,
 #     bubble_theory, lr, val_loss ... must be equal.
 # Prints TAP; exits non-zero if any check fails. SCRATCH_DIR (kept) defaults to a temporary
 # directory removed at exit. Environment: MPIEXEC (default mpiexec), PYTHON (default
@@ -74,7 +74,7 @@ ckpts() {
 same_metrics() {
     "$PY" - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
 import json, re, sys
-TIMING = {"tokens_per_s", "mfu", "bubble"}
+TIMING = {"tokens_per_s", "mfu", "bubble", "elapsed_s", "eta_s"}  # wall-clock fields
 TIMING_RE = re.compile(r"(^|_)(seconds|secs|sec|time|ms|per_s|wait)$")  # any other duration or rate
 def rows(path):
     out, dropped = [], set()
