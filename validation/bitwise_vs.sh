@@ -4,8 +4,9 @@
 #
 #   sh validation/bitwise_vs.sh REF_BINARY NEW_BINARY DATA_H5 [SCRATCH_DIR]
 #
-# Trains validation/decks/train.ini with both binaries in each layout below (checkpoint every 5 of
-# the deck's 20 steps, so 4 checkpoints) and demands, per layout:
+# Trains validation/decks/train.ini with both binaries in each layout below (the 11 parallel layouts,
+# a supernet, offload across a pipeline, mixed blocks; a checkpoint every 5 of the deck's 20 steps,
+# so 4 checkpoints) and demands, per layout:
 #   - both runs succeed;
 #   - NEW wrote the same set of checkpoint files as REF;
 #   - validation/compare_runs.py --bitwise passes at EVERY checkpoint step of REF (losses, grad
@@ -13,6 +14,7 @@
 #   - metrics.jsonl is identical line by line once the timing fields are dropped (tokens_per_s, mfu,
 #     bubble, elapsed_s, eta_s, and any key that names a duration or rate); peak_mem_bytes, stash_peak,
 #     bubble_theory, lr, val_loss ... must be equal.
+# Then both builds generate (sampled) from the first layout's last checkpoint: the same bytes.
 # Prints TAP; exits non-zero if any check fails. SCRATCH_DIR (kept) defaults to a temporary
 # directory removed at exit. Environment: MPIEXEC (default mpiexec), PYTHON (default
 # /usr/bin/python3, which needs h5py and numpy). Takes about a minute on 2 cores.
@@ -160,5 +162,20 @@ layout emu       1 --set train.device=emu
 layout emu_pp2   2 --set train.device=emu --set parallel.pp=2
 layout dp2       2 --set parallel.dp=2
 layout one_2bw   1 --set parallel.schedule=2bw
+# a supernet (a skip candidate among them), a memory policy across a pipeline, and blocks of mixed shape
+layout supernet  1 --set model.layers=4 --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip \
+    --set supernet.window=2
+layout pp2_offl  2 --set parallel.pp=2 --set memory.policy=offload
+layout blocks    1 --set model.layers=4 --set model.blocks=h4m4,h2m1,skip,h2m2
+# a completion from the last checkpoint of the first layout: the decoder both builds serve with
+for s in $(ckpts "$SCR/ref/one" | tail -n 1); do
+    for side in ref new; do
+        bin=$REF_BIN; [ $side = new ] && bin=$NEW_BIN
+        "$bin" generate -c "$DECK" --set data.path="$DATA" --ckpt "$SCR/ref/one/ckpt/$s" --prompt "And God said" \
+            --max-tokens 48 --temperature 0.8 --top-k 20 --seed 3 > "$SCR/gen.$side" 2> "$SCR/gen.$side.err"
+    done
+    [ -s "$SCR/gen.ref" ] && cmp -s "$SCR/gen.ref" "$SCR/gen.new"
+    ok $? "generate from one/$s (48 tokens, sampled): the same bytes from both builds"
+done
 diag "$tap_failed of $tap_n checks failed; $(( $(date +%s) - t0 )) s"
 done_testing
