@@ -77,7 +77,7 @@ same_metrics() {
     "$PY" - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'EOF'
 import json, re, sys
 TIMING = {"tokens_per_s", "mfu", "bubble", "elapsed_s", "eta_s"}  # wall-clock fields
-TIMING_RE = re.compile(r"(^|_)(seconds|secs|sec|time|ms|per_s|wait)$")  # any other duration or rate
+TIMING_RE = re.compile(r"(^|_)(seconds|secs|sec|time|ms|per_s|wait|s_per_step)$")  # any other duration or rate
 def rows(path):
     out, dropped = [], set()
     for line in open(path):
@@ -164,7 +164,7 @@ layout dp2       2 --set parallel.dp=2
 layout one_2bw   1 --set parallel.schedule=2bw
 # a supernet (a skip candidate among them), a memory policy across a pipeline, and blocks of mixed shape
 layout supernet  1 --set model.layers=4 --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip \
-    --set supernet.window=2
+    --set supernet.window=1
 layout pp2_offl  2 --set parallel.pp=2 --set memory.policy=offload
 layout blocks    1 --set model.layers=4 --set model.blocks=h4m4,h2m1,skip,h2m2
 # a completion from the last checkpoint of the first layout: the decoder both builds serve with
