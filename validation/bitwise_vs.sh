@@ -39,6 +39,7 @@ for f in "$REF_BIN" "$NEW_BIN"; do
 done
 [ -r "$DATA" ] || { echo "bitwise_vs.sh: no data file: $DATA" >&2; exit 2; }
 [ -r "$DECK" ] || { echo "bitwise_vs.sh: no deck: $DECK" >&2; exit 2; }
+mp_require_h5py "$PY" # compare_runs.py reads the checkpoints
 
 if [ $# -eq 4 ]; then
     SCR=$4

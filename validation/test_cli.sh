@@ -2,6 +2,7 @@
 # Bad input is refused with a message that names the file, key or rule, and a non-zero exit;
 # nothing good is overwritten.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it edits checkpoints with h5py
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"

@@ -3,6 +3,7 @@
 # final weights within 1e-4; the same layout twice bitwise; a single-rank checkpoint resumed on
 # dp=2 with ZeRO-1; refused layouts. Runs oversubscribed (up to 4 ranks on 2 cores).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"

@@ -7,6 +7,7 @@
 # runs jobs as their owner) and the Slurm packages of .ci/deps.sh. Two ranks (pp = 2) per job.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 . "$MP_SRCDIR/validation/slurm_harness.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

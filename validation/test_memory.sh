@@ -9,6 +9,7 @@
 # pp = 4, m = 8 cuts stage 0's activations by at least 30%, every evicted byte is accepted, and the
 # schedules it cannot run are refused naming why.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

@@ -5,6 +5,7 @@
 # step when planned again; the 1F1B/GPipe memory ordering the simulator's stash peaks imply holds;
 # a measured profile (2 ranks: the MPI probe too) drives the plan; bad input names what is wrong.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"
 PY=${TORCH_PYTHON:-/usr/bin/python3}

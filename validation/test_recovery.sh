@@ -5,6 +5,7 @@
 # bitwise; SIGUSR1 checkpoints and exits 75; corrupt, truncated and foreign checkpoints are refused
 # and --resume auto falls back to the previous good one. Up to 8 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py, h5py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

@@ -6,6 +6,7 @@
 # past files that verify but do not fit the deck or belong to another run; a resume that changes
 # train.seed is refused naming it; a stray argument is refused; stale temporaries are removed.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints with h5py
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"

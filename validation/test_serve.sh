@@ -71,7 +71,7 @@ done
 ok $? "requests 0-5 (greedy and sampled, top-k 20 or all) equal mindpipe generate's bytes with the same seed and request id ($same of 6)"
 
 "$TORCH_PYTHON" "$client" bad "$URL2" --context 64 > "$SCRATCH/bad.out" 2>&1
-tap_lines "bad input" "$SCRATCH/bad.out"
+tap_checker "bad input" "serve_client.py bad" $? "$SCRATCH/bad.out"
 grep -q "^PASS the server closes" "$SCRATCH/bad.out"
 ok $? "the bad-input client ran to its end"
 

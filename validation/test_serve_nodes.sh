@@ -22,6 +22,7 @@
 # Needs root (namespaces, slurmd) and the packages of .ci/deps.sh.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 . "$MP_SRCDIR/validation/slurm_harness.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 mp_serve_init
 trap 'slurm_stop_nodes; for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"' EXIT
 sbatch_script="$MP_SRCDIR/jobs/slurm/serve.sbatch"

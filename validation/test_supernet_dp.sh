@@ -6,6 +6,7 @@
 # pp = 2 give the one-rank trajectory within the layout tolerance; ZeRO-1 with a supernet refused
 # naming why.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

@@ -8,6 +8,7 @@
 # stash offloaded, one subnet per executor step (interleaved), evaluations between windows, and resumes from one residency to
 # the other; the device holds less (the log's report, the measured peak memory); bad decks refused.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_torch # causal_trace.py imports torch_ref.py (its sampler), which imports torch; compare_runs.py h5py
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

@@ -4,6 +4,7 @@
 # dp2×tp2 (also with ZeRO-1) and a vocabulary that tp does not divide; the same layout twice
 # bitwise; checkpoints resumed across layouts. Up to 4 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
