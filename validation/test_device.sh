@@ -44,7 +44,9 @@ compare "emu ckpt -> cpu" "$SCRATCH/c_dp2z" "$SCRATCH/r_cpu" --bitwise --step 20
 
 # Activations dumped from the device region equal the cpu ones.
 run 2 c_dump --set train.threads=1 --set parallel.pp=2 --set debug.dump_activations=3
+ok $? "debug.dump_activations=3 on cpu (pp2)"
 run 2 e_dump --set train.threads=1 --set parallel.pp=2 --set debug.dump_activations=3 --set train.device=emu
+ok $? "debug.dump_activations=3 on emu (pp2)"
 h5diff "$SCRATCH/c_dump/activations_step_00000003.h5" "$SCRATCH/e_dump/activations_step_00000003.h5" > "$SCRATCH/dump.diff" 2>&1
 ok $? "debug.dump_activations on emu (pp2) equals cpu's, every layer"
 
