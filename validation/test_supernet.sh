@@ -75,6 +75,7 @@ ok $? "layers 0 and 2 are plain blocks, 1 and 3 hold candidates"
 # shellcheck disable=SC2086
 "$MINDPIPE" debug-grads -c "$layout_deck" --set data.path="$data" $SN --set supernet.blocks=1,3 --set supernet.window=1 \
     --out "$SCRATCH/g2.h5" > "$SCRATCH/dg.out" 2>&1
+ok $? "debug-grads with choice blocks 1 and 3, window 1"
 torch "choice blocks 1 and 3" supernet "$SCRATCH/g2.h5" --data "$data" --metrics "$SCRATCH/sub/metrics.jsonl" \
     --final "$SCRATCH/sub/ckpt/step_00000020.h5"
 
