@@ -86,7 +86,8 @@ ok $? "--resume auto skips it, saying why, and takes step 2"
 SN="--set model.layers=4 --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip --set supernet.window=2"
 # shellcheck disable=SC2086
 T $SN --set train.steps=4 --set checkpoint.every=2 --out "$SCRATCH/sn" > "$SCRATCH/sn.out" 2>&1 &&
-    "$MINDPIPE" inspect "$SCRATCH/sn/ckpt/step_00000004.h5" 2>&1 | grep -q "^step 4  adam_t 2 "
+    "$MINDPIPE" inspect "$SCRATCH/sn/ckpt/step_00000004.h5" > "$SCRATCH/sn_inspect.out" 2>&1 &&
+    grep -q "^step 4  adam_t 2 " "$SCRATCH/sn_inspect.out"
 ok $? "a supernet (window 2) checkpoint at step 4 has adam_t 2, and inspect takes it"
 # shellcheck disable=SC2086
 T $SN --set train.steps=6 --set checkpoint.every=2 --out "$SCRATCH/sn" --resume auto > "$SCRATCH/sn2.out" 2>&1 &&

@@ -19,7 +19,8 @@ compare "dp2 twice" "$SCRATCH/dp2" "$SCRATCH/dp2b" --bitwise
 run 4 dp4zb --set parallel.dp=4 --set train.micro_batch=2 --set parallel.zero=1; ok $? "dp4 zero=1 again"
 compare "dp4 zero=1 twice" "$SCRATCH/dp4z" "$SCRATCH/dp4zb" --bitwise
 
-grep -q "rank   dp   tp   pp   sp  host (local rank)  holds" "$SCRATCH/dp4z/log.txt" && grep -q "samples 6-7" "$SCRATCH/dp4z/log.txt" && grep -c "^ *[0-3] *[0-3] *0 *0 *0 " "$SCRATCH/dp4z/log.txt" | grep -q 4
+grep -q "rank   dp   tp   pp   sp  host (local rank)  holds" "$SCRATCH/dp4z/log.txt" && grep -q "samples 6-7" "$SCRATCH/dp4z/log.txt" &&
+    [ "$(grep -c "^ *[0-3] *[0-3] *0 *0 *0 " "$SCRATCH/dp4z/log.txt")" -eq 4 ]
 ok $? "rank 0 prints the layout table (rank -> dp, tp, pp, sp, host)"
 "$TORCH_PYTHON" -c "
 import json,sys
