@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Shared helpers for the script tests (sourced). Tests print TAP and exit non-zero on failure.
 # Environment from `make check`: MINDPIPE (the binary), MP_SRCDIR, MP_BUILDDIR, TORCH_PYTHON.
 : "${MP_SRCDIR:=$(cd "$(dirname "$0")/.." && pwd)}"
@@ -28,23 +29,49 @@ mp_test_data() {
 
 # tap_lines LABEL FILE: FILE's "PASS what" and "FAIL what" lines (the checkers' output: compare_runs.py,
 # torch_ref.py, serve_client.py) as TAP lines "LABEL: what", the others as diagnostics; tl_found
-# is how many checks it found.
+# is how many checks it found, tl_failed how many of them failed. A checker's output goes through
+# tap_checker, never tap_lines alone: a checker that crashed has no FAIL line for what it never checked.
 tap_lines() {
-    tl_label=$1; tl_found=0
-    while IFS= read -r line; do
+    tl_label=$1; tl_found=0; tl_failed=0
+    while IFS= read -r line || [ -n "$line" ]; do
         case "$line" in
             "PASS "*) ok 0 "$tl_label: ${line#PASS }"; tl_found=$((tl_found + 1)) ;;
-            "FAIL "*) ok 1 "$tl_label: ${line#FAIL }"; tl_found=$((tl_found + 1)) ;;
+            "FAIL "*) ok 1 "$tl_label: ${line#FAIL }"; tl_found=$((tl_found + 1)); tl_failed=$((tl_failed + 1)) ;;
             *) diag "$line" ;;
         esac
     done < "$2"
 }
 
+# tap_checker LABEL CHECKER RC FILE: tap_lines LABEL FILE for CHECKER's output (FILE) and exit status
+# (RC), then one failing line naming CHECKER, RC and the last line of its output when its verdict
+# is missing: no PASS or FAIL line at all (an import error before the first check: h5py absent), an
+# exit above 1 (a usage error, a signal, `timeout`'s 124), or a non-zero exit without a FAIL line (a
+# traceback after some checks passed). Checkers exit 0 when every check passed, 1 when one failed.
+tap_checker() {
+    tc_label=$1; tc_name=$2; tc_rc=$3
+    tap_lines "$tc_label" "$4"
+    if [ "$tl_found" -eq 0 ] || [ "$tc_rc" -gt 1 ] || { [ "$tc_rc" -ne 0 ] && [ "$tl_failed" -eq 0 ]; }; then
+        tc_tail=$(sed '/^[[:space:]]*$/d' "$4" 2>/dev/null | tail -n 1 | cut -c1-200)
+        ok 1 "$tc_label: $tc_name exited $tc_rc after $tl_found check(s), $tl_failed failed: ${tc_tail:-no output}"
+    fi
+}
+
 # The PyTorch reference's interpreter must import torch, h5py and numpy (CI installs them): else one
-# failing check and the test ends.
+# failing check and the test ends. Call it before the test's first check.
 mp_require_torch() {
-    if ! "$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>/dev/null; then
-        echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy: apt-get install python3-torch python3-h5py python3-numpy"
+    if ! mrt_err=$("$TORCH_PYTHON" -c "import torch, h5py, numpy" 2>&1); then
+        echo "not ok 1 - $TORCH_PYTHON cannot import torch/h5py/numpy ($(echo "$mrt_err" | tail -n 1)): apt-get install python3-torch python3-h5py python3-numpy"
+        echo "1..1"; exit 1
+    fi
+}
+
+# mp_require_h5py [PYTHON]: a test that reads checkpoints through Python (compare_runs.py, h5py and
+# numpy in the test) needs PYTHON (default $TORCH_PYTHON) to import h5py and numpy: else one failing
+# check and the test ends, instead of comparisons silently absent. Call it before the first check.
+mp_require_h5py() {
+    mrh_py=${1:-$TORCH_PYTHON}
+    if ! mrh_err=$("$mrh_py" -c "import h5py, numpy" 2>&1); then
+        echo "not ok 1 - $mrh_py cannot import h5py/numpy ($(echo "$mrh_err" | tail -n 1)): apt-get install python3-h5py python3-numpy"
         echo "1..1"; exit 1
     fi
 }
@@ -59,7 +86,8 @@ mp_scratch_init() {
 
 # Layout tests (after mp_layout_helpers DECK): run RANKS OUT [--set ...] trains DECK into
 # $SCRATCH/OUT under mpiexec;
-# compare LABEL REF RUN [args] turns validation/compare_runs.py's lines into TAP lines;
+# compare LABEL REF RUN [args] turns validation/compare_runs.py's lines into TAP lines (a crash or
+# no verdict is a failing line too: call mp_require_h5py first);
 # refused LABEL PATTERN RANKS [--set ...] expects a non-zero exit naming PATTERN.
 mp_layout_helpers() {
     layout_deck=$1
@@ -73,7 +101,7 @@ run() {
 compare() {
     label=$1; shift
     "$TORCH_PYTHON" "$MP_SRCDIR/validation/compare_runs.py" "$@" > "$SCRATCH/cmp.out" 2>&1
-    tap_lines "$label" "$SCRATCH/cmp.out"
+    tap_checker "$label" compare_runs.py $? "$SCRATCH/cmp.out"
 }
 # layouts_vs REF "RANKS NAME [--set ...]"...: trains each layout and compares it
 # with $SCRATCH/REF within the layout-invariance tolerance.
@@ -165,5 +193,6 @@ mp_serve_init() {
     deck="$MP_SRCDIR/validation/decks/ref.ini"
     client="$MP_SRCDIR/validation/serve_client.py"
     pids=""
+    # shellcheck disable=SC2154  # p is the trap's own loop variable
     trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"' EXIT
 }

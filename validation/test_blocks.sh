@@ -6,6 +6,7 @@
 # naming model.blocks; bad lists are refused before anything runs; `mindpipe eval` of a checkpoint
 # gives the val_loss its run logged, on any layout. (The math against PyTorch: test_torch_ref.sh.)
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

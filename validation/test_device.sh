@@ -6,6 +6,7 @@
 # host access the GPU would fault on faults here. Each layout must match the cpu backend bitwise:
 # the copies change where bytes live, never their values. Up to 4 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
@@ -43,7 +44,9 @@ compare "emu ckpt -> cpu" "$SCRATCH/c_dp2z" "$SCRATCH/r_cpu" --bitwise --step 20
 
 # Activations dumped from the device region equal the cpu ones.
 run 2 c_dump --set train.threads=1 --set parallel.pp=2 --set debug.dump_activations=3
+ok $? "debug.dump_activations=3 on cpu (pp2)"
 run 2 e_dump --set train.threads=1 --set parallel.pp=2 --set debug.dump_activations=3 --set train.device=emu
+ok $? "debug.dump_activations=3 on emu (pp2)"
 h5diff "$SCRATCH/c_dump/activations_step_00000003.h5" "$SCRATCH/e_dump/activations_step_00000003.h5" > "$SCRATCH/dump.diff" 2>&1
 ok $? "debug.dump_activations on emu (pp2) equals cpu's, every layer"
 

@@ -3,6 +3,7 @@
 # final weights within 1e-4; the same layout twice bitwise; a single-rank checkpoint resumed on
 # dp=2 with ZeRO-1; refused layouts. Runs oversubscribed (up to 4 ranks on 2 cores).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"
@@ -18,7 +19,8 @@ compare "dp2 twice" "$SCRATCH/dp2" "$SCRATCH/dp2b" --bitwise
 run 4 dp4zb --set parallel.dp=4 --set train.micro_batch=2 --set parallel.zero=1; ok $? "dp4 zero=1 again"
 compare "dp4 zero=1 twice" "$SCRATCH/dp4z" "$SCRATCH/dp4zb" --bitwise
 
-grep -q "rank   dp   tp   pp   sp  host (local rank)  holds" "$SCRATCH/dp4z/log.txt" && grep -q "samples 6-7" "$SCRATCH/dp4z/log.txt" && grep -c "^ *[0-3] *[0-3] *0 *0 *0 " "$SCRATCH/dp4z/log.txt" | grep -q 4
+grep -q "rank   dp   tp   pp   sp  host (local rank)  holds" "$SCRATCH/dp4z/log.txt" && grep -q "samples 6-7" "$SCRATCH/dp4z/log.txt" &&
+    [ "$(grep -c "^ *[0-3] *[0-3] *0 *0 *0 " "$SCRATCH/dp4z/log.txt")" -eq 4 ]
 ok $? "rank 0 prints the layout table (rank -> dp, tp, pp, sp, host)"
 "$TORCH_PYTHON" -c "
 import json,sys

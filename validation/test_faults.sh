@@ -7,6 +7,7 @@
 # continues bitwise to the uninterrupted run. Also: a stop signal that cannot reach a step's end
 # within train.stop_grace exits 75 promptly with the checkpoints as they were.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

@@ -7,6 +7,7 @@
 # runs jobs as their owner) and the Slurm packages of .ci/deps.sh. Two ranks (pp = 2) per job.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 . "$MP_SRCDIR/validation/slurm_harness.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
@@ -114,10 +115,10 @@ ok $? "the job serves at ${U:-nothing}, its 4 stage processes (2 primaries, 2 st
     cmp -s "$SCRATCH/sref.jsonl" "$SCRATCH/srv.jsonl"
 ok $? "40 requests through the Slurm job: every completion bitwise equal to the one-process server's ($(cat "$SCRATCH/c.out"))"
 scancel "$jid"
-slurm_wait_state "$jid" 60 CANCELLED COMPLETED
+slurm_wait_state "$jid" 60 CANCELLED COMPLETED; wrc=$?
 i=0; while pgrep -f "serve-stage -c $SCRATCH/job.ini" > /dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-! pgrep -f "serve-stage -c $SCRATCH/job.ini" > /dev/null && ! pgrep -f "serve -c $SCRATCH/job.ini" > /dev/null
-ok $? "scancel: the job ends ($(slurm_job_state "$jid")) and no stage or front-end process is left"
+[ $wrc -eq 0 ] && ! pgrep -f "serve-stage -c $SCRATCH/job.ini" > /dev/null && ! pgrep -f "serve -c $SCRATCH/job.ini" > /dev/null
+ok $? "scancel: the job ends within 60 s ($(slurm_job_state "$jid")) and no stage or front-end process is left"
 if [ -z "$U" ] || [ "$steps" -ne 4 ]; then
     sed 's/^/#   /' "$SCRATCH"/serve-*.out "$SCRATCH"/srv/*.log 2>/dev/null | tail -n 30
     slurm_logs

@@ -9,6 +9,7 @@
 # pp = 4, m = 8 cuts stage 0's activations by at least 30%, every evicted byte is accepted, and the
 # schedules it cannot run are refused naming why.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
@@ -174,11 +175,12 @@ for c in 1 0; do
 done
 compare "coordinated = uncoordinated" "$SCRATCH/co0" "$SCRATCH/co1" --bitwise
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/copy_overlaps.py" "$SCRATCH/co1" "$SCRATCH/co0" > "$SCRATCH/ovl.out"
+ovl_rc=$?
 read -r _ c1 o1 < "$SCRATCH/ovl.out"
 c0=$(sed -n 2p "$SCRATCH/ovl.out" | cut -d' ' -f2); o0=$(sed -n 2p "$SCRATCH/ovl.out" | cut -d' ' -f3)
 echo "# coordinated: $c1 copies, $o1 same-direction overlaps between ranks; uncoordinated: $c0 copies, $o0 overlaps"
-[ "$c1" = 640 ] && [ "$c0" = 640 ] && [ "$o1" = 0 ]
-ok $? "coordinated: no two ranks of the node copy in the same direction at once (every copy on the trace)"
+[ $ovl_rc -eq 0 ] && [ "$c1" = 640 ] && [ "$c0" = 640 ] && [ "$o1" = 0 ]
+ok $? "coordinated: no two ranks of the node copy in the same direction at once (every copy on the trace; copy_overlaps.py exit $ovl_rc)"
 
 # memory.device_limit: keep does not fit, the refusal names the stage and a policy that does.
 limit=$("$TORCH_PYTHON" -c "import json; print(json.loads(open('$SCRATCH/ref/metrics.jsonl').readline())['planned_mem_bytes'][0] - 1)")

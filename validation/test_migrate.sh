@@ -9,7 +9,7 @@
 # parallel.timeout naming it. Up to 4 ranks on 2 cores: timings are noisy, so only "at least one
 # move" is asserted, never which split is chosen (throughput: validation/bench/bench_migrate.py).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
-mp_require_torch
+mp_require_h5py # it reads checkpoints (compare_runs.py, h5py); nothing here needs torch
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/migrate.ini"

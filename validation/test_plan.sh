@@ -5,13 +5,14 @@
 # step when planned again; the 1F1B/GPipe memory ordering the simulator's stash peaks imply holds;
 # a measured profile (2 ranks: the MPI probe too) drives the plan; bad input names what is wrong.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py)
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"
 PY=${TORCH_PYTHON:-/usr/bin/python3}
 P() { "$MINDPIPE" plan -c "$deck" "$@"; }
 
 # --- one layout, JSON ---
-P --layout pp=2,dp=1,tp=1 --json > "$SCRATCH/one.json" 2> "$SCRATCH/err"
+P --layout pp=2,dp=1,tp=1 --json > "$SCRATCH/one.json" 2> "$SCRATCH/err" &&
 "$PY" - "$SCRATCH/one.json" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -30,7 +31,7 @@ ok $? "plan --layout pp=2 --json: one object with step_time_s, tokens_per_s, tfl
 # pp = 2 neither step can be shorter than the busier stage's work plus one micro-batch of the other
 # (the last stage waits for micro-batch 0's forward, the first finishes with the last backward) ---
 P --layout pp=2,micro_batch=1,schedule=gpipe --json > "$SCRATCH/gpipe.json" 2>/dev/null &&
-    P --layout pp=2,micro_batch=1,schedule=1f1b --json > "$SCRATCH/1f1b.json" 2>/dev/null
+    P --layout pp=2,micro_batch=1,schedule=1f1b --json > "$SCRATCH/1f1b.json" 2>/dev/null &&
 "$PY" - "$SCRATCH/gpipe.json" "$SCRATCH/1f1b.json" <<'EOF'
 import json, sys
 g = json.loads(open(sys.argv[1]).readline()); f = json.loads(open(sys.argv[2]).readline())
@@ -40,12 +41,13 @@ for r in (g, f):
     assert r["bubble"] > 0 and r["step_time_s"] >= max(st) + min(st) / r["m"] - 1e-12, r
 EOF
 ok $? "gpipe holds more on stage 0 than 1f1b at m=8, pp=2; both steps at least the busier stage + 1/m of the other"
-"$MINDPIPE" sim --schedule 1f1b --pp 4 --m 8 | grep -q "bubble 0.2727"
+"$MINDPIPE" sim --schedule 1f1b --pp 4 --m 8 > "$SCRATCH/sim.out" 2>&1 && grep -q "bubble 0.2727" "$SCRATCH/sim.out"
+ok $? "mindpipe sim 1f1b pp=4 m=8: bubble 0.2727 ((pp - 1) / (m + pp - 1) = 3/11)"
 P --layout pp=4,micro_batch=1 --devices "$SCRATCH/none.ini" > /dev/null 2>&1
-ok $([ $? -ne 0 ] && echo 0 || echo 1) "a missing device file is refused"
+ok "$([ $? -ne 0 ] && echo 0 || echo 1)" "a missing device file is refused"
 
 # --- the search: sorted, fitting, consistent with --layout and --emit ---
-P --ranks 4 --top 5 --json > "$SCRATCH/search.json" 2> "$SCRATCH/err"
+P --ranks 4 --top 5 --json > "$SCRATCH/search.json" 2> "$SCRATCH/err" &&
 "$PY" - "$SCRATCH/search.json" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -57,7 +59,7 @@ for r in rows:
 EOF
 ok $? "plan --ranks 4 --top 5: up to 5 plans of 4 ranks, fastest first, all fitting"
 P --ranks 4 --emit "$SCRATCH/best.ini" > /dev/null 2>&1 &&
-    "$MINDPIPE" plan -c "$SCRATCH/best.ini" --layout tp=1 --json > "$SCRATCH/again.json" 2> "$SCRATCH/err"
+    "$MINDPIPE" plan -c "$SCRATCH/best.ini" --layout tp=1 --json > "$SCRATCH/again.json" 2> "$SCRATCH/err" &&
 "$PY" - "$SCRATCH/search.json" "$SCRATCH/again.json" <<'EOF'
 import json, sys
 a = json.loads(open(sys.argv[1]).readline()); b = json.loads(open(sys.argv[2]).readline())
@@ -66,13 +68,13 @@ for k in ("tp", "pp", "dp", "v", "micro_batch", "schedule", "layers", "policy"):
 assert abs(a["step_time_s"] - b["step_time_s"]) <= 1e-9 * a["step_time_s"], (a, b)
 EOF
 ok $? "--emit's deck, planned again with --layout, predicts the search's first plan exactly"
-P --ranks 4 --objective energy --top 5 --json > "$SCRATCH/energy.json" 2>/dev/null
+P --ranks 4 --objective energy --top 5 --json > "$SCRATCH/energy.json" 2>/dev/null &&
 "$PY" -c '
 import json, sys
 e = [json.loads(l)["energy_j_per_token"] for l in open(sys.argv[1])]
 assert e and e == sorted(e), e' "$SCRATCH/energy.json"
 ok $? "--objective energy ranks by energy per token"
-P --layout pp=1 --tokens 1e9 --json 2>/dev/null | grep -q '"run_kwh"'
+P --layout pp=1 --tokens 1e9 --json > "$SCRATCH/tokens.json" 2>/dev/null && grep -q '"run_kwh"' "$SCRATCH/tokens.json"
 ok $? "--tokens adds the run's hours, kWh and CO2"
 
 # --- a deadline: a constraint the objective ranks within ---
@@ -81,6 +83,7 @@ ok $? "--tokens adds the run's hours, kWh and CO2"
 PS() { "$MINDPIPE" plan -c "$MP_SRCDIR/inputs/scale/megatron-175b.ini" --devices "$MP_SRCDIR/inputs/devices.ini" \
     --device a100-80g --ranks 64 --tokens 3e11 "$@"; }
 PS --objective energy --top 20 --json > "$SCRATCH/dl0.json" 2>/dev/null
+rc0=$?
 dl=$("$PY" -c '
 import json, sys
 p = [json.loads(l) for l in open(sys.argv[1])]
@@ -99,15 +102,15 @@ assert e == sorted(e), e                                          # by energy am
 assert any(not m for m in meets), "the deadline excluded nothing"
 EOF
 pyrc=$?
-ok $([ $rc -eq 0 ] && [ $pyrc -eq 0 ] && [ "$dl" != none ] && echo 0 || echo 1) \
+ok "$([ $rc0 -eq 0 ] && [ $rc -eq 0 ] && [ $pyrc -eq 0 ] && [ "$dl" != none ] && echo 0 || echo 1)" \
     "--deadline: plans that finish in time first, by energy among them; the least-energy plan, too slow, after them"
 fast=$("$PY" -c 'import json,sys; print(min(json.loads(l)["run_hours"] for l in open(sys.argv[1])))' "$SCRATCH/dl0.json")
 tight=$("$PY" -c "print($fast / 100)")
 PS --deadline "$tight" > "$SCRATCH/dl2.out" 2>&1
-ok $([ $? -eq 1 ] && grep -q "no plan finishes 3e+11 tokens within" "$SCRATCH/dl2.out" && grep -q "MISSES" "$SCRATCH/dl2.out" \
-    && echo 0 || echo 1) "a deadline no plan meets: exit 1, says so and how long the fastest needs"
+ok "$([ $? -eq 1 ] && grep -q "no plan finishes 3e+11 tokens within" "$SCRATCH/dl2.out" && grep -q "MISSES" "$SCRATCH/dl2.out" \
+    && echo 0 || echo 1)" "a deadline no plan meets: exit 1, says so and how long the fastest needs"
 P --ranks 4 --deadline 5 > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -eq 2 ] && grep -q -- "--deadline HOURS needs --tokens" "$SCRATCH/err" && echo 0 || echo 1) "--deadline without --tokens is refused"
+ok "$([ $? -eq 2 ] && grep -q -- "--deadline HOURS needs --tokens" "$SCRATCH/err" && echo 0 || echo 1)" "--deadline without --tokens is refused"
 
 # --- memory: a device too small for keep ---
 sed -n '/^\[cpu\]/,$p' "$MP_SRCDIR/inputs/devices.ini" | sed 's/^\[cpu\]/[small]/; s/^memory = .*/memory = 1.2e6/' \
@@ -119,7 +122,7 @@ import json, sys
 r = json.loads(open(sys.argv[1]).readline())
 assert not r["fits"] and max(r["peak_mem_bytes"]) > 1.2e6, r' "$SCRATCH/keep.json"
 pyrc=$?
-ok $([ $rc -eq 1 ] && [ $pyrc -eq 0 ] && echo 0 || echo 1) "keep on a 1.2 MB device: predicted over the limit, exit 1"
+ok "$([ $rc -eq 1 ] && [ $pyrc -eq 0 ] && echo 0 || echo 1)" "keep on a 1.2 MB device: predicted over the limit, exit 1"
 P --devices "$SCRATCH/dev.ini" --device small --ranks 1 --top 5 --json > "$SCRATCH/small.json" 2> "$SCRATCH/err"
 "$PY" - "$SCRATCH/small.json" <<'EOF'
 import json, sys
@@ -132,14 +135,14 @@ EOF
 ok $? "the search on that device proposes only plans under 1.2 MB, with a policy other than keep"
 sed -i 's/^memory = .*/memory = 1e4/' "$SCRATCH/dev.ini"
 P --devices "$SCRATCH/dev.ini" --device small --ranks 2 > "$SCRATCH/out" 2> "$SCRATCH/err"
-ok $([ $? -eq 1 ] && grep -q "no layout" "$SCRATCH/err" && echo 0 || echo 1) "nothing fits 10 KB: no plan, exit 1, says so"
+ok "$([ $? -eq 1 ] && grep -q "no layout" "$SCRATCH/err" && echo 0 || echo 1)" "nothing fits 10 KB: no plan, exit 1, says so"
 
 # --- profile: measured here, then planned with ---
 MPIEXEC=${MPIEXEC:-mpiexec}
 # 4 layers of width 64: big enough that a block's time stands out of a shared host's noise
 PSET="--set model.layers=4 --set model.dim=64"
 # shellcheck disable=SC2086
-$MPIEXEC -n 2 "$MINDPIPE" profile -c "$deck" $PSET --out "$SCRATCH/prof.json" > "$SCRATCH/prof.out" 2>&1
+$MPIEXEC -n 2 "$MINDPIPE" profile -c "$deck" $PSET --out "$SCRATCH/prof.json" > "$SCRATCH/prof.out" 2>&1 &&
 "$PY" - "$SCRATCH/prof.json" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -157,7 +160,7 @@ P $PSET --layout pp=2 --profile "$SCRATCH/prof.json" --json > "$SCRATCH/pp.json"
 ok $? "plan --profile predicts a layout from the measured costs"
 "$MINDPIPE" plan -c "$deck" --set model.layers=6 --set model.dim=64 --layout pp=2 --profile "$SCRATCH/prof.json" \
     > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -ne 0 ] && grep -q "profiles a model of 4 layers" "$SCRATCH/err" && echo 0 || echo 1) \
+ok "$([ $? -ne 0 ] && grep -q "profiles a model of 4 layers" "$SCRATCH/err" && echo 0 || echo 1)" \
     "a profile of another model is refused naming both shapes"
 
 # --- memory.policy = auto at run time: keep plans 1628160 bytes for train.ini, recompute 1331200 and
@@ -178,7 +181,7 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 assert rows and all(r["peak_mem_bytes"] == [1331200] for r in rows), rows[0]["peak_mem_bytes"]' "$SCRATCH/auto/metrics.jsonl"
 ok $? "its measured peak is recompute's planned 1331200 bytes"
 TR --set memory.policy=auto --set memory.device_limit=1200K --out "$SCRATCH/none" > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -ne 0 ] && grep -q "No memory policy fits" "$SCRATCH/err" && echo 0 || echo 1) \
+ok "$([ $? -ne 0 ] && grep -q "No memory policy fits" "$SCRATCH/err" && echo 0 || echo 1)" \
     "auto under a limit nothing fits is refused, saying so"
 
 # --- balance (BPipe): the simulated lists are the executor's own (sched_add_balance). On a 600 KB
@@ -192,10 +195,12 @@ krc=$?
 PB --layout pp=4,micro_batch=1,policy=balance --json > "$SCRATCH/bb.json" 2>/dev/null
 brc=$?
 PB --ranks 4 --top 60 --json > "$SCRATCH/bs.json" 2>/dev/null
+src=$?
+trc=0
 for pol in keep balance; do
     ${MPIEXEC:-mpiexec} -n 4 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=6 \
         --set checkpoint.every=0 --set model.layers=4 --set parallel.pp=4 --set train.micro_batch=1 \
-        --set train.threads=1 --set memory.policy=$pol --quiet --out "$SCRATCH/m_$pol" > /dev/null 2>&1
+        --set train.threads=1 --set memory.policy=$pol --quiet --out "$SCRATCH/m_$pol" > /dev/null 2>&1 || trc=1
 done
 "$PY" - "$SCRATCH" <<'EOF'
 import json, sys
@@ -213,8 +218,8 @@ print("# pp=4 peaks, keep: predicted %s measured %s; balance: predicted %s measu
 assert mb[0] < mk[0] and mb[3] > mk[3], (mk, mb)
 EOF
 pyrc=$?
-ok $([ $krc -eq 1 ] && [ $brc -eq 0 ] && [ $pyrc -eq 0 ] && echo 0 || echo 1) \
-    "balance predicted: pp=4 keep overfills 600 KB, balance fits (stage 0 down, stage 3 up, as measured), the search proposes it"
+ok "$([ $krc -eq 1 ] && [ $brc -eq 0 ] && [ $src -eq 0 ] && [ $trc -eq 0 ] && [ $pyrc -eq 0 ] && echo 0 || echo 1)" \
+    "balance predicted: pp=4 keep overfills 600 KB, balance fits (stage 0 down, stage 3 up, as measured in two pp=4 runs), the search proposes it"
 
 # --- pipeline.layers = auto at run time: the planner's split, logged, bitwise like one rank; wide
 # enough (C 256, T 128) that a 2-layer pass is over the 20 ms autosplit.c times, not the model's ratios ---
@@ -246,7 +251,7 @@ ok $? "deck.ini keeps pipeline.layers = auto (a resume measures again)"
 compare "auto split vs one rank" "$SCRATCH/one6" "$SCRATCH/auto6" --bitwise
 TR --set parallel.pp=2 --set parallel.schedule=interleaved --set parallel.virtual_stages=2 --set model.layers=4 \
     --set pipeline.layers=auto --out "$SCRATCH/bad" > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -ne 0 ] && grep -q "pipeline.layers=auto: the planner splits one chunk per stage" "$SCRATCH/err" && echo 0 || echo 1) \
+ok "$([ $? -ne 0 ] && grep -q "pipeline.layers=auto: the planner splits one chunk per stage" "$SCRATCH/err" && echo 0 || echo 1)" \
     "pipeline.layers=auto with interleaving is refused, naming what to give"
 
 # --- at scale: Korthikanti et al. 2022's Table 5, full recompute (docs/PLAN.md "At scale"): the
@@ -265,13 +270,13 @@ done
 
 # --- bad input ---
 P --layout pp=1 --device tpu-v9 > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -ne 0 ] && grep -q "a100-80g" "$SCRATCH/err" && echo 0 || echo 1) "an unknown device kind is refused listing the kinds"
+ok "$([ $? -ne 0 ] && grep -q "a100-80g" "$SCRATCH/err" && echo 0 || echo 1)" "an unknown device kind is refused listing the kinds"
 P --layout pq=2 > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -eq 2 ] && grep -q "unknown key 'pq'" "$SCRATCH/err" && echo 0 || echo 1) "an unknown --layout key is refused"
+ok "$([ $? -eq 2 ] && grep -q "unknown key 'pq'" "$SCRATCH/err" && echo 0 || echo 1)" "an unknown --layout key is refused"
 P --layout pp=1,policy=balance > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -eq 2 ] && grep -q "balance needs parallel.pp >= 2" "$SCRATCH/err" && echo 0 || echo 1) "balance at pp=1 is refused: no partner"
+ok "$([ $? -eq 2 ] && grep -q "balance needs parallel.pp >= 2" "$SCRATCH/err" && echo 0 || echo 1)" "balance at pp=1 is refused: no partner"
 P --layout pp=2,policy=balance --device a100-80g > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -eq 2 ] && grep -q "balance on a GPU kind" "$SCRATCH/err" && echo 0 || echo 1) "balance on a GPU kind is refused (host MPI moves only)"
+ok "$([ $? -eq 2 ] && grep -q "balance on a GPU kind" "$SCRATCH/err" && echo 0 || echo 1)" "balance on a GPU kind is refused (host MPI moves only)"
 P > /dev/null 2> "$SCRATCH/err"
-ok $([ $? -eq 2 ] && grep -q "ranks" "$SCRATCH/err" && echo 0 || echo 1) "plan without --ranks or --layout is refused"
+ok "$([ $? -eq 2 ] && grep -q "ranks" "$SCRATCH/err" && echo 0 || echo 1)" "plan without --ranks or --layout is refused"
 done_testing

@@ -5,6 +5,7 @@
 # bitwise; SIGUSR1 checkpoints and exits 75; corrupt, truncated and foreign checkpoints are refused
 # and --resume auto falls back to the previous good one. Up to 8 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints (compare_runs.py, h5py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
@@ -117,7 +118,7 @@ refused "another model's checkpoint (6 layers)" "model.layers=4, the deck says 6
     --set train.threads=1 --resume "$SCRATCH/good10.h5"
 refused "a 1f1b checkpoint resumed by a 2bw run" "no /model_prev" 1 $L4 --set parallel.schedule=2bw \
     --resume "$SCRATCH/good10.h5"
-"$MINDPIPE" inspect "$SCRATCH/s_2bw/ckpt/step_00000020.h5" > "$SCRATCH/inspect.out" 2>&1
-grep -q "model_prev/h.3.mlp.proj.w" "$SCRATCH/inspect.out" && grep -q "dp=1 tp=1 pp=2" "$SCRATCH/inspect.out"
+"$MINDPIPE" inspect "$SCRATCH/s_2bw/ckpt/step_00000020.h5" > "$SCRATCH/inspect.out" 2>&1 &&
+    grep -q "model_prev/h.3.mlp.proj.w" "$SCRATCH/inspect.out" && grep -q "dp=1 tp=1 pp=2" "$SCRATCH/inspect.out"
 ok $? "mindpipe inspect lists the layout and every tensor, /model_prev included"
 done_testing

@@ -6,6 +6,7 @@
 # past files that verify but do not fit the deck or belong to another run; a resume that changes
 # train.seed is refused naming it; a stray argument is refused; stale temporaries are removed.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it reads checkpoints with h5py
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"
@@ -51,6 +52,7 @@ ok $? "and leaves the checkpoints and no lock behind"
 old_id=$(cat "$SCRATCH/a/run_id")
 T a --set train.steps=2 --restart; rc=$?
 moved=$(ls -d "$SCRATCH/a/ckpt.old-"* 2>/dev/null | head -n 1)
+# shellcheck disable=SC2010  # ls's listing against ls's listing: the names are step_*.h5, log.txt, metrics.jsonl
 [ $rc -eq 0 ] && [ -n "$moved" ] && ls "$moved" | grep -v -x -e log.txt -e metrics.jsonl | cmp -s - "$SCRATCH/before.ls" &&
     [ -e "$(ck a 2)" ] &&
     [ "$(ls "$SCRATCH/a/ckpt")" = step_00000002.h5 ] && [ "$(cat "$SCRATCH/a/run_id")" != "$old_id" ]
@@ -108,8 +110,8 @@ ok $? "--set train.seed on the command line changes it on purpose: a warning nam
 [ $rc -ne 0 ] && has stray "unexpected argument '$SCRATCH/stray' for 'train'" && [ ! -e "$SCRATCH/stray" ]
 ok $? "train -c DECK DIR: the stray argument is refused, naming it (exit $rc)"
 : > "$SCRATCH/a/ckpt/step_00000008.h5.tmp" && : > "$SCRATCH/a/trace.json.tmp.4242" && : > "$SCRATCH/a/notes.tmp.txt"
-T a --set train.steps=4 --set train.seed=12 --resume auto
-[ ! -e "$SCRATCH/a/ckpt/step_00000008.h5.tmp" ] && [ ! -e "$SCRATCH/a/trace.json.tmp.4242" ] &&
+T a --set train.steps=4 --set train.seed=12 --resume auto; rc=$?
+[ $rc -eq 0 ] && [ ! -e "$SCRATCH/a/ckpt/step_00000008.h5.tmp" ] && [ ! -e "$SCRATCH/a/trace.json.tmp.4242" ] &&
     [ -e "$SCRATCH/a/notes.tmp.txt" ] && grep -q "removed .*step_00000008.h5.tmp" "$SCRATCH/a/log.txt"
-ok $? "stale temporaries (NAME.tmp, NAME.tmp.PID) are removed at start and logged; other files stay"
+ok $? "stale temporaries (NAME.tmp, NAME.tmp.PID) are removed at start and logged; other files stay; the run ends well (exit $rc)"
 done_testing

@@ -60,18 +60,23 @@ kill -TERM "$FE1"
 # The same requests through `mindpipe generate` (one process, no server): the same bytes.
 same=0
 for i in 0 1 2 3 4 5; do
-    "$TORCH_PYTHON" "$client" request $i > "$SCRATCH/req"
-    IFS=$(printf '\t') read -r prompt n temp topk seed rid < "$SCRATCH/req"
-    "$MINDPIPE" generate -c "$deck" $M --ckpt "$CK" --prompt "$prompt" --max-tokens "$n" --temperature "$temp" \
-        --top-k "$topk" --seed "$seed" --request-id "$rid" > "$SCRATCH/gen$i" 2>/dev/null
-    "$TORCH_PYTHON" "$client" tokens "$SCRATCH/seq.jsonl" $i "$SCRATCH/srv$i"
-    if cmp -s "$SCRATCH/gen$i" "$SCRATCH/srv$i"; then same=$((same + 1)); else diag "request $i: generate '$(cat "$SCRATCH/gen$i")' serve '$(cat "$SCRATCH/srv$i")'"; fi
+    # every step must work: a generate and a tokens that both failed would leave two equal empty files
+    if "$TORCH_PYTHON" "$client" request $i > "$SCRATCH/req" &&
+        IFS=$(printf '\t') read -r prompt n temp topk seed rid < "$SCRATCH/req" &&
+        "$MINDPIPE" generate -c "$deck" $M --ckpt "$CK" --prompt "$prompt" --max-tokens "$n" --temperature "$temp" \
+            --top-k "$topk" --seed "$seed" --request-id "$rid" > "$SCRATCH/gen$i" 2> "$SCRATCH/gen$i.err" &&
+        "$TORCH_PYTHON" "$client" tokens "$SCRATCH/seq.jsonl" $i "$SCRATCH/srv$i" &&
+        cmp -s "$SCRATCH/gen$i" "$SCRATCH/srv$i"; then
+        same=$((same + 1))
+    else
+        diag "request $i: generate '$(cat "$SCRATCH/gen$i" 2>/dev/null)' ($(head -c 200 "$SCRATCH/gen$i.err" 2>/dev/null)) serve '$(cat "$SCRATCH/srv$i" 2>/dev/null)'"
+    fi
 done
 [ $same -eq 6 ]
 ok $? "requests 0-5 (greedy and sampled, top-k 20 or all) equal mindpipe generate's bytes with the same seed and request id ($same of 6)"
 
 "$TORCH_PYTHON" "$client" bad "$URL2" --context 64 > "$SCRATCH/bad.out" 2>&1
-tap_lines "bad input" "$SCRATCH/bad.out"
+tap_checker "bad input" "serve_client.py bad" $? "$SCRATCH/bad.out"
 grep -q "^PASS the server closes" "$SCRATCH/bad.out"
 ok $? "the bad-input client ran to its end"
 

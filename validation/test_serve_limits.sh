@@ -28,12 +28,12 @@ serve perip 256,16,3
 ok $? "serve --http-limits 256,16,3 starts"
 timeout 60 "$TORCH_PYTHON" "$client" slow "$URL" --connections 200 --seconds 6 --deadline 3 --probe-from 127.0.0.2 \
     --per-client 16 > "$SCRATCH/slow.out" 2>&1
-tap_lines "per-client limit 16, probes from 127.0.0.2" "$SCRATCH/slow.out"
+tap_checker "per-client limit 16, probes from 127.0.0.2" "serve_client.py slow" $? "$SCRATCH/slow.out"
 [ "$tl_found" -eq 4 ]
 ok $? "the slow-client run made its 4 checks"
 
 timeout 60 "$TORCH_PYTHON" "$client" edge "$URL" --deadline 3 > "$SCRATCH/edge.out" 2>&1
-tap_lines "edge" "$SCRATCH/edge.out"
+tap_checker "edge" "serve_client.py edge" $? "$SCRATCH/edge.out"
 [ "$tl_found" -eq 17 ]
 ok $? "the edge-case run made its 17 checks"
 kill -TERM "$spid"; wait "$spid"
@@ -42,7 +42,7 @@ serve reserve 64,0,3
 ok $? "serve --http-limits 64,0,3 (no per-client limit) starts"
 timeout 60 "$TORCH_PYTHON" "$client" slow "$URL" --connections 200 --seconds 6 --deadline 3 --probe-from 127.0.0.1 \
     > "$SCRATCH/slow.out" 2>&1
-tap_lines "no per-client limit, 64 connections, probes from 127.0.0.1" "$SCRATCH/slow.out"
+tap_checker "no per-client limit, 64 connections, probes from 127.0.0.1" "serve_client.py slow" $? "$SCRATCH/slow.out"
 [ "$tl_found" -eq 3 ]
 ok $? "the reserve run made its 3 checks"
 kill -TERM "$spid"; wait "$spid"

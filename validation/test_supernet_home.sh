@@ -8,6 +8,7 @@
 # stash offloaded, one subnet per executor step (interleaved), evaluations between windows, and resumes from one residency to
 # the other; the device holds less (the log's report, the measured peak memory); bad decks refused.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_torch # causal_trace.py imports torch_ref.py (its sampler), which imports torch; compare_runs.py h5py
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
@@ -35,7 +36,8 @@ for c in "h2s2 1" "h4s3 2"; do
     "$TORCH_PYTHON" "$MP_SRCDIR/validation/causal_trace.py" "$SCRATCH/$1" --most "$2" > "$SCRATCH/tr.out" 2>&1
     ok $? "$1's trace: $(head -n 1 "$SCRATCH/tr.out")"
 done
-run 4 d4 $SN $W4 --set parallel.pp=4
+# shellcheck disable=SC2086
+run 4 d4 $SN $W4 --set parallel.pp=4; ok $? "window 4 at pp=4, every candidate on the device"
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/causal_trace.py" "$SCRATCH/d4" --most 2 > "$SCRATCH/tr.out" 2>&1
 [ $? -ne 0 ] && grep -q "at most 3 at once" "$SCRATCH/tr.out"
 ok $? "the cap is the slots': on the device pp=4 has 3 subnets in flight at once on a stage ($(head -n 1 "$SCRATCH/tr.out"))"
@@ -43,9 +45,10 @@ ok $? "the cap is the slots': on the device pp=4 has 3 subnets in flight at once
 # the candidates' copies take the node's host-link locks (memory.coordinate, on by default): on the
 # timeline the two stages of h2s2 never copy in the same direction at once
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/copy_overlaps.py" "$SCRATCH/h2s2" > "$SCRATCH/ovl.out"
+ovl_rc=$?
 read -r _ nc no < "$SCRATCH/ovl.out"
-[ "${nc:-0}" -gt 0 ] && [ "$no" = 0 ]
-ok $? "candidate copies share the node's host link: ${nc:-?} copies, ${no:-?} same-direction overlaps between ranks"
+[ $ovl_rc -eq 0 ] && [ "${nc:-0}" -gt 0 ] && [ "$no" = 0 ]
+ok $? "candidate copies share the node's host link: ${nc:-?} copies, ${no:-?} same-direction overlaps between ranks (copy_overlaps.py exit $ovl_rc)"
 
 # dp and tp: against the same layout with every candidate on the device
 for l in "dp --set parallel.dp=2" "tp --set parallel.tp=2"; do
@@ -79,6 +82,8 @@ run 1 rh $SN --resume auto; ok $? "resumed with every candidate on the device"
 compare "host-resident checkpoint resumed on the device" "$SCRATCH/ref" "$SCRATCH/rh" --bitwise
 # shellcheck disable=SC2086
 run 1 rd $SN --set checkpoint.every=10 --set debug.fail_at=0:11
+# without it the resume below would start afresh, and a fresh host-resident run is bitwise the reference too
+[ -s "$SCRATCH/rd/ckpt/step_00000010.h5" ]; ok $? "on-device run killed after its step-10 checkpoint"
 # shellcheck disable=SC2086
 run 1 rd $SN $H --set supernet.device_slots=2 --set parallel.pp=1 --resume auto; ok $? "resumed from host memory, 2 slots"
 compare "device checkpoint resumed host-resident" "$SCRATCH/ref" "$SCRATCH/rd" --bitwise

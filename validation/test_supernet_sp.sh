@@ -9,6 +9,7 @@
 # across the replicas (validation/causal_trace.py); dp inside the replicas bitwise equal to the same
 # dp without them; what the replicas do not run is refused.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_torch # causal_trace.py imports torch_ref.py (its sampler), which imports torch; compare_runs.py h5py
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"

@@ -46,8 +46,9 @@ key() { "$TORCH_PYTHON" -c "
 import json
 for l in open('$1'):
     r=json.loads(l); print(r['step'], repr(r['loss']), repr(r['grad_norm']), repr(r.get('val_loss')))"; }
-key "$SCRATCH/a/metrics.jsonl" > "$SCRATCH/a.key"; key "$SCRATCH/b/metrics.jsonl" > "$SCRATCH/b.key"
-cmp -s "$SCRATCH/a.key" "$SCRATCH/b.key"
+# (the keys must exist: two empty files are equal too)
+key "$SCRATCH/a/metrics.jsonl" > "$SCRATCH/a.key" && key "$SCRATCH/b/metrics.jsonl" > "$SCRATCH/b.key" &&
+    [ -s "$SCRATCH/a.key" ] && cmp -s "$SCRATCH/a.key" "$SCRATCH/b.key"
 ok $? "same deck twice: bitwise identical losses, grad norms and val losses"
 h5diff -q "$SCRATCH/a/ckpt/step_00000020.h5" "$SCRATCH/b/ckpt/step_00000020.h5" /model /model
 ok $? "same deck twice: bitwise identical final weights"
@@ -62,8 +63,8 @@ for g in /model /optim/m /optim/v; do
     h5diff -q "$SCRATCH/a/ckpt/step_00000020.h5" "$SCRATCH/c/ckpt/step_00000020.h5" $g $g
     ok $? "10 + resume + 10 = 20 straight: $g bitwise identical"
 done
-key "$SCRATCH/c/metrics.jsonl" | tail -n 2 > "$SCRATCH/c.key"
-tail -n 2 "$SCRATCH/a.key" | cmp -s - "$SCRATCH/c.key"
+key "$SCRATCH/c/metrics.jsonl" > "$SCRATCH/c.all" && tail -n 2 "$SCRATCH/c.all" > "$SCRATCH/c.key" &&
+    [ "$(wc -l < "$SCRATCH/c.key")" -eq 2 ] && tail -n 2 "$SCRATCH/a.key" | cmp -s - "$SCRATCH/c.key"
 ok $? "resumed run logs the same losses as the uninterrupted one"
 
 # resume auto with an empty run directory starts from step 0
@@ -86,13 +87,13 @@ ok $? "the run's deck.ini is a valid deck"
 if command -v mpiexec >/dev/null 2>&1; then
     mpiexec -n 1 "$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --set checkpoint.every=0 --out "$SCRATCH/m" > "$SCRATCH/m.out" 2>&1
     ok $? "train under mpiexec -n 1"
-    key "$SCRATCH/m/metrics.jsonl" | cmp -s "$SCRATCH/a.key" -
+    key "$SCRATCH/m/metrics.jsonl" > "$SCRATCH/m.key" && [ -s "$SCRATCH/m.key" ] && cmp -s "$SCRATCH/a.key" "$SCRATCH/m.key"
     ok $? "mpiexec -n 1 and the singleton run give bitwise identical metrics"
 else
     ok 1 "mpiexec not found (install mpich)"
 fi
 
-checkpoint_keep=$(ls "$SCRATCH/a/ckpt" | grep -c '^step_')
+checkpoint_keep=$(find "$SCRATCH/a/ckpt" -maxdepth 1 -name 'step_*' | wc -l)
 test "$checkpoint_keep" -eq 2
 ok $? "checkpoint.every=10 over 20 steps leaves step 10 and step 20"
 done_testing
