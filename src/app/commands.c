@@ -96,6 +96,13 @@ static const opt_def_t *opt_find(const char *s)
 
 /* ---- the commands ---- */
 
+static int cmd_cli_reference(cli_t *c)
+{
+    (void)c;
+    commands_reference(stdout);
+    return 0;
+}
+
 #define DECK_OPT(req, help) {"--deck", "DECK", help, req}
 #define SET_OPT {"--set", "S.K=V", "override one deck key (repeatable; applied after the deck, in order)", 0}
 #define END_OPTS {NULL, NULL, NULL, 0}

@@ -147,10 +147,3 @@ int cmd_deck_reference(cli_t *c)
     deck_print_reference(stdout);
     return 0;
 }
-
-int cmd_cli_reference(cli_t *c)
-{
-    (void)c;
-    commands_reference(stdout);
-    return 0;
-}

@@ -1,6 +1,7 @@
 /* The handler of each command of the table (commands.c): cli_t filled in and checked against the
  * options' types, ranges and required ones; what is left is each command's own rules. Exit
- * status: 0, 1 failed, 2 bad arguments. */
+ * status: 0, 1 failed, 2 bad arguments. (cli-reference's is the table's own, in commands.c: the
+ * handlers never call back into the table.) */
 #ifndef MP_HANDLERS_H
 #define MP_HANDLERS_H
 
@@ -22,6 +23,5 @@ int cmd_plan(cli_t *c);
 int cmd_profile(cli_t *c);
 int cmd_selftest(cli_t *c);
 int cmd_deck_reference(cli_t *c);
-int cmd_cli_reference(cli_t *c);
 
 #endif

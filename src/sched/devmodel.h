@@ -1,7 +1,7 @@
 /* Device and network kinds for the planner (ARCHITECTURE.md §6 "Planner", docs/PLAN.md): what one
  * accelerator (or this machine's CPU) computes and moves per second, how much it holds, what it
  * draws, and the two network tiers a job's ranks talk over (inside a node, between nodes). Filled
- * from inputs/devices.ini (app/devices.c parses it); pure arithmetic here, no MPI, no files.
+ * from inputs/devices.ini (plan/devices.c parses it); pure arithmetic here, no MPI, no files.
  *
  * Compute: a product of (M×K)·(K×N) takes 2MNK / (peak[precision] · eff(s)) with s = (MNK)^(1/3),
  * where eff is the device's efficiency curve: points (s_i, e_i), interpolated linearly in log s,

@@ -6,7 +6,10 @@
 #define MP_PROFILE_H
 
 #include "costmodel.h"
-#include "run.h"
+#include "deck.h"
+#include "model.h"
+#include "run_opts.h"
+#include "wait.h"
 
 typedef struct {
     cm_costs_t c;                 /* one micro-batch of c.B sequences at tp = 1, on c.cpu_threads threads */
