@@ -1,4 +1,4 @@
-/* `mindpipe serve` and its stage processes (ARCHITECTURE.md §7): the front end splits the deck's
+/* `mindpipe serve` and its stage processes (ARCHITECTURE.md §10): the front end splits the deck's
  * model into --stages S by the training partitioning (pipeline.layers, or balanced), starts one
  * `mindpipe serve-stage` process per stage (fork/exec of this program; the job's secret in their
  * environment, never on a command line), supervises them, batches requests continuously

@@ -1,4 +1,4 @@
-/* Continuous batching in the front end (ARCHITECTURE.md §7): requests wait in a queue, take a free
+/* Continuous batching in the front end (ARCHITECTURE.md §10): requests wait in a queue, take a free
  * cache slot at the next token step and leave when done. Every step sends one row per running
  * request (its next prompt token or its last sampled one) through the stages and samples, from the
  * logits that come back, a token for each request past its prompt. The slots form `groups`

@@ -1,4 +1,4 @@
-/* Heartbeats and fencing for stage processes on several hosts (links.h, tcp; ARCHITECTURE.md §7):
+/* Heartbeats and fencing for stage processes on several hosts (links.h, tcp; ARCHITECTURE.md §10):
  * the front end cannot reap a process on another node, so every stage process sends it a
  * heartbeat (WIRE_HEARTBEAT: role and stage) every few tens of milliseconds, and one that misses
  * them is taken for dead. A primary taken for dead that still lives (a stalled host) must not go on

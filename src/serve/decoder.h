@@ -1,5 +1,5 @@
 /* The decoder: a model's blocks (a whole model, or one serving stage's contiguous range of them)
- * and a key/value cache, advancing sequences one token at a time (ARCHITECTURE.md §3 model, §7
+ * and a key/value cache, advancing sequences one token at a time (ARCHITECTURE.md §3 model, §10
  * serving). A decode step feeds each sequence's newest token at its position: the embedding (first
  * stage), the blocks, each reading the keys and values of the sequence's earlier positions from the
  * cache and appending its own, and the final LayerNorm and tied head (last stage). Nothing is

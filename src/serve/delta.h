@@ -1,4 +1,4 @@
-/* HAMS state deltas (ARCHITECTURE.md §7 serving): after each step a stage primary ships to its
+/* HAMS state deltas (ARCHITECTURE.md §10): after each step a stage primary ships to its
  * standby, without waiting, the keys and values its layers appended for every row of the step;
  * the standby keeps them in order and applies them only once the front end has confirmed the step
  * (its logits came back, so every stage has passed it on), so its cache is always a durable prefix

@@ -1,4 +1,4 @@
-/* Failover timeline (ARCHITECTURE.md §7 serving): instant events in Chrome's trace format (one
+/* Failover timeline (ARCHITECTURE.md §10): instant events in Chrome's trace format (one
  * JSON object a line after a "[" line; the closing "]" is optional in that format), stamped with
  * the wall clock in microseconds since the epoch so events written by other processes (a test's
  * kill) merge on one time axis. One writer thread. */

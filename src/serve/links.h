@@ -1,4 +1,4 @@
-/* Where a serving job's processes meet (ARCHITECTURE.md §7 serving): the ZeroMQ endpoints of the
+/* Where a serving job's processes meet (ARCHITECTURE.md §10): the ZeroMQ endpoints of the
  * ring, the state deltas, the confirmations and the reports, from one description every process is
  * given (`--links`):
  *

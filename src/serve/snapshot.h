@@ -1,4 +1,4 @@
-/* A primary's side of a standby's catch-up (ARCHITECTURE.md §7 serving, delta.h): a standby that
+/* A primary's side of a standby's catch-up (ARCHITECTURE.md §10, delta.h): a standby that
  * attaches to a running primary (at start, as the replacement after a failover, or after it lost
  * a delta) says hello (WIRE_HELLO, its generation) on the primary's ring input, and the primary
  * answers on the delta link with a snapshot of every sequence it holds, then goes on with its

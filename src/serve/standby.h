@@ -1,4 +1,4 @@
-/* A standby's life before its promotion (ARCHITECTURE.md §7 serving, HAMS): with its stage's
+/* A standby's life before its promotion (ARCHITECTURE.md §10, HAMS): with its stage's
  * weights loaded it follows its primary, taking the primary's state deltas (a PULL connected to
  * the primary's delta socket) and the front end's confirmations (a SUB connected to its PUB), and
  * applying each delta once confirmed (delta.h), after a snapshot of its primary's state (snapshot.h).

@@ -1,4 +1,4 @@
-/* The messages between serving processes (ARCHITECTURE.md §7), over ZeroMQ: the front end and the
+/* The messages between serving processes (ARCHITECTURE.md §10), over ZeroMQ: the front end and the
  * stages form a ring of PUSH/PULL links (front end → stage 0 → … → stage S−1 → front end), each
  * link bound by its receiver on an ipc:// socket in a directory only the job's user can enter, or
  * on TCP with one process per host (links.h). Beside the ring: each primary's state deltas to its
