@@ -356,7 +356,8 @@ def _throughput(run, first):
     if not steps:
         return None
     med = lambda v: v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
-    return {"steps_timed": len(steps), "tokens_per_s": med(sorted(m[s]["tokens_per_s"] for s in steps)),
+    tps = sorted(m[s]["tokens_per_s"] for s in steps)
+    return {"steps_timed": len(steps), "tokens_per_s": med(tps), "tokens_per_s_range": [tps[0], tps[-1]],
             "mfu": med(sorted(m[s]["mfu"] for s in steps)), "loss_first": m[min(m)]["loss"],
             "loss_last": m[max(m)]["loss"], "finite": all(math.isfinite(m[s]["loss"]) for s in m)}
 
@@ -369,15 +370,12 @@ def cmd_gpt2(out, run, nvml, peak, dry, alt=None):
     kt = sorted(glob.glob(os.path.join(run, "kernel_times.r*.json")))
     k = load(kt[0]) if kt else None
     first = k["from_step"] if k else 2
-    steps = [s for s in sorted(m) if s >= first]
-    if not steps:
+    t = _throughput(run, first)
+    if t is None:
         res.update(status="fail", why="no step logged from %d on: %s" % (first, " / ".join(run_tail(run, 4))))
         return res
-    tps = sorted(m[s]["tokens_per_s"] for s in steps)
-    mfu = sorted(m[s]["mfu"] for s in steps)
-    med = lambda v: v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
-    res.update(steps_timed=len(steps), from_step=first, tokens_per_s=med(tps), mfu=med(mfu),
-               tokens_per_s_range=[tps[0], tps[-1]], loss_first=m[min(m)]["loss"], loss_last=m[max(m)]["loss"],
+    res.update(steps_timed=t["steps_timed"], from_step=first, tokens_per_s=t["tokens_per_s"], mfu=t["mfu"],
+               tokens_per_s_range=t["tokens_per_s_range"], loss_first=t["loss_first"], loss_last=t["loss_last"],
                peak_mem_bytes=m[max(m)].get("peak_mem_bytes"))
     if k:
         wall = k.get("wall_s") or 0
