@@ -293,6 +293,27 @@ template <int D> __device__ warp_bufs take_warp_bufs(carve &cv, int warp)
     return mine;
 }
 
+// The two backward kernels' shared memory, one layout: the block's own 64 rows of two operands (K and
+// V for dK/dV; Q and dO for dQ), the other side's tile of two (Q and dO; K and V), two row vectors
+// of the other side (dK/dV's log-sum-exps and dot products), and each warp's buffers.
+struct bwd_layout {
+    bf16 *own0, *own1, *oth0, *oth1;
+    float *vec0, *vec1;
+    warp_bufs wb;
+};
+
+template <int D> __device__ bwd_layout take_bwd_layout(char *smem)
+{
+    carve cv(smem);
+    constexpr int LD = D + PAD16;
+    bwd_layout l;
+    l.own0 = cv.take<bf16>(FR * LD), l.own1 = cv.take<bf16>(FR * LD);
+    l.oth0 = cv.take<bf16>(FT * LD), l.oth1 = cv.take<bf16>(FT * LD);
+    l.vec0 = cv.take<float>(FT), l.vec1 = cv.take<float>(FT);
+    l.wb = take_warp_bufs<D>(cv, threadIdx.x / 32);
+    return l;
+}
+
 // dK and dV: block (key tile, head, sequence); each warp owns 16 keys and runs over the query
 // tiles at or below the diagonal, in the transposed frame (rows are keys, columns queries).
 template <int D>
@@ -302,13 +323,12 @@ __global__ void __launch_bounds__(FW * 32) flash_dkv_kernel(float *dqkv, const f
 {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) char smem[];
-    carve cv(smem);
     constexpr int LD = D + PAD16;
-    bf16 *Ks = cv.take<bf16>(FR * LD), *Vs = cv.take<bf16>(FR * LD);
-    bf16 *Qs = cv.take<bf16>(FT * LD), *dOs = cv.take<bf16>(FT * LD);
-    float *Ls = cv.take<float>(FT), *Ds = cv.take<float>(FT);
+    const bwd_layout sm = take_bwd_layout<D>(smem);
+    bf16 *Ks = sm.own0, *Vs = sm.own1, *Qs = sm.oth0, *dOs = sm.oth1;
+    float *Ls = sm.vec0, *Ds = sm.vec1;
+    const warp_bufs wb = sm.wb;
     const int warp = threadIdx.x / 32;
-    const warp_bufs wb = take_warp_bufs<D>(cv, warp);
 
     const int kt = blockIdx.x, h = blockIdx.y, b = blockIdx.z, k0 = kt * FR, ld = 3 * C;
     const int nq = (T + FT - 1) / FT;
@@ -367,13 +387,11 @@ __global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const fl
 {
 #if __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) char smem[];
-    carve cv(smem);
     constexpr int LD = D + PAD16;
-    bf16 *Qs = cv.take<bf16>(FR * LD), *dOs = cv.take<bf16>(FR * LD);
-    bf16 *Ks = cv.take<bf16>(FT * LD), *Vs = cv.take<bf16>(FT * LD);
-    (void)cv.take<float>(2 * FT); // the dK/dV kernel's row vectors: the same layout, unused here
+    const bwd_layout sm = take_bwd_layout<D>(smem); // its row vectors are dK/dV's: unused here
+    bf16 *Qs = sm.own0, *dOs = sm.own1, *Ks = sm.oth0, *Vs = sm.oth1;
+    const warp_bufs wb = sm.wb;
     const int warp = threadIdx.x / 32;
-    const warp_bufs wb = take_warp_bufs<D>(cv, warp);
 
     const int nq = (T + FR - 1) / FR, qt = nq - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
     const int q0 = qt * FR, ld = 3 * C;
@@ -420,8 +438,7 @@ size_t flash_o_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) &
 
 template <int D> void forward_d(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
-    const size_t bytes = fwd_smem<D>::bytes();
-    CUDA_CHECK(cudaFuncSetAttribute(flash_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    const size_t bytes = fwd_smem<D>::bytes(); // allowed once, by cu_attention_flash_setup
     const dim3 grid((unsigned)((T + FR - 1) / FR), (unsigned)NH, (unsigned)B);
     flash_forward_kernel<D><<<grid, FW * 32, bytes, ctx->compute>>>(out, att, att + flash_o_offset(B, T, NH), qkv, T,
                                                                       C, NH, 1.0f / sqrtf((float)D));
@@ -438,8 +455,6 @@ void backward_d(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, cons
     CUDA_CHECK_LAUNCH();
     const size_t bytes = bwd_smem<D>::bytes();
     const float scale = 1.0f / sqrtf((float)D);
-    CUDA_CHECK(cudaFuncSetAttribute(flash_dkv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
-    CUDA_CHECK(cudaFuncSetAttribute(flash_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     const dim3 grid((unsigned)((T + FR - 1) / FR), (unsigned)NH, (unsigned)B);
     flash_dkv_kernel<D><<<grid, FW * 32, bytes, ctx->compute>>>(dqkv, dout, qkv, att, datt, T, C, NH, scale);
     CUDA_CHECK_LAUNCH();
@@ -447,17 +462,43 @@ void backward_d(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, cons
     CUDA_CHECK_LAUNCH();
 }
 
+// Lets each kernel of head size D use its shared memory (beyond the default 48 KB); a device that
+// offers a block less than they need (sm_86/89: 99 KB, against 157 KB for D = 128's backward) keeps
+// that size on the cuBLAS path.
+template <int D> cudaError_t allow_smem(int optin, unsigned *sizes)
+{
+    const int fwd = (int)fwd_smem<D>::bytes(), bwd = (int)bwd_smem<D>::bytes();
+    if (fwd > optin || bwd > optin) return cudaSuccess;
+    cudaError_t rc = cudaFuncSetAttribute(flash_forward_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, fwd);
+    if (rc == cudaSuccess)
+        rc = cudaFuncSetAttribute(flash_dkv_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bwd);
+    if (rc == cudaSuccess) rc = cudaFuncSetAttribute(flash_dq_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bwd);
+    if (rc == cudaSuccess) *sizes |= D;
+    return rc;
+}
+
 } // namespace
+
+int cu_attention_flash_setup(int device, unsigned *sizes)
+{
+    *sizes = 0;
+    int optin = 0;
+    cudaError_t rc = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    if (rc == cudaSuccess) rc = allow_smem<16>(optin, sizes);
+    if (rc == cudaSuccess) rc = allow_smem<32>(optin, sizes);
+    if (rc == cudaSuccess) rc = allow_smem<64>(optin, sizes);
+    if (rc == cudaSuccess) rc = allow_smem<128>(optin, sizes);
+    if (rc != cudaSuccess) return KERN_FAIL("fused attention: set-up: %s", cudaGetErrorString(rc));
+    return KERN_OK;
+}
 
 int cu_attention_flash_fits(const cu_ctx_t *ctx, int B, int T, int C, int NH)
 {
     if (ctx->precision != CU_BF16 || NH <= 0 || C % NH) return 0;
     const int hs = C / NH;
     if (hs != 16 && hs != 32 && hs != 64 && hs != 128) return 0;
-    if (C % 4) return 0; // float4 rows
-    int major = 0;
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ctx->device));
-    if (major < 8) return 0; // bf16 tensor cores: Ampere and later
+    if (C % 4) return 0;                         // float4 rows
+    if (!(ctx->flash_sizes & (unsigned)hs)) return 0; // no bf16 tensor cores, or too little shared memory
     // att must hold the log-sum-exps and the output's copy; datt the dot products
     return flash_o_offset(B, T, NH) + (size_t)B * T * C <= (size_t)B * NH * T * T;
 }

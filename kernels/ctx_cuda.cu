@@ -57,6 +57,10 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
     ctx->device = device;
     ctx->precision = precision;
     ctx->bf16_gemm = gemm && !strcmp(gemm, "cublas") ? CU_GEMM_CUBLAS : CU_GEMM_ROUND;
+    int major = 0;
+    if (setup_failed(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability"))
+        goto err;
+    if (major >= 8 && cu_attention_flash_setup(device, &ctx->flash_sizes) != KERN_OK) goto err; // bf16 tensor cores
     // Non-blocking: the legacy default stream must not serialise compute against communication.
     if (setup_failed(cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking), "compute stream"))
         goto err;

@@ -36,6 +36,7 @@ typedef struct {
     int device;             /* CUDA ordinal */
     int precision;          /* CU_FP32 or CU_BF16 (products only); may be changed between calls */
     int bf16_gemm;          /* CU_GEMM_ROUND or CU_GEMM_CUBLAS; may be changed between calls */
+    unsigned flash_sizes;   /* head sizes (16 | 32 | 64 | 128 as bits) the fused attention runs on here */
     cublasHandle_t blas;    /* bound to `compute` */
     cudaStream_t compute;   /* every kernel and product */
     cudaStream_t comm;      /* pipeline p2p and data-parallel collectives */
@@ -102,9 +103,14 @@ void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, con
 void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH);
-/* 1 when the fused path runs: bf16, head size 16, 32, 64 or 128, compute capability 8 or more, and
- * att large enough for its contents (T > head size). */
+/* 1 when the fused path runs: bf16, a head size of ctx->flash_sizes (16, 32, 64 or 128 where
+ * compute capability is 8 or more and the block's shared memory suffices), and att large enough
+ * for its contents (T > head size). */
 int cu_attention_flash_fits(const cu_ctx_t *ctx, int B, int T, int C, int NH);
+/* Once per context, from cu_ctx_init on compute capability 8 and up: lets the fused kernels use
+ * their shared memory, and sets *sizes to the head sizes they run on (those whose blocks fit the
+ * device's shared memory). 0, or -1 after a message. */
+int cu_attention_flash_setup(int device, unsigned *sizes);
 void cu_attention_flash_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_flash_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                                  const float *att, int B, int T, int C, int NH);

@@ -288,7 +288,9 @@ static void t_attention(st_t *s, int bf16)
 /* The fused bf16 attention (attention_flash_cuda.cu) at each head size it takes, T not a multiple
  * of its 64-row tiles and NH = 3: out and dqkv against the CPU within the bf16 tolerance (its att
  * holds log-sum-exps, not probabilities, so backward runs from the GPU's own forward), dqkv bitwise
- * equal over two runs (no atomics), and the shape must really take the fused path. */
+ * equal over two runs (no atomics), and the shape must really take the fused path: on sm_90 (H100,
+ * H200) every size; on a device whose blocks have less shared memory, the sizes that do not fit
+ * take the cuBLAS path, which the line says. */
 static void t_flash(st_t *s, int bf16)
 {
     static const int sizes[] = {16, 32, 64, 128};
@@ -298,8 +300,15 @@ static void t_flash(st_t *s, int bf16)
         char name[48];
         snprintf(name, sizeof name, "attention_flash[hs=%d,T=%d]", hs, T);
         if (!cu_attention_flash_fits(&s->ctx, B, T, C, NH)) {
-            printf("FAIL %-30s the fused path refused this shape\n", name);
-            s->failed++;
+            int major = 0;
+            CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->ctx.device));
+            if (major >= 9) {
+                printf("FAIL %-30s the fused path refused this shape\n", name);
+                s->failed++;
+            } else {
+                printf("note %-30s not fused on this device (too little shared memory a block): the cuBLAS "
+                       "path, checked as attention_*[bf16]\n", name);
+            }
             continue;
         }
         float *qkv = st_rand(s, nqkv, -2, 2), *out = st_host(s, nout), *att = st_host(s, natt);
