@@ -131,6 +131,10 @@ ok $? "docs/CLI.md is the output of mindpipe cli-reference (regenerate it when t
 # every value checked by its type and range, naming the command and the option, exit 2
 expect_fail "an integer with trailing garbage is refused naming the option" "sim --pp: '3x' is not an integer" \
     "$MINDPIPE" sim --schedule 1f1b --pp 3x --m 4
+expect_fail "a number with a leading space is refused, as in the deck (numparse.h)" "sim --pp: ' 3' is not an integer" \
+    "$MINDPIPE" sim --schedule 1f1b --pp " 3" --m 4
+expect_fail "an integer too large for any type is refused" "sim --m: '99999999999999999999' is not an integer" \
+    "$MINDPIPE" sim --schedule 1f1b --pp 2 --m 99999999999999999999
 expect_fail "an integer out of its range is refused with the range" "sim --m: 0 is outside \[1, 1048576\]" \
     "$MINDPIPE" sim --schedule 1f1b --pp 2 --m 0
 expect_fail "a number that is not one is refused" "search --mutation: 'often' is not a number" \

@@ -1,14 +1,13 @@
 /* The command table and everything made from it (contract in commands.h). */
 #include "commands.h"
 
-#include <errno.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "handlers.h"
+#include "numparse.h"
 
 /* ---- the option catalogue: each option once, with its type, its place in cli_t and its range ---- */
 
@@ -327,30 +326,30 @@ static void opt_label(char *buf, size_t n, const opt_def_t *def, const cmd_opt_t
              o && o->meta ? " " : "", o && o->meta ? o->meta : "");
 }
 
+/* The numbers are read as the deck's are (numparse.h): whole or refused. */
 static int parse_value(cli_t *c, const opt_def_t *def, const char *cmd, const char *v)
 {
-    char *p = (char *)c + def->off, *end = NULL;
-    errno = 0;
+    char *p = (char *)c + def->off;
     switch (def->type) {
     case T_STR: *(const char **)p = v; return MP_OK;
     case T_INT: {
-        const long x = strtol(v, &end, 10);
-        if (!*v || *end || errno) return MP_FAIL("%s %s: '%s' is not an integer", cmd, def->name, v);
+        long long x;
+        if (num_parse_long(v, &x) != MP_OK) return MP_FAIL("%s %s: '%s' is not an integer", cmd, def->name, v);
         if (x < def->min || x > def->max)
-            return MP_FAIL("%s %s: %ld is outside [%.0f, %.0f]", cmd, def->name, x, def->min, def->max);
+            return MP_FAIL("%s %s: %lld is outside [%.0f, %.0f]", cmd, def->name, x, def->min, def->max);
         *(int *)p = (int)x;
         return MP_OK;
     }
     case T_U64: {
-        const unsigned long long x = strtoull(v, &end, 10);
-        if (!*v || *end || errno || strchr(v, '-'))
+        uint64_t x;
+        if (num_parse_u64(v, &x) != MP_OK)
             return MP_FAIL("%s %s: '%s' is not an integer in [0, 2^64)", cmd, def->name, v);
         *(unsigned long long *)p = x;
         return MP_OK;
     }
     case T_DBL: {
-        const double x = strtod(v, &end);
-        if (!*v || *end || errno || !isfinite(x)) return MP_FAIL("%s %s: '%s' is not a number", cmd, def->name, v);
+        double x;
+        if (num_parse_double(v, &x) != MP_OK) return MP_FAIL("%s %s: '%s' is not a number", cmd, def->name, v);
         if (x < def->min || x > def->max)
             return MP_FAIL("%s %s: %g is outside [%g, %g]", cmd, def->name, x, def->min, def->max);
         *(double *)p = x;

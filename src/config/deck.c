@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "numparse.h"
 #include "params.h"
 
 typedef enum { T_INT, T_U64, T_DOUBLE, T_BOOL, T_BYTES, T_STRING, T_PATH, T_CHOICE } key_type_t;
@@ -357,26 +358,6 @@ static int in_range(const deck_key_t *k, double x, char *why, size_t nwhy)
     return MP_ERR;
 }
 
-static int parse_long(const char *s, long long *x)
-{
-    char *end;
-    if (!*s || isspace((unsigned char)*s)) return MP_ERR;
-    errno = 0;
-    *x = strtoll(s, &end, 10);
-    return errno == 0 && *end == 0 ? MP_OK : MP_ERR;
-}
-
-static int parse_u64(const char *s, uint64_t *x)
-{
-    char *end;
-    if (!isdigit((unsigned char)*s)) return MP_ERR; /* strtoull would accept "-1" */
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno != 0 || *end != 0) return MP_ERR;
-    *x = v;
-    return MP_OK;
-}
-
 static int parse_bool(const char *s, int *x)
 {
     static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
@@ -488,16 +469,15 @@ static int key_parse(const deck_key_t *k, const char *raw, const char *base, dec
     uint64_t u;
     double x;
     int b;
-    char *end;
     parsed_t parsed;
     switch (k->type) {
     case T_INT:
-        if (parse_long(v, &i) != MP_OK) return snprintf(why, nwhy, "not an integer"), MP_ERR;
+        if (num_parse_long(v, &i) != MP_OK) return snprintf(why, nwhy, "not an integer"), MP_ERR;
         if (in_range(k, (double)i, why, nwhy) != MP_OK) return MP_ERR;
         *(int *)dst = (int)i;
         return MP_OK;
     case T_U64:
-        if (parse_u64(v, &u) != MP_OK) return snprintf(why, nwhy, "not an integer in [0, 2^64)"), MP_ERR;
+        if (num_parse_u64(v, &u) != MP_OK) return snprintf(why, nwhy, "not an integer in [0, 2^64)"), MP_ERR;
         *(uint64_t *)dst = u;
         return MP_OK;
     case T_BYTES:
@@ -509,10 +489,7 @@ static int key_parse(const deck_key_t *k, const char *raw, const char *base, dec
         *(int *)dst = b;
         return MP_OK;
     case T_DOUBLE:
-        errno = 0;
-        x = strtod(v, &end);
-        if (!v[0] || isspace((unsigned char)v[0]) || *end || errno == ERANGE || !isfinite(x))
-            return snprintf(why, nwhy, "not a finite number"), MP_ERR;
+        if (num_parse_double(v, &x) != MP_OK) return snprintf(why, nwhy, "not a finite number"), MP_ERR;
         if (in_range(k, x, why, nwhy) != MP_OK) return MP_ERR;
         *(double *)dst = x;
         return MP_OK;
