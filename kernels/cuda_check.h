@@ -1,5 +1,5 @@
 /* Return-code checks for CUDA, cuBLAS and NCCL calls. Plain C: included by the .cu files (nvcc) and by
- * src/device/nccl_grid.c, src/device/backend_cuda.c and src/app/selftest.c (mpicc with CUDA_CPPFLAGS).
+ * src/device/nccl_grid.c, src/device/backend_cuda.c and src/cli/selftest.c (mpicc with CUDA_CPPFLAGS).
  *
  * Contract: a failed call is fatal. The macros report file, line, the call's text and the library's
  * own message through kern_abortf (kern_check.h), whose reporter in a MindPipe run is mp_abortf:

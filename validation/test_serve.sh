@@ -1,5 +1,5 @@
 #!/bin/sh
-# `mindpipe serve` (src/serve/, src/app/serve.c): a checkpoint split into 2 stage processes over
+# `mindpipe serve` (src/serve/, src/infer/serve.c): a checkpoint split into 2 stage processes over
 # ZeroMQ; completions from concurrent clients (continuous batching) bitwise equal to the same
 # requests sent one at a time, to a 1-stage server and to `mindpipe generate` (greedy and sampled);
 # bad input answered 4xx while the server keeps serving; /health and /metrics; stage processes

@@ -11,6 +11,7 @@ typedef struct {
     const char *resume;      /* --resume PATH | auto | NULL */
     int restart;             /* --restart: a fresh run moves the directory's checkpoints aside (rundir.h) */
     int quiet;               /* no console output */
+    const struct run_plug *plug; /* a plug-in the command offers the run (run.h's run_plug_t; NULL: none) */
 } run_opts_t;
 
 #endif

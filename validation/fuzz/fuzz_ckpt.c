@@ -15,7 +15,7 @@
  * of a file that passed it.
  *
  * Built by validation/fuzz/run.sh: mpicc -cc=clang -fsanitize=fuzzer,address,undefined, linked with
- * the src/ objects (not src/app/main.c) and HDF5. No main(): libFuzzer's. MPI is initialised once,
+ * the src/ objects (not src/cli/main.c) and HDF5. No main(): libFuzzer's. MPI is initialised once,
  * on the first input (the readers run over MPI_COMM_SELF). The readers' refusals print one line
  * each to stderr; run with -close_fd_mask=2 to silence them (sanitizer reports still show). */
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzing: builds every libFuzzer harness validation/fuzz/fuzz_NAME.c (clang through MPICH's
 # wrapper, ASan + UBSan, UBSan fatal) against the project's C sources (the CPU build: every src/**/*.c
-# but src/app/main.c and the CUDA files; kernels/*.c) and runs each for SECONDS_EACH seconds on a
+# but src/cli/main.c and the CUDA files; kernels/*.c) and runs each for SECONDS_EACH seconds on a
 # scratch copy of its seed corpus validation/fuzz/corpus_NAME/ (the repository's corpora never grow).
 #
 #   bash validation/fuzz/run.sh [SECONDS_EACH] [BUILD_DIR] [NAME...]
@@ -45,7 +45,7 @@ cuda_only="src/device/nccl_grid.c src/device/backend_cuda.c src/device/backend_c
 srcs=()
 for f in "$top"/kernels/*.c "$top"/src/*/*.c; do
     rel=${f#"$top"/}
-    [ "$rel" = src/app/main.c ] && continue
+    [ "$rel" = src/cli/main.c ] && continue
     case " $(echo $cuda_only) " in *" $rel "*) continue ;; esac
     srcs+=("$rel")
 done

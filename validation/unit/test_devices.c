@@ -1,4 +1,4 @@
-/* inputs/devices.ini and its parser (src/app/devices.h): every kind the issue names loads with the
+/* inputs/devices.ini and its parser (src/plan/devices.h): every kind the issue names loads with the
  * figures of its datasheet, and a bad file is refused naming what is wrong (an unknown kind, an
  * unknown key, a missing key, a curve that does not increase, a value that is not a number). */
 #include <stdio.h>

@@ -5,7 +5,7 @@
  * (same host, boot id and PCI bus id: what NCCL refuses) and which do not (same bus id on another
  * host or another boot), the first pair reported, a 4096-rank world; which pipeline boundary joins
  * two ranks on one GPU, with and without the interleaved schedule's wrap. gpu_share_gather over
- * MPI_COMM_SELF. What the run decides from them (src/app/run_gpus.h) on layouts made by hand:
+ * MPI_COMM_SELF. What the run decides from them (src/runtime/run_gpus.h) on layouts made by hand:
  * parallel.p2p = auto picks MPI when a pipeline boundary's ranks share a GPU and NCCL otherwise, an
  * explicit nccl is refused with the two ranks and the GPU named, memory.device_limit = 0 is refused
  * when any two ranks share a GPU. Then the collectives and buckets on the emu backend over MPI_COMM_SELF (one rank:

@@ -8,7 +8,7 @@
 #include "optim.h"
 #include "perf.h"
 #include "rng.h"
-#include "train.h"
+#include "grad_norm.h"
 
 int supernet_sample(unsigned long long seed, long t, int l, int ncand)
 {
@@ -18,9 +18,10 @@ int supernet_sample(unsigned long long seed, long t, int l, int ncand)
 int supernet_layers(run_t *r)
 {
     const deck_t *d = &r->deck;
-    supernet_t *sn = &r->sn;
-    memset(sn, 0, sizeof *sn);
     if (!d->supernet.enabled) return MP_OK;
+    supernet_t *sn = MP_CALLOC(1, sizeof *sn);
+    if (!sn) return MP_FAIL("out of memory for the supernet's bookkeeping");
+    r->plug_state = sn;
     const int L = d->model.layers;
     sn->on = 1, sn->window = d->supernet.window, sn->ncand = d->supernet.cands.n;
     sn->choice = MP_CALLOC((size_t)L, 1);
@@ -34,7 +35,7 @@ int supernet_layers(run_t *r)
 
 int supernet_init(run_t *r)
 {
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     if (!sn->on) return MP_OK;
     const model_t *m = &r->model;
     const int L = r->deck.model.layers, W = sn->window;
@@ -66,7 +67,8 @@ int supernet_init(run_t *r)
 
 void supernet_free(run_t *r)
 {
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
+    if (!sn) return;
     supernet_home_free(r);
     if (sn->acc) arena_free(&r->arena, sn->acc, r->model.alloc * sizeof(float));
     if (sn->acc_head) arena_free(&r->arena, sn->acc_head, param_table_find(&r->model.tab, "wte")->numel * sizeof(float));
@@ -74,32 +76,33 @@ void supernet_free(run_t *r)
     free(sn->wloss), free(sn->wgnorm), free(sn->wcn2);
     if (sn->slots) arena_free(&r->arena, sn->slots, (size_t)sn->window * sn->slot_len * sizeof(float));
     free(sn->base), free(sn->rep);
-    memset(sn, 0, sizeof *sn);
+    free(sn);
+    r->plug_state = NULL;
 }
 
 static void supernet_pick(const run_t *r, long t, int *sel)
 {
     for (int l = 0; l < r->deck.model.layers; l++)
-        sel[l] = r->sn.choice[l] ? supernet_sample(r->deck.train.seed, t, l, r->sn.ncand) : -1;
+        sel[l] = supernet_of(r)->choice[l] ? supernet_sample(r->deck.train.seed, t, l, supernet_of(r)->ncand) : -1;
 }
 
 /* The steps subnet t gives: one to each non-skip candidate it activates. */
 static void supernet_count(run_t *r, const int *sel)
 {
     for (int l = 0; l < r->deck.model.layers; l++)
-        if (sel[l] >= 0 && !supernet_weightless(&r->deck, sel[l])) r->sn.count[(size_t)l * r->sn.ncand + sel[l]]++;
+        if (sel[l] >= 0 && !supernet_weightless(&r->deck, sel[l])) supernet_of(r)->count[(size_t)l * supernet_of(r)->ncand + sel[l]]++;
 }
 
 void supernet_begin(run_t *r, long t)
 {
-    if (!r->sn.on) return;
-    supernet_pick(r, t, r->sn.sel);
-    supernet_home_acquire(r, r->sn.sel); /* without host-resident candidates: model_select */
+    if (!supernet_of(r)->on) return;
+    supernet_pick(r, t, supernet_of(r)->sel);
+    supernet_home_acquire(r, supernet_of(r)->sel); /* without host-resident candidates: model_select */
 }
 
 void supernet_resume(run_t *r)
 {
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     if (!sn->on) return;
     memset(sn->count, 0, (size_t)r->deck.model.layers * sn->ncand * sizeof *sn->count);
     for (long t = 0; t < r->step; t++) { /* the counters are the sampler's history: replayed */
@@ -113,7 +116,7 @@ void supernet_resume(run_t *r)
 static int entry_this(const param_entry_t *e, void *ctx)
 {
     const run_t *r = ctx;
-    return e->cand >= 0 && e->layer == r->sn.cur_layer && e->cand == r->sn.sel[e->layer];
+    return e->cand >= 0 && e->layer == supernet_of(r)->cur_layer && e->cand == supernet_of(r)->sel[e->layer];
 }
 
 static int entry_shared(const param_entry_t *e, void *ctx)
@@ -130,7 +133,7 @@ static void supernet_step(run_t *r, const float *grads, int (*keep)(const param_
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
         if (!keep(e, r)) continue;
-        const long adam_t = shared ? r->sn.shared_t : r->sn.count[(size_t)e->layer * r->sn.ncand + e->cand];
+        const long adam_t = shared ? supernet_of(r)->shared_t : supernet_of(r)->count[(size_t)e->layer * supernet_of(r)->ncand + e->cand];
         const size_t d = model_entry_at(m, e); /* its table offset, or in its candidate's slot */
         optim_step(&r->be, &m->tab, m->params + d, grads + d, m->m + d, m->v + d, &r->optim, lr, adam_t, scale, e->offset,
                    e->offset + e->numel);
@@ -178,7 +181,7 @@ void supernet_replica_sum(run_t *r)
 void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2)
 {
     model_t *m = &r->model;
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     memcpy(sn->sel, sel, (size_t)r->deck.model.layers * sizeof *sel);
     supernet_count(r, sel);
     /* each candidate clipped by its own norm: a block lives on one stage, so a pipeline steps it
@@ -196,7 +199,7 @@ void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, 
             param_cand_range(&m->tab, b, sel[l], &c0, &cn);
             if (cn) d0 = model_entry_at(m, supernet_first_entry(m, b, sel[l]));
         }
-        cn2[l] = train_grad_sumsq_range(r, m->grads + d0, c0, c0 + cn, !stage_only, entry_this);
+        cn2[l] = grad_sumsq(r, m->grads + d0, c0, c0 + cn, 0, !stage_only, entry_this);
         supernet_step(r, m->grads, entry_this, (float)lr, optim_clip_scale(sqrt(cn2[l]), r->optim.grad_clip), 0);
     }
 }
@@ -204,7 +207,7 @@ void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, 
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2)
 {
     model_t *m = &r->model;
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     (void)t;
     supernet_replica_sum(r);
     supernet_subnet_cands(r, sel, lr, stage_only, cn2);
@@ -222,7 +225,7 @@ void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage
 void supernet_window_end(run_t *r, long t)
 {
     model_t *m = &r->model;
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     const param_entry_t *wte = param_table_find(&m->tab, "wte");
     /* the tied embedding's two parts, each summed over the window: added once (a + b, the same bits
      * on one rank and between the first and the last stage, whose own embedding part is zero) */
@@ -231,7 +234,7 @@ void supernet_window_end(run_t *r, long t)
         be_allreduce(&r->be, sn->acc + wte->offset, wte->numel, MPI_SUM, r->grid.embed,
                      "the window's tied-embedding gradient sum between the first and the last stage");
     }
-    const double snorm = sqrt(train_grad_sumsq_of(r, sn->acc, entry_shared));
+    const double snorm = sqrt(grad_sumsq_of(r, sn->acc, entry_shared));
     r->adam_t = ++sn->shared_t;
     supernet_step(r, sn->acc, entry_shared, (float)optim_lr(&r->optim, t), optim_clip_scale(snorm, r->optim.grad_clip), 1);
     be_zero(&r->be, sn->acc, m->alloc * sizeof(float));
@@ -241,14 +244,14 @@ void supernet_window_end(run_t *r, long t)
 double supernet_update(run_t *r, long t, double lr)
 {
     const int L = r->deck.model.layers;
-    double *cn2 = r->sn.wcn2, g2 = 0.0; /* the serial path uses the window's first row as scratch */
-    int *sel = r->sn.wsel;
-    memcpy(sel, r->sn.sel, (size_t)L * sizeof *sel);
+    double *cn2 = supernet_of(r)->wcn2, g2 = 0.0; /* the serial path uses the window's first row as scratch */
+    int *sel = supernet_of(r)->wsel;
+    memcpy(sel, supernet_of(r)->sel, (size_t)L * sizeof *sel);
     supernet_subnet_step(r, t, sel, lr, 0, cn2);
     supernet_home_release(r, sel, 1);
     /* the next subnets' candidates start coming while this step's shared work and the next
      * forward's first blocks run */
-    if (r->sn.home) {
+    if (supernet_of(r)->home) {
         const int n = t + 2 < r->deck.train.steps ? 2 : t + 1 < r->deck.train.steps ? 1 : 0;
         int *next = MP_MALLOC((size_t)(n ? n : 1) * L * sizeof *next);
         if (!next) MP_ABORT("out of memory choosing the next subnets' candidates");
@@ -257,13 +260,13 @@ double supernet_update(run_t *r, long t, double lr)
         free(next);
     }
     for (int l = 0; l < L; l++) g2 += cn2[l];
-    if ((t + 1) % r->sn.window == 0) supernet_window_end(r, t);
+    if ((t + 1) % supernet_of(r)->window == 0) supernet_window_end(r, t);
     return sqrt(g2);
 }
 
 int supernet_parse_subnet(run_t *r, const char *text, int *sel)
 {
-    const supernet_t *sn = &r->sn;
+    const supernet_t *sn = supernet_of(r);
     const char *p = text;
     for (int l = 0; l < r->deck.model.layers; l++) {
         sel[l] = -1;
@@ -278,4 +281,26 @@ int supernet_parse_subnet(run_t *r, const char *text, int *sel)
     }
     if (*p) return MP_FAIL("--subnet '%s': more entries than choice blocks (supernet.blocks)", text);
     return MP_OK;
+}
+
+void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless)
+{
+    const deck_t *d = &r->deck;
+    const int pp = r->pp, K = supernet_of(r)->ncand;
+    int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
+    for (int s = 0; s < pp; s++) {
+        run_stage_chunks(d, s, l0, nl);
+        layer0[s] = l0[0];
+    }
+    layer0[pp] = d->model.layers;
+    for (int k = 0; k < K; k++) weightless[k] = (unsigned char)supernet_weightless(d, k);
+    *c_p = (causal_cfg_t){.pp = pp, .n = supernet_of(r)->window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
+                          .sel = supernet_of(r)->wsel, .weightless = weightless, .per = r->micro_batches,
+                          .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};
+    /* host-resident candidates: with fewer slots than candidates, one slot of each choice block
+     * stays free for the next subnet's (every rank knows the deck: the same lists everywhere) */
+    int real = 0;
+    for (int k = 0; k < K; k++) real += !weightless[k];
+    const int slots = r->training && r->grid.size[GRID_SP] == 1 ? supernet_device_slots(d, pp) : 0;
+    if (slots && slots < real) c_p->subnets_cap = slots - 1;
 }

@@ -20,14 +20,23 @@
 #include "optim.h"
 #include "rundir.h"
 #include "runlog.h"
-#include "supernet.h"
 #include "trace.h"
 #include "wait.h"
 #include "watchdog.h"
 
 #include "run_opts.h"
 
+typedef struct run_plug run_plug_t;
+
+/* What a plug-in (run_plug_t) makes of a step; {0, 1, 0} without one. */
 typedef struct {
+    int on;                  /* a plug-in is active */
+    int window;              /* steps that form one unit (a supernet's window): a stop, and an evaluation that
+                                falls inside one, wait for its end */
+    int whole;               /* the unit's steps run at once, at its first (their figures read out one per step) */
+} run_unit_t;
+
+typedef struct run_s {
     run_opts_t opts;
     deck_t deck;
     char *deck_text;         /* the resolved deck, as stored in checkpoints */
@@ -64,8 +73,9 @@ typedef struct {
     actdump_t dump;          /* debug.dump_activations (step -1: off) */
     long step;               /* optimizer steps completed */
     int stop;                /* a stop was requested (signals.h): drain, checkpoint and exit after this step */
-    int stop_wanted;         /* ... and is waiting for the end of a supernet window */
-    supernet_t sn;           /* supernet.enabled: the subnets and their update state */
+    const run_plug_t *plug;  /* the active plug-in (NULL: plain steps) and its state, which only its room reads */
+    void *plug_state;
+    run_unit_t unit;
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;
     autosplit_t autosplit;   /* pipeline.layers = auto: what was measured and chosen at start */
@@ -75,12 +85,35 @@ typedef struct {
     rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
     watchdog_t wd;           /* the deadlines of phases that block inside MPI or HDF5, and of a stop (watchdog.h) */
     ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
-    /* live migration (pipeline.replan_every, migrate.h) */
-    int mig_warmed;          /* the first step since the start or the last move has run (it is not measured) */
-    int mig_steps;           /* steps measured since the last re-plan ... */
-    double *mig_busy;        /* ... each one's compute seconds on this stage (pipeline.replan_every entries) */
-    int mig_moves;           /* moves made so far */
 } run_t;
+
+/* A plug-in changes what a step is: the search room's supernet (search/supernet.h) is one. The
+ * run's set-up and the checkpoint plumbing call it through this table and never by name; the
+ * training loop calls the room's step operations (train.h's train_ops_t). run_opts_t.plug offers one;
+ * run_setup makes it active (r->plug) when `wants` says the deck is its, and refuses a deck it
+ * wants when none is offered. With one active, the step sums its gradients over the data-parallel
+ * replicas itself (the buckets are off). Hooks may be NULL. */
+struct run_plug {
+    const char *name;        /* in errors: "supernet" */
+    int (*wants)(const deck_t *d);
+    /* set-up, in this order: the model's configuration (before the model: the plug-in's state in
+     * r->plug_state, r->unit), its buffers (after the model, before the memory plan: they are fixed
+     * memory), and their end (whatever part was made) */
+    int (*model_cfg)(run_t *r, model_cfg_t *cfg);
+    int (*init)(run_t *r);
+    void (*free)(run_t *r);
+    /* parameters whose homes are in host memory: home(which) gives them (0 weights, 1 and 2 AdamW's
+     * moments; NULL: none), flush finishes every copy to them, forget drops the device's copies (a
+     * checkpoint was read into the homes) */
+    float *(*home)(run_t *r, int which);
+    void (*home_flush)(run_t *r);
+    void (*home_forget)(run_t *r);
+};
+
+/* The plug-in's homes (NULL without), and its flush and forget (nothing without). */
+float *run_home(run_t *r, int which);
+void run_home_flush(run_t *r);
+void run_home_forget(run_t *r);
 
 /* Loads and checks the deck, builds the rank grid, refuses layouts and features this build does
  * not implement, sets threads, loads the dataset and builds the model (initialised from the seed).
@@ -119,73 +152,10 @@ int run_stage_rebuild(run_t *r, float *const state[4]);
  * failed has printed why). Blocking collective over MPI_COMM_WORLD: setup and teardown only. */
 int run_agree(int rc);
 
-/* The supernet (supernet.h; nothing without supernet.enabled). supernet_layers: the choice blocks,
- * before the model; supernet_init: the window's gradient buffer, after it; supernet_begin: subnet t
- * selected; supernet_update: its candidates' AdamW steps and, at a window's end, the shared
- * tensors' (returns the subnet's gradient norm); supernet_resume: the counters of the subnets
- * before r->step, replayed from the sampler. */
-int supernet_layers(run_t *r);
-int supernet_init(run_t *r);
-void supernet_free(run_t *r);
-void supernet_begin(run_t *r, long t);
-double supernet_update(run_t *r, long t, double lr);
-void supernet_resume(run_t *r);
-/* Causal (r->sn.causal): runs the window of subnets t0 .. t0 + window − 1 through the pipeline with
- * NASPipe's causal lists, each subnet's candidates stepping on their stage right after its backward,
- * then the shared tensors' window step; r->sn.wloss and wgnorm get each subnet's loss and norm. */
-void supernet_window(run_t *r, long t0, const exec_batch_t *src);
-/* The two halves of the update (supernet.c; both ways of running use them): subnet t's candidates
- * (stage_only: this rank's blocks, norms over tensor parallelism only; else every layer, norms
- * collective over the pipeline too) and its shared gradients into the window's sums, after summing
- * the stage's gradients over the data-parallel replicas (collective over them); cn2 gets each
- * layer's squared candidate norm (0 where none stepped). Then the window's end. */
-void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2);
-/* Data parallelism: the subnet's gradients (and the LM head's part) summed over the stage's data-
- * parallel peers before anything reads them (collective over grid.comm[GRID_DP]; nothing at dp = 1). */
-void supernet_replica_sum(run_t *r);
-/* supernet_subnet_step's first half alone: the candidates' steps (and counters), not the shared sums. */
-void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2);
-/* The causal lists' description of the window in r->sn.wsel (layer0: pp + 1 entries and weightless:
- * ncand entries, filled here; c_p points into both and into r). */
-void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless);
-/* Supernet parallelism (parallel.sp > 1, supernet_sp.c): the window of subnets r->sn.t0 .. + window − 1
- * in r->sn.wsel through this rank's list of the sp × pp ranks' (causal_sp.h), the shared tensors'
- * window step included; each subnet's loss in r->exec.sub_loss and its candidates' squared norms in
- * r->sn.wcn2 on the ranks of its replica (zeros elsewhere). Aborts the job on an allocation failure. */
-void supernet_sp_window(run_t *r, const exec_batch_t *src);
-void supernet_window_end(run_t *r, long t);
-/* Host-resident candidates (supernet.resident = host, supernet_home.c; all no-ops without): homes in
- * host memory and the device's slots (init after the model; free). acquire: before a subnet's first
- * forward on the stage, its candidates in slots (waiting for copies in flight, fetching what was not
- * prefetched) and pinned, then model_select (without homes: model_select alone); release: after its
- * step (written: it changed them), unpinned and written home; prefetch: candidates of n subnets
- * (sels, stride floats apart, in the order they come) into the slots no subnet in flight pins;
- * flush: every copy done (the homes current); forget: the slots emptied (after a checkpoint is read
- * into the homes). buf: the homes (0 weights, 1 first moments, 2 second) or NULL. */
-int supernet_home_init(run_t *r);
-void supernet_home_free(run_t *r);
-void supernet_home_acquire(run_t *r, const int *sel);
-void supernet_home_release(run_t *r, const int *sel, int written);
-void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride);
-void supernet_home_flush(run_t *r);
-void supernet_home_forget(run_t *r);
-float *supernet_home_buf(run_t *r, int which);
-/* Bytes of parameters, gradients and moments: the device's (0) and with every candidate on it (1);
- * of the candidates: in the device's slots (2) and all of them (3). The log lines at the start
- * (announce: collective over the job) and at the end (report). */
-void supernet_home_sizes(const run_t *r, size_t sizes[4]);
-void supernet_home_announce(run_t *r);
-void supernet_home_report(run_t *r);
-/* The local block of layer l (-1: another stage's), and candidate k's first tensor in the buffer. */
-int supernet_local_block(const model_t *m, int l);
-const param_entry_t *supernet_first_entry(const model_t *m, int b, int k);
-/* Why a supernet runs one executor step per subnet on this layout instead of windows of causal lists
- * (NULL: it runs windows). */
-const char *run_supernet_serial_why(const run_t *r);
 /* Whether a block of this stage offloads its stash (memory.policy = offload). */
 int run_stage_offloads(const run_t *r);
-/* --subnet "0,2,1": a candidate index per choice block, in layer order, into sel (per layer, -1 off
- * the choice blocks). MP_OK, or MP_ERR naming what is wrong. */
-int supernet_parse_subnet(run_t *r, const char *text, int *sel);
+/* Layer l's memory policy: memory.layers' letter, else memory.policy (auto counts as keep: the memory
+ * plan replaces it per stage before anything is allocated). */
+deck_policy_t run_layer_policy(const deck_t *d, int l);
 
 #endif

@@ -17,9 +17,7 @@
 #include "run_gpus.h"
 #include "signals.h"
 
-/* Layer l's memory policy: memory.layers' letter, else memory.policy. auto counts as keep here:
- * run_memory_plan replaces it per stage before anything is allocated. */
-static deck_policy_t run_layer_policy(const deck_t *d, int l)
+deck_policy_t run_layer_policy(const deck_t *d, int l)
 {
     const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
     return p == DECK_POLICY_AUTO ? DECK_POLICY_KEEP : p;
@@ -216,13 +214,6 @@ static int run_write_deck(const run_t *r)
     return publish_commit(tmp, path);
 }
 
-int run_agree(int rc)
-{
-    int bad = rc != MP_OK, any = 0;
-    MPI_CHECK(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-    return any ? MP_ERR : MP_OK;
-}
-
 /* Rank 0, holding the lock: a fresh run's refusal or --restart, the logs, stale temporaries, the run
  * id and deck.ini. */
 static int run_out_dir_claim(run_t *r)
@@ -349,7 +340,7 @@ static int run_backend(run_t *r)
 static int run_param_init(run_t *r)
 {
     model_t *m = &r->model;
-    float *home = supernet_home_buf(r, 0);
+    float *home = run_home(r, 0);
     if (home) { /* host-resident candidates: every tensor at home, the shared ones on the device too */
         param_init(&m->tab, home, r->deck.train.seed);
         be_to_device(&r->be, m->params, home, m->tab.cand_off * sizeof(float));
@@ -445,21 +436,6 @@ static int run_memory_plan(run_t *r)
                    fits[0] ? fits : "No memory policy fits: more pipeline stages, ZeRO-1 or a smaller micro-batch");
 }
 
-/* Why a supernet runs one subnet per executor step instead of whole windows of causal lists (NULL:
- * it runs windows; supernet.schedule = serial then builds them with every subnet conflicting, the
- * one-at-a-time baseline through the same machinery). The causal lists are 1F1B-like lists of one
- * chunk per stage over MPI messages; the memory policies that rewrite lists (offload, balance) and
- * NCCL's in-order streams (test_causal: 562 of 768 windows meet them) are not built into them. */
-const char *run_supernet_serial_why(const run_t *r)
-{
-    const deck_t *d = &r->deck;
-    if (deck_chunks_per_stage(d) > 1) return "the interleaved schedule's chunks";
-    if (r->p2p_nccl) return "NCCL messages (parallel.p2p=mpi runs causally)";
-    for (int l = 0; l < d->model.layers; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return "the balance memory policy";
-    return NULL;
-}
-
 int run_stage_offloads(const run_t *r)
 {
     for (int i = 0; i < r->model.tab.nlayers; i++)
@@ -467,26 +443,25 @@ int run_stage_offloads(const run_t *r)
     return 0;
 }
 
+static void run_plug_free(run_t *r);
+
 static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
-    if (supernet_layers(r) != MP_OK) return MP_ERR;
-    model_cfg_t cfg = deck_model_cfg(d, r->sn.choice); /* r->sn.choice: NULL without a supernet */
+    model_cfg_t cfg = deck_model_cfg(d, NULL);
     arena_init(&r->arena, d->memory.device_limit);
     if (run_backend(r) != MP_OK) return MP_ERR;
     run_stage_layers(r);
-    r->sn.causal = r->sn.on && r->training && !run_supernet_serial_why(r);
+    r->unit = (run_unit_t){.on = r->plug != NULL, .window = 1, .whole = 0};
+    if (r->plug && r->plug->model_cfg && r->plug->model_cfg(r, &cfg) != MP_OK) goto err_be;
     const int shards = d->parallel.zero ? r->grid.replica_size : 1;
     const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
     const int first = r->stage == 0, last = r->stage == r->pp - 1;
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, r->stage, l0, nl);
-    /* host-resident candidates in training (eval, export and search hold every candidate) */
-    cfg.cand_slots = r->training && r->grid.size[GRID_SP] == 1 ? supernet_device_slots(d, r->pp) : 0;
     if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
         goto err_be;
-    if (supernet_init(r) != MP_OK) goto err_model; /* before the plan: its window buffer is fixed memory */
-    if (supernet_home_init(r) != MP_OK) goto err_model;
+    if (r->plug && r->plug->init && r->plug->init(r) != MP_OK) goto err_model; /* before the plan: fixed memory */
     r->model.tp_comm = r->grid.comm[GRID_TP];
     r->model.wait = &r->wait;
     if (run_block_modes(r, v, l0, nl) != MP_OK) goto err_model;
@@ -514,12 +489,43 @@ err_gidx:
 err_gtab:
     param_table_free(&r->gtab);
 err_model:
-    supernet_free(r);
+    run_plug_free(r);
     model_destroy(&r->model);
 err_be:
     be_destroy(&r->be);
-    supernet_free(r);
+    run_plug_free(r);
     return MP_ERR;
+}
+
+static void run_plug_free(run_t *r)
+{
+    if (r->plug && r->plug->free) r->plug->free(r);
+}
+
+float *run_home(run_t *r, int which)
+{
+    return r->plug && r->plug->home ? r->plug->home(r, which) : NULL;
+}
+
+void run_home_flush(run_t *r)
+{
+    if (r->plug && r->plug->home_flush) r->plug->home_flush(r);
+}
+
+void run_home_forget(run_t *r)
+{
+    if (r->plug && r->plug->home_forget) r->plug->home_forget(r);
+}
+
+/* The plug-in the command offers, active when the deck is its. A supernet deck needs one: no other
+ * command knows its candidates. */
+static int run_plug_choose(run_t *r, const run_opts_t *o)
+{
+    const run_plug_t *p = o->plug;
+    r->plug = p && p->wants && p->wants(&r->deck) ? p : NULL;
+    if (!r->plug && r->deck.supernet.enabled)
+        return MP_FAIL("supernet.enabled=1: this command does not run a supernet's subnets");
+    return MP_OK;
 }
 
 static int run_check_data(const run_t *r)
@@ -584,7 +590,7 @@ static void run_model_free(run_t *r)
     acts_destroy(&r->acts, &r->arena);
     free(r->gidx);
     param_table_free(&r->gtab);
-    supernet_free(r);
+    run_plug_free(r);
     model_destroy(&r->model);
     be_destroy(&r->be);
 }
@@ -602,8 +608,8 @@ static exec_ctx_t run_exec_ctx(run_t *r)
     exec_ctx_t c = {.model = &r->model, .be = &r->be, .arena = &r->arena, .acts = &r->acts, .scratch = &r->scratch,
                     .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
                     .stage = r->stage, .pp = r->pp, .kind = run_sched_kind[d->parallel.schedule_kind],
-                    .m = r->micro_batches * (r->sn.causal ? r->sn.window : 1), .per = r->sn.causal ? r->micro_batches : 0,
-                    .supernet = r->sn.on, .nccl = r->p2p_nccl,
+                    .m = r->micro_batches * (r->unit.whole ? r->unit.window : 1), .per = r->unit.whole ? r->micro_batches : 0,
+                    .supernet = r->unit.on, .nccl = r->p2p_nccl,
                     .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
                     .partner_mov = run_partner_mov(r), .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
     int coord[GRID_NDIMS];
@@ -622,7 +628,7 @@ static int run_exec(run_t *r)
 {
     const exec_ctx_t c = run_exec_ctx(r);
     if (exec_init(&r->exec, &c) != MP_OK) return MP_ERR;
-    int offloads = r->exec.stash.mov_bytes > 0 || r->sn.home != NULL, any = 0;
+    int offloads = r->exec.stash.mov_bytes > 0 || run_home(r, 0) != NULL, any = 0;
     MPI_CHECK(MPI_Allreduce(&offloads, &any, 1, MPI_INT, MPI_MAX, r->grid.node));
     if (!any || !r->deck.memory.coordinate) return MP_OK;
     if (nodelink_init(&r->link, r->grid.node) != MP_OK) return MP_ERR;
@@ -676,6 +682,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->world));
     r->training = with_out_dir;
     if (run_layout(r, o) != MP_OK) return MP_ERR;
+    if (run_agree(run_plug_choose(r, o)) != MP_OK) goto err_layout;
     if (run_agree(data_load(&r->data, r->deck.data.path)) != MP_OK) goto err_layout;
     if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
@@ -715,7 +722,6 @@ void run_teardown(run_t *r)
     data_free(&r->data);
     free(r->deck_text);
     ckpt_verdicts_free(&r->verdicts);
-    free(r->mig_busy);
     rundir_unlock(&r->lock); /* last: the directory is ours until everything is written and closed */
     watchdog_end(&r->wd);
 }

@@ -133,9 +133,9 @@ int run_ckpt_write(run_t *r, int fail_midway)
     model_t *md = &r->model;
     /* the state in host memory (device backends: copied out; the file is written from there) */
     float *hp, *ho, *hm, *hv;
-    if (supernet_home_buf(r, 0)) { /* host-resident candidates: the homes, the shared part copied in */
-        supernet_home_flush(r);
-        hp = supernet_home_buf(r, 0), ho = NULL, hm = supernet_home_buf(r, 1), hv = supernet_home_buf(r, 2);
+    if (run_home(r, 0)) { /* host-resident candidates: the homes, the shared part copied in */
+        run_home_flush(r);
+        hp = run_home(r, 0), ho = NULL, hm = run_home(r, 1), hv = run_home(r, 2);
         be_to_host(&r->be, hp, md->params, md->tab.cand_off * sizeof(float));
         be_to_host(&r->be, hm, md->m, md->tab.cand_off * sizeof(float));
         be_to_host(&r->be, hv, md->v, md->tab.cand_off * sizeof(float));
@@ -160,7 +160,7 @@ int run_ckpt_write(run_t *r, int fail_midway)
         free(m);
         free(v);
     }
-    if (!supernet_home_buf(r, 0)) {
+    if (!run_home(r, 0)) {
         run_ckpt_host_release(r, hp, md->params);
         run_ckpt_host_release(r, ho, md->params_old);
         run_ckpt_host_release(r, hm, md->m);
@@ -200,10 +200,10 @@ static int run_ckpt_read_homes(run_t *r, const char *path, ckpt_state_t *st, int
         if (!(buf[k] = be_host_alloc(&r->be, n * sizeof(float)))) MP_ABORT("out of host memory reading %s", path);
     const int rc = run_ckpt_read_into(r, path, st, (float *[4]){buf[0], NULL, buf[1], buf[2]});
     if (rc == MP_OK) {
-        supernet_home_forget(r);
+        run_home_forget(r);
         float *dev[3] = {md->params, md->m, md->v};
         for (int k = 0; k < (weights_only ? 1 : 3); k++) {
-            memcpy(supernet_home_buf(r, k), buf[k], n * sizeof(float));
+            memcpy(run_home(r, k), buf[k], n * sizeof(float));
             be_to_device(&r->be, dev[k], buf[k], md->tab.cand_off * sizeof(float));
         }
     }
@@ -218,7 +218,7 @@ static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weigh
 {
     const int zero = r->dp_on && r->deck.parallel.zero, host = be_host_visible(&r->be);
     model_t *md = &r->model;
-    if (supernet_home_buf(r, 0)) return run_ckpt_read_homes(r, path, st, weights_only);
+    if (run_home(r, 0)) return run_ckpt_read_homes(r, path, st, weights_only);
     float *dev[4] = {md->params, md->params_old, md->m, md->v}, *buf[4];
     if (weights_only) dev[1] = dev[2] = dev[3] = NULL;
     /* read into host memory: the model's own buffers on the cpu backend, else staging copies (the

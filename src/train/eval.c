@@ -7,16 +7,15 @@
 #include "run_ckpt.h"
 #include "train.h"
 
-int eval_main(const run_opts_t *opts, const char *ckpt, const char *subnet)
+int eval_main(const run_opts_t *opts, const struct train_ops *ops_offered, const char *ckpt, const char *subnet)
 {
     run_t r;
     if (run_setup(&r, opts, 0) != MP_OK) return 1;
+    const train_ops_t *ops = r.plug ? ops_offered : NULL;
     long step = 0;
     int rc = MP_OK;
-    if (r.sn.on && !subnet) rc = MP_FAIL("eval of a supernet evaluates one subnet: give --subnet (e.g. 0,2,1,0)");
-    else if (!r.sn.on && subnet) rc = MP_FAIL("--subnet: the deck has no supernet (supernet.enabled=0)");
-    else if (subnet && supernet_parse_subnet(&r, subnet, r.sn.sel) == MP_OK) model_select(&r.model, r.sn.sel);
-    else if (subnet) rc = MP_ERR;
+    if (ops && ops->select) rc = ops->select(&r, subnet); /* a supernet: the subnet to evaluate */
+    else if (subnet) rc = MP_FAIL("--subnet: the deck has no supernet (supernet.enabled=0)");
     rc = run_agree(rc == MP_OK ? run_ckpt_load_weights(&r, ckpt, &step) : rc);
     if (rc == MP_OK) {
         const double val = train_val_loss(&r);

@@ -20,7 +20,7 @@
 #include "causal_sp.h"
 #include "check.h"
 #include "optim.h"
-#include "run.h"
+#include "supernet.h"
 #include "sim.h"
 #include "train.h"
 
@@ -38,14 +38,14 @@ typedef struct {
 static void sp_select(void *ctx, long t)
 {
     run_t *r = ctx;
-    model_select(&r->model, r->sn.wsel + (size_t)(t - r->sn.t0) * r->deck.model.layers);
+    model_select(&r->model, supernet_of(r)->wsel + (size_t)(t - supernet_of(r)->t0) * r->deck.model.layers);
 }
 
 /* Step counters as the sequential order leaves them after subnets 0 .. upto − 1 of the window: upto's
  * own candidates only (its step adds its own), or every candidate (upto = window, the window's end). */
 static void sp_counts(run_t *r, int upto)
 {
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     const int L = r->deck.model.layers, K = sn->ncand, W = sn->window;
     for (int l = 0; l < L; l++)
         for (int k = 0; k < K; k++) {
@@ -68,13 +68,13 @@ static void sp_slot_save(run_t *r, float *slot)
         be_copy(&r->be, slot + pos, m->grads + e->offset, e->numel * sizeof(float));
         pos += e->numel;
     }
-    if (r->sn.acc_head) be_copy(&r->be, slot + pos, m->grad_head, (r->sn.slot_len - pos) * sizeof(float));
+    if (supernet_of(r)->acc_head) be_copy(&r->be, slot + pos, m->grad_head, (supernet_of(r)->slot_len - pos) * sizeof(float));
 }
 
 static void sp_slot_add(run_t *r, const float *slot)
 {
     model_t *m = &r->model;
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     size_t pos = 0;
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
@@ -90,7 +90,7 @@ static void sp_slot_add(run_t *r, const float *slot)
 static void sp_step(void *ctx, long t)
 {
     run_t *r = ctx;
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     const int j = (int)(t - sn->t0);
     const size_t row = (size_t)j * r->deck.model.layers;
     sp_counts(r, j);
@@ -106,7 +106,7 @@ static void sp_step(void *ctx, long t)
 static size_t sp_payload(run_t *r, csp_msg_t kind, int x, float *buf, int pack)
 {
     model_t *m = &r->model;
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     size_t n = 0;
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
@@ -136,7 +136,7 @@ static const char *const sp_msg_span[CSP_MSGS] = {"", "", "receive candidate", "
 /* One tag per (kind, subnet, candidate); MPI guarantees tags up to 32767, MPICH far more. */
 static int sp_tag(const sp_run_t *x, const csp_instr_t *in)
 {
-    const long tag = ((long)(in->msg - CSP_MSG_CAND) * x->r->sn.window + in->id) * x->tags + in->what + 1;
+    const long tag = ((long)(in->msg - CSP_MSG_CAND) * supernet_of(x->r)->window + in->id) * x->tags + in->what + 1;
     if (tag > x->tag_ub)
         MP_ABORT("supernet replicas: message tag %ld exceeds MPI_TAG_UB %ld (supernet.window × layers × candidates too "
                  "large for this MPI)", tag, x->tag_ub);
@@ -168,14 +168,14 @@ static void sp_recv(sp_run_t *x, const csp_instr_t *in)
     if (!buf) MP_ABORT("out of memory for a supernet replicas' message of %zu floats", n);
     char what[200];
     snprintf(what, sizeof what, "%s (subnet %ld, candidate %d) from replica %d of stage %d", sp_msg_what[in->msg],
-             r->sn.t0 + in->id, in->what, in->peer / x->pp, r->stage);
+             supernet_of(r)->t0 + in->id, in->what, in->peer / x->pp, r->stage);
     MPI_Request q;
     const double t0 = perf_now();
     MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_FLOAT, in->peer / x->pp, sp_tag(x, in), x->comm, &q));
     wait_all(&r->wait, 1, &q, what);
     r->exec.idle += perf_now() - t0;
     sp_payload(r, in->msg, in->what, buf, 0);
-    trace_span(&r->trace, sp_msg_span[in->msg], r->sn.t0 + in->id, -1, t0);
+    trace_span(&r->trace, sp_msg_span[in->msg], supernet_of(r)->t0 + in->id, -1, t0);
     free(buf);
 }
 
@@ -194,7 +194,7 @@ static instr_t sp_pipeline_instr(const sp_run_t *x, const csp_instr_t *in)
     }
 }
 
-/* This rank's list of the window (and every subnet's replica in r->sn.rep). */
+/* This rank's list of the window (and every subnet's replica in sn->rep). */
 static csp_list_t sp_list(run_t *r, int me)
 {
     int layer0[SIM_MAX_STAGES + 1];
@@ -205,8 +205,8 @@ static csp_list_t sp_list(run_t *r, int me)
     const int R = g.sp * r->pp;
     csp_list_t *lists = MP_CALLOC((size_t)R, sizeof *lists);
     csp_result_t res;
-    if (!lists || csp_build_best(&g, &costs, r->sn.rep, lists, &res) != MP_OK)
-        MP_ABORT("out of memory building the supernet replicas' lists of the window of subnet %ld", r->sn.t0);
+    if (!lists || csp_build_best(&g, &costs, supernet_of(r)->rep, lists, &res) != MP_OK)
+        MP_ABORT("out of memory building the supernet replicas' lists of the window of subnet %ld", supernet_of(r)->t0);
     const csp_list_t mine = lists[me];
     lists[me] = (csp_list_t){0};
     csp_free_lists(lists, R);
@@ -216,7 +216,7 @@ static csp_list_t sp_list(run_t *r, int me)
 
 void supernet_sp_window(run_t *r, const exec_batch_t *src)
 {
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     const long t0 = sn->t0;
     const int L = r->deck.model.layers;
     const float dloss = (float)(1.0 / ((double)r->deck.train.batch * r->deck.model.seq_len));

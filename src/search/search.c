@@ -11,6 +11,7 @@
 #include "deck_model.h"
 #include "rng.h"
 #include "run_ckpt.h"
+#include "supernet.h"
 #include "train.h"
 
 /* One subnet: a candidate per choice block (genes), its cost and, once evaluated, its val_loss. */
@@ -45,7 +46,7 @@ static void gene_cost(const search_t *s, const int *g, double *params, double *f
     const deck_t *d = &s->r->deck;
     block_shape_t sh[DECK_LIST_MAX];
     for (int l = 0, i = 0; l < d->model.layers && l < DECK_LIST_MAX; l++)
-        sh[l] = s->r->sn.choice[l] ? d->supernet.cands.shape[g[i++]] : (block_shape_t){d->model.heads, d->model.mlp_ratio};
+        sh[l] = supernet_of(s->r)->choice[l] ? d->supernet.cands.shape[g[i++]] : (block_shape_t){d->model.heads, d->model.mlp_ratio};
     model_cfg_t cfg = deck_model_cfg(d, NULL);
     cfg.shape = sh; /* the subnet's blocks: a plain model of the candidates g chose */
     *params = (double)param_count_model(&cfg);
@@ -81,8 +82,8 @@ static int search_eval(search_t *s, const int *g, int generation)
     cand_t *c = &s->seen[i = s->nseen++];
     if (!(c->gene = MP_MALLOC((size_t)s->ngene * sizeof *c->gene))) MP_ABORT("out of memory in the search");
     memcpy(c->gene, g, (size_t)s->ngene * sizeof *g);
-    int *sel = s->r->sn.sel;
-    for (int l = 0, k = 0; l < s->r->deck.model.layers; l++) sel[l] = s->r->sn.choice[l] ? g[k++] : -1;
+    int *sel = supernet_of(s->r)->sel;
+    for (int l = 0, k = 0; l < s->r->deck.model.layers; l++) sel[l] = supernet_of(s->r)->choice[l] ? g[k++] : -1;
     model_select(&s->r->model, sel);
     c->val = train_val_loss(s->r);
     gene_cost(s, g, &c->params, &c->flops);
@@ -104,7 +105,7 @@ static int search_eval(search_t *s, const int *g, int generation)
 static int random_gene(search_t *s, int *g)
 {
     for (int tries = 0; tries < 10000; tries++) {
-        for (int i = 0; i < s->ngene; i++) g[i] = (int)(search_draw(s) % (uint64_t)s->r->sn.ncand);
+        for (int i = 0; i < s->ngene; i++) g[i] = (int)(search_draw(s) % (uint64_t)supernet_of(s->r)->ncand);
         if (within_budget(s, g)) return MP_OK;
     }
     return MP_FAIL("search: no subnet within the budget after 10000 random draws (--max-params, --max-flops)");
@@ -151,7 +152,7 @@ static int search_run(search_t *s)
                 const int *b = s->seen[pop[search_draw(s) % (uint64_t)parents]].gene;
                 for (int i = 0; i < s->ngene; i++) {
                     g[i] = search_draw(s) & 1 ? a[i] : b[i];
-                    if (rng_uniform(search_draw(s)) < c->mutation) g[i] = (int)(search_draw(s) % (uint64_t)s->r->sn.ncand);
+                    if (rng_uniform(search_draw(s)) < c->mutation) g[i] = (int)(search_draw(s) % (uint64_t)supernet_of(s->r)->ncand);
                 }
             } while (!within_budget(s, g) && ++tries < 1000);
             if (tries == 1000) continue;
@@ -170,10 +171,12 @@ static int search_run(search_t *s)
 int search_main(const run_opts_t *opts, const search_cfg_t *cfg)
 {
     run_t r;
-    if (run_setup(&r, opts, 0) != MP_OK) return 1;
+    run_opts_t o = *opts;
+    o.plug = &supernet_plug;
+    if (run_setup(&r, &o, 0) != MP_OK) return 1;
     search_t s = {.r = &r, .cfg = cfg, .best = -1};
     long step = 0;
-    int rc = r.sn.on ? MP_OK : MP_FAIL("search needs the supernet's deck (supernet.enabled=1) in -c");
+    int rc = r.plug ? MP_OK : MP_FAIL("search needs the supernet's deck (supernet.enabled=1) in -c");
     if (rc == MP_OK && (cfg->population < 2 || cfg->generations < 1 || !(cfg->mutation >= 0 && cfg->mutation <= 1)))
         rc = MP_FAIL("search: --population >= 2, --generations >= 1 and --mutation in [0, 1]");
     if (rc == MP_OK && r.rank == 0) {
@@ -190,7 +193,7 @@ int search_main(const run_opts_t *opts, const search_cfg_t *cfg)
         s.layer = MP_MALLOC((size_t)r.deck.model.layers * sizeof *s.layer);
         if (!s.layer) MP_ABORT("out of memory in the search");
         for (int l = 0; l < r.deck.model.layers; l++)
-            if (r.sn.choice[l]) s.layer[s.ngene++] = l;
+            if (supernet_of(&r)->choice[l]) s.layer[s.ngene++] = l;
         rc = run_agree(search_run(&s));
     }
     if (rc == MP_OK && r.rank == 0 && s.best >= 0) {

@@ -13,7 +13,7 @@
 #include "memlists.h"
 #include "check.h"
 #include "optim.h"
-#include "run.h"
+#include "supernet.h"
 #include "sim.h"
 #include "train.h"
 
@@ -28,9 +28,9 @@ typedef struct {
 static void window_select(void *ctx, long t)
 {
     run_t *r = ctx;
-    const int j = (int)(t - r->sn.t0);
-    const int *sel = r->sn.wsel + (size_t)j * r->deck.model.layers;
-    window_home_t *wh = r->sn.home_window;
+    const int j = (int)(t - supernet_of(r)->t0);
+    const int *sel = supernet_of(r)->wsel + (size_t)j * r->deck.model.layers;
+    window_home_t *wh = supernet_of(r)->home_window;
     if (wh && !wh->started[j]) { /* its first instruction here */
         wh->started[j] = 1;
         supernet_home_acquire(r, sel);
@@ -42,12 +42,12 @@ static void window_select(void *ctx, long t)
 /* The candidates of the window's subnets that have not started here, in the order they will. */
 static void window_prefetch(run_t *r)
 {
-    window_home_t *wh = r->sn.home_window;
+    window_home_t *wh = supernet_of(r)->home_window;
     const int L = r->deck.model.layers;
     int n = 0;
     for (int i = 0; i < wh->n; i++) {
         const int j = wh->order[i];
-        if (!wh->started[j]) memcpy(wh->sels + (size_t)n++ * L, r->sn.wsel + (size_t)j * L, (size_t)L * sizeof(int));
+        if (!wh->started[j]) memcpy(wh->sels + (size_t)n++ * L, supernet_of(r)->wsel + (size_t)j * L, (size_t)L * sizeof(int));
     }
     supernet_home_prefetch(r, wh->sels, n, L);
 }
@@ -55,11 +55,11 @@ static void window_prefetch(run_t *r)
 static void window_step(void *ctx, long t)
 {
     run_t *r = ctx;
-    const size_t row = (size_t)(t - r->sn.t0) * r->deck.model.layers;
-    PROF(&r->prof, PROF_OPTIMIZER, supernet_subnet_step(r, t, r->sn.wsel + row, optim_lr(&r->optim, t), 1, r->sn.wcn2 + row));
+    const size_t row = (size_t)(t - supernet_of(r)->t0) * r->deck.model.layers;
+    PROF(&r->prof, PROF_OPTIMIZER, supernet_subnet_step(r, t, supernet_of(r)->wsel + row, optim_lr(&r->optim, t), 1, supernet_of(r)->wcn2 + row));
     model_grads_zero(&r->model); /* the next backward here is the next subnet's */
-    if (r->sn.home_window) {
-        supernet_home_release(r, r->sn.wsel + row, 1);
+    if (supernet_of(r)->home_window) {
+        supernet_home_release(r, supernet_of(r)->wsel + row, 1);
         window_prefetch(r);
     }
 }
@@ -67,8 +67,8 @@ static void window_step(void *ctx, long t)
 /* The window's host-resident bookkeeping from this stage's list (NULL without homes). */
 static window_home_t *window_home(run_t *r, const instr_list_t *list)
 {
-    if (!r->sn.home) return NULL;
-    const int W = r->sn.window, L = r->deck.model.layers, per = r->micro_batches > 1 ? r->micro_batches : 1;
+    if (!supernet_of(r)->home) return NULL;
+    const int W = supernet_of(r)->window, L = r->deck.model.layers, per = r->micro_batches > 1 ? r->micro_batches : 1;
     window_home_t *wh = MP_CALLOC(1, sizeof *wh);
     if (!wh || !(wh->order = MP_MALLOC((size_t)W * sizeof *wh->order)) || !(wh->started = MP_CALLOC((size_t)W, 1)) ||
         !(wh->sels = MP_MALLOC((size_t)W * L * sizeof *wh->sels)))
@@ -89,28 +89,6 @@ static void window_home_free(window_home_t *wh)
     if (!wh) return;
     free(wh->order), free(wh->started), free(wh->sels);
     free(wh);
-}
-
-void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless)
-{
-    const deck_t *d = &r->deck;
-    const int pp = r->pp, K = r->sn.ncand;
-    int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
-    for (int s = 0; s < pp; s++) {
-        run_stage_chunks(d, s, l0, nl);
-        layer0[s] = l0[0];
-    }
-    layer0[pp] = d->model.layers;
-    for (int k = 0; k < K; k++) weightless[k] = (unsigned char)supernet_weightless(d, k);
-    *c_p = (causal_cfg_t){.pp = pp, .n = r->sn.window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
-                          .sel = r->sn.wsel, .weightless = weightless, .per = r->micro_batches,
-                          .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};
-    /* host-resident candidates: with fewer slots than candidates, one slot of each choice block
-     * stays free for the next subnet's (every rank knows the deck: the same lists everywhere) */
-    int real = 0;
-    for (int k = 0; k < K; k++) real += !weightless[k];
-    const int slots = r->training && r->grid.size[GRID_SP] == 1 ? supernet_device_slots(d, pp) : 0;
-    if (slots && slots < real) c_p->subnets_cap = slots - 1;
 }
 
 /* This stage's list of the window: every stage's is built (they depend on each other's timing), the
@@ -140,14 +118,14 @@ static int window_list(run_t *r, instr_list_t *mine)
         const int peak = sched_list_device_peak(mine, 0);
         if (peak > r->plan.npool)
             MP_ABORT("the window of subnet %ld needs %d movable buffers on stage %d, the plan has %d (a planning bug)",
-                     r->sn.t0, peak, r->stage, r->plan.npool);
+                     supernet_of(r)->t0, peak, r->stage, r->plan.npool);
     }
     return MP_OK;
 }
 
 void supernet_window(run_t *r, long t0, const exec_batch_t *src)
 {
-    supernet_t *sn = &r->sn;
+    supernet_t *sn = supernet_of(r);
     const int W = sn->window, L = r->deck.model.layers;
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
     sn->t0 = t0;
@@ -162,10 +140,10 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         instr_list_t list;
         if (window_list(r, &list) != MP_OK) MP_ABORT("the supernet window of subnet %ld could not be built", t0);
         const exec_subnets_t subs = {window_select, window_step, r};
-        if ((r->sn.home_window = window_home(r, &list))) window_prefetch(r);
+        if ((supernet_of(r)->home_window = window_home(r, &list))) window_prefetch(r);
         exec_window(&r->exec, t0, &list, (float)(1.0 / tokens), src, &subs);
-        window_home_free(r->sn.home_window);
-        r->sn.home_window = NULL;
+        window_home_free(supernet_of(r)->home_window);
+        supernet_of(r)->home_window = NULL;
         sched_free(&list);
     }
     /* losses from the last stage of the subnet's replica, norms from each candidate's stage there:

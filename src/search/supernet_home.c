@@ -20,7 +20,7 @@
 
 #include "check.h"
 #include "perf.h"
-#include "run.h"
+#include "supernet.h"
 #include "runlog.h"
 
 struct supernet_home_s {
@@ -60,7 +60,7 @@ static void cand_range(const run_t *r, int b, int k, size_t *c0, size_t *n)
 /* Copies candidate k of block b between its home and slot s (to_host: home := slot). */
 static void move(run_t *r, int b, int k, int s, int to_host)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     model_t *m = &r->model;
     size_t c0, n;
     cand_range(r, b, k, &c0, &n);
@@ -89,7 +89,7 @@ static int victim(const struct supernet_home_s *h, int b)
 /* Brings candidate k of block b into a slot (returns it), or -1 when every slot is taken. */
 static int bring(run_t *r, int b, int k)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     const int s = victim(h, b);
     if (s < 0) return -1;
     const int old = AT(h->owner, b, s);
@@ -106,8 +106,8 @@ int supernet_home_init(run_t *r)
     if (!m->slots) return MP_OK;
     struct supernet_home_s *h = MP_CALLOC(1, sizeof *h);
     if (!h) return MP_FAIL("out of memory for the candidates' homes");
-    r->sn.home = h;
-    h->slots = m->slots, h->ncand = r->sn.ncand;
+    supernet_of(r)->home = h;
+    h->slots = m->slots, h->ncand = supernet_of(r)->ncand;
     const size_t nb = (size_t)(m->tab.nlayers > 0 ? m->tab.nlayers : 1) * h->slots, n = m->tab.total * sizeof(float);
     h->owner = MP_MALLOC(nb * sizeof *h->owner), h->pin = MP_CALLOC(nb, sizeof *h->pin);
     h->ticket = MP_CALLOC(nb, sizeof *h->ticket), h->used = MP_CALLOC(nb, sizeof *h->used);
@@ -123,7 +123,7 @@ int supernet_home_init(run_t *r)
 
 void supernet_home_free(run_t *r)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     if (!h) return;
     if (h->last_ticket) be_offload_wait(&r->be, h->last_ticket, NULL);
     if (h->hp) be_host_free(&r->be, h->hp);
@@ -131,18 +131,18 @@ void supernet_home_free(run_t *r)
     if (h->hv) be_host_free(&r->be, h->hv);
     free(h->owner), free(h->pin), free(h->ticket), free(h->used), free(h->keep);
     free(h);
-    r->sn.home = NULL;
+    supernet_of(r)->home = NULL;
 }
 
 float *supernet_home_buf(run_t *r, int which)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     return !h ? NULL : which == 0 ? h->hp : which == 1 ? h->hm : h->hv;
 }
 
 void supernet_home_acquire(run_t *r, const int *sel)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     model_t *m = &r->model;
     if (h) {
         h->clock++;
@@ -171,7 +171,7 @@ void supernet_home_acquire(run_t *r, const int *sel)
 
 void supernet_home_release(run_t *r, const int *sel, int written)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     model_t *m = &r->model;
     if (!h) return;
     for (int b = 0; b < m->tab.nlayers; b++) {
@@ -186,7 +186,7 @@ void supernet_home_release(run_t *r, const int *sel, int written)
 
 void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     model_t *m = &r->model;
     if (!h) return;
     memset(h->keep, 0, (size_t)m->tab.nlayers * h->slots);
@@ -204,7 +204,7 @@ void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride)
 
 void supernet_home_flush(run_t *r)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     if (h && h->last_ticket) {
         const double t0 = perf_now();
         be_offload_wait(&r->be, h->last_ticket, NULL);
@@ -214,7 +214,7 @@ void supernet_home_flush(run_t *r)
 
 void supernet_home_forget(run_t *r)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     model_t *m = &r->model;
     if (!h) return;
     supernet_home_flush(r);
@@ -238,7 +238,7 @@ void supernet_home_sizes(const run_t *r, size_t sizes[4])
 
 void supernet_home_report(run_t *r)
 {
-    struct supernet_home_s *h = r->sn.home;
+    struct supernet_home_s *h = supernet_of(r)->home;
     if (!h || r->rank != 0) return;
     runlog_printf(&r->log, "supernet candidates from host memory (rank 0): %ld brought in (%ld late, waited for), %ld "
                   "found in their slot; %.1f MB in, %.1f MB home; %.3f s waited for copies",
@@ -247,7 +247,7 @@ void supernet_home_report(run_t *r)
 
 void supernet_home_announce(run_t *r)
 {
-    if (!r->sn.home) return;
+    if (!supernet_of(r)->home) return;
     size_t z[4];
     supernet_home_sizes(r, z);
     double sum[4] = {(double)z[0], (double)z[1], (double)z[2], (double)z[3]};
@@ -258,6 +258,6 @@ void supernet_home_announce(run_t *r)
         runlog_printf(&r->log, "supernet.resident=host: %d device slots per choice block of %d candidates: the devices "
                       "hold %.2f MB of the candidates' %.2f MB (%.0f%%), %.2f MB of the supernet's %.2f MB (%.0f%%) "
                       "with the shared tensors (parameters, gradients, AdamW moments; the rest at home in host memory)",
-                      r->model.slots, r->sn.ncand, sum[2] / 1e6, sum[3] / 1e6, 100.0 * sum[2] / sum[3], sum[0] / 1e6,
+                      r->model.slots, supernet_of(r)->ncand, sum[2] / 1e6, sum[3] / 1e6, 100.0 * sum[2] / sum[3], sum[0] / 1e6,
                       sum[1] / 1e6, 100.0 * sum[0] / sum[1]);
 }

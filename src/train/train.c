@@ -14,6 +14,7 @@
 #include "check.h"
 #include "ckpt.h"
 #include "energy.h"
+#include "grad_norm.h"
 #include "h5util.h"
 #include "optim.h"
 #include "perf.h"
@@ -40,6 +41,11 @@ static void train_fill(void *ctx, acts_t *a, long t, int mb)
     }
 }
 
+exec_batch_t train_batches(run_t *r)
+{
+    return (exec_batch_t){train_fill, r};
+}
+
 /* Data parallelism: a bucket's gradients are final on the last micro-batch; start its sum. */
 static void train_grads_ready(void *ctx, int layer)
 {
@@ -61,21 +67,15 @@ static int train_boundary(const run_t *r, long t)
            (d->pipeline.replan_every > 0 && next % d->pipeline.replan_every == 0); /* a move may follow */
 }
 
-/* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over replicas
- * unless ZeRO-1 reduce-scatters them later or a supernet's update sums them, supernet.c). Returns
- * the mean loss over the global batch. Under 2bw the batch runs on the previous weight version
- * W(t−1). */
-static double train_step_grads(run_t *r, long t)
+double train_step_grads(run_t *r, long t, const exec_batch_t *src)
 {
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
-    /* a supernet sums over the replicas in supernet_subnet_step instead: the buckets would leave out
-     * the LM head's part of d wte, which a supernet keeps apart (grad_head), and the causal path
-     * never comes here */
-    const int buckets = r->dp_on && !r->deck.parallel.zero && !r->sn.on;
+    /* a plug-in sums over the replicas itself (a supernet: the buckets would leave out the LM head's
+     * part of d wte, which it keeps apart in grad_head) */
+    const int buckets = r->dp_on && !r->deck.parallel.zero && !r->plug;
     const int overlap = buckets && r->deck.parallel.overlap;
-    const exec_batch_t src = {train_fill, r};
     const model_ready_t ready = {train_grads_ready, r};
-    double loss = exec_step(&r->exec, t, (float)(1.0 / tokens), &src, overlap ? &ready : NULL, train_boundary(r, t));
+    double loss = exec_step(&r->exec, t, (float)(1.0 / tokens), src, overlap ? &ready : NULL, train_boundary(r, t));
     if (r->pp > 1)
         wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the loss from the last stage");
     if (buckets) {
@@ -93,55 +93,6 @@ static double train_step_grads(run_t *r, long t)
     return loss / tokens;
 }
 
-/* Σ g² over the part [s0, s1) of the buffer held in grads (index 0 = s0), every tensor counted
- * once across TP ranks (replicated ones only on TP rank 0), then summed over the peers that hold
- * the other parts: the TP group, and with ZeRO-1 the replicas. */
-static double train_grad_sumsq_keep(run_t *r, const float *grads, size_t s0, size_t s1, int zero, int stages,
-                                   int (*keep)(const param_entry_t *, void *))
-{
-    const param_table_t *t = &r->model.tab;
-    const int n = r->gtab.count;
-    double *sq = MP_CALLOC((size_t)n, sizeof(double)), total = 0.0;
-    if (!sq) MP_ABORT("out of memory computing the gradient norm");
-    /* one sum per canonical tensor, added in canonical order at the end: the same bits whatever
-     * stage holds which tensor (the last stage's copy of wte is counted on the first stage) */
-    for (int i = 0; i < t->count; i++) {
-        const param_entry_t *e = &t->entries[i];
-        size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
-        if (lo >= hi || (e->split == SPLIT_NONE && t->tp_rank != 0) || (keep && !keep(e, r))) continue;
-        if (e->kind == PK_WTE && !t->has_embed) continue;
-        sq[r->gidx[i]] += be_sumsq(&r->be, grads + (lo - s0), hi - lo);
-    }
-    if (t->tp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_TP], "the gradient-norm all-reduce");
-    if (stages && r->pp > 1)
-        wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_PP], "the gradient-norm all-reduce");
-    if (zero) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
-    for (int i = 0; i < n; i++) total += sq[i];
-    free(sq);
-    return total;
-}
-
-static double train_grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s1, int zero)
-{
-    return train_grad_sumsq_keep(r, grads, s0, s1, zero, 1, NULL);
-}
-
-double train_grad_sumsq_of(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *))
-{
-    return train_grad_sumsq_keep(r, grads, 0, r->model.tab.total, 0, 1, keep);
-}
-
-double train_grad_sumsq_stage(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *))
-{
-    return train_grad_sumsq_keep(r, grads, 0, r->model.tab.total, 0, 0, keep);
-}
-
-double train_grad_sumsq_range(run_t *r, const float *grads, size_t s0, size_t s1, int stages,
-                              int (*keep)(const param_entry_t *, void *))
-{
-    return train_grad_sumsq_keep(r, grads, s0, s1, 0, stages, keep);
-}
-
 /* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
  * parameters are all-gathered. Returns the gradient norm before clipping. */
 static double train_update(run_t *r, double lr)
@@ -153,7 +104,7 @@ static double train_update(run_t *r, double lr)
         dp_reduce_scatter(&r->dp, m->grads);
         dp_shard_range(&r->dp, &s0, &s1);
     }
-    const double gnorm = sqrt(train_grad_sumsq(r, m->grads, s0, s1, zero));
+    const double gnorm = sqrt(grad_sumsq(r, m->grads, s0, s1, zero, 1, NULL));
     r->adam_t++;
     model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
     optim_step(&r->be, &m->tab, m->params + s0, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
@@ -197,6 +148,7 @@ typedef struct {
     long moved_step;  /* step of the last metrics line: the per-step transfer figures average since */
     double t_start;   /* when this process began training, and the step it began at: elapsed time and */
     long step_start;  /* the ETA (the average pace since, evaluations and checkpoints included) */
+    int moves;        /* live migration's moves so far (the metrics line) */
 } progress_t;
 
 /* Seconds as "42s", "3m07s" or "2h05m" for the progress line. */
@@ -234,9 +186,9 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
      * activations' share of the peak, the most micro-batches stashed and offload buffers in use,
      * host memory held for offloads and balance, and bytes moved (offload, balance) and seconds
      * waited for them per step since the last line */
-    /* a causal supernet moves a window's bytes when the window runs (at its first subnet): per
-     * step is then per subnet of the windows run since the last line */
-    const long W = r->sn.causal ? r->sn.window : 1, ran = (r->step + W - 1) / W * W - (pg->moved_step + W - 1) / W * W;
+    /* a unit run whole (a causal supernet's window) moves its bytes when it runs, at its first step:
+     * per step is then per step of the units run since the last line */
+    const long W = r->unit.whole ? r->unit.window : 1, ran = (r->step + W - 1) / W * W - (pg->moved_step + W - 1) / W * W;
     const long nsteps = ran > 0 ? ran : 1;
     const stash_t *st = &r->exec.stash;
     enum { NM = 11 };
@@ -275,7 +227,7 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
         int o = snprintf(split, sizeof split, ",\"pipeline_layers\":[");
         for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++)
             o += snprintf(split + o, sizeof split - (size_t)o, "%s%d", s ? "," : "", sizes[s]);
-        snprintf(split + o, sizeof split - (size_t)o, "],\"layer_moves\":%d", r->mig_moves);
+        snprintf(split + o, sizeof split - (size_t)o, "],\"layer_moves\":%d", pg->moves);
     }
     if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
     if (!isnan(eta_s)) snprintf(etaj, sizeof etaj, ",\"eta_s\":%.1f", eta_s);
@@ -300,15 +252,14 @@ static void train_fail_at(const run_t *r, long t, int agreed)
 
 /* MP_OK, MP_ERR, or MP_STOPPED: a stop signal arrived; the checkpoint of the last step is written. */
 #define MP_STOPPED 2
-static int train_loop(run_t *r)
+static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
 {
     const deck_t *d = &r->deck;
-    progress_t pg = {perf_now(), r->step, r->step, perf_now(), r->step};
+    progress_t pg = {perf_now(), r->step, r->step, perf_now(), r->step, 0};
     const long first = r->step;
-    /* a causal supernet runs a window at once: its time and pipeline idle are dealt out evenly to
-     * its subnets, so each line's rates are the window's */
-    const int W = r->sn.on ? r->sn.window : 1;
-    double wstart = 0.0, wtime = 0.0, widle = 0.0;
+    const int W = r->unit.window; /* 1 without a plug-in */
+    const exec_batch_t src = train_batches(r);
+    int stop_wanted = 0;
     while (r->step < d->train.steps) {
         long t = r->step;
         train_fail_at(r, t, 0);
@@ -316,56 +267,49 @@ static int train_loop(run_t *r)
         int sig = signals_pending();
         wait_allreduce(&r->wait, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the stop-request agreement");
         train_fail_at(r, t, 1);
-        /* a supernet stops where a window ends: a checkpoint holds no half-summed window */
-        r->stop_wanted |= sig != 0;
-        r->stop = r->stop_wanted && (!r->sn.on || (t + 1) % r->sn.window == 0);
+        /* a unit (a supernet's window) stops where it ends: a checkpoint holds no half-summed window */
+        stop_wanted |= sig != 0;
+        r->stop = stop_wanted && (t + 1) % W == 0;
         /* debug.kernel_times: the step's kernels, from the log's step kernel_times on (evaluations and
          * checkpoints after the step are not timed, so every timed step makes the same calls) */
         const int timed = d->debug.kernel_times > 0 && t + 1 >= d->debug.kernel_times;
         if (timed) be_ktime_step_begin(&r->be);
-        double t0 = perf_now(), gnorm = 0.0, loss;
+        double t0 = perf_now();
         const double lr = optim_lr(&r->optim, t);
-        if (r->sn.causal) { /* the whole window at its first subnet; its figures are read out per subnet */
-            if (t % W == 0) {
-                const exec_batch_t src = {train_fill, r};
-                wstart = t0;
-                supernet_window(r, t, &src);
-                wtime = perf_now() - t0, widle = r->exec.idle, r->exec.idle = 0.0;
-            }
-            r->exec.idle += widle / W;
-            loss = r->sn.wloss[t % W], gnorm = r->sn.wgnorm[t % W];
+        train_step_t st = {0.0, 0.0, NAN};
+        if (ops && ops->step) {
+            ops->step(r, t, lr, &src, &st);
         } else {
-            supernet_begin(r, t);
-            loss = train_step_grads(r, t);
+            st.loss = train_step_grads(r, t, &src);
             double t1 = perf_now();
-            PROF(&r->prof, PROF_OPTIMIZER, gnorm = r->sn.on ? supernet_update(r, t, lr) : train_update(r, lr));
+            PROF(&r->prof, PROF_OPTIMIZER, st.gnorm = train_update(r, lr));
             trace_span(&r->trace, "optimizer", t, -1, t1);
         }
         if (timed) be_ktime_step_end(&r->be);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
         if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait) != MP_OK) return MP_ERR;
-        if (t == first + (r->sn.causal ? W - 1 : 0)) { /* the first step (window) warms caches and pools */
+        if (t == first + (r->unit.whole ? W - 1 : 0)) { /* the first step (unit) warms caches and pools */
             memset(&r->prof, 0, sizeof r->prof);
             r->dp.comm_seconds = 0.0;
         }
         r->step++;
         int last = r->step == d->train.steps;
-        /* a supernet evaluates at the end of the window in which an evaluation falls: the shared
-         * tensors have not moved before it */
+        /* a unit evaluates at its end when an evaluation falls inside it: a supernet's shared tensors
+         * have not moved before */
         int eval = last || (d->train.eval_every > 0 && r->step % W == 0 &&
                             r->step / d->train.eval_every != (r->step - W) / d->train.eval_every);
         double t2 = perf_now(), val = NAN;
-        if (eval) { /* the last subnet's candidates (host-resident: brought back if they left their slots) */
-            supernet_home_acquire(r, r->model.sel);
+        if (eval) {
+            if (ops && ops->eval_begin) ops->eval_begin(r);
             val = train_val_loss(r);
-            supernet_home_release(r, r->model.sel, 0);
+            if (ops && ops->eval_end) ops->eval_end(r);
+            trace_span(&r->trace, "evaluation", t, -1, t2);
         }
-        if (eval) trace_span(&r->trace, "evaluation", t, -1, t2);
+        pg.moves = mg->moves;
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
-            train_log_step(r, &pg, loss, lr, gnorm, val,
-                           r->sn.causal ? wstart + wtime * (double)(t % W + 1) / W : perf_now());
-        if (!isfinite(loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", loss, r->step);
+            train_log_step(r, &pg, st.loss, lr, st.gnorm, val, isnan(st.at) ? perf_now() : st.at);
+        if (!isfinite(st.loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", st.loss, r->step);
         const deck_fail_mode_t fm = train_fail_mode(r, t);
         const int fail_midway = fm == DECK_FAIL_WRITE ? CKPT_FAIL_KILL : fm == DECK_FAIL_STALL ? CKPT_FAIL_STOP : 0;
         if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0)) {
@@ -380,7 +324,7 @@ static int train_loop(run_t *r)
                           "(resume with --resume auto)", sig, r->step, MP_EXIT_REQUEUE);
             return MP_STOPPED;
         }
-        migrate_after_step(r); /* on a drained pipeline, after the step's checkpoint (which holds the old split) */
+        migrate_after_step(r, mg); /* on a drained pipeline, after the step's checkpoint (which holds the old split) */
     }
     return MP_OK;
 }
@@ -493,10 +437,11 @@ static void train_log_auto_policy(run_t *r)
     free(v);
 }
 
-int train_main(const run_opts_t *opts)
+int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
 {
     run_t r;
     if (run_setup(&r, opts, 1) != MP_OK) return 1;
+    const train_ops_t *ops = r.plug ? ops_offered : NULL;
     const deck_t *d = &r.deck;
     runlog_printf(&r.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = "
                   "dp %d x %d micro-batches x %d | %d thread(s) per rank | job's sgemm peak %.1f GFLOP/s | out %s",
@@ -506,18 +451,7 @@ int train_main(const run_opts_t *opts)
                   r.peak_gflops, r.out_dir);
     if (r.gpu_note[0]) runlog_printf(&r.log, "%s", r.gpu_note);
     if (r.p2p_note[0]) runlog_printf(&r.log, "%s", r.p2p_note);
-    if (r.sn.on) {
-        const char *why = run_supernet_serial_why(&r);
-        char on[64] = "";
-        if (r.grid.size[GRID_SP] > 1) snprintf(on, sizeof on, " on %d supernet replicas", r.grid.size[GRID_SP]);
-        runlog_printf(&r.log, "supernet: %d candidates, window %d, subnets run %s%s%s%s", r.sn.ncand, r.sn.window,
-                      why ? "one at a time, one executor step each"
-                      : d->supernet.schedule == DECK_SUBNETS_SERIAL ? "one at a time through the window's lists"
-                                                                     : "causally (several in flight, NASPipe's rule)",
-                      why ? ": " : d->supernet.schedule == DECK_SUBNETS_SERIAL ? " (supernet.schedule=serial)" : "",
-                      why ? why : "", on);
-    }
-    supernet_home_announce(&r);
+    if (ops && ops->announce) ops->announce(&r);
     train_log_auto_split(&r);
     train_log_auto_policy(&r);
     char holds[GRID_HOLDS_MAX];
@@ -526,7 +460,7 @@ int train_main(const run_opts_t *opts)
     watchdog_arm(&r.wd, "the resume (choosing and reading a checkpoint)", "checkpoint.timeout", d->checkpoint.timeout);
     int rc = run_agree(run_ckpt_resume(&r));
     watchdog_disarm(&r.wd);
-    supernet_resume(&r);
+    if (ops && ops->resume) ops->resume(&r);
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
@@ -535,7 +469,9 @@ int train_main(const run_opts_t *opts)
     be_gpu_bus_id(&r.be, bus, sizeof bus);
     energy_start(&en, bus);
     signals_install();
-    if (rc == MP_OK) rc = train_loop(&r);
+    migrate_t mg = {0};
+    if (rc == MP_OK) rc = train_loop(&r, ops, &mg);
+    migrate_free(&mg);
     const int stopped = rc == MP_STOPPED;
     if (stopped) rc = MP_OK;
     if (r.trace.ev) {
@@ -560,7 +496,7 @@ int train_main(const run_opts_t *opts)
         int rep = train_report_energy(&r, &use, r.step - s0, seconds);
         if (train_report_kernels(&r) != MP_OK) rep = MP_ERR;
         if (train_report_profile(&r) != MP_OK) rep = MP_ERR;
-        supernet_home_report(&r);
+        if (ops && ops->report) ops->report(&r);
         rc = run_agree(rep);
     }
     energy_release(&en); /* NVML, when a failed run did not reach energy_finish */
@@ -626,7 +562,7 @@ out:
     return rc;
 }
 
-int train_debug_grads(const run_opts_t *opts, const char *out_file)
+int train_debug_grads(const run_opts_t *opts, const train_ops_t *ops_offered, const char *out_file)
 {
     run_t r;
     if (run_setup(&r, opts, 0) != MP_OK) return 1;
@@ -635,9 +571,11 @@ int train_debug_grads(const run_opts_t *opts, const char *out_file)
         run_teardown(&r);
         return 1;
     }
-    supernet_begin(&r, 0);
-    double loss = train_step_grads(&r, 0);
-    if (r.sn.on) model_grads_finish(&r.model); /* a supernet's step leaves the LM head's part apart */
+    const train_ops_t *ops = r.plug ? ops_offered : NULL;
+    if (ops && ops->begin) ops->begin(&r, 0);
+    const exec_batch_t src = train_batches(&r);
+    double loss = train_step_grads(&r, 0, &src);
+    if (r.plug) model_grads_finish(&r.model); /* a plug-in's step (a supernet's) keeps the LM head's part apart */
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
     float *params = run_ckpt_host_copy(&r, r.model.params, r.model.alloc);

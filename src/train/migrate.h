@@ -8,12 +8,21 @@
 
 #include "run.h"
 
+/* The migration's own state, kept by the training loop. */
+typedef struct {
+    int warmed;              /* the first step since the start or the last move has run (it is not measured) */
+    int steps;               /* steps measured since the last re-plan ... */
+    double *busy;            /* ... each one's compute seconds on this stage (pipeline.replan_every entries) */
+    int moves;               /* moves made so far */
+} migrate_t;
+
 /* After step r->step's update (its evaluation and checkpoint written): records the step's compute
  * time (the first step since the start or a move is warm-up and is not recorded)
  * and, every pipeline.replan_every steps before the last, re-plans and moves. Collective over
  * MPI_COMM_WORLD (every rank calls it after every step; nothing without pipeline.replan_every).
  * A failure midway aborts the job naming the rank and the phase (the stage is half rebuilt). */
-void migrate_after_step(run_t *r);
+void migrate_after_step(run_t *r, migrate_t *mg);
+void migrate_free(migrate_t *mg);
 
 /* The current split (pp entries: layers per stage), as run_stage_chunks gives it. */
 void migrate_sizes(const run_t *r, int *sizes_p);

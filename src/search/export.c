@@ -1,5 +1,7 @@
-/* `mindpipe export`: a subnet of a supernet checkpoint as a plain model checkpoint (eval.h). One process,
+/* `mindpipe export`: a subnet of a supernet checkpoint as a plain model checkpoint (export.h). One process,
  * no MPI (commands.h): the supernet's whole table read with ckpt_read, no run context, no data. */
+#include "export.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +9,7 @@
 #include "check.h"
 #include "ckpt.h"
 #include "deck_model.h"
-#include "eval.h"
-#include "run.h"
+#include "supernet.h"
 
 /* The exported model's deck: the supernet's, its shapes as model.blocks, no supernet. */
 static int export_deck(const deck_t *sup, const int *sel, deck_t *d)
@@ -79,20 +80,20 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
     long step = 0;
     if (!r.deck.supernet.enabled) rc = MP_FAIL("export needs the supernet's deck (supernet.enabled=1) in -c");
     if (rc == MP_OK) rc = supernet_layers(&r);
-    if (rc == MP_OK) rc = supernet_parse_subnet(&r, subnet, r.sn.sel);
+    if (rc == MP_OK) rc = supernet_parse_subnet(&r, subnet, supernet_of(&r)->sel);
     deck_t d;
     param_table_t stab = {0}, tab = {0};
     float *buf = NULL, *src = NULL;
     char *text = NULL;
-    if (rc == MP_OK) rc = export_read(&r.deck, r.sn.choice, ckpt, &stab, &src, &step);
-    if (rc == MP_OK) rc = export_deck(&r.deck, r.sn.sel, &d);
+    if (rc == MP_OK) rc = export_read(&r.deck, supernet_of(&r)->choice, ckpt, &stab, &src, &step);
+    if (rc == MP_OK) rc = export_deck(&r.deck, supernet_of(&r)->sel, &d);
     if (rc == MP_OK) {
         const model_cfg_t cfg = deck_model_cfg(&d, NULL);
         rc = param_table_build(&tab, &cfg, 0, cfg.layers, 1, 1, 1, 0);
     }
     if (rc == MP_OK && (!(buf = MP_CALLOC(tab.total ? tab.total : 1, sizeof *buf)) || !(text = deck_to_string(&d))))
         rc = MP_FAIL("out of memory exporting %s", ckpt);
-    if (rc == MP_OK) rc = export_tensors(&stab, r.sn.sel, src, &tab, buf);
+    if (rc == MP_OK) rc = export_tensors(&stab, supernet_of(&r)->sel, src, &tab, buf);
     if (rc == MP_OK) {
         ckpt_state_t st = {.step = step, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
         snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");

@@ -194,7 +194,7 @@ static double migrate_median(double *v, int n)
 /* Every rank: the median compute seconds per step of each stage since the last re-plan (the slowest
  * replica of each stage: every rank of the job all-reduces the same vector, so every rank decides
  * alike), then the decision, its log line and, past the threshold, the move. */
-static void migrate_replan(run_t *r)
+static void migrate_replan(run_t *r, migrate_t *mg)
 {
     const deck_t *d = &r->deck;
     const int pp = r->pp, L = d->model.layers;
@@ -202,12 +202,12 @@ static void migrate_replan(run_t *r)
     double *t = MP_CALLOC((size_t)pp, sizeof *t), *w = MP_CALLOC((size_t)L, sizeof *w), we, wh;
     int *old = MP_CALLOC((size_t)pp, sizeof *old), *new = MP_CALLOC((size_t)pp, sizeof *new);
     if (!t || !w || !old || !new) MP_ABORT("out of memory re-planning the pipeline at step %ld", step);
-    t[r->stage] = migrate_median(r->mig_busy, r->mig_steps);
+    t[r->stage] = migrate_median(mg->busy, mg->steps);
     char what[128];
     snprintf(what, sizeof what, "the live migration's stage times after step %ld", step);
     wait_allreduce(&r->wait, t, pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, what);
-    const int measured = r->mig_steps;
-    r->mig_steps = 0;
+    const int measured = mg->steps;
+    mg->steps = 0;
     migrate_sizes(r, old);
     if (autosplit_layer_costs(d, &r->autosplit, w, &we, &wh) != MP_OK) MP_ABORT("re-planning the pipeline at step %ld", step);
     const rebalance_in_t in = {L, pp, old, t, w, we, wh};
@@ -231,21 +231,27 @@ static void migrate_replan(run_t *r)
         migrate_move(r, old, new, step);
         double dt = perf_now() - t0;
         wait_allreduce(&r->wait, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the live migration's duration");
-        r->mig_moves++, r->mig_warmed = 0;
+        mg->moves++, mg->warmed = 0;
         runlog_printf(&r->log, "step %ld: replan: moved %d layer(s) in %.3f s; pipeline.layers=%s", step, moved, dt, to);
     }
     free(t), free(w), free(old), free(new);
 }
 
-void migrate_after_step(run_t *r)
+void migrate_after_step(run_t *r, migrate_t *mg)
 {
     const int n = r->deck.pipeline.replan_every;
     if (n <= 0) return;
-    if (!r->mig_busy && !(r->mig_busy = MP_CALLOC((size_t)n, sizeof *r->mig_busy)))
+    if (!mg->busy && !(mg->busy = MP_CALLOC((size_t)n, sizeof *mg->busy)))
         MP_ABORT("out of memory measuring stage times for pipeline.replan_every=%d", n);
     /* the first step on a fresh stage faults its memory in: not what it costs */
-    if (r->mig_warmed && r->mig_steps < n) r->mig_busy[r->mig_steps++] = r->exec.busy;
-    r->exec.busy = 0.0, r->mig_warmed = 1;
-    if (r->step % n || r->step >= r->deck.train.steps || !r->mig_steps) return;
-    migrate_replan(r);
+    if (mg->warmed && mg->steps < n) mg->busy[mg->steps++] = r->exec.busy;
+    r->exec.busy = 0.0, mg->warmed = 1;
+    if (r->step % n || r->step >= r->deck.train.steps || !mg->steps) return;
+    migrate_replan(r, mg);
+}
+
+void migrate_free(migrate_t *mg)
+{
+    free(mg->busy);
+    mg->busy = NULL;
 }

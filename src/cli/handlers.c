@@ -11,6 +11,7 @@
 #include "data.h"
 #include "deck.h"
 #include "eval.h"
+#include "export.h"
 #include "generate.h"
 #include "kernels.h"
 #include "perf.h"
@@ -20,13 +21,31 @@
 #include "search.h"
 #include "selftest.h"
 #include "serve.h"
+#include "supernet.h"
 #include "sim.h"
 #include "swapsim.h"
 #include "train.h"
 
-int cmd_train(cli_t *c) { return train_main(&c->run); }
+/* The commands that run a deck's model offer the supernet's plug-in: it is active when the deck
+ * has one (run.h's run_plug_t), and the loop then takes its steps. */
+static run_opts_t with_supernet(const cli_t *c)
+{
+    run_opts_t o = c->run;
+    o.plug = &supernet_plug;
+    return o;
+}
 
-int cmd_debug_grads(cli_t *c) { return train_debug_grads(&c->run, c->out); }
+int cmd_train(cli_t *c)
+{
+    const run_opts_t o = with_supernet(c);
+    return train_main(&o, &supernet_train_ops);
+}
+
+int cmd_debug_grads(cli_t *c)
+{
+    const run_opts_t o = with_supernet(c);
+    return train_debug_grads(&o, &supernet_train_ops, c->out);
+}
 
 int cmd_prep(cli_t *c)
 {
@@ -34,7 +53,11 @@ int cmd_prep(cli_t *c)
     return data_prep_text(c->text, c->out, c->val_fraction) == MP_OK ? 0 : 1;
 }
 
-int cmd_eval(cli_t *c) { return eval_main(&c->run, c->ckpt, c->subnet); }
+int cmd_eval(cli_t *c)
+{
+    const run_opts_t o = with_supernet(c);
+    return eval_main(&o, &supernet_train_ops, c->ckpt, c->subnet);
+}
 
 int cmd_search(cli_t *c)
 {

@@ -1,0 +1,36 @@
+#include "grad_norm.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+double grad_sumsq(run_t *r, const float *grads, size_t s0, size_t s1, int zero, int stages,
+                  int (*keep)(const param_entry_t *, void *))
+{
+    const param_table_t *t = &r->model.tab;
+    const int n = r->gtab.count;
+    double *sq = MP_CALLOC((size_t)n, sizeof(double)), total = 0.0;
+    if (!sq) MP_ABORT("out of memory computing the gradient norm");
+    /* one sum per canonical tensor, added in canonical order at the end: the same bits whatever
+     * stage holds which tensor (the last stage's copy of wte is counted on the first stage) */
+    for (int i = 0; i < t->count; i++) {
+        const param_entry_t *e = &t->entries[i];
+        size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
+        if (lo >= hi || (e->split == SPLIT_NONE && t->tp_rank != 0) || (keep && !keep(e, r))) continue;
+        if (e->kind == PK_WTE && !t->has_embed) continue;
+        sq[r->gidx[i]] += be_sumsq(&r->be, grads + (lo - s0), hi - lo);
+    }
+    if (t->tp > 1) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_TP], "the gradient-norm all-reduce");
+    if (stages && r->pp > 1)
+        wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.comm[GRID_PP], "the gradient-norm all-reduce");
+    if (zero) wait_allreduce_sum(&r->wait, sq, n, MPI_DOUBLE, r->grid.replica, "the gradient-norm all-reduce");
+    for (int i = 0; i < n; i++) total += sq[i];
+    free(sq);
+    return total;
+}
+
+double grad_sumsq_of(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *))
+{
+    return grad_sumsq(r, grads, 0, r->model.tab.total, 0, 1, keep);
+}
