@@ -15,6 +15,7 @@ void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ran
     w->yield = mode == DECK_WAIT_YIELD || (mode == DECK_WAIT_AUTO && wait_node_oversubscribed(node_ranks));
     w->timeout = timeout;
     w->who = w->status = NULL;
+    w->lost = NULL, w->lost_ctx = NULL;
 }
 
 /* The world ranks of comm other than this one, as "rank 3" or "ranks 1, 2 and 5" (at most 16 named),
@@ -62,6 +63,7 @@ MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const
     else
         snprintf(msg, sizeof msg, "waited more than parallel.timeout = %g s for %s: one or more of its peers (%s) did "
                  "not take part (dead or hung)", w->timeout, what, peers);
+    if (w->lost) w->lost(w->lost_ctx, msg);
     if (w->status && w->status[0]) {
         char text[1700];
         snprintf(text, sizeof text, "1 aborted: %s: %s\n", w->who ? w->who : "a rank", msg);

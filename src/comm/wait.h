@@ -16,6 +16,10 @@ typedef struct {
     double timeout;     /* seconds; 0 = none */
     const char *who;    /* how the timeout's status line names this rank (NULL: "a rank") */
     const char *status; /* RUN/exit_status, written "1 aborted: ..." at a timeout (NULL or "": none) */
+    /* recovery.log: called at a timeout instead of the abort, with its message (a survivor writes its
+     * state and exits; if it returns, the abort goes on). NULL: none. */
+    void (*lost)(void *ctx, const char *msg);
+    void *lost_ctx;
 } wait_cfg_t;
 
 /* Whether a node with node_ranks ranks has more of them than cores (MPICH then spins against itself). */
@@ -27,7 +31,8 @@ void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ran
 
 /* Waits for n requests of one collective over comm; `what` names it in the timeout message, which also
  * names comm's other ranks (by world rank: "its peer rank 1", or "one or more of its peers (ranks 1, 2
- * and 3)"). On timeout, w->status (if set) gets "1 aborted: WHO: MESSAGE" and the job is aborted. */
+ * and 3)"). On timeout, w->lost (if set) is called; then w->status (if set) gets "1 aborted: WHO:
+ * MESSAGE" and the job is aborted. */
 void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm, const char *what);
 
 /* wait_all_over for point-to-point requests (or several communicators'): `what` names the peer. */

@@ -224,6 +224,11 @@ static const deck_key_t keys[] = {
           "seconds a checkpoint's write (or a resume's read) may take on any rank before the job aborts naming "
           "the rank and the phase (HDF5's collectives cannot time out on their own); 0 = none"),
 
+    K_BOOL(recovery, log, "0",
+           "1 = a lost rank costs no step: each stage logs what it sends (RUN/recovery/), a survivor of a dead "
+           "peer writes its state and exits 75, and --resume auto rebuilds the dead rank's stage by replaying "
+           "its steps from the logs (docs/RELIABILITY.md); launch with mpiexec -disable-auto-cleanup"),
+
     K_BOOL(supernet, enabled, "0", "1 = supernet training: supernet.blocks are choice blocks, one subnet per step"),
     K_INT(supernet, window, "1", 1, 1e6,
           "subnets per update of the parameters every subnet shares (embeddings, final LayerNorm, other blocks); "

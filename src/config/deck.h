@@ -143,6 +143,9 @@ typedef struct {
         char transfer[DECK_STR];       /* its name as given (unread: use transfer_mode) */
     } checkpoint;
     struct {
+        int log;                       /* the boundary log and the survivors' snapshots (docs/RELIABILITY.md) */
+    } recovery;
+    struct {
         int enabled, window;
         deck_subnets_t schedule;       /* causal: several subnets in flight; serial: one at a time */
         deck_resident_t resident;      /* device: every candidate on the device; host: slots on it */

@@ -248,13 +248,30 @@ void exec_free(exec_t *e)
         }
 }
 
-/* One activation or gradient into dev, through the host landing buffer off the cpu backend. */
-static void exec_recv_wait(exec_t *e, float *dev, int peer, int tag, const char *where)
+void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay)
 {
-    MPI_Request q;
+    e->bnd = bnd;
+    e->replay = bnd && replay;
+}
+
+/* A replay's message from the log (into host memory x; a failure is the log's to record). */
+static void exec_replay_recv(exec_t *e, long t, int mb, int chunk, int kind, float *x, size_t n)
+{
+    e->bnd->recv(e->bnd->ctx, t, mb, chunk, kind, x, n);
+}
+
+/* One activation or gradient into dev, through the host landing buffer off the cpu backend (a replay:
+ * from the log, the sending chunk's entry). */
+static void exec_recv_wait(exec_t *e, float *dev, int peer, int tag, const char *where, const int bnd[4])
+{
     float *land = e->hrecv ? e->hrecv : dev;
-    MPI_CHECK(MPI_Irecv(land, (int)e->n_act, MPI_FLOAT, peer, tag, e->c.pp_comm, &q));
-    wait_all(e->c.wait, 1, &q, where);
+    if (e->replay && bnd) {
+        exec_replay_recv(e, bnd[0], bnd[1], bnd[2], bnd[3], land, e->n_act);
+    } else {
+        MPI_Request q;
+        MPI_CHECK(MPI_Irecv(land, (int)e->n_act, MPI_FLOAT, peer, tag, e->c.pp_comm, &q));
+        wait_all(e->c.wait, 1, &q, where);
+    }
     be_to_device(e->c.be, dev, land, e->n_act * sizeof(float));
 }
 
@@ -267,26 +284,42 @@ static const float *exec_send_src(exec_t *e, const float *dev, float *host)
     return host;
 }
 
-static void exec_recv(exec_t *e, float *buf, int peer, int tag, const char *what, long t, int mb)
+/* from_chunk and kind: the sender's entry in the boundary log (a replay reads it). */
+static void exec_recv(exec_t *e, float *buf, int peer, int tag, const char *what, long t, int mb, int from_chunk,
+                      int kind)
 {
     double t0 = perf_now();
     /* A hung or dead peer ends in wait_all's timeout: its message names the rank to look at. */
     char where[160];
     snprintf(where, sizeof where, "%s of micro-batch %d of step %ld from rank %d (stage %d)", what, mb, t,
              e->c.stage_rank[peer], peer);
-    exec_recv_wait(e, buf, peer, tag, where);
+    const int bnd[4] = {(int)t, mb, from_chunk, kind};
+    exec_recv_wait(e, buf, peer, tag, where, bnd);
     e->idle += perf_now() - t0;
     trace_span(e->c.trace, what, t, mb, t0);
 }
 
 /* The tied embedding: the first stage holds the embedding's gradient part, the last the head's;
  * both need their sum (a + b is the same bits either way round, as on one rank). */
-static void exec_tied_sum(exec_t *e)
+static void exec_tied_sum(exec_t *e, long t)
 {
     if (e->c.pp == 1 || e->c.embed_comm == MPI_COMM_NULL) return;
     model_t *md = e->c.model;
     const param_entry_t *p = param_table_find(&md->tab, "wte");
-    be_allreduce(e->c.be, md->grads + p->offset, p->numel, MPI_SUM, e->c.embed_comm,
+    float *g = md->grads + p->offset;
+    if (e->bnd && !be_host_visible(e->c.be))
+        MP_ABORT("recovery.log: the tied embedding's gradient is logged from host memory only (a bug: the cpu "
+                 "backend was checked at start)");
+    if (e->bnd && e->bnd->sent) e->bnd->sent(e->bnd->ctx, t, -1, -1, EXEC_BND_TIED, g, p->numel);
+    if (e->replay) { /* the other end's part, as the all-reduce would have added it (a + b either way round) */
+        float *other = MP_MALLOC(p->numel * sizeof(float));
+        if (!other) MP_ABORT("out of memory replaying the tied-embedding gradient sum");
+        exec_replay_recv(e, t, -1, -1, EXEC_BND_TIED, other, p->numel);
+        for (size_t i = 0; i < p->numel; i++) g[i] += other[i];
+        free(other);
+        return;
+    }
+    be_allreduce(e->c.be, g, p->numel, MPI_SUM, e->c.embed_comm,
                  "the tied-embedding gradient sum between the first and the last stage");
 }
 
@@ -338,8 +371,11 @@ static void exec_send_act(exec_t *e, const instr_t *in, const exec_at_t *at, act
         return;
     }
     float *host = e->hsend ? e->hsend + (size_t)e->stash.slot_of[at->key] * e->n_act : NULL;
-    MPI_CHECK(MPI_Isend(exec_send_src(e, out, host), (int)e->n_act, MPI_FLOAT, in->peer,
-                        exec_tag(e, at->key_mb, in->chunk, 0), c->pp_comm, stash_reader(&e->stash, at->key)));
+    const float *src = exec_send_src(e, out, host);
+    if (e->bnd && e->bnd->sent) e->bnd->sent(e->bnd->ctx, at->bt, at->mb, in->chunk, EXEC_BND_ACT, src, e->n_act);
+    if (e->replay) return; /* its reader request stays null: the slot is free when the stash wants it */
+    MPI_CHECK(MPI_Isend(src, (int)e->n_act, MPI_FLOAT, in->peer, exec_tag(e, at->key_mb, in->chunk, 0), c->pp_comm,
+                        stash_reader(&e->stash, at->key)));
 }
 
 static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
@@ -353,6 +389,8 @@ static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
     }
     wait_all(c->wait, 1, &e->gsend_req[at->key], "a pipeline gradient send");
     be_to_host(c->be, g, c->scratch->dres, e->n_act * sizeof(float));
+    if (e->bnd && e->bnd->sent) e->bnd->sent(e->bnd->ctx, at->bt, at->mb, in->chunk, EXEC_BND_GRAD, g, e->n_act);
+    if (e->replay) return;
     MPI_CHECK(MPI_Isend(g, (int)e->n_act, MPI_FLOAT, in->peer, exec_tag(e, at->key_mb, in->chunk - 1, 1), c->pp_comm,
                         &e->gsend_req[at->key]));
 }
@@ -387,7 +425,7 @@ static void exec_reduce_grads(exec_t *e, const exec_run_t *run, int i, long t, i
     exec_stream_waits(e, run, i, t);
     if (!c->supernet) { /* a supernet adds them over its window (supernet.h) */
         model_grads_finish(c->model);
-        exec_tied_sum(e);
+        exec_tied_sum(e, t);
     }
     trace_span(c->trace, two && !drain ? "gradients final" : "pipeline flush", t, -1, t0);
 }
@@ -484,7 +522,8 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
     case OP_RECV_ACT:
         a = stash_take(&e->stash, at.key);
         if (c->nccl) be_p2p_recv(c->be, BE_P2P_ACT_IN, a->encoded, e->n_act, at.key);
-        else exec_recv(e, a->encoded, in->peer, exec_tag(e, at.key_mb, in->chunk - 1, 0), "receive activation", at.bt, at.mb);
+        else exec_recv(e, a->encoded, in->peer, exec_tag(e, at.key_mb, in->chunk - 1, 0), "receive activation", at.bt, at.mb,
+                       in->chunk - 1, EXEC_BND_ACT);
         if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
         break;
     case OP_FORWARD:
@@ -513,7 +552,8 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         break;
     case OP_RECV_GRAD:
         if (c->nccl) be_p2p_recv(c->be, BE_P2P_GRAD_IN, c->scratch->dres, e->n_act, at.key);
-        else exec_recv(e, c->scratch->dres, in->peer, exec_tag(e, at.key_mb, in->chunk, 1), "receive gradient", at.bt, at.mb);
+        else exec_recv(e, c->scratch->dres, in->peer, exec_tag(e, at.key_mb, in->chunk, 1), "receive gradient", at.bt,
+                       at.mb, in->chunk + 1, EXEC_BND_GRAD);
         break;
     case OP_SEND_GRAD:
         exec_send_grad(e, in, &at);
@@ -605,7 +645,7 @@ double exec_forward_only(exec_t *e, int valid_rows)
     for (int ch = 0; ch < e->v; ch++) {
         const int k = ch * pp + s;
         const model_part_t *pt = &e->part[ch];
-        if (k > 0) exec_recv_wait(e, a->encoded, (k - 1) % pp, k, "an evaluation activation");
+        if (k > 0) exec_recv_wait(e, a->encoded, (k - 1) % pp, k, "an evaluation activation", NULL);
         model_forward_part(c->model, pt, a, c->scratch, NULL); /* its sum covers padding rows too: recounted below */
         if (k < e->K - 1) {
             MPI_Request q;

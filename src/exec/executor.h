@@ -48,6 +48,19 @@ typedef struct {
     void *ctx;
 } exec_subnets_t;
 
+/* The boundary log (recovery.log, docs/RELIABILITY.md): sent is told every message this stage sends
+ * (x: host memory, n floats), before it leaves; in a replay, recv gives what would have been
+ * received, and nothing is sent. kind: EXEC_BND_ACT an activation downstream, EXEC_BND_GRAD an input
+ * gradient upstream (chunk: the sending chunk; mb: the micro-batch), EXEC_BND_TIED this stage's part
+ * of the tied embedding's gradient (mb, chunk −1). recv: MP_OK, or MP_ERR (missing or damaged,
+ * reported): the replay cannot go on. */
+enum { EXEC_BND_ACT, EXEC_BND_GRAD, EXEC_BND_TIED };
+typedef struct {
+    void (*sent)(void *ctx, long t, int mb, int chunk, int kind, const float *x, size_t n);
+    void (*recv)(void *ctx, long t, int mb, int chunk, int kind, float *x, size_t n);
+    void *ctx;
+} exec_bnd_t;
+
 typedef struct {
     model_t *model;            /* this stage's shard: its chunks, parameters, gradients */
     backend_t *be;
@@ -100,6 +113,8 @@ typedef struct {
     long span_step;           /* the instruction running: the model's own spans are marked with it */
     int span_mb;
     double *sub_loss;         /* causal: per subnet of the window, the Σ of its token losses (last stage) */
+    const exec_bnd_t *bnd;    /* the boundary log (NULL: none), and whether this is a replay (exec_set_bnd) */
+    int replay;
 } exec_t;
 
 /* The stage's memory plan (memory.device_limit): every byte the arena will hold, from the lists and
@@ -125,6 +140,10 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p);
 /* Builds the stage's lists, its stash and message buffers. Collective-free. MP_OK or MP_ERR
  * (message printed). */
 int exec_init(exec_t *e, const exec_ctx_t *ctx);
+
+/* The boundary log from now on (NULL: none). replay: the steps run alone, every message taken from
+ * bnd->recv and none sent (MPI pipeline messages only: not with NCCL, balance or 2bw). */
+void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay);
 void exec_free(exec_t *e);
 
 /* Runs step t's list up to REDUCE_GRADS: gradients final on this stage (zeroed first, the tied

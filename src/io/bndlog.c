@@ -104,14 +104,17 @@ int bndlog_path(const char *dir, int rank, char *path_p, size_t n)
     return MP_OK;
 }
 
-static const char *kind_word(int kind) { return kind == BND_ACT ? "activations" : "gradients"; }
+static const char *kind_word(int kind)
+{
+    return kind == BND_ACT ? "activations" : kind == BND_GRAD ? "gradients" : "tied-embedding gradient part";
+}
 
 static void step_name(long step, char *buf, size_t n) { snprintf(buf, n, "step_%08ld", step); }
 
 static void entry_name(int scalars, int kind, int mb, int chunk, char *buf, size_t n)
 {
     if (scalars) snprintf(buf, n, "scalars");
-    else snprintf(buf, n, "%s_mb%d_c%d", kind == BND_ACT ? "act" : "grad", mb, chunk);
+    else snprintf(buf, n, "%s_mb%d_c%d", kind == BND_ACT ? "act" : kind == BND_GRAD ? "grad" : "tied", mb, chunk);
 }
 
 /* "step 5, micro-batch 2, chunk 0, activations", or "step 5, scalars": how messages name an entry. */
@@ -668,7 +671,7 @@ static int enqueue(bndlog_t *b, const bnd_entry_t *spec, const void *data)
 
 int bndlog_put(bndlog_t *b, long step, int mb, int chunk, int kind, const float *x, size_t n)
 {
-    if ((kind != BND_ACT && kind != BND_GRAD) || mb < 0 || chunk < 0 || !x || n == 0 || n > SIZE_MAX / sizeof(float))
+    if ((kind != BND_ACT && kind != BND_GRAD && kind != BND_TIED) || mb < 0 || chunk < 0 || !x || n == 0 || n > SIZE_MAX / sizeof(float))
         return MP_FAIL("boundary log %s: bndlog_put(step %ld, micro-batch %d, chunk %d, kind %d, %zu values): bad "
                        "arguments", b->path, step, mb, chunk, kind, n);
     if (step < b->next_done)
@@ -1032,7 +1035,7 @@ static int entry_get(bndlog_reader_t *r, long step, int scalars, int mb, int chu
 
 int bndlog_get(bndlog_reader_t *r, long step, int mb, int chunk, int kind, size_t n, float *out_p)
 {
-    if ((kind != BND_ACT && kind != BND_GRAD) || mb < 0 || chunk < 0 || n == 0 || n > SIZE_MAX / sizeof(float))
+    if ((kind != BND_ACT && kind != BND_GRAD && kind != BND_TIED) || mb < 0 || chunk < 0 || n == 0 || n > SIZE_MAX / sizeof(float))
         return MP_FAIL("boundary log %s: bndlog_get(step %ld, micro-batch %d, chunk %d, kind %d, %zu values): bad "
                        "arguments", r->path, step, mb, chunk, kind, n);
     return entry_get(r, step, 0, mb, chunk, kind, n, out_p);

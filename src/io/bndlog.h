@@ -10,6 +10,7 @@
  *     /step_%08ld/           one group per step
  *         act_mb<m>_c<c>     float32 (n): activations of micro-batch m, chunk c, sent downstream
  *         grad_mb<m>_c<c>    float32 (n): gradients of micro-batch m, chunk c, sent upstream
+ *         tied_mb0_c0        float32 (n): this stage's part of the tied embedding's gradient
  *         scalars            float64 (k): the step's agreed scalars (loss scale, clip factor, ...)
  * Every dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements (scalars:
  * of their bits taken as 2k floats), verified on every read. The complete steps are exactly
@@ -35,8 +36,9 @@
 
 #define BNDLOG_FORMAT 1
 
-/* What crossed a boundary: activations sent downstream, or gradients sent upstream. */
-enum { BND_ACT = 0, BND_GRAD = 1 };
+/* What crossed a boundary: activations sent downstream, gradients sent upstream, or the first or
+ * last stage's part of the tied embedding's gradient (all-reduced between them; mb and chunk 0). */
+enum { BND_ACT = 0, BND_GRAD = 1, BND_TIED = 2 };
 
 typedef struct {
     const char *dir;        /* the run directory: the log is DIR/bndlog/bnd-r<rank>.h5 */

@@ -85,6 +85,7 @@ typedef struct run_s {
     rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
     watchdog_t wd;           /* the deadlines of phases that block inside MPI or HDF5, and of a stop (watchdog.h) */
     ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
+    struct recovery_s *rec;  /* recovery.log: the boundary log and a replay's readers (recovery.h; NULL: none) */
 } run_t;
 
 /* A plug-in changes what a step is: the search room's supernet (search/supernet.h) is one. The

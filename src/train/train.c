@@ -21,6 +21,7 @@
 #include "publish.h"
 #include "autosplit.h"
 #include "migrate.h"
+#include "recovery.h"
 #include "run_ckpt.h"
 #include "signals.h"
 #include "sim.h"
@@ -93,6 +94,17 @@ double train_step_grads(run_t *r, long t, const exec_batch_t *src)
     return loss / tokens;
 }
 
+/* AdamW's step of [s0, s1) clipped by the gradient norm gnorm: the plain step's, and a replay's with
+ * the norm the survivors logged (recovery.h). */
+static void train_apply(run_t *r, double lr, double gnorm, size_t s0, size_t s1)
+{
+    model_t *m = &r->model;
+    r->adam_t++;
+    model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
+    optim_step(&r->be, &m->tab, m->params + s0, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
+               optim_clip_scale(gnorm, r->optim.grad_clip), s0, s1);
+}
+
 /* Global gradient norm, clipping and AdamW; with ZeRO-1 on this replica's shard, then the
  * parameters are all-gathered. Returns the gradient norm before clipping. */
 static double train_update(run_t *r, double lr)
@@ -105,12 +117,34 @@ static double train_update(run_t *r, double lr)
         dp_shard_range(&r->dp, &s0, &s1);
     }
     const double gnorm = sqrt(grad_sumsq(r, m->grads, s0, s1, zero, 1, NULL));
-    r->adam_t++;
-    model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
-    optim_step(&r->be, &m->tab, m->params + s0, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
-               optim_clip_scale(gnorm, r->optim.grad_clip), s0, s1);
-    if (r->dp_on && r->deck.parallel.zero) dp_allgather(&r->dp, m->params);
+    train_apply(r, lr, gnorm, s0, s1);
+    if (zero) dp_allgather(&r->dp, m->params);
     return gnorm;
+}
+
+/* recovery: this rank's steps p->from .. p->target − 1 alone, every message from its neighbours'
+ * logs and each step's gradient norm from theirs; its own sends logged again (recovery.h). */
+static int train_replay(run_t *r, const recovery_plan_t *p, double *secs_p)
+{
+    const double t0 = perf_now(), tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
+    const exec_batch_t src = train_batches(r);
+    if (recovery_open(r) != MP_OK) return MP_ERR;
+    recovery_replay_mode(r, 1);
+    for (long t = p->from; t < p->target && !recovery_replay_failed(r); t++) {
+        double v[2];
+        if (recovery_replay_scalars(r, t, v) != MP_OK) break;
+        exec_step(&r->exec, t, (float)(1.0 / tokens), &src, NULL, 1);
+        if (recovery_replay_failed(r)) break;
+        train_apply(r, optim_lr(&r->optim, t), v[0], 0, r->model.tab.total);
+        r->step = t + 1;
+        recovery_step_done(r, t, v[0], v[1]);
+    }
+    recovery_replay_mode(r, 0);
+    *secs_p = perf_now() - t0;
+    if (recovery_replay_failed(r))
+        return MP_FAIL("replay: rank %d stopped at step %ld: a message it needed is missing or damaged (above)", r->rank,
+                       r->step + 1);
+    return MP_OK;
 }
 
 /* Mean next-token loss over the first eval_windows windows of /val (stride T from 0). */
@@ -250,6 +284,17 @@ static void train_fail_at(const run_t *r, long t, int agreed)
     }
 }
 
+/* The checkpoint of r->step steps (collective), the boundary log paused around its HDF5 calls and
+ * pruned after it: a replay starts from it. */
+static int train_checkpoint(run_t *r, int fail_midway)
+{
+    recovery_pause(r);
+    const int rc = run_ckpt_write(r, fail_midway);
+    recovery_resume(r);
+    if (rc == MP_OK) recovery_prune(r);
+    return rc;
+}
+
 /* MP_OK, MP_ERR, or MP_STOPPED: a stop signal arrived; the checkpoint of the last step is written. */
 #define MP_STOPPED 2
 static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
@@ -284,11 +329,17 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
             double t1 = perf_now();
             PROF(&r->prof, PROF_OPTIMIZER, st.gnorm = train_update(r, lr));
             trace_span(&r->trace, "optimizer", t, -1, t1);
+            recovery_step_done(r, t, st.gnorm, st.loss); /* the step whole in the boundary log */
         }
         if (timed) be_ktime_step_end(&r->be);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
-        if (t == r->dump.step && actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait) != MP_OK) return MP_ERR;
+        if (t == r->dump.step) {
+            recovery_pause(r); /* the thread rule: the log's writer stays out of HDF5 */
+            const int rc = actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait);
+            recovery_resume(r);
+            if (rc != MP_OK) return MP_ERR;
+        }
         if (t == first + (r->unit.whole ? W - 1 : 0)) { /* the first step (unit) warms caches and pools */
             memset(&r->prof, 0, sizeof r->prof);
             r->dp.comm_seconds = 0.0;
@@ -312,12 +363,10 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
         if (!isfinite(st.loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", st.loss, r->step);
         const deck_fail_mode_t fm = train_fail_mode(r, t);
         const int fail_midway = fm == DECK_FAIL_WRITE ? CKPT_FAIL_KILL : fm == DECK_FAIL_STALL ? CKPT_FAIL_STOP : 0;
-        if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0)) {
+        if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0) || r->stop) {
             double t3 = perf_now();
-            if (run_ckpt_write(r, fail_midway) != MP_OK) return MP_ERR;
+            if (train_checkpoint(r, fail_midway) != MP_OK) return MP_ERR;
             trace_span(&r->trace, "checkpoint", t, -1, t3);
-        } else if (r->stop && run_ckpt_write(r, fail_midway) != MP_OK) {
-            return MP_ERR;
         }
         if (r->stop && !last) {
             runlog_printf(&r->log, "stop requested by signal %d: checkpoint of step %ld written; exiting with status %d "
@@ -461,6 +510,15 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     int rc = run_agree(run_ckpt_resume(&r));
     watchdog_disarm(&r.wd);
     if (ops && ops->resume) ops->resume(&r);
+    /* recovery.log: the survivors' snapshots, the lost rank's replay, then this rank's log */
+    recovery_plan_t rp = {0};
+    if (rc == MP_OK) rc = recovery_plan(&r, &rp);
+    if (rc == MP_OK && rp.on) {
+        double took = 0.0;
+        const int ok = !rp.replay || train_replay(&r, &rp, &took) == MP_OK;
+        rc = recovery_finish(&r, &rp, ok, took);
+    }
+    if (rc == MP_OK) rc = run_agree(recovery_open(&r));
     if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
     double t0 = perf_now();
     long s0 = r.step;
@@ -470,8 +528,11 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     energy_start(&en, bus);
     signals_install();
     migrate_t mg = {0};
+    recovery_arm(&r); /* a wait past parallel.timeout: this rank's state written, exit 75 */
     if (rc == MP_OK) rc = train_loop(&r, ops, &mg);
+    recovery_disarm(&r);
     migrate_free(&mg);
+    if (recovery_close(&r) != MP_OK && rc == MP_OK) rc = MP_ERR;
     const int stopped = rc == MP_STOPPED;
     if (stopped) rc = MP_OK;
     if (r.trace.ev) {

@@ -1,0 +1,490 @@
+#include "recovery.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bndlog.h"
+#include "check.h"
+#include "ckpt.h"
+#include "perf.h"
+#include "publish.h"
+#include "signals.h"
+
+/* What the writer may hold before a put waits for it: a few steps of the small shapes, a fraction
+ * of one step of 124M's (whose activations are 24 MiB per micro-batch per boundary). */
+#define RECOVERY_QUEUE_BYTES ((size_t)256 << 20)
+
+struct recovery_s {
+    bndlog_t *log;                         /* this rank's boundary log (NULL: none) */
+    int log_failed;                        /* the log failed: said once, logging stopped */
+    exec_bnd_t bnd;
+    bndlog_reader_t *rd[SIM_MAX_STAGES];   /* a replay: by stage, the logs it reads */
+    int scal_stage;                        /* ... the stage whose log gives the scalars */
+    int failed;                            /* ... a message it needed was missing or damaged */
+};
+
+static struct recovery_s *rec_get(run_t *r)
+{
+    if (!r->rec && !(r->rec = MP_CALLOC(1, sizeof *r->rec))) MP_ABORT("out of memory for recovery.log's state");
+    return r->rec;
+}
+
+const char *recovery_unsupported(const run_t *r)
+{
+    const deck_t *d = &r->deck;
+    if (r->grid.size[GRID_TP] > 1) return "tensor parallelism (every layer's sums are shared with tp peers)";
+    if (d->parallel.zero && r->grid.size[GRID_DP] > 1) return "ZeRO-1 (the moments are sharded over the replicas)";
+    if (d->parallel.schedule_kind == DECK_SCHED_2BW) return "2bw (its delayed weights cross the step boundary)";
+    if (r->plug) return "a supernet (its window's sums cross the step boundary)";
+    if (d->pipeline.replan_every > 0) return "live migration (the split changes under the log)";
+    if (r->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
+    if (!be_host_visible(&r->be)) return "train.device other than cpu (the log is written from host memory)";
+    for (int l = 0; l < d->model.layers; l++)
+        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return "the balance memory policy (stashes cross stages)";
+    return NULL;
+}
+
+/* The log's failure: said once; from then on nothing is logged (a lost rank falls back to the
+ * checkpoint: the next resume finds the log short). */
+static void rec_log_failed(run_t *r)
+{
+    struct recovery_s *c = r->rec;
+    if (c->log_failed) return;
+    c->log_failed = 1;
+    runlog_printf(&r->log, "warning: rank %d: recovery.log: the boundary log failed (above): nothing more is logged, "
+                  "so a lost rank now costs a restart from the checkpoint", r->rank);
+}
+
+static int rec_kind(int exec_kind)
+{
+    return exec_kind == EXEC_BND_ACT ? BND_ACT : exec_kind == EXEC_BND_GRAD ? BND_GRAD : BND_TIED;
+}
+
+static void rec_sent(void *ctx, long t, int mb, int chunk, int kind, const float *x, size_t n)
+{
+    run_t *r = ctx;
+    struct recovery_s *c = r->rec;
+    if (!c->log || c->log_failed) return;
+    if (bndlog_put(c->log, t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), x, n) != MP_OK) rec_log_failed(r);
+}
+
+/* A replay's message: the sending chunk's stage's log (the tied part: the other end's). */
+static void rec_recv(void *ctx, long t, int mb, int chunk, int kind, float *x, size_t n)
+{
+    run_t *r = ctx;
+    struct recovery_s *c = r->rec;
+    const int pp = r->pp, stage = kind == EXEC_BND_TIED ? (r->stage == 0 ? pp - 1 : 0) : chunk % pp;
+    int rc = MP_ERR;
+    if (!c->rd[stage]) {
+        MP_ERROR("replay: stage %d reads no log of stage %d (a bug)", r->stage, stage);
+    } else {
+        if (c->log) bndlog_pause(c->log); /* the thread rule: this rank's own writer is running */
+        rc = bndlog_get(c->rd[stage], t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), n, x);
+        if (c->log) bndlog_resume(c->log);
+    }
+    if (rc != MP_OK) {
+        c->failed = 1;
+        memset(x, 0, n * sizeof *x);
+    }
+}
+
+int recovery_open(run_t *r)
+{
+    if (!r->deck.recovery.log || (r->rec && r->rec->log)) return MP_OK;
+    const char *why = recovery_unsupported(r);
+    if (why) {
+        if (r->rank == 0)
+            runlog_printf(&r->log, "recovery.log=1: nothing is logged on this layout: %s; a lost rank costs a restart "
+                          "from the checkpoint", why);
+        return MP_OK;
+    }
+    struct recovery_s *c = rec_get(r);
+    const bndlog_cfg_t cfg = {.dir = r->out_dir, .run_id = r->run_id, .rank = r->rank, .stage = r->stage, .pp = r->pp,
+                              .first_step = r->step, .max_queue_bytes = RECOVERY_QUEUE_BYTES};
+    if (bndlog_open(&cfg, &c->log) != MP_OK) return MP_ERR;
+    c->bnd = (exec_bnd_t){rec_sent, rec_recv, r};
+    exec_set_bnd(&r->exec, &c->bnd, 0);
+    return MP_OK;
+}
+
+int recovery_close(run_t *r)
+{
+    struct recovery_s *c = r->rec;
+    if (!c) return MP_OK;
+    exec_set_bnd(&r->exec, NULL, 0);
+    int rc = MP_OK;
+    if (c->log) {
+        bndlog_stats_t st;
+        bndlog_stats(c->log, &st);
+        rc = bndlog_close(c->log);
+        c->log = NULL;
+        if (rc == MP_OK && r->rank == 0)
+            runlog_printf(&r->log, "recovery.log: rank 0 logged %ld entries, %.1f MiB over %ld steps; puts waited %.3f s "
+                          "for the writer, which worked %.3f s", st.entries, (double)st.bytes / 1048576.0, st.steps,
+                          st.put_wait_s, st.writer_s);
+    }
+    for (int s = 0; s < SIM_MAX_STAGES; s++) bndlog_read_close(c->rd[s]);
+    free(c);
+    r->rec = NULL;
+    return rc;
+}
+
+void recovery_step_done(run_t *r, long t, double gnorm, double loss)
+{
+    struct recovery_s *c = r->rec;
+    if (!c || !c->log || c->log_failed) return;
+    const double v[2] = {gnorm, loss};
+    if (bndlog_put_scalars(c->log, t, v, 2) != MP_OK || bndlog_step_done(c->log, t) != MP_OK) rec_log_failed(r);
+}
+
+void recovery_prune(run_t *r)
+{
+    struct recovery_s *c = r->rec;
+    if (!c || !c->log || c->log_failed) return;
+    if (bndlog_prune(c->log, r->step) != MP_OK) rec_log_failed(r);
+}
+
+void recovery_pause(run_t *r)
+{
+    if (r->rec && r->rec->log) bndlog_pause(r->rec->log);
+}
+
+void recovery_resume(run_t *r)
+{
+    if (r->rec && r->rec->log) bndlog_resume(r->rec->log);
+}
+
+/* RUN/recovery/snap-r<rank>.h5 */
+static void rec_snap_path(const run_t *r, int rank, char *path_p, size_t n)
+{
+    snprintf(path_p, n, "%s/recovery/snap-r%05d.h5", r->out_dir, rank);
+}
+
+/* The layout a snapshot is taken on: only the same one takes it back. */
+static void rec_layout(const run_t *r, int rank, char *buf, size_t n)
+{
+    snprintf(buf, n, "dp=%d tp=%d pp=%d sp=%d v=%d rank=%d", r->grid.size[GRID_DP], r->grid.size[GRID_TP],
+             r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->model.tab.nchunks, rank);
+}
+
+/* This rank's state at r->step: weights and AdamW's moments of its shard, laid out by its own table,
+ * one process (ckpt_write over MPI_COMM_SELF: a temporary name, fsync, rename). */
+static int rec_snapshot_write(run_t *r)
+{
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/recovery", r->out_dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create %s: %s", dir, strerror(errno));
+    rec_snap_path(r, r->rank, path, sizeof path);
+    model_t *m = &r->model;
+    const size_t n = m->tab.total;
+    float *host[3] = {m->params, m->m, m->v};
+    const int copy = !be_host_visible(&r->be);
+    for (int k = 0; copy && k < 3; k++) {
+        float *dev = host[k];
+        if (!(host[k] = be_host_alloc(&r->be, n * sizeof(float)))) return MP_FAIL("out of host memory for %s", path);
+        be_to_host(&r->be, host[k], dev, n * sizeof(float));
+    }
+    ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
+                       .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1};
+    rec_layout(r, r->rank, st.layout, sizeof st.layout);
+    snprintf(st.schedule, sizeof st.schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
+    snprintf(st.run_id, sizeof st.run_id, "%s", r->run_id);
+    const int rc = ckpt_write(path, &m->tab, host[0], host[1], host[2], &st, r->deck_text);
+    for (int k = 0; copy && k < 3; k++) be_host_free(&r->be, host[k]);
+    return rc;
+}
+
+/* The survivor (a wait past parallel.timeout): its state, its log drained, status 75. */
+static void rec_lost(void *ctx, const char *msg)
+{
+    run_t *r = ctx;
+    r->wait.lost = NULL; /* a wait inside what follows aborts as usual */
+    char path[4300];
+    rec_snap_path(r, r->rank, path, sizeof path);
+    fprintf(stderr, "mindpipe: rank %d: %s\nmindpipe: rank %d: recovery.log: a peer is lost; this rank's state at "
+            "step %ld goes to %s, then exit %d (resume with --resume auto: the lost rank's steps are replayed)\n",
+            r->rank, msg, r->rank, r->step, path, MP_EXIT_REQUEUE);
+    fflush(stderr);
+    int rc = recovery_close(r);
+    if (rec_snapshot_write(r) != MP_OK) rc = MP_ERR;
+    if (r->wait.status && r->wait.status[0]) {
+        char text[1800];
+        snprintf(text, sizeof text, "%d %s: %s: %s%s\n", rc == MP_OK ? MP_EXIT_REQUEUE : 1,
+                 rc == MP_OK ? "stopped" : "aborted", r->wait.who ? r->wait.who : "a rank", msg,
+                 rc == MP_OK ? "; its state is in RUN/recovery (resume with --resume auto)" : "");
+        publish_text(r->wait.status, text);
+    }
+    runlog_close(&r->log);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(rc == MP_OK ? MP_EXIT_REQUEUE : 1);
+}
+
+void recovery_arm(run_t *r)
+{
+    if (!r->rec || !r->rec->log) return;
+    r->wait.lost = rec_lost;
+    r->wait.lost_ctx = r;
+}
+
+void recovery_disarm(run_t *r)
+{
+    r->wait.lost = NULL;
+    r->wait.lost_ctx = NULL;
+}
+
+/* A snapshot read whole into host buffers (b: 3 × tab.total floats), checked against this run:
+ * its run id, its layout (rank's) and a step. MP_OK with the step and AdamW's counter, or MP_ERR
+ * with why in why_p (quiet when the file is absent). */
+static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_p, char *why_p, size_t n)
+{
+    char path[4300], layout[128];
+    rec_snap_path(r, rank, path, sizeof path);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        snprintf(why_p, n, "no snapshot");
+        return MP_ERR;
+    }
+    const size_t total = r->model.tab.total;
+    ckpt_state_t st = {0};
+    if (ckpt_read(path, &r->model.tab, b, b + total, b + 2 * total, &st) != MP_OK) {
+        snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 does not read back (above)", rank);
+        return MP_ERR;
+    }
+    free(st.deck);
+    rec_layout(r, rank, layout, sizeof layout);
+    if (strcmp(st.run_id, r->run_id))
+        snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 is of run %s, not %s", rank, st.run_id, r->run_id);
+    else if (strcmp(st.layout, layout))
+        snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 was taken on layout '%s', not '%s'", rank, st.layout, layout);
+    else {
+        *step_p = st.step, *adam_p = st.adam_t;
+        return MP_OK;
+    }
+    return MP_ERR;
+}
+
+static void rec_to_device(run_t *r, const float *b)
+{
+    model_t *m = &r->model;
+    const size_t bytes = m->tab.total * sizeof(float);
+    be_to_device(&r->be, m->params, b, bytes);
+    be_to_device(&r->be, m->m, (const char *)b + bytes, bytes);
+    be_to_device(&r->be, m->v, (const char *)b + 2 * bytes, bytes);
+}
+
+/* A replaying rank: the logs it reads (its chunks' neighbours, the tied embedding's other end, and
+ * the scalars from any stage), each whole from `from` to target − 1. MP_OK, or MP_ERR with why. */
+static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap, char *why, size_t n)
+{
+    struct recovery_s *c = rec_get(r);
+    const int pp = r->pp, K = r->model.tab.nchunks * pp;
+    int need[SIM_MAX_STAGES] = {0};
+    for (int ch = 0; ch < r->model.tab.nchunks; ch++) {
+        const int k = ch * pp + r->stage;
+        if (k > 0) need[(k - 1) % pp] = 1;
+        if (k < K - 1) need[(k + 1) % pp] = 1;
+    }
+    if (pp > 1 && (r->stage == 0 || r->stage == pp - 1)) need[r->stage == 0 ? pp - 1 : 0] = 1;
+    c->scal_stage = -1;
+    for (int s = 0; s < pp; s++) {
+        if (!need[s] || s == r->stage) continue;
+        const int wr = r->exec.c.stage_rank[s];
+        if (snap[wr] < 0) {
+            snprintf(why, n, "rank %d (stage %d), whose log it reads, is lost too", wr, s);
+            return MP_ERR;
+        }
+        char path[4300];
+        bndlog_info_t info;
+        if (bndlog_path(r->out_dir, wr, path, sizeof path) != MP_OK ||
+            bndlog_read_open(path, r->run_id, wr, &c->rd[s]) != MP_OK) {
+            snprintf(why, n, "the log of rank %d (stage %d) does not open (above)", wr, s);
+            return MP_ERR;
+        }
+        bndlog_read_info(c->rd[s], &info);
+        if (info.first_step > p->from || info.last_step < p->target - 1) {
+            snprintf(why, n, "the log of rank %d holds steps %ld to %ld, not %ld to %ld", wr, info.first_step + 1,
+                     info.last_step + 1, p->from + 1, p->target);
+            return MP_ERR;
+        }
+        if (c->scal_stage < 0) c->scal_stage = s;
+    }
+    if (c->scal_stage < 0) {
+        snprintf(why, n, "no other stage's log gives the steps' gradient norms");
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
+int recovery_replay_scalars(run_t *r, long t, double v[2])
+{
+    struct recovery_s *c = r->rec;
+    if (!c || c->scal_stage < 0) return MP_FAIL("replay: no log gives the scalars of step %ld (a bug)", t + 1);
+    recovery_pause(r);
+    const int rc = bndlog_get_scalars(c->rd[c->scal_stage], t, 2, v);
+    recovery_resume(r);
+    if (rc != MP_OK) c->failed = 1;
+    return rc;
+}
+
+void recovery_replay_mode(run_t *r, int on)
+{
+    if (r->rec && r->rec->log) exec_set_bnd(&r->exec, &r->rec->bnd, on);
+}
+
+int recovery_replay_failed(const run_t *r)
+{
+    return r->rec && r->rec->failed;
+}
+
+/* Every rank's snapshot step (−1: none, or not usable), gathered. */
+static void rec_gather(run_t *r, long mine, long *all)
+{
+    MPI_Request q;
+    MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD, &q));
+    wait_all_over(&r->wait, 1, &q, MPI_COMM_WORLD, "the survivors' snapshot steps");
+}
+
+/* Rank 0: the fallback's line. */
+static void rec_fallback(run_t *r, const char *why, long from)
+{
+    if (r->rank == 0)
+        runlog_printf(&r->log, "recovery: the survivors' snapshots are not used: %s; resuming from the checkpoint of "
+                      "step %ld", why, from);
+}
+
+int recovery_plan(run_t *r, recovery_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->from = p->target = r->step;
+    p->source = -1;
+    if (!r->deck.recovery.log || !r->opts.resume) return MP_OK;
+    const int W = r->world;
+    const size_t total = r->model.tab.total;
+    float *b = MP_MALLOC(3 * (total ? total : 1) * sizeof *b);
+    long *snap = MP_MALLOC((size_t)W * sizeof *snap), mine = -1, adam = 0;
+    if (!b || !snap) MP_ABORT("out of memory reading the survivors' snapshots");
+    char why[1200] = "";
+    if (rec_snap_read(r, r->rank, b, &mine, &adam, why, sizeof why) != MP_OK) mine = -1;
+    else if (mine <= r->step) mine = -1; /* not newer than the checkpoint: nothing to gain (an old one) */
+    rec_gather(r, mine, snap);
+    long T = -1;
+    for (int i = 0; i < W; i++) {
+        if (snap[i] < 0) continue;
+        p->nsnap++;
+        if (T < 0) T = snap[i];
+        else if (snap[i] != T && !why[0]) snprintf(why, sizeof why, "they are of different steps (%ld, %ld)", T, snap[i]);
+    }
+    int rc = MP_OK;
+    if (p->nsnap == 0) goto out; /* an ordinary resume */
+    const char *unsup = recovery_unsupported(r);
+    int differ = 0;
+    for (int i = 0; i < W; i++) differ |= snap[i] >= 0 && snap[i] != T;
+    if (differ || unsup) {
+        rec_fallback(r, differ ? why : unsup, r->step);
+        goto out;
+    }
+    p->target = T;
+    /* who replays, and who takes a replica's snapshot instead (dp > 1: the replicas hold the same
+     * state; reading it is faster than any replay) */
+    int coord[GRID_NDIMS];
+    for (int i = 0; i < W; i++) p->nreplay += snap[i] < 0;
+    if (mine < 0) {
+        memcpy(coord, r->grid.coord, sizeof coord);
+        for (int q = 0; q < r->grid.size[GRID_DP] && p->source < 0; q++) {
+            coord[GRID_DP] = q;
+            const int peer = grid_rank_of(&r->grid, coord);
+            if (peer != r->rank && snap[peer] >= 0) p->source = peer;
+        }
+        p->replay = p->source < 0;
+    }
+    /* a replay runs alone: only a rank with no replica peer (dp = 1) replays */
+    char mywhy[600] = "";
+    int bad = 0;
+    if (p->replay && r->grid.size[GRID_DP] > 1)
+        bad = 1, snprintf(mywhy, sizeof mywhy, "rank %d has no replica's snapshot to take", r->rank);
+    else if (p->replay && rec_open_readers(r, p, snap, mywhy, sizeof mywhy) != MP_OK)
+        bad = 1;
+    if (p->source >= 0) {
+        long st_step = -1;
+        if (rec_snap_read(r, p->source, b, &st_step, &adam, mywhy, sizeof mywhy) != MP_OK || st_step != T) {
+            bad = 1;
+            if (!mywhy[0]) snprintf(mywhy, sizeof mywhy, "rank %d's snapshot changed while read", p->source);
+        }
+    }
+    /* every rank learns whether some rank cannot go on, and rank 0 says why (the first one's) */
+    int anybad = bad;
+    wait_allreduce(&r->wait, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the recovery plan's agreement");
+    if (anybad) {
+        char line[600] = "";
+        int first = bad ? r->rank : W;
+        wait_allreduce(&r->wait, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, "the recovery plan's agreement");
+        if (r->rank == first) snprintf(line, sizeof line, "%s", mywhy);
+        if (first != 0) {
+            MPI_Request q[2];
+            if (r->rank == first) MPI_CHECK(MPI_Isend(line, sizeof line, MPI_CHAR, 0, 75, MPI_COMM_WORLD, &q[0]));
+            if (r->rank == 0) MPI_CHECK(MPI_Irecv(line, sizeof line, MPI_CHAR, first, 75, MPI_COMM_WORLD, &q[1]));
+            if (r->rank == first) wait_all(&r->wait, 1, &q[0], "the recovery plan's reason");
+            if (r->rank == 0) wait_all(&r->wait, 1, &q[1], "the recovery plan's reason");
+        }
+        rec_fallback(r, line, r->step);
+        struct recovery_s *c = r->rec;
+        for (int s = 0; c && s < SIM_MAX_STAGES; s++) bndlog_read_close(c->rd[s]), c->rd[s] = NULL;
+        p->replay = 0, p->source = -1, p->nreplay = 0, p->target = r->step;
+        goto out;
+    }
+    p->on = 1;
+    p->nreplay_own = p->replay;
+    wait_allreduce(&r->wait, &p->nreplay_own, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "the recovery plan's agreement");
+    if (!p->replay) { /* its own snapshot, or its replica's */
+        rec_to_device(r, b);
+        r->adam_t = adam;
+    }
+out:
+    free(b), free(snap);
+    return rc;
+}
+
+/* Moves a snapshot aside (the next --resume auto then ignores it). */
+static void rec_snap_aside(run_t *r)
+{
+    char path[4300], aside[4400];
+    rec_snap_path(r, r->rank, path, sizeof path);
+    snprintf(aside, sizeof aside, "%s.failed", path);
+    if (rename(path, aside) != 0 && errno != ENOENT)
+        MP_WARN("cannot move %s aside: %s", path, strerror(errno));
+}
+
+int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
+{
+    if (!p->on) return MP_OK;
+    /* the replaying ranks' time: the others wait (a deadline per replayed step) */
+    wait_cfg_t w = r->wait;
+    w.timeout = r->wait.timeout > 0 ? r->wait.timeout * (double)(p->target - p->from + 1) : 0;
+    int bad = !ok;
+    double took = replay_s;
+    wait_allreduce(&w, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the replay of the lost rank's steps");
+    wait_allreduce(&r->wait, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the replay's time");
+    if (bad) {
+        rec_snap_aside(r);
+        return MP_FAIL("recovery: the replay of steps %ld to %ld failed (above): the snapshots are moved aside; "
+                       "--resume auto now restarts from the checkpoint of step %ld", p->from + 1, p->target, p->from);
+    }
+    char path[4300];
+    rec_snap_path(r, r->rank, path, sizeof path);
+    if (unlink(path) != 0 && errno != ENOENT) MP_WARN("cannot remove the used snapshot %s: %s", path, strerror(errno));
+    struct recovery_s *c = r->rec;
+    for (int s = 0; c && s < SIM_MAX_STAGES; s++) bndlog_read_close(c->rd[s]), c->rd[s] = NULL;
+    r->step = p->target;
+    if (r->rank == 0)
+        runlog_printf(&r->log, "recovery: resumed at step %ld, the step the survivors had reached: 0 steps lost "
+                      "(checkpoint of step %ld; %d rank(s) loaded their state, %d replayed steps %ld to %ld from the "
+                      "logs in %.3f s, %d took a replica's)", p->target, p->from, p->nsnap, p->nreplay_own, p->from + 1,
+                      p->target, took, p->nreplay - p->nreplay_own);
+    return MP_OK;
+}

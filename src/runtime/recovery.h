@@ -1,0 +1,78 @@
+/* recovery.log = 1: a lost rank costs no step (docs/RELIABILITY.md, DESIGN.md §10).
+ *
+ * While training, every stage logs what it sends (io/bndlog.h: each micro-batch's activations
+ * downstream, its input gradients upstream, the first and last stage's part of the tied
+ * embedding's gradient) and each step's agreed scalars (the gradient norm, the loss). When a peer
+ * dies, a survivor's wait times out (parallel.timeout): instead of aborting, it writes its own
+ * state at the last step it completed to RUN/recovery/snap-r<rank>.h5 (one process, no
+ * collective), closes its log and exits 75. The next `--resume auto` loads the newest checkpoint
+ * everywhere, then: every rank with a snapshot of the common step T loads it; a rank without one
+ * (the dead one) takes a data-parallel replica's snapshot when there is one, else replays its own
+ * stage's steps from the checkpoint to T alone, every message read from its neighbours' logs.
+ * Anything missing or disagreeing falls back to the checkpoint, said in the log. */
+#ifndef MP_RECOVERY_H
+#define MP_RECOVERY_H
+
+#include "run.h"
+
+/* Why this run's layout cannot be rebuilt from logs (NULL: it can). */
+const char *recovery_unsupported(const run_t *r);
+
+/* Opens this rank's boundary log for the steps from r->step on and hands the executor its sink.
+ * Nothing without recovery.log; on a layout recovery_unsupported names, nothing but one log line
+ * (a lost rank then costs a restart from the checkpoint). MP_OK or MP_ERR (reported); each rank
+ * alone: the caller agrees. */
+int recovery_open(run_t *r);
+
+/* Drains and closes the log (nothing without one). MP_OK, or MP_ERR when anything was lost. */
+int recovery_close(run_t *r);
+
+/* After step t's update: its agreed scalars and its mark (the log then holds the step whole). A
+ * failure of the log is said once and ends the logging, not the run. */
+void recovery_step_done(run_t *r, long t, double gnorm, double loss);
+
+/* After the checkpoint of r->step steps: the log keeps only what a replay from it needs. */
+void recovery_prune(run_t *r);
+
+/* The thread rule of the log (bndlog.h): the main thread's other HDF5 calls go between these. */
+void recovery_pause(run_t *r);
+void recovery_resume(run_t *r);
+
+/* The survivor's handler on r->wait (a wait past parallel.timeout writes the snapshot and exits 75)
+ * while armed; nothing without a log. */
+void recovery_arm(run_t *r);
+void recovery_disarm(run_t *r);
+
+/* What --resume auto does with snapshots, decided alike on every rank. */
+typedef struct {
+    int on;                  /* snapshots are used: every rank ends at step `target` */
+    long from, target;       /* the checkpoint's step (r->step after run_ckpt_resume) and the snapshots' */
+    int replay;              /* this rank replays steps from .. target − 1 (recovery_replay_*) */
+    int source;              /* the rank whose snapshot this rank loads (-1: it replays, or none) */
+    int nreplay, nsnap;      /* ranks without a snapshot; snapshots found */
+    int nreplay_own;         /* ... of them, those that replay (the others take a replica's) */
+} recovery_plan_t;
+
+/* Collective over MPI_COMM_WORLD, after run_ckpt_resume: finds the snapshots, decides the plan (a
+ * fallback is said in the log with why, and leaves p->on 0) and loads the snapshot each rank takes.
+ * A replaying rank opens the logs it reads and its own log (re-written by the replay). MP_OK, or
+ * MP_ERR (reported) on every rank alike. */
+int recovery_plan(run_t *r, recovery_plan_t *p);
+
+/* Replay: step t's scalars (the gradient norm and the loss, as the survivors logged them) into v.
+ * MP_OK or MP_ERR (reported). */
+int recovery_replay_scalars(run_t *r, long t, double v[2]);
+/* The executor in replay (on: every message from the logs, none sent) or back to logging. */
+void recovery_replay_mode(run_t *r, int on);
+/* Whether a logged message the replay needed was missing or damaged (the executor went on with
+ * zeros: the replay's result is then void). */
+int recovery_replay_failed(const run_t *r);
+
+/* Collective over MPI_COMM_WORLD, after the replaying ranks replayed (ok: theirs went well): every
+ * rank waits for them (a deadline of parallel.timeout per replayed step; replay_s: this rank's
+ * replay time, the slowest logged), r->step = target, the
+ * snapshots used are removed, one log line. MP_OK, or MP_ERR on every rank alike (the snapshots
+ * are then moved aside, so the next --resume auto falls back to the checkpoint). */
+int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s);
+
+#endif
