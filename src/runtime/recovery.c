@@ -165,6 +165,16 @@ static void rec_snap_path(const run_t *r, int rank, char *path_p, size_t n)
     snprintf(path_p, n, "%s/recovery/snap-r%05d.h5", r->out_dir, rank);
 }
 
+/* The table a snapshot is written and read by: the stage's own, every entry its own to write (the
+ * checkpoint writer leaves the last stage's copy of the tied embedding to the first stage's; a
+ * snapshot holds this stage alone). */
+static param_table_t rec_snap_table(const run_t *r)
+{
+    param_table_t t = r->model.tab;
+    t.has_embed = 1;
+    return t;
+}
+
 /* The layout a snapshot is taken on: only the same one takes it back. */
 static void rec_layout(const run_t *r, int rank, char *buf, size_t n)
 {
@@ -194,7 +204,8 @@ static int rec_snapshot_write(run_t *r)
     rec_layout(r, r->rank, st.layout, sizeof st.layout);
     snprintf(st.schedule, sizeof st.schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
     snprintf(st.run_id, sizeof st.run_id, "%s", r->run_id);
-    const int rc = ckpt_write(path, &m->tab, host[0], host[1], host[2], &st, r->deck_text);
+    const param_table_t tab = rec_snap_table(r);
+    const int rc = ckpt_write(path, &tab, host[0], host[1], host[2], &st, r->deck_text);
     for (int k = 0; copy && k < 3; k++) be_host_free(&r->be, host[k]);
     return rc;
 }
@@ -252,7 +263,8 @@ static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_
     }
     const size_t total = r->model.tab.total;
     ckpt_state_t st = {0};
-    if (ckpt_read(path, &r->model.tab, b, b + total, b + 2 * total, &st) != MP_OK) {
+    const param_table_t tab = rec_snap_table(r);
+    if (ckpt_read(path, &tab, b, b + total, b + 2 * total, &st) != MP_OK) {
         snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 does not read back (above)", rank);
         return MP_ERR;
     }
@@ -481,10 +493,16 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
     struct recovery_s *c = r->rec;
     for (int s = 0; c && s < SIM_MAX_STAGES; s++) bndlog_read_close(c->rd[s]), c->rd[s] = NULL;
     r->step = p->target;
-    if (r->rank == 0)
-        runlog_printf(&r->log, "recovery: resumed at step %ld, the step the survivors had reached: 0 steps lost "
-                      "(checkpoint of step %ld; %d rank(s) loaded their state, %d replayed steps %ld to %ld from the "
-                      "logs in %.3f s, %d took a replica's)", p->target, p->from, p->nsnap, p->nreplay_own, p->from + 1,
-                      p->target, took, p->nreplay - p->nreplay_own);
+    if (r->rank == 0) {
+        char how[300] = "";
+        if (p->nreplay_own)
+            snprintf(how, sizeof how, "; %d rank(s) replayed steps %ld to %ld from the logs in %.3f s", p->nreplay_own,
+                     p->from + 1, p->target, took);
+        if (p->nreplay > p->nreplay_own)
+            snprintf(how + strlen(how), sizeof how - strlen(how), "; %d took a data-parallel replica's snapshot",
+                     p->nreplay - p->nreplay_own);
+        runlog_printf(&r->log, "recovery: resumed at step %ld, the step the survivors had reached: 0 steps lost (the "
+                      "checkpoint of step %ld; %d rank(s) loaded their own snapshot%s)", p->target, p->from, p->nsnap, how);
+    }
     return MP_OK;
 }
