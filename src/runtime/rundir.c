@@ -230,8 +230,9 @@ int rundir_move_aside(const char *dir, const char *name, char *to_p, size_t n)
 }
 
 /* The logs a run appends to: --restart moves them aside with the checkpoints, so the new run's
- * steps are not appended to the old run's. */
-static const char *const rundir_logs[] = {"log.txt", "metrics.jsonl"};
+ * steps are not appended to the old run's; and recovery.log's boundary logs and survivors'
+ * snapshots (recovery.h), which belong to the old run's checkpoints. */
+static const char *const rundir_logs[] = {"log.txt", "metrics.jsonl", "bndlog", "recovery"};
 #define RUNDIR_NLOGS ((int)(sizeof rundir_logs / sizeof rundir_logs[0]))
 
 /* --restart: moves dir's logs into old (the checkpoints' new place), listing the names moved in
@@ -360,10 +361,14 @@ static int rundir_clean_dir(const char *d, runlog_t *log)
 
 int rundir_clean_temporaries(const char *dir, runlog_t *log)
 {
-    char ck[4300];
-    snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    static const char *const subs[] = {"ckpt", "bndlog", "recovery"};
     int rc = rundir_clean_dir(dir, log);
-    return rundir_clean_dir(ck, log) == MP_OK ? rc : MP_ERR;
+    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
+        char d[4300];
+        snprintf(d, sizeof d, "%s/%s", dir, subs[i]);
+        if (rundir_clean_dir(d, log) != MP_OK) rc = MP_ERR;
+    }
+    return rc;
 }
 
 int rundir_id_new(char id_p[CKPT_RUN_ID_LEN + 1])

@@ -52,8 +52,9 @@ int rundir_check_names(const char *dir);
 int rundir_move_aside(const char *dir, const char *name, char *to_p, size_t n);
 
 /* Removes the temporaries this program leaves when killed mid-write (publish.h: NAME.tmp and
- * NAME.tmp.PID) from dir and dir/ckpt, a log line each. Call it holding the lock: no live writer of
- * this directory exists then. MP_OK, or MP_ERR naming a file that cannot be removed. */
+ * NAME.tmp.PID) from dir, dir/ckpt, dir/bndlog and dir/recovery, a log line each. Call it holding
+ * the lock: no live writer of this directory exists then. MP_OK, or MP_ERR naming a file that
+ * cannot be removed. */
 int rundir_clean_temporaries(const char *dir, runlog_t *log);
 
 /* A new run id: 128 bits from the system's random source as 32 lowercase hex digits. MP_OK or
