@@ -56,6 +56,10 @@ static void mpi_start(int *argc, char ***argv)
     alarm(0);
     signal(SIGALRM, SIG_DFL);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    /* errors come back to MPI_CHECK (file, line, MPI's message) instead of MPICH's abort; every
+     * communicator made from this one inherits it. A peer's death then surfaces in the wait that
+     * polls it, which recovery.log turns into a survivor's snapshot (recovery.h). */
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     mpi_check_init(rank);
 }
 

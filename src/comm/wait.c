@@ -47,6 +47,19 @@ static void wait_peers(MPI_Comm comm, char *out, size_t n)
     if (count) snprintf(out, n, "%s %s", count == 1 ? "rank" : "ranks", list);
 }
 
+/* A peer's death reported by MPI (its error handler returns errors): recovery.log's handler first,
+ * as at a timeout; else the usual report and abort. */
+static void wait_failed(const wait_cfg_t *w, const char *what, int rc)
+{
+    if (w->lost) {
+        char err[MPI_MAX_ERROR_STRING], msg[1400];
+        int len = 0;
+        if (MPI_Error_string(rc, err, &len) != MPI_SUCCESS) snprintf(err, sizeof err, "MPI error %d", rc);
+        snprintf(msg, sizeof msg, "MPI failed waiting for %s (%s): a peer rank is dead", what, err);
+        w->lost(w->lost_ctx, msg);
+    }
+}
+
 /* Past the deadline: RUN/exit_status says so (when the run has one), then the job ends. */
 MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const char *what)
 {
@@ -80,7 +93,9 @@ void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm,
         while (first < n) {
             int done = 0;
             MPI_Status st;
-            MPI_CHECK(MPI_Test(&reqs[first], &done, &st));
+            const int rc = MPI_Test(&reqs[first], &done, &st);
+            if (rc != MPI_SUCCESS) wait_failed(w, what, rc);
+            MPI_CHECK(rc);
             if (!done) break;
             first++;
         }

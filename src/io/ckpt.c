@@ -240,23 +240,23 @@ err:
     return MP_ERR;
 }
 
-/* A process that never initialised MPI (serve, generate, export: commands.h) reads and writes its
- * checkpoints alone: pt->comm is then MPI_COMM_SELF, and no MPI function may be called, so the file
- * goes through HDF5's default (sec2) driver, with no MPI-IO, and the rank is 0 of 1. The files are
- * the same format either way. */
-static int ckpt_solo(void) { return !mpi_check_up(); }
+/* One process's file (pt->comm MPI_COMM_SELF: a process that never initialised MPI, as serve,
+ * generate and export (commands.h), debug-grads, or a survivor's snapshot written after a peer died,
+ * when MPI may be failing) goes through HDF5's default (sec2) driver: no MPI function is called,
+ * and the rank is 0 of 1. The files are the same format either way. */
+static int ckpt_solo(const ckpt_part_t *pt) { return !mpi_check_up() || pt->comm == MPI_COMM_SELF; }
 
 static int ckpt_comm_rank(const ckpt_part_t *pt)
 {
     int rank = 0;
-    if (!ckpt_solo()) MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
+    if (!ckpt_solo(pt)) MPI_CHECK(MPI_Comm_rank(pt->comm, &rank));
     return rank;
 }
 
 static int ckpt_comm_size(const ckpt_part_t *pt)
 {
     int n = 1;
-    if (!ckpt_solo()) MPI_CHECK(MPI_Comm_size(pt->comm, &n));
+    if (!ckpt_solo(pt)) MPI_CHECK(MPI_Comm_size(pt->comm, &n));
     return n;
 }
 
@@ -267,7 +267,7 @@ static hid_t ckpt_open(const char *fname, const ckpt_part_t *pt, uint64_t ub)
 {
     hid_t fapl = -1, fcpl = -1, f = -1;
     H5_TRY(fapl = H5Pcreate(H5P_FILE_ACCESS), out, fname);
-    if (!ckpt_solo()) H5_TRY(H5Pset_fapl_mpio(fapl, pt->comm, MPI_INFO_NULL), err_close_fapl, fname);
+    if (!ckpt_solo(pt)) H5_TRY(H5Pset_fapl_mpio(fapl, pt->comm, MPI_INFO_NULL), err_close_fapl, fname);
     if (ub) {
         H5_TRY(fcpl = H5Pcreate(H5P_FILE_CREATE), err_close_fapl, fname);
         H5_TRY(H5Pset_userblock(fcpl, (hsize_t)ub), err_close_fcpl, fname);
@@ -288,7 +288,7 @@ out:
  * MPI (one process) the identity. */
 static void ckpt_allreduce(const ckpt_part_t *pt, void *buf, int n, MPI_Datatype type, MPI_Op op)
 {
-    if (ckpt_solo()) return;
+    if (ckpt_solo(pt)) return;
     if (pt->wait) wait_allreduce(pt->wait, buf, n, type, op, pt->comm, "a checkpoint all-reduce");
     else MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf, n, type, op, pt->comm));
 }
@@ -316,7 +316,7 @@ static int ckpt_group_io(hid_t f, const char *gname, const param_table_t *gtab, 
     int moved = 1; /* moved: the last H5Dwrite/H5Dread returned success (or was not reached) */
     const int nranks = ckpt_comm_size(pt);
     H5_TRY(dxpl = H5Pcreate(H5P_DATASET_XFER), out, fname);
-    if (!ckpt_solo())
+    if (!ckpt_solo(pt))
         H5_TRY(H5Pset_dxpl_mpio(dxpl, pt->independent ? H5FD_MPIO_INDEPENDENT : H5FD_MPIO_COLLECTIVE), err_close, fname);
     if (writing) {
         /* every dataset's checksum attribute holds the sum of its owners' partial sums: all of them
