@@ -26,6 +26,35 @@ static void on_init_timeout(int sig)
     _exit(1);
 }
 
+/* MPI_Finalize can hang after the run's results are written (MPICH 4.0.2 over UCX's tcp transport:
+ * docs/RELIABILITY.md, "Launchers"): past MINDPIPE_FINALIZE_TIMEOUT seconds (default 300; 0 = none)
+ * the process leaves with the command's status. A signal handler sees only statics: this one. */
+static volatile sig_atomic_t finalize_status;
+
+static void on_finalize_timeout(int sig)
+{
+    (void)sig;
+    static const char msg[] = "mindpipe: MPI_Finalize did not complete within MINDPIPE_FINALIZE_TIMEOUT seconds "
+                              "(default 300; MPICH 4.0.2 can hang there over UCX tcp); leaving with the command's "
+                              "status, its results already written\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(finalize_status);
+}
+
+/* A whole number of seconds from the environment variable name (unset or empty: def), or exit 2. */
+static long env_seconds(const char *name, long def)
+{
+    const char *v = getenv(name);
+    char *end = NULL;
+    const long s = v && *v ? strtol(v, &end, 10) : def;
+    if (v && *v && (*end || s < 0 || s > 86400)) {
+        fprintf(stderr, "mindpipe: %s='%s': seconds in [0, 86400] (0: no limit)\n", name, v);
+        exit(2);
+    }
+    return s;
+}
+
 /* MPI for the commands that need it (CMD_MPI): the others never call MPI_Init, so they open none
  * of UCX's transports (its TCP one listens on every interface) and run where MPI cannot start; their
  * fatal errors end in exit(1), not MPI_Abort (check.h). Returns with MPI up, or ends the process. */
@@ -35,13 +64,7 @@ static void mpi_start(int *argc, char ***argv)
     /* MPI_Init waits for every rank of the job; one that never starts (or stops) would hold it
      * forever, before any deck deadline exists: an alarm bounds it (MINDPIPE_INIT_TIMEOUT seconds,
      * default 600; 0 = none) */
-    const char *it = getenv("MINDPIPE_INIT_TIMEOUT");
-    char *end = NULL;
-    const long init_timeout = it && *it ? strtol(it, &end, 10) : 600;
-    if (it && *it && (*end || init_timeout < 0 || init_timeout > 86400)) {
-        fprintf(stderr, "mindpipe: MINDPIPE_INIT_TIMEOUT='%s': seconds in [0, 86400] (0: no limit)\n", it);
-        exit(2);
-    }
+    const long init_timeout = env_seconds("MINDPIPE_INIT_TIMEOUT", 600);
     signal(SIGALRM, on_init_timeout);
     if (init_timeout > 0) alarm((unsigned)init_timeout);
     /* MPI takes a temporary buffer from malloc for every all-reduce (the dp gradient buckets, cut
@@ -96,6 +119,13 @@ int main(int argc, char **argv)
     if (with_mpi) mpi_start(&argc, &argv);
     device_report_init();
     int rc = cmd->handler(&cli);
-    if (with_mpi) MPI_CHECK(MPI_Finalize());
+    if (with_mpi) {
+        const long fin_timeout = env_seconds("MINDPIPE_FINALIZE_TIMEOUT", 300);
+        finalize_status = rc;
+        signal(SIGALRM, on_finalize_timeout);
+        if (fin_timeout > 0) alarm((unsigned)fin_timeout);
+        MPI_CHECK(MPI_Finalize());
+        alarm(0);
+    }
     return rc;
 }

@@ -16,6 +16,7 @@ void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ran
     w->timeout = timeout;
     w->who = w->status = NULL;
     w->lost = NULL, w->lost_ctx = NULL;
+    w->stopping = NULL, w->stop_timeout = 0;
 }
 
 /* The world ranks of comm other than this one, as "rank 3" or "ranks 1, 2 and 5" (at most 16 named),
@@ -61,21 +62,22 @@ static void wait_failed(const wait_cfg_t *w, const char *what, int rc)
 }
 
 /* Past the deadline: RUN/exit_status says so (when the run has one), then the job ends. */
-MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const char *what)
+MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const char *what, double limit)
 {
     char peers[512], msg[1400];
+    /* the stop's deadline is the shorter one (wait.h): say which ended the wait */
+    const char *key = limit == w->timeout ? "parallel.timeout" : "half of train.stop_grace, a stop being requested";
     wait_peers(comm, peers, sizeof peers);
     int size = 0;
     if (comm != MPI_COMM_NULL) MPI_Comm_size(comm, &size);
     if (!peers[0]) /* point-to-point: `what` names the peer */
-        snprintf(msg, sizeof msg, "waited more than parallel.timeout = %g s for %s: a peer rank is dead or hung",
-                 w->timeout, what);
+        snprintf(msg, sizeof msg, "waited more than %s = %g s for %s: a peer rank is dead or hung", key, limit, what);
     else if (size == 2)
-        snprintf(msg, sizeof msg, "waited more than parallel.timeout = %g s for %s: its peer %s did not take part "
-                 "(dead or hung)", w->timeout, what, peers);
+        snprintf(msg, sizeof msg, "waited more than %s = %g s for %s: its peer %s did not take part "
+                 "(dead or hung)", key, limit, what, peers);
     else
-        snprintf(msg, sizeof msg, "waited more than parallel.timeout = %g s for %s: one or more of its peers (%s) did "
-                 "not take part (dead or hung)", w->timeout, what, peers);
+        snprintf(msg, sizeof msg, "waited more than %s = %g s for %s: one or more of its peers (%s) did "
+                 "not take part (dead or hung)", key, limit, what, peers);
     if (w->lost) w->lost(w->lost_ctx, msg);
     if (w->status && w->status[0]) {
         char text[1700];
@@ -101,7 +103,12 @@ void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm,
         }
         if (first == n) return;
         if (w->yield) sched_yield();
-        if (w->timeout > 0 && (polls & 1023) == 0 && perf_now() - t0 > w->timeout) wait_timed_out(w, comm, what);
+        if ((polls & 1023) == 0) {
+            double limit = w->timeout;
+            if (w->lost && w->stopping && w->stop_timeout > 0 && (limit <= 0 || w->stop_timeout < limit) && w->stopping())
+                limit = w->stop_timeout;
+            if (limit > 0 && perf_now() - t0 > limit) wait_timed_out(w, comm, what, limit);
+        }
     }
 }
 

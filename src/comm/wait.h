@@ -20,6 +20,12 @@ typedef struct {
      * state and exits; if it returns, the abort goes on). NULL: none. */
     void (*lost)(void *ctx, const char *msg);
     void *lost_ctx;
+    /* ... and while stopping() says a stop was requested, a wait is a lost peer's after stop_timeout
+     * seconds (< parallel.timeout): under -disable-auto-cleanup Hydra signals the survivors of a dead
+     * rank (SIGUSR1, a stop request), whose stop must end in a snapshot before train.stop_grace
+     * ends it without one. NULL: none. */
+    int (*stopping)(void);
+    double stop_timeout;
 } wait_cfg_t;
 
 /* Whether a node with node_ranks ranks has more of them than cores (MPICH then spins against itself). */

@@ -241,12 +241,18 @@ void recovery_arm(run_t *r)
     if (!r->rec || !r->rec->log) return;
     r->wait.lost = rec_lost;
     r->wait.lost_ctx = r;
+    /* Hydra signals a dead rank's survivors (SIGUSR1: a stop request): the stop's deadline
+     * (train.stop_grace) would end this rank without its snapshot, so a wait then counts as a lost
+     * peer's after half of it */
+    r->wait.stopping = signals_pending;
+    r->wait.stop_timeout = r->deck.train.stop_grace / 2;
 }
 
 void recovery_disarm(run_t *r)
 {
     r->wait.lost = NULL;
     r->wait.lost_ctx = NULL;
+    r->wait.stopping = NULL;
 }
 
 /* A snapshot read whole into host buffers (b: 3 × tab.total floats), checked against this run:
