@@ -10,7 +10,8 @@
 #   proxy SIGKILLs a node's ranks when one of them dies by a signal), the survivors are killed.
 #   Slurm (a one-node Slurm, validation/slurm_harness.sh, as test_jobs.sh): jobs/slurm/train.sbatch
 #   with LAUNCHER=srun and LAUNCHER=mpirun, whose binary is a stand-in that runs the probe: the job
-#   sees the lost rank and the survivors' 75, requeues itself, and its second run completes; and
+#   sees the lost rank and the survivors' 75, requeues itself, and its second run completes (a rank
+#   lost in every run fails the job after LOST_RANK_RETRIES requeues); and
 #   srun --kill-on-bad-exit=1 (a site's KillOnBadExit=1) kills the survivors, so the flag matters;
 #   and a run that has ended but whose ranks do not exit (MPI_Finalize's hang over TCP) is ended by
 #   the script FINALIZE_GRACE seconds later, the job completing on the run's own status.
@@ -87,7 +88,7 @@ ok $rc "a one-node Slurm started (slurmctld, slurmd, munge)"
 
 # The stand-in for the binary: the probe with a victim on the first run, without one once the job
 # log tells of a lost rank (the run resumed).
-# With FAKE_HANG set, a run that ends (rank 0 writes RUN/exit_status) but whose ranks never exit, as
+# With FAKE_ALWAYS set, the victim dies in every run. With FAKE_HANG set, a run that ends (rank 0 writes RUN/exit_status) but whose ranks never exit, as
 # in MPI_Finalize's hang over TCP.
 cat > "$SCRATCH/mindpipe" <<EOF
 #!/bin/sh
@@ -96,7 +97,7 @@ if [ -n "\$FAKE_HANG" ]; then
     [ "\${PMI_RANK:-\$SLURM_PROCID}" != 0 ] || echo "0 done at step 20" > "\$out/exit_status"
     exec sleep 600
 fi
-grep -q "lost rank" "\$out/job.log" 2>/dev/null && exec "$PROBE" --victim -1 --steps 20
+[ -z "\$FAKE_ALWAYS" ] && grep -q "lost rank" "\$out/job.log" 2>/dev/null && exec "$PROBE" --victim -1 --steps 20
 exec "$PROBE" ${PARGS[*]}
 EOF
 chmod +x "$SCRATCH/mindpipe"
@@ -135,6 +136,16 @@ for L in srun mpirun; do
     ok $? "LAUNCHER=$L: each of the 3 survivors saw the loss by itself (${n_lost:-0} lines in the Slurm output)"
     if [ "$state" != COMPLETED ]; then sed 's/^/#   /' "$log" "$SCRATCH"/sb-$L-*.out | tail -n 30; slurm_logs; fi
 done
+
+# ---- a rank lost in every run: requeued LOST_RANK_RETRIES times, then the job fails ----
+jid=$(cd "$SCRATCH" && MINDPIPE="$SCRATCH/mindpipe" FAKE_ALWAYS=1 LOST_RANK_RETRIES=1 LAUNCHER=srun sbatch --parsable \
+    -n 4 --overcommit --time=3 -o "$SCRATCH/always-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" "$SCRATCH/deck.ini" \
+    "$SCRATCH/always")
+state=$(follow "$jid")
+[ "$state" = FAILED ] && [ "$(grep -c "requeueing job $jid" "$SCRATCH/always/job.log")" -eq 1 ] &&
+    grep -q "failed: lost rank(s) 1(signal 9 on .*) again, after 1 requeue(s) for lost ranks" "$SCRATCH/always/job.log"
+ok $? "a rank lost in every run, LOST_RANK_RETRIES=1: requeued once, then the job fails (state $state)"
+[ "$state" = FAILED ] || sed 's/^/#   /' "$SCRATCH/always/job.log"
 
 # ---- a run that has ended but whose ranks do not exit: ended after FINALIZE_GRACE, the run's word stands ----
 t0=$(date +%s)
