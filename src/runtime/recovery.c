@@ -368,9 +368,12 @@ static void rec_gather(run_t *r, long mine, long *all)
     wait_all_over(&r->wait, 1, &q, MPI_COMM_WORLD, "the survivors' snapshot steps");
 }
 
-/* Rank 0: the fallback's line. */
+static void rec_snap_aside(run_t *r, const char *suffix);
+
+/* The fallback: rank 0's line; every rank's snapshot moved aside (a later loss must not meet it). */
 static void rec_fallback(run_t *r, const char *why, long from)
 {
+    rec_snap_aside(r, ".unused");
     if (r->rank == 0)
         runlog_printf(&r->log, "recovery: the survivors' snapshots are not used: %s; resuming from the checkpoint of "
                       "step %ld", why, from);
@@ -388,8 +391,13 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     long *snap = MP_MALLOC((size_t)W * sizeof *snap), mine = -1, adam = 0;
     if (!b || !snap) MP_ABORT("out of memory reading the survivors' snapshots");
     char why[1200] = "";
-    if (rec_snap_read(r, r->rank, b, &mine, &adam, why, sizeof why) != MP_OK) mine = -1;
-    else if (mine <= r->step) mine = -1; /* not newer than the checkpoint: nothing to gain (an old one) */
+    if (rec_snap_read(r, r->rank, b, &mine, &adam, why, sizeof why) != MP_OK) {
+        if (strcmp(why, "no snapshot")) MP_WARN("recovery: %s: not used (this rank counts as lost)", why);
+        mine = -1;
+    } else if (mine <= r->step) {
+        mine = -1; /* not newer than the checkpoint: nothing to gain (an old one) */
+    }
+    why[0] = 0;
     rec_gather(r, mine, snap);
     long T = -1;
     for (int i = 0; i < W; i++) {
@@ -468,12 +476,12 @@ out:
     return rc;
 }
 
-/* Moves a snapshot aside (the next --resume auto then ignores it). */
-static void rec_snap_aside(run_t *r)
+/* Moves this rank's snapshot aside to NAME + suffix (the next --resume auto then ignores it). */
+static void rec_snap_aside(run_t *r, const char *suffix)
 {
     char path[4300], aside[4400];
     rec_snap_path(r, r->rank, path, sizeof path);
-    snprintf(aside, sizeof aside, "%s.failed", path);
+    snprintf(aside, sizeof aside, "%s%s", path, suffix);
     if (rename(path, aside) != 0 && errno != ENOENT)
         MP_WARN("cannot move %s aside: %s", path, strerror(errno));
 }
@@ -489,7 +497,7 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
     wait_allreduce(&w, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the replay of the lost rank's steps");
     wait_allreduce(&r->wait, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the replay's time");
     if (bad) {
-        rec_snap_aside(r);
+        rec_snap_aside(r, ".failed");
         return MP_FAIL("recovery: the replay of steps %ld to %ld failed (above): the snapshots are moved aside; "
                        "--resume auto now restarts from the checkpoint of step %ld", p->from + 1, p->target, p->from);
     }

@@ -1,0 +1,122 @@
+#!/bin/sh
+# Zero lost steps (recovery.log, issue 33; docs/RELIABILITY.md): one rank SIGKILLed at a random step
+# between checkpoints (checkpoint.every = 10) under `mpiexec -disable-auto-cleanup` with the jobs'
+# rank shell; the survivors write their snapshots and exit 75; `--resume auto` starts at the step
+# the survivors had completed (0 steps lost), the lost stage replayed from its neighbours' logs (or
+# a data-parallel replica's snapshot taken), and the step-40 losses and checkpoint are bitwise those
+# of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2
+# and dp = 2 x pp = 2; then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
+# log, a missing log, another rank's snapshot under a rank's name.
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_require_h5py # it compares checkpoints (compare_runs.py, h5py)
+data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
+COMMON="--set model.layers=4 --set train.steps=40 --set train.threads=1 --set checkpoint.every=10 --set checkpoint.keep=0 --set parallel.timeout=3 --set parallel.wait=yield"
+
+# The step the rank dies at: random in 12..19 (between the checkpoints of 10 and 20: the survivors have
+# completed at least step 11), said in each line so a failure can be replayed with ZL_STEP.
+pick_step() { echo "${ZL_STEP:-$(( $(od -An -N2 -tu2 /dev/urandom) % 8 + 12 ))}"; }
+
+# first_run NAME RANKS VICTIM STEP [--set ...]: the run that loses VICTIM as step STEP begins, under
+# mpiexec -disable-auto-cleanup with the rank shell of jobs/ (README: a run that must outlive a dead rank).
+first_run() {
+    fr_name=$1 fr_n=$2 fr_victim=$3 fr_step=$4; shift 4
+    rm -rf "${SCRATCH:?}/$fr_name"
+    # shellcheck disable=SC2086
+    mpiexec -disable-auto-cleanup -n "$fr_n" sh -c 'trap : USR1 TERM; "$@"' rank "$MINDPIPE" train \
+        -c "$layout_deck" --set data.path="$data" --set train.log_every=1 --quiet --out "$SCRATCH/$fr_name" $COMMON "$@" \
+        --set recovery.log=1 --set debug.fail_at="$fr_victim:$fr_step" > "$SCRATCH/$fr_name.1.log" 2>&1
+}
+
+# lose NAME RANKS VICTIM STEP [--set ...]: the uninterrupted reference, the run that loses VICTIM,
+# its resume, and the comparison.
+lose() {
+    name=$1 n=$2 victim=$3 step=$4; shift 4
+    # shellcheck disable=SC2086
+    run "$n" "ref_$name" $COMMON "$@"; ok $? "$name: 40 steps uninterrupted"
+    first_run "$name" "$n" "$victim" "$step" "$@"
+    nsnap=$(ls "$SCRATCH/$name/recovery" 2>/dev/null | grep -c '^snap-r.*\.h5$')
+    n75=$(grep -c "recovery.log: a peer is lost; this rank's state at step $((step - 1)) goes to" "$SCRATCH/$name.1.log")
+    [ "$nsnap" -eq $((n - 1)) ] && [ "$n75" -eq $((n - 1)) ] && ! [ -e "$SCRATCH/$name/recovery/snap-r0000$victim.h5" ]
+    ok $? "$name: rank $victim killed as step $step begins; the $((n - 1)) survivors wrote their state at step $((step - 1)) and exited 75 ($nsnap snapshots, $n75 lines)"
+    [ "$n75" -eq $((n - 1)) ] || sed 's/^/#   /' "$SCRATCH/$name.1.log" | tail -n 12
+    # shellcheck disable=SC2086
+    run "$n" "$name" $COMMON "$@" --set recovery.log=1 --resume auto; ok $? "$name: resumed with --resume auto"
+    grep -q "recovery: resumed at step $((step - 1)), the step the survivors had reached: 0 steps lost" \
+        "$SCRATCH/$name/log.txt"
+    ok $? "$name: resumed at step $((step - 1)), 0 steps lost ($(grep -o 'recovery: resumed.*' "$SCRATCH/$name/log.txt" | head -n 1))"
+    ! ls "$SCRATCH/$name/recovery" 2>/dev/null | grep -q '^snap-'; ok $? "$name: the used snapshots are removed"
+    compare "$name: step-40 losses and checkpoint bitwise the uninterrupted run's" "$SCRATCH/ref_$name" \
+        "$SCRATCH/$name" --bitwise --step 40
+}
+
+s=$(pick_step); lose pp2 2 1 "$s" --set parallel.pp=2
+grep -q "1 rank(s) replayed steps 11 to $((s - 1)) from the logs" "$SCRATCH/pp2/log.txt"
+ok $? "pp2: the last stage replayed steps 11 to $((s - 1)) alone"
+s=$(pick_step); lose pp4_first 4 0 "$s" --set parallel.pp=4
+s=$(pick_step); lose pp4_mid 4 2 "$s" --set parallel.pp=4
+s=$(pick_step); lose pp4_last 4 3 "$s" --set parallel.pp=4
+s=$(pick_step); lose inter2 2 0 "$s" --set parallel.pp=2 --set parallel.schedule=interleaved --set train.micro_batch=2
+s=$(pick_step); lose dp2pp2 4 1 "$s" --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2
+grep -q "1 took a data-parallel replica's snapshot" "$SCRATCH/dp2pp2/log.txt"
+ok $? "dp2pp2: the lost rank took its replica's snapshot (no replay)"
+
+# ---- fallbacks: each said, and the run still equals the uninterrupted one ----
+# a layout whose state cannot be rebuilt from logs: nothing is logged, said once
+# shellcheck disable=SC2086
+run 4 tp2 $COMMON --set parallel.tp=2 --set parallel.pp=2 --set train.steps=6 --set recovery.log=1
+grep -q "recovery.log=1: nothing is logged on this layout: tensor parallelism" "$SCRATCH/tp2/log.txt"
+ok $? "tp=2: nothing is logged, the log says why (tensor parallelism)"
+
+lose_again() { first_run "$1" 2 1 15 --set parallel.pp=2; [ -e "$SCRATCH/$1/recovery/snap-r00000.h5" ]; }
+resume_pp2() {
+    # shellcheck disable=SC2086
+    run 2 "$1" $COMMON --set parallel.pp=2 --set recovery.log=1 --resume auto
+}
+
+# a damaged entry in the survivor's log: the replay fails naming it, the snapshot goes aside, and the
+# next resume restarts from the checkpoint: still the uninterrupted run
+lose_again dmg; ok $? "damaged log: the loss again (rank 1 at step 15)"
+"$TORCH_PYTHON" - "$SCRATCH/dmg/bndlog/bnd-r0.h5" <<'PY'
+import h5py, sys
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    off = f["step_%08d/act_mb0_c0" % 12].id.get_offset()
+with open(path, "r+b") as f:
+    f.seek(off + 100)
+    b = f.read(1)
+    f.seek(off + 100)
+    f.write(bytes([b[0] ^ 0x40]))
+PY
+ok $? "damaged log: a byte of step 13's first activation flipped in rank 0's log"
+resume_pp2 dmg; rc=$?
+[ $rc -ne 0 ] && grep -q "checksum" "$SCRATCH/dmg.log" && grep -q "replay of steps 11 to 14 failed" "$SCRATCH/dmg.log" &&
+    [ -e "$SCRATCH/dmg/recovery/snap-r00000.h5.failed" ]
+ok $? "damaged log: the resume fails naming the checksum and the replay, the snapshot moved aside (exit $rc)"
+[ $rc -ne 0 ] || sed 's/^/#   /' "$SCRATCH/dmg.log" | tail -n 8
+resume_pp2 dmg; ok $? "damaged log: the next --resume auto restarts from the checkpoint of step 10"
+compare "damaged log: the restart from the checkpoint is still the uninterrupted run" "$SCRATCH/ref_pp2" \
+    "$SCRATCH/dmg" --bitwise --step 40
+
+# a missing log: the plan falls back before anything is replayed
+lose_again nolog; ok $? "missing log: the loss again"
+rm -f "$SCRATCH/nolog/bndlog/bnd-r0.h5"
+resume_pp2 nolog; ok $? "missing log: resumed"
+grep -q "the survivors' snapshots are not used: the log of rank 0 (stage 0) does not open" "$SCRATCH/nolog/log.txt" &&
+    [ -e "$SCRATCH/nolog/recovery/snap-r00000.h5.unused" ]
+ok $? "missing log: the snapshots are not used (moved aside), the log says why"
+compare "missing log: the restart from the checkpoint is the uninterrupted run" "$SCRATCH/ref_pp2" "$SCRATCH/nolog" \
+    --bitwise --step 40
+
+# another rank's snapshot under rank 1's name (its layout says rank 0): not taken; rank 1 replays
+lose_again foreign; ok $? "a foreign snapshot: the loss again"
+cp "$SCRATCH/foreign/recovery/snap-r00000.h5" "$SCRATCH/foreign/recovery/snap-r00001.h5"
+resume_pp2 foreign; ok $? "a foreign snapshot: resumed"
+grep -q "0 steps lost.*1 rank(s) loaded their own snapshot; 1 rank(s) replayed" "$SCRATCH/foreign/log.txt" &&
+    grep -q "snap-r00001.h5 has no dataset /model/h.2" "$SCRATCH/foreign.log" &&
+    grep -q "recovery: RUN/recovery/snap-r00001.h5 does not read back (above): not used" "$SCRATCH/foreign.log"
+ok $? "a foreign snapshot: refused naming the tensor it lacks, rank 1 replayed instead, 0 steps lost"
+compare "a foreign snapshot: still the uninterrupted run" "$SCRATCH/ref_pp2" "$SCRATCH/foreign" --bitwise --step 40
+
+done_testing
