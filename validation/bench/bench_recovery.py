@@ -113,7 +113,10 @@ def recovery(a, tmp):
     for run in range(a.runs):
         out = os.path.join(tmp, "k%d" % run)
         shutil.rmtree(out, ignore_errors=True)
-        first = subprocess.Popen(launch + ["-n", "2", a.mindpipe, "train", "-c", DECK, "--out", out] + base +
+        # each rank under a shell that outlives it: Hydra's proxy kills a dead rank's node mates otherwise
+        # (docs/RELIABILITY.md, "Launchers")
+        first = subprocess.Popen(launch + ["-n", "2", "sh", "-c", 'trap : USR1 TERM; "$@"', "rank", a.mindpipe, "train",
+                                           "-c", DECK, "--out", out] + base +
                                  ["--set", "debug.fail_at=1:%d" % K], env=env(), stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
         t_kill = t_exit = None
