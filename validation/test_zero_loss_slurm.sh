@@ -1,17 +1,18 @@
 #!/bin/bash
-# Zero lost steps under a real one-node Slurm (validation/slurm_harness.sh; issue 33): the real
-# binary through jobs/slurm/train.sbatch with recovery.log = 1, rank 1 SIGKILLed as step 15 begins
-# on the job's first run; under LAUNCHER=srun and LAUNCHER=mpirun the survivors write their state and
-# exit 75, the script names the lost rank and requeues, and the rerun (--resume auto) starts at step
-# 14 with 0 steps lost and ends bitwise equal to an uninterrupted run. Needs root and the Slurm
-# packages of .ci/deps.sh, as test_jobs.sh.
+# Zero lost steps under a real Slurm (validation/slurm_harness.sh; issue 33): the real binary
+# through jobs/slurm/train.sbatch with recovery.log = 1. On one node, rank 1 SIGKILLed as step 15
+# begins on the job's first run, under LAUNCHER=srun and LAUNCHER=mpirun; on two namespaced nodes
+# (one rank each, srun, --no-kill), every process of node2 killed in step 15, slurmd too. Each time
+# the survivors write their state and exit 75, the script names the lost rank and requeues, and the
+# rerun (--resume auto) starts at step 14 with 0 steps lost and ends bitwise equal to an
+# uninterrupted run. Needs root and the Slurm packages of .ci/deps.sh, as test_jobs.sh.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 . "$MP_SRCDIR/validation/slurm_harness.sh"
 mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
-trap 'slurm_stop; rm -rf "$SCRATCH"' EXIT
+trap 'slurm_stop; slurm_stop_nodes; rm -rf "$SCRATCH"' EXIT
 
 ARGS="--set data.path=$data --set model.layers=4 --set parallel.pp=2 --set train.threads=1 --set train.steps=40
       --set checkpoint.every=10 --set checkpoint.keep=0 --set parallel.timeout=3 --set parallel.wait=yield
@@ -26,7 +27,7 @@ cat > "$SCRATCH/mindpipe" <<SH
 #!/bin/sh
 prev=; for a in "\$@"; do [ "\$prev" = --out ] && out=\$a; prev=\$a; done
 grep -q "lost rank" "\$out/job.log" 2>/dev/null && exec "$MINDPIPE" "\$@"
-exec "$MINDPIPE" "\$@" --set debug.fail_at=1:15
+exec "$MINDPIPE" "\$@" --set debug.fail_at=\${ZL_FAIL:-1:15}
 SH
 chmod +x "$SCRATCH/mindpipe"
 
@@ -67,5 +68,50 @@ for L in srun mpirun; do
     compare "LAUNCHER=$L: final weights and losses" "$SCRATCH/straight" "$dir" --bitwise --step 40
     if [ "$state" != COMPLETED ]; then sed 's/^/#   /' "$dir/job.log" "$SCRATCH"/sb-$L-*.out | tail -n 30; slurm_logs; fi
 done
+
+# ---- a whole node lost: a Slurm of 2 namespaced nodes, one rank each (LAUNCHER=srun, --no-kill) ----
+# Rank 1 stops in step 15 (debug.fail_at ...:hang); then every process of node2 (the rank, its shell,
+# slurmstepd, slurmd) is SIGKILLed, as a node that dies takes them. Slurm declares node2 down
+# (SlurmdTimeout 12 s), srun returns, the job (--no-kill) requeues itself; node2 comes back (its
+# slurmd started again, the node resumed) and the rerun runs on both nodes.
+slurm_stop
+SLURM_NODES_SLURMD_TIMEOUT=12 slurm_start_nodes "$SCRATCH/slurmn" 2; rc=$?
+ok $rc "a Slurm of 2 nodes started (namespaces node1, node2 on a bridge, a slurmd each)"
+if [ $rc -eq 0 ]; then
+    dir="$SCRATCH/nodes"
+    # shellcheck disable=SC2086
+    jid=$(cd "$SCRATCH" && ZL_FAIL=1:15:hang MINDPIPE="$SCRATCH/mindpipe" LAUNCHER=srun sbatch --parsable -N 2 \
+        --ntasks-per-node=1 --no-kill --time=5 -o "$SCRATCH/nodes-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" \
+        "$SCRATCH/job.ini" "$dir" $ARGS)
+    ok $? "sbatch -N 2 --no-kill accepted train.sbatch (job ${jid:-none})"
+    t0=$(date +%s)
+    until grep -qs "stops answering" "$SCRATCH"/nodes-*.out || [ $(($(date +%s) - t0)) -gt 60 ]; do sleep 0.5; done
+    all=$(ip netns pids "$(slurm_node_ns 2)")
+    # shellcheck disable=SC2086
+    [ -n "$all" ] && kill -KILL $all
+    ok $? "rank 1 stopped in step 15 on node2; every process of node2 SIGKILLed, slurmd too ($(echo $all | wc -w) of them)"
+    t0=$(date +%s)
+    until grep -qs "lost rank" "$dir/job.log" || [ $(($(date +%s) - t0)) -gt 120 ]; do sleep 1; done
+    grep -qs "lost rank(s) 1" "$dir/job.log"
+    ok $? "node2 lost: Slurm declared it down, srun returned, rank 1 named lost in $(($(date +%s) - t0)) s"
+    nsenter --net="/run/netns/$(slurm_node_ns 2)" unshare --mount --uts sh -c \
+        "mount --bind /etc/netns/$(slurm_node_ns 2)/hosts /etc/hosts && hostname node2 && exec slurmd -f '$SLURM_CONF' -N node2"
+    t0=$(date +%s)
+    # a node Slurm declared down stays down until resumed (scontrol refuses that while it is not down)
+    until st=$(sinfo -h -n node2 -o %T 2>/dev/null); [ -n "$st" ] && ! echo "$st" | grep -qi down ||
+        [ $(($(date +%s) - t0)) -gt 60 ]; do
+        scontrol update NodeName=node2 State=RESUME > /dev/null 2>&1
+        sleep 1
+    done
+    [ -n "$st" ] && ! echo "$st" | grep -qi down
+    ok $? "node2 back: its slurmd started again, the node resumed (state $st)"
+    state=$(follow "$jid")
+    grep -q "requeueing job $jid" "$dir/job.log" && [ "$state" = COMPLETED ]
+    ok $? "node2 lost: the job requeued and completed on both nodes (state $state)"
+    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"
+    ok $? "node2 lost: the rerun resumed at step 14, 0 steps lost"
+    compare "node2 lost: final weights and losses" "$SCRATCH/straight" "$dir" --bitwise --step 40
+    if [ "$state" != COMPLETED ]; then sed 's/^/#   /' "$dir/job.log" "$SCRATCH"/nodes-*.out | tail -n 30; slurm_logs; fi
+fi
 
 done_testing
