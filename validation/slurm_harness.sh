@@ -218,6 +218,26 @@ slurm_job_state() {
     scontrol -o show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
 }
 
+# slurm_follow JOBID SECONDS: follows a job that requeues itself, releasing each requeue (Slurm holds
+# a requeued job for 120 s; a release right after the requeue races slurmctld's cleanup of the
+# previous run, "Job credential revoked", so 3 s of pending come first), until it ends or SECONDS
+# pass; prints the final state ("still STATE after SECONDS s" when it did not end).
+slurm_follow() {
+    sf_start=$(date +%s); sf_pending=0
+    while [ $(($(date +%s) - sf_start)) -lt "$2" ]; do
+        sf_st=$(slurm_job_state "$1")
+        case "$sf_st" in
+            COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$sf_st"; return ;;
+            PENDING)
+                sf_pending=$((sf_pending + 1))
+                [ $sf_pending -lt 3 ] || scontrol update JobId="$1" StartTime=now > /dev/null 2>&1 ;;
+            *) sf_pending=0 ;;
+        esac
+        sleep 1
+    done
+    echo "still $(slurm_job_state "$1") after $2 s"
+}
+
 # slurm_wait_state JOBID TIMEOUT STATE...: waits until the job is in one of the states; 1 on timeout.
 slurm_wait_state() {
     jid=$1; tmo=$2; shift 2

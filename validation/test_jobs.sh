@@ -28,27 +28,8 @@ ok $? "the uninterrupted run: $STEPS steps on 2 ranks"
 final=$(printf 'step_%08d.h5' "$STEPS")
 
 slurm_start "$SCRATCH/slurm"; ok $? "a one-node Slurm started (slurmctld, slurmd, munge)"
-
-# Follows a job whose time limit (1 minute, warned 59 s before: slurmctld signals it at its first
-# check) is shorter than the run, and releases each requeue at once (Slurm holds a
-# requeued job for 120 s) until the job completes or 6 minutes pass. Prints the final state.
-follow() {  # follow JOBID
-    # A release right after the requeue races slurmctld's cleanup of the previous run ("Job
-    # credential revoked": the job fails); 3 s of pending first is enough.
-    start=$(date +%s); pending=0
-    while [ $(($(date +%s) - start)) -lt 360 ]; do
-        st=$(slurm_job_state "$1")
-        case "$st" in
-            COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$st"; return ;;
-            PENDING)
-                pending=$((pending + 1))
-                [ $pending -lt 3 ] || scontrol update JobId="$1" StartTime=now > /dev/null 2>&1 ;;
-            *) pending=0 ;;
-        esac
-        sleep 1
-    done
-    echo "still $(slurm_job_state "$1") after 360 s"
-}
+# Each job's time limit (1 minute, warned 59 s before: slurmctld signals it at its first check) is
+# shorter than the run; slurm_follow releases each requeue until it completes or 6 minutes pass.
 
 check_job() {  # check_job LABEL RUNDIR STATE
     label=$1; dir=$2; state=$3
@@ -72,7 +53,7 @@ jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" MPIRUN="$MPIEXEC" sbatch --parsable 
     --signal=B:USR1@59 -o "$SCRATCH/sbatch-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" "$SCRATCH/job.ini" \
     "$SCRATCH/sb" $ARGS)
 ok $? "sbatch accepted jobs/slurm/train.sbatch (job ${jid:-none})"
-state=$(follow "$jid")
+state=$(slurm_follow "$jid" 360)
 check_job "sbatch" "$SCRATCH/sb" "$state"
 grep -q "(2 ranks)" "$SCRATCH/sb/job.log"; ok $? "sbatch: 2 ranks from the allocation"
 [ -s "$SCRATCH/sb/ckpt/$final" ] && [ "$(grep -c 'train.sbatch: .*start:' "$SCRATCH/sbatch-$jid.out" 2>/dev/null)" -ge 2 ]
@@ -85,7 +66,7 @@ jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" MPIRUN="$MPIEXEC" MINDPIPE_ARGS="$(e
     -l nodes=1:ppn=2 -l walltime=00:01:00 -v "DECK=$SCRATCH/job.ini,RUNDIR=$SCRATCH/pbs" \
     "$MP_SRCDIR/jobs/pbs/train.pbs" 2> "$SCRATCH/qsub.err" | tr -dc '0-9')
 ok $? "qsub accepted jobs/pbs/train.pbs (job ${jid:-none})"
-state=$(follow "$jid")
+state=$(slurm_follow "$jid" 360)
 check_job "qsub" "$SCRATCH/pbs" "$state"
 
 # ---- serving: jobs/slurm/serve.sbatch on the one node (every host the same), its stage processes

@@ -103,30 +103,13 @@ EOF
 chmod +x "$SCRATCH/mindpipe"
 : > "$SCRATCH/deck.ini"
 
-# follow JOBID: releases each requeue (Slurm holds a requeued job 120 s) until the job ends or 120 s
-# pass; prints the final state (as test_jobs.sh).
-follow() {
-    start=$(date +%s); pending=0
-    while [ $(($(date +%s) - start)) -lt 120 ]; do
-        st=$(slurm_job_state "$1")
-        case "$st" in
-            COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$st"; return ;;
-            PENDING)
-                pending=$((pending + 1))
-                [ $pending -lt 3 ] || scontrol update JobId="$1" StartTime=now > /dev/null 2>&1 ;;
-            *) pending=0 ;;
-        esac
-        sleep 1
-    done
-    echo "still $(slurm_job_state "$1") after 120 s"
-}
 
 for L in srun mpirun; do
     jid=$(cd "$SCRATCH" && MINDPIPE="$SCRATCH/mindpipe" LAUNCHER=$L MPIRUN="$MPIEXEC" sbatch --parsable -n 4 \
         --overcommit --time=3 -o "$SCRATCH/sb-$L-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" "$SCRATCH/deck.ini" \
         "$SCRATCH/sb-$L")
     ok $? "LAUNCHER=$L: sbatch accepted jobs/slurm/train.sbatch (job ${jid:-none})"
-    state=$(follow "$jid")
+    state=$(slurm_follow "$jid" 120)
     log="$SCRATCH/sb-$L/job.log"
     grep -q "lost rank(s) 1(signal 9 on .*); the other 3 stopped with status 75" "$log" &&
         grep -q "requeueing job $jid" "$log" && grep -q "finished (status 0)" "$log" && [ "$state" = COMPLETED ]
@@ -141,7 +124,7 @@ done
 jid=$(cd "$SCRATCH" && MINDPIPE="$SCRATCH/mindpipe" FAKE_ALWAYS=1 LOST_RANK_RETRIES=1 LAUNCHER=srun sbatch --parsable \
     -n 4 --overcommit --time=3 -o "$SCRATCH/always-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" "$SCRATCH/deck.ini" \
     "$SCRATCH/always")
-state=$(follow "$jid")
+state=$(slurm_follow "$jid" 120)
 [ "$state" = FAILED ] && [ "$(grep -c "requeueing job $jid" "$SCRATCH/always/job.log")" -eq 1 ] &&
     grep -q "failed: lost rank(s) 1(signal 9 on .*) again, after 1 requeue(s) for lost ranks" "$SCRATCH/always/job.log"
 ok $? "a rank lost in every run, LOST_RANK_RETRIES=1: requeued once, then the job fails (state $state)"

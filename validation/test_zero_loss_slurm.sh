@@ -35,23 +35,6 @@ slurm_start "$SCRATCH/slurm"; rc=$?
 ok $rc "a one-node Slurm started (slurmctld, slurmd, munge)"
 [ $rc -eq 0 ] || done_testing
 
-# follow JOBID: releases each requeue (Slurm holds a requeued job 120 s) until the job ends or 180 s
-# pass; prints the final state.
-follow() {
-    start=$(date +%s); pending=0
-    while [ $(($(date +%s) - start)) -lt 180 ]; do
-        st=$(slurm_job_state "$1")
-        case "$st" in
-            COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE) echo "$st"; return ;;
-            PENDING)
-                pending=$((pending + 1))
-                [ $pending -lt 3 ] || scontrol update JobId="$1" StartTime=now > /dev/null 2>&1 ;;
-            *) pending=0 ;;
-        esac
-        sleep 1
-    done
-    echo "still $(slurm_job_state "$1") after 180 s"
-}
 
 for L in srun mpirun; do
     dir="$SCRATCH/sb-$L"
@@ -59,7 +42,7 @@ for L in srun mpirun; do
     jid=$(cd "$SCRATCH" && MINDPIPE="$SCRATCH/mindpipe" LAUNCHER=$L MPIRUN="$MPIEXEC" sbatch --parsable -n 2 \
         --time=5 -o "$SCRATCH/sb-$L-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" "$SCRATCH/job.ini" "$dir" $ARGS)
     ok $? "LAUNCHER=$L: sbatch accepted jobs/slurm/train.sbatch (job ${jid:-none})"
-    state=$(follow "$jid")
+    state=$(slurm_follow "$jid" 180)
     grep -q "lost rank(s) 1(signal 9" "$dir/job.log" && grep -q "requeueing job $jid" "$dir/job.log" &&
         [ "$state" = COMPLETED ]
     ok $? "LAUNCHER=$L: rank 1 lost, named in the job log, requeued, the job completed (state $state)"
@@ -105,7 +88,7 @@ if [ $rc -eq 0 ]; then
     done
     [ -n "$st" ] && ! echo "$st" | grep -qi down
     ok $? "node2 back: its slurmd started again, the node resumed (state $st)"
-    state=$(follow "$jid")
+    state=$(slurm_follow "$jid" 180)
     grep -q "requeueing job $jid" "$dir/job.log" && [ "$state" = COMPLETED ]
     ok $? "node2 lost: the job requeued and completed on both nodes (state $state)"
     grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"

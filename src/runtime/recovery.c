@@ -13,6 +13,7 @@
 #include "ckpt.h"
 #include "perf.h"
 #include "publish.h"
+#include "run_ckpt.h"
 #include "signals.h"
 
 /* What the writer may hold before a put waits for it: a few steps of the small shapes, a fraction
@@ -187,18 +188,16 @@ static void rec_layout(const run_t *r, int rank, char *buf, size_t n)
 static int rec_snapshot_write(run_t *r)
 {
     char dir[4200], path[4300];
+    struct stat sb;
     snprintf(dir, sizeof dir, "%s/recovery", r->out_dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create %s: %s", dir, strerror(errno));
+    /* never through a planted link: the snapshot goes where the run directory says */
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return MP_FAIL("%s is not a directory (a link or a file under that name): the snapshot is not written", dir);
     rec_snap_path(r, r->rank, path, sizeof path);
     model_t *m = &r->model;
     const size_t n = m->tab.total;
-    float *host[3] = {m->params, m->m, m->v};
-    const int copy = !be_host_visible(&r->be);
-    for (int k = 0; copy && k < 3; k++) {
-        float *dev = host[k];
-        if (!(host[k] = be_host_alloc(&r->be, n * sizeof(float)))) return MP_FAIL("out of host memory for %s", path);
-        be_to_host(&r->be, host[k], dev, n * sizeof(float));
-    }
+    float *host[3] = {run_ckpt_host_copy(r, m->params, n), run_ckpt_host_copy(r, m->m, n), run_ckpt_host_copy(r, m->v, n)};
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
                        .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1};
     rec_layout(r, r->rank, st.layout, sizeof st.layout);
@@ -206,7 +205,9 @@ static int rec_snapshot_write(run_t *r)
     snprintf(st.run_id, sizeof st.run_id, "%s", r->run_id);
     const param_table_t tab = rec_snap_table(r);
     const int rc = ckpt_write(path, &tab, host[0], host[1], host[2], &st, r->deck_text);
-    for (int k = 0; copy && k < 3; k++) be_host_free(&r->be, host[k]);
+    run_ckpt_host_release(r, host[0], m->params);
+    run_ckpt_host_release(r, host[1], m->m);
+    run_ckpt_host_release(r, host[2], m->v);
     return rc;
 }
 
