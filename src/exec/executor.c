@@ -239,6 +239,8 @@ void exec_free(exec_t *e)
     if (e->hrecv) be_host_free(c->be, e->hrecv);
     free(e->gsend_req);
     free(e->sub_loss);
+    free(e->head_sum);
+    free(e->head_in);
     sched_free(&e->list);
     lower_free(&e->prog);
     for (int f = 0; f < 2; f++)
@@ -252,7 +254,15 @@ void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay)
 {
     e->bnd = bnd;
     e->replay = bnd && replay;
+    if (!e->replay) {
+        free(e->head_sum);
+        free(e->head_in);
+        e->head_sum = e->head_in = NULL;
+    }
 }
+
+/* Whether this stage is one end of the tied embedding between the first and the last stage. */
+static int exec_tied(const exec_t *e) { return e->c.pp > 1 && e->c.embed_comm != MPI_COMM_NULL; }
 
 /* A replay's message from the log (into host memory x; a failure is the log's to record). */
 static void exec_replay_recv(exec_t *e, long t, int mb, int chunk, int kind, float *x, size_t n)
@@ -300,18 +310,28 @@ static void exec_recv(exec_t *e, float *buf, int peer, int tag, const char *what
 }
 
 /* The tied embedding: the first stage holds the embedding's gradient part, the last the head's;
- * both need their sum (a + b is the same bits either way round, as on one rank). */
+ * both need their sum (a + b is the same bits either way round, as on one rank). The log keeps
+ * the first stage's part (by rows) and, per micro-batch, the last stage's head input (exec_instr):
+ * a replay of the last stage reads the first's part, a replay of the first recomputes the last's. */
 static void exec_tied_sum(exec_t *e, long t)
 {
-    if (e->c.pp == 1 || e->c.embed_comm == MPI_COMM_NULL) return;
+    if (!exec_tied(e)) return;
     model_t *md = e->c.model;
     const param_entry_t *p = param_table_find(&md->tab, "wte");
     float *g = md->grads + p->offset;
+    const int first = md->tab.has_embed;
     if (e->bnd && !be_host_visible(e->c.be))
         MP_ABORT("recovery.log: the tied embedding's gradient is logged from host memory only (a bug: the cpu "
                  "backend was checked at start)");
-    if (e->bnd && e->bnd->sent) e->bnd->sent(e->bnd->ctx, t, -1, -1, EXEC_BND_TIED, g, p->numel);
+    if (e->bnd && e->bnd->sent && first) e->bnd->sent(e->bnd->ctx, t, -1, -1, EXEC_BND_TIED, g, p->numel);
     if (e->replay) { /* the other end's part, as the all-reduce would have added it (a + b either way round) */
+        if (first) {
+            if (!e->head_sum) MP_ABORT("replay of step %ld: the tied head's gradient was not recomputed (a bug)", t);
+            /* the last stage's wte gradient is 0 + its head's part (model_grads_finish): +0.0 for −0.0 */
+            for (size_t i = 0; i < p->numel; i++) g[i] += 0.0f + e->head_sum[i];
+            memset(e->head_sum, 0, p->numel * sizeof(float));
+            return;
+        }
         float *other = MP_MALLOC(p->numel * sizeof(float));
         if (!other) MP_ABORT("out of memory replaying the tied-embedding gradient sum");
         exec_replay_recv(e, t, -1, -1, EXEC_BND_TIED, other, p->numel);
@@ -321,6 +341,21 @@ static void exec_tied_sum(exec_t *e, long t)
     }
     be_allreduce(e->c.be, g, p->numel, MPI_SUM, e->c.embed_comm,
                  "the tied-embedding gradient sum between the first and the last stage");
+}
+
+/* A replay of the first stage, micro-batch mb just loaded into a: the last stage's head gradient
+ * of mb, from its logged input, added to head_sum in micro-batch order as the last stage added it. */
+static void exec_replay_head(exec_t *e, acts_t *a, long t, int mb, float dloss)
+{
+    model_t *md = e->c.model;
+    const param_entry_t *p = param_table_find(&md->tab, "wte");
+    if (!e->head_sum && !(e->head_sum = calloc(p->numel, sizeof(float))))
+        MP_ABORT("out of memory replaying the tied head's gradient");
+    if (!e->head_in && !(e->head_in = MP_MALLOC(e->n_act * sizeof(float))))
+        MP_ABORT("out of memory replaying the tied head's gradient");
+    exec_replay_recv(e, t, mb, e->K - 1, EXEC_BND_HEAD, e->head_in, e->n_act);
+    if (model_head_grad(md, e->head_in, a->targets, a->B, dloss, e->head_sum) != MP_OK)
+        MP_ABORT("replay of step %ld: the tied head's gradient of micro-batch %d could not be recomputed", t, mb);
 }
 
 /* Message tags: one per (micro-batch key, chunk boundary, direction), so no two messages in flight
@@ -518,6 +553,7 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
     case OP_LOAD_BATCH:
         a = stash_take(&e->stash, at.key);
         src->fill(src->ctx, a, at.bt, at.mb);
+        if (e->replay && exec_tied(e)) exec_replay_head(e, a, t, at.mb, dloss);
         break;
     case OP_RECV_ACT:
         a = stash_take(&e->stash, at.key);
@@ -535,6 +571,9 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         } else {
             *loss += exec_compute(e, &run, i, &at, t, dloss, ready);
         }
+        if (at.pt->final && exec_tied(e) && e->bnd && e->bnd->sent && !e->replay)
+            e->bnd->sent(e->bnd->ctx, t, at.mb, in->chunk, EXEC_BND_HEAD,
+                         model_head_input(stash_get(&e->stash, at.key)), e->n_act);
         break;
     case OP_BACKWARD:
         if (subs) subs->select(subs->ctx, at.bt);

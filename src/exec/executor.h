@@ -51,10 +51,13 @@ typedef struct {
 /* The boundary log (recovery.log, docs/RELIABILITY.md): sent is told every message this stage sends
  * (x: host memory, n floats), before it leaves; in a replay, recv gives what would have been
  * received, and nothing is sent. kind: EXEC_BND_ACT an activation downstream, EXEC_BND_GRAD an input
- * gradient upstream (chunk: the sending chunk; mb: the micro-batch), EXEC_BND_TIED this stage's part
- * of the tied embedding's gradient (mb, chunk −1). recv: MP_OK, or MP_ERR (missing or damaged,
- * reported): the replay cannot go on. */
-enum { EXEC_BND_ACT, EXEC_BND_GRAD, EXEC_BND_TIED };
+ * gradient upstream (chunk: the sending chunk; mb: the micro-batch), EXEC_BND_TIED the first
+ * stage's part of the tied embedding's gradient (mb, chunk −1; V·C floats, nonzero in the rows of
+ * the step's tokens only), EXEC_BND_HEAD the last stage's input to the tied head (mb; chunk: the
+ * last), from which a replay of the first stage recomputes the last stage's part of that gradient
+ * (model_head_grad) instead of the last stage logging its V·C floats. recv: MP_OK, or MP_ERR
+ * (missing or damaged, reported): the replay cannot go on. */
+enum { EXEC_BND_ACT, EXEC_BND_GRAD, EXEC_BND_TIED, EXEC_BND_HEAD };
 typedef struct {
     void (*sent)(void *ctx, long t, int mb, int chunk, int kind, const float *x, size_t n);
     void (*recv)(void *ctx, long t, int mb, int chunk, int kind, float *x, size_t n);
@@ -115,6 +118,9 @@ typedef struct {
     double *sub_loss;         /* causal: per subnet of the window, the Σ of its token losses (last stage) */
     const exec_bnd_t *bnd;    /* the boundary log (NULL: none), and whether this is a replay (exec_set_bnd) */
     int replay;
+    float *head_sum;          /* a replay of the first stage: the last stage's part of the tied gradient,
+                                 recomputed micro-batch by micro-batch (V·C floats, host) */
+    float *head_in;           /* ... and the logged input of one micro-batch's head (N·C floats) */
 } exec_t;
 
 /* The stage's memory plan (memory.device_limit): every byte the arena will hold, from the lists and

@@ -106,7 +106,8 @@ int bndlog_path(const char *dir, int rank, char *path_p, size_t n)
 
 static const char *kind_word(int kind)
 {
-    return kind == BND_ACT ? "activations" : kind == BND_GRAD ? "gradients" : "tied-embedding gradient part";
+    return kind == BND_ACT ? "activations" : kind == BND_GRAD ? "gradients" : kind == BND_TIED
+           ? "tied-embedding gradient part" : "tied head's input";
 }
 
 static void step_name(long step, char *buf, size_t n) { snprintf(buf, n, "step_%08ld", step); }
@@ -114,7 +115,8 @@ static void step_name(long step, char *buf, size_t n) { snprintf(buf, n, "step_%
 static void entry_name(int scalars, int kind, int mb, int chunk, char *buf, size_t n)
 {
     if (scalars) snprintf(buf, n, "scalars");
-    else snprintf(buf, n, "%s_mb%d_c%d", kind == BND_ACT ? "act" : kind == BND_GRAD ? "grad" : "tied", mb, chunk);
+    else snprintf(buf, n, "%s_mb%d_c%d", kind == BND_ACT ? "act" : kind == BND_GRAD ? "grad" : kind == BND_TIED ? "tied" : "head",
+                  mb, chunk);
 }
 
 /* "step 5, micro-batch 2, chunk 0, activations", or "step 5, scalars": how messages name an entry. */
@@ -671,7 +673,7 @@ static int enqueue(bndlog_t *b, const bnd_entry_t *spec, const void *data)
 
 int bndlog_put(bndlog_t *b, long step, int mb, int chunk, int kind, const float *x, size_t n)
 {
-    if ((kind != BND_ACT && kind != BND_GRAD && kind != BND_TIED) || mb < 0 || chunk < 0 || !x || n == 0 || n > SIZE_MAX / sizeof(float))
+    if (kind < BND_ACT || kind > BND_HEAD || mb < 0 || chunk < 0 || !x || n == 0 || n > SIZE_MAX / sizeof(float))
         return MP_FAIL("boundary log %s: bndlog_put(step %ld, micro-batch %d, chunk %d, kind %d, %zu values): bad "
                        "arguments", b->path, step, mb, chunk, kind, n);
     if (step < b->next_done)
@@ -680,6 +682,45 @@ int bndlog_put(bndlog_t *b, long step, int mb, int chunk, int kind, const float 
     bnd_entry_t e = {.op = OP_TENSOR, .step = step, .mb = mb, .chunk = chunk, .kind = kind, .n = n,
                      .bytes = n * sizeof(float)};
     return enqueue(b, &e, x);
+}
+
+/* Whether a row holds any bit other than +0.0's (a -0.0 is logged: the replay's sum must see it). */
+static int row_nonzero(const float *x, size_t width)
+{
+    uint32_t any = 0;
+    for (size_t j = 0; j < width; j++) {
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        any |= u;
+    }
+    return any != 0;
+}
+
+int bndlog_put_rows(bndlog_t *b, long step, int mb, int chunk, int kind, const float *x, size_t rows, size_t width)
+{
+    if (!x || rows == 0 || width == 0 || rows > (size_t)BNDLOG_ROWS_MAX || width > SIZE_MAX / sizeof(float) / (rows + 1))
+        return MP_FAIL("boundary log %s: bndlog_put_rows(step %ld, %zu rows of %zu): bad arguments", b->path, step, rows,
+                       width);
+    uint32_t *which = MP_MALLOC(rows * sizeof *which);
+    if (!which) return MP_ERR;
+    size_t k = 0;
+    for (size_t i = 0; i < rows; i++)
+        if (row_nonzero(x + i * width, width)) which[k++] = (uint32_t)i;
+    const size_t n = 1 + k * (width + 1);
+    float *buf = MP_MALLOC(n * sizeof(float));
+    if (!buf) {
+        free(which);
+        return MP_ERR;
+    }
+    buf[0] = (float)k;
+    for (size_t j = 0; j < k; j++) {
+        buf[1 + j] = (float)which[j];
+        memcpy(buf + 1 + k + j * width, x + (size_t)which[j] * width, width * sizeof(float));
+    }
+    free(which);
+    const int rc = bndlog_put(b, step, mb, chunk, kind, buf, n);
+    free(buf);
+    return rc;
 }
 
 int bndlog_put_scalars(bndlog_t *b, long step, const double *v, int n)
@@ -964,22 +1005,31 @@ err:
     return MP_ERR;
 }
 
-/* Reads a whole 1-D float dataset of exactly n elements of size elem (4: float, 8: double) into
- * buf and its stored checksum into *sum_p; words names the entry in messages. */
-static int dataset_read(const bndlog_reader_t *r, hid_t d, size_t n, size_t elem, void *buf, uint64_t *sum_p,
+/* Reads a whole 1-D float dataset of elements of size elem (4: float, 8: double) into a new buffer
+ * *buf_p (freed by the caller) and its stored checksum into *sum_p: exactly *n_io elements, or
+ * (*n_io == 0) as many as it holds, at least one, *n_io set. words names the entry in messages. */
+static int dataset_read(const bndlog_reader_t *r, hid_t d, size_t *n_io, size_t elem, void **buf_p, uint64_t *sum_p,
                         const char *words)
 {
     int rc = MP_ERR;
     hid_t s = -1, t = -1, a = -1;
     hsize_t dim = 0;
+    void *buf = NULL;
+    const size_t n = *n_io;
     H5_TRY(s = H5Dget_space(d), out, r->path);
     H5_TRY(t = H5Dget_type(d), out, r->path);
     if (H5Sget_simple_extent_ndims(s) != 1 || H5Sget_simple_extent_dims(s, &dim, NULL) != 1 ||
-        H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != elem || dim != n) {
-        MP_ERROR("boundary log %s: %s: holds %llu values of %zu bytes, %zu of %zu expected (short or damaged)",
-                 r->path, words, (unsigned long long)dim, H5Tget_size(t), n, elem);
+        H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != elem || (n ? dim != n : dim == 0) ||
+        dim > SIZE_MAX / elem) {
+        if (n)
+            MP_ERROR("boundary log %s: %s: holds %llu values of %zu bytes, %zu of %zu expected (short or damaged)",
+                     r->path, words, (unsigned long long)dim, H5Tget_size(t), n, elem);
+        else
+            MP_ERROR("boundary log %s: %s: holds %llu values of %zu bytes, some of %zu expected (damaged)", r->path,
+                     words, (unsigned long long)dim, H5Tget_size(t), elem);
         goto out;
     }
+    if (!(buf = MP_MALLOC((size_t)dim * elem))) goto out;
     H5_TRY(H5Dread(d, elem == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), out,
            r->path);
     htri_t ex;
@@ -990,17 +1040,22 @@ static int dataset_read(const bndlog_reader_t *r, hid_t d, size_t n, size_t elem
     }
     H5_TRY(a = H5Aopen(d, "checksum", H5P_DEFAULT), out, r->path);
     H5_TRY(H5Aread(a, H5T_NATIVE_UINT64, sum_p), out, r->path);
+    *n_io = (size_t)dim;
+    *buf_p = buf;
+    buf = NULL;
     rc = MP_OK;
 out:
+    free(buf);
     if (a >= 0) H5Aclose(a);
     if (t >= 0) H5Tclose(t);
     if (s >= 0) H5Sclose(s);
     return rc;
 }
 
-/* The common part of bndlog_get and bndlog_get_scalars: out_p is written only when the entry
- * verified. */
-static int entry_get(bndlog_reader_t *r, long step, int scalars, int mb, int chunk, int kind, size_t n, void *out_p)
+/* The common part of the readers: the entry's n values (n == 0: as many as it holds, *n_io set) in
+ * a new buffer *buf_p, returned only when the entry verified. */
+static int entry_get(bndlog_reader_t *r, long step, int scalars, int mb, int chunk, int kind, size_t *n_io,
+                     void **buf_p)
 {
     char words[128], name[64];
     entry_words(scalars, step, mb, chunk, kind, words, sizeof words);
@@ -1010,8 +1065,7 @@ static int entry_get(bndlog_reader_t *r, long step, int scalars, int mb, int chu
         return MP_FAIL("boundary log %s: %s: the step is not complete (the last complete step is %ld)", r->path,
                        words, r->id.last_done);
     const size_t elem = scalars ? sizeof(double) : sizeof(float);
-    void *buf = MP_MALLOC(n * elem);
-    if (!buf) return MP_ERR;
+    void *buf = NULL;
     entry_name(scalars, kind, mb, chunk, name, sizeof name);
     uint64_t stored = 0;
     hid_t d = -1;
@@ -1019,32 +1073,78 @@ static int entry_get(bndlog_reader_t *r, long step, int scalars, int mb, int chu
     h5_quiet_begin(&q);
     int rc = dataset_open(r, step, name, &d);
     if (rc == 1) rc = MP_FAIL("boundary log %s: %s: missing", r->path, words);
-    else if (rc == MP_OK) rc = dataset_read(r, d, n, elem, buf, &stored, words);
+    else if (rc == MP_OK) rc = dataset_read(r, d, n_io, elem, &buf, &stored, words);
     if (d >= 0) H5Dclose(d);
     h5_quiet_end(&q);
     if (rc == MP_OK) {
-        uint64_t sum = scalars ? scalars_checksum(buf, n) : ckpt_checksum(buf, n, 0);
+        uint64_t sum = scalars ? scalars_checksum(buf, *n_io) : ckpt_checksum(buf, *n_io, 0);
         if (sum != stored)
             rc = MP_FAIL("boundary log %s: %s: checksum mismatch (stored %016llx, data gives %016llx): damaged",
                          r->path, words, (unsigned long long)stored, (unsigned long long)sum);
     }
-    if (rc == MP_OK) memcpy(out_p, buf, n * elem);
-    free(buf);
+    if (rc == MP_OK) *buf_p = buf;
+    else free(buf);
     return rc;
+}
+
+static int kind_check(const bndlog_reader_t *r, const char *fn, long step, int mb, int chunk, int kind, size_t n)
+{
+    if (kind < BND_ACT || kind > BND_HEAD || mb < 0 || chunk < 0 || n == 0 || n > SIZE_MAX / sizeof(float))
+        return MP_FAIL("boundary log %s: %s(step %ld, micro-batch %d, chunk %d, kind %d, %zu values): bad arguments",
+                       r->path, fn, step, mb, chunk, kind, n);
+    return MP_OK;
 }
 
 int bndlog_get(bndlog_reader_t *r, long step, int mb, int chunk, int kind, size_t n, float *out_p)
 {
-    if ((kind != BND_ACT && kind != BND_GRAD && kind != BND_TIED) || mb < 0 || chunk < 0 || n == 0 || n > SIZE_MAX / sizeof(float))
-        return MP_FAIL("boundary log %s: bndlog_get(step %ld, micro-batch %d, chunk %d, kind %d, %zu values): bad "
-                       "arguments", r->path, step, mb, chunk, kind, n);
-    return entry_get(r, step, 0, mb, chunk, kind, n, out_p);
+    if (kind_check(r, "bndlog_get", step, mb, chunk, kind, n) != MP_OK) return MP_ERR;
+    void *buf = NULL;
+    if (entry_get(r, step, 0, mb, chunk, kind, &n, &buf) != MP_OK) return MP_ERR;
+    memcpy(out_p, buf, n * sizeof(float));
+    free(buf);
+    return MP_OK;
+}
+
+int bndlog_get_rows(bndlog_reader_t *r, long step, int mb, int chunk, int kind, size_t rows, size_t width,
+                    float *out_p)
+{
+    if (kind_check(r, "bndlog_get_rows", step, mb, chunk, kind, rows) != MP_OK || width == 0 ||
+        rows > (size_t)BNDLOG_ROWS_MAX || width > SIZE_MAX / sizeof(float) / rows)
+        return MP_FAIL("boundary log %s: bndlog_get_rows(step %ld, %zu rows of %zu): bad arguments", r->path, step, rows,
+                       width);
+    size_t n = 0;
+    void *raw = NULL;
+    if (entry_get(r, step, 0, mb, chunk, kind, &n, &raw) != MP_OK) return MP_ERR;
+    float *buf = raw;
+    /* k, then k increasing whole row numbers below rows, then k rows */
+    const size_t k = (n - 1) / (width + 1);
+    int ok = (n - 1) % (width + 1) == 0 && buf[0] == (float)k && k <= rows;
+    for (size_t j = 0; ok && j < k; j++) {
+        const float id = buf[1 + j];
+        ok = id >= 0 && id < (float)rows && id == (float)(size_t)id && (j == 0 || id > buf[j]);
+    }
+    if (!ok) {
+        free(buf);
+        return MP_FAIL("boundary log %s: step %ld, micro-batch %d, chunk %d, %s: %zu values are no rows of width %zu "
+                       "below row %zu (damaged, or written by another model)", r->path, step, mb, chunk, kind_word(kind),
+                       n, width, rows);
+    }
+    memset(out_p, 0, rows * width * sizeof(float));
+    for (size_t j = 0; j < k; j++)
+        memcpy(out_p + (size_t)buf[1 + j] * width, buf + 1 + k + j * width, width * sizeof(float));
+    free(buf);
+    return MP_OK;
 }
 
 int bndlog_get_scalars(bndlog_reader_t *r, long step, int n, double *out_p)
 {
     if (n <= 0) return MP_FAIL("boundary log %s: bndlog_get_scalars(step %ld, %d values): bad arguments", r->path, step, n);
-    return entry_get(r, step, 1, 0, 0, 0, (size_t)n, out_p);
+    size_t len = (size_t)n;
+    void *buf = NULL;
+    if (entry_get(r, step, 1, 0, 0, 0, &len, &buf) != MP_OK) return MP_ERR;
+    memcpy(out_p, buf, len * sizeof(double));
+    free(buf);
+    return MP_OK;
 }
 
 void bndlog_read_close(bndlog_reader_t *r)

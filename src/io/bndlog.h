@@ -10,7 +10,12 @@
  *     /step_%08ld/           one group per step
  *         act_mb<m>_c<c>     float32 (n): activations of micro-batch m, chunk c, sent downstream
  *         grad_mb<m>_c<c>    float32 (n): gradients of micro-batch m, chunk c, sent upstream
- *         tied_mb0_c0        float32 (n): this stage's part of the tied embedding's gradient
+ *         tied_mb0_c0        float32 (1 + k·(W+1)): the first stage's part of the tied embedding's
+ *                            gradient as its k rows (of width W) that are not all +0.0 bits: k, the k
+ *                            row numbers (exact in float32: rows < 2^24), then the rows (bndlog_put_rows)
+ *         head_mb<m>_c<c>    float32 (n): the last stage's input to the tied LM head (the final layer
+ *                            norm's output) of micro-batch m, from which a replay of the first stage
+ *                            recomputes that stage's part of the tied gradient
  *         scalars            float64 (k): the step's agreed scalars (loss scale, clip factor, ...)
  * Every dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements (scalars:
  * of their bits taken as 2k floats), verified on every read. The complete steps are exactly
@@ -34,11 +39,13 @@
 
 #include <stddef.h>
 
-#define BNDLOG_FORMAT 1
+#define BNDLOG_FORMAT 2
+#define BNDLOG_ROWS_MAX (1L << 24) /* row numbers stored exactly as float32 */
 
-/* What crossed a boundary: activations sent downstream, gradients sent upstream, or the first or
- * last stage's part of the tied embedding's gradient (all-reduced between them; mb and chunk 0). */
-enum { BND_ACT = 0, BND_GRAD = 1, BND_TIED = 2 };
+/* What crossed a boundary: activations sent downstream, gradients sent upstream, the first stage's
+ * part of the tied embedding's gradient (all-reduced with the last stage's; mb and chunk 0; logged
+ * by rows), or the last stage's input to the tied head (per micro-batch, chunk: the last chunk). */
+enum { BND_ACT = 0, BND_GRAD = 1, BND_TIED = 2, BND_HEAD = 3 };
 
 typedef struct {
     const char *dir;        /* the run directory: the log is DIR/bndlog/bnd-r<rank>.h5 */
@@ -84,6 +91,12 @@ int bndlog_open(const bndlog_cfg_t *cfg, bndlog_t **log_p);
  * queue then grows past the bound. An entry logged twice fails the writer. MP_OK, or MP_ERR: bad
  * arguments, or the writer failed (now or earlier). */
 int bndlog_put(bndlog_t *log, long step, int mb, int chunk, int kind, const float *x, size_t n);
+
+/* Like bndlog_put for x of rows × width floats, of which only the rows holding any bit other than
+ * +0.0's are queued (with their row numbers): the embedding's gradient touches only the rows of the
+ * batch's tokens (at GPT-2's vocabulary about 1/100 of them). rows <= BNDLOG_ROWS_MAX. The scan
+ * and gather run on the caller's thread. MP_OK or MP_ERR as bndlog_put. */
+int bndlog_put_rows(bndlog_t *log, long step, int mb, int chunk, int kind, const float *x, size_t rows, size_t width);
 
 /* Queues the step's agreed scalars (n > 0 doubles), once per step, like bndlog_put. */
 int bndlog_put_scalars(bndlog_t *log, long step, const double *v, int n);
@@ -143,6 +156,12 @@ long bndlog_last_step(const bndlog_reader_t *r);
  * complete or was pruned, the entry is missing, holds another number of elements, or fails its
  * checksum; out_p is written only on MP_OK. */
 int bndlog_get(bndlog_reader_t *r, long step, int mb, int chunk, int kind, size_t n, float *out_p);
+
+/* Reads an entry logged by bndlog_put_rows into out_p (rows × width floats; the rows not logged are
+ * +0.0), after verifying the checksum and that its row numbers are whole, increasing and below rows.
+ * MP_ERR as bndlog_get (also when the entry's size does not fit width); out_p written only on MP_OK. */
+int bndlog_get_rows(bndlog_reader_t *r, long step, int mb, int chunk, int kind, size_t rows, size_t width,
+                    float *out_p);
 
 /* Reads the step's n scalars like bndlog_get. */
 int bndlog_get_scalars(bndlog_reader_t *r, long step, int n, double *out_p);

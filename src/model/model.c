@@ -715,6 +715,25 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
 
 float *model_part_output(const model_part_t *pt, acts_t *a) { return (float *)block_input(a, pt->n); }
 
+const float *model_head_input(const acts_t *a) { return a->lnf; }
+
+int model_head_grad(model_t *m, const float *lnf, const int *targets, int B, float dloss, float *grad_head_p)
+{
+    const int N = B * m->cfg.seq_len, C = m->cfg.dim, V = tp_V(m);
+    if (m->tab.tp != 1) return MP_FAIL("the tied head's gradient is recomputed at tp = 1 only");
+    float *probs = MP_MALLOC((size_t)N * V * sizeof(float)), *losses = MP_MALLOC((size_t)N * sizeof(float));
+    int rc = probs && losses ? MP_OK : MP_ERR;
+    if (rc == MP_OK) { /* model_forward_part's head, then model_backward_part's, without the input gradient */
+        be_matmul_forward(m->be, probs, lnf, m->p.wte, NULL, N, C, V);
+        be_crossentropy_forward(m->be, losses, probs, targets, N, V);
+        be_crossentropy_backward(m->be, probs, probs, targets, dloss, N, V, 0);
+        be_matmul_backward(m->be, NULL, grad_head_p, NULL, probs, lnf, m->p.wte, N, C, V);
+    }
+    free(losses);
+    free(probs);
+    return rc;
+}
+
 void model_grads_zero(model_t *m)
 {
     be_zero(m->be, m->grads, m->alloc * sizeof(float));

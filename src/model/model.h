@@ -184,6 +184,15 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss);
 void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *prof,
                          const model_ready_t *ready);
+/* The tied head's part of the wte gradient from one micro-batch, recomputed from the head's input
+ * alone: grad_head_p (V,C) += what model_backward_part adds to m->grad_head for that micro-batch,
+ * given lnf (N,C: the final layer norm's output), the micro-batch's targets (N) and dloss. The same
+ * kernels in the same order on the same inputs: the same bits at equal threads. For the replay of a
+ * lost first stage, which holds wte (tied) but not the head (recovery.log; tp = 1, host memory).
+ * MP_OK, or MP_ERR (allocation, or tp > 1). */
+int model_head_grad(model_t *m, const float *lnf, const int *targets, int B, float dloss, float *grad_head_p);
+/* The head's input (N,C) of a micro-batch whose forward through the head filled a. */
+const float *model_head_input(const acts_t *a);
 /* The part's output activation (N,C) in a (what the next stage receives). */
 float *model_part_output(const model_part_t *pt, acts_t *a);
 

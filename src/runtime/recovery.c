@@ -63,7 +63,10 @@ static void rec_log_failed(run_t *r)
 
 static int rec_kind(int exec_kind)
 {
-    return exec_kind == EXEC_BND_ACT ? BND_ACT : exec_kind == EXEC_BND_GRAD ? BND_GRAD : BND_TIED;
+    return exec_kind == EXEC_BND_ACT    ? BND_ACT
+           : exec_kind == EXEC_BND_GRAD ? BND_GRAD
+           : exec_kind == EXEC_BND_TIED ? BND_TIED
+                                        : BND_HEAD;
 }
 
 static void rec_sent(void *ctx, long t, int mb, int chunk, int kind, const float *x, size_t n)
@@ -71,7 +74,11 @@ static void rec_sent(void *ctx, long t, int mb, int chunk, int kind, const float
     run_t *r = ctx;
     struct recovery_s *c = r->rec;
     if (!c->log || c->log_failed) return;
-    if (bndlog_put(c->log, t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), x, n) != MP_OK) rec_log_failed(r);
+    const size_t C = (size_t)r->model.cfg.dim;
+    /* the embedding's gradient by rows: only the rows of the step's tokens are not zero */
+    const int rc = kind == EXEC_BND_TIED ? bndlog_put_rows(c->log, t, 0, 0, BND_TIED, x, n / C, C)
+                                         : bndlog_put(c->log, t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), x, n);
+    if (rc != MP_OK) rec_log_failed(r);
 }
 
 /* A replay's message: the sending chunk's stage's log (the tied part: the other end's). */
@@ -85,7 +92,9 @@ static void rec_recv(void *ctx, long t, int mb, int chunk, int kind, float *x, s
         MP_ERROR("replay: stage %d reads no log of stage %d (a bug)", r->stage, stage);
     } else {
         if (c->log) bndlog_pause(c->log); /* the thread rule: this rank's own writer is running */
-        rc = bndlog_get(c->rd[stage], t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), n, x);
+        const size_t C = (size_t)r->model.cfg.dim;
+        rc = kind == EXEC_BND_TIED ? bndlog_get_rows(c->rd[stage], t, 0, 0, BND_TIED, n / C, C, x)
+                                   : bndlog_get(c->rd[stage], t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), n, x);
         if (c->log) bndlog_resume(c->log);
     }
     if (rc != MP_OK) {
