@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -72,6 +73,7 @@ struct bndlog_s {
     bnd_ident_t id;          /* the writer thread's (the main thread's before start and after join) */
     size_t max_queue;
     long next_done;          /* main thread: the step the next bndlog_step_done marks */
+    double put_s;            /* main thread: seconds in the puts */
     int reported;            /* main thread: the writer's failure was returned to the caller */
     hid_t f, grp;            /* writer: the file, the open step group (-1: none) */
     long grp_step;
@@ -590,6 +592,8 @@ static void *writer_main(void *arg)
         entry_recycle(b, e);
         pthread_cond_broadcast(&b->cv_done);
     }
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0) b->st.writer_cpu_s = (double)cpu.tv_sec + 1e-9 * (double)cpu.tv_nsec;
     pthread_mutex_unlock(&b->mu);
     return NULL;
 }
@@ -671,7 +675,17 @@ static int enqueue(bndlog_t *b, const bnd_entry_t *spec, const void *data)
     return MP_OK;
 }
 
+static int put_tensor(bndlog_t *b, long step, int mb, int chunk, int kind, const float *x, size_t n);
+
 int bndlog_put(bndlog_t *b, long step, int mb, int chunk, int kind, const float *x, size_t n)
+{
+    const double t0 = perf_now();
+    const int rc = put_tensor(b, step, mb, chunk, kind, x, n);
+    b->put_s += perf_now() - t0; /* the caller's thread only: no lock */
+    return rc;
+}
+
+static int put_tensor(bndlog_t *b, long step, int mb, int chunk, int kind, const float *x, size_t n)
 {
     if (kind < BND_ACT || kind > BND_HEAD || mb < 0 || chunk < 0 || !x || n == 0 || n > SIZE_MAX / sizeof(float))
         return MP_FAIL("boundary log %s: bndlog_put(step %ld, micro-batch %d, chunk %d, kind %d, %zu values): bad "
@@ -698,6 +712,7 @@ static int row_nonzero(const float *x, size_t width)
 
 int bndlog_put_rows(bndlog_t *b, long step, int mb, int chunk, int kind, const float *x, size_t rows, size_t width)
 {
+    const double t0 = perf_now();
     if (!x || rows == 0 || width == 0 || rows > (size_t)BNDLOG_ROWS_MAX || width > SIZE_MAX / sizeof(float) / (rows + 1))
         return MP_FAIL("boundary log %s: bndlog_put_rows(step %ld, %zu rows of %zu): bad arguments", b->path, step, rows,
                        width);
@@ -718,8 +733,9 @@ int bndlog_put_rows(bndlog_t *b, long step, int mb, int chunk, int kind, const f
         memcpy(buf + 1 + k + j * width, x + (size_t)which[j] * width, width * sizeof(float));
     }
     free(which);
-    const int rc = bndlog_put(b, step, mb, chunk, kind, buf, n);
+    const int rc = put_tensor(b, step, mb, chunk, kind, buf, n);
     free(buf);
+    b->put_s += perf_now() - t0;
     return rc;
 }
 
@@ -791,6 +807,23 @@ void bndlog_stats(bndlog_t *b, bndlog_stats_t *st_p)
     pthread_mutex_lock(&b->mu);
     *st_p = b->st;
     pthread_mutex_unlock(&b->mu);
+    st_p->put_s = b->put_s;
+}
+
+/* The counters as root attributes stats_* (replacing a previous run's). Writer stopped. */
+static int stats_record(bndlog_t *b)
+{
+    const char *names[4] = {"stats_bytes", "stats_steps", "stats_writer_cpu_s", "stats_put_s"};
+    const double v[4] = {(double)b->st.bytes, (double)b->st.steps, b->st.writer_cpu_s, b->put_s};
+    for (int i = 0; i < 4; i++) {
+        htri_t ex;
+        H5_TRY(ex = H5Aexists(b->f, names[i]), err, b->path);
+        if (ex) H5_TRY(H5Adelete(b->f, names[i]), err, b->path);
+        if (h5_attr_write(b->f, names[i], H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v[i], b->path) != MP_OK) goto err;
+    }
+    return MP_OK;
+err:
+    return MP_ERR;
 }
 
 /* ---- open and close ---- */
@@ -939,6 +972,7 @@ int bndlog_close(bndlog_t *b)
     h5_quiet_t q;
     h5_quiet_begin(&q);
     group_close(b);
+    if (b->f >= 0 && !b->failed && stats_record(b) != MP_OK) rc = MP_ERR;
     if (b->f >= 0 && file_close(b->f, b->failed, b->path) != MP_OK) rc = MP_ERR;
     h5_quiet_end(&q);
     for (bnd_entry_t *e = b->spare, *next; e; e = next) {

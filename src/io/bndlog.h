@@ -64,6 +64,8 @@ typedef struct {
     double put_wait_s;   /* seconds they waited: what the log cost compute */
     double pause_wait_s; /* seconds bndlog_pause waited for the writer to leave HDF5 */
     double writer_s;     /* seconds the writer thread spent working (HDF5 calls and fsyncs) */
+    double writer_cpu_s; /* CPU seconds of the writer thread (set when it stops: at close) */
+    double put_s;        /* seconds the caller spent in the puts (the rows' scan, the copies, waits) */
     size_t queue_peak;   /* most bytes ever queued (above max_queue_bytes only while paused) */
 } bndlog_stats_t;
 
@@ -126,8 +128,9 @@ void bndlog_resume(bndlog_t *log);
 /* The counters so far into *st_p. */
 void bndlog_stats(bndlog_t *log, bndlog_stats_t *st_p);
 
-/* Ends a pause if one is held, writes everything queued, stops the writer, closes the file and frees
- * the log (NULL: nothing). Steps not marked stay unmarked. MP_OK, or MP_ERR when anything failed,
+/* Ends a pause if one is held, writes everything queued, stops the writer, records the counters
+ * bytes, steps, writer_cpu_s and put_s as root attributes stats_* (float64: what the log cost this
+ * rank, for a reader or a benchmark), closes the file and frees the log (NULL: nothing). Steps not marked stay unmarked. MP_OK, or MP_ERR when anything failed,
  * now or earlier (reported once). */
 int bndlog_close(bndlog_t *log);
 

@@ -5,7 +5,11 @@ thread each, in one invocation:
   overhead   the step time with recovery.log = 0 and 1, alternating runs (each run's mean step from
              profile.json, the first step excluded), at the small shape and at GPT-2 124M's
              (seq_len 256); the bytes each rank logged per step (its log file, never pruned here:
-             no checkpoint), against the formula m·B·T·C·4 per boundary direction
+             no checkpoint), against the formula m·B·T·C·4 per boundary direction; and the CPU
+             seconds the log took per step on each rank (its writer thread's CPU time plus the
+             training thread's time in the puts, which the log file records at close): on a
+             machine whose cores are all busy with ranks that is the step time the log costs,
+             and unlike the wall-clock difference it holds when other work shares the machine
   recovery   rank 1 killed as step K begins (checkpoint.every = 10, K = 19 by default): the time
              from the relaunch until the job is back at step K − 1, (a) with the survivors'
              snapshot and the lost stage's replay, (b) restarting from the checkpoint (the same
@@ -63,28 +67,38 @@ def overhead_run(a, shape, log, tmp):
     subprocess.run(cmd, check=True, env=env(), stdout=subprocess.DEVNULL)
     prof = open(os.path.join(out, "profile.json")).read()
     step_s = float(re.search(r'"step_seconds":([0-9.eE+-]+)', prof).group(1))
-    logged = [os.path.getsize(f) for f in sorted(glob.glob(os.path.join(out, "bndlog", "bnd-r*.h5")))]
-    return step_s, logged, steps + 1
+    files = sorted(glob.glob(os.path.join(out, "bndlog", "bnd-r*.h5")))
+    logged = [os.path.getsize(f) for f in files]
+    cpu = []
+    if files:
+        import h5py
+        for f in files:
+            with h5py.File(f, "r") as h:
+                cpu.append(float(h.attrs["stats_writer_cpu_s"][()]) + float(h.attrs["stats_put_s"][()]))
+    return step_s, logged, steps + 1, cpu
 
 
 def overhead(a, tmp):
     print("\n### Logging overhead (pp = 2, two ranks, one thread each; mean step of steps 2.., median of %d runs)\n"
           % a.runs)
-    print("| shape | step, log off (s) | step, log on (s) | overhead | bytes logged per step, rank 0 / rank 1 | "
-          "formula m·B·T·C·4 per direction |")
-    print("|---|---|---|---|---|---|")
+    print("| shape | step, log off (s) | step, log on (s) | overhead | log's CPU per step, rank 0 / rank 1 (s) | "
+          "as a share of the step | bytes logged per step, rank 0 / rank 1 | formula m·B·T·C·4 per direction |")
+    print("|---|---|---|---|---|---|---|---|")
     for shape in a.shapes.split(","):
         L, C, NH, T, V, B, MB, steps = SHAPES[shape]
-        off, on, per = [], [], None
+        off, on, per, cpus = [], [], None, []
         for _ in range(a.runs):
             off.append(overhead_run(a, shape, 0, tmp)[0])
-            s, logged, n = overhead_run(a, shape, 1, tmp)
+            s, logged, n, cpu = overhead_run(a, shape, 1, tmp)
             on.append(s)
             per = [b / n for b in logged]
+            cpus.append([c / n for c in cpu])
         mo, mn = statistics.median(off), statistics.median(on)
+        cpu = [statistics.median(c[r] for c in cpus) for r in range(len(cpus[0]))]
         formula = (B // MB) * MB * T * C * 4
-        print("| %s | %.4f (%.4f-%.4f) | %.4f (%.4f-%.4f) | %+.1f%% | %s | %.0f |" % (
+        print("| %s | %.4f (%.4f-%.4f) | %.4f (%.4f-%.4f) | %+.1f%% | %s | %s | %s | %.0f |" % (
             shape, mo, min(off), max(off), mn, min(on), max(on), 100 * (mn / mo - 1),
+            " / ".join("%.4f" % c for c in cpu), " / ".join("%.2f%%" % (100 * c / mo) for c in cpu),
             " / ".join("%.0f" % p for p in per), formula))
 
 

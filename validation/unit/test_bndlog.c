@@ -9,7 +9,8 @@
  * wait and loses nothing; write errors (a file size limit, a directory in the way of the prune's
  * temporary, a log directory under a regular file) reported by the next call and by close; a
  * writer killed mid-step leaves every marked step readable; a gradient logged by rows (only rows not
- * all +0.0, a −0.0 kept) read back bitwise, a forged or mis-sized rows entry refused. Files live in a
+ * all +0.0, a −0.0 kept) read back bitwise, a forged or mis-sized rows entry refused; close records
+ * the counters in the file. Files live in a
  * mkdtemp directory. */
 #include <errno.h>
 #include <fcntl.h>
@@ -718,6 +719,18 @@ static void test_rows(const char *dir)
     tap_ok(bad == 0 && st.bytes == (1 + 4 * (W + 1) + 64 + 1 + 2 * (W + 1)) * sizeof(float),
            "rows: a %d x %d gradient with 4 rows not +0.0 logged as %zu bytes with a head input and a forged "
            "entry", ROWS, W, st.bytes);
+    double sb = -1, sc = -1, sp = -1;
+    hid_t f = H5Fopen(log_file(dir, 0), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const char *an[3] = {"stats_bytes", "stats_writer_cpu_s", "stats_put_s"};
+    double *av[3] = {&sb, &sc, &sp};
+    for (int i = 0; i < 3 && f >= 0; i++) {
+        hid_t a = H5Aopen(f, an[i], H5P_DEFAULT);
+        if (a >= 0 && H5Aread(a, H5T_NATIVE_DOUBLE, av[i]) < 0) *av[i] = -1;
+        if (a >= 0) H5Aclose(a);
+    }
+    if (f >= 0) H5Fclose(f);
+    tap_ok(sb == (double)st.bytes && sc > 0 && sp > 0,
+           "close records the counters: stats_bytes %.0f, stats_writer_cpu_s %.6f, stats_put_s %.6f", sb, sc, sp);
     bndlog_reader_t *r = NULL;
     if (bndlog_read_open(log_file(dir, 0), RUN, 0, &r) != MP_OK) {
         tap_ok(0, "rows: read_open");
