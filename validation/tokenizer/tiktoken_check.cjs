@@ -5,7 +5,7 @@
 //   node tiktoken_check.cjs roundtrip FILE IDS LABEL tiktoken's decode(IDS) == FILE's bytes
 //   node tiktoken_check.cjs classes TABLE.c          tiktoken's \p{L}, \p{N}, \s == the table's classes
 //   node tiktoken_check.cjs corpus DIR SEED          writes the fuzzed corpora (below) into DIR
-//   node tiktoken_check.cjs bench TEXT               tiktoken's MB/s on TEXT (encode_ordinary, one thread)
+//   node tiktoken_check.cjs bench TEXT               tiktoken's MB/s on TEXT (encode_ordinary, one thread; wall and CPU)
 //
 // IDS is a file of uint16 little-endian token ids (the data file's /train then /val). Checks print
 // "PASS what" or "FAIL what" lines; the exit status is 0 when all passed, 1 when one failed, 2 on
@@ -188,11 +188,12 @@ function writeCorpus(dir, seed) {
 function bench(textFile) {
     const enc = tiktoken().get_encoding('gpt2');
     const bytes = fs.readFileSync(textFile);
-    const t0 = process.hrtime.bigint();
+    const t0 = process.hrtime.bigint(), c0 = process.cpuUsage();
     const text = bytes.toString('utf8');
     const ids = enc.encode_ordinary(text);
-    const s = Number(process.hrtime.bigint() - t0) / 1e9;
-    console.log(`tiktoken ${bytes.length} bytes ${ids.length} ids ${s.toFixed(3)} s ${(bytes.length / 1e6 / s).toFixed(2)} MB/s`);
+    const c1 = process.cpuUsage(c0), s = Number(process.hrtime.bigint() - t0) / 1e9, cpu = (c1.user + c1.system) / 1e6;
+    console.log(`tiktoken ${bytes.length} bytes ${ids.length} ids wall ${s.toFixed(3)} s ${(bytes.length / 1e6 / s).toFixed(2)} MB/s ` +
+                `cpu ${cpu.toFixed(3)} s ${(bytes.length / 1e6 / cpu).toFixed(2)} MB/s`);
 }
 
 const [mode, ...args] = process.argv.slice(2);
