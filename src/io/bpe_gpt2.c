@@ -203,21 +203,17 @@ static int bpe_read_file(const char *dir, const char *name, sha256_t *sum, char 
     return MP_OK;
 }
 
-/* GPT-2's map from characters back to bytes: -1 for a character that stands for no byte. */
-static int bpe_char_byte(uint32_t cp)
+/* GPT-2's map from characters back to bytes, filled into map (BPE_CHARS): map[c] is the byte
+ * character c stands for, -1 for none. */
+#define BPE_CHARS 324
+static void bpe_char_map(short *map)
 {
-    static short map[324];
-    static int ready;
-    if (!ready) { /* idempotent: racing threads write the same values */
-        int next = 256;
-        for (int c = 0; c < 324; c++) map[c] = -1;
-        for (int byte = 0; byte < 256; byte++) {
-            const int self = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || byte >= 174;
-            map[self ? byte : next++] = (short)byte;
-        }
-        ready = 1;
+    int next = 256;
+    for (int c = 0; c < BPE_CHARS; c++) map[c] = -1;
+    for (int byte = 0; byte < 256; byte++) {
+        const int self = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || byte >= 174;
+        map[self ? byte : next++] = (short)byte;
     }
-    return cp < 324 ? map[cp] : -1;
 }
 
 /* Reading one file: its bytes, where we are, and its name for messages. */
@@ -225,6 +221,7 @@ typedef struct {
     const unsigned char *s, *p, *end;
     const char *file; /* as messages show it */
     const char *kind; /* "encoder.json" or "vocab.bpe" */
+    const short *map; /* bpe_char_map's */
 } bpe_cur_t;
 
 /* Reports what is wrong at the cursor; MP_ERR. */
@@ -288,7 +285,7 @@ static int bpe_token_text(bpe_cur_t *c, int stop, unsigned char *out, size_t *n_
     while (c->p < c->end && *c->p != stop && !(stop == ' ' && *c->p == '\n')) {
         uint32_t cp;
         if ((stop == '"' ? bpe_json_char(c, &cp) : bpe_utf8(c, &cp)) != MP_OK) return MP_ERR;
-        const int byte = bpe_char_byte(cp);
+        const int byte = cp < BPE_CHARS ? c->map[cp] : -1;
         if (byte < 0) return bpe_bad(c, "a character that stands for no byte");
         if (n == BPE_TOKEN_MAX) return bpe_bad(c, "a token longer than 256 bytes");
         out[n++] = (unsigned char)byte;
@@ -452,7 +449,10 @@ int bpe_gpt2_load(bpe_gpt2_t **bpe_p, const char *dir)
     if (bpe_read_file(dir, "encoder.json", &sum, enc_sha, &enc, &n_enc, enc_file) != MP_OK ||
         bpe_read_file(dir, "vocab.bpe", &sum, voc_sha, &voc, &n_voc, voc_file) != MP_OK)
         goto err_free;
-    bpe_cur_t ce = {enc, enc, enc + n_enc, enc_file, "encoder.json"}, cv = {voc, voc, voc + n_voc, voc_file, "vocab.bpe"};
+    short map[BPE_CHARS];
+    bpe_char_map(map);
+    bpe_cur_t ce = {enc, enc, enc + n_enc, enc_file, "encoder.json", map};
+    bpe_cur_t cv = {voc, voc, voc + n_voc, voc_file, "vocab.bpe", map};
     if (bpe_read_encoder(b, &ce) != MP_OK || bpe_index_bytes(b, enc_file) != MP_OK ||
         bpe_read_merges(b, &cv, enc_file) != MP_OK || bpe_index_pairs(b) != MP_OK)
         goto err_free;
