@@ -46,6 +46,8 @@ static const opt_def_t catalogue[] = {
     DBL("--max-flops", max_flops, 0, 1e21),
     {"--seed", NULL, T_U64, AT(seed), 0, 0, AT(seed_set)},
     STR("--text", text),
+    STR("--tokenizer", tokenizer),
+    STR("--tokenizer-dir", tokenizer_dir),
     STR("--prompt", prompt),
     INT("--max-tokens", max_tokens, 0, 1 << 24),
     DBL("--temperature", temperature, 0, 100),
@@ -122,13 +124,18 @@ static const command_t commands[] = {
       END_OPTS},
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
      "1 failed (also in DIR/exit_status)\n"},
-    {"prep", 0, cmd_prep, "--text FILE --out DATA.h5 [--val-fraction F]",
-     "turn a text file into a token file (bytes as tokens)",
+    {"prep", 0, cmd_prep, "--text FILE --out DATA.h5 [--val-fraction F] [--tokenizer bytes|gpt2 [--tokenizer-dir DIR]]",
+     "turn a text file into a token file (bytes, or GPT-2's BPE, as tokens)",
      {{"--text", "FILE", "the text (UTF-8 or any bytes)", 1},
       {"--out", "DATA.h5", "the token file (written atomically)", 1},
       {"--val-fraction", "F", "the share held out for validation, in (0, 0.5) (default 0.05)", 0},
+      {"--tokenizer", "NAME", "bytes (default): each byte a token, vocab 256; gpt2: GPT-2's byte-level\n"
+                              "BPE, vocab 50257, tiktoken's gpt2 token for token", 0},
+      {"--tokenizer-dir", "DIR", "gpt2: the directory of GPT-2's encoder.json and vocab.bpe (default\n"
+                                 "$MINDPIPE_GPT2_DIR, else ~/.cache/mindpipe/gpt2, where .ci/deps.sh puts them)", 0},
       END_OPTS},
-     ""},
+     "the token file's attributes: vocab, tokenizer (byte or gpt2), source; with gpt2 tokenizer_sha256,\n"
+     "the SHA-256 of encoder.json followed by vocab.bpe\n"},
     {"inspect", CMD_POSITIONAL, cmd_inspect, "CKPT.h5",
      "a checkpoint's step, layout, deck and every tensor with its checksum status",
      {END_OPTS},

@@ -23,6 +23,7 @@ typedef struct {
     run_opts_t run;            /* -c, --set, --resume, --restart, --quiet; run.out_dir = out */
     char *sets[CLI_MAX_SETS];
     const char *text, *out, *ckpt, *subnet, *method, *prompt;
+    const char *tokenizer, *tokenizer_dir; /* prep's */
     unsigned long long request_id;
     int max_tokens, top_k, stages, slots, stage, standby, public, slot;
     const char *listen, *links, *http_limits;

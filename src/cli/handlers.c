@@ -24,6 +24,7 @@
 #include "supernet.h"
 #include "sim.h"
 #include "swapsim.h"
+#include "tokenizer.h"
 #include "train.h"
 
 /* The commands that run a deck's model offer the supernet's plug-in: it is active when the deck
@@ -49,8 +50,15 @@ int cmd_debug_grads(cli_t *c)
 
 int cmd_prep(cli_t *c)
 {
+    tok_kind_t kind = TOK_BYTES;
     if (!(c->val_fraction > 0 && c->val_fraction < 0.5)) return MP_ERROR("--val-fraction must be in (0, 0.5)"), 2;
-    return data_prep_text(c->text, c->out, c->val_fraction) == MP_OK ? 0 : 1;
+    if (c->tokenizer && tok_kind_parse(c->tokenizer, &kind) != MP_OK) return 2;
+    if (c->tokenizer_dir && kind != TOK_GPT2) return MP_ERROR("--tokenizer-dir is for --tokenizer gpt2"), 2;
+    tokenizer_t tok;
+    if (tok_open(&tok, kind, c->tokenizer_dir) != MP_OK) return 1;
+    const int rc = data_prep_tokenized(c->text, c->out, c->val_fraction, &tok);
+    tok_close(&tok);
+    return rc == MP_OK ? 0 : 1;
 }
 
 int cmd_eval(cli_t *c)

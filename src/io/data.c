@@ -1,5 +1,5 @@
 /* Token datasets (ARCHITECTURE.md §3): loading /train and /val, the training-window sampler, the fixed
- * validation windows and `mindpipe prep` (bytes of a text file -> byte-level tokens).
+ * validation windows and `mindpipe prep` (a text file -> tokens of a tokenizer, tokenizer.h).
  *
  * Legend: T seq_len; a window is T+1 consecutive tokens (T inputs, the T next tokens as targets).
  *
@@ -306,16 +306,19 @@ out:
     return rc;
 }
 
-/* Writes the token file (both splits and the attributes) to fname and closes it. */
-static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source)
+/* Writes the token file (both splits and the attributes of tokenizer tk) to fname and closes it. */
+static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source,
+                             const tokenizer_t *tk)
 {
     hid_t f = -1;
+    const char *digest = tok_digest(tk);
     H5_TRY(f = H5Fcreate(fname, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), out, fname);
     if (data_write_split(f, fname, "train", tok, n - n_val) != MP_OK) goto err_close_file;
     if (data_write_split(f, fname, "val", tok + (n - n_val), n_val) != MP_OK) goto err_close_file;
-    if (h5_attr_write(f, "vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &(int){256}, fname) != MP_OK) goto err_close_file;
-    if (h5_attr_write_string(f, "tokenizer", "byte", fname) != MP_OK) goto err_close_file;
+    if (h5_attr_write(f, "vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &(int){tok_vocab(tk)}, fname) != MP_OK) goto err_close_file;
+    if (h5_attr_write_string(f, "tokenizer", tok_name(tk), fname) != MP_OK) goto err_close_file;
     if (h5_attr_write_string(f, "source", source, fname) != MP_OK) goto err_close_file;
+    if (digest && h5_attr_write_string(f, "tokenizer_sha256", digest, fname) != MP_OK) goto err_close_file;
     H5_TRY(H5Fclose(f), out, fname);
     return MP_OK;
 err_close_file:
@@ -338,13 +341,25 @@ static size_t data_val_count(size_t n, double val_fraction)
 
 int data_prep_text(const char *text_path, const char *out_path, double val_fraction)
 {
-    unsigned char *bytes;
-    size_t n;
-    if (data_read_text(text_path, &bytes, &n) != MP_OK) return MP_ERR;
+    return data_prep_tokenized(text_path, out_path, val_fraction, NULL);
+}
+
+int data_prep_tokenized(const char *text_path, const char *out_path, double val_fraction, const tokenizer_t *tk)
+{
+    const tokenizer_t bytes = {TOK_BYTES, NULL};
+    if (!tk) tk = &bytes;
+    unsigned char *text;
+    size_t n_text, n;
+    if (data_read_text(text_path, &text, &n_text) != MP_OK) return MP_ERR;
     int rc = MP_ERR;
-    uint16_t *tok = MP_MALLOC(n * sizeof *tok);
-    if (!tok) goto err_free_bytes;
-    for (size_t i = 0; i < n; i++) tok[i] = bytes[i];
+    uint16_t *tok = MP_MALLOC(n_text * sizeof *tok); /* no token is shorter than a byte */
+    if (!tok || tok_encode(tk, text, n_text, tok, &n) != MP_OK) goto err_free_tok;
+    if (n < 2) {
+        char name[DECK_SHOW];
+        deck_text_show(text_path, name, sizeof name);
+        MP_ERROR("text file %s makes one %s token: nothing to split into train and val", name, tok_name(tk));
+        goto err_free_tok;
+    }
     size_t n_val = data_val_count(n, val_fraction);
 
     char tmp[4200], dir[4096], base[4096];
@@ -360,13 +375,12 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
     }
     h5_quiet_t q;
     h5_quiet_begin(&q);
-    int wrote = data_write_tokens(tmp, tok, n, n_val, source);
+    int wrote = data_write_tokens(tmp, tok, n, n_val, source, tk);
     h5_quiet_end(&q);
     if (wrote == MP_OK) rc = publish_commit(tmp, out_path);
     else publish_discard(tmp);
 err_free_tok:
     free(tok);
-err_free_bytes:
-    free(bytes);
+    free(text);
     return rc;
 }

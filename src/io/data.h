@@ -1,5 +1,6 @@
 /* Token datasets (ARCHITECTURE.md §3): an HDF5 file with uint16 arrays /train and /val and attributes
- * vocab (int), tokenizer (string), source (string), written by `mindpipe prep`.
+ * vocab (int), tokenizer (string: "byte" or "gpt2"), source (string) and, for gpt2,
+ * tokenizer_sha256 (string: the vocabulary files' SHA-256), written by `mindpipe prep`.
  *
  * Training samples are windows of T+1 tokens at offsets drawn from (seed, step, global sample
  * index): offset = rng_key(seed, RNG_STREAM_DATA, step, index) mod (n_train - T). The same sample
@@ -9,6 +10,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "tokenizer.h"
 
 typedef struct {
     uint16_t *train; size_t n_train;
@@ -38,5 +41,11 @@ int data_check_windows(const dataset_t *ds, int T);
  * the text (at least one window's worth) goes to /val. Written to a temporary name, fsynced and
  * renamed over out_path. */
 int data_prep_text(const char *text_path, const char *out_path, double val_fraction);
+
+/* The same with tokenizer tok (tokenizer.h; NULL: bytes, as data_prep_text): the whole text is
+ * encoded, the last val_fraction of the tokens go to /val, and the attributes are tok's: vocab,
+ * tokenizer, and for gpt2 tokenizer_sha256. Refused, naming the file, when the text makes fewer
+ * than 2 tokens. */
+int data_prep_tokenized(const char *text_path, const char *out_path, double val_fraction, const tokenizer_t *tok);
 
 #endif

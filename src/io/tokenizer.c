@@ -1,0 +1,112 @@
+/* Tokenizers (contract in tokenizer.h): the kind's dispatch, encoding a whole text piece by piece,
+ * decoding. */
+#include "tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "pretok_gpt2.h"
+
+int tok_kind_parse(const char *name, tok_kind_t *kind_p)
+{
+    if (!strcmp(name, "bytes")) *kind_p = TOK_BYTES;
+    else if (!strcmp(name, "gpt2")) *kind_p = TOK_GPT2;
+    else return MP_FAIL("--tokenizer '%s': bytes or gpt2", name);
+    return MP_OK;
+}
+
+int tok_default_dir(char *dir, size_t n)
+{
+    const char *env = getenv("MINDPIPE_GPT2_DIR"), *home = getenv("HOME");
+    int len;
+    if (env && *env) len = snprintf(dir, n, "%s", env);
+    else if (home && *home) len = snprintf(dir, n, "%s/.cache/mindpipe/gpt2", home);
+    else return MP_FAIL("GPT-2's vocabulary: neither MINDPIPE_GPT2_DIR nor HOME is set: give --tokenizer-dir DIR");
+    if (len < 0 || (size_t)len >= n) return MP_FAIL("GPT-2's vocabulary: its directory's path is longer than %zu bytes", n - 1);
+    return MP_OK;
+}
+
+int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir)
+{
+    tokenizer_t tok = {kind, NULL};
+    if (kind == TOK_GPT2) {
+        char def[4096];
+        if (!dir) {
+            if (tok_default_dir(def, sizeof def) != MP_OK) return MP_ERR;
+            dir = def;
+        }
+        if (bpe_gpt2_load(&tok.bpe, dir) != MP_OK) return MP_ERR;
+    }
+    *tok_p = tok;
+    return MP_OK;
+}
+
+void tok_close(tokenizer_t *tok)
+{
+    bpe_gpt2_free(tok->bpe);
+    tok->bpe = NULL;
+}
+
+const char *tok_name(const tokenizer_t *tok) { return tok->kind == TOK_GPT2 ? "gpt2" : "byte"; }
+
+int tok_vocab(const tokenizer_t *tok) { return tok->kind == TOK_GPT2 ? bpe_gpt2_vocab(tok->bpe) : 256; }
+
+const char *tok_digest(const tokenizer_t *tok) { return tok->kind == TOK_GPT2 ? bpe_gpt2_digest(tok->bpe) : NULL; }
+
+int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p)
+{
+    size_t m = 0;
+    if (tok->kind == TOK_BYTES) {
+        for (; m < n; m++) ids[m] = text[m];
+        *n_ids_p = m;
+        return MP_OK;
+    }
+    for (size_t at = 0; at < n;) {
+        const size_t len = pretok_gpt2_next(text + at, n - at);
+        const size_t got = bpe_gpt2_encode_piece(tok->bpe, text + at, len, ids + m);
+        if (!got) return MP_FAIL("tokenizer gpt2: no memory to merge the piece of %zu bytes at byte %zu", len, at);
+        m += got;
+        at += len;
+    }
+    *n_ids_p = m;
+    return MP_OK;
+}
+
+/* Every byte value, for the bytes tokenizer's tok_token_bytes. */
+#define TOK_B4(n) n, n + 1, n + 2, n + 3
+#define TOK_B16(n) TOK_B4(n), TOK_B4(n + 4), TOK_B4(n + 8), TOK_B4(n + 12)
+#define TOK_B64(n) TOK_B16(n), TOK_B16(n + 16), TOK_B16(n + 32), TOK_B16(n + 48)
+static const unsigned char tok_bytes[256] = {TOK_B64(0), TOK_B64(64), TOK_B64(128), TOK_B64(192)};
+
+const unsigned char *tok_token_bytes(const tokenizer_t *tok, int id, size_t *n_p)
+{
+    if (tok->kind == TOK_GPT2) return bpe_gpt2_token(tok->bpe, id, n_p);
+    if (id < 0 || id > 255) return NULL;
+    *n_p = 1;
+    return &tok_bytes[id];
+}
+
+int tok_decode(const tokenizer_t *tok, const int *ids, size_t n, unsigned char **bytes_p, size_t *n_bytes_p)
+{
+    size_t total = 0, len;
+    for (size_t i = 0; i < n; i++) {
+        if (!tok_token_bytes(tok, ids[i], &len))
+            return MP_FAIL("tokenizer %s: id %d at index %zu is not below its vocabulary's %d", tok_name(tok), ids[i], i,
+                           tok_vocab(tok));
+        total += len;
+    }
+    unsigned char *out = MP_MALLOC(total + 1);
+    if (!out) return MP_ERR;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *b = tok_token_bytes(tok, ids[i], &len);
+        memcpy(out + at, b, len);
+        at += len;
+    }
+    out[at] = 0;
+    *bytes_p = out;
+    *n_bytes_p = at;
+    return MP_OK;
+}

@@ -1,0 +1,57 @@
+/* Tokenizers: text (bytes) to token ids and back, for `mindpipe prep` and, later, for generation,
+ * serving and evaluation. Two kinds:
+ *   bytes  each byte is its token (V = 256); the data file records tokenizer "byte";
+ *   gpt2   GPT-2's byte-level BPE with its own vocabulary and merges (V = 50257): the text is cut
+ *          into pieces by GPT-2's pattern (pretok_gpt2.h), each piece merged (bpe_gpt2.h); token for
+ *          token what tiktoken's gpt2 encoding gives (encode_ordinary: <|endoftext|> in the text is
+ *          plain text). The data file records tokenizer "gpt2" and the SHA-256 of the vocabulary
+ *          files (tokenizer_sha256), so that a later command can refuse another vocabulary.
+ * Every id fits the data file's uint16. */
+#ifndef MP_TOKENIZER_H
+#define MP_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bpe_gpt2.h"
+
+typedef enum { TOK_BYTES = 0, TOK_GPT2 = 1 } tok_kind_t;
+
+typedef struct {
+    tok_kind_t kind;
+    bpe_gpt2_t *bpe; /* gpt2 */
+} tokenizer_t;
+
+/* "bytes" or "gpt2" (what prep's --tokenizer takes). MP_OK, or MP_ERR naming the choices. */
+int tok_kind_parse(const char *name, tok_kind_t *kind_p);
+
+/* Where gpt2's encoder.json and vocab.bpe are looked for without --tokenizer-dir:
+ * $MINDPIPE_GPT2_DIR, else $HOME/.cache/mindpipe/gpt2 (where .ci/deps.sh puts them). MP_ERR
+ * (reported) when neither is set or the path does not fit n bytes. */
+int tok_default_dir(char *dir, size_t n);
+
+/* A tokenizer of the kind; gpt2 reads its files from dir (NULL: tok_default_dir). MP_OK, or MP_ERR
+ * with a message naming the file that is missing or wrong. */
+int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir);
+void tok_close(tokenizer_t *tok);
+
+/* The data file's attributes: tokenizer ("byte", "gpt2"), vocab, and the vocabulary's SHA-256 in
+ * hex (NULL for bytes, which has no files). */
+const char *tok_name(const tokenizer_t *tok);
+int tok_vocab(const tokenizer_t *tok);
+const char *tok_digest(const tokenizer_t *tok);
+
+/* The tokens of text[0..n) into ids, which has room for n (no token is shorter than a byte); their
+ * count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */
+int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p);
+
+/* The bytes of token id (*n_p of them), or NULL when id is not below the vocabulary's size. The
+ * pointer lives as long as tok. */
+const unsigned char *tok_token_bytes(const tokenizer_t *tok, int id, size_t *n_p);
+
+/* The bytes of ids[0..n), concatenated, into a malloc'd buffer (*bytes_p, *n_bytes_p; one byte more
+ * is allocated and set to 0, so text can be printed). MP_OK, or MP_ERR naming the first id that is
+ * not below the vocabulary's size, and its index. */
+int tok_decode(const tokenizer_t *tok, const int *ids, size_t n, unsigned char **bytes_p, size_t *n_bytes_p);
+
+#endif
