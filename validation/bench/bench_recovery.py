@@ -10,7 +10,7 @@ thread each, in one invocation:
              training thread's time in the puts, which the log file records at close): on a
              machine whose cores are all busy with ranks that is the step time the log costs,
              and unlike the wall-clock difference it holds when other work shares the machine
-  recovery   rank 1 killed as step K begins (checkpoint.every = 10, K = 19 by default): the time
+  recovery   rank --victim (1) killed as step K begins (checkpoint.every = 10, K = 19 by default): the time
              from the relaunch until the job is back at step K − 1, (a) with the survivors'
              snapshot and the lost stage's replay, (b) restarting from the checkpoint (the same
              directory with the snapshots moved away: every rank recomputes steps 11..K−1); and
@@ -116,8 +116,8 @@ def wait_for(proc, pattern, deadline):
 
 def recovery(a, tmp):
     K = a.kill_step
-    print("\n### Recovery after rank 1 is killed as step %d begins (small shape, checkpoint.every = 10, "
-          "parallel.timeout = %g s)\n" % (K, a.timeout))
+    print("\n### Recovery after rank %d is killed as step %d begins (small shape, checkpoint.every = 10, "
+          "parallel.timeout = %g s)\n" % (a.victim, K, a.timeout))
     print("| run | survivor: kill to exit 75 (s) | relaunch to step %d: replay (s) | relaunch to step %d: from the "
           "checkpoint (s) | steps recomputed by the replay / the restart |" % (K - 1, K - 1))
     print("|---|---|---|---|---|")
@@ -131,7 +131,7 @@ def recovery(a, tmp):
         # (docs/RELIABILITY.md, "Launchers")
         first = subprocess.Popen(launch + ["-n", "2", "sh", "-c", 'trap : USR1 TERM; "$@"', "rank", a.mindpipe, "train",
                                            "-c", DECK, "--out", out] + base +
-                                 ["--set", "debug.fail_at=1:%d" % K], env=env(), stdout=subprocess.PIPE,
+                                 ["--set", "debug.fail_at=%d:%d" % (a.victim, K)], env=env(), stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)
         t_kill = t_exit = None
         for line in first.stdout:
@@ -163,6 +163,8 @@ def main():
     ap = bench_args(__doc__)
     ap.add_argument("--shapes", default="small,124m")
     ap.add_argument("--kill-step", type=int, default=19)
+    ap.add_argument("--victim", type=int, default=1, help="the rank killed: 1 the last stage, 0 the first (whose "
+                    "replay recomputes the tied head's gradient)")
     ap.add_argument("--timeout", type=float, default=3.0)
     ap.add_argument("--launch", default="mpiexec -disable-auto-cleanup")
     ap.add_argument("--skip", default="", help="overhead or recovery: leave that part out")
