@@ -44,10 +44,15 @@ void matmul_forward(float *out, const float *inp, const float *w, const float *b
  * out fewer). out may alias res; bias may be NULL. Its backward is matmul_backward (d res = d out). */
 void matmul_residual_forward(float *out, const float *res, const float *inp, const float *w, const float *bias,
                              int N, int C, int OC);
-/* dinp (N,C) = dout · w (skipped when dinp is NULL) ; dw (OC,C) += doutᵀ · inp ;
- * dbias (OC) += column sums of dout (skipped when NULL). */
+/* dinp (N,C) = dout · w ; dw (OC,C) += doutᵀ · inp ; dbias (OC) += column sums of dout. Each output
+ * is skipped when NULL: a split backward (zero-bubble pipelines) computes dinp alone first and the
+ * weight half later with matmul_backward_weight, which is exactly this function's weight half. */
 void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                      int N, int C, int OC);
+/* dw (OC,C) += doutᵀ · inp ; dbias (OC) += column sums of dout (each skipped when NULL): the weight
+ * half of matmul_backward and of matmul_backward_gelu alone, the same bits as theirs for the same
+ * dout and inp (they call it). */
+void matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC);
 
 /* ---- causal multi-head self-attention (softmax scale 1/sqrt(hs)) ---- */
 /* out (B,T,C) = per head softmax(q kᵀ/√hs, causal) · v, heads concatenated ;
@@ -89,8 +94,9 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 void matmul_gelu_forward(float *out, float *dgelu, const float *inp, const float *w, const float *bias, int N, int C,
                          int OC);
 /* dinp (N,C) = (dout · w) ⊙ dgelu ; dw (OC,C) += doutᵀ · inp ; dbias (OC) += column sums of dout
- * (skipped when NULL). matmul_backward followed by GELU's backward on dinp, dgelu as saved by
- * matmul_gelu_forward (for the product whose output was this product's inp). */
+ * (each skipped when NULL; the weight half is matmul_backward_weight). matmul_backward followed by
+ * GELU's backward on dinp, dgelu as saved by matmul_gelu_forward (for the product whose output was
+ * this product's inp). */
 void matmul_backward_gelu(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                           const float *dgelu, int N, int C, int OC);
 

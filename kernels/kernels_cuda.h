@@ -93,6 +93,9 @@ void cu_matmul_residual_forward(cu_ctx_t *ctx, float *out, const float *res, con
 /* Uses scratch (bf16 copies, dbias partials). */
 void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC);
+/* Uses scratch (bf16 copies, dbias partials). cu_matmul_backward's weight half: the same calls. */
+void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout, const float *inp, int N,
+                               int C, int OC);
 
 /* ---- causal multi-head self-attention ---- */
 /* fp32, and bf16 where cu_attention_flash_fits is 0: cuBLAS products over the whole (T,T) block of

@@ -34,7 +34,12 @@ void matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, co
                      int N, int C, int OC)
 {
     if (dinp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 0.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
+    matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
+}
+
+void matmul_backward_weight(float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC)
+{
+    if (dw) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dw, C);
     if (dbias) {
         enum { OB = 64 };
 #pragma omp parallel for schedule(static)

@@ -78,6 +78,12 @@ void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, con
                         const float *w, int N, int C, int OC)
 {
     if (dinp) cu_gemm(ctx, 0, 0, N, C, OC, 1.0f, dout, OC, 0, w, C, 0, 0.0f, dinp, C, 0, 1); // dout · w
-    cu_gemm(ctx, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dw, C, 0, 1);            // doutᵀ · inp
+    cu_matmul_backward_weight(ctx, dw, dbias, dout, inp, N, C, OC);
+}
+
+void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout, const float *inp, int N,
+                               int C, int OC)
+{
+    if (dw) cu_gemm(ctx, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dw, C, 0, 1); // doutᵀ · inp
     if (dbias) matmul_dbias(ctx, dbias, dout, N, OC);
 }

@@ -50,17 +50,19 @@ void matmul_gelu_forward(float *out, float *dgelu, const float *inp, const float
 void matmul_backward_gelu(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                           const float *dgelu, int N, int C, int OC)
 {
-    const int RB = mlp_block_rows(N);
+    if (dinp) {
+        const int RB = mlp_block_rows(N);
 #pragma omp parallel for schedule(static)
-    for (int r0 = 0; r0 < N; r0 += RB) {
-        const int rb = r0 + RB < N ? RB : N - r0;
-        float *d = dinp + (size_t)r0 * C;
-        const float *dg = dgelu + (size_t)r0 * C;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, C, OC, 1.0f, dout + (size_t)r0 * OC, OC, w, C,
-                    0.0f, d, C);
-        const size_t n = (size_t)rb * C;
+        for (int r0 = 0; r0 < N; r0 += RB) {
+            const int rb = r0 + RB < N ? RB : N - r0;
+            float *d = dinp + (size_t)r0 * C;
+            const float *dg = dgelu + (size_t)r0 * C;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, C, OC, 1.0f, dout + (size_t)r0 * OC, OC, w, C,
+                        0.0f, d, C);
+            const size_t n = (size_t)rb * C;
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) d[i] *= dg[i];
+            for (size_t i = 0; i < n; i++) d[i] *= dg[i];
+        }
     }
-    matmul_backward(NULL, dw, dbias, dout, inp, w, N, C, OC);
+    matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }

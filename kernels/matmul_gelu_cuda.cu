@@ -42,6 +42,7 @@ void cu_matmul_backward_gelu(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias
                              const float *w, const float *dgelu, int N, int C, int OC)
 {
     cu_matmul_backward(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
+    if (!dinp) return; // the weight half alone (a split backward's W)
     const size_t n = (size_t)N * C;
     mul_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(dinp, dgelu, n);
     CUDA_CHECK_LAUNCH();

@@ -260,6 +260,13 @@ static void t_matmul(st_t *s, int bf16)
     cmp_add(s, &c, "dw", d_dw, dw, nw);
     cmp_add(s, &c, "dbias", d_dbias, dbias, SOC);
     st_report(s, "matmul_backward", bf16, &c);
+
+    c = (cmp_t){0, 0}; /* the weight half alone (a split backward's W), accumulating a second time */
+    matmul_backward_weight(dw, dbias, dout, inp, SN, SC, SOC);
+    cu_matmul_backward_weight(&s->ctx, d_dw, d_dbias, d_dout, d_inp, SN, SC, SOC);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    cmp_add(s, &c, "dbias", d_dbias, dbias, SOC);
+    st_report(s, "matmul_backward_weight", bf16, &c);
 }
 
 static void t_attention(st_t *s, int bf16)

@@ -42,6 +42,9 @@
       (float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, int N, int C,       \
        int OC),                                                                                                       \
       (dinp, dw, dbias, dout, inp, w, N, C, OC))                                                                      \
+    X(void, matmul_backward_weight,                                                                                   \
+      (float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC),                           \
+      (dw, dbias, dout, inp, N, C, OC))                                                                               \
     X(void, attention_forward, (float *out, float *att, const float *qkv, int B, int T, int C, int NH),               \
       (out, att, qkv, B, T, C, NH))                                                                                   \
     X(void, attention_backward,                                                                                       \

@@ -558,8 +558,26 @@ static void test_matmul_gelu(void)
     for (int i = 0; i < MN * MO; i++) wdi = fmax(wdi, fabs(d1[i] - d2[i])), sdi = fmax(sdi, fabs(d1[i]));
     tap_ok(wdi / sdi < 1e-6 && !memcmp(dw1, dw2, MC * MO * 4) && !memcmp(db1, db2, MC * 4),
            "matmul_backward_gelu = matmul_backward then gelu_backward (%.1e; dw, dbias bitwise)", wdi / sdi);
+    /* a split backward (model_backward_b, then _w): each half alone, with NULL for the other's
+     * outputs, is the same bits as the whole call (dw1, db1 accumulate a second time) */
+    float *d3 = malloc(MN * MO * 4), *d4 = malloc(MN * MO * 4), *dw3 = malloc(MC * MO * 4), *db3 = malloc(MC * 4);
+    float *dw4 = malloc(MC * MO * 4), *db4 = malloc(MC * 4);
+    memcpy(dw3, dw1, MC * MO * 4), memcpy(db3, db1, MC * 4), memcpy(dw4, dw1, MC * MO * 4), memcpy(db4, db1, MC * 4);
+    matmul_backward_gelu(d2, dw1, db1, dout, g, w2, dg, MN, MO, MC);
+    matmul_backward_gelu(d3, NULL, NULL, dout, g, w2, dg, MN, MO, MC);
+    matmul_backward_weight(dw3, db3, dout, g, MN, MO, MC);
+    tap_ok(!memcmp(d2, d3, MN * MO * 4) && !memcmp(dw1, dw3, MC * MO * 4) && !memcmp(db1, db3, MC * 4),
+           "matmul_backward_gelu with NULL dw, dbias, then matmul_backward_weight: the whole call's bits");
+    matmul_backward(d3, dw4, db4, dout, g, w2, MN, MO, MC); /* dw4, db4: a second accumulation */
+    matmul_backward(d4, NULL, NULL, dout, g, w2, MN, MO, MC);
+    memcpy(dw3, dw1, MC * MO * 4), memcpy(db3, db1, MC * 4);
+    matmul_backward_gelu(NULL, dw3, db3, dout, g, w2, dg, MN, MO, MC); /* the third, through the fused kernel */
+    matmul_backward_weight(dw4, db4, dout, g, MN, MO, MC);
+    tap_ok(!memcmp(d3, d4, MN * MO * 4) && !memcmp(dw3, dw4, MC * MO * 4) && !memcmp(db3, db4, MC * 4),
+           "matmul_backward with NULL dw, dbias, and the fused kernel with NULL dinp: the same bits");
     free(inp), free(w), free(bias), free(pre), free(g), free(dg), free(w2), free(dout);
-    free(d1), free(d2), free(dw1), free(dw2), free(db1), free(db2);
+    free(d1), free(d2), free(d3), free(d4), free(dw1), free(dw2), free(dw3), free(dw4), free(db1), free(db2), free(db3),
+        free(db4);
 }
 
 /* The decode step's product: against a double reference; each row of a batch of 7 the same bits as
