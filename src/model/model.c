@@ -556,30 +556,59 @@ static void block_forward(const model_t *m, int l, const block_view_t *w, block_
 }
 
 /* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. The input gradient of
- * each column-parallel product is summed over the TP peers before its LayerNorm's backward. */
+ * each column-parallel product is summed over the TP peers before its LayerNorm's backward.
+ * wg NULL: the whole backward. wg given: a split backward's B (model_backward_b): the four products'
+ * weight and bias gradients are left to block_backward_w, and what it needs is kept in wg (d fc
+ * and d qkv written there instead of the scratch, d res3 and d res2 copied as s->dres flows on). */
 static void block_backward(const model_t *m, int l, const block_view_t *w, block_view_t *g, const block_acts_t *h,
-                           const float *x, scratch_t *s, int B, prof_t *p)
+                           const float *x, scratch_t *s, block_wgrad_t *wg, int B, prof_t *p)
 {
     const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     const widths_t wd = tp_widths(m, l);
     const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
     if (is_skip(m, l)) return; /* the identity: d x = d res3 */
-    PROF(p, PROF_MATMUL, be_matmul_backward_gelu(m->be, s->dfch, g->fcprojw, g->fcprojb, s->dres, h->fch_gelu,
+    block_view_t gp = *g; /* the products' gradients: here, or (B) none: W adds them */
+    if (wg) gp.qkvw = gp.qkvb = gp.projw = gp.projb = gp.fcw = gp.fcb = gp.fcprojw = gp.fcprojb = NULL;
+    float *dfch = wg ? wg->dfch : s->dfch, *dqkv = wg ? wg->dqkv : s->dqkv;
+    if (wg) be_copy(m->be, wg->dres3, s->dres, (size_t)N * C * sizeof(float));
+    PROF(p, PROF_MATMUL, be_matmul_backward_gelu(m->be, dfch, gp.fcprojw, gp.fcprojb, s->dres, h->fch_gelu,
                                                   w->fcprojw, h->fc_dgelu, N, RC, C));
-    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->fcw, g->fcb, s->dfch, h->ln2, w->fcw, N, C, RC));
+    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.fcw, gp.fcb, dfch, h->ln2, w->fcw, N, C, RC));
     tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
     PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
                                                  h->ln2_rstd, N, C));
-    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->projw, g->projb, s->dres, h->atty, w->projw, N, Cl, C));
-    PROF(p, PROF_ATTENTION, be_attention_backward(m->be, s->dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, NH));
-    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, g->qkvw, g->qkvb, s->dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
+    if (wg) be_copy(m->be, wg->dres2, s->dres, (size_t)N * C * sizeof(float));
+    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.projw, gp.projb, s->dres, h->atty, w->projw, N, Cl, C));
+    PROF(p, PROF_ATTENTION, be_attention_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, NH));
+    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.qkvw, gp.qkvb, dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
     /* The key bias gets no gradient: it adds one constant to every score of a query's row, which
      * softmax ignores. Computed, it is a sum of rounding noise that AdamW's m/sqrt(v) would turn
      * into steps of size lr, differently for every layout; so it is exactly zero. */
-    be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float));
+    if (!wg) be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float));
     tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
     PROF(p, PROF_ELEMENTWISE,
          be_layernorm_backward(m->be, s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C));
+}
+
+/* A split backward's W of block l: the four products' weight and bias gradients that
+ * block_backward leaves out when given wg, from the douts B kept there and the products' inputs
+ * (h: the stash's; under RECOMPUTE wg's). Each is the weight half of the very kernel call
+ * block_backward makes (matmul_backward_weight), on the same dout and inp: the same bits, added
+ * once per micro-batch. Local: no TP communication. */
+static void block_backward_w(const model_t *m, int l, block_view_t *g, const block_acts_t *h, const block_wgrad_t *wg,
+                             int B, prof_t *p)
+{
+    const int C = m->cfg.dim, N = B * m->cfg.seq_len;
+    const widths_t wd = tp_widths(m, l);
+    const int Cl = wd.Cl, RC = wd.RC;
+    if (is_skip(m, l)) return;
+    const float *ln1 = wg->ln1 ? wg->ln1 : h->ln1, *atty = wg->atty ? wg->atty : h->atty;
+    const float *ln2 = wg->ln2 ? wg->ln2 : h->ln2, *fch_gelu = wg->fch_gelu ? wg->fch_gelu : h->fch_gelu;
+    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->fcprojw, g->fcprojb, wg->dres3, fch_gelu, N, RC, C));
+    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->fcw, g->fcb, wg->dfch, ln2, N, C, RC));
+    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->projw, g->projb, wg->dres2, atty, N, Cl, C));
+    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->qkvw, g->qkvb, wg->dqkv, ln1, N, C, 3 * Cl));
+    be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float)); /* the key bias: block_backward says why */
 }
 
 static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->encoded : a->h[i - 1].res3; }
@@ -588,9 +617,9 @@ static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->enc
  * into the workspace (the same kernels on the same input: the same bits, tensor-parallel
  * all-reduces included, which every TP peer re-runs too); under SELECTIVE the probabilities
  * recomputed from q and k (the attention output it writes beside them is not used). Other modes
- * saved everything. */
+ * saved everything. With wg (a split backward's B), RECOMPUTE writes its products' inputs into wg. */
 static block_acts_t block_restore(const model_t *m, int b, const block_acts_t *saved, const float *x, scratch_t *s,
-                                  int B, prof_t *p)
+                                  const block_wgrad_t *wg, int B, prof_t *p)
 {
     block_acts_t h = *saved;
     const block_mode_t mode = is_skip(m, layer_of(m, b)) ? MODE_KEEP : model_block_mode(m, b);
@@ -598,6 +627,8 @@ static block_acts_t block_restore(const model_t *m, int b, const block_acts_t *s
     const double t0 = perf_now();
     if (mode == MODE_RECOMPUTE) {
         h = s->work; /* its own res3 too: the saved output may still be read by a send in flight */
+        if (wg) /* a split backward's B: the products' inputs where W finds them after later blocks' recomputations */
+            h.ln1 = wg->ln1, h.atty = wg->atty, h.ln2 = wg->ln2, h.fch_gelu = wg->fch_gelu;
         block_forward(m, layer_of(m, b), &m->p.h[b], &h, x, B, p);
     } else if (mode == MODE_SELECTIVE) {
         h.att = s->work.att;
@@ -688,14 +719,18 @@ void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss)
     model_backward_part(m, &pt, a, s, dloss, NULL, NULL);
 }
 
-void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *p,
-                         const model_ready_t *ready)
+/* The backward of part pt: model_backward_part's (ws NULL: every gradient, ready fired per range)
+ * and model_backward_b's (ws: the products' weight gradients left to W, what they need kept in ws,
+ * which wstash_layout laid out for pt; ready NULL). */
+static void backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *p,
+                          const model_ready_t *ready, wstash_t *ws)
 {
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
     acts_bind(a, m, pt, a->mov, s);
-    if (pt->final) {
+    if (pt->final) { /* B leaves dlogits in a->probs for W's share of the head */
         PROF(p, PROF_XENT, be_crossentropy_backward(m->be, a->probs, a->probs, a->d_targets, dloss, N, Vl, tp_v0(m)));
-        PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, m->grad_head, NULL, a->probs, a->lnf, m->p.wte, N, C, Vl));
+        PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, ws ? NULL : m->grad_head, NULL, a->probs, a->lnf,
+                                                m->p.wte, N, C, Vl));
         tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
         be_zero(m->be, s->dres, (size_t)N * C * sizeof(float));
         const float *top = block_input(a, pt->n);
@@ -704,13 +739,116 @@ void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_
         if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
     }
     for (int i = pt->n - 1; i >= 0; i--) {
-        const block_acts_t h = block_restore(m, pt->b0 + i, &a->h[i], block_input(a, i), s, B, p);
+        block_wgrad_t *wg = ws ? &ws->h[i] : NULL;
+        const block_acts_t h = block_restore(m, pt->b0 + i, &a->h[i], block_input(a, i), s, wg, B, p);
         block_backward(m, layer_of(m, pt->b0 + i), &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &h, block_input(a, i), s,
-                       B, p);
+                       wg, B, p);
         if (ready) ready->fn(ready->ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
     if (pt->embed)
         PROF(p, PROF_ELEMENTWISE, be_encoder_backward(m->be, m->g.wte, m->g.wpe, s->dres, a->d_inputs, B, T, C, tp_v0(m), Vl));
+}
+
+void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *p,
+                         const model_ready_t *ready)
+{
+    backward_part(m, pt, a, s, dloss, p, ready, NULL);
+}
+
+/* Block l's share of a wstash under `mode` (buf == NULL: only counts): its products' douts and,
+ * under RECOMPUTE, their inputs, sized for the widest the block can run (every candidate fits). */
+static void carve_wgrad(const model_t *m, int B, int l, block_mode_t mode, block_wgrad_t *wg, float *buf, size_t *off)
+{
+    const widths_t w = tp_widths_cap(m, l);
+    const size_t C = m->cfg.dim, N = (size_t)B * m->cfg.seq_len, Cl = w.Cl, RC = w.RC;
+    memset(wg, 0, sizeof *wg);
+    if (!w.NH) return; /* skip: the identity has no products */
+    wg->dres3 = carve(buf, off, N * C);
+    wg->dfch = carve(buf, off, N * RC);
+    wg->dres2 = carve(buf, off, N * C);
+    wg->dqkv = carve(buf, off, N * 3 * Cl);
+    if (mode != MODE_RECOMPUTE) return;
+    wg->ln1 = carve(buf, off, N * C);
+    wg->atty = carve(buf, off, N * Cl);
+    wg->ln2 = carve(buf, off, N * C);
+    wg->fch_gelu = carve(buf, off, N * RC);
+}
+
+/* The layout of part pt's blocks in ws (buf == NULL: only counts into *off). */
+static void wstash_layout(wstash_t *ws, const model_t *m, const model_part_t *pt, float *buf, size_t *off)
+{
+    for (int i = 0; i < pt->n; i++)
+        carve_wgrad(m, ws->B, layer_of(m, pt->b0 + i), model_block_mode(m, pt->b0 + i), &ws->h[i], buf, off);
+}
+
+size_t model_wstash_bytes(const model_t *m, const model_part_t *pt, int B)
+{
+    size_t off = 0;
+    for (int i = 0; i < pt->n; i++) {
+        block_wgrad_t wg;
+        carve_wgrad(m, B, layer_of(m, pt->b0 + i), model_block_mode(m, pt->b0 + i), &wg, NULL, &off);
+    }
+    return off * sizeof(float);
+}
+
+int wstash_create(wstash_t *ws_p, const model_t *m, int B, size_t bytes, arena_t *arena)
+{
+    wstash_t ws;
+    memset(&ws, 0, sizeof ws);
+    ws.B = B;
+    ws.nfloats = bytes / sizeof(float);
+    if (!(ws.h = MP_CALLOC((size_t)(m->tab.nlayers > 0 ? m->tab.nlayers : 1), sizeof *ws.h)))
+        return MP_FAIL("out of memory for a weight-gradient stash's views");
+    if (ws.nfloats && !(ws.buf = arena_floats(arena, ws.nfloats, "weight-gradient stash (B to W)"))) {
+        free(ws.h);
+        return MP_ERR;
+    }
+    *ws_p = ws;
+    return MP_OK;
+}
+
+void wstash_destroy(wstash_t *ws, arena_t *arena)
+{
+    if (ws->buf) arena_free(arena, ws->buf, ws->nfloats * sizeof(float));
+    free(ws->h);
+    memset(ws, 0, sizeof *ws);
+}
+
+void model_backward_b(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *p, wstash_t *ws)
+{
+    if (ws->pending)
+        MP_ABORT("a split backward's B into a wstash whose W (blocks %d..%d) has not run (a bug)", ws->pt.b0,
+                 ws->pt.b0 + ws->pt.n - 1);
+    if (ws->B != a->B) MP_ABORT("a wstash for micro-batches of %d sequences used for %d (a bug)", ws->B, a->B);
+    size_t need = 0;
+    wstash_layout(ws, m, pt, NULL, &need);
+    if (need > ws->nfloats)
+        MP_ABORT("a wstash of %zu bytes for a part that needs %zu (a bug: size it by model_wstash_bytes)",
+                 ws->nfloats * sizeof(float), need * sizeof(float));
+    ws->used = 0;
+    wstash_layout(ws, m, pt, ws->buf, &ws->used);
+    backward_part(m, pt, a, s, dloss, p, NULL, ws);
+    ws->pt = *pt;
+    ws->pending = 1;
+}
+
+void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, prof_t *p, wstash_t *ws,
+                      const model_ready_t *ready)
+{
+    if (!ws->pending || ws->pt.b0 != pt->b0 || ws->pt.n != pt->n || ws->pt.final != pt->final)
+        MP_ABORT("a split backward's W of blocks %d..%d without its B (%s) (a bug)", pt->b0, pt->b0 + pt->n - 1,
+                 ws->pending ? "the wstash holds another part" : "the wstash holds none");
+    const int N = a->B * m->cfg.seq_len, C = m->cfg.dim;
+    acts_bind(a, m, pt, a->mov, s); /* the slot's views again: its movable region may have been rebound */
+    if (pt->final) {
+        PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, m->grad_head, NULL, a->probs, a->lnf, N, C, tp_V(m)));
+        if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
+    }
+    for (int i = pt->n - 1; i >= 0; i--) {
+        block_backward_w(m, layer_of(m, pt->b0 + i), &m->g.h[pt->b0 + i], &a->h[i], &ws->h[i], a->B, p);
+        if (ready) ready->fn(ready->ctx, param_block_layer(&m->tab, pt->b0 + i));
+    }
+    ws->pending = 0;
 }
 
 float *model_part_output(const model_part_t *pt, acts_t *a) { return (float *)block_input(a, pt->n); }

@@ -39,6 +39,13 @@ typedef struct {
  *   BALANCE    in the movable region too: BPipe lends it to another stage instead of the host */
 typedef enum { MODE_KEEP, MODE_RECOMPUTE, MODE_SELECTIVE, MODE_OFFLOAD, MODE_BALANCE, MODE_COUNT } block_mode_t;
 
+/* What one forward pass runs: local blocks [b0, b0 + n), after the embedding (embed) and before
+ * the final LayerNorm, LM head and loss (final). A stage's whole model is one part; under the
+ * interleaved schedule each of its v chunks is one. */
+typedef struct {
+    int b0, n, embed, final;
+} model_part_t;
+
 /* What one micro-batch's forward saves for its backward. */
 typedef struct {
     int B, T;
@@ -62,6 +69,33 @@ typedef struct {
     int *host_ibuf;                    /* inputs and targets when the device is not the host (else NULL) */
     backend_t *be;                     /* whose host memory host_ibuf and host_losses are */
 } acts_t;
+
+/* What a split backward's B keeps of one block for its W (model_backward_b, model_backward_w): the
+ * gradients of the outputs of the block's four products, and, under MODE_RECOMPUTE, their inputs.
+ * The other modes' inputs stay in the stash slot until W. Legend as above; Cl = the block's
+ * attention width on this TP rank, RC its MLP width (skip blocks keep nothing: all NULL). */
+typedef struct {
+    float *dres3;                      /* (B,T,C) d res3: fcproj's dout (a copy: s->dres flows on) */
+    float *dfch;                       /* (B,T,RC) d fc's output before GELU: fc's dout (B writes it here) */
+    float *dres2;                      /* (B,T,C) d res2: proj's dout (a copy) */
+    float *dqkv;                       /* (B,T,3Cl) qkv's dout (B writes it here) */
+    /* MODE_RECOMPUTE only (else NULL: W reads the stash's): B's recomputation writes the products'
+     * inputs here instead of the workspace, which the next block's recomputation overwrites */
+    float *ln1, *atty, *ln2, *fch_gelu; /* (B,T,C), (B,T,Cl), (B,T,C), (B,T,RC) */
+} block_wgrad_t;
+
+/* W's stash: what one micro-batch's B of one part keeps until its W, in one allocation of a fixed
+ * capacity that B carves for its part (so one wstash can serve every chunk of a stage whose
+ * bytes fit). The head keeps nothing here: its W reads dlogits (in a->probs, where B leaves them)
+ * and lnf from the slot. Bytes per non-skip block: see model_wstash_bytes. */
+typedef struct {
+    int B;
+    model_part_t pt;                   /* the part B filled it for */
+    int pending;                       /* B has filled it and its W has not run */
+    block_wgrad_t *h;                  /* per block of the part (h[i]: block pt.b0 + i); nlayers entries */
+    size_t used;                       /* floats the part's layout takes (B carves it) */
+    float *buf; size_t nfloats;        /* the capacity */
+} wstash_t;
 
 /* Backward and forward temporaries shared by all micro-batches (not saved). */
 typedef struct {
@@ -139,13 +173,6 @@ int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *a
                  const int *layer0s, const int *nlayers_s, int has_embed, int has_final, int shards, int tp, int tp_rank);
 void model_destroy(model_t *m);
 
-/* What one forward pass runs: local blocks [b0, b0 + n), after the embedding (embed) and before
- * the final LayerNorm, LM head and loss (final). A stage's whole model is one part; under the
- * interleaved schedule each of its v chunks is one. */
-typedef struct {
-    int b0, n, embed, final;
-} model_part_t;
-
 /* Sets each local block's memory mode (modes[i] for local block i; NULL: all KEEP). Before
  * acts_create and scratch_create, whose sizes depend on it. MP_OK or MP_ERR (allocation). */
 int model_set_modes(model_t *m, const unsigned char *modes);
@@ -184,6 +211,43 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
 void model_backward(model_t *m, acts_t *a, scratch_t *s, float dloss);
 void model_backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *prof,
                          const model_ready_t *ready);
+/* The backward split in two for zero-bubble pipeline schedules (ZB-H1): B, the input gradient,
+ * everything on the path from the loss (or from the gradient received in s->dres) to the gradient
+ * of the part's input; and W, the products' weight and bias gradients, which nothing upstream
+ * waits for. B then W is model_backward_part: the same kernels on the same inputs, each gradient
+ * accumulated once per micro-batch, so with the W's of a step run in micro-batch order (any B's
+ * between them) every gradient has the same bits.
+ *   B: the head (cross-entropy, the head's input gradient, the final LayerNorm with its weights),
+ *      each block from the last (input gradients, TP all-reduces, recomputation, LayerNorms with
+ *      their weights), the embedding's gradients (wte, wpe: cheap, and with nothing upstream no
+ *      stage waits for them; in W they would keep d encoded too). It leaves s->dres as
+ *      model_backward_part does and fills ws for this micro-batch (ws must not be pending).
+ *   W: grad_head += the head's product (last stage), then per block from the last: fcproj, fc,
+ *      proj and qkv's weights and biases, the key bias zeroed; no communication. ready fires here
+ *      only, in model_backward_part's order (PARAM_RANGE_FINAL, then each block), each range after
+ *      its last gradient is final for this micro-batch; B fires nothing.
+ * Between them the caller keeps a's slot (its stash and movable region on the device: W reads
+ * the products' inputs and the head's dlogits and lnf there), ws, the model's selection and slot
+ * placement (supernets), and runs nothing else into a. The weight version (2bw) matters to B
+ * only: W reads no weights. Aborts (a bug) when ws is too small for pt, W's ws is not pending or
+ * was filled for another part. */
+void model_backward_b(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, float dloss, prof_t *prof,
+                      wstash_t *ws);
+void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, prof_t *prof, wstash_t *ws,
+                      const model_ready_t *ready);
+/* Bytes of ws that B fills for part pt at micro-batch B (what a (micro-batch, chunk) holds between
+ * its B and its W beside its slot: the memory plan counts it). Per block of the part that is not a
+ * skip, with N = B·T, Cl and RC its widest widths on this TP rank (a supernet's widest candidate),
+ * each tensor rounded up to 16 floats:
+ *   4 · (2·N·C + N·RC + 3·N·Cl)                       its products' douts
+ *   + 4 · (2·N·C + N·Cl + N·RC)  under MODE_RECOMPUTE  their inputs
+ * The head and the embedding add nothing. */
+size_t model_wstash_bytes(const model_t *m, const model_part_t *pt, int B);
+/* A wstash of `bytes` (at least model_wstash_bytes of every part it will serve) for micro-batch B,
+ * from the arena. MP_OK or MP_ERR (arena limit or allocation; message printed, nothing left). */
+int wstash_create(wstash_t *ws_p, const model_t *m, int B, size_t bytes, arena_t *arena);
+void wstash_destroy(wstash_t *ws, arena_t *arena);
+
 /* The tied head's part of the wte gradient from one micro-batch, recomputed from the head's input
  * alone: grad_head_p (V,C) += what model_backward_part adds to m->grad_head for that micro-batch,
  * given lnf (N,C: the final layer norm's output), the micro-batch's targets (N) and dloss. The same
