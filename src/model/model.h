@@ -89,7 +89,7 @@ typedef struct {
  * bytes fit). The head keeps nothing here: its W reads dlogits (in a->probs, where B leaves them)
  * and lnf from the slot. Bytes per non-skip block: see model_wstash_bytes. */
 typedef struct {
-    int B;
+    int B;                             /* the micro-batch size it serves */
     model_part_t pt;                   /* the part B filled it for */
     int pending;                       /* B has filled it and its W has not run */
     block_wgrad_t *h;                  /* per block of the part (h[i]: block pt.b0 + i); nlayers entries */
@@ -235,7 +235,7 @@ void model_backward_b(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *
                       wstash_t *ws);
 void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *s, prof_t *prof, wstash_t *ws,
                       const model_ready_t *ready);
-/* Bytes of ws that B fills for part pt at micro-batch B (what a (micro-batch, chunk) holds between
+/* Bytes of ws that B fills for part pt at micro-batch size B (what a (micro-batch, chunk) holds between
  * its B and its W beside its slot: the memory plan counts it). Per block of the part that is not a
  * skip, with N = B·T, Cl and RC its widest widths on this TP rank (a supernet's widest candidate),
  * each tensor rounded up to 16 floats:
@@ -243,8 +243,8 @@ void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *
  *   + 4 · (2·N·C + N·Cl + N·RC)  under MODE_RECOMPUTE  their inputs
  * The head and the embedding add nothing. */
 size_t model_wstash_bytes(const model_t *m, const model_part_t *pt, int B);
-/* A wstash of `bytes` (at least model_wstash_bytes of every part it will serve) for micro-batch B,
- * from the arena. MP_OK or MP_ERR (arena limit or allocation; message printed, nothing left). */
+/* A wstash of `bytes` (at least model_wstash_bytes of every part it will serve) for micro-batches
+ * of B sequences, from the arena. MP_OK or MP_ERR (arena limit or allocation; message printed, nothing left). */
 int wstash_create(wstash_t *ws_p, const model_t *m, int B, size_t bytes, arena_t *arena);
 void wstash_destroy(wstash_t *ws, arena_t *arena);
 
