@@ -27,7 +27,7 @@ static int ktime_before(const ktime_t *kt, int a, int b)
 
 void ktime_order(const ktime_t *kt, int order_p[BE_K_COUNT])
 {
-    for (int i = 0; i < BE_K_COUNT; i++) { /* insertion sort: twenty rows */
+    for (int i = 0; i < BE_K_COUNT; i++) { /* insertion sort: about twenty rows */
         int k = i, j = i;
         for (; j > 0 && ktime_before(kt, k, order_p[j - 1]); j--) order_p[j] = order_p[j - 1];
         order_p[j] = k;
