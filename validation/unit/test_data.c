@@ -107,6 +107,13 @@ static int count_tmp_files(void)
     return n;
 }
 
+/* Token i of split s, read through data_window. */
+static int tok_at(const data_split_t *s, size_t i)
+{
+    int v = -1;
+    return data_window(s, i, 1, &v) == MP_OK ? v : -1;
+}
+
 static void test_prep_load(void)
 {
     const size_t N = 20000;
@@ -120,8 +127,8 @@ static void test_prep_load(void)
     tap_ok(ds.n_val == 4097 && ds.n_train == N - 4097, "split sizes: val %zu (>= 4097), train %zu", ds.n_val,
            ds.n_train);
     int same = 1;
-    for (size_t i = 0; i < ds.n_train; i++) same &= ds.train[i] == text[i];
-    for (size_t i = 0; i < ds.n_val; i++) same &= ds.val[i] == text[ds.n_train + i];
+    for (size_t i = 0; i < ds.n_train; i++) same &= tok_at(&ds.train, i) == text[i];
+    for (size_t i = 0; i < ds.n_val; i++) same &= tok_at(&ds.val, i) == text[ds.n_train + i];
     tap_ok(same, "tokens are the bytes of the text, train first, val the tail");
     tap_ok(ds.vocab == 256 && !strcmp(ds.path, out), "vocab 256 and the path recorded");
     tap_ok(!strcmp(read_attr_string(out, "tokenizer"), "byte"), "attribute tokenizer = byte");
@@ -133,26 +140,26 @@ static void test_prep_load(void)
     for (long step = 0; step < 20; step++)
         for (long i = 0; i < 50; i++) {
             size_t off = rng_key(1337, RNG_STREAM_DATA, (uint64_t)step, (uint64_t)i) % (ds.n_train - T);
-            data_train_sample(&ds, 1337, step, i, T, inp, tgt);
+            data_train_sample(&ds, 1337, step, i, 50, T, inp, tgt);
             exact &= off + T < ds.n_train;
-            for (int t = 0; t < T; t++) exact &= inp[t] == ds.train[off + t] && tgt[t] == ds.train[off + t + 1];
-            data_train_sample(&ds, 1337, step, i, T, inp2, tgt2);
+            for (int t = 0; t < T; t++) exact &= inp[t] == tok_at(&ds.train, off + t) && tgt[t] == tok_at(&ds.train, off + t + 1);
+            data_train_sample(&ds, 1337, step, i, 50, T, inp2, tgt2);
             determ &= !memcmp(inp, inp2, sizeof inp) && !memcmp(tgt, tgt2, sizeof tgt);
-            data_train_sample(&ds, 1337, step, i + 1, T, inp2, tgt2);
+            data_train_sample(&ds, 1337, step, i + 1, 50, T, inp2, tgt2);
             differ += memcmp(inp, inp2, sizeof inp) != 0;
         }
     tap_ok(exact, "train windows: inp = train[off..off+T), tgt = the next tokens, inside /train");
     tap_ok(determ, "same (seed, step, index): the same window");
     tap_ok(differ >= 990, "different index: a different window (%d of 1000)", differ);
-    data_train_sample(&ds, 1338, 0, 0, T, inp2, tgt2);
-    data_train_sample(&ds, 1337, 0, 0, T, inp, tgt);
+    data_train_sample(&ds, 1338, 0, 0, 50, T, inp2, tgt2);
+    data_train_sample(&ds, 1337, 0, 0, 50, T, inp, tgt);
     tap_ok(memcmp(inp, inp2, sizeof inp) != 0, "a different seed draws a different window");
 
     long nw = data_val_windows(&ds, T);
     int val_ok = nw == (long)((ds.n_val - 1) / T);
     for (long w = 0; w < nw; w++) {
         val_ok &= data_val_sample(&ds, w, T, inp, tgt) == MP_OK;
-        for (int t = 0; t < T; t++) val_ok &= inp[t] == ds.val[w * T + t] && tgt[t] == ds.val[w * T + t + 1];
+        for (int t = 0; t < T; t++) val_ok &= inp[t] == tok_at(&ds.val, (size_t)(w * T + t)) && tgt[t] == tok_at(&ds.val, (size_t)(w * T + t + 1));
     }
     tap_ok(val_ok, "val windows: %ld of them at stride T from 0, exact tokens", nw);
     capture_begin();
@@ -182,7 +189,7 @@ static void test_prep_splits(void)
     /* prep over an existing file replaces it */
     text = write_text(tpath("short.txt"), 3000);
     ok = data_prep_text(tpath("short.txt"), tpath("big.h5"), 0.1) == MP_OK && data_load(&ds, tpath("big.h5")) == MP_OK;
-    tap_ok(ok && ds.n_train + ds.n_val == 3000 && ds.train[0] == text[0], "prep replaces an existing output file");
+    tap_ok(ok && ds.n_train + ds.n_val == 3000 && tok_at(&ds.train, 0) == text[0], "prep replaces an existing output file");
     if (ok) data_free(&ds);
     free(text);
 }
