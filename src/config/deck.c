@@ -68,6 +68,7 @@ typedef struct {
 } deck_key_t;
 
 const char *const deck_device_names[DECK_DEVICE_COUNT] = {"cpu", "emu", "cuda"};
+const char *const deck_order_names[DECK_ORDER_COUNT] = {"random", "sequential"};
 const char *const deck_precision_names[DECK_PRECISION_COUNT] = {"fp32", "bf16"};
 const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "2bw"};
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
@@ -156,8 +157,15 @@ static const deck_key_t keys[] = {
           "0 = wait for the step however long"),
 
     K_PATH(data, path, "",
-           "token dataset from `mindpipe prep` (HDF5); relative to the deck's directory, or to the current "
-           "directory for --set"),
+           "token dataset: an HDF5 file from `mindpipe prep`, or a glob(3) pattern of shards (HDF5 files or llm.c "
+           ".bin shards of uint16 or uint32 tokens) read as one stream in sorted order; relative to the deck's "
+           "directory, or to the current directory for --set"),
+    K_PATH(data, val_path, "",
+           "validation shards (a glob, as data.path); empty: the HDF5 files' /val (.bin shards then have no "
+           "validation split and no val_loss)"),
+    K_CHOICE(data, order, "random", deck_order_names,
+             "training windows: random (T+1 tokens at a random offset per sample) or sequential (the "
+             "non-overlapping windows of T tokens each once per epoch, in a permutation drawn from train.seed)"),
 
     K_INT(parallel, dp, "1", 1, 1048576, "data-parallel replicas"),
     K_INT(parallel, tp, "1", 1, 1048576, "tensor-parallel ranks per layer (divides heads and mlp_ratio × dim)"),

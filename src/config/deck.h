@@ -26,6 +26,8 @@
  * text (deck_write, messages) is its entry in the matching *_names table. The order of each enum is
  * the order of the choices in the schema and the reference. */
 typedef enum { DECK_DEVICE_CPU, DECK_DEVICE_EMU, DECK_DEVICE_CUDA, DECK_DEVICE_COUNT } deck_device_t;
+/* data.order: how training windows are drawn (data.h) */
+typedef enum { DECK_ORDER_RANDOM, DECK_ORDER_SEQUENTIAL, DECK_ORDER_COUNT } deck_order_t;
 typedef enum { DECK_PRECISION_FP32, DECK_PRECISION_BF16, DECK_PRECISION_COUNT } deck_precision_t;
 /* The schedules of src/sched (sched_kind_t, which config may not see): app maps one to the other. */
 typedef enum {
@@ -47,6 +49,7 @@ typedef enum {
 } deck_transfer_t;
 
 extern const char *const deck_device_names[DECK_DEVICE_COUNT];
+extern const char *const deck_order_names[DECK_ORDER_COUNT];
 extern const char *const deck_precision_names[DECK_PRECISION_COUNT];
 extern const char *const deck_schedule_names[DECK_SCHED_COUNT];
 extern const char *const deck_wait_names[DECK_WAIT_COUNT];
@@ -109,7 +112,9 @@ typedef struct {
         double stop_grace;             /* seconds from a stop signal to the exit; 0 = none */
     } train;
     struct {
-        char path[DECK_PATH];          /* made absolute (relative to the deck's directory) */
+        char path[DECK_PATH];          /* made absolute (relative to the deck's directory); may be a glob */
+        char val_path[DECK_PATH];      /* "" or a glob of validation shards, made absolute likewise */
+        deck_order_t order;
     } data;
     struct {
         int dp, tp, pp, sp, virtual_stages, zero, overlap;

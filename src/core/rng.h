@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 enum { RNG_STREAM_DATA = 1, RNG_STREAM_INIT = 2, RNG_STREAM_DROPOUT = 3, RNG_STREAM_SUBNET = 4, RNG_STREAM_SEARCH = 5,
-       RNG_STREAM_SAMPLE = 6 /* serving: a generated token, keyed by (request id, position) */ };
+       RNG_STREAM_SAMPLE = 6 /* serving: a generated token, keyed by (request id, position) */,
+       RNG_STREAM_ORDER = 7 /* data.order = sequential: the epoch's permutation, keyed by (epoch, round|x) */ };
 
 static inline uint64_t rng_mix(uint64_t z)
 {

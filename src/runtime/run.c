@@ -531,6 +531,10 @@ static int run_plug_choose(run_t *r, const run_opts_t *o)
 static int run_check_data(const run_t *r)
 {
     const deck_t *d = &r->deck;
+    /* a token >= model.vocab would index past the embedding table; rank 0 scanned them (run_setup) */
+    if (r->data.scanned && r->data.max_token >= (unsigned)d->model.vocab)
+        return MP_FAIL("%s: token %u at index %llu is >= model.vocab=%d", r->data.max_file, r->data.max_token,
+                       (unsigned long long)r->data.max_at, d->model.vocab);
     if (r->data.vocab > d->model.vocab)
         return MP_FAIL("%s has vocab %d, more than model.vocab=%d", d->data.path, r->data.vocab, d->model.vocab);
     if (r->data.n_train < (size_t)d->model.seq_len + 2)
@@ -683,7 +687,10 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     r->training = with_out_dir;
     if (run_layout(r, o) != MP_OK) return MP_ERR;
     if (run_agree(run_plug_choose(r, o)) != MP_OK) goto err_layout;
-    if (run_agree(data_load(&r->data, r->deck.data.path)) != MP_OK) goto err_layout;
+    /* rank 0 reads every token once (run_check_data's vocab check); the others only map */
+    const data_opts_t dopts = {.val_path = r->deck.data.val_path, .scan = r->rank == 0,
+                               .order = r->deck.data.order == DECK_ORDER_SEQUENTIAL ? DATA_ORDER_SEQUENTIAL : DATA_ORDER_RANDOM};
+    if (run_agree(data_open(&r->data, r->deck.data.path, &dopts)) != MP_OK) goto err_layout;
     if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
     r->dp_on = r->grid.size[GRID_DP] > 1; /* supernet replicas (sp) share no gradients */

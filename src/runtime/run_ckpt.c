@@ -254,6 +254,8 @@ static const struct {
     {"train", "seed", 1, "the data order (and the subnets a supernet samples)"},
     {"train", "batch", 1, "the samples per step and the data cursor"},
     {"data", "path", 1, "the training data"},
+    {"data", "order", 1, "the data order"},
+    {"data", "val_path", 0, "the validation data"},
     {"train", "steps", 0, "the learning-rate schedule's length"},
     {"train", "warmup", 0, "the learning-rate schedule"},
     {"train", "lr", 0, "the learning-rate schedule"},

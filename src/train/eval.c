@@ -21,7 +21,10 @@ int eval_main(const run_opts_t *opts, const struct train_ops *ops_offered, const
         const double val = train_val_loss(&r);
         const long avail = data_val_windows(&r.data, r.deck.model.seq_len);
         const long n = r.deck.train.eval_windows < avail ? r.deck.train.eval_windows : avail;
-        if (isnan(val)) rc = MP_FAIL("%s has no validation window of %d tokens", r.deck.data.path, r.deck.model.seq_len);
+        if (isnan(val) && r.data.val_missing)
+            rc = MP_FAIL("%s: .bin shards carry no validation split: set data.val_path to a glob of validation shards",
+                         r.deck.data.path);
+        else if (isnan(val)) rc = MP_FAIL("%s has no validation window of %d tokens", r.deck.data.path, r.deck.model.seq_len);
         else if (r.rank == 0)
             printf("val_loss %.17g | %s at step %ld | %ld windows of %d tokens of %s\n", val, ckpt, step, n,
                    r.deck.model.seq_len, r.deck.data.path);

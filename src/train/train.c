@@ -38,7 +38,8 @@ static void train_fill(void *ctx, acts_t *a, long t, int mb)
     const long base = (long)r->grid.coord[GRID_DP] * r->replica_batch;
     for (int b = 0; b < B; b++) {
         long i = base + (long)mb * B + b;
-        data_train_sample(&r->data, r->deck.train.seed, t, i, T, a->inputs + (size_t)b * T, a->targets + (size_t)b * T);
+        data_train_sample(&r->data, r->deck.train.seed, t, i, r->deck.train.batch, T, a->inputs + (size_t)b * T,
+                          a->targets + (size_t)b * T);
     }
 }
 
@@ -584,7 +585,7 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
     int *tok = MP_MALLOC(sizeof(int) * 2 * (size_t)batch * T);
     if (!tok) return MP_ERR;
     for (int i = 0; i < batch; i++)
-        data_train_sample(&r->data, r->deck.train.seed, 0, i, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
+        data_train_sample(&r->data, r->deck.train.seed, 0, i, batch, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
     float *grads = run_ckpt_host_copy(r, r->model.grads, r->model.alloc);
     hid_t f = -1, g = -1, s = -1, d = -1;
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), out, path);

@@ -141,7 +141,7 @@ static void read_windows(const dataset_t *ds, int T, int *inp, int *tgt)
     if (data_val_sample(ds, nval, T, inp, tgt) == MP_OK) fail("a window past /val was served");
     if (data_check_windows(ds, T) != MP_OK) return; /* setup refuses the run before any sampling */
     for (long i = 0; i < 8; i++) {
-        data_train_sample(ds, 1337, 3, i, T, inp, tgt);
+        data_train_sample(ds, 1337, 3, i, 8, T, inp, tgt);
         for (int t = 0; t < T; t++)
             if (inp[t] < 0 || inp[t] >= ds->vocab || tgt[t] < 0 || tgt[t] >= ds->vocab) fail("train token >= vocab");
     }
@@ -170,7 +170,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int loaded = data_load(&ds, data_path);
     H5garbage_collect(); /* HDF5's free lists would otherwise keep every input's metadata: RSS only grows */
     if (loaded != MP_OK) return 0;
-    if (!ds.train || !ds.val || !ds.n_train || !ds.n_val || ds.vocab < 1) fail("data_load accepted an empty split");
+    if (!ds.train.n || !ds.val.n || !ds.n_train || !ds.n_val || ds.vocab < 1) fail("data_load accepted an empty split");
     for (size_t k = 0; k < sizeof seq_lens / sizeof seq_lens[0]; k++) read_windows(&ds, seq_lens[k], inp, tgt);
     data_free(&ds);
     return 0;

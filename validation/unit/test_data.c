@@ -107,6 +107,13 @@ static int count_tmp_files(void)
     return n;
 }
 
+/* Token i of split s, read through data_window. */
+static int tok_at(const data_split_t *s, size_t i)
+{
+    int v = -1;
+    return data_window(s, i, 1, &v) == MP_OK ? v : -1;
+}
+
 static void test_prep_load(void)
 {
     const size_t N = 20000;
@@ -120,8 +127,8 @@ static void test_prep_load(void)
     tap_ok(ds.n_val == 4097 && ds.n_train == N - 4097, "split sizes: val %zu (>= 4097), train %zu", ds.n_val,
            ds.n_train);
     int same = 1;
-    for (size_t i = 0; i < ds.n_train; i++) same &= ds.train[i] == text[i];
-    for (size_t i = 0; i < ds.n_val; i++) same &= ds.val[i] == text[ds.n_train + i];
+    for (size_t i = 0; i < ds.n_train; i++) same &= tok_at(&ds.train, i) == text[i];
+    for (size_t i = 0; i < ds.n_val; i++) same &= tok_at(&ds.val, i) == text[ds.n_train + i];
     tap_ok(same, "tokens are the bytes of the text, train first, val the tail");
     tap_ok(ds.vocab == 256 && !strcmp(ds.path, out), "vocab 256 and the path recorded");
     tap_ok(!strcmp(read_attr_string(out, "tokenizer"), "byte"), "attribute tokenizer = byte");
@@ -133,26 +140,26 @@ static void test_prep_load(void)
     for (long step = 0; step < 20; step++)
         for (long i = 0; i < 50; i++) {
             size_t off = rng_key(1337, RNG_STREAM_DATA, (uint64_t)step, (uint64_t)i) % (ds.n_train - T);
-            data_train_sample(&ds, 1337, step, i, T, inp, tgt);
+            data_train_sample(&ds, 1337, step, i, 50, T, inp, tgt);
             exact &= off + T < ds.n_train;
-            for (int t = 0; t < T; t++) exact &= inp[t] == ds.train[off + t] && tgt[t] == ds.train[off + t + 1];
-            data_train_sample(&ds, 1337, step, i, T, inp2, tgt2);
+            for (int t = 0; t < T; t++) exact &= inp[t] == tok_at(&ds.train, off + t) && tgt[t] == tok_at(&ds.train, off + t + 1);
+            data_train_sample(&ds, 1337, step, i, 50, T, inp2, tgt2);
             determ &= !memcmp(inp, inp2, sizeof inp) && !memcmp(tgt, tgt2, sizeof tgt);
-            data_train_sample(&ds, 1337, step, i + 1, T, inp2, tgt2);
+            data_train_sample(&ds, 1337, step, i + 1, 50, T, inp2, tgt2);
             differ += memcmp(inp, inp2, sizeof inp) != 0;
         }
     tap_ok(exact, "train windows: inp = train[off..off+T), tgt = the next tokens, inside /train");
     tap_ok(determ, "same (seed, step, index): the same window");
     tap_ok(differ >= 990, "different index: a different window (%d of 1000)", differ);
-    data_train_sample(&ds, 1338, 0, 0, T, inp2, tgt2);
-    data_train_sample(&ds, 1337, 0, 0, T, inp, tgt);
+    data_train_sample(&ds, 1338, 0, 0, 50, T, inp2, tgt2);
+    data_train_sample(&ds, 1337, 0, 0, 50, T, inp, tgt);
     tap_ok(memcmp(inp, inp2, sizeof inp) != 0, "a different seed draws a different window");
 
     long nw = data_val_windows(&ds, T);
     int val_ok = nw == (long)((ds.n_val - 1) / T);
     for (long w = 0; w < nw; w++) {
         val_ok &= data_val_sample(&ds, w, T, inp, tgt) == MP_OK;
-        for (int t = 0; t < T; t++) val_ok &= inp[t] == ds.val[w * T + t] && tgt[t] == ds.val[w * T + t + 1];
+        for (int t = 0; t < T; t++) val_ok &= inp[t] == tok_at(&ds.val, (size_t)(w * T + t)) && tgt[t] == tok_at(&ds.val, (size_t)(w * T + t + 1));
     }
     tap_ok(val_ok, "val windows: %ld of them at stride T from 0, exact tokens", nw);
     capture_begin();
@@ -182,7 +189,7 @@ static void test_prep_splits(void)
     /* prep over an existing file replaces it */
     text = write_text(tpath("short.txt"), 3000);
     ok = data_prep_text(tpath("short.txt"), tpath("big.h5"), 0.1) == MP_OK && data_load(&ds, tpath("big.h5")) == MP_OK;
-    tap_ok(ok && ds.n_train + ds.n_val == 3000 && ds.train[0] == text[0], "prep replaces an existing output file");
+    tap_ok(ok && ds.n_train + ds.n_val == 3000 && tok_at(&ds.train, 0) == text[0], "prep replaces an existing output file");
     if (ok) data_free(&ds);
     free(text);
 }
@@ -304,6 +311,154 @@ static void test_long_path_message(void)
     free(path);
 }
 
+/* ---- shards (issue 34): .bin files from validation/write_bin_shards.py, chunked HDF5, orders ---- */
+
+/* Runs the Python writer: PREFIX_000000.bin... (see its usage). 0 on success. */
+static int write_shards(const char *prefix, int nshards, int per, int vocab, const char *kind, const char *flaw)
+{
+    const char *py = getenv("TORCH_PYTHON"), *src = getenv("MP_SRCDIR");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' '%s/validation/write_bin_shards.py' '%s' %d %d %d %s %s", py && py[0] ? py : "python3",
+             src && src[0] ? src : MP_SRCDIR_DEFAULT, prefix, nshards, per, vocab, kind, flaw);
+    return system(cmd);
+}
+
+/* The writer's token j of the stream. */
+static int shard_token(uint64_t j, int vocab) { return (int)((j * 7919 + 13) % (uint64_t)vocab); }
+
+/* Every token of split s (read in windows of 61, crossing shard boundaries) is the writer's. */
+static int split_exact(const data_split_t *s, int vocab)
+{
+    int buf[61], same = 1;
+    for (uint64_t off = 0; off < s->tokens; off += 61) {
+        const int n = s->tokens - off < 61 ? (int)(s->tokens - off) : 61;
+        same &= data_window(s, off, n, buf) == MP_OK;
+        for (int i = 0; i < n; i++) same &= buf[i] == shard_token(off + (uint64_t)i, vocab);
+    }
+    return same;
+}
+
+static void test_bin_shards(void)
+{
+    dataset_t ds;
+    char pat[600], val[600];
+    snprintf(pat, sizeof pat, "%s", tpath("u16_*.bin"));
+    int w = write_shards(tpath("u16"), 3, 1000, 50257, "u16", "");
+    int ok = w == 0 && data_load(&ds, pat) == MP_OK;
+    if (!tap_ok(ok, "three uint16 .bin shards by glob")) return;
+    tap_ok(ds.train.n == 3 && ds.n_train == 3000 && ds.train.shard[1].start == 1000 && ds.train.shard[0].width == 2 &&
+               strstr(ds.train.shard[2].path, "u16_000002.bin") && ds.train.shard[0].kind == DATA_SHARD_MAP,
+           "sorted, 3000 tokens, mapped, 2 bytes each");
+    tap_ok(split_exact(&ds.train, 50257), "every uint16 token read back exactly, windows across shard boundaries");
+    tap_ok(ds.val_missing && ds.n_val == 0 && data_val_windows(&ds, 8) == 0, ".bin shards without val_path: no validation split");
+    capture_begin();
+    int fits = data_check_windows(&ds, 16);
+    capture_end();
+    tap_ok(fits == MP_OK && strstr(errtext, "data.val_path"), "... and setup's check warns naming data.val_path");
+    data_free(&ds);
+
+    snprintf(pat, sizeof pat, "%s", tpath("u32_*.bin"));
+    ok = write_shards(tpath("u32"), 2, 700, 100000, "u32", "") == 0 && data_load(&ds, pat) == MP_OK;
+    if (!tap_ok(ok, "two uint32 .bin shards by glob")) return;
+    int big = 0;
+    for (uint64_t j = 0; j < 1400; j++) big += shard_token(j, 100000) >= 65536;
+    tap_ok(ds.train.shard[0].width == 4 && split_exact(&ds.train, 100000) && big > 100,
+           "every uint32 token read back exactly (%d of them >= 65536)", big);
+    int top = 0;
+    for (uint64_t j = 0; j < 1400; j++) top = shard_token(j, 100000) > top ? shard_token(j, 100000) : top;
+    tap_ok(ds.scanned && (int)ds.max_token == top && ds.vocab == top + 1,
+           "the scan finds the largest token (%u) and vocab = it + 1", ds.max_token);
+    data_free(&ds);
+
+    /* validation shards by data.val_path */
+    snprintf(pat, sizeof pat, "%s", tpath("u16_*.bin"));
+    snprintf(val, sizeof val, "%s", tpath("u32_00000[01].bin"));
+    const data_opts_t o = {.val_path = val, .order = DATA_ORDER_RANDOM, .scan = 0};
+    ok = data_open(&ds, pat, &o) == MP_OK;
+    tap_ok(ok && !ds.val_missing && ds.n_val == 1400 && split_exact(&ds.val, 100000) && !ds.scanned,
+           "data.val_path: the validation stream is its shards', unscanned when scan = 0");
+    if (ok) data_free(&ds);
+
+    write_shards(tpath("magic"), 1, 100, 256, "u16", "--bad-magic");
+    expect_load_refused("a .bin shard of the wrong magic", tpath("magic_000000.bin"), "magic is 20240521");
+    write_shards(tpath("short"), 1, 100, 256, "u32", "--truncate");
+    expect_load_refused("a truncated .bin shard", tpath("short_000000.bin"), "header says 100 tokens of 4 bytes");
+    expect_load_refused("a glob matching nothing", tpath("none_*.bin"), "the pattern matches no file");
+    write_shards(tpath("bigtok"), 1, 100, 256, "u16", "--big-token");
+    ok = data_load(&ds, tpath("bigtok_000000.bin")) == MP_OK;
+    tap_ok(ok && ds.max_token == 256 && ds.max_at == 5 && strstr(ds.max_file, "bigtok_000000.bin"),
+           "a token >= the model's vocab is found by the scan, with its file and index (run setup refuses it)");
+    if (ok) data_free(&ds);
+}
+
+/* A chunked, deflated uint32 HDF5 token file is read window by window (not mapped), exactly. */
+static void test_chunked_h5(void)
+{
+    enum { N = 5000 };
+    static uint32_t tok[N];
+    for (int j = 0; j < N; j++) tok[j] = (uint32_t)shard_token((uint64_t)j, 70000);
+    hid_t f = H5Fcreate(tpath("chunked.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t n = N, chunk = 512;
+    hid_t s = H5Screate_simple(1, &n, NULL), dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    H5Pset_deflate(dcpl, 4);
+    for (int k = 0; k < 2; k++) {
+        hid_t d = H5Dcreate2(f, k ? "val" : "train", H5T_STD_U32LE, s, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok);
+        H5Dclose(d);
+    }
+    hid_t sa = H5Screate(H5S_SCALAR), a = H5Acreate2(f, "vocab", H5T_STD_I32LE, sa, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT, &(int){70000});
+    H5Aclose(a), H5Sclose(sa), H5Pclose(dcpl), H5Sclose(s), H5Fclose(f);
+    dataset_t ds;
+    int ok = data_load(&ds, tpath("chunked.h5")) == MP_OK;
+    tap_ok(ok && ds.train.shard[0].kind == DATA_SHARD_H5READ && ds.vocab == 70000 && split_exact(&ds.train, 70000) &&
+               split_exact(&ds.val, 70000),
+           "chunked deflated uint32 HDF5: read by windows, every token exact");
+    if (ok) data_free(&ds);
+    ok = data_load(&ds, tpath("short.h5")) == MP_OK; /* prep's, from test_short_split */
+    tap_ok(ok && ds.train.shard[0].kind == DATA_SHARD_MAP && ds.val.shard[0].kind == DATA_SHARD_MAP,
+           "a contiguous prep file is mapped");
+    if (ok) data_free(&ds);
+}
+
+/* data.order = sequential: each window once per epoch, epochs in different orders, a pure function. */
+static void test_sequential(void)
+{
+    static const uint64_t sizes[] = {1, 2, 37, 1000, 4099};
+    int once = 1, differ = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const uint64_t nw = sizes[k];
+        unsigned char *seen = calloc(nw, 1);
+        for (uint64_t e = 0; e < 3; e++) {
+            memset(seen, 0, nw);
+            for (uint64_t i = 0; i < nw; i++) {
+                const uint64_t w = data_seq_window(11, e * nw + i, nw);
+                once &= w < nw && !seen[w];
+                if (w < nw) seen[w] = 1;
+                if (nw == 1000 && e == 1) differ += w != data_seq_window(11, i, nw);
+            }
+        }
+        free(seen);
+    }
+    tap_ok(once, "sequential: every window exactly once in each of 3 epochs (1, 2, 37, 1000, 4099 windows)");
+    tap_ok(differ > 900, "... epoch 1 is another permutation than epoch 0 (%d of 1000 differ)", differ);
+    dataset_t ds;
+    const data_opts_t o = {.order = DATA_ORDER_SEQUENTIAL, .scan = 0};
+    if (!tap_ok(data_open(&ds, tpath("u16_*.bin"), &o) == MP_OK, "open shards in sequential order")) return;
+    enum { T = 16 };
+    int inp[T], tgt[T], exact = 1;
+    for (long step = 0; step < 30; step++)
+        for (long i = 0; i < 8; i++) {
+            const uint64_t w = data_seq_window(5, (uint64_t)step * 8 + (uint64_t)i, (ds.n_train - 1) / T);
+            data_train_sample(&ds, 5, step, i, 8, T, inp, tgt);
+            for (int t = 0; t < T; t++)
+                exact &= inp[t] == shard_token(w * T + (uint64_t)t, 50257) && tgt[t] == shard_token(w * T + (uint64_t)t + 1, 50257);
+        }
+    tap_ok(exact, "sequential samples: window perm(step*batch + i) * T, exact tokens across shards and epochs");
+    data_free(&ds);
+}
+
 static void cleanup(void)
 {
     DIR *dh = opendir(tmpdir);
@@ -323,6 +478,9 @@ int main(void)
     test_load_errors();
     test_short_split();
     test_long_path_message();
+    test_bin_shards();
+    test_chunked_h5();
+    test_sequential();
     cleanup();
     MPI_Finalize();
     return tap_done();
