@@ -1,6 +1,7 @@
 /* Token datasets (ARCHITECTURE.md §3): an HDF5 file with uint16 arrays /train and /val and attributes
- * vocab (int), tokenizer (string: "byte" or "gpt2"), source (string) and, for gpt2,
- * tokenizer_sha256 (string: the vocabulary files' SHA-256), written by `mindpipe prep`.
+ * vocab (int), tokenizer (string: "byte", "gpt2" or "sp"), source (string) and, for gpt2 and sp,
+ * tokenizer_sha256 (string: the vocabulary files' SHA-256; sp: of its model), and for sp the model
+ * (uint8 dataset /tokenizer/sp_model: the .model file's bytes), written by `mindpipe prep`.
  *
  * Training samples are windows of T+1 tokens at offsets drawn from (seed, step, global sample
  * index): offset = rng_key(seed, RNG_STREAM_DATA, step, index) mod (n_train - T). The same sample
