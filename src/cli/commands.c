@@ -48,6 +48,10 @@ static const opt_def_t catalogue[] = {
     STR("--text", text),
     STR("--tokenizer", tokenizer),
     STR("--tokenizer-dir", tokenizer_dir),
+    /* wide: tok_sp.h's own check says why its bounds are what they are */
+    INT("--vocab-size", vocab_size, 1, 1 << 30),
+    STR("--sp-model", sp_model),
+    STR("--sp-model-file", sp_model_file),
     STR("--prompt", prompt),
     INT("--max-tokens", max_tokens, 0, 1 << 24),
     DBL("--temperature", temperature, 0, 100),
@@ -124,18 +128,27 @@ static const command_t commands[] = {
       END_OPTS},
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
      "1 failed (also in DIR/exit_status)\n"},
-    {"prep", 0, cmd_prep, "--text FILE --out DATA.h5 [--val-fraction F] [--tokenizer bytes|gpt2 [--tokenizer-dir DIR]]",
-     "turn a text file into a token file (bytes, or GPT-2's BPE, as tokens)",
+    {"prep", 0, cmd_prep,
+     "--text FILE --out DATA.h5 [--val-fraction F] [--tokenizer bytes|gpt2|sp [--tokenizer-dir DIR | --vocab-size N "
+     "[--sp-model unigram|bpe] | --sp-model-file FILE]]",
+     "turn a text file into a token file (bytes, GPT-2's BPE or SentencePiece as tokens)",
      {{"--text", "FILE", "the text (UTF-8 or any bytes)", 1},
       {"--out", "DATA.h5", "the token file (written atomically)", 1},
       {"--val-fraction", "F", "the share held out for validation, in (0, 0.5) (default 0.05)", 0},
       {"--tokenizer", "NAME", "bytes (default): each byte a token, vocab 256; gpt2: GPT-2's byte-level\n"
-                              "BPE, vocab 50257, tiktoken's gpt2 token for token", 0},
+                              "BPE, vocab 50257, tiktoken's gpt2 token for token; sp: a SentencePiece\n"
+                              "model trained on the text (or --sp-model-file), stored in the token file", 0},
       {"--tokenizer-dir", "DIR", "gpt2: the directory of GPT-2's encoder.json and vocab.bpe (default\n"
                                  "$MINDPIPE_GPT2_DIR, else ~/.cache/mindpipe/gpt2, where .ci/deps.sh puts them)", 0},
+      {"--vocab-size", "N", "sp: the model's pieces, in [260, 65536] (ids are uint16)", 0},
+      {"--sp-model", "TYPE", "sp: unigram (default) or bpe", 0},
+      {"--sp-model-file", "FILE", "sp: apply this .model instead of training one (its pieces are the vocab)", 0},
       END_OPTS},
-     "the token file's attributes: vocab, tokenizer (byte or gpt2), source; with gpt2 tokenizer_sha256,\n"
-     "the SHA-256 of encoder.json followed by vocab.bpe\n"},
+     "the token file's attributes: vocab, tokenizer (byte, gpt2 or sp), source; with gpt2 tokenizer_sha256,\n"
+     "the SHA-256 of encoder.json followed by vocab.bpe; with sp the model's bytes (uint8 dataset\n"
+     "/tokenizer/sp_model) and their SHA-256 (tokenizer_sha256). Training is single-threaded and\n"
+     "deterministic; the ids must decode back to the text exactly, or prep refuses it (exit 1). A build\n"
+     "without SentencePiece refuses --tokenizer sp (exit 2)\n"},
     {"inspect", CMD_POSITIONAL, cmd_inspect, "CKPT.h5",
      "a checkpoint's step, layout, deck and every tensor with its checksum status",
      {END_OPTS},

@@ -24,6 +24,8 @@ typedef struct {
     char *sets[CLI_MAX_SETS];
     const char *text, *out, *ckpt, *subnet, *method, *prompt;
     const char *tokenizer, *tokenizer_dir; /* prep's */
+    const char *sp_model, *sp_model_file;  /* prep --tokenizer sp's */
+    int vocab_size;
     unsigned long long request_id;
     int max_tokens, top_k, stages, slots, stage, standby, public, slot;
     const char *listen, *links, *http_limits;

@@ -48,14 +48,48 @@ int cmd_debug_grads(cli_t *c)
     return train_debug_grads(&o, &supernet_train_ops, c->out);
 }
 
+/* prep --tokenizer sp's model: trained on the text, or read from --sp-model-file. 0, or the exit
+ * status: 2 for a usage error or a build without SentencePiece, 1 when training or reading fails. */
+static int prep_sp(const cli_t *c, tokenizer_t *tok_p)
+{
+    tok_sp_t *sp;
+    if (!tok_sp_available())
+        return MP_ERROR("--tokenizer sp: this mindpipe was built without SentencePiece (install "
+                        "libsentencepiece-dev, bash .ci/deps.sh, and run ./configure again)"), 2;
+    if (c->sp_model_file && (c->vocab_size || c->sp_model))
+        return MP_ERROR("--sp-model-file %s: the model fixes the vocabulary and type: no --vocab-size or --sp-model",
+                        c->sp_model_file), 2;
+    if (c->sp_model_file) {
+        if (tok_sp_load_file(&sp, c->sp_model_file) != MP_OK) return 1;
+    } else {
+        if (!c->vocab_size) return MP_ERROR("--tokenizer sp needs --vocab-size N or --sp-model-file FILE"), 2;
+        if (c->vocab_size < TOK_SP_VOCAB_MIN || c->vocab_size > TOK_SP_VOCAB_MAX)
+            return MP_ERROR("--vocab-size %d: must be in [%d, %d] (the byte pieces and <unk> <s> </s> need %d; "
+                            "the token file's ids are uint16, %d values)",
+                            c->vocab_size, TOK_SP_VOCAB_MIN, TOK_SP_VOCAB_MAX, TOK_SP_VOCAB_MIN, TOK_SP_VOCAB_MAX), 2;
+        if (c->sp_model && strcmp(c->sp_model, "unigram") && strcmp(c->sp_model, "bpe"))
+            return MP_ERROR("--sp-model '%s': unigram or bpe", c->sp_model), 2;
+        if (tok_sp_train(&sp, c->text, c->vocab_size, c->sp_model ? c->sp_model : "unigram") != MP_OK) return 1;
+    }
+    *tok_p = tok_from_sp(sp);
+    return 0;
+}
+
 int cmd_prep(cli_t *c)
 {
     tok_kind_t kind = TOK_BYTES;
     if (!(c->val_fraction > 0 && c->val_fraction < 0.5)) return MP_ERROR("--val-fraction must be in (0, 0.5)"), 2;
     if (c->tokenizer && tok_kind_parse(c->tokenizer, &kind) != MP_OK) return 2;
     if (c->tokenizer_dir && kind != TOK_GPT2) return MP_ERROR("--tokenizer-dir is for --tokenizer gpt2"), 2;
+    if ((c->vocab_size || c->sp_model || c->sp_model_file) && kind != TOK_SP)
+        return MP_ERROR("--vocab-size, --sp-model and --sp-model-file are for --tokenizer sp"), 2;
     tokenizer_t tok;
-    if (tok_open(&tok, kind, c->tokenizer_dir) != MP_OK) return 1;
+    if (kind == TOK_SP) {
+        const int rc = prep_sp(c, &tok);
+        if (rc) return rc;
+    } else if (tok_open(&tok, kind, c->tokenizer_dir) != MP_OK) {
+        return 1;
+    }
     const int rc = data_prep_tokenized(c->text, c->out, c->val_fraction, &tok);
     tok_close(&tok);
     return rc == MP_OK ? 0 : 1;

@@ -620,7 +620,30 @@ out:
     return rc;
 }
 
-/* Writes the token file (both splits and the attributes of tokenizer tk) to fname and closes it. */
+/* Writes bytes model[0..n) as the uint8 dataset /tokenizer/<name> of f, so that the tokenizer can be
+ * rebuilt from the data file alone. MP_OK, or MP_ERR (reported, naming fname). */
+static int data_write_model(hid_t f, const char *fname, const char *name, const unsigned char *model, size_t n)
+{
+    int rc = MP_ERR;
+    hid_t g = -1, s = -1, d = -1;
+    hsize_t dims = n;
+    H5_TRY(g = H5Gcreate2(f, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, fname);
+    H5_TRY(s = H5Screate_simple(1, &dims, NULL), err_close_group, fname);
+    H5_TRY(d = H5Dcreate2(g, name, H5T_STD_U8LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
+    H5_TRY(H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, model), err_close_dset, fname);
+    rc = MP_OK;
+err_close_dset:
+    H5Dclose(d);
+err_close_space:
+    H5Sclose(s);
+err_close_group:
+    H5Gclose(g);
+out:
+    return rc;
+}
+
+/* Writes the token file (both splits, the attributes of tokenizer tk and, for sp, its model) to fname
+ * and closes it. */
 static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source,
                              const tokenizer_t *tk)
 {
@@ -633,6 +656,9 @@ static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, s
     if (h5_attr_write_string(f, "tokenizer", tok_name(tk), fname) != MP_OK) goto err_close_file;
     if (h5_attr_write_string(f, "source", source, fname) != MP_OK) goto err_close_file;
     if (digest && h5_attr_write_string(f, "tokenizer_sha256", digest, fname) != MP_OK) goto err_close_file;
+    size_t n_model;
+    const unsigned char *model = tok_model(tk, &n_model);
+    if (model && data_write_model(f, fname, "sp_model", model, n_model) != MP_OK) goto err_close_file;
     H5_TRY(H5Fclose(f), out, fname);
     return MP_OK;
 err_close_file:
@@ -660,14 +686,18 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
 
 int data_prep_tokenized(const char *text_path, const char *out_path, double val_fraction, const tokenizer_t *tk)
 {
-    const tokenizer_t bytes = {TOK_BYTES, NULL};
+    const tokenizer_t bytes = {TOK_BYTES, NULL, NULL};
     if (!tk) tk = &bytes;
     unsigned char *text;
     size_t n_text, n;
     if (data_read_text(text_path, &text, &n_text) != MP_OK) return MP_ERR;
     int rc = MP_ERR;
     uint16_t *tok = MP_MALLOC(n_text * sizeof *tok); /* no token is shorter than a byte */
-    if (!tok || tok_encode(tk, text, n_text, tok, &n) != MP_OK) goto err_free_tok;
+    if (!tok) goto err_free_tok;
+    if (tok_encode(tk, text, n_text, tok, &n) != MP_OK) {
+        MP_ERROR("text file %s: not tokenized (above: why)", text_path);
+        goto err_free_tok;
+    }
     if (n < 2) {
         char name[DECK_SHOW];
         deck_text_show(text_path, name, sizeof name);

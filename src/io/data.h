@@ -1,7 +1,9 @@
 /* Token datasets (ARCHITECTURE.md §3). data.path names one file or a glob(3) pattern of shards,
  * expanded and sorted by name; each shard is either
  *   - an HDF5 token file of `mindpipe prep`: unsigned 16- or 32-bit arrays /train and /val and
- *     attributes vocab (int), tokenizer, source and, for gpt2, tokenizer_sha256; or
+ *     attributes vocab (int), tokenizer ("byte", "gpt2" or "sp"), source and, for gpt2 and sp,
+ *     tokenizer_sha256 (the vocabulary files' SHA-256; sp: of its model), and for sp the model
+ *     (uint8 dataset /tokenizer/sp_model: the .model file's bytes); or
  *   - an llm.c/nanoGPT `.bin` shard: a header of 256 little-endian int32 (header[0] magic,
  *     header[1] version, header[2] token count), then the tokens, little-endian:
  *     magic 20240520 version 1: uint16; magic 20240801 version 7 (llm.c's llama-3 writer): uint32.

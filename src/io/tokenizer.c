@@ -13,7 +13,8 @@ int tok_kind_parse(const char *name, tok_kind_t *kind_p)
 {
     if (!strcmp(name, "bytes")) *kind_p = TOK_BYTES;
     else if (!strcmp(name, "gpt2")) *kind_p = TOK_GPT2;
-    else return MP_FAIL("--tokenizer '%s': bytes or gpt2", name);
+    else if (!strcmp(name, "sp")) *kind_p = TOK_SP;
+    else return MP_FAIL("--tokenizer '%s': bytes, gpt2 or sp", name);
     return MP_OK;
 }
 
@@ -30,7 +31,8 @@ int tok_default_dir(char *dir, size_t n)
 
 int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir)
 {
-    tokenizer_t tok = {kind, NULL};
+    tokenizer_t tok = {kind, NULL, NULL};
+    if (kind == TOK_SP) return MP_FAIL("tokenizer sp: its model comes from tok_sp.h (tok_from_sp)");
     if (kind == TOK_GPT2) {
         char def[4096];
         if (!dir) {
@@ -43,17 +45,35 @@ int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir)
     return MP_OK;
 }
 
+tokenizer_t tok_from_sp(tok_sp_t *sp) { return (tokenizer_t){TOK_SP, NULL, sp}; }
+
 void tok_close(tokenizer_t *tok)
 {
     bpe_gpt2_free(tok->bpe);
     tok->bpe = NULL;
+    tok_sp_free(tok->sp);
+    tok->sp = NULL;
 }
 
-const char *tok_name(const tokenizer_t *tok) { return tok->kind == TOK_GPT2 ? "gpt2" : "byte"; }
+const char *tok_name(const tokenizer_t *tok)
+{
+    return tok->kind == TOK_GPT2 ? "gpt2" : tok->kind == TOK_SP ? "sp" : "byte";
+}
 
-int tok_vocab(const tokenizer_t *tok) { return tok->kind == TOK_GPT2 ? bpe_gpt2_vocab(tok->bpe) : 256; }
+int tok_vocab(const tokenizer_t *tok)
+{
+    return tok->kind == TOK_GPT2 ? bpe_gpt2_vocab(tok->bpe) : tok->kind == TOK_SP ? tok_sp_vocab(tok->sp) : 256;
+}
 
-const char *tok_digest(const tokenizer_t *tok) { return tok->kind == TOK_GPT2 ? bpe_gpt2_digest(tok->bpe) : NULL; }
+const char *tok_digest(const tokenizer_t *tok)
+{
+    return tok->kind == TOK_GPT2 ? bpe_gpt2_digest(tok->bpe) : tok->kind == TOK_SP ? tok_sp_digest(tok->sp) : NULL;
+}
+
+const unsigned char *tok_model(const tokenizer_t *tok, size_t *n_p)
+{
+    return tok->kind == TOK_SP ? tok_sp_model(tok->sp, n_p) : NULL;
+}
 
 int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p)
 {
@@ -63,6 +83,7 @@ int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint
         *n_ids_p = m;
         return MP_OK;
     }
+    if (tok->kind == TOK_SP) return tok_sp_encode(tok->sp, text, n, ids, n_ids_p);
     for (size_t at = 0; at < n;) {
         const size_t len = pretok_gpt2_next(text + at, n - at);
         const size_t got = bpe_gpt2_encode_piece(tok->bpe, text + at, len, ids + m);
@@ -83,6 +104,7 @@ static const unsigned char tok_bytes[256] = {TOK_B64(0), TOK_B64(64), TOK_B64(12
 const unsigned char *tok_token_bytes(const tokenizer_t *tok, int id, size_t *n_p)
 {
     if (tok->kind == TOK_GPT2) return bpe_gpt2_token(tok->bpe, id, n_p);
+    if (tok->kind == TOK_SP) return tok_sp_token(tok->sp, id, n_p);
     if (id < 0 || id > 255) return NULL;
     *n_p = 1;
     return &tok_bytes[id];

@@ -5,7 +5,9 @@
  *          into pieces by GPT-2's pattern (pretok_gpt2.h), each piece merged (bpe_gpt2.h); token for
  *          token what tiktoken's gpt2 encoding gives (encode_ordinary: <|endoftext|> in the text is
  *          plain text). The data file records tokenizer "gpt2" and the SHA-256 of the vocabulary
- *          files (tokenizer_sha256), so that a later command can refuse another vocabulary.
+ *          files (tokenizer_sha256), so that a later command can refuse another vocabulary;
+ *   sp     a SentencePiece model (tok_sp.h), trained by prep or read from a .model file; the data
+ *          file records tokenizer "sp", the model's bytes and their SHA-256 (tok_model).
  * Every id fits the data file's uint16. */
 #ifndef MP_TOKENIZER_H
 #define MP_TOKENIZER_H
@@ -14,15 +16,17 @@
 #include <stdint.h>
 
 #include "bpe_gpt2.h"
+#include "tok_sp.h"
 
-typedef enum { TOK_BYTES = 0, TOK_GPT2 = 1 } tok_kind_t;
+typedef enum { TOK_BYTES = 0, TOK_GPT2 = 1, TOK_SP = 2 } tok_kind_t;
 
 typedef struct {
     tok_kind_t kind;
     bpe_gpt2_t *bpe; /* gpt2 */
+    tok_sp_t *sp;    /* sp */
 } tokenizer_t;
 
-/* "bytes" or "gpt2" (what prep's --tokenizer takes). MP_OK, or MP_ERR naming the choices. */
+/* "bytes", "gpt2" or "sp" (what prep's --tokenizer takes). MP_OK, or MP_ERR naming the choices. */
 int tok_kind_parse(const char *name, tok_kind_t *kind_p);
 
 /* Where gpt2's encoder.json and vocab.bpe are looked for without --tokenizer-dir:
@@ -31,15 +35,21 @@ int tok_kind_parse(const char *name, tok_kind_t *kind_p);
 int tok_default_dir(char *dir, size_t n);
 
 /* A tokenizer of the kind; gpt2 reads its files from dir (NULL: tok_default_dir). MP_OK, or MP_ERR
- * with a message naming the file that is missing or wrong. */
+ * with a message naming the file that is missing or wrong; MP_ERR for sp, whose model comes from
+ * tok_sp.h and tok_from_sp. */
 int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir);
+/* The sp tokenizer of model sp, which it owns from then on (tok_close frees it). */
+tokenizer_t tok_from_sp(tok_sp_t *sp);
 void tok_close(tokenizer_t *tok);
 
-/* The data file's attributes: tokenizer ("byte", "gpt2"), vocab, and the vocabulary's SHA-256 in
- * hex (NULL for bytes, which has no files). */
+/* The data file's attributes: tokenizer ("byte", "gpt2", "sp"), vocab, and the vocabulary's SHA-256
+ * in hex (NULL for bytes, which has no files; sp: of tok_model's bytes). */
 const char *tok_name(const tokenizer_t *tok);
 int tok_vocab(const tokenizer_t *tok);
 const char *tok_digest(const tokenizer_t *tok);
+/* The bytes the data file stores so that the tokenizer can be rebuilt from it alone (*n_p of them:
+ * sp's serialized model, dataset /tokenizer/sp_model), or NULL (bytes, gpt2). */
+const unsigned char *tok_model(const tokenizer_t *tok, size_t *n_p);
 
 /* The tokens of text[0..n) into ids, which has room for n (no token is shorter than a byte); their
  * count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */

@@ -337,7 +337,7 @@ static void test_refusals(const char *gpt2_dir)
     capture_begin();
     rc = tok_kind_parse("gpt3", &kind);
     capture_end();
-    tap_ok(rc == MP_ERR && strstr(errtext, "bytes or gpt2"), "--tokenizer gpt3 is refused, naming the choices");
+    tap_ok(rc == MP_ERR && strstr(errtext, "bytes, gpt2 or sp"), "--tokenizer gpt3 is refused, naming the choices");
 }
 
 /* ---- the bytes tokenizer, prep ---- */

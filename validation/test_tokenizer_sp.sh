@@ -1,0 +1,72 @@
+#!/bin/sh
+# `mindpipe prep --tokenizer sp` (SentencePiece, src/io/tok_sp.c) on the first 400 kB of the King
+# James Bible, unigram and bpe at --vocab-size 1000: the token file's attributes (tokenizer sp, vocab
+# 1000), the model stored in it (/tokenizer/sp_model) whose sha256sum is tokenizer_sha256, the same
+# model bytes from a second prep (training is deterministic), the stored model applied again with
+# --sp-model-file giving the same ids (so the file alone rebuilds its tokenizer), a text that could
+# not decode back exactly refused (prep checks every encoding; validation/unit/test_tok_sp checks
+# the round trip byte for byte), --vocab-size out of range and a corrupt --sp-model-file refused
+# naming what is wrong, and 2 training steps on the sp token file. A build without SentencePiece
+# fails here: CI installs it (.ci/deps.sh).
+. "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
+mp_test_data > /dev/null || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
+mp_scratch_init
+head -c 400000 "$MP_BUILDDIR/validation/kjv.txt" > "$SCRATCH/kjv.txt"
+
+# attr FILE NAME: a root attribute's value, as h5dump prints it
+attr() { h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): //p' | tr -d '"'; }
+# ids FILE: its /train then /val as uint16 LE into FILE.ids
+ids() {
+    h5dump -d /train -b LE -o "$1.train" "$1" > /dev/null && h5dump -d /val -b LE -o "$1.val" "$1" > /dev/null &&
+        cat "$1.train" "$1.val" > "$1.ids"
+}
+
+for t in unigram bpe; do
+    f=$SCRATCH/$t.h5
+    "$MINDPIPE" prep --tokenizer sp --vocab-size 1000 --sp-model $t --text "$SCRATCH/kjv.txt" --out "$f" \
+        > "$SCRATCH/prep.out" 2>&1
+    ok $? "prep --tokenizer sp --vocab-size 1000 --sp-model $t"
+    sed 's/^/#   /' "$SCRATCH/prep.out"
+    [ "$(attr "$f" tokenizer)" = sp ] && [ "$(attr "$f" vocab)" = 1000 ]
+    ok $? "$t: attributes tokenizer sp, vocab 1000"
+    h5dump -d /tokenizer/sp_model -b LE -o "$SCRATCH/$t.model" "$f" > /dev/null &&
+        [ "$(sha256sum < "$SCRATCH/$t.model" | cut -c1-64)" = "$(attr "$f" tokenizer_sha256)" ]
+    ok $? "$t: sha256sum of /tokenizer/sp_model ($(wc -c < "$SCRATCH/$t.model") bytes) is tokenizer_sha256"
+    "$MINDPIPE" prep --tokenizer sp --vocab-size 1000 --sp-model $t --text "$SCRATCH/kjv.txt" --out "$SCRATCH/again.h5" \
+        > /dev/null 2>&1 && [ "$(attr "$SCRATCH/again.h5" tokenizer_sha256)" = "$(attr "$f" tokenizer_sha256)" ]
+    ok $? "$t: a second training gives the same model bytes"
+    "$MINDPIPE" prep --tokenizer sp --sp-model-file "$SCRATCH/$t.model" --text "$SCRATCH/kjv.txt" \
+        --out "$SCRATCH/applied.h5" > "$SCRATCH/prep.out" 2>&1 && ids "$f" && ids "$SCRATCH/applied.h5" &&
+        cmp -s "$f.ids" "$SCRATCH/applied.h5.ids" && [ -s "$f.ids" ]
+    ok $? "$t: the stored model, applied with --sp-model-file, gives the same $(($(wc -c < "$f.ids") / 2)) ids"
+    sed 's/^/#   /' "$SCRATCH/prep.out"
+done
+
+# a text SentencePiece would give back changed (U+2581 decodes as a space) is refused, naming the byte
+printf 'in the beginning \342\226\201 God\n' > "$SCRATCH/mark.txt"
+"$MINDPIPE" prep --tokenizer sp --sp-model-file "$SCRATCH/unigram.model" --text "$SCRATCH/mark.txt" \
+    --out "$SCRATCH/x.h5" > "$SCRATCH/err" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "at byte 17 does not decode back" "$SCRATCH/err" && grep -q "mark.txt" "$SCRATCH/err" &&
+    [ ! -e "$SCRATCH/x.h5" ]
+ok $? "a text that would not decode back exactly is refused, naming the file and byte (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/err"
+
+for n in 70000 100; do
+    "$MINDPIPE" prep --tokenizer sp --vocab-size $n --text "$SCRATCH/kjv.txt" --out "$SCRATCH/x.h5" > "$SCRATCH/err" 2>&1
+    rc=$?
+    [ $rc -eq 2 ] && grep -q -- "--vocab-size $n: must be in \[260, 65536\]" "$SCRATCH/err" && [ ! -e "$SCRATCH/x.h5" ]
+    ok $? "--vocab-size $n refused naming the range (exit $rc)"
+    sed 's/^/#   /' "$SCRATCH/err"
+done
+printf 'not a model' > "$SCRATCH/corrupt.model"
+"$MINDPIPE" prep --tokenizer sp --sp-model-file "$SCRATCH/corrupt.model" --text "$SCRATCH/kjv.txt" \
+    --out "$SCRATCH/x.h5" > "$SCRATCH/err" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "corrupt.model: not a SentencePiece model" "$SCRATCH/err" && [ ! -e "$SCRATCH/x.h5" ]
+ok $? "a corrupt --sp-model-file is refused naming the file (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/err"
+
+"$MINDPIPE" train -c "$MP_SRCDIR/validation/decks/train.ini" --set data.path="$SCRATCH/unigram.h5" --set model.vocab=1000 \
+    --set train.steps=2 --set train.warmup=1 --set train.eval_every=2 --quiet --out "$SCRATCH/run" > "$SCRATCH/train.out" 2>&1
+ok $? "an sp token file trains (model.vocab = 1000, 2 steps)"
+sed 's/^/#   /' "$SCRATCH/train.out" | tail -n 5
+done_testing
