@@ -16,12 +16,13 @@ ok() {   # ok CONDITION_EXIT_CODE "description"
 diag() { echo "# $*"; }
 done_testing() { echo "1..$tap_n"; [ "$tap_failed" -eq 0 ]; exit $?; }
 
-# The bundled corpus as a token file, made once per build tree: $MP_BUILDDIR/validation/kjv.h5
+# The bundled corpus as text and as a token file, made once per build tree: $MP_BUILDDIR/validation/
+# kjv.txt (tests that tokenize it read it) and kjv.h5 (printed)
 mp_test_data() {
     d="$MP_BUILDDIR/validation"
     mkdir -p "$d"
+    [ -s "$d/kjv.txt" ] || sh "$MP_SRCDIR/inputs/make_kjv.sh" "$d/kjv.txt" || return 1
     if [ ! -s "$d/kjv.h5" ]; then
-        [ -s "$d/kjv.txt" ] || sh "$MP_SRCDIR/inputs/make_kjv.sh" "$d/kjv.txt" || return 1
         "$MINDPIPE" prep --text "$d/kjv.txt" --out "$d/kjv.h5" >/dev/null || return 1
     fi
     echo "$d/kjv.h5"
