@@ -58,6 +58,7 @@ typedef struct {
     char *blocks;                     /* malloc'd /state blocks ("" uniform, also when absent) */
     char *deck;                       /* malloc'd resolved deck the file was written under */
     int has_optim, has_model_prev;    /* /optim/m and /optim/v; /model_prev (2bw) */
+    tok_ident_t tok;                  /* /state tokenizer, tokenizer_sha256 (byte when absent: ckpt.h) */
 } ckpt_head_info_t;
 
 /* Reads path's /state head (attributes only: cheap) into *h_p (free with ckpt_file_head_free), after

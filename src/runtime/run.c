@@ -528,11 +528,18 @@ static int run_plug_choose(run_t *r, const run_opts_t *o)
     return MP_OK;
 }
 
-static int run_check_data(const run_t *r)
+/* The data file against the deck (its tokenizer into r->data_tok): the model's vocabulary holds
+ * every token, the splits hold a window. MP_OK, or MP_ERR naming the file and the deck key. */
+static int run_check_data(run_t *r)
 {
     const deck_t *d = &r->deck;
+    int tok_vocab = 0;
+    char tok[TOK_SHA256_HEX + 40];
+    if (tok_of_data_file(d->data.path, &r->data_tok, &tok_vocab) != MP_OK) return MP_ERR;
     if (r->data.vocab > d->model.vocab)
-        return MP_FAIL("%s has vocab %d, more than model.vocab=%d", d->data.path, r->data.vocab, d->model.vocab);
+        return MP_FAIL("%s (data.path) has vocab %d (tokenizer %s), more than model.vocab=%d: set model.vocab to at "
+                       "least %d", d->data.path, r->data.vocab, tok_ident_text(&r->data_tok, tok, sizeof tok),
+                       d->model.vocab, r->data.vocab);
     if (r->data.n_train < (size_t)d->model.seq_len + 2)
         return MP_FAIL("%s: /train has %zu tokens, fewer than model.seq_len+2 = %d", d->data.path, r->data.n_train,
                        d->model.seq_len + 2);
