@@ -80,8 +80,8 @@ int cmd_export(cli_t *c) { return export_main(&c->run, c->ckpt, c->subnet, c->ou
 
 int cmd_generate(cli_t *c)
 {
-    const generate_opts_t g = {c->ckpt, c->prompt, c->max_tokens, c->top_k, c->temperature, c->seed_set ? c->seed : 1,
-                               c->request_id};
+    const generate_opts_t g = {c->ckpt,  c->prompt,      c->tokenizer_dir,           c->max_tokens,
+                               c->top_k, c->temperature, c->seed_set ? c->seed : 1, c->request_id};
     return generate_main(&c->run, &g);
 }
 
