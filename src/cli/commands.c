@@ -181,7 +181,7 @@ static const command_t commands[] = {
      "character), nothing else; stderr: a summary line (tokens, time)\n"},
     {"serve", 0, cmd_serve,
      "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]]\n"
-     "         [--http-limits C,P,D] [--out DIR]",
+     "         [--http-limits C,P,D] [--out DIR] [--tokenizer-dir DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
      {DECK_OPT(1, "the model's deck (pipeline.layers splits it as in training)"),
       SET_OPT,
@@ -204,9 +204,13 @@ static const command_t commands[] = {
                            "front end confirms them and takes over when the primary dies, running\n"
                            "requests resuming from its state (without: a new process is started and\n"
                            "they replay their tokens); either way no request is lost", 0},
+      {"--tokenizer-dir", "DIR", "a gpt2 checkpoint: GPT-2's encoder.json and vocab.bpe, whose SHA-256 must be\n"
+                                 "the checkpoint's tokenizer_sha256 (default $MINDPIPE_GPT2_DIR, else\n"
+                                 "~/.cache/mindpipe/gpt2)", 0},
       END_OPTS},
      "POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
-     "\"stream\"} (stream: server-sent events);\n"
+     "\"stream\"} (stream: server-sent events); prompts are encoded and completions decoded with the\n"
+     "checkpoint's tokenizer (\"text\": whole UTF-8 characters, U+FFFD for invalid bytes; \"tokens\": the ids);\n"
      "GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
     {"serve-stage", 0, cmd_serve_stage,
      "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2] [--slot 0|1]",

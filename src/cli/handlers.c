@@ -88,7 +88,8 @@ int cmd_generate(cli_t *c)
 static serve_opts_t serve_opts(const cli_t *c)
 {
     return (serve_opts_t){c->ckpt,  c->out ? c->out : "serve", c->listen ? c->listen : "127.0.0.1:8080",
-                          c->links, c->stages, c->slots, c->stage, c->standby, c->public, c->slot, c->http_limits};
+                          c->links, c->stages, c->slots, c->stage, c->standby, c->public, c->slot, c->http_limits,
+                          c->tokenizer_dir};
 }
 
 int cmd_serve(cli_t *c)

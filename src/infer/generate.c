@@ -55,18 +55,6 @@ static int generate_write(const tokenizer_t *tok, const int *out, int n)
     return bad ? MP_FAIL("writing the completion to stdout failed") : MP_OK;
 }
 
-/* The tokenizer the checkpoint was trained with (its /state tokenizer; byte when absent), gpt2's
- * vocabulary from dir (NULL: the default) verified against the checkpoint's digest. */
-static int generate_tokenizer(const char *ckpt, const char *dir, tokenizer_t *tok_p)
-{
-    ckpt_head_info_t h;
-    char why[600];
-    if (ckpt_file_head(ckpt, &h, why, sizeof why) != MP_OK) return MP_FAIL("%s: %s", ckpt, why);
-    const tok_ident_t ident = h.tok;
-    ckpt_file_head_free(&h);
-    return tok_open_ident(tok_p, &ident, dir, ckpt);
-}
-
 int generate_main(const run_opts_t *opts, const generate_opts_t *g)
 {
     deck_t d;
@@ -74,7 +62,7 @@ int generate_main(const run_opts_t *opts, const generate_opts_t *g)
     if (deck_load_model(&d, opts->deck_path, opts->sets, opts->nsets) != MP_OK || generate_cfg(&d, &cfg) != MP_OK) return 1;
     if (g->max_tokens < 0) return MP_ERROR("--max-tokens %d: must be >= 0", g->max_tokens), 1;
     tokenizer_t tok;
-    if (generate_tokenizer(g->ckpt, g->tokenizer_dir, &tok) != MP_OK) return 1;
+    if (ckpt_file_tokenizer(g->ckpt, g->tokenizer_dir, &tok) != MP_OK) return 1;
     int nprompt = 0, *prompt = prompt_tokens(&tok, g->prompt, &nprompt), *out = NULL, nout = 0;
     if (!prompt) return tok_close(&tok), 1;
     const char *why = completion_refusal(prompt, nprompt, cfg.seq_len, cfg.vocab);

@@ -288,6 +288,16 @@ void ckpt_file_head_free(ckpt_head_info_t *h)
     h->blocks = h->deck = NULL;
 }
 
+int ckpt_file_tokenizer(const char *path, const char *dir, tokenizer_t *tok_p)
+{
+    ckpt_head_info_t h;
+    char why[600];
+    if (ckpt_file_head(path, &h, why, sizeof why) != MP_OK) return MP_FAIL("%s: %s", path, why);
+    const tok_ident_t ident = h.tok;
+    ckpt_file_head_free(&h);
+    return tok_open_ident(tok_p, &ident, dir, path);
+}
+
 /* ---- verdicts ------------------------------------------------------------------------------------ */
 
 void ckpt_verdicts_free(ckpt_verdicts_t *c)

@@ -67,6 +67,12 @@ typedef struct {
 int ckpt_file_head(const char *path, ckpt_head_info_t *h_p, char *reason_p, size_t n);
 void ckpt_file_head_free(ckpt_head_info_t *h);
 
+/* The tokenizer checkpoint path was trained with (its /state tokenizer; byte when absent), opened:
+ * gpt2's vocabulary from dir (NULL: tok_default_dir), refused unless its SHA-256 is the checkpoint's
+ * tokenizer_sha256 (tok_open_ident). For generate and serve. One process. MP_OK, or MP_ERR (reported,
+ * naming the file and, for a vocabulary, the directory and both digests). */
+int ckpt_file_tokenizer(const char *path, const char *dir, tokenizer_t *tok_p);
+
 /* What one process learnt of a directory's files, by (name, size, mtime): verifying a file reads all
  * of it, so a run does it at most once per file version. Rank 0 of a run holds one for its
  * checkpoint directory; zero-initialised is empty. */

@@ -83,24 +83,78 @@ static json_t *tokens_array(const int *out, int n)
     return a;
 }
 
+/* Bytes b[0..n) as a JSON string: each byte that starts no valid UTF-8 sequence becomes U+FFFD. */
+static json_t *bytes_text(const unsigned char *b, size_t n)
+{
+    char *s = malloc(n * 3 + 1);
+    if (!s) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t len = request_utf8_len(b + i, n - i);
+        if (len) memcpy(s + k, b + i, len), k += len, i += len;
+        else memcpy(s + k, "\xef\xbf\xbd", 3), k += 3, i++;
+    }
+    json_t *j = json_stringn(s, k);
+    free(s);
+    return j;
+}
+
+/* Where the decoded bytes b[0..n) stop being whole characters: n, or the start of a UTF-8 sequence
+ * at their end still missing bytes (a token may end inside a character; the next completes it). */
+static size_t utf8_whole(const unsigned char *b, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        const unsigned c = b[n - back];
+        if ((c & 0xc0) == 0x80) continue; /* a continuation byte: look further back */
+        const size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+/* The text of a completion's tokens out[0..n): byte tokens as tokens_text; gpt2's decoded bytes from
+ * byte *from on, up to the last whole character unless final (then all of them), into a JSON string;
+ * *from advances past what was taken. */
+static json_t *completion_text(const http_t *h, const int *out, int n, size_t *from, int final)
+{
+    if (!h->tok || h->tok->kind == TOK_BYTES) {
+        json_t *j = tokens_text(out + *from, n - (int)*from);
+        *from = (size_t)n;
+        return j;
+    }
+    unsigned char *b;
+    size_t nb;
+    if (tok_decode(h->tok, out, (size_t)n, &b, &nb) != MP_OK) return NULL;
+    const size_t end = final ? nb : utf8_whole(b, nb), at = *from < end ? *from : end;
+    json_t *j = bytes_text(b + at, end - at);
+    free(b);
+    *from = end;
+    return j;
+}
+
 static const char *finish_reason(const serve_req_t *r) { return r->state == REQ_CONTEXT ? "context" : "length"; }
 
-static json_t *completion_json(const serve_req_t *r)
+static json_t *completion_json(const http_t *h, const serve_req_t *r)
 {
     char id[64];
+    size_t from = 0;
     snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->serial);
     return json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:s}],s:{s:i,s:i,s:i}}", "id", id, "object", "text_completion", "choices",
-                     "index", 0, "text", tokens_text(r->out, r->nout), "tokens", tokens_array(r->out, r->nout),
+                     "index", 0, "text", completion_text(h, r->out, r->nout, &from, 1), "tokens", tokens_array(r->out, r->nout),
                      "finish_reason", finish_reason(r), "usage", "prompt_tokens", r->nprompt,
                      "completion_tokens", r->nout, "total_tokens", r->nprompt + r->nout);
 }
 
 /* A streamed completion (server-sent events): one event per batch of new tokens, as the batcher
- * makes them; the last carries finish_reason (or the error), then "data: [DONE]". */
+ * makes them; the last carries finish_reason (or the error), then "data: [DONE]". An event's
+ * "tokens" are its new tokens; its "text", with gpt2, the decoded bytes of whole characters not yet
+ * sent (a character split across tokens goes out with the event of its last byte; the last event
+ * carries whatever is left, invalid bytes as U+FFFD). */
 typedef struct {
     http_t *h;
     serve_req_t *r;
     int sent, done;
+    size_t text_sent;   /* tokens' text already sent: tokens (byte) or decoded bytes (gpt2) */
     char *ev;
     size_t len, off;
 } stream_t;
@@ -119,7 +173,7 @@ static int stream_next(stream_t *st)
     const char *reason = state == REQ_CONTEXT ? "context" : "length";
     if (n > st->sent) {
         j = json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", id, "object", "text_completion", "choices", "index", 0, "text",
-                      tokens_text(r->out + st->sent, n - st->sent), "tokens", tokens_array(r->out + st->sent, n - st->sent),
+                      completion_text(st->h, r->out, n, &st->text_sent, ended), "tokens", tokens_array(r->out + st->sent, n - st->sent),
                       "finish_reason", ended ? json_string(reason) : json_null());
         st->sent = n;
         st->done = ended;
@@ -190,7 +244,7 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
     char why[320];
     int stream = 0, bad = 1;
     if (r && (r->prompt = malloc((size_t)h->T * sizeof *r->prompt)) && (r->out = malloc(((size_t)h->T + 1) * sizeof *r->out)))
-        bad = request_parse(cn->body, cn->n, h->T, h->V, r, &stream, why, sizeof why);
+        bad = request_parse(cn->body, cn->n, h->T, h->V, h->tok, r, &stream, why, sizeof why);
     else snprintf(why, sizeof why, "out of memory");
     if (bad) {
         const enum MHD_Result ret = respond_error(h, c, r && r->out ? 400 : 500, "invalid_request_error", "%s", why);
@@ -201,7 +255,7 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
     r->serial = __atomic_add_fetch(&h->served, 1, __ATOMIC_RELAXED);
     batcher_run(h->b, r);
     const enum MHD_Result ret = r->state == REQ_FAILED ? respond_error(h, c, 503, "server_error", "%s", r->error)
-                                                       : respond_json(c, 200, completion_json(r));
+                                                       : respond_json(c, 200, completion_json(h, r));
     serve_req_free(r);
     return ret;
 }
@@ -372,10 +426,10 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     return NULL;
 }
 
-int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V)
+int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V, const tokenizer_t *tok)
 {
     memset(h, 0, sizeof *h);
-    h->b = b, h->T = T, h->V = V, h->token = l->token;
+    h->b = b, h->T = T, h->V = V, h->token = l->token, h->tok = tok;
     const int port = l->port;
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
