@@ -92,7 +92,9 @@ int generate_main(const run_opts_t *opts, const generate_opts_t *g)
     if (rc == MP_OK && !(out = MP_MALLOC(((size_t)cap + 1) * sizeof *out))) rc = MP_ERR;
     const double t0 = perf_now();
     if (rc == MP_OK) {
-        const completion_req_t rq = {prompt, nprompt, g->max_tokens, sc, g->request_id};
+        /* gpt2: the model's vocabulary is padded past the tokenizer's; no draw lands in the padding */
+        const completion_req_t rq = {prompt, nprompt, g->max_tokens, sc, g->request_id,
+                                     tok.kind == TOK_BYTES ? 0 : tok_vocab(&tok)};
         rc = completion_run(&dec, 0, &rq, out, &nout);
     }
     const double dt = perf_now() - t0;

@@ -327,7 +327,10 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen
     if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000,
                       serve_check, serve_recover, c) != MP_OK)
         return MP_ERR;
-    if (http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab, &c->tok) != MP_OK) return MP_ERR;
+    /* after the stages loaded: a file they cannot read is reported by them, naming the stage */
+    if (ckpt_file_tokenizer(c->s->ckpt, c->s->tokenizer_dir, &c->tok) != MP_OK ||
+        http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab, &c->tok) != MP_OK)
+        return MP_ERR;
     if (listen->addr == htonl(INADDR_ANY)) snprintf(c->host, sizeof c->host, "127.0.0.1"); /* every address: this one too */
     else inet_ntop(AF_INET, &(struct in_addr){listen->addr}, c->host, sizeof c->host);
     pthread_mutex_lock(&c->mu);
@@ -408,6 +411,7 @@ static int serve_start_hosts(serve_ctx_t *c, const model_cfg_t *cfg, const http_
     const batcher_links_t bl = {first, last, confirm, report, trace, first2, 1000};
     if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000, hosts_check,
                       hosts_recover, c) != MP_OK ||
+        ckpt_file_tokenizer(c->s->ckpt, c->s->tokenizer_dir, &c->tok) != MP_OK ||
         http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab, &c->tok) != MP_OK)
         return MP_ERR;
     printf("serving %s on http://%s:%d: %d stage(s) on other hosts (%s), %d slots\n", c->s->ckpt, c->l.host[0],
@@ -427,7 +431,6 @@ int serve_main(const run_opts_t *o, const serve_opts_t *s)
     if (serve_listen(s->listen, s->public, s->http_limits, &listen) != MP_OK || serve_deck(o, s->stages, &d, &cfg) != MP_OK) return 1;
     serve_ctx_t *c = calloc(1, sizeof *c);
     if (!c) return MP_ERROR("out of memory"), 1;
-    if (ckpt_file_tokenizer(s->ckpt, s->tokenizer_dir, &c->tok) != MP_OK) return free(c), 1;
     c->S = s->stages, c->standby = s->standby, c->o = o, c->s = s;
     pthread_mutex_init(&c->mu, NULL);
     for (int st = 0; st < c->S; st++) c->pid[st] = c->spare[st] = -1, run_stage_chunks(&d, st, &c->l0[st], &c->nl[st]);

@@ -246,6 +246,7 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
     if (r && (r->prompt = malloc((size_t)h->T * sizeof *r->prompt)) && (r->out = malloc(((size_t)h->T + 1) * sizeof *r->out)))
         bad = request_parse(cn->body, cn->n, h->T, h->V, h->tok, r, &stream, why, sizeof why);
     else snprintf(why, sizeof why, "out of memory");
+    if (!bad && h->tok && h->tok->kind != TOK_BYTES) r->sample_v = tok_vocab(h->tok);
     if (bad) {
         const enum MHD_Result ret = respond_error(h, c, r && r->out ? 400 : 500, "invalid_request_error", "%s", why);
         serve_req_free(r);
