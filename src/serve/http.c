@@ -83,35 +83,6 @@ static json_t *tokens_array(const int *out, int n)
     return a;
 }
 
-/* Bytes b[0..n) as a JSON string: each byte that starts no valid UTF-8 sequence becomes U+FFFD. */
-static json_t *bytes_text(const unsigned char *b, size_t n)
-{
-    char *s = malloc(n * 3 + 1);
-    if (!s) return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        const size_t len = request_utf8_len(b + i, n - i);
-        if (len) memcpy(s + k, b + i, len), k += len, i += len;
-        else memcpy(s + k, "\xef\xbf\xbd", 3), k += 3, i++;
-    }
-    json_t *j = json_stringn(s, k);
-    free(s);
-    return j;
-}
-
-/* Where the decoded bytes b[0..n) stop being whole characters: n, or the start of a UTF-8 sequence
- * at their end still missing bytes (a token may end inside a character; the next completes it). */
-static size_t utf8_whole(const unsigned char *b, size_t n)
-{
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        const unsigned c = b[n - back];
-        if ((c & 0xc0) == 0x80) continue; /* a continuation byte: look further back */
-        const size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-        return need > back ? n - back : n;
-    }
-    return n;
-}
-
 /* The text of a completion's tokens out[0..n): byte tokens as tokens_text; gpt2's decoded bytes from
  * byte *from on, up to the last whole character unless final (then all of them), into a JSON string;
  * *from advances past what was taken. */
@@ -125,9 +96,11 @@ static json_t *completion_text(const http_t *h, const int *out, int n, size_t *f
     unsigned char *b;
     size_t nb;
     if (tok_decode(h->tok, out, (size_t)n, &b, &nb) != MP_OK) return NULL;
-    const size_t end = final ? nb : utf8_whole(b, nb), at = *from < end ? *from : end;
-    json_t *j = bytes_text(b + at, end - at);
-    free(b);
+    const size_t end = final ? nb : request_text_whole(b, nb), at = *from < end ? *from : end;
+    size_t k;
+    char *text = request_text_clean(b + at, end - at, &k);
+    json_t *j = text ? json_stringn(text, k) : NULL;
+    free(text), free(b);
     *from = end;
     return j;
 }

@@ -121,6 +121,32 @@ size_t request_utf8_len(const unsigned char *s, size_t n)
     return k;
 }
 
+char *request_text_clean(const unsigned char *b, size_t n, size_t *n_p)
+{
+    char *s = malloc(n * 3 + 1);
+    if (!s) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t len = request_utf8_len(b + i, n - i);
+        if (len) memcpy(s + k, b + i, len), k += len, i += len;
+        else memcpy(s + k, "\xef\xbf\xbd", 3), k += 3, i++;
+    }
+    s[k] = 0;
+    *n_p = k;
+    return s;
+}
+
+size_t request_text_whole(const unsigned char *b, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        const unsigned c = b[n - back];
+        if ((c & 0xc0) == 0x80) continue; /* a continuation byte: its lead is further back */
+        const size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
 char *request_error_json(const char *type, const char *msg)
 {
     const size_t n = strlen(msg);

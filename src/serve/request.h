@@ -21,6 +21,14 @@ int request_parse(const char *body, size_t n, int T, int V, const tokenizer_t *t
  * surrogates, nothing above U+10FFFF). */
 size_t request_utf8_len(const unsigned char *s, size_t n);
 
+/* Decoded bytes b[0..n) as UTF-8 text for a client: a malloc'd copy (*n_p bytes, NUL-terminated) in
+ * which each byte that starts no valid sequence is U+FFFD. NULL when out of memory. */
+char *request_text_clean(const unsigned char *b, size_t n, size_t *n_p);
+
+/* Where b[0..n) stops being whole characters: n, or the start of a UTF-8 sequence at its end still
+ * missing bytes (a token may end inside a character; a later token completes it). */
+size_t request_text_whole(const unsigned char *b, size_t n);
+
 /* {"error": {"message": msg, "type": type}} as compact JSON text (malloc'd; NULL only when out of
  * memory). Bytes of msg that are not UTF-8 (a client's path, a key cut short) become '?': every
  * refusal is answered in JSON. */
