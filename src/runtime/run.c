@@ -533,9 +533,9 @@ static int run_plug_choose(run_t *r, const run_opts_t *o)
 static int run_check_data(run_t *r)
 {
     const deck_t *d = &r->deck;
-    int tok_vocab = 0;
+    int file_vocab = 0;
     char tok[TOK_SHA256_HEX + 40];
-    if (tok_of_data_file(d->data.path, &r->data_tok, &tok_vocab) != MP_OK) return MP_ERR;
+    if (tok_of_data_file(d->data.path, &r->data_tok, &file_vocab) != MP_OK) return MP_ERR;
     if (r->data.vocab > d->model.vocab)
         return MP_FAIL("%s (data.path) has vocab %d (tokenizer %s), more than model.vocab=%d: set model.vocab to at "
                        "least %d", d->data.path, r->data.vocab, tok_ident_text(&r->data_tok, tok, sizeof tok),
