@@ -12,10 +12,12 @@
       --rule 2bw: PipeDream-2BW's update W(t+1) = W(t) - AdamW(grad f_t(W(t-1))), W(-1) = W(0): each
       step's loss and gradient are those of batch t on the previous weights (ARCHITECTURE.md §4).
 
-  torch_ref.py generate CKPT --prompt TEXT --max-tokens N --got FILE
+  torch_ref.py generate CKPT --prompt TEXT --max-tokens N --got FILE [--gpt2-dir DIR --prompt-ids IDS]
       Greedy decoding of CKPT's model by full recomputation (the whole sequence through the model at
       every step, float64), the prompt's bytes as tokens, stopping at N tokens or a full context;
-      checks that FILE (`mindpipe generate`'s stdout) holds the same bytes.
+      checks that FILE (`mindpipe generate`'s stdout) holds the same bytes. A gpt2 checkpoint: the
+      prompt's GPT-2 tokens in IDS, draws among GPT-2's 50257 tokens, the completion decoded through
+      DIR/encoder.json before the comparison.
 
 Output: one line per check, "PASS what" or "FAIL what"; exit status 1 if any failed.
 Error measure for tensors: ||a - b||_2 / ||b||_2 (norm-wise relative).
@@ -386,17 +388,38 @@ def cmd_acts(args):
 
 
 # ---- generation ----
+def gpt2_token_bytes(vocab_dir):
+    """Each GPT-2 token's bytes, from encoder.json and GPT-2's published byte-to-character map
+    (bytes_to_unicode in openai/gpt-2's encoder.py), inverted; nothing shared with MindPipe's code."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
+        list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    cs = bs[:]
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + len(cs) - 188)
+    byte_of = {chr(c): b for b, c in zip(bs, cs)}
+    with open(vocab_dir + "/encoder.json", encoding="utf-8") as f:
+        enc = json.load(f)
+    return {i: bytes(byte_of[ch] for ch in tok) for tok, i in enc.items()}
+
+
 def cmd_generate(args):
-    """Greedy decode by full recomputation: no cache, nothing shared with MindPipe's decoder."""
+    """Greedy decode by full recomputation: no cache, nothing shared with MindPipe's decoder. With
+    --gpt2-dir the prompt is --prompt-ids (GPT-2 tokens, e.g. tiktoken's), the draws are among
+    GPT-2's tokens only (the model's vocabulary is padded past them) and the completion's tokens are
+    decoded to bytes before the comparison."""
     cfg, deck, model, _ = read_file(args.file)
     P = {n: torch.tensor(v, dtype=torch.float64) for n, v in model.items()}
-    seq = list(args.prompt.encode())
+    table = gpt2_token_bytes(args.gpt2_dir) if args.gpt2_dir else None
+    seq = [int(x) for x in args.prompt_ids.split(",")] if table else list(args.prompt.encode())
+    live = len(table) if table else cfg["vocab"]
     out, margins = [], []
     with torch.no_grad():
         while len(out) < args.max_tokens and len(seq) < cfg["seq_len"] + 1:
             acts = {}
             gpt_loss(P, torch.tensor([seq[-cfg["seq_len"]:]]), None, cfg, acts)
-            logits = acts["lnf"][0, -1] @ P["wte"].t()
+            logits = (acts["lnf"][0, -1] @ P["wte"].t())[:live]
             top = torch.topk(logits, 2)
             margins.append(float(top.values[0] - top.values[1]))
             tok = int(torch.argmax(logits))  # the first of equal maxima, as MindPipe's sampler
@@ -406,11 +429,15 @@ def cmd_generate(args):
                 break
     with open(args.got, "rb") as f:
         got = list(f.read())
-    first = next((i for i, (a, b) in enumerate(zip(got, out)) if a != b), None)
-    print("PyTorch:  %r" % bytes(out))
+    want = list(b"".join(table[t] for t in out)) if table else out
+    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+    if table:
+        print("PyTorch tokens: %s" % ",".join(map(str, out)))
+    print("PyTorch:  %r" % bytes(want))
     print("MindPipe: %r" % bytes(got))
-    check(got == out, "greedy completion of %d bytes equals PyTorch's full recomputation%s (smallest top-2 logit "
-          "margin %.2e)" % (len(out), "" if first is None else " (first difference at byte %d)" % first,
+    what = "%d gpt2 tokens (%d bytes)" % (len(out), len(want)) if table else "%d bytes" % len(out)
+    check(got == want, "greedy completion of %s equals PyTorch's full recomputation%s (smallest top-2 logit "
+          "margin %.2e)" % (what, "" if first is None else " (first difference at byte %d)" % first,
                             min(margins) if margins else 0.0))
 
 
@@ -440,6 +467,8 @@ def main():
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--max-tokens", type=int, required=True)
     gen.add_argument("--got", required=True, help="mindpipe generate's stdout")
+    gen.add_argument("--gpt2-dir", help="a gpt2 checkpoint: GPT-2's encoder.json (decodes the completion)")
+    gen.add_argument("--prompt-ids", help="with --gpt2-dir: the prompt's GPT-2 tokens, comma-separated")
     args = ap.parse_args()
     torch.set_num_threads(1)
     {"grads": cmd_grads, "train": cmd_train, "supernet": cmd_supernet, "acts": cmd_acts, "generate": cmd_generate}[args.cmd](args)

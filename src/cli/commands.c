@@ -174,22 +174,27 @@ static const command_t commands[] = {
      ""},
     {"generate", 0, cmd_generate,
      "-c DECK --ckpt CKPT.h5 --prompt TEXT [--max-tokens N] [--temperature T] [--top-k K] [--seed S]\n"
-     "         [--request-id N]",
+     "         [--request-id N] [--tokenizer-dir DIR]",
      "complete a prompt with a checkpoint's model (CPU, key/value cache); the bytes go to stdout",
      {DECK_OPT(1, "the deck of the model (an exported subnet's: its model.blocks)"),
       SET_OPT,
       {"--ckpt", "CKPT.h5", "a training checkpoint of any layout, or an exported subnet", 1},
-      {"--prompt", "TEXT", "the prompt's bytes are its tokens (1 to model.seq_len - 1 of them)", 1},
-      {"--max-tokens", "N", "bytes to generate (default 64); a full context stops it earlier", 0},
+      {"--prompt", "TEXT", "encoded with the checkpoint's tokenizer (byte: its bytes are its tokens; gpt2:\n"
+                           "GPT-2's BPE) into 1 to model.seq_len - 1 tokens", 1},
+      {"--max-tokens", "N", "tokens to generate (default 64); a full context stops it earlier", 0},
       {"--temperature", "T", "0 (default): greedy; else in [0.001, 100], softmax(logits / T)", 0},
-      {"--top-k", "K", "draw among the K most likely bytes only (default 0: all)", 0},
+      {"--top-k", "K", "draw among the K most likely tokens only (default 0: all)", 0},
       {"--seed", "S", "the draws are a function of (S, request id, position) (default 1)", 0},
       {"--request-id", "N", "the request id of the draws (default 0; serve's request_id)", 0},
+      {"--tokenizer-dir", "DIR", "a gpt2 checkpoint: GPT-2's encoder.json and vocab.bpe, whose SHA-256 must be\n"
+                                 "the checkpoint's tokenizer_sha256 (default $MINDPIPE_GPT2_DIR, else\n"
+                                 "~/.cache/mindpipe/gpt2)", 0},
       END_OPTS},
-     "stdout: the completion's bytes, nothing else; stderr: a summary line (tokens, time)\n"},
+     "stdout: the completion's bytes (its tokens decoded; a gpt2 completion may end inside a UTF-8\n"
+     "character), nothing else; stderr: a summary line (tokens, time)\n"},
     {"serve", 0, cmd_serve,
      "-c DECK --ckpt CKPT.h5 [--stages S] [--standby 0|1] [--slots N] [--listen HOST:PORT [--public]]\n"
-     "         [--http-limits C,P,D] [--out DIR]",
+     "         [--http-limits C,P,D] [--out DIR] [--tokenizer-dir DIR]",
      "serve completions over HTTP on loopback, the model split into pipeline stages (processes) that fail over",
      {DECK_OPT(1, "the model's deck (pipeline.layers splits it as in training)"),
       SET_OPT,
@@ -212,9 +217,13 @@ static const command_t commands[] = {
                            "front end confirms them and takes over when the primary dies, running\n"
                            "requests resuming from its state (without: a new process is started and\n"
                            "they replay their tokens); either way no request is lost", 0},
+      {"--tokenizer-dir", "DIR", "a gpt2 checkpoint: GPT-2's encoder.json and vocab.bpe, whose SHA-256 must be\n"
+                                 "the checkpoint's tokenizer_sha256 (default $MINDPIPE_GPT2_DIR, else\n"
+                                 "~/.cache/mindpipe/gpt2)", 0},
       END_OPTS},
      "POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
-     "\"stream\"} (stream: server-sent events);\n"
+     "\"stream\"} (stream: server-sent events); prompts are encoded and completions decoded with the\n"
+     "checkpoint's tokenizer (\"text\": whole UTF-8 characters, U+FFFD for invalid bytes; \"tokens\": the ids);\n"
      "GET /health; GET /metrics (Prometheus). SIGTERM stops it (exit 0).\n"},
     {"serve-stage", 0, cmd_serve_stage,
      "-c DECK --ckpt CKPT.h5 --stage s --stages S --slots N --links DIR [--standby 0|1|2] [--slot 0|1]",

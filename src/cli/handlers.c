@@ -114,15 +114,16 @@ int cmd_export(cli_t *c) { return export_main(&c->run, c->ckpt, c->subnet, c->ou
 
 int cmd_generate(cli_t *c)
 {
-    const generate_opts_t g = {c->ckpt, c->prompt, c->max_tokens, c->top_k, c->temperature, c->seed_set ? c->seed : 1,
-                               c->request_id};
+    const generate_opts_t g = {c->ckpt,  c->prompt,      c->tokenizer_dir,           c->max_tokens,
+                               c->top_k, c->temperature, c->seed_set ? c->seed : 1, c->request_id};
     return generate_main(&c->run, &g);
 }
 
 static serve_opts_t serve_opts(const cli_t *c)
 {
     return (serve_opts_t){c->ckpt,  c->out ? c->out : "serve", c->listen ? c->listen : "127.0.0.1:8080",
-                          c->links, c->stages, c->slots, c->stage, c->standby, c->public, c->slot, c->http_limits};
+                          c->links, c->stages, c->slots, c->stage, c->standby, c->public, c->slot, c->http_limits,
+                          c->tokenizer_dir};
 }
 
 int cmd_serve(cli_t *c)

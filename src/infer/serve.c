@@ -16,6 +16,7 @@
 #include "run.h"
 #include "batcher.h"
 #include "check.h"
+#include "ckpt_files.h"
 #include "deck.h"
 #include "deck_model.h"
 #include "http.h"
@@ -50,6 +51,7 @@ typedef struct {
     links_t l;
     batcher_t b;
     http_t http;
+    tokenizer_t tok;              /* the checkpoint's: prompts in, completions out */
 } serve_ctx_t;
 
 /* The deck with parallel.pp = stages appended to the --set list: the deck's own rules then check
@@ -325,7 +327,10 @@ static int serve_start(serve_ctx_t *c, const model_cfg_t *cfg, const http_listen
     if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000,
                       serve_check, serve_recover, c) != MP_OK)
         return MP_ERR;
-    if (http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab) != MP_OK) return MP_ERR;
+    /* after the stages loaded: a file they cannot read is reported by them, naming the stage */
+    if (ckpt_file_tokenizer(c->s->ckpt, c->s->tokenizer_dir, &c->tok) != MP_OK ||
+        http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab, &c->tok) != MP_OK)
+        return MP_ERR;
     if (listen->addr == htonl(INADDR_ANY)) snprintf(c->host, sizeof c->host, "127.0.0.1"); /* every address: this one too */
     else inet_ntop(AF_INET, &(struct in_addr){listen->addr}, c->host, sizeof c->host);
     pthread_mutex_lock(&c->mu);
@@ -406,7 +411,8 @@ static int serve_start_hosts(serve_ctx_t *c, const model_cfg_t *cfg, const http_
     const batcher_links_t bl = {first, last, confirm, report, trace, first2, 1000};
     if (batcher_start(&c->b, c->s->slots, c->S, cfg->seq_len, cfg->vocab, &bl, secret, 30000, 300000, hosts_check,
                       hosts_recover, c) != MP_OK ||
-        http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab) != MP_OK)
+        ckpt_file_tokenizer(c->s->ckpt, c->s->tokenizer_dir, &c->tok) != MP_OK ||
+        http_start(&c->http, &c->b, listen, cfg->seq_len, cfg->vocab, &c->tok) != MP_OK)
         return MP_ERR;
     printf("serving %s on http://%s:%d: %d stage(s) on other hosts (%s), %d slots\n", c->s->ckpt, c->l.host[0],
            c->http.port, c->S, c->s->links, c->s->slots);
@@ -451,6 +457,7 @@ int serve_main(const run_opts_t *o, const serve_opts_t *s)
         free(c->envp[k - 1]); /* the secret's entry, the only one allocated */
         free(c->envp);
     }
+    tok_close(&c->tok);
     free(c);
     return rc == MP_OK ? 0 : 1;
 }

@@ -452,6 +452,9 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
         ckpt_blocks_write(g, c, where) != MP_OK)
         goto err_close_group;
     if (st->run_id[0] && h5_attr_write_string(g, "run_id", st->run_id, where) != MP_OK) goto err_close_group;
+    if (st->tok.name[0] && h5_attr_write_string(g, "tokenizer", st->tok.name, where) != MP_OK) goto err_close_group;
+    if (st->tok.sha256[0] && h5_attr_write_string(g, "tokenizer_sha256", st->tok.sha256, where) != MP_OK)
+        goto err_close_group;
     rc = MP_OK;
 err_close_group:
     H5Gclose(g);
@@ -647,6 +650,21 @@ static void ckpt_head_free(ckpt_head_t *h)
     h->st.deck = h->version = h->blocks = NULL;
 }
 
+/* /state's tokenizer attributes (g open; where names it): absent (older files) is byte. MP_OK, or
+ * MP_ERR (reported, naming where and the attribute). */
+static int ckpt_tok_read(hid_t g, const char *where, tok_ident_t *tok_p)
+{
+    char name[16] = "byte", sha[TOK_SHA256_HEX + 2] = "", at[CKPT_WHERE_MAX + 40], why[200];
+    snprintf(at, sizeof at, "%s attribute tokenizer", where);
+    if (h5_attr_read_text(g, "tokenizer", name, sizeof name, at) == MP_ERR) return MP_ERR;
+    snprintf(at, sizeof at, "%s attribute tokenizer_sha256", where);
+    const int has_sha = h5_attr_read_text(g, "tokenizer_sha256", sha, sizeof sha, at);
+    if (has_sha == MP_ERR) return MP_ERR;
+    if (tok_ident_set(tok_p, name, has_sha ? sha : NULL, why, sizeof why) != MP_OK)
+        return MP_FAIL("%s: %s: a corrupt file", where, why);
+    return MP_OK;
+}
+
 /* /state of an open checkpoint. Refuses a file without /state or of another format. */
 static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
 {
@@ -695,6 +713,7 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
     if (has_id > 0 && ckpt_attr_read_string(g, "run_id", &run_id, where) != MP_OK) goto err_free_head;
     snprintf(h.st.run_id, sizeof h.st.run_id, "%s", run_id ? run_id : "");
     free(run_id);
+    if (ckpt_tok_read(g, where, &h.st.tok) != MP_OK) goto err_free_head;
     int has_optim = ckpt_path_exists(f, "optim/m", path);
     if (has_optim == 1) has_optim = ckpt_path_exists(f, "optim/v", path);
     if (has_optim == MP_ERR) goto err_free_head;

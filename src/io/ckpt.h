@@ -10,7 +10,11 @@
  *                                layout (string, e.g. "dp=1 tp=1 pp=1 sp=1"), deck (string: the
  *                                resolved deck), model shape attributes layers dim heads seq_len
  *                                vocab mlp_ratio (int), run_id (string, 32 hex digits: the run
- *                                that wrote it; absent in older files).
+ *                                that wrote it; absent in older files), tokenizer (string, "byte"
+ *                                or "gpt2": what made the tokens it was trained on, copied from the
+ *                                data file) and, with gpt2, tokenizer_sha256 (64 hex digits: its
+ *                                vocabulary's SHA-256). A file without tokenizer (older) is read as
+ *                                "byte": every token file before tokenizers was bytes.
  * Every float dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements. The
  * sum is position-keyed and order-free, so ranks writing hyperslabs can add their parts.
  * The file starts with a user block holding the file checksum (filesum.h): everything but the
@@ -29,6 +33,7 @@
 #include <stdio.h>
 
 #include "params.h"
+#include "tokenizer.h"
 #include "wait.h"
 
 #include <mpi.h>
@@ -46,6 +51,7 @@ typedef struct {
     char schedule[64];
     char run_id[CKPT_RUN_ID_LEN + 1]; /* the run that wrote it (32 hex digits); "" in files before run ids */
     char *deck;          /* malloc'd resolved deck text (NULL when writing: taken from the caller) */
+    tok_ident_t tok;     /* the data's tokenizer; writing with name "": no attribute (read back as byte) */
 } ckpt_state_t;
 
 /* What a checkpoint's /state says, as ckpt_state_check judges it. */

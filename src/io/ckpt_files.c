@@ -194,6 +194,24 @@ static int ckpt_head_check(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
     return ckpt_state_check(&s, reason, n);
 }
 
+/* /state's tokenizer attributes into h->tok: absent (files before them) is byte. */
+static int ckpt_head_tok(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
+{
+    char *name = NULL, *sha = NULL, why[200];
+    int rc = MP_ERR;
+    if (H5Aexists(g, "tokenizer") > 0 && ckpt_head_string(g, "tokenizer", &name) != MP_OK)
+        snprintf(reason, n, "/state tokenizer cannot be read");
+    else if (H5Aexists(g, "tokenizer_sha256") > 0 && ckpt_head_string(g, "tokenizer_sha256", &sha) != MP_OK)
+        snprintf(reason, n, "/state tokenizer_sha256 cannot be read");
+    else if (tok_ident_set(&h->tok, name ? name : "byte", sha, why, sizeof why) != MP_OK)
+        snprintf(reason, n, "/state: %s", why);
+    else
+        rc = MP_OK;
+    free(name);
+    free(sha);
+    return rc;
+}
+
 /* The attributes of the open /state group g into h (blocks and deck malloc'd). */
 static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
 {
@@ -217,7 +235,7 @@ static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
         return snprintf(reason, n, "/state run_id cannot be read"), MP_ERR;
     snprintf(h->run_id, sizeof h->run_id, "%s", id ? id : "");
     free(id);
-    return MP_OK;
+    return ckpt_head_tok(g, h, reason, n);
 }
 
 static int ckpt_head_file(const char *path, ckpt_head_info_t *h, char *reason, size_t n)
@@ -268,6 +286,16 @@ void ckpt_file_head_free(ckpt_head_info_t *h)
     free(h->blocks);
     free(h->deck);
     h->blocks = h->deck = NULL;
+}
+
+int ckpt_file_tokenizer(const char *path, const char *dir, tokenizer_t *tok_p)
+{
+    ckpt_head_info_t h;
+    char why[600];
+    if (ckpt_file_head(path, &h, why, sizeof why) != MP_OK) return MP_FAIL("%s: %s", path, why);
+    const tok_ident_t ident = h.tok;
+    ckpt_file_head_free(&h);
+    return tok_open_ident(tok_p, &ident, dir, path);
 }
 
 /* ---- verdicts ------------------------------------------------------------------------------------ */

@@ -58,6 +58,7 @@ typedef struct {
     char *blocks;                     /* malloc'd /state blocks ("" uniform, also when absent) */
     char *deck;                       /* malloc'd resolved deck the file was written under */
     int has_optim, has_model_prev;    /* /optim/m and /optim/v; /model_prev (2bw) */
+    tok_ident_t tok;                  /* /state tokenizer, tokenizer_sha256 (byte when absent: ckpt.h) */
 } ckpt_head_info_t;
 
 /* Reads path's /state head (attributes only: cheap) into *h_p (free with ckpt_file_head_free), after
@@ -65,6 +66,12 @@ typedef struct {
  * MP_OK, or MP_ERR with why not in reason_p (n bytes), printing nothing. */
 int ckpt_file_head(const char *path, ckpt_head_info_t *h_p, char *reason_p, size_t n);
 void ckpt_file_head_free(ckpt_head_info_t *h);
+
+/* The tokenizer checkpoint path was trained with (its /state tokenizer; byte when absent), opened:
+ * gpt2's vocabulary from dir (NULL: tok_default_dir), refused unless its SHA-256 is the checkpoint's
+ * tokenizer_sha256 (tok_open_ident). For generate and serve. One process. MP_OK, or MP_ERR (reported,
+ * naming the file and, for a vocabulary, the directory and both digests). */
+int ckpt_file_tokenizer(const char *path, const char *dir, tokenizer_t *tok_p);
 
 /* What one process learnt of a directory's files, by (name, size, mtime): verifying a file reads all
  * of it, so a run does it at most once per file version. Rank 0 of a run holds one for its

@@ -271,7 +271,7 @@ static int data_shard_open(data_shard_t *sh, const char *path, const char *name,
         return MP_FAIL("out of memory opening %s", shown);
     }
     if (magic == BIN_MAGIC_U16 || magic == BIN_MAGIC_U32) {
-        *sh = (data_shard_t){.fd = fd, .file = -1, .dset = -1};
+        *sh = (data_shard_t){.fd = fd, .file = -1, .dset = -1, .bin = 1};
         rc = data_bin_open(sh, fd, (uint64_t)st.st_size, shown);
         *bin_p = 1;
         if (rc != MP_OK) close(fd);

@@ -43,6 +43,7 @@ typedef enum {
 typedef struct {
     char *path;                /* the file, as the glob named it */
     data_shard_kind_t kind;
+    int bin;                   /* an llm.c .bin shard (it records no tokenizer), else an HDF5 token file */
     int width;                 /* bytes per token: 2 or 4 */
     int vocab;                 /* an HDF5 file's vocab attribute; 0 for .bin (no declared vocab) */
     uint64_t n;                /* tokens */

@@ -1,6 +1,7 @@
 #include "h5util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -42,6 +43,68 @@ err_close_type:
     H5Tclose(t);
 out:
     return rc;
+}
+
+/* The string attribute a's text into a malloc'd buffer (*text_p). MP_OK or MP_ERR (reported). */
+static int h5_attr_text_alloc(hid_t a, char **text_p, const char *where)
+{
+    int rc = MP_ERR;
+    hid_t t = -1, mt = -1;
+    H5_TRY(t = H5Aget_type(a), out, where);
+    if (H5Tget_class(t) != H5T_STRING) {
+        MP_ERROR("%s is not a string", where);
+        goto err_close_type;
+    }
+    H5_TRY(mt = H5Tcopy(H5T_C_S1), err_close_type, where);
+    const htri_t var = H5Tis_variable_str(t);
+    if (var > 0) {
+        char *v = NULL;
+        H5_TRY(H5Tset_size(mt, H5T_VARIABLE), err_close_mem, where);
+        H5_TRY(H5Aread(a, mt, &v), err_close_mem, where);
+        *text_p = strdup(v ? v : "");
+        if (v) H5free_memory(v);
+    } else {
+        const size_t size = H5Tget_size(t);
+        char *text = calloc(size + 1, 1);
+        if (!text || H5Tset_size(mt, size) < 0 || H5Tset_strpad(mt, H5T_STR_NULLPAD) < 0 || H5Aread(a, mt, text) < 0) {
+            free(text);
+            MP_ERROR("%s cannot be read as a string", where);
+            goto err_close_mem;
+        }
+        *text_p = text;
+    }
+    if (!*text_p) MP_ERROR("%s: out of memory", where);
+    else rc = MP_OK;
+err_close_mem:
+    H5Tclose(mt);
+err_close_type:
+    H5Tclose(t);
+out:
+    return rc;
+}
+
+int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const char *where)
+{
+    htri_t have;
+    hid_t a;
+    char *text = NULL;
+    H5_TRY(have = H5Aexists(loc, name), err, where);
+    if (!have) return 0;
+    H5_TRY(a = H5Aopen(loc, name, H5P_DEFAULT), err, where);
+    const int rc = h5_attr_text_alloc(a, &text, where);
+    H5Aclose(a);
+    if (rc != MP_OK) return MP_ERR;
+    const size_t len = strlen(text);
+    if (len >= n) {
+        MP_ERROR("%s: %zu bytes, longer than the %zu expected", where, len, n - 1);
+        free(text);
+        return MP_ERR;
+    }
+    memcpy(buf, text, len + 1);
+    free(text);
+    return 1;
+err:
+    return MP_ERR;
 }
 
 /* Walks HDF5's error stack and prints its innermost description: the library's own reason. */

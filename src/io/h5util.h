@@ -21,5 +21,9 @@ void h5_quiet_end(const h5_quiet_t *q);
 int h5_attr_write(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value, const char *fname);
 /* Fixed-length string attribute sized to the text (HDF5 refuses size 0: "" is stored as one NUL). */
 int h5_attr_write_string(hid_t loc, const char *name, const char *text, const char *fname);
+/* String attribute `name` of loc (fixed or variable length) into buf (n bytes, NUL-terminated).
+ * 1 read; 0 absent (buf untouched); MP_ERR (reported, naming where) when it is not a string, cannot
+ * be read or does not fit. */
+int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const char *where);
 
 #endif

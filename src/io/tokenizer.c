@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "h5util.h"
 #include "pretok_gpt2.h"
 
 int tok_kind_parse(const char *name, tok_kind_t *kind_p)
@@ -130,5 +131,132 @@ int tok_decode(const tokenizer_t *tok, const int *ids, size_t n, unsigned char *
     out[at] = 0;
     *bytes_p = out;
     *n_bytes_p = at;
+    return MP_OK;
+}
+
+/* ---- identities ---------------------------------------------------------------------------------- */
+
+void tok_ident_of(const tokenizer_t *tok, tok_ident_t *ident_p)
+{
+    const char *digest = tok_digest(tok);
+    *ident_p = (tok_ident_t){{0}, {0}};
+    snprintf(ident_p->name, sizeof ident_p->name, "%s", tok_name(tok));
+    snprintf(ident_p->sha256, sizeof ident_p->sha256, "%s", digest ? digest : "");
+}
+
+/* 1 when s is 64 lowercase hex digits. */
+static int tok_is_digest(const char *s)
+{
+    size_t i = 0;
+    for (; s[i]; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
+    return i == TOK_SHA256_HEX;
+}
+
+int tok_ident_set(tok_ident_t *ident_p, const char *name, const char *sha256, char *why_p, size_t n)
+{
+    tok_ident_t id = {{0}, {0}};
+    if (!strcmp(name, "byte")) {
+        if (sha256) return snprintf(why_p, n, "tokenizer \"byte\" has no files, yet a tokenizer_sha256 is given"), MP_ERR;
+    } else if (!strcmp(name, "none")) { /* tokens from elsewhere (llm.c .bin shards): no identity recorded */
+        if (sha256) return snprintf(why_p, n, "tokenizer \"none\" has no files, yet a tokenizer_sha256 is given"), MP_ERR;
+    } else if (!strcmp(name, "gpt2") || !strcmp(name, "sp")) {
+        if (!sha256)
+            return snprintf(why_p, n, "tokenizer \"%s\" without tokenizer_sha256 (its vocabulary's or model's digest)",
+                            name), MP_ERR;
+        if (!tok_is_digest(sha256))
+            return snprintf(why_p, n, "tokenizer_sha256 \"%.80s\" is not 64 lowercase hex digits", sha256), MP_ERR;
+        snprintf(id.sha256, sizeof id.sha256, "%s", sha256);
+    } else {
+        return snprintf(why_p, n, "tokenizer \"%.40s\": this build knows \"byte\", \"gpt2\", \"sp\" and \"none\"",
+                        name), MP_ERR;
+    }
+    snprintf(id.name, sizeof id.name, "%s", name);
+    *ident_p = id;
+    return MP_OK;
+}
+
+int tok_ident_same(const tok_ident_t *a, const tok_ident_t *b)
+{
+    return !strcmp(a->name, b->name) && !strcmp(a->sha256, b->sha256);
+}
+
+const char *tok_ident_text(const tok_ident_t *ident, char *buf, size_t n)
+{
+    if (ident->sha256[0]) snprintf(buf, n, "%s (tokenizer_sha256 %s)", ident->name, ident->sha256);
+    else snprintf(buf, n, "%s", ident->name);
+    return buf;
+}
+
+/* The root's integer attribute vocab of the open file f. */
+static int tok_file_vocab(hid_t f, const char *path, int *vocab_p)
+{
+    htri_t have;
+    hid_t a;
+    H5_TRY(have = H5Aexists(f, "vocab"), err, path);
+    if (!have) return MP_FAIL("%s has no attribute vocab: not a token file written by `mindpipe prep`?", path);
+    H5_TRY(a = H5Aopen(f, "vocab", H5P_DEFAULT), err, path);
+    const herr_t e = H5Aread(a, H5T_NATIVE_INT, vocab_p);
+    H5Aclose(a);
+    if (e < 0) return MP_FAIL("%s: attribute vocab cannot be read as an integer", path);
+    return MP_OK;
+err:
+    return MP_ERR;
+}
+
+int tok_of_data_file(const char *path, tok_ident_t *ident_p, int *vocab_p)
+{
+    h5_quiet_t q;
+    char name[16] = "byte", sha[TOK_SHA256_HEX + 2] = "", where[4200], why[200];
+    int vocab = 0, rc = MP_ERR, has_sha = 0;
+    h5_quiet_begin(&q);
+    const hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        h5_quiet_end(&q);
+        return MP_FAIL("%s cannot be opened as an HDF5 token file (written by `mindpipe prep`)", path);
+    }
+    if (tok_file_vocab(f, path, &vocab) != MP_OK) goto out;
+    snprintf(where, sizeof where, "%s (attribute tokenizer)", path);
+    if (h5_attr_read_text(f, "tokenizer", name, sizeof name, where) == MP_ERR) goto out; /* absent: byte */
+    snprintf(where, sizeof where, "%s (attribute tokenizer_sha256)", path);
+    if ((has_sha = h5_attr_read_text(f, "tokenizer_sha256", sha, sizeof sha, where)) == MP_ERR) goto out;
+    if (tok_ident_set(ident_p, name, has_sha ? sha : NULL, why, sizeof why) != MP_OK) {
+        MP_ERROR("%s: %s", path, why);
+        goto out;
+    }
+    *vocab_p = vocab;
+    rc = MP_OK;
+out:
+    H5Fclose(f);
+    h5_quiet_end(&q);
+    return rc;
+}
+
+int tok_open_ident(tokenizer_t *tok_p, const tok_ident_t *ident, const char *dir, const char *whose)
+{
+    tokenizer_t tok;
+    char def[4096];
+    /* an sp model lives in its token file, not beside the checkpoint; "none": nothing to decode with */
+    if (!strcmp(ident->name, "sp"))
+        return MP_FAIL("%s was trained on SentencePiece tokens (tokenizer sp): generate and serve cannot decode them yet "
+                       "(the model is stored in the token file only)", whose);
+    if (!strcmp(ident->name, "none"))
+        return MP_FAIL("%s was trained on tokens that carry no tokenizer (llm.c .bin shards): generate and serve "
+                       "cannot encode or decode text for it", whose);
+    const tok_kind_t kind = strcmp(ident->name, "gpt2") ? TOK_BYTES : TOK_GPT2;
+    if (kind == TOK_GPT2 && !dir) {
+        if (tok_default_dir(def, sizeof def) != MP_OK) return MP_ERR;
+        dir = def;
+    }
+    if (tok_open(&tok, kind, dir) != MP_OK)
+        return MP_FAIL("%s was trained with tokenizer gpt2: its vocabulary (encoder.json, vocab.bpe) is needed from "
+                       "%s (--tokenizer-dir DIR, or $MINDPIPE_GPT2_DIR)", whose, dir);
+    if (kind == TOK_GPT2 && strcmp(tok_digest(&tok), ident->sha256)) {
+        MP_ERROR("%s was trained with tokenizer gpt2 whose vocabulary has tokenizer_sha256 %s, but the vocabulary in %s "
+                 "has %s: give --tokenizer-dir the files it was trained with", whose, ident->sha256, dir, tok_digest(&tok));
+        tok_close(&tok);
+        return MP_ERR;
+    }
+    *tok_p = tok;
     return MP_OK;
 }

@@ -64,4 +64,41 @@ const unsigned char *tok_token_bytes(const tokenizer_t *tok, int id, size_t *n_p
  * not below the vocabulary's size, and its index. */
 int tok_decode(const tokenizer_t *tok, const int *ids, size_t n, unsigned char **bytes_p, size_t *n_bytes_p);
 
+/* ---- a tokenizer's identity: what data files and checkpoints record ----------------------------- */
+
+#define TOK_SHA256_HEX 64
+
+/* Which tokenizer made a file's tokens: the kind as files write it ("byte" or "gpt2") and, for gpt2,
+ * the SHA-256 of its vocabulary (tok_digest; "" for byte, which has no files). Two files agree when
+ * both fields are equal. */
+typedef struct {
+    char name[8];
+    char sha256[TOK_SHA256_HEX + 1];
+} tok_ident_t;
+
+/* The identity of an open tokenizer. */
+void tok_ident_of(const tokenizer_t *tok, tok_ident_t *ident_p);
+
+/* An identity from a file's attributes: name "byte" (sha256 NULL) or "gpt2" (sha256: 64 lowercase hex
+ * digits). MP_OK, or MP_ERR with what is wrong in why_p (n bytes: another name, a digest missing or
+ * malformed, a digest on byte), printing nothing. */
+int tok_ident_set(tok_ident_t *ident_p, const char *name, const char *sha256, char *why_p, size_t n);
+
+/* 1 when a and b are the same tokenizer, else 0. */
+int tok_ident_same(const tok_ident_t *a, const tok_ident_t *b);
+
+/* "byte", or "gpt2 (tokenizer_sha256 HEX)", into buf (n bytes, cut if shorter). Returns buf. */
+const char *tok_ident_text(const tok_ident_t *ident, char *buf, size_t n);
+
+/* The tokenizer attributes of a token file written by `mindpipe prep` (its root's tokenizer,
+ * tokenizer_sha256, vocab): *ident_p, and *vocab_p its vocab attribute. A file written before the
+ * tokenizer attribute is "byte". One process; reads the attributes only (data.h reads the tokens).
+ * MP_OK, or MP_ERR naming the file and the attribute that is missing or wrong. */
+int tok_of_data_file(const char *path, tok_ident_t *ident_p, int *vocab_p);
+
+/* Opens the tokenizer that made whose's tokens (ident; whose names the checkpoint or file in
+ * messages): byte, or gpt2 with its files from dir (NULL: tok_default_dir), refused unless their
+ * SHA-256 is ident's. MP_OK, or MP_ERR naming whose, the directory and both digests. */
+int tok_open_ident(tokenizer_t *tok_p, const tok_ident_t *ident, const char *dir, const char *whose);
+
 #endif

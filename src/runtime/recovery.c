@@ -208,7 +208,7 @@ static int rec_snapshot_write(run_t *r)
     const size_t n = m->tab.total;
     float *host[3] = {run_ckpt_host_copy(r, m->params, n), run_ckpt_host_copy(r, m->m, n), run_ckpt_host_copy(r, m->v, n)};
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
-                       .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1};
+                       .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1, .tok = r->data_tok};
     rec_layout(r, r->rank, st.layout, sizeof st.layout);
     snprintf(st.schedule, sizeof st.schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
     snprintf(st.run_id, sizeof st.run_id, "%s", r->run_id);

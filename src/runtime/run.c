@@ -528,15 +528,53 @@ static int run_plug_choose(run_t *r, const run_opts_t *o)
     return MP_OK;
 }
 
-static int run_check_data(const run_t *r)
+/* The tokenizer of the training shards into *ident_p: an HDF5 token file's attributes
+ * (tok_of_data_file), "none" for a .bin shard (llm.c's carry none). Every shard must say the same:
+ * tokens of two tokenizers in one stream would train on nonsense. MP_OK, or MP_ERR naming both files. */
+static int run_data_tokenizer(const dataset_t *ds, tok_ident_t *ident_p)
+{
+    tok_ident_t first = {{0}, {0}};
+    for (int i = 0; i < ds->train.n; i++) {
+        const data_shard_t *sh = &ds->train.shard[i];
+        tok_ident_t id = {{0}, {0}};
+        int vocab = 0;
+        char why[200];
+        if (!sh->bin) {
+            if (tok_of_data_file(sh->path, &id, &vocab) != MP_OK) return MP_ERR;
+        } else if (tok_ident_set(&id, "none", NULL, why, sizeof why) != MP_OK) {
+            return MP_FAIL("%s: %s", sh->path, why);
+        }
+        if (i == 0) {
+            first = id;
+        } else if (!tok_ident_same(&first, &id)) {
+            char a[TOK_SHA256_HEX + 40], b[TOK_SHA256_HEX + 40];
+            return MP_FAIL("data.path: %s has tokenizer %s, %s has %s: one run trains on one tokenizer's tokens",
+                           ds->train.shard[0].path, tok_ident_text(&first, a, sizeof a), sh->path,
+                           tok_ident_text(&id, b, sizeof b));
+        }
+    }
+    *ident_p = first;
+    return MP_OK;
+}
+
+/* The data file against the deck (its tokenizer into r->data_tok): the model's vocabulary holds
+ * every token, the splits hold a window. MP_OK, or MP_ERR naming the file and the deck key. */
+static int run_check_data(run_t *r)
 {
     const deck_t *d = &r->deck;
+    char tok[TOK_SHA256_HEX + 40];
+    if (run_data_tokenizer(&r->data, &r->data_tok) != MP_OK) return MP_ERR;
+    int declared = 0; /* the token files' vocab attributes (a .bin shard declares none: its tokens say) */
+    for (int i = 0; i < r->data.train.n; i++)
+        if (r->data.train.shard[i].vocab > declared) declared = r->data.train.shard[i].vocab;
+    if (declared > d->model.vocab)
+        return MP_FAIL("%s (data.path) has vocab %d (tokenizer %s), more than model.vocab=%d: set model.vocab to at "
+                       "least %d", d->data.path, declared, tok_ident_text(&r->data_tok, tok, sizeof tok),
+                       d->model.vocab, declared);
     /* a token >= model.vocab would index past the embedding table; rank 0 scanned them (run_setup) */
     if (r->data.scanned && r->data.max_token >= (unsigned)d->model.vocab)
         return MP_FAIL("%s: token %u at index %llu is >= model.vocab=%d", r->data.max_file, r->data.max_token,
                        (unsigned long long)r->data.max_at, d->model.vocab);
-    if (r->data.vocab > d->model.vocab)
-        return MP_FAIL("%s has vocab %d, more than model.vocab=%d", d->data.path, r->data.vocab, d->model.vocab);
     if (r->data.n_train < (size_t)d->model.seq_len + 2)
         return MP_FAIL("%s: /train has %zu tokens, fewer than model.seq_len+2 = %d", d->data.path, r->data.n_train,
                        d->model.seq_len + 2);

@@ -51,6 +51,7 @@ typedef struct run_s {
     int training;            /* set up by train: a causal supernet runs whole windows (eval, export, search and
                                 debug-grads run one subnet at a time) */
     dataset_t data;
+    tok_ident_t data_tok;    /* the tokenizer that made data's tokens (tok_of_data_file): checkpoints carry it */
     arena_t arena;
     backend_t be;            /* train.device: where the model lives and runs */
     int p2p_nccl;            /* pipeline messages through NCCL: cuda, parallel.p2p resolved (run_gpus.h) */

@@ -78,6 +78,7 @@ static void run_ckpt_state(const run_t *r, ckpt_state_t *st_p)
              md->tab.nchunks);
     snprintf(st_p->schedule, sizeof st_p->schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
     snprintf(st_p->run_id, sizeof st_p->run_id, "%s", r->run_id);
+    st_p->tok = r->data_tok;
 }
 
 /* Rank 0, after a checkpoint at path was written in dt seconds: the log line, then pruning among
@@ -323,6 +324,20 @@ static int run_ckpt_semantics(run_t *r, const char *path, const ckpt_head_info_t
                    refused, path);
 }
 
+/* The checkpoint at path, trained on tokens of tokenizer ck, against this run's data (data.path's
+ * tokenizer): what reads it (resume, eval, search) must feed it tokens of the same tokenizer. MP_OK,
+ * or MP_ERR after an error naming both files and both tokenizers (printed when report is set). */
+static int run_ckpt_tok_check(const run_t *r, const char *path, const tok_ident_t *ck, const char *what, int report)
+{
+    if (tok_ident_same(ck, &r->data_tok)) return MP_OK;
+    char a[TOK_SHA256_HEX + 40], b[TOK_SHA256_HEX + 40];
+    if (report)
+        MP_ERROR("%s refused: %s was trained on tokens of tokenizer %s, but %s (data.path) holds tokens of tokenizer %s: "
+                 "give the data file prepared with the checkpoint's tokenizer (mindpipe prep --tokenizer)", what, path,
+                 tok_ident_text(ck, a, sizeof a), r->deck.data.path, tok_ident_text(&r->data_tok, b, sizeof b));
+    return MP_ERR;
+}
+
 /* Rank 0, --resume auto: does the checkpoint whose head is h fit this run's model and optimizer?
  * 1, or 0 with why not in why_p (n bytes). */
 static int run_ckpt_fits(const run_t *r, const ckpt_head_info_t *h, char *why_p, size_t n)
@@ -428,7 +443,8 @@ static void run_ckpt_choose(run_t *r, run_ckpt_choice_t *c)
     ckpt_head_info_t h;
     if (c->status == 1 && ckpt_file_head(c->path, &h, reason, sizeof reason) == MP_OK) {
         snprintf(file_id, sizeof file_id, "%s", h.run_id);
-        if (run_ckpt_semantics(r, c->path, &h) != MP_OK) c->status = MP_ERR;
+        if (run_ckpt_tok_check(r, c->path, &h.tok, "resume", 1) != MP_OK || run_ckpt_semantics(r, c->path, &h) != MP_OK)
+            c->status = MP_ERR;
         ckpt_file_head_free(&h);
     } /* else: an unreadable file named by --resume PATH is refused by the collective read, naming why */
     snprintf(c->run_id, sizeof c->run_id, "%s", r->run_id);
@@ -473,7 +489,8 @@ int run_ckpt_load_weights(run_t *r, const char *path, long *step_p)
 {
     ckpt_state_t st;
     if (run_ckpt_read(r, path, &st, 1) != MP_OK) return MP_ERR;
-    *step_p = st.step;
     free(st.deck);
+    if (run_ckpt_tok_check(r, path, &st.tok, "reading the checkpoint", r->rank == 0) != MP_OK) return MP_ERR;
+    *step_p = st.step;
     return MP_OK;
 }

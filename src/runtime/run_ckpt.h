@@ -31,7 +31,8 @@ int run_ckpt_resume(run_t *r);
 
 /* Collective over MPI_COMM_WORLD: the weights of checkpoint `path` (its /model only: a file without
  * optimizer state will do) into the model, verified like a resume; its step in *step_p. MP_OK or
- * MP_ERR on every rank alike. */
+ * MP_ERR on every rank alike; refused (rank 0 names both) when the checkpoint's tokenizer is not the
+ * data file's (r->data_tok; a checkpoint without one is byte). */
 int run_ckpt_load_weights(run_t *r, const char *path, long *step_p);
 
 #endif

@@ -54,9 +54,10 @@ static int export_tensors(const param_table_t *stab, const int *sel, const float
 }
 
 /* The supernet's whole model: its table (every candidate, one process) into stab_p and its weights,
- * read from ckpt, into *buf_p (malloc'd); the checkpoint's step into *step_p. */
+ * read from ckpt, into *buf_p (malloc'd); the checkpoint's step into *step_p, its tokenizer into
+ * *tok_p (the exported file carries it on). */
 static int export_read(const deck_t *d, const unsigned char *choice, const char *ckpt, param_table_t *stab_p,
-                       float **buf_p, long *step_p)
+                       float **buf_p, long *step_p, tok_ident_t *tok_p)
 {
     const model_cfg_t cfg = deck_model_cfg(d, choice);
     if (param_table_build(stab_p, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) return MP_ERR;
@@ -67,7 +68,7 @@ static int export_read(const deck_t *d, const unsigned char *choice, const char 
         return MP_ERR;
     }
     free(st.deck);
-    *buf_p = buf, *step_p = st.step;
+    *buf_p = buf, *step_p = st.step, *tok_p = st.tok;
     return MP_OK;
 }
 
@@ -85,7 +86,8 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
     param_table_t stab = {0}, tab = {0};
     float *buf = NULL, *src = NULL;
     char *text = NULL;
-    if (rc == MP_OK) rc = export_read(&r.deck, supernet_of(&r)->choice, ckpt, &stab, &src, &step);
+    tok_ident_t tok = {{0}, {0}};
+    if (rc == MP_OK) rc = export_read(&r.deck, supernet_of(&r)->choice, ckpt, &stab, &src, &step, &tok);
     if (rc == MP_OK) rc = export_deck(&r.deck, supernet_of(&r)->sel, &d);
     if (rc == MP_OK) {
         const model_cfg_t cfg = deck_model_cfg(&d, NULL);
@@ -95,7 +97,7 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
         rc = MP_FAIL("out of memory exporting %s", ckpt);
     if (rc == MP_OK) rc = export_tensors(&stab, supernet_of(&r)->sel, src, &tab, buf);
     if (rc == MP_OK) {
-        ckpt_state_t st = {.step = step, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
+        ckpt_state_t st = {.step = step, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL, .tok = tok};
         snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
         rc = ckpt_write(out, &tab, buf, NULL, NULL, &st, text);
     }

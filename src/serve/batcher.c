@@ -76,7 +76,8 @@ static void advance(batcher_t *b, serve_req_t *r, const float *logits, float *wo
         r->pos++;
         return;
     }
-    r->out[r->nout++] = sampler_pick(logits, b->V, &r->sample, r->request_id, (uint64_t)(p + 1), work);
+    const int sv = r->sample_v > 0 && r->sample_v < b->V ? r->sample_v : b->V;
+    r->out[r->nout++] = sampler_pick(logits, sv, &r->sample, r->request_id, (uint64_t)(p + 1), work);
     b->tokens_out++;
     if (b->first_token_due) b->first_token_due = 0, evtrace_event(&b->trace, "first_token", "");
     const int state = r->nout == r->max_tokens ? REQ_LENGTH : p + 1 == b->T - 1 ? REQ_CONTEXT : REQ_RUNNING;

@@ -34,6 +34,8 @@ enum { REQ_RUNNING = 0, REQ_LENGTH = 1, REQ_CONTEXT = 2, REQ_FAILED = 3 };
 typedef struct serve_req {
     int *prompt, nprompt, max_tokens;     /* prompt owned by the request */
     sampler_cfg_t sample;
+    int sample_v;                         /* draws among tokens [0, sample_v) (the tokenizer's
+                                           * vocabulary); 0: all V */
     uint64_t request_id;                  /* keys the draws with the seed and the position */
     uint64_t serial;                      /* the front end's number for it (its id) */
     int *out, nout;                       /* max_tokens ints */

@@ -33,8 +33,9 @@ int completion_run(decoder_t *dec, int slot, const completion_req_t *rq, int *ou
     int pos = 0, n = 0;
     for (; pos < rq->nprompt; pos++) decoder_step(dec, logits, x, &rq->prompt[pos], &slot, &pos, 1);
     /* logits now predict position pos; a token sampled there is fed only if another one follows */
+    const int SV = rq->sample_v > 0 && rq->sample_v < V ? rq->sample_v : V;
     while (n < rq->max_tokens && pos < T) {
-        out[n] = sampler_pick(logits, V, &rq->sample, rq->request_id, (uint64_t)pos, work);
+        out[n] = sampler_pick(logits, SV, &rq->sample, rq->request_id, (uint64_t)pos, work);
         if (++n == rq->max_tokens || pos + 1 == T) break;
         decoder_step(dec, logits, x, &out[n - 1], &slot, &pos, 1);
         pos++;

@@ -1,6 +1,6 @@
 /* One completion on a whole-model decoder: the prompt fed token by token through the KV cache, then
- * tokens sampled and fed back until max_tokens or the context is full. Tokens are bytes (`mindpipe
- * prep`), so a prompt is its bytes and a completion is bytes. */
+ * tokens sampled and fed back until max_tokens or the context is full. Tokens are ids of the
+ * checkpoint's tokenizer (the caller encodes and decodes: generate.c, http.c). */
 #ifndef MP_COMPLETION_H
 #define MP_COMPLETION_H
 
@@ -15,6 +15,8 @@ typedef struct {
     int max_tokens;        /* ≥ 0; the context cuts a completion at T − nprompt tokens */
     sampler_cfg_t sample;
     uint64_t request_id;   /* with the seed and the position, keys every draw */
+    int sample_v;          /* draws among tokens [0, sample_v) only: the tokenizer's vocabulary when the
+                              model's is padded past it (gpt2: 50257 of 50304); 0: all V */
 } completion_req_t;
 
 /* Why a prompt cannot be completed on a context of T tokens and vocabulary V (NULL: it can):

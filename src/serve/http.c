@@ -83,24 +83,51 @@ static json_t *tokens_array(const int *out, int n)
     return a;
 }
 
+/* The text of a completion's tokens out[0..n): byte tokens as tokens_text; gpt2's decoded bytes from
+ * byte *from on, up to the last whole character unless final (then all of them), into a JSON string;
+ * *from advances past what was taken. */
+static json_t *completion_text(const http_t *h, const int *out, int n, size_t *from, int final)
+{
+    if (!h->tok || h->tok->kind == TOK_BYTES) {
+        json_t *j = tokens_text(out + *from, n - (int)*from);
+        *from = (size_t)n;
+        return j;
+    }
+    unsigned char *b;
+    size_t nb;
+    if (tok_decode(h->tok, out, (size_t)n, &b, &nb) != MP_OK) return NULL;
+    const size_t end = final ? nb : request_text_whole(b, nb), at = *from < end ? *from : end;
+    size_t k;
+    char *text = request_text_clean(b + at, end - at, &k);
+    json_t *j = text ? json_stringn(text, k) : NULL;
+    free(text), free(b);
+    *from = end;
+    return j;
+}
+
 static const char *finish_reason(const serve_req_t *r) { return r->state == REQ_CONTEXT ? "context" : "length"; }
 
-static json_t *completion_json(const serve_req_t *r)
+static json_t *completion_json(const http_t *h, const serve_req_t *r)
 {
     char id[64];
+    size_t from = 0;
     snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->serial);
     return json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:s}],s:{s:i,s:i,s:i}}", "id", id, "object", "text_completion", "choices",
-                     "index", 0, "text", tokens_text(r->out, r->nout), "tokens", tokens_array(r->out, r->nout),
+                     "index", 0, "text", completion_text(h, r->out, r->nout, &from, 1), "tokens", tokens_array(r->out, r->nout),
                      "finish_reason", finish_reason(r), "usage", "prompt_tokens", r->nprompt,
                      "completion_tokens", r->nout, "total_tokens", r->nprompt + r->nout);
 }
 
 /* A streamed completion (server-sent events): one event per batch of new tokens, as the batcher
- * makes them; the last carries finish_reason (or the error), then "data: [DONE]". */
+ * makes them; the last carries finish_reason (or the error), then "data: [DONE]". An event's
+ * "tokens" are its new tokens; its "text", with gpt2, the decoded bytes of whole characters not yet
+ * sent (a character split across tokens goes out with the event of its last byte; the last event
+ * carries whatever is left, invalid bytes as U+FFFD). */
 typedef struct {
     http_t *h;
     serve_req_t *r;
     int sent, done;
+    size_t text_sent;   /* tokens' text already sent: tokens (byte) or decoded bytes (gpt2) */
     char *ev;
     size_t len, off;
 } stream_t;
@@ -119,7 +146,7 @@ static int stream_next(stream_t *st)
     const char *reason = state == REQ_CONTEXT ? "context" : "length";
     if (n > st->sent) {
         j = json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", id, "object", "text_completion", "choices", "index", 0, "text",
-                      tokens_text(r->out + st->sent, n - st->sent), "tokens", tokens_array(r->out + st->sent, n - st->sent),
+                      completion_text(st->h, r->out, n, &st->text_sent, ended), "tokens", tokens_array(r->out + st->sent, n - st->sent),
                       "finish_reason", ended ? json_string(reason) : json_null());
         st->sent = n;
         st->done = ended;
@@ -190,8 +217,9 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
     char why[320];
     int stream = 0, bad = 1;
     if (r && (r->prompt = malloc((size_t)h->T * sizeof *r->prompt)) && (r->out = malloc(((size_t)h->T + 1) * sizeof *r->out)))
-        bad = request_parse(cn->body, cn->n, h->T, h->V, r, &stream, why, sizeof why);
+        bad = request_parse(cn->body, cn->n, h->T, h->V, h->tok, r, &stream, why, sizeof why);
     else snprintf(why, sizeof why, "out of memory");
+    if (!bad && h->tok && h->tok->kind != TOK_BYTES) r->sample_v = tok_vocab(h->tok);
     if (bad) {
         const enum MHD_Result ret = respond_error(h, c, r && r->out ? 400 : 500, "invalid_request_error", "%s", why);
         serve_req_free(r);
@@ -201,7 +229,7 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
     r->serial = __atomic_add_fetch(&h->served, 1, __ATOMIC_RELAXED);
     batcher_run(h->b, r);
     const enum MHD_Result ret = r->state == REQ_FAILED ? respond_error(h, c, 503, "server_error", "%s", r->error)
-                                                       : respond_json(c, 200, completion_json(r));
+                                                       : respond_json(c, 200, completion_json(h, r));
     serve_req_free(r);
     return ret;
 }
@@ -372,10 +400,10 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     return NULL;
 }
 
-int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V)
+int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V, const tokenizer_t *tok)
 {
     memset(h, 0, sizeof *h);
-    h->b = b, h->T = T, h->V = V, h->token = l->token;
+    h->b = b, h->T = T, h->V = V, h->token = l->token, h->tok = tok;
     const int port = l->port;
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);

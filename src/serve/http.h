@@ -3,6 +3,7 @@
  *   POST /v1/completions  {"prompt": str, "max_tokens": int, "temperature": num, "top_k": int,
  *                          "seed": int, "request_id": int, "stream": bool} → 200 {"id", "object":
  *                          "text_completion", "choices": [{"text", "tokens", "finish_reason"}],
+ *                          the prompt encoded and the tokens decoded by the checkpoint's tokenizer,
  *                          "usage"}, or with stream server-sent events (one per token step, then
  *                          "data: [DONE]"); bad input → 4xx {"error": {"message", "type"}}; the
  *                          pipeline down → 503.
@@ -20,6 +21,7 @@
 
 #include "batcher.h"
 #include "conns.h"
+#include "tokenizer.h"
 
 #define HTTP_MAX_BODY 65536
 #define HTTP_MAX_HEADER 32768     /* the request line and headers, bytes */
@@ -48,13 +50,16 @@ typedef struct {
     conns_t conns;            /* every connection's deadline */
     int port;                 /* the bound port (the one asked, or the one the system chose for 0) */
     int T, V;
+    const tokenizer_t *tok;   /* the checkpoint's tokenizer (NULL: byte): prompts encoded, completions decoded */
     uint64_t bad_requests;    /* 4xx answers (atomic) */
     uint64_t served;          /* requests accepted, numbering their ids "cmpl-N" (atomic) */
 } http_t;
 
 /* Listens where l says (port 0: any free port; http->port says which) and serves requests through
- * b; with a token, a request without it is answered 401. MP_OK or MP_ERR (reported). */
-int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V);
+ * b; with a token, a request without it is answered 401. Prompts are encoded and completions decoded
+ * with tok (NULL or byte: a prompt's bytes are its tokens; it must outlive h). MP_OK or MP_ERR
+ * (reported). */
+int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V, const tokenizer_t *tok);
 void http_stop(http_t *h);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "completion.h"
 #include "sampler.h"
 
@@ -34,8 +35,32 @@ static int get_temperature(json_t *t, float *temp, char *why, size_t n)
     return 0;
 }
 
+/* The prompt s[0..len) as tokens of tok into r->prompt (room for T). 0, or 1 after filling why. */
+static int request_prompt(const tokenizer_t *tok, const char *s, size_t len, int T, serve_req_t *r, char *why, size_t n)
+{
+    if (!tok || tok->kind == TOK_BYTES) {
+        if (len >= (size_t)T) return snprintf(why, n, "the prompt has %zu bytes; the context allows at most %d", len, T - 1), 1;
+        for (size_t i = 0; i < len; i++) r->prompt[i] = (unsigned char)s[i];
+        r->nprompt = (int)len;
+        return 0;
+    }
+    uint16_t *ids = malloc((len ? len : 1) * sizeof *ids);
+    size_t m = 0;
+    if (!ids || tok_encode(tok, (const unsigned char *)s, len, ids, &m) != MP_OK)
+        return free(ids), snprintf(why, n, "out of memory encoding the prompt"), 1;
+    if (m >= (size_t)T) {
+        free(ids);
+        return snprintf(why, n, "the prompt has %zu gpt2 tokens; the context allows at most %d", m, T - 1), 1;
+    }
+    for (size_t i = 0; i < m; i++) r->prompt[i] = ids[i];
+    r->nprompt = (int)m;
+    free(ids);
+    return 0;
+}
+
 /* The fields of object o into r and *stream. 0, or 1 after filling why. */
-static int request_fields(json_t *o, int T, int V, serve_req_t *r, int *stream, char *why, size_t n)
+static int request_fields(json_t *o, int T, int V, const tokenizer_t *tok, serve_req_t *r, int *stream, char *why,
+                          size_t n)
 {
     static const char *const known[] = {"prompt", "max_tokens", "temperature", "top_k", "seed", "request_id", "stream",
                                         "model", NULL};
@@ -59,32 +84,28 @@ static int request_fields(json_t *o, int T, int V, serve_req_t *r, int *stream, 
     r->sample = (sampler_cfg_t){temp, (int)top_k, (uint64_t)seed};
     const char *bad_sample = sampler_cfg_refusal(&r->sample, V); /* the client's mistake: not in the log */
     if (bad_sample) return snprintf(why, n, "temperature %g, top_k %d: %s", (double)temp, (int)top_k, bad_sample), 1;
-    const size_t len = json_string_length(p);
-    const char *s = json_string_value(p);
-    if (len >= (size_t)T) return snprintf(why, n, "the prompt has %zu bytes; the context allows at most %d", len, T - 1), 1;
-    r->nprompt = (int)len, r->max_tokens = (int)max_tokens, r->request_id = (uint64_t)rid;
-    for (size_t i = 0; i < len; i++) r->prompt[i] = (unsigned char)s[i];
+    if (request_prompt(tok, json_string_value(p), json_string_length(p), T, r, why, n)) return 1;
+    r->max_tokens = (int)max_tokens, r->request_id = (uint64_t)rid;
     const char *bad = completion_refusal(r->prompt, r->nprompt, T, V);
     if (bad) return snprintf(why, n, "%s", bad), 1;
     return 0;
 }
 
-int request_parse(const char *body, size_t n, int T, int V, serve_req_t *r, int *stream_p, char *why, size_t nwhy)
+int request_parse(const char *body, size_t n, int T, int V, const tokenizer_t *tok, serve_req_t *r, int *stream_p,
+                  char *why, size_t nwhy)
 {
     json_error_t je;
     json_t *o = json_loadb(body ? body : "", body ? n : 0, JSON_REJECT_DUPLICATES, &je);
     if (!o) return snprintf(why, nwhy, "malformed JSON at line %d column %d: %s", je.line, je.column, je.text), 1;
     int stream = 0;
     const int bad = !json_is_object(o) ? (snprintf(why, nwhy, "the body must be a JSON object"), 1)
-                                       : request_fields(o, T, V, r, &stream, why, nwhy);
+                                       : request_fields(o, T, V, tok, r, &stream, why, nwhy);
     json_decref(o);
     if (!bad) *stream_p = stream;
     return bad;
 }
 
-/* The length of the valid UTF-8 sequence at s[0..n), or 0 (RFC 3629: no overlongs, no surrogates,
- * nothing above U+10FFFF). */
-static size_t utf8_len(const unsigned char *s, size_t n)
+size_t request_utf8_len(const unsigned char *s, size_t n)
 {
     const unsigned c = s[0];
     size_t k;
@@ -100,13 +121,39 @@ static size_t utf8_len(const unsigned char *s, size_t n)
     return k;
 }
 
+char *request_text_clean(const unsigned char *b, size_t n, size_t *n_p)
+{
+    char *s = malloc(n * 3 + 1);
+    if (!s) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t len = request_utf8_len(b + i, n - i);
+        if (len) memcpy(s + k, b + i, len), k += len, i += len;
+        else memcpy(s + k, "\xef\xbf\xbd", 3), k += 3, i++;
+    }
+    s[k] = 0;
+    *n_p = k;
+    return s;
+}
+
+size_t request_text_whole(const unsigned char *b, size_t n)
+{
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        const unsigned c = b[n - back];
+        if ((c & 0xc0) == 0x80) continue; /* a continuation byte: its lead is further back */
+        const size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
 char *request_error_json(const char *type, const char *msg)
 {
     const size_t n = strlen(msg);
     char *clean = malloc(n + 1);
     if (!clean) return NULL;
     for (size_t i = 0; i < n;) {
-        const size_t k = utf8_len((const unsigned char *)msg + i, n - i);
+        const size_t k = request_utf8_len((const unsigned char *)msg + i, n - i);
         if (k) memcpy(clean + i, msg + i, k), i += k;
         else clean[i++] = '?';
     }

@@ -51,7 +51,7 @@ int sampler_pick(const float *logits, int V, const sampler_cfg_t *s, uint64_t re
                  float *work)
 {
     if (s->temperature == 0.0f || s->top_k == 1) return argmax(logits, V);
-    const int k = s->top_k ? s->top_k : V;
+    const int k = s->top_k && s->top_k < V ? s->top_k : V; /* V may be a tokenizer's, below the model's */
     int *idx = (int *)(void *)work; /* k ints in the first V floats */
     float *p = work + V;
     top_k_tokens(logits, V, k, idx);

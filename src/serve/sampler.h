@@ -18,8 +18,9 @@ const char *sampler_cfg_refusal(const sampler_cfg_t *s, int V);
 /* MP_OK, or MP_ERR after reporting sampler_cfg_refusal with the values. */
 int sampler_cfg_check(const sampler_cfg_t *s, int V);
 
-/* The token for position `position` of request `request_id` from logits (V). work: 2·V floats of
- * scratch. Ties between logits are broken by the lower token index. */
+/* The token for position `position` of request `request_id` from logits[0..V) (a row may be longer:
+ * V is then the tokenizer's vocabulary; top_k above V means V). work: 2·V floats of scratch. Ties
+ * between logits are broken by the lower token index. */
 int sampler_pick(const float *logits, int V, const sampler_cfg_t *s, uint64_t request_id, uint64_t position,
                  float *work);
 

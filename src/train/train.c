@@ -638,7 +638,7 @@ int train_debug_grads(const run_opts_t *opts, const train_ops_t *ops_offered, co
     const exec_batch_t src = train_batches(&r);
     double loss = train_step_grads(&r, 0, &src);
     if (r.plug) model_grads_finish(&r.model); /* a plug-in's step (a supernet's) keeps the LM head's part apart */
-    ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL};
+    ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL, .tok = r.data_tok};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
     float *params = run_ckpt_host_copy(&r, r.model.params, r.model.alloc);
     int rc = ckpt_write(out_file, &r.gtab, params, NULL, NULL, &st, r.deck_text);

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char why[320];
     int stream = -1;
     why[0] = 0;
-    if (request_parse((const char *)data + 2, size - 2, T, V, &r, &stream, why, sizeof why)) check_error_json(why);
+    if (request_parse((const char *)data + 2, size - 2, T, V, NULL, &r, &stream, why, sizeof why)) check_error_json(why);
     else {
         if (r.nprompt < 1 || r.nprompt > T - 1) fail("an accepted prompt outside [1, T - 1]");
         for (int i = 0; i < r.nprompt; i++)

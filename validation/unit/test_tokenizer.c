@@ -401,6 +401,54 @@ static void test_prep(const tokenizer_t *tok)
            "a text of one gpt2 token (Hello) is refused, naming it; no file written");
 }
 
+/* ---- identities: what token files and checkpoints record ---- */
+
+/* A token file as `prep` wrote it before tokenizers: a vocab attribute and nothing else. */
+static void write_old_file(const char *path)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "vocab", H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_INT, &(int){256});
+    H5Aclose(a), H5Sclose(s), H5Fclose(f);
+}
+
+/* After test_prep (gen.h5) and test_refusals (the directory "padded": another digest). */
+static void test_idents(const tokenizer_t *tok)
+{
+    tok_ident_t id, mine, byte;
+    char why[200], text[120];
+    int vocab = 0;
+    tok_ident_of(tok, &mine);
+    tap_ok(tok_of_data_file(tpath("gen.h5"), &id, &vocab) == MP_OK && tok_ident_same(&id, &mine) && vocab == 50257 &&
+               !strcmp(tok_ident_text(&id, text, sizeof text), "gpt2 (tokenizer_sha256 00f404d36600411e497efb3df08d3b4e094f0820e2595afcb7cbd0c4353d4fcb)"),
+           "a gpt2 token file: %s, vocab 50257", text);
+    write_old_file(tpath("old.h5"));
+    tap_ok(tok_of_data_file(tpath("old.h5"), &byte, &vocab) == MP_OK && !strcmp(byte.name, "byte") && !byte.sha256[0] &&
+               vocab == 256 && !tok_ident_same(&byte, &mine),
+           "a token file from before tokenizers (no attribute tokenizer) is byte, vocab 256");
+    static const struct {
+        const char *name, *sha, *want;
+    } bad[] = {{"gpt3", NULL, "knows \"byte\", \"gpt2\", \"sp\" and \"none\""},
+               {"gpt2", NULL, "without tokenizer_sha256"},
+               {"byte", "00f404d36600411e497efb3df08d3b4e094f0820e2595afcb7cbd0c4353d4fcb", "has no files"},
+               {"gpt2", "00F404D36600411E497EFB3DF08D3B4E094F0820E2595AFCB7CBD0C4353D4FCB", "not 64 lowercase hex"},
+               {"gpt2", "00f404", "not 64 lowercase hex"}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        why[0] = 0;
+        tap_ok(tok_ident_set(&id, bad[k].name, bad[k].sha, why, sizeof why) == MP_ERR && strstr(why, bad[k].want),
+               "identity %s / %.8s refused: %s", bad[k].name, bad[k].sha ? bad[k].sha : "(none)", why);
+    }
+    tokenizer_t t;
+    capture_begin();
+    int rc = tok_open_ident(&t, &mine, tpath("padded"), "CK.h5");
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "CK.h5") && strstr(errtext, mine.sha256) && strstr(errtext, "padded"),
+           "a vocabulary of another digest is refused, naming the checkpoint, the directory and both digests");
+    rc = tok_open_ident(&t, &byte, "/nonexistent", "CK.h5");
+    tap_ok(rc == MP_OK && t.kind == TOK_BYTES, "a byte identity opens the bytes tokenizer (no files read)");
+    if (rc == MP_OK) tok_close(&t);
+}
+
 static void cleanup(const char *dir)
 {
     DIR *dh = opendir(dir);
@@ -436,6 +484,7 @@ int main(void)
         test_decode(&tok);
         test_prep(&tok);
         test_refusals(dir);
+        test_idents(&tok);
         tok_close(&tok);
     }
     cleanup(tmpdir);
