@@ -381,7 +381,7 @@ static exec_at_t exec_at(const exec_t *e, const instr_t *in, long t)
     at.next = in->mb >= m;
     at.mb = in->mb >= 0 ? in->mb % m : -1;
     at.bt = t + at.next;
-    const int c = in->chunk >= 0 ? in->chunk / e->c.pp : 0;
+    const int c = in->chunk >= 0 ? sched_chunk_local(e->c.kind, in->chunk, e->c.pp) : 0;
     at.key_mb = two ? (int)(at.bt & 1) * m + at.mb : at.mb;
     if (e->c.per > 0 && in->mb >= 0) { /* causal: subnet t + j's micro-batch k */
         at.bt = t + in->mb / e->c.per, at.mb = in->mb % e->c.per, at.key_mb = in->mb;
@@ -682,14 +682,14 @@ double exec_forward_only(exec_t *e, int valid_rows)
     double sum = 0.0;
     stash_bind_eval(&e->stash, a);
     for (int ch = 0; ch < e->v; ch++) {
-        const int k = ch * pp + s;
+        const int k = sched_stage_chunk(c->kind, s, ch, pp);
         const model_part_t *pt = &e->part[ch];
-        if (k > 0) exec_recv_wait(e, a->encoded, (k - 1) % pp, k, "an evaluation activation", NULL);
+        if (k > 0) exec_recv_wait(e, a->encoded, sched_chunk_stage(c->kind, k - 1, pp), k, "an evaluation activation", NULL);
         model_forward_part(c->model, pt, a, c->scratch, NULL); /* its sum covers padding rows too: recounted below */
         if (k < e->K - 1) {
             MPI_Request q;
             MPI_CHECK(MPI_Isend(exec_send_src(e, model_part_output(pt, a), e->hsend), (int)e->n_act, MPI_FLOAT,
-                                (k + 1) % pp, k + 1, c->pp_comm, &q));
+                                sched_chunk_stage(c->kind, k + 1, pp), k + 1, c->pp_comm, &q));
             wait_all(c->wait, 1, &q, "an evaluation activation send");
         } else {
             for (long i = 0; i < (long)valid_rows * c->model->cfg.seq_len; i++) sum += a->host_losses[i];

@@ -162,6 +162,7 @@ static int list_copy(instr_list_t *dst, const instr_list_t *src)
     if (!(dst->ins = malloc(((size_t)src->n + 1) * sizeof *dst->ins))) return MP_ERR;
     memcpy(dst->ins, src->ins, (size_t)src->n * sizeof *dst->ins);
     dst->n = dst->cap = src->n;
+    dst->place = src->place;
     return MP_OK;
 }
 

@@ -19,6 +19,43 @@ int sched_kind_parse(const char *name, sched_kind_t *kind_p)
     return MP_ERR;
 }
 
+sched_place_t sched_kind_place(sched_kind_t kind)
+{
+    (void)kind;
+    return SCHED_PLACE_LOOP;
+}
+
+int sched_place_stage(sched_place_t place, int k, int pp)
+{
+    (void)place;
+    return k % pp;
+}
+
+int sched_place_local(sched_place_t place, int k, int pp)
+{
+    (void)place;
+    return k / pp;
+}
+
+int sched_place_chunk(sched_place_t place, int stage, int local, int pp)
+{
+    (void)place;
+    return local * pp + stage;
+}
+
+int sched_place_edge_local(sched_place_t place, int k, int pp)
+{
+    (void)place, (void)k, (void)pp;
+    return 0;
+}
+
+int sched_chunk_stage(sched_kind_t kind, int k, int pp) { return sched_place_stage(sched_kind_place(kind), k, pp); }
+int sched_chunk_local(sched_kind_t kind, int k, int pp) { return sched_place_local(sched_kind_place(kind), k, pp); }
+int sched_stage_chunk(sched_kind_t kind, int stage, int local, int pp)
+{
+    return sched_place_chunk(sched_kind_place(kind), stage, local, pp);
+}
+
 int sched_list_peak(const instr_list_t *l, int carried)
 {
     int live = carried, peak = carried;
@@ -54,20 +91,26 @@ static int push(instr_list_t *l, op_t op, int mb, int chunk, int peer)
     return MP_OK;
 }
 
-/* A forward of (mb, chunk k) with its receive before and its send after. */
+/* A forward of (mb, chunk k) with its receive before and its send after; the peers are where the
+ * list's placement puts chunks k-1 and k+1, and a boundary inside the stage needs no message. */
 static int emit_forward(instr_list_t *l, int mb, int k, int K, int pp)
 {
-    int rc = k == 0 ? push(l, OP_LOAD_BATCH, mb, k, -1) : push(l, OP_RECV_ACT, mb, k, (k - 1) % pp);
+    const sched_place_t pl = l->place;
+    int rc = k == 0                                ? push(l, OP_LOAD_BATCH, mb, k, -1)
+             : sched_place_edge_local(pl, k - 1, pp) ? MP_OK
+                                                     : push(l, OP_RECV_ACT, mb, k, sched_place_stage(pl, k - 1, pp));
     rc |= push(l, OP_FORWARD, mb, k, -1);
-    if (k < K - 1) rc |= push(l, OP_SEND_ACT, mb, k, (k + 1) % pp);
+    if (k < K - 1 && !sched_place_edge_local(pl, k, pp)) rc |= push(l, OP_SEND_ACT, mb, k, sched_place_stage(pl, k + 1, pp));
     return rc ? MP_ERR : MP_OK;
 }
 
 static int emit_backward(instr_list_t *l, int mb, int k, int K, int pp)
 {
-    int rc = k < K - 1 ? push(l, OP_RECV_GRAD, mb, k, (k + 1) % pp) : MP_OK;
+    const sched_place_t pl = l->place;
+    int rc = k < K - 1 && !sched_place_edge_local(pl, k, pp) ? push(l, OP_RECV_GRAD, mb, k, sched_place_stage(pl, k + 1, pp))
+                                                            : MP_OK;
     rc |= push(l, OP_BACKWARD, mb, k, -1);
-    if (k > 0) rc |= push(l, OP_SEND_GRAD, mb, k, (k - 1) % pp);
+    if (k > 0 && !sched_place_edge_local(pl, k - 1, pp)) rc |= push(l, OP_SEND_GRAD, mb, k, sched_place_stage(pl, k - 1, pp));
     return rc ? MP_ERR : MP_OK;
 }
 
@@ -86,7 +129,7 @@ static void interleaved_step(int i, int pp, int v, int backward, int stage, int 
     int group = i / pp, c = group % v;
     if (backward) c = v - 1 - c;
     *mb_p = (i / (pp * v)) * pp + i % pp;
-    *k_p = c * pp + stage;
+    *k_p = sched_place_chunk(SCHED_PLACE_LOOP, stage, c, pp);
 }
 
 /* Every step ends by reducing the gradients and stepping the optimizer; *out gets the list, or

@@ -2,10 +2,10 @@
  * (kind, stage, pp, m, v) -> the list of instructions that stage runs in one step; one executor
  * runs the lists with non-blocking p2p, and the simulator (sim.h) runs the same lists with no MPI.
  *
- * Model chunks: the L layers are cut into K = pp·v chunks; chunk k runs on stage k mod pp as its
- * local chunk k div pp (Megatron's interleaved assignment; v = 1 for every schedule but
- * interleaved). Chunk 0 embeds (LOAD_BATCH), chunk K-1 computes the loss. Activations of (mb, k) go
- * to chunk k+1, their gradients come back from it.
+ * Model chunks: the L layers are cut into K = pp·v chunks, placed on the stages by the schedule's
+ * placement (sched_place_t below: Megatron's interleaved loop for every schedule so far). Chunk 0
+ * embeds (LOAD_BATCH), chunk K-1 computes the loss. Activations of (mb, k) go to chunk k+1, their
+ * gradients come back from it.
  *
  * Every schedule runs each chunk's backward passes in micro-batch order 0..m-1, the order in which
  * one rank accumulates gradients, so pipelining changes no arithmetic (ARCHITECTURE.md §4).
@@ -38,15 +38,39 @@ typedef struct {
     int peer;    /* SEND/RECV: the stage on the other side */
 } instr_t;
 
+/* Where a schedule's chunks live: chunk k of K = pp·v on which stage, as which of its local chunks
+ * (local chunks count in ascending k, so a stage's layer ranges ascend too).
+ *   SCHED_PLACE_LOOP  Megatron's interleaved loop: chunk k on stage k mod pp as local k div pp
+ *                     (v = 1: chunk k on stage k). Every boundary sends to the next stage mod pp.
+ * Every list carries its placement, so the simulator, the lowering and the executor read chunk
+ * k's stage from the list itself; nothing outside this file computes it. */
+typedef enum { SCHED_PLACE_LOOP } sched_place_t;
+
 typedef struct {
     instr_t *ins;
     int n, cap;
+    sched_place_t place; /* of the chunks its instructions name ({0}: the loop) */
 } instr_list_t;
 
 extern const char *const op_names[OP_COUNT];
 
 /* "gpipe" | "1f1b" | "interleaved" | "2bw" -> kind; MP_OK or MP_ERR (unknown name). */
 int sched_kind_parse(const char *name, sched_kind_t *kind_p);
+
+/* The placement of a kind's chunks. */
+sched_place_t sched_kind_place(sched_kind_t kind);
+/* Chunk k's stage and local index under `place` with pp stages, and the inverse (the global chunk
+ * that is local chunk `local` of `stage`). Pure arithmetic: arguments in range are the caller's. */
+int sched_place_stage(sched_place_t place, int k, int pp);
+int sched_place_local(sched_place_t place, int k, int pp);
+int sched_place_chunk(sched_place_t place, int stage, int local, int pp);
+/* The same by schedule kind: what the runtime calls (the deck names the kind, never the placement). */
+int sched_chunk_stage(sched_kind_t kind, int k, int pp);
+int sched_chunk_local(sched_kind_t kind, int k, int pp);
+int sched_stage_chunk(sched_kind_t kind, int stage, int local, int pp);
+/* Whether the boundary between chunk k and k+1 is crossed without a message (both chunks on one
+ * stage by design, not a pipeline of one stage: pp = 1 under the loop still sends to itself). */
+int sched_place_edge_local(sched_place_t place, int k, int pp);
 
 /* Most forwards awaiting their backward at any point of `l` (the stash slots it needs), starting
  * with `carried` already stashed (2bw: the next batch's forwards a previous step ran). The one

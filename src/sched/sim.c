@@ -36,7 +36,7 @@ static int sim_check_stage(sim_count_t *c, const instr_list_t *l, int s, int pp,
         const int k = in->chunk, mb = in->mb, K = c->K;
         if (in->op == OP_LOAD_BATCH || in->op == OP_OPTIMIZER_STEP || in->op == OP_REDUCE_GRADS) continue;
         if (in->op >= OP_EVICT) continue; /* balance: memlists.c checks them */
-        if (mb < 0 || mb >= c->m || k < 0 || k >= K || k % pp != s)
+        if (mb < 0 || mb >= c->m || k < 0 || k >= K || sched_place_stage(l->place, k, pp) != s)
             return sim_fail(res, "stage %d: %s of micro-batch %d chunk %d is not its to run", s, op_names[in->op], mb, k);
         switch (in->op) {
         case OP_FORWARD:
@@ -51,7 +51,7 @@ static int sim_check_stage(sim_count_t *c, const instr_list_t *l, int s, int pp,
         case OP_SEND_ACT:
         case OP_SEND_GRAD: {
             const int act = in->op == OP_SEND_ACT, to = act ? k + 1 : k - 1;
-            if (to < 0 || to >= K || in->peer != to % pp)
+            if (to < 0 || to >= K || in->peer != sched_place_stage(l->place, to, pp))
                 return sim_fail(res, "stage %d sends micro-batch %d of chunk %d to a stage that does not hold its peer", s, mb, k);
             if (MSG(c->sent, !act, k, mb)++) return sim_fail(res, "stage %d sends micro-batch %d of chunk %d twice", s, mb, k);
             break;
@@ -59,7 +59,7 @@ static int sim_check_stage(sim_count_t *c, const instr_list_t *l, int s, int pp,
         case OP_RECV_ACT:
         case OP_RECV_GRAD: {
             const int act = in->op == OP_RECV_ACT, from = act ? k - 1 : k + 1;
-            if (from < 0 || from >= K || in->peer != from % pp)
+            if (from < 0 || from >= K || in->peer != sched_place_stage(l->place, from, pp))
                 return sim_fail(res, "stage %d receives micro-batch %d of chunk %d from a stage that cannot send it", s, mb, k);
             if (MSG(c->recvd, !act, from, mb)++) return sim_fail(res, "stage %d receives micro-batch %d of chunk %d twice", s, mb, k);
             break;
@@ -87,6 +87,11 @@ static int sim_check_lists(const instr_list_t *lists, int pp, int m, int v, sim_
         goto out;
     }
     for (int k = 0; k < c->K; k++) last_bwd[k] = -1;
+    for (int s = 0; s < pp; s++)
+        if (lists[s].place != lists[0].place) {
+            sim_fail(res, "stage %d's list places the chunks otherwise than stage 0's", s);
+            goto out;
+        }
     for (int s = 0; s < pp; s++)
         if (sim_check_stage(c, &lists[s], s, pp, last_bwd, res) != MP_OK) goto out;
     for (int k = 0; k < c->K; k++)

@@ -86,18 +86,18 @@ static void test_broken_lists(void)
     instr_t s0[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_RECV_GRAD, 0, 0, 1},
                     {OP_SEND_ACT, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}};
     instr_t s1[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}, {OP_SEND_GRAD, 0, 1, 0}};
-    instr_list_t l[2] = {{s0, 5, 5}, {s1, 4, 4}};
+    instr_list_t l[2] = {{s0, 5, 5, SCHED_PLACE_LOOP}, {s1, 4, 4, SCHED_PLACE_LOOP}};
     sim_result_t r;
     int rc = sim_run_lists(l, 2, 1, 1, 1.0, 2.0, &r);
     tap_ok(rc != 0 && strstr(r.error, "deadlock"), "a list that receives before it sends is a deadlock (%s)", r.error);
     instr_t s0b[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_SEND_ACT, 0, 0, 0},
                      {OP_RECV_GRAD, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}};
-    l[0] = (instr_list_t){s0b, 5, 5};
+    l[0] = (instr_list_t){s0b, 5, 5, SCHED_PLACE_LOOP};
     rc = sim_run_lists(l, 2, 1, 1, 1.0, 2.0, &r);
     tap_ok(rc != 0 && strstr(r.error, "peer"), "a send to the wrong stage is caught (%s)", r.error);
     instr_t s0c[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_SEND_ACT, 0, 0, 1}};
     instr_t s1c[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}};
-    instr_list_t lc[2] = {{s0c, 3, 3}, {s1c, 3, 3}};
+    instr_list_t lc[2] = {{s0c, 3, 3, SCHED_PLACE_LOOP}, {s1c, 3, 3, SCHED_PLACE_LOOP}};
     rc = sim_run_lists(lc, 2, 1, 1, 1.0, 2.0, &r);
     tap_ok(rc != 0, "a micro-batch whose backward never runs on one stage is caught (%s)", r.error);
 }
@@ -172,7 +172,7 @@ static void test_crossed_messages(void)
                     {OP_BACKWARD, 1, 0, -1}};
     instr_t s1[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}, {OP_SEND_GRAD, 0, 1, 0},
                     {OP_RECV_ACT, 1, 1, 0}, {OP_FORWARD, 1, 1, -1}, {OP_BACKWARD, 1, 1, -1}, {OP_SEND_GRAD, 1, 1, 0}};
-    instr_list_t l[2] = {{s0, 8, 8}, {s1, 8, 8}};
+    instr_list_t l[2] = {{s0, 8, 8, SCHED_PLACE_LOOP}, {s1, 8, 8, SCHED_PLACE_LOOP}};
     sim_result_t r, rn;
     int mpi = sim_run_lists(l, 2, 2, 1, 1.0, 2.0, &r), nccl = sim_nccl_lists(l, 2, 2, 1, &rn);
     tap_ok(mpi == 0 && nccl != 0 && strstr(rn.error, "wrong buffer"),
