@@ -430,7 +430,12 @@ static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
                         &e->gsend_req[at->key]));
 }
 
-static const int exec_p2p_dir[LS_STREAMS] = {-1, BE_P2P_ACT_IN, BE_P2P_ACT_OUT, BE_P2P_GRAD_IN, BE_P2P_GRAD_OUT, -1};
+/* The backend's p2p direction of each lowered stream; -1: none (compute, offload, and V's second lane,
+ * whose lists exec_lists refuses: the backend has no communicators for it yet). */
+static const int exec_p2p_dir[LS_STREAMS] = {
+    [LS_COMPUTE] = -1,  [LS_ACT_IN] = BE_P2P_ACT_IN, [LS_ACT_OUT] = BE_P2P_ACT_OUT, [LS_GRAD_IN] = BE_P2P_GRAD_IN,
+    [LS_GRAD_OUT] = BE_P2P_GRAD_OUT, [LS_OFFLOAD] = -1, [LS_ACT_IN_V] = -1, [LS_ACT_OUT_V] = -1, [LS_GRAD_IN_V] = -1,
+    [LS_GRAD_OUT_V] = -1};
 
 /* nccl: the compute stream waits for what the lowered op of instruction i waits for: a receive's
  * event (per key), or everything so far on a send stream. */
@@ -611,6 +616,10 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         bal_drain(&e->bal);
         exec_reduce_grads(e, &run, i, t, drain, t0);
         break;
+    case OP_BACKWARD_B:
+    case OP_BACKWARD_W: /* the model has no split backward yet: exec_lists refuses the lists that hold them */
+        MP_ABORT("stage %d: %s of micro-batch %d chunk %d reached the executor, which runs no split backward (a bug: "
+                 "exec_lists refuses these schedules)", c->stage, op_names[in->op], in->mb, in->chunk);
     default:
         break;
     }

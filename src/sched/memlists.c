@@ -41,6 +41,11 @@ static int after_forward(const instr_list_t *l, int f)
 int sched_add_offload(instr_list_t *l, int prefetch)
 {
     const int n = l->n;
+    for (int i = 0; i < n; i++)
+        if (l->ins[i].op == OP_BACKWARD_B || l->ins[i].op == OP_BACKWARD_W)
+            return MP_FAIL("offload: the list splits its backward (%s of micro-batch %d chunk %d); offload and prefetch "
+                           "around a split backward are not built yet", op_names[l->ins[i].op], l->ins[i].mb,
+                           l->ins[i].chunk);
     int *pre = malloc(((size_t)n + 1) * sizeof *pre); /* per BACKWARD: the index it is prefetched before */
     grow_t g = {0};
     if (!pre) return MP_ERR;
@@ -78,9 +83,9 @@ int sched_list_device_peak(const instr_list_t *l, int carried)
         const op_t op = l->ins[i].op;
         if (op == OP_FORWARD || op == OP_PREFETCH || op == OP_RECLAIM) on++;
         if (on > peak) peak = on;
-        if (op == OP_OFFLOAD || op == OP_EVICT || op == OP_BACKWARD) on--;
+        if (op == OP_OFFLOAD || op == OP_EVICT || op == OP_BACKWARD || op == OP_BACKWARD_W) on--;
     }
-    /* a key forwarded and never moved off stays from FORWARD to BACKWARD: counted above */
+    /* a key forwarded and never moved off stays from FORWARD to its (W of the) backward: counted above */
     return peak;
 }
 

@@ -8,7 +8,9 @@
 
 const char *const op_names[OP_COUNT] = {"LOAD_BATCH", "FORWARD", "BACKWARD", "SEND_ACT", "RECV_ACT", "SEND_GRAD",
                                         "RECV_GRAD", "OFFLOAD", "PREFETCH", "REDUCE_GRADS", "OPTIMIZER_STEP",
-                                        "EVICT", "ACCEPT", "RETURN", "RECLAIM"};
+                                        "BACKWARD_B", "BACKWARD_W", "EVICT", "ACCEPT", "RETURN", "RECLAIM"};
+
+const sched_costs_t sched_costs_unit = {1.0, 1.0, 1.0};
 
 const char *const sched_kind_names[SCHED_KINDS] = {"gpipe", "1f1b", "interleaved", "2bw"};
 
@@ -27,27 +29,25 @@ sched_place_t sched_kind_place(sched_kind_t kind)
 
 int sched_place_stage(sched_place_t place, int k, int pp)
 {
-    (void)place;
+    if (place == SCHED_PLACE_V) return k < pp ? k : 2 * pp - 1 - k;
     return k % pp;
 }
 
 int sched_place_local(sched_place_t place, int k, int pp)
 {
-    (void)place;
+    if (place == SCHED_PLACE_V) return k >= pp;
     return k / pp;
 }
 
 int sched_place_chunk(sched_place_t place, int stage, int local, int pp)
 {
-    (void)place;
+    if (place == SCHED_PLACE_V) return local ? 2 * pp - 1 - stage : stage;
     return local * pp + stage;
 }
 
-int sched_place_edge_local(sched_place_t place, int k, int pp)
-{
-    (void)place, (void)k, (void)pp;
-    return 0;
-}
+int sched_place_edge_local(sched_place_t place, int k, int pp) { return place == SCHED_PLACE_V && k == pp - 1; }
+
+int sched_place_lane(sched_place_t place, int k, int K) { return place == SCHED_PLACE_V && k >= K / 2; }
 
 int sched_chunk_stage(sched_kind_t kind, int k, int pp) { return sched_place_stage(sched_kind_place(kind), k, pp); }
 int sched_chunk_local(sched_kind_t kind, int k, int pp) { return sched_place_local(sched_kind_place(kind), k, pp); }
@@ -56,15 +56,19 @@ int sched_stage_chunk(sched_kind_t kind, int stage, int local, int pp)
     return sched_place_chunk(sched_kind_place(kind), stage, local, pp);
 }
 
-int sched_list_peak(const instr_list_t *l, int carried)
+/* Most FORWARDs not yet followed by their `until` (or by a fused BACKWARD) at once. */
+static int list_peak(const instr_list_t *l, int carried, op_t until)
 {
     int live = carried, peak = carried;
     for (int i = 0; i < l->n; i++) {
         if (l->ins[i].op == OP_FORWARD && ++live > peak) peak = live;
-        if (l->ins[i].op == OP_BACKWARD) live--;
+        if (l->ins[i].op == OP_BACKWARD || l->ins[i].op == until) live--;
     }
     return peak;
 }
+
+int sched_list_peak(const instr_list_t *l, int carried) { return list_peak(l, carried, OP_BACKWARD_W); }
+int sched_list_peak_b(const instr_list_t *l, int carried) { return list_peak(l, carried, OP_BACKWARD_B); }
 
 int sched_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len)
 {
@@ -148,6 +152,12 @@ static int sched_finish(instr_list_t *l, int rc, instr_list_t *out)
 
 int sched_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, int v)
 {
+    return sched_build_costs(out, kind, stage, pp, m, v, NULL);
+}
+
+int sched_build_costs(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, int v, const sched_costs_t *costs)
+{
+    (void)costs;
     char why[256];
     if (sched_check(kind, pp, m, v, why, sizeof why) != MP_OK) return MP_FAIL("%s", why);
     if (stage < 0 || stage >= pp) return MP_FAIL("stage %d outside [0, %d)", stage, pp);
