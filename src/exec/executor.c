@@ -52,6 +52,9 @@ static int exec_lists(exec_t *e, int *nslots_p)
     /* causal: the window's lists keep at most pp − s micro-batches in flight, as 1F1B's over m do */
     const sched_kind_t kind = (pp == 1 && c->kind != SCHED_2BW) || c->per > 0 ? SCHED_1F1B : c->kind;
     sim_result_t sim;
+    if (sched_kind_split(c->kind)) /* the deck refuses them first (deck.c); this is the executor's own word */
+        return MP_FAIL("parallel.schedule=%s is simulator-only for now: the executor runs no split backward (B/W) yet",
+                       sched_kind_names[c->kind]);
     if (sim_run(kind, pp, m, e->v, SIM_COST_TF, SIM_COST_TB, &sim) != MP_OK)
         return MP_FAIL("parallel.schedule=%s with pp=%d, %d micro-batches per step and %d chunk(s) per stage: %s",
                        sched_kind_names[c->kind], pp, m, e->v, sim.error);

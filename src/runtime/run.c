@@ -21,7 +21,8 @@
 _Static_assert((int)DECK_SCHED_COUNT == (int)SCHED_KINDS, "deck_schedule_t and sched_kind_t list the same schedules");
 static const sched_kind_t run_sched_kind[DECK_SCHED_COUNT] = {
     [DECK_SCHED_GPIPE] = SCHED_GPIPE, [DECK_SCHED_1F1B] = SCHED_1F1B, [DECK_SCHED_INTERLEAVED] = SCHED_INTERLEAVED,
-    [DECK_SCHED_2BW] = SCHED_2BW};
+    [DECK_SCHED_2BW] = SCHED_2BW, [DECK_SCHED_ZB1P] = SCHED_ZB1P, [DECK_SCHED_ZBV] = SCHED_ZBV,
+    [DECK_SCHED_DUALPIPEV] = SCHED_DUALPIPEV};
 
 sched_kind_t run_sched_kind_of(const deck_t *d) { return run_sched_kind[d->parallel.schedule_kind]; }
 

@@ -180,6 +180,10 @@ static void cm_ctx_fill(cm_ctx_t *x)
 static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_layout_t *lay, cm_result_t *res)
 {
     const int K = lay->pp * lay->v;
+    if (sched_kind_split(lay->kind)) /* cm_compute has no B and W times, and cm_wire one neighbour per stage */
+        return snprintf(res->error, sizeof res->error, "schedule %s: the cost model has no split backward (B, W) "
+                        "times yet; `mindpipe sim --schedule %s --costs TF,TB,TW` simulates it", sched_kind_names[lay->kind],
+                        sched_kind_names[lay->kind]), MP_ERR;
     if (lay->pp < 1 || lay->pp > SIM_MAX_STAGES || K > CM_MAX_CHUNKS || lay->dp < 1 || lay->tp < 1 || lay->mb < 1)
         return snprintf(res->error, sizeof res->error, "layout out of range (pp <= %d, pp·v <= %d)", SIM_MAX_STAGES,
                         CM_MAX_CHUNKS), MP_ERR;

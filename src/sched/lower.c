@@ -80,7 +80,12 @@ static int lower_instr(lower_prog_t *p, const instr_list_t *l, int i, int K, int
         o->k = k, o->mb = mb;
         if (edge >= 0 && edge < K - 1) /* chunk 0's forward and the last chunk's backward receive nothing */
             lower_dep(p, o, lower_msg_stream(l, K, edge, act, 1), ref[((size_t)!act * K + k) * M + mb]);
-        if (act) lower_dep(p, o, LS_ACT_OUT, last_sa[0]), lower_dep(p, o, LS_ACT_OUT_V, last_sa[1]);
+        if (act && l->place == SCHED_PLACE_LOOP) lower_dep(p, o, LS_ACT_OUT, last_sa[0]);
+        /* V: only its own lane's sends (see lower.h); its output unsent (the loss, the turn): none */
+        if (act && l->place == SCHED_PLACE_V && k < K - 1 && !sched_place_edge_local(l->place, k, K / 2)) {
+            const int lane = sched_place_lane(l->place, k, K);
+            lower_dep(p, o, lane ? LS_ACT_OUT_V : LS_ACT_OUT, last_sa[lane]);
+        }
         *last_c = p->s[LS_COMPUTE].n - 1;
         break;
     }

@@ -10,8 +10,15 @@
  * stage talks to one peer in one direction. A stage's list becomes these streams (ACT_IN standing
  * for ACT_IN or ACT_IN_V by the message's lane, and so on):
  *   RECV_ACT     on ACT_IN, after COMPUTE so far (the slot it lands in is free)
- *   FORWARD      on COMPUTE, after its RECV_ACT and after the newest SEND_ACT of each lane (a slot's
- *                output buffer is rewritten only once the send that read it is done)
+ *   FORWARD      on COMPUTE, after its RECV_ACT and after the newest SEND_ACT on ACT_OUT (a slot's
+ *                output buffer is rewritten only once the send that read it is done). Under V only
+ *                after the newest SEND_ACT of its own output's lane, and of none when its output is
+ *                not sent (the loss's chunk, the turn): waiting on the other lane's sends deadlocks
+ *                zbv under NCCL's blocking sends (a forward of the way back waits for a send down
+ *                the stages whose receive waits for a backward that waits for that forward). The
+ *                executor running V lists must therefore keep a send of one lane from reading a
+ *                buffer a forward of the other rewrites (per-key send buffers, as the gradients
+ *                have, or one slot pool per lane).
  *   SEND_ACT     on ACT_OUT, after COMPUTE so far (its forward)
  *   RECV_GRAD    on GRAD_IN, after COMPUTE so far (the gradient buffer is free)
  *   BACKWARD, BACKWARD_B  on COMPUTE, after its RECV_GRAD

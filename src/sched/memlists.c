@@ -97,6 +97,7 @@ int sched_balance_check(sched_kind_t kind, int pp, int m, int v, char *why, int 
                         "balance needs parallel.schedule=1f1b: under %s %s", sched_kind_names[kind],
                         kind == SCHED_GPIPE         ? "every stage stashes all m micro-batches, so no stage has room to accept"
                         : kind == SCHED_2BW         ? "stashes outlive the step (the next batch's forwards), which BPipe's per-step pairing does not cover"
+                        : sched_kind_split(kind)    ? "a stash is held until its weight gradient (W) runs, whose place BPipe's pairing does not know"
                         : "a stage holds several chunks whose stashes are not 1F1B's decreasing p − s"),
                MP_ERR;
     if (v != 1) return snprintf(why, (size_t)why_len, "balance needs one model chunk per stage"), MP_ERR;
