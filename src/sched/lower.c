@@ -45,7 +45,7 @@ static void lower_dep(const lower_prog_t *p, lower_op_t *o, int stream, int idx)
 }
 
 /* The rules of lower.h for one instruction of l. ref: [act|grad][k][mb] → index of its receive;
- * last_sa: per lane, the newest activation send. */
+ * last_sa: the newest activation send (the loop's one lane). */
 static int lower_instr(lower_prog_t *p, const instr_list_t *l, int i, int K, int M, int *ref, int *last_c, int *last_sa)
 {
     const instr_t *in = &l->ins[i];
@@ -69,7 +69,7 @@ static int lower_instr(lower_prog_t *p, const instr_list_t *l, int i, int K, int
         if (!(o = lower_push(p, x, LK_SEND, i))) return MP_ERR;
         o->peer = in->peer, o->k = k, o->mb = mb, o->chan = !act;
         lower_dep(p, o, LS_COMPUTE, *last_c);
-        if (act) last_sa[sched_place_lane(l->place, edge, K)] = p->s[x].n - 1;
+        if (act) *last_sa = p->s[x].n - 1;
         break;
     }
     case OP_FORWARD:
@@ -80,12 +80,8 @@ static int lower_instr(lower_prog_t *p, const instr_list_t *l, int i, int K, int
         o->k = k, o->mb = mb;
         if (edge >= 0 && edge < K - 1) /* chunk 0's forward and the last chunk's backward receive nothing */
             lower_dep(p, o, lower_msg_stream(l, K, edge, act, 1), ref[((size_t)!act * K + k) * M + mb]);
-        if (act && l->place == SCHED_PLACE_LOOP) lower_dep(p, o, LS_ACT_OUT, last_sa[0]);
-        /* V: only its own lane's sends (see lower.h); its output unsent (the loss, the turn): none */
-        if (act && l->place == SCHED_PLACE_V && k < K - 1 && !sched_place_edge_local(l->place, k, K / 2)) {
-            const int lane = sched_place_lane(l->place, k, K);
-            lower_dep(p, o, lane ? LS_ACT_OUT_V : LS_ACT_OUT, last_sa[lane]);
-        }
+        /* V: its activation sends read a per-key copy (lower.h), so a forward waits on no send */
+        if (act && l->place == SCHED_PLACE_LOOP) lower_dep(p, o, LS_ACT_OUT, *last_sa);
         *last_c = p->s[LS_COMPUTE].n - 1;
         break;
     }
@@ -132,7 +128,7 @@ int lower_stage(const instr_list_t *l, int K, int M, lower_target_t target, lowe
 {
     memset(out, 0, sizeof *out);
     out->target = target;
-    int last_c = -1, last_sa[2] = {-1, -1}, rc = MP_ERR;
+    int last_c = -1, last_sa = -1, rc = MP_ERR;
     int *ref = malloc((size_t)2 * K * M * sizeof(int));
     out->ninstr = l->n;
     out->stream_of = malloc(((size_t)l->n + 1) * sizeof(int));
@@ -141,7 +137,7 @@ int lower_stage(const instr_list_t *l, int K, int M, lower_target_t target, lowe
     for (int i = 0; i < 2 * K * M; i++) ref[i] = -1;
     for (int i = 0; i < l->n; i++) out->stream_of[i] = out->index_of[i] = -1;
     for (int i = 0; i < l->n; i++)
-        if (lower_instr(out, l, i, K, M, ref, &last_c, last_sa) != MP_OK) goto out;
+        if (lower_instr(out, l, i, K, M, ref, &last_c, &last_sa) != MP_OK) goto out;
     rc = MP_OK;
 out:
     free(ref);

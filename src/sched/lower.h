@@ -11,14 +11,13 @@
  * for ACT_IN or ACT_IN_V by the message's lane, and so on):
  *   RECV_ACT     on ACT_IN, after COMPUTE so far (the slot it lands in is free)
  *   FORWARD      on COMPUTE, after its RECV_ACT and after the newest SEND_ACT on ACT_OUT (a slot's
- *                output buffer is rewritten only once the send that read it is done). Under V only
- *                after the newest SEND_ACT of its own output's lane, and of none when its output is
- *                not sent (the loss's chunk, the turn): waiting on the other lane's sends deadlocks
- *                zbv under NCCL's blocking sends (a forward of the way back waits for a send down
- *                the stages whose receive waits for a backward that waits for that forward). The
- *                executor running V lists must therefore keep a send of one lane from reading a
- *                buffer a forward of the other rewrites (per-key send buffers, as the gradients
- *                have, or one slot pool per lane).
+ *                output buffer is rewritten only once the send that read it is done). Under V after
+ *                its RECV_ACT only: V's activation sends read a copy per key, made on COMPUTE
+ *                after the forward (as the gradient sends do), so no forward rewrites what a send
+ *                reads. Waiting on the newest send instead, of either lane or its own, deadlocks
+ *                zbv under NCCL's blocking sends (found with sim_nccl: a forward waits for a send
+ *                whose receive waits for compute behind a forward that waits for the other
+ *                lane's send whose receive waits for compute behind the first forward).
  *   SEND_ACT     on ACT_OUT, after COMPUTE so far (its forward)
  *   RECV_GRAD    on GRAD_IN, after COMPUTE so far (the gradient buffer is free)
  *   BACKWARD, BACKWARD_B  on COMPUTE, after its RECV_GRAD

@@ -20,6 +20,7 @@ typedef struct {
 
 typedef struct {
     int pp, m, K, v, limit;
+    int keep_spare;        /* V: a first-arm forward may not take the last stash (zb_build) */
     sched_kind_t kind;
     sched_place_t place;
     double cost[3];        /* per chunk: F, B, W */
@@ -52,7 +53,9 @@ static int zb_choose(const zb_play_t *p, int s, double t, int *k_p)
     for (int local = 0; local < p->v; local++) { /* ascending chunks */
         const int k = sched_place_chunk(p->place, s, local, p->pp);
         const int f = p->next[ZB_F][k], b = p->next[ZB_B][k], w = p->next[ZB_W][k];
-        if (room && f < p->m && (k == 0 || zb_over(p, p->fend, k - 1, f, t))) kf = k;
+        /* keep_spare: the last stash is the second arm's (zb_build) */
+        const int spare = !p->keep_spare || local == 1 || p->live[s] + 1 < p->limit;
+        if (room && spare && f < p->m && (k == 0 || zb_over(p, p->fend, k - 1, f, t))) kf = k;
         if (b < p->m && zb_over(p, p->fend, k, b, t) && (k == p->K - 1 || zb_over(p, p->bend, k + 1, b, t)) &&
             (kb < 0 || b <= p->next[ZB_B][kb]))
             kb = k;
@@ -77,7 +80,8 @@ static void zb_act(zb_play_t *p, int s, double t, zb_op_t op, int k)
 
 /* Plays the pipeline to its end. Time moves from one end of a computation to the next: every
  * stage free at the present time takes work or, finding none, waits for the next end anywhere
- * (only an end can make work ready). MP_OK, or MP_ERR when every stage waits and nothing runs. */
+ * (only an end can make work ready). MP_OK, or MP_ERR (not reported) when every stage waits and
+ * nothing runs. */
 static int zb_play(zb_play_t *p)
 {
     const int total = 3 * p->m * p->v;
@@ -98,9 +102,7 @@ static int zb_play(zb_play_t *p)
         double next = INFINITY;
         for (int s = 0; s < p->pp; s++)
             if (p->free_at[s] > t && p->free_at[s] < next) next = p->free_at[s];
-        if (next == INFINITY)
-            return MP_FAIL("%s pp=%d m=%d: the greedy builder found no stage able to move (a bug)",
-                           p->kind == SCHED_ZB1P ? "zb1p" : "zbv", p->pp, p->m);
+        if (next == INFINITY) return MP_ERR;
         for (int s = 0; s < p->pp; s++)
             if (p->idle[s]) p->free_at[s] = next;
     }
@@ -112,9 +114,9 @@ static void zb_play_free(zb_play_t *p)
     free(p->live), free(p->nf), free(p->nb), free(p->idle), free(p->acts), free(p->nacts);
 }
 
-static int zb_play_init(zb_play_t *p, sched_kind_t kind, int pp, int m, const sched_costs_t *c)
+static int zb_play_init(zb_play_t *p, sched_kind_t kind, int pp, int m, const sched_costs_t *c, int keep_spare)
 {
-    *p = (zb_play_t){.pp = pp, .m = m, .kind = kind};
+    *p = (zb_play_t){.pp = pp, .m = m, .kind = kind, .keep_spare = keep_spare};
     p->v = kind == SCHED_ZBV ? 2 : 1, p->K = pp * p->v;
     p->place = kind == SCHED_ZBV ? SCHED_PLACE_V : SCHED_PLACE_LOOP;
     p->limit = kind == SCHED_ZBV ? 2 * pp : pp;
@@ -229,10 +231,18 @@ out:
 int zb_build(instr_list_t *out, sched_kind_t kind, int stage, int pp, int m, const sched_costs_t *c)
 {
     if (kind == SCHED_DUALPIPEV) return zb_build_dualpipev(out, stage, pp, m);
-    zb_play_t p;
-    if (zb_play_init(&p, kind, pp, m, c) != MP_OK) return MP_ERR;
-    int rc = zb_play(&p);
-    if (rc == MP_OK) rc = zb_emit(out, p.place, p.acts + (size_t)stage * 3 * m * p.v, p.nacts[stage], pp, p.K);
-    zb_play_free(&p);
-    return rc;
+    /* zbv fills a stage with forwards up to its limit; for some times that leaves no stash for a
+     * second-arm forward, without which nothing there can move: played again keeping the last stash
+     * for the second arm, which always moves (its chain ends on stage 0 at the loss), and costs
+     * bubble only at those times */
+    for (int keep_spare = 0; keep_spare <= (kind == SCHED_ZBV); keep_spare++) {
+        zb_play_t p;
+        if (zb_play_init(&p, kind, pp, m, c, keep_spare) != MP_OK) return MP_ERR;
+        int rc = zb_play(&p);
+        if (rc == MP_OK) rc = zb_emit(out, p.place, p.acts + (size_t)stage * 3 * m * p.v, p.nacts[stage], pp, p.K);
+        zb_play_free(&p);
+        if (rc == MP_OK) return MP_OK;
+    }
+    return MP_FAIL("%s pp=%d m=%d: the greedy builder found no stage able to move (a bug)",
+                   kind == SCHED_ZB1P ? "zb1p" : "zbv", pp, m);
 }

@@ -18,7 +18,10 @@
  *         (pp−1 units), a third of 1F1B's, the least any list can have with 1F1B's memory.
  *   zbv   the V placement (v = 2), no warm-up bound, limit = 2pp chunk stashes (pp stage units,
  *         1F1B's peak). With unit times it reaches the bound of the last stage's first input
- *         (pp−1 half-stage forwards) for most (pp, m).
+ *         (pp−1 half-stage forwards) for most (pp, m): 128 of pp 2..8 × m 1..24, not for m < pp
+ *         nor for pp < m <= pp + 3 at pp >= 3. For some times a stage fills its limit with
+ *         first-arm forwards and the play
+ *         cannot move; it is then played again with the last stash kept for the second arm.
  * dualpipev is DeepSeek's DualPipeV order written down (its eight phases per stage: forwards of the
  * first arm, of both, B-W-F triples, the steady overlapped F&B pairs, the cool-down's B's with
  * the second half split, W's), with a fused BACKWARD where DualPipeV does not defer the weight
