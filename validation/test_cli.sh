@@ -43,6 +43,19 @@ ok $? "mindpipe sim: 1f1b pp=4 m=8 is valid, bubble 3/11, stage 0 stashes 4 micr
 "$MINDPIPE" sim --schedule interleaved --pp 4 --m 6 --v 2 > "$SCRATCH/sim.out" 2>&1
 [ $? -ne 0 ] && grep -q "multiple of parallel.pp" "$SCRATCH/sim.out"
 ok $? "mindpipe sim refuses interleaved with m not a multiple of pp, naming the rule"
+"$MINDPIPE" sim --schedule zb1p --pp 4 --m 8 > "$SCRATCH/sim.out" 2>&1 && grep -q "NCCL's order" "$SCRATCH/sim.out" \
+    && grep -q "bubble 0.1111" "$SCRATCH/sim.out" && grep -q "1f1b, same pp, m and times: bubble 0.2727" "$SCRATCH/sim.out"
+ok $? "mindpipe sim: zb1p pp=4 m=8 valid under both rules, bubble 1/9 beside 1f1b's 3/11"
+"$MINDPIPE" sim --schedule zbv --pp 4 --m 8 --costs 1,1,1 > "$SCRATCH/sim.out" 2>&1 \
+    && grep -q "peak stash 4.00 stage units; zbv: bubble 0.0588, peak stash 4.00" "$SCRATCH/sim.out"
+ok $? "mindpipe sim: zbv pp=4 m=8 --costs 1,1,1: bubble 1.5/25.5, 1f1b's peak stash"
+"$MINDPIPE" sim --schedule dualpipev --pp 4 --m 6 > "$SCRATCH/sim.out" 2>&1
+[ $? -ne 0 ] && grep -q "at least 2 × parallel.pp = 8 micro-batches" "$SCRATCH/sim.out"
+ok $? "mindpipe sim refuses dualpipev with fewer than 2 pp micro-batches, naming the rule"
+expect_fail "sim --costs refuses what is not three positive times" "not three positive times" \
+    "$MINDPIPE" sim --schedule zb1p --pp 2 --m 4 --costs 1,2
+expect_fail "a run with a zero-bubble schedule is refused: simulator-only" "simulator-only for now" \
+    T --set parallel.schedule=zb1p
 "$MINDPIPE" sim --swap > "$SCRATCH/swap.out" 2>&1 &&
     awk -F'|' '/^\| [248] \|/ { n++; if ($5 + 0 < 1) bad++ } END { exit !(n == 6 && !bad) }' "$SCRATCH/swap.out"
 ok $? "mindpipe sim --swap: both layouts at 2, 4, 8 ranks, coordinated never slower"

@@ -36,7 +36,7 @@ typedef struct {
     double val_fraction;
     int threads, pp, m, v, list, swap;
     double alpha;
-    const char *schedule;
+    const char *schedule, *costs;
     const char *positional;    /* inspect's checkpoint */
     const char *device;
     int verbose;

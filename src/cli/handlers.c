@@ -14,6 +14,7 @@
 #include "export.h"
 #include "generate.h"
 #include "kernels.h"
+#include "numparse.h"
 #include "perf.h"
 #include "plan.h"
 #include "profile.h"
@@ -23,6 +24,7 @@
 #include "serve.h"
 #include "supernet.h"
 #include "sim.h"
+#include "sim_nccl.h"
 #include "swapsim.h"
 #include "tokenizer.h"
 #include "train.h"
@@ -164,35 +166,84 @@ static int cmd_sim_swap(const cli_t *c)
     return 0;
 }
 
-/* `mindpipe sim`: the schedule simulator on one (kind, pp, m, v); exit 0 iff the schedule is valid. */
+/* --costs "TF,TB,TW": three finite positive times. MP_OK, or MP_ERR naming the option. */
+static int sim_parse_costs(const char *text, sched_costs_t *c)
+{
+    char buf[128], *save = NULL;
+    double x[3];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++)
+        if (n >= 3 || num_parse_double(tok, &x[n]) != MP_OK || !(x[n] > 0.0)) n = 4;
+    if (n != 3) return MP_FAIL("sim --costs: '%s' is not three positive times TF,TB,TW", text);
+    *c = (sched_costs_t){x[0], x[1], x[2]};
+    return MP_OK;
+}
+
+/* Stage s's list on one line after " |". */
+static void sim_print_list(sched_kind_t kind, int s, const cli_t *c, int v, const sched_costs_t *t)
+{
+    instr_list_t l;
+    if (sched_build_costs(&l, kind, s, c->pp, c->m, v, t) != MP_OK) return;
+    printf(" |");
+    for (int i = 0; i < l.n; i++)
+        l.ins[i].mb >= 0 ? printf(" %s(%d.%d)", op_names[l.ins[i].op], l.ins[i].mb, l.ins[i].chunk)
+                         : printf(" %s", op_names[l.ins[i].op]);
+    sched_free(&l);
+}
+
+/* The rest of `mindpipe sim`'s report on a valid schedule r: 1f1b's for the same pp, m and times
+ * beside it, then each stage's stash (and list). */
+static void sim_report(sched_kind_t kind, const cli_t *c, int v, const sched_costs_t *t, const sim_result_t *r)
+{
+    const int split = sched_kind_split(kind);
+    printf("  makespan %.2f tf, busy %.2f tf per stage, bubble %.4f", r->makespan / t->tf, r->busy / t->tf, r->bubble);
+    if (split) printf(" (from each stage's first work, the Zero Bubble paper's rate: %.4f)", r->span_bubble);
+    printf("\n");
+    sim_result_t f;
+    if (kind != SCHED_1F1B && sim_run_costs(SCHED_1F1B, c->pp, c->m, 1, t, &f) == MP_OK)
+        printf("  1f1b, same pp, m and times: bubble %.4f, peak stash %.2f stage units; %s: bubble %.4f, peak stash %.2f\n",
+               f.bubble, f.peak_units_max, c->schedule, r->bubble, r->peak_units_max);
+    for (int s = 0; s < c->pp; s++) {
+        printf("  stage %d: peak stashed micro-batches %d", s, r->peak_stash[s]);
+        if (split || v > 1)
+            printf(" (%.2f stage units; %d awaiting their B)", r->peak_units[s], r->peak_stash_b[s]);
+        if (c->list) sim_print_list(kind, s, c, v, t);
+        printf("\n");
+    }
+}
+
+/* `mindpipe sim`: the schedule simulator on one (kind, pp, m, v); exit 0 iff the schedule is valid
+ * under both matching rules (MPI's tags, NCCL's order). */
 int cmd_sim(cli_t *c)
 {
     if (c->swap) return cmd_sim_swap(c);
     sched_kind_t kind;
-    const int v = c->v > 0 ? c->v : 1;
     if (!c->schedule || sched_kind_parse(c->schedule, &kind) != MP_OK || c->pp < 1 || c->m < 1)
-        return MP_ERROR("sim needs --schedule gpipe|1f1b|interleaved|2bw, --pp P >= 1 and --m M >= 1"), 2;
-    sim_result_t r;
-    int rc = sim_run(kind, c->pp, c->m, v, SIM_COST_TF, SIM_COST_TB, &r);
+        return MP_ERROR("sim needs --schedule gpipe|1f1b|interleaved|2bw|zb1p|zbv|dualpipev, --pp P >= 1 and --m M >= 1"),
+               2;
+    const int v = c->v > 0 ? c->v : sched_kind_default_v(kind);
+    sched_costs_t t = sched_costs_unit;
+    if (c->costs && sim_parse_costs(c->costs, &t) != MP_OK) return 2;
+    sim_result_t r, n;
+    int rc = sim_run_costs(kind, c->pp, c->m, v, &t, &r);
     if (rc != MP_OK) {
         printf("%s pp=%d m=%d v=%d: INVALID: %s\n", c->schedule, c->pp, c->m, v, r.error);
         return 1;
     }
-    printf("%s pp=%d m=%d v=%d: valid (no deadlock, every send matched); cost model tb = 2 tf:\n", c->schedule, c->pp,
-           c->m, v);
-    printf("  makespan %.2f tf, busy %.2f tf per stage, bubble %.4f\n", r.makespan, r.busy, r.bubble);
-    for (int s = 0; s < c->pp; s++) {
-        printf("  stage %d: peak stashed micro-batches %d", s, r.peak_stash[s]);
-        instr_list_t l;
-        if (c->list && sched_build(&l, kind, s, c->pp, c->m, v) == MP_OK) {
-            printf(" |");
-            for (int i = 0; i < l.n; i++)
-                l.ins[i].mb >= 0 ? printf(" %s(%d.%d)", op_names[l.ins[i].op], l.ins[i].mb, l.ins[i].chunk)
-                                 : printf(" %s", op_names[l.ins[i].op]);
-            sched_free(&l);
-        }
-        printf("\n");
+    instr_list_t lists[SIM_MAX_STAGES];
+    if (sim_build_lists_costs(lists, kind, c->pp, c->m, v, &t, &n) == MP_OK) {
+        rc = sim_nccl_lists(lists, c->pp, c->m, v, &n);
+        sim_free_lists(lists, c->pp);
     }
+    if (rc != MP_OK) {
+        printf("%s pp=%d m=%d v=%d: INVALID under NCCL's order: %s\n", c->schedule, c->pp, c->m, v, n.error);
+        return 1;
+    }
+    printf("%s pp=%d m=%d v=%d: valid (no deadlock, every send matched, under MPI's tags and NCCL's order); times tf %g, "
+           "B %g, W %g per stage (a fused backward B + W%s):\n", c->schedule, c->pp, c->m, v, t.tf, t.tb, t.tw,
+           c->costs ? "" : ": the cost model tb = 2 tf");
+    sim_report(kind, c, v, &t, &r);
     return 0;
 }
 

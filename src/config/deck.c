@@ -70,7 +70,8 @@ typedef struct {
 const char *const deck_device_names[DECK_DEVICE_COUNT] = {"cpu", "emu", "cuda"};
 const char *const deck_order_names[DECK_ORDER_COUNT] = {"random", "sequential"};
 const char *const deck_precision_names[DECK_PRECISION_COUNT] = {"fp32", "bf16"};
-const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "2bw"};
+const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "2bw", "zb1p", "zbv",
+                                                           "dualpipev"};
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
 const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
 const char *const deck_subnets_names[DECK_SUBNETS_COUNT] = {"causal", "serial"};
@@ -176,7 +177,8 @@ static const deck_key_t keys[] = {
     K_BOOL(parallel, overlap, "1", "start each gradient bucket's all-reduce as soon as its backward ends (0: after the whole backward; for measuring the overlap)"),
     K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
-    K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names, "pipeline schedule"),
+    K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names,
+                  "pipeline schedule (zb1p, zbv, dualpipev: mindpipe sim only, refused for a run)"),
     K_CHOICE(parallel, p2p, "auto", deck_p2p_names,
              "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only, and "
              "refused where two neighbouring stages share a GPU); auto: nccl on cuda unless two neighbouring stages "
@@ -1138,9 +1140,45 @@ int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets)
 
 /* ---- cross-key rules ------------------------------------------------------------------------------ */
 
+/* zbv and dualpipev: two chunks per stage in a V (src/sched's SCHED_PLACE_V) */
+static int deck_sched_v(const deck_t *d)
+{
+    return d->parallel.schedule_kind == DECK_SCHED_ZBV || d->parallel.schedule_kind == DECK_SCHED_DUALPIPEV;
+}
+
 int deck_chunks_per_stage(const deck_t *d)
 {
+    if (deck_sched_v(d)) return 2;
     return d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
+}
+
+/* The zero-bubble schedules split each backward into B and W, which the model and the executor do
+ * not run yet: `mindpipe sim` shows them, a run refuses them. Under the V placement each stage's
+ * layers are cut into two chunks of half a stage each, so a stage's layer count must be even. */
+static int validate_zero_bubble(const deck_t *d)
+{
+    const deck_schedule_t k = d->parallel.schedule_kind;
+    const int pp = d->parallel.pp, L = d->model.layers;
+    int nerr = 0;
+    if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && k != DECK_SCHED_DUALPIPEV) return 0;
+    nerr++, MP_ERROR("parallel.schedule=%s is simulator-only for now: it splits each backward into an input-gradient "
+                     "and a weight-gradient pass, which the model and the executor do not run yet; study it with "
+                     "`mindpipe sim --schedule %s --pp %d --m M` and train with 1f1b or interleaved",
+                     deck_schedule_names[k], deck_schedule_names[k], pp);
+    if (deck_sched_v(d) && d->parallel.virtual_stages > 1)
+        nerr++, MP_ERROR("parallel.schedule=%s fixes two chunks per stage (a V); leave parallel.virtual_stages=1 (it is %d)",
+                         deck_schedule_names[k], d->parallel.virtual_stages);
+    const deck_layer_list_t *c = &d->pipeline.chunks;
+    if (deck_sched_v(d) && c->n == 0 && L % (2 * pp))
+        nerr++, MP_ERROR("parallel.schedule=%s cuts each stage's layers into two equal chunks: model.layers=%d is not a "
+                         "multiple of 2 × parallel.pp = %d (an odd or uneven count of layers per stage)",
+                         deck_schedule_names[k], L, 2 * pp);
+    for (int s = 0; deck_sched_v(d) && c->n == 2 * pp && s < pp; s++) /* stage s: chunks s and 2pp−1−s */
+        if (c->layers[s] != c->layers[2 * pp - 1 - s])
+            nerr++, MP_ERROR("parallel.schedule=%s: pipeline.layers gives stage %d chunks of %d and %d layers; the V "
+                             "holds half a stage's layers in each (equal, so an even count per stage)",
+                             deck_schedule_names[k], s, c->layers[s], c->layers[2 * pp - 1 - s]);
+    return nerr;
 }
 
 static int validate_pipeline(const deck_t *d)
@@ -1150,7 +1188,8 @@ static int validate_pipeline(const deck_t *d)
     const char *v = d->pipeline.layers;
     const deck_layer_list_t *l = &d->pipeline.chunks;
     const int vs = deck_chunks_per_stage(d), K = d->parallel.pp * vs, count = l->n;
-    if (d->parallel.virtual_stages > 1 && d->parallel.schedule_kind != DECK_SCHED_INTERLEAVED)
+    nerr += validate_zero_bubble(d);
+    if (d->parallel.virtual_stages > 1 && d->parallel.schedule_kind != DECK_SCHED_INTERLEAVED && !deck_sched_v(d))
         nerr++, MP_ERROR("parallel.virtual_stages=%d needs parallel.schedule=interleaved (it is %s)",
                          d->parallel.virtual_stages, deck_schedule_names[d->parallel.schedule_kind]);
     if (vs > PARAM_MAX_CHUNKS)
@@ -1170,7 +1209,10 @@ static int validate_pipeline(const deck_t *d)
                          "pipeline.replan_every=0)", d->pipeline.replan_every, vs);
     if (count == 0) return nerr;
     for (int k = 0; k < count; k++) sum += l->layers[k];
-    if (count != K && vs > 1)
+    if (count != K && deck_sched_v(d))
+        nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but the %s schedule cuts the model into 2 × parallel.pp "
+                         "= %d chunks (one entry per chunk)", v, count, deck_schedule_names[d->parallel.schedule_kind], K);
+    else if (count != K && vs > 1)
         nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but the interleaved schedule cuts the model into "
                          "parallel.pp × parallel.virtual_stages = %d chunks (one entry per chunk)", v, count, K);
     else if (count != K)

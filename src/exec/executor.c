@@ -52,6 +52,9 @@ static int exec_lists(exec_t *e, int *nslots_p)
     /* causal: the window's lists keep at most pp − s micro-batches in flight, as 1F1B's over m do */
     const sched_kind_t kind = (pp == 1 && c->kind != SCHED_2BW) || c->per > 0 ? SCHED_1F1B : c->kind;
     sim_result_t sim;
+    if (sched_kind_split(c->kind)) /* the deck refuses them first (deck.c); this is the executor's own word */
+        return MP_FAIL("parallel.schedule=%s is simulator-only for now: the executor runs no split backward (B/W) yet",
+                       sched_kind_names[c->kind]);
     if (sim_run(kind, pp, m, e->v, SIM_COST_TF, SIM_COST_TB, &sim) != MP_OK)
         return MP_FAIL("parallel.schedule=%s with pp=%d, %d micro-batches per step and %d chunk(s) per stage: %s",
                        sched_kind_names[c->kind], pp, m, e->v, sim.error);
@@ -381,7 +384,7 @@ static exec_at_t exec_at(const exec_t *e, const instr_t *in, long t)
     at.next = in->mb >= m;
     at.mb = in->mb >= 0 ? in->mb % m : -1;
     at.bt = t + at.next;
-    const int c = in->chunk >= 0 ? in->chunk / e->c.pp : 0;
+    const int c = in->chunk >= 0 ? sched_chunk_local(e->c.kind, in->chunk, e->c.pp) : 0;
     at.key_mb = two ? (int)(at.bt & 1) * m + at.mb : at.mb;
     if (e->c.per > 0 && in->mb >= 0) { /* causal: subnet t + j's micro-batch k */
         at.bt = t + in->mb / e->c.per, at.mb = in->mb % e->c.per, at.key_mb = in->mb;
@@ -430,7 +433,12 @@ static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
                         &e->gsend_req[at->key]));
 }
 
-static const int exec_p2p_dir[LS_STREAMS] = {-1, BE_P2P_ACT_IN, BE_P2P_ACT_OUT, BE_P2P_GRAD_IN, BE_P2P_GRAD_OUT, -1};
+/* The backend's p2p direction of each lowered stream; -1: none (compute, offload, and V's second lane,
+ * whose lists exec_lists refuses: the backend has no communicators for it yet). */
+static const int exec_p2p_dir[LS_STREAMS] = {
+    [LS_COMPUTE] = -1,  [LS_ACT_IN] = BE_P2P_ACT_IN, [LS_ACT_OUT] = BE_P2P_ACT_OUT, [LS_GRAD_IN] = BE_P2P_GRAD_IN,
+    [LS_GRAD_OUT] = BE_P2P_GRAD_OUT, [LS_OFFLOAD] = -1, [LS_ACT_IN_V] = -1, [LS_ACT_OUT_V] = -1, [LS_GRAD_IN_V] = -1,
+    [LS_GRAD_OUT_V] = -1};
 
 /* nccl: the compute stream waits for what the lowered op of instruction i waits for: a receive's
  * event (per key), or everything so far on a send stream. */
@@ -611,6 +619,10 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         bal_drain(&e->bal);
         exec_reduce_grads(e, &run, i, t, drain, t0);
         break;
+    case OP_BACKWARD_B:
+    case OP_BACKWARD_W: /* the model has no split backward yet: exec_lists refuses the lists that hold them */
+        MP_ABORT("stage %d: %s of micro-batch %d chunk %d reached the executor, which runs no split backward (a bug: "
+                 "exec_lists refuses these schedules)", c->stage, op_names[in->op], in->mb, in->chunk);
     default:
         break;
     }
@@ -682,14 +694,14 @@ double exec_forward_only(exec_t *e, int valid_rows)
     double sum = 0.0;
     stash_bind_eval(&e->stash, a);
     for (int ch = 0; ch < e->v; ch++) {
-        const int k = ch * pp + s;
+        const int k = sched_stage_chunk(c->kind, s, ch, pp);
         const model_part_t *pt = &e->part[ch];
-        if (k > 0) exec_recv_wait(e, a->encoded, (k - 1) % pp, k, "an evaluation activation", NULL);
+        if (k > 0) exec_recv_wait(e, a->encoded, sched_chunk_stage(c->kind, k - 1, pp), k, "an evaluation activation", NULL);
         model_forward_part(c->model, pt, a, c->scratch, NULL); /* its sum covers padding rows too: recounted below */
         if (k < e->K - 1) {
             MPI_Request q;
             MPI_CHECK(MPI_Isend(exec_send_src(e, model_part_output(pt, a), e->hsend), (int)e->n_act, MPI_FLOAT,
-                                (k + 1) % pp, k + 1, c->pp_comm, &q));
+                                sched_chunk_stage(c->kind, k + 1, pp), k + 1, c->pp_comm, &q));
             wait_all(c->wait, 1, &q, "an evaluation activation send");
         } else {
             for (long i = 0; i < (long)valid_rows * c->model->cfg.seq_len; i++) sum += a->host_losses[i];

@@ -112,7 +112,7 @@ static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double
         printf("\n");
         for (int s = 0; s < l->pp; s++) {
             int layers = 0;
-            for (int k = s; k < l->pp * l->v; k += l->pp) layers += l->chunk_layers[k];
+            for (int local = 0; local < l->v; local++) layers += l->chunk_layers[sched_stage_chunk(l->kind, s, local, l->pp)];
             printf("  stage %d: %d layers%s%s, %s, busy %.4g s, peak %.3g GB\n", s, layers, s == 0 ? " + embedding" : "",
                    s == l->pp - 1 ? " + head" : "", l->balance ? "balance" : cm_policy_names[l->policy[s]], r->stage_busy_s[s],
                    r->stage_mem[s] / 1e9);
@@ -218,7 +218,7 @@ static int plan_stage_policies(const deck_t *dk, cm_layout_t *lay)
     for (int s = 0; s < lay->pp; s++) first[s] = -1;
     for (int k = 0, layer = 0; k < K; k++)
         for (int j = 0; j < lay->chunk_layers[k]; j++, layer++) {
-            const int s = k % lay->pp, p = (int)dk->memory.per_layer.policy[layer];
+            const int s = sched_chunk_stage(lay->kind, k, lay->pp), p = (int)dk->memory.per_layer.policy[layer];
             if (first[s] < 0) first[s] = p;
             if (p != first[s])
                 return MP_FAIL("memory.layers: stage %d mixes %s and %s; the planner models one policy per stage", s,

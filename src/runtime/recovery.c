@@ -86,7 +86,9 @@ static void rec_recv(void *ctx, long t, int mb, int chunk, int kind, float *x, s
 {
     run_t *r = ctx;
     struct recovery_s *c = r->rec;
-    const int pp = r->pp, stage = kind == EXEC_BND_TIED ? (r->stage == 0 ? pp - 1 : 0) : chunk % pp;
+    const int pp = r->pp;
+    const int stage = kind == EXEC_BND_TIED ? (r->stage == 0 ? pp - 1 : 0)
+                                            : sched_chunk_stage(run_sched_kind_of(&r->deck), chunk, pp);
     int rc = MP_ERR;
     if (!c->rd[stage]) {
         MP_ERROR("replay: stage %d reads no log of stage %d (a bug)", r->stage, stage);
@@ -313,10 +315,11 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
     struct recovery_s *c = rec_get(r);
     const int pp = r->pp, K = r->model.tab.nchunks * pp;
     int need[SIM_MAX_STAGES] = {0};
+    const sched_kind_t kind = run_sched_kind_of(&r->deck);
     for (int ch = 0; ch < r->model.tab.nchunks; ch++) {
-        const int k = ch * pp + r->stage;
-        if (k > 0) need[(k - 1) % pp] = 1;
-        if (k < K - 1) need[(k + 1) % pp] = 1;
+        const int k = sched_stage_chunk(kind, r->stage, ch, pp);
+        if (k > 0) need[sched_chunk_stage(kind, k - 1, pp)] = 1;
+        if (k < K - 1) need[sched_chunk_stage(kind, k + 1, pp)] = 1;
     }
     if (pp > 1 && (r->stage == 0 || r->stage == pp - 1)) need[r->stage == 0 ? pp - 1 : 0] = 1;
     c->scal_stage = -1;

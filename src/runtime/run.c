@@ -17,6 +17,23 @@
 #include "run_gpus.h"
 #include "signals.h"
 
+/* parallel.schedule: the deck's names for src/sched's schedules (config may not see sched). */
+_Static_assert((int)DECK_SCHED_COUNT == (int)SCHED_KINDS, "deck_schedule_t and sched_kind_t list the same schedules");
+static const sched_kind_t run_sched_kind[DECK_SCHED_COUNT] = {
+    [DECK_SCHED_GPIPE] = SCHED_GPIPE, [DECK_SCHED_1F1B] = SCHED_1F1B, [DECK_SCHED_INTERLEAVED] = SCHED_INTERLEAVED,
+    [DECK_SCHED_2BW] = SCHED_2BW, [DECK_SCHED_ZB1P] = SCHED_ZB1P, [DECK_SCHED_ZBV] = SCHED_ZBV,
+    [DECK_SCHED_DUALPIPEV] = SCHED_DUALPIPEV};
+
+sched_kind_t run_sched_kind_of(const deck_t *d) { return run_sched_kind[d->parallel.schedule_kind]; }
+
+/* Whether `stage` holds the first chunk (the embedding) or the last (the loss and the tied head). */
+static int run_holds_first(const deck_t *d, int stage) { return sched_chunk_stage(run_sched_kind_of(d), 0, d->parallel.pp) == stage; }
+static int run_holds_last(const deck_t *d, int stage)
+{
+    const int pp = d->parallel.pp;
+    return sched_chunk_stage(run_sched_kind_of(d), pp * deck_chunks_per_stage(d) - 1, pp) == stage;
+}
+
 deck_policy_t run_layer_policy(const deck_t *d, int l)
 {
     const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
@@ -57,7 +74,7 @@ static size_t run_partner_mov(run_t *r)
     shadow.cfg = r->model.cfg, shadow.be = r->model.be;
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, partner, l0, nl);
-    if (param_table_build_chunks(&shadow.tab, &shadow.cfg, v, l0, nl, partner == 0, partner == r->pp - 1,
+    if (param_table_build_chunks(&shadow.tab, &shadow.cfg, v, l0, nl, run_holds_first(d, partner), run_holds_last(d, partner),
                                  r->model.tab.tp, r->model.tab.tp_rank) != MP_OK)
         MP_ABORT("out of memory planning the balance partner's stash");
     unsigned char modes[4096];
@@ -283,7 +300,11 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
         start[k] = at;
         at += size[k];
     }
-    for (int c = 0; c < v; c++) layer0s[c] = start[c * pp + stage], nlayers_s[c] = size[c * pp + stage];
+    const sched_kind_t kind = run_sched_kind_of(d);
+    for (int c = 0; c < v; c++) {
+        const int k = sched_stage_chunk(kind, stage, c, pp);
+        layer0s[c] = start[k], nlayers_s[c] = size[k];
+    }
     return v;
 }
 
@@ -456,7 +477,7 @@ static int run_model(run_t *r)
     if (r->plug && r->plug->model_cfg && r->plug->model_cfg(r, &cfg) != MP_OK) goto err_be;
     const int shards = d->parallel.zero ? r->grid.replica_size : 1;
     const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
-    const int first = r->stage == 0, last = r->stage == r->pp - 1;
+    const int first = run_holds_first(d, r->stage), last = run_holds_last(d, r->stage);
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, r->stage, l0, nl);
     if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
@@ -600,8 +621,8 @@ int run_stage_rebuild(run_t *r, float *const state[4])
     const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, r->stage, l0, nl);
-    if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, r->stage == 0, r->stage == r->pp - 1, shards, tp,
-                     tp_rank) != MP_OK)
+    if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, run_holds_first(d, r->stage),
+                     run_holds_last(d, r->stage), shards, tp, tp_rank) != MP_OK)
         return MP_ERR;
     model_t *m = &r->model;
     m->tp_comm = r->grid.comm[GRID_TP];
@@ -637,11 +658,6 @@ static void run_model_free(run_t *r)
     be_destroy(&r->be);
 }
 
-/* parallel.schedule: the deck's names for src/sched's schedules (config may not see sched). */
-_Static_assert((int)DECK_SCHED_COUNT == (int)SCHED_KINDS, "deck_schedule_t and sched_kind_t list the same schedules");
-static const sched_kind_t run_sched_kind[DECK_SCHED_COUNT] = {
-    [DECK_SCHED_GPIPE] = SCHED_GPIPE, [DECK_SCHED_1F1B] = SCHED_1F1B, [DECK_SCHED_INTERLEAVED] = SCHED_INTERLEAVED,
-    [DECK_SCHED_2BW] = SCHED_2BW};
 
 /* The executor's context: what it may touch of the run. */
 static exec_ctx_t run_exec_ctx(run_t *r)
@@ -649,7 +665,7 @@ static exec_ctx_t run_exec_ctx(run_t *r)
     const deck_t *d = &r->deck;
     exec_ctx_t c = {.model = &r->model, .be = &r->be, .arena = &r->arena, .acts = &r->acts, .scratch = &r->scratch,
                     .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
-                    .stage = r->stage, .pp = r->pp, .kind = run_sched_kind[d->parallel.schedule_kind],
+                    .stage = r->stage, .pp = r->pp, .kind = run_sched_kind_of(d),
                     .m = r->micro_batches * (r->unit.whole ? r->unit.window : 1), .per = r->unit.whole ? r->micro_batches : 0,
                     .supernet = r->unit.on, .nccl = r->p2p_nccl,
                     .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,

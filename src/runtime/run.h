@@ -136,9 +136,13 @@ int run_exit_status(const run_t *r, const char *text);
 
 /* The model chunks of pipeline stage `stage`: chunk c holds blocks [layer0s[c], layer0s[c] +
  * nlayers_s[c]). The model is cut into K = pp × v chunks (v = deck_chunks_per_stage) of the sizes
- * pipeline.layers lists, or L/K each with the remainder on the first; stage s holds chunks
- * s, s + pp, s + 2pp, ... Returns v. */
+ * pipeline.layers lists, or L/K each with the remainder on the first; stage s holds the chunks its
+ * schedule places there (sched_stage_chunk: s, s + pp, s + 2pp, ... for every schedule the
+ * executor runs). Returns v. */
 int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s);
+
+/* parallel.schedule as src/sched's kind (config may not see sched). */
+sched_kind_t run_sched_kind_of(const deck_t *d);
 
 
 /* Live migration (migrate.c): this rank's stage rebuilt for the split the deck's pipeline.layers

@@ -116,18 +116,18 @@ static double cm_wire(const void *vctx, int stage, const instr_t *in)
 static int cm_stage_layers(const cm_layout_t *lay, int K, int s)
 {
     int layers = 0;
-    for (int k = s; k < K; k += lay->pp) layers += lay->chunk_layers[k];
+    for (int k = 0; k < K; k++) layers += sched_chunk_stage(lay->kind, k, lay->pp) == s ? lay->chunk_layers[k] : 0;
     return layers;
 }
 
-/* Parameters held by stage s (its chunks; the embedding on the first, a copy of it for the tied
- * head on the last when pp > 1). */
+/* Parameters held by stage s (its chunks; the embedding with the first chunk, the head with the
+ * last and, when that is another stage, a copy of the embedding for the tied head). */
 static double cm_stage_params(const cm_costs_t *c, const cm_layout_t *lay, int K, int s)
 {
-    double params = 0.0;
-    for (int k = s; k < K; k += lay->pp) params += lay->chunk_layers[k] * c->block_params;
-    if (s == 0) params += c->embed_params;
-    if (s == lay->pp - 1) params += c->head_params + (lay->pp > 1 ? c->embed_params : 0.0);
+    const int first = sched_chunk_stage(lay->kind, 0, lay->pp), last = sched_chunk_stage(lay->kind, K - 1, lay->pp);
+    double params = cm_stage_layers(lay, K, s) * c->block_params;
+    if (s == first) params += c->embed_params;
+    if (s == last) params += c->head_params + (last != first ? c->embed_params : 0.0);
     return params;
 }
 
@@ -141,7 +141,7 @@ static void cm_ctx_fill(cm_ctx_t *x)
     const double tpc = x->free_comm ? 0.0 : 1.0;
     for (int k = 0; k < x->K; k++) {
         const int nl = lay->chunk_layers[k];
-        const cm_policy_t pol = lay->policy[k % lay->pp];
+        const cm_policy_t pol = lay->policy[sched_chunk_stage(lay->kind, k, lay->pp)];
         x->fwd[k] = nl * (c->fwd + tpc * c->tp_fwd);
         x->bwd[k] = nl * (c->bwd + c->extra[pol] + tpc * c->tp_bwd + (pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0));
         if (k == 0) x->fwd[k] += c->embed_fwd, x->bwd[k] += c->embed_bwd;
@@ -180,6 +180,10 @@ static void cm_ctx_fill(cm_ctx_t *x)
 static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_layout_t *lay, cm_result_t *res)
 {
     const int K = lay->pp * lay->v;
+    if (sched_kind_split(lay->kind)) /* cm_compute has no B and W times, and cm_wire one neighbour per stage */
+        return snprintf(res->error, sizeof res->error, "schedule %s: the cost model has no split backward (B, W) "
+                        "times yet; `mindpipe sim --schedule %s --costs TF,TB,TW` simulates it", sched_kind_names[lay->kind],
+                        sched_kind_names[lay->kind]), MP_ERR;
     if (lay->pp < 1 || lay->pp > SIM_MAX_STAGES || K > CM_MAX_CHUNKS || lay->dp < 1 || lay->tp < 1 || lay->mb < 1)
         return snprintf(res->error, sizeof res->error, "layout out of range (pp <= %d, pp·v <= %d)", SIM_MAX_STAGES,
                         CM_MAX_CHUNKS), MP_ERR;
@@ -229,7 +233,7 @@ static void cm_memory(const cm_costs_t *c, const cm_layout_t *lay, const instr_l
         const int keys = pol == CM_OFFLOAD || lay->balance ? sched_list_device_peak(&lists[s], 0)
                                                            : sched_list_peak(&lists[s], 0);
         double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
-        if (s == lay->pp - 1) work += c->work_bytes;
+        if (s == sched_chunk_stage(lay->kind, K - 1, lay->pp)) work += c->work_bytes; /* the loss's stage */
         /* balance: the partner's stashes held here as guests, at the partner's size */
         const double guests = lay->balance ? sched_balance_guest_peak(&lists[s]) * (double)cm_stage_layers(lay, K, lay->pp - 1 - s) *
                                                  c->stash[CM_KEEP]

@@ -5,10 +5,20 @@
 
 #include "check.h"
 
-const char *const lower_stream_names[LS_STREAMS] = {"compute", "activation-in", "activation-out", "gradient-in",
-                                                     "gradient-out", "offload"};
-const lower_stream_t lower_partner[LS_STREAMS] = {LS_COMPUTE, LS_ACT_OUT, LS_ACT_IN, LS_GRAD_OUT, LS_GRAD_IN,
-                                                  LS_OFFLOAD};
+const char *const lower_stream_names[LS_STREAMS] = {
+    "compute",          "activation-in",     "activation-out",   "gradient-in",     "gradient-out", "offload",
+    "activation-in-V",  "activation-out-V",  "gradient-in-V",    "gradient-out-V"};
+const lower_stream_t lower_partner[LS_STREAMS] = {LS_COMPUTE,    LS_ACT_OUT,   LS_ACT_IN,     LS_GRAD_OUT,
+                                                  LS_GRAD_IN,    LS_OFFLOAD,   LS_ACT_OUT_V,  LS_ACT_IN_V,
+                                                  LS_GRAD_OUT_V, LS_GRAD_IN_V};
+
+/* The stream of a message over the boundary between chunk edge and edge+1: its lane's. */
+static lower_stream_t lower_msg_stream(const instr_list_t *l, int K, int edge, int act, int in)
+{
+    static const lower_stream_t x[2][2][2] = {{{LS_GRAD_OUT, LS_GRAD_IN}, {LS_ACT_OUT, LS_ACT_IN}},
+                                              {{LS_GRAD_OUT_V, LS_GRAD_IN_V}, {LS_ACT_OUT_V, LS_ACT_IN_V}}};
+    return x[sched_place_lane(l->place, edge, K)][act][in];
+}
 
 static lower_op_t *lower_push(lower_prog_t *p, lower_stream_t x, lower_kind_t kind, int instr)
 {
@@ -34,40 +44,52 @@ static void lower_dep(const lower_prog_t *p, lower_op_t *o, int stream, int idx)
     o->dep_idx[o->ndeps++] = idx;
 }
 
-/* The rules of lower.h for one instruction. ref: [act|grad][k][mb] → index of its receive. */
-static int lower_instr(lower_prog_t *p, const instr_t *in, int i, int K, int M, int *ref, int *last_c, int *last_sa)
+/* The rules of lower.h for one instruction of l. ref: [act|grad][k][mb] → index of its receive;
+ * last_sa: the newest activation send (the loop's one lane). */
+static int lower_instr(lower_prog_t *p, const instr_list_t *l, int i, int K, int M, int *ref, int *last_c, int *last_sa)
 {
+    const instr_t *in = &l->ins[i];
     const int k = in->chunk, mb = in->mb;
     lower_op_t *o;
     switch (in->op) {
     case OP_RECV_ACT:
     case OP_RECV_GRAD: {
         const int act = in->op == OP_RECV_ACT;
-        if (!(o = lower_push(p, act ? LS_ACT_IN : LS_GRAD_IN, LK_RECV, i))) return MP_ERR;
+        const lower_stream_t x = lower_msg_stream(l, K, act ? k - 1 : k, act, 1);
+        if (!(o = lower_push(p, x, LK_RECV, i))) return MP_ERR;
         o->peer = in->peer, o->k = act ? k - 1 : k + 1, o->mb = mb, o->chan = !act;
         lower_dep(p, o, LS_COMPUTE, *last_c);
-        ref[((size_t)!act * K + k) * M + mb] = p->s[act ? LS_ACT_IN : LS_GRAD_IN].n - 1;
+        ref[((size_t)!act * K + k) * M + mb] = p->s[x].n - 1;
         break;
     }
     case OP_SEND_ACT:
     case OP_SEND_GRAD: {
-        const int act = in->op == OP_SEND_ACT;
-        if (!(o = lower_push(p, act ? LS_ACT_OUT : LS_GRAD_OUT, LK_SEND, i))) return MP_ERR;
+        const int act = in->op == OP_SEND_ACT, edge = act ? k : k - 1;
+        const lower_stream_t x = lower_msg_stream(l, K, edge, act, 0);
+        if (!(o = lower_push(p, x, LK_SEND, i))) return MP_ERR;
         o->peer = in->peer, o->k = k, o->mb = mb, o->chan = !act;
         lower_dep(p, o, LS_COMPUTE, *last_c);
-        if (act) *last_sa = p->s[LS_ACT_OUT].n - 1;
+        if (act) *last_sa = p->s[x].n - 1;
         break;
     }
     case OP_FORWARD:
-    case OP_BACKWARD: {
-        const int act = in->op == OP_FORWARD;
+    case OP_BACKWARD:
+    case OP_BACKWARD_B: {
+        const int act = in->op == OP_FORWARD, edge = act ? k - 1 : k;
         if (!(o = lower_push(p, LS_COMPUTE, LK_COMPUTE, i))) return MP_ERR;
         o->k = k, o->mb = mb;
-        lower_dep(p, o, act ? LS_ACT_IN : LS_GRAD_IN, ref[((size_t)!act * K + k) * M + mb]);
-        if (act) lower_dep(p, o, LS_ACT_OUT, *last_sa);
+        if (edge >= 0 && edge < K - 1) /* chunk 0's forward and the last chunk's backward receive nothing */
+            lower_dep(p, o, lower_msg_stream(l, K, edge, act, 1), ref[((size_t)!act * K + k) * M + mb]);
+        /* V: its activation sends read a per-key copy (lower.h), so a forward waits on no send */
+        if (act && l->place == SCHED_PLACE_LOOP) lower_dep(p, o, LS_ACT_OUT, *last_sa);
         *last_c = p->s[LS_COMPUTE].n - 1;
         break;
     }
+    case OP_BACKWARD_W: /* its B is earlier on this stream: the order is its wait */
+        if (!(o = lower_push(p, LS_COMPUTE, LK_COMPUTE, i))) return MP_ERR;
+        o->k = k, o->mb = mb;
+        *last_c = p->s[LS_COMPUTE].n - 1;
+        break;
     case OP_OFFLOAD:
     case OP_PREFETCH:
         if (!(o = lower_push(p, LS_OFFLOAD, LK_COMPUTE, i))) return MP_ERR;
@@ -115,7 +137,7 @@ int lower_stage(const instr_list_t *l, int K, int M, lower_target_t target, lowe
     for (int i = 0; i < 2 * K * M; i++) ref[i] = -1;
     for (int i = 0; i < l->n; i++) out->stream_of[i] = out->index_of[i] = -1;
     for (int i = 0; i < l->n; i++)
-        if (lower_instr(out, &l->ins[i], i, K, M, ref, &last_c, &last_sa) != MP_OK) goto out;
+        if (lower_instr(out, l, i, K, M, ref, &last_c, &last_sa) != MP_OK) goto out;
     rc = MP_OK;
 out:
     free(ref);

@@ -4,14 +4,27 @@
  *
  * Every pipeline boundary (stage b to stage b+1 mod pp) has two 2-rank communicators, one for
  * activations and one for gradients, and a stage drives each of its four with a stream of its own,
- * so no communicator is ever used from two streams. A stage's list becomes these streams:
+ * so no communicator is ever used from two streams. Under the V placement (schedule.h) a boundary
+ * also carries the way back up (lane 1): its messages go on four more streams (the _V ones), whose
+ * communicators the executor will need besides the first lane's, so that again each stream of a
+ * stage talks to one peer in one direction. A stage's list becomes these streams (ACT_IN standing
+ * for ACT_IN or ACT_IN_V by the message's lane, and so on):
  *   RECV_ACT     on ACT_IN, after COMPUTE so far (the slot it lands in is free)
  *   FORWARD      on COMPUTE, after its RECV_ACT and after the newest SEND_ACT on ACT_OUT (a slot's
- *                output buffer is rewritten only once the send that read it is done)
+ *                output buffer is rewritten only once the send that read it is done). Under V after
+ *                its RECV_ACT only: V's activation sends read a copy per key, made on COMPUTE
+ *                after the forward (as the gradient sends do), so no forward rewrites what a send
+ *                reads. Waiting on the newest send instead, of either lane or its own, deadlocks
+ *                zbv under NCCL's blocking sends (found with sim_nccl: a forward waits for a send
+ *                whose receive waits for compute behind a forward that waits for the other
+ *                lane's send whose receive waits for compute behind the first forward).
  *   SEND_ACT     on ACT_OUT, after COMPUTE so far (its forward)
  *   RECV_GRAD    on GRAD_IN, after COMPUTE so far (the gradient buffer is free)
- *   BACKWARD     on COMPUTE, after its RECV_GRAD
+ *   BACKWARD, BACKWARD_B  on COMPUTE, after its RECV_GRAD
+ *   BACKWARD_W   on COMPUTE (after its B, earlier on the same stream)
  *   SEND_GRAD    on GRAD_OUT, after COMPUTE so far (its backward and the copy into the send buffer)
+ * A boundary inside a stage (V's turn) has no message: its forward and backward wait on the compute
+ * stream's order alone.
  *   OFFLOAD, PREFETCH  on OFFLOAD, after COMPUTE so far
  *   REDUCE_GRADS on COMPUTE, after everything on the message and offload streams.
  * LOAD_BATCH and OPTIMIZER_STEP are host work and lower to nothing.
@@ -28,7 +41,9 @@
 #include "schedule.h"
 
 typedef enum {
-    LS_COMPUTE, LS_ACT_IN, LS_ACT_OUT, LS_GRAD_IN, LS_GRAD_OUT, LS_OFFLOAD, LS_STREAMS
+    LS_COMPUTE, LS_ACT_IN, LS_ACT_OUT, LS_GRAD_IN, LS_GRAD_OUT, LS_OFFLOAD,
+    LS_ACT_IN_V, LS_ACT_OUT_V, LS_GRAD_IN_V, LS_GRAD_OUT_V, /* lane 1: V's way back up */
+    LS_STREAMS
 } lower_stream_t;
 
 typedef enum { LK_COMPUTE, LK_SEND, LK_RECV } lower_kind_t;
@@ -64,8 +79,8 @@ extern const char *const lower_stream_names[LS_STREAMS];
 /* The stream on the other side of a message stream (compute and offload: themselves). */
 extern const lower_stream_t lower_partner[LS_STREAMS];
 
-/* Lowers `l` of a pipeline of K chunks whose micro-batch indices are below M. MP_OK or MP_ERR
- * (allocation; nothing left allocated). Freed with lower_free. */
+/* Lowers `l` of a pipeline of K chunks whose micro-batch indices are below M (its placement is
+ * l->place). MP_OK or MP_ERR (allocation; nothing left allocated). Freed with lower_free. */
 int lower_stage(const instr_list_t *l, int K, int M, lower_target_t target, lower_prog_t *out);
 /* The stream of stage programs `peer` that holds the partner of a message on stream x. */
 lower_stream_t lower_partner_stream(const lower_prog_t *peer, lower_stream_t x);

@@ -41,6 +41,11 @@ static int after_forward(const instr_list_t *l, int f)
 int sched_add_offload(instr_list_t *l, int prefetch)
 {
     const int n = l->n;
+    for (int i = 0; i < n; i++)
+        if (l->ins[i].op == OP_BACKWARD_B || l->ins[i].op == OP_BACKWARD_W)
+            return MP_FAIL("offload: the list splits its backward (%s of micro-batch %d chunk %d); offload and prefetch "
+                           "around a split backward are not built yet", op_names[l->ins[i].op], l->ins[i].mb,
+                           l->ins[i].chunk);
     int *pre = malloc(((size_t)n + 1) * sizeof *pre); /* per BACKWARD: the index it is prefetched before */
     grow_t g = {0};
     if (!pre) return MP_ERR;
@@ -78,9 +83,9 @@ int sched_list_device_peak(const instr_list_t *l, int carried)
         const op_t op = l->ins[i].op;
         if (op == OP_FORWARD || op == OP_PREFETCH || op == OP_RECLAIM) on++;
         if (on > peak) peak = on;
-        if (op == OP_OFFLOAD || op == OP_EVICT || op == OP_BACKWARD) on--;
+        if (op == OP_OFFLOAD || op == OP_EVICT || op == OP_BACKWARD || op == OP_BACKWARD_W) on--;
     }
-    /* a key forwarded and never moved off stays from FORWARD to BACKWARD: counted above */
+    /* a key forwarded and never moved off stays from FORWARD to its (W of the) backward: counted above */
     return peak;
 }
 
@@ -92,6 +97,7 @@ int sched_balance_check(sched_kind_t kind, int pp, int m, int v, char *why, int 
                         "balance needs parallel.schedule=1f1b: under %s %s", sched_kind_names[kind],
                         kind == SCHED_GPIPE         ? "every stage stashes all m micro-batches, so no stage has room to accept"
                         : kind == SCHED_2BW         ? "stashes outlive the step (the next batch's forwards), which BPipe's per-step pairing does not cover"
+                        : sched_kind_split(kind)    ? "a stash is held until its weight gradient (W) runs, whose place BPipe's pairing does not know"
                         : "a stage holds several chunks whose stashes are not 1F1B's decreasing p − s"),
                MP_ERR;
     if (v != 1) return snprintf(why, (size_t)why_len, "balance needs one model chunk per stage"), MP_ERR;
@@ -162,6 +168,7 @@ static int list_copy(instr_list_t *dst, const instr_list_t *src)
     if (!(dst->ins = malloc(((size_t)src->n + 1) * sizeof *dst->ins))) return MP_ERR;
     memcpy(dst->ins, src->ins, (size_t)src->n * sizeof *dst->ins);
     dst->n = dst->cap = src->n;
+    dst->place = src->place;
     return MP_OK;
 }
 

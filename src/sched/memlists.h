@@ -10,12 +10,14 @@
 /* OFFLOAD(k) after each FORWARD(k) (after its SEND_ACT when one follows), and PREFETCH(k) `prefetch`
  * instructions (of the original list) before each BACKWARD(k), never before that key's OFFLOAD
  * (0: right before the backward). A backward whose forward ran in an earlier list (2bw) gets its
- * PREFETCH at the latest at the list's start. MP_OK or MP_ERR (allocation; l unchanged). */
+ * PREFETCH at the latest at the list's start. MP_OK, or MP_ERR (allocation, or a list with a split
+ * backward, refused naming it: where its stash should come back, before B or W, is not decided;
+ * l unchanged). */
 int sched_add_offload(instr_list_t *l, int prefetch);
 
 /* Most keys whose movable stash is on the device at once in l: from FORWARD to OFFLOAD or EVICT, and
- * from PREFETCH or RECLAIM to BACKWARD (both inclusive); `carried` keys forwarded (and moved off)
- * in an earlier list. Without OFFLOAD and EVICT it is sched_list_peak. */
+ * from PREFETCH or RECLAIM to BACKWARD or BACKWARD_W (both inclusive); `carried` keys forwarded (and
+ * moved off) in an earlier list. Without OFFLOAD and EVICT it is sched_list_peak. */
 int sched_list_device_peak(const instr_list_t *l, int carried);
 
 /* Whether BPipe's balance runs with (kind, pp, m, v); on MP_ERR, why (naming the rule). */

@@ -177,7 +177,7 @@ static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_c
             double worst = 0.0;
             for (int s = 0; s < il.pp; s++) {
                 int n = 0;
-                for (int q = s; q < il.pp * v; q += il.pp) n += il.chunk_layers[q];
+                for (int local = 0; local < v; local++) n += il.chunk_layers[sched_stage_chunk(il.kind, s, local, il.pp)];
                 il.policy[s] = order[k];
                 /* interleaving holds about (1 + (pp − 1)/(pp·v))× 1F1B's stash on stage 0 */
                 if (plan_stage_mem(c, &il, m, s, 0, n, order[k]) * (1.0 + 1.0 / v) > d->mem_bytes) fit = 0;

@@ -13,7 +13,8 @@
 
 int sim_nccl_lists(const instr_list_t *lists, int pp, int m, int v, sim_result_t *res)
 {
-    return sim_lower_and_run(lists, pp, m, v, LOWER_STREAMS, SIM_MATCH_ORDER, SIM_COST_TF, SIM_COST_TB, res);
+    const sched_costs_t unit = sim_costs_fused(SIM_COST_TF, SIM_COST_TB);
+    return sim_lower_and_run(lists, pp, m, v, LOWER_STREAMS, SIM_MATCH_ORDER, &unit, res);
 }
 
 int sim_nccl_run(sched_kind_t kind, int pp, int m, int v, sim_result_t *res)

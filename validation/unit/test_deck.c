@@ -284,7 +284,7 @@ static void test_choices_typed(void)
             count++;
         }
     }
-    tap_ok(good && count == 24, "each of the %d choices parses to its enum and is written back by name", count);
+    tap_ok(good && count == 27, "each of the %d choices parses to its enum and is written back by name", count);
     deck_t d;
     deck_defaults(&d);
     int ok = set_quiet(&d, "checkpoint.transfer=independent") == MP_OK &&
@@ -292,7 +292,7 @@ static void test_choices_typed(void)
     tap_ok(ok && !strcmp(d.checkpoint.transfer, "independent") && !strcmp(d.parallel.schedule, "2bw"),
            "checkpoint.transfer and parallel.schedule also keep their names (read by code not yet on the enums)");
     expect_refused("not one of the schedules", VALID "[parallel]\nschedule = zigzag\n", NULL, 0,
-                   "parallel.schedule = 'zigzag'", "not one of gpipe|1f1b|interleaved|2bw", NULL);
+                   "parallel.schedule = 'zigzag'", "not one of gpipe|1f1b|interleaved|2bw|zb1p|zbv|dualpipev", NULL);
 }
 
 /* debug.fail_at, pipeline.layers and parallel.order: the text as written, and the value parsed once. */
@@ -363,8 +363,13 @@ static void test_chunks_per_stage(void)
     const int three = deck_chunks_per_stage(&d);
     rc |= set_quiet(&d, "parallel.schedule=1f1b");
     const int again = deck_chunks_per_stage(&d);
-    tap_ok(rc == MP_OK && one == 1 && three == 3 && again == 1,
-           "deck_chunks_per_stage: 1 at pp = 1, virtual_stages under interleaved at pp = 2, 1 under 1f1b");
+    rc |= set_quiet(&d, "parallel.virtual_stages=1") | set_quiet(&d, "parallel.schedule=zbv");
+    const int v_zbv = deck_chunks_per_stage(&d);
+    rc |= set_quiet(&d, "parallel.schedule=dualpipev");
+    const int v_dpv = deck_chunks_per_stage(&d);
+    tap_ok(rc == MP_OK && one == 1 && three == 3 && again == 1 && v_zbv == 2 && v_dpv == 2,
+           "deck_chunks_per_stage: 1 at pp = 1, virtual_stages under interleaved at pp = 2, 1 under 1f1b, 2 under zbv "
+           "and dualpipev (the V)");
 }
 
 static void test_file_errors(void)
@@ -443,6 +448,18 @@ static void test_cross_rules(void)
     expect_refused("pipeline.layers sum", VALID "[parallel]\npp = 2\n[pipeline]\nlayers = 1,2\n", NULL, 0,
                    "sums to 3", "model.layers=4", NULL);
     expect_refused("data.path empty", "[model]\nlayers = 4\n", NULL, 0, "data.path", "mindpipe prep", NULL);
+    /* the zero-bubble schedules: mindpipe sim's, not a run's, until the model splits its backward */
+    expect_refused("zb1p is simulator-only", VALID "[parallel]\npp = 2\nschedule = zb1p\n", NULL, 0,
+                   "parallel.schedule=zb1p is simulator-only for now", "mindpipe sim --schedule zb1p --pp 2", NULL);
+    expect_refused("zbv is simulator-only", VALID "[parallel]\npp = 2\nschedule = zbv\n", NULL, 0,
+                   "parallel.schedule=zbv is simulator-only for now", NULL);
+    expect_refused("dualpipev is simulator-only", VALID "[parallel]\npp = 2\nschedule = dualpipev\n", NULL, 0,
+                   "parallel.schedule=dualpipev is simulator-only for now", NULL);
+    expect_refused("zbv: an odd count of layers per stage", VALID "[model]\nlayers = 6\n[parallel]\npp = 2\nschedule = zbv\n",
+                   NULL, 0, "model.layers=6 is not a multiple of 2 × parallel.pp = 4", NULL);
+    expect_refused("dualpipev: a stage's two chunks unequal",
+                   VALID "[model]\nlayers = 8\n[parallel]\npp = 2\nschedule = dualpipev\n[pipeline]\nlayers = 1,3,2,2\n",
+                   NULL, 0, "gives stage 0 chunks of 1 and 2 layers", NULL);
 }
 
 /* (mlp_ratio × dim) % tp alone: heads % tp must hold, so use heads = tp = 2 and an odd width. */

@@ -75,7 +75,7 @@ static int hand_op_right(const lower_prog_t *p, int i, char *why, size_t nwhy)
 
 static void test_hand_list(void)
 {
-    const instr_list_t l = {(instr_t *)HAND, NHAND, NHAND};
+    const instr_list_t l = {(instr_t *)HAND, NHAND, NHAND, SCHED_PLACE_LOOP};
     lower_prog_t p;
     if (lower_stage(&l, 3, 2, LOWER_STREAMS, &p) != 0) {
         tap_ok(0, "lower_stage of the hand-written list");

@@ -48,6 +48,7 @@ static void test_offload(void)
                         instr_list_t lists[SIM_MAX_STAGES];
                         sim_result_t r;
                         if (kind == SCHED_2BW) continue; /* below: its joined lists */
+                        if (sched_kind_split((sched_kind_t)kind)) continue; /* refused: test_zb.c */
                         if (sim_build_lists(lists, (sched_kind_t)kind, pp, m, v, &r) != MP_OK) continue;
                         int good = 1, lower = 1;
                         for (int s = 0; s < pp; s++) {

@@ -11,7 +11,8 @@
 #include "sim_nccl.h"
 #include "tap.h"
 
-/* Calls fn for every schedule we can build: all kinds, pp <= 8, m <= 16, v <= 4 (interleaved). */
+/* Calls fn for every schedule we can build: all kinds, pp <= 8, m <= 16, v <= 4 (interleaved), v = 2
+ * (the V kinds). */
 typedef struct {
     int runs, bad, bad_nccl, lists;
 } sched_tally_t;
@@ -20,7 +21,7 @@ static void for_each_schedule(void (*fn)(sched_kind_t kind, int pp, int m, int v
     for (int kk = 0; kk < SCHED_KINDS; kk++)
         for (int pp = 1; pp <= 8; pp++)
             for (int m = 1; m <= 16; m++)
-                for (int v = 1; v <= (kk == SCHED_INTERLEAVED ? 4 : 1); v++) {
+                for (int v = 1; v <= (kk == SCHED_INTERLEAVED ? 4 : sched_kind_default_v((sched_kind_t)kk)); v++) {
                     char why[256];
                     if (sched_check((sched_kind_t)kk, pp, m, v, why, sizeof why) == 0) fn((sched_kind_t)kk, pp, m, v, t);
                 }
@@ -41,11 +42,12 @@ static void test_all_valid(void)
     sched_tally_t t = {0};
     for_each_schedule(valid_one, &t);
     const int runs = t.runs, bad = t.bad, bad_nccl = t.bad_nccl;
-    int expect = 0; /* gpipe, 1f1b, 2bw: every (pp, m); interleaved: v = 1..4 when pp divides m */
+    /* gpipe, 1f1b, 2bw, zb1p, zbv: every (pp, m); interleaved: v = 1..4 when pp divides m; dualpipev: m >= 2pp */
+    int expect = 0;
     for (int pp = 1; pp <= 8; pp++)
-        for (int m = 1; m <= 16; m++) expect += 3 + (m % pp == 0 ? 4 : 0);
+        for (int m = 1; m <= 16; m++) expect += 5 + (m % pp == 0 ? 4 : 0) + (m >= 2 * pp);
     tap_ok(bad == 0 && runs == expect, "%d schedules (all kinds, pp<=8, m<=16, v<=4): no deadlock, sends and receives "
-                                   "matched, each forward and backward once, backwards in micro-batch order", runs);
+                                   "matched, each forward, B and W once, B's and W's in micro-batch order", runs);
     tap_ok(bad_nccl == 0 && runs == expect, "the same %d under NCCL point-to-point (streams per boundary and "
                                             "direction, blocking sends, order-matched): no deadlock, no crossed message",
            runs);
@@ -86,18 +88,18 @@ static void test_broken_lists(void)
     instr_t s0[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_RECV_GRAD, 0, 0, 1},
                     {OP_SEND_ACT, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}};
     instr_t s1[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}, {OP_SEND_GRAD, 0, 1, 0}};
-    instr_list_t l[2] = {{s0, 5, 5}, {s1, 4, 4}};
+    instr_list_t l[2] = {{s0, 5, 5, SCHED_PLACE_LOOP}, {s1, 4, 4, SCHED_PLACE_LOOP}};
     sim_result_t r;
     int rc = sim_run_lists(l, 2, 1, 1, 1.0, 2.0, &r);
     tap_ok(rc != 0 && strstr(r.error, "deadlock"), "a list that receives before it sends is a deadlock (%s)", r.error);
     instr_t s0b[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_SEND_ACT, 0, 0, 0},
                      {OP_RECV_GRAD, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}};
-    l[0] = (instr_list_t){s0b, 5, 5};
+    l[0] = (instr_list_t){s0b, 5, 5, SCHED_PLACE_LOOP};
     rc = sim_run_lists(l, 2, 1, 1, 1.0, 2.0, &r);
     tap_ok(rc != 0 && strstr(r.error, "peer"), "a send to the wrong stage is caught (%s)", r.error);
     instr_t s0c[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_SEND_ACT, 0, 0, 1}};
     instr_t s1c[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}};
-    instr_list_t lc[2] = {{s0c, 3, 3}, {s1c, 3, 3}};
+    instr_list_t lc[2] = {{s0c, 3, 3, SCHED_PLACE_LOOP}, {s1c, 3, 3, SCHED_PLACE_LOOP}};
     rc = sim_run_lists(lc, 2, 1, 1, 1.0, 2.0, &r);
     tap_ok(rc != 0, "a micro-batch whose backward never runs on one stage is caught (%s)", r.error);
 }
@@ -172,7 +174,7 @@ static void test_crossed_messages(void)
                     {OP_BACKWARD, 1, 0, -1}};
     instr_t s1[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}, {OP_SEND_GRAD, 0, 1, 0},
                     {OP_RECV_ACT, 1, 1, 0}, {OP_FORWARD, 1, 1, -1}, {OP_BACKWARD, 1, 1, -1}, {OP_SEND_GRAD, 1, 1, 0}};
-    instr_list_t l[2] = {{s0, 8, 8}, {s1, 8, 8}};
+    instr_list_t l[2] = {{s0, 8, 8, SCHED_PLACE_LOOP}, {s1, 8, 8, SCHED_PLACE_LOOP}};
     sim_result_t r, rn;
     int mpi = sim_run_lists(l, 2, 2, 1, 1.0, 2.0, &r), nccl = sim_nccl_lists(l, 2, 2, 1, &rn);
     tap_ok(mpi == 0 && nccl != 0 && strstr(rn.error, "wrong buffer"),
@@ -200,19 +202,26 @@ static int lower_waits_for(const lower_prog_t *p, int i, int x, int k, int mb)
     return 0;
 }
 
-/* Whether list l of stage s lowered to streams keeps the rules of lower.h. */
+/* Whether list l of stage s lowered to streams keeps the rules of lower.h: every forward, backward
+ * and B that crosses a boundary between stages waits for its receive, on its lane's stream. */
 static int lowering_ok(const instr_list_t *l, const lower_prog_t *p, int K)
 {
     int n_ops = 0, want = 0, ok = 1;
+    const int pp = l->place == SCHED_PLACE_V ? K / 2 : K; /* only V's turn is local: the loop's pp is not needed */
     for (int x = 0; x < LS_STREAMS; x++) n_ops += p->s[x].n;
     for (int i = 0; i < l->n; i++) {
         const instr_t *in = &l->ins[i];
         const lower_op_t *o = lower_op_of(p, i);
         const int msg = in->op == OP_SEND_ACT || in->op == OP_SEND_GRAD || in->op == OP_RECV_ACT || in->op == OP_RECV_GRAD;
+        const int k = in->chunk, bwd = in->op == OP_BACKWARD || in->op == OP_BACKWARD_B;
         want += in->op != OP_LOAD_BATCH && in->op != OP_OPTIMIZER_STEP;
         if (o && o->instr != i) ok = 0;
-        if (in->op == OP_FORWARD && in->chunk > 0 && !lower_waits_for(p, i, LS_ACT_IN, in->chunk - 1, in->mb)) ok = 0;
-        if (in->op == OP_BACKWARD && in->chunk < K - 1 && !lower_waits_for(p, i, LS_GRAD_IN, in->chunk + 1, in->mb)) ok = 0;
+        if (in->op == OP_FORWARD && k > 0 && !sched_place_edge_local(l->place, k - 1, pp) &&
+            !lower_waits_for(p, i, sched_place_lane(l->place, k - 1, K) ? LS_ACT_IN_V : LS_ACT_IN, k - 1, in->mb))
+            ok = 0;
+        if (bwd && k < K - 1 && !sched_place_edge_local(l->place, k, pp) &&
+            !lower_waits_for(p, i, sched_place_lane(l->place, k, K) ? LS_GRAD_IN_V : LS_GRAD_IN, k + 1, in->mb))
+            ok = 0;
         if (msg && (!o || o->kind == LK_COMPUTE)) ok = 0;
         for (int x = LS_ACT_IN; in->op == OP_REDUCE_GRADS && o && x < LS_STREAMS; x++) {
             const lower_op_t *last = p->s[x].n > 0 ? &p->s[x].ops[p->s[x].n - 1] : NULL;
