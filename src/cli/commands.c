@@ -169,7 +169,9 @@ static const command_t commands[] = {
       {"--quiet", NULL, "no console output", 0},
       END_OPTS},
      ""},
-    {"export", 0, cmd_export, "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5 | -c DECK --ckpt CKPT.h5 --format hf --out DIR",
+    {"export", 0, cmd_export,
+     "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5\n"
+     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR",
      "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2",
      {DECK_OPT(0, "the supernet's deck (--format hf: the model's deck)"),
       SET_OPT,
