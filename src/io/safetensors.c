@@ -286,7 +286,9 @@ static int st_entry(st_json_t *j, st_entry_t *e)
         if (st_expect(j, '}') != MP_OK) return MP_ERR;
         break;
     }
-    if (have != 7) return MP_FAIL("%s: key %s: lacks %s", j->path, e->name, !(have & 1) ? "dtype" : !(have & 2) ? "shape" : "data_offsets");
+    if (have != 7)
+        return MP_FAIL("%s: key %s: lacks %s", j->path, e->name,
+                       !(have & 1) ? "dtype" : !(have & 2) ? "shape" : "data_offsets");
     return MP_OK;
 }
 
