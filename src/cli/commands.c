@@ -38,6 +38,8 @@ static const opt_def_t catalogue[] = {
     FLAG("--quiet", run.quiet),
     STR("--ckpt", ckpt),
     STR("--subnet", subnet),
+    STR("--format", format),
+    STR("--init-from", run.init_from),
     STR("--method", method),
     INT("--population", population, 1, 1e6),
     INT("--generations", generations, 1, 1e6),
@@ -115,7 +117,8 @@ static int cmd_cli_reference(cli_t *c)
 
 static const command_t commands[] = {
     {"train", CMD_MPI, cmd_train,
-     "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--quiet]",
+     "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--init-from hf:DIR]\n"
+     "         [--quiet]",
      "train the deck's model (under mpiexec: on every rank of the job's layout)",
      {DECK_OPT(0, "the input deck (docs/DECK.md; without it, the defaults)"),
       SET_OPT,
@@ -125,6 +128,10 @@ static const command_t commands[] = {
                                 "fits the deck (none: start at step 0)", 0},
       {"--restart", NULL, "a fresh run into a DIR holding checkpoints moves them to DIR/ckpt.old-TIME/\n"
                           "(without it, or --resume, such a run is refused)", 0},
+      {"--init-from", "hf:DIR", "a fresh run (step 0, fresh optimizer) from Hugging Face GPT-2 weights:\n"
+                                "DIR/model.safetensors (F32, as export --format hf writes it), checked\n"
+                                "against the deck's model; with train.steps=0 it writes them as\n"
+                                "ckpt/step_00000000.h5. Not with --resume", 0},
       {"--quiet", NULL, "no console output (the log and metrics are still written)", 0},
       END_OPTS},
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
@@ -163,13 +170,18 @@ static const command_t commands[] = {
       {"--quiet", NULL, "no console output", 0},
       END_OPTS},
      ""},
-    {"export", 0, cmd_export, "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5",
-     "a supernet's subnet as a plain model checkpoint",
-     {DECK_OPT(0, "the supernet's deck"),
+    {"export", 0, cmd_export,
+     "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5\n"
+     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR",
+     "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2",
+     {DECK_OPT(0, "the supernet's deck (--format hf: the model's deck)"),
       SET_OPT,
-      {"--ckpt", "CKPT.h5", "the supernet checkpoint", 1},
-      {"--subnet", "0,2,1", "the candidate per choice block", 1},
-      {"--out", "SUB.h5", "the plain checkpoint; prints the [model] blocks = ... it needs", 1},
+      {"--ckpt", "CKPT.h5", "the supernet checkpoint (--format hf: a plain model's checkpoint of any layout)", 1},
+      {"--format", "FMT", "mindpipe (default): a subnet as our checkpoint; hf: DIR/model.safetensors and\n"
+                          "DIR/config.json of a GPT2LMHeadModel (no supernet, skip block or per-block shape)", 0},
+      {"--subnet", "0,2,1", "the candidate per choice block (--format mindpipe, where it is required)", 0},
+      {"--out", "SUB.h5|DIR", "the plain checkpoint; prints the [model] blocks = ... it needs\n"
+                              "(--format hf: the directory, made if missing; files replaced atomically)", 1},
       {"--quiet", NULL, "no console output", 0},
       END_OPTS},
      ""},
@@ -449,6 +461,12 @@ int cli_parse(cli_t *c, const command_t *cmd, int argc, char **argv)
     }
     if ((cmd->flags & CMD_POSITIONAL) && !c->positional)
         return MP_FAIL("%s needs %s (mindpipe %s --help)", cmd->name, cmd->synopsis, cmd->name);
+    if (c->run.init_from && c->run.resume)
+        return MP_FAIL("--init-from and --resume exclude each other: --init-from starts a fresh run (step 0) from "
+                       "other weights, --resume continues a run from its checkpoint");
+    if (c->run.init_from && strncmp(c->run.init_from, "hf:", 3))
+        return MP_FAIL("--init-from '%s': the only source is hf:DIR (a directory with model.safetensors)",
+                       c->run.init_from);
     if (c->run.restart && c->run.resume)
         return MP_FAIL("--restart and --resume exclude each other: --resume continues the run in --out, --restart "
                        "starts a new one there");

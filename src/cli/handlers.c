@@ -112,7 +112,22 @@ int cmd_search(cli_t *c)
     return search_main(&c->run, &s);
 }
 
-int cmd_export(cli_t *c) { return export_main(&c->run, c->ckpt, c->subnet, c->out); }
+/* --format mindpipe (the default): a supernet's subnet, which needs --subnet; hf: a plain model's
+ * checkpoint as Hugging Face's GPT-2, where --subnet makes no sense (export the subnet first). */
+int cmd_export(cli_t *c)
+{
+    const char *fmt = c->format ? c->format : "mindpipe";
+    if (!strcmp(fmt, "hf")) {
+        if (c->subnet)
+            return MP_ERROR("export: --subnet with --format hf: export the subnet first (--format mindpipe --subnet "
+                            "%s), then export that plain checkpoint with --format hf", c->subnet), 2;
+        return export_hf_main(&c->run, c->ckpt, c->out);
+    }
+    if (strcmp(fmt, "mindpipe"))
+        return MP_ERROR("export: --format '%s': mindpipe (a supernet's subnet) or hf (Hugging Face's GPT-2)", fmt), 2;
+    if (!c->subnet) return MP_ERROR("export --format mindpipe needs --subnet 0,2,1 (mindpipe export --help)"), 2;
+    return export_main(&c->run, c->ckpt, c->subnet, c->out);
+}
 
 int cmd_generate(cli_t *c)
 {

@@ -9,6 +9,7 @@ typedef struct {
     int nsets;
     const char *out_dir;     /* --out (default "run") */
     const char *resume;      /* --resume PATH | auto | NULL */
+    const char *init_from;   /* --init-from hf:DIR: a fresh run from Hugging Face GPT-2 weights (NULL: the seed's) */
     int restart;             /* --restart: a fresh run moves the directory's checkpoints aside (rundir.h) */
     int quiet;               /* no console output */
     const struct run_plug *plug; /* a plug-in the command offers the run (run.h's run_plug_t; NULL: none) */

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "ckpt.h"
 #include "ckpt_files.h"
+#include "hf_gpt2.h"
 #include "perf.h"
 #include "rundir.h"
 
@@ -493,4 +494,34 @@ int run_ckpt_load_weights(run_t *r, const char *path, long *step_p)
     if (run_ckpt_tok_check(r, path, &st.tok, "reading the checkpoint", r->rank == 0) != MP_OK) return MP_ERR;
     *step_p = st.step;
     return MP_OK;
+}
+
+int run_ckpt_init_from(run_t *r)
+{
+    if (!r->opts.init_from) return MP_OK;
+    const char *dir = r->opts.init_from + 3; /* after "hf:" (cli_parse checked it) */
+    model_t *md = &r->model;
+    int rc = MP_OK;
+    if (run_home(r, 0)) rc = MP_FAIL("--init-from %s: a supernet is no GPT-2 model", r->opts.init_from);
+    else if (r->rank == 0) rc = hf_gpt2_check(dir, &r->gtab); /* one process reads the whole header */
+    MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (rc != MP_OK) return MP_ERR;
+    float *h = be_host_alloc(&r->be, md->alloc * sizeof(float));
+    if (!h) MP_ABORT("out of host memory reading %s", dir);
+    memset(h, 0, md->alloc * sizeof(float)); /* the padding past tab.total stays zero */
+    rc = hf_gpt2_load(dir, &r->gtab, &md->tab, h);
+    int bad = rc != MP_OK;
+    wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the --init-from load's outcome");
+    if (!bad) {
+        float *dst[2] = {md->params, md->params_old};
+        for (int k = 0; k < 2; k++) {
+            if (!dst[k]) continue;
+            if (be_host_visible(&r->be)) memcpy(dst[k], h, md->alloc * sizeof(float));
+            else be_to_device(&r->be, dst[k], h, md->alloc * sizeof(float));
+        }
+        runlog_printf(&r->log, "initialised from %s/" HF_WEIGHTS_FILE " (Hugging Face GPT-2): step 0, fresh optimizer",
+                      dir);
+    }
+    be_host_free(&r->be, h);
+    return bad ? MP_ERR : MP_OK;
 }

@@ -29,6 +29,12 @@ int run_ckpt_write(run_t *r, int fail_midway);
  * MP_ERR (the model unchanged when the checkpoint was refused). */
 int run_ckpt_resume(run_t *r);
 
+/* --init-from hf:DIR on a fresh run: rank 0 checks DIR/model.safetensors against the canonical model
+ * (hf_gpt2_check), then every rank loads its own shard (its blocks, its TP part, the vocab padded)
+ * into the weights (and 2bw's older version: W(-1) = W(0)); the optimizer stays fresh. Collective;
+ * MP_OK or MP_ERR on every rank alike, the weights changed only on MP_OK. No --init-from: MP_OK. */
+int run_ckpt_init_from(run_t *r);
+
 /* Collective over MPI_COMM_WORLD: the weights of checkpoint `path` (its /model only: a file without
  * optimizer state will do) into the model, verified like a resume; its step in *step_p. MP_OK or
  * MP_ERR on every rank alike; refused (rank 0 names both) when the checkpoint's tokenizer is not the

@@ -9,6 +9,7 @@
 #include "check.h"
 #include "ckpt.h"
 #include "deck_model.h"
+#include "hf_gpt2.h"
 #include "supernet.h"
 
 /* The exported model's deck: the supernet's, its shapes as model.blocks, no supernet. */
@@ -107,5 +108,37 @@ int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, co
     free(buf), free(src), free(text);
     param_table_free(&tab), param_table_free(&stab);
     supernet_free(&r);
+    return rc == MP_OK ? 0 : 1;
+}
+
+int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *out)
+{
+    deck_t d;
+    if (deck_load_model(&d, opts->deck_path, opts->sets, opts->nsets) != MP_OK) return 1;
+    if (d.supernet.enabled) {
+        MP_ERROR("export --format hf of a supernet (supernet.enabled=1 in the deck): export a subnet first "
+                 "(--format mindpipe --subnet ...), then export that checkpoint with its deck");
+        return 1;
+    }
+    const model_cfg_t cfg = deck_model_cfg(&d, NULL);
+    char why[256];
+    if (hf_gpt2_fits(&cfg, why, sizeof why) != MP_OK) {
+        MP_ERROR("export --format hf of %s refused: %s", ckpt, why);
+        return 1;
+    }
+    param_table_t tab = {0};
+    if (param_table_build(&tab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) return 1;
+    float *buf = MP_CALLOC(tab.total ? tab.total : 1, sizeof *buf);
+    ckpt_state_t st = {0};
+    int rc = buf ? ckpt_read(ckpt, &tab, buf, NULL, NULL, &st) : MP_ERR;
+    if (rc == MP_OK) {
+        free(st.deck);
+        rc = hf_gpt2_write(out, &tab, buf);
+    }
+    if (rc == MP_OK && !opts->quiet)
+        printf("exported %s (step %ld) to %s/" HF_WEIGHTS_FILE " and %s/" HF_CONFIG_FILE " (GPT2LMHeadModel)\n", ckpt,
+               st.step, out, out);
+    free(buf);
+    param_table_free(&tab);
     return rc == MP_OK ? 0 : 1;
 }

@@ -10,4 +10,9 @@
  * One rank. Returns the process exit code. */
 int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, const char *out);
 
+/* `mindpipe export --format hf`: checkpoint `ckpt` of the deck's plain model (no supernet, no skip
+ * block, every block of the model's shape) as Hugging Face's GPT2LMHeadModel in directory `out`
+ * (hf_gpt2.h: model.safetensors and config.json). One rank. Returns the process exit code. */
+int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *out);
+
 #endif

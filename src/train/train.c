@@ -509,6 +509,9 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
     watchdog_arm(&r.wd, "the resume (choosing and reading a checkpoint)", "checkpoint.timeout", d->checkpoint.timeout);
     int rc = run_agree(run_ckpt_resume(&r));
+    if (rc == MP_OK) rc = run_ckpt_init_from(&r);
+    /* --init-from with no step to take: the imported weights as a checkpoint of step 0 (a conversion) */
+    if (rc == MP_OK && opts->init_from && d->train.steps == 0 && d->checkpoint.final) rc = train_checkpoint(&r, 0);
     watchdog_disarm(&r.wd);
     if (ops && ops->resume) ops->resume(&r);
     /* recovery.log: the survivors' snapshots, the lost rank's replay, then this rank's log */

@@ -1,0 +1,64 @@
+/* The safetensors format (Hugging Face's), float32 only, written and read without its library:
+ *   8 bytes   N, the header's length, unsigned little-endian
+ *   N bytes   a JSON object: {"__metadata__": {"k": "v", ...},
+ *                             "NAME": {"dtype": "F32", "shape": [d0, d1], "data_offsets": [b, e]}, ...}
+ *             padded with spaces to a multiple of 8 bytes (so the data is aligned)
+ *   the data  each tensor's elements row-major, little-endian, at [8 + N + b, 8 + N + e)
+ * The reader takes any dtype the format names into its entries (a caller refuses what it cannot
+ * use), and checks what the format promises: the header within the file, valid JSON of that shape,
+ * each tensor's bytes = its elements × its dtype's size, offsets inside the data and no two tensors
+ * overlapping. Only the core room is used: no HDF5, no MPI. The host must be little-endian (checked). */
+#ifndef MP_SAFETENSORS_H
+#define MP_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ST_NAME_MAX 128
+#define ST_MAX_DIMS 8
+
+/* One tensor to write: its name, shape and ndim floats' worth of elements at data. */
+typedef struct {
+    const char *name;
+    int ndim;
+    long long shape[ST_MAX_DIMS];
+    const float *data;
+} st_out_t;
+
+/* Writes the n tensors (in this order) to path atomically (path.tmp, fsync, rename, fsync of the
+ * directory: publish.h), with __metadata__ {"format": "pt"} (what transformers' loader asks for).
+ * MP_OK, or MP_ERR with a message naming path (and the tensor, for a bad name or shape); on error
+ * path is as it was. */
+int st_write(const char *path, const st_out_t *t, int n);
+
+/* One tensor of a file read. */
+typedef struct {
+    char name[ST_NAME_MAX];
+    char dtype[16];
+    int ndim;
+    long long shape[ST_MAX_DIMS];
+    uint64_t begin, end; /* data_offsets: bytes, from the start of the data */
+} st_entry_t;
+
+typedef struct {
+    char path[4096];
+    int count;
+    st_entry_t *e;
+    uint64_t data0;      /* file offset of the data: 8 + N */
+    uint64_t data_len;   /* bytes of data in the file */
+} st_file_t;
+
+/* Reads and checks path's header (above). MP_OK with the entries in *f_p (st_close frees them), or
+ * MP_ERR with a message naming path and, where there is one, the key at fault. */
+int st_open(const char *path, st_file_t *f_p);
+
+/* The entry called name, or NULL. */
+const st_entry_t *st_find(const st_file_t *f, const char *name);
+
+/* Reads entry e (dtype F32, checked by the caller) into dst (its elements). MP_OK, or MP_ERR naming
+ * the file and the tensor (a short read: the file changed since st_open). */
+int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst);
+
+void st_close(st_file_t *f);
+
+#endif
