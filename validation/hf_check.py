@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A `mindpipe export --format hf` directory against MindPipe's own forward, by /usr/bin/python3.
 
-  hf_check.py DIR --dump ACTS.h5 --ckpt CKPT.h5 [--tol 1e-5]
+  hf_check.py DIR --dump ACTS.h5 --ckpt CKPT.h5 [--tol 1e-5] [--transformers]
 
 DIR/model.safetensors is parsed here (8-byte little-endian header length, JSON header, raw tensors;
 no `safetensors` package) and DIR/config.json read; the model is run as Hugging Face's GPT-2
@@ -12,6 +12,9 @@ in float64. It gets the tokens ACTS.h5 holds (a debug.dump_activations file: /to
 residual stream /h.{l} and /lnf MindPipe computed) and compares, per block and at the end, with
 MindPipe's; MindPipe's logits are its final LayerNorm's output (/lnf) times its tied head (CKPT's
 /model/wte), CKPT being the checkpoint of the dumped step that DIR was exported from.
+With --transformers, Hugging Face's own GPT2LMHeadModel.from_pretrained(DIR) (the `transformers`
+package: the GPU kit's machine has it, Debian's does not) runs the same tokens in float64 and its
+logits are compared with MindPipe's too; a missing package is a FAIL, never a skip.
 
   hf_check.py mutate SRC DST KIND
       Copies directory SRC's model.safetensors and config.json into DST with one fault planted, for
@@ -146,6 +149,7 @@ def main():
     ap.add_argument("--dump", required=True)
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--tol", type=float, default=1e-5)
+    ap.add_argument("--transformers", action="store_true")
     a = ap.parse_args()
     with open(a.dir + "/config.json") as f:
         cfg = json.load(f)
@@ -166,6 +170,19 @@ def main():
     e = err(mine, logits)
     check(mine.shape == logits.shape and e <= a.tol,
           f"logits {tuple(logits.shape)}: MindPipe's against HF GPT-2's, error {e:.2e} (tol {a.tol:g})")
+    if a.transformers:
+        try:
+            from transformers import GPT2LMHeadModel
+        except Exception as ex:  # noqa: BLE001 (any import failure is the finding)
+            check(False, "transformers: GPT2LMHeadModel cannot be imported (%s: %s)" % (type(ex).__name__, ex))
+        else:
+            m = GPT2LMHeadModel.from_pretrained(a.dir).to(torch.float64).eval()
+            with torch.no_grad():
+                theirs = m(tokens).logits
+            e = err(mine, theirs)
+            check(theirs.shape == mine.shape and e <= a.tol,
+                  f"transformers: GPT2LMHeadModel.from_pretrained's logits {tuple(theirs.shape)} against MindPipe's, "
+                  f"error {e:.2e} (tol {a.tol:g})")
     sys.exit(1 if failures else 0)
 
 

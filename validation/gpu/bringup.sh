@@ -30,8 +30,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
 # ---- the parts and their timeouts (seconds; the sum stays under 8 minutes: docs/GPU.md) ----
-PART_NAMES=(env selftest fp32 bf16 ranks2 ckpt gpt2 torch compile)
-declare -A PART_TIMEOUT=([env]=30 [selftest]=30 [fp32]=30 [bf16]=45 [ranks2]=60 [ckpt]=40
+PART_NAMES=(env selftest fp32 bf16 ranks2 ckpt hf gpt2 torch compile)
+declare -A PART_TIMEOUT=([env]=30 [selftest]=25 [fp32]=25 [bf16]=45 [ranks2]=45 [ckpt]=30 [hf]=35
                          [gpt2]=95 [torch]=45 [compile]=75)
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
@@ -216,6 +216,19 @@ part_gpt2() {
     MP_BF16_GEMM=cublas MP_STOP_AFTER=25 train gpt2-cublas 1 gpt2-124m.ini --set "train.peak_gflops=$peak" \
         "${sets[@]}" --set train.steps=20
     check gpt2 "$PARTS/gpt2.json" "$RUNS/gpt2" "$RUNS/nvml.json" "$peak" "$DRY" "$RUNS/gpt2-cublas"
+}
+
+# A run on the device exported to Hugging Face's format; its logits against HF GPT-2's forward and,
+# but in a dry run, transformers' own GPT2LMHeadModel.from_pretrained (issue 34).
+part_hf() {
+    train hf-src 1 tiny.ini --set "train.device=$DEV" --set train.steps=4 --set checkpoint.every=2 \
+        --set debug.dump_activations=2
+    local ck=$RUNS/hf-src/ckpt/step_00000002.h5 tf=(--transformers)
+    [ "$DRY" = 1 ] && tf=()
+    mp export --format hf -c "$KIT/decks/tiny.ini" --ckpt "$ck" --out "$RUNS/hf-out" > "$RUNS/hf-export.log" 2>&1
+    "$PY" "$top/validation/hf_check.py" "$RUNS/hf-out" --dump "$RUNS/hf-src/activations_step_00000002.h5" \
+        --ckpt "$ck" "${tf[@]}" > "$RUNS/hf-check.out" 2>&1
+    check hf "$PARTS/hf.json" "$RUNS/hf-check.out" "$DRY"
 }
 
 torch_peer() {  # torch_peer NAME --compile 0|1 [more]

@@ -327,6 +327,27 @@ def cmd_crossing(out, dev_run, cpu_ref, d2c, c2d, dev):
     return res
 
 
+def cmd_hf(out, chk_out, dry):
+    """hf_check.py's lines on an export of a run on the device: its own forward and, but in a dry run,
+    transformers' GPT2LMHeadModel.from_pretrained, each against MindPipe's logits (issue 34)."""
+    lines = read(chk_out).splitlines()
+    passed = [x[5:] for x in lines if x.startswith("PASS ")]
+    failed = [x[5:] for x in lines if x.startswith("FAIL ")]
+    hf = [x for x in passed if x.startswith("transformers:")]
+    res = part("hf", "pass", "export --format hf of a run on the device: HF GPT-2's forward (hf_check.py) and %s "
+               "against MindPipe's logits (tol 1e-5)" % ("no transformers (dry run)" if dry == "1" else
+                                                         "GPT2LMHeadModel.from_pretrained"),
+               passed=len(passed), transformers=hf[0] if hf else None)
+    why = failed[:3]
+    if len(passed) < 2:
+        why.append("%d checks passed in %s (the export or the check did not run)" % (len(passed), chk_out))
+    if dry != "1" and not hf:
+        why.append("transformers' from_pretrained was not checked")
+    if why:
+        res.update(status="fail", why=why)
+    return res
+
+
 # Dense bf16 peaks (TFLOP/s) by the vendor's datasheets, for MFU.
 PEAKS = [("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("GH200", 989.4), ("H200", 989.4), ("H100", 989.4),
          ("A100", 312.0), ("L40S", 362.0)]
@@ -567,6 +588,8 @@ def _brief(p):
                 s["tokens_per_s"], 100 * s["mfu"], "%.3g" % e["j_per_token"] if e.get("j_per_token") else "-",
                 "%.3g" % en["run_gpu_j_per_token"] if en.get("run_gpu_j_per_token") else "-",
                 "%.3g" % smp if smp else "-", "; cuBLAS converting: %.0f tok/s" % a["tokens_per_s"] if a else "")
+        if n == "hf":
+            return s.get("transformers") or "%d checks passed" % s.get("passed", 0)
         if n in ("torch", "compile"):
             r = s["result"]
             return "%.0f tok/s, MFU %.1f%%" % (r.get("tokens_per_s", 0), 100 * (r.get("mfu") or 0))
