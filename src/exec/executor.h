@@ -100,6 +100,9 @@ typedef struct {
     double carried_loss;      /* ... and the Σ of their token losses (last stage) */
     model_part_t part[PARAM_MAX_CHUNKS];
     stash_t stash;
+    wstash_t *ws;             /* split backward (zb1p): the weight-gradient stashes, B to W (sched_list_peak_w) */
+    int *ws_key;              /* ... per wstash, the key whose W it awaits (-1: free) */
+    int nws;
     bal_t bal;                /* balance: this stage's side of its pair */
     int nguest;               /* ... the guest buffers an acceptor needs (sched_balance_guest_peak) */
     int nkeys;
@@ -134,9 +137,12 @@ typedef struct {
     int nguest;          /* balance: guests an acceptor holds in a step */
     size_t guests;       /* ... their arena bytes (cpu; elsewhere host memory) */
     size_t stash;        /* slot0 + (nslots − 1)·slot + npool·mov + guests */
+    int nwstash;         /* split backward: the weight-gradient stashes (the list's peak between B and W) */
+    size_t wstash_each;  /* ... bytes of each: the most any chunk of the stage needs (model_wstash_bytes) */
+    size_t wstash;       /* nwstash·wstash_each */
     size_t scratch;      /* backward temporaries and the recompute workspace */
     size_t messages;     /* device gradient send buffers */
-    size_t total;
+    size_t total;        /* fixed + stash + wstash + scratch + messages */
 } exec_plan_t;
 
 /* The plan of the stage of ctx (ctx.acts may be NULL: B is its micro-batch) with `fixed` bytes

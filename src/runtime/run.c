@@ -451,9 +451,9 @@ static int run_memory_plan(run_t *r)
     const exec_plan_t *p = &r->plan;
     return MP_FAIL("memory.device_limit=%llu bytes: stage %d (rank %d) plans a peak of %zu bytes under its memory "
                    "policy: %zu for the model, its gradients and optimizer state, %zu for %d stash slot(s)%s, %zu "
-                   "scratch, %zu message buffers. %s",
+                   "for %d weight-gradient stash(es) (split backward, B to W), %zu scratch, %zu message buffers. %s",
                    (unsigned long long)limit, r->stage, r->rank, p->total, p->fixed, p->stash, p->nslots,
-                   p->npool ? " and the offload buffers" : "", p->scratch, p->messages,
+                   p->npool ? " and the offload buffers" : "", p->wstash, p->nwstash, p->scratch, p->messages,
                    fits[0] ? fits : "No memory policy fits: more pipeline stages, ZeRO-1 or a smaller micro-batch");
 }
 
