@@ -1,7 +1,8 @@
 #!/bin/sh
 # zb1p runs (ARCHITECTURE.md §5, the split backward): ZB-H1's lists, each backward split into B and
 # W, train bitwise identical to one rank at pp = 2 and 4 with m = 4 and 8 micro-batches (losses,
-# grad norms and the checkpoint), to 1f1b at dp = 2 × pp = 2 and under memory.policy=recompute;
+# grad norms and the checkpoint), to 1f1b at dp = 2 × pp = 2, and to one rank under memory.policy
+# recompute and selective;
 # every stage's measured peak equals its plan, which counts the weight-gradient stashes (B to W);
 # the timeline shows the B's and W's; what zb1p does not run with yet is refused naming why.
 # Up to 4 ranks on 2 cores.
@@ -34,13 +35,16 @@ run 4 dp1f1b $S $D --set parallel.schedule=1f1b; ok $? "1f1b dp=2 × pp=2: 4 ran
 run 4 dpzb $S $D $Z; ok $? "zb1p dp=2 × pp=2: 4 ranks"
 compare "zb1p dp=2 × pp=2 = 1f1b dp=2 × pp=2" "$SCRATCH/dp1f1b" "$SCRATCH/dpzb" --bitwise
 
-# recompute: B recomputes the products' inputs into the weight-gradient stash (model.h)
-R="--set memory.policy=recompute --set train.micro_batch=2"
-# shellcheck disable=SC2086
-run 1 rc1 $S $R; ok $? "one rank, memory.policy=recompute"
-# shellcheck disable=SC2086
-run 2 rczb $S $R $Z --set parallel.pp=2; ok $? "zb1p pp=2 under memory.policy=recompute"
-compare "zb1p pp=2 recompute = one rank recompute" "$SCRATCH/rc1" "$SCRATCH/rczb" --bitwise
+# recompute: B recomputes the products' inputs into the weight-gradient stash (model.h); selective:
+# W reads them from the slot
+for pol in recompute selective; do
+    # shellcheck disable=SC2086
+    run 1 ${pol}1 $S --set memory.policy=$pol --set train.micro_batch=2; ok $? "one rank, memory.policy=$pol"
+    # shellcheck disable=SC2086
+    run 2 ${pol}zb $S --set memory.policy=$pol --set train.micro_batch=2 $Z --set parallel.pp=2
+    ok $? "zb1p pp=2 under memory.policy=$pol"
+    compare "zb1p pp=2 $pol = one rank $pol" "$SCRATCH/${pol}1" "$SCRATCH/${pol}zb" --bitwise
+done
 
 # the plan: every stage's peak equals it (the arena counts the bytes requested, the weight-gradient
 # stashes included), and zb1p plans more than 1f1b on the same layout and policy (its stashes held
@@ -51,7 +55,7 @@ run 2 f1b2 $S --set parallel.pp=2 --set parallel.schedule=1f1b --set train.micro
 import json,sys
 bad=[]
 last=lambda r: json.loads(open('$SCRATCH/%s/metrics.jsonl' % r).readlines()[-1])
-for r in ('zb2m4','zb4m4','zb2m8','zb4m8','dpzb','rczb'):
+for r in ('zb2m4','zb4m4','zb2m8','zb4m8','dpzb','recomputezb','selectivezb'):
     x=last(r)
     if x['peak_mem_bytes'] != x['planned_mem_bytes']: bad.append((r, x['peak_mem_bytes'], x['planned_mem_bytes']))
 z, f = last('zb2m4'), last('f1b2')
