@@ -178,7 +178,7 @@ static const deck_key_t keys[] = {
     K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
     K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names,
-                  "pipeline schedule (zb1p, zbv, dualpipev: mindpipe sim only, refused for a run)"),
+                  "pipeline schedule (zbv, dualpipev: mindpipe sim only, refused for a run)"),
     K_CHOICE(parallel, p2p, "auto", deck_p2p_names,
              "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only, and "
              "refused where two neighbouring stages share a GPU); auto: nccl on cuda unless two neighbouring stages "
