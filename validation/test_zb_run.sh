@@ -1,10 +1,10 @@
 #!/bin/sh
 # zb1p runs (ARCHITECTURE.md §5, the split backward): ZB-H1's lists, each backward split into B and
 # W, train bitwise identical to one rank at pp = 2 and 4 with m = 4 and 8 micro-batches (losses,
-# grad norms and the checkpoint; on emu too), to 1f1b at dp = 2 × pp = 2, and to one rank under
-# memory.policy recompute and selective; every stage's measured peak equals its plan, which counts
-# the weight-gradient stashes (B to W);
-# the timeline shows the B's and W's; what zb1p does not run with yet is refused naming why.
+# grad norms and the checkpoint; on emu too), to 1f1b at dp = 2 × pp = 2 and tp = 2 × pp = 2, and
+# to one rank under memory.policy recompute and selective; every stage's measured peak equals its
+# plan, which counts the weight-gradient stashes (B to W); the timeline shows the B's and W's; what
+# zb1p does not run with yet is refused naming why.
 # Up to 4 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it reads checkpoints (compare_runs.py)
@@ -39,6 +39,13 @@ run 4 dp1f1b $S $D --set parallel.schedule=1f1b; ok $? "1f1b dp=2 × pp=2: 4 ran
 # shellcheck disable=SC2086
 run 4 dpzb $S $D $Z; ok $? "zb1p dp=2 × pp=2: 4 ranks"
 compare "zb1p dp=2 × pp=2 = 1f1b dp=2 × pp=2" "$SCRATCH/dp1f1b" "$SCRATCH/dpzb" --bitwise
+# tp = 2 × pp = 2: B holds the tensor-parallel all-reduces, W none
+T="--set parallel.pp=2 --set parallel.tp=2 --set train.micro_batch=2"
+# shellcheck disable=SC2086
+run 4 tp1f1b $S $T --set parallel.schedule=1f1b; ok $? "1f1b tp=2 × pp=2: 4 ranks"
+# shellcheck disable=SC2086
+run 4 tpzb $S $T $Z; ok $? "zb1p tp=2 × pp=2: 4 ranks"
+compare "zb1p tp=2 × pp=2 = 1f1b tp=2 × pp=2" "$SCRATCH/tp1f1b" "$SCRATCH/tpzb" --bitwise
 
 # recompute: B recomputes the products' inputs into the weight-gradient stash (model.h); selective:
 # W reads them from the slot
@@ -60,7 +67,7 @@ run 2 f1b2 $S --set parallel.pp=2 --set parallel.schedule=1f1b --set train.micro
 import json,sys
 bad=[]
 last=lambda r: json.loads(open('$SCRATCH/%s/metrics.jsonl' % r).readlines()[-1])
-for r in ('zb2m4','zb4m4','zb2m8','zb4m8','zbemu','dpzb','recomputezb','selectivezb'):
+for r in ('zb2m4','zb4m4','zb2m8','zb4m8','zbemu','dpzb','tpzb','recomputezb','selectivezb'):
     x=last(r)
     if x['peak_mem_bytes'] != x['planned_mem_bytes']: bad.append((r, x['peak_mem_bytes'], x['planned_mem_bytes']))
 z, f = last('zb2m4'), last('f1b2')

@@ -13,7 +13,11 @@
  * while the next batch's first forwards, issued before batch t's update, run on W(t) (model.params);
  * the update makes W(t+1) = W(t) − lr·∇f(W(t−1)).
  *
- * At pp = 1 gpipe and interleaved run 1f1b's list: with one stage every schedule is the same
+ * zb1p (ZB-H1) splits each backward: BACKWARD_B computes the input gradient into a weight-gradient
+ * stash (model.h's wstash_t) from a pool sized by the list, BACKWARD_W later the weight gradients
+ * from it; the stash slot stays taken from the forward to the W (ARCHITECTURE.md §5).
+ *
+ * At pp = 1 gpipe, interleaved and zb1p run 1f1b's list: with one stage every schedule is the same
  * arithmetic (backwards in micro-batch order), and 1f1b's needs one stash slot, not m. */
 #ifndef MP_EXECUTOR_H
 #define MP_EXECUTOR_H
@@ -113,8 +117,9 @@ typedef struct {
     MPI_Request *gsend_req;
     size_t n_act;             /* N·C floats of one activation */
     double idle;              /* seconds blocked in pipeline receives (reset by the caller) */
-    double busy;              /* seconds in FORWARD and BACKWARD instructions: the stage's compute, which
-                                 live migration compares across stages (reset by the caller) */
+    double busy;              /* seconds in FORWARD and BACKWARD (or BACKWARD_B and _W) instructions: the
+                                 stage's compute, which live migration compares across stages (reset by
+                                 the caller) */
     double theory;            /* the schedule's bubble under the simulator's cost model */
     long span_step;           /* the instruction running: the model's own spans are marked with it */
     int span_mb;
