@@ -86,7 +86,12 @@ for e in ev:
 sys.exit(0 if all(n.get((p,'backward B'))==n.get((p,'backward W'))==8*8 for p in range(4)) and not any(k[1]=='backward' for k in n) else 1)"
 ok $? "trace.json: every stage of zb1p pp=4 m=8 shows 8 B's and 8 W's per step, no fused backward"
 
+for pol in offload balance; do
+    # shellcheck disable=SC2086
+    refused "zb1p with $pol" "keeps each stash on the device until its weight gradient" 2 $S $Z --set parallel.pp=2 \
+        --set memory.policy=$pol
+done
 # shellcheck disable=SC2086
-refused "zb1p with offload" "keeps each stash on the device until its weight gradient" 2 $S $Z --set parallel.pp=2 \
-    --set memory.policy=offload
+refused "zb1p with a supernet" "supernet.enabled=1 with parallel.schedule=zb1p" 2 $S $Z --set parallel.pp=2 \
+    --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip --set supernet.window=2
 done_testing

@@ -171,6 +171,10 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
                        "backward, which 2bw's delayed weights do not do");
+    if (d->supernet.enabled && d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_ZB1P)
+        return MP_FAIL("supernet.enabled=1 with parallel.schedule=zb1p: not run yet; a subnet's selection would have "
+                       "to stay from each backward's input-gradient half (B) to its weight-gradient half (W), which "
+                       "other subnets' work may separate; use 1f1b");
     return MP_OK;
 }
 
