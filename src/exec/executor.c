@@ -53,11 +53,12 @@ static int exec_split_refused(const exec_t *e)
     const char *name = sched_kind_names[c->kind];
     if (sched_kind_place(c->kind) != SCHED_PLACE_LOOP)
         return MP_FAIL("parallel.schedule=%s is simulator-only for now: the runtime places no chunks in a V", name);
-    /* a slot's movable region may leave the device after B; W reads the products' inputs there */
+    /* offload's and balance's transfers are placed around one fused backward (memlists.h); W reads
+     * the products' inputs in the movable region after B */
     if (c->balance || exec_movable(e))
         return MP_FAIL("parallel.schedule=%s keeps each stash on the device until its weight gradient (W) runs: "
-                       "memory.policy offload and balance move it away after the backward's first half; use keep "
-                       "or recompute", name);
+                       "memory.policy offload and balance move it off the device between forward and backward, and "
+                       "their lists bring it back for a fused backward only; use keep, selective or recompute", name);
     if (c->per > 0 || c->supernet)
         return MP_FAIL("parallel.schedule=%s does not run supernets yet: a subnet's selection would have to stay "
                        "from each B to its W across the window", name);
@@ -266,17 +267,14 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
         return MP_FAIL("balance: the evictor's stash is %zu bytes, the memory plan counted %zu (a bug)", e->bal.bytes,
                        ctx->partner_mov);
     size_t ws_bytes;
-    e->nws = exec_wstash_need(e, ctx->acts->B, &ws_bytes);
-    if (e->nws > 0) {
-        e->ws = MP_CALLOC((size_t)e->nws, sizeof *e->ws);
-        e->ws_key = MP_CALLOC((size_t)e->nws, sizeof *e->ws_key);
+    const int nws = exec_wstash_need(e, ctx->acts->B, &ws_bytes);
+    if (nws > 0) {
+        e->ws = MP_CALLOC((size_t)nws, sizeof *e->ws);
+        e->ws_key = MP_CALLOC((size_t)nws, sizeof *e->ws_key);
         if (!e->ws || !e->ws_key) return MP_FAIL("out of memory for the weight-gradient stashes");
-        for (int i = 0; i < e->nws; i++) {
-            e->ws_key[i] = -1;
-            if (wstash_create(&e->ws[i], md, ctx->acts->B, ws_bytes, ctx->arena) != MP_OK) {
-                e->nws = i; /* exec_free destroys the ones made */
-                return MP_ERR;
-            }
+        for (; e->nws < nws; e->nws++) { /* e->nws: the ones made, which exec_free destroys */
+            e->ws_key[e->nws] = -1;
+            if (wstash_create(&e->ws[e->nws], md, ctx->acts->B, ws_bytes, ctx->arena) != MP_OK) return MP_ERR;
         }
     }
     if (ctx->per > 0 && !(e->sub_loss = MP_CALLOC((size_t)(ctx->m / ctx->per), sizeof *e->sub_loss)))
