@@ -4,8 +4,8 @@
 # rank shell; the survivors write their snapshots and exit 75; `--resume auto` starts at the step
 # the survivors had completed (0 steps lost), the lost stage replayed from its neighbours' logs (or
 # a data-parallel replica's snapshot taken), and the step-40 losses and checkpoint are bitwise those
-# of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2
-# and dp = 2 x pp = 2; then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
+# of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2,
+# zb1p pp = 2 and dp = 2 x pp = 2; then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
 # log, a missing log, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it compares checkpoints (compare_runs.py, h5py)
@@ -58,6 +58,9 @@ s=$(pick_step); lose pp4_first 4 0 "$s" --set parallel.pp=4
 s=$(pick_step); lose pp4_mid 4 2 "$s" --set parallel.pp=4
 s=$(pick_step); lose pp4_last 4 3 "$s" --set parallel.pp=4
 s=$(pick_step); lose inter2 2 0 "$s" --set parallel.pp=2 --set parallel.schedule=interleaved --set train.micro_batch=2
+s=$(pick_step); lose zb2 2 1 "$s" --set parallel.pp=2 --set parallel.schedule=zb1p --set train.micro_batch=2
+grep -q "1 rank(s) replayed steps 11 to $((s - 1)) from the logs" "$SCRATCH/zb2/log.txt"
+ok $? "zb2: the last stage of zb1p (split backward) replayed steps 11 to $((s - 1)) alone"
 s=$(pick_step); lose dp2pp2 4 1 "$s" --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2
 grep -q "1 took a data-parallel replica's snapshot" "$SCRATCH/dp2pp2/log.txt"
 ok $? "dp2pp2: the lost rank took its replica's snapshot (no replay)"

@@ -178,7 +178,7 @@ static const deck_key_t keys[] = {
     K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
     K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names,
-                  "pipeline schedule (zb1p, zbv, dualpipev: mindpipe sim only, refused for a run)"),
+                  "pipeline schedule (zbv, dualpipev: mindpipe sim only, refused for a run)"),
     K_CHOICE(parallel, p2p, "auto", deck_p2p_names,
              "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only, and "
              "refused where two neighbouring stages share a GPU); auto: nccl on cuda unless two neighbouring stages "
@@ -1152,19 +1152,20 @@ int deck_chunks_per_stage(const deck_t *d)
     return d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
 }
 
-/* The zero-bubble schedules split each backward into B and W, which the model and the executor do
- * not run yet: `mindpipe sim` shows them, a run refuses them. Under the V placement each stage's
- * layers are cut into two chunks of half a stage each, so a stage's layer count must be even. */
+/* The zero-bubble schedules split each backward into B and W. zb1p runs (the executor's split
+ * backward, under the loop placement); zbv and dualpipev need the V placement, which the runtime
+ * does not place yet: `mindpipe sim` shows them, a run refuses them. Under the V placement each
+ * stage's layers are cut into two chunks of half a stage each, so a stage's layer count must be even. */
 static int validate_zero_bubble(const deck_t *d)
 {
     const deck_schedule_t k = d->parallel.schedule_kind;
     const int pp = d->parallel.pp, L = d->model.layers;
     int nerr = 0;
     if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && k != DECK_SCHED_DUALPIPEV) return 0;
-    nerr++, MP_ERROR("parallel.schedule=%s is simulator-only for now: it splits each backward into an input-gradient "
-                     "and a weight-gradient pass, which the model and the executor do not run yet; study it with "
-                     "`mindpipe sim --schedule %s --pp %d --m M` and train with 1f1b or interleaved",
-                     deck_schedule_names[k], deck_schedule_names[k], pp);
+    if (deck_sched_v(d))
+        nerr++, MP_ERROR("parallel.schedule=%s is simulator-only for now: the runtime does not place chunks in a V "
+                         "yet; study it with `mindpipe sim --schedule %s --pp %d --m M` and train with zb1p, 1f1b or "
+                         "interleaved", deck_schedule_names[k], deck_schedule_names[k], pp);
     if (deck_sched_v(d) && d->parallel.virtual_stages > 1)
         nerr++, MP_ERROR("parallel.schedule=%s fixes two chunks per stage (a V); leave parallel.virtual_stages=1 (it is %d)",
                          deck_schedule_names[k], d->parallel.virtual_stages);

@@ -43,6 +43,31 @@ out:
     return rc;
 }
 
+static int exec_movable(const exec_t *e);
+
+/* What the executor's split backward (B, then W: model_backward_b, model_backward_w) does not run
+ * with yet. MP_OK, or MP_ERR naming why (the deck refuses the V kinds first: deck.c). */
+static int exec_split_refused(const exec_t *e)
+{
+    const exec_ctx_t *c = &e->c;
+    const char *name = sched_kind_names[c->kind];
+    if (sched_kind_place(c->kind) != SCHED_PLACE_LOOP)
+        return MP_FAIL("parallel.schedule=%s is simulator-only for now: the runtime places no chunks in a V", name);
+    /* offload's and balance's transfers are placed around one fused backward (memlists.h); W reads
+     * the products' inputs in the movable region after B */
+    if (c->balance || exec_movable(e))
+        return MP_FAIL("parallel.schedule=%s keeps each stash on the device until its weight gradient (W) runs: "
+                       "memory.policy offload and balance move it off the device between forward and backward, and "
+                       "their lists bring it back for a fused backward only; use keep, selective or recompute", name);
+    if (c->per > 0 || c->supernet)
+        return MP_FAIL("parallel.schedule=%s does not run supernets yet: a subnet's selection would have to stay "
+                       "from each B to its W across the window", name);
+    if (c->nccl) /* the lowering has B and W, but no run of it on a GPU has been checked bitwise yet */
+        return MP_FAIL("parallel.schedule=%s runs its messages through MPI only for now: set parallel.p2p=mpi "
+                       "(its NCCL path is untested)", name);
+    return MP_OK;
+}
+
 /* The lists of the stage and the stash slots they need. */
 static int exec_lists(exec_t *e, int *nslots_p)
 {
@@ -52,9 +77,7 @@ static int exec_lists(exec_t *e, int *nslots_p)
     /* causal: the window's lists keep at most pp − s micro-batches in flight, as 1F1B's over m do */
     const sched_kind_t kind = (pp == 1 && c->kind != SCHED_2BW) || c->per > 0 ? SCHED_1F1B : c->kind;
     sim_result_t sim;
-    if (sched_kind_split(c->kind)) /* the deck refuses them first (deck.c); this is the executor's own word */
-        return MP_FAIL("parallel.schedule=%s is simulator-only for now: the executor runs no split backward (B/W) yet",
-                       sched_kind_names[c->kind]);
+    if (sched_kind_split(kind) && exec_split_refused(e) != MP_OK) return MP_ERR;
     if (sim_run(kind, pp, m, e->v, SIM_COST_TF, SIM_COST_TB, &sim) != MP_OK)
         return MP_FAIL("parallel.schedule=%s with pp=%d, %d micro-batches per step and %d chunk(s) per stage: %s",
                        sched_kind_names[c->kind], pp, m, e->v, sim.error);
@@ -108,6 +131,21 @@ static int exec_offload_lists(exec_t *e, int *npool_p)
     return MP_OK;
 }
 
+/* Split lists: how many weight-gradient stashes e->list needs at once (its peak between a B and its
+ * W), and the bytes of each, the largest of the stage's chunks at micro-batch size B, so any one
+ * serves every chunk. 0 for a fused list. */
+static int exec_wstash_need(const exec_t *e, int B, size_t *bytes_p)
+{
+    const int n = sched_list_peak_w(&e->list);
+    *bytes_p = 0;
+    for (int c = 0; n > 0 && c < e->v; c++) {
+        const model_part_t pt = model_chunk(e->c.model, c);
+        const size_t b = model_wstash_bytes(e->c.model, &pt, B);
+        if (b > *bytes_p) *bytes_p = b;
+    }
+    return n;
+}
+
 int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
 {
     exec_t e;
@@ -138,12 +176,14 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
         p->guests = be_host_visible(ctx->be) ? bal_guest_bytes(ctx->partner_mov, p->nguest) : 0;
     }
     p->stash = p->slot0 + (size_t)(nslots - 1) * p->slot + (size_t)p->npool * p->mov + p->guests;
+    p->nwstash = exec_wstash_need(&e, B, &p->wstash_each);
+    p->wstash = (size_t)p->nwstash * p->wstash_each;
     p->scratch = scratch_bytes(md, B);
     const int nkeys = (ctx->kind == SCHED_2BW ? 2 : 1) * ctx->m * e.v;
     const size_t n_act = (size_t)B * md->cfg.seq_len * md->cfg.dim;
     p->messages = ctx->pp > 1 && gsend_on_device(&e) ? (size_t)nkeys * n_act * sizeof(float) : 0;
     p->fixed = fixed;
-    p->total = fixed + p->stash + p->scratch + p->messages;
+    p->total = fixed + p->stash + p->wstash + p->scratch + p->messages;
     rc = MP_OK;
 out:
     sched_free(&e.list);
@@ -226,6 +266,17 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
     if (e->bal.role == BAL_ACCEPTOR && e->bal.bytes != ctx->partner_mov)
         return MP_FAIL("balance: the evictor's stash is %zu bytes, the memory plan counted %zu (a bug)", e->bal.bytes,
                        ctx->partner_mov);
+    size_t ws_bytes;
+    const int nws = exec_wstash_need(e, ctx->acts->B, &ws_bytes);
+    if (nws > 0) {
+        e->ws = MP_CALLOC((size_t)nws, sizeof *e->ws);
+        e->ws_key = MP_CALLOC((size_t)nws, sizeof *e->ws_key);
+        if (!e->ws || !e->ws_key) return MP_FAIL("out of memory for the weight-gradient stashes");
+        for (; e->nws < nws; e->nws++) { /* e->nws: the ones made, which exec_free destroys */
+            e->ws_key[e->nws] = -1;
+            if (wstash_create(&e->ws[e->nws], md, ctx->acts->B, ws_bytes, ctx->arena) != MP_OK) return MP_ERR;
+        }
+    }
     if (ctx->per > 0 && !(e->sub_loss = MP_CALLOC((size_t)(ctx->m / ctx->per), sizeof *e->sub_loss)))
         return MP_FAIL("out of memory for the window's subnet losses");
     return exec_buffers(e, nslots);
@@ -236,6 +287,9 @@ void exec_free(exec_t *e)
     const exec_ctx_t *c = &e->c;
     bal_free(&e->bal);
     stash_free(&e->stash);
+    for (int i = 0; i < e->nws; i++) wstash_destroy(&e->ws[i], c->arena);
+    free(e->ws);
+    free(e->ws_key);
     if (e->gsend && gsend_on_device(e)) arena_free(c->arena, e->gsend, (size_t)e->nkeys * e->n_act * sizeof(float));
     else if (e->gsend) be_host_free(c->be, e->gsend);
     if (e->hsend) be_host_free(c->be, e->hsend);
@@ -493,7 +547,21 @@ static void exec_copy_spans(exec_t *e, long t)
             trace_span_at(e->c.trace, dir[i] ? "prefetch copy" : "offload copy", t, -1, t0[i], t1[i], TRACE_LANE_COPY);
 }
 
-/* One forward or backward instruction. Returns the forward's Σ of token losses. */
+/* The weight-gradient stash of key: take a free one (B; there are the list's peak of them, so one is
+ * free) or the one its B filled (W). Aborts when there is none (a bug in the count or the list). */
+static wstash_t *exec_wstash(exec_t *e, int key, int take)
+{
+    for (int i = 0; i < e->nws; i++)
+        if (e->ws_key[i] == (take ? -1 : key)) {
+            e->ws_key[i] = key;
+            return &e->ws[i];
+        }
+    MP_ABORT("stage %d: no weight-gradient stash %s for key %d (a bug: the list's B-to-W peak is %d)", e->c.stage,
+             take ? "free" : "filled", key, e->nws);
+}
+
+/* One forward or backward instruction (fused, or a split one's B or W). Returns the forward's Σ of
+ * token losses. */
 static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_at_t *at, long t, float dloss,
                            const model_ready_t *ready)
 {
@@ -515,10 +583,27 @@ static double exec_compute(exec_t *e, const exec_run_t *run, int i, const exec_a
         e->busy += perf_now() - t0;
         return l;
     }
+    const int last = ready && at->mb == c->m - 1; /* the bucket hook: each chunk's last micro-batch */
+    if (in->op == OP_BACKWARD_B) { /* the slot stays taken: W reads it */
+        stash_before_backward(&e->stash, at->key);
+        bal_ready(&e->bal, at->key);
+        model_backward_b(c->model, at->pt, a, c->scratch, dloss, c->prof, exec_wstash(e, at->key, 1));
+        trace_span(c->trace, "backward B", at->bt, at->mb, t0);
+        e->busy += perf_now() - t0;
+        return 0.0;
+    }
+    if (in->op == OP_BACKWARD_W) { /* the gradients' last writes: the hook fires here, B fires nothing */
+        wstash_t *ws = exec_wstash(e, at->key, 0);
+        model_backward_w(c->model, at->pt, a, c->scratch, c->prof, ws, last ? ready : NULL);
+        e->ws_key[ws - e->ws] = -1;
+        stash_give(&e->stash, at->key);
+        trace_span(c->trace, "backward W", at->bt, at->mb, t0);
+        e->busy += perf_now() - t0;
+        return 0.0;
+    }
     stash_before_backward(&e->stash, at->key);
     bal_ready(&e->bal, at->key);
-    model_backward_part(c->model, at->pt, a, c->scratch, dloss, c->prof,
-                        ready && at->mb == c->m - 1 ? ready : NULL); /* each chunk's last */
+    model_backward_part(c->model, at->pt, a, c->scratch, dloss, c->prof, last ? ready : NULL);
     stash_give(&e->stash, at->key);
     trace_span(c->trace, "backward", at->bt, at->mb, t0);
     e->busy += perf_now() - t0;
@@ -620,14 +705,14 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         exec_reduce_grads(e, &run, i, t, drain, t0);
         break;
     case OP_BACKWARD_B:
-    case OP_BACKWARD_W: /* the model has no split backward yet: exec_lists refuses the lists that hold them */
-        MP_ABORT("stage %d: %s of micro-batch %d chunk %d reached the executor, which runs no split backward (a bug: "
-                 "exec_lists refuses these schedules)", c->stage, op_names[in->op], in->mb, in->chunk);
+    case OP_BACKWARD_W:
+        exec_compute(e, &run, i, &at, t, dloss, ready);
+        break;
     default:
         break;
     }
-    if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_OFFLOAD || in->op == OP_PREFETCH ||
-        in->op >= OP_EVICT) /* the balance ops */
+    if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_BACKWARD_W || in->op == OP_OFFLOAD ||
+        in->op == OP_PREFETCH || in->op >= OP_EVICT) /* the balance ops */
         trace_counter(c->trace, "stash bytes", stash_bytes_in_use(&e->stash) + bal_guest_bytes_in_use(&e->bal));
 }
 

@@ -13,7 +13,11 @@
  * while the next batch's first forwards, issued before batch t's update, run on W(t) (model.params);
  * the update makes W(t+1) = W(t) − lr·∇f(W(t−1)).
  *
- * At pp = 1 gpipe and interleaved run 1f1b's list: with one stage every schedule is the same
+ * zb1p (ZB-H1) splits each backward: BACKWARD_B computes the input gradient into a weight-gradient
+ * stash (model.h's wstash_t) from a pool sized by the list, BACKWARD_W later the weight gradients
+ * from it; the stash slot stays taken from the forward to the W (ARCHITECTURE.md §5).
+ *
+ * At pp = 1 gpipe, interleaved and zb1p run 1f1b's list: with one stage every schedule is the same
  * arithmetic (backwards in micro-batch order), and 1f1b's needs one stash slot, not m. */
 #ifndef MP_EXECUTOR_H
 #define MP_EXECUTOR_H
@@ -100,6 +104,9 @@ typedef struct {
     double carried_loss;      /* ... and the Σ of their token losses (last stage) */
     model_part_t part[PARAM_MAX_CHUNKS];
     stash_t stash;
+    wstash_t *ws;             /* split backward (zb1p): the weight-gradient stashes, B to W (sched_list_peak_w) */
+    int *ws_key;              /* ... per wstash, the key whose W it awaits (-1: free) */
+    int nws;
     bal_t bal;                /* balance: this stage's side of its pair */
     int nguest;               /* ... the guest buffers an acceptor needs (sched_balance_guest_peak) */
     int nkeys;
@@ -110,8 +117,9 @@ typedef struct {
     MPI_Request *gsend_req;
     size_t n_act;             /* N·C floats of one activation */
     double idle;              /* seconds blocked in pipeline receives (reset by the caller) */
-    double busy;              /* seconds in FORWARD and BACKWARD instructions: the stage's compute, which
-                                 live migration compares across stages (reset by the caller) */
+    double busy;              /* seconds in FORWARD and BACKWARD (or BACKWARD_B and _W) instructions: the
+                                 stage's compute, which live migration compares across stages (reset by
+                                 the caller) */
     double theory;            /* the schedule's bubble under the simulator's cost model */
     long span_step;           /* the instruction running: the model's own spans are marked with it */
     int span_mb;
@@ -134,9 +142,12 @@ typedef struct {
     int nguest;          /* balance: guests an acceptor holds in a step */
     size_t guests;       /* ... their arena bytes (cpu; elsewhere host memory) */
     size_t stash;        /* slot0 + (nslots − 1)·slot + npool·mov + guests */
+    int nwstash;         /* split backward: the weight-gradient stashes (the list's peak between B and W) */
+    size_t wstash_each;  /* ... bytes of each: the most any chunk of the stage needs (model_wstash_bytes) */
+    size_t wstash;       /* nwstash·wstash_each */
     size_t scratch;      /* backward temporaries and the recompute workspace */
     size_t messages;     /* device gradient send buffers */
-    size_t total;
+    size_t total;        /* fixed + stash + wstash + scratch + messages */
 } exec_plan_t;
 
 /* The plan of the stage of ctx (ctx.acts may be NULL: B is its micro-batch) with `fixed` bytes

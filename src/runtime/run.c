@@ -171,6 +171,10 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
                        "backward, which 2bw's delayed weights do not do");
+    if (d->supernet.enabled && d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_ZB1P)
+        return MP_FAIL("supernet.enabled=1 with parallel.schedule=zb1p: not run yet; a subnet's selection would have "
+                       "to stay from each backward's input-gradient half (B) to its weight-gradient half (W), which "
+                       "other subnets' work may separate; use 1f1b");
     return MP_OK;
 }
 
@@ -451,9 +455,9 @@ static int run_memory_plan(run_t *r)
     const exec_plan_t *p = &r->plan;
     return MP_FAIL("memory.device_limit=%llu bytes: stage %d (rank %d) plans a peak of %zu bytes under its memory "
                    "policy: %zu for the model, its gradients and optimizer state, %zu for %d stash slot(s)%s, %zu "
-                   "scratch, %zu message buffers. %s",
+                   "for %d weight-gradient stash(es) (split backward, B to W), %zu scratch, %zu message buffers. %s",
                    (unsigned long long)limit, r->stage, r->rank, p->total, p->fixed, p->stash, p->nslots,
-                   p->npool ? " and the offload buffers" : "", p->scratch, p->messages,
+                   p->npool ? " and the offload buffers" : "", p->wstash, p->nwstash, p->scratch, p->messages,
                    fits[0] ? fits : "No memory policy fits: more pipeline stages, ZeRO-1 or a smaller micro-batch");
 }
 

@@ -46,6 +46,16 @@ static int list_peak(const instr_list_t *l, int carried, op_t until)
 int sched_list_peak(const instr_list_t *l, int carried) { return list_peak(l, carried, OP_BACKWARD_W); }
 int sched_list_peak_b(const instr_list_t *l, int carried) { return list_peak(l, carried, OP_BACKWARD_B); }
 
+int sched_list_peak_w(const instr_list_t *l)
+{
+    int live = 0, peak = 0;
+    for (int i = 0; i < l->n; i++) {
+        if (l->ins[i].op == OP_BACKWARD_B && ++live > peak) peak = live;
+        if (l->ins[i].op == OP_BACKWARD_W) live--;
+    }
+    return peak;
+}
+
 int sched_emit(instr_list_t *l, op_t op, int mb, int chunk, int peer)
 {
     if (l->n == l->cap) {

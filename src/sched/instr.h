@@ -81,6 +81,9 @@ int sched_list_peak(const instr_list_t *l, int carried);
  * activations the input gradient still needs. Between B and W a stash keeps only what W reads
  * (each weight's input and output gradient); how much that is depends on the model. */
 int sched_list_peak_b(const instr_list_t *l, int carried);
+/* Most (micro-batch, chunk) between their BACKWARD_B and their BACKWARD_W at once: the weight-gradient
+ * stashes (model.h's wstash_t) the executor holds beside the stash slots; 0 for a fused list. */
+int sched_list_peak_w(const instr_list_t *l);
 
 /* Appends one instruction. MP_OK or MP_ERR (allocation, reported; l keeps what it had). */
 int sched_emit(instr_list_t *l, op_t op, int mb, int chunk, int peer);

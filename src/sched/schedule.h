@@ -21,7 +21,8 @@
  * The zero-bubble kinds split the backward (zerobubble.h): zb1p (the Zero Bubble paper's ZB-H1:
  * 1F1B's memory, W's moved into the cool-down's bubble), zbv (ZB-V: the V placement, 1F1B's
  * memory) and dualpipev (DeepSeek's DualPipeV: the V placement with overlapped forward-backward
- * pairs). Their lists are simulator-only until the model has a split backward. */
+ * pairs). zb1p runs (the executor's split backward); zbv's and dualpipev's lists are simulator-only
+ * until the runtime places chunks in a V. */
 #ifndef MP_SCHEDULE_H
 #define MP_SCHEDULE_H
 

@@ -448,11 +448,9 @@ static void test_cross_rules(void)
     expect_refused("pipeline.layers sum", VALID "[parallel]\npp = 2\n[pipeline]\nlayers = 1,2\n", NULL, 0,
                    "sums to 3", "model.layers=4", NULL);
     expect_refused("data.path empty", "[model]\nlayers = 4\n", NULL, 0, "data.path", "mindpipe prep", NULL);
-    /* the zero-bubble schedules: mindpipe sim's, not a run's, until the model splits its backward */
-    expect_refused("zb1p is simulator-only", VALID "[parallel]\npp = 2\nschedule = zb1p\n", NULL, 0,
-                   "parallel.schedule=zb1p is simulator-only for now", "mindpipe sim --schedule zb1p --pp 2", NULL);
+    /* the V kinds: mindpipe sim's, not a run's, until the runtime places chunks in a V (zb1p runs) */
     expect_refused("zbv is simulator-only", VALID "[parallel]\npp = 2\nschedule = zbv\n", NULL, 0,
-                   "parallel.schedule=zbv is simulator-only for now", NULL);
+                   "parallel.schedule=zbv is simulator-only for now", "mindpipe sim --schedule zbv --pp 2", NULL);
     expect_refused("dualpipev is simulator-only", VALID "[parallel]\npp = 2\nschedule = dualpipev\n", NULL, 0,
                    "parallel.schedule=dualpipev is simulator-only for now", NULL);
     expect_refused("zbv: an odd count of layers per stage", VALID "[model]\nlayers = 6\n[parallel]\npp = 2\nschedule = zbv\n",

@@ -277,6 +277,14 @@ static void test_planted_order(void)
     tap_ok(sim_run_lists(&l, 1, 2, 1, 1.0, 2.0, &r) == 0 && sched_list_peak(&l, 0) == 2 && sched_list_peak_b(&l, 0) == 1 &&
                r.peak_stash[0] == 2 && r.peak_stash_b[0] == 1,
            "F B F B W W: a stash is counted to its W (peak 2), to its B only once (peak 1)");
+    tap_ok(sched_list_peak_w(&l) == 2, "F B F B W W: two weight-gradient stashes between their B and W at once");
+    instr_t serial[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_BACKWARD_B, 0, 0, -1},
+                        {OP_BACKWARD_W, 0, 0, -1}, {OP_LOAD_BATCH, 1, 0, -1}, {OP_FORWARD, 1, 0, -1},
+                        {OP_BACKWARD_B, 1, 0, -1}, {OP_BACKWARD_W, 1, 0, -1}, {OP_BACKWARD, 1, 0, -1}};
+    l = hand(serial, 8, SCHED_PLACE_LOOP);
+    tap_ok(sched_list_peak_w(&l) == 1, "F B W F B W: one weight-gradient stash");
+    l = hand(serial + 8, 1, SCHED_PLACE_LOOP);
+    tap_ok(sched_list_peak_w(&l) == 0, "a fused BACKWARD needs no weight-gradient stash");
 }
 
 /* The V on one stage (pp = 1: chunks 0 and 1 meet at the turn) and on two. */
