@@ -221,8 +221,8 @@ part_gpt2() {
 # A run on the device exported to Hugging Face's format; its logits against HF GPT-2's forward and,
 # but in a dry run, transformers' own GPT2LMHeadModel.from_pretrained (issue 34).
 part_hf() {
-    train hf-src 1 tiny.ini --set "train.device=$DEV" --set train.steps=4 --set checkpoint.every=2 \
-        --set debug.dump_activations=2
+    train hf-src 1 tiny.ini --set "train.device=$DEV" --set train.steps=4 --set train.warmup=1 \
+        --set checkpoint.every=2 --set debug.dump_activations=2
     local ck=$RUNS/hf-src/ckpt/step_00000002.h5 tf=(--transformers)
     [ "$DRY" = 1 ] && tf=()
     mp export --format hf -c "$KIT/decks/tiny.ini" --ckpt "$ck" --out "$RUNS/hf-out" > "$RUNS/hf-export.log" 2>&1
