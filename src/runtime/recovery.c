@@ -81,14 +81,14 @@ static void rec_sent(void *ctx, long t, int mb, int chunk, int kind, const float
     if (rc != MP_OK) rec_log_failed(r);
 }
 
-/* A replay's message: the sending chunk's stage's log (the tied part: the other end's). */
+/* A replay's message: the sending chunk's stage's log (the tied part: the first stage's). */
 static void rec_recv(void *ctx, long t, int mb, int chunk, int kind, float *x, size_t n)
 {
     run_t *r = ctx;
     struct recovery_s *c = r->rec;
     const int pp = r->pp;
-    const int stage = kind == EXEC_BND_TIED ? (r->stage == 0 ? pp - 1 : 0)
-                                            : sched_chunk_stage(run_sched_kind_of(&r->deck), chunk, pp);
+    /* the tied part is read by the last stage only (the first recomputes the head's from HEAD entries) */
+    const int stage = kind == EXEC_BND_TIED ? 0 : sched_chunk_stage(run_sched_kind_of(&r->deck), chunk, pp);
     int rc = MP_ERR;
     if (!c->rd[stage]) {
         MP_ERROR("replay: stage %d reads no log of stage %d (a bug)", r->stage, stage);
@@ -321,6 +321,7 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
         if (k > 0) need[sched_chunk_stage(kind, k - 1, pp)] = 1;
         if (k < K - 1) need[sched_chunk_stage(kind, k + 1, pp)] = 1;
     }
+    /* the tied embedding's other end: the last stage reads the first's rows, the first the last's head inputs */
     if (pp > 1 && (r->stage == 0 || r->stage == pp - 1)) need[r->stage == 0 ? pp - 1 : 0] = 1;
     c->scal_stage = -1;
     for (int s = 0; s < pp; s++) {
