@@ -211,11 +211,13 @@ part_gpt2() {
     MP_STOP_AFTER=50 train gpt2 1 gpt2-124m.ini --set "train.peak_gflops=$peak" "${sets[@]}"
     touch "$RUNS/nvml.stop"
     wait $sampler
-    # the other way to feed the bf16 products (kernels_cuda.h: cuBLAS converting the fp32 operands
-    # itself), 20 steps, for the throughput beside the default's
-    MP_BF16_GEMM=cublas MP_STOP_AFTER=25 train gpt2-cublas 1 gpt2-124m.ini --set "train.peak_gflops=$peak" \
-        "${sets[@]}" --set train.steps=20
-    check gpt2 "$PARTS/gpt2.json" "$RUNS/gpt2" "$RUNS/nvml.json" "$peak" "$DRY" "$RUNS/gpt2-cublas"
+    # a variant of the kernels (an environment switch of kernels/ctx_cuda.cu, BRINGUP_GPT2_ALT, by
+    # default the products fed by cuBLAS converting the fp32 operands itself), 20 steps, for the
+    # throughput beside the default's
+    local alt=${BRINGUP_GPT2_ALT:-MP_BF16_GEMM=cublas}
+    (export "$alt"; MP_STOP_AFTER=25 train gpt2-alt 1 gpt2-124m.ini --set "train.peak_gflops=$peak" \
+        "${sets[@]}" --set train.steps=20)
+    check gpt2 "$PARTS/gpt2.json" "$RUNS/gpt2" "$RUNS/nvml.json" "$peak" "$DRY" "$RUNS/gpt2-alt" "$alt"
 }
 
 # A run on the device exported to Hugging Face's format; its logits against HF GPT-2's forward and,
@@ -244,7 +246,7 @@ torch_peer() {  # torch_peer NAME --compile 0|1 [more]
         --json "$RUNS/$name.json" "$@" > "$RUNS/$name.log" 2>&1
     check torch "$PARTS/$name.json" "$name" "$RUNS/$name.json" "$DRY"
 }
-part_torch() { torch_peer torch --compile 0 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 20)" --warmup 3 --measure-matmul 1 --time-limit 30; }
+part_torch() { torch_peer torch --compile 0 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 20)" --warmup 3 --measure-matmul 1 --measure-shapes 1 --time-limit 30; }
 part_compile() { torch_peer compile --compile 1 --steps "$([ "$DRY" = 1 ] && echo 4 || echo 15)" --warmup 3 --time-limit 60; }
 
 # ---- the kit's CPU references (kit.sh): what the parts compare against ----

@@ -383,7 +383,7 @@ def _throughput(run, first):
             "loss_last": m[max(m)]["loss"], "finite": all(math.isfinite(m[s]["loss"]) for s in m)}
 
 
-def cmd_gpt2(out, run, nvml, peak, dry, alt=None):
+def cmd_gpt2(out, run, nvml, peak, dry, alt=None, alt_env="MP_BF16_GEMM=cublas"):
     peak = float(peak)
     m = metrics(run)
     res = part("gpt2", "pass", "GPT-2 124M (L12 C768 H12 T1024 V50304), bf16, 16 sequences a step, one GPU" if dry != "1"
@@ -426,13 +426,15 @@ def cmd_gpt2(out, run, nvml, peak, dry, alt=None):
         e["run_over_sampled"] = off
         if abs(off) > ENERGY_AGREE:
             why.append("the run's GPU energy is %+.1f%% off NVML's own samples over its window" % (100 * off))
-    if alt:  # the same run with MP_BF16_GEMM=cublas
+    if alt:  # the same run with one environment switch of kernels/ctx_cuda.cu (alt_env)
         a = _throughput(alt, first)
-        res["cublas_convert"] = a
+        if a is not None:
+            a["env"] = alt_env
+        res["variant"] = a
         if a is None:
-            why.append("the MP_BF16_GEMM=cublas run logged no step from %d on: %s" % (first, " / ".join(run_tail(alt, 4))))
+            why.append("the %s run logged no step from %d on: %s" % (alt_env, first, " / ".join(run_tail(alt, 4))))
         elif not a["finite"]:
-            why.append("the MP_BF16_GEMM=cublas run had a non-finite loss")
+            why.append("the %s run had a non-finite loss" % alt_env)
     if why:
         res.update(status="fail", why=why)
     return res
@@ -583,16 +585,22 @@ def _brief(p):
             en = s.get("energy", {})
             e = en.get("run") or {}
             smp = (en.get("nvml_sampled") or {}).get("j_per_token_counter")
-            a = s.get("cublas_convert")
+            a = s.get("variant")
             return "%.0f tok/s, MFU %.1f%%, %s J/token (GPU %s, NVML sampled %s)%s" % (
                 s["tokens_per_s"], 100 * s["mfu"], "%.3g" % e["j_per_token"] if e.get("j_per_token") else "-",
                 "%.3g" % en["run_gpu_j_per_token"] if en.get("run_gpu_j_per_token") else "-",
-                "%.3g" % smp if smp else "-", "; cuBLAS converting: %.0f tok/s" % a["tokens_per_s"] if a else "")
+                "%.3g" % smp if smp else "-", "; %s: %.0f tok/s" % (a["env"], a["tokens_per_s"]) if a else "")
         if n == "hf":
             return s.get("transformers") or "%d checks passed" % s.get("passed", 0)
         if n in ("torch", "compile"):
             r = s["result"]
-            return "%.0f tok/s, MFU %.1f%%" % (r.get("tokens_per_s", 0), 100 * (r.get("mfu") or 0))
+            sh = r.get("shapes") or {}
+            fl = ""
+            if sh:
+                fl = "; floors a step: cuBLAS products %.1f ms" % sh["products_ms_per_step"]
+                if "sdpa_fwd_ms_per_step" in sh:
+                    fl += ", SDPA %.1f + %.1f ms" % (sh["sdpa_fwd_ms_per_step"], sh["sdpa_bwd_ms_per_step"])
+            return "%.0f tok/s, MFU %.1f%%%s" % (r.get("tokens_per_s", 0), 100 * (r.get("mfu") or 0), fl)
     except (KeyError, TypeError):
         pass
     return ""

@@ -133,6 +133,53 @@ def measure_matmul(dev):
     return {"n": n, "dtype": "bf16", "ms_median": 1e3 * t, "tflops": 2.0 * n ** 3 / t / 1e12}
 
 
+def _time_ms(dev, fn, reps=5, warm=2):
+    """Median milliseconds of fn() over reps calls after warm ones (CUDA events on cuda)."""
+    times = []
+    for i in range(warm + reps):
+        if dev == "cuda":
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(); fn(); e1.record(); e1.synchronize()
+            dt = e0.elapsed_time(e1)
+        else:
+            t0 = time.perf_counter(); fn(); dt = 1e3 * (time.perf_counter() - t0)
+        if i >= warm:
+            times.append(dt)
+    return statistics.median(times)
+
+
+def measure_shapes(dev, L, C, NH, T, V, B):
+    """The floors MindPipe's kernels are measured against (docs/GPU.md's plan): cuBLAS bf16 products
+    at the model's exact shapes (each Linear's forward, input gradient and weight gradient, N = B*T
+    rows; the LM head once), and SDPA's causal attention forward and backward, per training step."""
+    N, dt = B * T, torch.bfloat16
+    g = torch.Generator(device=dev).manual_seed(3)
+    rnd = lambda *s: torch.randn(*s, generator=g, device=dev, dtype=dt)  # noqa: E731
+    linears = [("qkv", C, 3 * C, L), ("attn_proj", C, C, L), ("fc", C, 4 * C, L), ("fc_proj", 4 * C, C, L),
+               ("lm_head", C, V, 1)]
+    prods, total = {}, 0.0
+    for name, k, m, times in linears:
+        x, w, dy = rnd(N, k), rnd(m, k), rnd(N, m)
+        f = _time_ms(dev, lambda: x @ w.t())
+        di = _time_ms(dev, lambda: dy @ w)
+        dw = _time_ms(dev, lambda: dy.t() @ x)
+        flop = 3 * 2.0 * N * k * m
+        prods[name] = {"fwd_ms": f, "dinp_ms": di, "dw_ms": dw, "tflops": flop / ((f + di + dw) * 1e-3) / 1e12,
+                       "per_step": times}
+        total += times * (f + di + dw)
+        del x, w, dy
+    out = {"products_ms_per_step": total, "products": prods}
+    if HAVE_SDPA:
+        hd = C // NH
+        q, k, v = (rnd(B, NH, T, hd).requires_grad_(True) for _ in range(3))
+        do = rnd(B, NH, T, hd)
+        fwd = _time_ms(dev, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        bwd = _time_ms(dev, lambda: torch.autograd.grad(o, (q, k, v), do, retain_graph=True))
+        out.update(sdpa_fwd_ms_per_step=L * fwd, sdpa_bwd_ms_per_step=L * bwd)
+    return out
+
+
 def run(a, res):
     dev = a.device
     if dev == "cpu" and a.threads:
@@ -148,6 +195,8 @@ def run(a, res):
     L, C, T, V, B = a.layers, a.dim, a.seq, a.vocab, a.batch
     if a.measure_matmul:
         res["matmul"] = measure_matmul(dev)
+    if a.measure_shapes:
+        res["shapes"] = measure_shapes(dev, a.layers, a.dim, a.heads, a.seq, a.vocab, a.batch)
 
     torch.manual_seed(a.seed)
     raw = GPT2(L, C, a.heads, T, V).to(dev)
@@ -231,6 +280,8 @@ def main():
     add("--json", default=None, help="write the results here")
     add("--threads", type=int, default=None, help="cpu only: torch.set_num_threads")
     add("--measure-matmul", type=int, choices=(0, 1), default=0)
+    add("--measure-shapes", type=int, choices=(0, 1), default=0,
+        help="time cuBLAS bf16 products and SDPA at the model's shapes (per step floors)")
     add("--time-limit", type=float, default=120.0, help="seconds; stop timed steps early past it")
     add("--repeat-batch", type=int, choices=(0, 1), default=0, help="reuse one batch (loss must fall)")
     add("--seed", type=int, default=1234)
