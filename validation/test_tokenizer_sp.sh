@@ -6,8 +6,9 @@
 # --sp-model-file giving the same ids (so the file alone rebuilds its tokenizer), a text that could
 # not decode back exactly refused (prep checks every encoding; validation/unit/test_tok_sp checks
 # the round trip byte for byte), --vocab-size out of range and a corrupt --sp-model-file refused
-# naming what is wrong, and 2 training steps on the sp token file. A build without SentencePiece
-# fails here: CI installs it (.ci/deps.sh).
+# naming what is wrong, 2 training steps on the sp token file, and `generate` decoding with the
+# checkpoint's model (from the token file it trained on, or --tokenizer-dir), another model refused.
+# A build without SentencePiece fails here: CI installs it (.ci/deps.sh).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_test_data > /dev/null || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
@@ -69,4 +70,27 @@ sed 's/^/#   /' "$SCRATCH/err"
     --set train.steps=2 --set train.warmup=1 --set train.eval_every=2 --quiet --out "$SCRATCH/run" > "$SCRATCH/train.out" 2>&1
 ok $? "an sp token file trains (model.vocab = 1000, 2 steps)"
 sed 's/^/#   /' "$SCRATCH/train.out" | tail -n 5
+
+# generate decodes with the model the checkpoint's run trained on: by default from the deck's
+# data.path, else from --tokenizer-dir naming a token file or .model file; another model is refused
+ck=$(ls "$SCRATCH"/run/ckpt/step_*.h5 | tail -n 1)
+gen() { "$MINDPIPE" generate -c "$MP_SRCDIR/validation/decks/train.ini" --set model.vocab=1000 --ckpt "$ck" \
+            --prompt "And God said" --max-tokens 12 "$@"; }
+gen > "$SCRATCH/gen.out" 2> "$SCRATCH/gen.err"; rc=$?
+n_prompt=$(sed -n 's/.*after a prompt of \([0-9]*\) .*/\1/p' "$SCRATCH/gen.err")
+[ $rc -eq 0 ] && [ -s "$SCRATCH/gen.out" ] && [ -n "$n_prompt" ] && [ "$n_prompt" -lt 12 ]
+ok $? "generate on the sp checkpoint encodes with the token file's model (12 bytes, $n_prompt tokens) and decodes (exit $rc): '$(head -c 60 "$SCRATCH/gen.out" | tr '\n' ' ')'"
+sed 's/^/#   /' "$SCRATCH/gen.err" | tail -n 3
+gen --tokenizer-dir "$SCRATCH/unigram.model" > "$SCRATCH/gen2.out" 2> /dev/null && cmp -s "$SCRATCH/gen.out" "$SCRATCH/gen2.out"
+ok $? "--tokenizer-dir the .model file gives the same text"
+gen --tokenizer-dir "$SCRATCH/bpe.h5" > "$SCRATCH/gen3.out" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "tokenizer_sha256 $(attr "$SCRATCH/unigram.h5" tokenizer_sha256)" "$SCRATCH/gen3.out" &&
+    grep -q "bpe.h5 has $(attr "$SCRATCH/bpe.h5" tokenizer_sha256)" "$SCRATCH/gen3.out"
+ok $? "another sp model (the bpe token file) is refused naming both digests (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/gen3.out"
+mv "$SCRATCH/unigram.h5" "$SCRATCH/moved.h5"
+gen > "$SCRATCH/gen4.out" 2>&1; rc=$?
+[ $rc -ne 0 ] && grep -q "unigram.h5" "$SCRATCH/gen4.out" && grep -q -- "--tokenizer-dir" "$SCRATCH/gen4.out"
+ok $? "with the token file gone, generate names it and asks for --tokenizer-dir (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/gen4.out"
 done_testing

@@ -193,7 +193,7 @@ static const command_t commands[] = {
       SET_OPT,
       {"--ckpt", "CKPT.h5", "a training checkpoint of any layout, or an exported subnet", 1},
       {"--prompt", "TEXT", "encoded with the checkpoint's tokenizer (byte: its bytes are its tokens; gpt2:\n"
-                           "GPT-2's BPE) into 1 to model.seq_len - 1 tokens", 1},
+                           "GPT-2's BPE; sp: its SentencePiece model) into 1 to model.seq_len - 1 tokens", 1},
       {"--max-tokens", "N", "tokens to generate (default 64); a full context stops it earlier", 0},
       {"--temperature", "T", "0 (default): greedy; else in [0.001, 100], softmax(logits / T)", 0},
       {"--top-k", "K", "draw among the K most likely tokens only (default 0: all)", 0},
@@ -201,7 +201,8 @@ static const command_t commands[] = {
       {"--request-id", "N", "the request id of the draws (default 0; serve's request_id)", 0},
       {"--tokenizer-dir", "DIR", "a gpt2 checkpoint: GPT-2's encoder.json and vocab.bpe, whose SHA-256 must be\n"
                                  "the checkpoint's tokenizer_sha256 (default $MINDPIPE_GPT2_DIR, else\n"
-                                 "~/.cache/mindpipe/gpt2)", 0},
+                                 "~/.cache/mindpipe/gpt2); an sp checkpoint: a token file or .model file\n"
+                                 "holding its SentencePiece model (default: the deck's data.path it trained on)", 0},
       END_OPTS},
      "stdout: the completion's bytes (its tokens decoded; a gpt2 completion may end inside a UTF-8\n"
      "character), nothing else; stderr: a summary line (tokens, time)\n"},
@@ -232,7 +233,8 @@ static const command_t commands[] = {
                            "they replay their tokens); either way no request is lost", 0},
       {"--tokenizer-dir", "DIR", "a gpt2 checkpoint: GPT-2's encoder.json and vocab.bpe, whose SHA-256 must be\n"
                                  "the checkpoint's tokenizer_sha256 (default $MINDPIPE_GPT2_DIR, else\n"
-                                 "~/.cache/mindpipe/gpt2)", 0},
+                                 "~/.cache/mindpipe/gpt2); an sp checkpoint: a token file or .model file\n"
+                                 "holding its SentencePiece model (default: the deck's data.path it trained on)", 0},
       END_OPTS},
      "POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
      "\"stream\"} (stream: server-sent events); prompts are encoded and completions decoded with the\n"

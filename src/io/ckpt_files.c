@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "check.h"
 #include "ckpt.h"
+#include "deck.h"
 #include "filesum.h"
 #include "h5util.h"
 
@@ -294,6 +296,21 @@ int ckpt_file_tokenizer(const char *path, const char *dir, tokenizer_t *tok_p)
     char why[600];
     if (ckpt_file_head(path, &h, why, sizeof why) != MP_OK) return MP_FAIL("%s: %s", path, why);
     const tok_ident_t ident = h.tok;
+    /* sp: the model is in the token file the run trained on (the deck's data.path, the first of its
+     * shards), unless dir names another copy */
+    char src[4096] = "";
+    if (!dir && !strcmp(ident.name, "sp") && h.deck) {
+        deck_t d;
+        glob_t g;
+        if (deck_parse_text(&d, h.deck, NULL, why, sizeof why) == MP_OK && d.data.path[0]) {
+            if (glob(d.data.path, 0, NULL, &g) == 0) {
+                if (g.gl_pathc > 0) snprintf(src, sizeof src, "%s", g.gl_pathv[0]);
+                globfree(&g);
+            }
+            if (!src[0]) snprintf(src, sizeof src, "%s", d.data.path);
+            dir = src;
+        }
+    }
     ckpt_file_head_free(&h);
     return tok_open_ident(tok_p, &ident, dir, path);
 }

@@ -97,8 +97,10 @@ const char *tok_ident_text(const tok_ident_t *ident, char *buf, size_t n);
 int tok_of_data_file(const char *path, tok_ident_t *ident_p, int *vocab_p);
 
 /* Opens the tokenizer that made whose's tokens (ident; whose names the checkpoint or file in
- * messages): byte, or gpt2 with its files from dir (NULL: tok_default_dir), refused unless their
- * SHA-256 is ident's. MP_OK, or MP_ERR naming whose, the directory and both digests. */
+ * messages): byte; gpt2 with its files from dir (NULL: tok_default_dir); sp with its model from dir
+ * read as a path: an sp token file (its /tokenizer/sp_model) or a SentencePiece .model file (NULL:
+ * refused, asking for one). gpt2 and sp are refused unless their SHA-256 is ident's. MP_OK, or
+ * MP_ERR naming whose, the directory or file and both digests. */
 int tok_open_ident(tokenizer_t *tok_p, const tok_ident_t *ident, const char *dir, const char *whose);
 
 #endif
