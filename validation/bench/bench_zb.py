@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Zero-bubble benchmark (issue 35) on one 2-core node: pp = 2 with one thread per rank, the small
+shape of bench_pipeline.py, m = 4 and 8 micro-batches of one sequence; zb1p against 1f1b and
+interleaved (v = 2) in the same invocation, the schedules alternating run by run so that a drift of
+the machine falls on all of them alike. zbv and dualpipev are refused by the runtime (no V placement
+yet): the table says so rather than leaving them out.
+
+  /usr/bin/python3 validation/bench/bench_zb.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 5]
+      [--timelines DIR]
+
+Per point: the median step time (profile.json's step_seconds over the timed steps) and its range,
+tokens/s, the measured bubble (from trace.json: the share of stage 0's step outside its compute
+spans, the same spans plot_run.py draws), and the simulator's bubble for unit costs (`mindpipe sim`).
+The verdict line compares zb1p's gain over 1f1b with the simulator's predicted gain (the issue's goal:
+at least half of it). --timelines DIR keeps the last run of each schedule at m = 8 and draws its
+timeline there with validation/plot_run.py (timeline_pp2_<schedule>.png)."""
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from bench import bench_args, env
+
+SHAPE = dict(layers=6, dim=384, heads=6, seq_len=256, vocab=256)
+SCHEDULES = [("1f1b", {}), ("interleaved", {"parallel.virtual_stages": 2}), ("zb1p", {})]
+COMPUTE = ("forward", "backward", "recompute", "optimizer")  # trace span names (lower case) that compute
+OUTSIDE = ("evaluation", "checkpoint")  # spans of a step that are no part of the pipeline's step
+
+
+def run(a, m, sched, extra, out, steps=5):
+    shutil.rmtree(out, ignore_errors=True)
+    sets = {f"model.{k}": v for k, v in SHAPE.items()}
+    sets.update({"train.batch": m, "train.micro_batch": 1, "train.steps": steps + 1, "train.warmup": 1,
+                 "train.eval_every": 0, "train.log_every": 1, "train.threads": 1, "train.peak_gflops": 1,
+                 "checkpoint.final": 0, "data.path": a.data, "train.lr": 1e-4, "train.min_lr": 1e-5,
+                 "parallel.pp": 2, "parallel.schedule": sched, **extra})
+    cmd = ["mpiexec", "-n", "2", a.mindpipe, "train", "--quiet", "--out", out]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
+    subprocess.run(cmd, check=True, env=env(1), stdout=subprocess.DEVNULL)
+    prof = json.load(open(os.path.join(out, "profile.json")))
+    return prof["step_seconds"], trace_bubble(os.path.join(out, "trace.json"))
+
+
+def trace_bubble(path):
+    """Stage 0's idle share per step from the Chrome trace: 1 - (compute spans) / (step span), the
+    median over the steps after the first (warm-up)."""
+    ev = json.load(open(path))
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    spans = [e for e in ev if e.get("ph") == "X" and e.get("pid") == 0 and "step" in e.get("args", {})
+             and not any(k in e["name"].lower() for k in OUTSIDE)]
+    by = {}
+    for e in spans:
+        by.setdefault(e["args"]["step"], []).append(e)
+    shares = []
+    for step in sorted(by)[1:]:
+        es = by[step]
+        t0, t1 = min(e["ts"] for e in es), max(e["ts"] + e["dur"] for e in es)
+        busy = sum(e["dur"] for e in es if any(k in e["name"].lower() for k in COMPUTE))
+        if t1 > t0:
+            shares.append(1 - busy / (t1 - t0))
+    return statistics.median(shares) if shares else float("nan")
+
+
+def sim_bubble(a, sched, m):
+    v = ["--v", "2"] if sched == "interleaved" else []
+    out = subprocess.run([a.mindpipe, "sim", "--schedule", sched, "--pp", "2", "--m", str(m)] + v, check=True,
+                         capture_output=True, text=True).stdout
+    b = re.search(r"makespan ([0-9.]+) tf, busy ([0-9.]+) tf per stage, bubble ([0-9.]+)", out)
+    return float(b.group(1)), float(b.group(3))
+
+
+def main():
+    ap = bench_args(__doc__)
+    ap.add_argument("--timelines", default=None, help="draw each schedule's m = 8 timeline into this folder")
+    a = ap.parse_args()
+    if "--runs" not in sys.argv:
+        a.runs = 5
+    a.data = os.path.abspath(a.data)
+    T = SHAPE["seq_len"]
+    print(f"pp = 2, 1 thread per rank, {SHAPE}; median of {a.runs} runs each (range in brackets)\n")
+    print("| m | schedule | step ms | tokens/s | bubble measured (trace, stage 0) | bubble simulated (unit costs) |")
+    print("|---|---|---|---|---|---|")
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for m in (4, 8):
+            got = {s: [] for s, _ in SCHEDULES}
+            for _ in range(a.runs):
+                for s, extra in SCHEDULES:
+                    got[s].append(run(a, m, s, extra, os.path.join(tmp, s)))
+            for s, _ in SCHEDULES:
+                ts = [r[0] for r in got[s]]
+                t = statistics.median(ts)
+                res[(m, s)] = t
+                meas = statistics.median(r[1] for r in got[s])
+                _, sb = sim_bubble(a, s, m)
+                print(f"| {m} | {s} | {1e3 * t:.1f} ({1e3 * min(ts):.1f}-{1e3 * max(ts):.1f}) | {m * T / t:.0f} | "
+                      f"{meas:.3f} | {sb:.3f} |", flush=True)
+                if a.timelines and m == 8:
+                    os.makedirs(a.timelines, exist_ok=True)
+                    pd = os.path.join(tmp, "plot-" + s)
+                    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "plot_run.py"),
+                                    os.path.join(tmp, s), "--out", pd], check=True, stdout=subprocess.DEVNULL)
+                    shutil.copy(os.path.join(pd, "timeline.png"), os.path.join(a.timelines, f"timeline_pp2_{s}.png"))
+            for s in ("zbv", "dualpipev"):
+                print(f"| {m} | {s} | refused by the runtime (no V placement yet) | | | {sim_bubble(a, s, m)[1]:.3f} |")
+    print()
+    for m in (4, 8):
+        mk1, _ = sim_bubble(a, "1f1b", m)
+        mkz, _ = sim_bubble(a, "zb1p", m)
+        pred = 1 - mkz / mk1
+        got = 1 - res[(m, "zb1p")] / res[(m, "1f1b")]
+        verdict = "meets" if got >= pred / 2 else "misses"
+        print(f"m = {m}: zb1p's step is {100 * got:+.1f}% shorter than 1f1b's; the simulator predicts "
+              f"{100 * pred:.1f}% (unit costs): {verdict} the goal of at least half ({100 * pred / 2:.1f}%)")
+
+
+if __name__ == "__main__":
+    main()
