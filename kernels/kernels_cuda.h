@@ -11,7 +11,8 @@
  * Products (matmul_*, attention's four) honour ctx->precision: fp32 runs cublasSgemm*; bf16 rounds
  * both inputs of each product from the fp32 master copies into context scratch and runs
  * cublasGemm(StridedBatched)Ex with CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F accumulation and fp32
- * output. Everything else is fp32 in both modes. */
+ * output. Everything else is fp32 in both modes. matmul_backward rounds each of dout, w and inp
+ * once for both its products (the internal contract at the end of this file). */
 #ifndef MP_KERNELS_CUDA_H
 #define MP_KERNELS_CUDA_H
 
@@ -180,6 +181,50 @@ void *cu_host_alloc(size_t bytes, const char *what);
 void cu_host_free(void *p);
 
 #ifdef __cplusplus
+}
+#endif
+
+/* ---- internal to the .cu files: bf16 products on operands rounded beforehand ----
+ * A caller that feeds one fp32 tensor to several products (matmul_backward's dout: dinp = dout·w
+ * and dw += doutᵀ·inp) rounds it once and hands the bf16 copy to each. Contract:
+ *  - only when cu_gemm_prerounds(ctx): bf16 precision with our rounding (CU_GEMM_ROUND); fp32 and
+ *    CU_GEMM_CUBLAS go through cu_gemm as before;
+ *  - the copy covers the operand's whole span (cu_gemm_span, the elements cu_gemm would round) and
+ *    keeps its leading dimension and stride, so cu_gemm_bf16_pre gives cu_gemm's bits;
+ *  - every piece a call needs (bf16 copies, reduction partials) comes from ONE cu_ctx_scratch
+ *    request, split at cu_bf16_bytes offsets (256-aligned, as cuBLAS and the vector kernels want):
+ *    growing the scratch frees the old block, so a pointer from an earlier request may dangle;
+ *  - cu_gemm itself uses the scratch, so no cu_gemm call may sit between the rounding and the
+ *    cu_gemm_bf16_pre calls that read it. */
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+
+/* Bytes one bf16 copy of n elements takes in scratch, rounded up to 256. */
+size_t cu_bf16_bytes(size_t n);
+/* Nonzero when products round their operands with our kernel (bf16, CU_GEMM_ROUND). */
+int cu_gemm_prerounds(const cu_ctx_t *ctx);
+/* Elements one operand of cu_gemm spans: op(X) is (rows_op, cols_op), stored transposed when trans. */
+size_t cu_gemm_span(int trans, int rows_op, int cols_op, int ld, long long stride, int batch);
+/* dst[i] = bf16(src[i]), round to nearest even (__float2bfloat16), i < n; any src offset. */
+void cu_bf16_round(cu_ctx_t *ctx, __nv_bfloat16 *dst, const float *src, size_t n);
+/* cu_gemm's bf16 product on operands already rounded (same arguments, bf16 A and B). */
+void cu_gemm_bf16_pre(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const __nv_bfloat16 *A, int lda, long long stride_a, const __nv_bfloat16 *B, int ldb,
+                      long long stride_b, float beta, float *C, int ldc, long long stride_c, int batch);
+
+/* Four bf16 for one 8-byte store. */
+struct __align__(8) cu_bf16x4 {
+    __nv_bfloat16 v[4];
+};
+/* Element by element through __float2bfloat16: the scalar rounding's bits. */
+static __device__ __forceinline__ cu_bf16x4 cu_bf16x4_round(float4 x)
+{
+    cu_bf16x4 r;
+    r.v[0] = __float2bfloat16(x.x);
+    r.v[1] = __float2bfloat16(x.y);
+    r.v[2] = __float2bfloat16(x.z);
+    r.v[3] = __float2bfloat16(x.w);
+    return r;
 }
 #endif
 

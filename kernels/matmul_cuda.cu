@@ -1,5 +1,7 @@
 // Dense products on the GPU through cu_gemm (cuBLAS). Legend in kernels.h.
 // out (N,OC) = inp (N,C) · w(OC,C)ᵀ: w is read transposed in place, as on the CPU.
+#include <stdint.h>
+
 #include "cuda_check.h"
 #include "kernels_cuda.h"
 
@@ -74,9 +76,115 @@ static void matmul_dbias(cu_ctx_t *ctx, float *dbias, const float *dout, int N, 
     CUDA_CHECK_LAUNCH();
 }
 
+// dout's bf16 copy and the dbias partials in one pass over dout: each thread keeps VEC columns of
+// row chunk blockIdx.y and adds the chunk's rows in order from 0, as colsum_partial_kernel does, so
+// the partials (and dbias) keep their bits. VEC = 4 needs OC % 4 == 0 and dout on 16 bytes.
+// Rows go in batches of ROWS_AHEAD loads before their adds and stores: one latency per batch, not
+// per row.
+enum { ROUND_THREADS = 64, ROWS_AHEAD = 8 };
+
+template <int VEC> struct vec_of;
+template <> struct vec_of<1> {
+    typedef float f;
+    typedef __nv_bfloat16 h;
+    static __device__ __forceinline__ h round(f x) { return __float2bfloat16(x); }
+    static __device__ __forceinline__ void add(float *s, f x) { s[0] += x; }
+};
+template <> struct vec_of<4> {
+    typedef float4 f;
+    typedef cu_bf16x4 h;
+    static __device__ __forceinline__ h round(f x) { return cu_bf16x4_round(x); }
+    static __device__ __forceinline__ void add(float *s, f x)
+    {
+        s[0] += x.x;
+        s[1] += x.y;
+        s[2] += x.z;
+        s[3] += x.w;
+    }
+};
+
+template <int VEC>
+__global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__restrict__ partial,
+                                    const float *__restrict__ dout, int N, int OC)
+{
+    typedef typename vec_of<VEC>::f F;
+    typedef typename vec_of<VEC>::h H;
+    const int o = (blockIdx.x * blockDim.x + threadIdx.x) * VEC, r = blockIdx.y;
+    if (o >= OC) return;
+    const int i0 = r * CHUNK_ROWS, i1 = (r + 1) * CHUNK_ROWS < N ? (r + 1) * CHUNK_ROWS : N;
+    float s[VEC];
+    for (int c = 0; c < VEC; c++) s[c] = 0.0f;
+    int i = i0;
+    for (; i + ROWS_AHEAD <= i1; i += ROWS_AHEAD) {
+        F x[ROWS_AHEAD];
+#pragma unroll
+        for (int u = 0; u < ROWS_AHEAD; u++) x[u] = *(const F *)(dout + (size_t)(i + u) * OC + o);
+#pragma unroll
+        for (int u = 0; u < ROWS_AHEAD; u++) {
+            vec_of<VEC>::add(s, x[u]);
+            *(H *)(dst + (size_t)(i + u) * OC + o) = vec_of<VEC>::round(x[u]);
+        }
+    }
+    for (; i < i1; i++) {
+        const F x = *(const F *)(dout + (size_t)i * OC + o);
+        vec_of<VEC>::add(s, x);
+        *(H *)(dst + (size_t)i * OC + o) = vec_of<VEC>::round(x);
+    }
+    for (int c = 0; c < VEC; c++) partial[(size_t)r * OC + o + c] = s[c];
+}
+
+// The bf16 backward (cu_gemm_prerounds): dout, w and inp are each rounded once, dout in the same
+// pass as the dbias partials, where cu_gemm would round dout for both products and dbias would read
+// it a third time. Same operands, same products, same partial order: the bits of the cu_gemm path.
+static void matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout,
+                                 const float *inp, const float *w, int N, int C, int OC)
+{
+    const int R = dbias ? (N + CHUNK_ROWS - 1) / CHUNK_ROWS : 0;
+    if (R > 65535) KERN_ABORT("matmul_backward: %d rows exceed the %d the dbias grid covers", N, 65535 * CHUNK_ROWS);
+    const size_t n_dout = (size_t)N * OC, n_w = dinp ? (size_t)OC * C : 0, n_inp = dw ? (size_t)N * C : 0;
+    // One request for every piece: a second one could grow the scratch and free the first. inp's
+    // copy comes before w's so that the weight half alone puts it at the same offset.
+    const size_t at_inp = cu_bf16_bytes(n_dout), at_w = at_inp + cu_bf16_bytes(n_inp);
+    const size_t at_part = at_w + cu_bf16_bytes(n_w);
+    char *s = (char *)cu_ctx_scratch(ctx, at_part + (size_t)R * OC * sizeof(float));
+    __nv_bfloat16 *dout16 = (__nv_bfloat16 *)s, *w16 = (__nv_bfloat16 *)(s + at_w);
+    __nv_bfloat16 *inp16 = (__nv_bfloat16 *)(s + at_inp);
+    float *partial = (float *)(s + at_part);
+
+    if (dbias) {
+        const bool vec = OC % 4 == 0 && (uintptr_t)dout % 16 == 0;
+        const int groups = vec ? OC / 4 : OC;
+        const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
+        if (vec)
+            round_colsum_kernel<4><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dout16, partial, dout, N, OC);
+        else
+            round_colsum_kernel<1><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dout16, partial, dout, N, OC);
+        CUDA_CHECK_LAUNCH();
+    } else {
+        cu_bf16_round(ctx, dout16, dout, n_dout);
+    }
+    if (dinp) {
+        cu_bf16_round(ctx, w16, w, n_w);
+        cu_gemm_bf16_pre(ctx, 0, 0, N, C, OC, 1.0f, dout16, OC, 0, w16, C, 0, 0.0f, dinp, C, 0, 1); // dout · w
+    }
+    if (dw) {
+        cu_bf16_round(ctx, inp16, inp, n_inp);
+        cu_gemm_bf16_pre(ctx, 1, 0, OC, C, N, 1.0f, dout16, OC, 0, inp16, C, 0, 1.0f, dw, C, 0, 1); // doutᵀ · inp
+    }
+    if (dbias) {
+        colsum_finish_kernel<<<(unsigned)((OC + THREADS - 1) / THREADS), THREADS, 0, ctx->compute>>>(dbias, partial,
+                                                                                                  R, OC);
+        CUDA_CHECK_LAUNCH();
+    }
+}
+
 void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC)
 {
+    if (cu_gemm_prerounds(ctx) && (dinp || dw)) {
+        matmul_backward_bf16(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
+        return;
+    }
     if (dinp) cu_gemm(ctx, 0, 0, N, C, OC, 1.0f, dout, OC, 0, w, C, 0, 0.0f, dinp, C, 0, 1); // dout · w
     cu_matmul_backward_weight(ctx, dw, dbias, dout, inp, N, C, OC);
 }
@@ -84,6 +192,10 @@ void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, con
 void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout, const float *inp, int N,
                                int C, int OC)
 {
+    if (cu_gemm_prerounds(ctx) && dw) {
+        matmul_backward_bf16(ctx, NULL, dw, dbias, dout, inp, NULL, N, C, OC);
+        return;
+    }
     if (dw) cu_gemm(ctx, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dw, C, 0, 1); // doutᵀ · inp
     if (dbias) matmul_dbias(ctx, dbias, dout, N, OC);
 }

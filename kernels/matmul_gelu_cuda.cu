@@ -1,6 +1,9 @@
 // The MLP's GELU beside its products on the GPU: the same contract as kernels/matmul_gelu_cpu.c
 // (the forward saves GELU's derivative, the backward multiplies by it), but not fused: a cuBLAS
-// product, then one element-wise kernel over its output. The per-element math is math_gelu.h's.
+// product, then one element-wise kernel over its output (in bf16 that kernel also adds the bias).
+// The per-element math is math_gelu.h's.
+#include <stdint.h>
+
 #include "cuda_check.h"
 #include "kernels_cuda.h"
 #include "math_gelu.h"
@@ -23,12 +26,52 @@ __global__ void gelu_pair_kernel(float *out, float *pre, size_t n)
     }
 }
 
+// The same with the bias added first (pre + bias, then GELU), four columns a thread: OC % 4 == 0 and
+// all three pointers on 16 bytes. n4 counts float4s.
+__global__ void bias_gelu_pair4_kernel(float4 *out, float4 *pre, const float4 *bias, size_t n4, int OC4)
+{
+    for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n4; j += (size_t)gridDim.x * blockDim.x) {
+        const float4 p = pre[j], b = bias[j % (size_t)OC4];
+        float4 o, d;
+        o.x = mp_gelu_pair(p.x + b.x, &d.x);
+        o.y = mp_gelu_pair(p.y + b.y, &d.y);
+        o.z = mp_gelu_pair(p.z + b.z, &d.z);
+        o.w = mp_gelu_pair(p.w + b.w, &d.w);
+        out[j] = o;
+        pre[j] = d;
+    }
+}
+
+__global__ void bias_gelu_pair_kernel(float *out, float *pre, const float *bias, size_t n, int OC)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float d;
+        out[i] = mp_gelu_pair(pre[i] + bias[i % (size_t)OC], &d);
+        pre[i] = d;
+    }
+}
+
+// bf16: the product writes pre alone (beta = 0) and the GELU kernel adds the bias, where fp32 still
+// writes the bias into pre first and accumulates onto it (beta = 1): two fewer passes over the
+// (N, OC) output. The sum is acc + bias either way, but cuBLAS may choose another algorithm (or
+// split-K accumulation onto C) for beta = 1 than for beta = 0, so pre's bits can differ from the
+// old bf16 order's; fp32 keeps that order.
 void cu_matmul_gelu_forward(cu_ctx_t *ctx, float *out, float *dgelu, const float *inp, const float *w,
                             const float *bias, int N, int C, int OC)
 {
-    cu_matmul_forward(ctx, dgelu, inp, w, bias, N, C, OC);
     const size_t n = (size_t)N * OC;
-    gelu_pair_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(out, dgelu, n);
+    if (ctx->precision != CU_BF16 || !bias) {
+        cu_matmul_forward(ctx, dgelu, inp, w, bias, N, C, OC);
+        gelu_pair_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(out, dgelu, n);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    cu_gemm(ctx, 0, 1, N, OC, C, 1.0f, inp, C, 0, w, C, 0, 0.0f, dgelu, OC, 0, 1);
+    if (OC % 4 == 0 && ((uintptr_t)out | (uintptr_t)dgelu | (uintptr_t)bias) % 16 == 0)
+        bias_gelu_pair4_kernel<<<grid_for(n / 4), THREADS, 0, ctx->compute>>>((float4 *)out, (float4 *)dgelu,
+                                                                                (const float4 *)bias, n / 4, OC / 4);
+    else
+        bias_gelu_pair_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(out, dgelu, bias, n, OC);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -269,6 +269,82 @@ static void t_matmul(st_t *s, int bf16)
     st_report(s, "matmul_backward_weight", bf16, &c);
 }
 
+/* A device buffer holding h after `pad` leading elements: an operand that starts off a 16-byte
+ * boundary when pad is not a multiple of 4. */
+static float *st_dev_at(st_t *s, const float *h, size_t n, size_t pad)
+{
+    float *hp = st_host(s, n + pad);
+    memcpy(hp + pad, h, n * sizeof(float));
+    return st_dev(s, hp, n + pad) + pad;
+}
+
+/* 1 when the n device floats at a and b have the same bits. */
+static int st_same_bits(st_t *s, const float *a, const float *b, size_t n)
+{
+    float *ha = st_host(s, n), *hb = st_host(s, n);
+    CUDA_CHECK(cudaMemcpyAsync(ha, a, n * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
+    CUDA_CHECK(cudaMemcpyAsync(hb, b, n * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
+    cu_ctx_sync(&s->ctx);
+    return !memcmp(ha, hb, n * sizeof(float));
+}
+
+/* name: no spaces (bringup_check.py keys each ok/FAIL line by its first word). */
+static void st_verdict(st_t *s, const char *name, int ok, const char *what)
+{
+    printf("%-4s %-30s %s\n", ok ? "ok" : "FAIL", name, what);
+    fflush(stdout);
+    if (ok)
+        s->passed++;
+    else
+        s->failed++;
+}
+
+/* bf16 with our rounding, bitwise against the plain cu_gemm route: the vector rounding (odd tails)
+ * against the scalar one (operands off 16 bytes), and matmul_backward's shared bf16 copies and
+ * fused dbias partials against two cu_gemm calls and the separate dbias reduction (dw = NULL takes
+ * that route), over row counts with a partial 64-row chunk and both the 4-column and 1-column
+ * kernels. */
+static void t_bf16_bits(st_t *s, int bf16)
+{
+    (void)bf16;
+    {
+        const int m = 37, n = 29, k = 47; /* spans 1739 and 1363: tails of 3 */
+        float *a = st_rand(s, (size_t)m * k, -1, 1), *b = st_rand(s, (size_t)n * k, -1, 1);
+        float *d_c1 = st_dev_nan(s, (size_t)m * n), *d_c2 = st_dev_nan(s, (size_t)m * n);
+        cu_gemm(&s->ctx, 0, 1, m, n, k, 1.0f, st_dev(s, a, (size_t)m * k), k, 0, st_dev(s, b, (size_t)n * k), k, 0,
+                0.0f, d_c1, n, 0, 1);
+        cu_gemm(&s->ctx, 0, 1, m, n, k, 1.0f, st_dev_at(s, a, (size_t)m * k, 1), k, 0,
+                st_dev_at(s, b, (size_t)n * k, 3), k, 0, 0.0f, d_c2, n, 0, 1);
+        st_verdict(s, "bf16_round[vector=scalar]", st_same_bits(s, d_c1, d_c2, (size_t)m * n),
+                   "products of aligned and misaligned copies bitwise equal");
+    }
+    static const struct {
+        int N, OC, pad;
+    } cases[] = {{203, 80, 0}, {203, 67, 0}, {130, 80, 1}};
+    const int C = SC;
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const int N = cases[t].N, OC = cases[t].OC;
+        const size_t nin = (size_t)N * C, nw = (size_t)OC * C, nout = (size_t)N * OC;
+        float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *dout = st_rand(s, nout, -1, 1);
+        float *dw0 = st_rand(s, nw, -1, 1), *db0 = st_rand(s, OC, -1, 1);
+        float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_dout = st_dev_at(s, dout, nout, cases[t].pad);
+        float *d_dinp = st_dev_nan(s, nin), *d_dw = st_dev(s, dw0, nw), *d_db = st_dev(s, db0, OC);
+        float *r_dinp = st_dev_nan(s, nin), *r_dw = st_dev(s, dw0, nw), *r_db = st_dev(s, db0, OC);
+        float *h_dw = st_dev(s, dw0, nw), *h_db = st_dev(s, db0, OC);
+        cu_matmul_backward(&s->ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, N, C, OC);
+        cu_matmul_backward_weight(&s->ctx, h_dw, h_db, d_dout, d_inp, N, C, OC);
+        cu_gemm(&s->ctx, 0, 0, N, C, OC, 1.0f, d_dout, OC, 0, d_w, C, 0, 0.0f, r_dinp, C, 0, 1);
+        cu_gemm(&s->ctx, 1, 0, OC, C, N, 1.0f, d_dout, OC, 0, d_inp, C, 0, 1.0f, r_dw, C, 0, 1);
+        cu_matmul_backward_weight(&s->ctx, NULL, r_db, d_dout, d_inp, N, C, OC);
+        const int ok = st_same_bits(s, d_dinp, r_dinp, nin) && st_same_bits(s, d_dw, r_dw, nw) &&
+                       st_same_bits(s, d_db, r_db, (size_t)OC) && st_same_bits(s, h_dw, r_dw, nw) &&
+                       st_same_bits(s, h_db, r_db, (size_t)OC);
+        char name[64];
+        snprintf(name, sizeof name, "matmul_backward[bits,N=%d,OC=%d%s]", N, OC, cases[t].pad ? ",off" : "");
+        st_verdict(s, name, ok, "dinp, dw, dbias (and the weight half) bitwise as via cu_gemm");
+    }
+}
+
 static void t_attention(st_t *s, int bf16)
 {
     const size_t nqkv = (size_t)SN * 3 * SC, nout = (size_t)SN * SC, natt = (size_t)SB * SNH * ST * ST;
@@ -539,8 +615,10 @@ static int selftest_cuda(int ordinal, int verbose)
         st_run(&s, t_attention, bf16);
     }
     if (prop.major >= 8) st_run(&s, t_flash, 1); /* bf16 tensor cores */
+    st_run(&s, t_bf16_bits, 1);
     st_run(&s, t_gelu, 0);
     st_run(&s, t_matmul_gelu, 0);
+    st_run(&s, t_matmul_gelu, 1); /* bf16 adds the bias in the GELU kernel */
     st_run(&s, t_crossentropy, 0);
     st_run(&s, t_xent_parallel, 0);
     st_run(&s, t_optim, 0);
