@@ -139,6 +139,11 @@ double sumsq(const float *x, size_t n)
     return total;
 }
 
+void sumsq_each(double *out, const float *const *x, const size_t *n, int count)
+{
+    for (int i = 0; i < count; i++) out[i] = sumsq(x[i], n[i]);
+}
+
 void vec_add(float *out, const float *a, const float *b, size_t n)
 {
 #pragma omp parallel for simd schedule(static) if (n >= PAR_MIN)

@@ -1,6 +1,7 @@
 // Softmax cross-entropy over the vocabulary on the GPU, in place on the logits; per-element math in
-// math_softmax.h. Row kernels run one block per row (V is large): CUB's fixed-tree block reductions.
+// math_softmax.h. Row kernels run one block per row (V is large); their reductions are fixed trees.
 #include <math.h>
+#include <stdint.h>
 
 #include <cub/block/block_reduce.cuh>
 
@@ -32,48 +33,198 @@ static __device__ float block_sum(float v, Reduce::TempStorage &tmp, float *slot
     return block_all(v, cuda::std::plus<float>(), tmp, slot);
 }
 
-__global__ void crossentropy_forward_kernel(float *losses, float *probs_logits, const int *targets, int V)
+// ---- the fused forward and the backward: one block per row, float4 where rows are 16-byte aligned ----
+//
+// The forward reads each row twice and writes it once: a first pass keeps a running (max, Σ exp)
+// pair per thread, rescaling the sum when the max grows, so the exact row max and its sum-exp come
+// out of one read; the second pass writes mp_softmax_exp(x, max) / sum, element for element the
+// CPU's formula with the CPU's max. The sum's rounding differs from the CPU's (as any order but the
+// CPU's does): per-thread rescaling, then a fixed tree. Element j goes to thread (j / VEC) mod XT
+// and the tree is fixed, so the bits depend on V and VEC only, never on scheduling.
+
+enum { XT = 512, XWARPS = XT / 32, UNROLL = 4 };
+
+// A partial row: its max and Σ exp(x − max) over the elements seen; (-inf, 0) when none.
+struct MaxSum {
+    float m, s;
+};
+
+// Two partials as one: the smaller max's sum rescaled to the larger. A side with no elements (s = 0)
+// adds 0, without exp(-inf − -inf) = NaN.
+static __device__ MaxSum merge(MaxSum a, MaxSum b)
 {
-    __shared__ Reduce::TempStorage tmp;
-    __shared__ float slot;
-    float *x = probs_logits + (size_t)blockIdx.x * V;
-    const float logit_t = x[targets[blockIdx.x]]; // read by every thread before the first barrier, so before any write
-    float max = -INFINITY;
-    for (int j = threadIdx.x; j < V; j += THREADS) max = fmaxf(max, x[j]);
-    max = block_all(max, MaxOp(), tmp, &slot);
-    float sum = 0.0f;
-    for (int j = threadIdx.x; j < V; j += THREADS) {
-        x[j] = mp_softmax_exp(x[j], max);
-        sum += x[j];
-    }
-    sum = block_sum(sum, tmp, &slot);
-    const float inv = 1.0f / sum;
-    for (int j = threadIdx.x; j < V; j += THREADS) x[j] *= inv;
-    if (threadIdx.x == 0) losses[blockIdx.x] = mp_xent_loss(max, sum, logit_t);
+    const float m = fmaxf(a.m, b.m);
+    const float sa = a.s == 0.0f ? 0.0f : a.s * mp_softmax_exp(a.m, m);
+    const float sb = b.s == 0.0f ? 0.0f : b.s * mp_softmax_exp(b.m, m);
+    return MaxSum{m, sa + sb};
 }
+
+// VEC consecutive elements into a thread's partial: one rescale per group, then exp per element.
+template <int VEC> static __device__ MaxSum absorb(MaxSum p, const float *v)
+{
+    float gm = v[0];
+#pragma unroll
+    for (int k = 1; k < VEC; k++) gm = fmaxf(gm, v[k]);
+    if (gm > p.m) {
+        p.s = p.s == 0.0f ? 0.0f : p.s * mp_softmax_exp(p.m, gm);
+        p.m = gm;
+    }
+#pragma unroll
+    for (int k = 0; k < VEC; k++) p.s += mp_softmax_exp(v[k], p.m);
+    return p;
+}
+
+// The block's partials merged by a fixed tree (butterfly in each warp, then warp 0 over the warps'),
+// returned to every thread.
+static __device__ MaxSum block_maxsum(MaxSum p)
+{
+    __shared__ MaxSum warp_part[XWARPS];
+    __shared__ MaxSum all;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        MaxSum q;
+        q.m = __shfl_xor_sync(0xffffffffu, p.m, o);
+        q.s = __shfl_xor_sync(0xffffffffu, p.s, o);
+        p = merge(p, q);
+    }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) warp_part[warp] = p;
+    __syncthreads();
+    if (warp == 0) {
+        p = lane < XWARPS ? warp_part[lane] : MaxSum{-INFINITY, 0.0f};
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            MaxSum q;
+            q.m = __shfl_xor_sync(0xffffffffu, p.m, o);
+            q.s = __shfl_xor_sync(0xffffffffu, p.s, o);
+            p = merge(p, q);
+        }
+        if (lane == 0) all = p;
+    }
+    __syncthreads();
+    return all;
+}
+
+// VEC floats of a row at element j (j a multiple of VEC, the row VEC·4-byte aligned).
+template <int VEC> struct Vec;
+template <> struct Vec<1> {
+    static __device__ void load(float *v, const float *x) { v[0] = x[0]; }
+    static __device__ void store(float *x, const float *v) { x[0] = v[0]; }
+};
+template <> struct Vec<4> {
+    static __device__ void load(float *v, const float *x)
+    {
+        const float4 q = *reinterpret_cast<const float4 *>(x);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    }
+    static __device__ void store(float *x, const float *v)
+    {
+        *reinterpret_cast<float4 *>(x) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+};
+
+template <int VEC>
+__global__ void __launch_bounds__(XT) crossentropy_forward_kernel(float *losses, float *probs_logits,
+                                                                  const int *targets, int V)
+{
+    float *x = probs_logits + (size_t)blockIdx.x * V;
+    const int groups = V / VEC; // VEC divides V (the launcher's choice)
+    const float logit_t = x[targets[blockIdx.x]]; // read by every thread before the first barrier, so before any write
+    MaxSum p{-INFINITY, 0.0f};
+    int g = threadIdx.x;
+    // UNROLL groups' loads issued before their sums: more bytes in flight per thread
+    for (; g + (UNROLL - 1) * XT < groups; g += UNROLL * XT) {
+        float v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) Vec<VEC>::load(v[u], x + (size_t)(g + u * XT) * VEC);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) p = absorb<VEC>(p, v[u]);
+    }
+    for (; g < groups; g += XT) {
+        float v[VEC];
+        Vec<VEC>::load(v, x + (size_t)g * VEC);
+        p = absorb<VEC>(p, v);
+    }
+    const MaxSum row = block_maxsum(p);
+    const float inv = 1.0f / row.s;
+    g = threadIdx.x;
+    // loads of a batch before its stores: each element is read and written by the same thread only
+    for (; g + (UNROLL - 1) * XT < groups; g += UNROLL * XT) {
+        float v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) Vec<VEC>::load(v[u], x + (size_t)(g + u * XT) * VEC);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+#pragma unroll
+            for (int k = 0; k < VEC; k++) v[u][k] = mp_softmax_exp(v[u][k], row.m) * inv;
+            Vec<VEC>::store(x + (size_t)(g + u * XT) * VEC, v[u]);
+        }
+    }
+    for (; g < groups; g += XT) {
+        float v[VEC];
+        Vec<VEC>::load(v, x + (size_t)g * VEC);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = mp_softmax_exp(v[k], row.m) * inv;
+        Vec<VEC>::store(x + (size_t)g * VEC, v);
+    }
+    if (threadIdx.x == 0) losses[blockIdx.x] = mp_xent_loss(row.m, row.s, logit_t);
+}
+
+// float4 when every row starts on 16 bytes: the buffer does and V is a multiple of 4.
+static int rows_vec4(const void *p, int V) { return V % 4 == 0 && (uintptr_t)p % 16 == 0; }
 
 void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V)
 {
-    crossentropy_forward_kernel<<<N, THREADS, 0, ctx->compute>>>(losses, probs_logits, targets, V);
+    if (N <= 0) return;
+    if (rows_vec4(probs_logits, V))
+        crossentropy_forward_kernel<4><<<N, XT, 0, ctx->compute>>>(losses, probs_logits, targets, V);
+    else
+        crossentropy_forward_kernel<1><<<N, XT, 0, ctx->compute>>>(losses, probs_logits, targets, V);
     CUDA_CHECK_LAUNCH();
 }
 
-// Element-wise over (N,V); dlogits may alias probs.
-__global__ void crossentropy_backward_kernel(float *dlogits, const float *probs, const int *targets, float dloss,
-                                             int V, int v0, size_t n)
+// One block per row, element-wise; dlogits may alias probs (each element is read before it is
+// written, by the thread that writes it).
+template <int VEC>
+__global__ void __launch_bounds__(THREADS) crossentropy_backward_kernel(float *dlogits, const float *probs,
+                                                                         const int *targets, float dloss, int V,
+                                                                         int v0)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const int j = (int)(i % V), t = targets[i / V] - v0;
-        dlogits[i] = mp_xent_dlogit(probs[i], j == t, dloss);
+    const size_t row = (size_t)blockIdx.x * V;
+    const float *p = probs + row;
+    float *d = dlogits + row;
+    const int t = targets[blockIdx.x] - v0, groups = V / VEC;
+    int g = threadIdx.x;
+    for (; g + (UNROLL - 1) * THREADS < groups; g += UNROLL * THREADS) {
+        float v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) Vec<VEC>::load(v[u], p + (size_t)(g + u * THREADS) * VEC);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int j0 = (g + u * THREADS) * VEC;
+#pragma unroll
+            for (int k = 0; k < VEC; k++) v[u][k] = mp_xent_dlogit(v[u][k], j0 + k == t, dloss);
+            Vec<VEC>::store(d + j0, v[u]);
+        }
+    }
+    for (; g < groups; g += THREADS) {
+        float v[VEC];
+        const int j0 = g * VEC;
+        Vec<VEC>::load(v, p + j0);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = mp_xent_dlogit(v[k], j0 + k == t, dloss);
+        Vec<VEC>::store(d + j0, v);
     }
 }
 
 void cu_crossentropy_backward(cu_ctx_t *ctx, float *dlogits, const float *probs, const int *targets, float dloss,
                               int N, int V, int v0)
 {
-    const size_t n = (size_t)N * V, blocks = (n + THREADS - 1) / THREADS;
-    crossentropy_backward_kernel<<<(unsigned)(blocks < 65536 ? blocks : 65536), THREADS, 0, ctx->compute>>>(
-        dlogits, probs, targets, dloss, V, v0, n);
+    if (N <= 0) return;
+    if (rows_vec4(dlogits, V) && rows_vec4(probs, V))
+        crossentropy_backward_kernel<4><<<N, THREADS, 0, ctx->compute>>>(dlogits, probs, targets, dloss, V, v0);
+    else
+        crossentropy_backward_kernel<1><<<N, THREADS, 0, ctx->compute>>>(dlogits, probs, targets, dloss, V, v0);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -132,6 +132,9 @@ void adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
 /* Σ x² in double, summed in fixed 4096-element chunks then in chunk order: the same value for
  * any thread count. */
 double sumsq(const float *x, size_t n);
+/* out[i] (host) = sumsq(x[i], n[i]) for i < count, the same bits: many tensors' norms in one call,
+ * so a device backend waits for the host once, not once per tensor. */
+void sumsq_each(double *out, const float *const *x, const size_t *n, int count);
 
 /* out (n) = a (n) + b (n) ; used to add the tied embedding's two gradient parts once. */
 void vec_add(float *out, const float *a, const float *b, size_t n);

@@ -5,7 +5,7 @@
  *
  * All tensor pointers are device pointers. Every function takes the context first and only enqueues
  * work on ctx->compute: nothing synchronises except where a result comes back to the host
- * (cu_sumsq). Reductions are deterministic: per-block partials summed in a fixed order, never float
+ * (cu_sumsq, cu_sumsq_each). Reductions are deterministic: per-block partials summed in a fixed order, never float
  * atomics, so a rerun on the same GPU model gives the same bits.
  *
  * Products (matmul_*, attention's four) honour ctx->precision: fp32 runs cublasSgemm*; bf16 rounds
@@ -141,12 +141,12 @@ void cu_xent_finish(cu_ctx_t *ctx, float *losses, float *probs, const float *max
 /* ---- optimizer and reductions ---- */
 void cu_adamw_update(cu_ctx_t *ctx, float *param, const float *grad, float *m, float *v, size_t n, float lr,
                      float beta1, float beta2, float eps, float wd, int t, float grad_scale);
-/* *out_dev (one device double) = Σ x², 4096-element chunks in double, chunks summed in order:
- * stays on the device, so per-tensor sums can be added up and all-reduced before one copy back.
- * Uses scratch. */
-void cu_sumsq_async(cu_ctx_t *ctx, double *out_dev, const float *x, size_t n);
-/* The kernels.h form: returns the value to the host (synchronises ctx->compute). */
+/* Σ x², 4096-element chunks in double, chunks summed by a fixed tree: returns the value to the host
+ * (synchronises ctx->compute). Uses scratch. */
 double cu_sumsq(cu_ctx_t *ctx, const float *x, size_t n);
+/* out[i] (host) = cu_sumsq(x[i] (device), n[i]) for i < count, the same bits, with one wait for the
+ * host: two launches per batch of tensors and one copy back. x and n are host arrays. Uses scratch. */
+void cu_sumsq_each(cu_ctx_t *ctx, double *out, const float *const *x, const size_t *n, int count);
 void cu_vec_add(cu_ctx_t *ctx, float *out, const float *a, const float *b, size_t n);
 
 /* ---- device-memory arena: one cudaMalloc, bump allocation ---- */

@@ -49,9 +49,13 @@ void cu_layernorm_forward(cu_ctx_t *ctx, float *out, float *mean, float *rstd, c
     CUDA_CHECK_LAUNCH();
 }
 
-// dinp (N,C) += per row, from the row means of dn = dy·w and dn·n.
-__global__ void layernorm_dinp_kernel(float *dinp, const float *dout, const float *inp, const float *w,
-                                      const float *mean, const float *rstd, int C)
+// dinp (N,C) += per row, from the row means of dn = dy·w and dn·n. Thread j takes columns j,
+// j+THREADS, ... in order; up to K of them are kept in registers between the sums and the write
+// (K = 0: read again), the same arithmetic either way.
+template <int K>
+__global__ void __launch_bounds__(THREADS) layernorm_dinp_kernel(float *dinp, const float *dout, const float *inp,
+                                                                 const float *w, const float *mean,
+                                                                 const float *rstd, int C)
 {
     __shared__ Reduce::TempStorage tmp;
     __shared__ float slot;
@@ -60,18 +64,45 @@ __global__ void layernorm_dinp_kernel(float *dinp, const float *dout, const floa
     float *dx = dinp + off;
     const float m = mean[blockIdx.x], r = rstd[blockIdx.x];
     float sdn = 0.0f, sdnn = 0.0f;
-    for (int c = threadIdx.x; c < C; c += THREADS) {
-        const float dn = dy[c] * w[c];
-        sdn += dn;
-        sdnn += dn * mp_ln_norm(x[c], m, r);
+    if constexpr (K > 0) {
+        float dn[K], n[K];
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int c = threadIdx.x + k * THREADS;
+            dn[k] = c < C ? dy[c] * w[c] : 0.0f;
+            n[k] = c < C ? mp_ln_norm(x[c], m, r) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            if (threadIdx.x + k * THREADS < C) {
+                sdn += dn[k];
+                sdnn += dn[k] * n[k];
+            }
+        }
+        sdn = block_sum(sdn, tmp, &slot) / C;
+        sdnn = block_sum(sdnn, tmp, &slot) / C;
+#pragma unroll
+        for (int k = 0; k < K; k++) {
+            const int c = threadIdx.x + k * THREADS;
+            if (c < C) dx[c] += mp_ln_dx(dn[k], n[k], r, sdn, sdnn);
+        }
+    } else {
+        for (int c = threadIdx.x; c < C; c += THREADS) {
+            const float dn = dy[c] * w[c];
+            sdn += dn;
+            sdnn += dn * mp_ln_norm(x[c], m, r);
+        }
+        sdn = block_sum(sdn, tmp, &slot) / C;
+        sdnn = block_sum(sdnn, tmp, &slot) / C;
+        for (int c = threadIdx.x; c < C; c += THREADS)
+            dx[c] += mp_ln_dx(dy[c] * w[c], mp_ln_norm(x[c], m, r), r, sdn, sdnn);
     }
-    sdn = block_sum(sdn, tmp, &slot) / C;
-    sdnn = block_sum(sdnn, tmp, &slot) / C;
-    for (int c = threadIdx.x; c < C; c += THREADS)
-        dx[c] += mp_ln_dx(dy[c] * w[c], mp_ln_norm(x[c], m, r), r, sdn, sdnn);
 }
 
-// Pass 1: pw, pb (R, C) = Σ over row chunk r of dy·n and of dy; a thread per column, rows in order.
+enum { LN_UNROLL = 8 };
+
+// Pass 1: pw, pb (R, C) = Σ over row chunk r of dy·n and of dy; a thread per column, rows in order
+// (LN_UNROLL rows' loads issued before their additions).
 __global__ void layernorm_dwdb_partial_kernel(float *pw, float *pb, const float *dout, const float *inp,
                                               const float *mean, const float *rstd, int N, int C)
 {
@@ -79,7 +110,21 @@ __global__ void layernorm_dwdb_partial_kernel(float *pw, float *pb, const float 
     if (c >= C) return;
     const int i1 = (r + 1) * CHUNK_ROWS < N ? (r + 1) * CHUNK_ROWS : N;
     float sw = 0.0f, sb = 0.0f;
-    for (int i = r * CHUNK_ROWS; i < i1; i++) {
+    int i = r * CHUNK_ROWS;
+    for (; i + LN_UNROLL <= i1; i += LN_UNROLL) {
+        float dy[LN_UNROLL], n[LN_UNROLL];
+#pragma unroll
+        for (int u = 0; u < LN_UNROLL; u++) {
+            dy[u] = dout[(size_t)(i + u) * C + c];
+            n[u] = mp_ln_norm(inp[(size_t)(i + u) * C + c], mean[i + u], rstd[i + u]);
+        }
+#pragma unroll
+        for (int u = 0; u < LN_UNROLL; u++) {
+            sw += dy[u] * n[u];
+            sb += dy[u];
+        }
+    }
+    for (; i < i1; i++) {
         const float dy = dout[(size_t)i * C + c];
         sw += dy * mp_ln_norm(inp[(size_t)i * C + c], mean[i], rstd[i]);
         sb += dy;
@@ -105,7 +150,12 @@ __global__ void layernorm_dwdb_finish_kernel(float *dw, float *db, const float *
 void cu_layernorm_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C)
 {
-    layernorm_dinp_kernel<<<N, THREADS, 0, ctx->compute>>>(dinp, dout, inp, w, mean, rstd, C);
+    if (C <= 4 * THREADS)
+        layernorm_dinp_kernel<4><<<N, THREADS, 0, ctx->compute>>>(dinp, dout, inp, w, mean, rstd, C);
+    else if (C <= 8 * THREADS)
+        layernorm_dinp_kernel<8><<<N, THREADS, 0, ctx->compute>>>(dinp, dout, inp, w, mean, rstd, C);
+    else
+        layernorm_dinp_kernel<0><<<N, THREADS, 0, ctx->compute>>>(dinp, dout, inp, w, mean, rstd, C);
     CUDA_CHECK_LAUNCH();
     const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
     if (R > 65535) KERN_ABORT("layernorm_backward: %d rows exceed the %d the dw/db grid covers", N, 65535 * CHUNK_ROWS);

@@ -466,25 +466,33 @@ static void t_matmul_gelu(st_t *s, int bf16)
     st_report(s, "matmul_backward_gelu", bf16, &c);
 }
 
-static void t_crossentropy(st_t *s, int bf16)
+/* One vocabulary size V: odd sizes run the scalar kernels, multiples of 4 the float4 ones. */
+static void xent_at(st_t *s, int bf16, int V, const char *fwd, const char *bwd)
 {
-    const size_t n = (size_t)SN * SV;
-    int *tgt = st_tokens(s, SN, SV), *d_tgt = st_dev_int(s, tgt, SN);
+    const size_t n = (size_t)SN * V;
+    int *tgt = st_tokens(s, SN, V), *d_tgt = st_dev_int(s, tgt, SN);
     float *logits = st_rand(s, n, -4, 4), *losses = st_host(s, SN);
     float *d_probs = st_dev(s, logits, n), *d_losses = st_dev_nan(s, SN);
     cmp_t c = {0, 0};
-    crossentropy_forward(losses, logits, tgt, SN, SV); /* logits now hold the probabilities */
-    cu_crossentropy_forward(&s->ctx, d_losses, d_probs, d_tgt, SN, SV);
+    crossentropy_forward(losses, logits, tgt, SN, V); /* logits now hold the probabilities */
+    cu_crossentropy_forward(&s->ctx, d_losses, d_probs, d_tgt, SN, V);
     cmp_add(s, &c, "losses", d_losses, losses, SN);
     cmp_add(s, &c, "probs", d_probs, logits, n);
-    st_report(s, "crossentropy_forward", bf16, &c);
+    st_report(s, fwd, bf16, &c);
 
     float *dlogits = st_host(s, n), *d_probs_c = st_dev(s, logits, n), *d_dlogits = st_dev_nan(s, n);
     c = (cmp_t){0, 0};
-    crossentropy_backward(dlogits, logits, tgt, 1.0f / SN, SN, SV, 0);
-    cu_crossentropy_backward(&s->ctx, d_dlogits, d_probs_c, d_tgt, 1.0f / SN, SN, SV, 0);
+    crossentropy_backward(dlogits, logits, tgt, 1.0f / SN, SN, V, 0);
+    cu_crossentropy_backward(&s->ctx, d_dlogits, d_probs_c, d_tgt, 1.0f / SN, SN, V, 0);
     cmp_add(s, &c, "dlogits", d_dlogits, dlogits, n);
-    st_report(s, "crossentropy_backward", bf16, &c);
+    st_report(s, bwd, bf16, &c);
+}
+
+static void t_crossentropy(st_t *s, int bf16)
+{
+    xent_at(s, bf16, SV, "crossentropy_forward", "crossentropy_backward");
+    /* wide rows: several unrolled rounds of the block per row and a remainder */
+    xent_at(s, bf16, 9004, "crossentropy_forward (float4)", "crossentropy_backward (float4)");
 }
 
 /* The vocab-parallel steps on one rank's slice: vocabulary [20, 60), of which 35 columns are real. */
@@ -541,6 +549,26 @@ static void t_optim(st_t *s, int bf16)
     c = (cmp_t){fabs(gpu - cpu) / cpu, isnan(gpu) ? 1u : 0u};
     if (s->verbose) printf("       cpu %.17g gpu %.17g\n", cpu, gpu);
     st_report(s, "sumsq", bf16, &c);
+
+    /* many tensors at once (more than one batch of the kernel, some empty): each the bits of
+     * cu_sumsq alone, and near the CPU's */
+    enum { NT = 150 };
+    const float *xs[NT];
+    size_t ns[NT];
+    double each[NT];
+    for (int i = 0; i < NT; i++) ns[i] = i % 7 == 3 ? 0 : (size_t)(i * 977) % (nsq - 50), xs[i] = d_x + (i * 13) % 50;
+    cu_sumsq_each(&s->ctx, each, xs, ns, NT);
+    c = (cmp_t){0, 0};
+    for (int i = 0; i < NT; i++) {
+        const double one = cu_sumsq(&s->ctx, xs[i], ns[i]), ref = sumsq(x + (i * 13) % 50, ns[i]);
+        const double rel = ref > 0 ? fabs(each[i] - ref) / ref : fabs(each[i]);
+        if (memcmp(&one, &each[i], sizeof one) != 0) {
+            printf("       sumsq_each: tensor %d differs from cu_sumsq alone (%.17g, %.17g)\n", i, each[i], one);
+            c.rel = 1.0;
+        }
+        c.rel = rel > c.rel ? rel : c.rel;
+    }
+    st_report(s, "sumsq_each", bf16, &c);
 
     float *a = st_rand(s, n, -1, 1), *out = st_host(s, n), *d_a = st_dev(s, a, n), *d_out = st_dev_nan(s, n);
     c = (cmp_t){0, 0};

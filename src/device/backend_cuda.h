@@ -7,7 +7,7 @@
  * order is program order without host synchronisation. Data-parallel buckets run on the collective
  * stream: each starts after an event recorded on the compute stream (its gradients are final there)
  * and the compute stream waits on the collective stream's event before the optimizer reads them.
- * The host blocks only where a value comes back (be_to_host, be_sumsq). */
+ * The host blocks only where a value comes back (be_to_host, be_sumsq_each). */
 #ifndef MP_BACKEND_CUDA_H
 #define MP_BACKEND_CUDA_H
 

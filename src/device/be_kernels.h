@@ -74,7 +74,7 @@
       (float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2,             \
        float eps, float wd, int t, float grad_scale),                                                                 \
       (param, grad, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale))                                               \
-    XR(double, sumsq, (const float *x, size_t n), (x, n))                                                             \
+    X(void, sumsq_each, (double *out, const float *const *x, const size_t *n, int count), (out, x, n, count))          \
     X(void, vec_add, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))
 
 #endif
