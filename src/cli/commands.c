@@ -172,7 +172,7 @@ static const command_t commands[] = {
      ""},
     {"export", 0, cmd_export,
      "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5\n"
-     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR",
+     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR [--tokenizer-dir DIR]",
      "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2",
      {DECK_OPT(0, "the supernet's deck (--format hf: the model's deck)"),
       SET_OPT,
@@ -182,6 +182,12 @@ static const command_t commands[] = {
       {"--subnet", "0,2,1", "the candidate per choice block (--format mindpipe, where it is required)", 0},
       {"--out", "SUB.h5|DIR", "the plain checkpoint; prints the [model] blocks = ... it needs\n"
                               "(--format hf: the directory, made if missing; files replaced atomically)", 1},
+      {"--tokenizer-dir", "DIR", "--format hf: where the checkpoint's tokenizer comes from, written beside the\n"
+                                 "weights: gpt2: encoder.json and vocab.bpe, copied as vocab.json and merges.txt\n"
+                                 "with a tokenizer_config.json (default $MINDPIPE_GPT2_DIR, else\n"
+                                 "~/.cache/mindpipe/gpt2); sp: a token file or .model file, written as\n"
+                                 "tokenizer.model (default: the deck's data.path it trained on); either must\n"
+                                 "have the checkpoint's tokenizer_sha256; byte: no tokenizer files", 0},
       {"--quiet", NULL, "no console output", 0},
       END_OPTS},
      ""},
