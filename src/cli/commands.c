@@ -129,9 +129,10 @@ static const command_t commands[] = {
       {"--restart", NULL, "a fresh run into a DIR holding checkpoints moves them to DIR/ckpt.old-TIME/\n"
                           "(without it, or --resume, such a run is refused)", 0},
       {"--init-from", "hf:DIR", "a fresh run (step 0, fresh optimizer) from Hugging Face GPT-2 weights:\n"
-                                "DIR/model.safetensors (F32, as export --format hf writes it), checked\n"
-                                "against the deck's model; with train.steps=0 it writes them as\n"
-                                "ckpt/step_00000000.h5. Not with --resume", 0},
+                                "DIR/model.safetensors (F32, as export --format hf writes it) and\n"
+                                "DIR/config.json, both checked against the deck's model (config.json's\n"
+                                "n_positions may exceed model.seq_len: wpe's first rows are taken); with\n"
+                                "train.steps=0 it writes them as ckpt/step_00000000.h5. Not with --resume", 0},
       {"--quiet", NULL, "no console output (the log and metrics are still written)", 0},
       END_OPTS},
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
