@@ -4,7 +4,12 @@
 # its own safetensors parser and forward), to MindPipe's activations and logits within 1e-5, and a
 # planted difference fails that check; `train --init-from hf:DIR` with train.steps=0 writes weights
 # bitwise equal to the exported checkpoint's on 1 rank, at pp=2 and at tp=2; malformed files and
-# senseless combinations are refused naming the file and the key, or the options.
+# senseless combinations are refused naming the file and the key, or the options. The tokenizer beside the
+# weights: this byte-tokenized run's export has no tokenizer files and says so; a tiny gpt2 run's has
+# vocab.json and merges.txt byte-equal to GPT-2's encoder.json and vocab.bpe and a tokenizer_config.json,
+# another vocabulary refused before anything is written (sp: validation/test_tokenizer_sp.sh). config.json
+# must describe the deck's model: each disagreement, and a missing file, refused naming the key or file;
+# a larger n_positions loads wpe's first model.seq_len rows.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_torch
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -21,6 +26,9 @@ ck="$SCRATCH/run/ckpt/step_00000002.h5"
 "$MINDPIPE" export --format hf -c "$deck" --ckpt "$ck" --out "$SCRATCH/hf/sub" > "$SCRATCH/out" 2>&1
 [ $? -eq 0 ] && [ -s "$SCRATCH/hf/sub/model.safetensors" ] && [ -s "$SCRATCH/hf/sub/config.json" ]
 ok $? "export --format hf: model.safetensors and config.json in a directory it made"
+for n in vocab.json merges.txt tokenizer_config.json tokenizer.model; do [ ! -e "$SCRATCH/hf/sub/$n" ] || break; done &&
+    grep -q "no tokenizer files (the checkpoint's tokenizer is byte)" "$SCRATCH/out"
+ok $? "a byte checkpoint's export has no tokenizer files, and says so: $(sed 's/.*; //' "$SCRATCH/out")"
 "$TORCH_PYTHON" "$chk" "$SCRATCH/hf/sub" --dump "$SCRATCH/run/activations_step_00000002.h5" --ckpt "$ck" \
     > "$SCRATCH/chk.out" 2>&1
 tap_checker "HF forward" hf_check.py $? "$SCRATCH/chk.out"
@@ -69,8 +77,60 @@ refused "wrong dtype" "m_dtype/$f: key transformer.wpe.weight: dtype F64" --init
 refused "missing tensor" "m_missing/$f: key transformer.h.1.ln_2.bias is missing" --init-from "hf:$SCRATCH/m_missing"
 refused "overlapping offsets" "m_overlap/$f: keys transformer.h.0.ln_1.weight and transformer.h.0.ln_1.bias overlap" \
     --init-from "hf:$SCRATCH/m_overlap"
-refused "wrong shape (deck with dim 64)" "sub/$f: key transformer.wte.weight: shape (256, 32).*needs (256, 64)" \
+mkdir -p "$SCRATCH/m_dim" && cp "$SCRATCH/hf/sub/$f" "$SCRATCH/m_dim/" &&
+    sed 's/"n_embd": 32/"n_embd": 64/' "$SCRATCH/hf/sub/config.json" > "$SCRATCH/m_dim/config.json"
+refused "wrong shape (config and deck with dim 64)" \
+    "m_dim/$f: key transformer.wte.weight: shape (256, 32).*needs (256, 64)" \
+    --init-from "hf:$SCRATCH/m_dim" --set model.dim=64
+
+# config.json: the model it describes must be the deck's
+c="sub/config.json"
+refused "n_embd against a deck with dim 64" "$c: key n_embd is 32, the deck's model.dim is 64" \
     --init-from "hf:$SCRATCH/hf/sub" --set model.dim=64
+refused "vocab_size against a deck with vocab 300" "$c: key vocab_size is 256, the deck's model.vocab" \
+    --init-from "hf:$SCRATCH/hf/sub" --set model.vocab=300
+refused "n_inner null against mlp_ratio 2" "$c: key n_inner is null (4 \* n_embd), the deck's model.mlp_ratio is 2" \
+    --init-from "hf:$SCRATCH/hf/sub" --set model.mlp_ratio=2
+refused "n_positions below model.seq_len 64" "$c: key n_positions is 32, below the deck's model.seq_len 64" \
+    --init-from "hf:$SCRATCH/hf/sub" --set model.seq_len=64
+cfgbad() {  # cfgbad NAME SED: the export with config.json edited by SED, in $SCRATCH/NAME
+    mkdir -p "$SCRATCH/$1" && cp "$SCRATCH/hf/sub/$f" "$SCRATCH/$1/" &&
+        sed "$2" "$SCRATCH/hf/sub/config.json" > "$SCRATCH/$1/config.json" &&
+        ! cmp -s "$SCRATCH/$1/config.json" "$SCRATCH/hf/sub/config.json"
+}
+cfgbad c_head 's/"n_head": 4/"n_head": 2/'
+refused "n_head changed to 2" "c_head/config.json: key n_head is 2, the deck's model.heads is 4" \
+    --init-from "hf:$SCRATCH/c_head"
+cfgbad c_layer '/"n_layer"/d'
+refused "n_layer missing" "c_layer/config.json: key n_layer is missing" --init-from "hf:$SCRATCH/c_layer"
+cfgbad c_act 's/"gelu_new"/"gelu"/'
+refused "activation_function gelu" "c_act/config.json: key activation_function is gelu: " \
+    --init-from "hf:$SCRATCH/c_act"
+cfgbad c_eps 's/1e-05/1e-06/'
+refused "layer_norm_epsilon 1e-6" "c_eps/config.json: key layer_norm_epsilon is 1e-06" --init-from "hf:$SCRATCH/c_eps"
+cfgbad c_json 's/"n_layer": 2,/"n_layer": 2/'
+refused "malformed JSON" "c_json/config.json: malformed JSON at byte" --init-from "hf:$SCRATCH/c_json"
+mkdir -p "$SCRATCH/c_none" && cp "$SCRATCH/hf/sub/$f" "$SCRATCH/c_none/"
+refused "a missing config.json" "cannot open .*c_none/config.json" --init-from "hf:$SCRATCH/c_none"
+# shellcheck disable=SC2086
+cfgbad c_tanh 's/"gelu_new"/"gelu_pytorch_tanh"/' &&
+    "$MINDPIPE" train $base --set train.steps=0 --init-from "hf:$SCRATCH/c_tanh" --out "$SCRATCH/imp_tanh" \
+        > "$SCRATCH/out" 2>&1
+ok $? "activation_function gelu_pytorch_tanh (the same tanh GELU) is taken"
+
+# n_positions 32 with model.seq_len 16: wpe's first 16 rows, every other tensor as exported
+# shellcheck disable=SC2086
+"$MINDPIPE" train $base --set train.steps=0 --set model.seq_len=16 --init-from "hf:$SCRATCH/hf/sub" \
+    --out "$SCRATCH/imp_t16" > "$SCRATCH/out" 2>&1 &&
+    "$TORCH_PYTHON" - "$ck" "$SCRATCH/imp_t16/ckpt/step_00000000.h5" > "$SCRATCH/cmp.out" 2>&1 <<'PY'
+import sys, h5py
+a, b = (h5py.File(p, "r") for p in sys.argv[1:3])
+w = b["model/wpe"].shape == (16, 32) and a["model/wpe"][:16].tobytes() == b["model/wpe"][...].tobytes()
+rest = all(a["model/" + k][...].tobytes() == b["model/" + k][...].tobytes() for k in a["model"] if k != "wpe")
+print("wpe", b["model/wpe"].shape, "first rows" if w else "DIFFER", "; the rest", "equal" if rest else "DIFFER")
+sys.exit(0 if w and rest else 1)
+PY
+ok $? "n_positions 32 into model.seq_len 16: $(cat "$SCRATCH/cmp.out")"
 refused "--init-from with --resume" "--init-from and --resume exclude" --init-from "hf:$SCRATCH/hf/sub" --resume "$ck"
 refused "--init-from of another kind" "the only source is hf:DIR" --init-from "$SCRATCH/hf/sub"
 refused "a deck with a per-block shape" "block 1 is h2m4" --init-from "hf:$SCRATCH/hf/sub" --set model.blocks=h4m4,h2m4
@@ -89,4 +149,54 @@ ok $? "export without --format needs --subnet, as before (exit 2)"
     --out "$SCRATCH/x" > "$SCRATCH/out" 2>&1
 [ $? -eq 1 ] && grep -q "block 1 is skip" "$SCRATCH/out" && [ ! -e "$SCRATCH/x" ]
 ok $? "export --format hf of a model with a skip block refused, nothing written"
+
+# a gpt2 checkpoint (a tiny model over GPT-2's 50257 tokens) exports its vocabulary beside the weights
+gdir=${MINDPIPE_GPT2_DIR:-$HOME/.cache/mindpipe/gpt2}
+head -c 20000 "$MP_BUILDDIR/validation/kjv.txt" > "$SCRATCH/g.txt"
+gbase="-c $deck --set data.path=$SCRATCH/g.h5 --set model.vocab=50257 --set model.layers=1 --set model.dim=16"
+gbase="$gbase --set model.seq_len=16 --set train.warmup=0 --set train.threads=1 --set train.eval_every=0"
+# shellcheck disable=SC2086
+"$MINDPIPE" prep --tokenizer gpt2 --tokenizer-dir "$gdir" --text "$SCRATCH/g.txt" --out "$SCRATCH/g.h5" \
+    > "$SCRATCH/out" 2>&1 &&
+    "$MINDPIPE" train $gbase --quiet --set train.steps=2 --set checkpoint.every=2 --out "$SCRATCH/grun" \
+        > "$SCRATCH/out" 2>&1
+ok $? "a gpt2 token file trains 2 steps (layers 1, dim 16, seq_len 16, vocab 50257)"
+gck="$SCRATCH/grun/ckpt/step_00000002.h5"
+# shellcheck disable=SC2086
+"$MINDPIPE" export --format hf $gbase --ckpt "$gck" --tokenizer-dir "$gdir" --out "$SCRATCH/hf/g" > "$SCRATCH/out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && cmp "$gdir/encoder.json" "$SCRATCH/hf/g/vocab.json" &&
+    cmp "$gdir/vocab.bpe" "$SCRATCH/hf/g/merges.txt" &&
+    grep -q '"tokenizer_class": "GPT2Tokenizer"' "$SCRATCH/hf/g/tokenizer_config.json" &&
+    grep -q '"model_max_length": 16,' "$SCRATCH/hf/g/tokenizer_config.json" &&
+    grep -q '"vocab_size": 50257,' "$SCRATCH/hf/g/config.json" && [ ! -e "$SCRATCH/hf/g/tokenizer.model" ] &&
+    grep -q "vocab.json, merges.txt and tokenizer_config.json" "$SCRATCH/out"
+ok $? "gpt2 export: vocab.json, merges.txt byte-equal to encoder.json, vocab.bpe; tokenizer_config.json (exit $rc)"
+# shellcheck disable=SC2086
+"$MINDPIPE" train $gbase --quiet --set train.steps=0 --init-from "hf:$SCRATCH/hf/g" --out "$SCRATCH/gimp" \
+    > "$SCRATCH/out" 2>&1
+ok $? "the gpt2 export loads back (config.json's vocab_size 50257 is the deck's model.vocab)"
+mkdir -p "$SCRATCH/voc" && cp "$gdir/encoder.json" "$SCRATCH/voc/" &&
+    sed '1s/.*/#version: 0.3/' "$gdir/vocab.bpe" > "$SCRATCH/voc/vocab.bpe"
+# shellcheck disable=SC2086
+"$MINDPIPE" export --format hf $gbase --ckpt "$gck" --tokenizer-dir "$SCRATCH/voc" --out "$SCRATCH/hf/g2" \
+    > "$SCRATCH/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "tokenizer_sha256 $(cat "$gdir/encoder.json" "$gdir/vocab.bpe" | sha256sum | cut -c1-64)" \
+    "$SCRATCH/out" && grep -q "$SCRATCH/voc" "$SCRATCH/out" && [ ! -e "$SCRATCH/hf/g2" ]
+ok $? "another vocabulary (vocab.bpe's first line changed) is refused naming the directory, nothing written (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/out"
+# shellcheck disable=SC2086
+"$MINDPIPE" export --format hf $gbase --ckpt "$gck" --tokenizer-dir "$SCRATCH/nowhere" --out "$SCRATCH/hf/g3" \
+    > "$SCRATCH/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "nowhere/encoder.json" "$SCRATCH/out" && [ ! -e "$SCRATCH/hf/g3" ]
+ok $? "a missing vocabulary is refused naming the file, nothing written (exit $rc)"
+"$MINDPIPE" export --format hf -c "$deck" --ckpt "$ck" --out "$SCRATCH/hf/g" > "$SCRATCH/out" 2>&1 &&
+    [ ! -e "$SCRATCH/hf/g/vocab.json" ] && [ ! -e "$SCRATCH/hf/g/merges.txt" ] &&
+    [ ! -e "$SCRATCH/hf/g/tokenizer_config.json" ]
+ok $? "a byte export into the gpt2 export's directory removes its stale tokenizer files"
+"$MINDPIPE" export -c "$deck" --ckpt "$ck" --subnet 0 --tokenizer-dir "$gdir" --out "$SCRATCH/x" > "$SCRATCH/out" 2>&1
+[ $? -eq 2 ] && grep -q "tokenizer-dir is for --format hf" "$SCRATCH/out"
+ok $? "export --format mindpipe --tokenizer-dir refused (exit 2)"
 done_testing

@@ -7,7 +7,8 @@
 # not decode back exactly refused (prep checks every encoding; validation/unit/test_tok_sp checks
 # the round trip byte for byte), --vocab-size out of range and a corrupt --sp-model-file refused
 # naming what is wrong, 2 training steps on the sp token file, and `generate` decoding with the
-# checkpoint's model (from the token file it trained on, or --tokenizer-dir), another model refused.
+# checkpoint's model (from the token file it trained on, or --tokenizer-dir), another model refused;
+# export --format hf writes that model as tokenizer.model (its sha256sum the checkpoint's digest).
 # A build without SentencePiece fails here: CI installs it (.ci/deps.sh).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_test_data > /dev/null || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -88,6 +89,22 @@ gen --tokenizer-dir "$SCRATCH/bpe.h5" > "$SCRATCH/gen3.out" 2>&1; rc=$?
     grep -q "bpe.h5 has $(attr "$SCRATCH/bpe.h5" tokenizer_sha256)" "$SCRATCH/gen3.out"
 ok $? "another sp model (the bpe token file) is refused naming both digests (exit $rc)"
 sed 's/^/#   /' "$SCRATCH/gen3.out"
+
+# export --format hf writes the checkpoint's SentencePiece model as tokenizer.model: by default from the
+# deck's data.path, refused (nothing written) when --tokenizer-dir names another model
+hfx() { "$MINDPIPE" export --format hf -c "$MP_SRCDIR/validation/decks/train.ini" --set model.vocab=1000 \
+            --set data.path="$SCRATCH/unigram.h5" --ckpt "$ck" "$@"; }
+hfx --out "$SCRATCH/hf" > "$SCRATCH/hf.out" 2>&1; rc=$?
+[ $rc -eq 0 ] && [ -n "$(attr "$ck" state/tokenizer_sha256)" ] &&
+    [ "$(sha256sum < "$SCRATCH/hf/tokenizer.model" | cut -c1-64)" = "$(attr "$ck" state/tokenizer_sha256)" ] &&
+    cmp -s "$SCRATCH/hf/tokenizer.model" "$SCRATCH/unigram.model" && [ ! -e "$SCRATCH/hf/vocab.json" ] &&
+    grep -q "tokenizer.model (SentencePiece)" "$SCRATCH/hf.out"
+ok $? "export --format hf: tokenizer.model, whose sha256sum is the checkpoint's tokenizer_sha256 (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/hf.out"
+hfx --tokenizer-dir "$SCRATCH/bpe.h5" --out "$SCRATCH/hf2" > "$SCRATCH/hf.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "bpe.h5 has $(attr "$SCRATCH/bpe.h5" tokenizer_sha256)" "$SCRATCH/hf.out" &&
+    [ ! -e "$SCRATCH/hf2" ]
+ok $? "export --format hf with another sp model refused, nothing written (exit $rc)"
 mv "$SCRATCH/unigram.h5" "$SCRATCH/moved.h5"
 gen > "$SCRATCH/gen4.out" 2>&1; rc=$?
 [ $rc -ne 0 ] && grep -q "unigram.h5" "$SCRATCH/gen4.out" && grep -q -- "--tokenizer-dir" "$SCRATCH/gen4.out"

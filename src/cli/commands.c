@@ -129,9 +129,10 @@ static const command_t commands[] = {
       {"--restart", NULL, "a fresh run into a DIR holding checkpoints moves them to DIR/ckpt.old-TIME/\n"
                           "(without it, or --resume, such a run is refused)", 0},
       {"--init-from", "hf:DIR", "a fresh run (step 0, fresh optimizer) from Hugging Face GPT-2 weights:\n"
-                                "DIR/model.safetensors (F32, as export --format hf writes it), checked\n"
-                                "against the deck's model; with train.steps=0 it writes them as\n"
-                                "ckpt/step_00000000.h5. Not with --resume", 0},
+                                "DIR/model.safetensors (F32, as export --format hf writes it) and\n"
+                                "DIR/config.json, both checked against the deck's model (config.json's\n"
+                                "n_positions may exceed model.seq_len: wpe's first rows are taken); with\n"
+                                "train.steps=0 it writes them as ckpt/step_00000000.h5. Not with --resume", 0},
       {"--quiet", NULL, "no console output (the log and metrics are still written)", 0},
       END_OPTS},
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
@@ -172,7 +173,7 @@ static const command_t commands[] = {
      ""},
     {"export", 0, cmd_export,
      "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5\n"
-     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR",
+     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR [--tokenizer-dir DIR]",
      "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2",
      {DECK_OPT(0, "the supernet's deck (--format hf: the model's deck)"),
       SET_OPT,
@@ -182,6 +183,12 @@ static const command_t commands[] = {
       {"--subnet", "0,2,1", "the candidate per choice block (--format mindpipe, where it is required)", 0},
       {"--out", "SUB.h5|DIR", "the plain checkpoint; prints the [model] blocks = ... it needs\n"
                               "(--format hf: the directory, made if missing; files replaced atomically)", 1},
+      {"--tokenizer-dir", "DIR", "--format hf: where the checkpoint's tokenizer comes from, written beside the\n"
+                                 "weights: gpt2: encoder.json and vocab.bpe, copied as vocab.json and merges.txt\n"
+                                 "with a tokenizer_config.json (default $MINDPIPE_GPT2_DIR, else\n"
+                                 "~/.cache/mindpipe/gpt2); sp: a token file or .model file, written as\n"
+                                 "tokenizer.model (default: the deck's data.path it trained on); either must\n"
+                                 "have the checkpoint's tokenizer_sha256; byte: no tokenizer files", 0},
       {"--quiet", NULL, "no console output", 0},
       END_OPTS},
      ""},

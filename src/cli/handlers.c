@@ -121,10 +121,13 @@ int cmd_export(cli_t *c)
         if (c->subnet)
             return MP_ERROR("export: --subnet with --format hf: export the subnet first (--format mindpipe --subnet "
                             "%s), then export that plain checkpoint with --format hf", c->subnet), 2;
-        return export_hf_main(&c->run, c->ckpt, c->out);
+        return export_hf_main(&c->run, c->ckpt, c->tokenizer_dir, c->out);
     }
     if (strcmp(fmt, "mindpipe"))
         return MP_ERROR("export: --format '%s': mindpipe (a supernet's subnet) or hf (Hugging Face's GPT-2)", fmt), 2;
+    if (c->tokenizer_dir)
+        return MP_ERROR("export: --tokenizer-dir is for --format hf (a subnet checkpoint carries its tokenizer's "
+                        "identity on, no files)"), 2;
     if (!c->subnet) return MP_ERROR("export --format mindpipe needs --subnet 0,2,1 (mindpipe export --help)"), 2;
     return export_main(&c->run, c->ckpt, c->subnet, c->out);
 }

@@ -2,6 +2,7 @@
 #include "hf_gpt2.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,22 +150,25 @@ static int hf_known(const st_file_t *f, const param_table_t *gtab, const st_entr
     return 0;
 }
 
-/* e's entry s: F32 at e's canonical shape, transposed where HF's is. */
+/* e's entry s: F32 at e's canonical shape, transposed where HF's is; wpe with npos rows (config.json's
+ * n_positions, at least seq_len: hf_config_check). */
 static int hf_entry_check(const st_file_t *f, const model_cfg_t *c, const param_entry_t *e, const st_entry_t *s,
-                          int transpose)
+                          int transpose, long npos)
 {
     if (strcmp(s->dtype, "F32"))
         return MP_FAIL("%s: key %s: dtype %s, MindPipe loads F32 only (convert it: model.float())", f->path, s->name,
                        s->dtype);
+    long long shape[PARAM_MAX_DIMS];
+    for (int d = 0; d < e->ndim; d++) shape[d] = e->gshape[transpose ? e->ndim - 1 - d : d];
+    if (e->kind == PK_WPE) shape[0] = npos;
     int ok = s->ndim == e->ndim;
-    for (int d = 0; ok && d < e->ndim; d++) ok = s->shape[d] == e->gshape[transpose ? e->ndim - 1 - d : d];
+    for (int d = 0; ok && d < e->ndim; d++) ok = s->shape[d] == shape[d];
     if (ok) return MP_OK;
     char have[128] = "", want[64] = "";
     for (int d = 0; d < s->ndim; d++)
         snprintf(have + strlen(have), sizeof have - strlen(have), "%s%lld", d ? ", " : "", s->shape[d]);
     for (int d = 0; d < e->ndim; d++)
-        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", d ? ", " : "",
-                 e->gshape[transpose ? e->ndim - 1 - d : d]);
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", d ? ", " : "", shape[d]);
     return MP_FAIL("%s: key %s: shape (%s), the deck's model (layers %d, dim %d, seq_len %d, vocab %d, mlp_ratio %d) "
                    "needs (%s)", f->path, s->name, have, c->layers, c->dim, c->seq_len, c->vocab, c->mlp_ratio, want);
 }
@@ -177,7 +181,7 @@ static int hf_head_check(const st_file_t *f, const param_table_t *gtab)
     const param_entry_t *e = param_table_find(gtab, "wte");
     int tr;
     const st_entry_t *w = hf_find(f, e, &tr);
-    if (hf_entry_check(f, &gtab->cfg, e, h, 0) != MP_OK) return MP_ERR;
+    if (hf_entry_check(f, &gtab->cfg, e, h, 0, 0) != MP_OK) return MP_ERR;
     float *a = MP_CALLOC(e->numel, sizeof *a), *b = MP_CALLOC(e->numel, sizeof *b);
     int rc = a && b ? MP_OK : MP_ERR;
     if (rc == MP_OK) rc = st_read_f32(f, h, a);
@@ -189,10 +193,249 @@ static int hf_head_check(const st_file_t *f, const param_table_t *gtab)
     return rc;
 }
 
+/* ---- config.json: the top-level keys of a JSON object, their values where they are scalars ---- */
+
+#define HF_CONFIG_MAX (1u << 20) /* a GPT-2 config.json is about 1 kB: a bound against reading a wrong file */
+#define HF_KEYS_MAX 256
+
+/* One top-level key: its value's kind ('n' number, 's' string, 'z' null, 't' true, 'f' false, 'o' an
+ * array or object, which no check reads) and the value. */
+typedef struct {
+    char key[64];
+    char kind;
+    double num;
+    char str[64];
+} hf_val_t;
+
+typedef struct {
+    const char *s, *s0, *end, *path;
+} hf_json_t;
+
+static void hf_ws(hf_json_t *j)
+{
+    while (j->s < j->end && (*j->s == ' ' || *j->s == '\t' || *j->s == '\n' || *j->s == '\r')) j->s++;
+}
+
+static int hf_bad(const hf_json_t *j, const char *what)
+{
+    return MP_FAIL("%s: malformed JSON at byte %ld: %s", j->path, (long)(j->s - j->s0), what);
+}
+
+/* A JSON string into out (n bytes, cut to fit: no key or value a check reads is long); a non-ASCII
+ * \\u escape becomes '?', which no expected value contains. */
+static int hf_string(hf_json_t *j, char *out, size_t n)
+{
+    size_t k = 0;
+    if (j->s >= j->end || *j->s != '"') return hf_bad(j, "expected a string");
+    for (j->s++; j->s < j->end && *j->s != '"'; j->s++) {
+        char c = *j->s;
+        if ((unsigned char)c < 0x20) return hf_bad(j, "a control character in a string");
+        if (c == '\\') {
+            if (++j->s >= j->end) break;
+            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t", *p = strchr(from, *j->s);
+            if (*j->s == 'u') {
+                unsigned v = 0;
+                for (int i = 0; i < 4; i++) {
+                    const char h = ++j->s < j->end ? *j->s : 0;
+                    if (!strchr("0123456789abcdefABCDEF", h) || !h) return hf_bad(j, "a bad \\u escape");
+                    v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+                }
+                c = v && v < 0x80 ? (char)v : '?';
+            } else if (*j->s && p) {
+                c = to[p - from];
+            } else {
+                return hf_bad(j, "a bad escape");
+            }
+        }
+        if (k + 1 < n) out[k++] = c;
+    }
+    if (j->s >= j->end) return hf_bad(j, "an unterminated string");
+    j->s++;
+    out[k] = 0;
+    return MP_OK;
+}
+
+/* Any JSON value, checked for balance only (strings skipped whole, so brackets in them do not count). */
+static int hf_skip(hf_json_t *j)
+{
+    char stack[64];
+    int depth = 0;
+    char tmp[2];
+    do {
+        hf_ws(j);
+        if (j->s >= j->end) return hf_bad(j, "the file ends inside a value");
+        const char c = *j->s;
+        if (c == '"') {
+            if (hf_string(j, tmp, sizeof tmp) != MP_OK) return MP_ERR;
+        } else if (c == '[' || c == '{') {
+            if (depth == (int)sizeof stack) return hf_bad(j, "nested too deeply");
+            stack[depth++] = c == '[' ? ']' : '}';
+            j->s++;
+        } else if (c == ']' || c == '}') {
+            if (!depth || stack[depth - 1] != c) return hf_bad(j, "an unbalanced bracket");
+            depth--;
+            j->s++;
+        } else if (c == ',' || c == ':') {
+            if (!depth) return hf_bad(j, "expected a value");
+            j->s++;
+        } else {
+            const char *s0 = j->s;
+            while (j->s < j->end && strchr("+-.0123456789eEtruefalsn", *j->s)) j->s++;
+            if (j->s == s0) return hf_bad(j, "expected a value");
+        }
+    } while (depth);
+    return MP_OK;
+}
+
+/* path's top-level keys into v (HF_KEYS_MAX), their count into *n_p. MP_OK, or MP_ERR naming path. */
+static int hf_config_read(const char *path, hf_val_t *v, int *n_p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return MP_FAIL("cannot open %s: %s (a Hugging Face model directory has one: it says which model the "
+                       "weights are)", path, strerror(errno));
+    char *buf = MP_MALLOC(HF_CONFIG_MAX);
+    const size_t len = buf ? fread(buf, 1, HF_CONFIG_MAX, f) : 0;
+    const int err = ferror(f);
+    fclose(f);
+    if (!buf) return MP_ERR;
+    if (err || len == HF_CONFIG_MAX) {
+        free(buf);
+        return MP_FAIL("%s: %s", path, err ? "read error" : "longer than 1 MiB: not a GPT-2 config.json");
+    }
+    hf_json_t j = {buf, buf, buf + len, path};
+    int n = 0, rc = MP_OK;
+    hf_ws(&j);
+    if (j.s >= j.end || *j.s != '{') rc = hf_bad(&j, "expected '{' (config.json is one object)");
+    else j.s++;
+    for (int first = 1; rc == MP_OK; first = 0) {
+        hf_ws(&j);
+        if (j.s < j.end && *j.s == '}' && first) break;
+        hf_val_t x = {.kind = 'o'};
+        if ((rc = hf_string(&j, x.key, sizeof x.key)) != MP_OK) break;
+        hf_ws(&j);
+        if (j.s >= j.end || *j.s != ':') {
+            rc = hf_bad(&j, "expected ':'");
+            break;
+        }
+        j.s++;
+        hf_ws(&j);
+        const char *v0 = j.s;
+        if (j.s < j.end && *j.s == '"') {
+            x.kind = 's';
+            rc = hf_string(&j, x.str, sizeof x.str);
+        } else if ((rc = hf_skip(&j)) == MP_OK) {
+            const size_t k = (size_t)(j.s - v0);
+            char tok[64];
+            snprintf(tok, sizeof tok, "%.*s", (int)(k < sizeof tok ? k : sizeof tok - 1), v0);
+            char *endp;
+            if (k == 4 && !strcmp(tok, "null")) x.kind = 'z';
+            else if (k == 4 && !strcmp(tok, "true")) x.kind = 't';
+            else if (k == 5 && !strcmp(tok, "false")) x.kind = 'f';
+            else if (*v0 != '[' && *v0 != '{') {
+                x.num = strtod(tok, &endp);
+                if (k >= sizeof tok || *endp || !isfinite(x.num))
+                    rc = MP_FAIL("%s: key %s: '%s' is no JSON value", path, x.key, tok);
+                x.kind = 'n';
+            }
+        }
+        if (rc != MP_OK) break;
+        if (n == HF_KEYS_MAX) {
+            rc = MP_FAIL("%s: more than %d keys: not a GPT-2 config.json", path, HF_KEYS_MAX);
+            break;
+        }
+        v[n++] = x;
+        hf_ws(&j);
+        if (j.s < j.end && *j.s == ',') {
+            j.s++;
+        } else if (j.s < j.end && *j.s == '}') {
+            break;
+        } else {
+            rc = hf_bad(&j, "expected ',' or '}'");
+        }
+    }
+    if (rc == MP_OK) {
+        j.s++;
+        hf_ws(&j);
+        if (j.s != j.end) rc = hf_bad(&j, "text after the object");
+    }
+    free(buf);
+    *n_p = n;
+    return rc;
+}
+
+static const hf_val_t *hf_key(const hf_val_t *v, int n, const char *key)
+{
+    const hf_val_t *found = NULL;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v[i].key, key)) found = &v[i]; /* the last, as Python's json keeps it */
+    return found;
+}
+
+/* Key key of path, an integer, into *x_p; MP_ERR naming the key when it is missing or no integer. */
+static int hf_int(const char *path, const hf_val_t *v, int n, const char *key, long *x_p)
+{
+    const hf_val_t *x = hf_key(v, n, key);
+    if (!x) return MP_FAIL("%s: key %s is missing (the deck's model cannot be checked against it)", path, key);
+    if (x->kind != 'n' || x->num != floor(x->num) || fabs(x->num) > 1e15)
+        return MP_FAIL("%s: key %s is not an integer", path, key);
+    *x_p = (long)x->num;
+    return MP_OK;
+}
+
+/* dir/config.json against the deck's model c: the model it describes must be c's (every disagreement
+ * refused naming the key), and its n_positions, the rows of wpe, into *npos_p. n_positions may exceed
+ * seq_len: positions past seq_len are never used, so the first seq_len rows of wpe are loaded (GPT-2's
+ * 1024 positions fine-tuned at a shorter context); fewer would leave positions without an embedding. */
+static int hf_config_check(const char *dir, const model_cfg_t *c, long *npos_p)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" HF_CONFIG_FILE, dir);
+    hf_val_t *v = MP_CALLOC(HF_KEYS_MAX, sizeof *v);
+    int n = 0;
+    if (!v || hf_config_read(path, v, &n) != MP_OK) return free(v), MP_ERR;
+    const struct { const char *key, *deck; long want; } same[] = {
+        {"n_layer", "model.layers", c->layers}, {"n_embd", "model.dim", c->dim}, {"n_head", "model.heads", c->heads},
+        {"vocab_size", "model.vocab (the vocabulary without padding rows)", c->vocab}};
+    int rc = MP_OK;
+    long x = 0;
+    for (size_t i = 0; i < sizeof same / sizeof same[0] && rc == MP_OK; i++)
+        if ((rc = hf_int(path, v, n, same[i].key, &x)) == MP_OK && x != same[i].want)
+            rc = MP_FAIL("%s: key %s is %ld, the deck's %s is %ld", path, same[i].key, x, same[i].deck, same[i].want);
+    if (rc == MP_OK && (rc = hf_int(path, v, n, "n_positions", npos_p)) == MP_OK && *npos_p < c->seq_len)
+        rc = MP_FAIL("%s: key n_positions is %ld, below the deck's model.seq_len %d: positions from %ld on would have "
+                     "no embedding", path, *npos_p, c->seq_len, *npos_p);
+    const hf_val_t *k;
+    if (rc == MP_OK && (k = hf_key(v, n, "model_type")) && (k->kind != 's' || strcmp(k->str, "gpt2")))
+        rc = MP_FAIL("%s: key model_type is %s, not \"gpt2\": not a GPT-2 model", path,
+                     k->kind == 's' ? k->str : "no string");
+    /* absent keys take GPT2Config's defaults: gelu_new, n_inner null (4 * n_embd), 1e-5 */
+    if (rc == MP_OK && (k = hf_key(v, n, "activation_function")) &&
+        (k->kind != 's' || (strcmp(k->str, "gelu_new") && strcmp(k->str, "gelu_pytorch_tanh"))))
+        rc = MP_FAIL("%s: key activation_function is %s: MindPipe's GELU is the tanh approximation (gelu_new or "
+                     "gelu_pytorch_tanh)", path, k->kind == 's' ? k->str : "no string");
+    if (rc == MP_OK && (k = hf_key(v, n, "n_inner")) && k->kind != 'z' &&
+        (k->kind != 'n' || k->num != (double)c->mlp_ratio * c->dim))
+        rc = MP_FAIL("%s: key n_inner is %s%.0f, the deck's model.mlp_ratio * model.dim is %d", path,
+                     k->kind == 'n' ? "" : "no number: ", k->kind == 'n' ? k->num : 0.0, c->mlp_ratio * c->dim);
+    if (rc == MP_OK && (!(k = hf_key(v, n, "n_inner")) || k->kind == 'z') && c->mlp_ratio != 4)
+        rc = MP_FAIL("%s: key n_inner is null (4 * n_embd), the deck's model.mlp_ratio is %d", path, c->mlp_ratio);
+    if (rc == MP_OK && (k = hf_key(v, n, "layer_norm_epsilon")) && (k->kind != 'n' || fabs(k->num - 1e-5) > 1e-12))
+        rc = MP_FAIL("%s: key layer_norm_epsilon is %g, MindPipe's LayerNorm has 1e-05", path, k->num);
+    if (rc == MP_OK && (k = hf_key(v, n, "scale_attn_weights")) && k->kind == 'f')
+        rc = MP_FAIL("%s: key scale_attn_weights is false, MindPipe's attention is scaled by 1/sqrt(head size)", path);
+    if (rc == MP_OK && (k = hf_key(v, n, "scale_attn_by_inverse_layer_idx")) && k->kind == 't')
+        rc = MP_FAIL("%s: key scale_attn_by_inverse_layer_idx is true, MindPipe's attention has no such scale", path);
+    free(v);
+    return rc;
+}
+
 int hf_gpt2_check(const char *dir, const param_table_t *gtab)
 {
     char path[4200], why[256];
     if (hf_gpt2_fits(&gtab->cfg, why, sizeof why) != MP_OK) return MP_FAIL("--init-from hf:%s refused: %s", dir, why);
+    long npos = 0;
+    if (hf_config_check(dir, &gtab->cfg, &npos) != MP_OK) return MP_ERR;
     snprintf(path, sizeof path, "%s/" HF_WEIGHTS_FILE, dir);
     st_file_t f;
     if (st_open(path, &f) != MP_OK) return MP_ERR;
@@ -206,7 +449,7 @@ int hf_gpt2_check(const char *dir, const param_table_t *gtab)
             hf_name(e, n, sizeof n, &tr);
             rc = MP_FAIL("%s: key " HF_PREFIX "%s is missing (MindPipe's %s)", path, n, e->name);
         } else {
-            rc = hf_entry_check(&f, &gtab->cfg, e, s, tr);
+            rc = hf_entry_check(&f, &gtab->cfg, e, s, tr, npos);
         }
     }
     for (int i = 0; i < f.count && rc == MP_OK; i++)
@@ -224,8 +467,12 @@ int hf_gpt2_load(const char *dir, const param_table_t *gtab, const param_table_t
     snprintf(path, sizeof path, "%s/" HF_WEIGHTS_FILE, dir);
     st_file_t f;
     if (st_open(path, &f) != MP_OK) return MP_ERR;
-    size_t most = 1;
+    size_t most = 1; /* the file's largest tensor: its wpe may have more rows than the model uses */
     for (int i = 0; i < gtab->count; i++) most = gtab->entries[i].numel > most ? gtab->entries[i].numel : most;
+    for (int i = 0; i < f.count; i++) {
+        const size_t n = (size_t)((f.e[i].end - f.e[i].begin) / 4);
+        most = n > most ? n : most;
+    }
     float *hf = MP_CALLOC(most, sizeof *hf), *canon = MP_CALLOC(most, sizeof *canon);
     int rc = hf && canon ? MP_OK : MP_ERR;
     for (int i = 0; i < local->count && rc == MP_OK; i++) {

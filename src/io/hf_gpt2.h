@@ -39,14 +39,21 @@ int hf_gpt2_fits(const model_cfg_t *cfg, char *why_p, size_t n);
  * naming the file. */
 int hf_gpt2_write(const char *dir, const param_table_t *gtab, const float *buf);
 
-/* Checks dir/model.safetensors against the canonical table gtab: every tensor present, F32, at the
- * shape gtab's model needs, no tensor unknown to it, an lm_head.weight equal to wte. One process
- * (rank 0 before the others load). MP_OK, or MP_ERR naming the file and the key. */
+/* Checks dir/config.json and dir/model.safetensors against the canonical table gtab. config.json
+ * (required: it says which model the weights are) must describe gtab's model: n_layer, n_embd,
+ * n_head and vocab_size (the vocabulary without padding, as hf_gpt2_write writes it) equal to the
+ * deck's; n_positions at least seq_len (wpe's first seq_len rows are the model's); activation
+ * gelu_new or gelu_pytorch_tanh, n_inner null (4 * n_embd) or mlp_ratio * dim, layer_norm_epsilon
+ * 1e-5, the attention scaled as ours (GPT2Config's defaults where a key is absent, except the five
+ * sizes). model.safetensors: every tensor present, F32, at the shape gtab's model needs (wpe:
+ * n_positions rows), no tensor unknown to it, an lm_head.weight equal to wte. One process (rank 0
+ * before the others load). MP_OK, or MP_ERR naming the file and the key. */
 int hf_gpt2_check(const char *dir, const param_table_t *gtab);
 
 /* Fills buf, laid out by local (any rank's table: its blocks, its TP shard, the vocab padded with
- * zero rows), from dir/model.safetensors, reading only the tensors local holds. The file has passed
- * hf_gpt2_check. MP_OK, or MP_ERR naming the file and the key; buf may be partly written then. */
+ * zero rows), from dir/model.safetensors, reading only the tensors local holds (of wpe, its first
+ * seq_len rows). The file has passed hf_gpt2_check. MP_OK, or MP_ERR naming the file and the key;
+ * buf may be partly written then. */
 int hf_gpt2_load(const char *dir, const param_table_t *gtab, const param_table_t *local, float *buf);
 
 #endif
