@@ -154,10 +154,53 @@ EOF
 prc=$?
 [ $prc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/prof.out"
 ok $prc "profile under 2 ranks: positive block times, p2p and all-reduce figures, stash keep > recompute, exact block parameters"
+# the split backward: B and W timed apart (each a real share of the fused one, together near it: a
+# shared host's noise allows 2x); W's stash per block is model_wstash_bytes' (N = micro_batch · 32,
+# C = 64, R = 4): 4·(2NC + NRC + 3NC) douts, + 4·(2NC + NC + NRC) inputs under recompute
+"$PY" - "$SCRATCH/prof.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+b, w, f = p["block_bwd_b_s"], p["block_bwd_w_s"], p["block_bwd_s"]
+assert 0.1 * f < b < 1.5 * f and 0.1 * f < w < 1.5 * f and 0.5 * f < b + w < 2 * f, (b, w, f)
+assert 0 <= p["head_bwd_w_s"] <= p["head_bwd_s"], p
+N, C = p["micro_batch"] * 32, 64
+assert p["wstash_keep_bytes"] == 4 * (2 * N * C + N * 4 * C + 3 * N * C), p["wstash_keep_bytes"]
+assert p["wstash_recompute_bytes"] == p["wstash_keep_bytes"] + 4 * (2 * N * C + N * C + N * 4 * C), p
+EOF
+ok $? "profile times the backward's B and W per block (each a share of the fused one) and W's stash bytes exactly"
 # shellcheck disable=SC2086
 P $PSET --layout pp=2 --profile "$SCRATCH/prof.json" --json > "$SCRATCH/pp.json" 2> "$SCRATCH/err" &&
     grep -q '"step_time_s"' "$SCRATCH/pp.json"
 ok $? "plan --profile predicts a layout from the measured costs"
+# zb1p from the measured B and W beside 1f1b on the same layout: a smaller bubble (W fills the
+# cool-down) and more memory (W's stashes)
+# shellcheck disable=SC2086
+P $PSET --layout pp=2,micro_batch=1,schedule=zb1p --profile "$SCRATCH/prof.json" --json > "$SCRATCH/zb.json" 2> "$SCRATCH/err" &&
+    P $PSET --layout pp=2,micro_batch=1,schedule=1f1b --profile "$SCRATCH/prof.json" --json > "$SCRATCH/fb.json" \
+    2>> "$SCRATCH/err" &&
+"$PY" - "$SCRATCH/zb.json" "$SCRATCH/fb.json" <<'EOF'
+import json, sys
+z = json.loads(open(sys.argv[1]).readline()); f = json.loads(open(sys.argv[2]).readline())
+assert z["schedule"] == "zb1p" and f["schedule"] == "1f1b" and z["m"] == f["m"] == 8, (z, f)
+assert max(z["peak_mem_bytes"]) > max(f["peak_mem_bytes"]), (z, f)
+assert z["bubble"] < f["bubble"], (z["bubble"], f["bubble"])
+EOF
+ok $? "plan --profile: zb1p at pp=2, m=8 with a smaller bubble than 1f1b's and more memory (W's stashes)"
+# the search ranks zb1p beside 1f1b by its predicted step, and names what it did not search
+# shellcheck disable=SC2086
+P $PSET --ranks 2 --top 63 --profile "$SCRATCH/prof.json" --json > "$SCRATCH/zbs.json" 2> "$SCRATCH/err" &&
+    P $PSET --ranks 2 --profile "$SCRATCH/prof.json" > "$SCRATCH/zbs.out" 2>&1 &&
+    grep -q "not searched: zbv, dualpipev" "$SCRATCH/zbs.out" &&
+"$PY" - "$SCRATCH/zbs.json" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+t = [r["step_time_s"] for r in rows]
+assert t == sorted(t), t
+zb = [r for r in rows if r["schedule"] == "zb1p"]
+assert zb and all(r["pp"] >= 2 and r["v"] == 1 for r in zb), rows
+assert not any(r["schedule"] in ("zbv", "dualpipev") for r in rows)
+EOF
+ok $? "plan --ranks 2 --profile: zb1p among the ranked plans (pp >= 2, v = 1), zbv and dualpipev named as not searched"
 "$MINDPIPE" plan -c "$deck" --set model.layers=6 --set model.dim=64 --layout pp=2 --profile "$SCRATCH/prof.json" \
     > /dev/null 2> "$SCRATCH/err"
 ok "$([ $? -ne 0 ] && grep -q "profiles a model of 4 layers" "$SCRATCH/err" && echo 0 || echo 1)" \

@@ -31,7 +31,8 @@ static int plan_costs(void *vctx, int B, int tp, cm_costs_t *c_p)
     cm_costs_t c = *p;
     c.B = B, c.tp = tp;
     c.fwd *= k / t, c.bwd *= k / t, c.embed_fwd *= k, c.embed_bwd *= k, c.head_fwd *= k / t, c.head_bwd *= k / t;
-    for (int i = 0; i < CM_POLICIES; i++) c.extra[i] *= k / t, c.stash[i] *= k / t;
+    c.bwd_b *= k / t, c.bwd_w *= k / t, c.head_bwd_w *= k / t;
+    for (int i = 0; i < CM_POLICIES; i++) c.extra[i] *= k / t, c.stash[i] *= k / t, c.wstash[i] *= k / t;
     c.offload_bytes *= k / t, c.act_bytes *= k, c.work_bytes *= k / t;
     c.block_params /= t, c.embed_params /= t;
     c.tp_fwd = c_p->tp_fwd, c.tp_bwd = c_p->tp_bwd;
@@ -148,6 +149,17 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
         if (deadline_h > 0) printf(", \"deadline_h\": %.6g, \"meets_deadline\": %s", deadline_h, p[i].meets ? "true" : "false");
         printf("}\n");
     }
+}
+
+/* The schedules the search does not propose, and why (the zero-bubble ones the runtime cannot run
+ * here): a reader comparing with `mindpipe sim` should not think they were ranked and lost. */
+static void plan_print_left_out(plan_costs_ctx_t *cx, const dev_kind_t *d)
+{
+    printf("not searched: zbv, dualpipev (the runtime places no chunks in a V; `mindpipe sim` models them)\n");
+    cm_costs_t c;
+    char why[160];
+    if (plan_costs(cx, 1, 1, &c) == MP_OK && !plan_zb1p_usable(&c, d, why, sizeof why))
+        printf("not searched: zb1p (%s)\n", why);
 }
 
 static double plan_fastest_tps(const plan_t *p, int n)
@@ -341,6 +353,7 @@ int plan_main(const plan_cli_t *o)
                o->deck_path ? o->deck_path : "(defaults)", mo.L, mo.C, mo.batch, mo.T, d.name, dev_prec_names[prec],
                d.peak[prec] / 1e12, prof ? ", per-layer costs from the profile" : "");
         plan_print_table(plans, n, &d, o->tokens, gco2, o->deadline_h);
+        if (!o->layout) plan_print_left_out(&cx, &d);
     }
     if (o->emit && plan_emit(dk, &plans[0], o->emit) != MP_OK) goto out;
     rc = n > 0 && plans[0].res.fits && plans[0].meets ? 0 : 1;

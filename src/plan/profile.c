@@ -23,6 +23,8 @@
 
 typedef struct {
     double fwd, bwd;         /* the fastest passes, seconds, one micro-batch through the whole model */
+    double bwd_b, bwd_w;     /* the same backward split (model_backward_b, _w); 0 when not timed */
+    double wbytes;           /* W's stash of the whole model (model_wstash_bytes) */
     double bytes;            /* activation bytes of one micro-batch (acts_part_bytes) */
     double params;           /* parameters */
 } profile_run_t;
@@ -35,9 +37,11 @@ static double fastest(const double *v, int n)
 }
 
 /* One model of `layers` layers of the deck's shape, every block in `mode`, on the CPU backend:
- * forward and backward of one micro-batch timed `reps` times (at most PROFILE_REPS) after a warm-up. */
-static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, int reps, const wait_cfg_t *w,
-                              profile_run_t *out)
+ * forward and backward of one micro-batch timed `reps` times (at most PROFILE_REPS) after a warm-up;
+ * with `split` each rep also times a second forward's backward as B then W (the zero-bubble
+ * schedules' halves: timed apart from the fused one, so what splitting costs shows). */
+static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, int reps, int split,
+                              const wait_cfg_t *w, profile_run_t *out)
 {
     const int B = d->train.micro_batch, T = d->model.seq_len;
     /* `layers` uniform blocks h{heads}m{mlp_ratio} and no supernet candidates, whatever the deck's
@@ -49,6 +53,8 @@ static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, in
     model_t m;
     acts_t a;
     scratch_t s;
+    wstash_t ws;
+    memset(&ws, 0, sizeof ws);
     int rc = MP_ERR, l0 = 0;
     arena_init(&arena, 0);
     if (be_init(&be, BE_CPU, &arena, 0, 0, 0, w) != MP_OK) return MP_ERR;
@@ -64,19 +70,33 @@ static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, in
     if (scratch_create(&s, &m, B, &arena) != MP_OK) goto err_acts;
     for (int i = 0; i < B * T; i++) a.inputs[i] = a.targets[i] = (i * 7 + 3) % d->model.vocab;
     const model_part_t pt = model_whole(&m);
+    out->wbytes = (double)model_wstash_bytes(&m, &pt, B);
+    if (split && wstash_create(&ws, &m, B, model_wstash_bytes(&m, &pt, B), &arena) != MP_OK) goto err_scratch;
     acts_bind(&a, &m, &pt, NULL, &s);
-    double tf[PROFILE_REPS], tb[PROFILE_REPS];
+    double tf[PROFILE_REPS], tb[PROFILE_REPS], tbb[PROFILE_REPS], tbw[PROFILE_REPS];
     reps = reps < 1 ? 1 : reps > PROFILE_REPS ? PROFILE_REPS : reps;
+    const float dloss = 1.0f / (float)(B * T);
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (first touch of every buffer) */
         const double t0 = perf_now();
         model_forward_part(&m, &pt, &a, &s, NULL);
         const double t1 = perf_now();
-        model_backward_part(&m, &pt, &a, &s, 1.0f / (float)(B * T), NULL, NULL);
+        model_backward_part(&m, &pt, &a, &s, dloss, NULL, NULL);
         const double t2 = perf_now();
         if (r >= 0) tf[r] = t1 - t0, tb[r] = t2 - t1;
+        if (!split) continue;
+        model_forward_part(&m, &pt, &a, &s, NULL);
+        const double t3 = perf_now();
+        model_backward_b(&m, &pt, &a, &s, dloss, NULL, &ws);
+        const double t4 = perf_now();
+        model_backward_w(&m, &pt, &a, &s, NULL, &ws, NULL);
+        const double t5 = perf_now();
+        if (r >= 0) tbb[r] = t4 - t3, tbw[r] = t5 - t4;
     }
     out->fwd = fastest(tf, reps), out->bwd = fastest(tb, reps);
+    out->bwd_b = split ? fastest(tbb, reps) : 0.0, out->bwd_w = split ? fastest(tbw, reps) : 0.0;
     rc = MP_OK;
+    if (split) wstash_destroy(&ws, &arena);
+err_scratch:
     scratch_destroy(&s, &arena);
 err_acts:
     acts_destroy(&a, &arena);
@@ -91,14 +111,14 @@ err_be:
 
 static int profile_model(const deck_t *d, int layers, block_mode_t mode, const wait_cfg_t *w, profile_run_t *out)
 {
-    return profile_model_reps(d, layers, mode, PROFILE_REPS, w, out);
+    return profile_model_reps(d, layers, mode, PROFILE_REPS, mode == MODE_KEEP, w, out);
 }
 
 int profile_time_model(const deck_t *d, int layers, block_mode_t mode, int reps, const wait_cfg_t *w, double *fwd,
                        double *bwd)
 {
     profile_run_t run;
-    if (profile_model_reps(d, layers, mode, reps, w, &run) != MP_OK) return MP_ERR;
+    if (profile_model_reps(d, layers, mode, reps, 0, w, &run) != MP_OK) return MP_ERR;
     *fwd = run.fwd, *bwd = run.bwd;
     return MP_OK;
 }
@@ -123,17 +143,24 @@ static int profile_compute(const deck_t *d, const wait_cfg_t *w, profile_t *p)
     /* a block under recompute/selective: its backward's growth over keep's is the re-run forward */
     const double rec = (deep[1].bwd - one[1].bwd) / n - c->bwd, sel = (deep[2].bwd - one[2].bwd) / n - c->bwd;
     c->extra[CM_RECOMPUTE] = rec > 0 ? rec : 0.0, c->extra[CM_SELECTIVE] = sel > 0 ? sel : 0.0;
+    /* B and W per block as the fused backward is (keep; the policies' re-run forward is B's); the
+     * one-layer model's W beyond a block is the head's product (the embedding's gradient is B's) */
+    c->bwd_b = (deep[0].bwd_b - one[0].bwd_b) / n, c->bwd_w = (deep[0].bwd_w - one[0].bwd_w) / n;
+    if (c->bwd_b <= 0 || c->bwd_w <= 0)
+        return MP_FAIL("profile: the deeper model's B or W was not slower (a noisy host? run again)");
     /* the one-layer model's remainder is embedding + head; the embedding is a gather (B·T·C floats
      * read, written and, backward, accumulated), taken as 2% of the remainder */
     /* clamped: at tiny shapes the difference of two noisy times can dip below zero */
     const double rest_f = fmax(one[0].fwd - c->fwd, 0.0), rest_b = fmax(one[0].bwd - c->bwd, 0.0);
     c->embed_fwd = 0.02 * rest_f, c->head_fwd = 0.98 * rest_f;
     c->embed_bwd = 0.02 * rest_b, c->head_bwd = 0.98 * rest_b;
+    c->head_bwd_w = fmin(fmax(one[0].bwd_w - c->bwd_w, 0.0), c->head_bwd);
     for (int i = 0; i < 3; i++) {
         const cm_policy_t pol = i == 0 ? CM_KEEP : i == 1 ? CM_RECOMPUTE : CM_SELECTIVE;
         c->stash[pol] = (deep[i].bytes - one[i].bytes) / n;
+        c->wstash[pol] = (deep[i].wbytes - one[i].wbytes) / n;
     }
-    c->stash[CM_OFFLOAD] = 0.0, c->offload_bytes = c->stash[CM_KEEP];
+    c->stash[CM_OFFLOAD] = 0.0, c->offload_bytes = c->stash[CM_KEEP], c->wstash[CM_OFFLOAD] = c->wstash[CM_KEEP];
     c->act_bytes = B * T * C * 4.0;
     c->block_params = (deep[0].params - one[0].params) / n;
     c->embed_params = one[0].params - c->block_params, c->head_params = 0.0;
@@ -157,6 +184,9 @@ static int profile_write(const char *path, const profile_t *p)
             c->fwd, c->bwd, c->extra[CM_RECOMPUTE], c->extra[CM_SELECTIVE]);
     fprintf(f, " \"embed_fwd_s\": %.9g, \"embed_bwd_s\": %.9g, \"head_fwd_s\": %.9g, \"head_bwd_s\": %.9g,\n",
             c->embed_fwd, c->embed_bwd, c->head_fwd, c->head_bwd);
+    fprintf(f, " \"block_bwd_b_s\": %.9g, \"block_bwd_w_s\": %.9g, \"head_bwd_w_s\": %.9g, "
+               "\"wstash_keep_bytes\": %.9g, \"wstash_recompute_bytes\": %.9g,\n",
+            c->bwd_b, c->bwd_w, c->head_bwd_w, c->wstash[CM_KEEP], c->wstash[CM_RECOMPUTE]);
     fprintf(f, " \"stash_keep_bytes\": %.9g, \"stash_selective_bytes\": %.9g, \"stash_recompute_bytes\": %.9g, "
                "\"stash_offload_bytes\": %.9g, \"offload_moved_bytes\": %.9g,\n",
             c->stash[CM_KEEP], c->stash[CM_SELECTIVE], c->stash[CM_RECOMPUTE], c->stash[CM_OFFLOAD], c->offload_bytes);
@@ -198,10 +228,10 @@ int profile_main(const run_opts_t *o, const char *out)
         p->c.cpu_threads = threads;
         if (rc == MP_OK) rc = profile_write(out, p);
         if (rc == MP_OK)
-            printf("profile: %d layers, micro-batch %d, %d threads: block forward %.4g ms, backward %.4g ms; "
-                   "p2p %.3g us, %.3g GB/s over %d ranks -> %s\n",
-                   p->layers, p->c.B, threads, 1e3 * p->c.fwd, 1e3 * p->c.bwd, 1e6 * p->p2p_lat, p->p2p_bw / 1e9,
-                   world, out);
+            printf("profile: %d layers, micro-batch %d, %d threads: block forward %.4g ms, backward %.4g ms "
+                   "(split: B %.4g ms, W %.4g ms); p2p %.3g us, %.3g GB/s over %d ranks -> %s\n",
+                   p->layers, p->c.B, threads, 1e3 * p->c.fwd, 1e3 * p->c.bwd, 1e3 * p->c.bwd_b, 1e3 * p->c.bwd_w,
+                   1e6 * p->p2p_lat, p->p2p_bw / 1e9, world, out);
     }
     bad = rc != MP_OK;
     wait_allreduce(&w, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the profile's status");
@@ -248,6 +278,15 @@ int profile_load(const char *path, profile_t *p)
     int rc = MP_OK;
     for (int i = 0; i < 7 && rc == MP_OK; i++) rc = profile_num(text, path, ints[i], &v[i]);
     for (size_t i = 0; i < sizeof keys / sizeof keys[0] && rc == MP_OK; i++) rc = profile_num(text, path, keys[i].k, keys[i].x);
+    /* optional: a profile from before the split loads, and the planner leaves zb1p out (B = W = 0) */
+    struct { const char *k; double *x; } split[] = {
+        {"block_bwd_b_s", &c->bwd_b}, {"block_bwd_w_s", &c->bwd_w}, {"head_bwd_w_s", &c->head_bwd_w},
+        {"wstash_keep_bytes", &c->wstash[CM_KEEP]}, {"wstash_recompute_bytes", &c->wstash[CM_RECOMPUTE]}};
+    for (size_t i = 0; i < sizeof split / sizeof split[0] && rc == MP_OK; i++) {
+        const char *at = strstr(text, split[i].k);
+        if (at) rc = profile_num(text, path, split[i].k, split[i].x);
+    }
+    c->wstash[CM_SELECTIVE] = c->wstash[CM_OFFLOAD] = c->wstash[CM_KEEP];
     free(text);
     if (rc != MP_OK) return MP_ERR;
     p->layers = (int)v[0], p->dim = (int)v[1], p->seq_len = (int)v[2], c->B = (int)v[3], c->cpu_threads = (int)v[4];

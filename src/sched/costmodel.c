@@ -17,9 +17,10 @@ double cm_model_flops_per_token(const cm_model_t *mo)
     return 6.0 * (V * C + mo->L * (4.0 * C * C + 2.0 * R * C * C)) + 12.0 * mo->L * C * T;
 }
 
-/* Forward GEMMs and attention of one block, and the attention core alone (selective's re-run). */
+/* Forward GEMMs and attention of one block, the attention core alone (selective's re-run), and the
+ * four products alone (their weight gradients are W's: one product of the same size each). */
 static void cm_block_compute(const cm_model_t *mo, const dev_kind_t *d, dev_prec_t p, int B, int tp, double *fwd_p,
-                             double *core_p)
+                             double *core_p, double *gemm_p)
 {
     const double N = (double)B * mo->T, C = mo->C, T = mo->T, hd = (double)mo->C / mo->NH;
     const double heads = (double)mo->NH / tp, F = (double)mo->R * C / tp;
@@ -32,6 +33,7 @@ static void cm_block_compute(const cm_model_t *mo, const dev_kind_t *d, dev_prec
     const double stream = dev_mem_time(d, N * elem * (4 * C + 6 * C + 2 * F));
     *fwd_p = gemm + batched + softmax + stream;
     *core_p = batched + softmax;
+    *gemm_p = gemm;
 }
 
 void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t *d, dev_prec_t p, int B, int tp)
@@ -40,13 +42,16 @@ void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t 
     const double N = (double)B * mo->T, C = mo->C, T = mo->T, V = mo->V, F = (double)mo->R * C / tp;
     const double elem = p == DEV_PREC_BF16 ? 2.0 : 4.0, heads = (double)mo->NH / tp;
     c->B = B, c->tp = tp, c->cpu_threads = d->node_cores > 0 ? 1 : 0;
-    double core;
-    cm_block_compute(mo, d, p, B, tp, &c->fwd, &core);
+    double core, gemm;
+    cm_block_compute(mo, d, p, B, tp, &c->fwd, &core, &gemm);
     c->bwd = 2.0 * c->fwd; /* a product's backward is two products of its size (input and weight gradients) */
+    /* W is half the products' backward; attention's backward and the streamed passes feed the
+     * input gradient, so they are B's */
+    c->bwd_w = gemm, c->bwd_b = c->bwd - gemm;
     c->extra[CM_RECOMPUTE] = c->fwd, c->extra[CM_SELECTIVE] = core;
     c->embed_fwd = dev_mem_time(d, 3.0 * N * C * elem), c->embed_bwd = 2.0 * c->embed_fwd;
     const double head = dev_gemm_time(d, p, N, V / tp, C), xent = dev_mem_time(d, 3.0 * N * (V / tp) * 4.0);
-    c->head_fwd = head + xent, c->head_bwd = 2.0 * head + xent;
+    c->head_fwd = head + xent, c->head_bwd = 2.0 * head + xent, c->head_bwd_w = head;
     const dev_link_t *tl = dev_group_link(d, tp, 1);
     c->tp_fwd = 2.0 * dev_allreduce_time(tl, tp, N * C * elem), c->tp_bwd = c->tp_fwd;
     /* per token: LN1 out, residual, LN2 out (replicated over tp); q, k, v, attention out, fc and gelu out,
@@ -55,6 +60,11 @@ void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t 
     c->stash[CM_KEEP] = keep, c->stash[CM_SELECTIVE] = keep - N * elem * heads * T;
     c->stash[CM_RECOMPUTE] = N * C * elem, c->stash[CM_OFFLOAD] = 0.0;
     c->offload_bytes = keep;
+    /* W's stash is fp32 whatever the precision (model_wstash_bytes): the douts of qkv, proj, fc and
+     * fcproj; under recompute also their inputs, which B's re-run forward wrote */
+    const double douts = 4.0 * N * (2 * C + F + 3 * C / tp);
+    c->wstash[CM_KEEP] = c->wstash[CM_SELECTIVE] = c->wstash[CM_OFFLOAD] = douts;
+    c->wstash[CM_RECOMPUTE] = douts + 4.0 * N * (2 * C + C / tp + F);
     c->act_bytes = N * C * elem;
     c->block_params = (4.0 * C * C + 2.0 * mo->R * C * C + 3 * C + mo->R * C) / tp + 6.0 * C;
     c->embed_params = V * C / tp + T * C, c->head_params = 2.0 * C;
@@ -82,6 +92,7 @@ typedef struct {
     double slow;                   /* CPU: time multiplier of this rank's share of the node's cores */
     int free_comm;                 /* 1: messages, tp and dp collectives cost nothing (exposed comm) */
     double fwd[CM_MAX_CHUNKS], bwd[CM_MAX_CHUNKS], moved[CM_MAX_CHUNKS];
+    double bwd_b[CM_MAX_CHUNKS], bwd_w[CM_MAX_CHUNKS]; /* split kinds: the backward's B and W */
     double reduce[SIM_MAX_STAGES]; /* REDUCE_GRADS: the exposed part of the dp all-reduce */
     double wire[SIM_MAX_STAGES];   /* an activation or gradient message from stage s to its neighbour */
     double guest[SIM_MAX_STAGES];  /* balance: one of stage s's stashes on the wire to its partner (either way) */
@@ -93,6 +104,8 @@ static double cm_compute(const void *vctx, int stage, const instr_t *in)
     switch (in->op) {
     case OP_FORWARD: return x->fwd[in->chunk];
     case OP_BACKWARD: return x->bwd[in->chunk];
+    case OP_BACKWARD_B: return x->bwd_b[in->chunk];
+    case OP_BACKWARD_W: return x->bwd_w[in->chunk];
     case OP_REDUCE_GRADS: return x->free_comm ? 0.0 : x->reduce[stage];
     case OP_OFFLOAD:
     case OP_PREFETCH:
@@ -147,6 +160,13 @@ static void cm_ctx_fill(cm_ctx_t *x)
         if (k == 0) x->fwd[k] += c->embed_fwd, x->bwd[k] += c->embed_bwd;
         if (k == x->K - 1) x->fwd[k] += c->head_fwd, x->bwd[k] += c->head_bwd;
         x->fwd[k] *= x->slow, x->bwd[k] *= x->slow;
+        /* the split: recomputation and tp all-reduces run in B (model_backward_b), as does the
+         * embedding's gradient; the head's W is its tied weight's product */
+        x->bwd_w[k] = nl * c->bwd_w + (k == x->K - 1 ? c->head_bwd_w : 0.0);
+        x->bwd_b[k] = nl * (c->bwd_b + c->extra[pol] + tpc * c->tp_bwd + (pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0));
+        if (k == 0) x->bwd_b[k] += c->embed_bwd;
+        if (k == x->K - 1) x->bwd_b[k] += c->head_bwd - c->head_bwd_w;
+        x->bwd_b[k] *= x->slow, x->bwd_w[k] *= x->slow;
         x->moved[k] = pol == CM_OFFLOAD ? nl * c->offload_bytes : 0.0;
     }
     const int stride_pp = lay->tp * lay->dp, pn = x->d->per_node;
@@ -180,10 +200,23 @@ static void cm_ctx_fill(cm_ctx_t *x)
 static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_layout_t *lay, cm_result_t *res)
 {
     const int K = lay->pp * lay->v;
-    if (sched_kind_split(lay->kind)) /* cm_compute has no B and W times, and cm_wire one neighbour per stage */
-        return snprintf(res->error, sizeof res->error, "schedule %s: the cost model has no split backward (B, W) "
-                        "times yet; `mindpipe sim --schedule %s --costs TF,TB,TW` simulates it", sched_kind_names[lay->kind],
+    /* cm_wire has one neighbour per stage, and the runtime places no V (executor.c) */
+    if (sched_kind_split(lay->kind) && sched_kind_place(lay->kind) != SCHED_PLACE_LOOP)
+        return snprintf(res->error, sizeof res->error, "schedule %s: the cost model and the runtime place no chunks "
+                        "in a V yet; `mindpipe sim --schedule %s --costs TF,TB,TW` simulates it",
+                        sched_kind_names[lay->kind], sched_kind_names[lay->kind]), MP_ERR;
+    if (sched_kind_split(lay->kind) && lay->v != 1)
+        return snprintf(res->error, sizeof res->error, "schedule %s has one chunk per stage (v = %d)",
+                        sched_kind_names[lay->kind], lay->v), MP_ERR;
+    if (sched_kind_split(lay->kind) && !(c->bwd_b + c->bwd_w > 0))
+        return snprintf(res->error, sizeof res->error, "schedule %s needs the backward split into B and W, which these "
+                        "costs lack (a profile from before the split: run mindpipe profile again)",
                         sched_kind_names[lay->kind]), MP_ERR;
+    /* the executor refuses these (exec_split_refused): W reads the stash after B, on the device */
+    for (int s = 0; sched_kind_split(lay->kind) && s < lay->pp && s < SIM_MAX_STAGES; s++)
+        if (lay->balance || lay->policy[s] == CM_OFFLOAD)
+            return snprintf(res->error, sizeof res->error, "schedule %s keeps each stash on the device until its W: "
+                            "no offload or balance (stage %d)", sched_kind_names[lay->kind], s), MP_ERR;
     if (lay->pp < 1 || lay->pp > SIM_MAX_STAGES || K > CM_MAX_CHUNKS || lay->dp < 1 || lay->tp < 1 || lay->mb < 1)
         return snprintf(res->error, sizeof res->error, "layout out of range (pp <= %d, pp·v <= %d)", SIM_MAX_STAGES,
                         CM_MAX_CHUNKS), MP_ERR;
@@ -238,7 +271,16 @@ static void cm_memory(const cm_costs_t *c, const cm_layout_t *lay, const instr_l
         const double guests = lay->balance ? sched_balance_guest_peak(&lists[s]) * (double)cm_stage_layers(lay, K, lay->pp - 1 - s) *
                                                  c->stash[CM_KEEP]
                                            : 0.0;
-        res->stage_mem[s] = state + keys * per_key + guests + work;
+        /* a split backward: each (micro-batch) between its B and its W holds W's stash beside its slot
+         * (the executor's wstash_t), and on the loss's stage each further slot its dlogits (the
+         * head's W reads them there: half of work_bytes, which counts logits and their gradient) */
+        double wkeep = 0.0;
+        if (sched_kind_split(lay->kind)) {
+            wkeep = sched_list_peak_w(&lists[s]) * (double)layers / lay->v * c->wstash[pol];
+            if (s == sched_chunk_stage(lay->kind, K - 1, lay->pp) && keys > 1)
+                wkeep += (keys - 1) * c->work_bytes / 2.0;
+        }
+        res->stage_mem[s] = state + keys * per_key + guests + work + wkeep;
     }
 }
 
@@ -249,10 +291,35 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
     if (cm_check_layout(mo, c, lay, res) != MP_OK) return MP_ERR;
     const int K = lay->pp * lay->v, m = mo->batch / (lay->mb * lay->dp), world = lay->dp * lay->tp * lay->pp;
     res->m = m;
+    cm_ctx_t *x = calloc(1, sizeof *x);
+    if (!x) return snprintf(res->error, sizeof res->error, "out of memory"), MP_ERR;
+    x->dk = *d, x->d = &x->dk, x->c = c, x->lay = lay, x->K = K, x->slow = 1.0;
+    if (lay->nodes_ranks > 0) x->dk.per_node = lay->nodes_ranks;
+    /* a CPU node's ranks share its cores: each runs max(1, cores ÷ ranks) threads. Beyond the cores
+     * every rank runs at cores ÷ (ranks·threads) of its speed for the whole step, not only while it
+     * computes: a waiting rank polls MPI_Test (wait.c), so it stays runnable and the kernel shares
+     * the cores among all of them; the scheduler balances cores by runnable count, so two computing
+     * ranks can sit on one core while the other holds two pollers. Measured: pp = 4 on 2 cores took
+     * as long as pp = 1 (docs/PLAN.md), twice the processor-sharing bound this replaced. */
+    const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
+    const int cores = d->node_cores > 0 ? (int)d->node_cores : 1;
+    const int thr = lay->threads > 0 ? lay->threads : rn >= cores ? 1 : cores / rn;
+    const double share = d->node_cores > 0 && rn * thr > cores ? (double)rn * thr / cores : 1.0;
+    if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr * share;
     instr_list_t lists[SIM_MAX_STAGES];
     sim_result_t sr;
-    if (sim_build_lists(lists, lay->kind, lay->pp, m, lay->v, &sr) != MP_OK)
+    /* zb1p's greedy play orders each stage's F, B and W by their times: it plays these costs (one
+     * set for every stage, their means: its builder takes uniform stages), not the unit ones */
+    sched_costs_t play = sched_costs_unit;
+    if (sched_kind_split(lay->kind)) {
+        cm_ctx_fill(x);
+        play = (sched_costs_t){0.0, 0.0, 0.0};
+        for (int k = 0; k < K; k++) play.tf += x->fwd[k] / K, play.tb += x->bwd_b[k] / K, play.tw += x->bwd_w[k] / K;
+    }
+    if (sim_build_lists_costs(lists, lay->kind, lay->pp, m, lay->v, &play, &sr) != MP_OK) {
+        free(x);
         return snprintf(res->error, sizeof res->error, "%s", sr.error), MP_ERR;
+    }
     int rc = MP_ERR;
     for (int s = 0; s < lay->pp; s++)
         if (lay->policy[s] == CM_OFFLOAD && sched_add_offload(&lists[s], lay->prefetch) != MP_OK) {
@@ -278,26 +345,11 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
             goto out;
         }
     }
-    cm_ctx_t *x = calloc(1, sizeof *x);
-    if (!x) goto out;
-    x->dk = *d, x->d = &x->dk, x->c = c, x->lay = lay, x->K = K, x->slow = 1.0;
-    if (lay->nodes_ranks > 0) x->dk.per_node = lay->nodes_ranks;
-    /* a CPU node's ranks share its cores: each runs max(1, cores ÷ ranks) threads. Beyond the cores
-     * every rank runs at cores ÷ (ranks·threads) of its speed for the whole step, not only while it
-     * computes: a waiting rank polls MPI_Test (wait.c), so it stays runnable and the kernel shares
-     * the cores among all of them; the scheduler balances cores by runnable count, so two computing
-     * ranks can sit on one core while the other holds two pollers. Measured: pp = 4 on 2 cores took
-     * as long as pp = 1 (docs/PLAN.md), twice the processor-sharing bound this replaced. */
-    const int rn = lay->nodes_ranks > 0 ? lay->nodes_ranks : world;
-    const int cores = d->node_cores > 0 ? (int)d->node_cores : 1;
-    const int thr = lay->threads > 0 ? lay->threads : rn >= cores ? 1 : cores / rn;
-    const double share = d->node_cores > 0 && rn * thr > cores ? (double)rn * thr / cores : 1.0;
-    if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr * share;
     x->free_comm = 1;
-    if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
+    if (cm_simulate(x, lists, m, res) != MP_OK) goto out;
     const double free_makespan = res->makespan_s;
     x->free_comm = 0;
-    if (cm_simulate(x, lists, m, res) != MP_OK) goto out_x;
+    if (cm_simulate(x, lists, m, res) != MP_OK) goto out;
     double opt = 0.0, busy_max = 0.0, busy_sum = 0.0;
     for (int s = 0; s < lay->pp; s++) {
         double params = cm_stage_params(c, lay, K, s), t = params * c->optimizer_s_per_param * x->slow;
@@ -306,7 +358,8 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
         double busy = 0.0;
         for (int i = 0; i < lists[s].n; i++) {
             const instr_t *in = &lists[s].ins[i];
-            if (in->op == OP_FORWARD || in->op == OP_BACKWARD) busy += cm_compute(x, s, in);
+            if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_BACKWARD_B || in->op == OP_BACKWARD_W)
+                busy += cm_compute(x, s, in);
         }
         res->stage_busy_s[s] = busy;
         busy_sum += busy;
@@ -329,9 +382,8 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
     res->mfu = res->flops_per_gpu * world / job_peak;
     res->energy_j = ndev * res->step_s * (d->idle_w + (d->busy_w - d->idle_w) * (util > 1 ? 1 : util));
     rc = MP_OK;
-out_x:
-    free(x);
 out:
+    free(x);
     sim_free_lists(lists, lay->pp);
     return rc;
 }

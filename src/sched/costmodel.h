@@ -31,12 +31,20 @@ typedef struct {
     int B, tp;                        /* what these costs were made for */
     int cpu_threads;                  /* a CPU kind: threads one rank used for these times (0: a GPU) */
     double fwd, bwd;                  /* one block, compute only */
+    double bwd_b, bwd_w;              /* bwd split for the zero-bubble schedules: B (input gradient, with
+                                       * attention's backward) and W (the four products' weight gradients);
+                                       * the fused schedules cost bwd. Both 0: no split known (an old profile) */
     double extra[CM_POLICIES];        /* one block: backward's extra time under each policy (re-run forward) */
     double embed_fwd, embed_bwd;      /* token + position embedding */
     double head_fwd, head_bwd;        /* final LN, LM head, cross-entropy */
+    double head_bwd_w;                /* of head_bwd, W's part: the tied head's weight-gradient product (the
+                                       * embedding's own gradient is B's, as model_backward_b does it) */
     double tp_fwd, tp_bwd;            /* one block: its tensor-parallel all-reduces */
     double stash[CM_POLICIES];        /* one block: bytes held on the device from forward to backward */
     double offload_bytes;             /* one block under offload: bytes moved each way */
+    double wstash[CM_POLICIES];       /* one block: bytes a split backward keeps from its B to its W beside
+                                       * the stash (model_wstash_bytes: the products' douts, + their inputs
+                                       * under recompute) */
     double act_bytes;                 /* one activation message between stages: N·C·element */
     double block_params;              /* parameters of one block on this rank (after tp) */
     double embed_params, head_params; /* wte+wpe; lnf (the head is tied to wte) */

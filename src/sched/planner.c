@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -155,15 +156,50 @@ static int plan_add_balance(plan_cands_t *cs, const cm_model_t *mo, const cm_cos
     return over ? plan_push(cs, &bl, (m + bl.pp - 1) * worst) : MP_OK;
 }
 
-/* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, 1f1b with balance (above),
- * interleaved v = 2, 4 with balanced chunks and the first policy (keep, selective, recompute) whose
- * estimate fits. */
+int plan_zb1p_usable(const cm_costs_t *c, const dev_kind_t *d, char *why, int why_len)
+{
+    if (d->node_cores <= 0)
+        return snprintf(why, (size_t)why_len, "on a GPU kind the runtime runs its messages through MPI only, its NCCL "
+                        "path untested (executor.c)"), 0;
+    if (!(c->bwd_b + c->bwd_w > 0))
+        return snprintf(why, (size_t)why_len, "the costs have no B/W split (an older profile: profile again)"), 0;
+    return 1;
+}
+
+/* zb1p on 1f1b's boundaries and policies (ZB-H1 keeps 1F1B's stash count on stage 0 and moves
+ * only W's), where the runtime runs it: pp >= 2, v = 1, no offload stage (W reads the stash on the
+ * device after B; balance is never in `lay`). Its estimate takes the Zero Bubble paper's bubble,
+ * (pp − 1)·(F + B − W) of the slowest stage instead of 1F1B's (pp − 1)·(F + B + W). cm_evaluate's
+ * memory, with W's stashes and its deeper stage peaks, decides whether it fits. */
+static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay, int m,
+                         double st)
+{
+    char why[160];
+    if (st < 0 || lay->pp < 2 || !plan_zb1p_usable(c, d, why, sizeof why) ||
+        sched_check(SCHED_ZB1P, lay->pp, m, 1, why, sizeof why) != MP_OK)
+        return MP_OK;
+    cm_layout_t zl = *lay;
+    zl.kind = SCHED_ZB1P, zl.v = 1;
+    double w = 0.0;
+    for (int s = 0; s < zl.pp; s++) {
+        if (zl.policy[s] == CM_OFFLOAD) return MP_OK;
+        const double ws = zl.chunk_layers[s] * c->bwd_w + (s == zl.pp - 1 ? c->head_bwd_w : 0.0);
+        w = ws > w ? ws : w;
+    }
+    const double est = m * st + (zl.pp - 1) * (st - 2.0 * w > 0 ? st - 2.0 * w : 0.0);
+    return plan_push(cs, &zl, est);
+}
+
+/* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, zb1p on them (above), 1f1b
+ * with balance, interleaved v = 2, 4 with balanced chunks and the first policy (keep, selective,
+ * recompute) whose estimate fits. zbv and dualpipev are not candidates: the runtime places no V. */
 static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
                               cm_layout_t *lay, int m)
 {
     lay->kind = SCHED_1F1B, lay->v = 1;
     const double st = plan_partition(mo, c, d, lay, m);
     if (st >= 0 && plan_push(cs, lay, (m + lay->pp - 1) * st) != MP_OK) return MP_ERR;
+    if (plan_add_zb1p(cs, c, d, lay, m, st) != MP_OK) return MP_ERR;
     if (plan_add_balance(cs, mo, c, d, lay, m) != MP_OK) return MP_ERR;
     for (int v = 2; v <= 4 && lay->pp > 1; v *= 2) {
         char why[160];

@@ -1,6 +1,7 @@
 /* The vPipe planner (ARCHITECTURE.md §6 "Planner", docs/PLAN.md): searches tp × pp × dp, the
- * micro-batch, the schedule (1f1b, interleaved with v = 2 or 4), ZeRO-1, the stage boundaries and a
- * memory policy per stage, under the device's memory, and ranks what fits by an objective.
+ * micro-batch, the schedule (1f1b, zb1p on 1f1b's boundaries, interleaved with v = 2 or 4), ZeRO-1,
+ * the stage boundaries and a memory policy per stage, under the device's memory, and ranks what
+ * fits by an objective.
  *
  * Stage boundaries (v = 1) come from dynamic programming over the layers, the embedding counted on
  * the first stage and the head on the last: it minimises the slowest stage's time per micro-batch
@@ -42,6 +43,10 @@ typedef struct {
  * zero given; m micro-batches). Returns the slowest stage's time per micro-batch, or -1 when no
  * boundaries and policies fit the device memory. */
 double plan_partition(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, cm_layout_t *lay, int m);
+
+/* Whether the search proposes zb1p on device kind d with costs c (1), else 0 with why: a GPU kind
+ * (the runtime's zb1p has no NCCL path yet), or costs without a B/W split. */
+int plan_zb1p_usable(const cm_costs_t *c, const dev_kind_t *d, char *why, int why_len);
 
 /* Whether a result is fast enough for a deadline of min_tokens_per_s (0: no deadline). */
 int plan_meets(const cm_result_t *r, double min_tokens_per_s);

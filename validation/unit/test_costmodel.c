@@ -3,7 +3,9 @@
  * the efficiency curve's interpolation, the collective formulas, a costed simulation that must equal
  * the uniform simulator when its costs are uniform and its messages free, message costs that delay
  * the step by exactly the pipeline's critical messages, the memory of 1F1B's stage 0 (pp stashes),
- * and the search's promises (every plan fits, plans sorted, a policy chosen only when keep cannot fit). */
+ * and the search's promises (every plan fits, plans sorted, a policy chosen only when keep cannot fit).
+ * zb1p: its costed step against the Zero Bubble paper's bubble, against 1f1b's with and without W,
+ * its W stashes in the memory, and its place in the search (CPU kinds only, ranked by time). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -234,10 +236,123 @@ static void test_search(void)
            lay.chunk_layers[1]);
 }
 
+/* unit_costs with the backward split: B 1 s, W 1 s per block (bwd stays their sum), and W's stash
+ * a tenth of keep's */
+static void split_costs(cm_costs_t *c, int B)
+{
+    unit_costs(c, B);
+    c->bwd_b = 1.0, c->bwd_w = 1.0;
+    for (int i = 0; i < CM_POLICIES; i++) c->wstash[i] = 1e8;
+}
+
+static int zb_layout_eval(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, sched_kind_t kind, int pp,
+                          cm_result_t *r)
+{
+    cm_layout_t lay;
+    memset(&lay, 0, sizeof lay);
+    lay.dp = 1, lay.tp = 1, lay.pp = pp, lay.v = 1, lay.mb = 1, lay.kind = kind, lay.nodes_ranks = 8;
+    cm_layout_balanced(&lay, mo->L);
+    return cm_evaluate(mo, c, d, &lay, r);
+}
+
+static void test_zb1p(void)
+{
+    dev_kind_t d;
+    toy_kind(&d);
+    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8}; /* m = 8 micro-batches of 1 */
+    cm_costs_t c;
+    split_costs(&c, 1);
+    for (int pp = 2; pp <= 4; pp *= 2) {
+        cm_result_t f, z;
+        const double per = (double)mo.L / pp; /* one stage's F, B and W per micro-batch */
+        int ok = zb_layout_eval(&mo, &c, &d, SCHED_1F1B, pp, &f) == MP_OK &&
+                 zb_layout_eval(&mo, &c, &d, SCHED_ZB1P, pp, &z) == MP_OK;
+        tap_ok(ok && z.step_s < f.step_s, "pp=%d m=8: zb1p's step %.3f s < 1f1b's %.3f s", pp, ok ? z.step_s : -1,
+               ok ? f.step_s : -1);
+        /* equal stages, free messages: m·(F+B+W) + (pp−1)·(F+B−W) (zerobubble.h), against 1F1B's
+         * (m + pp − 1)·(F+B+W) */
+        tap_ok(ok && near(z.step_s, (8 * 3.0 + (pp - 1)) * per, 1e-12) &&
+                   near(f.step_s, (8 + pp - 1.0) * 3.0 * per, 1e-12),
+               "pp=%d: zb1p %.3f s = (3m + pp - 1)·%.0f, 1f1b %.3f s = 3(m + pp - 1)·%.0f", pp, ok ? z.step_s : -1,
+               per, ok ? f.step_s : -1, per);
+        tap_ok(ok && near(z.stage_busy_s[0], f.stage_busy_s[0], 1e-12),
+               "pp=%d: B + W busy the stage as the fused backward", pp);
+        /* W's stashes beside the slots: more memory on every stage than 1F1B's */
+        int more = ok;
+        for (int s = 0; ok && s < pp; s++) more &= z.stage_mem[s] > f.stage_mem[s];
+        tap_ok(more, "pp=%d: zb1p holds W's stashes: every stage above 1f1b's memory", pp);
+        /* no W to move: the split buys nothing, zb1p is no better than 1f1b */
+        cm_costs_t c0 = c;
+        c0.bwd_b = 2.0, c0.bwd_w = 0.0;
+        ok = zb_layout_eval(&mo, &c0, &d, SCHED_ZB1P, pp, &z) == MP_OK;
+        tap_ok(ok && z.step_s >= f.step_s - 1e-12, "pp=%d, W = 0: zb1p's step %.3f s is no shorter than 1f1b's %.3f s",
+               pp, ok ? z.step_s : -1, f.step_s);
+    }
+    /* what the runtime does not run is refused, saying why */
+    cm_result_t r;
+    tap_ok(zb_layout_eval(&mo, &c, &d, SCHED_ZBV, 2, &r) == MP_ERR && strstr(r.error, "V"), "zbv is refused: %s",
+           r.error);
+    cm_costs_t none = c;
+    none.bwd_b = none.bwd_w = 0.0;
+    tap_ok(zb_layout_eval(&mo, &none, &d, SCHED_ZB1P, 2, &r) == MP_ERR && strstr(r.error, "B and W"),
+           "costs without a split are refused for zb1p: %s", r.error);
+    cm_layout_t lay;
+    memset(&lay, 0, sizeof lay);
+    lay.dp = 1, lay.tp = 1, lay.pp = 2, lay.v = 1, lay.mb = 1, lay.kind = SCHED_ZB1P, lay.nodes_ranks = 8;
+    cm_layout_balanced(&lay, mo.L);
+    lay.policy[1] = CM_OFFLOAD;
+    tap_ok(cm_evaluate(&mo, &c, &d, &lay, &r) == MP_ERR && strstr(r.error, "offload"),
+           "zb1p with offload is refused: %s", r.error);
+}
+
+static int toy_split_costs(void *ctx, int B, int tp, cm_costs_t *c)
+{
+    if (toy_costs(ctx, B, tp, c) != MP_OK) return MP_ERR;
+    c->bwd_b = c->bwd_w = c->bwd / 2.0, c->cpu_threads = 1;
+    for (int i = 0; i < CM_POLICIES; i++) c->wstash[i] = 1e8 * B;
+    return MP_OK;
+}
+
+static void test_zb1p_search(void)
+{
+    dev_kind_t d;
+    toy_kind(&d);
+    d.node_cores = 2, d.per_node = 2; /* a CPU node: where the runtime runs zb1p (MPI messages) */
+    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8};
+    plan_opts_t o = {2, 2, DEV_PREC_FP32, PLAN_TIME, 8, 0, 1, 0.0};
+    plan_t p[32];
+    int n = 0, ok = plan_search(&mo, &d, toy_split_costs, NULL, &o, p, 32, &n) == MP_OK && n > 0;
+    int sorted = 1, zb = -1, f1 = -1;
+    for (int i = 0; i < n; i++) {
+        if (i && p[i].res.step_s < p[i - 1].res.step_s) sorted = 0;
+        const cm_layout_t *l = &p[i].lay;
+        if (l->pp != 2 || l->mb != 1) continue;
+        if (l->kind == SCHED_ZB1P && zb < 0) zb = i;
+        if (l->kind == SCHED_1F1B && !l->balance && f1 < 0) f1 = i;
+    }
+    tap_ok(ok && sorted, "CPU kind, 2 ranks: %d plans, fastest first", n);
+    tap_ok(zb >= 0 && f1 >= 0 && zb < f1 && p[zb].res.step_s < p[f1].res.step_s,
+           "zb1p is a candidate and ranks ahead of 1f1b at pp=2, micro_batch=1 (plans %d and %d: %.3f s < %.3f s)",
+           zb + 1, f1 + 1, zb >= 0 ? p[zb].res.step_s : -1, f1 >= 0 ? p[f1].res.step_s : -1);
+    /* a GPU kind: the runtime's zb1p has no NCCL path, so the search leaves it out */
+    toy_kind(&d);
+    o.per_node = 8;
+    ok = plan_search(&mo, &d, toy_split_costs, NULL, &o, p, 32, &n) == MP_OK && n > 0;
+    int any = 0;
+    for (int i = 0; i < n; i++) any |= p[i].lay.kind == SCHED_ZB1P;
+    char why[160];
+    cm_costs_t c;
+    toy_split_costs(NULL, 1, 1, &c);
+    tap_ok(ok && !any && !plan_zb1p_usable(&c, &d, why, sizeof why) && strstr(why, "NCCL"),
+           "GPU kind: %d plans, none zb1p (%s)", n, why);
+}
+
 int main(void)
 {
     test_devmodel();
     test_evaluate();
     test_search();
+    test_zb1p();
+    test_zb1p_search();
     return tap_done();
 }
