@@ -16,12 +16,17 @@
 // the other side in tiles of 64. Backward is two kernels, dK/dV per key tile over the query tiles
 // and dQ per query tile over the key tiles, so every output element has one writer in a fixed
 // order: no atomics, the same bits on every run.
+// MP_FA2_EMU: validation/cuda/fa2_emu_test.cc includes this file into a host program that runs
+// the kernels below on CPU threads, with its own PTX wrappers and launch loop (no GPU needed).
+#ifndef MP_FA2_EMU
 #include <cuda_bf16.h>
-#include <stdint.h>
-#include <string.h>
 
 #include "cuda_check.h"
 #include "kernels_cuda.h"
+#endif
+#include <stdint.h>
+#include <string.h>
+
 #include "math_softmax.h"
 #include "mma_frag.h"
 
@@ -36,6 +41,7 @@ constexpr float LOG2E = 1.4426950408889634f, LN2 = 0.6931471805599453f;
 typedef __nv_bfloat16 bf16;
 
 // ---- PTX wrappers ----
+#ifndef MP_FA2_EMU
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -77,6 +83,8 @@ __device__ __forceinline__ void mma(float c[4], const uint32_t a[4], uint32_t b0
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+#endif // MP_FA2_EMU
 
 // Two floats as one register of bf16, the first in the low half (the lower-indexed element).
 __device__ __forceinline__ uint32_t pack(float lo, float hi)
@@ -246,7 +254,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_forward_kernel(float *out, float 
                                                                const bf16 *kp, const bf16 *vp, int T, int C, int NH,
                                                                float sl2)
 {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 || defined(MP_FA2_EMU)
     extern __shared__ __align__(128) char smem[];
     constexpr int LD = D + PAD;
     bf16 *Qs = (bf16 *)smem, *Ks = Qs + BR * LD, *Vs = Ks + 2 * BC * LD; // K and V: two stages each
@@ -347,7 +355,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_dkv_kernel(float *dqkv, const bf1
                                                            const bf16 *dop, const float *lse, const float *Dd, int T,
                                                            int C, int NH, float sl2, float scale)
 {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 || defined(MP_FA2_EMU)
     constexpr int LD = D + PAD;
     constexpr bool KEEP = D <= 64; // K, V fragments in registers; at 128 the accumulators need them
     extern __shared__ __align__(128) char smem[];
@@ -431,7 +439,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_dq_kernel(float *dqkv, const bf16
                                                           const bf16 *dop, const float *lse, const float *Dd, int T,
                                                           int C, int NH, float sl2, float scale)
 {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 || defined(MP_FA2_EMU)
     constexpr int LD = D + PAD;
     constexpr bool KEEP = D <= 64;
     extern __shared__ __align__(128) char smem[];
@@ -501,6 +509,7 @@ __global__ void __launch_bounds__(NW * 32) fa2_dq_kernel(float *dqkv, const bf16
 #endif
 }
 
+#ifndef MP_FA2_EMU
 // Where the output's copy starts in att: the WMMA kernels' layout (attention_flash_cuda.cu), so
 // that the two variants' forward and backward can mix.
 size_t o_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) & ~(size_t)63; }
@@ -552,9 +561,11 @@ template <int D> cudaError_t allow(int optin, unsigned *sizes)
     if (rc == cudaSuccess) *sizes |= D;
     return rc;
 }
+#endif // MP_FA2_EMU
 
 } // namespace
 
+#ifndef MP_FA2_EMU
 int cu_attention_fa2_setup(int device, unsigned *sizes)
 {
     *sizes = 0;
@@ -590,3 +601,4 @@ void cu_attention_fa2_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const fl
     default: KERN_ABORT("fa2 attention: head size %d (16, 32, 64 or 128)", C / NH);
     }
 }
+#endif // MP_FA2_EMU
