@@ -1,4 +1,5 @@
-// Fused causal attention for the bf16 mode: q, k, v tiles in shared memory as bf16, products on the
+// Fused causal attention for the bf16 mode, the WMMA variant (MP_ATTENTION=wmma; the default is
+// attention_fa2_cuda.cu's, which the entry points at the end dispatch to): q, k, v tiles in shared memory as bf16, products on the
 // tensor cores (WMMA 16x16x16, fp32 accumulation), an online softmax, and no (T,T) matrix in memory.
 //
 // Why: the cuBLAS path (attention_cuda.cu) writes the scores and probabilities of every head, (T,T)
@@ -498,13 +499,24 @@ int cu_attention_flash_fits(const cu_ctx_t *ctx, int B, int T, int C, int NH)
     const int hs = C / NH;
     if (hs != 16 && hs != 32 && hs != 64 && hs != 128) return 0;
     if (C % 4) return 0;                         // float4 rows
-    if (!(ctx->flash_sizes & (unsigned)hs)) return 0; // no bf16 tensor cores, or too little shared memory
+    if (!((ctx->flash_sizes | ctx->fa2_sizes) & (unsigned)hs)) return 0; // no bf16 tensor cores, or too little shared memory
     // att must hold the log-sum-exps and the output's copy; datt the dot products
     return flash_o_offset(B, T, NH) + (size_t)B * T * C <= (size_t)B * NH * T * T;
 }
 
+// The FA2 kernels where they are chosen and take the head size, or where these do not take it.
+static bool use_fa2(const cu_ctx_t *ctx, int hs)
+{
+    const unsigned bit = (unsigned)hs;
+    return (ctx->fa2_sizes & bit) && (ctx->attention == CU_ATT_FA2 || !(ctx->flash_sizes & bit));
+}
+
 void cu_attention_flash_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
+    if (use_fa2(ctx, C / NH)) {
+        cu_attention_fa2_forward(ctx, out, att, qkv, B, T, C, NH);
+        return;
+    }
     switch (C / NH) {
     case 16: forward_d<16>(ctx, out, att, qkv, B, T, C, NH); break;
     case 32: forward_d<32>(ctx, out, att, qkv, B, T, C, NH); break;
@@ -517,6 +529,10 @@ void cu_attention_flash_forward(cu_ctx_t *ctx, float *out, float *att, const flo
 void cu_attention_flash_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                                  const float *att, int B, int T, int C, int NH)
 {
+    if (use_fa2(ctx, C / NH)) {
+        cu_attention_fa2_backward(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH);
+        return;
+    }
     switch (C / NH) {
     case 16: backward_d<16>(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH); break;
     case 32: backward_d<32>(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH); break;

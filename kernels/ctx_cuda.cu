@@ -53,14 +53,20 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
     const char *gemm = getenv("MP_BF16_GEMM");
     if (gemm && *gemm && strcmp(gemm, "round") && strcmp(gemm, "cublas"))
         return KERN_FAIL("MP_BF16_GEMM=%s: round or cublas", gemm);
+    const char *attn = getenv("MP_ATTENTION");
+    if (attn && *attn && strcmp(attn, "fa2") && strcmp(attn, "wmma"))
+        return KERN_FAIL("MP_ATTENTION=%s: fa2 or wmma", attn);
     if (ctx_pick_device(device) != KERN_OK) return KERN_ERR;
     ctx->device = device;
     ctx->precision = precision;
     ctx->bf16_gemm = gemm && !strcmp(gemm, "cublas") ? CU_GEMM_CUBLAS : CU_GEMM_ROUND;
+    ctx->attention = attn && !strcmp(attn, "wmma") ? CU_ATT_WMMA : CU_ATT_FA2;
     int major = 0;
     if (setup_failed(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability"))
         goto err;
-    if (major >= 8 && cu_attention_flash_setup(device, &ctx->flash_sizes) != KERN_OK) goto err; // bf16 tensor cores
+    if (major >= 8 && (cu_attention_flash_setup(device, &ctx->flash_sizes) != KERN_OK || // bf16 tensor cores
+                       cu_attention_fa2_setup(device, &ctx->fa2_sizes) != KERN_OK))
+        goto err;
     // Non-blocking: the legacy default stream must not serialise compute against communication.
     if (setup_failed(cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking), "compute stream"))
         goto err;

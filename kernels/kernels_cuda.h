@@ -32,12 +32,18 @@ enum { CU_FP32 = 0, CU_BF16 = 1 };
  * converts them itself (CUBLAS_COMPUTE_32F_FAST_16BF), saving the scratch pass. The environment
  * variable MP_BF16_GEMM=round|cublas picks one at cu_ctx_init: a measuring switch (docs/GPU.md). */
 enum { CU_GEMM_ROUND = 0, CU_GEMM_CUBLAS = 1 };
+/* Which fused bf16 attention runs where it fits: FA2, mma.sync fragments in registers
+ * (attention_fa2_cuda.cu; the default), or WMMA, the earlier kernels staging through shared memory
+ * (attention_flash_cuda.cu), kept as the fallback. MP_ATTENTION=fa2|wmma picks one at cu_ctx_init. */
+enum { CU_ATT_FA2 = 0, CU_ATT_WMMA = 1 };
 
 typedef struct {
     int device;             /* CUDA ordinal */
     int precision;          /* CU_FP32 or CU_BF16 (products only); may be changed between calls */
     int bf16_gemm;          /* CU_GEMM_ROUND or CU_GEMM_CUBLAS; may be changed between calls */
-    unsigned flash_sizes;   /* head sizes (16 | 32 | 64 | 128 as bits) the fused attention runs on here */
+    unsigned flash_sizes;   /* head sizes (16 | 32 | 64 | 128 as bits) the WMMA fused attention runs on here */
+    unsigned fa2_sizes;     /* the same for the FA2 kernels */
+    int attention;          /* CU_ATT_FA2 or CU_ATT_WMMA; may be changed between calls */
     cublasHandle_t blas;    /* bound to `compute` */
     cudaStream_t compute;   /* every kernel and product */
     cudaStream_t comm;      /* pipeline p2p and data-parallel collectives */
@@ -107,9 +113,10 @@ void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
 void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH);
-/* 1 when the fused path runs: bf16, a head size of ctx->flash_sizes (16, 32, 64 or 128 where
- * compute capability is 8 or more and the block's shared memory suffices), and att large enough
- * for its contents (T > head size). */
+/* 1 when the fused path runs: bf16, a head size of ctx->flash_sizes or ctx->fa2_sizes (16, 32, 64
+ * or 128 where compute capability is 8 or more and the block's shared memory suffices), and att
+ * large enough for its contents (T > head size). Which kernels run: ctx->attention's where they
+ * take the head size, else the other's. Both keep the same att/datt contract. */
 int cu_attention_flash_fits(const cu_ctx_t *ctx, int B, int T, int C, int NH);
 /* Once per context, from cu_ctx_init on compute capability 8 and up: lets the fused kernels use
  * their shared memory, and sets *sizes to the head sizes they run on (those whose blocks fit the
@@ -118,6 +125,12 @@ int cu_attention_flash_setup(int device, unsigned *sizes);
 void cu_attention_flash_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_flash_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                                  const float *att, int B, int T, int C, int NH);
+/* The FA2 kernels (called by the two above): the set-up as cu_attention_flash_setup's; forward and
+ * backward use context scratch for bf16 copies of q, k, v (and dO). */
+int cu_attention_fa2_setup(int device, unsigned *sizes);
+void cu_attention_fa2_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+void cu_attention_fa2_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH);
 
 /* ---- GELU ---- */
 void cu_gelu_forward(cu_ctx_t *ctx, float *out, const float *inp, size_t n);

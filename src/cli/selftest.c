@@ -368,55 +368,71 @@ static void t_attention(st_t *s, int bf16)
     st_report(s, "attention_backward", bf16, &c);
 }
 
-/* The fused bf16 attention (attention_flash_cuda.cu) at each head size it takes, T not a multiple
- * of its 64-row tiles and NH = 3: out and dqkv against the CPU within the bf16 tolerance (its att
- * holds log-sum-exps, not probabilities, so backward runs from the GPU's own forward), dqkv bitwise
- * equal over two runs (no atomics), and the shape must really take the fused path: on sm_90 (H100,
- * H200) every size; on a device whose blocks have less shared memory, the sizes that do not fit
- * take the cuBLAS path, which the line says. */
+/* The fused bf16 attention at each head size it takes, in both variants: `attention_fa2[...]` (the
+ * mma.sync kernels of attention_fa2_cuda.cu, the default) and `attention_flash[...]` (the WMMA
+ * kernels of attention_flash_cuda.cu, MP_ATTENTION=wmma), so that one run says whether the default
+ * is right and whether the fallback still is. T not a multiple of the 64-row tiles (and for fa2 at
+ * head size 64 also an exact multiple and a longer T, whose tiles go through both shared-memory
+ * stages several times), NH = 3: out and dqkv against the CPU within the bf16 tolerance (att holds
+ * log-sum-exps, not probabilities, so backward runs from the GPU's own forward), dqkv bitwise equal
+ * over two runs (no atomics), and the shape must really take the variant asked for: on sm_90 (H100,
+ * H200) every size; on a device whose blocks have less shared memory, the sizes that do not fit say
+ * so in a note line. */
+static void flash_case(st_t *s, int bf16, int variant, int hs, int T)
+{
+    const int NH = 3, C = NH * hs, B = 2;
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
+    const int fa2 = variant == CU_ATT_FA2;
+    const unsigned sizes = fa2 ? s->ctx.fa2_sizes : s->ctx.flash_sizes;
+    char name[48];
+    snprintf(name, sizeof name, "%s[hs=%d,T=%d]", fa2 ? "attention_fa2" : "attention_flash", hs, T);
+    s->ctx.attention = variant;
+    if (!cu_attention_flash_fits(&s->ctx, B, T, C, NH) || !(sizes & (unsigned)hs)) {
+        int major = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->ctx.device));
+        if (major >= 9) {
+            printf("FAIL %-30s the fused path refused this shape\n", name);
+            s->failed++;
+        } else {
+            printf("note %-30s not this variant on this device (too little shared memory a block)\n", name);
+        }
+        return;
+    }
+    float *qkv = st_rand(s, nqkv, -2, 2), *out = st_host(s, nout), *att = st_host(s, natt);
+    float *dout = st_rand(s, nout, -1, 1), *dqkv = st_host(s, nqkv), *datt = st_host(s, natt);
+    float *d_qkv = st_dev(s, qkv, nqkv), *d_out = st_dev_nan(s, nout), *d_att = st_dev_nan(s, natt);
+    float *d_dout = st_dev(s, dout, nout), *d_dqkv = st_dev_nan(s, nqkv), *d_datt = st_dev_nan(s, natt);
+    attention_forward(out, att, qkv, B, T, C, NH);
+    attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH);
+    cu_attention_forward(&s->ctx, d_out, d_att, d_qkv, B, T, C, NH);
+    cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att, B, T, C, NH);
+    cmp_t c = {0, 0};
+    cmp_add(s, &c, "out", d_out, out, nout);
+    cmp_add(s, &c, "dqkv", d_dqkv, dqkv, nqkv);
+    float *first = st_host(s, nqkv), *again = st_host(s, nqkv);
+    CUDA_CHECK(cudaMemcpyAsync(first, d_dqkv, nqkv * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
+    cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att, B, T, C, NH);
+    CUDA_CHECK(cudaMemcpyAsync(again, d_dqkv, nqkv * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
+    cu_ctx_sync(&s->ctx);
+    if (memcmp(first, again, nqkv * sizeof(float))) {
+        printf("FAIL %-30s dqkv differs between two runs\n", name);
+        s->failed++;
+        return;
+    }
+    st_report(s, name, bf16, &c);
+}
+
 static void t_flash(st_t *s, int bf16)
 {
     static const int sizes[] = {16, 32, 64, 128};
+    const int chosen = s->ctx.attention; /* MP_ATTENTION's, put back for the tests after */
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        const int hs = sizes[k], NH = 3, C = NH * hs, B = 2, T = 2 * hs + 37;
-        const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
-        char name[48];
-        snprintf(name, sizeof name, "attention_flash[hs=%d,T=%d]", hs, T);
-        if (!cu_attention_flash_fits(&s->ctx, B, T, C, NH)) {
-            int major = 0;
-            CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, s->ctx.device));
-            if (major >= 9) {
-                printf("FAIL %-30s the fused path refused this shape\n", name);
-                s->failed++;
-            } else {
-                printf("note %-30s not fused on this device (too little shared memory a block): the cuBLAS "
-                       "path, checked as attention_*[bf16]\n", name);
-            }
-            continue;
-        }
-        float *qkv = st_rand(s, nqkv, -2, 2), *out = st_host(s, nout), *att = st_host(s, natt);
-        float *dout = st_rand(s, nout, -1, 1), *dqkv = st_host(s, nqkv), *datt = st_host(s, natt);
-        float *d_qkv = st_dev(s, qkv, nqkv), *d_out = st_dev_nan(s, nout), *d_att = st_dev_nan(s, natt);
-        float *d_dout = st_dev(s, dout, nout), *d_dqkv = st_dev_nan(s, nqkv), *d_datt = st_dev_nan(s, natt);
-        attention_forward(out, att, qkv, B, T, C, NH);
-        attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH);
-        cu_attention_forward(&s->ctx, d_out, d_att, d_qkv, B, T, C, NH);
-        cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att, B, T, C, NH);
-        cmp_t c = {0, 0};
-        cmp_add(s, &c, "out", d_out, out, nout);
-        cmp_add(s, &c, "dqkv", d_dqkv, dqkv, nqkv);
-        float *first = st_host(s, nqkv), *again = st_host(s, nqkv);
-        CUDA_CHECK(cudaMemcpyAsync(first, d_dqkv, nqkv * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
-        cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att, B, T, C, NH);
-        CUDA_CHECK(cudaMemcpyAsync(again, d_dqkv, nqkv * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
-        cu_ctx_sync(&s->ctx);
-        if (memcmp(first, again, nqkv * sizeof(float))) {
-            printf("FAIL %-30s dqkv differs between two runs\n", name);
-            s->failed++;
-            continue;
-        }
-        st_report(s, name, bf16, &c);
+        flash_case(s, bf16, CU_ATT_FA2, sizes[k], 2 * sizes[k] + 37);
+        flash_case(s, bf16, CU_ATT_WMMA, sizes[k], 2 * sizes[k] + 37);
     }
+    flash_case(s, bf16, CU_ATT_FA2, 64, 256);
+    flash_case(s, bf16, CU_ATT_FA2, 64, 397);
+    s->ctx.attention = chosen;
 }
 
 static void t_gelu(st_t *s, int bf16)
