@@ -42,6 +42,8 @@ MIB = 2.0 ** 20
 KINDS = [
     ("forward", {"forward"}, "#4285f4"),
     ("backward", {"backward"}, "#34a853"),
+    ("backward B (input gradient)", {"backward B"}, "#0b8043"),
+    ("backward W (weight gradient)", {"backward W"}, "#a8dab5"),
     ("recompute (memory.policy)", {"recompute"}, "#b5e08a"),
     ("send wait", {"send activation", "send gradient"}, "#fde293"),
     ("receive wait", {"receive activation", "receive gradient"}, "#f2a7a0"),
@@ -296,7 +298,7 @@ def plot_timeline(trace_path, want, title, out, written):
         x, w = (e["ts"] - t0) / 1e3, e["dur"] / 1e3
         ax.barh(y, w, left=x, height=0.7, color=colour, edgecolor="black", linewidth=0.3)
         mb = e["args"].get("mb")
-        if mb is not None and e["name"] in ("forward", "backward") and w > 0.018 * width_ms:
+        if mb is not None and e["name"] in ("forward", "backward", "backward B", "backward W") and w > 0.018 * width_ms:
             ax.text(x + w / 2, y, str(mb), ha="center", va="center", fontsize=6, color="white")
     ax.set_yticks(range(len(rows)),
                   [row_label(pname.get(p, f"rank {p}"), t, tname.get((p, t), f"thread {t}")) for p, t in rows],
