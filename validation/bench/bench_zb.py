@@ -8,7 +8,7 @@ yet): the table says so rather than leaving them out.
   /usr/bin/python3 validation/bench/bench_zb.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 5]
       [--timelines DIR]
 
-Per point: the median step time (profile.json's step_seconds over the timed steps) and its range,
+Per point: the median over runs of the mean step time (profile.json's step_seconds) and its range,
 tokens/s, the measured bubble (from trace.json: the share of stage 0's step outside its compute
 spans, the same spans plot_run.py draws), and the simulator's bubble for unit costs (`mindpipe sim`).
 The verdict line compares zb1p's gain over 1f1b with the simulator's predicted gain (the issue's goal:
