@@ -75,6 +75,9 @@ sed 's/^/#   /' "$SCRATCH/train.out" | tail -n 5
 # generate decodes with the model the checkpoint's run trained on: by default from the deck's
 # data.path, else from --tokenizer-dir naming a token file or .model file; another model is refused
 ck=$(ls "$SCRATCH"/run/ckpt/step_*.h5 | tail -n 1)
+"$MINDPIPE" inspect "$ck" > "$SCRATCH/inspect.out" 2>&1 &&
+    grep -qx "tokenizer sp (tokenizer_sha256 $(attr "$SCRATCH/unigram.h5" tokenizer_sha256))" "$SCRATCH/inspect.out"
+ok $? "inspect names the checkpoint's tokenizer: $(grep '^tokenizer' "$SCRATCH/inspect.out")"
 gen() { "$MINDPIPE" generate -c "$MP_SRCDIR/validation/decks/train.ini" --set model.vocab=1000 --ckpt "$ck" \
             --prompt "And God said" --max-tokens 12 "$@"; }
 gen > "$SCRATCH/gen.out" 2> "$SCRATCH/gen.err"; rc=$?

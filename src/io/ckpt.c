@@ -1024,6 +1024,8 @@ static int ckpt_inspect_file(const char *path, FILE *out, const char *sum)
     fprintf(out, "layout %s\nversion %s (format %d)\n", h.st.layout, h.version, h.format);
     fprintf(out, "model layers=%d dim=%d heads=%d seq_len=%d vocab=%d mlp_ratio=%d%s%s\n", c->layers, c->dim, c->heads,
             c->seq_len, c->vocab, c->mlp_ratio, h.blocks[0] ? " blocks=" : "", h.blocks);
+    char tok[160];
+    fprintf(out, "tokenizer %s\n", tok_ident_text(&h.st.tok, tok, sizeof tok));
     fprintf(out, "datasets:\n");
     int rc = ckpt_verify_groups(f, &vf);
     fprintf(out, "deck:\n%s%s", h.st.deck, h.st.deck[0] && h.st.deck[strlen(h.st.deck) - 1] != '\n' ? "\n" : "");
