@@ -544,6 +544,43 @@ static void t_xent_parallel(st_t *s, int bf16)
     st_report(s, "xent_finish", bf16, &c);
 }
 
+/* adamw_each over NT tensors of odd sizes (some empty, one of many tiles) with gaps between them, so
+ * tensors start on every 16-byte phase: bitwise the per-tensor cu_adamw_update (gaps untouched), and
+ * near the CPU's adamw_each. gpad 1 shifts grad's buffer off the others' phase (the scalar path). */
+static void adamw_each_at(st_t *s, int bf16, size_t gpad, const char *name)
+{
+    enum { NT = 150 };
+    size_t off[NT], len[NT], total = 0;
+    float wd[NT];
+    for (int i = 0; i < NT; i++) {
+        total += (size_t)(i % 5); /* the gap before tensor i */
+        len[i] = i % 11 == 5 ? 0 : i == 77 ? 100003 : (size_t)(i * i * 37 + i * 7) % 9000 + (size_t)(i % 3);
+        off[i] = total, wd[i] = i % 2 ? 0.1f : 0.0f;
+        total += len[i];
+    }
+    total += 3;
+    float *p = st_rand(s, total, -1, 1), *g = st_rand(s, total, -1, 1), *m = st_rand(s, total, -0.1f, 0.1f);
+    float *v = st_rand(s, total, 0.0f, 0.01f);
+    float *d_p = st_dev(s, p, total), *d_g = st_dev_at(s, g, total, gpad), *d_m = st_dev(s, m, total);
+    float *d_v = st_dev(s, v, total);
+    float *d_p1 = st_dev(s, p, total), *d_m1 = st_dev(s, m, total), *d_v1 = st_dev(s, v, total);
+    cu_adamw_each(&s->ctx, d_p, d_g, d_m, d_v, off, len, wd, NT, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.7f);
+    for (int i = 0; i < NT; i++)
+        cu_adamw_update(&s->ctx, d_p1 + off[i], d_g + off[i], d_m1 + off[i], d_v1 + off[i], len[i], 0.1f, 0.9f,
+                        0.95f, 1e-8f, wd[i], 3, 0.7f);
+    const int same = st_same_bits(s, d_p, d_p1, total) && st_same_bits(s, d_m, d_m1, total) &&
+                     st_same_bits(s, d_v, d_v1, total);
+    char label[64];
+    snprintf(label, sizeof label, "%s_bits", name);
+    st_verdict(s, label, same, "param, m, v: the bits of cu_adamw_update per tensor");
+    cmp_t c = {0, 0};
+    adamw_each(p, g, m, v, off, len, wd, NT, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.7f);
+    cmp_add(s, &c, "param", d_p, p, total);
+    cmp_add(s, &c, "m", d_m, m, total);
+    cmp_add(s, &c, "v", d_v, v, total);
+    st_report(s, name, bf16, &c);
+}
+
 static void t_optim(st_t *s, int bf16)
 {
     const size_t n = 1000;
@@ -558,6 +595,8 @@ static void t_optim(st_t *s, int bf16)
     cmp_add(s, &c, "m", d_m, m, n);
     cmp_add(s, &c, "v", d_v, v, n);
     st_report(s, "adamw_update", bf16, &c);
+    adamw_each_at(s, bf16, 0, "adamw_each");
+    adamw_each_at(s, bf16, 1, "adamw_each(scalar)");
 
     const size_t nsq = 3 * 4096 + 123; /* several chunks and a partial one */
     float *x = st_rand(s, nsq, -1, 1), *d_x = st_dev(s, x, nsq);
