@@ -199,34 +199,46 @@ static void t_encoder(st_t *s, int bf16)
     st_report(s, "encoder_backward", bf16, &c);
 }
 
-static void t_layernorm(st_t *s, int bf16)
+/* One shape: widths a multiple of 4 up to 1024 run the warp-per-row kernels, others the block per row. */
+static void layernorm_at(st_t *s, int bf16, int N, int C, const char *fwd, const char *bwd)
 {
-    const size_t n = (size_t)SN * SC;
-    float *inp = st_rand(s, n, -2, 2), *w = st_rand(s, SC, 0.5f, 1.5f), *b = st_rand(s, SC, -0.5f, 0.5f);
-    float *out = st_host(s, n), *mean = st_host(s, SN), *rstd = st_host(s, SN);
-    float *d_inp = st_dev(s, inp, n), *d_w = st_dev(s, w, SC), *d_b = st_dev(s, b, SC);
-    float *d_out = st_dev_nan(s, n), *d_mean = st_dev_nan(s, SN), *d_rstd = st_dev_nan(s, SN);
+    const size_t n = (size_t)N * C;
+    float *inp = st_rand(s, n, -2, 2), *w = st_rand(s, C, 0.5f, 1.5f), *b = st_rand(s, C, -0.5f, 0.5f);
+    float *out = st_host(s, n), *mean = st_host(s, N), *rstd = st_host(s, N);
+    float *d_inp = st_dev(s, inp, n), *d_w = st_dev(s, w, C), *d_b = st_dev(s, b, C);
+    float *d_out = st_dev_nan(s, n), *d_mean = st_dev_nan(s, N), *d_rstd = st_dev_nan(s, N);
     cmp_t c = {0, 0};
-    layernorm_forward(out, mean, rstd, inp, w, b, SN, SC);
-    cu_layernorm_forward(&s->ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, SN, SC);
+    layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    cu_layernorm_forward(&s->ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
     cmp_add(s, &c, "out", d_out, out, n);
-    cmp_add(s, &c, "mean", d_mean, mean, SN);
-    cmp_add(s, &c, "rstd", d_rstd, rstd, SN);
-    st_report(s, "layernorm_forward", bf16, &c);
+    cmp_add(s, &c, "mean", d_mean, mean, N);
+    cmp_add(s, &c, "rstd", d_rstd, rstd, N);
+    st_report(s, fwd, bf16, &c);
 
     /* Backward from the CPU's saved statistics: this test sees backward errors only. */
     float *dout = st_rand(s, n, -1, 1), *dinp = st_rand(s, n, -1, 1);
-    float *dw = st_rand(s, SC, -1, 1), *db = st_rand(s, SC, -1, 1);
-    float *d_dout = st_dev(s, dout, n), *d_dinp = st_dev(s, dinp, n), *d_dw = st_dev(s, dw, SC),
-          *d_db = st_dev(s, db, SC);
-    float *d_mean_c = st_dev(s, mean, SN), *d_rstd_c = st_dev(s, rstd, SN);
+    float *dw = st_rand(s, C, -1, 1), *db = st_rand(s, C, -1, 1);
+    float *d_dout = st_dev(s, dout, n), *d_dinp = st_dev(s, dinp, n), *d_dw = st_dev(s, dw, C),
+          *d_db = st_dev(s, db, C);
+    float *d_mean_c = st_dev(s, mean, N), *d_rstd_c = st_dev(s, rstd, N);
     c = (cmp_t){0, 0};
-    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, SN, SC);
-    cu_layernorm_backward(&s->ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean_c, d_rstd_c, SN, SC);
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    cu_layernorm_backward(&s->ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean_c, d_rstd_c, N, C);
     cmp_add(s, &c, "dinp", d_dinp, dinp, n);
-    cmp_add(s, &c, "dw", d_dw, dw, SC);
-    cmp_add(s, &c, "db", d_db, db, SC);
-    st_report(s, "layernorm_backward", bf16, &c);
+    cmp_add(s, &c, "dw", d_dw, dw, C);
+    cmp_add(s, &c, "db", d_db, db, C);
+    st_report(s, bwd, bf16, &c);
+}
+
+static void t_layernorm(st_t *s, int bf16)
+{
+    layernorm_at(s, bf16, SN, SC, "layernorm_forward", "layernorm_backward");
+    /* GPT-2's width over rows that leave the last block of the backward partly filled */
+    layernorm_at(s, bf16, 100, 768, "layernorm_forward(C=768)", "layernorm_backward(C=768)");
+    /* float4s past the row's end in the last lanes */
+    layernorm_at(s, bf16, 37, 1000, "layernorm_forward(C=1000)", "layernorm_backward(C=1000)");
+    /* not a multiple of 4: the block-per-row kernels */
+    layernorm_at(s, bf16, SN, 50, "layernorm_forward(C=50)", "layernorm_backward(C=50)");
 }
 
 static void t_matmul(st_t *s, int bf16)
