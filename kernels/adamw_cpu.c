@@ -96,6 +96,14 @@ void adamw_update(float *param, const float *grad, float *m, float *v, size_t n,
     }
 }
 
+void adamw_each(float *param, const float *grad, float *m, float *v, const size_t *off, const size_t *n,
+                const float *wd, int count, float lr, float beta1, float beta2, float eps, int t, float grad_scale)
+{
+    for (int i = 0; i < count; i++)
+        adamw_update(param + off[i], grad + off[i], m + off[i], v + off[i], n[i], lr, beta1, beta2, eps, wd[i], t,
+                     grad_scale);
+}
+
 /* Σ x² of one chunk in LANES partial sums (element i goes to lane i mod LANES), the lanes added in
  * order at the end: the same bits whatever the vector width (AVX2, AVX-512 or scalar code), while
  * a single running sum would be a chain of dependent double additions, 4 cycles each. */

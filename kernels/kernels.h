@@ -128,6 +128,12 @@ void xent_finish(float *losses, float *probs, const float *max, const float *sum
  *   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * param ). */
 void adamw_update(float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float eps, float wd, int t, float grad_scale);
+/* adamw_update on count tensors that lie in the same flat buffers: tensor i is elements
+ * [off[i], off[i] + n[i]) of param, grad, m and v, with weight decay wd[i]; off, n and wd are host
+ * arrays. The bits of calling adamw_update on each in turn, in one call, so a device backend
+ * launches a few kernels for the whole model instead of one per tensor. */
+void adamw_each(float *param, const float *grad, float *m, float *v, const size_t *off, const size_t *n,
+                const float *wd, int count, float lr, float beta1, float beta2, float eps, int t, float grad_scale);
 
 /* Σ x² in double, summed in fixed 4096-element chunks then in chunk order: the same value for
  * any thread count. */

@@ -154,6 +154,11 @@ void cu_xent_finish(cu_ctx_t *ctx, float *losses, float *probs, const float *max
 /* ---- optimizer and reductions ---- */
 void cu_adamw_update(cu_ctx_t *ctx, float *param, const float *grad, float *m, float *v, size_t n, float lr,
                      float beta1, float beta2, float eps, float wd, int t, float grad_scale);
+/* cu_adamw_update on each of count tensors of the flat buffers (kernels.h adamw_each), the same bits,
+ * in a few launches: off, n and wd are host arrays, copied into each launch's arguments. */
+void cu_adamw_each(cu_ctx_t *ctx, float *param, const float *grad, float *m, float *v, const size_t *off,
+                   const size_t *n, const float *wd, int count, float lr, float beta1, float beta2, float eps, int t,
+                   float grad_scale);
 /* Σ x², 4096-element chunks in double, chunks summed by a fixed tree: returns the value to the host
  * (synchronises ctx->compute). Uses scratch. */
 double cu_sumsq(cu_ctx_t *ctx, const float *x, size_t n);

@@ -21,10 +21,26 @@ __global__ void matmul_init_kernel(float *out, const float *res, const float *bi
         out[i] = (res ? res[i] : 0.0f) + (bias ? bias[i % (size_t)OC] : 0.0f);
 }
 
+// matmul_init_kernel on float4s: OC a multiple of 4 and every operand 16-byte aligned, so a float4
+// of out lies in one row and meets 4 consecutive bias elements. The same sum per element.
+__global__ void matmul_init4_kernel(float4 *out, const float4 *res, const float4 *bias, size_t n4, int OC4)
+{
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        const float4 r = res ? res[i] : zero, b = bias ? bias[i % (size_t)OC4] : zero;
+        out[i] = make_float4(r.x + b.x, r.y + b.y, r.z + b.z, r.w + b.w);
+    }
+}
+
 static void matmul_init(cu_ctx_t *ctx, float *out, const float *res, const float *bias, int N, int OC)
 {
     const size_t n = (size_t)N * OC;
-    matmul_init_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(out, res, bias, n, OC);
+    if (n == 0) return;
+    if (OC % 4 == 0 && (uintptr_t)out % 16 == 0 && (uintptr_t)res % 16 == 0 && (uintptr_t)bias % 16 == 0)
+        matmul_init4_kernel<<<grid_for(n / 4), THREADS, 0, ctx->compute>>>(
+            (float4 *)out, (const float4 *)res, (const float4 *)bias, n / 4, OC / 4);
+    else
+        matmul_init_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(out, res, bias, n, OC);
     CUDA_CHECK_LAUNCH();
 }
 

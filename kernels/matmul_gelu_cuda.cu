@@ -81,12 +81,31 @@ __global__ void mul_kernel(float *x, const float *y, size_t n)
         x[i] *= y[i];
 }
 
+// mul_kernel on float4s (both operands 16-byte aligned), the last n % 4 elements scalar: the same
+// product per element, a quarter of the memory instructions.
+__global__ void mul4_kernel(float *x, const float *y, size_t n)
+{
+    const size_t n4 = n / 4, t0 = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    float4 *x4 = reinterpret_cast<float4 *>(x);
+    const float4 *y4 = reinterpret_cast<const float4 *>(y);
+    for (size_t i = t0; i < n4; i += (size_t)gridDim.x * blockDim.x) {
+        float4 a = x4[i];
+        const float4 b = y4[i];
+        a.x *= b.x, a.y *= b.y, a.z *= b.z, a.w *= b.w;
+        x4[i] = a;
+    }
+    if (t0 < n % 4) x[4 * n4 + t0] *= y[4 * n4 + t0];
+}
+
 void cu_matmul_backward_gelu(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                              const float *w, const float *dgelu, int N, int C, int OC)
 {
     cu_matmul_backward(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
     if (!dinp) return; // the weight half alone (a split backward's W)
     const size_t n = (size_t)N * C;
-    mul_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(dinp, dgelu, n);
+    if ((uintptr_t)dinp % 16 == 0 && (uintptr_t)dgelu % 16 == 0)
+        mul4_kernel<<<grid_for(n / 4 > 0 ? n / 4 : 1), THREADS, 0, ctx->compute>>>(dinp, dgelu, n);
+    else
+        mul_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(dinp, dgelu, n);
     CUDA_CHECK_LAUNCH();
 }

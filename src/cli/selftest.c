@@ -199,34 +199,46 @@ static void t_encoder(st_t *s, int bf16)
     st_report(s, "encoder_backward", bf16, &c);
 }
 
-static void t_layernorm(st_t *s, int bf16)
+/* One shape: widths a multiple of 4 up to 1024 run the warp-per-row kernels, others the block per row. */
+static void layernorm_at(st_t *s, int bf16, int N, int C, const char *fwd, const char *bwd)
 {
-    const size_t n = (size_t)SN * SC;
-    float *inp = st_rand(s, n, -2, 2), *w = st_rand(s, SC, 0.5f, 1.5f), *b = st_rand(s, SC, -0.5f, 0.5f);
-    float *out = st_host(s, n), *mean = st_host(s, SN), *rstd = st_host(s, SN);
-    float *d_inp = st_dev(s, inp, n), *d_w = st_dev(s, w, SC), *d_b = st_dev(s, b, SC);
-    float *d_out = st_dev_nan(s, n), *d_mean = st_dev_nan(s, SN), *d_rstd = st_dev_nan(s, SN);
+    const size_t n = (size_t)N * C;
+    float *inp = st_rand(s, n, -2, 2), *w = st_rand(s, C, 0.5f, 1.5f), *b = st_rand(s, C, -0.5f, 0.5f);
+    float *out = st_host(s, n), *mean = st_host(s, N), *rstd = st_host(s, N);
+    float *d_inp = st_dev(s, inp, n), *d_w = st_dev(s, w, C), *d_b = st_dev(s, b, C);
+    float *d_out = st_dev_nan(s, n), *d_mean = st_dev_nan(s, N), *d_rstd = st_dev_nan(s, N);
     cmp_t c = {0, 0};
-    layernorm_forward(out, mean, rstd, inp, w, b, SN, SC);
-    cu_layernorm_forward(&s->ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, SN, SC);
+    layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    cu_layernorm_forward(&s->ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_b, N, C);
     cmp_add(s, &c, "out", d_out, out, n);
-    cmp_add(s, &c, "mean", d_mean, mean, SN);
-    cmp_add(s, &c, "rstd", d_rstd, rstd, SN);
-    st_report(s, "layernorm_forward", bf16, &c);
+    cmp_add(s, &c, "mean", d_mean, mean, N);
+    cmp_add(s, &c, "rstd", d_rstd, rstd, N);
+    st_report(s, fwd, bf16, &c);
 
     /* Backward from the CPU's saved statistics: this test sees backward errors only. */
     float *dout = st_rand(s, n, -1, 1), *dinp = st_rand(s, n, -1, 1);
-    float *dw = st_rand(s, SC, -1, 1), *db = st_rand(s, SC, -1, 1);
-    float *d_dout = st_dev(s, dout, n), *d_dinp = st_dev(s, dinp, n), *d_dw = st_dev(s, dw, SC),
-          *d_db = st_dev(s, db, SC);
-    float *d_mean_c = st_dev(s, mean, SN), *d_rstd_c = st_dev(s, rstd, SN);
+    float *dw = st_rand(s, C, -1, 1), *db = st_rand(s, C, -1, 1);
+    float *d_dout = st_dev(s, dout, n), *d_dinp = st_dev(s, dinp, n), *d_dw = st_dev(s, dw, C),
+          *d_db = st_dev(s, db, C);
+    float *d_mean_c = st_dev(s, mean, N), *d_rstd_c = st_dev(s, rstd, N);
     c = (cmp_t){0, 0};
-    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, SN, SC);
-    cu_layernorm_backward(&s->ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean_c, d_rstd_c, SN, SC);
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    cu_layernorm_backward(&s->ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean_c, d_rstd_c, N, C);
     cmp_add(s, &c, "dinp", d_dinp, dinp, n);
-    cmp_add(s, &c, "dw", d_dw, dw, SC);
-    cmp_add(s, &c, "db", d_db, db, SC);
-    st_report(s, "layernorm_backward", bf16, &c);
+    cmp_add(s, &c, "dw", d_dw, dw, C);
+    cmp_add(s, &c, "db", d_db, db, C);
+    st_report(s, bwd, bf16, &c);
+}
+
+static void t_layernorm(st_t *s, int bf16)
+{
+    layernorm_at(s, bf16, SN, SC, "layernorm_forward", "layernorm_backward");
+    /* GPT-2's width over rows that leave the last block of the backward partly filled */
+    layernorm_at(s, bf16, 100, 768, "layernorm_forward(C=768)", "layernorm_backward(C=768)");
+    /* float4s past the row's end in the last lanes */
+    layernorm_at(s, bf16, 37, 1000, "layernorm_forward(C=1000)", "layernorm_backward(C=1000)");
+    /* not a multiple of 4: the block-per-row kernels */
+    layernorm_at(s, bf16, SN, 50, "layernorm_forward(C=50)", "layernorm_backward(C=50)");
 }
 
 static void t_matmul(st_t *s, int bf16)
@@ -454,32 +466,40 @@ static void t_gelu(st_t *s, int bf16)
 }
 
 /* The MLP's fc product with GELU (saving gelu') and fcproj's backward through it: (SN,SC) -> (SN,SOC). */
-static void t_matmul_gelu(st_t *s, int bf16)
+/* One shape (N, C, OC); odd ones run the scalar kernels and the float4 ones' scalar tails. */
+static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, const char *fwd, const char *bwd)
 {
-    const size_t nin = (size_t)SN * SC, nw = (size_t)SOC * SC, nout = (size_t)SN * SOC;
-    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *bias = st_rand(s, SOC, -1, 1);
-    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_bias = st_dev(s, bias, SOC);
+    const size_t nin = (size_t)N * C, nw = (size_t)OC * C, nout = (size_t)N * OC;
+    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *bias = st_rand(s, OC, -1, 1);
+    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_bias = st_dev(s, bias, OC);
     float *out = st_host(s, nout), *dg = st_host(s, nout), *d_out = st_dev_nan(s, nout), *d_dg = st_dev_nan(s, nout);
     cmp_t c = {0, 0};
-    matmul_gelu_forward(out, dg, inp, w, bias, SN, SC, SOC);
-    cu_matmul_gelu_forward(&s->ctx, d_out, d_dg, d_inp, d_w, d_bias, SN, SC, SOC);
+    matmul_gelu_forward(out, dg, inp, w, bias, N, C, OC);
+    cu_matmul_gelu_forward(&s->ctx, d_out, d_dg, d_inp, d_w, d_bias, N, C, OC);
     cmp_add(s, &c, "out", d_out, out, nout);
     cmp_add(s, &c, "dgelu", d_dg, dg, nout);
-    st_report(s, "matmul_gelu_forward", bf16, &c);
+    st_report(s, fwd, bf16, &c);
 
-    /* fcproj: w2 (SC,SOC) takes the GELU output (SN,SOC) back to (SN,SC); dinp (SN,SOC) */
+    /* fcproj: w2 (C,OC) takes the GELU output (N,OC) back to (N,C); dinp (N,OC) */
     float *w2 = st_rand(s, nw, -1, 1), *dout = st_rand(s, nin, -1, 1), *dinp = st_host(s, nout);
-    float *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, SC, -1, 1);
+    float *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, C, -1, 1);
     float *d_w2 = st_dev(s, w2, nw), *d_dout = st_dev(s, dout, nin), *d_dinp = st_dev_nan(s, nout);
-    float *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, SC), *d_g = st_dev(s, out, nout);
+    float *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, C), *d_g = st_dev(s, out, nout);
     float *d_dgc = st_dev(s, dg, nout);
     c = (cmp_t){0, 0};
-    matmul_backward_gelu(dinp, dw, dbias, dout, out, w2, dg, SN, SOC, SC);
-    cu_matmul_backward_gelu(&s->ctx, d_dinp, d_dw, d_dbias, d_dout, d_g, d_w2, d_dgc, SN, SOC, SC);
+    matmul_backward_gelu(dinp, dw, dbias, dout, out, w2, dg, N, OC, C);
+    cu_matmul_backward_gelu(&s->ctx, d_dinp, d_dw, d_dbias, d_dout, d_g, d_w2, d_dgc, N, OC, C);
     cmp_add(s, &c, "dinp", d_dinp, dinp, nout);
     cmp_add(s, &c, "dw", d_dw, dw, nw);
-    cmp_add(s, &c, "dbias", d_dbias, dbias, SC);
-    st_report(s, "matmul_backward_gelu", bf16, &c);
+    cmp_add(s, &c, "dbias", d_dbias, dbias, C);
+    st_report(s, bwd, bf16, &c);
+}
+
+static void t_matmul_gelu(st_t *s, int bf16)
+{
+    matmul_gelu_at(s, bf16, SN, SC, SOC, "matmul_gelu_forward", "matmul_backward_gelu");
+    /* N·OC = 2511: dinp's float4 product ends in a scalar tail of 3 */
+    matmul_gelu_at(s, bf16, 31, 47, 81, "matmul_gelu_forward(odd)", "matmul_backward_gelu(odd)");
 }
 
 /* One vocabulary size V: odd sizes run the scalar kernels, multiples of 4 the float4 ones. */
@@ -544,6 +564,43 @@ static void t_xent_parallel(st_t *s, int bf16)
     st_report(s, "xent_finish", bf16, &c);
 }
 
+/* adamw_each over NT tensors of odd sizes (some empty, one of many tiles) with gaps between them, so
+ * tensors start on every 16-byte phase: bitwise the per-tensor cu_adamw_update (gaps untouched), and
+ * near the CPU's adamw_each. gpad 1 shifts grad's buffer off the others' phase (the scalar path). */
+static void adamw_each_at(st_t *s, int bf16, size_t gpad, const char *name)
+{
+    enum { NT = 150 };
+    size_t off[NT], len[NT], total = 0;
+    float wd[NT];
+    for (int i = 0; i < NT; i++) {
+        total += (size_t)(i % 5); /* the gap before tensor i */
+        len[i] = i % 11 == 5 ? 0 : i == 77 ? 100003 : (size_t)(i * i * 37 + i * 7) % 9000 + (size_t)(i % 3);
+        off[i] = total, wd[i] = i % 2 ? 0.1f : 0.0f;
+        total += len[i];
+    }
+    total += 3;
+    float *p = st_rand(s, total, -1, 1), *g = st_rand(s, total, -1, 1), *m = st_rand(s, total, -0.1f, 0.1f);
+    float *v = st_rand(s, total, 0.0f, 0.01f);
+    float *d_p = st_dev(s, p, total), *d_g = st_dev_at(s, g, total, gpad), *d_m = st_dev(s, m, total);
+    float *d_v = st_dev(s, v, total);
+    float *d_p1 = st_dev(s, p, total), *d_m1 = st_dev(s, m, total), *d_v1 = st_dev(s, v, total);
+    cu_adamw_each(&s->ctx, d_p, d_g, d_m, d_v, off, len, wd, NT, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.7f);
+    for (int i = 0; i < NT; i++)
+        cu_adamw_update(&s->ctx, d_p1 + off[i], d_g + off[i], d_m1 + off[i], d_v1 + off[i], len[i], 0.1f, 0.9f,
+                        0.95f, 1e-8f, wd[i], 3, 0.7f);
+    const int same = st_same_bits(s, d_p, d_p1, total) && st_same_bits(s, d_m, d_m1, total) &&
+                     st_same_bits(s, d_v, d_v1, total);
+    char label[64];
+    snprintf(label, sizeof label, "%s_bits", name);
+    st_verdict(s, label, same, "param, m, v: the bits of cu_adamw_update per tensor");
+    cmp_t c = {0, 0};
+    adamw_each(p, g, m, v, off, len, wd, NT, 0.1f, 0.9f, 0.95f, 1e-8f, 3, 0.7f);
+    cmp_add(s, &c, "param", d_p, p, total);
+    cmp_add(s, &c, "m", d_m, m, total);
+    cmp_add(s, &c, "v", d_v, v, total);
+    st_report(s, name, bf16, &c);
+}
+
 static void t_optim(st_t *s, int bf16)
 {
     const size_t n = 1000;
@@ -558,6 +615,8 @@ static void t_optim(st_t *s, int bf16)
     cmp_add(s, &c, "m", d_m, m, n);
     cmp_add(s, &c, "v", d_v, v, n);
     st_report(s, "adamw_update", bf16, &c);
+    adamw_each_at(s, bf16, 0, "adamw_each");
+    adamw_each_at(s, bf16, 1, "adamw_each(scalar)");
 
     const size_t nsq = 3 * 4096 + 123; /* several chunks and a partial one */
     float *x = st_rand(s, nsq, -1, 1), *d_x = st_dev(s, x, nsq);

@@ -70,10 +70,10 @@
     X(void, xent_finish,                                                                                              \
       (float *losses, float *probs, const float *max, const float *sum, const float *tlogit, int N, int Vl),          \
       (losses, probs, max, sum, tlogit, N, Vl))                                                                       \
-    X(void, adamw_update,                                                                                             \
-      (float *param, const float *grad, float *m, float *v, size_t n, float lr, float beta1, float beta2,             \
-       float eps, float wd, int t, float grad_scale),                                                                 \
-      (param, grad, m, v, n, lr, beta1, beta2, eps, wd, t, grad_scale))                                               \
+    X(void, adamw_each,                                                                                               \
+      (float *param, const float *grad, float *m, float *v, const size_t *off, const size_t *n, const float *wd,      \
+       int count, float lr, float beta1, float beta2, float eps, int t, float grad_scale),                             \
+      (param, grad, m, v, off, n, wd, count, lr, beta1, beta2, eps, t, grad_scale))                                   \
     X(void, sumsq_each, (double *out, const float *const *x, const size_t *n, int count), (out, x, n, count))          \
     X(void, vec_add, (float *out, const float *a, const float *b, size_t n), (out, a, b, n))
 

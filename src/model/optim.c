@@ -1,8 +1,10 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "backend.h"
+#include "check.h"
 
 optim_cfg_t optim_cfg_from_deck(const deck_t *d)
 {
@@ -32,11 +34,20 @@ float optim_clip_scale(double grad_norm, double grad_clip)
 void optim_step(backend_t *be, const param_table_t *tab, float *params, const float *grads, float *m, float *v,
                 const optim_cfg_t *c, float lr, long adam_t, float grad_scale, size_t s0, size_t s1)
 {
+    /* the tensors' ranges listed first and updated in one call: a device backend launches a few
+     * kernels for the model, not one per tensor; each tensor gets the bits it got alone */
+    size_t *off = MP_CALLOC((size_t)tab->count + 1, sizeof *off), *len = MP_CALLOC((size_t)tab->count + 1, sizeof *len);
+    float *wd = MP_CALLOC((size_t)tab->count + 1, sizeof *wd);
+    if (!off || !len || !wd) MP_ABORT("out of memory in the optimizer step");
+    int k = 0;
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         size_t lo = e->offset > s0 ? e->offset : s0, hi = e->offset + e->numel < s1 ? e->offset + e->numel : s1;
         if (lo >= hi) continue;
-        be_adamw_update(be, params + (lo - s0), grads + (lo - s0), m + (lo - s0), v + (lo - s0), hi - lo, lr, c->beta1,
-                        c->beta2, c->eps, e->decay ? c->weight_decay : 0.0f, (int)adam_t, grad_scale);
+        off[k] = lo - s0, len[k] = hi - lo, wd[k++] = e->decay ? c->weight_decay : 0.0f;
     }
+    if (k > 0)
+        be_adamw_each(be, params, grads, m, v, off, len, wd, k, lr, c->beta1, c->beta2, c->eps, (int)adam_t,
+                      grad_scale);
+    free(off), free(len), free(wd);
 }
