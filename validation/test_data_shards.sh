@@ -62,20 +62,26 @@ with open('$1', 'wb') as f:
 }
 sparse "$SCRATCH/big.bin" 2147483647 && sparse "$SCRATCH/small.bin" 524288
 ok $? "a 4 GiB and a 1 MiB .bin shard, sparse ($(du -k "$SCRATCH/big.bin" | cut -f1) KiB on disk)"
-peak() {  # peak FILE OUT: each rank's peak RSS in KiB (ru_maxrss of the rank, its VmHWM), one a line
+peak() {  # peak FILE OUT: each rank's peak RSS in KiB (ru_maxrss of the rank, its VmHWM) into OUT.rss.RANK
+    # (a file, not stdout: once the rank has finalized, the launcher may stop forwarding its output)
+    rm -f "$SCRATCH/$2".rss.*
     $MPIEXEC -n 2 "$TORCH_PYTHON" -c "
-import resource, subprocess, sys
-rc = subprocess.call(sys.argv[1:], close_fds=False)  # the MPI launcher's PMI descriptor
-print('maxrss_kib', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-sys.exit(rc)" "$MINDPIPE" train -c "$deck" --set data.path="$1" --set parallel.dp=2 --set train.steps=3 --set train.warmup=1 \
-        --set checkpoint.every=0 --set train.eval_every=0 --quiet --out "$SCRATCH/$2" > "$SCRATCH/$2.log" 2>&1
+import os, resource, subprocess, sys
+rc = subprocess.call(sys.argv[2:], close_fds=False)  # the MPI launcher's PMI descriptor
+with open('%s.rss.%s' % (sys.argv[1], os.environ.get('PMI_RANK', os.getpid())), 'w') as f:
+    f.write('maxrss_kib %d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)" "$SCRATCH/$2" "$MINDPIPE" train -c "$deck" --set data.path="$1" --set parallel.dp=2 --set train.steps=3 \
+        --set train.warmup=1 --set checkpoint.every=0 --set train.eval_every=0 --quiet --out "$SCRATCH/$2" \
+        > "$SCRATCH/$2.log" 2>&1
 }
 peak "$SCRATCH/small.bin" small; rs=$?
 peak "$SCRATCH/big.bin" big; rb=$?
 [ $rs -eq 0 ] && [ $rb -eq 0 ]
 ok $? "3 steps at dp=2 on each"
-small=$(sed -n 's/^maxrss_kib //p' "$SCRATCH/small.log" | sort -n | tail -n 1)
-big=$(sed -n 's/^maxrss_kib //p' "$SCRATCH/big.log" | sort -n | tail -n 1)
+small=$(cat "$SCRATCH"/small.rss.* 2>/dev/null | sed -n 's/^maxrss_kib //p' | sort -n | tail -n 1)
+big=$(cat "$SCRATCH"/big.rss.* 2>/dev/null | sed -n 's/^maxrss_kib //p' | sort -n | tail -n 1)
+[ "$(cat "$SCRATCH"/small.rss.* "$SCRATCH"/big.rss.* 2>/dev/null | grep -c maxrss_kib)" -eq 4 ]
+ok $? "each of the 2 ranks of both runs reported its peak"
 diag "largest rank peak RSS: ${small:-?} KiB with the 1 MiB shard, ${big:-?} KiB with the 4 GiB shard"
 [ -n "$small" ] && [ -n "$big" ] && [ $((big - small)) -lt 1048576 ]
 ok $? "the 4 GiB shard costs each rank less than 1 GiB more resident memory than the 1 MiB one"
