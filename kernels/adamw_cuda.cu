@@ -71,12 +71,7 @@ __global__ void __launch_bounds__(THREADS) adamw_each_kernel(float *param, const
                                                              const AdamwBatch b, const AdamwConst k)
 {
     const unsigned blk = blockIdx.x;
-    int lo = 0, hi = b.count - 1; // the last tensor with b0 <= blk (empty tensors own no block)
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (b.b0[mid] <= blk) lo = mid;
-        else hi = mid - 1;
-    }
+    const int lo = cu_batch_owner(b.b0, b.count, blk);
     const size_t n = b.n[lo], j = blk - b.b0[lo];
     const float wd = b.wd[lo];
     float *p = param + b.off[lo], *mm = m + b.off[lo], *vv = v + b.off[lo];

@@ -244,6 +244,20 @@ static __device__ __forceinline__ cu_bf16x4 cu_bf16x4_round(float4 x)
     r.v[3] = __float2bfloat16(x.w);
     return r;
 }
+
+/* The kernels over many tensors at once (cu_sumsq_each, cu_adamw_each) give tensor i the blocks
+ * [first[i], first[i+1]) of one launch: the tensor owning block blk, the last i with first[i] <= blk
+ * (an empty tensor owns no block), by binary search over count entries. */
+static __device__ __forceinline__ int cu_batch_owner(const unsigned *first, int count, unsigned blk)
+{
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (first[mid] <= blk) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
 #endif
 
 #endif

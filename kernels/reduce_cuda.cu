@@ -30,12 +30,7 @@ __global__ void __launch_bounds__(THREADS) sumsq_chunk_kernel(double *part, cons
 {
     __shared__ Reduce::TempStorage tmp;
     const unsigned c = blockIdx.x;
-    int lo = 0, hi = b.count - 1; // the last tensor with c0 <= c (empty tensors own no chunk)
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (b.c0[mid] <= c) lo = mid;
-        else hi = mid - 1;
-    }
+    const int lo = cu_batch_owner(b.c0, b.count, c);
     const float *x = b.x[lo];
     const size_t n = b.n[lo], i0 = (size_t)(c - b.c0[lo]) * CHUNK;
     double s = 0.0;
