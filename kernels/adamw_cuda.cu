@@ -23,6 +23,7 @@ __global__ void adamw_kernel(float *param, const float *grad, float *m, float *v
 void cu_adamw_update(cu_ctx_t *ctx, float *param, const float *grad, float *m, float *v, size_t n, float lr,
                      float beta1, float beta2, float eps, float wd, int t, float grad_scale)
 {
+    if (n == 0) return; // an empty tensor: a launch of no blocks is an invalid argument
     // Bias corrections on the host with the CPU's expression: both backends see the same constants.
     const float bc1 = 1.0f - powf(beta1, (float)t), bc2 = 1.0f - powf(beta2, (float)t);
     const size_t b = (n + THREADS - 1) / THREADS;
