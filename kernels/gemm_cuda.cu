@@ -80,6 +80,18 @@ void cu_gemm_bf16_pre(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int
                                                 batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
+// cu_gemm_bf16_pre with a bf16 C (beta = 0, one product): the output is rounded once, by cuBLAS's
+// epilogue, where an fp32 C would be written and read again at twice the bytes by a later pass
+// that only wants bf16 or reads it once.
+void cu_gemm_bf16_out(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, __nv_bfloat16 *C, int ldc)
+{
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float beta = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(ctx->blas, op_b, op_a, n, m, k, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda, &beta,
+                              C, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
 // The bf16 path: the spans of A and B are rounded into scratch and read with the same leading
 // dimensions and strides, so no operand needs repacking (q and k read out of qkv in place).
 static void gemm_bf16(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *A,

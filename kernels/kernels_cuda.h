@@ -230,6 +230,11 @@ void cu_gemm_bf16_pre(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int
                       const __nv_bfloat16 *A, int lda, long long stride_a, const __nv_bfloat16 *B, int ldb,
                       long long stride_b, float beta, float *C, int ldc, long long stride_c, int batch);
 
+/* cu_gemm_bf16_pre's product (batch 1, beta 0) written as bf16: C = bf16(alpha · op(A)·op(B)), the
+ * fp32 accumulator rounded to nearest even once. */
+void cu_gemm_bf16_out(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                      const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, __nv_bfloat16 *C, int ldc);
+
 /* Four bf16 for one 8-byte store. */
 struct __align__(8) cu_bf16x4 {
     __nv_bfloat16 v[4];
