@@ -56,11 +56,15 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
     const char *attn = getenv("MP_ATTENTION");
     if (attn && *attn && strcmp(attn, "fa2") && strcmp(attn, "wmma"))
         return KERN_FAIL("MP_ATTENTION=%s: fa2 or wmma", attn);
+    const char *handoff = getenv("MP_BF16_HANDOFF");
+    if (handoff && *handoff && strcmp(handoff, "bf16") && strcmp(handoff, "fp32"))
+        return KERN_FAIL("MP_BF16_HANDOFF=%s: bf16 or fp32", handoff);
     if (ctx_pick_device(device) != KERN_OK) return KERN_ERR;
     ctx->device = device;
     ctx->precision = precision;
     ctx->bf16_gemm = gemm && !strcmp(gemm, "cublas") ? CU_GEMM_CUBLAS : CU_GEMM_ROUND;
     ctx->attention = attn && !strcmp(attn, "wmma") ? CU_ATT_WMMA : CU_ATT_FA2;
+    ctx->handoff = handoff && !strcmp(handoff, "fp32") ? CU_HANDOFF_FP32 : CU_HANDOFF_BF16;
     int major = 0;
     if (setup_failed(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability"))
         goto err;

@@ -21,6 +21,8 @@ size_t cu_bf16_bytes(size_t n) { return align256(n * sizeof(__nv_bfloat16)); }
 
 int cu_gemm_prerounds(const cu_ctx_t *ctx) { return ctx->precision == CU_BF16 && ctx->bf16_gemm == CU_GEMM_ROUND; }
 
+int cu_handoff_bf16(const cu_ctx_t *ctx) { return cu_gemm_prerounds(ctx) && ctx->handoff == CU_HANDOFF_BF16; }
+
 // The last batch item's last stored row ends the span. op(X) is (rows_op, cols_op); stored
 // transposed when trans.
 size_t cu_gemm_span(int trans, int rows_op, int cols_op, int ld, long long stride, int batch)

@@ -36,6 +36,12 @@ enum { CU_GEMM_ROUND = 0, CU_GEMM_CUBLAS = 1 };
  * (attention_fa2_cuda.cu; the default), or WMMA, the earlier kernels staging through shared memory
  * (attention_flash_cuda.cu), kept as the fallback. MP_ATTENTION=fa2|wmma picks one at cu_ctx_init. */
 enum { CU_ATT_FA2 = 0, CU_ATT_WMMA = 1 };
+/* How bf16 products hand a result to the kernel after them within one layer: BF16, results that
+ * only feed another bf16 product or an element-wise pass (the head's logits and dlogits, the MLP's
+ * pre-activation and the input gradient before GELU's derivative) are written in bf16 (the
+ * default); FP32, in fp32 as up to the tenth run. MP_BF16_HANDOFF=bf16|fp32 picks one at
+ * cu_ctx_init: a measuring switch and the fallback (docs/GPU.md). */
+enum { CU_HANDOFF_BF16 = 0, CU_HANDOFF_FP32 = 1 };
 
 typedef struct {
     int device;             /* CUDA ordinal */
@@ -44,6 +50,8 @@ typedef struct {
     unsigned flash_sizes;   /* head sizes (16 | 32 | 64 | 128 as bits) the WMMA fused attention runs on here */
     unsigned fa2_sizes;     /* the same for the FA2 kernels */
     int attention;          /* CU_ATT_FA2 or CU_ATT_WMMA; may be changed between calls */
+    int handoff;            /* CU_HANDOFF_BF16 or CU_HANDOFF_FP32; the same for a forward and its
+                               backward (they share saved state in its form) */
     cublasHandle_t blas;    /* bound to `compute` */
     cudaStream_t compute;   /* every kernel and product */
     cudaStream_t comm;      /* pipeline p2p and data-parallel collectives */
@@ -221,6 +229,8 @@ void cu_host_free(void *p);
 size_t cu_bf16_bytes(size_t n);
 /* Nonzero when products round their operands with our kernel (bf16, CU_GEMM_ROUND). */
 int cu_gemm_prerounds(const cu_ctx_t *ctx);
+/* Nonzero when bf16 products hand results on in bf16 (cu_gemm_prerounds and CU_HANDOFF_BF16). */
+int cu_handoff_bf16(const cu_ctx_t *ctx);
 /* Elements one operand of cu_gemm spans: op(X) is (rows_op, cols_op), stored transposed when trans. */
 size_t cu_gemm_span(int trans, int rows_op, int cols_op, int ld, long long stride, int batch);
 /* dst[i] = bf16(src[i]), round to nearest even (__float2bfloat16), i < n; any src offset. */
