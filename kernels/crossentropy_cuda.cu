@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include <cub/block/block_reduce.cuh>
+#include <cuda_bf16.h>
 
 #include "cuda_check.h"
 #include "kernels_cuda.h"
@@ -225,6 +226,128 @@ void cu_crossentropy_backward(cu_ctx_t *ctx, float *dlogits, const float *probs,
         crossentropy_backward_kernel<4><<<N, THREADS, 0, ctx->compute>>>(dlogits, probs, targets, dloss, V, v0);
     else
         crossentropy_backward_kernel<1><<<N, THREADS, 0, ctx->compute>>>(dlogits, probs, targets, dloss, V, v0);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---- bf16 rows for the fused head (head_cuda.cu): the logits stay in bf16 between forward and
+// backward, read once by each, at half the bytes of fp32 ----
+//
+// The forward keeps no probabilities: it writes each row's max and 1/Σexp (stats, 2 floats a row)
+// and the backward recomputes p = exp(x − max) / Σ from the same bf16 logit, the formula of the
+// fp32 forward's probabilities, then overwrites the logit with its dlogit in bf16 (the next reader
+// is the bf16 product, which would round it anyway).
+
+// VEC bf16 of a row at element j (j a multiple of VEC; VEC = 8 needs the row on 16 bytes).
+template <int VEC> struct Vec16;
+template <> struct Vec16<1> {
+    static __device__ void load(float *v, const __nv_bfloat16 *x) { v[0] = __bfloat162float(x[0]); }
+    static __device__ void store(__nv_bfloat16 *x, const float *v) { x[0] = __float2bfloat16(v[0]); }
+};
+template <> struct Vec16<8> {
+    union Pack {
+        uint4 u;
+        __nv_bfloat162 h[4];
+    };
+    static __device__ void load(float *v, const __nv_bfloat16 *x)
+    {
+        Pack p;
+        p.u = *reinterpret_cast<const uint4 *>(x);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const float2 f = __bfloat1622float2(p.h[k]);
+            v[2 * k] = f.x, v[2 * k + 1] = f.y;
+        }
+    }
+    static __device__ void store(__nv_bfloat16 *x, const float *v)
+    {
+        Pack p;
+#pragma unroll
+        for (int k = 0; k < 4; k++) p.h[k] = __floats2bfloat162_rn(v[2 * k], v[2 * k + 1]);
+        *reinterpret_cast<uint4 *>(x) = p.u;
+    }
+};
+
+template <int VEC>
+__global__ void __launch_bounds__(XT) xent16_forward_kernel(float *losses, float *stats,
+                                                            const __nv_bfloat16 *logits, const int *targets, int V)
+{
+    const __nv_bfloat16 *x = logits + (size_t)blockIdx.x * V;
+    const int groups = V / VEC;
+    MaxSum p{-INFINITY, 0.0f};
+    int g = threadIdx.x;
+    for (; g + (UNROLL - 1) * XT < groups; g += UNROLL * XT) {
+        float v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) Vec16<VEC>::load(v[u], x + (size_t)(g + u * XT) * VEC);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) p = absorb<VEC>(p, v[u]);
+    }
+    for (; g < groups; g += XT) {
+        float v[VEC];
+        Vec16<VEC>::load(v, x + (size_t)g * VEC);
+        p = absorb<VEC>(p, v);
+    }
+    const MaxSum row = block_maxsum(p);
+    if (threadIdx.x == 0) {
+        losses[blockIdx.x] = mp_xent_loss(row.m, row.s, __bfloat162float(x[targets[blockIdx.x]]));
+        stats[2 * (size_t)blockIdx.x] = row.m;
+        stats[2 * (size_t)blockIdx.x + 1] = 1.0f / row.s;
+    }
+}
+
+template <int VEC>
+__global__ void __launch_bounds__(THREADS) xent16_backward_kernel(__nv_bfloat16 *logits, const float *stats,
+                                                                   const int *targets, float dloss, int V)
+{
+    __nv_bfloat16 *x = logits + (size_t)blockIdx.x * V;
+    const float m = stats[2 * (size_t)blockIdx.x], inv = stats[2 * (size_t)blockIdx.x + 1];
+    const int t = targets[blockIdx.x], groups = V / VEC;
+    int g = threadIdx.x;
+    // each element read, then written, by one thread: in place is safe
+    for (; g + (UNROLL - 1) * THREADS < groups; g += UNROLL * THREADS) {
+        float v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) Vec16<VEC>::load(v[u], x + (size_t)(g + u * THREADS) * VEC);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int j0 = (g + u * THREADS) * VEC;
+#pragma unroll
+            for (int k = 0; k < VEC; k++) v[u][k] = mp_xent_dlogit(mp_softmax_exp(v[u][k], m) * inv, j0 + k == t, dloss);
+            Vec16<VEC>::store(x + j0, v[u]);
+        }
+    }
+    for (; g < groups; g += THREADS) {
+        float v[VEC];
+        const int j0 = g * VEC;
+        Vec16<VEC>::load(v, x + j0);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) v[k] = mp_xent_dlogit(mp_softmax_exp(v[k], m) * inv, j0 + k == t, dloss);
+        Vec16<VEC>::store(x + j0, v);
+    }
+}
+
+// 16-byte groups of 8 when every row starts on 16 bytes: the buffer does and V is a multiple of 8.
+static int rows_vec8(const void *p, int V) { return V % 8 == 0 && (uintptr_t)p % 16 == 0; }
+
+void cu_xent16_forward(cu_ctx_t *ctx, float *losses, float *stats, const __nv_bfloat16 *logits, const int *targets,
+                       int N, int V)
+{
+    if (N <= 0) return;
+    if (rows_vec8(logits, V))
+        xent16_forward_kernel<8><<<N, XT, 0, ctx->compute>>>(losses, stats, logits, targets, V);
+    else
+        xent16_forward_kernel<1><<<N, XT, 0, ctx->compute>>>(losses, stats, logits, targets, V);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cu_xent16_backward(cu_ctx_t *ctx, __nv_bfloat16 *logits, const float *stats, const int *targets, float dloss,
+                        int N, int V)
+{
+    if (N <= 0) return;
+    if (rows_vec8(logits, V))
+        xent16_backward_kernel<8><<<N, THREADS, 0, ctx->compute>>>(logits, stats, targets, dloss, V);
+    else
+        xent16_backward_kernel<1><<<N, THREADS, 0, ctx->compute>>>(logits, stats, targets, dloss, V);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -109,6 +109,24 @@ void crossentropy_forward(float *losses, float *probs_logits, const int *targets
  * Vocab-parallel: V columns of this rank starting at vocabulary index v0 (one rank: v0 = 0). */
 void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V, int v0);
 
+/* ---- the head at tp = 1: the logits' product and their cross-entropy as one unit, so that a
+ * backend keeps the (N,V) logits between forward and backward in the form it reads fastest ----
+ * `store` (N·V floats) holds that state and is read only by the head's own backward: the CPU keeps
+ * what matmul_forward then crossentropy_forward leave (the fp32 probabilities, then dlogits: these
+ * three are those calls, the same bits); CUDA with bf16 products keeps the logits in bf16 and each
+ * row's softmax max and 1/Σexp (kernels_cuda.h). Forward and backward must run on one backend, in
+ * one precision; the bytes may be copied between (offload moves them unchanged).
+ * head_forward: losses (N) = −log softmax(inp (N,C) · w(V,C)ᵀ)[target] ; store = the state.
+ * head_backward: dlogits = (softmax − onehot(target)) · dloss, left in store for
+ *   head_backward_weight; dinp (N,C) = dlogits · w ; dw (V,C) += dlogitsᵀ · inp (each skipped
+ *   when NULL: a split backward takes dinp first and the weight half later).
+ * head_backward_weight: dw (V,C) += dlogitsᵀ · inp, from the store head_backward left. */
+void head_forward(float *losses, float *store, const float *inp, const float *w, const int *targets, int N, int C,
+                  int V);
+void head_backward(float *dinp, float *dw, float *store, const float *inp, const float *w, const int *targets,
+                   float dloss, int N, int C, int V);
+void head_backward_weight(float *dw, const float *store, const float *inp, int N, int C, int V);
+
 /* Vocab-parallel cross-entropy forward (Megatron): each TP rank holds logits (N,Vl) for vocabulary
  * [v0, v0+Vl), of which the first `valid` are real (the rest padding). The caller all-reduces between
  * the steps: MAX over max, then SUM over sum and tlogit.

@@ -153,6 +153,17 @@ void cu_matmul_backward_gelu(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias
 void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V);
 void cu_crossentropy_backward(cu_ctx_t *ctx, float *dlogits, const float *probs, const int *targets, float dloss,
                               int N, int V, int v0);
+/* The head (kernels.h). With bf16 products, our rounding and MP_BF16_HANDOFF=bf16
+ * (cu_handoff_bf16) and V >= 4: the product writes the logits in bf16 into the first N·V/2 floats
+ * of store, the cross-entropy reads them once and leaves each row's max and 1/Σexp in store's last
+ * 2N floats; the backward turns the logits into bf16 dlogits in place and the two products read
+ * them as they are (no fp32 logits, probabilities or dlogits, no rounding pass over them).
+ * Otherwise the kernels.h composition (matmul_forward, crossentropy_forward, ...), the same calls. */
+void cu_head_forward(cu_ctx_t *ctx, float *losses, float *store, const float *inp, const float *w, const int *targets,
+                     int N, int C, int V);
+void cu_head_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *store, const float *inp, const float *w,
+                      const int *targets, float dloss, int N, int C, int V);
+void cu_head_backward_weight(cu_ctx_t *ctx, float *dw, const float *store, const float *inp, int N, int C, int V);
 void cu_xent_local_max(cu_ctx_t *ctx, float *max, float *tlogit, const float *logits, const int *targets, int N,
                        int Vl, int v0, int valid);
 void cu_xent_local_expsum(cu_ctx_t *ctx, float *sum, float *logits, const float *max, int N, int Vl, int valid);
@@ -244,6 +255,14 @@ void cu_gemm_bf16_pre(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int
  * fp32 accumulator rounded to nearest even once. */
 void cu_gemm_bf16_out(cu_ctx_t *ctx, int trans_a, int trans_b, int m, int n, int k, float alpha,
                       const __nv_bfloat16 *A, int lda, const __nv_bfloat16 *B, int ldb, __nv_bfloat16 *C, int ldc);
+
+/* The fused head's cross-entropy on bf16 logits (N,V) (head_cuda.cu): forward, losses (N) = and
+ * stats (2N: each row's max, then 1/Σexp(x − max)) = ; backward, logits := dlogits in bf16, in place,
+ * from the stats the forward left. */
+void cu_xent16_forward(cu_ctx_t *ctx, float *losses, float *stats, const __nv_bfloat16 *logits, const int *targets,
+                       int N, int V);
+void cu_xent16_backward(cu_ctx_t *ctx, __nv_bfloat16 *logits, const float *stats, const int *targets, float dloss,
+                        int N, int V);
 
 /* Four bf16 for one 8-byte store. */
 struct __align__(8) cu_bf16x4 {

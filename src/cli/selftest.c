@@ -531,6 +531,52 @@ static void t_crossentropy(st_t *s, int bf16)
     xent_at(s, bf16, 9004, "crossentropy_forward (float4)", "crossentropy_backward (float4)");
 }
 
+/* The head at one vocabulary size under one handoff: losses, then dinp and dw from the backward,
+ * then dw accumulated a second time by the weight half alone. The state between them is each side's
+ * own form (fp32 probabilities on the CPU, bf16 logits under the bf16 handoff), so only the outputs are
+ * compared. dw starts at 0 so that its error is not hidden under random values; dloss 1 keeps the
+ * gradients the size of the probabilities. */
+static void head_at(st_t *s, int bf16, int V, int handoff, const char *fwd, const char *bwd, const char *wgt)
+{
+    const size_t nin = (size_t)SN * SC, nw = (size_t)V * SC, n = (size_t)SN * V;
+    s->ctx.handoff = handoff;
+    int *tgt = st_tokens(s, SN, V), *d_tgt = st_dev_int(s, tgt, SN);
+    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1);
+    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw);
+    float *losses = st_host(s, SN), *store = st_host(s, n), *d_losses = st_dev_nan(s, SN), *d_store = st_dev_nan(s, n);
+    cmp_t c = {0, 0};
+    head_forward(losses, store, inp, w, tgt, SN, SC, V);
+    cu_head_forward(&s->ctx, d_losses, d_store, d_inp, d_w, d_tgt, SN, SC, V);
+    cmp_add(s, &c, "losses", d_losses, losses, SN);
+    st_report(s, fwd, bf16, &c);
+
+    float *dinp = st_host(s, nin), *dw = st_host(s, nw), *d_dinp = st_dev_nan(s, nin), *d_dw = st_dev(s, dw, nw);
+    c = (cmp_t){0, 0};
+    head_backward(dinp, dw, store, inp, w, tgt, 1.0f, SN, SC, V);
+    cu_head_backward(&s->ctx, d_dinp, d_dw, d_store, d_inp, d_w, d_tgt, 1.0f, SN, SC, V);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, nin);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    st_report(s, bwd, bf16, &c);
+
+    c = (cmp_t){0, 0};
+    head_backward_weight(dw, store, inp, SN, SC, V);
+    cu_head_backward_weight(&s->ctx, d_dw, d_store, d_inp, SN, SC, V);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    st_report(s, wgt, bf16, &c);
+    s->ctx.handoff = CU_HANDOFF_BF16;
+}
+
+static void t_head(st_t *s, int bf16)
+{
+    /* V = 67: rows off 16 bytes (the scalar bf16 kernels); 9008: 8-wide loads, several unrolled rounds */
+    head_at(s, bf16, SV, CU_HANDOFF_BF16, "head_forward", "head_backward", "head_backward_weight");
+    head_at(s, bf16, 9008, CU_HANDOFF_BF16, "head_forward(V=9008)", "head_backward(V=9008)",
+            "head_backward_weight(V=9008)");
+    if (bf16 == 1) /* the fp32 handoff: the composition of the kernels above, in bf16 products */
+        head_at(s, bf16, 9008, CU_HANDOFF_FP32, "head_forward(fp32 handoff)", "head_backward(fp32 handoff)",
+                "head_backward_weight(fp32 handoff)");
+}
+
 /* The vocab-parallel steps on one rank's slice: vocabulary [20, 60), of which 35 columns are real. */
 static void t_xent_parallel(st_t *s, int bf16)
 {
@@ -723,6 +769,8 @@ static int selftest_cuda(int ordinal, int verbose)
     st_run(&s, t_matmul_gelu, 0);
     st_run(&s, t_matmul_gelu, 1); /* bf16 adds the bias in the GELU kernel */
     st_run(&s, t_crossentropy, 0);
+    st_run(&s, t_head, 0);
+    st_run(&s, t_head, 1); /* the bf16 handoff: logits kept in bf16 between forward and backward */
     st_run(&s, t_xent_parallel, 0);
     st_run(&s, t_optim, 0);
     st_run(&s, t_nccl, 0);

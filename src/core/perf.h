@@ -8,10 +8,10 @@ double perf_now(void);
 
 /* Where a step's time goes, from the executor's own timers (wall time around each kernel call). */
 typedef enum {
-    PROF_MATMUL,       /* dense products (BLAS) */
+    PROF_MATMUL,       /* dense products (BLAS); at tp = 1 the head whole, its softmax with its product */
     PROF_ATTENTION,    /* attention forward/backward (batched products + softmax) */
     PROF_ELEMENTWISE,  /* LayerNorm, GELU, embedding (the residual add is inside the products) */
-    PROF_XENT,         /* LM-head softmax cross-entropy */
+    PROF_XENT,         /* LM-head softmax cross-entropy, vocab-parallel (tp > 1) */
     PROF_OPTIMIZER,    /* AdamW, gradient norm */
     PROF_COUNT
 } prof_cat_t;

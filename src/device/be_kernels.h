@@ -62,6 +62,15 @@
     X(void, crossentropy_backward,                                                                                    \
       (float *dlogits, const float *probs, const int *targets, float dloss, int N, int V, int v0),                    \
       (dlogits, probs, targets, dloss, N, V, v0))                                                                     \
+    X(void, head_forward,                                                                                             \
+      (float *losses, float *store, const float *inp, const float *w, const int *targets, int N, int C, int V),       \
+      (losses, store, inp, w, targets, N, C, V))                                                                      \
+    X(void, head_backward,                                                                                            \
+      (float *dinp, float *dw, float *store, const float *inp, const float *w, const int *targets, float dloss,       \
+       int N, int C, int V),                                                                                          \
+      (dinp, dw, store, inp, w, targets, dloss, N, C, V))                                                             \
+    X(void, head_backward_weight, (float *dw, const float *store, const float *inp, int N, int C, int V),             \
+      (dw, store, inp, N, C, V))                                                                                      \
     X(void, xent_local_max,                                                                                           \
       (float *max, float *tlogit, const float *logits, const int *targets, int N, int Vl, int v0, int valid),         \
       (max, tlogit, logits, targets, N, Vl, v0, valid))                                                               \

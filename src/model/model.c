@@ -705,8 +705,12 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
     if (!pt->final) return 0.0;
     const float *top = block_input(a, pt->n);
     PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
-    PROF(p, PROF_MATMUL, be_matmul_forward(m->be, a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
-    xent_forward(m, a, s, p);
+    if (m->tab.tp == 1) { /* one unit: the backend keeps the logits in its own form until backward */
+        PROF(p, PROF_MATMUL, be_head_forward(m->be, a->losses, a->probs, a->lnf, m->p.wte, a->d_targets, N, C, tp_V(m)));
+    } else {
+        PROF(p, PROF_MATMUL, be_matmul_forward(m->be, a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
+        xent_forward(m, a, s, p);
+    }
     be_to_host(m->be, a->host_losses, a->losses, (size_t)N * sizeof(float));
     double sum = 0.0; /* fixed order: the reported loss is the same bits every run */
     for (int i = 0; i < N; i++) sum += a->host_losses[i];
@@ -728,10 +732,15 @@ static void backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
     const int B = a->B, T = m->cfg.seq_len, C = m->cfg.dim, N = B * T, Vl = tp_V(m);
     acts_bind(a, m, pt, a->mov, s);
     if (pt->final) { /* B leaves dlogits in a->probs for W's share of the head */
-        PROF(p, PROF_XENT, be_crossentropy_backward(m->be, a->probs, a->probs, a->d_targets, dloss, N, Vl, tp_v0(m)));
-        PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, ws ? NULL : m->grad_head, NULL, a->probs, a->lnf,
-                                                m->p.wte, N, C, Vl));
-        tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
+        if (m->tab.tp == 1) {
+            PROF(p, PROF_MATMUL, be_head_backward(m->be, s->dbuf, ws ? NULL : m->grad_head, a->probs, a->lnf, m->p.wte,
+                                                a->d_targets, dloss, N, C, Vl));
+        } else {
+            PROF(p, PROF_XENT, be_crossentropy_backward(m->be, a->probs, a->probs, a->d_targets, dloss, N, Vl, tp_v0(m)));
+            PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, ws ? NULL : m->grad_head, NULL, a->probs, a->lnf,
+                                                    m->p.wte, N, C, Vl));
+            tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
+        }
         be_zero(m->be, s->dres, (size_t)N * C * sizeof(float));
         const float *top = block_input(a, pt->n);
         PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw,
@@ -841,7 +850,10 @@ void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *
     const int N = a->B * m->cfg.seq_len, C = m->cfg.dim;
     acts_bind(a, m, pt, a->mov, s); /* the slot's views again: its movable region may have been rebound */
     if (pt->final) {
-        PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, m->grad_head, NULL, a->probs, a->lnf, N, C, tp_V(m)));
+        if (m->tab.tp == 1)
+            PROF(p, PROF_MATMUL, be_head_backward_weight(m->be, m->grad_head, a->probs, a->lnf, N, C, tp_V(m)));
+        else
+            PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, m->grad_head, NULL, a->probs, a->lnf, N, C, tp_V(m)));
         if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
     }
     for (int i = pt->n - 1; i >= 0; i--) {

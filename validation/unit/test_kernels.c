@@ -304,6 +304,36 @@ static void test_crossentropy(void)
     free(d), free(c.logits), free(c.work), free(c.losses);
 }
 
+/* ---- the head (product + cross-entropy as one unit) ---- */
+typedef struct { float *inp, *w, *store, *losses; int *tgt; } hd_t;
+static double hd_obj(void *p)
+{
+    hd_t *c = p;
+    head_forward(c->losses, c->store, c->inp, c->w, c->tgt, N, C, V);
+    double s = 0;
+    for (int i = 0; i < N; i++) s += c->losses[i];
+    return s;
+}
+/* Its gradients against finite differences of its summed loss, the weight half alone against the
+ * whole backward's dw, and the split (dinp first, dw later) against the whole. */
+static void test_head(void)
+{
+    int tgt[N];
+    for (int i = 0; i < N; i++) tgt[i] = (i * 5 + 3) % V;
+    hd_t c = {rnd(N * C, 41, 1), rnd(V * C, 42, 1), malloc(N * V * 4), malloc(N * 4), tgt};
+    float *dinp = malloc(N * C * 4), *dw = calloc(V * C, 4), *dw2 = calloc(V * C, 4), *dinp2 = malloc(N * C * 4);
+    hd_obj(&c);
+    head_backward(dinp, dw, c.store, c.inp, c.w, tgt, 1.0f, N, C, V);
+    double e1 = fd_check(hd_obj, &c, c.inp, dinp, N * C, 1e-2f), e2 = fd_check(hd_obj, &c, c.w, dw, V * C, 1e-2f);
+    tap_ok(e1 < 1e-3 && e2 < 1e-3, "head backward vs finite differences of its loss (dinp %.1e, dw %.1e)", e1, e2);
+    hd_obj(&c); /* the split: B's input gradient, then W's weight half from the dlogits B left */
+    head_backward(dinp2, NULL, c.store, c.inp, c.w, tgt, 1.0f, N, C, V);
+    head_backward_weight(dw2, c.store, c.inp, N, C, V);
+    tap_ok(!memcmp(dinp, dinp2, N * C * 4) && !memcmp(dw, dw2, V * C * 4),
+           "head split backward (dinp, then the weight half) = the whole, bit for bit");
+    free(dinp), free(dw), free(dw2), free(dinp2), free(c.inp), free(c.w), free(c.store), free(c.losses);
+}
+
 /* Vocab-parallel cross-entropy over 2 shards of V = 11 padded to 12 (6 columns each, the last one
  * padding), with the all-reduces done by hand: the same losses and probabilities as the one-rank
  * kernel, and the backward's onehot lands on the shard that holds the target. */
@@ -635,6 +665,7 @@ int main(void)
     test_encoder();
     test_crossentropy();
     test_crossentropy_vocab_parallel();
+    test_head();
     test_adamw();
     test_adamw_bits();
     test_sumsq_determinism();
