@@ -264,6 +264,13 @@ void cu_xent16_forward(cu_ctx_t *ctx, float *losses, float *stats, const __nv_bf
 void cu_xent16_backward(cu_ctx_t *ctx, __nv_bfloat16 *logits, const float *stats, const int *targets, float dloss,
                         int N, int V);
 
+/* cu_matmul_backward with its input gradient handed on in bf16, for cu_matmul_backward_gelu under
+ * cu_handoff_bf16 (the caller checks; cu_gemm_prerounds at least): dw and dbias as
+ * cu_matmul_backward, the same bits; dout · w (N,C) written as bf16 into scratch and returned, valid
+ * until the next call that uses scratch. */
+const __nv_bfloat16 *cu_matmul_backward_bf16_dinp(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
+                                                  const float *inp, const float *w, int N, int C, int OC);
+
 /* Four bf16 for one 8-byte store. */
 struct __align__(8) cu_bf16x4 {
     __nv_bfloat16 v[4];

@@ -152,12 +152,19 @@ __global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__re
 // The bf16 backward (cu_gemm_prerounds): dout, w and inp are each rounded once, dout in the same
 // pass as the dbias partials, where cu_gemm would round dout for both products and dbias would read
 // it a third time. Same operands, same products, same partial order: the bits of the cu_gemm path.
-static void matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout,
-                                 const float *inp, const float *w, int N, int C, int OC)
+// dinp_bf16 (with dinp NULL): the input gradient dout · w goes out in bf16 into scratch instead,
+// for a caller whose next pass reads it once (matmul_backward_gelu); returned, else NULL.
+static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp_bf16, float *dw, float *dbias,
+                                           const float *dout, const float *inp, const float *w, int N, int C,
+                                           int OC)
 {
     const int R = dbias ? (N + CHUNK_ROWS - 1) / CHUNK_ROWS : 0;
     if (R > 65535) KERN_ABORT("matmul_backward: %d rows exceed the %d the dbias grid covers", N, 65535 * CHUNK_ROWS);
-    const size_t n_dout = (size_t)N * OC, n_w = dinp ? (size_t)OC * C : 0, n_inp = dw ? (size_t)N * C : 0;
+    const bool grad_in = dinp || dinp_bf16;
+    const size_t n_dout = (size_t)N * OC, n_w = grad_in ? (size_t)OC * C : 0;
+    // The bf16 input gradient (N,C) takes inp's place once the dw product has read it (the stream
+    // runs them in order), so the handoff needs no scratch beyond the fp32 path's.
+    const size_t n_inp = dw || dinp_bf16 ? (size_t)N * C : 0;
     // One request for every piece: a second one could grow the scratch and free the first. inp's
     // copy comes before w's so that the weight half alone puts it at the same offset.
     const size_t at_inp = cu_bf16_bytes(n_dout), at_w = at_inp + cu_bf16_bytes(n_inp);
@@ -187,18 +194,31 @@ static void matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, float *dw, float *d
         cu_bf16_round(ctx, inp16, inp, n_inp);
         cu_gemm_bf16_pre(ctx, 1, 0, OC, C, N, 1.0f, dout16, OC, 0, inp16, C, 0, 1.0f, dw, C, 0, 1); // doutᵀ · inp
     }
+    __nv_bfloat16 *dinp16 = NULL;
+    if (dinp_bf16) { // after dw's product: it overwrites inp16
+        dinp16 = inp16;
+        cu_bf16_round(ctx, w16, w, n_w);
+        cu_gemm_bf16_out(ctx, 0, 0, N, C, OC, 1.0f, dout16, OC, w16, C, dinp16, C); // dout · w
+    }
     if (dbias) {
         colsum_finish_kernel<<<(unsigned)((OC + THREADS - 1) / THREADS), THREADS, 0, ctx->compute>>>(dbias, partial,
                                                                                                   R, OC);
         CUDA_CHECK_LAUNCH();
     }
+    return dinp16;
+}
+
+const __nv_bfloat16 *cu_matmul_backward_bf16_dinp(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
+                                                  const float *inp, const float *w, int N, int C, int OC)
+{
+    return matmul_backward_bf16(ctx, NULL, true, dw, dbias, dout, inp, w, N, C, OC);
 }
 
 void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC)
 {
     if (cu_gemm_prerounds(ctx) && (dinp || dw)) {
-        matmul_backward_bf16(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
+        matmul_backward_bf16(ctx, dinp, false, dw, dbias, dout, inp, w, N, C, OC);
         return;
     }
     if (dinp) cu_gemm(ctx, 0, 0, N, C, OC, 1.0f, dout, OC, 0, w, C, 0, 0.0f, dinp, C, 0, 1); // dout · w
@@ -209,7 +229,7 @@ void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
                                int C, int OC)
 {
     if (cu_gemm_prerounds(ctx) && dw) {
-        matmul_backward_bf16(ctx, NULL, dw, dbias, dout, inp, NULL, N, C, OC);
+        matmul_backward_bf16(ctx, NULL, false, dw, dbias, dout, inp, NULL, N, C, OC);
         return;
     }
     if (dw) cu_gemm(ctx, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dw, C, 0, 1); // doutᵀ · inp

@@ -139,7 +139,9 @@ static void st_report(st_t *s, const char *name, int bf16, const cmp_t *c)
     const double tol = bf16 ? TOL_BF16 : TOL_FP32;
     const int ok = c->nan == 0 && c->rel < tol;
     char label[64];
-    snprintf(label, sizeof label, "%s%s", name, bf16 == 2 ? "[bf16 cublas]" : bf16 ? "[bf16]" : "");
+    /* the handoff only acts with our rounding (bf16 == 1); its default, bf16, keeps the plain names */
+    snprintf(label, sizeof label, "%s%s%s", name, bf16 == 2 ? "[bf16 cublas]" : bf16 ? "[bf16]" : "",
+             bf16 == 1 && s->ctx.handoff == CU_HANDOFF_FP32 ? "[fp32-handoff]" : "");
     printf("%-4s %-30s rel=%.2e (tolerance %.0e)", ok ? "ok" : "FAIL", label, c->rel, tol);
     if (c->nan) printf(" %zu elements never written", c->nan);
     printf("\n");
@@ -311,6 +313,31 @@ static void st_verdict(st_t *s, const char *name, int ok, const char *what)
         s->failed++;
 }
 
+/* matmul_backward_gelu under the bf16 handoff (dout · w handed to GELU's backward in bf16) against
+ * the fp32 handoff: dw and dbias bitwise equal, the weight half being the same calls either way.
+ * dinp (N,C) = (dout (N,OC) · w (OC,C)) ⊙ dgelu; dinp itself is the tolerance tests' business. */
+static void handoff_bits(st_t *s, int N, int C, int OC)
+{
+    const size_t nin = (size_t)N * C, nw = (size_t)OC * C, nout = (size_t)N * OC;
+    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *dout = st_rand(s, nout, -1, 1);
+    float *dg = st_rand(s, nin, 0, 1), *dw0 = st_rand(s, nw, -1, 1), *db0 = st_rand(s, OC, -1, 1);
+    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_dout = st_dev(s, dout, nout);
+    float *d_dg = st_dev(s, dg, nin);
+    float *d_dw[2], *d_db[2];
+    const int chosen = s->ctx.handoff;
+    for (int h = 0; h < 2; h++) {
+        d_dw[h] = st_dev(s, dw0, nw);
+        d_db[h] = st_dev(s, db0, OC);
+        s->ctx.handoff = h ? CU_HANDOFF_FP32 : CU_HANDOFF_BF16;
+        cu_matmul_backward_gelu(&s->ctx, st_dev_nan(s, nin), d_dw[h], d_db[h], d_dout, d_inp, d_w, d_dg, N, C, OC);
+    }
+    s->ctx.handoff = chosen;
+    char name[64];
+    snprintf(name, sizeof name, "matmul_backward_gelu[handoff-bits,N=%d,OC=%d]", N, OC);
+    st_verdict(s, name, st_same_bits(s, d_dw[0], d_dw[1], nw) && st_same_bits(s, d_db[0], d_db[1], (size_t)OC),
+               "dw, dbias with dout · w handed on in bf16 bitwise as in fp32");
+}
+
 /* bf16 with our rounding, bitwise against the plain cu_gemm route: the vector rounding (odd tails)
  * against the scalar one (operands off 16 bytes), and matmul_backward's shared bf16 copies and
  * fused dbias partials against two cu_gemm calls and the separate dbias reduction (dw = NULL takes
@@ -355,6 +382,8 @@ static void t_bf16_bits(st_t *s, int bf16)
         snprintf(name, sizeof name, "matmul_backward[bits,N=%d,OC=%d%s]", N, OC, cases[t].pad ? ",off" : "");
         st_verdict(s, name, ok, "dinp, dw, dbias (and the weight half) bitwise as via cu_gemm");
     }
+    handoff_bits(s, 203, 80, 48); /* 4-column dbias partials, dinp in float4s */
+    handoff_bits(s, 130, 81, 67); /* 1-column partials, dinp's scalar tail */
 }
 
 static void t_attention(st_t *s, int bf16)
@@ -466,12 +495,13 @@ static void t_gelu(st_t *s, int bf16)
 }
 
 /* The MLP's fc product with GELU (saving gelu') and fcproj's backward through it: (SN,SC) -> (SN,SOC). */
-/* One shape (N, C, OC); odd ones run the scalar kernels and the float4 ones' scalar tails. */
-static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, const char *fwd, const char *bwd)
+/* One shape (N, C, OC); odd ones run the scalar kernels and the float4 ones' scalar tails. bias 0:
+ * the forward without one; bwd NULL: the forward alone. */
+static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, int bias_on, const char *fwd, const char *bwd)
 {
     const size_t nin = (size_t)N * C, nw = (size_t)OC * C, nout = (size_t)N * OC;
-    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *bias = st_rand(s, OC, -1, 1);
-    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_bias = st_dev(s, bias, OC);
+    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *bias = bias_on ? st_rand(s, OC, -1, 1) : NULL;
+    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_bias = bias_on ? st_dev(s, bias, OC) : NULL;
     float *out = st_host(s, nout), *dg = st_host(s, nout), *d_out = st_dev_nan(s, nout), *d_dg = st_dev_nan(s, nout);
     cmp_t c = {0, 0};
     matmul_gelu_forward(out, dg, inp, w, bias, N, C, OC);
@@ -479,6 +509,7 @@ static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, const char *
     cmp_add(s, &c, "out", d_out, out, nout);
     cmp_add(s, &c, "dgelu", d_dg, dg, nout);
     st_report(s, fwd, bf16, &c);
+    if (!bwd) return;
 
     /* fcproj: w2 (C,OC) takes the GELU output (N,OC) back to (N,C); dinp (N,OC) */
     float *w2 = st_rand(s, nw, -1, 1), *dout = st_rand(s, nin, -1, 1), *dinp = st_host(s, nout);
@@ -495,11 +526,29 @@ static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, const char *
     st_report(s, bwd, bf16, &c);
 }
 
+static void matmul_gelu_shapes(st_t *s, int bf16)
+{
+    matmul_gelu_at(s, bf16, SN, SC, SOC, 1, "matmul_gelu_forward", "matmul_backward_gelu");
+    /* N·OC = 2511: dinp's float4 product ends in a scalar tail of 3 */
+    matmul_gelu_at(s, bf16, 31, 47, 81, 1, "matmul_gelu_forward(odd)", "matmul_backward_gelu(odd)");
+    matmul_gelu_at(s, bf16, SN, SC, SOC, 0, "matmul_gelu_forward(nobias)", NULL);
+}
+
+/* bf16 with our rounding under both handoffs, set here whatever MP_BF16_HANDOFF chose for the rest:
+ * bf16 (the products hand pre and dout · w to the element-wise kernels in bf16; the plain names),
+ * then fp32 (the lines marked [fp32-handoff]). */
 static void t_matmul_gelu(st_t *s, int bf16)
 {
-    matmul_gelu_at(s, bf16, SN, SC, SOC, "matmul_gelu_forward", "matmul_backward_gelu");
-    /* N·OC = 2511: dinp's float4 product ends in a scalar tail of 3 */
-    matmul_gelu_at(s, bf16, 31, 47, 81, "matmul_gelu_forward(odd)", "matmul_backward_gelu(odd)");
+    if (bf16 != 1) {
+        matmul_gelu_shapes(s, bf16);
+        return;
+    }
+    const int chosen = s->ctx.handoff;
+    s->ctx.handoff = CU_HANDOFF_BF16;
+    matmul_gelu_shapes(s, bf16);
+    s->ctx.handoff = CU_HANDOFF_FP32;
+    matmul_gelu_shapes(s, bf16);
+    s->ctx.handoff = chosen;
 }
 
 /* One vocabulary size V: odd sizes run the scalar kernels, multiples of 4 the float4 ones. */
@@ -767,7 +816,7 @@ static int selftest_cuda(int ordinal, int verbose)
     st_run(&s, t_bf16_bits, 1);
     st_run(&s, t_gelu, 0);
     st_run(&s, t_matmul_gelu, 0);
-    st_run(&s, t_matmul_gelu, 1); /* bf16 adds the bias in the GELU kernel */
+    st_run(&s, t_matmul_gelu, 1); /* bf16 adds the bias in the GELU kernel; both handoffs */
     st_run(&s, t_crossentropy, 0);
     st_run(&s, t_head, 0);
     st_run(&s, t_head, 1); /* the bf16 handoff: logits kept in bf16 between forward and backward */
