@@ -588,6 +588,7 @@ static void t_crossentropy(st_t *s, int bf16)
 static void head_at(st_t *s, int bf16, int V, int handoff, const char *fwd, const char *bwd, const char *wgt)
 {
     const size_t nin = (size_t)SN * SC, nw = (size_t)V * SC, n = (size_t)SN * V;
+    const int keep = s->ctx.handoff; /* the environment's choice, restored at the end */
     s->ctx.handoff = handoff;
     int *tgt = st_tokens(s, SN, V), *d_tgt = st_dev_int(s, tgt, SN);
     float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1);
@@ -612,7 +613,7 @@ static void head_at(st_t *s, int bf16, int V, int handoff, const char *fwd, cons
     cu_head_backward_weight(&s->ctx, d_dw, d_store, d_inp, SN, SC, V);
     cmp_add(s, &c, "dw", d_dw, dw, nw);
     st_report(s, wgt, bf16, &c);
-    s->ctx.handoff = CU_HANDOFF_BF16;
+    s->ctx.handoff = keep;
 }
 
 static void t_head(st_t *s, int bf16)
@@ -622,8 +623,8 @@ static void t_head(st_t *s, int bf16)
     head_at(s, bf16, 9008, CU_HANDOFF_BF16, "head_forward(V=9008)", "head_backward(V=9008)",
             "head_backward_weight(V=9008)");
     if (bf16 == 1) /* the fp32 handoff: the composition of the kernels above, in bf16 products */
-        head_at(s, bf16, 9008, CU_HANDOFF_FP32, "head_forward(fp32 handoff)", "head_backward(fp32 handoff)",
-                "head_backward_weight(fp32 handoff)");
+        head_at(s, bf16, 9008, CU_HANDOFF_FP32, "head_forward(V=9008)", "head_backward(V=9008)",
+                "head_backward_weight(V=9008)");
 }
 
 /* The vocab-parallel steps on one rank's slice: vocabulary [20, 60), of which 35 columns are real. */
