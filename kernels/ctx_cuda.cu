@@ -1,4 +1,5 @@
-// The GPU context: device, streams, cuBLAS handle and the scratch workspace every cu_ call shares.
+// The GPU context: device, streams, cuBLAS and cuBLASLt handles and the scratch workspace every cu_
+// call shares.
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,12 +60,16 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
     const char *handoff = getenv("MP_BF16_HANDOFF");
     if (handoff && *handoff && strcmp(handoff, "bf16") && strcmp(handoff, "fp32"))
         return KERN_FAIL("MP_BF16_HANDOFF=%s: bf16 or fp32", handoff);
+    const char *bias = getenv("MP_GEMM_BIAS");
+    if (bias && *bias && strcmp(bias, "epilogue") && strcmp(bias, "pass"))
+        return KERN_FAIL("MP_GEMM_BIAS=%s: epilogue or pass", bias);
     if (ctx_pick_device(device) != KERN_OK) return KERN_ERR;
     ctx->device = device;
     ctx->precision = precision;
     ctx->bf16_gemm = gemm && !strcmp(gemm, "cublas") ? CU_GEMM_CUBLAS : CU_GEMM_ROUND;
     ctx->attention = attn && !strcmp(attn, "wmma") ? CU_ATT_WMMA : CU_ATT_FA2;
     ctx->handoff = handoff && !strcmp(handoff, "fp32") ? CU_HANDOFF_FP32 : CU_HANDOFF_BF16;
+    ctx->gemm_bias = bias && !strcmp(bias, "pass") ? CU_BIAS_PASS : CU_BIAS_EPILOGUE;
     int major = 0;
     if (setup_failed(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "compute capability"))
         goto err;
@@ -88,6 +93,7 @@ int cu_ctx_init(cu_ctx_t *ctx, int device, int precision)
         KERN_ERROR("cuBLAS handle setup failed");
         goto err_blas;
     }
+    if (cu_lt_init(ctx) != KERN_OK) goto err_blas;
     return KERN_OK;
 err_blas:
     cublasDestroy(ctx->blas);
@@ -107,6 +113,7 @@ void cu_ctx_destroy(cu_ctx_t *ctx)
     if (!ctx->blas) return;
     CUDA_CHECK(cudaDeviceSynchronize());
     if (ctx->scratch) CUDA_CHECK(cudaFree(ctx->scratch));
+    cu_lt_destroy(ctx);
     CUBLAS_CHECK(cublasDestroy(ctx->blas));
     CUDA_CHECK(cudaStreamDestroy(ctx->offload));
     CUDA_CHECK(cudaStreamDestroy(ctx->comm));

@@ -11,13 +11,15 @@
  * Products (matmul_*, attention's four) honour ctx->precision: fp32 runs cublasSgemm*; bf16 rounds
  * both inputs of each product from the fp32 master copies into context scratch and runs
  * cublasGemm(StridedBatched)Ex with CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F accumulation and fp32
- * output. Everything else is fp32 in both modes. matmul_backward rounds each of dout, w and inp
- * once for both its products (the internal contract at the end of this file). */
+ * output (the forward products with a bias: cublasLtMatmul, bias and residual in its epilogue; see
+ * CU_BIAS_EPILOGUE). Everything else is fp32 in both modes. matmul_backward rounds each of dout, w
+ * and inp once for both its products (the internal contract at the end of this file). */
 #ifndef MP_KERNELS_CUDA_H
 #define MP_KERNELS_CUDA_H
 
 #include <stddef.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -42,6 +44,14 @@ enum { CU_ATT_FA2 = 0, CU_ATT_WMMA = 1 };
  * default); FP32, in fp32 as up to the tenth run. MP_BF16_HANDOFF=bf16|fp32 picks one at
  * cu_ctx_init: a measuring switch and the fallback (docs/GPU.md). */
 enum { CU_HANDOFF_BF16 = 0, CU_HANDOFF_FP32 = 1 };
+/* How a bf16 forward product with a bias (matmul_forward, matmul_residual_forward) adds bias and
+ * residual: EPILOGUE, in cuBLASLt's bias epilogue, out = inp·wᵀ + bias (+ res) in one product (the
+ * default; only where cu_handoff_bf16, elsewhere PASS); PASS, a kernel first writes out = res + bias
+ * and the product accumulates onto it (beta = 1), as up to the tenth run. MP_GEMM_BIAS=epilogue|pass
+ * picks one at cu_ctx_init: a measuring switch and the fallback (docs/GPU.md). */
+enum { CU_BIAS_EPILOGUE = 0, CU_BIAS_PASS = 1 };
+
+struct cu_lt_plans; /* gemm_lt_cuda.cu: cuBLASLt descriptors and algorithms by shape and alignment */
 
 typedef struct {
     int device;             /* CUDA ordinal */
@@ -52,7 +62,14 @@ typedef struct {
     int attention;          /* CU_ATT_FA2 or CU_ATT_WMMA; may be changed between calls */
     int handoff;            /* CU_HANDOFF_BF16 or CU_HANDOFF_FP32; the same for a forward and its
                                backward (they share saved state in its form) */
+    int gemm_bias;          /* CU_BIAS_EPILOGUE or CU_BIAS_PASS; may be changed between calls */
+    unsigned long gemm_bias_fallbacks; /* EPILOGUE calls cuBLASLt offered no algorithm for: they
+                                          took the PASS path (the selftest reads it) */
     cublasHandle_t blas;    /* bound to `compute` */
+    cublasLtHandle_t lt;    /* cuBLASLt, for the bias epilogue; its calls name `compute` */
+    void *lt_workspace;     /* device workspace of every cuBLASLt call, allocated by cu_ctx_init */
+    size_t lt_workspace_bytes;
+    struct cu_lt_plans *lt_plans;
     cudaStream_t compute;   /* every kernel and product */
     cudaStream_t comm;      /* pipeline p2p and data-parallel collectives */
     cudaStream_t offload;   /* host <-> device copies of stashed activations */
@@ -60,10 +77,11 @@ typedef struct {
     size_t scratch_bytes;   /* its capacity */
 } cu_ctx_t;
 
-/* Selects `device`, creates the streams and the cuBLAS handle. 0, or -1 after a message (no driver,
- * no device, device out of range, ...); on failure nothing is left allocated. */
+/* Selects `device`, creates the streams, the cuBLAS and cuBLASLt handles and cuBLASLt's workspace.
+ * 0, or -1 after a message (no driver, no device, device out of range, an unknown MP_* switch, ...);
+ * on failure nothing is left allocated. */
 int cu_ctx_init(cu_ctx_t *ctx, int device, int precision);
-/* Waits for the streams, frees the scratch, destroys handle and streams. */
+/* Waits for the streams, frees the scratch and workspace, destroys handles and streams. */
 void cu_ctx_destroy(cu_ctx_t *ctx);
 /* Allocates the scratch up front (before the arena takes the free memory): bytes for the largest
  * call. 0, or -1 after a message. Without it, scratch grows on first use. */
@@ -270,6 +288,21 @@ void cu_xent16_backward(cu_ctx_t *ctx, __nv_bfloat16 *logits, const float *stats
  * until the next call that uses scratch. */
 const __nv_bfloat16 *cu_matmul_backward_bf16_dinp(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
                                                   const float *inp, const float *w, int N, int C, int OC);
+/* ---- cuBLASLt (gemm_lt_cuda.cu) ---- */
+/* cu_ctx_init's part: the handle, the workspace, an empty plan table. 0, or -1 after a message with
+ * nothing left allocated. */
+int cu_lt_init(cu_ctx_t *ctx);
+/* cu_ctx_destroy's part (after the device is idle). Safe on a context cu_lt_init did not finish. */
+void cu_lt_destroy(cu_ctx_t *ctx);
+/* out (N,OC) = inp (N,C) · w (OC,C)ᵀ + bias (+ res where res is not NULL) in one cuBLASLt product
+ * with the bias epilogue: inp and w rounded to bf16 into ONE scratch request (cu_gemm's offsets),
+ * fp32 accumulation, res read as C with beta = 1, bias (fp32, length OC) added to every row, out
+ * written once. out and res are the same buffer (in place) or do not overlap. Only for bf16 with
+ * our rounding (cu_gemm_prerounds). KERN_OK when enqueued; KERN_ERR with nothing enqueued when a
+ * dimension is 0, or when cuBLASLt offers no algorithm for this shape and these alignments (then
+ * ctx->gemm_bias_fallbacks counts it): the caller takes the pass path. */
+int cu_matmul_bias_lt(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
+                      const float *bias, int N, int C, int OC);
 
 /* Four bf16 for one 8-byte store. */
 struct __align__(8) cu_bf16x4 {

@@ -1,4 +1,5 @@
-// Dense products on the GPU through cu_gemm (cuBLAS). Legend in kernels.h.
+// Dense products on the GPU through cu_gemm (cuBLAS), and in bf16 the forward with a bias through
+// cuBLASLt's bias epilogue (gemm_lt_cuda.cu). Legend in kernels.h.
 // out (N,OC) = inp (N,C) · w(OC,C)ᵀ: w is read transposed in place, as on the CPU.
 #include <stdint.h>
 
@@ -44,9 +45,20 @@ static void matmul_init(cu_ctx_t *ctx, float *out, const float *res, const float
     CUDA_CHECK_LAUNCH();
 }
 
+// bf16 with our rounding and bf16 hand-offs, a bias and MP_GEMM_BIAS=epilogue: bias and residual
+// in cuBLASLt's epilogue (gemm_lt_cuda.cu), out written once. False when it does not apply or
+// cuBLASLt has no algorithm for the call: then the pass path below (matmul_init, beta = 1).
+static bool matmul_bias_epilogue(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
+                                 const float *bias, int N, int C, int OC)
+{
+    return bias && ctx->gemm_bias == CU_BIAS_EPILOGUE && cu_handoff_bf16(ctx) &&
+           cu_matmul_bias_lt(ctx, out, res, inp, w, bias, N, C, OC) == KERN_OK;
+}
+
 void cu_matmul_forward(cu_ctx_t *ctx, float *out, const float *inp, const float *w, const float *bias, int N, int C,
                        int OC)
 {
+    if (matmul_bias_epilogue(ctx, out, NULL, inp, w, bias, N, C, OC)) return;
     if (bias) matmul_init(ctx, out, NULL, bias, N, OC);
     cu_gemm(ctx, 0, 1, N, OC, C, 1.0f, inp, C, 0, w, C, 0, bias ? 1.0f : 0.0f, out, OC, 0, 1);
 }
@@ -54,6 +66,7 @@ void cu_matmul_forward(cu_ctx_t *ctx, float *out, const float *inp, const float 
 void cu_matmul_residual_forward(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
                                 const float *bias, int N, int C, int OC)
 {
+    if (matmul_bias_epilogue(ctx, out, res, inp, w, bias, N, C, OC)) return;
     matmul_init(ctx, out, res, bias, N, OC);
     cu_gemm(ctx, 0, 1, N, OC, C, 1.0f, inp, C, 0, w, C, 0, 1.0f, out, OC, 0, 1);
 }

@@ -152,6 +152,17 @@ static void st_report(st_t *s, const char *name, int bf16, const cmp_t *c)
         s->failed++;
 }
 
+/* name: no spaces (bringup_check.py keys each ok/FAIL line by its first word). */
+static void st_verdict(st_t *s, const char *name, int ok, const char *what)
+{
+    printf("%-4s %-30s %s\n", ok ? "ok" : "FAIL", name, what);
+    fflush(stdout);
+    if (ok)
+        s->passed++;
+    else
+        s->failed++;
+}
+
 /* Runs one test with its own device and host buffers, released when it returns. */
 static void st_run(st_t *s, void (*test)(st_t *, int), int bf16)
 {
@@ -243,31 +254,84 @@ static void t_layernorm(st_t *s, int bf16)
     layernorm_at(s, bf16, SN, 50, "layernorm_forward(C=50)", "layernorm_backward(C=50)");
 }
 
+/* A device buffer holding h after `pad` leading elements: an operand that starts off a 16-byte
+ * boundary when pad is not a multiple of 4. */
+static float *st_dev_at(st_t *s, const float *h, size_t n, size_t pad)
+{
+    float *hp = st_host(s, n + pad);
+    memcpy(hp + pad, h, n * sizeof(float));
+    return st_dev(s, hp, n + pad) + pad;
+}
+
+/* One forward product on t_matmul's operands: matmul_forward where res is NULL, else
+ * matmul_residual_forward, into a fresh out or (inplace) into res itself; out, res and bias start
+ * `pad` floats past a 256-byte boundary (the alignments cuBLASLt is told of). */
+static void matmul_forward_at(st_t *s, int bf16, const char *name, const float *d_inp, const float *d_w,
+                              const float *inp, const float *w, const float *bias, const float *res, int inplace,
+                              size_t pad)
+{
+    const size_t nout = (size_t)SN * SOC;
+    float *out = st_host(s, nout), *d_bias = st_dev_at(s, bias, SOC, pad);
+    float *d_res = res ? st_dev_at(s, res, nout, pad) : NULL;
+    float *d_out = inplace ? d_res : st_dev_nan(s, nout + pad) + pad;
+    cmp_t c = {0, 0};
+    if (res) {
+        matmul_residual_forward(out, res, inp, w, bias, SN, SC, SOC);
+        cu_matmul_residual_forward(&s->ctx, d_out, d_res, d_inp, d_w, d_bias, SN, SC, SOC);
+    } else {
+        matmul_forward(out, inp, w, bias, SN, SC, SOC);
+        cu_matmul_forward(&s->ctx, d_out, d_inp, d_w, d_bias, SN, SC, SOC);
+    }
+    cmp_add(s, &c, "out", d_out, out, nout);
+    st_report(s, name, bf16, &c);
+}
+
+/* The forward products with a bias. bf16 with our rounding (and bf16 hand-offs, the default) adds
+ * bias and residual in cuBLASLt's epilogue (MP_GEMM_BIAS=epilogue): checked to have run, then the
+ * pass path beside it ("(pass)"). In place, out = res, as the model may call it; "(offset)": out,
+ * res and bias 4 bytes off 256, where cuBLASLt must be told (it may then offer nothing, and the
+ * pass path runs). */
+static void matmul_forwards(st_t *s, int bf16, const float *d_inp, const float *d_w, const float *inp,
+                            const float *w)
+{
+    const size_t nout = (size_t)SN * SOC;
+    float *bias = st_rand(s, SOC, -1, 1), *res = st_rand(s, nout, -1, 1);
+    const int gemm_bias = s->ctx.gemm_bias;
+    s->ctx.gemm_bias = CU_BIAS_EPILOGUE;
+    const unsigned long fallbacks = s->ctx.gemm_bias_fallbacks;
+    matmul_forward_at(s, bf16, "matmul_forward", d_inp, d_w, inp, w, bias, NULL, 0, 0);
+    matmul_forward_at(s, bf16, "matmul_residual_forward", d_inp, d_w, inp, w, bias, res, 0, 0);
+    matmul_forward_at(s, bf16, "matmul_residual_forward(inplace)", d_inp, d_w, inp, w, bias, res, 1, 0);
+    if (bf16 == 1 && s->ctx.handoff == CU_HANDOFF_BF16)
+        st_verdict(s, "matmul_bias_epilogue[bf16]", s->ctx.gemm_bias_fallbacks == fallbacks,
+                   s->ctx.gemm_bias_fallbacks == fallbacks
+                       ? "the three products above ran cuBLASLt's bias epilogue"
+                       : "cuBLASLt offered no algorithm: the pass path ran (MP_GEMM_BIAS=pass is the same)");
+    const unsigned long before_offset = s->ctx.gemm_bias_fallbacks;
+    matmul_forward_at(s, bf16, "matmul_residual_forward(offset)", d_inp, d_w, inp, w, bias, res, 0, 1);
+    if (s->verbose && s->ctx.gemm_bias_fallbacks != before_offset)
+        printf("       cuBLASLt offered no algorithm at 4-byte alignment: the pass path ran\n");
+    if (bf16 == 1) {
+        s->ctx.gemm_bias = CU_BIAS_PASS;
+        matmul_forward_at(s, bf16, "matmul_forward(pass)", d_inp, d_w, inp, w, bias, NULL, 0, 0);
+        matmul_forward_at(s, bf16, "matmul_residual_forward(pass)", d_inp, d_w, inp, w, bias, res, 0, 0);
+        matmul_forward_at(s, bf16, "matmul_residual_forward(inplace,pass)", d_inp, d_w, inp, w, bias, res, 1, 0);
+    }
+    s->ctx.gemm_bias = gemm_bias;
+}
+
 static void t_matmul(st_t *s, int bf16)
 {
     const size_t nin = (size_t)SN * SC, nw = (size_t)SOC * SC, nout = (size_t)SN * SOC;
-    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1), *bias = st_rand(s, SOC, -1, 1);
-    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw), *d_bias = st_dev(s, bias, SOC);
-    float *out = st_host(s, nout), *d_out = st_dev_nan(s, nout);
-    cmp_t c = {0, 0};
-    matmul_forward(out, inp, w, bias, SN, SC, SOC);
-    cu_matmul_forward(&s->ctx, d_out, d_inp, d_w, d_bias, SN, SC, SOC);
-    cmp_add(s, &c, "out", d_out, out, nout);
-    st_report(s, "matmul_forward", bf16, &c);
-
-    float *res = st_rand(s, nout, -1, 1), *d_res = st_dev(s, res, nout);
-    d_out = st_dev_nan(s, nout);
-    c = (cmp_t){0, 0};
-    matmul_residual_forward(out, res, inp, w, bias, SN, SC, SOC);
-    cu_matmul_residual_forward(&s->ctx, d_out, d_res, d_inp, d_w, d_bias, SN, SC, SOC);
-    cmp_add(s, &c, "out", d_out, out, nout);
-    st_report(s, "matmul_residual_forward", bf16, &c);
+    float *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1);
+    float *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw);
+    matmul_forwards(s, bf16, d_inp, d_w, inp, w);
 
     float *dout = st_rand(s, nout, -1, 1), *dinp = st_host(s, nin);
     float *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, SOC, -1, 1);
     float *d_dout = st_dev(s, dout, nout), *d_dinp = st_dev_nan(s, nin);
     float *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, SOC);
-    c = (cmp_t){0, 0};
+    cmp_t c = {0, 0};
     matmul_backward(dinp, dw, dbias, dout, inp, w, SN, SC, SOC);
     cu_matmul_backward(&s->ctx, d_dinp, d_dw, d_dbias, d_dout, d_inp, d_w, SN, SC, SOC);
     cmp_add(s, &c, "dinp", d_dinp, dinp, nin);
@@ -283,15 +347,6 @@ static void t_matmul(st_t *s, int bf16)
     st_report(s, "matmul_backward_weight", bf16, &c);
 }
 
-/* A device buffer holding h after `pad` leading elements: an operand that starts off a 16-byte
- * boundary when pad is not a multiple of 4. */
-static float *st_dev_at(st_t *s, const float *h, size_t n, size_t pad)
-{
-    float *hp = st_host(s, n + pad);
-    memcpy(hp + pad, h, n * sizeof(float));
-    return st_dev(s, hp, n + pad) + pad;
-}
-
 /* 1 when the n device floats at a and b have the same bits. */
 static int st_same_bits(st_t *s, const float *a, const float *b, size_t n)
 {
@@ -300,17 +355,6 @@ static int st_same_bits(st_t *s, const float *a, const float *b, size_t n)
     CUDA_CHECK(cudaMemcpyAsync(hb, b, n * sizeof(float), cudaMemcpyDeviceToHost, s->ctx.compute));
     cu_ctx_sync(&s->ctx);
     return !memcmp(ha, hb, n * sizeof(float));
-}
-
-/* name: no spaces (bringup_check.py keys each ok/FAIL line by its first word). */
-static void st_verdict(st_t *s, const char *name, int ok, const char *what)
-{
-    printf("%-4s %-30s %s\n", ok ? "ok" : "FAIL", name, what);
-    fflush(stdout);
-    if (ok)
-        s->passed++;
-    else
-        s->failed++;
 }
 
 /* matmul_backward_gelu under the bf16 handoff (dout · w handed to GELU's backward in bf16) against

@@ -3,7 +3,7 @@
 // fa2's out and dqkv are from wmma's. A measuring tool, not a test: the selftest checks correctness.
 // Built by hand against a CUDA build tree (see docs/GPU.md):
 //   nvcc -std=c++17 -gencode=arch=compute_90,code=sm_90 -Ikernels validation/cuda/attn_bench.cu \
-//     build-cuda/src/device/libmp_cuda.a build-cuda/kernels/libmp_kernels.a -lcublas -o attn_bench
+//     build-cuda/src/device/libmp_cuda.a build-cuda/kernels/libmp_kernels.a -lcublas -lcublasLt -o attn_bench
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

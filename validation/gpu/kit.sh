@@ -114,7 +114,7 @@ glibcxx=$(for f in "$stage"/bin/* "$stage"/lib/*.so*; do objdump -T "$f" 2>/dev/
     echo "commit: $(git -C "$top" rev-parse HEAD 2>/dev/null)$(git -C "$top" diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "nvcc: $("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'); gencode: $built_gencode"
     echo "needs of the device machine: glibc with $glibc, libstdc++ with $glibcxx (else lib/compat), CUDA 13's"
-    echo "cudart and cuBLAS, NCCL 2 (found there by bringup.sh), python3 with numpy and h5py (torch for the peer)"
+    echo "cudart, cuBLAS and cuBLASLt, NCCL 2 (found there by bringup.sh), python3 with numpy and h5py (torch for the peer)"
     echo "MPICH: $(mpichversion 2>/dev/null | sed -n 's/MPICH Version: *//p' | head -n 1)"
     echo
     (cd "$stage" && find . -type f | sort | while read -r f; do printf '%10d  %s\n' "$(stat -c %s "$f")" "$f"; done)
