@@ -7,8 +7,9 @@
 // log-sum-exp at [0, B·NH·T) and a copy of out at flash_o_offset; datt gets D_i = Σ dO·O. Either
 // variant's backward can follow the other's forward. MP_ATTENTION=fa2|wmma picks one (cu_ctx_init).
 //
-// Operands: one pass rounds q, k, v (and dO in backward) to bf16 in context scratch, head-major
-// (B, NH, T, D), so each tile is contiguous rows that cp.async can copy without conversion and the
+// Operands: one pass rounds q, k, v (and dO in backward) to bf16, head-major (B, NH, T, D): into
+// att past the output's copy where it has room (the forward's planes then serve the backward, and
+// the WMMA forward leaves them there too, cu_attention_fa2_keep), else into context scratch; so each tile is contiguous rows that cp.async can copy without conversion and the
 // next tile loads while this one is multiplied (two stages). The pass reads qkv once (12 B·T·C
 // bytes); the WMMA kernels re-read and re-round each fp32 K/V tile for every query tile.
 //
@@ -514,12 +515,23 @@ __global__ void __launch_bounds__(NW * 32) fa2_dq_kernel(float *dqkv, const bf16
 // that the two variants' forward and backward can mix.
 size_t o_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) & ~(size_t)63; }
 
+// Where the forward keeps its bf16 q, k, v planes for the backward, which then reads them instead of
+// rounding qkv again (12 B·T·C bytes a layer less): past the output's copy, 256-byte aligned for
+// cp.async, when att has room (about 2.5·C <= NH·T; at GPT-2's T = 1024 the fused path leaves most
+// of att's (B, NH, T, T) unused). A shape without room rounds in scratch each time, as before.
+size_t qkv16_offset(int B, int T, int C, int NH) { return (o_offset(B, T, NH) + (size_t)B * T * C + 63) & ~(size_t)63; }
+bool keeps_qkv16(int B, int T, int C, int NH)
+{
+    return qkv16_offset(B, T, C, NH) + (3 * (size_t)B * T * C + 1) / 2 <= (size_t)B * NH * T * T;
+}
+
 unsigned blocks_of(size_t threads) { return (unsigned)((threads + 255) / 256); }
 
 template <int D> void forward_d(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
     const size_t plane = (size_t)B * T * C;
-    bf16 *q = (bf16 *)cu_ctx_scratch(ctx, 3 * plane * sizeof(bf16));
+    bf16 *q = keeps_qkv16(B, T, C, NH) ? (bf16 *)(att + qkv16_offset(B, T, C, NH))
+                                       : (bf16 *)cu_ctx_scratch(ctx, 3 * plane * sizeof(bf16));
     fa2_split_kernel<<<blocks_of(3 * plane / 8), 256, 0, ctx->compute>>>(q, qkv, B, T, C, NH);
     CUDA_CHECK_LAUNCH();
     const dim3 grid((unsigned)((T + BR - 1) / BR), (unsigned)NH, (unsigned)B);
@@ -533,9 +545,17 @@ void backward_d(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, cons
                 int T, int C, int NH)
 {
     const size_t plane = (size_t)B * T * C;
-    bf16 *q = (bf16 *)cu_ctx_scratch(ctx, 4 * plane * sizeof(bf16)), *dob = q + 3 * plane;
-    fa2_split_kernel<<<blocks_of(3 * plane / 8), 256, 0, ctx->compute>>>(q, qkv, B, T, C, NH);
-    CUDA_CHECK_LAUNCH();
+    const bf16 *q;
+    bf16 *dob;
+    if (keeps_qkv16(B, T, C, NH)) { // the forward's planes (either variant's forward leaves them)
+        q = (const bf16 *)(att + qkv16_offset(B, T, C, NH));
+        dob = (bf16 *)cu_ctx_scratch(ctx, plane * sizeof(bf16));
+    } else {
+        bf16 *s = (bf16 *)cu_ctx_scratch(ctx, 4 * plane * sizeof(bf16));
+        fa2_split_kernel<<<blocks_of(3 * plane / 8), 256, 0, ctx->compute>>>(s, qkv, B, T, C, NH);
+        CUDA_CHECK_LAUNCH();
+        q = s, dob = s + 3 * plane;
+    }
     fa2_prep_kernel<<<blocks_of(plane / 8), 256, 0, ctx->compute>>>(dob, datt, dout, att + o_offset(B, T, NH), B, T,
                                                                      C, NH);
     CUDA_CHECK_LAUNCH();
@@ -577,6 +597,15 @@ int cu_attention_fa2_setup(int device, unsigned *sizes)
     if (rc == cudaSuccess) rc = allow<128>(optin, sizes);
     if (rc != cudaSuccess) return KERN_FAIL("fused attention (fa2): set-up: %s", cudaGetErrorString(rc));
     return KERN_OK;
+}
+
+void cu_attention_fa2_keep(cu_ctx_t *ctx, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    if (!keeps_qkv16(B, T, C, NH)) return;
+    const size_t plane = (size_t)B * T * C;
+    fa2_split_kernel<<<blocks_of(3 * plane / 8), 256, 0, ctx->compute>>>((bf16 *)(att + qkv16_offset(B, T, C, NH)),
+                                                                       qkv, B, T, C, NH);
+    CUDA_CHECK_LAUNCH();
 }
 
 void cu_attention_fa2_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)

@@ -444,6 +444,7 @@ template <int D> void forward_d(cu_ctx_t *ctx, float *out, float *att, const flo
     flash_forward_kernel<D><<<grid, FW * 32, bytes, ctx->compute>>>(out, att, att + flash_o_offset(B, T, NH), qkv, T,
                                                                       C, NH, 1.0f / sqrtf((float)D));
     CUDA_CHECK_LAUNCH();
+    cu_attention_fa2_keep(ctx, att, qkv, B, T, C, NH); // so that the FA2 backward may follow this forward
 }
 
 template <int D>

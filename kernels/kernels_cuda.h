@@ -151,9 +151,13 @@ int cu_attention_flash_setup(int device, unsigned *sizes);
 void cu_attention_flash_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_flash_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                                  const float *att, int B, int T, int C, int NH);
-/* The FA2 kernels (called by the two above): the set-up as cu_attention_flash_setup's; forward and
- * backward use context scratch for bf16 copies of q, k, v (and dO). */
+/* The FA2 kernels (called by the two above): the set-up as cu_attention_flash_setup's. The forward
+ * rounds q, k, v to bf16 head-major planes kept in att past the output's copy where att has room
+ * (about 2.5·C <= NH·T), and the backward reads them there instead of rounding qkv again; else
+ * both round into context scratch (dO always there). cu_attention_fa2_keep writes those planes
+ * alone: the WMMA forward calls it, so that either variant's backward may follow either's forward. */
 int cu_attention_fa2_setup(int device, unsigned *sizes);
+void cu_attention_fa2_keep(cu_ctx_t *ctx, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_fa2_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_fa2_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                                const float *att, int B, int T, int C, int NH);

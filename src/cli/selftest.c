@@ -23,7 +23,7 @@
 /* Small and deliberately unequal (N = 32, C = 48, OC = 80, T = 16, hs = 12), so a swapped dimension
  * or a transposed operand cannot pass by accident. */
 enum { SB = 2, ST = 16, SC = 48, SNH = 4, SV = 67, SOC = 80, SN = SB * ST };
-enum { MAX_HOST = 256 }; /* t_flash: 10 cases of 8 buffers each */
+enum { MAX_HOST = 256 }; /* t_flash: 12 cases of 10 buffers each */
 #define SEED 20240611u
 #define TOL_FP32 1e-5
 #define TOL_BF16 1e-2
@@ -463,14 +463,18 @@ static void t_attention(st_t *s, int bf16)
  * over two runs (no atomics), and the shape must really take the variant asked for: on sm_90 (H100,
  * H200) every size; on a device whose blocks have less shared memory, the sizes that do not fit say
  * so in a note line. */
-static void flash_case(st_t *s, int bf16, int variant, int hs, int T)
+static void flash_case_mix(st_t *s, int bf16, int variant, int bwd_variant, int hs, int T)
 {
     const int NH = 3, C = NH * hs, B = 2;
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, natt = (size_t)B * NH * T * T;
     const int fa2 = variant == CU_ATT_FA2;
-    const unsigned sizes = fa2 ? s->ctx.fa2_sizes : s->ctx.flash_sizes;
+    const unsigned sizes = (fa2 ? s->ctx.fa2_sizes : s->ctx.flash_sizes) &
+                           (bwd_variant == CU_ATT_FA2 ? s->ctx.fa2_sizes : s->ctx.flash_sizes);
     char name[48];
-    snprintf(name, sizeof name, "%s[hs=%d,T=%d]", fa2 ? "attention_fa2" : "attention_flash", hs, T);
+    if (bwd_variant == variant)
+        snprintf(name, sizeof name, "%s[hs=%d,T=%d]", fa2 ? "attention_fa2" : "attention_flash", hs, T);
+    else
+        snprintf(name, sizeof name, "attention_mix[%s>%s,hs=%d,T=%d]", fa2 ? "fa2" : "wmma", fa2 ? "wmma" : "fa2", hs, T);
     s->ctx.attention = variant;
     if (!cu_attention_flash_fits(&s->ctx, B, T, C, NH) || !(sizes & (unsigned)hs)) {
         int major = 0;
@@ -490,6 +494,7 @@ static void flash_case(st_t *s, int bf16, int variant, int hs, int T)
     attention_forward(out, att, qkv, B, T, C, NH);
     attention_backward(dqkv, datt, dout, qkv, att, B, T, C, NH);
     cu_attention_forward(&s->ctx, d_out, d_att, d_qkv, B, T, C, NH);
+    s->ctx.attention = bwd_variant; /* one variant's backward after the other's forward: the same att contract */
     cu_attention_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att, B, T, C, NH);
     cmp_t c = {0, 0};
     cmp_add(s, &c, "out", d_out, out, nout);
@@ -507,6 +512,8 @@ static void flash_case(st_t *s, int bf16, int variant, int hs, int T)
     st_report(s, name, bf16, &c);
 }
 
+static void flash_case(st_t *s, int bf16, int variant, int hs, int T) { flash_case_mix(s, bf16, variant, variant, hs, T); }
+
 static void t_flash(st_t *s, int bf16)
 {
     static const int sizes[] = {16, 32, 64, 128};
@@ -517,6 +524,10 @@ static void t_flash(st_t *s, int bf16)
     }
     flash_case(s, bf16, CU_ATT_FA2, 64, 256);
     flash_case(s, bf16, CU_ATT_FA2, 64, 397);
+    /* T = 165 at head size 64: att has room for the kept bf16 q, k, v (2.5·C <= NH·T), which the FA2
+     * backward reads whichever forward ran; head size 128 at T = 293 has none (the scratch path) */
+    flash_case_mix(s, bf16, CU_ATT_WMMA, CU_ATT_FA2, 64, 165);
+    flash_case_mix(s, bf16, CU_ATT_FA2, CU_ATT_WMMA, 64, 165);
     s->ctx.attention = chosen;
 }
 
