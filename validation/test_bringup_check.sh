@@ -238,6 +238,10 @@ C g3 gpt2 "$SCRATCH/g3" "$NO/nvml.json" 0 1
 verdict g3 fail "d['why'].startswith('checker error: JSONDecodeError')"
 ok $? "gpt2: a truncated kernel_times.r0.json is a failed part (the catch-all), not a crash (exit $rc)"
 
+C g_var gpt2 "$SCRATCH/g" "$NO/nvml.json" 0 1 "$SCRATCH/g" A=1 "$NO" B=2
+verdict g_var fail "[v and v['env'] for v in d['variants']] == ['A=1', None] and d['variant']['env'] == 'A=1' and any('the B=2 run logged no step' in w for w in d['why'])"
+ok $? "gpt2: variants (run, switch) pairs: each measured, one that logged no step fails the part naming its switch (exit $rc)"
+
 # ---- every subcommand on inputs that do not exist: a failed part and exit 1, never a traceback ----
 C m_env env "$NO" 0; verdict m_env fail; ok $? "env: missing inputs fail (exit $rc)"
 C m_selftest selftest "$NO" 0; verdict m_selftest fail; ok $? "selftest: missing inputs fail (exit $rc)"

@@ -32,7 +32,7 @@ top=$(cd "$here/../.." && pwd)
 # ---- the parts and their timeouts (seconds; the sum stays under 8 minutes: docs/GPU.md) ----
 PART_NAMES=(env selftest fp32 bf16 ranks2 ckpt hf gpt2 torch compile)
 declare -A PART_TIMEOUT=([env]=30 [selftest]=25 [fp32]=25 [bf16]=45 [ranks2]=45 [ckpt]=30 [hf]=35
-                         [gpt2]=95 [torch]=45 [compile]=75)
+                         [gpt2]=120 [torch]=45 [compile]=75)
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
@@ -211,13 +211,20 @@ part_gpt2() {
     MP_STOP_AFTER=50 train gpt2 1 gpt2-124m.ini --set "train.peak_gflops=$peak" "${sets[@]}"
     touch "$RUNS/nvml.stop"
     wait $sampler
-    # a variant of the kernels (an environment switch of kernels/ctx_cuda.cu, BRINGUP_GPT2_ALT, by
-    # default the products fed by cuBLAS converting the fp32 operands itself), 20 steps, for the
-    # throughput beside the default's
-    local alt=${BRINGUP_GPT2_ALT:-MP_BF16_GEMM=cublas}
-    (export "$alt"; MP_STOP_AFTER=25 train gpt2-alt 1 gpt2-124m.ini --set "train.peak_gflops=$peak" \
-        "${sets[@]}" --set train.steps=20)
-    check gpt2 "$PARTS/gpt2.json" "$RUNS/gpt2" "$RUNS/nvml.json" "$peak" "$DRY" "$RUNS/gpt2-alt" "$alt"
+    # variants of the kernels (environment switches of kernels/ctx_cuda.cu, BRINGUP_GPT2_ALT: up to
+    # three VAR=VALUE separated by ';', by default the products fed by cuBLAS converting the fp32
+    # operands itself), 20 steps each, for the throughput beside the default's
+    local alts=() alt i=0 args=()
+    IFS=';' read -r -a alts <<< "${BRINGUP_GPT2_ALT:-MP_BF16_GEMM=cublas}"
+    for alt in "${alts[@]:0:3}"; do
+        [ -n "$alt" ] || continue
+        i=$((i + 1))
+        local dir=gpt2-alt; [ $i -gt 1 ] && dir=gpt2-alt$i
+        (export "$alt"; MP_STOP_AFTER=25 train "$dir" 1 gpt2-124m.ini --set "train.peak_gflops=$peak" \
+            "${sets[@]}" --set train.steps=20)
+        args+=("$RUNS/$dir" "$alt")
+    done
+    check gpt2 "$PARTS/gpt2.json" "$RUNS/gpt2" "$RUNS/nvml.json" "$peak" "$DRY" "${args[@]}"
 }
 
 # A run on the device exported to Hugging Face's format; its logits against HF GPT-2's forward and,

@@ -12,7 +12,7 @@ and Debian's /usr/bin/python3 alike.
   layouts OUT BASE CPUREF N=DIR.. layouts against one rank, as closely as on cpu
   crossing OUT DEV CPU D2C C2D D  checkpoints across devices
   peak SMI DRY                    prints the chip's dense bf16 peak in GFLOP/s (0: unknown)
-  gpt2 OUT RUN NVML PEAK DRY      throughput, MFU, kernel table, energy against NVML
+  gpt2 OUT RUN NVML PEAK DRY [ALTDIR ENV]..  throughput, MFU, kernel table, energy against NVML; variants
   torch OUT NAME JSON DRY         the PyTorch peer's result
   finish OUT NAME RC T0 T1 LIMIT  adds time and exit status; a part that wrote nothing is an error
   report OUT SUMMARY PARTS DRY T0 KIT NAMES...   report.json and the summary table"""
@@ -383,7 +383,7 @@ def _throughput(run, first):
             "loss_last": m[max(m)]["loss"], "finite": all(math.isfinite(m[s]["loss"]) for s in m)}
 
 
-def cmd_gpt2(out, run, nvml, peak, dry, alt=None, alt_env="MP_BF16_GEMM=cublas"):
+def cmd_gpt2(out, run, nvml, peak, dry, *alts):
     peak = float(peak)
     m = metrics(run)
     res = part("gpt2", "pass", "GPT-2 124M (L12 C768 H12 T1024 V50304), bf16, 16 sequences a step, one GPU" if dry != "1"
@@ -426,15 +426,22 @@ def cmd_gpt2(out, run, nvml, peak, dry, alt=None, alt_env="MP_BF16_GEMM=cublas")
         e["run_over_sampled"] = off
         if abs(off) > ENERGY_AGREE:
             why.append("the run's GPU energy is %+.1f%% off NVML's own samples over its window" % (100 * off))
-    if alt:  # the same run with one environment switch of kernels/ctx_cuda.cu (alt_env)
+    # the same run under environment switches of kernels/ctx_cuda.cu: pairs (run directory, VAR=VALUE);
+    # a directory without its switch is the default variant's (MP_BF16_GEMM=cublas)
+    pairs = [(alts[i], alts[i + 1] if i + 1 < len(alts) else "MP_BF16_GEMM=cublas") for i in range(0, len(alts), 2)]
+    variants = []
+    for alt, alt_env in pairs:
         a = _throughput(alt, first)
         if a is not None:
             a["env"] = alt_env
-        res["variant"] = a
+        variants.append(a)
         if a is None:
             why.append("the %s run logged no step from %d on: %s" % (alt_env, first, " / ".join(run_tail(alt, 4))))
         elif not a["finite"]:
             why.append("the %s run had a non-finite loss" % alt_env)
+    if pairs:
+        res["variant"] = variants[0]
+        res["variants"] = variants
     if why:
         res.update(status="fail", why=why)
     return res
@@ -585,11 +592,11 @@ def _brief(p):
             en = s.get("energy", {})
             e = en.get("run") or {}
             smp = (en.get("nvml_sampled") or {}).get("j_per_token_counter")
-            a = s.get("variant")
+            vs = [a for a in (s.get("variants") or ([s["variant"]] if s.get("variant") else [])) if a]
             return "%.0f tok/s, MFU %.1f%%, %s J/token (GPU %s, NVML sampled %s)%s" % (
                 s["tokens_per_s"], 100 * s["mfu"], "%.3g" % e["j_per_token"] if e.get("j_per_token") else "-",
                 "%.3g" % en["run_gpu_j_per_token"] if en.get("run_gpu_j_per_token") else "-",
-                "%.3g" % smp if smp else "-", "; %s: %.0f tok/s" % (a["env"], a["tokens_per_s"]) if a else "")
+                "%.3g" % smp if smp else "-", "".join("; %s: %.0f tok/s" % (a["env"], a["tokens_per_s"]) for a in vs))
         if n == "hf":
             return s.get("transformers") or "%d checks passed" % s.get("passed", 0)
         if n in ("torch", "compile"):
