@@ -29,7 +29,7 @@ typedef struct {
     int N, C, OC;
     int has_res;  // beta = 1, C = res
     int oop;      // C and D are different buffers (res != out)
-    unsigned align_c, align_d, align_bias;
+    unsigned align_b, align_c, align_d, align_bias; // align_b: 256 for our scratch copies, less for a kept input
     int ok;       // the heuristic gave an algorithm fit for the call
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, cd; // cd: C and D alike (in place needs the same layout)
@@ -123,11 +123,14 @@ static void plan_build(cu_ctx_t *ctx, lt_plan_t *p, const float *bias)
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->cd, CUDA_R_32F, (uint64_t)p->OC, (uint64_t)p->N, p->OC));
     p->used = 1;
 
-    // A and B are bf16 copies at 256-aligned scratch offsets: the default alignment (256) holds.
+    // A is a bf16 copy at a 256-aligned scratch offset (the default alignment holds); B too, or a
+    // kept bf16 input (cu_matmul_bias_lt_pre) whose alignment the key carries.
     cublasLtMatmulPreference_t pref;
     const uint64_t ws = ctx->lt_workspace_bytes;
-    const uint32_t align_c = p->align_c, align_d = p->align_d;
+    const uint32_t align_b = p->align_b, align_c = p->align_c, align_d = p->align_d;
     CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
     CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof align_c));
@@ -156,14 +159,14 @@ static void plan_build(cu_ctx_t *ctx, lt_plan_t *p, const float *bias)
     }
 }
 
-static lt_plan_t *plan_for(cu_ctx_t *ctx, int N, int C, int OC, int has_res, int oop, unsigned align_c,
-                           unsigned align_d, unsigned align_bias, const float *bias)
+static lt_plan_t *plan_for(cu_ctx_t *ctx, int N, int C, int OC, int has_res, int oop, unsigned align_b,
+                           unsigned align_c, unsigned align_d, unsigned align_bias, const float *bias)
 {
     struct cu_lt_plans *t = ctx->lt_plans;
     for (int i = 0; i < LT_PLANS; i++) {
         lt_plan_t *p = &t->plan[i];
         if (p->used && p->N == N && p->C == C && p->OC == OC && p->has_res == has_res && p->oop == oop &&
-            p->align_c == align_c && p->align_d == align_d && p->align_bias == align_bias)
+            p->align_b == align_b && p->align_c == align_c && p->align_d == align_d && p->align_bias == align_bias)
             return p;
     }
     lt_plan_t *p = &t->plan[t->next];
@@ -174,6 +177,7 @@ static lt_plan_t *plan_for(cu_ctx_t *ctx, int N, int C, int OC, int has_res, int
     p->OC = OC;
     p->has_res = has_res;
     p->oop = oop;
+    p->align_b = align_b;
     p->align_c = align_c;
     p->align_d = align_d;
     p->align_bias = align_bias;
@@ -181,20 +185,38 @@ static lt_plan_t *plan_for(cu_ctx_t *ctx, int N, int C, int OC, int has_res, int
     return p;
 }
 
-int cu_matmul_bias_lt(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
-                      const float *bias, int N, int C, int OC)
+// The plan for this call, its bias pointer set; NULL (the caller takes the pass path) for an empty
+// product or when cuBLASLt offers no algorithm (counted). inp16 NULL: B will be our 256-aligned copy.
+static lt_plan_t *usable_plan(cu_ctx_t *ctx, float *out, const float *res, const __nv_bfloat16 *inp16,
+                              const float *bias, int N, int C, int OC)
 {
-    if (N <= 0 || C <= 0 || OC <= 0) return KERN_ERR; // the pass path does empty products
+    if (N <= 0 || C <= 0 || OC <= 0) return NULL; // the pass path does empty products
     // No residual: C is D itself, never read (beta = 0).
     const float *c = res ? res : out;
-    lt_plan_t *p = plan_for(ctx, N, C, OC, res != NULL, c != out, align_of(c), align_of(out), align_of(bias), bias);
+    lt_plan_t *p = plan_for(ctx, N, C, OC, res != NULL, c != out, inp16 ? align_of(inp16) : 256, align_of(c),
+                            align_of(out), align_of(bias), bias);
     if (!p->ok) {
         ctx->gemm_bias_fallbacks++;
-        return KERN_ERR;
+        return NULL;
     }
     const void *bias_ptr = bias;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
+    return p;
+}
 
+static void lt_run(cu_ctx_t *ctx, const lt_plan_t *p, float *out, const float *res, const __nv_bfloat16 *inp16,
+                   const __nv_bfloat16 *w16)
+{
+    const float alpha = 1.0f, beta = res ? 1.0f : 0.0f;
+    CUBLAS_CHECK(cublasLtMatmul(ctx->lt, p->op, &alpha, w16, p->a, inp16, p->b, &beta, res ? res : out, p->cd, out,
+                                p->cd, &p->algo, ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->compute));
+}
+
+int cu_matmul_bias_lt(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
+                      const float *bias, int N, int C, int OC)
+{
+    const lt_plan_t *p = usable_plan(ctx, out, res, NULL, bias, N, C, OC);
+    if (!p) return KERN_ERR;
     // Both copies from one request (a second could grow the scratch and free the first), at
     // cu_gemm's offsets for this product: cu_gemm_scratch_bytes plans for it.
     const size_t n_inp = (size_t)N * C, n_w = (size_t)OC * C;
@@ -202,9 +224,18 @@ int cu_matmul_bias_lt(cu_ctx_t *ctx, float *out, const float *res, const float *
     __nv_bfloat16 *inp16 = (__nv_bfloat16 *)s, *w16 = (__nv_bfloat16 *)(s + cu_bf16_bytes(n_inp));
     cu_bf16_round(ctx, inp16, inp, n_inp);
     cu_bf16_round(ctx, w16, w, n_w);
+    lt_run(ctx, p, out, res, inp16, w16);
+    return KERN_OK;
+}
 
-    const float alpha = 1.0f, beta = res ? 1.0f : 0.0f;
-    CUBLAS_CHECK(cublasLtMatmul(ctx->lt, p->op, &alpha, w16, p->a, inp16, p->b, &beta, c, p->cd, out, p->cd, &p->algo,
-                                ctx->lt_workspace, ctx->lt_workspace_bytes, ctx->compute));
+int cu_matmul_bias_lt_pre(cu_ctx_t *ctx, float *out, const float *res, const __nv_bfloat16 *inp16, const float *w,
+                          const float *bias, int N, int C, int OC)
+{
+    const lt_plan_t *p = usable_plan(ctx, out, res, inp16, bias, N, C, OC);
+    if (!p) return KERN_ERR;
+    const size_t n_w = (size_t)OC * C;
+    __nv_bfloat16 *w16 = (__nv_bfloat16 *)cu_ctx_scratch(ctx, cu_bf16_bytes(n_w));
+    cu_bf16_round(ctx, w16, w, n_w);
+    lt_run(ctx, p, out, res, inp16, w16);
     return KERN_OK;
 }

@@ -84,10 +84,11 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
 /* ---- the MLP's GELU fused with its products (training uses these; the two above serve generation
  * and are the unfused reference in the tests) ----
- * Forward:  fc = matmul_gelu_forward, fcproj = matmul_residual_forward.
+ * Forward:  fc = matmul_gelu_forward, fcproj = mlp_proj_forward.
  * Backward: fcproj = matmul_backward_gelu (its input gradient goes through GELU's backward),
  *           fc = matmul_backward. */
-/* out (N,OC) = gelu(pre), dgelu (N,OC) = gelu'(pre), with pre = inp (N,C) · w(OC,C)ᵀ + bias (OC):
+/* out (N,OC) = gelu(pre), in the backend's form (mlp_proj_forward says which calls read it);
+ * dgelu (N,OC) = gelu'(pre), with pre = inp (N,C) · w(OC,C)ᵀ + bias (OC):
  * the activation and the derivative its backward needs (saved instead of pre: the backward then
  * evaluates no tanh). bias may be NULL. The same bits as matmul_forward then mp_gelu, mp_gelu_grad
  * per element, up to the product's own rounding. */
@@ -99,6 +100,17 @@ void matmul_gelu_forward(float *out, float *dgelu, const float *inp, const float
  * this product's inp). */
 void matmul_backward_gelu(float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w,
                           const float *dgelu, int N, int C, int OC);
+/* The MLP's projection (fcproj) on matmul_gelu_forward's out, whose form is the backend's: a device
+ * backend may keep that hidden activation in a narrower type (CUDA under the bf16 handoff: bf16, see
+ * kernels_cuda.h), so it goes only to matmul_backward_gelu (as inp) and to these two. On the CPU it
+ * is fp32 and they are the plain products, the same bits:
+ * mlp_proj_forward: out (N,OC) = res + inp · wᵀ + bias, res and bias each NULL for none (a TP peer's
+ *   partial sum); out may alias res. = matmul_residual_forward, or matmul_forward when res is NULL.
+ * mlp_proj_backward_weight: dw += doutᵀ · inp, dbias += column sums of dout (each skipped when NULL):
+ *   matmul_backward_weight, for a split backward's W of fcproj. */
+void mlp_proj_forward(float *out, const float *res, const float *inp, const float *w, const float *bias, int N, int C,
+                      int OC);
+void mlp_proj_backward_weight(float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC);
 
 /* ---- softmax cross-entropy over the vocabulary ---- */
 /* In place on logits (N,V): probs = softmax(logits) overwrites them; losses (N) = -log probs[target].

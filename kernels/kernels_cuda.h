@@ -170,6 +170,20 @@ void cu_matmul_gelu_forward(cu_ctx_t *ctx, float *out, float *dgelu, const float
                             const float *bias, int N, int C, int OC);
 void cu_matmul_backward_gelu(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                              const float *w, const float *dgelu, int N, int C, int OC);
+/* The MLP's projection on the hidden activation matmul_gelu_forward left (kernels.h): under the bf16
+ * handoff (cu_handoff_bf16) that activation is kept in bf16, its N·OC values in the first half of
+ * the fp32-sized buffer, written once by the GELU kernel and read as they are by these products
+ * and by cu_matmul_backward_gelu (no rounding pass over it, the same bf16 values the products
+ * rounded before); otherwise fp32 and these are cu_matmul_residual_forward / cu_matmul_forward and
+ * cu_matmul_backward_weight. */
+void cu_mlp_proj_forward(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
+                         const float *bias, int N, int C, int OC);
+void cu_mlp_proj_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout, const float *inp, int N,
+                                 int C, int OC);
+/* The hidden activation's form, for tests and tools that fill or read it: n fp32 values into a hidden
+ * buffer (dst), and a hidden buffer's n values out as fp32 (dst; not the same buffer as src). */
+void cu_mlp_hidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n);
+void cu_mlp_hidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n);
 
 /* ---- softmax cross-entropy ---- */
 void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V);
@@ -291,7 +305,12 @@ void cu_xent16_backward(cu_ctx_t *ctx, __nv_bfloat16 *logits, const float *stats
  * cu_matmul_backward, the same bits; dout · w (N,C) written as bf16 into scratch and returned, valid
  * until the next call that uses scratch. */
 const __nv_bfloat16 *cu_matmul_backward_bf16_dinp(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
-                                                  const float *inp, const float *w, int N, int C, int OC);
+                                                  const float *inp, const __nv_bfloat16 *inp16, const float *w,
+                                                  int N, int C, int OC);
+/* cu_matmul_backward_weight on an input kept in bf16 (inp16, the MLP's hidden activation under the
+ * bf16 handoff): the same products and dbias order, no rounding pass over the input. */
+void cu_matmul_backward_weight_pre(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
+                                   const __nv_bfloat16 *inp16, int N, int C, int OC);
 /* ---- cuBLASLt (gemm_lt_cuda.cu) ---- */
 /* cu_ctx_init's part: the handle, the workspace, an empty plan table. 0, or -1 after a message with
  * nothing left allocated. */
@@ -307,6 +326,9 @@ void cu_lt_destroy(cu_ctx_t *ctx);
  * ctx->gemm_bias_fallbacks counts it): the caller takes the pass path. */
 int cu_matmul_bias_lt(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
                       const float *bias, int N, int C, int OC);
+/* The same with inp already in bf16 (a kept input, any alignment cuBLASLt accepts): w alone rounded. */
+int cu_matmul_bias_lt_pre(cu_ctx_t *ctx, float *out, const float *res, const __nv_bfloat16 *inp16, const float *w,
+                          const float *bias, int N, int C, int OC);
 
 /* Four bf16 for one 8-byte store. */
 struct __align__(8) cu_bf16x4 {

@@ -167,17 +167,20 @@ __global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__re
 // it a third time. Same operands, same products, same partial order: the bits of the cu_gemm path.
 // dinp_bf16 (with dinp NULL): the input gradient dout · w goes out in bf16 into scratch instead,
 // for a caller whose next pass reads it once (matmul_backward_gelu); returned, else NULL.
+// inp16_in: inp kept in bf16 by its producer (the MLP's hidden activation under the bf16 handoff),
+// read as it is for dw; inp is then unused.
 static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp_bf16, float *dw, float *dbias,
-                                           const float *dout, const float *inp, const float *w, int N, int C,
-                                           int OC)
+                                           const float *dout, const float *inp, const __nv_bfloat16 *inp16_in,
+                                           const float *w, int N, int C, int OC)
 {
     const int R = dbias ? (N + CHUNK_ROWS - 1) / CHUNK_ROWS : 0;
     if (R > 65535) KERN_ABORT("matmul_backward: %d rows exceed the %d the dbias grid covers", N, 65535 * CHUNK_ROWS);
     const bool grad_in = dinp || dinp_bf16;
     const size_t n_dout = (size_t)N * OC, n_w = grad_in ? (size_t)OC * C : 0;
     // The bf16 input gradient (N,C) takes inp's place once the dw product has read it (the stream
-    // runs them in order), so the handoff needs no scratch beyond the fp32 path's.
-    const size_t n_inp = dw || dinp_bf16 ? (size_t)N * C : 0;
+    // runs them in order), so the handoff needs no scratch beyond the fp32 path's; with inp kept in
+    // bf16 elsewhere, that place holds the input gradient alone.
+    const size_t n_inp = (dw && !inp16_in) || dinp_bf16 ? (size_t)N * C : 0;
     // One request for every piece: a second one could grow the scratch and free the first. inp's
     // copy comes before w's so that the weight half alone puts it at the same offset.
     const size_t at_inp = cu_bf16_bytes(n_dout), at_w = at_inp + cu_bf16_bytes(n_inp);
@@ -204,8 +207,9 @@ static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp
         cu_gemm_bf16_pre(ctx, 0, 0, N, C, OC, 1.0f, dout16, OC, 0, w16, C, 0, 0.0f, dinp, C, 0, 1); // dout · w
     }
     if (dw) {
-        cu_bf16_round(ctx, inp16, inp, n_inp);
-        cu_gemm_bf16_pre(ctx, 1, 0, OC, C, N, 1.0f, dout16, OC, 0, inp16, C, 0, 1.0f, dw, C, 0, 1); // doutᵀ · inp
+        if (!inp16_in) cu_bf16_round(ctx, inp16, inp, n_inp);
+        cu_gemm_bf16_pre(ctx, 1, 0, OC, C, N, 1.0f, dout16, OC, 0, inp16_in ? inp16_in : inp16, C, 0, 1.0f, dw, C, 0,
+                         1); // doutᵀ · inp
     }
     __nv_bfloat16 *dinp16 = NULL;
     if (dinp_bf16) { // after dw's product: it overwrites inp16
@@ -222,16 +226,27 @@ static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp
 }
 
 const __nv_bfloat16 *cu_matmul_backward_bf16_dinp(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
-                                                  const float *inp, const float *w, int N, int C, int OC)
+                                                  const float *inp, const __nv_bfloat16 *inp16, const float *w,
+                                                  int N, int C, int OC)
 {
-    return matmul_backward_bf16(ctx, NULL, true, dw, dbias, dout, inp, w, N, C, OC);
+    return matmul_backward_bf16(ctx, NULL, true, dw, dbias, dout, inp, inp16, w, N, C, OC);
+}
+
+void cu_matmul_backward_weight_pre(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
+                                   const __nv_bfloat16 *inp16, int N, int C, int OC)
+{
+    if (!dw) { // dbias alone: the fp32 path's kernels (they never read the input)
+        cu_matmul_backward_weight(ctx, NULL, dbias, dout, NULL, N, C, OC);
+        return;
+    }
+    matmul_backward_bf16(ctx, NULL, false, dw, dbias, dout, NULL, inp16, NULL, N, C, OC);
 }
 
 void cu_matmul_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                         const float *w, int N, int C, int OC)
 {
     if (cu_gemm_prerounds(ctx) && (dinp || dw)) {
-        matmul_backward_bf16(ctx, dinp, false, dw, dbias, dout, inp, w, N, C, OC);
+        matmul_backward_bf16(ctx, dinp, false, dw, dbias, dout, inp, NULL, w, N, C, OC);
         return;
     }
     if (dinp) cu_gemm(ctx, 0, 0, N, C, OC, 1.0f, dout, OC, 0, w, C, 0, 0.0f, dinp, C, 0, 1); // dout · w
@@ -242,9 +257,42 @@ void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
                                int C, int OC)
 {
     if (cu_gemm_prerounds(ctx) && dw) {
-        matmul_backward_bf16(ctx, NULL, false, dw, dbias, dout, inp, NULL, N, C, OC);
+        matmul_backward_bf16(ctx, NULL, false, dw, dbias, dout, inp, NULL, NULL, N, C, OC);
         return;
     }
     if (dw) cu_gemm(ctx, 1, 0, OC, C, N, 1.0f, dout, OC, 0, inp, C, 0, 1.0f, dw, C, 0, 1); // doutᵀ · inp
     if (dbias) matmul_dbias(ctx, dbias, dout, N, OC);
+}
+
+// ---- the MLP's projection on its kept hidden activation (kernels_cuda.h) ----
+
+void cu_mlp_proj_forward(cu_ctx_t *ctx, float *out, const float *res, const float *inp, const float *w,
+                         const float *bias, int N, int C, int OC)
+{
+    if (!cu_handoff_bf16(ctx)) {
+        if (res) cu_matmul_residual_forward(ctx, out, res, inp, w, bias, N, C, OC);
+        else cu_matmul_forward(ctx, out, inp, w, bias, N, C, OC);
+        return;
+    }
+    const __nv_bfloat16 *inp16 = (const __nv_bfloat16 *)inp; // the GELU kernel's bf16 (kernels_cuda.h)
+    if (bias && ctx->gemm_bias == CU_BIAS_EPILOGUE &&
+        cu_matmul_bias_lt_pre(ctx, out, res, inp16, w, bias, N, C, OC) == KERN_OK)
+        return;
+    // the pass path: res + bias first, the product accumulated onto them (beta 1), or alone (beta 0)
+    const bool init = res || bias;
+    if (init) matmul_init(ctx, out, res, bias, N, OC);
+    const size_t n_w = (size_t)OC * C;
+    __nv_bfloat16 *w16 = (__nv_bfloat16 *)cu_ctx_scratch(ctx, cu_bf16_bytes(n_w));
+    cu_bf16_round(ctx, w16, w, n_w);
+    cu_gemm_bf16_pre(ctx, 0, 1, N, OC, C, 1.0f, inp16, C, 0, w16, C, 0, init ? 1.0f : 0.0f, out, OC, 0, 1);
+}
+
+void cu_mlp_proj_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout, const float *inp, int N,
+                                 int C, int OC)
+{
+    if (!cu_handoff_bf16(ctx)) {
+        cu_matmul_backward_weight(ctx, dw, dbias, dout, inp, N, C, OC);
+        return;
+    }
+    cu_matmul_backward_weight_pre(ctx, dw, dbias, dout, (const __nv_bfloat16 *)inp, N, C, OC);
 }

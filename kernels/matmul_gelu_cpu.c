@@ -66,3 +66,15 @@ void matmul_backward_gelu(float *dinp, float *dw, float *dbias, const float *dou
     }
     matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }
+
+void mlp_proj_forward(float *out, const float *res, const float *inp, const float *w, const float *bias, int N, int C,
+                      int OC)
+{
+    if (res) matmul_residual_forward(out, res, inp, w, bias, N, C, OC);
+    else matmul_forward(out, inp, w, bias, N, C, OC);
+}
+
+void mlp_proj_backward_weight(float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC)
+{
+    matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
+}

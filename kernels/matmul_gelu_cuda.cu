@@ -7,11 +7,13 @@
 // result only feeds the element-wise pass writes it in bf16, into scratch: the forward's
 // pre-activation (N,OC), the backward's input gradient dout · w (N,C) before GELU's derivative.
 // Written once and read once at 2 bytes an element instead of 4, the pair moves 12 bytes an element
-// where the fp32 handoff moves 16. out, dgelu and dinp stay fp32 (the contract), pre + bias is
-// summed in fp32, and the backward's dw and dbias keep their bits (matmul_cuda.cu's bf16 backward
-// computes them as for cu_matmul_backward). The values differ from the fp32 handoff's by one more
-// bf16 rounding of pre and of dout · w (2^-9 relative). Every other mode (fp32,
-// MP_BF16_GEMM=cublas, MP_BF16_HANDOFF=fp32) runs the code it ran before the handoff existed.
+// where the fp32 handoff moves 16. The hidden activation out is kept in bf16 too (kernels_cuda.h:
+// cu_mlp_proj_forward, the backward here and cu_mlp_proj_backward_weight read it as it is), the very
+// values the products rounded it to before, so no pass rounds it again, forward or backward. dgelu
+// and dinp stay fp32, pre + bias is summed in fp32, and the backward's dw and dbias keep their
+// bits. The values differ from the fp32 handoff's by one more bf16 rounding of pre and of dout · w
+// (2^-9 relative). Every other mode (fp32, MP_BF16_GEMM=cublas, MP_BF16_HANDOFF=fp32) runs the
+// code it ran before the handoff existed.
 #include <stdint.h>
 
 #include "cuda_check.h"
@@ -67,7 +69,7 @@ __global__ void bias_gelu_pair_kernel(float *out, float *pre, const float *bias,
 // of pre, would give each thread 32 bytes of each output and spread a warp's stores over twice the
 // span). OC % 4 == 0, out, dgelu and bias on 16 bytes, pre on 8 (it is scratch: 256). n4 counts
 // groups of four. bias NULL adds 0.
-__global__ void pre16_gelu_pair4_kernel(float4 *__restrict__ out, float4 *__restrict__ dgelu,
+__global__ void pre16_gelu_pair4_kernel(cu_bf16x4 *__restrict__ out, float4 *__restrict__ dgelu,
                                         const cu_bf16x4 *__restrict__ pre, const float4 *__restrict__ bias, size_t n4,
                                         int OC4)
 {
@@ -80,19 +82,19 @@ __global__ void pre16_gelu_pair4_kernel(float4 *__restrict__ out, float4 *__rest
         o.y = mp_gelu_pair(__bfloat162float(p.v[1]) + b.y, &d.y);
         o.z = mp_gelu_pair(__bfloat162float(p.v[2]) + b.z, &d.z);
         o.w = mp_gelu_pair(__bfloat162float(p.v[3]) + b.w, &d.w);
-        out[j] = o;
+        out[j] = cu_bf16x4_round(o); // the hidden activation kept in bf16 (kernels_cuda.h)
         dgelu[j] = d;
     }
 }
 
 // The same an element a thread: any OC, any alignment.
-__global__ void pre16_gelu_pair_kernel(float *__restrict__ out, float *__restrict__ dgelu,
+__global__ void pre16_gelu_pair_kernel(__nv_bfloat16 *__restrict__ out, float *__restrict__ dgelu,
                                        const __nv_bfloat16 *__restrict__ pre, const float *__restrict__ bias, size_t n,
                                        int OC)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float d;
-        out[i] = mp_gelu_pair(__bfloat162float(pre[i]) + (bias ? bias[i % (size_t)OC] : 0.0f), &d);
+        out[i] = __float2bfloat16(mp_gelu_pair(__bfloat162float(pre[i]) + (bias ? bias[i % (size_t)OC] : 0.0f), &d));
         dgelu[i] = d;
     }
 }
@@ -115,9 +117,10 @@ static void matmul_gelu_forward_bf16(cu_ctx_t *ctx, float *out, float *dgelu, co
     cu_gemm_bf16_out(ctx, 0, 1, N, OC, C, 1.0f, inp16, C, w16, C, pre16, OC); // inp · wᵀ
     if (OC % 4 == 0 && ((uintptr_t)out | (uintptr_t)dgelu | (uintptr_t)bias) % 16 == 0)
         pre16_gelu_pair4_kernel<<<grid_for(n / 4), THREADS, 0, ctx->compute>>>(
-            (float4 *)out, (float4 *)dgelu, (const cu_bf16x4 *)pre16, (const float4 *)bias, n / 4, OC / 4);
+            (cu_bf16x4 *)out, (float4 *)dgelu, (const cu_bf16x4 *)pre16, (const float4 *)bias, n / 4, OC / 4);
     else
-        pre16_gelu_pair_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(out, dgelu, pre16, bias, n, OC);
+        pre16_gelu_pair_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>((__nv_bfloat16 *)out, dgelu, pre16, bias,
+                                                                          n, OC);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -204,7 +207,8 @@ __global__ void bf16_mul_kernel(float *dinp, const __nv_bfloat16 *__restrict__ p
 static void matmul_backward_gelu_bf16(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout,
                                       const float *inp, const float *w, const float *dgelu, int N, int C, int OC)
 {
-    const __nv_bfloat16 *p = cu_matmul_backward_bf16_dinp(ctx, dw, dbias, dout, inp, w, N, C, OC);
+    const __nv_bfloat16 *p =
+        cu_matmul_backward_bf16_dinp(ctx, dw, dbias, dout, NULL, (const __nv_bfloat16 *)inp, w, N, C, OC);
     const size_t n = (size_t)N * C;
     if (n == 0) return;
     if ((uintptr_t)dinp % 16 == 0 && (uintptr_t)dgelu % 16 == 0)
@@ -217,8 +221,9 @@ static void matmul_backward_gelu_bf16(cu_ctx_t *ctx, float *dinp, float *dw, flo
 void cu_matmul_backward_gelu(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                              const float *w, const float *dgelu, int N, int C, int OC)
 {
-    if (dinp && cu_handoff_bf16(ctx)) {
-        matmul_backward_gelu_bf16(ctx, dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC);
+    if (cu_handoff_bf16(ctx)) { // inp: the hidden activation kept in bf16 by the forward
+        if (dinp) matmul_backward_gelu_bf16(ctx, dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC);
+        else cu_mlp_proj_backward_weight(ctx, dw, dbias, dout, inp, N, C, OC); // the weight half alone
         return;
     }
     cu_matmul_backward(ctx, dinp, dw, dbias, dout, inp, w, N, C, OC);
@@ -228,5 +233,30 @@ void cu_matmul_backward_gelu(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias
         mul4_kernel<<<grid_for(n / 4 > 0 ? n / 4 : 1), THREADS, 0, ctx->compute>>>(dinp, dgelu, n);
     else
         mul_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(dinp, dgelu, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+// ---- the hidden activation's form, for tests and tools (kernels_cuda.h) ----
+
+__global__ void bf16_widen_kernel(float *__restrict__ dst, const __nv_bfloat16 *__restrict__ src, size_t n)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __bfloat162float(src[i]);
+}
+
+void cu_mlp_hidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n)
+{
+    if (cu_handoff_bf16(ctx)) cu_bf16_round(ctx, (__nv_bfloat16 *)dst, src, n);
+    else CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
+}
+
+void cu_mlp_hidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n)
+{
+    if (n == 0) return;
+    if (!cu_handoff_bf16(ctx)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
+        return;
+    }
+    bf16_widen_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(dst, (const __nv_bfloat16 *)src, n);
     CUDA_CHECK_LAUNCH();
 }

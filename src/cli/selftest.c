@@ -373,13 +373,15 @@ static void handoff_bits(st_t *s, int N, int C, int OC)
         d_dw[h] = st_dev(s, dw0, nw);
         d_db[h] = st_dev(s, db0, OC);
         s->ctx.handoff = h ? CU_HANDOFF_FP32 : CU_HANDOFF_BF16;
-        cu_matmul_backward_gelu(&s->ctx, st_dev_nan(s, nin), d_dw[h], d_db[h], d_dout, d_inp, d_w, d_dg, N, C, OC);
+        float *d_hidden = st_dev_nan(s, nin); /* inp in each handoff's form of the hidden activation */
+        cu_mlp_hidden_from_fp32(&s->ctx, d_hidden, d_inp, nin);
+        cu_matmul_backward_gelu(&s->ctx, st_dev_nan(s, nin), d_dw[h], d_db[h], d_dout, d_hidden, d_w, d_dg, N, C, OC);
     }
     s->ctx.handoff = chosen;
     char name[64];
     snprintf(name, sizeof name, "matmul_backward_gelu[handoff-bits,N=%d,OC=%d]", N, OC);
     st_verdict(s, name, st_same_bits(s, d_dw[0], d_dw[1], nw) && st_same_bits(s, d_db[0], d_db[1], (size_t)OC),
-               "dw, dbias with dout · w handed on in bf16 bitwise as in fp32");
+               "dw, dbias with the hidden activation kept and dout · w handed on in bf16 bitwise as in fp32");
 }
 
 /* bf16 with our rounding, bitwise against the plain cu_gemm route: the vector rounding (odd tails)
@@ -561,7 +563,9 @@ static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, int bias_on,
     cmp_t c = {0, 0};
     matmul_gelu_forward(out, dg, inp, w, bias, N, C, OC);
     cu_matmul_gelu_forward(&s->ctx, d_out, d_dg, d_inp, d_w, d_bias, N, C, OC);
-    cmp_add(s, &c, "out", d_out, out, nout);
+    float *d_out32 = st_dev_nan(s, nout); /* out in the backend's form (bf16 under the handoff), widened */
+    cu_mlp_hidden_to_fp32(&s->ctx, d_out32, d_out, nout);
+    cmp_add(s, &c, "out", d_out32, out, nout);
     cmp_add(s, &c, "dgelu", d_dg, dg, nout);
     st_report(s, fwd, bf16, &c);
     if (!bwd) return;
@@ -570,8 +574,9 @@ static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, int bias_on,
     float *w2 = st_rand(s, nw, -1, 1), *dout = st_rand(s, nin, -1, 1), *dinp = st_host(s, nout);
     float *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, C, -1, 1);
     float *d_w2 = st_dev(s, w2, nw), *d_dout = st_dev(s, dout, nin), *d_dinp = st_dev_nan(s, nout);
-    float *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, C), *d_g = st_dev(s, out, nout);
-    float *d_dgc = st_dev(s, dg, nout);
+    float *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, C), *d_g32 = st_dev(s, out, nout);
+    float *d_dgc = st_dev(s, dg, nout), *d_g = st_dev_nan(s, nout);
+    cu_mlp_hidden_from_fp32(&s->ctx, d_g, d_g32, nout); /* the CPU's GELU output in the backend's form */
     c = (cmp_t){0, 0};
     matmul_backward_gelu(dinp, dw, dbias, dout, out, w2, dg, N, OC, C);
     cu_matmul_backward_gelu(&s->ctx, d_dinp, d_dw, d_dbias, d_dout, d_g, d_w2, d_dgc, N, OC, C);
@@ -587,6 +592,55 @@ static void matmul_gelu_shapes(st_t *s, int bf16)
     /* N·OC = 2511: dinp's float4 product ends in a scalar tail of 3 */
     matmul_gelu_at(s, bf16, 31, 47, 81, 1, "matmul_gelu_forward(odd)", "matmul_backward_gelu(odd)");
     matmul_gelu_at(s, bf16, SN, SC, SOC, 0, "matmul_gelu_forward(nobias)", NULL);
+}
+
+/* The MLP's projection on the hidden activation in the backend's form (the CPU's fp32 values
+ * converted by cu_mlp_hidden_from_fp32): with residual and bias, in place (out = res), and as a TP
+ * peer's partial (no residual, no bias); then the weight half. */
+static void mlp_proj_cases(st_t *s, int bf16, int N, int C, int OC, const char *fwd, const char *wgt)
+{
+    const size_t nin = (size_t)N * C, nw = (size_t)OC * C, nout = (size_t)N * OC;
+    float *inp = st_rand(s, nin, 0, 1), *w = st_rand(s, nw, -1, 1), *bias = st_rand(s, OC, -1, 1);
+    float *res = st_rand(s, nout, -1, 1), *out = st_host(s, nout), *out2 = st_dup(s, res, nout);
+    float *out3 = st_host(s, nout);
+    float *d_inp32 = st_dev(s, inp, nin), *d_inp = st_dev_nan(s, nin), *d_w = st_dev(s, w, nw);
+    float *d_bias = st_dev(s, bias, OC), *d_res = st_dev(s, res, nout), *d_out = st_dev_nan(s, nout);
+    float *d_out2 = st_dev(s, res, nout), *d_out3 = st_dev_nan(s, nout);
+    cu_mlp_hidden_from_fp32(&s->ctx, d_inp, d_inp32, nin);
+    cmp_t c = {0, 0};
+    mlp_proj_forward(out, res, inp, w, bias, N, C, OC);
+    cu_mlp_proj_forward(&s->ctx, d_out, d_res, d_inp, d_w, d_bias, N, C, OC);
+    cmp_add(s, &c, "out", d_out, out, nout);
+    mlp_proj_forward(out2, out2, inp, w, bias, N, C, OC); /* in place, as the model calls it */
+    cu_mlp_proj_forward(&s->ctx, d_out2, d_out2, d_inp, d_w, d_bias, N, C, OC);
+    cmp_add(s, &c, "inplace", d_out2, out2, nout);
+    mlp_proj_forward(out3, NULL, inp, w, NULL, N, C, OC);
+    cu_mlp_proj_forward(&s->ctx, d_out3, NULL, d_inp, d_w, NULL, N, C, OC);
+    cmp_add(s, &c, "partial", d_out3, out3, nout);
+    st_report(s, fwd, bf16, &c);
+
+    float *dout = st_rand(s, nout, -1, 1), *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, OC, -1, 1);
+    float *d_dout = st_dev(s, dout, nout), *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, OC);
+    c = (cmp_t){0, 0};
+    mlp_proj_backward_weight(dw, dbias, dout, inp, N, C, OC);
+    cu_mlp_proj_backward_weight(&s->ctx, d_dw, d_dbias, d_dout, d_inp, N, C, OC);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    cmp_add(s, &c, "dbias", d_dbias, dbias, OC);
+    st_report(s, wgt, bf16, &c);
+}
+
+/* Every precision; bf16 with our rounding under both handoffs (the kept hidden activation, then
+ * fp32's), whatever MP_BF16_HANDOFF chose for the rest. */
+static void t_mlp_proj(st_t *s, int bf16)
+{
+    const int chosen = s->ctx.handoff;
+    for (int h = 0; h < (bf16 == 1 ? 2 : 1); h++) {
+        s->ctx.handoff = bf16 == 1 ? (h ? CU_HANDOFF_FP32 : CU_HANDOFF_BF16) : chosen;
+        mlp_proj_cases(s, bf16, SN, 4 * SC, SC, "mlp_proj_forward", "mlp_proj_backward_weight");
+        /* odd widths: hidden rows off 16 bytes, the pass path's scalar init */
+        mlp_proj_cases(s, bf16, 31, 81, 47, "mlp_proj_forward(odd)", "mlp_proj_backward_weight(odd)");
+    }
+    s->ctx.handoff = chosen;
 }
 
 /* bf16 with our rounding under both handoffs, set here whatever MP_BF16_HANDOFF chose for the rest:
@@ -873,6 +927,7 @@ static int selftest_cuda(int ordinal, int verbose)
     st_run(&s, t_gelu, 0);
     st_run(&s, t_matmul_gelu, 0);
     st_run(&s, t_matmul_gelu, 1); /* bf16 adds the bias in the GELU kernel; both handoffs */
+    for (int bf16 = 0; bf16 <= 2; bf16++) st_run(&s, t_mlp_proj, bf16);
     st_run(&s, t_crossentropy, 0);
     st_run(&s, t_head, 0);
     st_run(&s, t_head, 1); /* the bf16 handoff: logits kept in bf16 between forward and backward */

@@ -57,6 +57,12 @@
       (float *dinp, float *dw, float *dbias, const float *dout, const float *inp, const float *w, const float *dgelu, \
        int N, int C, int OC),                                                                                         \
       (dinp, dw, dbias, dout, inp, w, dgelu, N, C, OC))                                                               \
+    X(void, mlp_proj_forward,                                                                                         \
+      (float *out, const float *res, const float *inp, const float *w, const float *bias, int N, int C, int OC),      \
+      (out, res, inp, w, bias, N, C, OC))                                                                             \
+    X(void, mlp_proj_backward_weight,                                                                                 \
+      (float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC),                           \
+      (dw, dbias, dout, inp, N, C, OC))                                                                               \
     X(void, crossentropy_forward, (float *losses, float *probs_logits, const int *targets, int N, int V),             \
       (losses, probs_logits, targets, N, V))                                                                          \
     X(void, crossentropy_backward,                                                                                    \

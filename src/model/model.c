@@ -532,6 +532,16 @@ static void rowpar_residual(const model_t *m, float *out, const float *res, cons
     tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
 }
 
+/* rowpar_residual for the MLP's projection, whose input is the hidden activation in the backend's
+ * form (kernels.h, mlp_proj_forward). */
+static void rowpar_mlp_proj(const model_t *m, float *out, const float *res, const float *hidden, const float *w,
+                            const float *bias, int N, int K, int OC, prof_t *p)
+{
+    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, be_mlp_proj_forward(m->be, out, res, hidden, w, bias, N, K, OC));
+    else PROF(p, PROF_MATMUL, be_mlp_proj_forward(m->be, out, NULL, hidden, w, NULL, N, K, OC));
+    tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
+}
+
 /* One block: x (N,C) -> h->res3. Column-parallel qkv and fc on this rank's heads and MLP columns,
  * row-parallel projections summed over the TP peers. */
 static void block_forward(const model_t *m, int l, const block_view_t *w, block_acts_t *h, const float *x, int B,
@@ -552,7 +562,7 @@ static void block_forward(const model_t *m, int l, const block_view_t *w, block_
          be_layernorm_forward(m->be, h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
     /* GELU runs inside the fc product (timed as matmul) and saves its derivative for the backward */
     PROF(p, PROF_MATMUL, be_matmul_gelu_forward(m->be, h->fch_gelu, h->fc_dgelu, h->ln2, w->fcw, w->fcb, N, C, RC));
-    rowpar_residual(m, h->res3, h->res2, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C, p);
+    rowpar_mlp_proj(m, h->res3, h->res2, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C, p);
 }
 
 /* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. The input gradient of
@@ -604,7 +614,7 @@ static void block_backward_w(const model_t *m, int l, block_view_t *g, const blo
     if (is_skip(m, l)) return;
     const float *ln1 = wg->ln1 ? wg->ln1 : h->ln1, *atty = wg->atty ? wg->atty : h->atty;
     const float *ln2 = wg->ln2 ? wg->ln2 : h->ln2, *fch_gelu = wg->fch_gelu ? wg->fch_gelu : h->fch_gelu;
-    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->fcprojw, g->fcprojb, wg->dres3, fch_gelu, N, RC, C));
+    PROF(p, PROF_MATMUL, be_mlp_proj_backward_weight(m->be, g->fcprojw, g->fcprojb, wg->dres3, fch_gelu, N, RC, C));
     PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->fcw, g->fcb, wg->dfch, ln2, N, C, RC));
     PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->projw, g->projb, wg->dres2, atty, N, Cl, C));
     PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->qkvw, g->qkvb, wg->dqkv, ln1, N, C, 3 * Cl));

@@ -304,6 +304,27 @@ static void test_crossentropy(void)
     free(d), free(c.logits), free(c.work), free(c.losses);
 }
 
+/* The MLP's projection on the CPU: the plain products, the same bits (a device backend may keep the
+ * hidden activation in its own form; kernels.h). */
+static void test_mlp_proj(void)
+{
+    float *inp = rnd(N * OC, 51, 1), *w = rnd(C * OC, 52, 1), *bias = rnd(C, 53, 1), *res = rnd(N * C, 54, 1);
+    float *a = malloc(N * C * 4), *b = malloc(N * C * 4), *dw = calloc(C * OC, 4), *dw2 = calloc(C * OC, 4);
+    float *db = calloc(C, 4), *db2 = calloc(C, 4), *dout = rnd(N * C, 55, 1);
+    mlp_proj_forward(a, res, inp, w, bias, N, OC, C);
+    matmul_residual_forward(b, res, inp, w, bias, N, OC, C);
+    int same = !memcmp(a, b, N * C * 4);
+    mlp_proj_forward(a, NULL, inp, w, NULL, N, OC, C);
+    matmul_forward(b, inp, w, NULL, N, OC, C);
+    same = same && !memcmp(a, b, N * C * 4);
+    mlp_proj_backward_weight(dw, db, dout, inp, N, OC, C);
+    matmul_backward_weight(dw2, db2, dout, inp, N, OC, C);
+    same = same && !memcmp(dw, dw2, C * OC * 4) && !memcmp(db, db2, C * 4);
+    tap_ok(same, "mlp_proj_forward / _backward_weight = matmul_residual_forward, matmul_forward, "
+                 "matmul_backward_weight, bit for bit");
+    free(inp), free(w), free(bias), free(res), free(a), free(b), free(dw), free(dw2), free(db), free(db2), free(dout);
+}
+
 /* ---- the head (product + cross-entropy as one unit) ---- */
 typedef struct { float *inp, *w, *store, *losses; int *tgt; } hd_t;
 static double hd_obj(void *p)
@@ -666,6 +687,7 @@ int main(void)
     test_crossentropy();
     test_crossentropy_vocab_parallel();
     test_head();
+    test_mlp_proj();
     test_adamw();
     test_adamw_bits();
     test_sumsq_determinism();
