@@ -32,7 +32,7 @@ top=$(cd "$here/../.." && pwd)
 # ---- the parts and their timeouts (seconds; the sum stays under 8 minutes: docs/GPU.md) ----
 PART_NAMES=(env selftest fp32 bf16 ranks2 ckpt hf gpt2 torch compile)
 declare -A PART_TIMEOUT=([env]=30 [selftest]=25 [fp32]=25 [bf16]=45 [ranks2]=45 [ckpt]=30 [hf]=35
-                         [gpt2]=120 [torch]=45 [compile]=75)
+                         [gpt2]=95 [torch]=45 [compile]=75)
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
