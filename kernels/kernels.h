@@ -94,7 +94,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
  * per element, up to the product's own rounding. */
 void matmul_gelu_forward(float *out, float *dgelu, const float *inp, const float *w, const float *bias, int N, int C,
                          int OC);
-/* dinp (N,C) = (dout · w) ⊙ dgelu ; dw (OC,C) += doutᵀ · inp ; dbias (OC) += column sums of dout
+/* dinp (N,C) = (dout · w) ⊙ dgelu (in the backend's form: mlp_fc_backward reads it) ; dw (OC,C) += doutᵀ · inp ; dbias (OC) += column sums of dout
  * (each skipped when NULL; the weight half is matmul_backward_weight). matmul_backward followed by
  * GELU's backward on dinp, dgelu as saved by matmul_gelu_forward (for the product whose output was
  * this product's inp). */
@@ -111,6 +111,13 @@ void matmul_backward_gelu(float *dinp, float *dw, float *dbias, const float *dou
 void mlp_proj_forward(float *out, const float *res, const float *inp, const float *w, const float *bias, int N, int C,
                       int OC);
 void mlp_proj_backward_weight(float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC);
+/* The fc product's backward on matmul_backward_gelu's dinp (the hidden activation's gradient),
+ * whose form is the backend's likewise (CUDA under the bf16 handoff: bf16 with its column sums'
+ * partials), so it goes only to these two. On the CPU: matmul_backward and matmul_backward_weight
+ * with dout = dhidden (N,OC), the same bits. */
+void mlp_fc_backward(float *dinp, float *dw, float *dbias, const float *dhidden, const float *inp, const float *w,
+                     int N, int C, int OC);
+void mlp_fc_backward_weight(float *dw, float *dbias, const float *dhidden, const float *inp, int N, int C, int OC);
 
 /* ---- softmax cross-entropy over the vocabulary ---- */
 /* In place on logits (N,V): probs = softmax(logits) overwrites them; losses (N) = -log probs[target].

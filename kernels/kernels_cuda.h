@@ -184,6 +184,20 @@ void cu_mlp_proj_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const f
  * buffer (dst), and a hidden buffer's n values out as fp32 (dst; not the same buffer as src). */
 void cu_mlp_hidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n);
 void cu_mlp_hidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n);
+/* The fc product's backward on the input gradient matmul_backward_gelu left (kernels.h): under the
+ * bf16 handoff, where it fits (cu_dhidden_kept), that gradient is kept in bf16 with its column
+ * sums' 64-row partials beside (the first half of the (N,C) buffer, then the partials), written by
+ * matmul_backward_gelu in the pass that applies GELU's derivative; these read it as it is (the same
+ * bits as rounding and summing an fp32 copy). Otherwise fp32 and these are cu_matmul_backward and
+ * cu_matmul_backward_weight. N, C: the gradient's shape, the product's (N, OC). */
+int cu_dhidden_kept(const cu_ctx_t *ctx, int N, int C);
+void cu_mlp_fc_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dhidden, const float *inp,
+                        const float *w, int N, int C, int OC);
+void cu_mlp_fc_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const float *dhidden, const float *inp, int N,
+                               int C, int OC);
+/* That gradient's form for tests and tools: (N,C) fp32 values into a gradient buffer, and out as fp32. */
+void cu_mlp_dhidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C);
+void cu_mlp_dhidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C);
 
 /* ---- softmax cross-entropy ---- */
 void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V);
@@ -307,6 +321,9 @@ void cu_xent16_backward(cu_ctx_t *ctx, __nv_bfloat16 *logits, const float *stats
 const __nv_bfloat16 *cu_matmul_backward_bf16_dinp(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,
                                                   const float *inp, const __nv_bfloat16 *inp16, const float *w,
                                                   int N, int C, int OC);
+/* matmul_backward_gelu's input gradient kept (cu_dhidden_kept): dhidden (N,C) := bf16(float(p) · dgelu)
+ * with the 64-row column partials of the fp32 products, as cu_mlp_fc_backward reads them. */
+void cu_gelu_grad_keep(cu_ctx_t *ctx, float *dhidden, const __nv_bfloat16 *p, const float *dgelu, int N, int C);
 /* cu_matmul_backward_weight on an input kept in bf16 (inp16, the MLP's hidden activation under the
  * bf16 handoff): the same products and dbias order, no rounding pass over the input. */
 void cu_matmul_backward_weight_pre(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,

@@ -162,6 +162,106 @@ __global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__re
     for (int c = 0; c < VEC; c++) partial[(size_t)r * OC + o + c] = s[c];
 }
 
+// ---- the fc product's input gradient kept in bf16 (matmul_backward_gelu under the bf16 handoff) ----
+//
+// fcproj's backward writes d fc = (dout · w) ⊙ gelu' straight in bf16 with the column sums' 64-row
+// partials beside, the pass the fc product's backward would otherwise make over it in fp32
+// (round_colsum_kernel): the same sums of the same fp32 values in the same order, the same rounding,
+// so dw, dinp and dbias keep their bits, and 8 bytes an element fewer move. Layout in the (N,C)
+// float buffer: the bf16 values from its start, the partials (R × C floats) from dhidden_at.
+
+static size_t dhidden_at(int N, int C) { return (((size_t)N * C + 1) / 2 + 63) & ~(size_t)63; }
+
+int cu_dhidden_kept(const cu_ctx_t *ctx, int N, int C)
+{
+    if (!cu_handoff_bf16(ctx) || N <= 0 || C <= 0) return 0;
+    const size_t R = ((size_t)N + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    return R <= 65535 && dhidden_at(N, C) + R * (size_t)C <= (size_t)N * C;
+}
+
+template <int VEC> struct gelu_grad;
+template <> struct gelu_grad<1> {
+    static __device__ __forceinline__ float load(const __nv_bfloat16 *p, const float *g, size_t i)
+    {
+        return __bfloat162float(p[i]) * g[i];
+    }
+};
+template <> struct gelu_grad<4> {
+    static __device__ __forceinline__ float4 load(const __nv_bfloat16 *p, const float *g, size_t i)
+    {
+        const cu_bf16x4 a = *(const cu_bf16x4 *)(p + i);
+        const float4 b = *(const float4 *)(g + i);
+        return make_float4(__bfloat162float(a.v[0]) * b.x, __bfloat162float(a.v[1]) * b.y,
+                           __bfloat162float(a.v[2]) * b.z, __bfloat162float(a.v[3]) * b.w);
+    }
+};
+
+// round_colsum_kernel with its fp32 source computed on the fly: x = float(p) · g, p the bf16 dout · w.
+template <int VEC>
+__global__ void gelu_grad_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__restrict__ partial,
+                                        const __nv_bfloat16 *__restrict__ p, const float *__restrict__ g, int N,
+                                        int OC)
+{
+    typedef typename vec_of<VEC>::f F;
+    typedef typename vec_of<VEC>::h H;
+    const int o = (blockIdx.x * blockDim.x + threadIdx.x) * VEC, r = blockIdx.y;
+    if (o >= OC) return;
+    const int i0 = r * CHUNK_ROWS, i1 = (r + 1) * CHUNK_ROWS < N ? (r + 1) * CHUNK_ROWS : N;
+    float s[VEC];
+    for (int c = 0; c < VEC; c++) s[c] = 0.0f;
+    int i = i0;
+    for (; i + ROWS_AHEAD <= i1; i += ROWS_AHEAD) {
+        F x[ROWS_AHEAD];
+#pragma unroll
+        for (int u = 0; u < ROWS_AHEAD; u++) x[u] = gelu_grad<VEC>::load(p, g, (size_t)(i + u) * OC + o);
+#pragma unroll
+        for (int u = 0; u < ROWS_AHEAD; u++) {
+            vec_of<VEC>::add(s, x[u]);
+            *(H *)(dst + (size_t)(i + u) * OC + o) = vec_of<VEC>::round(x[u]);
+        }
+    }
+    for (; i < i1; i++) {
+        const F x = gelu_grad<VEC>::load(p, g, (size_t)i * OC + o);
+        vec_of<VEC>::add(s, x);
+        *(H *)(dst + (size_t)i * OC + o) = vec_of<VEC>::round(x);
+    }
+    for (int c = 0; c < VEC; c++) partial[(size_t)r * OC + o + c] = s[c];
+}
+
+void cu_gelu_grad_keep(cu_ctx_t *ctx, float *dhidden, const __nv_bfloat16 *p, const float *dgelu, int N, int C)
+{
+    const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    __nv_bfloat16 *dst = (__nv_bfloat16 *)dhidden;
+    float *partial = dhidden + dhidden_at(N, C);
+    const bool vec = C % 4 == 0 && ((uintptr_t)dhidden | (uintptr_t)dgelu) % 16 == 0 && (uintptr_t)p % 8 == 0;
+    const int groups = vec ? C / 4 : C;
+    const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
+    if (vec)
+        gelu_grad_colsum_kernel<4><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dst, partial, p, dgelu, N, C);
+    else
+        gelu_grad_colsum_kernel<1><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dst, partial, p, dgelu, N, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cu_mlp_dhidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C)
+{
+    if (!cu_dhidden_kept(ctx, N, C)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)N * C * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
+        return;
+    }
+    const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
+    const bool vec = C % 4 == 0 && ((uintptr_t)dst | (uintptr_t)src) % 16 == 0;
+    const int groups = vec ? C / 4 : C;
+    const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
+    if (vec)
+        round_colsum_kernel<4><<<grid, ROUND_THREADS, 0, ctx->compute>>>((__nv_bfloat16 *)dst, dst + dhidden_at(N, C),
+                                                                         src, N, C);
+    else
+        round_colsum_kernel<1><<<grid, ROUND_THREADS, 0, ctx->compute>>>((__nv_bfloat16 *)dst, dst + dhidden_at(N, C),
+                                                                         src, N, C);
+    CUDA_CHECK_LAUNCH();
+}
+
 // The bf16 backward (cu_gemm_prerounds): dout, w and inp are each rounded once, dout in the same
 // pass as the dbias partials, where cu_gemm would round dout for both products and dbias would read
 // it a third time. Same operands, same products, same partial order: the bits of the cu_gemm path.
@@ -169,14 +269,16 @@ __global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__re
 // for a caller whose next pass reads it once (matmul_backward_gelu); returned, else NULL.
 // inp16_in: inp kept in bf16 by its producer (the MLP's hidden activation under the bf16 handoff),
 // read as it is for dw; inp is then unused.
+// dout_kept: dout is the fc product's input gradient as cu_gelu_grad_keep left it (bf16 and the
+// dbias partials): no rounding pass over it.
 static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp_bf16, float *dw, float *dbias,
                                            const float *dout, const float *inp, const __nv_bfloat16 *inp16_in,
-                                           const float *w, int N, int C, int OC)
+                                           const float *w, int N, int C, int OC, bool dout_kept = false)
 {
     const int R = dbias ? (N + CHUNK_ROWS - 1) / CHUNK_ROWS : 0;
     if (R > 65535) KERN_ABORT("matmul_backward: %d rows exceed the %d the dbias grid covers", N, 65535 * CHUNK_ROWS);
     const bool grad_in = dinp || dinp_bf16;
-    const size_t n_dout = (size_t)N * OC, n_w = grad_in ? (size_t)OC * C : 0;
+    const size_t n_dout = dout_kept ? 0 : (size_t)N * OC, n_w = grad_in ? (size_t)OC * C : 0;
     // The bf16 input gradient (N,C) takes inp's place once the dw product has read it (the stream
     // runs them in order), so the handoff needs no scratch beyond the fp32 path's; with inp kept in
     // bf16 elsewhere, that place holds the input gradient alone.
@@ -185,12 +287,14 @@ static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp
     // copy comes before w's so that the weight half alone puts it at the same offset.
     const size_t at_inp = cu_bf16_bytes(n_dout), at_w = at_inp + cu_bf16_bytes(n_inp);
     const size_t at_part = at_w + cu_bf16_bytes(n_w);
-    char *s = (char *)cu_ctx_scratch(ctx, at_part + (size_t)R * OC * sizeof(float));
-    __nv_bfloat16 *dout16 = (__nv_bfloat16 *)s, *w16 = (__nv_bfloat16 *)(s + at_w);
-    __nv_bfloat16 *inp16 = (__nv_bfloat16 *)(s + at_inp);
-    float *partial = (float *)(s + at_part);
+    char *s = (char *)cu_ctx_scratch(ctx, at_part + (dout_kept ? 0 : (size_t)R * OC * sizeof(float)));
+    __nv_bfloat16 *dout16 = dout_kept ? (__nv_bfloat16 *)dout : (__nv_bfloat16 *)s;
+    __nv_bfloat16 *w16 = (__nv_bfloat16 *)(s + at_w), *inp16 = (__nv_bfloat16 *)(s + at_inp);
+    float *partial = dout_kept ? (float *)dout + dhidden_at(N, OC) : (float *)(s + at_part);
 
-    if (dbias) {
+    if (dout_kept) {
+        // rounded, and its partials summed, by cu_gelu_grad_keep
+    } else if (dbias) {
         const bool vec = OC % 4 == 0 && (uintptr_t)dout % 16 == 0;
         const int groups = vec ? OC / 4 : OC;
         const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
@@ -295,4 +399,26 @@ void cu_mlp_proj_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const f
         return;
     }
     cu_matmul_backward_weight_pre(ctx, dw, dbias, dout, (const __nv_bfloat16 *)inp, N, C, OC);
+}
+
+// ---- the fc product's backward on its kept input gradient (kernels_cuda.h) ----
+
+void cu_mlp_fc_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *dbias, const float *dhidden, const float *inp,
+                        const float *w, int N, int C, int OC)
+{
+    if (!cu_dhidden_kept(ctx, N, OC)) {
+        cu_matmul_backward(ctx, dinp, dw, dbias, dhidden, inp, w, N, C, OC);
+        return;
+    }
+    matmul_backward_bf16(ctx, dinp, false, dw, dbias, dhidden, inp, NULL, w, N, C, OC, true);
+}
+
+void cu_mlp_fc_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const float *dhidden, const float *inp, int N,
+                               int C, int OC)
+{
+    if (!cu_dhidden_kept(ctx, N, OC)) {
+        cu_matmul_backward_weight(ctx, dw, dbias, dhidden, inp, N, C, OC);
+        return;
+    }
+    matmul_backward_bf16(ctx, NULL, false, dw, dbias, dhidden, inp, NULL, NULL, N, C, OC, true);
 }

@@ -78,3 +78,14 @@ void mlp_proj_backward_weight(float *dw, float *dbias, const float *dout, const 
 {
     matmul_backward_weight(dw, dbias, dout, inp, N, C, OC);
 }
+
+void mlp_fc_backward(float *dinp, float *dw, float *dbias, const float *dhidden, const float *inp, const float *w,
+                     int N, int C, int OC)
+{
+    matmul_backward(dinp, dw, dbias, dhidden, inp, w, N, C, OC);
+}
+
+void mlp_fc_backward_weight(float *dw, float *dbias, const float *dhidden, const float *inp, int N, int C, int OC)
+{
+    matmul_backward_weight(dw, dbias, dhidden, inp, N, C, OC);
+}

@@ -211,6 +211,10 @@ static void matmul_backward_gelu_bf16(cu_ctx_t *ctx, float *dinp, float *dw, flo
         cu_matmul_backward_bf16_dinp(ctx, dw, dbias, dout, NULL, (const __nv_bfloat16 *)inp, w, N, C, OC);
     const size_t n = (size_t)N * C;
     if (n == 0) return;
+    if (cu_dhidden_kept(ctx, N, C)) { // dinp in bf16 with its column sums' partials, for cu_mlp_fc_backward
+        cu_gelu_grad_keep(ctx, dinp, p, dgelu, N, C);
+        return;
+    }
     if ((uintptr_t)dinp % 16 == 0 && (uintptr_t)dgelu % 16 == 0)
         bf16_mul4_kernel<<<grid_for(n / 4 > 0 ? n / 4 : 1), THREADS, 0, ctx->compute>>>(dinp, p, dgelu, n);
     else
@@ -254,6 +258,18 @@ void cu_mlp_hidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n
 {
     if (n == 0) return;
     if (!cu_handoff_bf16(ctx)) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
+        return;
+    }
+    bf16_widen_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(dst, (const __nv_bfloat16 *)src, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+void cu_mlp_dhidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C)
+{
+    const size_t n = (size_t)N * C;
+    if (n == 0) return;
+    if (!cu_dhidden_kept(ctx, N, C)) {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
         return;
     }

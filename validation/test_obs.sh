@@ -27,8 +27,8 @@ check() { # check LABEL SUBCOMMAND ARGS...: check_reports.py's PASS/FAIL lines a
     tap_checker "$label" "check_reports.py $1" $? "$SCRATCH/check.out"
 }
 # the kernels a tp = 1 model calls: all of them on some rank, and the blocks' and the optimizer's on each
-model_kernels=encoder_forward,encoder_backward,layernorm_forward,layernorm_backward,matmul_forward,matmul_residual_forward,mlp_proj_forward,matmul_backward,attention_forward,attention_backward,matmul_gelu_forward,matmul_backward_gelu,head_forward,head_backward,adamw_each,sumsq_each
-block_kernels=layernorm_forward,layernorm_backward,matmul_residual_forward,mlp_proj_forward,matmul_backward,attention_forward,attention_backward,matmul_gelu_forward,matmul_backward_gelu,adamw_each,sumsq_each
+model_kernels=encoder_forward,encoder_backward,layernorm_forward,layernorm_backward,matmul_forward,matmul_residual_forward,mlp_proj_forward,matmul_backward,mlp_fc_backward,attention_forward,attention_backward,matmul_gelu_forward,matmul_backward_gelu,head_forward,head_backward,adamw_each,sumsq_each
+block_kernels=layernorm_forward,layernorm_backward,matmul_residual_forward,mlp_proj_forward,matmul_backward,mlp_fc_backward,attention_forward,attention_backward,matmul_gelu_forward,matmul_backward_gelu,adamw_each,sumsq_each
 
 # energy.json, and kernel times off by default
 run 1 cpu

@@ -580,7 +580,9 @@ static void matmul_gelu_at(st_t *s, int bf16, int N, int C, int OC, int bias_on,
     c = (cmp_t){0, 0};
     matmul_backward_gelu(dinp, dw, dbias, dout, out, w2, dg, N, OC, C);
     cu_matmul_backward_gelu(&s->ctx, d_dinp, d_dw, d_dbias, d_dout, d_g, d_w2, d_dgc, N, OC, C);
-    cmp_add(s, &c, "dinp", d_dinp, dinp, nout);
+    float *d_dinp32 = st_dev_nan(s, nout); /* dinp in the backend's form (kept in bf16), widened */
+    cu_mlp_dhidden_to_fp32(&s->ctx, d_dinp32, d_dinp, N, OC);
+    cmp_add(s, &c, "dinp", d_dinp32, dinp, nout);
     cmp_add(s, &c, "dw", d_dw, dw, nw);
     cmp_add(s, &c, "dbias", d_dbias, dbias, C);
     st_report(s, bwd, bf16, &c);
@@ -629,6 +631,43 @@ static void mlp_proj_cases(st_t *s, int bf16, int N, int C, int OC, const char *
     st_report(s, wgt, bf16, &c);
 }
 
+/* The fc product's backward on the hidden activation's gradient in the backend's form (the CPU's
+ * fp32 values converted by cu_mlp_dhidden_from_fp32), whole and its weight half; under the bf16
+ * handoff also bitwise against cu_matmul_backward on the fp32 values (the kept form is what that
+ * call's own rounding pass makes). dims: the gradient (N,OC), the fc input (N,C). */
+static void mlp_fc_cases(st_t *s, int bf16, int N, int C, int OC, const char *whole, const char *wgt)
+{
+    const size_t nin = (size_t)N * C, nw = (size_t)OC * C, nd = (size_t)N * OC;
+    float *dh = st_rand(s, nd, -1, 1), *inp = st_rand(s, nin, -1, 1), *w = st_rand(s, nw, -1, 1);
+    float *dinp = st_host(s, nin), *dw = st_rand(s, nw, -1, 1), *dbias = st_rand(s, OC, -1, 1);
+    float *d_dh32 = st_dev(s, dh, nd), *d_dh = st_dev_nan(s, nd), *d_inp = st_dev(s, inp, nin), *d_w = st_dev(s, w, nw);
+    float *d_dinp = st_dev_nan(s, nin), *d_dw = st_dev(s, dw, nw), *d_dbias = st_dev(s, dbias, OC);
+    float *d_dinp2 = st_dev_nan(s, nin), *d_dw2 = st_dev(s, dw, nw), *d_dbias2 = st_dev(s, dbias, OC);
+    cu_mlp_dhidden_from_fp32(&s->ctx, d_dh, d_dh32, N, OC);
+    cmp_t c = {0, 0};
+    mlp_fc_backward(dinp, dw, dbias, dh, inp, w, N, C, OC);
+    cu_mlp_fc_backward(&s->ctx, d_dinp, d_dw, d_dbias, d_dh, d_inp, d_w, N, C, OC);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, nin);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    cmp_add(s, &c, "dbias", d_dbias, dbias, OC);
+    st_report(s, whole, bf16, &c);
+    if (bf16 == 1 && cu_dhidden_kept(&s->ctx, N, OC)) {
+        cu_matmul_backward(&s->ctx, d_dinp2, d_dw2, d_dbias2, d_dh32, d_inp, d_w, N, C, OC);
+        char name[64];
+        snprintf(name, sizeof name, "mlp_fc_backward[kept-bits,N=%d,OC=%d]", N, OC);
+        st_verdict(s, name,
+                   st_same_bits(s, d_dinp, d_dinp2, nin) && st_same_bits(s, d_dw, d_dw2, nw) &&
+                       st_same_bits(s, d_dbias, d_dbias2, (size_t)OC),
+                   "on the kept gradient bitwise as matmul_backward on its fp32 values");
+    }
+    c = (cmp_t){0, 0};
+    mlp_fc_backward_weight(dw, dbias, dh, inp, N, C, OC);
+    cu_mlp_fc_backward_weight(&s->ctx, d_dw, d_dbias, d_dh, d_inp, N, C, OC);
+    cmp_add(s, &c, "dw", d_dw, dw, nw);
+    cmp_add(s, &c, "dbias", d_dbias, dbias, OC);
+    st_report(s, wgt, bf16, &c);
+}
+
 /* Every precision; bf16 with our rounding under both handoffs (the kept hidden activation, then
  * fp32's), whatever MP_BF16_HANDOFF chose for the rest. */
 static void t_mlp_proj(st_t *s, int bf16)
@@ -639,6 +678,9 @@ static void t_mlp_proj(st_t *s, int bf16)
         mlp_proj_cases(s, bf16, SN, 4 * SC, SC, "mlp_proj_forward", "mlp_proj_backward_weight");
         /* odd widths: hidden rows off 16 bytes, the pass path's scalar init */
         mlp_proj_cases(s, bf16, 31, 81, 47, "mlp_proj_forward(odd)", "mlp_proj_backward_weight(odd)");
+        mlp_fc_cases(s, bf16, 203, SC, 4 * SC, "mlp_fc_backward", "mlp_fc_backward_weight");
+        /* odd widths: the scalar kernels; 130 rows: a partial last 64-row chunk */
+        mlp_fc_cases(s, bf16, 130, 47, 81, "mlp_fc_backward(odd)", "mlp_fc_backward_weight(odd)");
     }
     s->ctx.handoff = chosen;
 }

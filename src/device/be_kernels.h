@@ -63,6 +63,13 @@
     X(void, mlp_proj_backward_weight,                                                                                 \
       (float *dw, float *dbias, const float *dout, const float *inp, int N, int C, int OC),                           \
       (dw, dbias, dout, inp, N, C, OC))                                                                               \
+    X(void, mlp_fc_backward,                                                                                          \
+      (float *dinp, float *dw, float *dbias, const float *dhidden, const float *inp, const float *w, int N, int C,    \
+       int OC),                                                                                                       \
+      (dinp, dw, dbias, dhidden, inp, w, N, C, OC))                                                                   \
+    X(void, mlp_fc_backward_weight,                                                                                   \
+      (float *dw, float *dbias, const float *dhidden, const float *inp, int N, int C, int OC),                        \
+      (dw, dbias, dhidden, inp, N, C, OC))                                                                            \
     X(void, crossentropy_forward, (float *losses, float *probs_logits, const int *targets, int N, int V),             \
       (losses, probs_logits, targets, N, V))                                                                          \
     X(void, crossentropy_backward,                                                                                    \

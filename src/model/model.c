@@ -583,7 +583,7 @@ static void block_backward(const model_t *m, int l, const block_view_t *w, block
     if (wg) be_copy(m->be, wg->dres3, s->dres, (size_t)N * C * sizeof(float));
     PROF(p, PROF_MATMUL, be_matmul_backward_gelu(m->be, dfch, gp.fcprojw, gp.fcprojb, s->dres, h->fch_gelu,
                                                   w->fcprojw, h->fc_dgelu, N, RC, C));
-    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.fcw, gp.fcb, dfch, h->ln2, w->fcw, N, C, RC));
+    PROF(p, PROF_MATMUL, be_mlp_fc_backward(m->be, s->dbuf, gp.fcw, gp.fcb, dfch, h->ln2, w->fcw, N, C, RC));
     tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
     PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
                                                  h->ln2_rstd, N, C));
@@ -615,7 +615,7 @@ static void block_backward_w(const model_t *m, int l, block_view_t *g, const blo
     const float *ln1 = wg->ln1 ? wg->ln1 : h->ln1, *atty = wg->atty ? wg->atty : h->atty;
     const float *ln2 = wg->ln2 ? wg->ln2 : h->ln2, *fch_gelu = wg->fch_gelu ? wg->fch_gelu : h->fch_gelu;
     PROF(p, PROF_MATMUL, be_mlp_proj_backward_weight(m->be, g->fcprojw, g->fcprojb, wg->dres3, fch_gelu, N, RC, C));
-    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->fcw, g->fcb, wg->dfch, ln2, N, C, RC));
+    PROF(p, PROF_MATMUL, be_mlp_fc_backward_weight(m->be, g->fcw, g->fcb, wg->dfch, ln2, N, C, RC));
     PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->projw, g->projb, wg->dres2, atty, N, Cl, C));
     PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->qkvw, g->qkvb, wg->dqkv, ln1, N, C, 3 * Cl));
     be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float)); /* the key bias: block_backward says why */

@@ -322,6 +322,18 @@ static void test_mlp_proj(void)
     same = same && !memcmp(dw, dw2, C * OC * 4) && !memcmp(db, db2, C * 4);
     tap_ok(same, "mlp_proj_forward / _backward_weight = matmul_residual_forward, matmul_forward, "
                  "matmul_backward_weight, bit for bit");
+    /* the fc product's backward: dout (N,OC) = the hidden gradient, inp (N,C) */
+    float *dh = rnd(N * OC, 56, 1), *x = rnd(N * C, 57, 1), *wf = rnd(OC * C, 58, 1);
+    float *di = malloc(N * C * 4), *di2 = malloc(N * C * 4), *dwf = calloc(OC * C, 4), *dwf2 = calloc(OC * C, 4);
+    float *dbf = calloc(OC, 4), *dbf2 = calloc(OC, 4);
+    mlp_fc_backward(di, dwf, dbf, dh, x, wf, N, C, OC);
+    matmul_backward(di2, dwf2, dbf2, dh, x, wf, N, C, OC);
+    same = !memcmp(di, di2, N * C * 4) && !memcmp(dwf, dwf2, OC * C * 4) && !memcmp(dbf, dbf2, OC * 4);
+    mlp_fc_backward_weight(dwf, dbf, dh, x, N, C, OC);
+    matmul_backward_weight(dwf2, dbf2, dh, x, N, C, OC);
+    same = same && !memcmp(dwf, dwf2, OC * C * 4) && !memcmp(dbf, dbf2, OC * 4);
+    tap_ok(same, "mlp_fc_backward / _backward_weight = matmul_backward, matmul_backward_weight, bit for bit");
+    free(dh), free(x), free(wf), free(di), free(di2), free(dwf), free(dwf2), free(dbf), free(dbf2);
     free(inp), free(w), free(bias), free(res), free(a), free(b), free(dw), free(dw2), free(db), free(db2), free(dout);
 }
 
