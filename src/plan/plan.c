@@ -155,7 +155,8 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
  * here): a reader comparing with `mindpipe sim` should not think they were ranked and lost. */
 static void plan_print_left_out(plan_costs_ctx_t *cx, const dev_kind_t *d)
 {
-    printf("not searched: zbv, dualpipev (the runtime places no chunks in a V; `mindpipe sim` models them)\n");
+    printf("not searched: zbv, dualpipev (the cost model places no chunks in a V: zbv runs when a deck names it, "
+           "dualpipev is simulator-only; `mindpipe sim` models both)\n");
     cm_costs_t c;
     char why[160];
     if (plan_costs(cx, 1, 1, &c) == MP_OK && !plan_zb1p_usable(&c, d, why, sizeof why))
