@@ -3,9 +3,9 @@
 # holds chunks r and 2pp−1−r; the embedding and the loss both on stage 0; the turn, chunk pp−1 to
 # chunk pp, a copy on stage pp−1 with no message) and each backward split into B and W, train bitwise
 # identical to one rank at pp = 2 and 4 with m = 4 and 8 micro-batches (losses, grad norms and the
-# checkpoint; at pp = 2 on emu too); a zbv checkpoint resumes into the same layout and continues
+# checkpoint; at pp = 2 on emu too); a zbv checkpoint resumes into the same layout and on one rank, and continues
 # bitwise as the run that did not stop; the timeline shows the B's and W's of both chunks; what zbv
-# does not run with yet is refused naming why.
+# does not run with yet is refused naming why; measured peak = plan; recovery.log says it logs nothing.
 # Up to 4 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it reads checkpoints (compare_runs.py)
@@ -56,6 +56,27 @@ for e in ev:
 # two chunks per stage: 2·8 B's and W's per step, 8 steps
 sys.exit(0 if all(n.get((p,'backward B'))==n.get((p,'backward W'))==8*2*8 for p in range(4)) and not any(k[1]=='backward' for k in n) else 1)"
 ok $? "trace.json: every stage of zbv pp=4 m=8 shows 16 B's and 16 W's per step (two chunks), no fused backward"
+
+# the plan: every stage's measured peak equals it (the arena counts the bytes requested: the stashes
+# of both chunks, the weight-gradient stashes and, on stage pp−1, the turn's gradient buffers)
+"$TORCH_PYTHON" -c "
+import json,sys
+bad=[]
+for r in ('zbv2m4','zbv4m4','zbv2m8','zbv4m8','zbvemu'):
+    x=json.loads(open('$SCRATCH/%s/metrics.jsonl' % r).readlines()[-1])
+    if x['peak_mem_bytes'] != x['planned_mem_bytes']: bad.append((r, x['peak_mem_bytes'], x['planned_mem_bytes']))
+for b in bad: print('#', b)
+sys.exit(1 if bad else 0)"
+ok $? "zbv: every stage's measured peak equals its plan"
+
+# recovery.log: the boundary log is written for the loop placement; under the V nothing is logged,
+# and the run says so rather than logging a partial record
+# shellcheck disable=SC2086
+run 2 zbvrec $S $Z --set parallel.pp=2 --set train.micro_batch=2 --set train.steps=2 --set train.warmup=1 \
+    --set train.eval_every=2 --set checkpoint.every=2 --set recovery.log=1
+rc=$?
+[ $rc -eq 0 ] && grep -q "nothing is logged on this layout: zbv's V placement" "$SCRATCH/zbvrec/log.txt"
+ok $? "zbv with recovery.log=1 trains and says nothing is logged (the V placement)"
 
 # what zbv does not run yet is refused at deck validation, naming why
 # shellcheck disable=SC2086
