@@ -1152,12 +1152,13 @@ int deck_chunks_per_stage(const deck_t *d)
     return d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
 }
 
-/* Whether some layer's memory policy is other than keep (auto resolves to keep at run time). */
+/* Whether some layer's memory policy may be other than keep at run time: auto is keep without
+ * memory.device_limit, and may pick selective or recompute under one (run_auto_policy). */
 static int deck_any_policy_moved(const deck_t *d, int *layer_p)
 {
     for (int l = 0; l < d->model.layers; l++) {
         const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
-        if (p != DECK_POLICY_KEEP && p != DECK_POLICY_AUTO) return *layer_p = l, 1;
+        if (p != DECK_POLICY_KEEP && (p != DECK_POLICY_AUTO || d->memory.device_limit > 0)) return *layer_p = l, 1;
     }
     return 0;
 }
@@ -1178,9 +1179,10 @@ static int validate_zbv(const deck_t *d)
                          "dp=%d, sp=%d): its runs are proven bitwise at tp = dp = sp = 1; use zb1p for those layouts",
                          d->parallel.tp, d->parallel.dp, d->parallel.sp);
     if (deck_any_policy_moved(d, &l))
-        nerr++, MP_ERROR("parallel.schedule=zbv with memory.policy (or memory.layers) other than keep at layer %d: "
-                         "not run yet (recompute, selective, offload and balance are proven under zb1p's loop "
-                         "placement only); set memory.policy=keep", l);
+        nerr++, MP_ERROR("parallel.schedule=zbv with memory.policy (or memory.layers) other than keep at layer %d "
+                         "(auto counts under memory.device_limit: it may pick selective or recompute): not run yet "
+                         "(recompute, selective, offload and balance are proven under zb1p's loop placement only); "
+                         "set memory.policy=keep", l);
     if (d->supernet.enabled)
         nerr++, MP_ERROR("supernet.enabled=1 with parallel.schedule=zbv: not run yet; a subnet's selection would have "
                          "to stay from each B to its W, across both chunks of the V; use 1f1b");

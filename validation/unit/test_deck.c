@@ -457,6 +457,9 @@ static void test_cross_rules(void)
                    "parallel.schedule=zbv runs one pipeline", "dp=2", NULL);
     expect_refused("zbv under recompute", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = recompute\n",
                    NULL, 0, "parallel.schedule=zbv with memory.policy", "set memory.policy=keep", NULL);
+    expect_refused("zbv under auto with a device limit",
+                   VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = auto\ndevice_limit = 100000000\n", NULL,
+                   0, "parallel.schedule=zbv with memory.policy", "auto counts under memory.device_limit", NULL);
     expect_refused("zbv on cuda", VALID "[parallel]\npp = 2\nschedule = zbv\n[train]\ndevice = cuda\n", NULL, 0,
                    "parallel.schedule=zbv with train.device=cuda", NULL);
     expect_refused("dualpipev is simulator-only", VALID "[parallel]\npp = 2\nschedule = dualpipev\n", NULL, 0,
