@@ -154,7 +154,10 @@ static int exec_has_turn(const exec_ctx_t *c)
 }
 
 /* The turn's gradient buffers: one activation per micro-batch (exec_turn_grad). */
-static size_t exec_turn_bytes(const exec_ctx_t *c, size_t n_act) { return exec_has_turn(c) ? (size_t)c->m * n_act * sizeof(float) : 0; }
+static size_t exec_turn_bytes(const exec_ctx_t *c, size_t n_act)
+{
+    return exec_has_turn(c) ? (size_t)c->m * n_act * sizeof(float) : 0;
+}
 
 int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
 {
@@ -332,9 +335,9 @@ void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay)
     }
 }
 
-/* Whether this stage is one end of the tied embedding between the first and the last stage. */
-/* Under the V placement stage 0 holds both ends (chunk 0 and chunk K−1), so wte is one tensor
- * there as on one rank, and the last stage holds neither: no sum to make. */
+/* Whether this stage is one end of the tied embedding between the first and the last stage. Under
+ * the V placement stage 0 holds both ends (chunk 0 and chunk K−1), so wte is one tensor there as on
+ * one rank, and the last stage holds neither: no sum to make. */
 static int exec_tied(const exec_t *e)
 {
     const param_table_t *tab = &e->c.model->tab;
@@ -591,12 +594,14 @@ static void exec_turn_act(exec_t *e, const instr_t *in, const exec_at_t *at)
     if (in->chunk <= 0 || !sched_place_edge_local(sched_kind_place(c->kind), in->chunk - 1, c->pp)) return;
     const int below = sched_chunk_local(c->kind, in->chunk - 1, c->pp), key0 = at->key_mb * e->v + below;
     acts_t *a = stash_take(&e->stash, at->key);
-    be_copy(c->be, a->encoded, model_part_output(&e->part[below], stash_get(&e->stash, key0)), e->n_act * sizeof(float));
+    const float *out = model_part_output(&e->part[below], stash_get(&e->stash, key0));
+    be_copy(c->be, a->encoded, out, e->n_act * sizeof(float));
 }
 
 /* Backward across the turn: chunk pp's B leaves its input gradient (scratch->dres) in the turn buffer
  * of its micro-batch (other B's may run before chunk pp−1's and overwrite dres: the zbv lists
- * interleave them); chunk pp−1's B starts from it. before: 1 ahead of chunk pp−1's B, 0 after chunk pp's. */
+ * interleave them); chunk pp−1's B starts from it. before: 1 ahead of chunk pp−1's B, 0 after
+ * chunk pp's. */
 static void exec_turn_grad(exec_t *e, const instr_t *in, const exec_at_t *at, int before)
 {
     const exec_ctx_t *c = &e->c;
