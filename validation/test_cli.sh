@@ -54,8 +54,8 @@ ok $? "mindpipe sim: zbv pp=4 m=8 --costs 1,1,1: bubble 1.5/25.5, 1f1b's peak st
 ok $? "mindpipe sim refuses dualpipev with fewer than 2 pp micro-batches, naming the rule"
 expect_fail "sim --costs refuses what is not three positive times" "not three positive times" \
     "$MINDPIPE" sim --schedule zb1p --pp 2 --m 4 --costs 1,2
-expect_fail "a run with a V zero-bubble schedule is refused: simulator-only" "simulator-only for now" \
-    T --set parallel.schedule=zbv
+expect_fail "a run with dualpipev is refused: simulator-only" "simulator-only for now" \
+    T --set parallel.schedule=dualpipev
 "$MINDPIPE" sim --swap > "$SCRATCH/swap.out" 2>&1 &&
     awk -F'|' '/^\| [248] \|/ { n++; if ($5 + 0 < 1) bad++ } END { exit !(n == 6 && !bad) }' "$SCRATCH/swap.out"
 ok $? "mindpipe sim --swap: both layouts at 2, 4, 8 ranks, coordinated never slower"

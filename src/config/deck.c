@@ -1152,20 +1152,63 @@ int deck_chunks_per_stage(const deck_t *d)
     return d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
 }
 
+/* Whether some layer's memory policy may be other than keep at run time: auto is keep without
+ * memory.device_limit, and may pick selective or recompute under one (run_auto_policy). */
+static int deck_any_policy_moved(const deck_t *d, int *layer_p)
+{
+    for (int l = 0; l < d->model.layers; l++) {
+        const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+        if (p != DECK_POLICY_KEEP && (p != DECK_POLICY_AUTO || d->memory.device_limit > 0)) return *layer_p = l, 1;
+    }
+    return 0;
+}
+
+/* zbv runs (the executor places the V: stage s holds chunks s and 2pp−1−s, the turn chunk pp−1 →
+ * pp is a copy on stage pp−1) on the layouts its bitwise test covers (validation/test_zbv_run.sh):
+ * one pipeline of pp >= 2 stages on the cpu or emu backend, every layer kept. The rest is refused
+ * here, naming why, rather than run unproven. */
+static int validate_zbv(const deck_t *d)
+{
+    const int pp = d->parallel.pp;
+    int nerr = 0, l;
+    if (pp < 2)
+        nerr++, MP_ERROR("parallel.schedule=zbv places two chunks on each of parallel.pp >= 2 stages in a V (pp is "
+                         "%d): with one stage use 1f1b", pp);
+    if (d->parallel.tp > 1 || d->parallel.dp > 1 || d->parallel.sp > 1)
+        nerr++, MP_ERROR("parallel.schedule=zbv runs one pipeline of untiled layers only for now (parallel.tp=%d, "
+                         "dp=%d, sp=%d): its runs are proven bitwise at tp = dp = sp = 1; use zb1p for those layouts",
+                         d->parallel.tp, d->parallel.dp, d->parallel.sp);
+    if (deck_any_policy_moved(d, &l))
+        nerr++, MP_ERROR("parallel.schedule=zbv with memory.policy (or memory.layers) other than keep at layer %d "
+                         "(auto counts under memory.device_limit: it may pick selective or recompute): not run yet "
+                         "(recompute, selective, offload and balance are proven under zb1p's loop placement only); "
+                         "set memory.policy=keep", l);
+    if (d->supernet.enabled)
+        nerr++, MP_ERROR("supernet.enabled=1 with parallel.schedule=zbv: not run yet; a subnet's selection would have "
+                         "to stay from each B to its W, across both chunks of the V; use 1f1b");
+    if (d->train.device == DECK_DEVICE_CUDA)
+        nerr++, MP_ERROR("parallel.schedule=zbv with train.device=cuda: not run on a GPU yet (its V's second lane has "
+                         "no NCCL communicators and the MPI path is unchecked there); use train.device=cpu or emu, "
+                         "or zb1p");
+    return nerr;
+}
+
 /* The zero-bubble schedules split each backward into B and W. zb1p runs (the executor's split
- * backward, under the loop placement); zbv and dualpipev need the V placement, which the runtime
- * does not place yet: `mindpipe sim` shows them, a run refuses them. Under the V placement each
- * stage's layers are cut into two chunks of half a stage each, so a stage's layer count must be even. */
+ * backward, under the loop placement); zbv runs under the V placement (validate_zbv); dualpipev's
+ * overlapped forward-backward pairs are not run: `mindpipe sim` shows it, a run refuses it. Under
+ * the V placement each stage's layers are cut into two chunks of half a stage each, so a stage's
+ * layer count must be even. */
 static int validate_zero_bubble(const deck_t *d)
 {
     const deck_schedule_t k = d->parallel.schedule_kind;
     const int pp = d->parallel.pp, L = d->model.layers;
     int nerr = 0;
     if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && k != DECK_SCHED_DUALPIPEV) return 0;
-    if (deck_sched_v(d))
-        nerr++, MP_ERROR("parallel.schedule=%s is simulator-only for now: the runtime does not place chunks in a V "
-                         "yet; study it with `mindpipe sim --schedule %s --pp %d --m M` and train with zb1p, 1f1b or "
-                         "interleaved", deck_schedule_names[k], deck_schedule_names[k], pp);
+    if (k == DECK_SCHED_DUALPIPEV)
+        nerr++, MP_ERROR("parallel.schedule=dualpipev is simulator-only for now: the runtime places its V (zbv runs) "
+                         "but does not run its overlapped forward-backward pairs; study it with `mindpipe sim "
+                         "--schedule dualpipev --pp %d --m M` and train with zbv, zb1p or 1f1b", pp);
+    if (k == DECK_SCHED_ZBV) nerr += validate_zbv(d);
     if (deck_sched_v(d) && d->parallel.virtual_stages > 1)
         nerr++, MP_ERROR("parallel.schedule=%s fixes two chunks per stage (a V); leave parallel.virtual_stages=1 (it is %d)",
                          deck_schedule_names[k], d->parallel.virtual_stages);

@@ -51,8 +51,9 @@ static int exec_split_refused(const exec_t *e)
 {
     const exec_ctx_t *c = &e->c;
     const char *name = sched_kind_names[c->kind];
-    if (sched_kind_place(c->kind) != SCHED_PLACE_LOOP)
-        return MP_FAIL("parallel.schedule=%s is simulator-only for now: the runtime places no chunks in a V", name);
+    if (c->kind == SCHED_DUALPIPEV) /* zbv runs its V; dualpipev's overlapped pairs are not run */
+        return MP_FAIL("parallel.schedule=dualpipev is simulator-only for now: the runtime runs no overlapped "
+                       "forward-backward pairs; train with zbv, zb1p or 1f1b");
     /* offload's and balance's transfers are placed around one fused backward (memlists.h); W reads
      * the products' inputs in the movable region after B */
     if (c->balance || exec_movable(e))
@@ -146,6 +147,18 @@ static int exec_wstash_need(const exec_t *e, int B, size_t *bytes_p)
     return n;
 }
 
+/* V placement: whether this stage holds the turn (chunk pp−1 hands over to chunk pp on itself). */
+static int exec_has_turn(const exec_ctx_t *c)
+{
+    return c->pp > 1 && sched_kind_place(c->kind) == SCHED_PLACE_V && c->stage == c->pp - 1;
+}
+
+/* The turn's gradient buffers: one activation per micro-batch (exec_turn_grad). */
+static size_t exec_turn_bytes(const exec_ctx_t *c, size_t n_act)
+{
+    return exec_has_turn(c) ? (size_t)c->m * n_act * sizeof(float) : 0;
+}
+
 int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
 {
     exec_t e;
@@ -182,6 +195,7 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
     const int nkeys = (ctx->kind == SCHED_2BW ? 2 : 1) * ctx->m * e.v;
     const size_t n_act = (size_t)B * md->cfg.seq_len * md->cfg.dim;
     p->messages = ctx->pp > 1 && gsend_on_device(&e) ? (size_t)nkeys * n_act * sizeof(float) : 0;
+    p->messages += exec_turn_bytes(ctx, n_act); /* the V's turn gradients (device memory) */
     p->fixed = fixed;
     p->total = fixed + p->stash + p->wstash + p->scratch + p->messages;
     rc = MP_OK;
@@ -215,6 +229,8 @@ static int exec_buffers(exec_t *e, int nslots)
     e->gsend = gsend_on_device(e) ? arena_floats(c->arena, ng, "pipeline gradient send buffers")
                                   : be_host_alloc(c->be, ng * sizeof(float));
     if (!e->gsend) return MP_FAIL("no memory for the pipeline's gradient send buffers");
+    if (exec_has_turn(c) && !(e->turn = arena_floats(c->arena, (size_t)c->m * e->n_act, "the V's turn gradients")))
+        return MP_FAIL("no memory for the V's turn gradients");
     if (be_host_visible(c->be)) return MP_OK;
     if (c->nccl) be_p2p_setup(c->be, c->pp_comm, c->pp, c->stage, e->v > 1, e->nkeys); /* events per key */
     /* MPI reads host memory: parallel.p2p=mpi and the evaluation's messages cross through these */
@@ -292,6 +308,7 @@ void exec_free(exec_t *e)
     free(e->ws_key);
     if (e->gsend && gsend_on_device(e)) arena_free(c->arena, e->gsend, (size_t)e->nkeys * e->n_act * sizeof(float));
     else if (e->gsend) be_host_free(c->be, e->gsend);
+    if (e->turn) arena_free(c->arena, e->turn, (size_t)c->m * e->n_act * sizeof(float));
     if (e->hsend) be_host_free(c->be, e->hsend);
     if (e->hrecv) be_host_free(c->be, e->hrecv);
     free(e->gsend_req);
@@ -318,8 +335,14 @@ void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay)
     }
 }
 
-/* Whether this stage is one end of the tied embedding between the first and the last stage. */
-static int exec_tied(const exec_t *e) { return e->c.pp > 1 && e->c.embed_comm != MPI_COMM_NULL; }
+/* Whether this stage is one end of the tied embedding between the first and the last stage. Under
+ * the V placement stage 0 holds both ends (chunk 0 and chunk K−1), so wte is one tensor there as on
+ * one rank, and the last stage holds neither: no sum to make. */
+static int exec_tied(const exec_t *e)
+{
+    const param_table_t *tab = &e->c.model->tab;
+    return e->c.pp > 1 && e->c.embed_comm != MPI_COMM_NULL && tab->has_embed != tab->has_final;
+}
 
 /* A replay's message from the log (into host memory x; a failure is the log's to record). */
 static void exec_replay_recv(exec_t *e, long t, int mb, int chunk, int kind, float *x, size_t n)
@@ -487,8 +510,9 @@ static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
                         &e->gsend_req[at->key]));
 }
 
-/* The backend's p2p direction of each lowered stream; -1: none (compute, offload, and V's second lane,
- * whose lists exec_lists refuses: the backend has no communicators for it yet). */
+/* The backend's p2p direction of each lowered stream; -1: none (compute, offload, and V's second lane:
+ * the backend has no communicators for it yet, so zbv runs on MPI messages only: exec_split_refused
+ * and the deck refuse NCCL under it). */
 static const int exec_p2p_dir[LS_STREAMS] = {
     [LS_COMPUTE] = -1,  [LS_ACT_IN] = BE_P2P_ACT_IN, [LS_ACT_OUT] = BE_P2P_ACT_OUT, [LS_GRAD_IN] = BE_P2P_GRAD_IN,
     [LS_GRAD_OUT] = BE_P2P_GRAD_OUT, [LS_OFFLOAD] = -1, [LS_ACT_IN_V] = -1, [LS_ACT_OUT_V] = -1, [LS_GRAD_IN_V] = -1,
@@ -558,6 +582,35 @@ static wstash_t *exec_wstash(exec_t *e, int key, int take)
         }
     MP_ABORT("stage %d: no weight-gradient stash %s for key %d (a bug: the list's B-to-W peak is %d)", e->c.stage,
              take ? "free" : "filled", key, e->nws);
+}
+
+/* The V's turn (sched_place_edge_local): chunk pp−1 and chunk pp sit on this stage, so what would be
+ * a message between them is a device copy here, in the list's order (no RECV_ACT/SEND_GRAD is
+ * emitted for that boundary). Forward: chunk pp takes its slot and its input is chunk pp−1's output
+ * of the same micro-batch (still in that one's slot: its W has not run). */
+static void exec_turn_act(exec_t *e, const instr_t *in, const exec_at_t *at)
+{
+    const exec_ctx_t *c = &e->c;
+    if (in->chunk <= 0 || !sched_place_edge_local(sched_kind_place(c->kind), in->chunk - 1, c->pp)) return;
+    const int below = sched_chunk_local(c->kind, in->chunk - 1, c->pp), key0 = at->key_mb * e->v + below;
+    acts_t *a = stash_take(&e->stash, at->key);
+    const float *out = model_part_output(&e->part[below], stash_get(&e->stash, key0));
+    be_copy(c->be, a->encoded, out, e->n_act * sizeof(float));
+}
+
+/* Backward across the turn: chunk pp's B leaves its input gradient (scratch->dres) in the turn buffer
+ * of its micro-batch (other B's may run before chunk pp−1's and overwrite dres: the zbv lists
+ * interleave them); chunk pp−1's B starts from it. before: 1 ahead of chunk pp−1's B, 0 after
+ * chunk pp's. */
+static void exec_turn_grad(exec_t *e, const instr_t *in, const exec_at_t *at, int before)
+{
+    const exec_ctx_t *c = &e->c;
+    const sched_place_t place = sched_kind_place(c->kind);
+    const size_t bytes = e->n_act * sizeof(float);
+    float *slot = e->turn ? e->turn + (size_t)at->mb * e->n_act : NULL;
+    if (before && sched_place_edge_local(place, in->chunk, c->pp)) be_copy(c->be, c->scratch->dres, slot, bytes);
+    if (!before && in->chunk > 0 && sched_place_edge_local(place, in->chunk - 1, c->pp))
+        be_copy(c->be, slot, c->scratch->dres, bytes);
 }
 
 /* One forward or backward instruction (fused, or a split one's B or W). Returns the forward's Σ of
@@ -656,6 +709,7 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
         break;
     case OP_FORWARD:
+        exec_turn_act(e, in, &at);
         if (subs) {
             subs->select(subs->ctx, at.bt);
             e->sub_loss[in->mb / c->per] += exec_compute(e, &run, i, &at, t, dloss, NULL);
@@ -670,7 +724,9 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         break;
     case OP_BACKWARD:
         if (subs) subs->select(subs->ctx, at.bt);
+        exec_turn_grad(e, in, &at, 1);
         exec_compute(e, &run, i, &at, t, dloss, ready);
+        exec_turn_grad(e, in, &at, 0);
         break;
     case OP_OPTIMIZER_STEP:
         if (subs && in->mb >= 0) { /* causal: subnet at.bt's last backward here is done */
@@ -705,6 +761,10 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         exec_reduce_grads(e, &run, i, t, drain, t0);
         break;
     case OP_BACKWARD_B:
+        exec_turn_grad(e, in, &at, 1);
+        exec_compute(e, &run, i, &at, t, dloss, ready);
+        exec_turn_grad(e, in, &at, 0);
+        break;
     case OP_BACKWARD_W:
         exec_compute(e, &run, i, &at, t, dloss, ready);
         break;
@@ -781,14 +841,19 @@ double exec_forward_only(exec_t *e, int valid_rows)
     for (int ch = 0; ch < e->v; ch++) {
         const int k = sched_stage_chunk(c->kind, s, ch, pp);
         const model_part_t *pt = &e->part[ch];
-        if (k > 0) exec_recv_wait(e, a->encoded, sched_chunk_stage(c->kind, k - 1, pp), k, "an evaluation activation", NULL);
+        const sched_place_t place = sched_kind_place(c->kind);
+        /* the V's turn: chunk k−1 ran just before on this stage and left its output in a itself */
+        if (k > 0 && sched_place_edge_local(place, k - 1, pp))
+            be_copy(c->be, a->encoded, model_part_output(&e->part[ch - 1], a), e->n_act * sizeof(float));
+        else if (k > 0)
+            exec_recv_wait(e, a->encoded, sched_chunk_stage(c->kind, k - 1, pp), k, "an evaluation activation", NULL);
         model_forward_part(c->model, pt, a, c->scratch, NULL); /* its sum covers padding rows too: recounted below */
-        if (k < e->K - 1) {
+        if (k < e->K - 1 && !sched_place_edge_local(place, k, pp)) {
             MPI_Request q;
             MPI_CHECK(MPI_Isend(exec_send_src(e, model_part_output(pt, a), e->hsend), (int)e->n_act, MPI_FLOAT,
                                 sched_chunk_stage(c->kind, k + 1, pp), k + 1, c->pp_comm, &q));
             wait_all(c->wait, 1, &q, "an evaluation activation send");
-        } else {
+        } else if (k == e->K - 1) {
             for (long i = 0; i < (long)valid_rows * c->model->cfg.seq_len; i++) sum += a->host_losses[i];
         }
     }

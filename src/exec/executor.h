@@ -15,7 +15,9 @@
  *
  * zb1p (ZB-H1) splits each backward: BACKWARD_B computes the input gradient into a weight-gradient
  * stash (model.h's wstash_t) from a pool sized by the list, BACKWARD_W later the weight gradients
- * from it; the stash slot stays taken from the forward to the W (ARCHITECTURE.md §5).
+ * from it; the stash slot stays taken from the forward to the W (ARCHITECTURE.md §5). zbv does the
+ * same with two chunks per stage in a V; its turn (chunk pp−1 to chunk pp, both on stage pp−1) is a
+ * device copy in list order rather than a message (exec_turn_act, exec_turn_grad).
  *
  * At pp = 1 gpipe, interleaved and zb1p run 1f1b's list: with one stage every schedule is the same
  * arithmetic (backwards in micro-batch order), and 1f1b's needs one stash slot, not m. */
@@ -114,6 +116,9 @@ typedef struct {
                                  off the cpu backend: MPI sends from there); NULL at pp = 1 */
     float *hsend;             /* per slot, off the cpu backend: the host copy of its activation in flight */
     float *hrecv;             /* off the cpu backend: host landing buffer of one receive */
+    float *turn;              /* V placement, the stage holding the turn (chunks pp−1 and pp): per
+                                 micro-batch, chunk pp's input gradient waiting for chunk pp−1's B
+                                 (device memory; NULL elsewhere) */
     MPI_Request *gsend_req;
     size_t n_act;             /* N·C floats of one activation */
     double idle;              /* seconds blocked in pipeline receives (reset by the caller) */

@@ -81,7 +81,9 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
             if (!found) return MP_FAIL("--layout: unknown policy '%s'", v);
         } else return MP_FAIL("--layout: unknown key '%s' (tp, pp, dp, v, micro_batch, schedule, zero, policy)", k);
     }
-    if (lay->v > 1 && lay->kind != SCHED_INTERLEAVED) lay->kind = SCHED_INTERLEAVED;
+    /* a V kind keeps its name (v = 2 is its placement): cm_check_layout refuses it, naming why */
+    if (lay->v > 1 && lay->kind != SCHED_INTERLEAVED && sched_kind_place(lay->kind) == SCHED_PLACE_LOOP)
+        lay->kind = SCHED_INTERLEAVED;
     if (lay->kind == SCHED_2BW) lay->kind = SCHED_1F1B; /* one step of 2bw is 1f1b's list (schedule.h) */
     if (lay->tp < 1 || lay->pp < 1 || lay->dp < 1 || lay->v < 1 || lay->mb < 1)
         return MP_FAIL("--layout: tp, pp, dp, v and micro_batch must be >= 1");
@@ -155,7 +157,8 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
  * here): a reader comparing with `mindpipe sim` should not think they were ranked and lost. */
 static void plan_print_left_out(plan_costs_ctx_t *cx, const dev_kind_t *d)
 {
-    printf("not searched: zbv, dualpipev (the runtime places no chunks in a V; `mindpipe sim` models them)\n");
+    printf("not searched: zbv, dualpipev (the cost model places no chunks in a V: zbv runs when a deck names it, "
+           "dualpipev is simulator-only; `mindpipe sim` models both)\n");
     cm_costs_t c;
     char why[160];
     if (plan_costs(cx, 1, 1, &c) == MP_OK && !plan_zb1p_usable(&c, d, why, sizeof why))

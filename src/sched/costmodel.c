@@ -200,10 +200,10 @@ static void cm_ctx_fill(cm_ctx_t *x)
 static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_layout_t *lay, cm_result_t *res)
 {
     const int K = lay->pp * lay->v;
-    /* cm_wire has one neighbour per stage, and the runtime places no V (executor.c) */
+    /* cm_wire has one neighbour per stage: a V's stage talks to both of its neighbours each way */
     if (sched_kind_split(lay->kind) && sched_kind_place(lay->kind) != SCHED_PLACE_LOOP)
-        return snprintf(res->error, sizeof res->error, "schedule %s: the cost model and the runtime place no chunks "
-                        "in a V yet; `mindpipe sim --schedule %s --costs TF,TB,TW` simulates it",
+        return snprintf(res->error, sizeof res->error, "schedule %s: the cost model places no chunks in a V "
+                        "yet; `mindpipe sim --schedule %s --costs TF,TB,TW` simulates it",
                         sched_kind_names[lay->kind], sched_kind_names[lay->kind]), MP_ERR;
     if (sched_kind_split(lay->kind) && lay->v != 1)
         return snprintf(res->error, sizeof res->error, "schedule %s has one chunk per stage (v = %d)",

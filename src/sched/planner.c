@@ -192,7 +192,7 @@ static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t
 
 /* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, zb1p on them (above), 1f1b
  * with balance, interleaved v = 2, 4 with balanced chunks and the first policy (keep, selective,
- * recompute) whose estimate fits. zbv and dualpipev are not candidates: the runtime places no V. */
+ * recompute) whose estimate fits. zbv and dualpipev are not candidates: the cost model places no V (cm_check_layout). */
 static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
                               cm_layout_t *lay, int m)
 {

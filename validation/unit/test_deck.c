@@ -448,11 +448,22 @@ static void test_cross_rules(void)
     expect_refused("pipeline.layers sum", VALID "[parallel]\npp = 2\n[pipeline]\nlayers = 1,2\n", NULL, 0,
                    "sums to 3", "model.layers=4", NULL);
     expect_refused("data.path empty", "[model]\nlayers = 4\n", NULL, 0, "data.path", "mindpipe prep", NULL);
-    /* the V kinds: mindpipe sim's, not a run's, until the runtime places chunks in a V (zb1p runs) */
-    expect_refused("zbv is simulator-only", VALID "[parallel]\npp = 2\nschedule = zbv\n", NULL, 0,
-                   "parallel.schedule=zbv is simulator-only for now", "mindpipe sim --schedule zbv --pp 2", NULL);
+    /* the V kinds: zbv runs on one pipeline of kept layers (validate_zbv), dualpipev is mindpipe sim's */
+    expect_refused("zbv at pp = 1", VALID "[model]\nlayers = 4\n[parallel]\npp = 1\nschedule = zbv\n", NULL, 0,
+                   "parallel.schedule=zbv places two chunks on each of parallel.pp >= 2 stages", NULL);
+    expect_refused("zbv with tp > 1", VALID "[parallel]\npp = 2\ntp = 2\nschedule = zbv\n", NULL, 0,
+                   "parallel.schedule=zbv runs one pipeline", "tp=2", NULL);
+    expect_refused("zbv with dp > 1", VALID "[parallel]\npp = 2\ndp = 2\nschedule = zbv\n", NULL, 0,
+                   "parallel.schedule=zbv runs one pipeline", "dp=2", NULL);
+    expect_refused("zbv under recompute", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = recompute\n",
+                   NULL, 0, "parallel.schedule=zbv with memory.policy", "set memory.policy=keep", NULL);
+    expect_refused("zbv under auto with a device limit",
+                   VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = auto\ndevice_limit = 100000000\n", NULL,
+                   0, "parallel.schedule=zbv with memory.policy", "auto counts under memory.device_limit", NULL);
+    expect_refused("zbv on cuda", VALID "[parallel]\npp = 2\nschedule = zbv\n[train]\ndevice = cuda\n", NULL, 0,
+                   "parallel.schedule=zbv with train.device=cuda", NULL);
     expect_refused("dualpipev is simulator-only", VALID "[parallel]\npp = 2\nschedule = dualpipev\n", NULL, 0,
-                   "parallel.schedule=dualpipev is simulator-only for now", NULL);
+                   "parallel.schedule=dualpipev is simulator-only for now", "does not run its overlapped", NULL);
     expect_refused("zbv: an odd count of layers per stage", VALID "[model]\nlayers = 6\n[parallel]\npp = 2\nschedule = zbv\n",
                    NULL, 0, "model.layers=6 is not a multiple of 2 × parallel.pp = 4", NULL);
     expect_refused("dualpipev: a stage's two chunks unequal",
