@@ -124,6 +124,28 @@ template <> struct Vec<4> {
     }
 };
 
+// A thread's partial (max, Σ exp) of a row: its element groups g = threadIdx.x, + XT, ... (VEC
+// elements at x + g·VEC, loaded as floats by L: Vec for fp32 rows, Vec16 for bf16), UNROLL groups'
+// loads issued before their sums: more bytes in flight per thread.
+template <int VEC, class L, class T> static __device__ MaxSum thread_maxsum(const T *x, int groups)
+{
+    MaxSum p{-INFINITY, 0.0f};
+    int g = threadIdx.x;
+    for (; g + (UNROLL - 1) * XT < groups; g += UNROLL * XT) {
+        float v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) L::load(v[u], x + (size_t)(g + u * XT) * VEC);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) p = absorb<VEC>(p, v[u]);
+    }
+    for (; g < groups; g += XT) {
+        float v[VEC];
+        L::load(v, x + (size_t)g * VEC);
+        p = absorb<VEC>(p, v);
+    }
+    return p;
+}
+
 template <int VEC>
 __global__ void __launch_bounds__(XT) crossentropy_forward_kernel(float *losses, float *probs_logits,
                                                                   const int *targets, int V)
@@ -131,24 +153,9 @@ __global__ void __launch_bounds__(XT) crossentropy_forward_kernel(float *losses,
     float *x = probs_logits + (size_t)blockIdx.x * V;
     const int groups = V / VEC; // VEC divides V (the launcher's choice)
     const float logit_t = x[targets[blockIdx.x]]; // read by every thread before the first barrier, so before any write
-    MaxSum p{-INFINITY, 0.0f};
-    int g = threadIdx.x;
-    // UNROLL groups' loads issued before their sums: more bytes in flight per thread
-    for (; g + (UNROLL - 1) * XT < groups; g += UNROLL * XT) {
-        float v[UNROLL][VEC];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) Vec<VEC>::load(v[u], x + (size_t)(g + u * XT) * VEC);
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) p = absorb<VEC>(p, v[u]);
-    }
-    for (; g < groups; g += XT) {
-        float v[VEC];
-        Vec<VEC>::load(v, x + (size_t)g * VEC);
-        p = absorb<VEC>(p, v);
-    }
-    const MaxSum row = block_maxsum(p);
+    const MaxSum row = block_maxsum(thread_maxsum<VEC, Vec<VEC> >(x, groups));
     const float inv = 1.0f / row.s;
-    g = threadIdx.x;
+    int g = threadIdx.x;
     // loads of a batch before its stores: each element is read and written by the same thread only
     for (; g + (UNROLL - 1) * XT < groups; g += UNROLL * XT) {
         float v[UNROLL][VEC];
@@ -273,21 +280,7 @@ __global__ void __launch_bounds__(XT) xent16_forward_kernel(float *losses, float
 {
     const __nv_bfloat16 *x = logits + (size_t)blockIdx.x * V;
     const int groups = V / VEC;
-    MaxSum p{-INFINITY, 0.0f};
-    int g = threadIdx.x;
-    for (; g + (UNROLL - 1) * XT < groups; g += UNROLL * XT) {
-        float v[UNROLL][VEC];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) Vec16<VEC>::load(v[u], x + (size_t)(g + u * XT) * VEC);
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) p = absorb<VEC>(p, v[u]);
-    }
-    for (; g < groups; g += XT) {
-        float v[VEC];
-        Vec16<VEC>::load(v, x + (size_t)g * VEC);
-        p = absorb<VEC>(p, v);
-    }
-    const MaxSum row = block_maxsum(p);
+    const MaxSum row = block_maxsum(thread_maxsum<VEC, Vec16<VEC> >(x, groups));
     if (threadIdx.x == 0) {
         losses[blockIdx.x] = mp_xent_loss(row.m, row.s, __bfloat162float(x[targets[blockIdx.x]]));
         stats[2 * (size_t)blockIdx.x] = row.m;

@@ -12,6 +12,7 @@ static int head_fused(const cu_ctx_t *ctx, int V) { return cu_handoff_bf16(ctx) 
 // The state's two parts: the bf16 logits from the start, the stats (2 floats a row) at the end. For
 // V >= 4 they do not overlap: N·V bf16 take N·V/2 floats, at most N·V − 2N.
 static __nv_bfloat16 *head_logits(float *store) { return (__nv_bfloat16 *)store; }
+static const __nv_bfloat16 *head_logits(const float *store) { return (const __nv_bfloat16 *)store; }
 static float *head_stats(float *store, int N, int V) { return store + (size_t)N * V - 2 * (size_t)N; }
 
 void cu_head_forward(cu_ctx_t *ctx, float *losses, float *store, const float *inp, const float *w, const int *targets,
@@ -32,25 +33,6 @@ void cu_head_forward(cu_ctx_t *ctx, float *losses, float *store, const float *in
     cu_xent16_forward(ctx, losses, head_stats(store, N, V), head_logits(store), targets, N, V);
 }
 
-// dinp = dlogits · w and dw += dlogitsᵀ · inp on the bf16 dlogits in store, as matmul_backward's bf16
-// path multiplies (the same operands' roundings, one scratch request).
-static void head_products(cu_ctx_t *ctx, float *dinp, float *dw, const float *store, const float *inp,
-                          const float *w, int N, int C, int V)
-{
-    const size_t n_inp = dw ? (size_t)N * C : 0, n_w = dinp ? (size_t)V * C : 0;
-    char *s = (char *)cu_ctx_scratch(ctx, cu_bf16_bytes(n_inp) + cu_bf16_bytes(n_w));
-    __nv_bfloat16 *inp16 = (__nv_bfloat16 *)s, *w16 = (__nv_bfloat16 *)(s + cu_bf16_bytes(n_inp));
-    const __nv_bfloat16 *d16 = (const __nv_bfloat16 *)store;
-    if (dinp) {
-        cu_bf16_round(ctx, w16, w, n_w);
-        cu_gemm_bf16_pre(ctx, 0, 0, N, C, V, 1.0f, d16, V, 0, w16, C, 0, 0.0f, dinp, C, 0, 1); // dlogits · w
-    }
-    if (dw) {
-        cu_bf16_round(ctx, inp16, inp, n_inp);
-        cu_gemm_bf16_pre(ctx, 1, 0, V, C, N, 1.0f, d16, V, 0, inp16, C, 0, 1.0f, dw, C, 0, 1); // dlogitsᵀ · inp
-    }
-}
-
 void cu_head_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *store, const float *inp, const float *w,
                       const int *targets, float dloss, int N, int C, int V)
 {
@@ -61,7 +43,7 @@ void cu_head_backward(cu_ctx_t *ctx, float *dinp, float *dw, float *store, const
     }
     if (N <= 0) return;
     cu_xent16_backward(ctx, head_logits(store), head_stats(store, N, V), targets, dloss, N, V);
-    if (dinp || dw) head_products(ctx, dinp, dw, store, inp, w, N, C, V);
+    cu_matmul_backward_dout16(ctx, dinp, dw, head_logits(store), inp, w, N, C, V); // dlogits · w, dlogitsᵀ · inp
 }
 
 void cu_head_backward_weight(cu_ctx_t *ctx, float *dw, const float *store, const float *inp, int N, int C, int V)
@@ -72,5 +54,5 @@ void cu_head_backward_weight(cu_ctx_t *ctx, float *dw, const float *store, const
         return;
     }
     if (N <= 0) return;
-    head_products(ctx, NULL, dw, store, inp, NULL, N, C, V);
+    cu_matmul_backward_dout16(ctx, NULL, dw, head_logits(store), inp, NULL, N, C, V);
 }

@@ -324,6 +324,10 @@ const __nv_bfloat16 *cu_matmul_backward_bf16_dinp(cu_ctx_t *ctx, float *dw, floa
 /* matmul_backward_gelu's input gradient kept (cu_dhidden_kept): dhidden (N,C) := bf16(float(p) · dgelu)
  * with the 64-row column partials of the fp32 products, as cu_mlp_fc_backward reads them. */
 void cu_gelu_grad_keep(cu_ctx_t *ctx, float *dhidden, const __nv_bfloat16 *p, const float *dgelu, int N, int C);
+/* cu_matmul_backward (no dbias) on a dout already in bf16 (the fused head's dlogits): the same
+ * products, on w and inp rounded as that call rounds them. */
+void cu_matmul_backward_dout16(cu_ctx_t *ctx, float *dinp, float *dw, const __nv_bfloat16 *dout16, const float *inp,
+                               const float *w, int N, int C, int OC);
 /* cu_matmul_backward_weight on an input kept in bf16 (inp16, the MLP's hidden activation under the
  * bf16 handoff): the same products and dbias order, no rounding pass over the input. */
 void cu_matmul_backward_weight_pre(cu_ctx_t *ctx, float *dw, float *dbias, const float *dout,

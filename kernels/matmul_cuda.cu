@@ -132,9 +132,36 @@ template <> struct vec_of<4> {
     }
 };
 
-template <int VEC>
-__global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__restrict__ partial,
-                                    const float *__restrict__ dout, int N, int OC)
+// The fp32 values a pass of round_colsum_kernel reads, VEC at element i: dout itself, or (the fc
+// product's input gradient, cu_gelu_grad_keep) float(p) · g computed on the fly.
+template <int VEC> struct fp32_src {
+    const float *x;
+    __device__ __forceinline__ typename vec_of<VEC>::f load(size_t i) const
+    {
+        return *(const typename vec_of<VEC>::f *)(x + i);
+    }
+};
+template <int VEC> struct gelu_grad_src;
+template <> struct gelu_grad_src<1> {
+    const __nv_bfloat16 *p;
+    const float *g;
+    __device__ __forceinline__ float load(size_t i) const { return __bfloat162float(p[i]) * g[i]; }
+};
+template <> struct gelu_grad_src<4> {
+    const __nv_bfloat16 *p;
+    const float *g;
+    __device__ __forceinline__ float4 load(size_t i) const
+    {
+        const cu_bf16x4 a = *(const cu_bf16x4 *)(p + i);
+        const float4 b = *(const float4 *)(g + i);
+        return make_float4(__bfloat162float(a.v[0]) * b.x, __bfloat162float(a.v[1]) * b.y,
+                           __bfloat162float(a.v[2]) * b.z, __bfloat162float(a.v[3]) * b.w);
+    }
+};
+
+template <int VEC, class Src>
+__global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__restrict__ partial, Src src, int N,
+                                    int OC)
 {
     typedef typename vec_of<VEC>::f F;
     typedef typename vec_of<VEC>::h H;
@@ -147,7 +174,7 @@ __global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__re
     for (; i + ROWS_AHEAD <= i1; i += ROWS_AHEAD) {
         F x[ROWS_AHEAD];
 #pragma unroll
-        for (int u = 0; u < ROWS_AHEAD; u++) x[u] = *(const F *)(dout + (size_t)(i + u) * OC + o);
+        for (int u = 0; u < ROWS_AHEAD; u++) x[u] = src.load((size_t)(i + u) * OC + o);
 #pragma unroll
         for (int u = 0; u < ROWS_AHEAD; u++) {
             vec_of<VEC>::add(s, x[u]);
@@ -155,11 +182,25 @@ __global__ void round_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__re
         }
     }
     for (; i < i1; i++) {
-        const F x = *(const F *)(dout + (size_t)i * OC + o);
+        const F x = src.load((size_t)i * OC + o);
         vec_of<VEC>::add(s, x);
         *(H *)(dst + (size_t)i * OC + o) = vec_of<VEC>::round(x);
     }
     for (int c = 0; c < VEC; c++) partial[(size_t)r * OC + o + c] = s[c];
+}
+
+// One round_colsum_kernel pass over (N, OC): dst = bf16 of src's values, partial (R, OC) their 64-row
+// column sums. vec: OC % 4 == 0 and every operand aligned for the 4-wide source (the caller checks).
+template <template <int> class Src, class... A>
+static void round_colsum(cu_ctx_t *ctx, __nv_bfloat16 *dst, float *partial, bool vec, int N, int OC, A... src)
+{
+    const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS, groups = vec ? OC / 4 : OC;
+    const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
+    if (vec)
+        round_colsum_kernel<4><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dst, partial, Src<4>{src...}, N, OC);
+    else
+        round_colsum_kernel<1><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dst, partial, Src<1>{src...}, N, OC);
+    CUDA_CHECK_LAUNCH();
 }
 
 // ---- the fc product's input gradient kept in bf16 (matmul_backward_gelu under the bf16 handoff) ----
@@ -179,68 +220,10 @@ int cu_dhidden_kept(const cu_ctx_t *ctx, int N, int C)
     return R <= 65535 && dhidden_at(N, C) + R * (size_t)C <= (size_t)N * C;
 }
 
-template <int VEC> struct gelu_grad;
-template <> struct gelu_grad<1> {
-    static __device__ __forceinline__ float load(const __nv_bfloat16 *p, const float *g, size_t i)
-    {
-        return __bfloat162float(p[i]) * g[i];
-    }
-};
-template <> struct gelu_grad<4> {
-    static __device__ __forceinline__ float4 load(const __nv_bfloat16 *p, const float *g, size_t i)
-    {
-        const cu_bf16x4 a = *(const cu_bf16x4 *)(p + i);
-        const float4 b = *(const float4 *)(g + i);
-        return make_float4(__bfloat162float(a.v[0]) * b.x, __bfloat162float(a.v[1]) * b.y,
-                           __bfloat162float(a.v[2]) * b.z, __bfloat162float(a.v[3]) * b.w);
-    }
-};
-
-// round_colsum_kernel with its fp32 source computed on the fly: x = float(p) · g, p the bf16 dout · w.
-template <int VEC>
-__global__ void gelu_grad_colsum_kernel(__nv_bfloat16 *__restrict__ dst, float *__restrict__ partial,
-                                        const __nv_bfloat16 *__restrict__ p, const float *__restrict__ g, int N,
-                                        int OC)
-{
-    typedef typename vec_of<VEC>::f F;
-    typedef typename vec_of<VEC>::h H;
-    const int o = (blockIdx.x * blockDim.x + threadIdx.x) * VEC, r = blockIdx.y;
-    if (o >= OC) return;
-    const int i0 = r * CHUNK_ROWS, i1 = (r + 1) * CHUNK_ROWS < N ? (r + 1) * CHUNK_ROWS : N;
-    float s[VEC];
-    for (int c = 0; c < VEC; c++) s[c] = 0.0f;
-    int i = i0;
-    for (; i + ROWS_AHEAD <= i1; i += ROWS_AHEAD) {
-        F x[ROWS_AHEAD];
-#pragma unroll
-        for (int u = 0; u < ROWS_AHEAD; u++) x[u] = gelu_grad<VEC>::load(p, g, (size_t)(i + u) * OC + o);
-#pragma unroll
-        for (int u = 0; u < ROWS_AHEAD; u++) {
-            vec_of<VEC>::add(s, x[u]);
-            *(H *)(dst + (size_t)(i + u) * OC + o) = vec_of<VEC>::round(x[u]);
-        }
-    }
-    for (; i < i1; i++) {
-        const F x = gelu_grad<VEC>::load(p, g, (size_t)i * OC + o);
-        vec_of<VEC>::add(s, x);
-        *(H *)(dst + (size_t)i * OC + o) = vec_of<VEC>::round(x);
-    }
-    for (int c = 0; c < VEC; c++) partial[(size_t)r * OC + o + c] = s[c];
-}
-
 void cu_gelu_grad_keep(cu_ctx_t *ctx, float *dhidden, const __nv_bfloat16 *p, const float *dgelu, int N, int C)
 {
-    const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
-    __nv_bfloat16 *dst = (__nv_bfloat16 *)dhidden;
-    float *partial = dhidden + dhidden_at(N, C);
     const bool vec = C % 4 == 0 && ((uintptr_t)dhidden | (uintptr_t)dgelu) % 16 == 0 && (uintptr_t)p % 8 == 0;
-    const int groups = vec ? C / 4 : C;
-    const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
-    if (vec)
-        gelu_grad_colsum_kernel<4><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dst, partial, p, dgelu, N, C);
-    else
-        gelu_grad_colsum_kernel<1><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dst, partial, p, dgelu, N, C);
-    CUDA_CHECK_LAUNCH();
+    round_colsum<gelu_grad_src>(ctx, (__nv_bfloat16 *)dhidden, dhidden + dhidden_at(N, C), vec, N, C, p, dgelu);
 }
 
 void cu_mlp_dhidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C)
@@ -249,17 +232,8 @@ void cu_mlp_dhidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N
         CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)N * C * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
         return;
     }
-    const int R = (N + CHUNK_ROWS - 1) / CHUNK_ROWS;
     const bool vec = C % 4 == 0 && ((uintptr_t)dst | (uintptr_t)src) % 16 == 0;
-    const int groups = vec ? C / 4 : C;
-    const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
-    if (vec)
-        round_colsum_kernel<4><<<grid, ROUND_THREADS, 0, ctx->compute>>>((__nv_bfloat16 *)dst, dst + dhidden_at(N, C),
-                                                                         src, N, C);
-    else
-        round_colsum_kernel<1><<<grid, ROUND_THREADS, 0, ctx->compute>>>((__nv_bfloat16 *)dst, dst + dhidden_at(N, C),
-                                                                         src, N, C);
-    CUDA_CHECK_LAUNCH();
+    round_colsum<fp32_src>(ctx, (__nv_bfloat16 *)dst, dst + dhidden_at(N, C), vec, N, C, src);
 }
 
 // The bf16 backward (cu_gemm_prerounds): dout, w and inp are each rounded once, dout in the same
@@ -269,8 +243,8 @@ void cu_mlp_dhidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N
 // for a caller whose next pass reads it once (matmul_backward_gelu); returned, else NULL.
 // inp16_in: inp kept in bf16 by its producer (the MLP's hidden activation under the bf16 handoff),
 // read as it is for dw; inp is then unused.
-// dout_kept: dout is the fc product's input gradient as cu_gelu_grad_keep left it (bf16 and the
-// dbias partials): no rounding pass over it.
+// dout_kept: dout is already bf16 (the head's dlogits; the fc product's input gradient as
+// cu_gelu_grad_keep left it, with the dbias partials at dhidden_at): no rounding pass over it.
 static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp_bf16, float *dw, float *dbias,
                                            const float *dout, const float *inp, const __nv_bfloat16 *inp16_in,
                                            const float *w, int N, int C, int OC, bool dout_kept = false)
@@ -295,14 +269,7 @@ static __nv_bfloat16 *matmul_backward_bf16(cu_ctx_t *ctx, float *dinp, bool dinp
     if (dout_kept) {
         // rounded, and its partials summed, by cu_gelu_grad_keep
     } else if (dbias) {
-        const bool vec = OC % 4 == 0 && (uintptr_t)dout % 16 == 0;
-        const int groups = vec ? OC / 4 : OC;
-        const dim3 grid((unsigned)((groups + ROUND_THREADS - 1) / ROUND_THREADS), (unsigned)R);
-        if (vec)
-            round_colsum_kernel<4><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dout16, partial, dout, N, OC);
-        else
-            round_colsum_kernel<1><<<grid, ROUND_THREADS, 0, ctx->compute>>>(dout16, partial, dout, N, OC);
-        CUDA_CHECK_LAUNCH();
+        round_colsum<fp32_src>(ctx, dout16, partial, OC % 4 == 0 && (uintptr_t)dout % 16 == 0, N, OC, dout);
     } else {
         cu_bf16_round(ctx, dout16, dout, n_dout);
     }
@@ -421,4 +388,10 @@ void cu_mlp_fc_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
         return;
     }
     matmul_backward_bf16(ctx, NULL, false, dw, dbias, dhidden, inp, NULL, NULL, N, C, OC, true);
+}
+
+void cu_matmul_backward_dout16(cu_ctx_t *ctx, float *dinp, float *dw, const __nv_bfloat16 *dout16, const float *inp,
+                               const float *w, int N, int C, int OC)
+{
+    if (dinp || dw) matmul_backward_bf16(ctx, dinp, false, dw, NULL, (const float *)dout16, inp, NULL, w, N, C, OC, true);
 }

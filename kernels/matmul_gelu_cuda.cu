@@ -254,10 +254,11 @@ void cu_mlp_hidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t
     else CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
 }
 
-void cu_mlp_hidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n)
+// n values out as fp32: widened from bf16 where the buffer holds them so, else copied.
+static void widen_or_copy(cu_ctx_t *ctx, float *dst, const float *src, size_t n, bool bf16)
 {
     if (n == 0) return;
-    if (!cu_handoff_bf16(ctx)) {
+    if (!bf16) {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
         return;
     }
@@ -265,14 +266,12 @@ void cu_mlp_hidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n
     CUDA_CHECK_LAUNCH();
 }
 
+void cu_mlp_hidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, size_t n)
+{
+    widen_or_copy(ctx, dst, src, n, cu_handoff_bf16(ctx));
+}
+
 void cu_mlp_dhidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C)
 {
-    const size_t n = (size_t)N * C;
-    if (n == 0) return;
-    if (!cu_dhidden_kept(ctx, N, C)) {
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, ctx->compute));
-        return;
-    }
-    bf16_widen_kernel<<<grid_for(n), THREADS, 0, ctx->compute>>>(dst, (const __nv_bfloat16 *)src, n);
-    CUDA_CHECK_LAUNCH();
+    widen_or_copy(ctx, dst, src, (size_t)N * C, cu_dhidden_kept(ctx, N, C));
 }
