@@ -216,8 +216,9 @@ part_gpt2() {
     # operands itself), 20 steps each, for the throughput beside the default's
     local alts=() alt i=0 args=()
     IFS=';' read -r -a alts <<< "${BRINGUP_GPT2_ALT:-MP_BF16_GEMM=cublas}"
-    for alt in "${alts[@]:0:3}"; do
+    for alt in "${alts[@]}"; do
         [ -n "$alt" ] || continue
+        if [ $i -eq 3 ]; then echo "bringup: BRINGUP_GPT2_ALT: more than three variants; '$alt' not run" >&2; continue; fi
         i=$((i + 1))
         local dir=gpt2-alt; [ $i -gt 1 ] && dir=gpt2-alt$i
         (export "$alt"; MP_STOP_AFTER=25 train "$dir" 1 gpt2-124m.ini --set "train.peak_gflops=$peak" \
