@@ -79,27 +79,19 @@ round() {
     few=$(awk 'NR == 2 || NR == 4 { if ($3 < 40 || 4 * $2 > $3) bad++; n++ } END { print n == 2 && !bad }' "$SCRATCH/fo.txt")
     [ "$few" = 1 ]; r_few=$?
 }
-# A known fault, not yet explained (2026-11-27; the build of stop 28 has it too): in about one round
-# in four, one second failover feeds 40-80% of a replay again (before the catch-up: 68-100% in
-# every round), although its standby caught up from the snapshot and applied the deltas since. Until
-# it is found, a round whose second failovers fed too much is run again, up to three rounds, and the
-# check fails only if all three do; every round's figures are in the log.
-rounds=1
+# Once a known fault (2026-11-27, found 2026-11-28): in about one round in three a second failover fed
+# 40-80% of a replay again. Steps the front end had sent to the dead primary were queued by ZeroMQ for
+# its endpoint and run by the promoted one, at positions past what it held; its snapshot and its new
+# standby took those slots for sequences whose start they had missed and dropped them. A process now
+# runs no step with rows before the ring's first empty step (wire_step_current), and one round must pass.
 round
-while [ $r_few -ne 0 ] && [ $rounds -lt 3 ] && [ $r_start -eq 0 ] && [ $r_load -eq 0 ] && [ $r_same -eq 0 ] &&
-      [ $r_four -eq 0 ]; do
-    diag "round $rounds: a second failover fed more than a quarter of a replay again (the known fault): again"
-    kill -TERM $FE; wait $FE
-    rounds=$((rounds + 1))
-    round
-done
 ok $r_start "serve --stages 2 --standby 1 starts"
 ok $r_load "$N requests from 8 clients while the primaries of stage 1, 1, 0, 0 were killed ($killed): $(cat "$SCRATCH/c.out")"
 [ -z "$bad" ]
 ok $? "each kill came while the load ran, its standby following first${bad:+ (not:$bad)}"
 ok $r_same "no request lost or changed: all $N completions bitwise equal to the run without failures"
 ok $r_four "4 failovers, each resumed from a promoted standby's state"
-ok $r_few "the second failover of each stage fed few positions again (at most a quarter of a replay of at least 40; round $rounds of at most 3)"
+ok $r_few "the second failover of each stage fed few positions again (at most a quarter of a replay of at least 40)"
 grep -q "standby of stage 1 (pid [0-9]*) follows its primary from step [0-9]* (caught up: it holds [1-9][0-9]* positions of [1-9][0-9]* sequences, [1-9][0-9]* from its snapshot)" "$SCRATCH/fo.log" &&
     grep -q "stage 1's primary (pid [0-9]*) sends its standby a snapshot: [1-9][0-9]* positions" "$SCRATCH/fo.log"
 ok $? "a replacement standby of stage 1 caught up from its primary's snapshot: $(grep -o 'standby of stage 1 (pid [0-9]*) follows its primary from step [0-9]* (caught up: it holds [1-9][^)]*)' "$SCRATCH/fo.log" | tail -1)"

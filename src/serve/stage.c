@@ -83,7 +83,8 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
     int *tok = malloc((size_t)S * sizeof(int)), *slot = malloc((size_t)S * sizeof(int)), *pos = malloc((size_t)S * sizeof(int));
     int rc = rows && x && logits && tok && slot && pos ? MP_OK : MP_FAIL("stage %d: out of memory", s->stage);
     uint64_t wm = 0;              /* the front end's watermark, as the last step carried it */
-    uint64_t era = 0, stale = 0;  /* the newest era of the steps run (wire_step_current); steps dropped */
+    wire_era_t era = {0};         /* the eras of the steps run (wire_step_current) */
+    uint64_t stale = 0;           /* steps dropped as stale */
     while (rc == MP_OK) {
         wire_hdr_t h;
         beat_tick(beat);
@@ -121,9 +122,10 @@ static int stage_loop(decoder_t *dec, const stage_cfg_t *s, void *in, void *out,
         }
         else if (h.kind == WIRE_HELLO) rc = stage_hello(s, sn, &ship, h.aux, wm);
         else if (!wire_step_current(&era, &h)) {
-            if (!stale++)
-                MP_WARN("stage %d: dropped a step of an era before the last failover (step %llu, era %llu < %llu)", s->stage,
-                        (unsigned long long)h.step, (unsigned long long)h.aux, (unsigned long long)era);
+            if (!stale++) /* the first only: a failover may leave several */
+                MP_WARN("stage %d (pid %d): dropped a step of %d rows %s (step %llu, era %llu; newest run %llu)", s->stage,
+                        (int)getpid(), h.B, era.open ? "of an era before the last failover" : "sent before this process took over",
+                        (unsigned long long)h.step, (unsigned long long)h.aux, (unsigned long long)era.era);
         }
         else if (h.width != (dec->has_embed ? 0 : C)) rc = MP_FAIL("stage %d: a step of width %d, expected %d", s->stage, h.width, dec->has_embed ? 0 : C);
         else if ((rc = stage_rows_ok(dec, rows, h.B)) == MP_OK) {

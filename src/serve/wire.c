@@ -81,11 +81,12 @@ err:
     return MP_ERR;
 }
 
-int wire_step_current(uint64_t *era, const wire_hdr_t *h)
+int wire_step_current(wire_era_t *e, const wire_hdr_t *h)
 {
     if (h->kind != WIRE_STEP) return 1;
-    if (h->aux < *era) return 0;
-    *era = h->aux;
+    if (!e->open && h->B > 0) return 0;
+    if (e->open && h->aux < e->era) return 0;
+    e->open = 1, e->era = h->aux;
     return 1;
 }
 

@@ -116,11 +116,22 @@ int wire_immediate(void *sock);
  * it was not (a standby restarted there was promoted). Failures are reported, not fatal: the
  * failover's empty steps find out whether the ring works (batcher.c). who: for the log. */
 void wire_retarget(void *push, char (*ep)[300], int *linked, uint64_t gen, const char *who);
+/* What a stage process has seen of the front end's eras (wire_step_current): zero-initialised. */
+typedef struct {
+    uint64_t era; /* the newest era of the steps run */
+    int open;     /* an empty step (the ring's ping, ring_ping in batcher.c) has come */
+} wire_era_t;
 /* 1 if a stage is to run message h (anything but a step, or a step of the newest era seen, which
- * *era then holds), 0 for a step of an older era: sent before a failover and delivered after steps
- * sent since (a replaced primary cut off for less than ZeroMQ's 5 s timeout passes on what it held
- * when its link comes back). Running it could write a stale row into a cache slot the front end has
- * given to a new request; its reply would be dropped anyway. */
-int wire_step_current(uint64_t *era, const wire_hdr_t *h);
+ * e->era then holds), 0 for a stale step:
+ * - a step of an older era: sent before a failover and delivered after steps sent since (a replaced
+ *   primary cut off for less than ZeroMQ's 5 s timeout passes on what it held when its link comes back);
+ * - a step with rows before the process's first empty step. The front end opens every process's
+ *   life with an empty step round the ring (at start, and after the failover that promoted or
+ *   started it); a step with rows that comes before it was sent to the process it replaced and
+ *   queued by ZeroMQ for the endpoint, which the new process bound.
+ * Running a stale step could write a row into a cache slot the front end has given to a new request,
+ * or (into a promoted primary) positions past what it holds, which its snapshot and its standby then
+ * take for a sequence it missed the start of; its reply would be dropped anyway. */
+int wire_step_current(wire_era_t *e, const wire_hdr_t *h);
 
 #endif

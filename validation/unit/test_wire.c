@@ -53,16 +53,30 @@ int main(int argc, char **argv)
      * one already run is stale (sent before a failover, delivered after), anything else runs */
     const uint64_t eras[] = {5, 5, 7, 5, 7, 9, 8, 9};
     const int want[] = {1, 1, 1, 0, 1, 1, 0, 1};
-    uint64_t era = 0;
-    int same = 1;
+    wire_era_t era = {0};
+    const wire_hdr_t ping = {WIRE_MAGIC, WIRE_STEP, 4, 0, 0, 4, 0};
+    int same = wire_step_current(&era, &ping) == 1 && era.open;
     for (int i = 0; i < 8; i++) {
         const wire_hdr_t st = {WIRE_MAGIC, WIRE_STEP, 100 + (uint64_t)i, 1, 0, eras[i], 0};
         same &= wire_step_current(&era, &st) == want[i];
     }
     const wire_hdr_t quit = {WIRE_MAGIC, WIRE_QUIT, 1, 0, 0, 0, 0}, hello = {WIRE_MAGIC, WIRE_HELLO, 0, 0, 0, 1, 0};
-    tap_ok(same && era == 9 && wire_step_current(&era, &quit) && wire_step_current(&era, &hello) && era == 9,
-           "steps of eras 5 5 7 5 7 9 8 9: the 5 after 7 and the 8 after 9 are stale, the rest run; other "
-           "messages are never stale and leave the era");
+    tap_ok(same && era.era == 9 && wire_step_current(&era, &quit) && wire_step_current(&era, &hello) && era.era == 9,
+           "after the opening empty step, steps of eras 5 5 7 5 7 9 8 9: the 5 after 7 and the 8 after 9 are stale, "
+           "the rest run; other messages are never stale and leave the era");
+    /* a process that took over: steps with rows queued for the process it replaced come before the
+     * failover's empty step, of the era before it (or of any era, on several hosts): all stale; the
+     * empty step opens its life, and the front end's steps after it run */
+    wire_era_t fresh = {0};
+    const wire_hdr_t old1 = {WIRE_MAGIC, WIRE_STEP, 700, 4, 0, 650, 0}, old2 = {WIRE_MAGIC, WIRE_STEP, 701, 4, 0, 650, 0},
+                     open = {WIRE_MAGIC, WIRE_STEP, 702, 0, 0, 702, 0}, next = {WIRE_MAGIC, WIRE_STEP, 703, 4, 0, 703, 0},
+                     late = {WIRE_MAGIC, WIRE_STEP, 701, 4, 0, 650, 0};
+    const int r1 = wire_step_current(&fresh, &old1), r2 = wire_step_current(&fresh, &old2), q = wire_step_current(&fresh, &quit);
+    const int was_open = fresh.open, r3 = wire_step_current(&fresh, &open), r4 = wire_step_current(&fresh, &next),
+              r5 = wire_step_current(&fresh, &late);
+    tap_ok(!r1 && !r2 && q && !was_open && r3 && fresh.open && r4 && !r5 && fresh.era == 703,
+           "a new process: the steps with rows before its first empty step are stale (%d %d), other messages run (%d), "
+           "the empty step (%d) and the steps after it run (%d), an older era after it is stale (%d)", r1, r2, q, r3, r4, r5);
     MPI_Finalize();
     return tap_done();
 }
