@@ -42,7 +42,8 @@ lose() {
     ok $? "$name: rank $victim killed as step $step begins; the $((n - 1)) survivors wrote their state at step $((step - 1)) and exited 75 ($nsnap snapshots, $n75 lines)"
     [ "$n75" -eq $((n - 1)) ] || sed 's/^/#   /' "$SCRATCH/$name.1.log" | tail -n 12
     # shellcheck disable=SC2086
-    run "$n" "$name" $COMMON "$@" --set recovery.log=1 --resume auto; ok $? "$name: resumed with --resume auto"
+    run "$n" "$name" $COMMON "$@" --set recovery.log=1 --resume auto; rc=$?; ok $rc "$name: resumed with --resume auto (exit $rc)"
+    [ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/$name.log" | tail -n 20
     grep -q "recovery: resumed at step $((step - 1)), the step the survivors had reached: 0 steps lost" \
         "$SCRATCH/$name/log.txt"
     ok $? "$name: resumed at step $((step - 1)), 0 steps lost ($(grep -o 'recovery: resumed.*' "$SCRATCH/$name/log.txt" | head -n 1))"
@@ -98,14 +99,16 @@ resume_pp2 dmg; rc=$?
     [ -e "$SCRATCH/dmg/recovery/snap-r00000.h5.failed" ]
 ok $? "damaged log: the resume fails naming the checksum and the replay, the snapshot moved aside (exit $rc)"
 [ $rc -ne 0 ] || sed 's/^/#   /' "$SCRATCH/dmg.log" | tail -n 8
-resume_pp2 dmg; ok $? "damaged log: the next --resume auto restarts from the checkpoint of step 10"
+resume_pp2 dmg; rc=$?; ok $rc "damaged log: the next --resume auto restarts from the checkpoint of step 10 (exit $rc)"
+[ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/dmg.log" | tail -n 20
 compare "damaged log: the restart from the checkpoint is still the uninterrupted run" "$SCRATCH/ref_pp2" \
     "$SCRATCH/dmg" --bitwise --step 40
 
 # a missing log: the plan falls back before anything is replayed
 lose_again nolog; ok $? "missing log: the loss again"
 rm -f "$SCRATCH/nolog/bndlog/bnd-r0.h5"
-resume_pp2 nolog; ok $? "missing log: resumed"
+resume_pp2 nolog; rc=$?; ok $rc "missing log: resumed (exit $rc)"
+[ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/nolog.log" | tail -n 20
 grep -q "the survivors' snapshots are not used: the log of rank 0 (stage 0) does not open" "$SCRATCH/nolog/log.txt" &&
     [ -e "$SCRATCH/nolog/recovery/snap-r00000.h5.unused" ]
 ok $? "missing log: the snapshots are not used (moved aside), the log says why"
@@ -115,7 +118,9 @@ compare "missing log: the restart from the checkpoint is the uninterrupted run" 
 # another rank's snapshot under rank 1's name (its layout says rank 0): not taken; rank 1 replays
 lose_again foreign; ok $? "a foreign snapshot: the loss again"
 cp "$SCRATCH/foreign/recovery/snap-r00000.h5" "$SCRATCH/foreign/recovery/snap-r00001.h5"
-resume_pp2 foreign; ok $? "a foreign snapshot: resumed"
+resume_pp2 foreign; rc=$?; ok $rc "a foreign snapshot: resumed (exit $rc)"
+# a failure once under load (2026-11-27), not reproduced since: what the run said, if it fails again
+[ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/foreign.log" | tail -n 30
 grep -q "0 steps lost.*1 rank(s) loaded their own snapshot; 1 rank(s) replayed" "$SCRATCH/foreign/log.txt" &&
     grep -q "snap-r00001.h5 has no dataset /model/h.2" "$SCRATCH/foreign.log" &&
     grep -q "recovery: RUN/recovery/snap-r00001.h5 does not read back (above): not used" "$SCRATCH/foreign.log"
