@@ -88,6 +88,7 @@ static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy);
 static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_block_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_index_list(const char *v, void *out, char *why, size_t nwhy);
+static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy);
 static const char *type_name(key_type_t t);
 
 #define INF HUGE_VAL
@@ -178,7 +179,13 @@ static const deck_key_t keys[] = {
     K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
     K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names,
-                  "pipeline schedule (zbv, dualpipev: mindpipe sim only, refused for a run)"),
+                  "pipeline schedule (dualpipev: mindpipe sim only, refused for a run)"),
+    K_PARSED(parallel, schedule_costs, costs, "unit", parse_sched_costs, "unit, or three positive times TF,TB,TW",
+             "the times zb1p's and zbv's lists are played out with (a forward, an input gradient B, a weight "
+             "gradient W; only their ratios matter): unit (1,1,1) or TF,TB,TW as measured"),
+    K_PATH(parallel, schedule_profile, "",
+           "a profile from mindpipe profile of this deck's model: zb1p's and zbv's lists are played out with its "
+           "measured times for this run's chunks (instead of parallel.schedule_costs); empty: none"),
     K_CHOICE(parallel, p2p, "auto", deck_p2p_names,
              "pipeline messages: mpi (through host memory off the CPU) or nccl (device to device; cuda only, and "
              "refused where two neighbouring stages share a GPU); auto: nccl on cuda unless two neighbouring stages "
@@ -565,6 +572,23 @@ static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n
 }
 
 /* ---- single-key syntax rules ---------------------------------------------------------------------- */
+
+/* parallel.schedule_costs: "unit" -> 0,0,0 (the builders' unit times), or "TF,TB,TW" (each > 0). */
+static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy)
+{
+    double *t = out;
+    if (!strcmp(v, "unit")) {
+        t[0] = t[1] = t[2] = 0.0;
+        return 0;
+    }
+    char tail;
+    if (sscanf(v, "%lf,%lf,%lf%c", &t[0], &t[1], &t[2], &tail) != 3 || !(t[0] > 0.0 && t[1] > 0.0 && t[2] > 0.0) ||
+        !isfinite(t[0] + t[1] + t[2])) {
+        snprintf(why, nwhy, "neither unit nor three positive times TF,TB,TW");
+        return -1;
+    }
+    return 0;
+}
 
 static int parse_order(const char *v, void *out, char *why, size_t nwhy)
 {
@@ -1203,7 +1227,15 @@ static int validate_zero_bubble(const deck_t *d)
     const deck_schedule_t k = d->parallel.schedule_kind;
     const int pp = d->parallel.pp, L = d->model.layers;
     int nerr = 0;
-    if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && k != DECK_SCHED_DUALPIPEV) return 0;
+    const int costs = d->parallel.costs[0] > 0.0, prof = d->parallel.schedule_profile[0] != 0;
+    if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && (costs || prof))
+        nerr++, MP_ERROR("parallel.%s is read by the schedules whose lists are played out from times (zb1p, zbv); "
+                         "parallel.schedule=%s has a fixed list: leave it unset", prof ? "schedule_profile" : "schedule_costs",
+                         deck_schedule_names[k]);
+    if (costs && prof)
+        nerr++, MP_ERROR("parallel.schedule_costs=%s and parallel.schedule_profile=%s both give the lists' times: "
+                         "set one", d->parallel.schedule_costs, d->parallel.schedule_profile);
+    if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && k != DECK_SCHED_DUALPIPEV) return nerr;
     if (k == DECK_SCHED_DUALPIPEV)
         nerr++, MP_ERROR("parallel.schedule=dualpipev is simulator-only for now: the runtime places its V (zbv runs) "
                          "but does not run its overlapped forward-backward pairs; study it with `mindpipe sim "

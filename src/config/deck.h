@@ -123,6 +123,9 @@ typedef struct {
         deck_dim_t order_dims[DECK_DIMS]; /* parallel.order parsed: the dimensions, fastest first */
         deck_schedule_t schedule_kind; /* parallel.schedule */
         char schedule[DECK_STR];       /* its name as given (unread: use schedule_kind) */
+        char schedule_costs[DECK_STR]; /* as written */
+        double costs[3];               /* parallel.schedule_costs parsed: TF, TB, TW; 0,0,0: unit */
+        char schedule_profile[DECK_PATH]; /* "" or a profile (absolute) */
         deck_wait_t wait;
         deck_p2p_t p2p;
         double timeout;                /* seconds; 0 = none */

@@ -79,7 +79,10 @@ static int exec_lists(exec_t *e, int *nslots_p)
     const sched_kind_t kind = (pp == 1 && c->kind != SCHED_2BW) || c->per > 0 ? SCHED_1F1B : c->kind;
     sim_result_t sim;
     if (sched_kind_split(kind) && exec_split_refused(e) != MP_OK) return MP_ERR;
-    if (sim_run(kind, pp, m, e->v, SIM_COST_TF, SIM_COST_TB, &sim) != MP_OK)
+    /* zb1p and zbv are played out from times (c->play; none: unit); the rest have fixed lists */
+    const sched_costs_t *play = c->play.tf > 0.0 ? &c->play : NULL;
+    const sched_costs_t fused = sim_costs_fused(SIM_COST_TF, SIM_COST_TB);
+    if (sim_run_costs(kind, pp, m, e->v, play && sched_kind_split(kind) ? play : &fused, &sim) != MP_OK)
         return MP_FAIL("parallel.schedule=%s with pp=%d, %d micro-batches per step and %d chunk(s) per stage: %s",
                        sched_kind_names[c->kind], pp, m, e->v, sim.error);
     e->theory = sim.bubble;
@@ -97,7 +100,7 @@ static int exec_lists(exec_t *e, int *nslots_p)
             if (b > nslots) nslots = b;
         }
         e->theory = 0.0; /* no flush: the steady state has no bubble (the run's first step fills once) */
-    } else if (sched_build(&e->list, kind, s, pp, m, e->v) != MP_OK) {
+    } else if (sched_build_costs(&e->list, kind, s, pp, m, e->v, play) != MP_OK) {
         return MP_ERR;
     }
     *nslots_p = nslots;

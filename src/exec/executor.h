@@ -82,6 +82,7 @@ typedef struct {
     int stage, pp;
     int stage_rank[SIM_MAX_STAGES]; /* world rank of each stage of this pipeline: timeouts name it */
     sched_kind_t kind;
+    sched_costs_t play;        /* the times zb1p's and zbv's lists are played out with (all zero: unit) */
     int m;                     /* micro-batches per step on this replica (causal: per window) */
     int per;                   /* supernet run causally: micro-batches per subnet, m = window × per; 0 otherwise */
     int supernet;              /* the tied embedding's two parts stay apart: the supernet sums them per window */

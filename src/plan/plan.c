@@ -19,14 +19,11 @@ typedef struct {
     const profile_t *prof;     /* NULL: the device model's compute */
 } plan_costs_ctx_t;
 
-/* Costs of (B, tp): the device model's, or the profile's scaled linearly in B (its rows are
- * independent) and divided by tp for compute and stash, with the device model's tp all-reduces. */
-static int plan_costs(void *vctx, int B, int tp, cm_costs_t *c_p)
+/* The profile's costs for micro-batches of B sequences at tp: scaled linearly in B (its rows are
+ * independent) and divided by tp for compute and stash; tp's all-reduces are the caller's. */
+static void plan_profile_scaled(const profile_t *prof, int B, int tp, cm_costs_t *c_p)
 {
-    const plan_costs_ctx_t *x = vctx;
-    cm_costs_from_device(c_p, x->mo, x->d, x->prec, B, tp);
-    if (!x->prof) return MP_OK;
-    const cm_costs_t *p = &x->prof->c;
+    const cm_costs_t *p = &prof->c;
     const double k = (double)B / p->B, t = (double)tp;
     cm_costs_t c = *p;
     c.B = B, c.tp = tp;
@@ -35,6 +32,19 @@ static int plan_costs(void *vctx, int B, int tp, cm_costs_t *c_p)
     for (int i = 0; i < CM_POLICIES; i++) c.extra[i] *= k / t, c.stash[i] *= k / t, c.wstash[i] *= k / t;
     c.offload_bytes *= k / t, c.act_bytes *= k, c.work_bytes *= k / t;
     c.block_params /= t, c.embed_params /= t;
+    c.tp_fwd = c.tp_bwd = 0.0;
+    *c_p = c;
+}
+
+/* Costs of (B, tp): the device model's, or the profile's (plan_profile_scaled) with the device
+ * model's tp all-reduces. */
+static int plan_costs(void *vctx, int B, int tp, cm_costs_t *c_p)
+{
+    const plan_costs_ctx_t *x = vctx;
+    cm_costs_from_device(c_p, x->mo, x->d, x->prec, B, tp);
+    if (!x->prof) return MP_OK;
+    cm_costs_t c;
+    plan_profile_scaled(x->prof, B, tp, &c);
     c.tp_fwd = c_p->tp_fwd, c.tp_bwd = c_p->tp_bwd;
     *c_p = c;
     return MP_OK;
@@ -173,7 +183,9 @@ static double plan_fastest_tps(const plan_t *p, int n)
 }
 
 /* The deck with the plan's layout set, written to path. */
-static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path)
+/* profile: the plan's --profile (NULL: none), which a zb1p or zbv deck plays its lists from, as
+ * the plan did (cm_play_costs). */
+static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path, const char *profile)
 {
     deck_t *dk = malloc(sizeof *dk);
     if (!dk) return MP_FAIL("out of memory");
@@ -201,6 +213,11 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path)
     if (deck_set(dk, set) != MP_OK) goto out;
     snprintf(set, sizeof set, "memory.layers=%s", pols);
     if (deck_set(dk, set) != MP_OK) goto out;
+    /* the times the lists are played out with: the profile's, as planned (zb1p, zbv), else none */
+    char *abs = sched_kind_split(l->kind) && profile ? realpath(profile, NULL) : NULL, pset[DECK_PATH + 32];
+    const int cut = snprintf(pset, sizeof pset, "parallel.schedule_profile=%s", abs ? abs : "") >= (int)sizeof pset;
+    free(abs);
+    if (cut || deck_set(dk, "parallel.schedule_costs=unit") != MP_OK || deck_set(dk, pset) != MP_OK) goto out;
     FILE *f = fopen(path, "w");
     if (!f) {
         MP_ERROR("cannot write %s", path);
@@ -358,7 +375,7 @@ int plan_main(const plan_cli_t *o)
         plan_print_table(plans, n, &d, o->tokens, gco2, o->deadline_h);
         if (!o->layout) plan_print_left_out(&cx, &d);
     }
-    if (o->emit && plan_emit(dk, &plans[0], o->emit) != MP_OK) goto out;
+    if (o->emit && plan_emit(dk, &plans[0], o->emit, o->profile) != MP_OK) goto out;
     rc = n > 0 && plans[0].res.fits && plans[0].meets ? 0 : 1;
     if (n > 0 && !plans[0].meets) {
         /* the plans shown are ranked by the objective; what the user needs now is the fastest of all */
@@ -377,5 +394,34 @@ int plan_main(const plan_cli_t *o)
         fprintf(o->json ? stderr : stdout, "the layout does not fit: a stage needs more than %.3g GB\n", d.mem_bytes / 1e9);
 out:
     free(dk), free(prof), free(plans);
+    return rc;
+}
+
+int plan_schedule_costs(const deck_t *dk, int K, const int *chunk_layers, sched_costs_t *out)
+{
+    const char *path = dk->parallel.schedule_profile;
+    profile_t *prof = malloc(sizeof *prof);
+    if (!prof) return MP_FAIL("out of memory");
+    int rc = profile_load(path, prof);
+    if (rc == MP_OK && (prof->layers != dk->model.layers || prof->dim != dk->model.dim || prof->seq_len != dk->model.seq_len))
+        rc = MP_FAIL("parallel.schedule_profile=%s profiles a model of %d layers, width %d, sequence %d; the deck has "
+                     "%d, %d, %d", path, prof->layers, prof->dim, prof->seq_len, dk->model.layers, dk->model.dim,
+                     dk->model.seq_len);
+    if (rc == MP_OK && !(prof->c.bwd_b > 0.0 && prof->c.bwd_w > 0.0))
+        rc = MP_FAIL("parallel.schedule_profile=%s has no split of the backward into B and W (a profile older than "
+                     "the zero-bubble schedules): profile the model again", path);
+    cm_policy_t pol[CM_MAX_CHUNKS];
+    for (int k = 0, layer = 0; rc == MP_OK && k < K; layer += chunk_layers[k], k++)
+        if (plan_policy_of(dk->memory.per_layer.n ? dk->memory.per_layer.policy[layer] : dk->memory.policy, &pol[k]) != MP_OK)
+            pol[k] = CM_KEEP; /* auto: keep, the policy it starts from */
+    if (rc == MP_OK) {
+        cm_costs_t c;
+        plan_profile_scaled(prof, dk->train.micro_batch, dk->parallel.tp, &c);
+        *out = cm_play_costs(&c, K, chunk_layers, pol, 0.0);
+        if (!(out->tf > 0.0 && out->tb > 0.0 && out->tw > 0.0))
+            rc = MP_FAIL("parallel.schedule_profile=%s gives times %g, %g, %g: each must be positive", path, out->tf,
+                         out->tb, out->tw);
+    }
+    free(prof);
     return rc;
 }

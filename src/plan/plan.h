@@ -4,6 +4,9 @@
 #ifndef MP_PLAN_H
 #define MP_PLAN_H
 
+#include "deck.h"
+#include "instr.h"
+
 typedef struct {
     const char *deck_path;
     char *const *sets;
@@ -24,5 +27,12 @@ typedef struct {
 
 /* Exit status: 0 plans printed, 1 none fits or a file failed, 2 bad arguments. */
 int plan_main(const plan_cli_t *o);
+
+/* The times a run's zb1p or zbv lists are played out with, from the deck's
+ * parallel.schedule_profile (a profile of the deck's model): cm_play_costs over the run's K chunks
+ * of chunk_layers layers, each under its first layer's memory policy, at the deck's micro-batch and
+ * tp (tp's all-reduces left out). MP_OK, or MP_ERR naming the file (unreadable, another model's, no
+ * B/W split). */
+int plan_schedule_costs(const deck_t *dk, int K, const int *chunk_layers, sched_costs_t *out);
 
 #endif

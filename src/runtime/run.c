@@ -13,6 +13,8 @@
 #include "kernels.h"
 #include "perf.h"
 #include "autosplit.h"
+#include "costmodel.h"
+#include "plan.h"
 #include "publish.h"
 #include "run_gpus.h"
 #include "signals.h"
@@ -310,6 +312,45 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
         layer0s[c] = start[k], nlayers_s[c] = size[k];
     }
     return v;
+}
+
+/* The times zb1p's and zbv's lists are played out with (parallel.schedule_costs, or
+ * parallel.schedule_profile: rank 0 reads the profile, every rank takes its figures), so that every
+ * stage builds its list from the same times: lists played from different ones would not match each
+ * other's messages. Collective over the job. */
+static int run_play_costs(run_t *r)
+{
+    const deck_t *d = &r->deck;
+    const sched_kind_t kind = run_sched_kind_of(d);
+    r->play = sched_costs_unit, r->play_note[0] = 0;
+    if (!sched_kind_split(kind)) return MP_OK;
+    const char *name = sched_kind_names[kind];
+    if (d->parallel.schedule_profile[0]) {
+        double t[4] = {0.0, 0.0, 0.0, 0.0}; /* rank 0's status (0: read), then TF, TB, TW */
+        if (r->rank == 0) {
+            const int pp = d->parallel.pp, v = deck_chunks_per_stage(d), K = pp * v;
+            int size[CM_MAX_CHUNKS], l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
+            for (int s = 0; s < pp; s++)
+                for (int c = 0, n = run_stage_chunks(d, s, l0, nl); c < n; c++) size[sched_stage_chunk(kind, s, c, pp)] = nl[c];
+            sched_costs_t c;
+            if (plan_schedule_costs(d, K, size, &c) == MP_OK) t[1] = c.tf, t[2] = c.tb, t[3] = c.tw;
+            else t[0] = 1.0;
+        }
+        MPI_CHECK(MPI_Bcast(t, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+        if (t[0] != 0.0) return MP_ERR; /* rank 0 said why, naming the file */
+        r->play = (sched_costs_t){t[1], t[2], t[3]};
+        snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with the times of "
+                 "parallel.schedule_profile=%s for this run's chunks: TF %.9g s, TB %.9g s, TW %.9g s", name,
+                 d->parallel.schedule_profile, t[1], t[2], t[3]);
+    } else if (d->parallel.costs[0] > 0.0) {
+        r->play = (sched_costs_t){d->parallel.costs[0], d->parallel.costs[1], d->parallel.costs[2]};
+        snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with "
+                 "parallel.schedule_costs TF %g, TB %g, TW %g", name, r->play.tf, r->play.tb, r->play.tw);
+    } else {
+        snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with unit times (set "
+                 "parallel.schedule_profile to a mindpipe profile of this model to play its measured ones)", name);
+    }
+    return MP_OK;
 }
 
 static void run_stage_layers(run_t *r)
@@ -672,7 +713,7 @@ static exec_ctx_t run_exec_ctx(run_t *r)
                     .stage = r->stage, .pp = r->pp, .kind = run_sched_kind_of(d),
                     .m = r->micro_batches * (r->unit.whole ? r->unit.window : 1), .per = r->unit.whole ? r->micro_batches : 0,
                     .supernet = r->unit.on, .nccl = r->p2p_nccl,
-                    .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
+                    .play = r->play, .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
                     .partner_mov = run_partner_mov(r), .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
     int coord[GRID_NDIMS];
     memcpy(coord, r->grid.coord, sizeof coord);
@@ -750,6 +791,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
                                .order = r->deck.data.order == DECK_ORDER_SEQUENTIAL ? DATA_ORDER_SEQUENTIAL : DATA_ORDER_RANDOM};
     if (run_agree(data_open(&r->data, r->deck.data.path, &dopts)) != MP_OK) goto err_layout;
     if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
+    if (run_play_costs(r) != MP_OK) goto err_data;
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
     r->dp_on = r->grid.size[GRID_DP] > 1; /* supernet replicas (sp) share no gradients */
     if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, r->model.tab.total, r->deck.parallel.zero,

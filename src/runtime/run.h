@@ -57,6 +57,8 @@ typedef struct run_s {
     int p2p_nccl;            /* pipeline messages through NCCL: cuda, parallel.p2p resolved (run_gpus.h) */
     char gpu_note[400];      /* cuda: ranks share a GPU, so some collectives are host-staged ("": none) */
     char p2p_note[400];      /* cuda: parallel.p2p=auto chose MPI because a boundary's ranks share a GPU */
+    sched_costs_t play;      /* the times zb1p's and zbv's lists are played out with (every rank the same) */
+    char play_note[DECK_PATH + 400]; /* which, for the log ("": a schedule with a fixed list) */
     model_t model;
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
     int stage, pp;

@@ -144,6 +144,34 @@ static double cm_stage_params(const cm_costs_t *c, const cm_layout_t *lay, int K
     return params;
 }
 
+/* One chunk of nl blocks under policy pol (with the embedding, the head): its forward, fused
+ * backward, and the backward's B and W parts, compute only, tp's all-reduces counted tpc times. The
+ * split: recomputation and tp all-reduces run in B (model_backward_b), as does the embedding's
+ * gradient; the head's W is its tied weight's product. */
+static void cm_chunk_times(const cm_costs_t *c, int nl, cm_policy_t pol, int embed, int head, double tpc, double *f,
+                           double *b, double *bb, double *bw)
+{
+    const double again = pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0;
+    *f = nl * (c->fwd + tpc * c->tp_fwd);
+    *b = nl * (c->bwd + c->extra[pol] + tpc * c->tp_bwd + again);
+    *bw = nl * c->bwd_w + (head ? c->head_bwd_w : 0.0);
+    *bb = nl * (c->bwd_b + c->extra[pol] + tpc * c->tp_bwd + again);
+    if (embed) *f += c->embed_fwd, *b += c->embed_bwd, *bb += c->embed_bwd;
+    if (head) *f += c->head_fwd, *b += c->head_bwd, *bb += c->head_bwd - c->head_bwd_w;
+}
+
+sched_costs_t cm_play_costs(const cm_costs_t *c, int K, const int *chunk_layers, const cm_policy_t *chunk_policy,
+                            double tpc)
+{
+    sched_costs_t t = {0.0, 0.0, 0.0};
+    for (int k = 0; k < K; k++) {
+        double f, b, bb, bw;
+        cm_chunk_times(c, chunk_layers[k], chunk_policy[k], k == 0, k == K - 1, tpc, &f, &b, &bb, &bw);
+        t.tf += f / K, t.tb += bb / K, t.tw += bw / K;
+    }
+    return t;
+}
+
 /* The chunks' forward and backward times, offload bytes, and per stage its messages' wire time and
  * its exposed dp reduction (node-aligned placement: tp fastest, then dp, then pp, as the grid
  * orders ranks). */
@@ -155,18 +183,8 @@ static void cm_ctx_fill(cm_ctx_t *x)
     for (int k = 0; k < x->K; k++) {
         const int nl = lay->chunk_layers[k];
         const cm_policy_t pol = lay->policy[sched_chunk_stage(lay->kind, k, lay->pp)];
-        x->fwd[k] = nl * (c->fwd + tpc * c->tp_fwd);
-        x->bwd[k] = nl * (c->bwd + c->extra[pol] + tpc * c->tp_bwd + (pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0));
-        if (k == 0) x->fwd[k] += c->embed_fwd, x->bwd[k] += c->embed_bwd;
-        if (k == x->K - 1) x->fwd[k] += c->head_fwd, x->bwd[k] += c->head_bwd;
-        x->fwd[k] *= x->slow, x->bwd[k] *= x->slow;
-        /* the split: recomputation and tp all-reduces run in B (model_backward_b), as does the
-         * embedding's gradient; the head's W is its tied weight's product */
-        x->bwd_w[k] = nl * c->bwd_w + (k == x->K - 1 ? c->head_bwd_w : 0.0);
-        x->bwd_b[k] = nl * (c->bwd_b + c->extra[pol] + tpc * c->tp_bwd + (pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0));
-        if (k == 0) x->bwd_b[k] += c->embed_bwd;
-        if (k == x->K - 1) x->bwd_b[k] += c->head_bwd - c->head_bwd_w;
-        x->bwd_b[k] *= x->slow, x->bwd_w[k] *= x->slow;
+        cm_chunk_times(c, nl, pol, k == 0, k == x->K - 1, tpc, &x->fwd[k], &x->bwd[k], &x->bwd_b[k], &x->bwd_w[k]);
+        x->fwd[k] *= x->slow, x->bwd[k] *= x->slow, x->bwd_b[k] *= x->slow, x->bwd_w[k] *= x->slow;
         x->moved[k] = pol == CM_OFFLOAD ? nl * c->offload_bytes : 0.0;
     }
     const int stride_pp = lay->tp * lay->dp, pn = x->d->per_node;
@@ -308,13 +326,16 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
     if (d->node_cores > 0) x->slow = (double)c->cpu_threads / thr * share;
     instr_list_t lists[SIM_MAX_STAGES];
     sim_result_t sr;
-    /* zb1p's greedy play orders each stage's F, B and W by their times: it plays these costs (one
-     * set for every stage, their means: its builder takes uniform stages), not the unit ones */
+    /* zb1p's and zbv's greedy play orders each stage's F, B and W by their times: it plays these
+     * costs (one set for every stage, the chunks' means: its builder takes uniform stages), not the
+     * unit ones; the same function gives a run its times from a profile (parallel.schedule_profile),
+     * so the lists planned are the lists run. (A uniform factor, as the CPU share `slow`, would not
+     * change the play, and is left out.) */
     sched_costs_t play = sched_costs_unit;
     if (sched_kind_split(lay->kind)) {
-        cm_ctx_fill(x);
-        play = (sched_costs_t){0.0, 0.0, 0.0};
-        for (int k = 0; k < K; k++) play.tf += x->fwd[k] / K, play.tb += x->bwd_b[k] / K, play.tw += x->bwd_w[k] / K;
+        cm_policy_t cpol[CM_MAX_CHUNKS];
+        for (int k = 0; k < K; k++) cpol[k] = lay->policy[sched_chunk_stage(lay->kind, k, lay->pp)];
+        play = cm_play_costs(c, K, lay->chunk_layers, cpol, 1.0);
     }
     if (sim_build_lists_costs(lists, lay->kind, lay->pp, m, lay->v, &play, &sr) != MP_OK) {
         free(x);

@@ -96,6 +96,12 @@ double cm_model_flops_per_token(const cm_model_t *mo);
 /* Chunk sizes: the L layers cut into K near-equal chunks, the remainder on the first ones. */
 void cm_layout_balanced(cm_layout_t *lay, int L);
 
+/* The times zb1p's and zbv's greedy play takes (sched_build_costs) for K chunks of the given
+ * layers and policies (chunk 0 with the embedding, chunk K−1 with the head): the chunks' means of
+ * F, B and W, compute only, tp's all-reduces counted tpc times. The planner plays these for a
+ * layout; a run with parallel.schedule_profile plays the same from its profile. */
+sched_costs_t cm_play_costs(const cm_costs_t *c, int K, const int *chunk_layers, const cm_policy_t *chunk_policy,
+                            double tpc);
 /* Simulates one step of `lay` with per-micro-batch costs c on device d (runs the real lists; the
  * cost c must be made for lay->mb and lay->tp). MP_OK, or MP_ERR with res->error (a layout the
  * schedules cannot build, or a simulator failure). */

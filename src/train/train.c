@@ -501,6 +501,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
                   r.peak_gflops, r.out_dir);
     if (r.gpu_note[0]) runlog_printf(&r.log, "%s", r.gpu_note);
     if (r.p2p_note[0]) runlog_printf(&r.log, "%s", r.p2p_note);
+    if (r.play_note[0]) runlog_printf(&r.log, "%s", r.play_note);
     if (ops && ops->announce) ops->announce(&r);
     train_log_auto_split(&r);
     train_log_auto_policy(&r);

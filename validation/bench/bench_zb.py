@@ -7,14 +7,17 @@ alike. dualpipev is refused by the runtime (no overlapped pairs yet): the table 
 leaving it out.
 
   /usr/bin/python3 validation/bench/bench_zb.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 5]
-      [--timelines DIR]
+      [--timelines DIR] [--profile]
 
 Per point: the median over runs of the mean step time (profile.json's step_seconds) and its range,
 tokens/s, the measured bubble (from trace.json: the share of stage 0's step outside its compute
 spans, the same spans plot_run.py draws), and the simulator's bubble for unit costs (`mindpipe sim`).
 The verdict line compares zb1p's gain over 1f1b with the simulator's predicted gain (the issue's goal:
 at least half of it). --timelines DIR keeps the last run of each schedule at m = 8 and draws its
-timeline there with validation/plot_run.py (timeline_pp2_<schedule>.png)."""
+timeline there with validation/plot_run.py (timeline_pp2_<schedule>.png). --profile first measures the
+model with `mindpipe profile` and adds zb1p and zbv with their lists played from it
+(parallel.schedule_profile: rows "zb1p/prof", "zbv/prof"), judged against the simulator's gain at
+the times they played (read from the run's log), 1f1b's makespan taken at the same times."""
 import json
 import os
 import re
@@ -28,23 +31,43 @@ from bench import bench_args, env
 
 SHAPE = dict(layers=8, dim=384, heads=6, seq_len=256, vocab=256)
 SCHEDULES = [("1f1b", {}), ("interleaved", {"parallel.virtual_stages": 2}), ("zb1p", {}), ("zbv", {})]
+PLAYED = ("zb1p", "zbv")  # with --profile also run with lists played from the profile (as "zb1p/prof")
 COMPUTE = ("forward", "backward", "recompute", "optimizer")  # trace span names (lower case) that compute
 OUTSIDE = ("evaluation", "checkpoint")  # spans of a step that are no part of the pipeline's step
 
 
+def shape_sets(a):
+    return {**{f"model.{k}": v for k, v in SHAPE.items()}, "train.micro_batch": 1, "train.threads": 1,
+            "data.path": a.data}
+
+
+def profile(a, path):
+    """`mindpipe profile` of the benchmark's model (one rank, one thread, micro-batches of one)."""
+    cmd = [a.mindpipe, "profile", "--out", path]
+    for k, v in shape_sets(a).items():
+        cmd += ["--set", f"{k}={v}"]
+    subprocess.run(cmd, check=True, env=env(1), stdout=subprocess.DEVNULL)
+
+
+def played(out):
+    """The times a run's lists were played with, from its log (None: unit)."""
+    m = re.search(r"TF ([0-9.e+-]+) s, TB ([0-9.e+-]+) s, TW ([0-9.e+-]+) s", open(os.path.join(out, "log.txt")).read())
+    return ",".join(m.groups()) if m else None
+
+
 def run(a, m, sched, extra, out, steps=5):
     shutil.rmtree(out, ignore_errors=True)
-    sets = {f"model.{k}": v for k, v in SHAPE.items()}
-    sets.update({"train.batch": m, "train.micro_batch": 1, "train.steps": steps + 1, "train.warmup": 1,
-                 "train.eval_every": 0, "train.log_every": 1, "train.threads": 1, "train.peak_gflops": 1,
-                 "checkpoint.final": 0, "data.path": a.data, "train.lr": 1e-4, "train.min_lr": 1e-5,
+    sets = shape_sets(a)
+    sets.update({"train.batch": m, "train.steps": steps + 1, "train.warmup": 1,
+                 "train.eval_every": 0, "train.log_every": 1, "train.peak_gflops": 1,
+                 "checkpoint.final": 0, "train.lr": 1e-4, "train.min_lr": 1e-5,
                  "parallel.pp": 2, "parallel.schedule": sched, **extra})
     cmd = ["mpiexec", "-n", "2", a.mindpipe, "train", "--quiet", "--out", out]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
     subprocess.run(cmd, check=True, env=env(1), stdout=subprocess.DEVNULL)
     prof = json.load(open(os.path.join(out, "profile.json")))
-    return prof["step_seconds"], trace_bubble(os.path.join(out, "trace.json"))
+    return prof["step_seconds"], trace_bubble(os.path.join(out, "trace.json")), played(out)
 
 
 def trace_bubble(path):
@@ -67,9 +90,10 @@ def trace_bubble(path):
     return statistics.median(shares) if shares else float("nan")
 
 
-def sim_bubble(a, sched, m):
+def sim_bubble(a, sched, m, costs=None):
     v = ["--v", "2"] if sched == "interleaved" else []
-    out = subprocess.run([a.mindpipe, "sim", "--schedule", sched, "--pp", "2", "--m", str(m)] + v, check=True,
+    c = ["--costs", costs] if costs else []
+    out = subprocess.run([a.mindpipe, "sim", "--schedule", sched, "--pp", "2", "--m", str(m)] + v + c, check=True,
                          capture_output=True, text=True).stdout
     b = re.search(r"makespan ([0-9.]+) tf, busy ([0-9.]+) tf per stage, bubble ([0-9.]+)", out)
     return float(b.group(1)), float(b.group(3))
@@ -78,6 +102,9 @@ def sim_bubble(a, sched, m):
 def main():
     ap = bench_args(__doc__)
     ap.add_argument("--timelines", default=None, help="draw each schedule's m = 8 timeline into this folder")
+    ap.add_argument("--profile", action="store_true",
+                    help="also run zb1p and zbv with lists played from a mindpipe profile of the model "
+                         "(parallel.schedule_profile), judged against the simulator's gain for those times")
     a = ap.parse_args()
     if "--runs" not in sys.argv:
         a.runs = 5
@@ -86,39 +113,49 @@ def main():
     print(f"pp = 2, 1 thread per rank, {SHAPE}; median of {a.runs} runs each (range in brackets)\n")
     print("| m | schedule | step ms | tokens/s | bubble measured (trace, stage 0) | bubble simulated (unit costs) |")
     print("|---|---|---|---|---|---|")
-    res = {}
+    res, costs = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
+        runs = list(SCHEDULES)
+        if a.profile:
+            prof = os.path.join(tmp, "prof.json")
+            profile(a, prof)
+            runs += [(z + "/prof", {"parallel.schedule_profile": prof}) for z in PLAYED]
         for m in (4, 8):
-            got = {s: [] for s, _ in SCHEDULES}
+            got = {s: [] for s, _ in runs}
             for _ in range(a.runs):
-                for s, extra in SCHEDULES:
-                    got[s].append(run(a, m, s, extra, os.path.join(tmp, s)))
-            for s, _ in SCHEDULES:
+                for s, extra in runs:
+                    got[s].append(run(a, m, s.split("/")[0], extra, os.path.join(tmp, s.replace("/", "-"))))
+            for s, _ in runs:
                 ts = [r[0] for r in got[s]]
                 t = statistics.median(ts)
                 res[(m, s)] = t
                 meas = statistics.median(r[1] for r in got[s])
-                _, sb = sim_bubble(a, s, m)
+                costs[s] = got[s][0][2]
+                _, sb = sim_bubble(a, s.split("/")[0], m, costs[s])
                 print(f"| {m} | {s} | {1e3 * t:.1f} ({1e3 * min(ts):.1f}-{1e3 * max(ts):.1f}) | {m * T / t:.0f} | "
-                      f"{meas:.3f} | {sb:.3f} |", flush=True)
+                      f"{meas:.3f} | {sb:.3f}{' (played times ' + costs[s] + ')' if costs[s] else ''} |", flush=True)
                 if a.timelines and m == 8:
                     os.makedirs(a.timelines, exist_ok=True)
-                    pd = os.path.join(tmp, "plot-" + s)
+                    n = s.replace("/", "-")
+                    pd = os.path.join(tmp, "plot-" + n)
                     subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "plot_run.py"),
-                                    os.path.join(tmp, s), "--out", pd], check=True, stdout=subprocess.DEVNULL)
-                    shutil.copy(os.path.join(pd, "timeline.png"), os.path.join(a.timelines, f"timeline_pp2_{s}.png"))
+                                    os.path.join(tmp, n), "--out", pd], check=True, stdout=subprocess.DEVNULL)
+                    shutil.copy(os.path.join(pd, "timeline.png"), os.path.join(a.timelines, f"timeline_pp2_{n}.png"))
             print(f"| {m} | dualpipev | refused by the runtime (no overlapped pairs yet) | | | "
                   f"{sim_bubble(a, 'dualpipev', m)[1]:.3f} |")
     print()
-    for z in ("zb1p", "zbv"):
+    for z in [s for s, _ in runs if s.split("/")[0] in PLAYED]:
         for m in (4, 8):
-            mk1, _ = sim_bubble(a, "1f1b", m)
-            mkz, _ = sim_bubble(a, z, m)
+            # the prediction for the times the lists were played with: 1f1b's makespan at the same
+            # times (its fused backward = B + W)
+            mk1, _ = sim_bubble(a, "1f1b", m, costs[z])
+            mkz, _ = sim_bubble(a, z.split("/")[0], m, costs[z])
             pred = 1 - mkz / mk1
             got = 1 - res[(m, z)] / res[(m, "1f1b")]
             verdict = "meets" if got >= pred / 2 else "misses"
             print(f"m = {m}: {z}'s step is {100 * got:+.1f}% shorter than 1f1b's; the simulator predicts "
-                  f"{100 * pred:.1f}% (unit costs): {verdict} the goal of at least half ({100 * pred / 2:.1f}%)")
+                  f"{100 * pred:.1f}% ({'the profile' + chr(39) + 's times' if costs[z] else 'unit costs'}): "
+                  f"{verdict} the goal of at least half ({100 * pred / 2:.1f}%)")
 
 
 if __name__ == "__main__":
