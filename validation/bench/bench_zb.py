@@ -43,7 +43,10 @@ def shape_sets(a):
 
 def profile(a, path):
     """`mindpipe profile` of the benchmark's model (one rank, one thread, micro-batches of one)."""
-    cmd = [a.mindpipe, "profile", "--out", path]
+    deck = path + ".ini"  # the defaults, as the runs take them (train needs no deck; profile does)
+    with open(deck, "w") as f:
+        f.write("; bench_zb.py: every key at its default, the shape from --set\n")
+    cmd = [a.mindpipe, "profile", "-c", deck, "--out", path]
     for k, v in shape_sets(a).items():
         cmd += ["--set", f"{k}={v}"]
     subprocess.run(cmd, check=True, env=env(1), stdout=subprocess.DEVNULL)
