@@ -3,9 +3,11 @@
 # holds chunks r and 2pp−1−r; the embedding and the loss both on stage 0; the turn, chunk pp−1 to
 # chunk pp, a copy on stage pp−1 with no message) and each backward split into B and W, train bitwise
 # identical to one rank at pp = 2 and 4 with m = 4 and 8 micro-batches (losses, grad norms and the
-# checkpoint; at pp = 2 on emu too); a zbv checkpoint resumes into the same layout and on one rank, and continues
-# bitwise as the run that did not stop; the timeline shows the B's and W's of both chunks; what zbv
-# does not run with yet is refused naming why; measured peak = plan; recovery.log says it logs nothing.
+# checkpoint; at pp = 2 on emu too, and under recompute and selective); dp = 2 and tp = 2 × pp = 2
+# bitwise as 1f1b on the same layout and as the same dp or tp on one stage; a zbv checkpoint resumes
+# into the same layout and on one rank, and continues bitwise as the run that did not stop; the
+# timeline shows the B's and W's of both chunks; what zbv does not run with yet is refused naming why;
+# measured peak = plan; recovery.log says it logs nothing.
 # Up to 4 ranks on 2 cores.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it reads checkpoints (compare_runs.py)
@@ -32,6 +34,31 @@ done
 # shellcheck disable=SC2086
 run 2 zbvemu $S $Z --set parallel.pp=2 --set train.micro_batch=2 --set train.device=emu; ok $? "zbv pp=2 m=4 on emu"
 compare "zbv pp=2 m=4 on emu = one rank" "$SCRATCH/ref4" "$SCRATCH/zbvemu" --bitwise
+
+# dp = 2 × pp = 2 and tp = 2 × pp = 2 (4 ranks): bitwise the same layout under 1f1b, and the same
+# data or tensor parallelism on one stage (2 ranks); the data-parallel buckets are reduced once the
+# last W of their layers has run, the tensor-parallel all-reduces run in F and B of both chunks
+for par in dp tp; do
+    mb=1; [ $par = tp ] && mb=2
+    P="--set parallel.$par=2 --set train.micro_batch=$mb"
+    # shellcheck disable=SC2086
+    run 2 ${par}one $S $P; ok $? "$par=2 on one stage (the reference)"
+    # shellcheck disable=SC2086
+    run 4 ${par}1f1b $S $P --set parallel.pp=2 --set parallel.schedule=1f1b; ok $? "1f1b $par=2 × pp=2: 4 ranks"
+    # shellcheck disable=SC2086
+    run 4 ${par}zbv $S $P --set parallel.pp=2 $Z; ok $? "zbv $par=2 × pp=2: 4 ranks"
+    compare "zbv $par=2 × pp=2 = 1f1b $par=2 × pp=2" "$SCRATCH/${par}1f1b" "$SCRATCH/${par}zbv" --bitwise
+    compare "zbv $par=2 × pp=2 = $par=2 on one stage" "$SCRATCH/${par}one" "$SCRATCH/${par}zbv" --bitwise
+done
+
+# recompute and selective: B re-runs the forward's products into the weight-gradient stash (model.h),
+# in both chunks of the V; bitwise one rank
+for pol in recompute selective; do
+    # shellcheck disable=SC2086
+    run 2 ${pol}zbv $S $Z --set parallel.pp=2 --set train.micro_batch=2 --set memory.policy=$pol
+    ok $? "zbv pp=2 m=4 under memory.policy=$pol"
+    compare "zbv under $pol = one rank" "$SCRATCH/ref4" "$SCRATCH/${pol}zbv" --bitwise
+done
 
 # resume: a new run directory starts from zbv pp=2 m=4's step-4 checkpoint and trains to 8, in the
 # same layout and on one rank; both end as the run that did not stop, bitwise
@@ -62,12 +89,12 @@ ok $? "trace.json: every stage of zbv pp=4 m=8 shows 16 B's and 16 W's per step 
 "$TORCH_PYTHON" -c "
 import json,sys
 bad=[]
-for r in ('zbv2m4','zbv4m4','zbv2m8','zbv4m8','zbvemu'):
+for r in ('zbv2m4','zbv4m4','zbv2m8','zbv4m8','zbvemu','dpzbv','tpzbv','recomputezbv','selectivezbv'):
     x=json.loads(open('$SCRATCH/%s/metrics.jsonl' % r).readlines()[-1])
     if x['peak_mem_bytes'] != x['planned_mem_bytes']: bad.append((r, x['peak_mem_bytes'], x['planned_mem_bytes']))
 for b in bad: print('#', b)
 sys.exit(1 if bad else 0)"
-ok $? "zbv: every stage's measured peak equals its plan"
+ok $? "zbv: every stage's measured peak equals its plan (m = 4 and 8, emu, dp, tp, recompute, selective)"
 
 # recovery.log: the boundary log is written for the loop placement; under the V nothing is logged,
 # and the run says so rather than logging a partial record
@@ -79,17 +106,14 @@ rc=$?
 ok $? "zbv with recovery.log=1 trains and says nothing is logged (the V placement)"
 
 # what zbv does not run yet is refused at deck validation, naming why
-# shellcheck disable=SC2086
-refused "zbv with tp = 2" "parallel.schedule=zbv runs one pipeline of untiled layers only" 4 $S $Z --set parallel.pp=2 \
-    --set parallel.tp=2
-# shellcheck disable=SC2086
-refused "zbv with dp = 2" "parallel.schedule=zbv runs one pipeline of untiled layers only" 4 $S $Z --set parallel.pp=2 \
-    --set parallel.dp=2
-for pol in recompute selective offload balance; do
+for pol in offload balance; do
     # shellcheck disable=SC2086
-    refused "zbv with memory.policy=$pol" "parallel.schedule=zbv with memory.policy" 2 $S $Z --set parallel.pp=2 \
-        --set memory.policy=$pol
+    refused "zbv with memory.policy=$pol" "parallel.schedule=zbv with memory.policy (or memory.layers) $pol at layer 0" 2 \
+        $S $Z --set parallel.pp=2 --set memory.policy=$pol
 done
+# shellcheck disable=SC2086
+refused "zbv with auto under a device limit" "auto under memory.device_limit may pick offload" 2 $S $Z \
+    --set parallel.pp=2 --set memory.policy=auto --set memory.device_limit=100M
 # shellcheck disable=SC2086
 refused "zbv with a supernet" "supernet.enabled=1 with parallel.schedule=zbv" 2 $S $Z --set parallel.pp=2 \
     --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip --set supernet.window=2

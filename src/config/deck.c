@@ -1178,35 +1178,40 @@ int deck_chunks_per_stage(const deck_t *d)
 
 /* Whether some layer's memory policy may be other than keep at run time: auto is keep without
  * memory.device_limit, and may pick selective or recompute under one (run_auto_policy). */
-static int deck_any_policy_moved(const deck_t *d, int *layer_p)
+/* The first layer whose stash zbv cannot keep on the device from its forward to its W (offload,
+ * balance), or whose policy is not known before the run (auto under memory.device_limit: it may pick
+ * offload); -1: none. */
+static int deck_zbv_policy_refused(const deck_t *d)
 {
     for (int l = 0; l < d->model.layers; l++) {
         const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
-        if (p != DECK_POLICY_KEEP && (p != DECK_POLICY_AUTO || d->memory.device_limit > 0)) return *layer_p = l, 1;
+        if (p == DECK_POLICY_OFFLOAD || p == DECK_POLICY_BALANCE || (p == DECK_POLICY_AUTO && d->memory.device_limit > 0))
+            return l;
     }
-    return 0;
+    return -1;
 }
 
 /* zbv runs (the executor places the V: stage s holds chunks s and 2pp−1−s, the turn chunk pp−1 →
- * pp is a copy on stage pp−1) on the layouts its bitwise test covers (validation/test_zbv_run.sh):
- * one pipeline of pp >= 2 stages on the cpu or emu backend, every layer kept. The rest is refused
- * here, naming why, rather than run unproven. */
+ * pp is a copy on stage pp−1) on the layouts its bitwise tests cover (validation/test_zbv_run.sh):
+ * pp >= 2 stages with tp and dp, the layers kept, recomputed or selective, on the cpu or emu
+ * backend. The rest is refused here, naming why, rather than run unproven. */
 static int validate_zbv(const deck_t *d)
 {
     const int pp = d->parallel.pp;
-    int nerr = 0, l;
+    int nerr = 0;
     if (pp < 2)
         nerr++, MP_ERROR("parallel.schedule=zbv places two chunks on each of parallel.pp >= 2 stages in a V (pp is "
                          "%d): with one stage use 1f1b", pp);
-    if (d->parallel.tp > 1 || d->parallel.dp > 1 || d->parallel.sp > 1)
-        nerr++, MP_ERROR("parallel.schedule=zbv runs one pipeline of untiled layers only for now (parallel.tp=%d, "
-                         "dp=%d, sp=%d): its runs are proven bitwise at tp = dp = sp = 1; use zb1p for those layouts",
-                         d->parallel.tp, d->parallel.dp, d->parallel.sp);
-    if (deck_any_policy_moved(d, &l))
-        nerr++, MP_ERROR("parallel.schedule=zbv with memory.policy (or memory.layers) other than keep at layer %d "
-                         "(auto counts under memory.device_limit: it may pick selective or recompute): not run yet "
-                         "(recompute, selective, offload and balance are proven under zb1p's loop placement only); "
-                         "set memory.policy=keep", l);
+    if (d->parallel.sp > 1)
+        nerr++, MP_ERROR("parallel.schedule=zbv with parallel.sp=%d: supernet replicas are not run under the V "
+                         "(nor are supernets); use 1f1b", d->parallel.sp);
+    const int l = deck_zbv_policy_refused(d);
+    if (l >= 0)
+        nerr++, MP_ERROR("parallel.schedule=zbv with memory.policy (or memory.layers) %s at layer %d: zbv keeps each "
+                         "stash on the device until its weight gradient (W) runs, and offload and balance move it off "
+                         "between forward and backward (auto under memory.device_limit may pick offload); use keep, "
+                         "selective or recompute", deck_policy_names[d->memory.per_layer.n ? d->memory.per_layer.policy[l]
+                                                                                           : d->memory.policy], l);
     if (d->supernet.enabled)
         nerr++, MP_ERROR("supernet.enabled=1 with parallel.schedule=zbv: not run yet; a subnet's selection would have "
                          "to stay from each B to its W, across both chunks of the V; use 1f1b");

@@ -448,18 +448,21 @@ static void test_cross_rules(void)
     expect_refused("pipeline.layers sum", VALID "[parallel]\npp = 2\n[pipeline]\nlayers = 1,2\n", NULL, 0,
                    "sums to 3", "model.layers=4", NULL);
     expect_refused("data.path empty", "[model]\nlayers = 4\n", NULL, 0, "data.path", "mindpipe prep", NULL);
-    /* the V kinds: zbv runs on one pipeline of kept layers (validate_zbv), dualpipev is mindpipe sim's */
+    /* the V kinds: zbv runs with tp, dp and the layers kept, selective or recomputed (validate_zbv),
+     * dualpipev is mindpipe sim's */
     expect_refused("zbv at pp = 1", VALID "[model]\nlayers = 4\n[parallel]\npp = 1\nschedule = zbv\n", NULL, 0,
                    "parallel.schedule=zbv places two chunks on each of parallel.pp >= 2 stages", NULL);
-    expect_refused("zbv with tp > 1", VALID "[parallel]\npp = 2\ntp = 2\nschedule = zbv\n", NULL, 0,
-                   "parallel.schedule=zbv runs one pipeline", "tp=2", NULL);
-    expect_refused("zbv with dp > 1", VALID "[parallel]\npp = 2\ndp = 2\nschedule = zbv\n", NULL, 0,
-                   "parallel.schedule=zbv runs one pipeline", "dp=2", NULL);
-    expect_refused("zbv under recompute", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = recompute\n",
-                   NULL, 0, "parallel.schedule=zbv with memory.policy", "set memory.policy=keep", NULL);
+    expect_refused("zbv with sp > 1", VALID "[parallel]\npp = 2\nsp = 2\nschedule = zbv\n", NULL, 0,
+                   "parallel.schedule=zbv with parallel.sp=2", NULL);
+    expect_refused("zbv under offload", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = offload\n",
+                   NULL, 0, "parallel.schedule=zbv with memory.policy (or memory.layers) offload at layer 0",
+                   "use keep, selective or recompute", NULL);
+    expect_refused("zbv under balance on one layer", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\nlayers = k,k,b,k\n",
+                   NULL, 0, "memory.layers) balance at layer 2", NULL);
     expect_refused("zbv under auto with a device limit",
                    VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = auto\ndevice_limit = 100000000\n", NULL,
-                   0, "parallel.schedule=zbv with memory.policy", "auto counts under memory.device_limit", NULL);
+                   0, "parallel.schedule=zbv with memory.policy (or memory.layers) auto at layer 0",
+                   "auto under memory.device_limit may pick offload", NULL);
     expect_refused("zbv on cuda", VALID "[parallel]\npp = 2\nschedule = zbv\n[train]\ndevice = cuda\n", NULL, 0,
                    "parallel.schedule=zbv with train.device=cuda", NULL);
     expect_refused("dualpipev is simulator-only", VALID "[parallel]\npp = 2\nschedule = dualpipev\n", NULL, 0,
