@@ -197,11 +197,27 @@ assert max(z["peak_mem_bytes"]) > max(f["peak_mem_bytes"]), (z, f)
 assert z["bubble"] < f["bubble"], (z["bubble"], f["bubble"])
 EOF
 ok $? "plan --profile (fixed times): zb1p at pp=2, m=8 with a smaller bubble than 1f1b's and more memory (W's stashes)"
-# the search ranks zb1p beside 1f1b by its predicted step, and names what it did not search
+# zbv from the same fixed times: the V (stage 0 holds the embedding and the head), a smaller bubble
+# than zb1p's, its turn gradients on stage 1; a V whose stage has unequal chunks is refused naming them
+# shellcheck disable=SC2086
+P $PSET --layout pp=2,micro_batch=1,schedule=zbv --profile "$SCRATCH/prof_fixed.json" --json > "$SCRATCH/zv.json" 2> "$SCRATCH/err" &&
+    P $PSET --layout pp=2,micro_batch=1,schedule=zbv --profile "$SCRATCH/prof_fixed.json" > "$SCRATCH/zv.out" 2>> "$SCRATCH/err" &&
+    grep -q "stage 0: 2 layers + embedding + head" "$SCRATCH/zv.out" && grep -q "stage 1: 2 layers," "$SCRATCH/zv.out" &&
+"$PY" - "$SCRATCH/zv.json" "$SCRATCH/zb.json" <<'EOF'
+import json, sys
+v = json.loads(open(sys.argv[1]).readline()); z = json.loads(open(sys.argv[2]).readline())
+assert v["schedule"] == "zbv" and v["v"] == 2 and v["m"] == 8, v
+assert v["bubble"] < z["bubble"], (v["bubble"], z["bubble"])
+EOF
+ok $? "plan --layout schedule=zbv (fixed times): the V with the embedding and head on stage 0, a smaller bubble than zb1p's"
+"$MINDPIPE" plan -c "$deck" --set model.layers=6 --set model.dim=64 --layout pp=2,schedule=zbv > /dev/null 2> "$SCRATCH/err"
+ok "$([ $? -ne 0 ] && grep -q "holds half a stage's layers in each chunk of its V: stage 0 has chunks of 2 and 1" "$SCRATCH/err" \
+    && echo 0 || echo 1)" "plan zbv with 3 layers a stage: refused naming the chunks"
+# the search ranks zb1p and zbv beside 1f1b by their predicted steps, and names what it did not search
 # shellcheck disable=SC2086
 P $PSET --ranks 2 --top 63 --profile "$SCRATCH/prof.json" --json > "$SCRATCH/zbs.json" 2> "$SCRATCH/err" &&
     P $PSET --ranks 2 --profile "$SCRATCH/prof.json" > "$SCRATCH/zbs.out" 2>&1 &&
-    grep -q "not searched: zbv, dualpipev" "$SCRATCH/zbs.out" &&
+    grep -q "not searched: dualpipev" "$SCRATCH/zbs.out" &&
 "$PY" - "$SCRATCH/zbs.json" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -209,9 +225,11 @@ t = [r["step_time_s"] for r in rows]
 assert t == sorted(t), t
 zb = [r for r in rows if r["schedule"] == "zb1p"]
 assert zb and all(r["pp"] >= 2 and r["v"] == 1 for r in zb), rows
-assert not any(r["schedule"] in ("zbv", "dualpipev") for r in rows)
+zv = [r for r in rows if r["schedule"] == "zbv"]
+assert zv and all(r["pp"] == 2 and r["v"] == 2 for r in zv), rows
+assert not any(r["schedule"] == "dualpipev" for r in rows)
 EOF
-ok $? "plan --ranks 2 --profile: zb1p among the ranked plans (pp >= 2, v = 1), zbv and dualpipev named as not searched"
+ok $? "plan --ranks 2 --profile: zb1p (pp >= 2, v = 1) and zbv (pp = 2, v = 2) among the ranked plans, dualpipev named as not searched"
 "$MINDPIPE" plan -c "$deck" --set model.layers=6 --set model.dim=64 --layout pp=2 --profile "$SCRATCH/prof.json" \
     > /dev/null 2> "$SCRATCH/err"
 ok "$([ $? -ne 0 ] && grep -q "profiles a model of 4 layers" "$SCRATCH/err" && echo 0 || echo 1)" \

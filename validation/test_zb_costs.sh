@@ -103,6 +103,18 @@ ok $? "plan --profile --emit for zb1p: the deck plays its lists from that profil
     grep -q "^schedule_costs *= *unit" "$SCRATCH/em2.ini" && grep -q "^schedule *= *1f1b" "$SCRATCH/em2.ini"
 ok $? "plan --emit of a 1f1b plan from a zb1p deck with times: the emitted deck drops them (it loads)"
 
+# zbv planned from the profile (the cost model's V) and emitted: the deck trains, playing its lists
+# from that profile, bitwise one rank
+# shellcheck disable=SC2086
+"$MINDPIPE" plan -c "$layout_deck" $S --layout pp=2,schedule=zbv --profile "$SCRATCH/profw.json" \
+    --emit "$SCRATCH/emv.ini" > "$SCRATCH/planv.out" 2>&1 &&
+    mpiexec -n 2 "$MINDPIPE" train -c "$SCRATCH/emv.ini" --set data.path="$data" --set train.log_every=1 --quiet \
+        --out "$SCRATCH/emv" > "$SCRATCH/emv.log" 2>&1 &&
+    grep -q "parallel.schedule=zbv: lists played out with the times of parallel.schedule_profile=$SCRATCH/profw.json" \
+        "$SCRATCH/emv/log.txt"
+ok $? "plan --layout schedule=zbv --profile --emit: the deck trains zbv with the profile's lists ($(grep -o 'step [0-9.e-]* s' "$SCRATCH/planv.out" | head -n 1) predicted)"
+compare "the emitted zbv deck = one rank" "$SCRATCH/ref" "$SCRATCH/emv" --bitwise
+
 # --- refusals ---
 # refused N NAME PATTERN LABEL ARGS...: the run exits non-zero and its output matches PATTERN
 refused() {

@@ -94,6 +94,7 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
     /* a V kind keeps its name (v = 2 is its placement): cm_check_layout refuses it, naming why */
     if (lay->v > 1 && lay->kind != SCHED_INTERLEAVED && sched_kind_place(lay->kind) == SCHED_PLACE_LOOP)
         lay->kind = SCHED_INTERLEAVED;
+    if (sched_kind_place(lay->kind) == SCHED_PLACE_V && lay->v == 1) lay->v = 2; /* the V's only v */
     if (lay->kind == SCHED_2BW) lay->kind = SCHED_1F1B; /* one step of 2bw is 1f1b's list (schedule.h) */
     if (lay->tp < 1 || lay->pp < 1 || lay->dp < 1 || lay->v < 1 || lay->mb < 1)
         return MP_FAIL("--layout: tp, pp, dp, v and micro_batch must be >= 1");
@@ -126,8 +127,10 @@ static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double
         for (int s = 0; s < l->pp; s++) {
             int layers = 0;
             for (int local = 0; local < l->v; local++) layers += l->chunk_layers[sched_stage_chunk(l->kind, s, local, l->pp)];
-            printf("  stage %d: %d layers%s%s, %s, busy %.4g s, peak %.3g GB\n", s, layers, s == 0 ? " + embedding" : "",
-                   s == l->pp - 1 ? " + head" : "", l->balance ? "balance" : cm_policy_names[l->policy[s]], r->stage_busy_s[s],
+            const int K = l->pp * l->v; /* the embedding with chunk 0, the head with chunk K − 1 (a V: stage 0) */
+            printf("  stage %d: %d layers%s%s, %s, busy %.4g s, peak %.3g GB\n", s, layers,
+                   sched_chunk_stage(l->kind, 0, l->pp) == s ? " + embedding" : "",
+                   sched_chunk_stage(l->kind, K - 1, l->pp) == s ? " + head" : "", l->balance ? "balance" : cm_policy_names[l->policy[s]], r->stage_busy_s[s],
                    r->stage_mem[s] / 1e9);
         }
     }
@@ -167,12 +170,12 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
  * here): a reader comparing with `mindpipe sim` should not think they were ranked and lost. */
 static void plan_print_left_out(plan_costs_ctx_t *cx, const dev_kind_t *d)
 {
-    printf("not searched: zbv, dualpipev (the cost model places no chunks in a V: zbv runs when a deck names it, "
-           "dualpipev is simulator-only; `mindpipe sim` models both)\n");
+    printf("not searched: dualpipev (the runtime runs no overlapped forward-backward pairs; `mindpipe sim` "
+           "models it)\n");
     cm_costs_t c;
     char why[160];
     if (plan_costs(cx, 1, 1, &c) == MP_OK && !plan_zb1p_usable(&c, d, why, sizeof why))
-        printf("not searched: zb1p (%s)\n", why);
+        printf("not searched: zb1p, zbv (%s)\n", why);
 }
 
 static double plan_fastest_tps(const plan_t *p, int n)
@@ -198,7 +201,7 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path, const
     for (int k = 0, layer = 0; k < l->pp * l->v; k++)
         for (int j = 0; j < l->chunk_layers[k]; j++, layer++)
             plen += snprintf(pols + plen, sizeof pols - (size_t)plen, "%s%c", layer ? "," : "",
-                             l->balance ? 'b' : letters[l->policy[k % l->pp]]);
+                             l->balance ? 'b' : letters[l->policy[sched_chunk_stage(l->kind, k, l->pp)]]);
     const char *fmt[] = {"parallel.tp=%d", "parallel.pp=%d", "parallel.dp=%d", "parallel.zero=%d", "train.micro_batch=%d"};
     const int val[] = {l->tp, l->pp, l->dp, l->zero, l->mb};
     for (int i = 0; i < 5; i++) {
@@ -207,7 +210,8 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path, const
     }
     snprintf(set, sizeof set, "parallel.schedule=%s", sched_kind_names[l->kind]);
     if (deck_set(dk, set) != MP_OK) goto out;
-    snprintf(set, sizeof set, "parallel.virtual_stages=%d", l->v);
+    /* a V's two chunks are its kind's (the deck refuses virtual_stages > 1 beside it) */
+    snprintf(set, sizeof set, "parallel.virtual_stages=%d", sched_kind_place(l->kind) == SCHED_PLACE_V ? 1 : l->v);
     if (deck_set(dk, set) != MP_OK) goto out;
     snprintf(set, sizeof set, "pipeline.layers=%s", layers);
     if (deck_set(dk, set) != MP_OK) goto out;

@@ -123,7 +123,10 @@ static double cm_wire(const void *vctx, int stage, const instr_t *in)
     /* balance: the evictor sends its stash out, the acceptor sends it back (the owner's size) */
     if (in->op == OP_EVICT) return x->guest[stage];
     if (in->op == OP_RETURN) return x->guest[in->peer];
-    return x->wire[stage];
+    /* wire[s] is the boundary s -> s+1 (mod pp); a V's way back up sends from s to s−1, over the
+     * boundary s−1 -> s */
+    const int pp = x->lay->pp;
+    return x->wire[in->peer == (stage + 1) % pp ? stage : in->peer];
 }
 
 static int cm_stage_layers(const cm_layout_t *lay, int K, int s)
@@ -218,12 +221,20 @@ static void cm_ctx_fill(cm_ctx_t *x)
 static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_layout_t *lay, cm_result_t *res)
 {
     const int K = lay->pp * lay->v;
-    /* cm_wire has one neighbour per stage: a V's stage talks to both of its neighbours each way */
-    if (sched_kind_split(lay->kind) && sched_kind_place(lay->kind) != SCHED_PLACE_LOOP)
-        return snprintf(res->error, sizeof res->error, "schedule %s: the cost model places no chunks in a V "
-                        "yet; `mindpipe sim --schedule %s --costs TF,TB,TW` simulates it",
-                        sched_kind_names[lay->kind], sched_kind_names[lay->kind]), MP_ERR;
-    if (sched_kind_split(lay->kind) && lay->v != 1)
+    const int vee = sched_kind_place(lay->kind) == SCHED_PLACE_V;
+    if (lay->kind == SCHED_DUALPIPEV)
+        return snprintf(res->error, sizeof res->error, "schedule dualpipev is not run (no overlapped pairs): "
+                        "`mindpipe sim --schedule dualpipev --costs TF,TB,TW` simulates it"), MP_ERR;
+    /* zbv: the V of two chunks per stage, chunks s and 2pp−1−s of equal size (the runtime's rule) */
+    if (vee && (lay->v != 2 || lay->pp < 2))
+        return snprintf(res->error, sizeof res->error, "schedule %s places two chunks on each of pp >= 2 stages "
+                        "(v = %d, pp = %d)", sched_kind_names[lay->kind], lay->v, lay->pp), MP_ERR;
+    for (int s = 0; vee && s < lay->pp && 2 * lay->pp <= CM_MAX_CHUNKS; s++)
+        if (lay->chunk_layers[s] != lay->chunk_layers[2 * lay->pp - 1 - s])
+            return snprintf(res->error, sizeof res->error, "schedule %s holds half a stage's layers in each chunk of "
+                            "its V: stage %d has chunks of %d and %d", sched_kind_names[lay->kind], s,
+                            lay->chunk_layers[s], lay->chunk_layers[2 * lay->pp - 1 - s]), MP_ERR;
+    if (sched_kind_split(lay->kind) && !vee && lay->v != 1)
         return snprintf(res->error, sizeof res->error, "schedule %s has one chunk per stage (v = %d)",
                         sched_kind_names[lay->kind], lay->v), MP_ERR;
     if (sched_kind_split(lay->kind) && !(c->bwd_b + c->bwd_w > 0))
@@ -298,6 +309,9 @@ static void cm_memory(const cm_costs_t *c, const cm_layout_t *lay, const instr_l
             if (s == sched_chunk_stage(lay->kind, K - 1, lay->pp) && keys > 1)
                 wkeep += (keys - 1) * c->work_bytes / 2.0;
         }
+        /* the V's turn (stage pp−1): chunk pp's input gradient kept per micro-batch for chunk pp−1's B
+         * (the executor's turn buffer: one fp32 activation each) */
+        if (sched_kind_place(lay->kind) == SCHED_PLACE_V && s == lay->pp - 1) work += res->m * c->act_bytes;
         res->stage_mem[s] = state + keys * per_key + guests + work + wkeep;
     }
 }
