@@ -3,7 +3,7 @@
 # holds chunks r and 2pp−1−r; the embedding and the loss both on stage 0; the turn, chunk pp−1 to
 # chunk pp, a copy on stage pp−1 with no message) and each backward split into B and W, train bitwise
 # identical to one rank at pp = 2 and 4 with m = 4 and 8 micro-batches (losses, grad norms and the
-# checkpoint; at pp = 2 on emu too, and under recompute and selective); dp = 2 and tp = 2 × pp = 2
+# checkpoint; at pp = 2 on emu too, and under recompute, selective and offload); dp = 2 and tp = 2 × pp = 2
 # bitwise as 1f1b on the same layout and as the same dp or tp on one stage; a zbv checkpoint resumes
 # into the same layout and on one rank, and continues bitwise as the run that did not stop; the
 # timeline shows the B's and W's of both chunks; what zbv does not run with yet is refused naming why;
@@ -53,12 +53,19 @@ done
 
 # recompute and selective: B re-runs the forward's products into the weight-gradient stash (model.h),
 # in both chunks of the V; bitwise one rank
-for pol in recompute selective; do
+# offload: each stash to the host after its forward, back before its B, on the device until its W;
+# the turn reads chunk pp−1's output from the resident part of its slot (the residual stream)
+for pol in recompute selective offload; do
     # shellcheck disable=SC2086
     run 2 ${pol}zbv $S $Z --set parallel.pp=2 --set train.micro_batch=2 --set memory.policy=$pol
     ok $? "zbv pp=2 m=4 under memory.policy=$pol"
     compare "zbv under $pol = one rank" "$SCRATCH/ref4" "$SCRATCH/${pol}zbv" --bitwise
 done
+# shellcheck disable=SC2086
+run 4 offload4emu $S $Z --set parallel.pp=4 --set train.micro_batch=1 --set memory.policy=offload --set memory.prefetch=2 \
+    --set train.device=emu
+ok $? "zbv pp=4 m=8 under offload, prefetch 2, on emu"
+compare "zbv pp=4 offload on emu = one rank" "$SCRATCH/ref8" "$SCRATCH/offload4emu" --bitwise
 
 # resume: a new run directory starts from zbv pp=2 m=4's step-4 checkpoint and trains to 8, in the
 # same layout and on one rank; both end as the run that did not stop, bitwise
@@ -89,12 +96,12 @@ ok $? "trace.json: every stage of zbv pp=4 m=8 shows 16 B's and 16 W's per step 
 "$TORCH_PYTHON" -c "
 import json,sys
 bad=[]
-for r in ('zbv2m4','zbv4m4','zbv2m8','zbv4m8','zbvemu','dpzbv','tpzbv','recomputezbv','selectivezbv'):
+for r in ('zbv2m4','zbv4m4','zbv2m8','zbv4m8','zbvemu','dpzbv','tpzbv','recomputezbv','selectivezbv','offloadzbv','offload4emu'):
     x=json.loads(open('$SCRATCH/%s/metrics.jsonl' % r).readlines()[-1])
     if x['peak_mem_bytes'] != x['planned_mem_bytes']: bad.append((r, x['peak_mem_bytes'], x['planned_mem_bytes']))
 for b in bad: print('#', b)
 sys.exit(1 if bad else 0)"
-ok $? "zbv: every stage's measured peak equals its plan (m = 4 and 8, emu, dp, tp, recompute, selective)"
+ok $? "zbv: every stage's measured peak equals its plan (m = 4 and 8, emu, dp, tp, recompute, selective, offload)"
 
 # recovery.log: the boundary log is written for the loop placement; under the V nothing is logged,
 # and the run says so rather than logging a partial record
@@ -106,13 +113,11 @@ rc=$?
 ok $? "zbv with recovery.log=1 trains and says nothing is logged (the V placement)"
 
 # what zbv does not run yet is refused at deck validation, naming why
-for pol in offload balance; do
-    # shellcheck disable=SC2086
-    refused "zbv with memory.policy=$pol" "parallel.schedule=zbv with memory.policy (or memory.layers) $pol at layer 0" 2 \
-        $S $Z --set parallel.pp=2 --set memory.policy=$pol
-done
 # shellcheck disable=SC2086
-refused "zbv with auto under a device limit" "auto under memory.device_limit may pick offload" 2 $S $Z \
+refused "zbv with memory.policy=balance" "parallel.schedule=zbv with memory.policy (or memory.layers) balance at layer 0" 2 \
+    $S $Z --set parallel.pp=2 --set memory.policy=balance
+# shellcheck disable=SC2086
+refused "zbv with auto under a device limit" "auto under memory.device_limit may pick balance" 2 $S $Z \
     --set parallel.pp=2 --set memory.policy=auto --set memory.device_limit=100M
 # shellcheck disable=SC2086
 refused "zbv with a supernet" "supernet.enabled=1 with parallel.schedule=zbv" 2 $S $Z --set parallel.pp=2 \

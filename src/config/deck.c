@@ -1178,14 +1178,14 @@ int deck_chunks_per_stage(const deck_t *d)
 
 /* Whether some layer's memory policy may be other than keep at run time: auto is keep without
  * memory.device_limit, and may pick selective or recompute under one (run_auto_policy). */
-/* The first layer whose stash zbv cannot keep on the device from its forward to its W (offload,
- * balance), or whose policy is not known before the run (auto under memory.device_limit: it may pick
- * offload); -1: none. */
+/* The first layer whose stash zbv cannot keep for its W (balance: moved to the partner stage around a
+ * fused backward), or whose policy is not known before the run (auto under memory.device_limit: it
+ * may pick balance); -1: none. */
 static int deck_zbv_policy_refused(const deck_t *d)
 {
     for (int l = 0; l < d->model.layers; l++) {
         const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
-        if (p == DECK_POLICY_OFFLOAD || p == DECK_POLICY_BALANCE || (p == DECK_POLICY_AUTO && d->memory.device_limit > 0))
+        if (p == DECK_POLICY_BALANCE || (p == DECK_POLICY_AUTO && d->memory.device_limit > 0))
             return l;
     }
     return -1;
@@ -1193,7 +1193,7 @@ static int deck_zbv_policy_refused(const deck_t *d)
 
 /* zbv runs (the executor places the V: stage s holds chunks s and 2pp−1−s, the turn chunk pp−1 →
  * pp is a copy on stage pp−1) on the layouts its bitwise tests cover (validation/test_zbv_run.sh):
- * pp >= 2 stages with tp and dp, the layers kept, recomputed or selective, on the cpu or emu
+ * pp >= 2 stages with tp and dp, the layers kept, recomputed, selective or offloaded, on the cpu or emu
  * backend. The rest is refused here, naming why, rather than run unproven. */
 static int validate_zbv(const deck_t *d)
 {
@@ -1208,9 +1208,9 @@ static int validate_zbv(const deck_t *d)
     const int l = deck_zbv_policy_refused(d);
     if (l >= 0)
         nerr++, MP_ERROR("parallel.schedule=zbv with memory.policy (or memory.layers) %s at layer %d: zbv keeps each "
-                         "stash on the device until its weight gradient (W) runs, and offload and balance move it off "
-                         "between forward and backward (auto under memory.device_limit may pick offload); use keep, "
-                         "selective or recompute", deck_policy_names[d->memory.per_layer.n ? d->memory.per_layer.policy[l]
+                         "stash for its weight gradient (W), and balance moves it to the partner stage around a fused "
+                         "backward (auto under memory.device_limit may pick balance); use keep, selective, recompute "
+                         "or offload", deck_policy_names[d->memory.per_layer.n ? d->memory.per_layer.policy[l]
                                                                                            : d->memory.policy], l);
     if (d->supernet.enabled)
         nerr++, MP_ERROR("supernet.enabled=1 with parallel.schedule=zbv: not run yet; a subnet's selection would have "

@@ -54,12 +54,12 @@ static int exec_split_refused(const exec_t *e)
     if (c->kind == SCHED_DUALPIPEV) /* zbv runs its V; dualpipev's overlapped pairs are not run */
         return MP_FAIL("parallel.schedule=dualpipev is simulator-only for now: the runtime runs no overlapped "
                        "forward-backward pairs; train with zbv, zb1p or 1f1b");
-    /* offload's and balance's transfers are placed around one fused backward (memlists.h); W reads
-     * the products' inputs in the movable region after B */
-    if (c->balance || exec_movable(e))
+    /* offload's stash comes back before B and stays until W (memlists.h); balance's transfers are
+     * placed around one fused backward, and W reads the products' inputs after B */
+    if (c->balance)
         return MP_FAIL("parallel.schedule=%s keeps each stash on the device until its weight gradient (W) runs: "
-                       "memory.policy offload and balance move it off the device between forward and backward, and "
-                       "their lists bring it back for a fused backward only; use keep, selective or recompute", name);
+                       "memory.policy=balance moves it to the partner stage between forward and backward, and its "
+                       "lists bring it back for a fused backward only; use keep, selective, recompute or offload", name);
     if (c->per > 0 || c->supernet)
         return MP_FAIL("parallel.schedule=%s does not run supernets yet: a subnet's selection would have to stay "
                        "from each B to its W across the window", name);

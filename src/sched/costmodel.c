@@ -241,11 +241,10 @@ static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_l
         return snprintf(res->error, sizeof res->error, "schedule %s needs the backward split into B and W, which these "
                         "costs lack (a profile from before the split: run mindpipe profile again)",
                         sched_kind_names[lay->kind]), MP_ERR;
-    /* the executor refuses these (exec_split_refused): W reads the stash after B, on the device */
-    for (int s = 0; sched_kind_split(lay->kind) && s < lay->pp && s < SIM_MAX_STAGES; s++)
-        if (lay->balance || lay->policy[s] == CM_OFFLOAD)
-            return snprintf(res->error, sizeof res->error, "schedule %s keeps each stash on the device until its W: "
-                            "no offload or balance (stage %d)", sched_kind_names[lay->kind], s), MP_ERR;
+    /* the executor refuses it (exec_split_refused): balance's moves surround a fused backward */
+    if (sched_kind_split(lay->kind) && lay->balance)
+        return snprintf(res->error, sizeof res->error, "schedule %s keeps each stash for its W: no balance",
+                        sched_kind_names[lay->kind]), MP_ERR;
     if (lay->pp < 1 || lay->pp > SIM_MAX_STAGES || K > CM_MAX_CHUNKS || lay->dp < 1 || lay->tp < 1 || lay->mb < 1)
         return snprintf(res->error, sizeof res->error, "layout out of range (pp <= %d, pp·v <= %d)", SIM_MAX_STAGES,
                         CM_MAX_CHUNKS), MP_ERR;

@@ -41,17 +41,14 @@ static int after_forward(const instr_list_t *l, int f)
 int sched_add_offload(instr_list_t *l, int prefetch)
 {
     const int n = l->n;
-    for (int i = 0; i < n; i++)
-        if (l->ins[i].op == OP_BACKWARD_B || l->ins[i].op == OP_BACKWARD_W)
-            return MP_FAIL("offload: the list splits its backward (%s of micro-batch %d chunk %d); offload and prefetch "
-                           "around a split backward are not built yet", op_names[l->ins[i].op], l->ins[i].mb,
-                           l->ins[i].chunk);
     int *pre = malloc(((size_t)n + 1) * sizeof *pre); /* per BACKWARD: the index it is prefetched before */
     grow_t g = {0};
     if (!pre) return MP_ERR;
     for (int j = 0; j < n; j++) {
         pre[j] = -1;
-        if (l->ins[j].op != OP_BACKWARD) continue;
+        /* a split backward's stash comes back before its B, which reads it first, and stays on the
+         * device until its W (sched_list_device_peak) */
+        if (l->ins[j].op != OP_BACKWARD && l->ins[j].op != OP_BACKWARD_B) continue;
         int lo = 0;
         for (int f = 0; f < j; f++)
             if (l->ins[f].op == OP_FORWARD && same_key(&l->ins[f], &l->ins[j])) lo = after_forward(l, f) + 1;

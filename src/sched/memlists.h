@@ -8,11 +8,10 @@
 #include "schedule.h"
 
 /* OFFLOAD(k) after each FORWARD(k) (after its SEND_ACT when one follows), and PREFETCH(k) `prefetch`
- * instructions (of the original list) before each BACKWARD(k), never before that key's OFFLOAD
- * (0: right before the backward). A backward whose forward ran in an earlier list (2bw) gets its
- * PREFETCH at the latest at the list's start. MP_OK, or MP_ERR (allocation, or a list with a split
- * backward, refused naming it: where its stash should come back, before B or W, is not decided;
- * l unchanged). */
+ * instructions (of the original list) before each BACKWARD(k) or, split, each BACKWARD_B(k) (B reads
+ * the stash first; it stays on the device until W), never before that key's OFFLOAD (0: right before
+ * the backward). A backward whose forward ran in an earlier list (2bw) gets its PREFETCH at the
+ * latest at the list's start. MP_OK, or MP_ERR (allocation; l unchanged). */
 int sched_add_offload(instr_list_t *l, int prefetch);
 
 /* Most keys whose movable stash is on the device at once in l: from FORWARD to OFFLOAD or EVICT, and

@@ -167,8 +167,8 @@ int plan_zb1p_usable(const cm_costs_t *c, const dev_kind_t *d, char *why, int wh
 }
 
 /* zb1p on 1f1b's boundaries and policies (ZB-H1 keeps 1F1B's stash count on stage 0 and moves
- * only W's), where the runtime runs it: pp >= 2, v = 1, no offload stage (W reads the stash on the
- * device after B; balance is never in `lay`). Its estimate takes the Zero Bubble paper's bubble,
+ * only W's), where the runtime runs it: pp >= 2, v = 1, any policy but balance (which is never in
+ * `lay`; an offloaded stash comes back before B and stays until W). Its estimate takes the Zero Bubble paper's bubble,
  * (pp − 1)·(F + B − W) of the slowest stage instead of 1F1B's (pp − 1)·(F + B + W). cm_evaluate's
  * memory, with W's stashes and its deeper stage peaks, decides whether it fits. */
 static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay, int m,
@@ -182,7 +182,6 @@ static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t
     zl.kind = SCHED_ZB1P, zl.v = 1;
     double w = 0.0;
     for (int s = 0; s < zl.pp; s++) {
-        if (zl.policy[s] == CM_OFFLOAD) return MP_OK;
         const double ws = zl.chunk_layers[s] * c->bwd_w + (s == zl.pp - 1 ? c->head_bwd_w : 0.0);
         w = ws > w ? ws : w;
     }
@@ -191,8 +190,8 @@ static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t
 }
 
 /* zbv's candidate beside 1f1b's (lay: its policies per stage), where the runtime runs it: pp >= 2,
- * an even count of layers per stage (the V's two equal chunks: L a multiple of 2pp), no offload
- * stage, a kind zb1p runs on. Its estimate: the slowest stage's micro-batch (its two chunks, stage 0
+ * an even count of layers per stage (the V's two equal chunks: L a multiple of 2pp), a kind zb1p
+ * runs on. Its estimate: the slowest stage's micro-batch (its two chunks, stage 0
  * with the embedding and the head) m times, and ZB-V's bubble at unit times, (pp − 1)/2 of a chunk's
  * forward, a twelfth of a stage's micro-batch each. cm_evaluate decides whether it fits. */
 static int plan_add_zbv(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
@@ -209,7 +208,6 @@ static int plan_add_zbv(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t
     const int n = 2 * (mo->L / (2 * pp));
     double worst = 0.0;
     for (int s = 0; s < pp; s++) {
-        if (zl.policy[s] == CM_OFFLOAD) return MP_OK;
         double t = n * (c->fwd + c->bwd + c->extra[zl.policy[s]] + c->tp_fwd + c->tp_bwd);
         if (s == 0) t += c->embed_fwd + c->embed_bwd + c->head_fwd + c->head_bwd;
         worst = t > worst ? t : worst;

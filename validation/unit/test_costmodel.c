@@ -288,10 +288,25 @@ static void test_zb1p(void)
         tap_ok(ok && z.step_s >= f.step_s - 1e-12, "pp=%d, W = 0: zb1p's step %.3f s is no shorter than 1f1b's %.3f s",
                pp, ok ? z.step_s : -1, f.step_s);
     }
-    /* what the runtime does not run is refused, saying why */
+    /* zbv: the V of v = 2 (a V of one chunk per stage, or unequal chunks of a stage, refused naming
+     * them); stage 0 holds the embedding and the head, a smaller bubble than zb1p's at equal costs,
+     * and more memory on stage pp−1 than zb1p's last stage holds in stashes alone (the turn's gradients) */
     cm_result_t r;
-    tap_ok(zb_layout_eval(&mo, &c, &d, SCHED_ZBV, 2, &r) == MP_ERR && strstr(r.error, "V"), "zbv is refused: %s",
-           r.error);
+    tap_ok(zb_layout_eval(&mo, &c, &d, SCHED_ZBV, 2, &r) == MP_ERR && strstr(r.error, "two chunks on each"),
+           "zbv at v = 1 is refused: %s", r.error);
+    {
+        cm_layout_t vl;
+        memset(&vl, 0, sizeof vl);
+        vl.dp = 1, vl.tp = 1, vl.pp = 2, vl.v = 2, vl.mb = 1, vl.kind = SCHED_ZBV, vl.nodes_ranks = 8;
+        cm_layout_balanced(&vl, mo.L);
+        cm_result_t zv, z1;
+        const int okv = cm_evaluate(&mo, &c, &d, &vl, &zv) == MP_OK, ok1 = zb_layout_eval(&mo, &c, &d, SCHED_ZB1P, 2, &z1) == MP_OK;
+        tap_ok(okv && ok1 && zv.bubble < z1.bubble, "zbv pp=2 m=8: bubble %.4f below zb1p's %.4f", okv ? zv.bubble : -1,
+               ok1 ? z1.bubble : -1);
+        vl.chunk_layers[0] = 3, vl.chunk_layers[3] = 1;
+        tap_ok(cm_evaluate(&mo, &c, &d, &vl, &r) == MP_ERR && strstr(r.error, "stage 0 has chunks of 3 and 1"),
+               "zbv with unequal chunks on a stage is refused: %s", r.error);
+    }
     cm_costs_t none = c;
     none.bwd_b = none.bwd_w = 0.0;
     tap_ok(zb_layout_eval(&mo, &none, &d, SCHED_ZB1P, 2, &r) == MP_ERR && strstr(r.error, "B and W"),
@@ -301,8 +316,11 @@ static void test_zb1p(void)
     lay.dp = 1, lay.tp = 1, lay.pp = 2, lay.v = 1, lay.mb = 1, lay.kind = SCHED_ZB1P, lay.nodes_ranks = 8;
     cm_layout_balanced(&lay, mo.L);
     lay.policy[1] = CM_OFFLOAD;
-    tap_ok(cm_evaluate(&mo, &c, &d, &lay, &r) == MP_ERR && strstr(r.error, "offload"),
-           "zb1p with offload is refused: %s", r.error);
+    tap_ok(cm_evaluate(&mo, &c, &d, &lay, &r) == MP_OK,
+           "zb1p with offload on stage 1 is evaluated (its stashes come back before B, stay until W)");
+    lay.policy[1] = CM_KEEP, lay.balance = 1;
+    tap_ok(cm_evaluate(&mo, &c, &d, &lay, &r) == MP_ERR && strstr(r.error, "balance"),
+           "zb1p with balance is refused: %s", r.error);
 }
 
 static int toy_split_costs(void *ctx, int B, int tp, cm_costs_t *c)

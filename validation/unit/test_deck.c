@@ -454,15 +454,15 @@ static void test_cross_rules(void)
                    "parallel.schedule=zbv places two chunks on each of parallel.pp >= 2 stages", NULL);
     expect_refused("zbv with sp > 1", VALID "[parallel]\npp = 2\nsp = 2\nschedule = zbv\n", NULL, 0,
                    "parallel.schedule=zbv with parallel.sp=2", NULL);
-    expect_refused("zbv under offload", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = offload\n",
-                   NULL, 0, "parallel.schedule=zbv with memory.policy (or memory.layers) offload at layer 0",
-                   "use keep, selective or recompute", NULL);
+    expect_refused("zbv under balance", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = balance\n",
+                   NULL, 0, "parallel.schedule=zbv with memory.policy (or memory.layers) balance at layer 0",
+                   "use keep, selective, recompute or offload", NULL);
     expect_refused("zbv under balance on one layer", VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\nlayers = k,k,b,k\n",
                    NULL, 0, "memory.layers) balance at layer 2", NULL);
     expect_refused("zbv under auto with a device limit",
                    VALID "[parallel]\npp = 2\nschedule = zbv\n[memory]\npolicy = auto\ndevice_limit = 100000000\n", NULL,
                    0, "parallel.schedule=zbv with memory.policy (or memory.layers) auto at layer 0",
-                   "auto under memory.device_limit may pick offload", NULL);
+                   "auto under memory.device_limit may pick balance", NULL);
     expect_refused("zbv on cuda", VALID "[parallel]\npp = 2\nschedule = zbv\n[train]\ndevice = cuda\n", NULL, 0,
                    "parallel.schedule=zbv with train.device=cuda", NULL);
     expect_refused("dualpipev is simulator-only", VALID "[parallel]\npp = 2\nschedule = dualpipev\n", NULL, 0,
