@@ -128,9 +128,9 @@ refused 2 no1f1b "parallel.schedule_costs is read by the schedules whose lists a
     "1f1b with parallel.schedule_costs: refused naming the key" --set parallel.pp=2 --set parallel.schedule_costs=1,1,2
 refused 2 both "both give the lists' times" "both keys: refused" --set parallel.pp=2 --set parallel.schedule=zb1p \
     --set parallel.schedule_costs=1,1,2 --set parallel.schedule_profile="$SCRATCH/prof.json"
-refused 2 badtext "schedule_costs = '1,2' is neither unit nor three positive times" "schedule_costs=1,2: refused naming the rule" \
+refused 2 badtext "schedule_costs = '1,2' is not three positive times TF,TB,TW, nor unit" "schedule_costs=1,2: refused naming the rule" \
     --set parallel.pp=2 --set parallel.schedule=zb1p --set parallel.schedule_costs=1,2
-refused 2 negative "schedule_costs = '1,-1,2' is neither unit" "a negative time: refused" \
+refused 2 negative "schedule_costs = '1,-1,2' is not three positive times" "a negative time: refused" \
     --set parallel.pp=2 --set parallel.schedule=zb1p --set parallel.schedule_costs=1,-1,2
 refused 2 missing "cannot read the profile $SCRATCH/none.json" "a missing profile: refused naming the file" \
     --set parallel.pp=2 --set parallel.schedule=zb1p --set parallel.schedule_profile="$SCRATCH/none.json"

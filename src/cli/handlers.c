@@ -184,17 +184,14 @@ static int cmd_sim_swap(const cli_t *c)
     return 0;
 }
 
-/* --costs "TF,TB,TW": three finite positive times. MP_OK, or MP_ERR naming the option. */
+/* --costs "TF,TB,TW" (or "unit"), in the deck's parallel.schedule_costs syntax. MP_OK, or MP_ERR
+ * naming the option. */
 static int sim_parse_costs(const char *text, sched_costs_t *c)
 {
-    char buf[128], *save = NULL;
-    double x[3];
-    int n = 0;
-    snprintf(buf, sizeof buf, "%s", text);
-    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save), n++)
-        if (n >= 3 || num_parse_double(tok, &x[n]) != MP_OK || !(x[n] > 0.0)) n = 4;
-    if (n != 3) return MP_FAIL("sim --costs: '%s' is not three positive times TF,TB,TW", text);
-    *c = (sched_costs_t){x[0], x[1], x[2]};
+    double t[3];
+    char why[160];
+    if (deck_parse_sched_costs(text, t, why, sizeof why) != 0) return MP_FAIL("sim --costs: '%s' is %s", text, why);
+    *c = t[0] > 0.0 ? (sched_costs_t){t[0], t[1], t[2]} : sched_costs_unit;
     return MP_OK;
 }
 

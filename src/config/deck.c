@@ -573,10 +573,13 @@ static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n
 
 /* ---- single-key syntax rules ---------------------------------------------------------------------- */
 
-/* parallel.schedule_costs: "unit" -> 0,0,0 (the builders' unit times), or "TF,TB,TW" (each > 0). */
 static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy)
 {
-    double *t = out;
+    return deck_parse_sched_costs(v, out, why, nwhy);
+}
+
+int deck_parse_sched_costs(const char *v, double *t, char *why, size_t nwhy)
+{
     if (!strcmp(v, "unit")) {
         t[0] = t[1] = t[2] = 0.0;
         return 0;
@@ -584,7 +587,7 @@ static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy)
     char tail;
     if (sscanf(v, "%lf,%lf,%lf%c", &t[0], &t[1], &t[2], &tail) != 3 || !(t[0] > 0.0 && t[1] > 0.0 && t[2] > 0.0) ||
         !isfinite(t[0] + t[1] + t[2])) {
-        snprintf(why, nwhy, "neither unit nor three positive times TF,TB,TW");
+        snprintf(why, nwhy, "not three positive times TF,TB,TW, nor unit");
         return -1;
     }
     return 0;

@@ -53,6 +53,10 @@ extern const char *const deck_device_names[DECK_DEVICE_COUNT];
 extern const char *const deck_order_names[DECK_ORDER_COUNT];
 extern const char *const deck_precision_names[DECK_PRECISION_COUNT];
 extern const char *const deck_schedule_names[DECK_SCHED_COUNT];
+
+/* parallel.schedule_costs' syntax (and `mindpipe sim --costs`): "unit" -> t = 0, 0, 0 (the builders'
+ * unit times), or "TF,TB,TW", three finite times > 0. 0, or −1 with why filled. */
+int deck_parse_sched_costs(const char *v, double *t, char *why, size_t nwhy);
 extern const char *const deck_wait_names[DECK_WAIT_COUNT];
 extern const char *const deck_p2p_names[DECK_P2P_COUNT];
 extern const char *const deck_subnets_names[DECK_SUBNETS_COUNT];

@@ -245,13 +245,20 @@ static void split_costs(cm_costs_t *c, int B)
     for (int i = 0; i < CM_POLICIES; i++) c->wstash[i] = 1e8;
 }
 
-static int zb_layout_eval(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, sched_kind_t kind, int pp,
-                          cm_result_t *r)
+/* One pipeline of pp stages, v chunks each, micro-batches of 1, balanced chunks, every stage keep. */
+static cm_layout_t zb_layout(const cm_model_t *mo, sched_kind_t kind, int pp, int v)
 {
     cm_layout_t lay;
     memset(&lay, 0, sizeof lay);
-    lay.dp = 1, lay.tp = 1, lay.pp = pp, lay.v = 1, lay.mb = 1, lay.kind = kind, lay.nodes_ranks = 8;
+    lay.dp = 1, lay.tp = 1, lay.pp = pp, lay.v = v, lay.mb = 1, lay.kind = kind, lay.nodes_ranks = 8;
     cm_layout_balanced(&lay, mo->L);
+    return lay;
+}
+
+static int zb_layout_eval(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, sched_kind_t kind, int pp,
+                          cm_result_t *r)
+{
+    const cm_layout_t lay = zb_layout(mo, kind, pp, 1);
     return cm_evaluate(mo, c, d, &lay, r);
 }
 
@@ -295,10 +302,7 @@ static void test_zb1p(void)
     tap_ok(zb_layout_eval(&mo, &c, &d, SCHED_ZBV, 2, &r) == MP_ERR && strstr(r.error, "two chunks on each"),
            "zbv at v = 1 is refused: %s", r.error);
     {
-        cm_layout_t vl;
-        memset(&vl, 0, sizeof vl);
-        vl.dp = 1, vl.tp = 1, vl.pp = 2, vl.v = 2, vl.mb = 1, vl.kind = SCHED_ZBV, vl.nodes_ranks = 8;
-        cm_layout_balanced(&vl, mo.L);
+        cm_layout_t vl = zb_layout(&mo, SCHED_ZBV, 2, 2);
         cm_result_t zv, z1;
         const int okv = cm_evaluate(&mo, &c, &d, &vl, &zv) == MP_OK, ok1 = zb_layout_eval(&mo, &c, &d, SCHED_ZB1P, 2, &z1) == MP_OK;
         tap_ok(okv && ok1 && zv.bubble < z1.bubble, "zbv pp=2 m=8: bubble %.4f below zb1p's %.4f", okv ? zv.bubble : -1,
@@ -311,10 +315,7 @@ static void test_zb1p(void)
     none.bwd_b = none.bwd_w = 0.0;
     tap_ok(zb_layout_eval(&mo, &none, &d, SCHED_ZB1P, 2, &r) == MP_ERR && strstr(r.error, "B and W"),
            "costs without a split are refused for zb1p: %s", r.error);
-    cm_layout_t lay;
-    memset(&lay, 0, sizeof lay);
-    lay.dp = 1, lay.tp = 1, lay.pp = 2, lay.v = 1, lay.mb = 1, lay.kind = SCHED_ZB1P, lay.nodes_ranks = 8;
-    cm_layout_balanced(&lay, mo.L);
+    cm_layout_t lay = zb_layout(&mo, SCHED_ZB1P, 2, 1);
     lay.policy[1] = CM_OFFLOAD;
     tap_ok(cm_evaluate(&mo, &c, &d, &lay, &r) == MP_OK,
            "zb1p with offload on stage 1 is evaluated (its stashes come back before B, stay until W)");
