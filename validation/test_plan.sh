@@ -316,8 +316,18 @@ ok $? "mfu = tokens/s x model FLOPs per token / (2 ranks x train.peak_gflops)"
 split=$(sed -n 's/.*pipeline.layers=auto: \([0-9,]*\) (the planner.s split.*/\1/p' "$SCRATCH/auto6/log.txt")
 echo "$split" | awk -F, '{ exit !(NF == 2 && $1 + $2 == 6 && $1 > 0 && $2 > 0) }'
 ok $? "the log gives the split: '$split', two stages, 6 layers"
-grep -q "pipeline.layers=auto: $split (the planner's split by this run's timings, taken in [0-9.]* s: a block [0-9.]* ms" "$SCRATCH/auto6/log.txt"
-ok $? "the split comes from this run's timings of a block and of the embedding and head"
+# the split comes from this run's timings; where a 2-layer pass takes under 20 ms (a fast or idle
+# host: it failed so in CI on 2026-11-28) the start-up does not time it against the host's noise and
+# the planner splits by the nominal device, saying so with the pass's time, which must then be < 20 ms
+if grep -q "pipeline.layers=auto: $split (the planner's split by this run's timings, taken in [0-9.]* s: a block [0-9.]* ms" \
+    "$SCRATCH/auto6/log.txt"; then
+    ok 0 "the split comes from this run's timings of a block and of the embedding and head"
+else
+    pass=$(sed -n "s/.*pipeline.layers=auto: $split (the planner's split by the nominal device's modelled times (a 2-layer pass took \([0-9.]*\) ms, too short.*/\1/p" \
+        "$SCRATCH/auto6/log.txt")
+    [ -n "$pass" ] && awk -v p="$pass" 'BEGIN { exit !(p < 20) }'
+    ok $? "the split comes from this run's timings, or (a 2-layer pass of ${pass:-?} ms, under 20) from the nominal device, said so"
+fi
 grep -q "^layers = auto" "$SCRATCH/auto6/deck.ini"
 ok $? "deck.ini keeps pipeline.layers = auto (a resume measures again)"
 compare "auto split vs one rank" "$SCRATCH/one6" "$SCRATCH/auto6" --bitwise
