@@ -179,7 +179,7 @@ static const deck_key_t keys[] = {
     K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
     K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names,
-                  "pipeline schedule (dualpipev: mindpipe sim only, refused for a run)"),
+                  "pipeline schedule (zb1p, zbv, dualpipev: the zero-bubble ones, each backward split into B and W)"),
     K_PARSED(parallel, schedule_costs, costs, "unit", parse_sched_costs, "unit, or three positive times TF,TB,TW",
              "the times zb1p's and zbv's lists are played out with (a forward, an input gradient B, a weight "
              "gradient W; only their ratios matter): unit (1,1,1) or TF,TB,TW as measured"),
@@ -1181,9 +1181,9 @@ int deck_chunks_per_stage(const deck_t *d)
 
 /* Whether some layer's memory policy may be other than keep at run time: auto is keep without
  * memory.device_limit, and may pick selective or recompute under one (run_auto_policy). */
-/* The first layer whose stash zbv cannot keep for its W (balance: moved to the partner stage around a
- * fused backward), or whose policy is not known before the run (auto under memory.device_limit: it
- * may pick balance); -1: none. */
+/* The first layer whose stash a V schedule cannot keep for its W (balance: moved to the partner stage
+ * around a fused backward), or whose policy is not known before the run (auto under
+ * memory.device_limit: it may pick balance); -1: none. */
 static int deck_zbv_policy_refused(const deck_t *d)
 {
     for (int l = 0; l < d->model.layers; l++) {
@@ -1194,42 +1194,51 @@ static int deck_zbv_policy_refused(const deck_t *d)
     return -1;
 }
 
-/* zbv runs (the executor places the V: stage s holds chunks s and 2pp−1−s, the turn chunk pp−1 →
- * pp is a copy on stage pp−1) on the layouts its bitwise tests cover (validation/test_zbv_run.sh):
- * pp >= 2 stages with tp and dp, the layers kept, recomputed, selective or offloaded, on the cpu or emu
- * backend. The rest is refused here, naming why, rather than run unproven. */
-static int validate_zbv(const deck_t *d)
+/* zbv and dualpipev run (the executor places the V: stage s holds chunks s and 2pp−1−s, the turn
+ * chunk pp−1 → pp is a copy on stage pp−1; dualpipev's overlapped pairs post both receives before
+ * either computation) on the layouts their bitwise tests cover (validation/test_zbv_run.sh,
+ * test_dualpipev_run.sh): pp >= 2 stages with tp and dp, the layers kept, recomputed, selective or
+ * offloaded, on the cpu or emu backend. The rest is refused here, naming why, rather than run
+ * unproven. */
+static int validate_v(const deck_t *d)
 {
     const int pp = d->parallel.pp;
+    const char *k = deck_schedule_names[d->parallel.schedule_kind];
     int nerr = 0;
     if (pp < 2)
-        nerr++, MP_ERROR("parallel.schedule=zbv places two chunks on each of parallel.pp >= 2 stages in a V (pp is "
-                         "%d): with one stage use 1f1b", pp);
+        nerr++, MP_ERROR("parallel.schedule=%s places two chunks on each of parallel.pp >= 2 stages in a V (pp is "
+                         "%d): with one stage use 1f1b", k, pp);
     if (d->parallel.sp > 1)
-        nerr++, MP_ERROR("parallel.schedule=zbv with parallel.sp=%d: supernet replicas are not run under the V "
-                         "(nor are supernets); use 1f1b", d->parallel.sp);
+        nerr++, MP_ERROR("parallel.schedule=%s with parallel.sp=%d: supernet replicas are not run under the V "
+                         "(nor are supernets); use 1f1b", k, d->parallel.sp);
     const int l = deck_zbv_policy_refused(d);
     if (l >= 0)
-        nerr++, MP_ERROR("parallel.schedule=zbv with memory.policy (or memory.layers) %s at layer %d: zbv keeps each "
+        nerr++, MP_ERROR("parallel.schedule=%s with memory.policy (or memory.layers) %s at layer %d: %s keeps each "
                          "stash for its weight gradient (W), and balance moves it to the partner stage around a fused "
                          "backward (auto under memory.device_limit may pick balance); use keep, selective, recompute "
-                         "or offload", deck_policy_names[d->memory.per_layer.n ? d->memory.per_layer.policy[l]
-                                                                                           : d->memory.policy], l);
+                         "or offload", k, deck_policy_names[d->memory.per_layer.n ? d->memory.per_layer.policy[l]
+                                                                                              : d->memory.policy], l, k);
     if (d->supernet.enabled)
-        nerr++, MP_ERROR("supernet.enabled=1 with parallel.schedule=zbv: not run yet; a subnet's selection would have "
-                         "to stay from each B to its W, across both chunks of the V; use 1f1b");
+        nerr++, MP_ERROR("supernet.enabled=1 with parallel.schedule=%s: not run yet; a subnet's selection would have "
+                         "to stay from each B to its W, across both chunks of the V; use 1f1b", k);
+    const long long per = (long long)d->train.micro_batch * d->parallel.dp;
+    const long long m = per > 0 && d->train.batch % per == 0 ? d->train.batch / per : 0;
+    if (d->parallel.schedule_kind == DECK_SCHED_DUALPIPEV && m > 0 && pp >= 2 && m < 2LL * pp)
+        nerr++, MP_ERROR("parallel.schedule=dualpipev needs at least 2 × parallel.pp = %d micro-batches per step; "
+                         "train.batch ÷ (train.micro_batch × parallel.dp) = %d ÷ (%d × %d) = %lld (its warm-up fills "
+                         "both arms of the V before the steady forward-backward pairs): a smaller train.micro_batch, "
+                         "or zbv", 2 * pp, d->train.batch, d->train.micro_batch, d->parallel.dp, m);
     if (d->train.device == DECK_DEVICE_CUDA)
-        nerr++, MP_ERROR("parallel.schedule=zbv with train.device=cuda: not run on a GPU yet (its V's second lane has "
+        nerr++, MP_ERROR("parallel.schedule=%s with train.device=cuda: not run on a GPU yet (its V's second lane has "
                          "no NCCL communicators and the MPI path is unchecked there); use train.device=cpu or emu, "
-                         "or zb1p");
+                         "or zb1p", k);
     return nerr;
 }
 
 /* The zero-bubble schedules split each backward into B and W. zb1p runs (the executor's split
- * backward, under the loop placement); zbv runs under the V placement (validate_zbv); dualpipev's
- * overlapped forward-backward pairs are not run: `mindpipe sim` shows it, a run refuses it. Under
- * the V placement each stage's layers are cut into two chunks of half a stage each, so a stage's
- * layer count must be even. */
+ * backward, under the loop placement); zbv and dualpipev run under the V placement (validate_v).
+ * Under the V placement each stage's layers are cut into two chunks of half a stage each, so a
+ * stage's layer count must be even. */
 static int validate_zero_bubble(const deck_t *d)
 {
     const deck_schedule_t k = d->parallel.schedule_kind;
@@ -1244,11 +1253,7 @@ static int validate_zero_bubble(const deck_t *d)
         nerr++, MP_ERROR("parallel.schedule_costs=%s and parallel.schedule_profile=%s both give the lists' times: "
                          "set one", d->parallel.schedule_costs, d->parallel.schedule_profile);
     if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && k != DECK_SCHED_DUALPIPEV) return nerr;
-    if (k == DECK_SCHED_DUALPIPEV)
-        nerr++, MP_ERROR("parallel.schedule=dualpipev is simulator-only for now: the runtime places its V (zbv runs) "
-                         "but does not run its overlapped forward-backward pairs; study it with `mindpipe sim "
-                         "--schedule dualpipev --pp %d --m M` and train with zbv, zb1p or 1f1b", pp);
-    if (k == DECK_SCHED_ZBV) nerr += validate_zbv(d);
+    if (deck_sched_v(d)) nerr += validate_v(d);
     if (deck_sched_v(d) && d->parallel.virtual_stages > 1)
         nerr++, MP_ERROR("parallel.schedule=%s fixes two chunks per stage (a V); leave parallel.virtual_stages=1 (it is %d)",
                          deck_schedule_names[k], d->parallel.virtual_stages);

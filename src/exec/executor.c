@@ -51,9 +51,6 @@ static int exec_split_refused(const exec_t *e)
 {
     const exec_ctx_t *c = &e->c;
     const char *name = sched_kind_names[c->kind];
-    if (c->kind == SCHED_DUALPIPEV) /* zbv runs its V; dualpipev's overlapped pairs are not run */
-        return MP_FAIL("parallel.schedule=dualpipev is simulator-only for now: the runtime runs no overlapped "
-                       "forward-backward pairs; train with zbv, zb1p or 1f1b");
     /* offload's stash comes back before B and stays until W (memlists.h); balance's transfers are
      * placed around one fused backward, and W reads the products' inputs after B */
     if (c->balance)

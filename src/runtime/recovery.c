@@ -43,8 +43,8 @@ const char *recovery_unsupported(const run_t *r)
     if (d->parallel.schedule_kind == DECK_SCHED_2BW) return "2bw (its delayed weights cross the step boundary)";
     if (r->plug) return "a supernet (its window's sums cross the step boundary)";
     if (sched_kind_place(run_sched_kind_of(d)) == SCHED_PLACE_V)
-        return "zbv's V placement (its turn is a copy inside a stage, no logged message, and the tied embedding's "
-               "two ends sit on one stage: the replay is written for the loop placement)";
+        return "the V placement of zbv and dualpipev (its turn is a copy inside a stage, no logged message, and the "
+               "tied embedding's two ends sit on one stage: the replay is written for the loop placement)";
     if (d->pipeline.replan_every > 0) return "live migration (the split changes under the log)";
     if (r->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
     if (!be_host_visible(&r->be)) return "train.device other than cpu (the log is written from host memory)";

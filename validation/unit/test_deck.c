@@ -448,8 +448,8 @@ static void test_cross_rules(void)
     expect_refused("pipeline.layers sum", VALID "[parallel]\npp = 2\n[pipeline]\nlayers = 1,2\n", NULL, 0,
                    "sums to 3", "model.layers=4", NULL);
     expect_refused("data.path empty", "[model]\nlayers = 4\n", NULL, 0, "data.path", "mindpipe prep", NULL);
-    /* the V kinds: zbv runs with tp, dp and the layers kept, selective or recomputed (validate_zbv),
-     * dualpipev is mindpipe sim's */
+    /* the V kinds: zbv and dualpipev run with tp, dp and the layers kept, selective, recomputed or
+     * offloaded (validate_v); dualpipev needs m >= 2pp */
     expect_refused("zbv at pp = 1", VALID "[model]\nlayers = 4\n[parallel]\npp = 1\nschedule = zbv\n", NULL, 0,
                    "parallel.schedule=zbv places two chunks on each of parallel.pp >= 2 stages", NULL);
     expect_refused("zbv with sp > 1", VALID "[parallel]\npp = 2\nsp = 2\nschedule = zbv\n", NULL, 0,
@@ -465,8 +465,16 @@ static void test_cross_rules(void)
                    "auto under memory.device_limit may pick balance", NULL);
     expect_refused("zbv on cuda", VALID "[parallel]\npp = 2\nschedule = zbv\n[train]\ndevice = cuda\n", NULL, 0,
                    "parallel.schedule=zbv with train.device=cuda", NULL);
-    expect_refused("dualpipev is simulator-only", VALID "[parallel]\npp = 2\nschedule = dualpipev\n", NULL, 0,
-                   "parallel.schedule=dualpipev is simulator-only for now", "does not run its overlapped", NULL);
+    expect_refused("dualpipev with fewer than 2pp micro-batches",
+                   VALID "[train]\nbatch = 8\nmicro_batch = 2\n[model]\nlayers = 8\n[parallel]\npp = 4\nschedule = dualpipev\n",
+                   NULL, 0, "parallel.schedule=dualpipev needs at least 2 × parallel.pp = 8 micro-batches per step",
+                   "8 ÷ (2 × 1) = 4", NULL);
+    expect_refused("dualpipev at pp = 1", VALID "[model]\nlayers = 4\n[parallel]\npp = 1\nschedule = dualpipev\n", NULL, 0,
+                   "parallel.schedule=dualpipev places two chunks on each of parallel.pp >= 2 stages", NULL);
+    expect_refused("dualpipev on cuda", VALID "[parallel]\npp = 2\nschedule = dualpipev\n[train]\ndevice = cuda\n", NULL, 0,
+                   "parallel.schedule=dualpipev with train.device=cuda", NULL);
+    expect_refused("dualpipev under balance", VALID "[parallel]\npp = 2\nschedule = dualpipev\n[memory]\npolicy = balance\n",
+                   NULL, 0, "parallel.schedule=dualpipev with memory.policy (or memory.layers) balance at layer 0", NULL);
     expect_refused("zbv: an odd count of layers per stage", VALID "[model]\nlayers = 6\n[parallel]\npp = 2\nschedule = zbv\n",
                    NULL, 0, "model.layers=6 is not a multiple of 2 × parallel.pp = 4", NULL);
     expect_refused("dualpipev: a stage's two chunks unequal",
