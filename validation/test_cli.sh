@@ -54,8 +54,9 @@ ok $? "mindpipe sim: zbv pp=4 m=8 --costs 1,1,1: bubble 1.5/25.5, 1f1b's peak st
 ok $? "mindpipe sim refuses dualpipev with fewer than 2 pp micro-batches, naming the rule"
 expect_fail "sim --costs refuses what is not three positive times" "not three positive times" \
     "$MINDPIPE" sim --schedule zb1p --pp 2 --m 4 --costs 1,2
-expect_fail "a run with dualpipev is refused: simulator-only" "simulator-only for now" \
-    T --set parallel.schedule=dualpipev
+expect_fail "a dualpipev run with fewer than 2pp micro-batches is refused naming the rule" \
+    "parallel.schedule=dualpipev needs at least 2 × parallel.pp = 4 micro-batches per step" \
+    T --set parallel.schedule=dualpipev --set parallel.pp=2 --set train.micro_batch=8
 "$MINDPIPE" sim --swap > "$SCRATCH/swap.out" 2>&1 &&
     awk -F'|' '/^\| [248] \|/ { n++; if ($5 + 0 < 1) bad++ } END { exit !(n == 6 && !bad) }' "$SCRATCH/swap.out"
 ok $? "mindpipe sim --swap: both layouts at 2, 4, 8 ranks, coordinated never slower"

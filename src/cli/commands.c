@@ -300,7 +300,7 @@ static const command_t commands[] = {
      "simulate a pipeline schedule (validity, bubble, stash; beside 1f1b's), or coordinated against uncoordinated "
      "host swapping",
      {{"--schedule", "S",
-       "gpipe, 1f1b, interleaved, 2bw, or the zero-bubble zb1p, zbv, dualpipev (zbv, dualpipev: sim only)", 0},
+       "gpipe, 1f1b, interleaved, 2bw, or the zero-bubble zb1p, zbv, dualpipev", 0},
       {"--pp", "P", "stages", 0},
       {"--m", "M", "micro-batches", 0},
       {"--v", "V", "virtual stages per rank (interleaved; zbv and dualpipev: 2, their V)", 0},
