@@ -95,26 +95,31 @@ done
 # the timeline of pp = 4, m = 8, each stage's spans in time order. zbv: 16 B's and 16 W's per step,
 # no fused backward. dualpipev: as many B's as W's, with the fused backwards 16 per step, and its
 # overlapped pairs, a forward followed by a fused backward of the other arm with no other
-# computation between: 2(m − 2pp + r + 1) + (pp − r − 1) per step on stage r (zerobubble.h)
+# computation between: 2(m − 2pp + r + 1) + (pp − r − 1) per step on stage r (zerobubble.h), each
+# pair's gradient waited for after its forward (the receive posted before it: exec_posted_t)
 "$TORCH_PYTHON" -c "
 import json,sys
 ev=[e for e in json.load(open('$SCRATCH/zbv4m8/trace.json'))['traceEvents'] if e['ph']=='X']
 bad=[]
 for p in range(4):
     names=[e['name'] for e in sorted((e for e in ev if e['pid']==p), key=lambda e: e['ts'])]
-    work=[x for x in names if x in ('forward','backward','backward B','backward W')]
+    work=[x for x in names if x in ('forward','backward','backward B','backward W','receive gradient')]
     nb,nw,nf=work.count('backward B'),work.count('backward W'),work.count('backward')
-    pairs=sum(1 for a,b in zip(work,work[1:]) if a=='forward' and b=='backward')
+    g=[x for x in work if x!='receive gradient']
+    pairs=sum(1 for a,b in zip(g,g[1:]) if a=='forward' and b=='backward')
+    # a pair's gradient is waited for after its forward (posted before it), never before
+    late=sum(1 for a,b,c in zip(work,work[1:],work[2:]) if (a,b,c)==('forward','receive gradient','backward'))
+    early=sum(1 for a,b,c in zip(work,work[1:],work[2:]) if (a,b,c)==('receive gradient','forward','backward'))
     if '$V'=='zbv': good = nb==nw==8*2*8 and nf==0
-    else: good = nb==nw and nb+nf==8*2*8 and nf>0 and pairs==8*(2*(8-8+p+1)+(4-p-1))
-    print('# stage %d: %d B, %d W, %d fused, %d forward-backward pairs' % (p,nb,nw,nf,pairs))
+    else: good = nb==nw and nb+nf==8*2*8 and nf>0 and pairs==8*(2*(8-8+p+1)+(4-p-1)) and late>0 and early==0
+    print('# stage %d: %d B, %d W, %d fused, %d forward-backward pairs (%d waiting for their gradient after the forward, %d before)' % (p,nb,nw,nf,pairs,late,early))
     if not good: bad.append(p)
 sys.exit(1 if bad else 0)"
 rc=$?
 if [ $V = zbv ]; then
     ok $rc "trace.json: every stage of zbv pp=4 m=8 shows 16 B's and 16 W's per step (two chunks), no fused backward"
 else
-    ok $rc "trace.json: every stage of dualpipev pp=4 m=8 shows its fused and split backwards (16 per step, a W per B) and its overlapped pairs"
+    ok $rc "trace.json: every stage of dualpipev pp=4 m=8 shows its fused and split backwards (16 per step, a W per B) and its overlapped pairs, their gradients waited for after the forward"
 fi
 
 # the plan: every stage's measured peak equals it (the arena counts the bytes requested: the stashes

@@ -235,7 +235,7 @@ static int exec_buffers(exec_t *e, int nslots)
     if (c->nccl) be_p2p_setup(c->be, c->pp_comm, c->pp, c->stage, e->v > 1, e->nkeys); /* events per key */
     /* MPI reads host memory: parallel.p2p=mpi and the evaluation's messages cross through these */
     e->hsend = be_host_alloc(c->be, (size_t)nslots * e->n_act * sizeof(float));
-    e->hrecv = be_host_alloc(c->be, e->n_act * sizeof(float));
+    e->hrecv = be_host_alloc(c->be, 2 * e->n_act * sizeof(float));
     if (!e->hsend || !e->hrecv) return MP_FAIL("out of host memory for the pipeline's message buffers");
     return MP_OK;
 }
@@ -244,6 +244,7 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
 {
     memset(e, 0, sizeof *e);
     e->c = *ctx;
+    e->posted[0].req = e->posted[1].req = MPI_REQUEST_NULL;
     if (!e->c.policy) e->c.policy = &stash_policy_keep;
     const model_t *md = ctx->model;
     e->v = md->tab.nchunks, e->K = ctx->pp * e->v;
@@ -374,19 +375,44 @@ static const float *exec_send_src(exec_t *e, const float *dev, float *host)
     return host;
 }
 
-/* from_chunk and kind: the sender's entry in the boundary log (a replay reads it). */
-static void exec_recv(exec_t *e, float *buf, int peer, int tag, const char *what, long t, int mb, int from_chunk,
-                      int kind)
+/* Posts the receive of an activation (grad 0) or a gradient (grad 1) into dev for the computation of
+ * `key` that will read it (exec_posted_t); a replay takes it from the log at once. from_chunk and
+ * kind: the sender's entry in the boundary log. */
+static void exec_recv_post(exec_t *e, int grad, int key, float *dev, int peer, int tag, const char *what, long t, int mb,
+                           int from_chunk, int kind)
 {
-    double t0 = perf_now();
+    exec_posted_t *p = &e->posted[grad];
+    if (p->req != MPI_REQUEST_NULL)
+        MP_ABORT("stage %d: a second %s is posted before the first was read (a bug in the list)", e->c.stage, what);
+    float *land = e->hrecv ? e->hrecv + (size_t)grad * e->n_act : dev;
+    if (e->replay) {
+        const double t0 = perf_now();
+        exec_replay_recv(e, t, mb, from_chunk, kind, land, e->n_act);
+        be_to_device(e->c.be, dev, land, e->n_act * sizeof(float));
+        trace_span(e->c.trace, what, t, mb, t0);
+        return;
+    }
     /* A hung or dead peer ends in wait_all's timeout: its message names the rank to look at. */
-    char where[160];
-    snprintf(where, sizeof where, "%s of micro-batch %d of step %ld from rank %d (stage %d)", what, mb, t,
+    snprintf(p->where, sizeof p->where, "%s of micro-batch %d of step %ld from rank %d (stage %d)", what, mb, t,
              e->c.stage_rank[peer], peer);
-    const int bnd[4] = {(int)t, mb, from_chunk, kind};
-    exec_recv_wait(e, buf, peer, tag, where, bnd);
+    p->dev = dev, p->land = land, p->key = key, p->t = t, p->mb = mb, p->what = what;
+    MPI_CHECK(MPI_Irecv(land, (int)e->n_act, MPI_FLOAT, peer, tag, e->c.pp_comm, &p->req));
+}
+
+/* The reader of `key`: waits for its posted receive, if one is pending, and lands it on the device.
+ * The time it waits is the stage's idle time and the receive's span on the timeline. */
+static void exec_recv_finish(exec_t *e, int grad, int key)
+{
+    exec_posted_t *p = &e->posted[grad];
+    if (p->req == MPI_REQUEST_NULL) return;
+    if (p->key != key)
+        MP_ABORT("stage %d: the %s posted for key %d is pending at the computation of key %d (a bug in the list)",
+                 e->c.stage, p->what, p->key, key);
+    const double t0 = perf_now();
+    wait_all(e->c.wait, 1, &p->req, p->where);
+    be_to_device(e->c.be, p->dev, p->land, e->n_act * sizeof(float));
     e->idle += perf_now() - t0;
-    trace_span(e->c.trace, what, t, mb, t0);
+    trace_span(e->c.trace, p->what, p->t, p->mb, t0);
 }
 
 /* The tied embedding: the first stage holds the embedding's gradient part, the last the head's;
@@ -539,6 +565,10 @@ static void exec_reduce_grads(exec_t *e, const exec_run_t *run, int i, long t, i
 {
     const exec_ctx_t *c = &e->c;
     const int two = c->kind == SCHED_2BW, n = c->m * e->v;
+    for (int g = 0; g < 2; g++)
+        if (e->posted[g].req != MPI_REQUEST_NULL)
+            MP_ABORT("stage %d: step %ld ends with its %s for key %d never read (a bug in the list)", c->stage, t,
+                     e->posted[g].what, e->posted[g].key);
     /* this batch's gradient sends; activation sends are waited for when their slot is reused */
     for (int j = 0; j < n; j++)
         wait_all(c->wait, 1, &e->gsend_req[(two ? (int)(t & 1) * n : 0) + j], "the step's gradient sends");
@@ -693,6 +723,10 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
     const instr_t *in = &run.list->ins[i];
     const exec_at_t at = exec_at(e, in, t);
     if (two) model_use_version(c->model, !at.next); /* batch t on W(t-1), batch t+1 on W(t) */
+    /* MPI: the computation waits for its posted input here (before the turn's copies, which on
+     * the cpu backend write where a gradient lands) */
+    if (in->op == OP_FORWARD || in->op == OP_BACKWARD || in->op == OP_BACKWARD_B)
+        exec_recv_finish(e, in->op != OP_FORWARD, at.key);
     double t0 = perf_now();
     acts_t *a;
     switch (in->op) {
@@ -704,8 +738,8 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
     case OP_RECV_ACT:
         a = stash_take(&e->stash, at.key);
         if (c->nccl) be_p2p_recv(c->be, BE_P2P_ACT_IN, a->encoded, e->n_act, at.key);
-        else exec_recv(e, a->encoded, in->peer, exec_tag(e, at.key_mb, in->chunk - 1, 0), "receive activation", at.bt, at.mb,
-                       in->chunk - 1, EXEC_BND_ACT);
+        else exec_recv_post(e, 0, at.key, a->encoded, in->peer, exec_tag(e, at.key_mb, in->chunk - 1, 0),
+                            "receive activation", at.bt, at.mb, in->chunk - 1, EXEC_BND_ACT);
         if (at.pt->final) src->fill(src->ctx, a, at.bt, at.mb); /* the targets */
         break;
     case OP_FORWARD:
@@ -739,9 +773,11 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         trace_span(c->trace, "send activation", at.bt, at.mb, t0);
         break;
     case OP_RECV_GRAD:
+        /* on the cpu backend it lands in dres itself: nothing before its reader (a forward in
+         * dualpipev's pair, a PREFETCH) writes dres */
         if (c->nccl) be_p2p_recv(c->be, BE_P2P_GRAD_IN, c->scratch->dres, e->n_act, at.key);
-        else exec_recv(e, c->scratch->dres, in->peer, exec_tag(e, at.key_mb, in->chunk, 1), "receive gradient", at.bt,
-                       at.mb, in->chunk + 1, EXEC_BND_GRAD);
+        else exec_recv_post(e, 1, at.key, c->scratch->dres, in->peer, exec_tag(e, at.key_mb, in->chunk, 1),
+                            "receive gradient", at.bt, at.mb, in->chunk + 1, EXEC_BND_GRAD);
         break;
     case OP_SEND_GRAD:
         exec_send_grad(e, in, &at);

@@ -17,7 +17,10 @@
  * stash (model.h's wstash_t) from a pool sized by the list, BACKWARD_W later the weight gradients
  * from it; the stash slot stays taken from the forward to the W (ARCHITECTURE.md §5). zbv does the
  * same with two chunks per stage in a V; its turn (chunk pp−1 to chunk pp, both on stage pp−1) is a
- * device copy in list order rather than a message (exec_turn_act, exec_turn_grad).
+ * device copy in list order rather than a message (exec_turn_act, exec_turn_grad). dualpipev runs the
+ * V too, with fused backwards beside split ones and its overlapped pairs: both receives of a pair
+ * are posted before its forward, and the backward's gradient is waited for only after the forward
+ * (exec_posted_t), so it arrives while the forward computes.
  *
  * At pp = 1 gpipe, interleaved and zb1p run 1f1b's list: with one stage every schedule is the same
  * arithmetic (backwards in micro-batch order), and 1f1b's needs one stash slot, not m. */
@@ -97,6 +100,19 @@ typedef struct {
     actdump_t *dump;           /* debug.dump_activations, or NULL */
 } exec_ctx_t;
 
+/* A pipeline receive (MPI) posted at its RECV instruction and finished by the computation that reads
+ * it (lower.h's host lowering): FORWARD its activation, BACKWARD or BACKWARD_B its gradient. A list
+ * reads each receive before it posts the next of its kind, so one of each is pending at most. */
+typedef struct {
+    MPI_Request req;          /* MPI_REQUEST_NULL: none pending */
+    float *dev, *land;        /* where the reader wants it, and where MPI puts it (dev on the cpu backend) */
+    int key;                  /* the stash key of its reader */
+    long t;
+    int mb;
+    const char *what;         /* the trace span's name */
+    char where[160];          /* what a timeout names */
+} exec_posted_t;
+
 typedef struct {
     exec_ctx_t c;
     int v, K;                 /* chunks per stage, chunks in all */
@@ -116,7 +132,8 @@ typedef struct {
     float *gsend;             /* per key: the input gradient in flight to the previous stage (host memory
                                  off the cpu backend: MPI sends from there); NULL at pp = 1 */
     float *hsend;             /* per slot, off the cpu backend: the host copy of its activation in flight */
-    float *hrecv;             /* off the cpu backend: host landing buffer of one receive */
+    float *hrecv;             /* off the cpu backend: host landing buffers of one activation and one gradient */
+    exec_posted_t posted[2];  /* the pending receive of an activation [0] and of a gradient [1] */
     float *turn;              /* V placement, the stage holding the turn (chunks pp−1 and pp): per
                                  micro-batch, chunk pp's input gradient waiting for chunk pp−1's B
                                  (device memory; NULL elsewhere) */

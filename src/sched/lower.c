@@ -32,7 +32,7 @@ static lower_op_t *lower_push(lower_prog_t *p, lower_stream_t x, lower_kind_t ki
     }
     lower_op_t *o = &s->ops[s->n++];
     memset(o, 0, sizeof *o);
-    o->kind = kind, o->instr = instr;
+    o->kind = kind, o->instr = instr, o->wait_chan = -1;
     p->stream_of[instr] = x, p->index_of[instr] = s->n - 1;
     return o;
 }
@@ -56,10 +56,10 @@ static int lower_instr(lower_prog_t *p, const instr_list_t *l, int i, int K, int
     case OP_RECV_GRAD: {
         const int act = in->op == OP_RECV_ACT;
         const lower_stream_t x = lower_msg_stream(l, K, act ? k - 1 : k, act, 1);
-        if (!(o = lower_push(p, x, LK_RECV, i))) return MP_ERR;
+        if (!(o = lower_push(p, x, p->target == LOWER_HOST ? LK_POST : LK_RECV, i))) return MP_ERR;
         o->peer = in->peer, o->k = act ? k - 1 : k + 1, o->mb = mb, o->chan = !act;
         lower_dep(p, o, LS_COMPUTE, *last_c);
-        ref[((size_t)!act * K + k) * M + mb] = p->s[x].n - 1;
+        ref[((size_t)!act * K + k) * M + mb] = p->index_of[i]; /* host: on the one stream */
         break;
     }
     case OP_SEND_ACT:
@@ -80,6 +80,9 @@ static int lower_instr(lower_prog_t *p, const instr_list_t *l, int i, int K, int
         o->k = k, o->mb = mb;
         if (edge >= 0 && edge < K - 1) /* chunk 0's forward and the last chunk's backward receive nothing */
             lower_dep(p, o, lower_msg_stream(l, K, edge, act, 1), ref[((size_t)!act * K + k) * M + mb]);
+        /* host: the message posted by its receive, waited for here (none across V's turn) */
+        if (p->target == LOWER_HOST && ref[((size_t)!act * K + k) * M + mb] >= 0)
+            o->wait_chan = !act, o->wait_k = act ? k - 1 : k + 1, o->wait_mb = mb;
         /* V: its activation sends read a per-key copy (lower.h), so a forward waits on no send */
         if (act && l->place == SCHED_PLACE_LOOP) lower_dep(p, o, LS_ACT_OUT, *last_sa);
         *last_c = p->s[LS_COMPUTE].n - 1;

@@ -29,8 +29,12 @@
  *   REDUCE_GRADS on COMPUTE, after everything on the message and offload streams.
  * LOAD_BATCH and OPTIMIZER_STEP are host work and lower to nothing.
  *
- * The MPI executor runs the host lowering: the list itself on one in-order host stream (sends
- * non-blocking, a receive blocks the host until its message is there).
+ * The MPI executor runs the host lowering: the list itself on one in-order host stream. Sends are
+ * non-blocking; a receive is posted at its instruction (LK_POST, it takes no time) and the
+ * computation that reads it (FORWARD its activation, BACKWARD or BACKWARD_B its gradient) blocks
+ * the host until the message is there (the op's wait_*). Where a list puts other work between a
+ * receive and its reader (dualpipev's overlapped pairs: both receives, then the forward, then the
+ * backward; an offload's PREFETCH), that message arrives while the work runs.
  *
  * Both simulators run these programs through one engine (sim_run_programs, sim.h), differing only in
  * the matching rule: MPI's (a send never blocks; a receive takes its message by tag) or NCCL's (a
@@ -46,7 +50,9 @@ typedef enum {
     LS_STREAMS
 } lower_stream_t;
 
-typedef enum { LK_COMPUTE, LK_SEND, LK_RECV } lower_kind_t;
+/* LK_POST: the host lowering's receive (above); LK_RECV blocks its stream until the message is there
+ * (the device streams' receives, and balance's on the host). */
+typedef enum { LK_COMPUTE, LK_SEND, LK_RECV, LK_POST } lower_kind_t;
 
 /* Where a list is lowered to: the host (the MPI executor: every op on one in-order stream, no
  * waits needed) or the device's streams (the NCCL executor: the rules above). */
@@ -59,6 +65,9 @@ typedef struct {
     int peer;            /* SEND/RECV: the stage on the other side */
     int chan;            /* SEND/RECV: 0 activations, 1 gradients, 2 balance out, 3 balance back */
     int k, mb;           /* messages: the sending chunk and the micro-batch (their key) */
+    int wait_chan;       /* host: the message this computation reads, posted earlier (channel as chan; -1
+                            none), and its sending chunk and micro-batch */
+    int wait_k, wait_mb;
     int ndeps;           /* event waits: op dep_idx[d] of stream dep_stream[d] must be done first */
     int dep_stream[LS_STREAMS], dep_idx[LS_STREAMS];
 } lower_op_t;

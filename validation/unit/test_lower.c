@@ -1,7 +1,7 @@
 /* Lowering (src/sched/lower.h), beyond what test_schedule checks of it: a hand-written list with
  * every kind of instruction (offload and prefetch included, which no schedule emits yet) lowered to
  * exactly the ops and waits lower.h's table gives, field by field; the host target (one in-order
- * stream, no waits); and for every schedule's lists: each op waits only on work earlier in its
+ * stream, no event waits, receives posted and waited for by their readers); and for every schedule's lists: each op waits only on work earlier in its
  * list, on the newest compute before it where the table says so, forwards on the newest activation
  * send, and each boundary's sends leave in the order its peer receives them (what NCCL's order
  * matching needs). */
@@ -107,10 +107,16 @@ static void test_hand_list(void)
             good &= o == NULL;
             continue;
         }
+        /* a receive is posted (LK_POST) and the computation that reads it waits for its message */
+        const int kind = WANT[i].kind == LK_RECV ? LK_POST : WANT[i].kind;
+        const int reads = HAND[i].op == OP_FORWARD || HAND[i].op == OP_BACKWARD, grad = HAND[i].op == OP_BACKWARD;
         good &= o && h.stream_of[i] == LS_COMPUTE && h.index_of[i] == next++ && o->ndeps == 0 && o->op == HAND[i].op &&
-                (int)o->kind == WANT[i].kind;
+                (int)o->kind == kind;
+        if (o && reads) good &= o->wait_chan == grad && o->wait_k == (grad ? 2 : 0) && o->wait_mb == HAND[i].mb;
+        else if (o) good &= o->wait_chan == -1;
     }
-    tap_ok(good, "host lowering: every op on one stream in list order, no waits, partners on that stream");
+    tap_ok(good, "host lowering: every op on one stream in list order, no event waits, partners on that stream; each "
+                 "receive posted, its message waited for by the forward or backward that reads it");
     lower_free(&h);
 }
 

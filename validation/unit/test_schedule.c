@@ -84,14 +84,24 @@ static void test_bubbles_and_stashes(void)
 
 static void test_broken_lists(void)
 {
-    /* Two stages, one micro-batch; stage 0 waits for the gradient before it sends its activation. */
+    /* Two stages, one micro-batch; stage 0 waits for the gradient (its backward reads it) before it
+     * sends its activation. */
     instr_t s0[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_RECV_GRAD, 0, 0, 1},
-                    {OP_SEND_ACT, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}};
+                    {OP_BACKWARD, 0, 0, -1}, {OP_SEND_ACT, 0, 0, 1}};
     instr_t s1[] = {{OP_RECV_ACT, 0, 1, 0}, {OP_FORWARD, 0, 1, -1}, {OP_BACKWARD, 0, 1, -1}, {OP_SEND_GRAD, 0, 1, 0}};
     instr_list_t l[2] = {{s0, 5, 5, SCHED_PLACE_LOOP}, {s1, 4, 4, SCHED_PLACE_LOOP}};
     sim_result_t r;
     int rc = sim_run_lists(l, 2, 1, 1, 1.0, 2.0, &r);
-    tap_ok(rc != 0 && strstr(r.error, "deadlock"), "a list that receives before it sends is a deadlock (%s)", r.error);
+    tap_ok(rc != 0 && strstr(r.error, "deadlock"), "a list that reads a gradient before it sends is a deadlock (%s)",
+           r.error);
+    /* The receive posted before the send and read after it (MPI's Irecv; dualpipev's pairs post both
+     * receives before either computation): no deadlock, under the host rule. */
+    instr_t p0[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_RECV_GRAD, 0, 0, 1},
+                    {OP_SEND_ACT, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}};
+    instr_list_t lp[2] = {{p0, 5, 5, SCHED_PLACE_LOOP}, {s1, 4, 4, SCHED_PLACE_LOOP}};
+    rc = sim_run_lists(lp, 2, 1, 1, 1.0, 2.0, &r);
+    tap_ok(rc == 0 && r.makespan == 1.0 + 1.0 + 2.0 + 2.0,
+           "a receive posted before the send that its reader waits for is no deadlock: makespan 6 tf (%s)", r.error);
     instr_t s0b[] = {{OP_LOAD_BATCH, 0, 0, -1}, {OP_FORWARD, 0, 0, -1}, {OP_SEND_ACT, 0, 0, 0},
                      {OP_RECV_GRAD, 0, 0, 1}, {OP_BACKWARD, 0, 0, -1}};
     l[0] = (instr_list_t){s0b, 5, 5, SCHED_PLACE_LOOP};
