@@ -210,6 +210,19 @@ assert v["schedule"] == "zbv" and v["v"] == 2 and v["m"] == 8, v
 assert v["bubble"] < z["bubble"], (v["bubble"], z["bubble"])
 EOF
 ok $? "plan --layout schedule=zbv (fixed times): the V with the embedding and head on stage 0, a smaller bubble than zb1p's"
+# dualpipev from the same fixed times: the V too, a smaller bubble than 1f1b's, and more stash than
+# zbv's on every stage (2pp + 1 chunk stashes against zbv's 2pp: the DualPipe paper's PP + 1)
+# shellcheck disable=SC2086
+P $PSET --layout pp=2,micro_batch=1,schedule=dualpipev --profile "$SCRATCH/prof_fixed.json" --json > "$SCRATCH/dv.json" \
+    2> "$SCRATCH/err" &&
+"$PY" - "$SCRATCH/dv.json" "$SCRATCH/zv.json" "$SCRATCH/fb.json" <<'EOF'
+import json, sys
+d, v, f = (json.loads(open(a).readline()) for a in sys.argv[1:4])
+assert d["schedule"] == "dualpipev" and d["v"] == 2 and d["m"] == 8 and d["fits"], d
+assert d["bubble"] < f["bubble"], (d["bubble"], f["bubble"])
+assert all(a > b for a, b in zip(d["peak_mem_bytes"], v["peak_mem_bytes"])), (d["peak_mem_bytes"], v["peak_mem_bytes"])
+EOF
+ok $? "plan --layout schedule=dualpipev (fixed times): the V, a smaller bubble than 1f1b's, more stash than zbv's on each stage"
 "$MINDPIPE" plan -c "$deck" --set model.layers=6 --set model.dim=64 --layout pp=2,schedule=zbv > /dev/null 2> "$SCRATCH/err"
 ok "$([ $? -ne 0 ] && grep -q "holds half a stage's layers in each chunk of its V: stage 0 has chunks of 2 and 1" "$SCRATCH/err" \
     && echo 0 || echo 1)" "plan zbv with 3 layers a stage: refused naming the chunks"
@@ -217,7 +230,7 @@ ok "$([ $? -ne 0 ] && grep -q "holds half a stage's layers in each chunk of its 
 # shellcheck disable=SC2086
 P $PSET --ranks 2 --top 63 --profile "$SCRATCH/prof.json" --json > "$SCRATCH/zbs.json" 2> "$SCRATCH/err" &&
     P $PSET --ranks 2 --profile "$SCRATCH/prof.json" > "$SCRATCH/zbs.out" 2>&1 &&
-    grep -q "not searched: dualpipev" "$SCRATCH/zbs.out" &&
+    ! grep -q "not searched" "$SCRATCH/zbs.out" &&
 "$PY" - "$SCRATCH/zbs.json" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -227,9 +240,11 @@ zb = [r for r in rows if r["schedule"] == "zb1p"]
 assert zb and all(r["pp"] >= 2 and r["v"] == 1 for r in zb), rows
 zv = [r for r in rows if r["schedule"] == "zbv"]
 assert zv and all(r["pp"] == 2 and r["v"] == 2 for r in zv), rows
-assert not any(r["schedule"] == "dualpipev" for r in rows)
+# dualpipev: the V at pp = 2 where m >= 2pp (batch 8: micro_batch 1 and 2), never below
+dv = [r for r in rows if r["schedule"] == "dualpipev"]
+assert dv and all(r["pp"] == 2 and r["v"] == 2 and r["m"] >= 4 for r in dv), rows
 EOF
-ok $? "plan --ranks 2 --profile: zb1p (pp >= 2, v = 1) and zbv (pp = 2, v = 2) among the ranked plans, dualpipev named as not searched"
+ok $? "plan --ranks 2 --profile: zb1p (pp >= 2, v = 1), zbv and dualpipev (pp = 2, v = 2; dualpipev m >= 2pp) among the ranked plans, nothing left unsearched"
 "$MINDPIPE" plan -c "$deck" --set model.layers=6 --set model.dim=64 --layout pp=2 --profile "$SCRATCH/prof.json" \
     > /dev/null 2> "$SCRATCH/err"
 ok "$([ $? -ne 0 ] && grep -q "profiles a model of 4 layers" "$SCRATCH/err" && echo 0 || echo 1)" \

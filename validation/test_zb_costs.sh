@@ -114,6 +114,16 @@ ok $? "plan --emit of a 1f1b plan from a zb1p deck with times: the emitted deck 
         "$SCRATCH/emv/log.txt"
 ok $? "plan --layout schedule=zbv --profile --emit: the deck trains zbv with the profile's lists ($(grep -o 'step [0-9.e-]* s' "$SCRATCH/planv.out" | head -n 1) predicted)"
 compare "the emitted zbv deck = one rank" "$SCRATCH/ref" "$SCRATCH/emv" --bitwise
+# dualpipev planned from the same profile: its list is one fixed order, so the deck it emits names no
+# times (a played-out key there is refused), and it trains bitwise one rank
+# shellcheck disable=SC2086
+"$MINDPIPE" plan -c "$layout_deck" $S --layout pp=2,schedule=dualpipev --profile "$SCRATCH/profw.json" \
+    --emit "$SCRATCH/emd.ini" > "$SCRATCH/pland.out" 2>&1 &&
+    grep -q "^schedule *= *dualpipev" "$SCRATCH/emd.ini" && grep -q "^schedule_profile *= *\(\"\"\)\?$" "$SCRATCH/emd.ini" &&
+    mpiexec -n 2 "$MINDPIPE" train -c "$SCRATCH/emd.ini" --set data.path="$data" --set train.log_every=1 --quiet \
+        --out "$SCRATCH/emd" > "$SCRATCH/emd.log" 2>&1
+ok $? "plan --layout schedule=dualpipev --profile --emit: the deck (no times: a fixed list) trains dualpipev ($(grep -o 'step [0-9.e-]* s' "$SCRATCH/pland.out" | head -n 1) predicted)"
+compare "the emitted dualpipev deck = one rank" "$SCRATCH/ref" "$SCRATCH/emd" --bitwise
 
 # --- refusals ---
 # refused N NAME PATTERN LABEL ARGS...: the run exits non-zero and its output matches PATTERN

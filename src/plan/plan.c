@@ -170,12 +170,10 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
  * here): a reader comparing with `mindpipe sim` should not think they were ranked and lost. */
 static void plan_print_left_out(plan_costs_ctx_t *cx, const dev_kind_t *d)
 {
-    printf("not searched: dualpipev (the runtime runs no overlapped forward-backward pairs; `mindpipe sim` "
-           "models it)\n");
     cm_costs_t c;
     char why[160];
     if (plan_costs(cx, 1, 1, &c) == MP_OK && !plan_zb1p_usable(&c, d, why, sizeof why))
-        printf("not searched: zb1p, zbv (%s)\n", why);
+        printf("not searched: zb1p, zbv, dualpipev (%s)\n", why);
 }
 
 static double plan_fastest_tps(const plan_t *p, int n)
@@ -218,7 +216,7 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path, const
     snprintf(set, sizeof set, "memory.layers=%s", pols);
     if (deck_set(dk, set) != MP_OK) goto out;
     /* the times the lists are played out with: the profile's, as planned (zb1p, zbv), else none */
-    char *abs = sched_kind_split(l->kind) && profile ? realpath(profile, NULL) : NULL, pset[DECK_PATH + 32];
+    char *abs = sched_kind_played(l->kind) && profile ? realpath(profile, NULL) : NULL, pset[DECK_PATH + 32];
     const int cut = snprintf(pset, sizeof pset, "parallel.schedule_profile=%s", abs ? abs : "") >= (int)sizeof pset;
     free(abs);
     if (cut || deck_set(dk, "parallel.schedule_costs=unit") != MP_OK || deck_set(dk, pset) != MP_OK) goto out;

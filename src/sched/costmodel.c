@@ -222,10 +222,7 @@ static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_l
 {
     const int K = lay->pp * lay->v;
     const int vee = sched_kind_place(lay->kind) == SCHED_PLACE_V;
-    if (lay->kind == SCHED_DUALPIPEV)
-        return snprintf(res->error, sizeof res->error, "schedule dualpipev is not run (no overlapped pairs): "
-                        "`mindpipe sim --schedule dualpipev --costs TF,TB,TW` simulates it"), MP_ERR;
-    /* zbv: the V of two chunks per stage, chunks s and 2pp−1−s of equal size (the runtime's rule) */
+    /* zbv, dualpipev: the V of two chunks per stage, chunks s and 2pp−1−s of equal size (the runtime's rule) */
     if (vee && (lay->v != 2 || lay->pp < 2))
         return snprintf(res->error, sizeof res->error, "schedule %s places two chunks on each of pp >= 2 stages "
                         "(v = %d, pp = %d)", sched_kind_names[lay->kind], lay->v, lay->pp), MP_ERR;
@@ -345,7 +342,7 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
      * so the lists planned are the lists run. (A uniform factor, as the CPU share `slow`, would not
      * change the play, and is left out.) */
     sched_costs_t play = sched_costs_unit;
-    if (sched_kind_split(lay->kind)) {
+    if (sched_kind_played(lay->kind)) { /* dualpipev's order is fixed */
         cm_policy_t cpol[CM_MAX_CHUNKS];
         for (int k = 0; k < K; k++) cpol[k] = lay->policy[sched_chunk_stage(lay->kind, k, lay->pp)];
         play = cm_play_costs(c, K, lay->chunk_layers, cpol, 1.0);

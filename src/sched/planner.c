@@ -189,21 +189,23 @@ static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t
     return plan_push(cs, &zl, est);
 }
 
-/* zbv's candidate beside 1f1b's (lay: its policies per stage), where the runtime runs it: pp >= 2,
- * an even count of layers per stage (the V's two equal chunks: L a multiple of 2pp), a kind zb1p
- * runs on. Its estimate: the slowest stage's micro-batch (its two chunks, stage 0
- * with the embedding and the head) m times, and ZB-V's bubble at unit times, (pp − 1)/2 of a chunk's
- * forward, a twelfth of a stage's micro-batch each. cm_evaluate decides whether it fits. */
-static int plan_add_zbv(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
-                        const cm_layout_t *lay, int m)
+/* The V kinds' candidate beside 1f1b's (lay: its policies per stage), where the runtime runs them:
+ * pp >= 2, an even count of layers per stage (the V's two equal chunks: L a multiple of 2pp), a kind
+ * zb1p runs on; dualpipev also needs m >= 2pp (sched_check). The estimate: the slowest stage's
+ * micro-batch (its two chunks, stage 0 with the embedding and the head) m times, and the kind's
+ * bubble at unit times in stage micro-batches: ZB-V's (pp − 1)/2 of a chunk's forward, a twelfth of
+ * a stage's micro-batch each; DualPipeV's pp − 1 chunk B's and W's, a third each (sim's
+ * (pp − 1)·tf over 3m·tf). cm_evaluate decides whether it fits. */
+static int plan_add_v(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
+                      const cm_layout_t *lay, int m, sched_kind_t kind)
 {
     char why[160];
     const int pp = lay->pp;
     if (pp < 2 || mo->L % (2 * pp) || 2 * pp > CM_MAX_CHUNKS || !plan_zb1p_usable(c, d, why, sizeof why) ||
-        sched_check(SCHED_ZBV, pp, m, 2, why, sizeof why) != MP_OK)
+        sched_check(kind, pp, m, 2, why, sizeof why) != MP_OK)
         return MP_OK;
     cm_layout_t zl = *lay;
-    zl.kind = SCHED_ZBV, zl.v = 2;
+    zl.kind = kind, zl.v = 2;
     cm_layout_balanced(&zl, mo->L);
     const int n = 2 * (mo->L / (2 * pp));
     double worst = 0.0;
@@ -212,13 +214,12 @@ static int plan_add_zbv(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t
         if (s == 0) t += c->embed_fwd + c->embed_bwd + c->head_fwd + c->head_bwd;
         worst = t > worst ? t : worst;
     }
-    return plan_push(cs, &zl, m * worst + (pp - 1) * worst / 12.0);
+    return plan_push(cs, &zl, m * worst + (pp - 1) * worst / (kind == SCHED_ZBV ? 12.0 : 3.0));
 }
 
 /* The schedules of one (tp, pp, dp, mb, zero): 1f1b with DP boundaries, zb1p on them (above), zbv
- * on balanced chunks with their policies (above), 1f1b with balance, interleaved v = 2, 4 with
- * balanced chunks and the first policy (keep, selective, recompute) whose estimate fits. dualpipev is
- * no candidate: the runtime does not run it (cm_check_layout). */
+ * and dualpipev on balanced chunks with their policies (above), 1f1b with balance, interleaved
+ * v = 2, 4 with balanced chunks and the first policy (keep, selective, recompute) whose estimate fits. */
 static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
                               cm_layout_t *lay, int m)
 {
@@ -226,7 +227,8 @@ static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_c
     const double st = plan_partition(mo, c, d, lay, m);
     if (st >= 0 && plan_push(cs, lay, (m + lay->pp - 1) * st) != MP_OK) return MP_ERR;
     if (plan_add_zb1p(cs, c, d, lay, m, st) != MP_OK) return MP_ERR;
-    if (st >= 0 && plan_add_zbv(cs, mo, c, d, lay, m) != MP_OK) return MP_ERR;
+    if (st >= 0 && plan_add_v(cs, mo, c, d, lay, m, SCHED_ZBV) != MP_OK) return MP_ERR;
+    if (st >= 0 && plan_add_v(cs, mo, c, d, lay, m, SCHED_DUALPIPEV) != MP_OK) return MP_ERR;
     if (plan_add_balance(cs, mo, c, d, lay, m) != MP_OK) return MP_ERR;
     for (int v = 2; v <= 4 && lay->pp > 1; v *= 2) {
         char why[160];

@@ -23,6 +23,8 @@ sched_place_t sched_kind_place(sched_kind_t kind)
 
 int sched_kind_split(sched_kind_t kind) { return kind == SCHED_ZB1P || kind == SCHED_ZBV || kind == SCHED_DUALPIPEV; }
 
+int sched_kind_played(sched_kind_t kind) { return kind == SCHED_ZB1P || kind == SCHED_ZBV; }
+
 int sched_kind_default_v(sched_kind_t kind) { return sched_kind_place(kind) == SCHED_PLACE_V ? 2 : 1; }
 
 int sched_chunk_stage(sched_kind_t kind, int k, int pp) { return sched_place_stage(sched_kind_place(kind), k, pp); }

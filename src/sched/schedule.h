@@ -44,6 +44,9 @@ int sched_kind_parse(const char *name, sched_kind_t *kind_p);
 sched_place_t sched_kind_place(sched_kind_t kind);
 /* Whether a kind's lists split the backward into BACKWARD_B and BACKWARD_W (the zero-bubble ones). */
 int sched_kind_split(sched_kind_t kind);
+/* Whether a kind's lists are played out from times (zb1p, zbv: zerobubble.h); the rest, dualpipev
+ * among them, have one fixed order whatever the times. */
+int sched_kind_played(sched_kind_t kind);
 /* The chunks per stage a kind runs with when none are asked for: 2 for the V kinds (their only
  * one), else 1. */
 int sched_kind_default_v(sched_kind_t kind);

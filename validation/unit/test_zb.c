@@ -381,6 +381,37 @@ static void test_policies(void)
            "balance refuses zbv: %s", why);
 }
 
+/* The data-parallel bucket hook fires at each chunk's gradient writes of micro-batch m − 1 (the
+ * executor's `last`: W, or the fused BACKWARD): in every list that must be the chunk's last write, or
+ * a bucket would be reduced before an earlier micro-batch's W had added to it. dualpipev mixes fused
+ * and split backwards, so a fused m − 1 after a deferred W of the same chunk would break it. */
+static void test_bucket_last(void)
+{
+    int lists = 0, good = 0;
+    for (int i = 0; i < 3; i++)
+        for (int pp = 2; pp <= 8; pp++)
+            for (int m = 1; m <= 16; m++) {
+                char why[256];
+                if (sched_check(ZB[i], pp, m, 2, why, sizeof why) != 0 && sched_check(ZB[i], pp, m, 1, why, sizeof why) != 0)
+                    continue;
+                for (int s = 0; s < pp; s++) {
+                    instr_list_t l;
+                    if (sched_build(&l, ZB[i], s, pp, m, sched_kind_default_v(ZB[i])) != 0) continue;
+                    int last[16], ok = 1;
+                    for (int c = 0; c < 16; c++) last[c] = -1;
+                    for (int j = 0; j < l.n; j++)
+                        if (l.ins[j].op == OP_BACKWARD || l.ins[j].op == OP_BACKWARD_W) last[l.ins[j].chunk] = l.ins[j].mb;
+                    for (int c = 0; c < 16; c++) ok &= last[c] == -1 || last[c] == m - 1;
+                    lists++, good += ok;
+                    if (!ok) tap_diag("%s pp=%d m=%d stage %d: a chunk's last gradient write is not micro-batch %d's",
+                                      sched_kind_names[ZB[i]], pp, m, s, m - 1);
+                    sched_free(&l);
+                }
+            }
+    tap_ok(lists > 500 && good == lists, "%d of %d zb1p, zbv and dualpipev lists (pp 2..8, m 1..16): each chunk's last "
+           "gradient write (W or fused backward) is micro-batch m-1's, where the bucket hook fires", good, lists);
+}
+
 int main(void)
 {
     test_placement();
@@ -392,5 +423,6 @@ int main(void)
     test_planted_order();
     test_planted_v();
     test_policies();
+    test_bucket_last();
     return tap_done();
 }
