@@ -21,9 +21,9 @@
  * The zero-bubble kinds split the backward (zerobubble.h): zb1p (the Zero Bubble paper's ZB-H1:
  * 1F1B's memory, W's moved into the cool-down's bubble), zbv (ZB-V: the V placement, 1F1B's
  * memory) and dualpipev (DeepSeek's DualPipeV: the V placement with overlapped forward-backward
- * pairs). zb1p and zbv run (the executor's split backward; under zbv the executor places the V and
- * the turn, chunk pp−1 to chunk pp on stage pp−1, is a copy there); dualpipev's lists are
- * simulator-only (its overlapped pairs are not run). */
+ * pairs). All three run (the executor's split backward; under zbv and dualpipev the executor places
+ * the V and the turn, chunk pp−1 to chunk pp on stage pp−1, is a copy there; a dualpipev pair's
+ * gradient receive is posted before its forward and waited for after it). */
 #ifndef MP_SCHEDULE_H
 #define MP_SCHEDULE_H
 

@@ -26,8 +26,10 @@
  * first arm, of both, B-W-F triples, the steady overlapped F&B pairs, the cool-down's B's with
  * the second half split, W's), with a fused BACKWARD where DualPipeV does not defer the weight
  * gradient. An overlapped pair is one set of messages around two consecutive computations:
- * RECV_ACT, RECV_GRAD, FORWARD, BACKWARD, SEND_ACT, SEND_GRAD (the simulator times them one after
- * the other: the overlap it buys, hiding communication, is not modelled). */
+ * RECV_ACT, RECV_GRAD, FORWARD, BACKWARD, SEND_ACT, SEND_GRAD. Its overlap is the backward's
+ * gradient arriving while the forward computes: MPI's receives are posted at their RECV and waited
+ * for by their reader (lower.h's host lowering, the executor's exec_posted_t), so the forward starts
+ * once its activation is there; the two computations run one after the other. */
 #ifndef MP_ZEROBUBBLE_H
 #define MP_ZEROBUBBLE_H
 
