@@ -7,7 +7,7 @@ alike; dualpipev (DeepSeek's DualPipeV: the V with overlapped forward-backward p
 them.
 
   /usr/bin/python3 validation/bench/bench_zb.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 5]
-      [--timelines DIR] [--profile]
+      [--timelines DIR] [--profile] [--schedules 1f1b,zbv,dualpipev]
 
 Per point: the median over runs of the mean step time (profile.json's step_seconds) and its range,
 tokens/s, the measured bubble (from trace.json: the share of stage 0's step outside its compute
@@ -110,6 +110,8 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="also run zb1p and zbv with lists played from a mindpipe profile of the model "
                          "(parallel.schedule_profile), judged against the simulator's gain for those times")
+    ap.add_argument("--schedules", default=None,
+                    help="run only these of the schedules, comma-separated (1f1b always: the gains are against it)")
     a = ap.parse_args()
     if "--runs" not in sys.argv:
         a.runs = 5
@@ -120,11 +122,12 @@ def main():
     print("|---|---|---|---|---|---|")
     res, costs = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        runs = list(SCHEDULES)
+        keep = set(a.schedules.split(",")) | {"1f1b"} if a.schedules else None
+        runs = [r for r in SCHEDULES if keep is None or r[0] in keep]
         if a.profile:
             prof = os.path.join(tmp, "prof.json")
             profile(a, prof)
-            runs += [(z + "/prof", {"parallel.schedule_profile": prof}) for z in PLAYED]
+            runs += [(z + "/prof", {"parallel.schedule_profile": prof}) for z in PLAYED if keep is None or z in keep]
         for m in (4, 8):
             got = {s: [] for s, _ in runs}
             for _ in range(a.runs):
