@@ -351,18 +351,14 @@ static void exec_replay_recv(exec_t *e, long t, int mb, int chunk, int kind, flo
     e->bnd->recv(e->bnd->ctx, t, mb, chunk, kind, x, n);
 }
 
-/* One activation or gradient into dev, through the host landing buffer off the cpu backend (a replay:
- * from the log, the sending chunk's entry). */
-static void exec_recv_wait(exec_t *e, float *dev, int peer, int tag, const char *where, const int bnd[4])
+/* The evaluation's activation into dev, at once (no timers, no log), through the host landing buffer
+ * off the cpu backend. The steps' receives are posted and finished apart (exec_recv_post). */
+static void exec_recv_wait(exec_t *e, float *dev, int peer, int tag, const char *where)
 {
     float *land = e->hrecv ? e->hrecv : dev;
-    if (e->replay && bnd) {
-        exec_replay_recv(e, bnd[0], bnd[1], bnd[2], bnd[3], land, e->n_act);
-    } else {
-        MPI_Request q;
-        MPI_CHECK(MPI_Irecv(land, (int)e->n_act, MPI_FLOAT, peer, tag, e->c.pp_comm, &q));
-        wait_all(e->c.wait, 1, &q, where);
-    }
+    MPI_Request q;
+    MPI_CHECK(MPI_Irecv(land, (int)e->n_act, MPI_FLOAT, peer, tag, e->c.pp_comm, &q));
+    wait_all(e->c.wait, 1, &q, where);
     be_to_device(e->c.be, dev, land, e->n_act * sizeof(float));
 }
 
@@ -882,7 +878,7 @@ double exec_forward_only(exec_t *e, int valid_rows)
         if (k > 0 && sched_place_edge_local(place, k - 1, pp))
             be_copy(c->be, a->encoded, model_part_output(&e->part[ch - 1], a), e->n_act * sizeof(float));
         else if (k > 0)
-            exec_recv_wait(e, a->encoded, sched_chunk_stage(c->kind, k - 1, pp), k, "an evaluation activation", NULL);
+            exec_recv_wait(e, a->encoded, sched_chunk_stage(c->kind, k - 1, pp), k, "an evaluation activation");
         model_forward_part(c->model, pt, a, c->scratch, NULL); /* its sum covers padding rows too: recounted below */
         if (k < e->K - 1 && !sched_place_edge_local(place, k, pp)) {
             MPI_Request q;

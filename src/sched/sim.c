@@ -191,10 +191,9 @@ static void sim_finish(sim_engine_t *e, int s, int x, double end)
 static int sim_step(sim_engine_t *e, const instr_list_t *lists, int s, int x, sim_result_t *res)
 {
     const lower_op_t *o = &e->progs[s].s[x].ops[e->pos[s][x]];
-    const double ready0 = sim_ready(e, s, x, o);
-    if (ready0 < 0) return 0;
+    double ready = sim_ready(e, s, x, o);
+    if (ready < 0) return 0;
     const instr_t *in = &lists[s].ins[o->instr];
-    double ready = ready0;
     if (o->kind == LK_COMPUTE && o->wait_chan >= 0) { /* host: it reads a message posted earlier */
         const double at = e->sent[((size_t)o->wait_chan * e->K + o->wait_k) * e->M + o->wait_mb];
         if (at < 0) return 0;
