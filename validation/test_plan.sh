@@ -340,8 +340,11 @@ if grep -q "pipeline.layers=auto: $split (the planner's split by this run's timi
 else
     pass=$(sed -n "s/.*pipeline.layers=auto: $split (the planner's split by the nominal device's modelled times (a 2-layer pass took \([0-9.]*\) ms, too short.*/\1/p" \
         "$SCRATCH/auto6/log.txt")
-    [ -n "$pass" ] && awk -v p="$pass" 'BEGIN { exit !(p < 20) }'
-    ok $? "the split comes from this run's timings, or (a 2-layer pass of ${pass:-?} ms, under 20) from the nominal device, said so"
+    # or a pass that timed no longer than one layer's (a busy host: it failed so in CI on 2026-12-01)
+    noisy=$(sed -n "s/.*pipeline.layers=auto: $split (the planner's split by the nominal device's modelled times (a 2-layer pass took \([0-9.]*\) ms, no longer than a 1-layer pass.*/\1/p" \
+        "$SCRATCH/auto6/log.txt")
+    { [ -n "$pass" ] && awk -v p="$pass" 'BEGIN { exit !(p < 20) }'; } || [ -n "$noisy" ]
+    ok $? "the split comes from this run's timings, or (a 2-layer pass of ${pass:-${noisy:-?}} ms: under 20, or no longer than one layer's) from the nominal device, said so"
 fi
 grep -q "^layers = auto" "$SCRATCH/auto6/deck.ini"
 ok $? "deck.ini keeps pipeline.layers = auto (a resume measures again)"

@@ -9,7 +9,6 @@
 #include "planner.h"
 #include "profile.h"
 
-#define AUTOSPLIT_MIN_PASS_S 0.02
 
 /* A nominal device: every product at one peak, memory-bound work at a quarter of it in bytes (a
  * 4 FLOP/byte machine balance, an assumption near both this CPU's 105 GFLOP/s per core on 30 GB/s

@@ -4,6 +4,9 @@
 #ifndef MP_AUTOSPLIT_H
 #define MP_AUTOSPLIT_H
 
+/* The shortest 2-layer pass the start-up times (seconds): a shorter one is the host's noise. */
+#define AUTOSPLIT_MIN_PASS_S 0.02
+
 #include "deck.h"
 #include "wait.h"
 
