@@ -246,7 +246,7 @@ torch_peer() {  # torch_peer NAME --compile 0|1 [more]
     local peak shape
     peak=$(check peak "$RUNS/env/nvidia-smi.txt" "$DRY")
     if [ "$DRY" = 1 ]; then
-        shape=(--device cpu --threads 2 --layers 2 --dim 64 --heads 4 --seq 64 --vocab 50304 --batch 4 --dtype bf16)
+        shape=(--device cpu --threads 2 --layers 2 --dim 64 --heads 4 --seq 64 --vocab 50304 --batch 4 --dtype fp32)
     else
         shape=(--device cuda --layers 12 --dim 768 --heads 12 --seq 1024 --vocab 50304 --batch 16 --dtype bf16)
     fi

@@ -113,11 +113,14 @@ def cpu_name():
         return platform.processor() or platform.machine()
 
 
-def measure_matmul(dev):
-    """bf16 n^3 matmul (n = 8192 on cuda, 1024 on cpu): median of 10 after 3 warm-ups."""
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def measure_matmul(dev, dtype):
+    """n^3 matmul in dtype (n = 8192 on cuda, 1024 on cpu): median of 10 after 3 warm-ups."""
     n = 8192 if dev == "cuda" else 1024
     g = torch.Generator(device=dev).manual_seed(7)
-    a, b = (torch.randn(n, n, generator=g, device=dev, dtype=torch.bfloat16) for _ in range(2))
+    a, b = (torch.randn(n, n, generator=g, device=dev, dtype=DTYPES[dtype]) for _ in range(2))
     times = []
     for i in range(13):
         if dev == "cuda":
@@ -130,7 +133,7 @@ def measure_matmul(dev):
             times.append(dt)
     assert torch.isfinite(c.float().abs().sum()), "matmul produced non-finite values"
     t = statistics.median(times)
-    return {"n": n, "dtype": "bf16", "ms_median": 1e3 * t, "tflops": 2.0 * n ** 3 / t / 1e12}
+    return {"n": n, "dtype": dtype, "ms_median": 1e3 * t, "tflops": 2.0 * n ** 3 / t / 1e12}
 
 
 def _time_ms(dev, fn, reps=5, warm=2):
@@ -148,11 +151,11 @@ def _time_ms(dev, fn, reps=5, warm=2):
     return statistics.median(times)
 
 
-def measure_shapes(dev, L, C, NH, T, V, B):
-    """The floors MindPipe's kernels are measured against (docs/GPU.md's plan): cuBLAS bf16 products
-    at the model's exact shapes (each Linear's forward, input gradient and weight gradient, N = B*T
-    rows; the LM head once), and SDPA's causal attention forward and backward, per training step."""
-    N, dt = B * T, torch.bfloat16
+def measure_shapes(dev, dtype, L, C, NH, T, V, B):
+    """The floors MindPipe's kernels are measured against (docs/GPU.md's plan): cuBLAS products in
+    dtype (bf16 on the device) at the model's exact shapes (each Linear's forward, input gradient
+    and weight gradient, N = B*T rows; the LM head once), and SDPA's causal attention forward and backward, per training step."""
+    N, dt = B * T, DTYPES[dtype]
     g = torch.Generator(device=dev).manual_seed(3)
     rnd = lambda *s: torch.randn(*s, generator=g, device=dev, dtype=dt)  # noqa: E731
     linears = [("qkv", C, 3 * C, L), ("attn_proj", C, C, L), ("fc", C, 4 * C, L), ("fc_proj", 4 * C, C, L),
@@ -194,9 +197,9 @@ def run(a, res):
         raise ValueError("--dim %d is not a multiple of --heads %d" % (a.dim, a.heads))
     L, C, T, V, B = a.layers, a.dim, a.seq, a.vocab, a.batch
     if a.measure_matmul:
-        res["matmul"] = measure_matmul(dev)
+        res["matmul"] = measure_matmul(dev, a.dtype)
     if a.measure_shapes:
-        res["shapes"] = measure_shapes(dev, a.layers, a.dim, a.heads, a.seq, a.vocab, a.batch)
+        res["shapes"] = measure_shapes(dev, a.dtype, a.layers, a.dim, a.heads, a.seq, a.vocab, a.batch)
 
     torch.manual_seed(a.seed)
     raw = GPT2(L, C, a.heads, T, V).to(dev)
