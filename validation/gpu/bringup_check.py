@@ -489,8 +489,9 @@ def cmd_torch(out, name, js, dry):
         r = load(js)
     except (OSError, ValueError) as ex:
         return part(name, "fail", "the PyTorch peer", why="no result: %s" % ex)
-    what = "PyTorch %s: the same GPT-2 with scaled_dot_product_attention, bf16 autocast, fused AdamW" % (
-        "torch.compile" if name == "compile" else "eager")
+    what = "PyTorch %s: the same GPT-2 with scaled_dot_product_attention, %s, fused AdamW" % (
+        "torch.compile" if name == "compile" else "eager",
+        "bf16 autocast" if r.get("dtype", "bf16") == "bf16" else r.get("dtype"))
     st = r.get("status")
     res = part(name, "pass" if st == "ok" else "fail", what, result=r)
     if st == "unavailable" and dry == "1":

@@ -154,7 +154,8 @@ def _time_ms(dev, fn, reps=5, warm=2):
 def measure_shapes(dev, dtype, L, C, NH, T, V, B):
     """The floors MindPipe's kernels are measured against (docs/GPU.md's plan): cuBLAS products in
     dtype (bf16 on the device) at the model's exact shapes (each Linear's forward, input gradient
-    and weight gradient, N = B*T rows; the LM head once), and SDPA's causal attention forward and backward, per training step."""
+    and weight gradient, N = B*T rows; the LM head once), and SDPA's causal attention forward and
+    backward, per training step."""
     N, dt = B * T, DTYPES[dtype]
     g = torch.Generator(device=dev).manual_seed(3)
     rnd = lambda *s: torch.randn(*s, generator=g, device=dev, dtype=dt)  # noqa: E731
@@ -205,7 +206,7 @@ def run(a, res):
     raw = GPT2(L, C, a.heads, T, V).to(dev)
     model = torch.compile(raw) if a.compile else raw
     opt, res["optimizer"] = make_optimizer(list(raw.parameters()))
-    amp = (lambda: torch.autocast(dev, dtype=torch.bfloat16)) if a.dtype == "bf16" else contextlib.nullcontext
+    amp = (lambda: torch.autocast(dev, dtype=DTYPES["bf16"])) if a.dtype == "bf16" else contextlib.nullcontext
     P = 12 * L * C * C + V * C
     fpt = 6 * P + 12 * L * T * C  # MindPipe's count: see FLOPS_FORMULA
     res.update(params=sum(p.numel() for p in raw.parameters()), params_matmul=P, flops_per_token=fpt)
@@ -284,7 +285,7 @@ def main():
     add("--threads", type=int, default=None, help="cpu only: torch.set_num_threads")
     add("--measure-matmul", type=int, choices=(0, 1), default=0)
     add("--measure-shapes", type=int, choices=(0, 1), default=0,
-        help="time cuBLAS bf16 products and SDPA at the model's shapes (per step floors)")
+        help="time cuBLAS products (in --dtype) and SDPA at the model's shapes (per step floors)")
     add("--time-limit", type=float, default=120.0, help="seconds; stop timed steps early past it")
     add("--repeat-batch", type=int, choices=(0, 1), default=0, help="reuse one batch (loss must fall)")
     add("--seed", type=int, default=1234)
