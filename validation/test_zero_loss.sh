@@ -6,7 +6,7 @@
 # a data-parallel replica's snapshot taken), and the step-40 losses and checkpoint are bitwise those
 # of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2,
 # zb1p pp = 2 and dp = 2 x pp = 2; then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
-# log, a missing log, another rank's snapshot under a rank's name.
+# log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it compares checkpoints (compare_runs.py, h5py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -114,6 +114,18 @@ grep -q "the survivors' snapshots are not used: the log of rank 0 (stage 0) does
 ok $? "missing log: the snapshots are not used (moved aside), the log says why"
 compare "missing log: the restart from the checkpoint is the uninterrupted run" "$SCRATCH/ref_pp2" "$SCRATCH/nolog" \
     --bitwise --step 40
+
+# the lost rank's own log torn (a kill inside its writer's flush: once in CI, where the resume then
+# refused the log and stopped): moved aside to .damaged, the resume replays rank 1 from rank 0's log
+# as before, 0 steps lost, and rank 1 logs anew from the resume step
+lose_again torn; ok $? "torn own log: the loss again"
+"$TORCH_PYTHON" -c "import os, sys; p = sys.argv[1]; os.truncate(p, os.path.getsize(p) // 2)" "$SCRATCH/torn/bndlog/bnd-r1.h5"
+resume_pp2 torn; rc=$?; ok $rc "torn own log: resumed (exit $rc)"
+[ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/torn.log" | tail -n 20
+grep -q "0 steps lost.*1 rank(s) replayed" "$SCRATCH/torn/log.txt" &&
+    grep -q "bnd-r1.h5.damaged, and this rank logs anew" "$SCRATCH/torn.log" && [ -s "$SCRATCH/torn/bndlog/bnd-r1.h5.damaged" ]
+ok $? "torn own log: moved aside to bnd-r1.h5.damaged, said; rank 1 replayed from rank 0's log, 0 steps lost"
+compare "torn own log: still the uninterrupted run" "$SCRATCH/ref_pp2" "$SCRATCH/torn" --bitwise --step 40
 
 # another rank's snapshot under rank 1's name (its layout says rank 0): not taken; rank 1 replays
 lose_again foreign; ok $? "a foreign snapshot: the loss again"

@@ -12,7 +12,8 @@
  * A kill inside HDF5's flush itself can still leave metadata half written (HDF5 writes it in
  * place, several blocks per flush): the reader then cannot open the file (seen: "addr overflow";
  * the 1.8+ format chosen below checksums its metadata objects, which catches torn ones), says so,
- * and replay falls back to the checkpoint. Not covered: a libhdf5 that crashes on such a file
+ * and replay falls back to the checkpoint; the rank's own writer, resuming, moves it aside to
+ * NAME.damaged and starts a new log. Not covered: a libhdf5 that crashes on such a file
  * (RELIABILITY.md, Limits).
  *
  * Pruning rewrites: the steps kept are copied (H5Ocopy) into NAME.tmp, which is published over
@@ -250,15 +251,20 @@ static int ident_write(hid_t f, const bnd_ident_t *id, const char *path)
 }
 
 /* Reads the root attributes; the format first, so another kind of file is named as such. */
-static int ident_read(hid_t f, const char *path, bnd_ident_t *id_p)
+/* *damaged_p: 1 when the failure is the file's state (an attribute unreadable, missing or out of
+ * range), 0 when the file is whole but not ours to read (another format). */
+static int ident_read(hid_t f, const char *path, bnd_ident_t *id_p, int *damaged_p)
 {
     long long v[6];
     const char *names[6] = {"bndlog_format", "rank", "stage", "pp", "first_step", "last_done"};
+    *damaged_p = 1;
     for (int i = 0; i < 6; i++)
         if (attr_read_ll(f, names[i], &v[i], path) != MP_OK) return MP_ERR;
     if (attr_read_string(f, "run_id", id_p->run_id, sizeof id_p->run_id, path) != MP_OK) return MP_ERR;
-    if (v[0] != BNDLOG_FORMAT) /* before the ranges: another format may mean other things */
+    if (v[0] != BNDLOG_FORMAT) { /* before the ranges: another format may mean other things */
+        *damaged_p = 0;
         return MP_FAIL("boundary log %s: bndlog_format is %lld, this MindPipe reads %d", path, v[0], BNDLOG_FORMAT);
+    }
     if (v[1] < 0 || v[1] > INT_MAX || v[3] < 1 || v[3] > INT_MAX || v[2] < 0 || v[2] >= v[3] || v[4] < 0 ||
         v[4] > LONG_MAX - 1 || v[5] < v[4] - 1 || v[5] > LONG_MAX - 1)
         return MP_FAIL("boundary log %s: attributes out of range (rank %lld, stage %lld, pp %lld, first_step %lld, "
@@ -280,18 +286,24 @@ static int ident_check(const bnd_ident_t *id, const char *run_id, int rank, cons
     return MP_OK;
 }
 
-/* Opens path (read-only, or read-write) and reads its identity. */
-static int file_open_ident(const char *path, unsigned flags, hid_t *f_p, bnd_ident_t *id_p)
+/* Opens path (read-only, or read-write) and reads its identity. On failure *damaged_p (when not
+ * NULL) says whether the file itself is unreadable (1: HDF5 cannot open it or its identity) or whole
+ * but another format (0). */
+static int file_open_ident(const char *path, unsigned flags, hid_t *f_p, bnd_ident_t *id_p, int *damaged_p)
 {
     hid_t fapl = -1, f = -1;
+    int damaged = 0;
+    if (damaged_p) *damaged_p = 0;
     if (fapl_make(path, flags == H5F_ACC_RDWR, &fapl) != MP_OK) return MP_ERR;
     f = H5Fopen(path, flags, fapl);
     if (f < 0) mp_h5_fail(__FILE__, __LINE__, "H5Fopen", path); /* before H5Pclose clears HDF5's reason */
     H5Pclose(fapl);
     if (f < 0) {
+        if (damaged_p) *damaged_p = 1;
         return MP_FAIL("boundary log %s cannot be read: truncated or damaged (or not an HDF5 file)", path);
     }
-    if (ident_read(f, path, id_p) != MP_OK) {
+    if (ident_read(f, path, id_p, &damaged) != MP_OK) {
+        if (damaged_p) *damaged_p = damaged;
         H5Fclose(f);
         return MP_ERR;
     }
@@ -373,7 +385,7 @@ static int file_open_rw(bndlog_t *b)
 {
     bnd_ident_t id;
     void *handle = NULL;
-    if (file_open_ident(b->path, H5F_ACC_RDWR, &b->f, &id) != MP_OK) return MP_ERR;
+    if (file_open_ident(b->path, H5F_ACC_RDWR, &b->f, &id, NULL) != MP_OK) return MP_ERR;
     H5_TRY(H5Fget_vfd_handle(b->f, H5P_DEFAULT, &handle), err_close, b->path);
     b->fd = *(int *)handle;
     return MP_OK;
@@ -840,17 +852,40 @@ static int log_dir_make(const char *log_path)
     return MP_OK;
 }
 
+/* An unreadable log of this rank goes to PATH.damaged (PATH.damaged.K when that is taken: never over
+ * an earlier one), the directory synced: kept for a look, out of the new log's way. */
+static int log_move_aside(const char *path)
+{
+    char to[BNDLOG_PATH_MAX + 32], dir[BNDLOG_PATH_MAX];
+    struct stat st;
+    snprintf(to, sizeof to, "%s.damaged", path);
+    for (int k = 2; lstat(to, &st) == 0; k++)
+        if (k == 1000) return MP_FAIL("boundary log %s: cannot move it aside: %s.damaged.2..999 are all taken", path, path);
+        else snprintf(to, sizeof to, "%s.damaged.%d", path, k);
+    if (rename(path, to) != 0) return MP_FAIL("boundary log %s: cannot move it to %s: %s", path, to, strerror(errno));
+    publish_dir_name(path, dir, sizeof dir);
+    if (publish_fsync_path(dir, 1) != MP_OK) return MP_ERR;
+    MP_WARN("boundary log %s: the read above failed (a kill inside the log's flush tears it: bndlog.c's crash "
+            "behaviour); moved to %s, and this rank logs anew: a replay that needs its earlier steps falls back to "
+            "the checkpoint", path, to);
+    return MP_OK;
+}
+
 /* What to keep of the log already at b->path (b->id holds this run's identity and first_step):
  * the steps [its first, first_step) when they reach first_step - 1 on the same stage and pp;
- * nothing otherwise. *src_p: the old file, open (or -1). */
+ * nothing otherwise (and nothing of one that cannot be read, moved aside). *src_p: the old file,
+ * open (or -1). */
 static int log_existing(bndlog_t *b, long first_step, hid_t *src_p, long *keep_hi_p)
 {
     struct stat st;
     bnd_ident_t old;
+    int damaged = 0;
     *src_p = -1, *keep_hi_p = first_step;
     if (lstat(b->path, &st) != 0) return MP_OK;
     if (!S_ISREG(st.st_mode)) return MP_FAIL("boundary log %s: not a regular file: refused", b->path);
-    if (file_open_ident(b->path, H5F_ACC_RDONLY, src_p, &old) != MP_OK) {
+    if (file_open_ident(b->path, H5F_ACC_RDONLY, src_p, &old, &damaged) != MP_OK) {
+        *src_p = -1;
+        if (damaged) return log_move_aside(b->path);
         MP_ERROR("boundary log %s: refused: it was left as it is (move it aside to start a new log)", b->path);
         return MP_ERR;
     }
@@ -1000,7 +1035,7 @@ int bndlog_read_open(const char *path, const char *run_id, int rank, bndlog_read
     }
     h5_quiet_t q;
     h5_quiet_begin(&q);
-    int rc = file_open_ident(path, H5F_ACC_RDONLY, &r->f, &r->id);
+    int rc = file_open_ident(path, H5F_ACC_RDONLY, &r->f, &r->id, NULL);
     if (rc == MP_OK && (rc = ident_check(&r->id, run_id, rank, path)) != MP_OK) H5Fclose(r->f);
     h5_quiet_end(&q);
     if (rc != MP_OK) {

@@ -77,7 +77,9 @@ int bndlog_path(const char *dir, int rank, char *path_p, size_t n);
 /* Opens this rank's log for writing and starts its writer thread; DIR/bndlog is created if
  * missing (a link or a file under that name is refused). A log already there is read first:
  *   - another run's, rank's or format's: refused, naming the file and the key, left untouched;
- *   - one that cannot be read (damaged, truncated): refused naming it (move it aside);
+ *   - one that cannot be read (damaged, truncated: a kill inside its flush tears it): moved aside to
+ *     NAME.damaged (NAME.damaged.K, never over an earlier one), said in a warning, and a new log
+ *     starts at first_step (a later replay that needs the steps before falls back to the checkpoint);
  *   - this run's, same stage and pp, whose complete steps reach first_step - 1: its steps below
  *     first_step are kept (a resumed run keeps the log back to its last checkpoint); otherwise
  *     it is replaced by an empty log starting at first_step (a warning says what was dropped).

@@ -3,7 +3,8 @@
  * complete step is the last marked one, and an unmarked step is refused as not complete; a reopen
  * keeps the marked steps before the resume step; prune refuses older steps and keeps the step in
  * flight readable, in a smaller file; another run id, rank or format refused naming the file and the
- * key, the file left as it was; a flipped byte in a tensor's or the scalars' data caught by its
+ * key, the file left as it was; a torn log of this rank in a resume's way moved aside to NAME.damaged
+ * (never over an earlier one) and a new log started; a flipped byte in a tensor's or the scalars' data caught by its
  * checksum, the caller's buffer untouched; truncated files refused without a crash; puts while
  * paused return (no deadlock) and the writer stays out of HDF5 meanwhile; a full queue makes put
  * wait and loses nothing; write errors (a file size limit, a directory in the way of the prune's
@@ -362,6 +363,83 @@ static void test_foreign(const char *dir)
     show_errtext();
     tap_ok(r4 == MP_ERR && has(other) && has("bndlog_format is 3"), "another format version: refused naming the key");
     free(other);
+}
+
+/* A torn log of this rank (a kill inside its flush) in the way of a resume's open: moved aside to
+ * NAME.damaged with its bytes as they were (NAME.damaged.2 the next time: never over the first),
+ * and a new log starts at the resume step. A whole log of another format is still refused and left
+ * where it is. */
+static void test_open_damaged(const char *dir)
+{
+    const char *path = strdup(log_file(dir, 2));
+    char aside[1200], aside2[1200];
+    snprintf(aside, sizeof aside, "%s.damaged", path);
+    snprintf(aside2, sizeof aside2, "%s.damaged.2", path);
+    bndlog_t *b = NULL;
+    bndlog_cfg_t c = cfg_of(dir, 2, 0, 1 << 20);
+    size_t bytes = 0;
+    int bad = bndlog_open(&c, &b) != MP_OK;
+    for (long s = 0; !bad && s < 2; s++) bad += put_step(b, s, &bytes) + (bndlog_step_done(b, s) != MP_OK);
+    bad += !b || bndlog_close(b) != MP_OK;
+    bad += truncate(path, file_size(path) / 2) != 0;
+    size_t len0 = 0, len1 = 0;
+    char *torn = slurp(path, &len0);
+    tap_ok(bad == 0 && torn, "a log of steps 0..1 written, then cut to half its size (%zu bytes)", len0);
+
+    c.first_step = 2;
+    b = NULL;
+    capture_begin();
+    int r1 = bndlog_open(&c, &b);
+    capture_end();
+    show_errtext();
+    char *kept = slurp(aside, &len1);
+    tap_ok(r1 == MP_OK && has(path) && has(aside) && has("logs anew") && kept && len1 == len0 &&
+               memcmp(torn, kept, len0) == 0,
+           "open at step 2 over it: it goes to NAME.damaged byte for byte, the warning names both");
+    free(torn);
+    free(kept);
+    bad = !b || put_step(b, 2, &bytes) != 0 || bndlog_step_done(b, 2) != MP_OK || bndlog_close(b) != MP_OK;
+    bndlog_reader_t *r = NULL;
+    bndlog_info_t info = {0};
+    int ok = !bad && bndlog_read_open(path, RUN, 2, &r) == MP_OK;
+    if (ok) bndlog_read_info(r, &info);
+    ok = ok && info.first_step == 2 && info.last_step == 2 && check_step(r, 2) == 0;
+    if (r) bndlog_read_close(r);
+    tap_ok(ok, "the new log starts at step 2 and reads step 2 back bitwise (first %ld, last %ld)", info.first_step,
+           info.last_step);
+
+    b = NULL;
+    int cut = truncate(path, 100);
+    capture_begin();
+    int r2 = cut == 0 ? bndlog_open(&c, &b) : MP_ERR;
+    capture_end();
+    if (b) bndlog_close(b);
+    kept = slurp(aside, &len1);
+    tap_ok(r2 == MP_OK && has(aside2) && file_size(aside2) == 100 && kept && len1 == len0,
+           "torn again: to NAME.damaged.2, the first NAME.damaged untouched");
+    free(kept);
+
+    /* a whole log of another format: not damaged, refused, left in place */
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = f >= 0 ? H5Aopen(f, "bndlog_format", H5P_DEFAULT) : -1;
+    int other = BNDLOG_FORMAT + 1;
+    ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT, &other) >= 0;
+    if (a >= 0) H5Aclose(a);
+    if (f >= 0) H5Fclose(f);
+    char *before = slurp(path, &len0);
+    b = NULL;
+    capture_begin();
+    int r3 = ok ? bndlog_open(&c, &b) : MP_OK;
+    capture_end();
+    show_errtext();
+    char *after = slurp(path, &len1);
+    struct stat st;
+    tap_ok(r3 == MP_ERR && has("bndlog_format is 3") && !has("logs anew") && before && after && len0 == len1 &&
+               memcmp(before, after, len0) == 0 && lstat(aside2, &st) == 0 && file_size(aside2) == 100,
+           "another format's log: refused naming the key, left in place, nothing moved aside");
+    free(before);
+    free(after);
+    free((char *)path);
 }
 
 /* A byte flipped inside a tensor's and inside the scalars' data is caught by the checksum. */
@@ -767,8 +845,8 @@ int main(void)
     hbool_t ts = 0;
     H5is_library_threadsafe(&ts);
     tap_diag("this libhdf5 is %sthread-safe: the writer keeps to bndlog's thread rule either way", ts ? "" : "not ");
-    char dirs[8][1100];
-    for (int i = 0; i < 8; i++) {
+    char dirs[9][1100];
+    for (int i = 0; i < 9; i++) {
         snprintf(dirs[i], sizeof dirs[i], "%s/run%d", tmpdir, i);
         mkdir(dirs[i], 0700);
     }
@@ -783,6 +861,7 @@ int main(void)
     test_write_errors(dirs[3], dirs[4]);
     test_duplicate(dirs[6]);
     test_rows(dirs[7]);
+    test_open_damaged(dirs[8]);
     test_killed(dirs[5], 0, 0);
     test_killed(dirs[5], 1, 300);
     test_killed(dirs[5], 2, 3000);
