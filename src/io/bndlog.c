@@ -250,9 +250,9 @@ static int ident_write(hid_t f, const bnd_ident_t *id, const char *path)
     return h5_attr_write_string(f, "run_id", id->run_id, path);
 }
 
-/* Reads the root attributes; the format first, so another kind of file is named as such. */
-/* *damaged_p: 1 when the failure is the file's state (an attribute unreadable, missing or out of
- * range), 0 when the file is whole but not ours to read (another format). */
+/* Reads the root attributes; the format first, so another kind of file is named as such. On failure
+ * *damaged_p is 1 when it is the file's state (an attribute unreadable, missing or out of range), 0
+ * when the file is whole but not ours to read (another format). */
 static int ident_read(hid_t f, const char *path, bnd_ident_t *id_p, int *damaged_p)
 {
     long long v[6];
