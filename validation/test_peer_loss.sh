@@ -7,7 +7,8 @@
 # passes 3 s prints "rank R: peer lost after step S" and _exits 75.
 #   mpiexec: -disable-auto-cleanup with each rank under the job scripts' rank shell lets every
 #   survivor exit 75 by itself and mpiexec return; without the flag, or without the shell (Hydra's
-#   proxy SIGKILLs a node's ranks when one of them dies by a signal), the survivors are killed.
+#   proxy SIGKILLs a node's ranks when one of them dies by a signal: at once, or once the first
+#   survivor has exited), the survivors are killed.
 #   Slurm (a one-node Slurm, validation/slurm_harness.sh, as test_jobs.sh): jobs/slurm/train.sbatch
 #   with LAUNCHER=srun and LAUNCHER=mpirun, whose binary is a stand-in that runs the probe: the job
 #   sees the lost rank and the survivors' 75, requeues itself, and its second run completes (a rank
@@ -28,6 +29,10 @@ mpicc -std=c11 -O2 -o "$PROBE" "$MP_SRCDIR/validation/recovery/peer_loss.c" > "$
 ok $? "validation/recovery/peer_loss.c builds with mpicc"
 [ -x "$PROBE" ] || { sed 's/^/#   /' "$SCRATCH/cc.log"; done_testing; }
 PARGS=(--victim 1 --kill-step 5 --steps 100000 --timeout "$T")
+# Plain mpiexec kills the survivors at once (0.2 s, 8 of 8 runs): they get a deadline far past that,
+# so a kill delayed by load cannot let one reach it first.
+TK=20
+KARGS=(--victim 1 --kill-step 5 --steps 100000 --timeout "$TK")
 
 # The rank shell of jobs/slurm/train.sbatch, taken from the script itself (it must match the PBS one).
 rank_shell=$(sed -n "/^rank_shell='/,/^exit \$s'\$/p" "$MP_SRCDIR/jobs/slurm/train.sbatch")
@@ -73,13 +78,16 @@ grep -q "got .* SIGUSR1" "$SCRATCH/dac.out" && diag "(Hydra sent SIGUSR1 to the 
 [ $all -eq 0 ] || sed 's/^/#   /' "$SCRATCH/dac.out"
 
 # ---- without the flag: the survivors are killed at once ----
-launch plain -n 4 sh -c "$rank_shell" mindpipe-rank "$PROBE" "${PARGS[@]}"
-[ "$lines" -eq 0 ] && [ $lrc -ne 0 ] && [ $lrc -ne 124 ] && awk -v s="$secs" -v t=$T 'BEGIN { exit !(s < t + 20) }'
-ok $? "plain mpiexec: the survivors were killed at once, none reached its deadline ($lines lines; status $lrc, ${secs} s)"
+launch plain -n 4 sh -c "$rank_shell" mindpipe-rank "$PROBE" "${KARGS[@]}"
+[ "$lines" -eq 0 ] && [ $lrc -ne 0 ] && [ $lrc -ne 124 ] && awk -v s="$secs" -v t=$TK 'BEGIN { exit !(s < t) }'
+ok $? "plain mpiexec: the survivors were killed at once, none reached its deadline of $TK s ($lines lines; status $lrc, ${secs} s)"
 # ---- the flag without the rank shell: Hydra's proxy SIGKILLs the node's ranks (rank 1 died by a signal) ----
+# The proxy kills them either at once (0.2 s) or, in 6 of 17 runs here (and once in CI), only when the
+# first survivor has exited 75 at its deadline (T + 0.2 s, 1 or 2 "peer lost" lines): either way not
+# every survivor gets to exit by itself, which is what the rank shell changes.
 launch noshell -disable-auto-cleanup -n 4 "$PROBE" "${PARGS[@]}"
-[ "$lines" -eq 0 ] && [ $lrc -ne 0 ] && [ $lrc -ne 124 ]
-ok $? "-disable-auto-cleanup without the rank shell: the survivors were killed all the same ($lines lines; status $lrc, ${secs} s)"
+[ "$lines" -lt 3 ] && [ $lrc -ne 0 ] && [ $lrc -ne 124 ] && awk -v s="$secs" -v t=$T 'BEGIN { exit !(s < t + 20) }'
+ok $? "-disable-auto-cleanup without the rank shell: the survivors were killed all the same, $lines of 3 exited by themselves first (status $lrc, ${secs} s)"
 
 # ---- Slurm: jobs/slurm/train.sbatch sees the lost rank and requeues; the rerun completes ----
 slurm_start "$SCRATCH/slurm"; rc=$?
