@@ -85,11 +85,12 @@ run 1 res1 --resume auto; ok $? "the same checkpoint resumed on one rank"
 compare "resumed on one rank = static pp=2" "$SCRATCH/p2" "$SCRATCH/res1" --bitwise
 
 # A rank stopped (SIGSTOP) between the decision and the exchange: its peer's wait ends the job within
-# parallel.timeout, naming the rank and the phase.
+# parallel.timeout, naming the rank and the phase. :migrate stops in the first move from step 3 on
+# (a busy host's times once made step 3's re-plan keep 1,5: the run then ended with 0).
 t0=$(date +%s)
 run 2 stop --set parallel.pp=2 --set pipeline.layers=1,5 $M --set parallel.timeout=10 --set debug.fail_at=1:3:migrate
 rc=$?; dt=$(( $(date +%s) - t0 ))
-[ $rc -ne 0 ] && [ $dt -lt 60 ] && grep -q "live migration after step 3.* rank 1 (stage 1)" "$SCRATCH/stop.log"
+[ $rc -ne 0 ] && [ $dt -lt 60 ] && grep -q "live migration after step [369].* rank 1 (stage 1)" "$SCRATCH/stop.log"
 ok $? "a rank stopped in the migration: abort naming rank 1 and the phase after ${dt}s (exit $rc)"
 grep "parallel.timeout" "$SCRATCH/stop.log" | head -n 1 | sed 's/^/# /'
 

@@ -274,8 +274,8 @@ static const deck_key_t keys[] = {
           "fault injection, steps counted as the log counts them (1 = the first): rank RANK dies (SIGKILL) as step "
           "STEP begins; :write, midway through writing the checkpoint of step STEP; :stall, it stops (SIGSTOP) "
           "midway through that write, so its peers abort at checkpoint.timeout; :hang, it stops answering in step "
-          "STEP so its peers time out; :migrate, it stops in the live migration (pipeline.replan_every) after step "
-          "STEP, before its layers' exchange"),
+          "STEP so its peers time out; :migrate, it stops in the first live migration (pipeline.replan_every) "
+          "after step STEP or later, before its layers' exchange"),
     K_INT(debug, kernel_times, "0", 0, 1e9,
           "time every call of every backend kernel in the training steps from step N on (counted as the log "
           "counts them, 1 = the first; a later N leaves the warm-up out) and write RUN/kernel_times.rRANK.json on "

@@ -522,7 +522,12 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
     rec_snap_path(r, r->rank, path, sizeof path);
     if (unlink(path) != 0 && errno != ENOENT) MP_WARN("cannot remove the used snapshot %s: %s", path, strerror(errno));
     struct recovery_s *c = r->rec;
+    /* the thread rule: a replaying rank's own writer is running (train_replay opened it) and may be
+     * inside H5Fflush marking the last replayed step; closing the readers beside it corrupted HDF5's
+     * free lists once in CI (the writer's SIGSEGV in H5FL_fac_malloc) */
+    recovery_pause(r);
     for (int s = 0; c && s < SIM_MAX_STAGES; s++) bndlog_read_close(c->rd[s]), c->rd[s] = NULL;
+    recovery_resume(r);
     r->step = p->target;
     if (r->rank == 0) {
         char how[300] = "";

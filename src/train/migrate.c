@@ -148,7 +148,9 @@ static void migrate_move(run_t *r, const int *old, const int *new, long step)
              r->stage);
     watchdog_arm(&r->wd, phase, "parallel.timeout", d->parallel.timeout);
     const double t0 = perf_now();
-    if (d->debug.fail.mode == DECK_FAIL_MIGRATE && d->debug.fail.rank == r->rank && d->debug.fail.step == step) {
+    /* the first move at or after the step: whether a re-plan moves depends on measured times, which a
+     * busy host can even out (test_migrate once saw no move at step 3 of a 1,5 split) */
+    if (d->debug.fail.mode == DECK_FAIL_MIGRATE && d->debug.fail.rank == r->rank && d->debug.fail.step <= step) {
         fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d stops (SIGSTOP) in the live migration after step %ld\n",
                 d->debug.fail_at, r->rank, step);
         fflush(stderr);
