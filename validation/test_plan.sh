@@ -154,20 +154,23 @@ EOF
 prc=$?
 [ $prc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/prof.out"
 ok $prc "profile under 2 ranks: positive block times, p2p and all-reduce figures, stash keep > recompute, exact block parameters"
-# the split backward: B and W timed apart (each a real share of the fused one, together near it: a
-# shared host's noise allows 2x); W's stash per block is model_wstash_bytes' (N = micro_batch · 32,
-# C = 64, R = 4): 4·(2NC + NRC + 3NC) douts, + 4·(2NC + NC + NRC) inputs under recompute
+# the split backward: B and W timed apart (positive and finite; their ratio to the fused backward is
+# printed, not asserted: timed apart on a shared host they can have any ratio, and one CI saw
+# B + W = 0.45 of a fused backward slowed by load; the ratio idle is a benchmark's, docs/PLAN.md);
+# W's stash per block is model_wstash_bytes' (N = micro_batch · 32, C = 64, R = 4):
+# 4·(2NC + NRC + 3NC) douts, + 4·(2NC + NC + NRC) inputs under recompute
 "$PY" - "$SCRATCH/prof.json" <<'EOF'
-import json, sys
+import json, math, sys
 p = json.load(open(sys.argv[1]))
 b, w, f = p["block_bwd_b_s"], p["block_bwd_w_s"], p["block_bwd_s"]
-assert 0.1 * f < b < 1.5 * f and 0.1 * f < w < 1.5 * f and 0.5 * f < b + w < 2 * f, (b, w, f)
-assert 0 <= p["head_bwd_w_s"] <= p["head_bwd_s"], p
+print("# B %.3g s, W %.3g s, fused %.3g s: (B + W) / fused = %.2f" % (b, w, f, (b + w) / f if f > 0 else float("nan")))
+assert all(math.isfinite(x) and x > 0 for x in (b, w, f)), (b, w, f)
+assert math.isfinite(p["head_bwd_w_s"]) and p["head_bwd_w_s"] >= 0, p
 N, C = p["micro_batch"] * 32, 64
 assert p["wstash_keep_bytes"] == 4 * (2 * N * C + N * 4 * C + 3 * N * C), p["wstash_keep_bytes"]
 assert p["wstash_recompute_bytes"] == p["wstash_keep_bytes"] + 4 * (2 * N * C + N * C + N * 4 * C), p
 EOF
-ok $? "profile times the backward's B and W per block (each a share of the fused one) and W's stash bytes exactly"
+ok $? "profile times the backward's B and W per block (positive, finite) and W's stash bytes exactly"
 # shellcheck disable=SC2086
 P $PSET --layout pp=2 --profile "$SCRATCH/prof.json" --json > "$SCRATCH/pp.json" 2> "$SCRATCH/err" &&
     grep -q '"step_time_s"' "$SCRATCH/pp.json"
