@@ -137,8 +137,13 @@ int cu_ctx_reserve(cu_ctx_t *ctx, size_t bytes)
     return KERN_OK;
 }
 
-void *cu_ctx_scratch(cu_ctx_t *ctx, size_t bytes)
+void *cu_ctx_scratch_for(cu_ctx_t *ctx, size_t bytes, const char *who)
 {
+    if (bytes > ctx->scratch_bytes && ctx->scratch_frozen)
+        KERN_ABORT("CUDA scratch would grow after step 0, from %zu to %zu bytes, for %s: the scratch is sized before "
+                   "the first step (cu_scratch_bound) because growing it frees memory, which waits for the whole "
+                   "device, NCCL calls of other ranks included; raise cu_scratch_bound for this kernel",
+                   ctx->scratch_bytes, bytes, who);
     if (bytes > ctx->scratch_bytes && cu_ctx_reserve(ctx, bytes) != KERN_OK)
         KERN_ABORT("CUDA scratch of %zu bytes does not fit: reserve it with cu_ctx_reserve before the arena, "
                  "or give the arena a larger margin", bytes);
@@ -146,3 +151,30 @@ void *cu_ctx_scratch(cu_ctx_t *ctx, size_t bytes)
 }
 
 void cu_ctx_sync(cu_ctx_t *ctx) { CUDA_CHECK(cudaStreamSynchronize(ctx->compute)); }
+
+static size_t bf16_bytes(size_t n) { return (n * 2 + 255) / 256 * 256; }
+
+size_t cu_scratch_bound(int B, int T, int C, int V, int F, int NH)
+{
+    const size_t b = (size_t)B, t = (size_t)T, c = (size_t)C, v = (size_t)V, f = (size_t)F, nh = (size_t)NH;
+    const size_t n = b * t;
+    size_t most = 0;
+    // products inp (N, K) · w (OC, K): the bf16 copies of inp, w and the output or its gradient, and
+    // the bias gradient's column partials (at most N rows of OC)
+    const size_t prod[5][2] = {{c, 3 * c}, {c, c}, {c, f}, {f, c}, {c, v}};
+    for (int i = 0; i < 5; i++) {
+        const size_t k = prod[i][0], oc = prod[i][1];
+        const size_t need = bf16_bytes(n * oc) + bf16_bytes(n * k) + bf16_bytes(oc * k) + n * oc * sizeof(float);
+        most = need > most ? need : most;
+    }
+    // attention: the unfused products read (B, NH, T, T) and spans of qkv (N, 3C); the fused one
+    // four planes of (N, C)
+    const size_t att = bf16_bytes(b * nh * t * t) + 2 * bf16_bytes(3 * n * c), fa2 = 4 * bf16_bytes(n * c);
+    most = att > most ? att : most;
+    most = fa2 > most ? fa2 : most;
+    // LayerNorm's backward partials, the embedding's sort (keys, positions and cub's temporaries)
+    const size_t ln = 2 * n * c * sizeof(float), enc = 4 * ((n * 4 + 255) / 256 * 256) + 16 * n + ((size_t)1 << 20);
+    most = ln > most ? ln : most;
+    most = enc > most ? enc : most;
+    return most + most / 8;
+}

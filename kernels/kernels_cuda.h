@@ -75,6 +75,8 @@ typedef struct {
     cudaStream_t offload;   /* host <-> device copies of stashed activations */
     void *scratch;          /* device workspace: bf16 copies of product inputs, reduction partials */
     size_t scratch_bytes;   /* its capacity */
+    int scratch_frozen;     /* set after step 0: growing it (cudaFree, a device-wide synchronisation
+                             * that would wait on other ranks' NCCL calls) is an error */
 } cu_ctx_t;
 
 /* Selects `device`, creates the streams, the cuBLAS and cuBLASLt handles and cuBLASLt's workspace.
@@ -87,8 +89,16 @@ void cu_ctx_destroy(cu_ctx_t *ctx);
  * call. 0, or -1 after a message. Without it, scratch grows on first use. */
 int cu_ctx_reserve(cu_ctx_t *ctx, size_t bytes);
 /* Device scratch of at least `bytes`, valid until the next call that uses scratch. Growing waits for
- * `compute` first (the old block may still be in use); failure to grow is fatal. */
-void *cu_ctx_scratch(cu_ctx_t *ctx, size_t bytes);
+ * `compute` first (the old block may still be in use); failure to grow is fatal, and so is growing
+ * once frozen (the message names `who`, the calling function). */
+void *cu_ctx_scratch_for(cu_ctx_t *ctx, size_t bytes, const char *who);
+#define cu_ctx_scratch(ctx, bytes) cu_ctx_scratch_for((ctx), (bytes), __func__)
+/* The scratch the kernels can ask for when a run's largest calls have B sequences of T tokens, width
+ * C, vocabulary V, widest MLP F and NH heads (a tensor-parallel shard asks for less): the largest of
+ * every kernel's request at those shapes (products forward and backward, the head, attention's
+ * unfused and fused paths, LayerNorm's partials, the embedding's sort, the norm's sums) and an eighth
+ * more. For cu_ctx_reserve before the first step. */
+size_t cu_scratch_bound(int B, int T, int C, int V, int F, int NH);
 /* Blocks until all work enqueued on ctx->compute is done; fatal on a device error. */
 void cu_ctx_sync(cu_ctx_t *ctx);
 /* Scratch bytes a product call needs in bf16 mode for inputs of n_a and n_b floats (planning aid

@@ -13,6 +13,7 @@
 #endif
 #include "check.h"
 #include "commands.h"
+#include "gpu_share.h"
 #include "device.h"
 #include "mpi_check.h"
 
@@ -75,7 +76,9 @@ static void mpi_start(int *argc, char ***argv)
     (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
     (void)mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    /* the NCCL stand-in calls MPI from its progress thread (gpu_share.h) */
+    const int level = gpu_share_nccl_standin() ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
+    MPI_CHECK(MPI_Init_thread(argc, argv, level, &provided));
     alarm(0);
     signal(SIGALRM, SIG_DFL);
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));

@@ -61,8 +61,21 @@ static void wait_failed(const wait_cfg_t *w, const char *what, int rc)
     }
 }
 
+/* RUN/exit_status says "1 aborted: WHO: msg" (when the run has one), give_up runs, the job ends. */
+MP_NORETURN static void wait_abort(const wait_cfg_t *w, const char *msg, void (*give_up)(void *ctx), void *ctx)
+{
+    if (w->status && w->status[0]) {
+        char text[1700];
+        snprintf(text, sizeof text, "1 aborted: %s: %s\n", w->who ? w->who : "a rank", msg);
+        publish_text(w->status, text); /* a failure is reported; the abort goes on */
+    }
+    if (give_up) give_up(ctx);
+    MP_ABORT("%s", msg);
+}
+
 /* Past the deadline: RUN/exit_status says so (when the run has one), then the job ends. */
-MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const char *what, double limit)
+MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const char *what, double limit,
+                                       void (*give_up)(void *ctx), void *ctx)
 {
     char peers[512], msg[1400];
     /* the stop's deadline is the shorter one (wait.h): say which ended the wait */
@@ -79,12 +92,7 @@ MP_NORETURN static void wait_timed_out(const wait_cfg_t *w, MPI_Comm comm, const
         snprintf(msg, sizeof msg, "waited more than %s = %g s for %s: one or more of its peers (%s) did "
                  "not take part (dead or hung)", key, limit, what, peers);
     if (w->lost) w->lost(w->lost_ctx, msg);
-    if (w->status && w->status[0]) {
-        char text[1700];
-        snprintf(text, sizeof text, "1 aborted: %s: %s\n", w->who ? w->who : "a rank", msg);
-        publish_text(w->status, text); /* a failure is reported; the abort goes on */
-    }
-    MP_ABORT("%s", msg);
+    wait_abort(w, msg, give_up, ctx);
 }
 
 void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm, const char *what)
@@ -107,8 +115,27 @@ void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm,
             double limit = w->timeout;
             if (w->lost && w->stopping && w->stop_timeout > 0 && (limit <= 0 || w->stop_timeout < limit) && w->stopping())
                 limit = w->stop_timeout;
-            if (limit > 0 && perf_now() - t0 > limit) wait_timed_out(w, comm, what, limit);
+            if (limit > 0 && perf_now() - t0 > limit) wait_timed_out(w, comm, what, limit, NULL, NULL);
         }
+    }
+}
+
+void wait_poll(const wait_cfg_t *w, int (*ready)(void *ctx, char *why, size_t n), void (*give_up)(void *ctx),
+               void *ctx, const char *what)
+{
+    const double t0 = perf_now();
+    for (long polls = 0;; polls++) {
+        char why[600] = "";
+        const int rc = ready(ctx, why, sizeof why);
+        if (rc > 0) return;
+        if (rc < 0) {
+            char msg[1400];
+            snprintf(msg, sizeof msg, "while waiting for %s: %s", what, why);
+            wait_abort(w, msg, give_up, ctx);
+        }
+        if (w->yield) sched_yield();
+        if ((polls & 255) == 0 && w->timeout > 0 && perf_now() - t0 > w->timeout)
+            wait_timed_out(w, MPI_COMM_NULL, what, w->timeout, give_up, ctx);
     }
 }
 

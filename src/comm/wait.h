@@ -41,6 +41,13 @@ void wait_cfg_init(wait_cfg_t *w, deck_wait_t mode, double timeout, int node_ran
  * MESSAGE" and the job is aborted. */
 void wait_all_over(const wait_cfg_t *w, int n, MPI_Request *reqs, MPI_Comm comm, const char *what);
 
+/* Polls ready(ctx) until it returns 1, as wait_all_over polls MPI (yielding the core, the same
+ * deadline, status line and abort): 0 is not yet, -1 a failure whose reason ready wrote into why
+ * (n bytes), which ends the job naming `what` and it. Before either abort give_up(ctx) runs when
+ * set (the cuda backend aborts its NCCL communicators there, so that no kernel waits on a peer).
+ * For waits that are not MPI requests: a device stream under NCCL collectives. */
+void wait_poll(const wait_cfg_t *w, int (*ready)(void *ctx, char *why, size_t n), void (*give_up)(void *ctx),
+               void *ctx, const char *what);
 /* wait_all_over for point-to-point requests (or several communicators'): `what` names the peer. */
 void wait_all(const wait_cfg_t *w, int n, MPI_Request *reqs, const char *what);
 

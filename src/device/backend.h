@@ -102,12 +102,22 @@ static inline int be_host_visible(const backend_t *be) { return be->kind == BE_C
  *               creates comm's NCCL twin (rank 0 draws the id) and later collectives on comm go
  *               through it; when two share one (NCCL refuses that), comm gets no twin and its
  *               collectives are host-staged (backend_staged.h). Collective over comm. cpu and emu:
- *               nothing. Once per communicator, after be_init; MPI_COMM_NULL is ignored. */
-#define BE_HOST_OPS(X, XR)                                             \
-    XR(void *, host_alloc, (backend_t *be, size_t bytes), (be, bytes)) \
-    X(void, host_free, (backend_t *be, void *p), (be, p))              \
-    X(void, sync, (backend_t *be), (be))                               \
-    X(void, comm_add, (backend_t *be, MPI_Comm comm), (be, comm))
+ *               nothing. Once per communicator, after be_init; MPI_COMM_NULL is ignored.
+ *   scratch_plan   cuda: the kernels' device scratch sized now for the run's largest calls (shape),
+ *                  before any communicator exists; fatal when it does not fit. cpu, emu: nothing
+ *   scratch_freeze cuda: from now on (after step 0) growing that scratch is fatal, naming the
+ *                  kernel: growing frees memory, and cudaFree waits for the whole device, other
+ *                  ranks' NCCL calls included. cpu, emu: nothing */
+typedef struct {
+    int B, T, C, V, F, NH; /* sequences per call, tokens, width, vocabulary, widest MLP, heads */
+} be_shape_t;
+#define BE_HOST_OPS(X, XR)                                                                  \
+    XR(void *, host_alloc, (backend_t *be, size_t bytes), (be, bytes))                      \
+    X(void, host_free, (backend_t *be, void *p), (be, p))                                   \
+    X(void, sync, (backend_t *be), (be))                                                    \
+    X(void, comm_add, (backend_t *be, MPI_Comm comm), (be, comm))                           \
+    X(void, scratch_plan, (backend_t *be, const be_shape_t *shape), (be, shape))            \
+    X(void, scratch_freeze, (backend_t *be), (be))
 
 /* Collectives on device buffers, ordered after the work before them and before the work after them
  * (cuda: on the compute stream); `what` names the call in a timeout:

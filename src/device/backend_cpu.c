@@ -52,6 +52,10 @@ void be_cpu_sync(backend_t *be) {}
 
 void be_cpu_comm_add(backend_t *be, MPI_Comm comm) {}
 
+void be_cpu_scratch_plan(backend_t *be, const be_shape_t *shape) {}
+
+void be_cpu_scratch_freeze(backend_t *be) {}
+
 /* ---- offload: the copy thread (copier.h), started by the first copy ---- */
 
 long be_cpu_offload_start(backend_t *be, void *dst, const void *src, size_t bytes, int to_host)

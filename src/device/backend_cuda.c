@@ -5,6 +5,7 @@
 
 #include "backend_cuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@ static int cuda_init(backend_t *be, size_t limit, int device, int precision)
     if (gpu_share_id(device, &b->gpu) != MP_OK) goto err_ctx;
     /* bf16 copies of the largest product's inputs, reduction partials: before the arena takes the
      * free memory (cu_ctx_scratch grows on demand from the margin otherwise) */
-    if (cu_ctx_reserve(&b->ctx, (size_t)64 << 20) != MP_OK) goto err_ctx;
+    if (cu_ctx_reserve(&b->ctx, BCU_SCRATCH_MIN) != MP_OK) goto err_ctx;
     if (cu_arena_init(&b->arena, limit, 0) != MP_OK) goto err_ctx;
     CUDA_CHECK(cudaEventCreateWithFlags(&b->grads_final, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&b->buckets_done, cudaEventDisableTiming));
@@ -53,6 +54,55 @@ static void cuda_destroy(backend_t *be)
     be->state = NULL;
 }
 
+/* ---- host waits: under the watchdog (wait.h), NCCL's errors polled ---- */
+
+typedef struct {
+    bcu_t *b;
+    cudaStream_t s;
+} bcu_waiter_t;
+
+/* 1 when the stream is done; 0 while it runs and no NCCL communicator has failed; -1 with the reason
+ * when one has (ncclCommGetAsyncError) or CUDA reports an error. */
+static int bcu_stream_ready(void *ctx, char *why, size_t n)
+{
+    const bcu_waiter_t *w = ctx;
+    const cudaError_t rc = cudaStreamQuery(w->s);
+    if (rc == cudaSuccess) return 1;
+    if (rc != cudaErrorNotReady) {
+        snprintf(why, n, "CUDA error %s: %s", cudaGetErrorName(rc), cudaGetErrorString(rc));
+        return -1;
+    }
+    const bcu_t *b = w->b;
+    for (int i = 0; i < b->ncomms + 4; i++) {
+        ncclComm_t c = i < b->ncomms ? b->nccl[i] : b->p2p_own[i - b->ncomms];
+        ncclResult_t err = ncclSuccess;
+        if (!c || ncclCommGetAsyncError(c, &err) != ncclSuccess || err == ncclSuccess || err == ncclInProgress) continue;
+        int size = 0;
+        (void)ncclCommCount(c, &size);
+        snprintf(why, n, "NCCL communicator %s %d (%d ranks) failed: %s (ncclCommGetAsyncError)",
+                 i < b->ncomms ? "twin" : "pipeline", i < b->ncomms ? i : i - b->ncomms, size, ncclGetErrorString(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* Before the job ends on a failed or overdue wait: every NCCL communicator aborted, so that no
+ * kernel of ours keeps waiting on a peer (the process exits right after). */
+static void bcu_give_up(void *ctx)
+{
+    bcu_t *b = ((bcu_waiter_t *)ctx)->b;
+    for (int i = 0; i < b->ncomms; i++)
+        if (b->nccl[i]) (void)ncclCommAbort(b->nccl[i]), b->nccl[i] = NULL;
+    for (int i = 0; i < 4; i++)
+        if (b->p2p_own[i]) (void)ncclCommAbort(b->p2p_own[i]), b->p2p_own[i] = NULL;
+}
+
+void bcu_wait(backend_t *be, cudaStream_t s, const char *what)
+{
+    bcu_waiter_t w = {be->state, s};
+    wait_poll(be->wait, bcu_stream_ready, bcu_give_up, &w, what);
+}
+
 /* ---- memory: on the compute stream ---- */
 
 static void cuda_copy(backend_t *be, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
@@ -61,7 +111,9 @@ static void cuda_copy(backend_t *be, void *dst, const void *src, size_t bytes, e
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, b->ctx.compute));
     /* host → device: the source may be reused by the caller at once; device → host: the value is
      * wanted now */
-    if (kind != cudaMemcpyDeviceToDevice) CUDA_CHECK(cudaStreamSynchronize(b->ctx.compute));
+    if (kind != cudaMemcpyDeviceToDevice)
+        bcu_wait(be, b->ctx.compute, kind == cudaMemcpyDeviceToHost ? "the device's work before a copy to the host"
+                                                                    : "a copy to the device");
 }
 
 void be_cuda_zero(backend_t *be, void *dev, size_t bytes)
@@ -102,9 +154,22 @@ void be_cuda_host_free(backend_t *be, void *p)
 void be_cuda_sync(backend_t *be)
 {
     bcu_t *b = be->state;
-    CUDA_CHECK(cudaStreamSynchronize(b->ctx.compute));
-    CUDA_CHECK(cudaStreamSynchronize(b->ctx.comm));
+    bcu_wait(be, b->ctx.compute, "the device's work (compute stream)");
+    bcu_wait(be, b->ctx.comm, "the data-parallel buckets (collective stream)");
 }
+
+void be_cuda_scratch_plan(backend_t *be, const be_shape_t *sh)
+{
+    bcu_t *b = be->state;
+    size_t bytes = cu_scratch_bound(sh->B, sh->T, sh->C, sh->V, sh->F, sh->NH);
+    if (bytes < BCU_SCRATCH_MIN) bytes = BCU_SCRATCH_MIN;
+    if (cu_ctx_reserve(&b->ctx, bytes) != KERN_OK)
+        MP_ABORT("the kernels' CUDA scratch of %zu MiB (for micro-batches of %d x %d tokens, width %d, vocabulary %d, "
+                 "MLP %d, %d heads) does not fit beside the arena: lower memory.device_limit", bytes >> 20, sh->B,
+                 sh->T, sh->C, sh->V, sh->F, sh->NH);
+}
+
+void be_cuda_scratch_freeze(backend_t *be) { ((bcu_t *)be->state)->ctx.scratch_frozen = 1; }
 
 /* The GPU's PCI bus id, for NVML's energy counter (be_gpu_bus_id): NVML and CUDA may number devices
  * differently, the bus id is the same in both. */

@@ -18,6 +18,8 @@
 #include "kernels_cuda.h"
 
 enum { BCU_MAX_COMMS = 16, BCU_OFFLOAD_EVENTS = 256, BCU_TIME_PAIRS = 4096 };
+/* The kernels' scratch at least (be_cuda_scratch_plan raises it to the run's bound). */
+#define BCU_SCRATCH_MIN ((size_t)64 << 20)
 
 /* be->state */
 typedef struct {
@@ -28,6 +30,7 @@ typedef struct {
      * GPU, and its collectives are host-staged) */
     MPI_Comm mpi[BCU_MAX_COMMS];
     ncclComm_t nccl[BCU_MAX_COMMS];
+    int single[BCU_MAX_COMMS]; /* one rank: no twin, collectives are the identity */
     int ncomms;
     cudaEvent_t grads_final;  /* compute stream: the bucket's gradients are written */
     cudaEvent_t buckets_done; /* collective stream: every started bucket is summed */
@@ -61,6 +64,11 @@ typedef struct {
 BE_OPS(BE_CUDA_DECL, BE_CUDA_DECL)
 #undef BE_CUDA_DECL
 
+/* Waits until stream s has run everything enqueued on it, as every MPI wait is waited (wait.h:
+ * yielding, parallel.timeout): meanwhile every NCCL communicator is asked for an asynchronous error.
+ * An error or the deadline aborts the NCCL communicators (ncclCommAbort) and the job, naming this
+ * rank, `what` and the communicator. */
+void bcu_wait(backend_t *be, cudaStream_t s, const char *what);
 /* Destroys what be_cuda_p2p_setup created (nothing when it was not called); waits for its streams. */
 void bcu_p2p_destroy(bcu_t *b);
 /* Waits for the offload stream and destroys its events (nothing when no copy was started). */

@@ -1,8 +1,9 @@
 /* The cuda backend's collectives and data-parallel buckets: NCCL on the twins of the grid's MPI
  * communicators (comm_add), blocking collectives on the compute stream, buckets on the collective
  * stream, ordered by events (backend_cuda.h). A communicator two of whose ranks share a GPU has no
- * twin (NCCL refuses it: gpu_share.h); its collectives and buckets are host-staged
- * (backend_staged.h), the code the emu backend runs for all of its own. */
+ * twin (NCCL refuses it: gpu_share.h) unless the loaded NCCL is our stand-in; its collectives and
+ * buckets are host-staged (backend_staged.h), the code the emu backend runs for all of its own. A
+ * communicator of one rank gets no twin and its collectives do nothing (reduce_scatter: a copy). */
 #include "config.h"
 
 #include "backend_cuda.h"
@@ -30,7 +31,10 @@ void be_cuda_comm_add(backend_t *be, MPI_Comm comm)
     if (shared == MP_ERR) MP_ABORT("out of memory comparing the GPUs of %d ranks", n);
     b->mpi[b->ncomms] = comm;
     b->nccl[b->ncomms] = NULL;
-    if (!shared) mp_nccl_comm_create(comm, &b->nccl[b->ncomms]);
+    b->single[b->ncomms] = n == 1;
+    /* a communicator of one rank needs none (its collectives are copies or nothing: coll_single);
+     * the stand-in takes ranks that share a GPU (gpu_share.h) */
+    if (n > 1 && (!shared || gpu_share_nccl_standin())) mp_nccl_comm_create(comm, &b->nccl[b->ncomms]);
     b->ncomms++;
 }
 
@@ -41,20 +45,26 @@ void bcu_comms_destroy(bcu_t *b)
     b->ncomms = 0;
 }
 
-/* The NCCL twin of comm, NULL when its ranks share a GPU (host-staged); fatal when comm_add was not
- * called for comm. */
-static ncclComm_t twin(bcu_t *b, MPI_Comm comm)
+/* comm's index among those comm_add was given; fatal when it was not. */
+static int comm_index(bcu_t *b, MPI_Comm comm)
 {
     for (int i = 0; i < b->ncomms; i++)
-        if (b->mpi[i] == comm) return b->nccl[i];
+        if (b->mpi[i] == comm) return i;
     MP_ABORT("a collective on an MPI communicator the cuda backend was not given (be_comm_add was not called for it)");
-    return NULL;
+    return -1;
 }
+
+/* The NCCL twin of comm, NULL when its ranks share a GPU (host-staged). */
+static ncclComm_t twin(bcu_t *b, MPI_Comm comm) { return b->nccl[comm_index(b, comm)]; }
+
+/* Whether comm has one rank: its collectives are the identity (no NCCL communicator, no staging). */
+static int coll_single(bcu_t *b, MPI_Comm comm) { return b->single[comm_index(b, comm)]; }
 
 void be_cuda_allreduce(backend_t *be, float *buf, size_t n, MPI_Op op, MPI_Comm comm, const char *what)
 {
     bcu_t *b = be->state;
     if (op != MPI_SUM && op != MPI_MAX) MP_ABORT("be_allreduce: only MPI_SUM and MPI_MAX");
+    if (coll_single(b, comm)) return;
     ncclComm_t nc = twin(b, comm);
     if (!nc) {
         be_staged_allreduce(be, buf, n, op, comm, what);
@@ -67,6 +77,10 @@ void be_cuda_reduce_scatter(backend_t *be, const float *send, float *recv, size_
                             const char *what)
 {
     bcu_t *b = be->state;
+    if (coll_single(b, comm)) {
+        if (recv != send) CUDA_CHECK(cudaMemcpyAsync(recv, send, count * sizeof(float), cudaMemcpyDeviceToDevice, b->ctx.compute));
+        return;
+    }
     ncclComm_t nc = twin(b, comm);
     if (!nc) {
         be_staged_reduce_scatter(be, send, recv, count, comm, what);
@@ -78,6 +92,7 @@ void be_cuda_reduce_scatter(backend_t *be, const float *send, float *recv, size_
 void be_cuda_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, const char *what)
 {
     bcu_t *b = be->state;
+    if (coll_single(b, comm)) return;
     ncclComm_t nc = twin(b, comm);
     if (!nc) {
         be_staged_allgather(be, buf, count, comm, what);
@@ -94,6 +109,10 @@ void be_cuda_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, c
 void be_cuda_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
 {
     bcu_t *b = be->state;
+    if (coll_single(b, comm)) {
+        be->bucket_req[be_bucket_claim(be)] = MPI_REQUEST_NULL;
+        return;
+    }
     ncclComm_t nc = twin(b, comm);
     if (!nc) {
         be_staged_bucket_start(be, buf, n, comm);

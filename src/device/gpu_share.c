@@ -3,6 +3,7 @@
 
 #include "gpu_share.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,17 @@ int gpu_share_id(int ordinal, gpu_id_t *id_p)
     (void)id_p;
     return MP_FAIL("train.device=cuda: this build has only the CPU backend (configure --with-cuda)");
 #endif
+}
+
+int gpu_share_nccl_standin(void)
+{
+    static int known = -1;
+    if (known >= 0) return known;
+    /* the program's global symbol table: the program and every library it loaded at start */
+    void *self = dlopen(NULL, RTLD_LAZY);
+    known = self && dlsym(self, "ncclStandinVersion") != NULL;
+    if (self) dlclose(self);
+    return known;
 }
 
 gpu_id_t *gpu_share_gather(const gpu_id_t *mine, MPI_Comm comm, const wait_cfg_t *wait)

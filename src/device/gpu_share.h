@@ -30,6 +30,13 @@ typedef struct {
  * printed). A CUDA error is fatal (CUDA_CHECK). Not collective. */
 int gpu_share_id(int ordinal, gpu_id_t *id_p);
 
+/* Whether the NCCL this process loaded is MindPipe's stand-in (validation/nccl_standin/, put in
+ * libnccl's place with LD_LIBRARY_PATH), which takes ranks that share a GPU: then every communicator
+ * gets its NCCL twin and parallel.p2p may be nccl whatever the GPUs, so one GPU runs the NCCL paths
+ * of several ranks. It carries NCCL over MPI from a thread of its own, so MPI must be initialised
+ * with MPI_THREAD_MULTIPLE (main.c asks for it then). 0 in a build without CUDA. */
+int gpu_share_nccl_standin(void);
+
 /* Every rank's id, in comm's rank order: an all-gather through wait.h. Collective over comm; the
  * caller frees the array. Out of memory is fatal (the peers are in the gather). */
 gpu_id_t *gpu_share_gather(const gpu_id_t *mine, MPI_Comm comm, const wait_cfg_t *wait);

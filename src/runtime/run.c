@@ -371,6 +371,20 @@ static int run_global_index(run_t *r)
     return MP_OK;
 }
 
+/* The largest calls the kernels see in this run: a micro-batch of the whole model (a tensor-parallel
+ * shard's calls are smaller), the widest MLP of the model's blocks and supernet candidates. */
+static be_shape_t run_kernel_shape(const deck_t *d)
+{
+    int ratio = d->model.mlp_ratio;
+    for (int i = 0; i < d->model.shapes.n; i++)
+        if (d->model.shapes.shape[i].mlp_ratio > ratio) ratio = d->model.shapes.shape[i].mlp_ratio;
+    for (int i = 0; i < d->supernet.cands.n; i++)
+        if (d->supernet.cands.shape[i].mlp_ratio > ratio) ratio = d->supernet.cands.shape[i].mlp_ratio;
+    const int tp = d->parallel.tp > 0 ? d->parallel.tp : 1;
+    return (be_shape_t){.B = d->train.micro_batch, .T = d->model.seq_len, .C = d->model.dim,
+                        .V = d->model.vocab + tp, .F = ratio * d->model.dim, .NH = d->model.heads};
+}
+
 /* train.device: the backend, its memory behind the arena, and (cuda) the NCCL twins of the grid's
  * communicators. One GPU per rank: node rank mod the devices the node has, so a node with more
  * ranks than GPUs puts several on one (run_gpus.h). cuda: every step is agreed on by every rank,
@@ -395,6 +409,9 @@ static int run_backend(run_t *r)
         if (rc == MP_OK) be_destroy(&r->be);
         return MP_ERR;
     }
+    /* the kernels' scratch sized before any communicator exists (no device allocation after step 0) */
+    const be_shape_t shape = run_kernel_shape(d);
+    be_scratch_plan(&r->be, &shape);
     /* the same order on every rank: each is collective over its group */
     for (int k = 0; k < GRID_NDIMS; k++) be_comm_add(&r->be, r->grid.comm[k]);
     be_comm_add(&r->be, r->grid.replica);

@@ -33,7 +33,8 @@ static int run_gpus_p2p(run_t *r, const gpu_id_t *ids)
 {
     const deck_p2p_t p2p = r->deck.parallel.p2p;
     int a = -1, b = -1;
-    const int bnd = p2p == DECK_P2P_MPI ? -1 : run_gpus_boundary(r, ids, &a, &b);
+    /* the stand-in takes a boundary whose ranks share a GPU (gpu_share.h) */
+    const int bnd = p2p == DECK_P2P_MPI || gpu_share_nccl_standin() ? -1 : run_gpus_boundary(r, ids, &a, &b);
     r->p2p_nccl = p2p != DECK_P2P_MPI && bnd < 0;
     if (bnd < 0) return MP_OK;
     const int pp = r->grid.size[GRID_PP];
@@ -62,9 +63,14 @@ int run_gpus_decide(run_t *r, const gpu_id_t *ids)
                        "leaving the next rank on it none; set memory.device_limit to at most the GPU's memory over the ranks on it, less about "
                        "2 GiB each (30G for two ranks on an 80 GB GPU), or run one rank per GPU", a, b, ids[a].bus,
                        ids[a].host);
-    snprintf(r->gpu_note, sizeof r->gpu_note, "train.device=cuda: ranks %d and %d share GPU %s on %s (more ranks "
-             "than GPUs on a node): a communicator with two ranks on one GPU gets no NCCL twin, and its "
-             "collectives go through pinned host memory and MPI", a, b, ids[a].bus, ids[a].host);
+    if (gpu_share_nccl_standin())
+        snprintf(r->gpu_note, sizeof r->gpu_note, "train.device=cuda: ranks %d and %d share GPU %s on %s, and the "
+                 "NCCL loaded is MindPipe's stand-in (validation/nccl_standin): every communicator gets its NCCL "
+                 "twin, carried over MPI", a, b, ids[a].bus, ids[a].host);
+    else
+        snprintf(r->gpu_note, sizeof r->gpu_note, "train.device=cuda: ranks %d and %d share GPU %s on %s (more ranks "
+                 "than GPUs on a node): a communicator with two ranks on one GPU gets no NCCL twin, and its "
+                 "collectives go through pinned host memory and MPI", a, b, ids[a].bus, ids[a].host);
     return MP_OK;
 }
 

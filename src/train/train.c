@@ -344,6 +344,7 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
         if (t == first + (r->unit.whole ? W - 1 : 0)) { /* the first step (unit) warms caches and pools */
             memset(&r->prof, 0, sizeof r->prof);
             r->dp.comm_seconds = 0.0;
+            be_scratch_freeze(&r->be); /* no device allocation after it (backend.h) */
         }
         r->step++;
         int last = r->step == d->train.steps;

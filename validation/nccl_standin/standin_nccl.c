@@ -16,8 +16,10 @@
  *
  * Staging is pinned memory, kept in a pool by size and reused: it grows while the first step meets
  * each size, then no more (cudaHostAlloc only then). Needs stream memory operations (CUDA 11.7 and
- * later enable them by default on Linux); without them ncclCommInitRank fails saying so. */
+ * later enable them by default on Linux), found through cudaGetDriverEntryPointByVersion; without
+ * them ncclCommInitRank or the first call fails saying so. */
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -75,6 +77,9 @@ static struct {
     pthread_mutex_t lock;    /* the pools and the flags' state (the progress thread sets flags) */
     blk_t *free_blks;
     volatile uint32_t *flags; /* mapped pinned */
+    PFN_cuStreamWaitValue32_v11070 wait_value; /* the driver's, found through the runtime: the
+                                                 * stand-in links no libcuda, so it loads where
+                                                 * there is no driver, as NCCL does */
     CUdeviceptr flags_dev;
     unsigned char flag_used[NFLAGS];
     int next_flag;
@@ -105,6 +110,12 @@ static ncclResult_t fail(ncclResult_t rc, const char *fmt, ...)
 static ncclResult_t flags_init(void)
 {
     if (fe.flags) return ncclSuccess;
+    enum cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    void *fn = NULL;
+    CU_TRY(cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 11070, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || !fn)
+        return fail(ncclSystemError, "the driver has no cuStreamWaitValue32 (the stand-in needs stream memory operations)");
+    fe.wait_value = (PFN_cuStreamWaitValue32_v11070)fn;
     void *p = NULL;
     CU_TRY(cudaHostAlloc(&p, NFLAGS * sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
     memset(p, 0, NFLAGS * sizeof(uint32_t));
@@ -230,14 +241,11 @@ static ncclResult_t enqueue(fe_op_t *first)
     for (int i = 0; i < gr->nstreams; i++) {
         /* 2, 3 */
         CU_TRY(cudaLaunchHostFunc(gr->streams[i], host_handoff, gr));
-        CUresult r = cuStreamWaitValue32(gr->streams[i], fe.flags_dev + (CUdeviceptr)gr->flag * sizeof(uint32_t), 1,
-                                         CU_STREAM_WAIT_VALUE_GEQ);
-        if (r != CUDA_SUCCESS) {
-            const char *s = "?";
-            cuGetErrorString(r, &s);
-            return fail(ncclUnhandledCudaError, "cuStreamWaitValue32: %s (the stand-in needs stream memory "
-                        "operations)", s);
-        }
+        CUresult r = fe.wait_value((CUstream)gr->streams[i], fe.flags_dev + (CUdeviceptr)gr->flag * sizeof(uint32_t), 1,
+                                   CU_STREAM_WAIT_VALUE_GEQ);
+        if (r != CUDA_SUCCESS)
+            return fail(ncclUnhandledCudaError, "cuStreamWaitValue32: CUresult %d (the stand-in needs stream memory "
+                        "operations)", (int)r);
     }
     /* 4: results back, on each call's stream */
     for (fe_op_t *o = first; o; o = o->gnext)
