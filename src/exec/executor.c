@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "gpu_share.h"
 #include "memlists.h"
 
 /* Where the gradient send buffers live: NCCL sends device memory, MPI host memory (cpu: the same). */
@@ -60,7 +61,9 @@ static int exec_split_refused(const exec_t *e)
     if (c->per > 0 || c->supernet)
         return MP_FAIL("parallel.schedule=%s does not run supernets yet: a subnet's selection would have to stay "
                        "from each B to its W across the window", name);
-    if (c->nccl) /* the lowering has B and W, but no run of it on a GPU has been checked bitwise yet */
+    /* the lowering has B and W, but no run of it on a GPU has been checked bitwise yet: the stand-in
+     * (gpu_share.h) runs it for the bring-up's ranks_nccl part, which is that check */
+    if (c->nccl && !gpu_share_nccl_standin())
         return MP_FAIL("parallel.schedule=%s runs its messages through MPI only for now: set parallel.p2p=mpi "
                        "(its NCCL path is untested)", name);
     return MP_OK;

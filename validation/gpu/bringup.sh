@@ -13,6 +13,11 @@
 #   fp32       the small deck on cuda against the same run on cpu (carried reference)
 #   bf16       a 300-step curve in bf16 against fp32, against the noise of two fp32 seeds
 #   ranks2     two ranks on the one GPU: pp=2 (p2p=mpi), offload, balance, each against one rank
+#   ranks_nccl 2 and 4 ranks on the one GPU through the NCCL stand-in (the kit's lib/standin):
+#              dp=2, dp=2 with ZeRO-1, tp=2, pp=2 (p2p=nccl) under 1f1b and zb1p, dp=2 x pp=2,
+#              tp=2 x pp=2, each against one rank; a rank stopped mid-run named by the others within
+#              the deadline; a planted mismatch refused (the dry run: the layouts on emu, the
+#              stand-in's core for the mismatch)
 #   ckpt       a checkpoint written on cuda resumed on cpu, and one written on cpu resumed on cuda
 #   gpt2       GPT-2 124M in bf16: tokens/s, MFU, the top kernels, GPU energy (NVML) per token
 #   torch      the same model in PyTorch on the same GPU, eager (and the bf16 matmul peak)
@@ -29,9 +34,9 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
-# ---- the parts and their timeouts (seconds; the sum stays under 8 minutes: docs/GPU.md) ----
-PART_NAMES=(env selftest fp32 bf16 ranks2 ckpt hf gpt2 torch compile)
-declare -A PART_TIMEOUT=([env]=30 [selftest]=25 [fp32]=25 [bf16]=45 [ranks2]=45 [ckpt]=30 [hf]=35
+# ---- the parts and their timeouts (seconds; the sum stays under 8.75 minutes: docs/GPU.md) ----
+PART_NAMES=(env selftest fp32 bf16 ranks2 ranks_nccl ckpt hf gpt2 torch compile)
+declare -A PART_TIMEOUT=([env]=30 [selftest]=25 [fp32]=25 [bf16]=45 [ranks2]=45 [ranks_nccl]=75 [ckpt]=30 [hf]=35
                          [gpt2]=95 [torch]=45 [compile]=75)
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
@@ -95,7 +100,10 @@ EOF
 
 # kit_env: the environment prefix of every mindpipe and mpiexec of the kit.
 kit_env() {
-    KENV=(env LD_LIBRARY_PATH="$KIT_LD" UCX_MODULE_DIR="$KIT/lib/ucx" OMP_WAIT_POLICY=PASSIVE)
+    local ld=$KIT_LD
+    # MP_STANDIN=1: the NCCL stand-in in NCCL's place (ranks_nccl)
+    [ -n "${MP_STANDIN:-}" ] && ld="$KIT/lib/standin:$ld"
+    KENV=(env LD_LIBRARY_PATH="$ld" UCX_MODULE_DIR="$KIT/lib/ucx" OMP_WAIT_POLICY=PASSIVE)
     [ -n "${MP_UCX_TLS:-}" ] && KENV+=(UCX_TLS="$MP_UCX_TLS")
     return 0
 }
@@ -185,6 +193,54 @@ part_ranks2() {
         pp2-mpi="$RUNS/pp2-mpi" offload="$RUNS/offload" balance="$RUNS/balance"
 }
 
+# The layouts of ranks_nccl, as NAME and its --set arguments (the kit's cpu references run them too).
+NCCL_LAYOUTS=(
+    "dp2|--set parallel.dp=2"
+    "dp2-zero|--set parallel.dp=2 --set parallel.zero=1"
+    "tp2|--set parallel.tp=2"
+    "pp2-1f1b|--set parallel.pp=2"
+    "pp2-zb1p|--set parallel.pp=2 --set parallel.schedule=zb1p"
+    "dp2xpp2|--set parallel.dp=2 --set parallel.pp=2"
+    "tp2xpp2|--set parallel.tp=2 --set parallel.pp=2"
+)
+# nccl_layouts PREFIX DEVICE-SETS...: every layout into $RUNS/PREFIX-NAME; prints NAME=DIR pairs.
+nccl_layouts() {
+    local prefix=$1 l name sets n; shift
+    for l in "${NCCL_LAYOUTS[@]}"; do
+        name=${l%%|*}; sets=${l#*|}
+        n=2; case $name in *x*) n=4 ;; esac
+        # shellcheck disable=SC2086
+        train "$prefix-$name" $n tiny.ini "$@" $sets >&2
+        echo "$name=$RUNS/$prefix-$name"
+    done
+}
+
+part_ranks_nccl() {
+    local s=(--set "train.device=$DEV") pairs p2p=() t0 rc
+    [ -d "$RUNS/fp32-dev" ] || train fp32-dev 1 tiny.ini "${s[@]}"
+    # NCCL's own deadlines below MindPipe's, so the stand-in names the rank that never called
+    export NCCL_STANDIN_TIMEOUT=4 NCCL_STANDIN_GRACE=5
+    if [ "$DRY" = 1 ]; then p2p=(--set parallel.p2p=mpi); else export MP_STANDIN=1; p2p=(--set parallel.p2p=nccl); fi
+    # pp's messages through NCCL (ignored where pp = 1)
+    mapfile -t pairs < <(nccl_layouts nccl "${s[@]}" "${p2p[@]}")
+    # a rank stopped (SIGSTOP) as step 5 begins: the other must end, naming it, within the deadline
+    t0=$(date +%s.%N)
+    train nccl-stop 2 tiny.ini "${s[@]}" --set parallel.dp=2 --set debug.fail_at=1:5:hang --set parallel.timeout=8
+    rc=$?
+    echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" > "$RUNS/nccl-stop.result"
+    # one planted mismatch: on the GPU in MindPipe's own calls (world rank 1's 3rd NCCL call announces
+    # one element more), in the dry run in the stand-in's core
+    if [ "$DRY" = 1 ]; then
+        kit_env
+        NCCL_STANDIN_GRACE=0 "${KENV[@]}" "$KIT/bin/mpiexec" -n 2 "$KIT/bin/standin_test" count > "$RUNS/nccl-plant.log" 2>&1
+    else
+        NCCL_STANDIN_PLANT=1:3 train nccl-plant 2 tiny.ini "${s[@]}" --set parallel.dp=2
+        cp "$RUNS/nccl-plant.log" "$RUNS/nccl-plant.out" 2>/dev/null
+    fi
+    check nccl "$PARTS/ranks_nccl.json" "$RUNS/fp32-dev" "$KIT/ref/layouts-cpu.json" "$RUNS/nccl-stop.log" \
+        "$RUNS/nccl-stop.result" "$RUNS/nccl-plant.log" "$DRY" "${pairs[@]}"
+}
+
 part_ckpt() {
     local s=(--set "train.device=$DEV")
     [ -s "$RUNS/fp32-dev/ckpt/step_00000010.h5" ] || train fp32-dev 1 tiny.ini "${s[@]}"
@@ -270,9 +326,15 @@ make_refs() {
     train pp2-mpi 2 tiny.ini --set train.device=cpu --set parallel.pp=2 --set parallel.p2p=mpi || return 1
     train offload 1 tiny.ini --set train.device=cpu --set memory.policy=offload || return 1
     train balance 2 tiny.ini --set train.device=cpu --set parallel.pp=2 --set parallel.p2p=mpi --set memory.policy=balance || return 1
-    check layouts "$dest/layouts-cpu.json" "$dest/tiny-cpu" "" pp2-mpi="$dest/pp2-mpi" offload="$dest/offload" balance="$dest/balance" || return 1
+    # ranks_nccl's layouts on cpu
+    local pairs
+    mapfile -t pairs < <(nccl_layouts nccl --set train.device=cpu --set parallel.p2p=mpi)
+    [ "${#pairs[@]}" -eq "${#NCCL_LAYOUTS[@]}" ] || return 1
+    for p in "${pairs[@]}"; do grep -q '^\[.*: exit 0\]$' "${p#*=}.log" || { echo "kit: ${p%%=*} failed on cpu" >&2; return 1; }; done
+    check layouts "$dest/layouts-cpu.json" "$dest/tiny-cpu" "" pp2-mpi="$dest/pp2-mpi" offload="$dest/offload" balance="$dest/balance" \
+        "${pairs[@]}" || return 1
     # keep what the parts read: metrics, the checkpoints of the small run, the logs
-    rm -rf "$dest/pp2-mpi" "$dest/offload" "$dest/balance"
+    rm -rf "$dest/pp2-mpi" "$dest/offload" "$dest/balance" "$dest"/nccl-*/
     local d
     for d in "$dest"/*/; do rm -f "$d/trace.json" "$d"/profile.json; done
     rm -rf "$dest"/curve-cpu-*/ckpt "$dest"/tiny-cpu-tp2/ckpt/step_00000010.h5

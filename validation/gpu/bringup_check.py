@@ -10,6 +10,7 @@ and Debian's /usr/bin/python3 alike.
   compare OUT LABEL REF RUN ...   per-step loss and final tensors against a reference run
   curve OUT S11 S12 F32 LOW PREC  a low-precision curve against fp32 and the noise of two seeds
   layouts OUT BASE CPUREF N=DIR.. layouts against one rank, as closely as on cpu
+  nccl OUT BASE CPUREF KILLLOG KILLRES PLANTLOG DRY N=DIR..  ranks_nccl: the layouts, a stopped rank, a planted mismatch
   crossing OUT DEV CPU D2C C2D D  checkpoints across devices
   peak SMI DRY                    prints the chip's dense bf16 peak in GFLOP/s (0: unknown)
   gpt2 OUT RUN NVML PEAK DRY [ALTDIR ENV]..  throughput, MFU, kernel table, energy against NVML; variants
@@ -25,9 +26,9 @@ import sys
 import time
 
 
-# The bring-up must end within 8 minutes on a GPU: the parts' limits leave 30 s for unpacking and
-# the report.
-TIMEOUTS_MAX_S = 450
+# The bring-up must end within the device's 10 minutes a call: the parts' limits (8.75 min) leave
+# about a minute for unpacking and the report.
+TIMEOUTS_MAX_S = 525
 # The run's GPU energy and the sampler's read one counter over windows a few ms apart: they agree
 # to this fraction or one of them is wrong.
 ENERGY_AGREE = 0.10
@@ -279,7 +280,9 @@ def cmd_curve(out, s11, s12, f32, low, prec):
     return res
 
 
-def cmd_layouts(out, base, cpuref, *pairs):
+def layouts_of(base, cpuref, pairs):
+    """Each NAME=DIR run against the one-rank run base, and against how the same layout followed one
+    rank on cpu (cpuref's entry NAME): (per-layout results, reasons to fail)."""
     ref = load(cpuref)["layouts"] if cpuref else None
     lay = {}
     why = []
@@ -303,11 +306,62 @@ def cmd_layouts(out, base, cpuref, *pairs):
         elif e["error"]:
             why.append("%s: %s" % (name, e["error"]))
         lay[name] = e
+    return lay, why
+
+
+def cmd_layouts(out, base, cpuref, *pairs):
+    lay, why = layouts_of(base, cpuref, pairs)
     res = part("ranks2", "fail" if why else "pass",
                "two ranks on one device (pp=2 with p2p=mpi; balance) and offload, each against one rank, as closely "
                "as the same layouts follow one rank on cpu", layouts=lay)
     if why:
         res["why"] = why
+    return res
+
+
+# A rank stopped mid-run ends the others within this many seconds (the deadlines the part sets are
+# a few seconds; start-up and the abort's teardown take the rest).
+KILL_LIMIT_S = 60
+
+
+def cmd_nccl(out, base, cpuref, kill_log, kill_result, plant_log, dry, *pairs):
+    """ranks_nccl: the NCCL paths of several ranks on one GPU through the stand-in (a dry run: the same
+    layouts on emu, whose collectives are host-staged, and the stand-in's core for the planted
+    mismatch). Every layout against one rank as closely as on cpu; a stopped rank named by the
+    others' abort within KILL_LIMIT_S; the planted mismatch refused naming both sides."""
+    lay, why = layouts_of(base, cpuref, pairs)
+    res = part("ranks_nccl", "pass",
+               "several ranks on one device through %s: %s against one rank, as closely as on cpu; a rank stopped "
+               "mid-run named by the others within %d s; a planted mismatch refused" % (
+                   "emu's host-staged collectives (dry run)" if dry == "1" else "the NCCL stand-in",
+                   ", ".join(p.split("=", 1)[0] for p in pairs), KILL_LIMIT_S), layouts=lay)
+    # the stopped rank: "RC SECONDS" and the run's log
+    try:
+        rc, secs = read(kill_result).split()[:2]
+        rc, secs = int(rc), float(secs)
+    except ValueError:
+        rc, secs = None, None
+    text = read(kill_log)
+    named = re.search(r"no matching call from rank\(s\) 1\b|its peer rank 1\b|peer rank 1 did not", text)
+    res["stopped_rank"] = {"exit": rc, "seconds": secs, "named": bool(named),
+                           "line": named and text[max(0, text.rfind("\n", 0, named.start()) + 1):][:300]}
+    if rc is None:
+        why.append("the stopped-rank run left no result")
+    elif rc == 0 or rc == 124:
+        why.append("the stopped-rank run ended %s" % ("well (exit 0): nothing stopped" if rc == 0 else "at the part's timeout (a hang)"))
+    elif secs > KILL_LIMIT_S:
+        why.append("the stopped-rank run took %.0f s to end, more than %d s" % (secs, KILL_LIMIT_S))
+    elif not named:
+        why.append("the stopped-rank run's abort does not name rank 1")
+    # the planted mismatch: the stand-in's message naming rank, communicator, call and both sides
+    pl = read(plant_log)
+    m = re.search(r"^nccl-standin: rank \d+ \(world rank \d+\), communicator [0-9a-f]+ \(\d+ ranks\), call #\d+: "
+                  r"(collectives|point-to-point calls) do not match: .*meets rank \d+'s #\d+ nccl\w+\(count=", pl, re.M)
+    res["planted"] = {"refused": bool(m), "line": m.group(0)[:300] if m else None}
+    if not m:
+        why.append("the planted mismatch was not refused naming both sides")
+    if why:
+        res.update(status="fail", why=why)
     return res
 
 
@@ -584,6 +638,10 @@ def _brief(p):
                                                                           s["floor"]["loss_rel"] or 0, s["floor"]["weights_rel"] or 0)
         if n == "bf16":
             return "|low - fp32| %.4f per step, seed noise %.4f" % (s["low_vs_fp32"], s["seed_noise"])
+        if n == "ranks_nccl":
+            return ", ".join("%s %s" % (k, "bitwise" if v["bitwise"] else "rel %.2g" % (v["weights_rel"] or 0))
+                             for k, v in s["layouts"].items()) + "; stopped rank named in %.0f s; planted mismatch refused" % (
+                                 s["stopped_rank"]["seconds"] or 0)
         if n == "ranks2":
             return ", ".join("%s %s" % (k, "bitwise" if v["bitwise"] else "rel %.2g" % (v["weights_rel"] or 0))
                              for k, v in s["layouts"].items())

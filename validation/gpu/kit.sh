@@ -6,7 +6,8 @@
 #
 # 1. builds ./configure --with-cuda --with-nvcc-gencode=FLAGS (default sm_90: H100, H200) in its own
 #    folder (default build-gpukit; an existing configured folder is reused, e.g. CI's build-cuda);
-# 2. stages bin/ (mindpipe, MPICH's mpiexec and hydra_pmi_proxy), lib/ (every shared library they
+# 2. stages bin/ (mindpipe, MPICH's mpiexec and hydra_pmi_proxy, the NCCL stand-in's standin_test),
+#    lib/standin (the NCCL stand-in, validation/nccl_standin), lib/ (every shared library they
 #    load that is not glibc or CUDA's: ldd's closure, UCX's transport modules in lib/ucx,
 #    libstdc++ and libgcc_s apart in lib/compat, used only where the device's are older), data/
 #    (the bundled KJV as tokens), decks/ (validation/gpu/decks), ref/ (the CPU reference runs the
@@ -50,14 +51,19 @@ case "$built_gencode" in
     *) echo "kit: $build was configured for '${built_gencode:-?}', not sm_90 (H100/H200): use another --build" >&2; exit 1 ;;
 esac
 say "make in $build"
-(cd "$build" && make -j2 > make.log 2>&1) || { tail -n 40 "$build/make.log"; exit 1; }
+(cd "$build" && make -j2 > make.log 2>&1 && make validation/nccl_standin/standin_test >> make.log 2>&1) ||
+    { tail -n 40 "$build/make.log"; exit 1; }
 bin=$build/src/mindpipe
 
 # ---- 2. the stage ----
 stage=$build/kit-stage
 rm -rf "$stage"
-mkdir -p "$stage"/{bin,lib/ucx,lib/compat,data,decks,ref}
+mkdir -p "$stage"/{bin,lib/ucx,lib/compat,lib/standin,data,decks,ref}
 install -m 755 "$bin" "$stage/bin/mindpipe"
+# the NCCL stand-in (validation/nccl_standin): ranks_nccl puts lib/standin first on the library path;
+# its core's test program for the dry run's planted mismatch
+install -m 755 "$build/validation/nccl_standin/libnccl.so.2" "$stage/lib/standin/libnccl.so.2"
+install -m 755 "$build/validation/nccl_standin/standin_test" "$stage/bin/standin_test"
 hydra=$(readlink -f "$(command -v mpiexec.hydra)")
 install -m 755 "$hydra" "$stage/bin/mpiexec"
 install -m 755 "$(dirname "$hydra")/hydra_pmi_proxy" "$stage/bin/hydra_pmi_proxy"
@@ -83,8 +89,9 @@ for m in "$ucxdir"/libuct_cma.so.0; do
     [ -e "$m" ] && cp -L "$m" "$stage/lib/ucx/$(basename "$m")" && add_deps "$m"
 done
 for f in "$stage"/lib/*.so* "$stage"/lib/ucx/*.so*; do add_deps "$f"; done
-chmod 644 "$stage"/lib/*.so* "$stage"/lib/ucx/*.so* "$stage"/lib/compat/*.so* 2>/dev/null || true
-strip --strip-unneeded "$stage"/lib/*.so* "$stage"/lib/ucx/*.so* "$stage"/lib/compat/*.so* 2>/dev/null || true
+add_deps "$stage/lib/standin/libnccl.so.2"
+chmod 644 "$stage"/lib/*.so* "$stage"/lib/ucx/*.so* "$stage"/lib/compat/*.so* "$stage"/lib/standin/*.so* 2>/dev/null || true
+strip --strip-unneeded "$stage"/lib/*.so* "$stage"/lib/ucx/*.so* "$stage"/lib/compat/*.so* "$stage"/lib/standin/*.so* 2>/dev/null || true
 
 # data and decks
 data=$top/build/validation/kjv.h5

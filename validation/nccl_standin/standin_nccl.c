@@ -21,6 +21,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <mpi.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -261,6 +262,26 @@ static ncclResult_t enqueue(fe_op_t *first)
     return ncclSuccess;
 }
 
+/* NCCL_STANDIN_PLANT=R:N: world rank R's N-th call (counted over every communicator of the process)
+ * tells its peers a count one larger than it moves, so that the strictness can be shown on the
+ * application's own calls (the bring-up's ranks_nccl part): the peers must refuse it. */
+static void plant(si_op_t *op)
+{
+    static long calls;
+    static int rank = -2, at_rank = -1;
+    static long at_call = -1;
+    if (rank == -2) {
+        const char *s = getenv("NCCL_STANDIN_PLANT");
+        rank = -1;
+        if (s && sscanf(s, "%d:%ld", &at_rank, &at_call) == 2) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    }
+    if (++calls == at_call && rank == at_rank) {
+        op->call.count++;
+        fprintf(stderr, "nccl-standin: world rank %d: NCCL_STANDIN_PLANT: call %ld announced with count %llu, one more "
+                        "than it moves\n", rank, calls, (unsigned long long)op->call.count);
+    }
+}
+
 /* A call: staged buffers sized by kind, numbered by the core, then enqueued alone or kept for the
  * group's end. */
 static ncclResult_t call(int kind, const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
@@ -289,6 +310,7 @@ static ncclResult_t call(int kind, const void *send, void *recv, size_t count, n
         free(o);
         return (ncclResult_t)rc;
     }
+    plant(&o->op);
     if ((in_bytes && !(o->in = blk_get(in_bytes))) || (out_bytes && !(o->out = blk_get(out_bytes)))) {
         free(o);
         return fail(ncclSystemError, "cannot allocate pinned staging of %zu bytes", in_bytes > out_bytes ? in_bytes : out_bytes);
