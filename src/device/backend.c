@@ -55,6 +55,14 @@ int be_init(backend_t *be, be_kind_t kind, arena_t *arena, size_t capacity, int 
     return MP_OK;
 }
 
+int be_region_open(backend_t *be, arena_t *arena)
+{
+    if (be->base || !be->ops->region_open) return MP_OK;
+    if (be->ops->region_open(be) != MP_OK) return MP_ERR;
+    arena_bind_region(arena, be->base, be->capacity, zero_cb, be);
+    return MP_OK;
+}
+
 void be_destroy(backend_t *be)
 {
     free(be->bucket_req);

@@ -107,7 +107,10 @@ static inline int be_host_visible(const backend_t *be) { return be->kind == BE_C
  *                  before any communicator exists; fatal when it does not fit. cpu, emu: nothing
  *   scratch_freeze cuda: from now on (after step 0) growing that scratch is fatal, naming the
  *                  kernel: growing frees memory, and cudaFree waits for the whole device, other
- *                  ranks' NCCL calls included. cpu, emu: nothing */
+ *                  ranks' NCCL calls included. cpu, emu: nothing
+ *   p2p_comms      cuda with parallel.p2p = nccl: the pipeline boundaries' NCCL communicators of
+ *                  p2p_setup (below) made now, before the region; p2p_setup then takes them (its
+ *                  pp, stage and wrap must be these). Collective over pp_comm. cpu, emu: nothing */
 typedef struct {
     int B, T, C, V, F, NH; /* sequences per call, tokens, width, vocabulary, widest MLP, heads */
 } be_shape_t;
@@ -117,7 +120,9 @@ typedef struct {
     X(void, sync, (backend_t *be), (be))                                                    \
     X(void, comm_add, (backend_t *be, MPI_Comm comm), (be, comm))                           \
     X(void, scratch_plan, (backend_t *be, const be_shape_t *shape), (be, shape))            \
-    X(void, scratch_freeze, (backend_t *be), (be))
+    X(void, scratch_freeze, (backend_t *be), (be))                                          \
+    X(void, p2p_comms, (backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap),      \
+      (be, pp_comm, pp, stage, wrap))
 
 /* Collectives on device buffers, ordered after the work before them and before the work after them
  * (cuda: on the compute stream); `what` names the call in a timeout:
@@ -220,6 +225,11 @@ const char *be_ktime_timer(const backend_t *be);
  * (cpu, emu). A failing query is fatal, as every device error. */
 int be_gpu_bus_id(backend_t *be, char *buf, size_t n);
 
+/* The device region, where be_init left it for later (cuda), made now and bound to `arena`: after
+ * every communicator (be_comm_add, be_p2p_comms) and the scratch (be_scratch_plan). cpu and emu:
+ * nothing (be_init made theirs). MP_OK or MP_ERR (message printed). Not collective. */
+int be_region_open(backend_t *be, arena_t *arena);
+
 /* Reserves room for `max` gradient buckets between waits. MP_OK or MP_ERR (out of memory). */
 int be_buckets_reserve(backend_t *be, int max);
 
@@ -232,6 +242,10 @@ struct be_ops_s {
     /* Sets up the region (be->base, be->capacity) and be->state from be_init's arguments. MP_OK or
      * MP_ERR (message printed; nothing left allocated). NULL: nothing to set up. */
     int (*init)(backend_t *be, size_t capacity, int device, int precision);
+    /* Makes the region (be->base, be->capacity) when init left it for later (cuda: after the NCCL
+     * communicators, which take device memory of their own, so the region's measure of the free
+     * memory counts them). MP_OK or MP_ERR (message printed). NULL: init made it. */
+    int (*region_open)(backend_t *be);
     /* Undoes init; NULL: nothing to undo. */
     void (*destroy)(backend_t *be);
     /* Kernel timing hooks around each timed be_<kernel> call, with the kernel's BE_K_ index: begin

@@ -56,6 +56,8 @@ void be_cpu_scratch_plan(backend_t *be, const be_shape_t *shape) {}
 
 void be_cpu_scratch_freeze(backend_t *be) {}
 
+void be_cpu_p2p_comms(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap) {}
+
 /* ---- offload: the copy thread (copier.h), started by the first copy ---- */
 
 long be_cpu_offload_start(backend_t *be, void *dst, const void *src, size_t bytes, int to_host)

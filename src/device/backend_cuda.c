@@ -12,8 +12,8 @@
 #include "check.h"
 #include "cuda_check.h"
 
-/* Selects the device, creates the context (streams, cuBLAS) and the region: one cudaMalloc of the
- * free memory minus a margin, capped at limit when > 0. */
+/* Selects the device and creates the context (streams, cuBLAS) and the kernels' scratch; the region
+ * comes later (cuda_region_open), after the NCCL communicators. */
 static int cuda_init(backend_t *be, size_t limit, int device, int precision)
 {
     bcu_t *b = MP_CALLOC(1, sizeof *b);
@@ -23,18 +23,31 @@ static int cuda_init(backend_t *be, size_t limit, int device, int precision)
     /* bf16 copies of the largest product's inputs, reduction partials: before the arena takes the
      * free memory (cu_ctx_scratch grows on demand from the margin otherwise) */
     if (cu_ctx_reserve(&b->ctx, BCU_SCRATCH_MIN) != MP_OK) goto err_ctx;
-    if (cu_arena_init(&b->arena, limit, 0) != MP_OK) goto err_ctx;
+    b->limit = limit;
+    CUDA_CHECK(cudaMemGetInfo(&b->free_at_init, &(size_t){0}));
     CUDA_CHECK(cudaEventCreateWithFlags(&b->grads_final, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&b->buckets_done, cudaEventDisableTiming));
     be->state = b;
-    be->base = b->arena.base;
-    be->capacity = b->arena.capacity;
     return MP_OK;
 err_ctx:
     cu_ctx_destroy(&b->ctx);
 err_free:
     free(b);
     return MP_ERR;
+}
+
+/* The region: one cudaMalloc of the free memory (what the communicators and the scratch left) minus a
+ * margin for cuBLAS's workspaces and NCCL's buffers, capped at the limit when > 0. */
+static int cuda_region_open(backend_t *be)
+{
+    bcu_t *b = be->state;
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    b->comms_bytes = b->free_at_init > free_b ? b->free_at_init - free_b : 0;
+    if (cu_arena_init(&b->arena, b->limit, 0) != MP_OK) return MP_ERR;
+    be->base = b->arena.base;
+    be->capacity = b->arena.capacity;
+    return MP_OK;
 }
 
 static void cuda_destroy(backend_t *be)
@@ -206,6 +219,7 @@ BE_KERNELS(CUDA_KERNEL, CUDA_KERNEL_R)
 const be_ops_t be_ops_cuda = {
     .device = "cuda",
     .init = cuda_init,
+    .region_open = cuda_region_open,
     .destroy = cuda_destroy,
     .time_begin = bcu_time_begin,
     .time_end = bcu_time_end,

@@ -24,7 +24,10 @@ enum { BCU_MAX_COMMS = 16, BCU_OFFLOAD_EVENTS = 256, BCU_TIME_PAIRS = 4096 };
 /* be->state */
 typedef struct {
     cu_ctx_t ctx;
-    cu_arena_t arena;         /* the region */
+    cu_arena_t arena;         /* the region (region_open, after the communicators) */
+    size_t limit;             /* memory.device_limit: the region's cap (0: free memory less a margin) */
+    size_t free_at_init;      /* free device memory once the context and scratch were made */
+    size_t comms_bytes;       /* what the NCCL communicators took between init and region_open */
     gpu_id_t gpu;             /* this rank's GPU, as comm_add compares it with its peers' */
     /* the MPI communicators comm_add was given and their NCCL twins (NULL: two of its ranks share a
      * GPU, and its collectives are host-staged) */
@@ -38,6 +41,7 @@ typedef struct {
      * communicators (and their MPI twins), the peer's rank in it, receive events per slot, the
      * event after the newest call */
     int p2p_on, p2p_slots;
+    int p2p_made, p2p_wrap;   /* the boundaries' communicators exist (p2p_comms), made with wrap */
     cudaStream_t p2p_stream[BE_P2P_DIRS];
     ncclComm_t p2p_comm[BE_P2P_DIRS];
     MPI_Comm p2p_mpi[2];      /* the boundaries before and after this stage */

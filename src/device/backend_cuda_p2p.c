@@ -49,10 +49,21 @@ static void p2p_comms_create(bcu_t *b, MPI_Comm pp_comm, int pp, int stage, int 
     b->p2p_comm[BE_P2P_GRAD_IN] = b->p2p_own[3], b->p2p_peer[BE_P2P_GRAD_IN] = 1;
 }
 
+void be_cuda_p2p_comms(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap)
+{
+    bcu_t *b = be->state;
+    if (b->p2p_made) return;
+    p2p_comms_create(b, pp_comm, pp, stage, wrap);
+    b->p2p_made = 1, b->p2p_wrap = wrap;
+}
+
 void be_cuda_p2p_setup(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int wrap, int slots)
 {
     bcu_t *b = be->state;
-    p2p_comms_create(b, pp_comm, pp, stage, wrap);
+    if (b->p2p_made && b->p2p_wrap != wrap)
+        MP_ABORT("pipeline point-to-point: the communicators were made for wrap=%d, the executor asks for %d (a bug)",
+                 b->p2p_wrap, wrap);
+    be_cuda_p2p_comms(be, pp_comm, pp, stage, wrap);
     b->p2p_slots = slots;
     for (int d = 0; d < BE_P2P_DIRS; d++) {
         CUDA_CHECK(cudaStreamCreateWithFlags(&b->p2p_stream[d], cudaStreamNonBlocking));
@@ -71,21 +82,23 @@ void be_cuda_p2p_setup(backend_t *be, MPI_Comm pp_comm, int pp, int stage, int w
 
 void bcu_p2p_destroy(bcu_t *b)
 {
-    if (!b->p2p_on) return;
-    for (int d = 0; d < BE_P2P_DIRS; d++) {
-        CUDA_CHECK(cudaStreamSynchronize(b->p2p_stream[d]));
-        for (int i = 0; b->p2p_recv_ev[d] && i < b->p2p_slots; i++)
-            CUDA_CHECK(cudaEventDestroy(b->p2p_recv_ev[d][i]));
-        free(b->p2p_recv_ev[d]);
-        CUDA_CHECK(cudaEventDestroy(b->p2p_last[d]));
-        CUDA_CHECK(cudaStreamDestroy(b->p2p_stream[d]));
+    if (b->p2p_on) {
+        for (int d = 0; d < BE_P2P_DIRS; d++) {
+            CUDA_CHECK(cudaStreamSynchronize(b->p2p_stream[d]));
+            for (int i = 0; b->p2p_recv_ev[d] && i < b->p2p_slots; i++)
+                CUDA_CHECK(cudaEventDestroy(b->p2p_recv_ev[d][i]));
+            free(b->p2p_recv_ev[d]);
+            CUDA_CHECK(cudaEventDestroy(b->p2p_last[d]));
+            CUDA_CHECK(cudaStreamDestroy(b->p2p_stream[d]));
+        }
+        CUDA_CHECK(cudaEventDestroy(b->compute_now));
     }
+    /* the communicators: made by p2p_comms even where p2p_setup never ran */
     for (int i = 0; i < 4; i++)
-        if (b->p2p_own[i]) mp_nccl_comm_destroy(b->p2p_own[i]);
+        if (b->p2p_own[i]) mp_nccl_comm_destroy(b->p2p_own[i]), b->p2p_own[i] = NULL;
     for (int i = 0; i < 2; i++)
-        if (b->p2p_mpi[i] != MPI_COMM_NULL) MPI_Comm_free(&b->p2p_mpi[i]);
-    CUDA_CHECK(cudaEventDestroy(b->compute_now));
-    b->p2p_on = 0;
+        if ((b->p2p_on || b->p2p_made) && b->p2p_mpi[i] != MPI_COMM_NULL) MPI_Comm_free(&b->p2p_mpi[i]);
+    b->p2p_on = b->p2p_made = 0;
 }
 
 /* dir's stream waits for the compute work enqueued so far. */

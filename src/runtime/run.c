@@ -416,6 +416,15 @@ static int run_backend(run_t *r)
     for (int k = 0; k < GRID_NDIMS; k++) be_comm_add(&r->be, r->grid.comm[k]);
     be_comm_add(&r->be, r->grid.replica);
     be_comm_add(&r->be, r->grid.embed);
+    /* the pipeline's NCCL communicators too (the executor's, wrapping as its chunks do), then the
+     * region: its measure of the free memory counts every communicator */
+    if (r->p2p_nccl && r->pp > 1)
+        be_p2p_comms(&r->be, r->grid.comm[GRID_PP], r->pp, r->stage, deck_chunks_per_stage(d) > 1);
+    const int region = be_region_open(&r->be, &r->arena);
+    if (run_agree(region) != MP_OK) {
+        be_destroy(&r->be);
+        return MP_ERR;
+    }
     return MP_OK;
 }
 
