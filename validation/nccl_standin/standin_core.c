@@ -313,8 +313,10 @@ int si_comm_destroy(si_comm_t *c)
 {
     const double t0 = now_s(), limit = si_timeout();
     for (;;) {
+        /* every call issued, not only those handed off: a stream may still be on its way to one,
+         * whose host function would then hand off a call of a freed communicator */
         pthread_mutex_lock(&g.lock);
-        const int busy = c->handed != c->done;
+        const int busy = c->issued != c->done;
         pthread_mutex_unlock(&g.lock);
         if (!busy || c->error) break;
         if (now_s() - t0 > limit) {
@@ -375,8 +377,8 @@ int si_comm_abort(si_comm_t *c)
     for (int i = 0; i < g.ncomms; i++)
         if (g.comms[i] == c) g.comms[i] = g.comms[--g.ncomms];
     pthread_mutex_unlock(&g.lock);
-    /* the MPI communicator is not freed: its peers may still be in its calls */
-    free(c->last_seen), free(c->units_issued), free(c->world), free(c);
+    /* neither it nor its MPI communicator is freed: its peers may still be in its calls, and a
+     * stream on its way to one of its calls will hand it off (si_handoff releases it at once) */
     return SI_OK;
 }
 
@@ -437,6 +439,15 @@ void si_handoff(si_op_t *first)
 {
     group_shape(first);
     pthread_mutex_lock(&g.lock);
+    if (first->comm->aborted) { /* released, data undefined: the application is ending the run */
+        for (si_op_t *o = first, *nx; o; o = nx) {
+            nx = o->group_next;
+            o->comm->handed++, o->comm->inflight++;
+            op_finish(o);
+        }
+        pthread_mutex_unlock(&g.lock);
+        return;
+    }
     const double t = now_s();
     for (si_op_t *o = first; o; o = o->group_next) {
         si_comm_t *c = o->comm;

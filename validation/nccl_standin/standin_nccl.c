@@ -14,8 +14,9 @@
  * group off when the last of its streams gets there, and every stream waits for the whole group.
  * Why this cannot deadlock where NCCL would not: standin.h.
  *
- * Staging is pinned memory, kept in a pool by size and reused: it grows while the first step meets
- * each size, then no more (cudaHostAlloc only then). Needs stream memory operations (CUDA 11.7 and
+ * Staging is pinned memory carved from a pool made with the first communicator
+ * (NCCL_STANDIN_POOL_MB, default 256) and reused by size; only past the pool does a new size take a
+ * pinned allocation of its own (in the first step, when it meets each size). Needs stream memory operations (CUDA 11.7 and
  * later enable them by default on Linux), found through cudaGetDriverEntryPointByVersion; without
  * them ncclCommInitRank or the first call fails saying so. */
 #include <cuda.h>
@@ -77,6 +78,8 @@ typedef struct fe_group {
 static struct {
     pthread_mutex_t lock;    /* the pools and the flags' state (the progress thread sets flags) */
     blk_t *free_blks;
+    char *pool;              /* pinned staging carved by blk_get */
+    size_t pool_bytes, pool_used;
     volatile uint32_t *flags; /* mapped pinned */
     PFN_cuStreamWaitValue32_v11070 wait_value; /* the driver's, found through the runtime: the
                                                  * stand-in links no libcuda, so it loads where
@@ -124,6 +127,12 @@ static ncclResult_t flags_init(void)
     CU_TRY(cudaHostGetDevicePointer(&d, p, 0));
     fe.flags = p;
     fe.flags_dev = (CUdeviceptr)d;
+    /* the staging pool: NCCL_STANDIN_POOL_MB (default 256) of pinned memory made now, before any call */
+    const char *mb = getenv("NCCL_STANDIN_POOL_MB");
+    fe.pool_bytes = (size_t)(mb && atol(mb) > 0 ? atol(mb) : 256) << 20;
+    void *pool = NULL;
+    CU_TRY(cudaHostAlloc(&pool, fe.pool_bytes, cudaHostAllocPortable));
+    fe.pool = pool;
     return ncclSuccess;
 }
 
@@ -132,7 +141,7 @@ static void retire(void)
 {
     for (fe_group_t **pp = &fe.retire; *pp;) {
         fe_group_t *gr = *pp;
-        int past = gr->pending == 0;
+        int past = __atomic_load_n(&gr->pending, __ATOMIC_ACQUIRE) == 0;
         for (int i = 0; past && i < gr->nstreams; i++) past = cudaEventQuery(gr->ev[i]) == cudaSuccess;
         if (!past) {
             pp = &gr->next;
@@ -168,7 +177,12 @@ static blk_t *blk_get(size_t bytes)
     while (cap < bytes) cap *= 2;
     blk_t *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    if (cudaHostAlloc(&b->p, cap, cudaHostAllocPortable) != cudaSuccess) {
+    /* carved from the pool made with the first communicator; past it, a pinned allocation of its
+     * own (cudaHostAlloc while streams wait on our flags: only in the first step's new sizes) */
+    if (fe.pool_used + cap <= fe.pool_bytes) {
+        b->p = fe.pool + fe.pool_used;
+        fe.pool_used += cap;
+    } else if (cudaHostAlloc(&b->p, cap, cudaHostAllocPortable) != cudaSuccess) {
         free(b);
         return NULL;
     }
@@ -196,7 +210,7 @@ static void op_done(si_op_t *op, void *arg)
 {
     fe_group_t *gr = arg;
     (void)op;
-    if (--gr->pending == 0) { /* under the core's lock: one writer */
+    if (__atomic_sub_fetch(&gr->pending, 1, __ATOMIC_ACQ_REL) == 0) {
         __sync_synchronize();
         fe.flags[gr->flag] = 1;
         __sync_synchronize();
