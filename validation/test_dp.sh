@@ -1,6 +1,7 @@
 #!/bin/sh
 # Data parallelism and ZeRO-1 against one rank (ARCHITECTURE.md §4): per-step loss within 1e-5 over 20 steps,
-# final weights within 1e-4; the same layout twice bitwise; a single-rank checkpoint resumed on
+# final weights within 1e-4; the same layout twice bitwise; ZeRO-1's reduce-scatter buckets overlapped
+# with the backward bitwise equal to after it; a single-rank checkpoint resumed on
 # dp=2 with ZeRO-1; refused layouts. Runs oversubscribed (up to 4 ranks on 2 cores).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it reads checkpoints (compare_runs.py)
@@ -18,6 +19,13 @@ run 2 dp2b --set parallel.dp=2; ok $? "dp2 again"
 compare "dp2 twice" "$SCRATCH/dp2" "$SCRATCH/dp2b" --bitwise
 run 4 dp4zb --set parallel.dp=4 --set train.micro_batch=2 --set parallel.zero=1; ok $? "dp4 zero=1 again"
 compare "dp4 zero=1 twice" "$SCRATCH/dp4z" "$SCRATCH/dp4zb" --bitwise
+# ZeRO-1's reduce-scatter in buckets overlapped with the backward (dp.h) gives the bits of the same
+# buckets started after the whole backward
+run 4 dp4zs --set parallel.dp=4 --set train.micro_batch=2 --set parallel.zero=1 --set parallel.overlap=0
+ok $? "dp4 zero=1 with the reduce-scatter after the backward (parallel.overlap=0)"
+compare "dp4 zero=1: overlapped reduce-scatter buckets against after the backward" "$SCRATCH/dp4z" "$SCRATCH/dp4zs" --bitwise
+grep -q '"name": *"gradient all-reduce wait"' "$SCRATCH/dp4z/trace.json"
+ok $? "dp4 zero=1: the step waits for its reduce-scatter buckets (the trace's span), as for the all-reduce"
 
 grep -q "rank   dp   tp   pp   sp  host (local rank)  holds" "$SCRATCH/dp4z/log.txt" && grep -q "samples 6-7" "$SCRATCH/dp4z/log.txt" &&
     [ "$(grep -c "^ *[0-3] *[0-3] *0 *0 *0 " "$SCRATCH/dp4z/log.txt")" -eq 4 ]

@@ -145,12 +145,19 @@ typedef struct {
  *                     an event of the compute stream; emu, and cuda without an NCCL twin: copied to
  *                     a host buffer, then MPI_Iallreduce on it, copied back at buckets_wait). At
  *                     most be_buckets_reserve's max between waits.
+ *   bucket_rs_start   ZeRO-1's bucket: recv (counts[rank]) = this rank's piece of the sum over comm of
+ *                     send (Σ counts floats, rank r's piece counts[r] floats after ranks < r's), started
+ *                     and finished like bucket_start (cpu: MPI_Ireduce_scatter; cuda: one NCCL reduce
+ *                     per rank with a piece, grouped, on the collective stream; emu and cuda without
+ *                     a twin: staged). counts must stay as they are until buckets_wait.
  *   buckets_progress  lets MPI progress the started buckets (cpu, host-staged); nothing for NCCL's
  *   buckets_wait      every started bucket is summed before the work after this call (cuda: the
  *                     compute stream waits on the collective stream's event; the host does not
  *                     block) */
 #define BE_BUCKET_OPS(X, XR)                                                                        \
     X(void, bucket_start, (backend_t *be, float *buf, size_t n, MPI_Comm comm), (be, buf, n, comm)) \
+    X(void, bucket_rs_start, (backend_t *be, const float *send, float *recv, const int *counts, MPI_Comm comm), \
+      (be, send, recv, counts, comm))                                                                \
     X(void, buckets_progress, (backend_t *be), (be))                                                \
     X(void, buckets_wait, (backend_t *be, const char *what), (be, what))
 

@@ -14,5 +14,7 @@ BE_OPS(BE_CPU_DECL, BE_CPU_DECL)
 /* bucket_start's MPI part: buf (n, host memory) summed over comm in place, non-blocking, into
  * be->bucket_req[i] (an index be_bucket_claim gave); buckets_progress and buckets_wait finish it. */
 void be_cpu_bucket_post(backend_t *be, int i, float *buf, size_t n, MPI_Comm comm);
+/* bucket_rs_start's MPI call on host buffers into bucket request i (the staged buckets post theirs so). */
+void be_cpu_bucket_rs_post(backend_t *be, int i, const float *send, float *recv, const int *counts, MPI_Comm comm);
 
 #endif

@@ -42,6 +42,17 @@ void be_cpu_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
     be_cpu_bucket_post(be, be_bucket_claim(be), buf, n, comm);
 }
 
+void be_cpu_bucket_rs_post(backend_t *be, int i, const float *send, float *recv, const int *counts, MPI_Comm comm)
+{
+    MPI_CHECK(MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, comm, &be->bucket_req[i]));
+    be->bucket_comm = comm;
+}
+
+void be_cpu_bucket_rs_start(backend_t *be, const float *send, float *recv, const int *counts, MPI_Comm comm)
+{
+    be_cpu_bucket_rs_post(be, be_bucket_claim(be), send, recv, counts, comm);
+}
+
 void be_cpu_buckets_progress(backend_t *be)
 {
     for (int i = 0; i < be->nbuckets; i++) {

@@ -124,6 +124,40 @@ void be_cuda_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
     mp_nccl_allreduce_f32(buf, buf, n, nc, b->ctx.comm);
 }
 
+/* ZeRO-1's bucket: NCCL has no reduce-scatter of unequal pieces, so one reduce per rank whose piece is
+ * not empty, to that rank, grouped, on the collective stream after the gradients are final. */
+void be_cuda_bucket_rs_start(backend_t *be, const float *send, float *recv, const int *counts, MPI_Comm comm)
+{
+    bcu_t *b = be->state;
+    if (coll_single(b, comm)) {
+        be->bucket_req[be_bucket_claim(be)] = MPI_REQUEST_NULL;
+        if (counts[0] && recv != send)
+            CUDA_CHECK(cudaMemcpyAsync(recv, send, (size_t)counts[0] * sizeof(float), cudaMemcpyDeviceToDevice,
+                                       b->ctx.compute));
+        return;
+    }
+    ncclComm_t nc = twin(b, comm);
+    if (!nc) {
+        be_staged_bucket_rs_start(be, send, recv, counts, comm);
+        return;
+    }
+    be->bucket_req[be_bucket_claim(be)] = MPI_REQUEST_NULL;
+    int size, me;
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    MPI_CHECK(MPI_Comm_rank(comm, &me));
+    CUDA_CHECK(cudaEventRecord(b->grads_final, b->ctx.compute));
+    CUDA_CHECK(cudaStreamWaitEvent(b->ctx.comm, b->grads_final, 0));
+    mp_nccl_group_start();
+    size_t at = 0;
+    for (int r = 0; r < size; r++) {
+        if (counts[r])
+            NCCL_CHECK(ncclReduce(send + at, r == me ? recv : NULL, (size_t)counts[r], ncclFloat32, ncclSum, r, nc,
+                                  b->ctx.comm));
+        at += (size_t)counts[r];
+    }
+    mp_nccl_group_end();
+}
+
 /* NCCL progresses on its own stream; MPI progresses the host-staged buckets when asked. */
 void be_cuda_buckets_progress(backend_t *be) { be_staged_buckets_progress(be); }
 

@@ -15,6 +15,7 @@ typedef struct {
     float *dev;   /* NULL: no staged bucket at this index (cuda: NCCL took it) */
     float *host;
     size_t n, cap; /* floats */
+    size_t back;   /* where in host the result copied back to dev starts (a ZeRO-1 bucket's piece) */
 } staged_bucket_t;
 
 struct be_staged_s {
@@ -90,7 +91,7 @@ static staged_bucket_t *bucket_at(struct be_staged_s *s, int i)
         const int n = i + 1 > 2 * s->nbucket ? i + 1 : 2 * s->nbucket;
         staged_bucket_t *b = realloc(s->bucket, (size_t)n * sizeof *b);
         if (!b) MP_ABORT("out of memory for %d host-staged gradient buckets", n);
-        for (int k = s->nbucket; k < n; k++) b[k] = (staged_bucket_t){NULL, NULL, 0, 0};
+        for (int k = s->nbucket; k < n; k++) b[k] = (staged_bucket_t){NULL, NULL, 0, 0, 0};
         s->bucket = b, s->nbucket = n;
     }
     return &s->bucket[i];
@@ -103,8 +104,25 @@ void be_staged_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
     staged_bucket_t *b = bucket_at(s, i);
     float *h = host_room(be, &b->host, &b->cap, n ? n : 1);
     be_to_host(be, h, buf, n * sizeof(float));
-    b->dev = buf, b->n = n;
+    b->dev = buf, b->n = n, b->back = 0;
     be_cpu_bucket_post(be, i, h, n, comm);
+}
+
+void be_staged_bucket_rs_start(backend_t *be, const float *send, float *recv, const int *counts, MPI_Comm comm)
+{
+    struct be_staged_s *s = staged(be);
+    int size, me;
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    MPI_CHECK(MPI_Comm_rank(comm, &me));
+    size_t all = 0;
+    for (int r = 0; r < size; r++) all += (size_t)counts[r];
+    const int i = be_bucket_claim(be);
+    staged_bucket_t *b = bucket_at(s, i);
+    /* the bucket, then this rank's piece of the sum after it */
+    float *h = host_room(be, &b->host, &b->cap, all + (size_t)counts[me] + 1);
+    be_to_host(be, h, send, all * sizeof(float));
+    b->dev = counts[me] ? recv : NULL, b->n = (size_t)counts[me], b->back = all;
+    be_cpu_bucket_rs_post(be, i, h, h + all, counts, comm);
 }
 
 void be_staged_buckets_progress(backend_t *be) { be_cpu_buckets_progress(be); }
@@ -117,7 +135,7 @@ void be_staged_buckets_wait(backend_t *be, const char *what)
     for (int i = 0; s && i < n && i < s->nbucket; i++) {
         staged_bucket_t *b = &s->bucket[i];
         if (!b->dev) continue;
-        be_to_device(be, b->dev, b->host, b->n * sizeof(float));
+        be_to_device(be, b->dev, b->host + b->back, b->n * sizeof(float));
         b->dev = NULL;
     }
 }

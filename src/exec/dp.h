@@ -26,6 +26,8 @@ typedef struct {
     size_t total;          /* real floats in the parameter buffer */
     size_t shard;          /* padded total / size */
     float *shard_buf;      /* ZeRO-1: receives this replica's shard of the gradient sum (device) */
+    int *rs_counts;        /* ZeRO-1's buckets: each started piece's counts per replica, kept to the wait */
+    int rs_used, rs_max;   /* pieces started since the last wait, room for */
     double comm_seconds;   /* time spent waiting for buckets after the backward ended */
 } dp_t;
 
@@ -34,7 +36,10 @@ typedef struct {
 int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int max_buckets);
 void dp_free(dp_t *dp);
 
-/* Starts the sum over replicas of grads[off, off+n), in place. */
+/* Starts the sum over replicas of grads[off, off+n): in place; with ZeRO-1 a reduce-scatter instead,
+ * each replica's part of the range that lies in its shard summed into shard_buf, so the buckets of a
+ * step leave the whole shard there (dp_shard_take) and the reduce-scatter overlaps the backward as
+ * the all-reduce does. The ranges of a step must cover the buffer once. */
 void dp_bucket_start(dp_t *dp, float *grads, size_t off, size_t n);
 /* Lets MPI progress the buckets in flight (MPICH moves data only inside MPI calls): called between
  * blocks of the backward. */
@@ -47,6 +52,9 @@ void dp_shard_range(const dp_t *dp, size_t *s0_p, size_t *s1_p);
 /* ZeRO-1: grads (padded length) summed over replicas; this replica's shard of the sum is left at
  * grads[0, shard). */
 void dp_reduce_scatter(dp_t *dp, float *grads);
+/* ZeRO-1 after the step's buckets (dp_bucket_start, dp_buckets_wait): their shard of the sum moved to
+ * grads[0, shard), as dp_reduce_scatter leaves it. */
+void dp_shard_take(dp_t *dp, float *grads);
 /* ZeRO-1: every replica's shard of params (padded length) gathered into all of params. */
 void dp_allgather(dp_t *dp, float *params);
 

@@ -73,8 +73,8 @@ double train_step_grads(run_t *r, long t, const exec_batch_t *src)
 {
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
     /* a plug-in sums over the replicas itself (a supernet: the buckets would leave out the LM head's
-     * part of d wte, which it keeps apart in grad_head) */
-    const int buckets = r->dp_on && !r->deck.parallel.zero && !r->plug;
+     * part of d wte, which it keeps apart in grad_head); ZeRO-1's buckets reduce-scatter (dp.h) */
+    const int buckets = r->dp_on && !r->plug;
     const int overlap = buckets && r->deck.parallel.overlap;
     const model_ready_t ready = {train_grads_ready, r};
     double loss = exec_step(&r->exec, t, (float)(1.0 / tokens), src, overlap ? &ready : NULL, train_boundary(r, t));
@@ -114,7 +114,10 @@ static double train_update(run_t *r, double lr)
     size_t s0 = 0, s1 = m->tab.total;
     const int zero = r->dp_on && r->deck.parallel.zero;
     if (zero) {
-        dp_reduce_scatter(&r->dp, m->grads);
+        /* the step's buckets reduce-scattered the gradients into the shard (train_step_grads), but
+         * where a plug-in summed them itself */
+        if (r->plug) dp_reduce_scatter(&r->dp, m->grads);
+        else dp_shard_take(&r->dp, m->grads);
         dp_shard_range(&r->dp, &s0, &s1);
     }
     const double gnorm = sqrt(grad_sumsq(r, m->grads, s0, s1, zero, 1, NULL));
