@@ -2,8 +2,9 @@
  * buckets (one per block, plus the final LayerNorm and the embeddings), each started non-blocking
  * as soon as its backward is done on the step's last micro-batch, so communication overlaps the
  * rest of the backward. With parallel.zero = 1 (ZeRO-1) the optimizer moments are sharded instead:
- * the gradient sum is reduce-scattered, each replica updates its shard of the flat parameter
- * buffer and the parameters are all-gathered.
+ * the gradient sum is reduce-scattered in the same buckets (each replica's piece of a bucket summed
+ * into its place in the shard, overlapping the backward the same way), each replica updates its
+ * shard of the flat parameter buffer and the parameters are all-gathered.
  *
  * Buffers exchanged here are padded to param_padded(total, dp) (params.h) floats so every shard has one size. */
 #ifndef MP_DP_H
