@@ -12,7 +12,17 @@ mp_require_h5py # it reads checkpoints (compare_runs.py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
-trap 'slurm_stop; slurm_stop_nodes; rm -rf "$SCRATCH"' EXIT
+# a failed run keeps its logs (not its checkpoints) in $MP_BUILDDIR/validation/kept/, and says where
+keep_logs() {
+    [ "$tap_failed" -gt 0 ] || return 0
+    k="$MP_BUILDDIR/validation/kept/test_zero_loss_slurm.$(date +%Y%m%d-%H%M%S).$$"
+    mkdir -p "$k" && (cd "$SCRATCH" && find . \( -name '*.log' -o -name '*.out' -o -name 'log.txt' -o -name '*.txt' \
+        -o -name 'metrics.jsonl' -o -name 'exit_status' \) -size -4M -exec cp --parents {} "$k" \; ) 2>/dev/null
+    echo "# the failed run's logs: $k"
+}
+trap 'keep_logs; slurm_stop; slurm_stop_nodes; rm -rf "$SCRATCH"' EXIT
+# why_not_resumed DIR: the recovery lines of the run's log (a fallback says why), as diagnostics
+why_not_resumed() { grep -h "recovery" "$1/log.txt" "$1/job.log" 2>/dev/null | tail -n 8 | sed 's/^/#   /'; }
 
 ARGS="--set data.path=$data --set model.layers=4 --set parallel.pp=2 --set train.threads=1 --set train.steps=40
       --set checkpoint.every=10 --set checkpoint.keep=0 --set parallel.timeout=3 --set parallel.wait=yield
@@ -46,8 +56,9 @@ for L in srun mpirun; do
     grep -q "lost rank(s) 1(signal 9" "$dir/job.log" && grep -q "requeueing job $jid" "$dir/job.log" &&
         [ "$state" = COMPLETED ]
     ok $? "LAUNCHER=$L: rank 1 lost, named in the job log, requeued, the job completed (state $state)"
-    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"
-    ok $? "LAUNCHER=$L: the rerun resumed at step 14, 0 steps lost"
+    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"; rc=$?
+    ok $rc "LAUNCHER=$L: the rerun resumed at step 14, 0 steps lost"
+    [ $rc -eq 0 ] || why_not_resumed "$dir"
     compare "LAUNCHER=$L: final weights and losses" "$SCRATCH/straight" "$dir" --bitwise --step 40
     if [ "$state" != COMPLETED ]; then sed 's/^/#   /' "$dir/job.log" "$SCRATCH"/sb-$L-*.out | tail -n 30; slurm_logs; fi
 done
@@ -91,8 +102,9 @@ if [ $rc -eq 0 ]; then
     state=$(slurm_follow "$jid" 180)
     grep -q "requeueing job $jid" "$dir/job.log" && [ "$state" = COMPLETED ]
     ok $? "node2 lost: the job requeued and completed on both nodes (state $state)"
-    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"
-    ok $? "node2 lost: the rerun resumed at step 14, 0 steps lost"
+    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"; rc=$?
+    ok $rc "node2 lost: the rerun resumed at step 14, 0 steps lost"
+    [ $rc -eq 0 ] || why_not_resumed "$dir"
     compare "node2 lost: final weights and losses" "$SCRATCH/straight" "$dir" --bitwise --step 40
     if [ "$state" != COMPLETED ]; then sed 's/^/#   /' "$dir/job.log" "$SCRATCH"/nodes-*.out | tail -n 30; slurm_logs; fi
 fi
