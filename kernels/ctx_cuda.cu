@@ -144,6 +144,10 @@ void *cu_ctx_scratch_for(cu_ctx_t *ctx, size_t bytes, const char *who)
                    "the first step (cu_scratch_bound) because growing it frees memory, which waits for the whole "
                    "device, NCCL calls of other ranks included; raise cu_scratch_bound for this kernel",
                    ctx->scratch_bytes, bytes, who);
+    if (bytes > ctx->scratch_bytes && ctx->scratch_planned)
+        KERN_ERROR("CUDA scratch grew in the first step from %zu to %zu bytes for %s: cu_scratch_bound is short of "
+                   "this kernel's request (growing waits for the whole device; with NCCL calls of other ranks in "
+                   "flight that can deadlock)", ctx->scratch_bytes, bytes, who);
     if (bytes > ctx->scratch_bytes && cu_ctx_reserve(ctx, bytes) != KERN_OK)
         KERN_ABORT("CUDA scratch of %zu bytes does not fit: reserve it with cu_ctx_reserve before the arena, "
                  "or give the arena a larger margin", bytes);

@@ -75,6 +75,8 @@ typedef struct {
     cudaStream_t offload;   /* host <-> device copies of stashed activations */
     void *scratch;          /* device workspace: bf16 copies of product inputs, reduction partials */
     size_t scratch_bytes;   /* its capacity */
+    int scratch_planned;    /* sized by the run's bound (cu_scratch_bound): growing it in step 0 says
+                             * the bound is short (an error line; the run goes on) */
     int scratch_frozen;     /* set after step 0: growing it (cudaFree, a device-wide synchronisation
                              * that would wait on other ranks' NCCL calls) is an error */
 } cu_ctx_t;

@@ -259,6 +259,11 @@ cp -r "$SCRATCH/g" "$SCRATCH/g1" && rm "$SCRATCH/g1/kernel_times.r0.json" "$SCRA
 C g gpt2 "$SCRATCH/g1" "$NO/nvml.json" 0 1
 verdict g fail "'the run wrote no kernel times' in d['why'] and 'the run wrote no energy.json' in d['why']"
 ok $? "gpt2: the same without kernel_times.r0.json and energy.json fails, saying both (exit $rc)"
+cp -r "$SCRATCH/g" "$SCRATCH/g_short"
+echo "mindpipe: error: [rank 0] CUDA scratch grew in the first step from 67108864 to 80000000 bytes for cu_head_forward: cu_scratch_bound is short of this kernel's request" > "$SCRATCH/g_short.log"
+C g_short gpt2 "$SCRATCH/g_short" "$NO/nvml.json" 0 1
+verdict g_short fail "any('scratch grew in the first step' in w for w in d['why'])"
+ok $? "gpt2: a run whose kernels' scratch grew after the plan (cu_scratch_bound short) fails (exit $rc)"
 C g_none gpt2 "$NO" "$NO/nvml.json" 0 1
 verdict g_none fail "d['why'].startswith('no step logged')"
 ok $? "gpt2: a nonexistent run directory fails (exit $rc)"

@@ -184,6 +184,7 @@ void be_cuda_scratch_plan(backend_t *be, const be_shape_t *sh)
         MP_ABORT("the kernels' CUDA scratch of %zu MiB (for micro-batches of %d x %d tokens, width %d, vocabulary %d, "
                  "MLP %d, %d heads) does not fit beside the arena: lower memory.device_limit", bytes >> 20, sh->B,
                  sh->T, sh->C, sh->V, sh->F, sh->NH);
+    b->ctx.scratch_planned = 1;
 }
 
 void be_cuda_scratch_freeze(backend_t *be) { ((bcu_t *)be->state)->ctx.scratch_frozen = 1; }

@@ -319,6 +319,10 @@ def cmd_layouts(out, base, cpuref, *pairs):
     return res
 
 
+# What the cuda backend prints when a kernel's scratch request exceeds the bound sized before step 0
+# (kernels/ctx_cuda.cu): a failure of the gpt2 and ranks_nccl parts.
+SCRATCH_SHORT = "cu_scratch_bound is short"
+
 # A rank stopped mid-run ends the others within this many seconds (the deadlines the part sets are
 # a few seconds; start-up and the abort's teardown take the rest).
 KILL_LIMIT_S = 60
@@ -330,6 +334,9 @@ def cmd_nccl(out, base, cpuref, kill_log, kill_result, plant_log, dry, *pairs):
     mismatch). Every layout against one rank as closely as on cpu; a stopped rank named by the
     others' abort within KILL_LIMIT_S; the planted mismatch refused naming both sides."""
     lay, why = layouts_of(base, cpuref, pairs)
+    for p in pairs:
+        if SCRATCH_SHORT in read(p.split("=", 1)[1] + ".log"):
+            why.append("%s: the kernels' scratch grew in the first step (%s)" % (p.split("=", 1)[0], SCRATCH_SHORT))
     res = part("ranks_nccl", "pass",
                "several ranks on one device through %s: %s against one rank, as closely as on cpu; a rank stopped "
                "mid-run named by the others within %d s; a planted mismatch refused" % (
@@ -461,6 +468,9 @@ def cmd_gpt2(out, run, nvml, peak, dry, *alts):
         res.setdefault("notes", []).append("no kernel_times file")
     res["energy"] = _energy(run, nvml)
     why = []
+    if SCRATCH_SHORT in read(run + ".log"):
+        why.append("the kernels' scratch grew in the first step (%s): no device allocation may follow the plan"
+                   % SCRATCH_SHORT)
     if not all(math.isfinite(m[s]["loss"]) for s in m):
         why.append("a non-finite loss")
     # GPT-2 124M on the bundled text falls from about 10.9 to 2.5 in 30 steps (the H200 runs of
