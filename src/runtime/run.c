@@ -412,10 +412,14 @@ static int run_backend(run_t *r)
     /* the kernels' scratch sized before any communicator exists (no device allocation after step 0) */
     const be_shape_t shape = run_kernel_shape(d);
     be_scratch_plan(&r->be, &shape);
-    /* the same order on every rank: each is collective over its group */
-    for (int k = 0; k < GRID_NDIMS; k++) be_comm_add(&r->be, r->grid.comm[k]);
+    /* only the communicators the device's collectives use (the model's tensor-parallel sums, the
+     * data-parallel buckets and ZeRO-1 over replica, the tied embedding's sum, a supernet's sums over
+     * dp; pp's and sp's messages are MPI or the boundaries' own), in the same order on every rank:
+     * each is collective over its group. A collective on another is refused naming it (twin()). */
+    be_comm_add(&r->be, r->grid.comm[GRID_TP]);
     be_comm_add(&r->be, r->grid.replica);
     be_comm_add(&r->be, r->grid.embed);
+    if (d->supernet.enabled) be_comm_add(&r->be, r->grid.comm[GRID_DP]);
     /* the pipeline's NCCL communicators too (the executor's, wrapping as its chunks do), then the
      * region: its measure of the free memory counts every communicator */
     if (r->p2p_nccl && r->pp > 1)
