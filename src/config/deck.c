@@ -238,8 +238,9 @@ static const deck_key_t keys[] = {
              "than cores: HDF5's collectives spin there: 35 s per checkpoint at 8 ranks on 2 cores)"),
     K_BOOL(checkpoint, final, "1", "write a checkpoint after the last step (0: benchmarks only, nothing to resume from)"),
     K_NUM(checkpoint, timeout, "900", 0, INF, 0,
-          "seconds a checkpoint's write (or a resume's read) may take on any rank before the job aborts naming "
-          "the rank and the phase (HDF5's collectives cannot time out on their own); 0 = none"),
+          "seconds a checkpoint's write, a resume's read or the start-up (data, model, run directory) may take "
+          "on any rank before the job aborts naming the rank and the phase (HDF5's collectives cannot time out "
+          "on their own); 0 = none"),
 
     K_BOOL(recovery, log, "0",
            "1 = a lost rank costs no step: each stage logs what it sends (RUN/recovery/), a survivor of a dead "

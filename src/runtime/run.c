@@ -787,9 +787,12 @@ static int run_layout(run_t *r, const run_opts_t *o)
     /* a wait past parallel.timeout writes RUN/exit_status as the watchdog does (its path, set with the
      * run directory; "" until then) */
     r->wait.who = r->wd.who, r->wait.status = r->wd.status;
-    /* the set-up's agreements are blocking MPI calls: a peer that never arrives is this deadline's */
-    watchdog_arm(&r->wd, "the start-up (data, model, memory plan, run directory)", "parallel.timeout",
-                 d->parallel.timeout);
+    /* the set-up's agreements are blocking MPI calls: a peer that never arrives is this deadline's.
+     * checkpoint.timeout's, not parallel.timeout's: the start-up is file-system work (the data, the
+     * run directory, HDF5) as a checkpoint is, and a deadline of a few seconds, right for a wait on a
+     * peer, ended healthy start-ups on a busy host (test_zero_loss_slurm in a CI beside other work) */
+    watchdog_arm(&r->wd, "the start-up (data, model, memory plan, run directory)", "checkpoint.timeout",
+                 d->checkpoint.timeout);
     r->optim = optim_cfg_from_deck(d);
     /* deck_validate: batch is a multiple of micro_batch × dp; a supernet replica (sp) runs each of its
      * subnets' whole batches */
