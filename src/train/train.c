@@ -552,7 +552,8 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         snprintf(path, sizeof path, "%s/trace.json", r.out_dir);
         snprintf(label, sizeof label, "rank %d: dp%d tp%d pp%d sp%d", r.rank, r.grid.coord[GRID_DP], r.grid.coord[GRID_TP],
                  r.grid.coord[GRID_PP], r.grid.coord[GRID_SP]);
-        watchdog_arm(&r.wd, "writing the trace", "parallel.timeout", d->parallel.timeout);
+        /* gathered to rank 0 and written: file-system work, under the file-system phases' deadline */
+        watchdog_arm(&r.wd, "writing the trace", "checkpoint.timeout", d->checkpoint.timeout);
         if (rc == MP_OK) rc = run_agree(trace_write(&r.trace, path, label, MPI_COMM_WORLD));
         watchdog_disarm(&r.wd);
         trace_free(&r.trace);
