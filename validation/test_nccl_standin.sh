@@ -18,15 +18,26 @@ for n in 1 2 3 4; do
 done
 
 # fault NAME RANKS LABEL TEXT...: the run ends non-zero, within 60 s, and the first of the stand-in's
-# messages ("nccl-standin: rank R (world rank W), communicator K (N ranks), call #C: ...") holds every
+# messages in its report file ("nccl-standin: rank R (world rank W), communicator K (N ranks), call #C: ...") holds every
 # TEXT. Whichever rank sees the fault first reports it (the other's view may not print before the
 # abort), so TEXT is what both views hold: both sides' calls, in either order.
 fault() {
     f_name=$1; f_n=$2; f_label=$3; shift 3
     t0=$(date +%s)
-    NCCL_STANDIN_GRACE=0 NCCL_STANDIN_TIMEOUT=3 timeout 60 "$MPIEXEC" -n "$f_n" "$T" "$f_name" > "$SCRATCH/$f_name.log" 2>&1; rc=$?
+    # the report file, not the launcher's output: Hydra kills every rank at the first abort and may
+    # drop what another had written to stderr (an empty log once in CI)
+    for f_try in 1 2; do
+        rm -f "$SCRATCH/$f_name.report"
+        NCCL_STANDIN_REPORT="$SCRATCH/$f_name.report" NCCL_STANDIN_GRACE=0 NCCL_STANDIN_TIMEOUT=3 \
+            timeout 60 "$MPIEXEC" -n "$f_n" "$T" "$f_name" > "$SCRATCH/$f_name.log" 2>&1; rc=$?
+        # a run that left neither a report nor a line of output never ran our code (the launcher's
+        # failure): tried once more, saying so
+        [ -s "$SCRATCH/$f_name.report" ] || [ -s "$SCRATCH/$f_name.log" ] || [ $f_try -eq 2 ] || {
+            diag "$f_name: the launcher ended with $rc and no output: run once more"; continue; }
+        break
+    done
     secs=$(( $(date +%s) - t0 ))
-    line=$(grep -m 1 '^nccl-standin: rank [0-9]* (world rank [0-9]*), communicator [0-9a-f]* ([0-9]* ranks), call #[0-9]*: ' "$SCRATCH/$f_name.log")
+    line=$(grep -m 1 '^nccl-standin: rank [0-9]* (world rank [0-9]*), communicator [0-9a-f]* ([0-9]* ranks), call #[0-9]*: ' "$SCRATCH/$f_name.report" 2>/dev/null)
     f_ok=0
     [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$line" ] || f_ok=1
     for want in "$@"; do echo "$line" | grep -qF -- "$want" || { f_ok=1; diag "missing: $want"; }; done

@@ -225,20 +225,27 @@ part_ranks_nccl() {
     mapfile -t pairs < <(nccl_layouts nccl "${s[@]}" "${p2p[@]}")
     # a rank stopped (SIGSTOP) as step 5 begins: the other must end, naming it, within the deadline
     t0=$(date +%s.%N)
-    train nccl-stop 2 tiny.ini "${s[@]}" --set parallel.dp=2 --set debug.fail_at=1:5:hang --set parallel.timeout=8
+    NCCL_STANDIN_REPORT=$RUNS/nccl-stop.report train nccl-stop 2 tiny.ini "${s[@]}" --set parallel.dp=2 \
+        --set debug.fail_at=1:5:hang --set parallel.timeout=8
     rc=$?
     echo "$rc $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" > "$RUNS/nccl-stop.result"
+    # what names the stopped rank: the survivor's RUN/exit_status (written before its abort), the
+    # stand-in's report, the launcher's output (which may miss a killed rank's last lines)
+    cat "$RUNS/nccl-stop/exit_status" "$RUNS/nccl-stop.report" "$RUNS/nccl-stop.log" > "$RUNS/nccl-stop.text" 2>/dev/null
     # one planted mismatch: on the GPU in MindPipe's own calls (world rank 1's 3rd NCCL call announces
     # one element more), in the dry run in the stand-in's core
+    # (the stand-in's messages read from its report file: the launcher may drop a killed rank's stderr)
+    export NCCL_STANDIN_REPORT=$RUNS/nccl-plant.report
+    rm -f "$NCCL_STANDIN_REPORT"
     if [ "$DRY" = 1 ]; then
         kit_env
         NCCL_STANDIN_GRACE=0 "${KENV[@]}" "$KIT/bin/mpiexec" -n 2 "$KIT/bin/standin_test" count > "$RUNS/nccl-plant.log" 2>&1
     else
         NCCL_STANDIN_PLANT=1:3 train nccl-plant 2 tiny.ini "${s[@]}" --set parallel.dp=2
-        cp "$RUNS/nccl-plant.log" "$RUNS/nccl-plant.out" 2>/dev/null
     fi
-    check nccl "$PARTS/ranks_nccl.json" "$RUNS/fp32-dev" "$KIT/ref/layouts-cpu.json" "$RUNS/nccl-stop.log" \
-        "$RUNS/nccl-stop.result" "$RUNS/nccl-plant.log" "$DRY" "${pairs[@]}"
+    unset NCCL_STANDIN_REPORT
+    check nccl "$PARTS/ranks_nccl.json" "$RUNS/fp32-dev" "$KIT/ref/layouts-cpu.json" "$RUNS/nccl-stop.text" \
+        "$RUNS/nccl-stop.result" "$RUNS/nccl-plant.report" "$DRY" "${pairs[@]}"
 }
 
 part_ckpt() {

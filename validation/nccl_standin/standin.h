@@ -143,7 +143,8 @@ void si_handoff(si_op_t *first);
 
 /* The deadline in seconds (NCCL_STANDIN_TIMEOUT, default 120). */
 double si_timeout(void);
-/* Ends the run: prints "nccl-standin: rank R (world W), communicator K (n ranks), call #N: ..." and
+/* Ends the run: prints "nccl-standin: rank R (world W), communicator K (n ranks), call #N: ..." (to
+ * stderr, and appended to the file NCCL_STANDIN_REPORT names, if set) and
  * marks the communicator failed; after NCCL_STANDIN_GRACE seconds (default 10) that the application
  * did not use to abort it (ncclCommAbort) or end the run, calls MPI_Abort. */
 void si_fail(si_comm_t *c, int64_t call_no, int err, const char *fmt, ...) __attribute__((format(printf, 4, 5)));

@@ -3,6 +3,7 @@
 #include "standin.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
@@ -116,12 +117,25 @@ void si_fail(si_comm_t *c, int64_t call_no, int err, const char *fmt, ...)
     va_end(ap);
     int wr = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    char line[2048];
     if (c)
-        fprintf(stderr, "nccl-standin: rank %d (world rank %d), communicator %016llx (%d ranks), call #%lld: %s\n",
-                c->rank, wr, (unsigned long long)c->key, c->nranks, (long long)call_no, msg);
+        snprintf(line, sizeof line, "nccl-standin: rank %d (world rank %d), communicator %016llx (%d ranks), call #%lld: %s\n",
+                 c->rank, wr, (unsigned long long)c->key, c->nranks, (long long)call_no, msg);
     else
-        fprintf(stderr, "nccl-standin: world rank %d: %s\n", wr, msg);
+        snprintf(line, sizeof line, "nccl-standin: world rank %d: %s\n", wr, msg);
+    fputs(line, stderr);
     fflush(stderr);
+    /* NCCL_STANDIN_REPORT: the line appended to that file too (one write, O_APPEND): a launcher that
+     * kills every rank at the first abort may drop what the others had written to stderr */
+    const char *rep = getenv("NCCL_STANDIN_REPORT");
+    if (rep && *rep) {
+        const int fd = open(rep, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            const ssize_t w = write(fd, line, strlen(line));
+            (void)w;
+            close(fd);
+        }
+    }
     if (c && !c->error) {
         c->error = err;
         c->fail_t = now_s();
