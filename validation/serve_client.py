@@ -93,7 +93,13 @@ def cmd_load(a):
             if i >= a.requests:
                 return
             t0 = time.time()
-            st, data = post(a.url, json.dumps(request_of(i, a.max_tokens)))
+            try:
+                st, data = post(a.url, json.dumps(request_of(i, a.max_tokens)))
+            except (OSError, http.client.HTTPException) as ex:  # a reset or a close with no reply
+                lat[i] = time.time() - t0
+                answer()
+                results[i] = {"i": i, "status": 0, "error": "%s: %s" % (type(ex).__name__, ex)}
+                continue
             lat[i] = time.time() - t0
             answer()
             if st != 200:

@@ -226,8 +226,10 @@ static const command_t commands[] = {
       {"--public", NULL, "allow an address beyond loopback; needs MINDPIPE_SERVE_TOKEN (16+ characters)\n"
                          "in the environment: with it every request sends Authorization: Bearer TOKEN", 0},
       {"--http-limits", "C,P,D", "at most C connections (default 256; an eighth kept for requests that arrive\n"
-                                 "whole), P from one client address (default 32; 0: no limit), each request\n"
-                                 "whole within D seconds of its connection (default 10) or answered 408", 0},
+                                 "whole; a quarter more answered 503 with Retry-After), P slow requests (not\n"
+                                 "whole in 0.3 s) from one client address (default 32; 0: no limit; the\n"
+                                 "newest beyond it answered 408), each request whole within D seconds of its\n"
+                                 "connection (default 10) or answered 408", 0},
       {"--out", "DIR", "DIR/serve.json (every process: role, stage, layers, pid, address), DIR/sock/\n"
                        "(the stages' sockets, mode 0700), DIR/trace.json (the failover timeline,\n"
                        "Chrome trace events) (default serve)", 0},

@@ -9,7 +9,12 @@
  * it. A kept-alive connection that has not begun its next request is shut down without a 408.
  * Unfinished requests take at most `max - reserve` connections: a new connection beyond that
  * evicts the oldest unfinished one (the same 408), so that /health and quick requests always find
- * one of the `reserve` connections left. */
+ * one of the `reserve` connections left. One address holds at most `per_client` slow requests (not
+ * whole CONNS_SLOW_S after the accept): the sweeper answers its newest ones beyond that 408 too.
+ * Requests being served are never counted, so a gateway that sends every request from one address
+ * is limited by the connections alone. A connection accepted while max are open is over the limit
+ * (conns_over): it has a deadline like the others, and the front end answers its request 503 with
+ * Retry-After (libmicrohttpd accepts max + max/4). */
 #ifndef MP_CONNS_H
 #define MP_CONNS_H
 
@@ -23,23 +28,37 @@ typedef struct {
     pthread_cond_t wake;
     pthread_t sweeper;
     int stop, started;
-    conn_slot_t *slot;        /* (max) */
-    int max, cap;             /* connections at most; unfinished requests at most (max − reserve) */
+    conn_slot_t *slot;        /* (n) */
+    int n;                    /* slots: max and a quarter more (the overflow, answered 503) */
+    int max, cap;             /* connections served at most; unfinished requests at most (max − reserve) */
+    int open;                 /* slots in use */
     int pending;              /* connections whose request is unfinished */
+    int per_client;           /* slow requests one address may hold (0: no limit) */
     double deadline_s;
     uint64_t expired, evicted; /* connections closed at their deadline, evicted for a newer one */
+    uint64_t slow_evicted;    /* slow requests answered 408 over their address's per_client */
 } conns_t;
 
+/* A request not whole this long after its connection's accept (or its last response) is slow: it
+ * counts against its address's per_client. Short enough that a slow client holds no more than
+ * per_client connections for a second; long enough for a whole request over a real network. */
+#define CONNS_SLOW_S 0.3
+
 /* A table of max connections, unfinished requests in at most max − reserve of them, each with
- * deadline_s seconds; starts the sweeper. MP_OK or MP_ERR (reported). */
-int conns_init(conns_t *t, int max, int reserve, double deadline_s);
+ * deadline_s seconds, at most per_client slow ones from one address (0: no limit); starts the
+ * sweeper. MP_OK or MP_ERR (reported). */
+int conns_init(conns_t *t, int max, int reserve, double deadline_s, int per_client);
 /* Stops the sweeper (before libmicrohttpd closes the connections) and frees the table. */
 void conns_fini(conns_t *t);
 void conns_free(conns_t *t);
 
-/* A connection accepted on socket fd (libmicrohttpd's notify STARTED): its slot, or NULL when the
- * table is full (it then has no deadline; libmicrohttpd's limit makes that impossible). */
-conn_slot_t *conns_open(conns_t *t, int fd);
+/* A connection from peer (an IPv4 address, network order; 0: unknown) accepted on socket fd
+ * (libmicrohttpd's notify STARTED): its slot, or NULL when even the overflow is full (libmicrohttpd's
+ * limit, max + max/4, makes that impossible). */
+conn_slot_t *conns_open(conns_t *t, int fd, uint32_t peer);
+/* Whether s was accepted while max connections were open (NULL: no slot): its request is answered
+ * 503 with Retry-After. */
+int conns_over(conns_t *t, const conn_slot_t *s);
 /* Closed (notify CLOSED, before libmicrohttpd closes the socket): the slot is free again. */
 void conns_close(conns_t *t, conn_slot_t *s);
 /* The request line has come (a 408 is then owed at the deadline). */

@@ -22,12 +22,19 @@ typedef struct {
     int too_large;
 } conn_t;
 
+/* Seconds a client is told to wait (Retry-After) with a 503 or 429: the server is busy or its
+ * pipeline is failing over, which takes about that long. */
+#define HTTP_RETRY_AFTER "1"
+
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type, char *buf, size_t n)
 {
     if (!buf) return MHD_NO; /* out of memory: libmicrohttpd closes the connection */
     struct MHD_Response *r = MHD_create_response_from_buffer(n, buf, MHD_RESPMEM_MUST_FREE);
     if (!r) return free(buf), MHD_NO;
-    const enum MHD_Result ret = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_YES
+    const int retry = status == 503 || status == 429;
+    const enum MHD_Result ret = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type) == MHD_YES &&
+                                        (!retry || MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER,
+                                                                           HTTP_RETRY_AFTER) == MHD_YES)
                                     ? MHD_queue_response(c, status, r)
                                     : MHD_NO; /* out of memory: the connection is closed */
     MHD_destroy_response(r);
@@ -356,7 +363,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     /* the request is whole: its deadline ends here, unless it passed (then a 408 went out) */
-    if (conns_answer(&h->conns, slot_of(c)) < 0) return MHD_NO;
+    conn_slot_t *slot = slot_of(c);
+    if (conns_answer(&h->conns, slot) < 0) return MHD_NO;
+    /* a connection accepted beyond the limit (libmicrohttpd takes a quarter more): busy, not a silent close */
+    if (conns_over(&h->conns, slot))
+        return respond_error(h, c, 503, "server_busy", "every one of the server's %d connections is taken: retry "
+                             "after " HTTP_RETRY_AFTER " s", h->conns.max);
     if (h->token && !token_ok(h->token, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
         return respond_error(h, c, 401, "authentication_error", "send the server's access token as Authorization: Bearer TOKEN");
     const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET");
@@ -384,7 +396,11 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     http_t *h = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = ci ? conns_open(&h->conns, ci->connect_fd) : NULL;
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        uint32_t peer = 0;
+        if (ai && ai->client_addr && ai->client_addr->sa_family == AF_INET)
+            peer = ((const struct sockaddr_in *)(const void *)ai->client_addr)->sin_addr.s_addr;
+        *socket_context = ci ? conns_open(&h->conns, ci->connect_fd, peer) : NULL;
     } else {
         conns_close(&h->conns, *socket_context);
         *socket_context = NULL;
@@ -412,12 +428,17 @@ int http_start(http_t *h, batcher_t *b, const http_listen_t *l, int T, int V, co
     a.sin_addr.s_addr = l->addr;
     const int max = l->max_conns ? l->max_conns : HTTP_MAX_CONNS;
     const double deadline = l->deadline_s > 0 ? l->deadline_s : HTTP_DEADLINE_S;
-    if (conns_init(&h->conns, max, max / 8 > 0 ? max / 8 : 1, deadline) != MP_OK) return MP_ERR;
-    /* MHD_USE_POLL: poll, not select, in each connection's thread (no FD_SETSIZE bound) */
+    const int per_client = l->per_client < 0 ? HTTP_PER_CLIENT : l->per_client;
+    if (conns_init(&h->conns, max, max / 8 > 0 ? max / 8 : 1, deadline, per_client) != MP_OK) return MP_ERR;
+    /* MHD_USE_POLL: poll, not select, in each connection's thread (no FD_SETSIZE bound). No
+     * per-address connection limit in libmicrohttpd: it closes the connection over it with no reply,
+     * and behind a gateway every request comes from one address (conns.h bounds slow requests per
+     * address instead). A quarter more connections than the table: those get a 503 with
+     * Retry-After, not a close. */
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ERROR_LOG,
                             0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&a,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_CONNECTION_LIMIT, (unsigned)max,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)(l->per_client < 0 ? HTTP_PER_CLIENT : l->per_client),
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(max + max / 4),
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_MEMORY_LIMIT,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                             MHD_OPTION_URI_LOG_CALLBACK, on_request_line, h, MHD_OPTION_END);

@@ -14,8 +14,10 @@
  * A body over HTTP_MAX_BODY bytes is refused (413, at once when Content-Length says so), a head over
  * HTTP_MAX_HEADER bytes 431; a request not whole within the deadline (from the accept, or from the
  * last response on a kept-alive connection) is answered 408 and closed (conns.h); a connection idle
- * for 10 s is closed. Every reply the front end composes is JSON; libmicrohttpd answers a few
- * malformed requests itself (docs/SERVING.md, "Limits and what clients see"). */
+ * for 10 s is closed; one address's slow requests beyond the per-client limit are answered 408
+ * (conns.h); a connection beyond the table's is answered 503, and every 503 carries Retry-After.
+ * Every reply the front end composes is JSON; libmicrohttpd answers a few malformed requests itself
+ * (docs/SERVING.md, "Limits and what clients see"). */
 #ifndef MP_HTTP_H
 #define MP_HTTP_H
 
@@ -33,8 +35,8 @@
 /* Where to listen: an IPv4 address (network order) and port (0: any free one), and the access
  * token every request must send as "Authorization: Bearer TOKEN" (NULL: none). The limits: at most
  * max_conns connections (0: HTTP_MAX_CONNS), of which an eighth are kept for requests that arrive
- * whole (conns.h); per_client from one address (0: no limit; −1: HTTP_PER_CLIENT); deadline_s to send
- * a whole request (0: HTTP_DEADLINE_S). */
+ * whole (conns.h); per_client slow requests from one address (0: no limit; −1: HTTP_PER_CLIENT);
+ * deadline_s to send a whole request (0: HTTP_DEADLINE_S). */
 typedef struct {
     uint32_t addr;
     int port;
