@@ -117,6 +117,11 @@ def mutate(src, dst, kind):
     if kind in ("truncate", "hdrlen"):
         open(out, "wb").write(raw[:-100] if kind == "truncate" else struct.pack("<Q", len(raw)) + raw[8:])
         return
+    if kind == "shorthdr":  # the header length 3 short, only its padding lost: the JSON still parses
+        text = json.dumps(header, separators=(",", ":")).encode()
+        text += b" " * (-len(text) % 8 + 8)
+        open(out, "wb").write(struct.pack("<Q", len(text) - 3) + text + data)
+        return
     names = [k for k in header if k != "__metadata__"]
     tensors = {k: np.frombuffer(data[header[k]["data_offsets"][0]:header[k]["data_offsets"][1]], dtype="<f4")
                for k in names}
@@ -126,6 +131,10 @@ def mutate(src, dst, kind):
         tensors["transformer.h.1.mlp.c_fc.weight"] = t
     if kind == "missing":
         names.remove("transformer.h.1.ln_2.bias")
+    if kind == "nan":
+        t = tensors["transformer.h.1.mlp.c_fc.weight"].copy()
+        t[5] = np.nan
+        tensors["transformer.h.1.mlp.c_fc.weight"] = t
     blobs, off = [], 0
     for k in names:
         b = tensors[k].astype("<f8" if kind == "dtype" and k == "transformer.wpe.weight" else "<f4").tobytes()

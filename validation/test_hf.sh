@@ -67,7 +67,7 @@ refused() {  # refused LABEL PATTERN [ARGS...]: train --init-from fails (exit 1)
     [ $rc -ne 0 ] && grep -q -- "$pat" "$SCRATCH/out"
     ok $? "$label refused (exit $rc): $(grep -m1 -o 'error: .*' "$SCRATCH/out" | cut -c1-150)"
 }
-for k in truncate hdrlen dtype missing overlap; do
+for k in truncate hdrlen dtype missing overlap shorthdr nan; do
     "$TORCH_PYTHON" "$chk" mutate "$SCRATCH/hf/sub" "$SCRATCH/m_$k" "$k" || echo "# mutate $k failed"
 done
 f="model.safetensors"
@@ -77,6 +77,11 @@ refused "wrong dtype" "m_dtype/$f: key transformer.wpe.weight: dtype F64" --init
 refused "missing tensor" "m_missing/$f: key transformer.h.1.ln_2.bias is missing" --init-from "hf:$SCRATCH/m_missing"
 refused "overlapping offsets" "m_overlap/$f: keys transformer.h.0.ln_1.weight and transformer.h.0.ln_1.bias overlap" \
     --init-from "hf:$SCRATCH/m_overlap"
+# the header length 3 short (its padding cut, the JSON parsing still): every tensor would load 3 bytes
+# shifted (values like 9e26) unless the data's coverage is checked (issue 45 item 4)
+refused "a header length 3 short" "m_shorthdr/$f: the tensors cover [0-9]* bytes of data and the file holds" \
+    --init-from "hf:$SCRATCH/m_shorthdr"
+refused "a NaN weight" "m_nan/$f: key transformer.h.1.mlp.c_fc.weight: element 5 is NaN" --init-from "hf:$SCRATCH/m_nan"
 mkdir -p "$SCRATCH/m_dim" && cp "$SCRATCH/hf/sub/$f" "$SCRATCH/m_dim/" &&
     sed 's/"n_embd": 32/"n_embd": 64/' "$SCRATCH/hf/sub/config.json" > "$SCRATCH/m_dim/config.json"
 refused "wrong shape (config and deck with dim 64)" \

@@ -2,6 +2,7 @@
 #include "safetensors.h"
 
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +372,21 @@ static int st_offsets_check(const st_file_t *f)
                          by[i - 1]->name, by[i]->name, (unsigned long long)by[i - 1]->begin,
                          (unsigned long long)by[i - 1]->end, (unsigned long long)by[i]->begin,
                          (unsigned long long)by[i]->end);
+    /* the format: the tensors index the whole data buffer, with no hole. A header length cut short
+     * (only its padding lost, so the JSON still parses) moves the data's start: every tensor would be
+     * read shifted, and the last would end before the file does, which this finds */
+    uint64_t at = 0;
+    for (int i = 0; i < f->count && rc == MP_OK; i++) {
+        if (by[i]->begin != at)
+            rc = MP_FAIL("%s: key %s begins at byte %llu of the data, where %s: the tensors must cover the data "
+                         "buffer with no hole (a damaged header length or offsets)", f->path, by[i]->name,
+                         (unsigned long long)by[i]->begin, i ? "the one before ends" : "the data begins, at 0");
+        at = by[i]->end;
+    }
+    if (rc == MP_OK && at != f->data_len)
+        rc = MP_FAIL("%s: the tensors cover %llu bytes of data and the file holds %llu after its %llu-byte header: "
+                     "the header length or the file is damaged (the data must be covered exactly)", f->path,
+                     (unsigned long long)at, (unsigned long long)f->data_len, (unsigned long long)(f->data0 - 8));
     free(by);
     return rc;
 }
@@ -448,6 +464,12 @@ int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst)
     if (got != want)
         return MP_FAIL("%s: key %s: read %zu of its %zu bytes (the file changed since its header was read?)", f->path,
                        e->name, got, want);
+    /* imported weights are finite: a NaN or an infinity is damage, never a model */
+    const size_t n = want / sizeof(float);
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(dst[i]))
+            return MP_FAIL("%s: key %s: element %zu is %s: weights must be finite (a damaged file, or offsets that "
+                           "point elsewhere)", f->path, e->name, i, isnan(dst[i]) ? "NaN" : "infinite");
     return MP_OK;
 }
 

@@ -6,8 +6,8 @@
  *   the data  each tensor's elements row-major, little-endian, at [8 + N + b, 8 + N + e)
  * The reader takes any dtype the format names into its entries (a caller refuses what it cannot
  * use), and checks what the format promises: the header within the file, valid JSON of that shape,
- * each tensor's bytes = its elements × its dtype's size, offsets inside the data and no two tensors
- * overlapping. Only the core room is used: no HDF5, no MPI. The host must be little-endian (checked). */
+ * each tensor's bytes = its elements × its dtype's size, offsets inside the data, no two tensors
+ * overlapping and the tensors covering the data exactly (no hole, nothing after the last). Only the core room is used: no HDF5, no MPI. The host must be little-endian (checked). */
 #ifndef MP_SAFETENSORS_H
 #define MP_SAFETENSORS_H
 
@@ -56,7 +56,8 @@ int st_open(const char *path, st_file_t *f_p);
 const st_entry_t *st_find(const st_file_t *f, const char *name);
 
 /* Reads entry e (dtype F32, checked by the caller) into dst (its elements). MP_OK, or MP_ERR naming
- * the file and the tensor (a short read: the file changed since st_open). */
+ * the file and the tensor (a short read: the file changed since st_open; an element that is NaN or
+ * infinite, named by its index). */
 int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst);
 
 void st_close(st_file_t *f);
