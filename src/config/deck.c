@@ -74,6 +74,7 @@ const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "int
                                                            "dualpipev"};
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
 const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
+const char *const deck_replan_times_names[DECK_REPLAN_COUNT] = {"measured", "modelled"};
 const char *const deck_subnets_names[DECK_SUBNETS_COUNT] = {"causal", "serial"};
 const char *const deck_resident_names[DECK_RESIDENT_COUNT] = {"device", "host"};
 const char *const deck_policy_names[DECK_POLICY_COUNT] = {"keep", "recompute", "selective", "offload", "balance",
@@ -282,6 +283,10 @@ static const deck_key_t keys[] = {
           "counts them, 1 = the first; a later N leaves the warm-up out) and write RUN/kernel_times.rRANK.json on "
           "every rank (calls and seconds per kernel; cuda: GPU time from CUDA events on the compute stream; cpu, "
           "emu: the host clock) and rank 0's top 8 to the log; 0 = off"),
+    K_CHOICE(debug, replan_times, "measured", deck_replan_times_names,
+             "what live migration (pipeline.replan_every) weighs the stages by: measured, each stage's median "
+             "compute time; modelled, the nominal device's modelled times of its layers (the same decision on every "
+             "host, whatever its load: for tests)"),
 
     K_NUM(cost, grid_gco2_per_kwh, "400", 0, INF, 0, "carbon intensity of the electricity (gCO2e per kWh)"),
 };

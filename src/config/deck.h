@@ -36,6 +36,8 @@ typedef enum {
 } deck_schedule_t;
 typedef enum { DECK_WAIT_AUTO, DECK_WAIT_YIELD, DECK_WAIT_SPIN, DECK_WAIT_COUNT } deck_wait_t;
 typedef enum { DECK_P2P_AUTO, DECK_P2P_MPI, DECK_P2P_NCCL, DECK_P2P_COUNT } deck_p2p_t;
+/* debug.replan_times: what live migration's re-plan weighs the stages by. */
+typedef enum { DECK_REPLAN_MEASURED, DECK_REPLAN_MODELLED, DECK_REPLAN_COUNT } deck_replan_times_t;
 typedef enum { DECK_SUBNETS_CAUSAL, DECK_SUBNETS_SERIAL, DECK_SUBNETS_COUNT } deck_subnets_t;
 /* supernet.resident: where a choice block's candidates (weights, AdamW moments) live between uses. */
 typedef enum { DECK_RESIDENT_DEVICE, DECK_RESIDENT_HOST, DECK_RESIDENT_COUNT } deck_resident_t;
@@ -59,6 +61,7 @@ extern const char *const deck_schedule_names[DECK_SCHED_COUNT];
 int deck_parse_sched_costs(const char *v, double *t, char *why, size_t nwhy);
 extern const char *const deck_wait_names[DECK_WAIT_COUNT];
 extern const char *const deck_p2p_names[DECK_P2P_COUNT];
+extern const char *const deck_replan_times_names[DECK_REPLAN_COUNT];
 extern const char *const deck_subnets_names[DECK_SUBNETS_COUNT];
 extern const char *const deck_resident_names[DECK_RESIDENT_COUNT];
 extern const char *const deck_policy_names[DECK_POLICY_COUNT];
@@ -173,6 +176,7 @@ typedef struct {
         char fail_at[DECK_STR];        /* "RANK:STEP[:write|:hang]" or "", as written */
         deck_fail_at_t fail;           /* debug.fail_at parsed */
         int kernel_times;              /* time every kernel call from this step on (1 = the first); 0 = off */
+        deck_replan_times_t replan_times; /* live migration weighs stages by measured or modelled times */
     } debug;
     struct {
         double grid_gco2_per_kwh;

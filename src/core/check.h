@@ -60,6 +60,12 @@ MP_NORETURN void mp_mpi_fail(const char *file, int line, const char *what, int r
     } while (0)
 void mp_h5_fail(const char *file, int line, const char *what, const char *h5file);
 
+/* debug.fail_at's stops (:hang, :stall, :migrate): the process stops (SIGSTOP) and stays stopped. A
+ * launcher may continue a stopped task (Slurm's slurmstepd did, under test_zero_loss_slurm: the
+ * "hung" rank ran on for a step before the test killed its node, and the survivors' step moved);
+ * a continued process stops again at once. Only SIGKILL ends it. */
+MP_NORETURN void mp_stop_for_good(void);
+
 /* Allocation that reports (with the byte count) and returns NULL on failure. */
 void *mp_malloc(size_t bytes, const char *file, int line);
 void *mp_calloc(size_t n, size_t size, const char *file, int line);

@@ -502,7 +502,8 @@ static int ckpt_write_file(const char *fname, const param_table_t *gtab, const c
             fprintf(stderr, "mindpipe: debug.fail_at: %s in the middle of writing %s\n", stop ? "stopped (SIGSTOP)" : "killed",
                     fname);
             fflush(stderr);
-            raise(stop ? SIGSTOP : SIGKILL);
+            if (stop) mp_stop_for_good();
+            raise(SIGKILL);
         }
     }
     rc = ckpt_agree(pt, rc);

@@ -154,7 +154,7 @@ static void migrate_move(run_t *r, const int *old, const int *new, long step)
         fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d stops (SIGSTOP) in the live migration after step %ld\n",
                 d->debug.fail_at, r->rank, step);
         fflush(stderr);
-        raise(SIGSTOP);
+        mp_stop_for_good();
     }
     int l0 = 0;
     for (int s = 0; s < r->stage; s++) l0 += new[s];
@@ -212,6 +212,11 @@ static void migrate_replan(run_t *r, migrate_t *mg)
     mg->steps = 0;
     migrate_sizes(r, old);
     if (autosplit_layer_costs(d, &r->autosplit, w, &we, &wh) != MP_OK) MP_ABORT("re-planning the pipeline at step %ld", step);
+    if (d->debug.replan_times == DECK_REPLAN_MODELLED) /* each stage its layers' modelled times: load-free */
+        for (int s = 0, l = 0; s < pp; l += old[s], s++) {
+            t[s] = (s == 0 ? we : 0.0) + (s == pp - 1 ? wh : 0.0);
+            for (int k = l; k < l + old[s]; k++) t[s] += w[k];
+        }
     const rebalance_in_t in = {L, pp, old, t, w, we, wh};
     double was, now;
     const double gain = rebalance_plan(&in, new, &was, &now);
@@ -222,8 +227,11 @@ static void migrate_replan(run_t *r, migrate_t *mg)
     migrate_text(old, pp, from, sizeof from);
     migrate_text(new, pp, to, sizeof to);
     const int move = gain > d->pipeline.replan_threshold;
-    runlog_printf(&r->log, "step %ld: replan: stage times %s ms per step (median of %d); layers %s %s %s (predicted "
-                  "gain %.1f%%%s)", step, times, measured, from, move ? "->" : "kept; best", to, 100 * gain,
+    char how[64];
+    if (d->debug.replan_times == DECK_REPLAN_MODELLED) snprintf(how, sizeof how, "modelled, debug.replan_times");
+    else snprintf(how, sizeof how, "median of %d", measured);
+    runlog_printf(&r->log, "step %ld: replan: stage times %s ms per step (%s); layers %s %s %s (predicted "
+                  "gain %.1f%%%s)", step, times, how, from, move ? "->" : "kept; best", to, 100 * gain,
                   move ? "" : ", not above pipeline.replan_threshold");
     if (move) {
         int moved = 0;

@@ -284,7 +284,8 @@ static void train_fail_at(const run_t *r, long t, int agreed)
         fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", r->deck.debug.fail_at, r->rank,
                 agreed ? "stops answering (SIGSTOP) in" : "kills itself as it begins", t + 1);
         fflush(stderr);
-        raise(agreed ? SIGSTOP : SIGKILL);
+        if (agreed) mp_stop_for_good();
+        raise(SIGKILL);
     }
 }
 
