@@ -65,4 +65,12 @@ fault order 3 "two communicators in flight, started in different orders on two r
 fault missing 3 "a call one rank never makes: the deadline names the missing rank and the last call seen from each" \
     "#2 ncclAllReduce(count=8, float32, sum) waited more than NCCL_STANDIN_TIMEOUT = 3 s for the peers' matching calls" \
     "no matching call from rank(s) 2;" "rank 2's last call seen: #1 ncclAllReduce(count=8, float32, sum)"
+# the report is never written through a planted link: the link's target stays as it was, and the
+# fault still ends the run
+echo "precious" > "$SCRATCH/target"
+ln -s "$SCRATCH/target" "$SCRATCH/link.report"
+NCCL_STANDIN_REPORT="$SCRATCH/link.report" NCCL_STANDIN_GRACE=0 timeout 60 "$MPIEXEC" -n 2 "$T" count \
+    > "$SCRATCH/link.log" 2>&1; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(cat "$SCRATCH/target")" = precious ] && [ -L "$SCRATCH/link.report" ]
+ok $? "NCCL_STANDIN_REPORT naming a planted link: not written through (target intact), the fault still refused (exit $rc)"
 done_testing

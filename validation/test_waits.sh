@@ -26,6 +26,9 @@ hang() {
 hang dp 2 "for the data-parallel gradient all-reduce: its peer rank 1 did not take part" \
     "rank 0 (dp 0, tp 0, pp 0, sp 0): waited more than parallel.timeout = 3 s for the data-parallel gradient all-reduce: its peer rank 1 did not take part" \
     "dp=2, rank 1 stopped in a collective" --set parallel.dp=2 --set debug.fail_at=1:4:hang
+hang dpz 2 "for the ZeRO-1 gradient reduce-scatter: its peer rank 1 did not take part" \
+    "rank 0 (dp 0, tp 0, pp 0, sp 0): waited more than parallel.timeout = 3 s for the ZeRO-1 gradient reduce-scatter: its peer rank 1 did not take part" \
+    "dp=2 ZeRO-1, rank 1 stopped: the reduce-scatter buckets" --set parallel.dp=2 --set parallel.zero=1 --set debug.fail_at=1:4:hang
 hang pp 2 "for receive .* from rank 1 (stage 1)" "rank 0 (dp 0, tp 0, pp 0, sp 0): waited more than parallel.timeout = 3 s for receive .* from rank 1 (stage 1)" \
     "pp=2, rank 1 stopped: a receive" --set parallel.pp=2 --set debug.fail_at=1:4:hang
 # four ranks: whichever waiting rank writes RUN/exit_status last stands there

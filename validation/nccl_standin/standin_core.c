@@ -129,7 +129,7 @@ void si_fail(si_comm_t *c, int64_t call_no, int err, const char *fmt, ...)
      * kills every rank at the first abort may drop what the others had written to stderr */
     const char *rep = getenv("NCCL_STANDIN_REPORT");
     if (rep && *rep) {
-        const int fd = open(rep, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        const int fd = open(rep, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644); /* never through a planted link */
         if (fd >= 0) {
             const ssize_t w = write(fd, line, strlen(line));
             (void)w;
