@@ -279,6 +279,11 @@ void cu_arena_destroy(cu_arena_t *a);
 void *cu_host_alloc(size_t bytes, const char *what);
 void cu_host_free(void *p);
 
+/* The bf16 gradient buckets' wire on `stream` (bf16_wire_cuda.cu), wire being n bf16 elements:
+ * wire[i] = bf16(src[i]) rounded as cu_bf16_round, and dst[i] = wire[i] widened (exact), i < n. */
+void cu_wire_round(cudaStream_t stream, void *wire, const float *src, size_t n);
+void cu_wire_widen(cudaStream_t stream, float *dst, const void *wire, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

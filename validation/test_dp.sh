@@ -1,7 +1,8 @@
 #!/bin/sh
 # Data parallelism and ZeRO-1 against one rank (ARCHITECTURE.md §4): per-step loss within 1e-5 over 20 steps,
 # final weights within 1e-4; the same layout twice bitwise; ZeRO-1's reduce-scatter buckets overlapped
-# with the backward bitwise equal to after it; a single-rank checkpoint resumed on
+# with the backward bitwise equal to after it; bf16 gradient sums (parallel.grad_reduce_dtype) near the
+# fp32 ones and the same bits on emu and ZeRO-1; a single-rank checkpoint resumed on
 # dp=2 with ZeRO-1; refused layouts. Runs oversubscribed (up to 4 ranks on 2 cores).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it reads checkpoints (compare_runs.py)
@@ -46,6 +47,25 @@ print('# peak bytes dp4 %d, dp4 zero=1 %d' % (full, zero))
 sys.exit(0 if full - zero >= 0.9 * (2 * n * 4 * 3 / 4 - n * 4 / 4) else 1)"
 ok $? "ZeRO-1 with dp=4 holds a quarter of the AdamW moments per rank (its gradient shard buffer counted)"
 
+# parallel.grad_reduce_dtype = bf16: the buckets travel as bf16, so not the fp32 run's bits but close to
+# them (measured here: loss 4.6e-6, weights 2.4e-3 relative after 20 steps; limits 10x that), the
+# same bits on emu (its host-staged buckets round the same way) and under ZeRO-1 (at dp = 2 its
+# reduce-scatter adds the same two values as the all-reduce), overlapped or not.
+run 2 dp2h --set parallel.dp=2 --set parallel.grad_reduce_dtype=bf16; ok $? "dp2 with bf16 gradient sums"
+compare "dp2 bf16 sums vs fp32 sums" "$SCRATCH/dp2" "$SCRATCH/dp2h" --loss-rel 5e-5 --weights-rel 2.5e-2
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/compare_runs.py" "$SCRATCH/dp2" "$SCRATCH/dp2h" --bitwise > "$SCRATCH/cmp.out" 2>&1
+[ $? -eq 1 ] && grep -q "^PASS 20 common logged steps" "$SCRATCH/cmp.out" &&
+    grep -q "^FAIL step_00000020.h5: every tensor bitwise identical" "$SCRATCH/cmp.out"
+ok $? "dp2 with bf16 gradient sums is not the fp32 run bitwise (the key rounds)"
+run 2 dp2he --set parallel.dp=2 --set parallel.grad_reduce_dtype=bf16 --set train.device=emu
+ok $? "dp2 bf16 sums on emu"
+compare "dp2 bf16 sums: emu vs cpu" "$SCRATCH/dp2h" "$SCRATCH/dp2he" --bitwise
+run 2 dp2hz --set parallel.dp=2 --set parallel.grad_reduce_dtype=bf16 --set parallel.zero=1 --set train.device=emu \
+    --set parallel.overlap=0
+ok $? "dp2 bf16 sums, ZeRO-1, on emu, after the backward"
+compare "dp2 bf16 sums: ZeRO-1 on emu after the backward vs all-reduce on cpu overlapped" "$SCRATCH/dp2h" \
+    "$SCRATCH/dp2hz" --bitwise
+
 # A single-rank checkpoint resumed on dp=2 with ZeRO-1 continues the single-rank trajectory.
 mkdir -p "$SCRATCH/res/ckpt" && cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/res/ckpt/"
 run 2 res --set parallel.dp=2 --set parallel.zero=1 --resume auto; ok $? "resume a one-rank checkpoint on dp=2 zero=1"
@@ -58,5 +78,8 @@ refused "batch not divisible by micro_batch × dp" "not a multiple of train.micr
     --set parallel.dp=2 --set train.micro_batch=3 --set train.batch=9
 refused "heads not divisible by tp" "model.heads" 2 --set parallel.tp=2 --set model.heads=3 --set model.dim=33
 refused "an order that is not a permutation" "parallel.order" 1 --set parallel.order=tp-dp-dp-pp
+refused "bf16 gradient sums with a supernet" "parallel.grad_reduce_dtype=bf16" 2 --set parallel.dp=2 \
+    --set parallel.grad_reduce_dtype=bf16 --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip
+refused "a gradient sum dtype that is not one" "parallel.grad_reduce_dtype" 1 --set parallel.grad_reduce_dtype=fp16
 refused "supernet replicas without a supernet" "needs supernet.enabled=1" 2 --set parallel.sp=2
 done_testing

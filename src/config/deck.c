@@ -176,6 +176,9 @@ static const deck_key_t keys[] = {
     K_INT(parallel, sp, "1", 1, 1048576, "supernet-parallel replicas"),
     K_INT(parallel, virtual_stages, "1", 1, 4096, "model chunks per pipeline rank (interleaved schedule)"),
     K_BOOL(parallel, zero, "0", "1 = shard optimizer state over dp (ZeRO-1)"),
+    K_CHOICE(parallel, grad_reduce_dtype, "fp32", deck_precision_names,
+             "the type data-parallel gradient sums travel in: fp32, or bf16 (half the bytes; each replica's gradient "
+             "and each partial sum rounded to bf16, so not the fp32 run's bits; buckets and ZeRO-1's reduce-scatter)"),
     K_BOOL(parallel, overlap, "1", "start each gradient bucket's all-reduce as soon as its backward ends (0: after the whole backward; for measuring the overlap)"),
     K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),

@@ -135,6 +135,7 @@ typedef struct {
         char schedule_profile[DECK_PATH]; /* "" or a profile (absolute) */
         deck_wait_t wait;
         deck_p2p_t p2p;
+        deck_precision_t grad_reduce_dtype; /* what the data-parallel gradient sums travel in */
         double timeout;                /* seconds; 0 = none */
     } parallel;
     struct {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_cpu.h"
 #include "backend_staged.h"
 #include "check.h"
 #include "perf.h"
@@ -71,18 +72,32 @@ void be_destroy(backend_t *be)
     be->copier = NULL;
     free(be->fence_at), free(be->fence_len);
     be->fence_at = NULL, be->fence_len = NULL, be->nfences = be->max_fences = 0;
+    be_cpu_wire_free(be);
     if (be->ops) be_staged_free(be); /* the backend's host memory: before the backend goes */
     if (be->ops && be->ops->destroy) be->ops->destroy(be);
     be->base = NULL;
 }
 
-int be_buckets_reserve(backend_t *be, int max)
+int be_buckets_reserve(backend_t *be, int max, int bf16)
 {
     free(be->bucket_req);
     be->bucket_req = MP_CALLOC((size_t)(max > 0 ? max : 1), sizeof *be->bucket_req);
     be->max_buckets = max;
     be->nbuckets = 0;
+    be->bucket_bf16 = bf16;
+    be->dev_wire = NULL, be->dev_wire_elems = 0;
     return be->bucket_req ? MP_OK : MP_ERR;
+}
+
+size_t be_bucket_wire_floats(const backend_t *be, size_t piece)
+{
+    return be->bucket_bf16 && be->kind == BE_CUDA ? piece : 0;
+}
+
+void be_bucket_wire(backend_t *be, float *wire, size_t floats)
+{
+    be->dev_wire = wire;
+    be->dev_wire_elems = 2 * floats;
 }
 
 int be_bucket_claim(backend_t *be)

@@ -57,6 +57,10 @@ typedef struct backend_s {
     size_t *fence_len;
     int nfences, max_fences;
     int nbuckets, max_buckets;
+    int bucket_bf16;         /* parallel.grad_reduce_dtype = bf16: buckets travel as bf16 (be_buckets_reserve) */
+    struct be_wire_s *wire;  /* cpu, host-staged: each bf16 bucket's host wire (backend_cpu_coll.c) */
+    void *dev_wire;          /* cuda: the NCCL buckets' bf16 wire in the region (be_buckets_reserve) */
+    size_t dev_wire_elems;
     ktime_t kt;              /* debug.kernel_times: the kernels' calls and seconds (ktime.h) */
     struct be_staged_s *staged; /* emu, cuda: host buffers of the host-staged collectives (backend_staged.h) */
 } backend_t;
@@ -237,8 +241,16 @@ int be_gpu_bus_id(backend_t *be, char *buf, size_t n);
  * nothing (be_init made theirs). MP_OK or MP_ERR (message printed). Not collective. */
 int be_region_open(backend_t *be, arena_t *arena);
 
-/* Reserves room for `max` gradient buckets between waits. MP_OK or MP_ERR (out of memory). */
-int be_buckets_reserve(backend_t *be, int max);
+/* Reserves room for `max` gradient buckets between waits; bf16: they travel as bf16
+ * (parallel.grad_reduce_dtype: each rank's floats rounded to bf16, summed with every partial sum
+ * rounded, widened back where the sum lands). MP_OK or MP_ERR (out of memory). */
+int be_buckets_reserve(backend_t *be, int max, int bf16);
+/* Floats of device memory bf16 buckets of at most `piece` floats need from the arena: the cuda
+ * backend's NCCL buckets round into one wire, as they run one after another on the collective stream
+ * (a ZeRO-1 bucket and its piece: 2·piece bf16, piece floats); 0 without bf16 buckets and on cpu and
+ * emu, whose MPI buckets keep a host wire each (backend_cpu_coll.c). be_bucket_wire hands it over. */
+size_t be_bucket_wire_floats(const backend_t *be, size_t piece);
+void be_bucket_wire(backend_t *be, float *wire, size_t floats);
 
 /* ---- the tables ---- */
 

@@ -16,5 +16,9 @@ BE_OPS(BE_CPU_DECL, BE_CPU_DECL)
 void be_cpu_bucket_post(backend_t *be, int i, float *buf, size_t n, MPI_Comm comm);
 /* bucket_rs_start's MPI call on host buffers into bucket request i (the staged buckets post theirs so). */
 void be_cpu_bucket_rs_post(backend_t *be, int i, const float *send, float *recv, const int *counts, MPI_Comm comm);
+/* Both post the bucket as bf16 when be->bucket_bf16: rounded into bucket i's host wire, summed there
+ * with a bf16 MPI operation, widened into buf (recv) when buckets_wait has it. */
+/* The host wires and the bf16 sum operation freed (be_destroy; MPI still up). */
+void be_cpu_wire_free(backend_t *be);
 
 #endif

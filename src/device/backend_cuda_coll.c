@@ -3,11 +3,14 @@
  * stream, ordered by events (backend_cuda.h). A communicator two of whose ranks share a GPU has no
  * twin (NCCL refuses it: gpu_share.h) unless the loaded NCCL is our stand-in; its collectives and
  * buckets are host-staged (backend_staged.h), the code the emu backend runs for all of its own. A
- * communicator of one rank gets no twin and its collectives do nothing (reduce_scatter: a copy). */
+ * communicator of one rank gets no twin and its collectives do nothing (reduce_scatter: a copy). With
+ * parallel.grad_reduce_dtype = bf16 an NCCL bucket is rounded into a device wire, summed as
+ * ncclBfloat16 and widened back, all on the collective stream (kernels/bf16_wire_cuda.cu). */
 #include "config.h"
 
 #include "backend_cuda.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "backend_staged.h"
@@ -104,6 +107,16 @@ void be_cuda_allgather(backend_t *be, float *buf, size_t count, MPI_Comm comm, c
     mp_nccl_allgather_f32(buf + (size_t)rank * count, buf, count, nc, b->ctx.compute);
 }
 
+/* The bf16 buckets' device wire (dp.c took it from the arena through be_bucket_wire_floats), holding
+ * n elements. One serves every NCCL bucket: they run one after another on the collective stream, so
+ * a bucket's rounding waits for the widening of the one before. */
+static uint16_t *wire(backend_t *be, size_t n)
+{
+    if (!be->dev_wire || n > be->dev_wire_elems)
+        MP_ABORT("a bf16 gradient bucket of %zu elements, but the wire holds %zu (be_bucket_wire)", n, be->dev_wire_elems);
+    return be->dev_wire;
+}
+
 /* A step's buckets may mix NCCL and host-staged ones (one per communicator): an NCCL bucket leaves
  * its MPI request null, so the staged wait passes over it. */
 void be_cuda_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
@@ -121,6 +134,13 @@ void be_cuda_bucket_start(backend_t *be, float *buf, size_t n, MPI_Comm comm)
     be->bucket_req[be_bucket_claim(be)] = MPI_REQUEST_NULL;
     CUDA_CHECK(cudaEventRecord(b->grads_final, b->ctx.compute));
     CUDA_CHECK(cudaStreamWaitEvent(b->ctx.comm, b->grads_final, 0));
+    if (be->bucket_bf16) {
+        uint16_t *w = wire(be, n);
+        cu_wire_round(b->ctx.comm, w, buf, n);
+        NCCL_CHECK(ncclAllReduce(w, w, n, ncclBfloat16, ncclSum, nc, b->ctx.comm));
+        cu_wire_widen(b->ctx.comm, buf, w, n);
+        return;
+    }
     mp_nccl_allreduce_f32(buf, buf, n, nc, b->ctx.comm);
 }
 
@@ -147,15 +167,24 @@ void be_cuda_bucket_rs_start(backend_t *be, const float *send, float *recv, cons
     MPI_CHECK(MPI_Comm_rank(comm, &me));
     CUDA_CHECK(cudaEventRecord(b->grads_final, b->ctx.compute));
     CUDA_CHECK(cudaStreamWaitEvent(b->ctx.comm, b->grads_final, 0));
+    size_t all = 0;
+    for (int r = 0; r < size; r++) all += (size_t)counts[r];
+    /* bf16: the bucket rounded into the wire, this rank's piece of the sum after it, then widened */
+    uint16_t *w = be->bucket_bf16 ? wire(be, all + (size_t)counts[me]) : NULL;
+    if (w) cu_wire_round(b->ctx.comm, w, send, all);
     mp_nccl_group_start();
     size_t at = 0;
     for (int r = 0; r < size; r++) {
-        if (counts[r])
+        if (counts[r] && w)
+            NCCL_CHECK(ncclReduce(w + at, r == me ? w + all : NULL, (size_t)counts[r], ncclBfloat16, ncclSum, r, nc,
+                                  b->ctx.comm));
+        else if (counts[r])
             NCCL_CHECK(ncclReduce(send + at, r == me ? recv : NULL, (size_t)counts[r], ncclFloat32, ncclSum, r, nc,
                                   b->ctx.comm));
         at += (size_t)counts[r];
     }
     mp_nccl_group_end();
+    if (w) cu_wire_widen(b->ctx.comm, recv, w + all, (size_t)counts[me]);
 }
 
 /* NCCL progresses on its own stream; MPI progresses the host-staged buckets when asked. */

@@ -14,7 +14,8 @@
  * 0.3 GB/s with glibc's defaults, 3.6 GB/s with the heap kept. */
 #define DP_PIECE ((size_t)4 << 20)
 
-int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int max_buckets)
+int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int bf16,
+            int max_buckets)
 {
     dp->comm = replica;
     MPI_CHECK(MPI_Comm_size(replica, &dp->size));
@@ -27,8 +28,14 @@ int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t to
     dp->comm_seconds = 0.0;
     dp->shard_buf = NULL;
     /* dp_bucket_start cuts a range into pieces of DP_PIECE floats at most */
-    if (be_buckets_reserve(be, max_buckets + (int)(total / DP_PIECE) + 1) != MP_OK) return MP_ERR;
+    if (be_buckets_reserve(be, max_buckets + (int)(total / DP_PIECE) + 1, bf16) != MP_OK) return MP_ERR;
     dp->rs_counts = NULL, dp->rs_used = 0, dp->rs_max = 0;
+    dp->wire = NULL;
+    dp->wire_floats = be_bucket_wire_floats(be, total < DP_PIECE ? total : DP_PIECE);
+    if (dp->wire_floats) {
+        if (!(dp->wire = arena_floats(arena, dp->wire_floats, "the bf16 gradient buckets' wire"))) return MP_ERR;
+        be_bucket_wire(be, dp->wire, dp->wire_floats);
+    }
     if (zero && !(dp->shard_buf = arena_floats(arena, dp->shard, "ZeRO-1 gradient shard"))) return MP_ERR;
     if (zero) {
         dp->rs_max = max_buckets + (int)(total / DP_PIECE) + 1;
@@ -41,6 +48,9 @@ void dp_free(dp_t *dp)
 {
     if (dp->shard_buf) arena_free(dp->arena, dp->shard_buf, dp->shard * sizeof(float));
     dp->shard_buf = NULL;
+    if (dp->wire) arena_free(dp->arena, dp->wire, dp->wire_floats * sizeof(float));
+    dp->wire = NULL;
+    be_bucket_wire(dp->be, NULL, 0);
     free(dp->rs_counts);
     dp->rs_counts = NULL;
 }

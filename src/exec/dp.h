@@ -30,11 +30,15 @@ typedef struct {
     int *rs_counts;        /* ZeRO-1's buckets: each started piece's counts per replica, kept to the wait */
     int rs_used, rs_max;   /* pieces started since the last wait, room for */
     double comm_seconds;   /* time spent waiting for buckets after the backward ended */
+    float *wire;           /* bf16 buckets on cuda: NCCL's bf16 wire (be_bucket_wire_floats), else NULL */
+    size_t wire_floats;
 } dp_t;
 
 
-/* MP_OK or MP_ERR (allocation). max_buckets bounds the buckets of one step. */
-int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int max_buckets);
+/* MP_OK or MP_ERR (allocation). bf16: the buckets travel as bf16 (parallel.grad_reduce_dtype,
+ * be_buckets_reserve). max_buckets bounds the buckets of one step. */
+int dp_init(dp_t *dp, MPI_Comm replica, backend_t *be, arena_t *arena, size_t total, int zero, int bf16,
+            int max_buckets);
 void dp_free(dp_t *dp);
 
 /* Starts the sum over replicas of grads[off, off+n): in place; with ZeRO-1 a reduce-scatter instead,

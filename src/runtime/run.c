@@ -169,6 +169,10 @@ static int run_refuse_unimplemented(const deck_t *d)
                        "over the replicas and updates a shard of the flat buffer per step, but a supernet steps each "
                        "candidate whole, with its own step counter, right after its subnet's backward, and the shared "
                        "tensors once per window; set parallel.zero=0", d->parallel.dp);
+    if (d->supernet.enabled && d->parallel.dp > 1 && d->parallel.grad_reduce_dtype == DECK_PRECISION_BF16)
+        return MP_FAIL("supernet.enabled=1 with parallel.grad_reduce_dtype=bf16 and parallel.dp=%d: a supernet sums its "
+                       "replicas' gradients itself, in fp32 (the LM head's part of d wte apart), not through the "
+                       "buckets that travel as bf16; set parallel.grad_reduce_dtype=fp32", d->parallel.dp);
     if (d->pipeline.replan_every > 0 && run_refuse_migration(d) != MP_OK) return MP_ERR;
     if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
@@ -715,7 +719,7 @@ int run_stage_rebuild(run_t *r, float *const state[4])
         be_to_device(&r->be, m->params_old, state[1], bytes);
     }
     if (r->dp_on && dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, m->tab.total, d->parallel.zero,
-                            m->tab.nlayers + 2) != MP_OK)
+                            d->parallel.grad_reduce_dtype == DECK_PRECISION_BF16, m->tab.nlayers + 2) != MP_OK)
         return MP_ERR;
     return run_exec(r);
 }
@@ -828,6 +832,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
     r->dp_on = r->grid.size[GRID_DP] > 1; /* supernet replicas (sp) share no gradients */
     if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, r->model.tab.total, r->deck.parallel.zero,
+                                      r->deck.parallel.grad_reduce_dtype == DECK_PRECISION_BF16,
                                       r->model.tab.nlayers + 2)) != MP_OK)
         goto err_model;
     if (run_agree(run_exec(r)) != MP_OK) goto err_dp;

@@ -197,6 +197,7 @@ part_ranks2() {
 NCCL_LAYOUTS=(
     "dp2|--set parallel.dp=2"
     "dp2-zero|--set parallel.dp=2 --set parallel.zero=1"
+    "dp2-bf16grad|--set parallel.dp=2 --set parallel.grad_reduce_dtype=bf16"
     "tp2|--set parallel.tp=2"
     "pp2-1f1b|--set parallel.pp=2"
     "pp2-zb1p|--set parallel.pp=2 --set parallel.schedule=zb1p"

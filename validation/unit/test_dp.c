@@ -2,12 +2,15 @@
  * ZeRO-1 shard ranges of every replica for several sizes (dp_t made by hand: the ranges are
  * arithmetic), then dp_init over MPI_COMM_SELF on the cpu backend: buckets over one replica leave
  * the gradients bitwise unchanged, reduce-scatter and all-gather with one rank likewise, and the
- * ZeRO-1 shard buffer comes from the arena and goes back to it. */
+ * ZeRO-1 shard buffer comes from the arena and goes back to it. bf16 rounding on hand-worked values,
+ * and bf16 buckets (parallel.grad_reduce_dtype) over one replica: each sum is its input rounded. */
 #include <mpi.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arena.h"
+#include "bf16.h"
 #include "backend.h"
 #include "check.h"
 #include "dp.h"
@@ -99,7 +102,7 @@ static void test_one_replica(int zero)
     const size_t total = 1000;
     dp_t dp;
     const size_t before = arena.in_use;
-    int rc = dp_init(&dp, MPI_COMM_SELF, &cpu, &arena, total, zero, 4);
+    int rc = dp_init(&dp, MPI_COMM_SELF, &cpu, &arena, total, zero, 0, 4);
     const size_t padded = param_padded(total, 1);
     tap_ok(rc == MP_OK && dp.size == 1 && dp.rank == 0 && dp.total == total && dp.shard == padded &&
                (zero ? dp.shard_buf != NULL && arena.in_use == before + padded * sizeof(float)
@@ -151,6 +154,87 @@ static void test_one_replica(int zero)
     be_destroy(&cpu);
 }
 
+/* bf16 rounding (src/core/bf16.h) on values worked out by hand: ties go to the even neighbour, a
+ * carry ripples into the exponent, the largest float rounds to infinity, a NaN stays a NaN. */
+static void test_bf16_round(void)
+{
+    static const struct {
+        uint32_t in;
+        uint16_t out;
+    } cases[] = {
+        {0x3f800000u, 0x3f80}, /* 1 */
+        {0x3f808000u, 0x3f80}, /* 1 + 2^-8: a tie, to the even 1 */
+        {0x3f818000u, 0x3f82}, /* 1 + 3·2^-8: a tie, to the even 1 + 2^-6 */
+        {0x3f808001u, 0x3f81}, /* just above the tie: up */
+        {0x3f807fffu, 0x3f80}, /* just below: down */
+        {0xbf818000u, 0xbf82}, /* the sign kept */
+        {0x3fffffffu, 0x4000}, /* 2 − 2^-23: the carry makes 2 */
+        {0x7f7fffffu, 0x7f80}, /* the largest float: infinity */
+        {0x00000001u, 0x0000}, /* the least subnormal: 0 */
+        {0x7fc00001u, 0x7fc0}, /* a NaN stays one */
+        {0x7f800001u, 0x7fc0}, /* a signalling NaN: quiet, not infinity */
+    };
+    int good = 1;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float f;
+        memcpy(&f, &cases[i].in, sizeof f);
+        const uint16_t h = mp_bf16_round(f);
+        if (h != cases[i].out) tap_diag("bf16(0x%08x) = 0x%04x, want 0x%04x", cases[i].in, h, cases[i].out);
+        const float w = mp_bf16_widen(h);
+        uint32_t back;
+        memcpy(&back, &w, sizeof back);
+        good &= h == cases[i].out && back == (uint32_t)cases[i].out << 16;
+    }
+    tap_ok(good, "bf16 rounding: nearest, ties to even, carry, overflow to infinity, NaN kept (11 cases); widening exact");
+}
+
+/* parallel.grad_reduce_dtype = bf16 over one replica: every bucket's sum is its input rounded to bf16
+ * (the all-reduce in place; ZeRO-1's reduce-scatter into the shard buffer), and stays so the next step,
+ * whose buckets reuse the host wires. */
+static void test_bf16_buckets(int zero)
+{
+    wait_cfg_t wait = {.yield = 0, .timeout = 10.0};
+    arena_t arena;
+    arena_init(&arena, 0);
+    backend_t cpu;
+    if (be_init(&cpu, BE_CPU, &arena, 0, 0, 0, &wait) != MP_OK) {
+        tap_ok(0, "be_init cpu");
+        return;
+    }
+    const size_t total = 1000, padded = param_padded(total, 1);
+    dp_t dp;
+    const size_t before = arena.in_use;
+    const int rc = dp_init(&dp, MPI_COMM_SELF, &cpu, &arena, total, zero, 1, 4);
+    tap_ok(rc == MP_OK && cpu.bucket_bf16 && dp.wire == NULL,
+           "zero=%d, bf16: dp_init over MPI_COMM_SELF on cpu: bf16 buckets, no device wire", zero);
+    float *g = arena_floats(&arena, padded, "gradients"), *want = malloc(padded * sizeof(float));
+    memset(g, 0, padded * sizeof(float));
+    for (int step = 0; step < 2; step++) {
+        fill(g, total, step ? -0.011f : 0.37f);
+        size_t changed = 0;
+        for (size_t i = 0; i < padded; i++) {
+            want[i] = mp_bf16_widen(mp_bf16_round(g[i]));
+            changed += want[i] != g[i];
+        }
+        dp_bucket_start(&dp, g, 0, 100);
+        dp_bucket_start(&dp, g, 100, 250);
+        dp_bucket_start(&dp, g, 350, 600);
+        dp_bucket_start(&dp, g, 950, 50);
+        dp_buckets_wait(&dp);
+        const float *got = zero ? dp.shard_buf : g;
+        tap_ok(memcmp(got, want, total * sizeof(float)) == 0 && changed > total / 2,
+               "zero=%d, bf16, step %d: 4 buckets over 1 replica leave %s its input rounded to bf16 (%zu of %zu "
+               "values changed by the rounding)", zero, step, zero ? "the shard buffer holding" : "the gradients",
+               changed, total);
+    }
+    free(want);
+    arena_free(&arena, g, padded * sizeof(float));
+    dp_free(&dp);
+    tap_ok(arena.in_use == before, "zero=%d, bf16: after dp_free the arena holds what it held before dp_init", zero);
+    be_destroy(&cpu);
+    tap_ok(cpu.wire == NULL, "zero=%d, bf16: be_destroy frees the host wires", zero);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -159,6 +243,9 @@ int main(int argc, char **argv)
     test_shard_ranges();
     test_one_replica(0);
     test_one_replica(1);
+    test_bf16_round();
+    test_bf16_buckets(0);
+    test_bf16_buckets(1);
     MPI_Finalize();
     return tap_done();
 }

@@ -292,7 +292,7 @@ static void test_emu_buckets(backend_t *emu, arena_t *arena)
     const size_t total = 1000;
     float *dev = arena_floats(arena, total, "gradients"), *want = malloc(total * sizeof(float));
     fill(want, total, -1.5f);
-    tap_ok(be_buckets_reserve(emu, 4) == MP_OK, "emu: room for 4 buckets");
+    tap_ok(be_buckets_reserve(emu, 4, 0) == MP_OK, "emu: room for 4 buckets");
     const size_t small[] = {0, 100, 350, 950, 1000}, large[] = {0, 700, 1000};
     tap_ok(emu_step(emu, dev, want, total, small, 4), "emu, host-staged: 4 buckets started, progressed and "
                                                        "waited over one rank: each sum copied back at the wait");
