@@ -5,7 +5,8 @@
 # the survivors had completed (0 steps lost), the lost stage replayed from its neighbours' logs (or
 # a data-parallel replica's snapshot taken), and the step-40 losses and checkpoint are bitwise those
 # of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2,
-# zb1p pp = 2 and dp = 2 x pp = 2; then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
+# zb1p pp = 2 and dp = 2 x pp = 2; the layouts refused with recovery.log (balance, live migration, a
+# supernet); then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it compares checkpoints (compare_runs.py, h5py)
@@ -72,6 +73,21 @@ ok $? "dp2pp2: the lost rank took its replica's snapshot (no replay)"
 run 4 tp2 $COMMON --set parallel.tp=2 --set parallel.pp=2 --set train.steps=6 --set recovery.log=1
 grep -q "recovery.log=1: nothing is logged on this layout: tensor parallelism" "$SCRATCH/tp2/log.txt"
 ok $? "tp=2: nothing is logged, the log says why (tensor parallelism)"
+
+# layouts whose state crosses the step boundary outside every logged message: refused at start with
+# recovery.log = 1, naming why and what recovery.log = 0 costs instead
+# shellcheck disable=SC2086
+refused "recovery.log=1 with the balance policy" "recovery.log=1 with the balance memory policy" 2 $COMMON \
+    --set parallel.pp=2 --set memory.policy=balance --set recovery.log=1
+# shellcheck disable=SC2086
+refused "recovery.log=1 with live migration" "recovery.log=1 with live migration" 2 $COMMON --set parallel.pp=2 \
+    --set pipeline.replan_every=5 --set recovery.log=1
+# shellcheck disable=SC2086
+refused "recovery.log=1 with a supernet" "recovery.log=1 with a supernet" 1 $COMMON --set supernet.enabled=1 \
+    --set supernet.candidates=h4m4,h2m1,skip --set recovery.log=1
+grep -q "Set recovery.log=0: a lost rank then costs a restart from the newest checkpoint (at most checkpoint.every=10 steps)" \
+    "$SCRATCH/bad.out"
+ok $? "the refusal says what recovery.log=0 costs instead (checkpoint.every=10 steps at most)"
 
 lose_again() { first_run "$1" 2 1 15 --set parallel.pp=2; [ -e "$SCRATCH/$1/recovery/snap-r00000.h5" ]; }
 resume_pp2() {

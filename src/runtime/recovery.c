@@ -35,21 +35,19 @@ static struct recovery_s *rec_get(run_t *r)
     return r->rec;
 }
 
+/* (Balance, live migration and supernets never get here: the start refuses them with recovery.log,
+ * run.c's run_refuse_recovery.) */
 const char *recovery_unsupported(const run_t *r)
 {
     const deck_t *d = &r->deck;
     if (r->grid.size[GRID_TP] > 1) return "tensor parallelism (every layer's sums are shared with tp peers)";
     if (d->parallel.zero && r->grid.size[GRID_DP] > 1) return "ZeRO-1 (the moments are sharded over the replicas)";
     if (d->parallel.schedule_kind == DECK_SCHED_2BW) return "2bw (its delayed weights cross the step boundary)";
-    if (r->plug) return "a supernet (its window's sums cross the step boundary)";
     if (sched_kind_place(run_sched_kind_of(d)) == SCHED_PLACE_V)
         return "the V placement of zbv and dualpipev (its turn is a copy inside a stage, no logged message, and the "
                "tied embedding's two ends sit on one stage: the replay is written for the loop placement)";
-    if (d->pipeline.replan_every > 0) return "live migration (the split changes under the log)";
     if (r->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
     if (!be_host_visible(&r->be)) return "train.device other than cpu (the log is written from host memory)";
-    for (int l = 0; l < d->model.layers; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return "the balance memory policy (stashes cross stages)";
     return NULL;
 }
 
@@ -270,9 +268,48 @@ void recovery_disarm(run_t *r)
     r->wait.stopping = NULL;
 }
 
+/* The deck keys whose values the steps after the checkpoint were computed with. The run id says a
+ * snapshot is this directory's, not that this deck computed it: a resume may change train.seed or
+ * train.lr on purpose (--set; run_ckpt.c warns or refuses), and then the survivors' snapshots are of
+ * the old deck's steps while a replay of the lost rank would follow the new one: a model no run
+ * computed. Such a snapshot is refused; the resume starts from the checkpoint under the new deck. */
+static const char *const rec_same_keys[][2] = {
+    {"model", "layers"}, {"model", "dim"}, {"model", "heads"}, {"model", "seq_len"}, {"model", "vocab"},
+    {"model", "mlp_ratio"}, {"model", "blocks"}, {"train", "steps"}, {"train", "batch"}, {"train", "micro_batch"},
+    {"train", "warmup"}, {"train", "lr"}, {"train", "min_lr"}, {"train", "weight_decay"}, {"train", "grad_clip"},
+    {"train", "beta1"}, {"train", "beta2"}, {"train", "eps"}, {"train", "seed"}, {"train", "precision"},
+    {"data", "path"}, {"data", "order"}, {"parallel", "schedule"}, {"parallel", "zero"}, {"supernet", "enabled"},
+    {"supernet", "window"}, {"supernet", "schedule"}, {"supernet", "candidates"}, {"supernet", "blocks"}};
+
+/* The snapshot's deck text (its /state deck) against this run's deck on rec_same_keys. MP_OK, or
+ * MP_ERR with the first key that differs, both values, in why_p (name: the snapshot as messages say). */
+static int rec_snap_deck_same(const run_t *r, const char *text, const char *name, char *why_p, size_t n)
+{
+    char why[600], was[512], now[512];
+    deck_t *old = MP_MALLOC(sizeof *old);
+    if (!old) return snprintf(why_p, n, "%s: no memory to read its deck", name), MP_ERR;
+    if (!text || deck_parse_text(old, text, NULL, why, sizeof why) != MP_OK) {
+        snprintf(why_p, n, "%s has no readable deck (%s): whose steps it holds cannot be told", name,
+                 text ? why : "none stored");
+        return free(old), MP_ERR;
+    }
+    int rc = MP_OK;
+    for (size_t i = 0; i < sizeof rec_same_keys / sizeof rec_same_keys[0] && rc == MP_OK; i++) {
+        const char *sec = rec_same_keys[i][0], *key = rec_same_keys[i][1];
+        if (deck_value_text(old, sec, key, was, sizeof was) != MP_OK ||
+            deck_value_text(&r->deck, sec, key, now, sizeof now) != MP_OK)
+            MP_ABORT("recovery: %s.%s is not a deck key (rec_same_keys)", sec, key);
+        if (strcmp(was, now))
+            rc = MP_ERR, snprintf(why_p, n, "%s was taken with %s.%s = %.200s, this run's deck says %.200s: another "
+                                  "run's steps", name, sec, key, was, now);
+    }
+    free(old);
+    return rc;
+}
+
 /* A snapshot read whole into host buffers (b: 3 × tab.total floats), checked against this run:
- * its run id, its layout (rank's) and a step. MP_OK with the step and AdamW's counter, or MP_ERR
- * with why in why_p (quiet when the file is absent). */
+ * its run id, its layout (rank's), the deck it was computed with (rec_same_keys) and a step. MP_OK
+ * with the step and AdamW's counter, or MP_ERR with why in why_p (quiet when the file is absent). */
 static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_p, char *why_p, size_t n)
 {
     char path[4300], layout[128];
@@ -289,17 +326,18 @@ static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_
         snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 does not read back (above)", rank);
         return MP_ERR;
     }
-    free(st.deck);
+    char name[64];
+    snprintf(name, sizeof name, "RUN/recovery/snap-r%05d.h5", rank);
     rec_layout(r, rank, layout, sizeof layout);
+    int rc = MP_ERR;
     if (strcmp(st.run_id, r->run_id))
-        snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 is of run %s, not %s", rank, st.run_id, r->run_id);
+        snprintf(why_p, n, "%s is of run %s, not %s", name, st.run_id, r->run_id);
     else if (strcmp(st.layout, layout))
-        snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 was taken on layout '%s', not '%s'", rank, st.layout, layout);
-    else {
-        *step_p = st.step, *adam_p = st.adam_t;
-        return MP_OK;
-    }
-    return MP_ERR;
+        snprintf(why_p, n, "%s was taken on layout '%s', not '%s'", name, st.layout, layout);
+    else if (rec_snap_deck_same(r, st.deck, name, why_p, n) == MP_OK)
+        *step_p = st.step, *adam_p = st.adam_t, rc = MP_OK;
+    free(st.deck);
+    return rc;
 }
 
 static void rec_to_device(run_t *r, const float *b)
@@ -342,6 +380,11 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
             return MP_ERR;
         }
         bndlog_read_info(c->rd[s], &info);
+        if (info.stage != s || info.pp != pp) { /* this run's id, written under another pipeline */
+            snprintf(why, n, "the log of rank %d (%.300s) was written by stage %d of %d, this run has it as stage %d of %d",
+                     wr, path, info.stage, info.pp, s, pp);
+            return MP_ERR;
+        }
         if (info.first_step > p->from || info.last_step < p->target - 1) {
             snprintf(why, n, "the log of rank %d holds steps %ld to %ld, not %ld to %ld", wr, info.first_step + 1,
                      info.last_step + 1, p->from + 1, p->target);

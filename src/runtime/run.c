@@ -148,6 +148,30 @@ static int run_refuse_migration(const deck_t *d)
     return MP_OK;
 }
 
+/* recovery.log = 1 promises that a lost rank costs no step. Where the log cannot rebuild the state it
+ * is refused rather than quietly falling back: each of these carries state across the step boundary
+ * that no logged message holds, and with recovery.log = 0 the same run loses at most checkpoint.every
+ * steps to a lost rank (docs/RELIABILITY.md: the measured cost). The other layouts not rebuilt yet
+ * (recovery_unsupported) still run and say so: their rebuild is planned work. */
+static int run_refuse_recovery(const deck_t *d)
+{
+    const char *why = NULL;
+    for (int l = 0; l < d->model.layers && !why; l++)
+        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE)
+            why = "the balance memory policy: a stage's stashes live on its partner stage during the step, so a lost "
+                  "stage's replay would need the partner's copies, which no log holds";
+    if (!why && d->pipeline.replan_every > 0)
+        why = "live migration (pipeline.replan_every): a move re-lays the stages' buffers between two steps, so the "
+              "log of the steps before a move does not replay on the split after it";
+    if (!why && d->supernet.enabled)
+        why = "a supernet: its window's gradient sums and each candidate's step counter cross the step boundary, "
+              "outside every logged message";
+    if (!why) return MP_OK;
+    return MP_FAIL("recovery.log=1 with %s; a lost rank cannot be rebuilt from the log here. Set recovery.log=0: a "
+                   "lost rank then costs a restart from the newest checkpoint (at most checkpoint.every=%ld steps)",
+                   why, (long)d->checkpoint.every);
+}
+
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
  * with a message rather than silently ignored. */
 static int run_refuse_unimplemented(const deck_t *d)
@@ -177,6 +201,7 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
                        "backward, which 2bw's delayed weights do not do");
+    if (d->recovery.log && run_refuse_recovery(d) != MP_OK) return MP_ERR;
     if (d->supernet.enabled && d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_ZB1P)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=zb1p: not run yet; a subnet's selection would have "
                        "to stay from each backward's input-gradient half (B) to its weight-gradient half (W), which "
