@@ -2,11 +2,13 @@
 #include "hf_gpt2.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "publish.h"
@@ -193,18 +195,26 @@ static int hf_head_check(const st_file_t *f, const param_table_t *gtab)
     return rc;
 }
 
-/* ---- config.json: the top-level keys of a JSON object, their values where they are scalars ---- */
+/* ---- config.json: the top-level keys of a JSON object, their values where they are scalars ----
+ * The reader is strict where Python's json (what Hugging Face reads it with) is, so that what
+ * MindPipe checks is what the model is loaded as: UTF-8 text, RFC 8259's grammar (no "+1", "01",
+ * ".5", NaN, no trailing comma), and unlike Python no key given twice (Python keeps the last one,
+ * other readers the first: a file that means two models to two readers is refused). */
 
 #define HF_CONFIG_MAX (1u << 20) /* a GPT-2 config.json is about 1 kB: a bound against reading a wrong file */
 #define HF_KEYS_MAX 256
+#define HF_DEPTH_MAX 64
+#define HF_INT_MAX 2147483647.0 /* the deck's sizes are ints */
 
 /* One top-level key: its value's kind ('n' number, 's' string, 'z' null, 't' true, 'f' false, 'o' an
- * array or object, which no check reads) and the value. */
+ * array or object, which no check reads), the value; a number's text in str and whether it is written
+ * as an integer (no fraction, no exponent: what Python's json gives an int). */
 typedef struct {
-    char key[64];
+    char key[256];
     char kind;
+    int integral;
     double num;
-    char str[64];
+    char str[64]; /* a string cut to fit (no value a check reads is long), or a number's text */
 } hf_val_t;
 
 typedef struct {
@@ -221,33 +231,64 @@ static int hf_bad(const hf_json_t *j, const char *what)
     return MP_FAIL("%s: malformed JSON at byte %ld: %s", j->path, (long)(j->s - j->s0), what);
 }
 
-/* A JSON string into out (n bytes, cut to fit: no key or value a check reads is long); a non-ASCII
- * \\u escape becomes '?', which no expected value contains. */
-static int hf_string(hf_json_t *j, char *out, size_t n)
+/* The offset of the first byte of s[0..n) that does not belong to well-formed UTF-8 (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), or n. */
+static size_t hf_utf8_bad(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        const unsigned c = s[i];
+        unsigned lo = 0x80, hi = 0xbf;
+        size_t k;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf) k = 1;
+        else if (c == 0xe0) k = 2, lo = 0xa0;
+        else if (c == 0xed) k = 2, hi = 0x9f;
+        else if (c >= 0xe1 && c <= 0xef) k = 2;
+        else if (c == 0xf0) k = 3, lo = 0x90;
+        else if (c == 0xf4) k = 3, hi = 0x8f;
+        else if (c >= 0xf1 && c <= 0xf3) k = 3;
+        else return i;
+        if (k > n - i - 1 || s[i + 1] < lo || s[i + 1] > hi) return i;
+        for (size_t m = 2; m <= k; m++)
+            if ((s[i + m] & 0xc0) != 0x80) return i;
+        i += k + 1;
+    }
+    return n;
+}
+
+/* A JSON string into out (n bytes, cut to fit; *cut_p says whether it was). A \\u escape outside
+ * ASCII and any control character an escape makes become '?', which no expected value contains
+ * and which messages can print. */
+static int hf_string(hf_json_t *j, char *out, size_t n, int *cut_p)
 {
     size_t k = 0;
+    *cut_p = 0;
     if (j->s >= j->end || *j->s != '"') return hf_bad(j, "expected a string");
     for (j->s++; j->s < j->end && *j->s != '"'; j->s++) {
         char c = *j->s;
         if ((unsigned char)c < 0x20) return hf_bad(j, "a control character in a string");
         if (c == '\\') {
             if (++j->s >= j->end) break;
-            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t", *p = strchr(from, *j->s);
+            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t", *p = *j->s ? strchr(from, *j->s) : NULL;
             if (*j->s == 'u') {
                 unsigned v = 0;
                 for (int i = 0; i < 4; i++) {
                     const char h = ++j->s < j->end ? *j->s : 0;
-                    if (!strchr("0123456789abcdefABCDEF", h) || !h) return hf_bad(j, "a bad \\u escape");
+                    if (!h || !strchr("0123456789abcdefABCDEF", h)) return hf_bad(j, "a bad \\u escape");
                     v = v * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
                 }
-                c = v && v < 0x80 ? (char)v : '?';
-            } else if (*j->s && p) {
-                c = to[p - from];
+                c = v >= 0x20 && v < 0x80 ? (char)v : '?';
+            } else if (p) {
+                c = (unsigned char)to[p - from] < 0x20 ? '?' : to[p - from];
             } else {
                 return hf_bad(j, "a bad escape");
             }
         }
         if (k + 1 < n) out[k++] = c;
+        else *cut_p = 1;
     }
     if (j->s >= j->end) return hf_bad(j, "an unterminated string");
     j->s++;
@@ -255,56 +296,133 @@ static int hf_string(hf_json_t *j, char *out, size_t n)
     return MP_OK;
 }
 
-/* Any JSON value, checked for balance only (strings skipped whole, so brackets in them do not count). */
-static int hf_skip(hf_json_t *j)
+/* The digits [0-9]+ at j->s: MP_OK if there is at least one. */
+static int hf_digits(hf_json_t *j)
 {
-    char stack[64];
-    int depth = 0;
-    char tmp[2];
-    do {
-        hf_ws(j);
-        if (j->s >= j->end) return hf_bad(j, "the file ends inside a value");
-        const char c = *j->s;
-        if (c == '"') {
-            if (hf_string(j, tmp, sizeof tmp) != MP_OK) return MP_ERR;
-        } else if (c == '[' || c == '{') {
-            if (depth == (int)sizeof stack) return hf_bad(j, "nested too deeply");
-            stack[depth++] = c == '[' ? ']' : '}';
-            j->s++;
-        } else if (c == ']' || c == '}') {
-            if (!depth || stack[depth - 1] != c) return hf_bad(j, "an unbalanced bracket");
-            depth--;
-            j->s++;
-        } else if (c == ',' || c == ':') {
-            if (!depth) return hf_bad(j, "expected a value");
-            j->s++;
-        } else {
-            const char *s0 = j->s;
-            while (j->s < j->end && strchr("+-.0123456789eEtruefalsn", *j->s)) j->s++;
-            if (j->s == s0) return hf_bad(j, "expected a value");
+    const char *d = j->s;
+    while (j->s < j->end && *j->s >= '0' && *j->s <= '9') j->s++;
+    return j->s > d ? MP_OK : MP_ERR;
+}
+
+/* true, false, null or a number at j->s into x (kind; a number's value, text, integral), by RFC
+ * 8259's grammar exactly. */
+static int hf_scalar(hf_json_t *j, hf_val_t *x)
+{
+    static const char *const lit[3] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        const size_t k = strlen(lit[i]);
+        if ((size_t)(j->end - j->s) >= k && !memcmp(j->s, lit[i], k)) {
+            j->s += k;
+            x->kind = "tfz"[i];
+            return MP_OK;
         }
-    } while (depth);
+    }
+    const char *s0 = j->s;
+    if (j->s < j->end && *j->s == '-') j->s++;
+    if (j->s < j->end && *j->s == '0') j->s++;
+    else if (j->s >= j->end || *j->s < '1' || *j->s > '9') return j->s = s0, hf_bad(j, "expected a value");
+    else hf_digits(j);
+    x->integral = 1;
+    if (j->s < j->end && *j->s == '.') {
+        j->s++, x->integral = 0;
+        if (hf_digits(j) != MP_OK) return hf_bad(j, "a number without digits after its '.'");
+    }
+    if (j->s < j->end && (*j->s == 'e' || *j->s == 'E')) {
+        j->s++, x->integral = 0;
+        if (j->s < j->end && (*j->s == '+' || *j->s == '-')) j->s++;
+        if (hf_digits(j) != MP_OK) return hf_bad(j, "a number without digits in its exponent");
+    }
+    char text[128];
+    const size_t len = (size_t)(j->s - s0);
+    if (len >= sizeof text) return j->s = s0, hf_bad(j, "a number of more than 127 characters");
+    memcpy(text, s0, len);
+    text[len] = 0;
+    x->kind = 'n';
+    x->num = strtod(text, NULL);
+    if (!isfinite(x->num)) return j->s = s0, hf_bad(j, "a number beyond a double's range");
+    snprintf(x->str, sizeof x->str, "%.*s", (int)sizeof x->str - 1, text);
+    return MP_OK;
+}
+
+static int hf_value(hf_json_t *j, int depth, hf_val_t *x);
+
+/* The array or object at j->s, every member checked by the grammar (depth: how deep it is). */
+static int hf_container(hf_json_t *j, int depth)
+{
+    const char close = *j->s == '[' ? ']' : '}';
+    if (depth >= HF_DEPTH_MAX) return hf_bad(j, "nested more than 64 deep");
+    j->s++;
+    hf_ws(j);
+    if (j->s < j->end && *j->s == close) return j->s++, MP_OK;
+    for (;;) {
+        hf_val_t member = {.kind = 'o'};
+        int cut;
+        hf_ws(j);
+        if (close == '}') {
+            if (hf_string(j, member.str, sizeof member.str, &cut) != MP_OK) return MP_ERR;
+            hf_ws(j);
+            if (j->s >= j->end || *j->s != ':') return hf_bad(j, "expected ':'");
+            j->s++;
+        }
+        if (hf_value(j, depth + 1, &member) != MP_OK) return MP_ERR;
+        hf_ws(j);
+        if (j->s < j->end && *j->s == ',') j->s++;
+        else if (j->s < j->end && *j->s == close) return j->s++, MP_OK;
+        else return hf_bad(j, close == ']' ? "expected ',' or ']'" : "expected ',' or '}'");
+    }
+}
+
+/* Any JSON value at j->s (after white space) into x; arrays and objects are checked, kind 'o'. */
+static int hf_value(hf_json_t *j, int depth, hf_val_t *x)
+{
+    int cut;
+    hf_ws(j);
+    if (j->s >= j->end) return hf_bad(j, "the file ends where a value should be");
+    if (*j->s == '"') return x->kind = 's', hf_string(j, x->str, sizeof x->str, &cut);
+    if (*j->s == '[' || *j->s == '{') return x->kind = 'o', hf_container(j, depth);
+    return hf_scalar(j, x);
+}
+
+/* path's whole text into a malloc'd *buf_p (*n_p bytes): a regular file of at most HF_CONFIG_MAX
+ * bytes, UTF-8. MP_OK, or MP_ERR naming path and what is wrong. */
+static int hf_config_text_read(const char *path, char **buf_p, size_t *n_p)
+{
+    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return MP_FAIL("cannot open %s: %s (a Hugging Face model directory has one: it says which model the "
+                       "weights are)", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return close(fd), MP_FAIL("%s is not a regular file (a directory, FIFO or device under that name)", path);
+    if (sb.st_size > (off_t)HF_CONFIG_MAX)
+        return close(fd), MP_FAIL("%s: %lld bytes, longer than 1 MiB: not a GPT-2 config.json (about 1 kB)", path,
+                                  (long long)sb.st_size);
+    const size_t n = (size_t)sb.st_size;
+    char *buf = MP_MALLOC(n + 1);
+    size_t got = 0;
+    for (ssize_t k = 1; buf && got < n && k > 0; got += k > 0 ? (size_t)k : 0) k = read(fd, buf + got, n - got);
+    close(fd);
+    if (!buf) return MP_ERR;
+    if (got != n) return free(buf), MP_FAIL("%s: read %zu of its %zu bytes", path, got, n);
+    const size_t bad = hf_utf8_bad((const unsigned char *)buf, n);
+    if (bad < n) {
+        const unsigned byte = (unsigned char)buf[bad];
+        free(buf);
+        return MP_FAIL("%s: byte %zu (0x%02x) is not UTF-8: JSON is UTF-8 text", path, bad, byte);
+    }
+    *buf_p = buf, *n_p = n;
     return MP_OK;
 }
 
 /* path's top-level keys into v (HF_KEYS_MAX), their count into *n_p. MP_OK, or MP_ERR naming path. */
 static int hf_config_read(const char *path, hf_val_t *v, int *n_p)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return MP_FAIL("cannot open %s: %s (a Hugging Face model directory has one: it says which model the "
-                       "weights are)", path, strerror(errno));
-    char *buf = MP_MALLOC(HF_CONFIG_MAX);
-    const size_t len = buf ? fread(buf, 1, HF_CONFIG_MAX, f) : 0;
-    const int err = ferror(f);
-    fclose(f);
-    if (!buf) return MP_ERR;
-    if (err || len == HF_CONFIG_MAX) {
-        free(buf);
-        return MP_FAIL("%s: %s", path, err ? "read error" : "longer than 1 MiB: not a GPT-2 config.json");
-    }
+    char *buf;
+    size_t len;
+    if (hf_config_text_read(path, &buf, &len) != MP_OK) return MP_ERR;
     hf_json_t j = {buf, buf, buf + len, path};
-    int n = 0, rc = MP_OK;
+    int n = 0, rc = MP_OK, cut;
     hf_ws(&j);
     if (j.s >= j.end || *j.s != '{') rc = hf_bad(&j, "expected '{' (config.json is one object)");
     else j.s++;
@@ -312,47 +430,31 @@ static int hf_config_read(const char *path, hf_val_t *v, int *n_p)
         hf_ws(&j);
         if (j.s < j.end && *j.s == '}' && first) break;
         hf_val_t x = {.kind = 'o'};
-        if ((rc = hf_string(&j, x.key, sizeof x.key)) != MP_OK) break;
-        hf_ws(&j);
-        if (j.s >= j.end || *j.s != ':') {
-            rc = hf_bad(&j, "expected ':'");
+        const char *k0 = j.s;
+        if ((rc = hf_string(&j, x.key, sizeof x.key, &cut)) != MP_OK) break;
+        if (cut) {
+            j.s = k0;
+            rc = hf_bad(&j, "a key of more than 255 bytes: not a GPT-2 config.json");
             break;
         }
-        j.s++;
+        for (int i = 0; i < n && rc == MP_OK; i++)
+            if (!strcmp(v[i].key, x.key))
+                rc = MP_FAIL("%s: key %s is given twice: which one counts depends on the reader (Python's json takes "
+                             "the last): refused as ambiguous", path, x.key);
         hf_ws(&j);
-        const char *v0 = j.s;
-        if (j.s < j.end && *j.s == '"') {
-            x.kind = 's';
-            rc = hf_string(&j, x.str, sizeof x.str);
-        } else if ((rc = hf_skip(&j)) == MP_OK) {
-            const size_t k = (size_t)(j.s - v0);
-            char tok[64];
-            snprintf(tok, sizeof tok, "%.*s", (int)(k < sizeof tok ? k : sizeof tok - 1), v0);
-            char *endp;
-            if (k == 4 && !strcmp(tok, "null")) x.kind = 'z';
-            else if (k == 4 && !strcmp(tok, "true")) x.kind = 't';
-            else if (k == 5 && !strcmp(tok, "false")) x.kind = 'f';
-            else if (*v0 != '[' && *v0 != '{') {
-                x.num = strtod(tok, &endp);
-                if (k >= sizeof tok || *endp || !isfinite(x.num))
-                    rc = MP_FAIL("%s: key %s: '%s' is no JSON value", path, x.key, tok);
-                x.kind = 'n';
-            }
-        }
+        if (rc == MP_OK && (j.s >= j.end || *j.s != ':')) rc = hf_bad(&j, "expected ':'");
         if (rc != MP_OK) break;
+        j.s++;
+        if ((rc = hf_value(&j, 1, &x)) != MP_OK) break;
         if (n == HF_KEYS_MAX) {
             rc = MP_FAIL("%s: more than %d keys: not a GPT-2 config.json", path, HF_KEYS_MAX);
             break;
         }
         v[n++] = x;
         hf_ws(&j);
-        if (j.s < j.end && *j.s == ',') {
-            j.s++;
-        } else if (j.s < j.end && *j.s == '}') {
-            break;
-        } else {
-            rc = hf_bad(&j, "expected ',' or '}'");
-        }
+        if (j.s < j.end && *j.s == ',') j.s++;
+        else if (j.s < j.end && *j.s == '}') break;
+        else rc = hf_bad(&j, "expected ',' or '}'");
     }
     if (rc == MP_OK) {
         j.s++;
@@ -366,19 +468,32 @@ static int hf_config_read(const char *path, hf_val_t *v, int *n_p)
 
 static const hf_val_t *hf_key(const hf_val_t *v, int n, const char *key)
 {
-    const hf_val_t *found = NULL;
     for (int i = 0; i < n; i++)
-        if (!strcmp(v[i].key, key)) found = &v[i]; /* the last, as Python's json keeps it */
-    return found;
+        if (!strcmp(v[i].key, key)) return &v[i]; /* one at most: hf_config_read refuses a key twice */
+    return NULL;
 }
 
-/* Key key of path, an integer, into *x_p; MP_ERR naming the key when it is missing or no integer. */
+/* x's value as a message shows it: a number's text, a string quoted, null, true, false, or what it is. */
+static const char *hf_what(const hf_val_t *x, char *buf, size_t n)
+{
+    if (x->kind == 'n') snprintf(buf, n, "%s", x->str);
+    else if (x->kind == 's') snprintf(buf, n, "the string \"%s\"", x->str);
+    else snprintf(buf, n, "%s", x->kind == 'z' ? "null" : x->kind == 't' ? "true" : x->kind == 'f' ? "false" :
+                                                                                        "an array or object");
+    return buf;
+}
+
+/* Key key of path, an integer of at most 2^31 - 1 in magnitude (written as one: "2", not "2.0"), into
+ * *x_p; MP_ERR naming the key and what it is when it is missing or no such integer. */
 static int hf_int(const char *path, const hf_val_t *v, int n, const char *key, long *x_p)
 {
     const hf_val_t *x = hf_key(v, n, key);
+    char w[96];
     if (!x) return MP_FAIL("%s: key %s is missing (the deck's model cannot be checked against it)", path, key);
-    if (x->kind != 'n' || x->num != floor(x->num) || fabs(x->num) > 1e15)
-        return MP_FAIL("%s: key %s is not an integer", path, key);
+    if (x->kind != 'n' || !x->integral)
+        return MP_FAIL("%s: key %s is %s, not an integer", path, key, hf_what(x, w, sizeof w));
+    if (fabs(x->num) > HF_INT_MAX)
+        return MP_FAIL("%s: key %s is %s, beyond any model's size (2^31 - 1 at most)", path, key, x->str);
     *x_p = (long)x->num;
     return MP_OK;
 }
@@ -389,7 +504,7 @@ static int hf_int(const char *path, const hf_val_t *v, int n, const char *key, l
  * 1024 positions fine-tuned at a shorter context); fewer would leave positions without an embedding. */
 static int hf_config_check(const char *dir, const model_cfg_t *c, long *npos_p)
 {
-    char path[4200];
+    char path[4200], w[96];
     snprintf(path, sizeof path, "%s/" HF_CONFIG_FILE, dir);
     hf_val_t *v = MP_CALLOC(HF_KEYS_MAX, sizeof *v);
     int n = 0;
@@ -404,28 +519,29 @@ static int hf_config_check(const char *dir, const model_cfg_t *c, long *npos_p)
             rc = MP_FAIL("%s: key %s is %ld, the deck's %s is %ld", path, same[i].key, x, same[i].deck, same[i].want);
     if (rc == MP_OK && (rc = hf_int(path, v, n, "n_positions", npos_p)) == MP_OK && *npos_p < c->seq_len)
         rc = MP_FAIL("%s: key n_positions is %ld, below the deck's model.seq_len %d: positions from %ld on would have "
-                     "no embedding", path, *npos_p, c->seq_len, *npos_p);
+                     "no embedding", path, *npos_p, c->seq_len, *npos_p < 0 ? 0 : *npos_p);
     const hf_val_t *k;
     if (rc == MP_OK && (k = hf_key(v, n, "model_type")) && (k->kind != 's' || strcmp(k->str, "gpt2")))
-        rc = MP_FAIL("%s: key model_type is %s, not \"gpt2\": not a GPT-2 model", path,
-                     k->kind == 's' ? k->str : "no string");
+        rc = MP_FAIL("%s: key model_type is %s, not \"gpt2\": not a GPT-2 model", path, hf_what(k, w, sizeof w));
     /* absent keys take GPT2Config's defaults: gelu_new, n_inner null (4 * n_embd), 1e-5 */
     if (rc == MP_OK && (k = hf_key(v, n, "activation_function")) &&
         (k->kind != 's' || (strcmp(k->str, "gelu_new") && strcmp(k->str, "gelu_pytorch_tanh"))))
         rc = MP_FAIL("%s: key activation_function is %s: MindPipe's GELU is the tanh approximation (gelu_new or "
-                     "gelu_pytorch_tanh)", path, k->kind == 's' ? k->str : "no string");
+                     "gelu_pytorch_tanh)", path, k->kind == 's' ? k->str : hf_what(k, w, sizeof w));
     if (rc == MP_OK && (k = hf_key(v, n, "n_inner")) && k->kind != 'z' &&
-        (k->kind != 'n' || k->num != (double)c->mlp_ratio * c->dim))
-        rc = MP_FAIL("%s: key n_inner is %s%.0f, the deck's model.mlp_ratio * model.dim is %d", path,
-                     k->kind == 'n' ? "" : "no number: ", k->kind == 'n' ? k->num : 0.0, c->mlp_ratio * c->dim);
+        (k->kind != 'n' || !k->integral || k->num != (double)c->mlp_ratio * c->dim))
+        rc = MP_FAIL("%s: key n_inner is %s, the deck's model.mlp_ratio * model.dim is %d", path,
+                     hf_what(k, w, sizeof w), c->mlp_ratio * c->dim);
     if (rc == MP_OK && (!(k = hf_key(v, n, "n_inner")) || k->kind == 'z') && c->mlp_ratio != 4)
         rc = MP_FAIL("%s: key n_inner is null (4 * n_embd), the deck's model.mlp_ratio is %d", path, c->mlp_ratio);
     if (rc == MP_OK && (k = hf_key(v, n, "layer_norm_epsilon")) && (k->kind != 'n' || fabs(k->num - 1e-5) > 1e-12))
-        rc = MP_FAIL("%s: key layer_norm_epsilon is %g, MindPipe's LayerNorm has 1e-05", path, k->num);
-    if (rc == MP_OK && (k = hf_key(v, n, "scale_attn_weights")) && k->kind == 'f')
-        rc = MP_FAIL("%s: key scale_attn_weights is false, MindPipe's attention is scaled by 1/sqrt(head size)", path);
-    if (rc == MP_OK && (k = hf_key(v, n, "scale_attn_by_inverse_layer_idx")) && k->kind == 't')
-        rc = MP_FAIL("%s: key scale_attn_by_inverse_layer_idx is true, MindPipe's attention has no such scale", path);
+        rc = MP_FAIL("%s: key layer_norm_epsilon is %s, MindPipe's LayerNorm has 1e-05", path, hf_what(k, w, sizeof w));
+    if (rc == MP_OK && (k = hf_key(v, n, "scale_attn_weights")) && k->kind != 't')
+        rc = MP_FAIL("%s: key scale_attn_weights is %s, MindPipe's attention is scaled by 1/sqrt(head size)", path,
+                     hf_what(k, w, sizeof w));
+    if (rc == MP_OK && (k = hf_key(v, n, "scale_attn_by_inverse_layer_idx")) && k->kind != 'f')
+        rc = MP_FAIL("%s: key scale_attn_by_inverse_layer_idx is %s, MindPipe's attention has no such scale", path,
+                     hf_what(k, w, sizeof w));
     free(v);
     return rc;
 }

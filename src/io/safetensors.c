@@ -421,7 +421,7 @@ int st_open(const char *path, st_file_t *f_p)
 {
     st_file_t f = {.count = 0};
     snprintf(f.path, sizeof f.path, "%s", path);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO under the name: no wait for a writer */
     if (fd < 0) return MP_FAIL("cannot open %s: %s", path, strerror(errno));
     char *hdr = NULL;
     uint64_t n = 0, size = 0;
@@ -451,7 +451,7 @@ const st_entry_t *st_find(const st_file_t *f, const char *name)
 int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst)
 {
     if (!st_little_endian()) return MP_FAIL("%s: safetensors is little-endian and this host is not", f->path);
-    const int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+    const int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return MP_FAIL("cannot open %s: %s", f->path, strerror(errno));
     const size_t want = (size_t)(e->end - e->begin);
     size_t got = 0;
