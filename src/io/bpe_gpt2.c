@@ -9,10 +9,12 @@
 #include "bpe_gpt2.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "deck.h" /* deck_text_show */
@@ -176,15 +178,21 @@ static int bpe_read_file(const char *dir, const char *name, sha256_t *sum, char 
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     deck_text_show(path, path_p, DECK_SHOW);
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
         return MP_FAIL("GPT-2 vocabulary file %s: %s (bash .ci/deps.sh fetches it; --tokenizer-dir or "
                        "MINDPIPE_GPT2_DIR say where it is)", path_p, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 1 || (uint64_t)st.st_size > BPE_FILE_MAX) {
-        fclose(f);
-        return MP_FAIL("GPT-2 vocabulary file %s: not a regular file of 1 byte to %u MiB", path_p, BPE_FILE_MAX >> 20);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 1 || (uint64_t)st.st_size > BPE_FILE_MAX) {
+        const int reg = S_ISREG(st.st_mode);
+        close(fd);
+        if (!reg) return MP_FAIL("GPT-2 vocabulary file %s: not a regular file (a directory, FIFO or device)", path_p);
+        return MP_FAIL("GPT-2 vocabulary file %s: %lld bytes: %s", path_p, (long long)st.st_size,
+                       st.st_size < 1 ? "empty" : "more than 64 MiB, not a vocabulary file");
     }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) return close(fd), MP_FAIL("GPT-2 vocabulary file %s: %s", path_p, strerror(errno));
     const size_t n = (size_t)st.st_size;
     unsigned char *buf = MP_MALLOC(n + 1);
     if (!buf) return fclose(f), MP_ERR;
@@ -315,6 +323,8 @@ static int bpe_json_id(bpe_cur_t *c, long *id_p)
     bpe_skip_space(c);
     long v = 0;
     const unsigned char *from = c->p;
+    if (c->end - c->p > 1 && c->p[0] == '0' && c->p[1] >= '0' && c->p[1] <= '9')
+        return bpe_bad(c, "an id with a leading zero (JSON has none)");
     for (; c->p < c->end && *c->p >= '0' && *c->p <= '9'; c->p++)
         if ((v = v * 10 + (*c->p - '0')) >= BPE_IDS_MAX) return bpe_bad(c, "an id of 65536 or more");
     if (c->p == from) return bpe_bad(c, "expected an id (digits)");

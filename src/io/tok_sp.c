@@ -4,10 +4,12 @@
 #include "tok_sp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "sha256.h"
@@ -25,16 +27,24 @@ struct tok_sp {
 
 int tok_sp_available(void) { return sp_shim_available(); }
 
-/* The whole file path into a malloc'd *buf_p (*n_p bytes). MP_OK, or MP_ERR (reported, naming it). */
-static int tok_sp_read_file(const char *path, const char *what, char **buf_p, size_t *n_p)
+/* The whole file path into a malloc'd *buf_p (*n_p bytes), refused when over max bytes (0: no bound).
+ * MP_OK, or MP_ERR (reported, naming it). */
+static int tok_sp_read_file(const char *path, const char *what, size_t max, char **buf_p, size_t *n_p)
 {
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
-    if (!f) return MP_FAIL("%s %s: %s", what, path, strerror(errno));
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return MP_FAIL("%s %s: not a regular file", what, path);
+    if (fd < 0) return MP_FAIL("%s %s: %s", what, path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return MP_FAIL("%s %s: not a regular file (a directory, FIFO or device)", what, path);
     }
+    if (max && (uint64_t)st.st_size > max) {
+        close(fd);
+        return MP_FAIL("%s %s: %lld bytes, more than %zu MiB: not one", what, path, (long long)st.st_size, max >> 20);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) return close(fd), MP_FAIL("%s %s: %s", what, path, strerror(errno));
     char *buf = MP_MALLOC((size_t)st.st_size + 1);
     if (!buf) return fclose(f), MP_ERR;
     const size_t got = fread(buf, 1, (size_t)st.st_size, f);
@@ -111,7 +121,8 @@ int tok_sp_load_file(tok_sp_t **sp_p, const char *path)
 {
     char *buf;
     size_t n;
-    if (tok_sp_read_file(path, "SentencePiece model", &buf, &n) != MP_OK) return MP_ERR;
+    if (tok_sp_read_file(path, "SentencePiece model", TOK_SP_MODEL_MAX, &buf, &n) != MP_OK) return MP_ERR;
+    if (!n) return free(buf), MP_FAIL("SentencePiece model %s: an empty file", path);
     const int rc = tok_sp_load_bytes(sp_p, buf, n, path);
     free(buf);
     return rc;
@@ -127,7 +138,7 @@ int tok_sp_train(tok_sp_t **sp_p, const char *text_path, int vocab, const char *
                        vocab, TOK_SP_VOCAB_MIN, TOK_SP_VOCAB_MAX, TOK_SP_VOCAB_MIN, TOK_SP_VOCAB_MAX);
     if (strcmp(model_type, "unigram") && strcmp(model_type, "bpe"))
         return MP_FAIL("--sp-model '%s': unigram or bpe", model_type);
-    if (tok_sp_read_file(text_path, "text file", &text, &n) != MP_OK) return MP_ERR;
+    if (tok_sp_read_file(text_path, "text file", 0, &text, &n) != MP_OK) return MP_ERR;
     const int trained = sp_shim_train(text, n, vocab, model_type, &model, &n_model, err, sizeof err);
     free(text);
     if (trained != 0) return MP_FAIL("SentencePiece %s model of %d pieces on %s: %s", model_type, vocab, text_path, err);

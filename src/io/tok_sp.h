@@ -15,6 +15,7 @@
 
 #define TOK_SP_VOCAB_MIN 260   /* 256 byte pieces, <unk>, <s>, </s> and one piece of text */
 #define TOK_SP_VOCAB_MAX 65536 /* ids are stored as uint16 */
+#define TOK_SP_MODEL_MAX ((size_t)64 << 20) /* the largest .model read (65536 pieces take a few MiB) */
 
 typedef struct tok_sp tok_sp_t;
 

@@ -250,6 +250,11 @@ static int tok_sp_model_of_data_file(const char *path, unsigned char **model_p, 
         MP_ERROR("%s: its SentencePiece model (dataset /tokenizer/sp_model) is missing or unreadable", path);
         goto out;
     }
+    if ((uint64_t)n > TOK_SP_MODEL_MAX) {
+        MP_ERROR("%s: its SentencePiece model (dataset /tokenizer/sp_model) has %lld bytes, more than %zu MiB: a "
+                 "corrupt file", path, (long long)n, TOK_SP_MODEL_MAX >> 20);
+        goto out;
+    }
     if (!(buf = malloc((size_t)n))) {
         MP_ERROR("out of memory for %s's SentencePiece model (%lld bytes)", path, (long long)n);
         goto out;
