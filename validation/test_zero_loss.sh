@@ -5,7 +5,8 @@
 # the survivors had completed (0 steps lost), the lost stage replayed from its neighbours' logs (or
 # a data-parallel replica's snapshot taken), and the step-40 losses and checkpoint are bitwise those
 # of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2,
-# zb1p pp = 2 and dp = 2 x pp = 2; the layouts refused with recovery.log (balance, live migration, a
+# zb1p pp = 2, dp = 2 x pp = 2, ZeRO-1 dp = 2 x pp = 2 (the replica group replays), tp = 2 x pp = 2
+# (the tp group replays) and tp = 2 x dp = 2 (a replica's snapshot); the layouts refused with recovery.log (balance, live migration, a
 # supernet); then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -67,12 +68,41 @@ s=$(pick_step); lose dp2pp2 4 1 "$s" --set parallel.pp=2 --set parallel.dp=2 --s
 grep -q "1 took a data-parallel replica's snapshot" "$SCRATCH/dp2pp2/log.txt"
 ok $? "dp2pp2: the lost rank took its replica's snapshot (no replay)"
 
+# ZeRO-1 over dp = 2: the lost rank's replica group (its stage's replicas) replays together, the
+# reduce-scatter and all-gather among them, the pipeline's messages from the other stage's logs
+s=$(pick_step); lose zero_first 4 1 "$s" --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2 --set parallel.zero=1
+grep -q "2 rank(s) loaded their own snapshot; 2 rank(s) replayed steps 11 to $((s - 1)) from the logs" \
+    "$SCRATCH/zero_first/log.txt"
+ok $? "zero_first: ZeRO-1, rank 1 (stage 0) lost: its stage's two replicas replayed steps 11 to $((s - 1)) together"
+s=$(pick_step); lose zero_last 4 3 "$s" --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2 --set parallel.zero=1
+# tensor parallelism: the last stage's tp group replays together (every layer's sums among them)
+s=$(pick_step); lose tp2_last 4 3 "$s" --set parallel.pp=2 --set parallel.tp=2
+grep -q "2 rank(s) loaded their own snapshot; 2 rank(s) replayed steps 11 to $((s - 1)) from the logs" \
+    "$SCRATCH/tp2_last/log.txt"
+ok $? "tp2_last: tp = 2, rank 3 (stage 1) lost: its tp group replayed steps 11 to $((s - 1)) together"
+# tp with plain dp: the lost tp shard takes its replica's snapshot (a tp rank 1's snapshot holds its
+# replicated tensors too)
+s=$(pick_step); lose tp2dp2 4 1 "$s" --set parallel.tp=2 --set parallel.dp=2 --set train.micro_batch=2
+grep -q "3 rank(s) loaded their own snapshot; 1 took a data-parallel replica's snapshot" "$SCRATCH/tp2dp2/log.txt"
+ok $? "tp2dp2: tp rank 1 lost, its replica's snapshot taken"
+
 # ---- fallbacks: each said, and the run still equals the uninterrupted one ----
 # a layout whose state cannot be rebuilt from logs: nothing is logged, said once
 # shellcheck disable=SC2086
-run 4 tp2 $COMMON --set parallel.tp=2 --set parallel.pp=2 --set train.steps=6 --set recovery.log=1
-grep -q "recovery.log=1: nothing is logged on this layout: tensor parallelism" "$SCRATCH/tp2/log.txt"
-ok $? "tp=2: nothing is logged, the log says why (tensor parallelism)"
+run 2 twobw $COMMON --set parallel.pp=2 --set parallel.schedule=2bw --set train.steps=6 --set recovery.log=1
+grep -q "recovery.log=1: nothing is logged on this layout: 2bw" "$SCRATCH/twobw/log.txt"
+ok $? "2bw: nothing is logged, the log says why (2bw)"
+# the first stage of a tied embedding at tp = 2 is not replayed (its head gradient is recomputed at
+# tp = 1 only): said, and the resume falls back to the checkpoint, still the uninterrupted run
+first_run tp2_first 4 0 15 --set parallel.pp=2 --set parallel.tp=2
+# shellcheck disable=SC2086
+run 4 tp2_first $COMMON --set parallel.pp=2 --set parallel.tp=2 --set recovery.log=1 --resume auto; rc=$?
+[ $rc -eq 0 ] && grep -q "would replay the tied embedding's first end, whose head gradient is recomputed at tp = 1 only; resuming from the checkpoint of step 10" "$SCRATCH/tp2_first/log.txt"
+ok $? "tp2_first: rank 0 (stage 0, tp = 2) lost: the fallback names why and resumes from step 10 (exit $rc)"
+# shellcheck disable=SC2086
+run 4 ref_tp2_first $COMMON --set parallel.pp=2 --set parallel.tp=2
+compare "tp2_first: the fallback's step 40 bitwise the uninterrupted run's" "$SCRATCH/ref_tp2_first" \
+    "$SCRATCH/tp2_first" --bitwise --step 40
 
 # layouts whose state crosses the step boundary outside every logged message: refused at start with
 # recovery.log = 1, naming why and what recovery.log = 0 costs instead

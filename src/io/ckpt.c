@@ -203,12 +203,15 @@ err_close_attr:
 /* ---- writing ---------------------------------------------------------------------------------- */
 
 /* Does this rank write (and count in the checksum) local entry e? One replica; of replicated
- * tensors TP rank 0; of the tied embedding the first stage's copy (the last stage holds one too). */
+ * tensors TP rank 0; of the tied embedding the first stage's copy (the last stage holds one too).
+ * A file one process writes alone over MPI_COMM_SELF (a survivor's snapshot of its tp shard) holds
+ * everything that process has: its replicated tensors too, whatever its tp rank (without them a tp
+ * rank 1's snapshot read back zeros there, and its replay's weights were not the run's). */
 static int ckpt_owns(const ckpt_part_t *pt, const param_entry_t *e)
 {
     if (!pt->owner || !e) return 0;
     if (e->kind == PK_WTE && !pt->local->has_embed) return 0;
-    return e->split != SPLIT_NONE || pt->local->tp_rank == 0;
+    return e->split != SPLIT_NONE || pt->local->tp_rank == 0 || pt->comm == MPI_COMM_SELF;
 }
 
 /* Selects local entry e's elements in the global dataset's space fs and in the shard's memory space

@@ -40,8 +40,6 @@ static struct recovery_s *rec_get(run_t *r)
 const char *recovery_unsupported(const run_t *r)
 {
     const deck_t *d = &r->deck;
-    if (r->grid.size[GRID_TP] > 1) return "tensor parallelism (every layer's sums are shared with tp peers)";
-    if (d->parallel.zero && r->grid.size[GRID_DP] > 1) return "ZeRO-1 (the moments are sharded over the replicas)";
     if (d->parallel.schedule_kind == DECK_SCHED_2BW) return "2bw (its delayed weights cross the step boundary)";
     if (sched_kind_place(run_sched_kind_of(d)) == SCHED_PLACE_V)
         return "the V placement of zbv and dualpipev (its turn is a copy inside a stage, no logged message, and the "
@@ -195,6 +193,14 @@ static void rec_layout(const run_t *r, int rank, char *buf, size_t n)
              r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->model.tab.nchunks, rank);
 }
 
+/* The range of the stage's flat buffer whose AdamW moments this rank holds: all of it, or under
+ * ZeRO-1 its replica's shard (m and v then hold s1 − s0 floats from s0). */
+static void rec_moments_range(const run_t *r, size_t *s0_p, size_t *s1_p)
+{
+    *s0_p = 0, *s1_p = r->model.tab.total;
+    if (r->dp_on && r->deck.parallel.zero) dp_shard_range(&r->dp, s0_p, s1_p);
+}
+
 /* This rank's state at r->step: weights and AdamW's moments of its shard, laid out by its own table,
  * one process (ckpt_write over MPI_COMM_SELF: a temporary name, fsync, rename). */
 static int rec_snapshot_write(run_t *r)
@@ -209,7 +215,17 @@ static int rec_snapshot_write(run_t *r)
     rec_snap_path(r, r->rank, path, sizeof path);
     model_t *m = &r->model;
     const size_t n = m->tab.total;
-    float *host[3] = {run_ckpt_host_copy(r, m->params, n), run_ckpt_host_copy(r, m->m, n), run_ckpt_host_copy(r, m->v, n)};
+    float *host[3] = {run_ckpt_host_copy(r, m->params, n), NULL, NULL};
+    size_t s0, s1;
+    rec_moments_range(r, &s0, &s1);
+    if (s0 == 0 && s1 == n) {
+        host[1] = run_ckpt_host_copy(r, m->m, n), host[2] = run_ckpt_host_copy(r, m->v, n);
+    } else { /* ZeRO-1: this replica's shard of the moments at its place, zeros elsewhere */
+        for (int k = 1; k < 3; k++) {
+            if (!(host[k] = calloc(n ? n : 1, sizeof(float)))) MP_ABORT("out of memory writing the snapshot");
+            be_to_host(&r->be, host[k] + s0, k == 1 ? m->m : m->v, (s1 - s0) * sizeof(float));
+        }
+    }
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
                        .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1, .tok = r->data_tok};
     rec_layout(r, r->rank, st.layout, sizeof st.layout);
@@ -218,8 +234,12 @@ static int rec_snapshot_write(run_t *r)
     const param_table_t tab = rec_snap_table(r);
     const int rc = ckpt_write(path, &tab, host[0], host[1], host[2], &st, r->deck_text);
     run_ckpt_host_release(r, host[0], m->params);
-    run_ckpt_host_release(r, host[1], m->m);
-    run_ckpt_host_release(r, host[2], m->v);
+    if (s0 == 0 && s1 == n) {
+        run_ckpt_host_release(r, host[1], m->m);
+        run_ckpt_host_release(r, host[2], m->v);
+    } else {
+        free(host[1]), free(host[2]);
+    }
     return rc;
 }
 
@@ -343,15 +363,64 @@ static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_
 static void rec_to_device(run_t *r, const float *b)
 {
     model_t *m = &r->model;
-    const size_t bytes = m->tab.total * sizeof(float);
+    const size_t total = m->tab.total, bytes = total * sizeof(float);
+    size_t s0, s1;
+    rec_moments_range(r, &s0, &s1);
     be_to_device(&r->be, m->params, b, bytes);
-    be_to_device(&r->be, m->m, (const char *)b + bytes, bytes);
-    be_to_device(&r->be, m->v, (const char *)b + 2 * bytes, bytes);
+    be_to_device(&r->be, m->m, b + total + s0, (s1 - s0) * sizeof(float));
+    be_to_device(&r->be, m->v, b + 2 * total + s0, (s1 - s0) * sizeof(float));
+}
+
+/* ZeRO-1 over dp > 1: each replica holds its own shard of the moments, so no replica's snapshot
+ * stands in for a lost one. */
+static int rec_sharded_dp(const run_t *r) { return r->dp_on && r->deck.parallel.zero; }
+
+/* World rank i's coordinate in dimension d (grid.h: the digits of the rank). */
+static int rec_coord(const grid_t *g, int i, int d) { return i / g->stride[d] % g->size[d]; }
+
+/* Who replays (replays[i] = 1), alike on every rank from the snapshots' steps (snap[i] < 0: lost).
+ * A lost rank replays unless it takes a replica's snapshot (plain dp > 1), and with it every rank it
+ * shares a step's unlogged collectives with: its tensor-parallel peers (tp > 1: every layer's sums)
+ * and, under ZeRO-1, its replica peers (the reduce-scatter and all-gather), so its stage's group
+ * recomputes the step together, the pipeline's messages read from the other stages' logs. */
+static void rec_replayers(const run_t *r, const long *snap, int *replays)
+{
+    const grid_t *g = &r->grid;
+    const int W = r->world, tp = g->size[GRID_TP] > 1, zero = rec_sharded_dp(r);
+    for (int l = 0; l < W; l++) {
+        if (snap[l] >= 0) continue;
+        if (!zero && g->size[GRID_DP] > 1) { /* a replica's snapshot, if one survived */
+            int took = 0;
+            for (int j = 0; j < W && !took; j++)
+                took = j != l && snap[j] >= 0 && rec_coord(g, j, GRID_TP) == rec_coord(g, l, GRID_TP) &&
+                       rec_coord(g, j, GRID_PP) == rec_coord(g, l, GRID_PP) && rec_coord(g, j, GRID_SP) == rec_coord(g, l, GRID_SP);
+            if (took) continue;
+        }
+        for (int j = 0; j < W; j++)
+            replays[j] |= j == l || (rec_coord(g, j, GRID_PP) == rec_coord(g, l, GRID_PP) &&
+                                     rec_coord(g, j, GRID_SP) == rec_coord(g, l, GRID_SP) &&
+                                     (tp || rec_coord(g, j, GRID_TP) == rec_coord(g, l, GRID_TP)) &&
+                                     (zero || rec_coord(g, j, GRID_DP) == rec_coord(g, l, GRID_DP)));
+    }
+}
+
+/* Why this rank cannot replay (filled, nonzero), or 0. Plain dp > 1: the step's gradient sum needs the
+ * replicas that do not replay. The first stage of a tied embedding recomputes the head's part of its
+ * gradient from the logged head inputs on one rank's whole vocabulary: at tp = 1 only. */
+static int rec_replay_refused(const run_t *r, char *why, size_t n)
+{
+    if (!rec_sharded_dp(r) && r->grid.size[GRID_DP] > 1)
+        return snprintf(why, n, "rank %d has no replica's snapshot to take", r->rank), 1;
+    if (r->grid.size[GRID_TP] > 1 && r->pp > 1 && r->model.tab.has_embed && !r->model.tab.has_final)
+        return snprintf(why, n, "rank %d (stage 0, tp = %d) would replay the tied embedding's first end, whose head "
+                        "gradient is recomputed at tp = 1 only", r->rank, r->grid.size[GRID_TP]), 1;
+    return 0;
 }
 
 /* A replaying rank: the logs it reads (its chunks' neighbours, the tied embedding's other end, and
  * the scalars from any stage), each whole from `from` to target − 1. MP_OK, or MP_ERR with why. */
-static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap, char *why, size_t n)
+static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap, const int *replays, char *why,
+                            size_t n)
 {
     struct recovery_s *c = rec_get(r);
     const int pp = r->pp, K = r->model.tab.nchunks * pp;
@@ -370,6 +439,11 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
         const int wr = r->exec.c.stage_rank[s];
         if (snap[wr] < 0) {
             snprintf(why, n, "rank %d (stage %d), whose log it reads, is lost too", wr, s);
+            return MP_ERR;
+        }
+        if (replays[wr]) { /* its log is written again while this rank would read it */
+            snprintf(why, n, "rank %d (stage %d), whose log rank %d reads, replays too (a lost rank's group there)", wr,
+                     s, r->rank);
             return MP_ERR;
         }
         char path[4300];
@@ -476,26 +550,32 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
         goto out;
     }
     p->target = T;
-    /* who replays, and who takes a replica's snapshot instead (dp > 1: the replicas hold the same
-     * state; reading it is faster than any replay) */
+    /* who replays, and who takes a replica's snapshot instead (plain dp > 1: the replicas hold the
+     * same state; reading it is faster than any replay); every rank decides alike from snap */
     int coord[GRID_NDIMS];
     for (int i = 0; i < W; i++) p->nreplay += snap[i] < 0;
-    if (mine < 0) {
+    if (mine < 0 && !rec_sharded_dp(r)) {
         memcpy(coord, r->grid.coord, sizeof coord);
         for (int q = 0; q < r->grid.size[GRID_DP] && p->source < 0; q++) {
             coord[GRID_DP] = q;
             const int peer = grid_rank_of(&r->grid, coord);
             if (peer != r->rank && snap[peer] >= 0) p->source = peer;
         }
-        p->replay = p->source < 0;
     }
-    /* a replay runs alone: only a rank with no replica peer (dp = 1) replays */
+    int *replays = MP_CALLOC((size_t)W, sizeof *replays);
+    if (!replays) MP_ABORT("out of memory planning the recovery");
+    rec_replayers(r, snap, replays);
+    p->replay = replays[r->rank];
+    p->group = rec_sharded_dp(r) || r->grid.size[GRID_TP] > 1;
     char mywhy[600] = "";
     int bad = 0;
-    if (p->replay && r->grid.size[GRID_DP] > 1)
+    if (mine < 0 && p->source < 0 && !p->replay)
         bad = 1, snprintf(mywhy, sizeof mywhy, "rank %d has no replica's snapshot to take", r->rank);
-    else if (p->replay && rec_open_readers(r, p, snap, mywhy, sizeof mywhy) != MP_OK)
+    else if (p->replay && rec_replay_refused(r, mywhy, sizeof mywhy))
         bad = 1;
+    else if (p->replay && rec_open_readers(r, p, snap, replays, mywhy, sizeof mywhy) != MP_OK)
+        bad = 1;
+    free(replays);
     if (p->source >= 0) {
         long st_step = -1;
         if (rec_snap_read(r, p->source, b, &st_step, &adam, mywhy, sizeof mywhy) != MP_OK || st_step != T) {
@@ -525,8 +605,9 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
         goto out;
     }
     p->on = 1;
-    p->nreplay_own = p->replay;
-    wait_allreduce(&r->wait, &p->nreplay_own, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "the recovery plan's agreement");
+    int counts[3] = {p->replay, p->source >= 0, !p->replay && p->source < 0};
+    wait_allreduce(&r->wait, counts, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "the recovery plan's agreement");
+    p->nreplay_own = counts[0], p->ntook = counts[1], p->nloaded = counts[2];
     if (!p->replay) { /* its own snapshot, or its replica's */
         rec_to_device(r, b);
         r->adam_t = adam;
@@ -577,11 +658,11 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
         if (p->nreplay_own)
             snprintf(how, sizeof how, "; %d rank(s) replayed steps %ld to %ld from the logs in %.3f s", p->nreplay_own,
                      p->from + 1, p->target, took);
-        if (p->nreplay > p->nreplay_own)
+        if (p->ntook)
             snprintf(how + strlen(how), sizeof how - strlen(how), "; %d took a data-parallel replica's snapshot",
-                     p->nreplay - p->nreplay_own);
+                     p->ntook);
         runlog_printf(&r->log, "recovery: resumed at step %ld, the step the survivors had reached: 0 steps lost (the "
-                      "checkpoint of step %ld; %d rank(s) loaded their own snapshot%s)", p->target, p->from, p->nsnap, how);
+                      "checkpoint of step %ld; %d rank(s) loaded their own snapshot%s)", p->target, p->from, p->nloaded, how);
     }
     return MP_OK;
 }

@@ -8,7 +8,9 @@
  * collective), closes its log and exits 75. The next `--resume auto` loads the newest checkpoint
  * everywhere, then: every rank with a snapshot of the common step T loads it; a rank without one
  * (the dead one) takes a data-parallel replica's snapshot when there is one, else replays its own
- * stage's steps from the checkpoint to T alone, every message read from its neighbours' logs.
+ * stage's steps from the checkpoint to T, every message read from its neighbours' logs: alone, or
+ * with the ranks it shares a step's collectives with (its tp peers; its replica peers under ZeRO-1),
+ * who then replay too instead of loading their snapshots.
  * Anything missing or disagreeing falls back to the checkpoint, said in the log. */
 #ifndef MP_RECOVERY_H
 #define MP_RECOVERY_H
@@ -50,7 +52,11 @@ typedef struct {
     int replay;              /* this rank replays steps from .. target − 1 (recovery_replay_*) */
     int source;              /* the rank whose snapshot this rank loads (-1: it replays, or none) */
     int nreplay, nsnap;      /* ranks without a snapshot; snapshots found */
-    int nreplay_own;         /* ... of them, those that replay (the others take a replica's) */
+    int nreplay_own;         /* ranks that replay: the lost ones and their groups (rec_replayers) */
+    int ntook;               /* lost ranks that took a replica's snapshot */
+    int nloaded;             /* ranks that loaded their own snapshot (a survivor that replays does not) */
+    int group;               /* the replay runs the step's collectives with its stage's group (tp > 1,
+                                ZeRO-1): no rank of it stops early, so none waits alone */
 } recovery_plan_t;
 
 /* Collective over MPI_COMM_WORLD, after run_ckpt_resume: finds the snapshots, decides the plan (a

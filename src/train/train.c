@@ -69,6 +69,19 @@ static int train_boundary(const run_t *r, long t)
            (d->pipeline.replan_every > 0 && next % d->pipeline.replan_every == 0); /* a move may follow */
 }
 
+/* The step's buckets after its backward: every one when none overlapped it (in the same order), then
+ * the embeddings' (final once the tied sum is made), and the wait for them all. Their pieces are the
+ * same MPI calls either way, so the sums are the same bits (test_dp). */
+static void train_buckets_rest(run_t *r, int overlapped)
+{
+    if (!overlapped) {
+        train_grads_ready(r, PARAM_RANGE_FINAL);
+        for (int i = r->model.tab.nlayers - 1; i >= 0; i--) train_grads_ready(r, param_block_layer(&r->model.tab, i));
+    }
+    train_grads_ready(r, PARAM_RANGE_EMBED);
+    dp_buckets_wait(&r->dp);
+}
+
 double train_step_grads(run_t *r, long t, const exec_batch_t *src)
 {
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
@@ -81,14 +94,8 @@ double train_step_grads(run_t *r, long t, const exec_batch_t *src)
     if (r->pp > 1)
         wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the loss from the last stage");
     if (buckets) {
-        if (!overlap) { /* every bucket after the backward, in the same order */
-            train_grads_ready(r, PARAM_RANGE_FINAL);
-            for (int i = r->model.tab.nlayers - 1; i >= 0; i--)
-                train_grads_ready(r, param_block_layer(&r->model.tab, i));
-        }
-        train_grads_ready(r, PARAM_RANGE_EMBED);
         double t0 = perf_now();
-        dp_buckets_wait(&r->dp);
+        train_buckets_rest(r, overlap);
         trace_span(&r->trace, "gradient all-reduce wait", t, -1, t0);
     }
     if (r->dp_on) wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.replica, "the loss all-reduce");
@@ -134,12 +141,23 @@ static int train_replay(run_t *r, const recovery_plan_t *p, double *secs_p)
     const exec_batch_t src = train_batches(r);
     if (recovery_open(r) != MP_OK) return MP_ERR;
     recovery_replay_mode(r, 1);
-    for (long t = p->from; t < p->target && !recovery_replay_failed(r); t++) {
-        double v[2];
-        if (recovery_replay_scalars(r, t, v) != MP_OK) break;
+    /* a group (tp peers, ZeRO-1's replicas) runs every step's collectives together: a member that met
+     * a damaged message goes on with zeros to the last step, its result void (recovery_finish agrees) */
+    model_t *m = &r->model;
+    const int zero = r->dp_on && r->deck.parallel.zero;
+    for (long t = p->from; t < p->target && (p->group || !recovery_replay_failed(r)); t++) {
+        double v[2] = {0.0, 0.0};
+        if (recovery_replay_scalars(r, t, v) != MP_OK && !p->group) break;
         exec_step(&r->exec, t, (float)(1.0 / tokens), &src, NULL, 1);
-        if (recovery_replay_failed(r)) break;
-        train_apply(r, optim_lr(&r->optim, t), v[0], 0, r->model.tab.total);
+        if (recovery_replay_failed(r) && !p->group) break;
+        size_t s0 = 0, s1 = m->tab.total;
+        if (zero) { /* the replicas' reduce-scatter as the run made it, then this replica's shard */
+            train_buckets_rest(r, 0);
+            dp_shard_take(&r->dp, m->grads);
+            dp_shard_range(&r->dp, &s0, &s1);
+        }
+        train_apply(r, optim_lr(&r->optim, t), v[0], s0, s1);
+        if (zero) dp_allgather(&r->dp, m->params);
         r->step = t + 1;
         recovery_step_done(r, t, v[0], v[1]);
     }
