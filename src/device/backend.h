@@ -75,6 +75,9 @@ int be_init(backend_t *be, be_kind_t kind, arena_t *arena, size_t capacity, int 
 void be_destroy(backend_t *be);
 /* Whether model buffers are host memory (cpu): host code may read them in place. */
 static inline int be_host_visible(const backend_t *be) { return be->kind == BE_CPU; }
+/* Whether the kernels run on the CPU (cpu, emu) and so read host buffers beside device ones: a
+ * recomputation may hand them host memory (model_head_grad). */
+static inline int be_kernels_read_host(const backend_t *be) { return be->kind != BE_CUDA; }
 
 /* ---- the operations besides the kernels (those: be_kernels.h) ----
  * One entry each, X(return type, name, (parameters), (arguments)) as in be_kernels.h but with the

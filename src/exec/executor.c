@@ -319,6 +319,8 @@ void exec_free(exec_t *e)
     free(e->sub_loss);
     free(e->head_sum);
     free(e->head_in);
+    free(e->bnd_host);
+    e->bnd_host = NULL, e->bnd_host_n = 0;
     sched_free(&e->list);
     lower_free(&e->prog);
     for (int f = 0; f < 2; f++)
@@ -346,6 +348,21 @@ static int exec_tied(const exec_t *e)
 {
     const param_table_t *tab = &e->c.model->tab;
     return e->c.pp > 1 && e->c.embed_comm != MPI_COMM_NULL && tab->has_embed != tab->has_final;
+}
+
+/* dev (n floats) where the log's host-side code can read and write it: dev itself on the cpu backend,
+ * else a host copy (bnd_host, kept for the next). The copy is synchronous: the tied part once a step,
+ * a head input once a micro-batch on the last stage. */
+static float *exec_bnd_host(exec_t *e, const float *dev, size_t n)
+{
+    if (be_host_visible(e->c.be)) return (float *)dev;
+    if (n > e->bnd_host_n) {
+        free(e->bnd_host);
+        if (!(e->bnd_host = MP_MALLOC(n * sizeof(float)))) MP_ABORT("out of host memory for the boundary log's copies");
+        e->bnd_host_n = n;
+    }
+    be_to_host(e->c.be, e->bnd_host, dev, n * sizeof(float));
+    return e->bnd_host;
 }
 
 /* A replay's message from the log (into host memory x; a failure is the log's to record). */
@@ -425,23 +442,23 @@ static void exec_tied_sum(exec_t *e, long t)
     const param_entry_t *p = param_table_find(&md->tab, "wte");
     float *g = md->grads + p->offset;
     const int first = md->tab.has_embed;
-    if (e->bnd && !be_host_visible(e->c.be))
-        MP_ABORT("recovery.log: the tied embedding's gradient is logged from host memory only (a bug: the cpu "
-                 "backend was checked at start)");
-    if (e->bnd && e->bnd->sent && first) e->bnd->sent(e->bnd->ctx, t, -1, -1, EXEC_BND_TIED, g, p->numel);
+    /* the log and the replay's sum work on a host view of g (g itself on cpu) */
+    float *gh = e->bnd ? exec_bnd_host(e, g, p->numel) : g;
+    if (e->bnd && e->bnd->sent && first) e->bnd->sent(e->bnd->ctx, t, -1, -1, EXEC_BND_TIED, gh, p->numel);
     if (e->replay) { /* the other end's part, as the all-reduce would have added it (a + b either way round) */
         if (first) {
             if (!e->head_sum) MP_ABORT("replay of step %ld: the tied head's gradient was not recomputed (a bug)", t);
             /* the last stage's wte gradient is 0 + its head's part (model_grads_finish): +0.0 for −0.0 */
-            for (size_t i = 0; i < p->numel; i++) g[i] += 0.0f + e->head_sum[i];
+            for (size_t i = 0; i < p->numel; i++) gh[i] += 0.0f + e->head_sum[i];
             memset(e->head_sum, 0, p->numel * sizeof(float));
-            return;
+        } else {
+            float *other = MP_MALLOC(p->numel * sizeof(float));
+            if (!other) MP_ABORT("out of memory replaying the tied-embedding gradient sum");
+            exec_replay_recv(e, t, -1, -1, EXEC_BND_TIED, other, p->numel);
+            for (size_t i = 0; i < p->numel; i++) gh[i] += other[i];
+            free(other);
         }
-        float *other = MP_MALLOC(p->numel * sizeof(float));
-        if (!other) MP_ABORT("out of memory replaying the tied-embedding gradient sum");
-        exec_replay_recv(e, t, -1, -1, EXEC_BND_TIED, other, p->numel);
-        for (size_t i = 0; i < p->numel; i++) g[i] += other[i];
-        free(other);
+        if (gh != g) be_to_device(e->c.be, g, gh, p->numel * sizeof(float));
         return;
     }
     be_allreduce(e->c.be, g, p->numel, MPI_SUM, e->c.embed_comm,
@@ -753,7 +770,7 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         }
         if (at.pt->final && exec_tied(e) && e->bnd && e->bnd->sent && !e->replay)
             e->bnd->sent(e->bnd->ctx, t, at.mb, in->chunk, EXEC_BND_HEAD,
-                         model_head_input(stash_get(&e->stash, at.key)), e->n_act);
+                         exec_bnd_host(e, model_head_input(stash_get(&e->stash, at.key)), e->n_act), e->n_act);
         break;
     case OP_BACKWARD:
         if (subs) subs->select(subs->ctx, at.bt);

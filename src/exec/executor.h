@@ -152,6 +152,9 @@ typedef struct {
     float *head_sum;          /* a replay of the first stage: the last stage's part of the tied gradient,
                                  recomputed micro-batch by micro-batch (V·C floats, host) */
     float *head_in;           /* ... and the logged input of one micro-batch's head (N·C floats) */
+    float *bnd_host;          /* off the cpu backend: the host copy a logged tensor of device memory (the
+                                 tied part, a head input) is read from, and a replay adds the tied sum in */
+    size_t bnd_host_n;        /* ... its floats */
 } exec_t;
 
 /* The stage's memory plan (memory.device_limit): every byte the arena will hold, from the lists and

@@ -880,8 +880,9 @@ const float *model_head_input(const acts_t *a) { return a->lnf; }
 int model_head_grad(model_t *m, const float *lnf, const int *targets, int B, float dloss, float *grad_head_p)
 {
     const int N = B * m->cfg.seq_len, C = m->cfg.dim, V = tp_V(m);
-    if (m->tab.tp != 1 || !be_host_visible(m->be))
-        return MP_FAIL("the tied head's gradient is recomputed at tp = 1 in host memory only");
+    if (m->tab.tp != 1 || !be_kernels_read_host(m->be))
+        return MP_FAIL("the tied head's gradient is recomputed at tp = 1 by kernels that read host memory (cpu, emu) "
+                       "only");
     float *probs = MP_MALLOC((size_t)N * V * sizeof(float)), *losses = MP_MALLOC((size_t)N * sizeof(float));
     int rc = probs && losses ? MP_OK : MP_ERR;
     if (rc == MP_OK) { /* model_forward_part's head, then model_backward_part's, without the input gradient */

@@ -18,6 +18,7 @@ thread each, in one invocation:
 
   /usr/bin/python3 validation/bench/bench_recovery.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
       [--runs 3] [--shapes small,124m] [--kill-step 19] [--timeout 3] [--launch "mpiexec ..."]
+      [--device cpu|emu]
 
 Prints markdown tables; docs/PERFORMANCE.md has the figures with the command and the CPU.
 """
@@ -47,7 +48,8 @@ def sets(a, shape, out_steps):
     s = {"model.layers": L, "model.dim": C, "model.heads": NH, "model.seq_len": T, "model.vocab": V,
          "train.batch": B, "train.micro_batch": MB, "train.steps": out_steps, "train.warmup": 1,
          "train.eval_every": 0, "train.log_every": 1, "train.threads": 1, "parallel.pp": 2,
-         "checkpoint.every": 0, "checkpoint.final": 0, "data.path": a.data, "parallel.timeout": 600}
+         "checkpoint.every": 0, "checkpoint.final": 0, "data.path": a.data, "parallel.timeout": 600,
+         "train.device": a.device}
     out = []
     for k, v in s.items():
         out += ["--set", "%s=%s" % (k, v)]
@@ -168,6 +170,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=3.0)
     ap.add_argument("--launch", default="mpiexec -disable-auto-cleanup")
     ap.add_argument("--skip", default="", help="overhead or recovery: leave that part out")
+    ap.add_argument("--device", default="cpu", help="train.device: cpu, or emu (the device path: the tied part and "
+                    "the head inputs logged through host copies of device memory)")
     a = ap.parse_args()
     a.mindpipe = os.path.abspath(a.mindpipe)
     a.data = os.path.abspath(a.data)
