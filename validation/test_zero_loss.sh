@@ -6,8 +6,9 @@
 # a data-parallel replica's snapshot taken), and the step-40 losses and checkpoint are bitwise those
 # of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2,
 # zb1p pp = 2, dp = 2 x pp = 2, ZeRO-1 dp = 2 x pp = 2 (the replica group replays), tp = 2 x pp = 2
-# (the tp group replays), tp = 2 x dp = 2 (a replica's snapshot), and on emu pp = 2 (the first
-# stage) and ZeRO-1 dp = 2 x pp = 2; the layouts refused with recovery.log (balance, live migration, a
+# (the tp group replays), tp = 2 x dp = 2 (a replica's snapshot), the V placement (zbv pp = 2 first
+# stage, dualpipev pp = 2 last stage, zbv pp = 4 a middle stage), and on emu pp = 2 (the first stage)
+# and ZeRO-1 dp = 2 x pp = 2; the layouts refused with recovery.log (balance, live migration, a
 # supernet); then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -86,6 +87,13 @@ ok $? "tp2_last: tp = 2, rank 3 (stage 1) lost: its tp group replayed steps 11 t
 s=$(pick_step); lose tp2dp2 4 1 "$s" --set parallel.tp=2 --set parallel.dp=2 --set train.micro_batch=2
 grep -q "3 rank(s) loaded their own snapshot; 1 took a data-parallel replica's snapshot" "$SCRATCH/tp2dp2/log.txt"
 ok $? "tp2dp2: tp rank 1 lost, its replica's snapshot taken"
+
+# the V placement (zbv, dualpipev): its turn is a copy inside the stage that the replay makes again, and
+# the tied embedding's two ends sit on stage 0, so nothing of it crosses a stage
+s=$(pick_step); lose zbv_first 2 0 "$s" --set parallel.pp=2 --set parallel.schedule=zbv --set train.micro_batch=2
+s=$(pick_step); lose dpv_last 2 1 "$s" --set parallel.pp=2 --set parallel.schedule=dualpipev --set train.micro_batch=2
+s=$(pick_step); lose zbv4_mid 4 2 "$s" --set parallel.pp=4 --set parallel.schedule=zbv --set train.micro_batch=1 \
+    --set model.layers=8
 
 # the emu backend (device memory unreadable outside its calls): the tied part and the head inputs
 # logged through host copies, the first stage's replay adding the tied sum on a host copy

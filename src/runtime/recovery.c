@@ -41,9 +41,6 @@ const char *recovery_unsupported(const run_t *r)
 {
     const deck_t *d = &r->deck;
     if (d->parallel.schedule_kind == DECK_SCHED_2BW) return "2bw (its delayed weights cross the step boundary)";
-    if (sched_kind_place(run_sched_kind_of(d)) == SCHED_PLACE_V)
-        return "the V placement of zbv and dualpipev (its turn is a copy inside a stage, no logged message, and the "
-               "tied embedding's two ends sit on one stage: the replay is written for the loop placement)";
     if (r->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
     /* emu runs the device path in CI (host copies of device memory for the tied part and the head
      * inputs, the replay's sums on host copies); on cuda those copies would stall the stream and the
