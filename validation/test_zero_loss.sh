@@ -7,9 +7,9 @@
 # of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2,
 # zb1p pp = 2, dp = 2 x pp = 2, ZeRO-1 dp = 2 x pp = 2 (the replica group replays), tp = 2 x pp = 2
 # (the tp group replays), tp = 2 x dp = 2 (a replica's snapshot), the V placement (zbv pp = 2 first
-# stage, dualpipev pp = 2 last stage, zbv pp = 4 a middle stage), and on emu pp = 2 (the first stage)
+# stage, dualpipev pp = 2 last stage, zbv pp = 4 a middle stage), 2bw pp = 2 (either stage), and on emu pp = 2 (the first stage)
 # and ZeRO-1 dp = 2 x pp = 2; the layouts refused with recovery.log (balance, live migration, a
-# supernet); then the fallbacks: a layout that cannot be rebuilt from logs, a damaged
+# supernet); then the fallbacks: the first stage of a tied embedding at tp = 2, a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it compares checkpoints (compare_runs.py, h5py)
@@ -95,6 +95,11 @@ s=$(pick_step); lose dpv_last 2 1 "$s" --set parallel.pp=2 --set parallel.schedu
 s=$(pick_step); lose zbv4_mid 4 2 "$s" --set parallel.pp=4 --set parallel.schedule=zbv --set train.micro_batch=1 \
     --set model.layers=8
 
+# 2bw: with the log every step drains (the same bits as the uninterrupted run, which drains only at
+# checkpoints), and the snapshots hold both weight versions
+s=$(pick_step); lose bw_first 2 0 "$s" --set parallel.pp=2 --set parallel.schedule=2bw --set train.micro_batch=2
+s=$(pick_step); lose bw_last 2 1 "$s" --set parallel.pp=2 --set parallel.schedule=2bw --set train.micro_batch=2
+
 # the emu backend (device memory unreadable outside its calls): the tied part and the head inputs
 # logged through host copies, the first stage's replay adding the tied sum on a host copy
 s=$(pick_step); lose emu_first 2 0 "$s" --set parallel.pp=2 --set train.device=emu
@@ -102,11 +107,7 @@ s=$(pick_step); lose emu_zero 4 3 "$s" --set parallel.pp=2 --set parallel.dp=2 -
     --set train.device=emu
 
 # ---- fallbacks: each said, and the run still equals the uninterrupted one ----
-# a layout whose state cannot be rebuilt from logs: nothing is logged, said once
-# shellcheck disable=SC2086
-run 2 twobw $COMMON --set parallel.pp=2 --set parallel.schedule=2bw --set train.steps=6 --set recovery.log=1
-grep -q "recovery.log=1: nothing is logged on this layout: 2bw" "$SCRATCH/twobw/log.txt"
-ok $? "2bw: nothing is logged, the log says why (2bw)"
+# (the layouts that log nothing, cuda and NCCL pipeline messages, need a GPU: none here)
 # the first stage of a tied embedding at tp = 2 is not replayed (its head gradient is recomputed at
 # tp = 1 only): said, and the resume falls back to the checkpoint, still the uninterrupted run
 first_run tp2_first 4 0 15 --set parallel.pp=2 --set parallel.tp=2

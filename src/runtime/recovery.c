@@ -16,6 +16,9 @@
 #include "run_ckpt.h"
 #include "signals.h"
 
+/* The host buffers a snapshot is read into: weights, m, v, and 2bw's previous weights. */
+#define REC_BUFS 4
+
 /* What the writer may hold before a put waits for it: a few steps of the small shapes, a fraction
  * of one step of 124M's (whose activations are 24 MiB per micro-batch per boundary). */
 #define RECOVERY_QUEUE_BYTES ((size_t)256 << 20)
@@ -39,8 +42,6 @@ static struct recovery_s *rec_get(run_t *r)
  * run.c's run_refuse_recovery.) */
 const char *recovery_unsupported(const run_t *r)
 {
-    const deck_t *d = &r->deck;
-    if (d->parallel.schedule_kind == DECK_SCHED_2BW) return "2bw (its delayed weights cross the step boundary)";
     if (r->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
     /* emu runs the device path in CI (host copies of device memory for the tied part and the head
      * inputs, the replay's sums on host copies); on cuda those copies would stall the stream and the
@@ -233,7 +234,12 @@ static int rec_snapshot_write(run_t *r)
     snprintf(st.schedule, sizeof st.schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
     snprintf(st.run_id, sizeof st.run_id, "%s", r->run_id);
     const param_table_t tab = rec_snap_table(r);
-    const int rc = ckpt_write(path, &tab, host[0], host[1], host[2], &st, r->deck_text);
+    /* 2bw: both weight versions (W(t), which the next step's forwards read, and W(t+1)) */
+    float *old = m->params_old ? run_ckpt_host_copy(r, m->params_old, n) : NULL;
+    st.weight_versions = old ? 2 : 1;
+    const ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = &tab, .owner = 1, .bufs = {host[0], old, host[1], host[2]}};
+    const int rc = ckpt_write_parallel(path, &tab, &pt, &st, r->deck_text);
+    if (old) run_ckpt_host_release(r, old, m->params_old);
     run_ckpt_host_release(r, host[0], m->params);
     if (s0 == 0 && s1 == n) {
         run_ckpt_host_release(r, host[1], m->m);
@@ -328,7 +334,8 @@ static int rec_snap_deck_same(const run_t *r, const char *text, const char *name
     return rc;
 }
 
-/* A snapshot read whole into host buffers (b: 3 × tab.total floats), checked against this run:
+/* A snapshot read whole into host buffers (b: REC_BUFS × tab.total floats: weights, AdamW's m and v,
+ * and under 2bw the previous weight version), checked against this run:
  * its run id, its layout (rank's), the deck it was computed with (rec_same_keys) and a step. MP_OK
  * with the step and AdamW's counter, or MP_ERR with why in why_p (quiet when the file is absent). */
 static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_p, char *why_p, size_t n)
@@ -343,7 +350,9 @@ static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_
     const size_t total = r->model.tab.total;
     ckpt_state_t st = {0};
     const param_table_t tab = rec_snap_table(r);
-    if (ckpt_read(path, &tab, b, b + total, b + 2 * total, &st) != MP_OK) {
+    const ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = &tab, .owner = 1,
+                            .bufs = {b, r->model.params_old ? b + 3 * total : NULL, b + total, b + 2 * total}};
+    if (ckpt_read_parallel(path, &tab, &pt, &st) != MP_OK) {
         snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 does not read back (above)", rank);
         return MP_ERR;
     }
@@ -370,6 +379,7 @@ static void rec_to_device(run_t *r, const float *b)
     be_to_device(&r->be, m->params, b, bytes);
     be_to_device(&r->be, m->m, b + total + s0, (s1 - s0) * sizeof(float));
     be_to_device(&r->be, m->v, b + 2 * total + s0, (s1 - s0) * sizeof(float));
+    if (m->params_old) be_to_device(&r->be, m->params_old, b + 3 * total, bytes);
 }
 
 /* ZeRO-1 over dp > 1: each replica holds its own shard of the moments, so no replica's snapshot
@@ -522,7 +532,7 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     if (!r->deck.recovery.log || !r->opts.resume) return MP_OK;
     const int W = r->world;
     const size_t total = r->model.tab.total;
-    float *b = MP_MALLOC(3 * (total ? total : 1) * sizeof *b);
+    float *b = MP_MALLOC(REC_BUFS * (total ? total : 1) * sizeof *b);
     long *snap = MP_MALLOC((size_t)W * sizeof *snap), mine = -1, adam = 0;
     if (!b || !snap) MP_ABORT("out of memory reading the survivors' snapshots");
     char why[1200] = "";

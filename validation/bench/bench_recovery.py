@@ -18,7 +18,7 @@ thread each, in one invocation:
 
   /usr/bin/python3 validation/bench/bench_recovery.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
       [--runs 3] [--shapes small,124m] [--kill-step 19] [--timeout 3] [--launch "mpiexec ..."]
-      [--device cpu|emu]
+      [--device cpu|emu] [--schedule 1f1b|2bw|...]
 
 Prints markdown tables; docs/PERFORMANCE.md has the figures with the command and the CPU.
 """
@@ -49,7 +49,7 @@ def sets(a, shape, out_steps):
          "train.batch": B, "train.micro_batch": MB, "train.steps": out_steps, "train.warmup": 1,
          "train.eval_every": 0, "train.log_every": 1, "train.threads": 1, "parallel.pp": 2,
          "checkpoint.every": 0, "checkpoint.final": 0, "data.path": a.data, "parallel.timeout": 600,
-         "train.device": a.device}
+         "train.device": a.device, "parallel.schedule": a.schedule}
     out = []
     for k, v in s.items():
         out += ["--set", "%s=%s" % (k, v)]
@@ -170,6 +170,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=3.0)
     ap.add_argument("--launch", default="mpiexec -disable-auto-cleanup")
     ap.add_argument("--skip", default="", help="overhead or recovery: leave that part out")
+    ap.add_argument("--schedule", default="1f1b", help="parallel.schedule (2bw: with the log every step drains, "
+                    "so the overhead includes the flush)")
     ap.add_argument("--device", default="cpu", help="train.device: cpu, or emu (the device path: the tied part and "
                     "the head inputs logged through host copies of device memory)")
     a = ap.parse_args()
