@@ -667,21 +667,27 @@ static void embed_forward(model_t *m, acts_t *a, prof_t *p)
 
 /* Softmax cross-entropy of the logits in a->probs; vocab-parallel at tp > 1 (no rank ever holds
  * all B×T×V logits). */
-static void xent_forward(model_t *m, acts_t *a, scratch_t *s, prof_t *p)
+static void xent_forward_on(model_t *m, float *losses, float *probs, const int *targets, int N, float *xmax, float *xsum,
+                            float *xtgt, prof_t *p)
 {
-    const int N = a->B * m->cfg.seq_len, Vl = tp_V(m), v0 = tp_v0(m);
+    const int Vl = tp_V(m), v0 = tp_v0(m);
     if (m->tab.tp == 1) {
-        PROF(p, PROF_XENT, be_crossentropy_forward(m->be, a->losses, a->probs, a->d_targets, N, Vl));
+        PROF(p, PROF_XENT, be_crossentropy_forward(m->be, losses, probs, targets, N, Vl));
         return;
     }
     int valid = m->cfg.vocab - v0;
     valid = valid < 0 ? 0 : valid > Vl ? Vl : valid;
-    PROF(p, PROF_XENT, be_xent_local_max(m->be, s->xmax, s->xtgt, a->probs, a->d_targets, N, Vl, v0, valid));
-    tp_reduce(m, s->xmax, (size_t)N, MPI_MAX);
-    PROF(p, PROF_XENT, be_xent_local_expsum(m->be, s->xsum, a->probs, s->xmax, N, Vl, valid));
-    tp_reduce(m, s->xsum, (size_t)N, MPI_SUM);
-    tp_reduce(m, s->xtgt, (size_t)N, MPI_SUM);
-    PROF(p, PROF_XENT, be_xent_finish(m->be, a->losses, a->probs, s->xmax, s->xsum, s->xtgt, N, Vl));
+    PROF(p, PROF_XENT, be_xent_local_max(m->be, xmax, xtgt, probs, targets, N, Vl, v0, valid));
+    tp_reduce(m, xmax, (size_t)N, MPI_MAX);
+    PROF(p, PROF_XENT, be_xent_local_expsum(m->be, xsum, probs, xmax, N, Vl, valid));
+    tp_reduce(m, xsum, (size_t)N, MPI_SUM);
+    tp_reduce(m, xtgt, (size_t)N, MPI_SUM);
+    PROF(p, PROF_XENT, be_xent_finish(m->be, losses, probs, xmax, xsum, xtgt, N, Vl));
+}
+
+static void xent_forward(model_t *m, acts_t *a, scratch_t *s, prof_t *p)
+{
+    xent_forward_on(m, a->losses, a->probs, a->d_targets, a->B * m->cfg.seq_len, s->xmax, s->xsum, s->xtgt, p);
 }
 
 model_part_t model_whole(const model_t *m)
@@ -880,18 +886,18 @@ const float *model_head_input(const acts_t *a) { return a->lnf; }
 int model_head_grad(model_t *m, const float *lnf, const int *targets, int B, float dloss, float *grad_head_p)
 {
     const int N = B * m->cfg.seq_len, C = m->cfg.dim, V = tp_V(m);
-    if (m->tab.tp != 1 || !be_kernels_read_host(m->be))
-        return MP_FAIL("the tied head's gradient is recomputed at tp = 1 by kernels that read host memory (cpu, emu) "
-                       "only");
-    float *probs = MP_MALLOC((size_t)N * V * sizeof(float)), *losses = MP_MALLOC((size_t)N * sizeof(float));
-    int rc = probs && losses ? MP_OK : MP_ERR;
-    if (rc == MP_OK) { /* model_forward_part's head, then model_backward_part's, without the input gradient */
+    if (!be_kernels_read_host(m->be))
+        return MP_FAIL("the tied head's gradient is recomputed by kernels that read host memory (cpu, emu) only");
+    float *probs = MP_MALLOC((size_t)N * V * sizeof(float)), *x = MP_MALLOC(4 * (size_t)N * sizeof(float));
+    int rc = probs && x ? MP_OK : MP_ERR;
+    if (rc == MP_OK) { /* model_forward_part's head, then model_backward_part's, without the input gradient;
+                        * at tp > 1 the vocabulary-parallel softmax's sums with the tp peers, who all do this */
         be_matmul_forward(m->be, probs, lnf, m->p.wte, NULL, N, C, V);
-        be_crossentropy_forward(m->be, losses, probs, targets, N, V);
-        be_crossentropy_backward(m->be, probs, probs, targets, dloss, N, V, 0);
+        xent_forward_on(m, x, probs, targets, N, x + N, x + 2 * (size_t)N, x + 3 * (size_t)N, NULL);
+        be_crossentropy_backward(m->be, probs, probs, targets, dloss, N, V, tp_v0(m));
         be_matmul_backward(m->be, NULL, grad_head_p, NULL, probs, lnf, m->p.wte, N, C, V);
     }
-    free(losses);
+    free(x);
     free(probs);
     return rc;
 }

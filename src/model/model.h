@@ -252,8 +252,10 @@ void wstash_destroy(wstash_t *ws, arena_t *arena);
  * alone: grad_head_p (V,C) += what model_backward_part adds to m->grad_head for that micro-batch,
  * given lnf (N,C: the final layer norm's output), the micro-batch's targets (N) and dloss. The same
  * kernels in the same order on the same inputs: the same bits at equal threads. For the replay of a
- * lost first stage, which holds wte (tied) but not the head (recovery.log; tp = 1, host memory).
- * MP_OK, or MP_ERR (allocation, or tp > 1). */
+ * lost first stage, which holds wte (tied) but not the head (recovery.log). At tp > 1 (this rank's
+ * vocabulary shard) the softmax's sums go over m's tp communicator: every tp peer calls it alike, as
+ * they do when they replay together. Kernels that read host memory only (cpu, emu). MP_OK, or
+ * MP_ERR (allocation, or cuda). */
 int model_head_grad(model_t *m, const float *lnf, const int *targets, int B, float dloss, float *grad_head_p);
 /* The head's input (N,C) of a micro-batch whose forward through the head filled a. */
 const float *model_head_input(const acts_t *a);

@@ -416,15 +416,12 @@ static void rec_replayers(const run_t *r, const long *snap, int *replays)
 }
 
 /* Why this rank cannot replay (filled, nonzero), or 0. Plain dp > 1: the step's gradient sum needs the
- * replicas that do not replay. The first stage of a tied embedding recomputes the head's part of its
- * gradient from the logged head inputs on one rank's whole vocabulary: at tp = 1 only. */
+ * replicas that do not replay. (The first stage of a tied embedding at tp > 1 recomputes the head's
+ * part of its gradient with its tp peers, who replay with it: model_head_grad's softmax sums.) */
 static int rec_replay_refused(const run_t *r, char *why, size_t n)
 {
     if (!rec_sharded_dp(r) && r->grid.size[GRID_DP] > 1)
         return snprintf(why, n, "rank %d has no replica's snapshot to take", r->rank), 1;
-    if (r->grid.size[GRID_TP] > 1 && r->pp > 1 && r->model.tab.has_embed && !r->model.tab.has_final)
-        return snprintf(why, n, "rank %d (stage 0, tp = %d) would replay the tied embedding's first end, whose head "
-                        "gradient is recomputed at tp = 1 only", r->rank, r->grid.size[GRID_TP]), 1;
     return 0;
 }
 
