@@ -75,9 +75,10 @@ COMMON = {"model.layers": 4, "train.steps": STEPS, "train.threads": 1, "checkpoi
           "checkpoint.keep": 0, "parallel.timeout": 3, "checkpoint.timeout": 8, "parallel.wait": "yield",
           "train.log_every": 1, "train.eval_every": 0}
 DEADLINE_S = 120  # a faulty run must end (or its survivors exit) within this
-# a rank lost after the run's results are written leaves its peers in MPI_Finalize (MPICH waits for
-# every process there), which MINDPIPE_FINALIZE_TIMEOUT bounds (default 300 s; here 15 s)
-ENV = dict(os.environ, MINDPIPE_FINALIZE_TIMEOUT="15")
+# a rank lost before MPI_Init completes, or after the run's results are written, leaves its peers in
+# MPI_Init or MPI_Finalize (MPICH waits for every process there), which MINDPIPE_INIT_TIMEOUT and
+# MINDPIPE_FINALIZE_TIMEOUT bound (defaults 600 s and 300 s; here 20 s and 15 s, under the deadline)
+ENV = dict(os.environ, MINDPIPE_INIT_TIMEOUT="20", MINDPIPE_FINALIZE_TIMEOUT="15")
 
 
 def draw(seed, i, faults=None):
