@@ -35,4 +35,19 @@ hang pp 2 "for receive .* from rank 1 (stage 1)" "rank 0 (dp 0, tp 0, pp 0, sp 0
 hang dp4 4 "one or more of its peers (ranks [0-3], [0-3] and [0-3]) did not take part" \
     "rank [013] (dp [013], .*): waited more than parallel.timeout = 3 s for .*: one or more of its peers (ranks [0-3], [0-3] and [0-3])" \
     "dp=4, rank 2 stopped in a collective" --set parallel.dp=4 --set train.micro_batch=2 --set debug.fail_at=2:4:hang
+# A rank that never reaches the run's first agreement (its deck is a FIFO no one writes: it waits in
+# the open) after MPI_Init: before the fix its peer waited in that MPI_Allreduce forever, since no deck
+# deadline exists yet; MPI_Init's deadline (MINDPIPE_INIT_TIMEOUT) now lasts until the run's watchdog
+# is armed, so both end with the message (found by validation/chaos: a second kill just after MPI_Init)
+mkfifo "$SCRATCH/deck.fifo"
+t0=$(date +%s)
+MINDPIPE_INIT_TIMEOUT=4 timeout 60 $MPIEXEC -n 2 sh -c 'if [ "${PMI_RANK:-0}" = 1 ]; then d=$1; else d=$2; fi; shift 2;
+    exec "$@" -c "$d"' x "$SCRATCH/deck.fifo" "$MP_SRCDIR/validation/decks/train.ini" "$MINDPIPE" train \
+    --set data.path="$data" --quiet --out "$SCRATCH/fifo" > "$SCRATCH/fifo.log" 2>&1
+rc=$?
+el=$(( $(date +%s) - t0 ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $el -lt 40 ] &&
+    grep -q "the run's first agreements after it (the deck, the grid), did not complete within MINDPIPE_INIT_TIMEOUT" \
+        "$SCRATCH/fifo.log"
+ok $? "a rank stuck before the run's first agreement: the job ends at MINDPIPE_INIT_TIMEOUT naming it (exit $rc, ${el} s)"
 done_testing

@@ -116,7 +116,7 @@ static int cmd_cli_reference(cli_t *c)
 #define END_OPTS {NULL, NULL, NULL, 0}
 
 static const command_t commands[] = {
-    {"train", CMD_MPI, cmd_train,
+    {"train", CMD_MPI | CMD_RUN, cmd_train,
      "[-c DECK] [--set section.key=value]... [--out DIR] [--resume PATH|auto | --restart] [--init-from hf:DIR]\n"
      "         [--quiet]",
      "train the deck's model (under mpiexec: on every rank of the job's layout)",
@@ -162,7 +162,7 @@ static const command_t commands[] = {
      "a checkpoint's step, layout, deck and every tensor with its checksum status",
      {END_OPTS},
      "exit status 0 when every checksum verifies, 1 otherwise (a damaged file is reported, never crashes)\n"},
-    {"eval", CMD_MPI, cmd_eval, "-c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]",
+    {"eval", CMD_MPI | CMD_RUN, cmd_eval, "-c DECK --ckpt CKPT.h5 [--subnet 0,2,1] [--set ...]",
      "val_loss of a checkpoint, on any layout",
      {DECK_OPT(0, "the deck (the model and the data)"),
       SET_OPT,
@@ -264,7 +264,7 @@ static const command_t commands[] = {
                         "a standby; a standby restarted after a promotion runs in its dead primary's)", 0},
       END_OPTS},
      ""},
-    {"search", CMD_MPI, cmd_search,
+    {"search", CMD_MPI | CMD_RUN, cmd_search,
      "-c DECK --ckpt CKPT.h5 --out DIR [--method evolution|random] [--population 8] [--generations 4]\n"
      "         [--mutation 0.2] [--max-params N] [--max-flops N] [--seed S]",
      "search a supernet's subnets by val_loss",
@@ -282,7 +282,7 @@ static const command_t commands[] = {
       {"--quiet", NULL, "no console output", 0},
       END_OPTS},
      ""},
-    {"debug-grads", CMD_MPI, cmd_debug_grads, "-c DECK [--set ...] --out FILE.h5",
+    {"debug-grads", CMD_MPI | CMD_RUN, cmd_debug_grads, "-c DECK [--set ...] --out FILE.h5",
      "step-0 gradients for the PyTorch check (one rank)",
      {DECK_OPT(1, "the deck"),
       SET_OPT,

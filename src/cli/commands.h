@@ -49,6 +49,8 @@ typedef struct {
                           * never do: no UCX transport is opened, so a serving process or a file tool
                           * holds no listener beyond what it asks for (docs/SERVING.md "What listens") */
 #define CMD_POSITIONAL 2 /* takes one argument that is not an option (inspect's file) */
+#define CMD_RUN 4        /* sets up a run (run_setup): MPI_Init's deadline lasts until the run's watchdog
+                          * is armed (mpi_startup_deadline_end) */
 
 /* One option of one command, as its help shows it. */
 typedef struct {

@@ -20,8 +20,9 @@
 static void on_init_timeout(int sig)
 {
     (void)sig;
-    static const char msg[] = "mindpipe: fatal: MPI_Init did not complete within MINDPIPE_INIT_TIMEOUT seconds "
-                              "(default 600): a rank of the job did not start, died or stopped before it; exiting\n";
+    static const char msg[] = "mindpipe: fatal: MPI_Init, or the run's first agreements after it (the deck, the "
+                              "grid), did not complete within MINDPIPE_INIT_TIMEOUT seconds (default 600): a rank "
+                              "of the job did not start, died or stopped before it; exiting\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
     _exit(1);
@@ -59,7 +60,7 @@ static long env_seconds(const char *name, long def)
 /* MPI for the commands that need it (CMD_MPI): the others never call MPI_Init, so they open none
  * of UCX's transports (its TCP one listens on every interface) and run where MPI cannot start; their
  * fatal errors end in exit(1), not MPI_Abort (check.h). Returns with MPI up, or ends the process. */
-static void mpi_start(int *argc, char ***argv)
+static void mpi_start(int *argc, char ***argv, int run)
 {
     int provided, rank;
     /* MPI_Init waits for every rank of the job; one that never starts (or stops) would hold it
@@ -79,8 +80,9 @@ static void mpi_start(int *argc, char ***argv)
     /* the NCCL stand-in calls MPI from its progress thread (gpu_share.h) */
     const int level = gpu_share_nccl_standin() ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
     MPI_CHECK(MPI_Init_thread(argc, argv, level, &provided));
-    alarm(0);
-    signal(SIGALRM, SIG_DFL);
+    /* a run's first agreements (the deck, the grid) block in MPI too, before its watchdog exists: the
+     * deadline lasts until run_layout arms that (mpi_startup_deadline_end) */
+    if (!run) mpi_startup_deadline_end();
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     /* errors come back to MPI_CHECK (file, line, MPI's message) instead of MPICH's abort; every
      * communicator made from this one inherits it. A peer's death then surfaces in the wait that
@@ -119,9 +121,10 @@ int main(int argc, char **argv)
     if (!with_mpi && pmi_size && strtol(pmi_size, NULL, 10) > 1) /* a launcher's own number */
         return MP_ERROR("'%s' runs in one process and without MPI: start it without mpiexec/srun -n (the "
                         "launcher started %s)", argv[1], pmi_size), 2;
-    if (with_mpi) mpi_start(&argc, &argv);
+    if (with_mpi) mpi_start(&argc, &argv, cmd->flags & CMD_RUN);
     device_report_init();
     int rc = cmd->handler(&cli);
+    if (with_mpi) mpi_startup_deadline_end(); /* a run refused before its watchdog */
     if (with_mpi) {
         const long fin_timeout = env_seconds("MINDPIPE_FINALIZE_TIMEOUT", 300);
         finalize_status = rc;

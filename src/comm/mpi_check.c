@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -24,6 +25,8 @@ static void mpi_check_abort_job(void)
     nanosleep(&pause, NULL);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
+
+void mpi_startup_deadline_end(void) { alarm(0); }
 
 void mpi_check_init(int rank)
 {

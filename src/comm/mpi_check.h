@@ -10,4 +10,11 @@ void mpi_check_init(int rank);
  * it: their code paths must then call no MPI function but this one). Callable at any time. */
 int mpi_check_up(void);
 
+/* The start-up deadline. main arms SIGALRM (MINDPIPE_INIT_TIMEOUT) before MPI_Init and, for a command
+ * that sets up a run (CMD_RUN), keeps it through the run's first agreements (the deck, the grid):
+ * blocking MPI calls before any deck deadline exists, where a peer that died after MPI_Init left the
+ * others waiting forever (a second kill during a recovery found it: validation/chaos). The run ends
+ * it here once its own watchdog holds the start-up (run_layout). Idempotent. */
+void mpi_startup_deadline_end(void);
+
 #endif

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "mpi_check.h"
 #include "deck_model.h"
 #include "device.h"
 #include "kernels.h"
@@ -822,6 +823,7 @@ static int run_layout(run_t *r, const run_opts_t *o)
      * peer, ended healthy start-ups on a busy host (test_zero_loss_slurm in a CI beside other work) */
     watchdog_arm(&r->wd, "the start-up (data, model, memory plan, run directory)", "checkpoint.timeout",
                  d->checkpoint.timeout);
+    mpi_startup_deadline_end(); /* the watchdog holds the start-up from here (main armed MPI_Init's) */
     r->optim = optim_cfg_from_deck(d);
     /* deck_validate: batch is a multiple of micro_batch × dp; a supernet replica (sp) runs each of its
      * subnets' whole batches */

@@ -153,6 +153,19 @@ def run_hang(cmd, log, out, n):
     return p.returncode, gone if gone is not None else time.time() - t0
 
 
+def stacks(out, f):
+    """Where each process of run out waits (gdb's backtrace, when gdb is there), into file f: a hang's
+    trial says where it hung."""
+    if not shutil.which("gdb"):
+        return
+    for q in pids_of(out):
+        r = subprocess.run(["gdb", "-p", str(q), "-batch", "-ex", "bt"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, timeout=60)
+        f.write(("== pid %d\n" % q).encode() + "".join(l + "\n" for l in r.stdout.splitlines()
+                                                     if l.startswith("#")).encode())
+        f.flush()
+
+
 def stopped(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:
@@ -279,6 +292,7 @@ def trial(a, i, tmp, refs):
             try:
                 p.wait(timeout=DEADLINE_S)
             except subprocess.TimeoutExpired:
+                stacks(out, f)
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait()
                 res["hang"] = True
