@@ -89,16 +89,22 @@ static void fill(float *x, size_t n, float scale)
     for (size_t i = 0; i < n; i++) x[i] = scale * ((float)(i % 97) - 48.25f) + 1e-3f * (float)i;
 }
 
+/* A cpu backend on a fresh arena for the tests below (its waits: the static config, which the
+ * backend keeps a pointer to). MP_OK, or MP_ERR after a failing check. */
+static int cpu_backend(backend_t *cpu, arena_t *arena)
+{
+    static const wait_cfg_t wait = {.yield = 0, .timeout = 10.0};
+    arena_init(arena, 0);
+    if (be_init(cpu, BE_CPU, arena, 0, 0, 0, &wait) == MP_OK) return MP_OK;
+    tap_ok(0, "be_init cpu");
+    return MP_ERR;
+}
+
 static void test_one_replica(int zero)
 {
-    wait_cfg_t wait = {.yield = 0, .timeout = 10.0};
     arena_t arena;
-    arena_init(&arena, 0);
     backend_t cpu;
-    if (be_init(&cpu, BE_CPU, &arena, 0, 0, 0, &wait) != MP_OK) {
-        tap_ok(0, "be_init cpu");
-        return;
-    }
+    if (cpu_backend(&cpu, &arena) != MP_OK) return;
     const size_t total = 1000;
     dp_t dp;
     const size_t before = arena.in_use;
@@ -193,14 +199,9 @@ static void test_bf16_round(void)
  * whose buckets reuse the host wires. */
 static void test_bf16_buckets(int zero)
 {
-    wait_cfg_t wait = {.yield = 0, .timeout = 10.0};
     arena_t arena;
-    arena_init(&arena, 0);
     backend_t cpu;
-    if (be_init(&cpu, BE_CPU, &arena, 0, 0, 0, &wait) != MP_OK) {
-        tap_ok(0, "be_init cpu");
-        return;
-    }
+    if (cpu_backend(&cpu, &arena) != MP_OK) return;
     const size_t total = 1000, padded = param_padded(total, 1);
     dp_t dp;
     const size_t before = arena.in_use;
