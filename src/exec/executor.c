@@ -442,8 +442,10 @@ static void exec_tied_sum(exec_t *e, long t)
     const param_entry_t *p = param_table_find(&md->tab, "wte");
     float *g = md->grads + p->offset;
     const int first = md->tab.has_embed;
-    /* the log and the replay's sum work on a host view of g (g itself on cpu) */
-    float *gh = e->bnd ? exec_bnd_host(e, g, p->numel) : g;
+    /* the log (the first stage's part) and the replay's sum work on a host view of g (g itself on
+     * cpu); a last stage that only logs copies nothing */
+    const int host_view = e->bnd && ((e->bnd->sent && first) || e->replay);
+    float *gh = host_view ? exec_bnd_host(e, g, p->numel) : g;
     if (e->bnd && e->bnd->sent && first) e->bnd->sent(e->bnd->ctx, t, -1, -1, EXEC_BND_TIED, gh, p->numel);
     if (e->replay) { /* the other end's part, as the all-reduce would have added it (a + b either way round) */
         if (first) {
