@@ -353,6 +353,31 @@ else
     { [ -n "$pass" ] && awk -v p="$pass" 'BEGIN { exit !(p < 20) }'; } || [ -n "$noisy" ]
     ok $? "the split comes from this run's timings, or (a 2-layer pass of ${pass:-${noisy:-?}} ms: under 20, or no longer than one layer's) from the nominal device, said so"
 fi
+# the same start-up with its passes fixed (debug.autosplit_passes = P1,P2 ms: a block is P2 - P1, the
+# embedding and head the rest), so each branch is taken on any host: the split follows the timings
+# (the nominal model gives the head about 92% of the rest at V = C = 256: a block of 10 ms and a rest
+# of 20 ms balance 4+1.6 | 2+18.4 blocks' worth as 4,2; a rest of 190 ms leaves the last stage one
+# layer), and a 2-layer pass under 20 ms or no longer than a 1-layer one falls back to the nominal
+# device, saying so
+for c in "11,20 3,3 by debug.autosplit_passes's timings: a block 9.00 ms, embedding and head 2.00 ms" \
+    "30,40 4,2 by debug.autosplit_passes's timings: a block 10.00 ms, embedding and head 20.00 ms" \
+    "200,210 5,1 by debug.autosplit_passes's timings: a block 10.00 ms, embedding and head 190.00 ms" \
+    "5,10 3,3 by the nominal device's modelled times (a 2-layer pass took 10.00 ms, too short" \
+    "30,25 3,3 by the nominal device's modelled times (a 2-layer pass took 25.00 ms, no longer than a 1-layer"; do
+    set -- $c
+    pass=$1 want=$2
+    shift 2
+    rm -rf "$SCRATCH/fixed"
+    # shellcheck disable=SC2086
+    ${MPIEXEC:-mpiexec} -n 2 "$MINDPIPE" train -c "$deck" --set data.path="$data" --set train.steps=1 \
+        --set train.warmup=0 --set checkpoint.every=0 $W6 --set parallel.pp=2 --set pipeline.layers=auto \
+        --set debug.autosplit_passes="$pass" --quiet --out "$SCRATCH/fixed" > /dev/null 2>&1 &&
+        grep -qF "pipeline.layers=auto: $want (the planner's split $*" "$SCRATCH/fixed/log.txt"
+    ok $? "debug.autosplit_passes=$pass: split $want, $*"
+done
+TR --set debug.autosplit_passes=5 --out "$SCRATCH/bad" > /dev/null 2> "$SCRATCH/err"
+ok "$([ $? -ne 0 ] && grep -q "debug.autosplit_passes" "$SCRATCH/err" && echo 0 || echo 1)" \
+    "debug.autosplit_passes=5 (one time) is refused, naming the key"
 grep -q "^layers = auto" "$SCRATCH/auto6/deck.ini"
 ok $? "deck.ini keeps pipeline.layers = auto (a resume measures again)"
 compare "auto split vs one rank" "$SCRATCH/one6" "$SCRATCH/auto6" --bitwise

@@ -90,6 +90,7 @@ static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_block_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_index_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy);
+static int parse_pass_times(const char *v, void *out, char *why, size_t nwhy);
 static const char *type_name(key_type_t t);
 
 #define INF HUGE_VAL
@@ -286,6 +287,11 @@ static const deck_key_t keys[] = {
           "counts them, 1 = the first; a later N leaves the warm-up out) and write RUN/kernel_times.rRANK.json on "
           "every rank (calls and seconds per kernel; cuda: GPU time from CUDA events on the compute stream; cpu, "
           "emu: the host clock) and rank 0's top 8 to the log; 0 = off"),
+    K_PARSED(debug, autosplit_passes, autosplit_pass_s, "", parse_pass_times,
+             "empty, or two positive times P1,P2 in milliseconds",
+             "what pipeline.layers=auto takes as the start-up's timings of a 1-layer and a 2-layer forward and "
+             "backward pass instead of timing them (a block is P2 - P1, the embedding and head the rest), so a "
+             "split is the same on a busy and an idle host; empty: timed"),
     K_CHOICE(debug, replan_times, "measured", deck_replan_times_names,
              "what live migration (pipeline.replan_every) weighs the stages by: measured, each stage's median "
              "compute time; modelled, the nominal device's modelled times of its layers (the same decision on every "
@@ -585,6 +591,22 @@ static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n
 static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy)
 {
     return deck_parse_sched_costs(v, out, why, nwhy);
+}
+
+/* "" or P1,P2 (milliseconds, positive, finite), kept in seconds. */
+static int parse_pass_times(const char *v, void *out, char *why, size_t nwhy)
+{
+    double *t = out;
+    char tail;
+    t[0] = t[1] = 0.0;
+    if (!v[0]) return MP_OK;
+    if (sscanf(v, "%lf,%lf%c", &t[0], &t[1], &tail) != 2 || !(t[0] > 0.0 && t[1] > 0.0) || !isfinite(t[0] + t[1])) {
+        t[0] = t[1] = 0.0;
+        snprintf(why, nwhy, "not two positive times P1,P2 in milliseconds (e.g. 30,50) or empty");
+        return MP_ERR;
+    }
+    t[0] *= 1e-3, t[1] *= 1e-3;
+    return MP_OK;
 }
 
 int deck_parse_sched_costs(const char *v, double *t, char *why, size_t nwhy)

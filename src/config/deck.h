@@ -178,6 +178,8 @@ typedef struct {
         deck_fail_at_t fail;           /* debug.fail_at parsed */
         int kernel_times;              /* time every kernel call from this step on (1 = the first); 0 = off */
         deck_replan_times_t replan_times; /* live migration weighs stages by measured or modelled times */
+        char autosplit_passes[DECK_STR]; /* "" (timed) or "P1,P2" as written */
+        double autosplit_pass_s[2];    /* debug.autosplit_passes parsed, seconds; 0, 0: timed */
     } debug;
     struct {
         double grid_gco2_per_kwh;

@@ -90,16 +90,20 @@ int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a)
                                                             [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE};
     const block_mode_t mode = d->memory.per_layer.n ? MODE_KEEP : mode_of[d->memory.policy]; /* autosplit_policy */
     double t[4] = {0.0, 0.0, 0.0, 0.0}; /* block, rest, wall time, 2-layer pass: rank 0's, + others' zeros */
-    if (rank == 0 && d->train.device != DECK_DEVICE_CUDA && d->parallel.pp > 1) { /* one stage: nothing to split */
+    const double *fixed = d->debug.autosplit_pass_s; /* the deck's passes, not timed: fwd + bwd each, b = 0 */
+    if (rank == 0 && (fixed[0] > 0 || d->train.device != DECK_DEVICE_CUDA) && d->parallel.pp > 1) { /* one stage: nothing to split */
         const double t0 = perf_now();
-        double f1, b1, f2, b2;
+        double f1 = fixed[0], b1 = 0.0, f2 = fixed[1], b2 = 0.0;
         /* the fastest of 2 after a warm-up (a few seconds at 124M); a model whose pass is shorter
          * takes up to 7, as mindpipe profile does: about a second of passes against a busy host */
-        int reps = 2, ok = profile_time_model(d, 1, mode, reps, w, &f1, &b1) == MP_OK;
-        if (ok && f1 + b1 < 0.25)
-            reps = f1 + b1 < 1.0 / 7 ? 7 : (int)ceil(1.0 / (f1 + b1)),
+        int reps = 2, ok = fixed[0] > 0;
+        if (!ok) {
             ok = profile_time_model(d, 1, mode, reps, w, &f1, &b1) == MP_OK;
-        ok = ok && profile_time_model(d, 2, mode, reps, w, &f2, &b2) == MP_OK;
+            if (ok && f1 + b1 < 0.25)
+                reps = f1 + b1 < 1.0 / 7 ? 7 : (int)ceil(1.0 / (f1 + b1)),
+                ok = profile_time_model(d, 1, mode, reps, w, &f1, &b1) == MP_OK;
+            ok = ok && profile_time_model(d, 2, mode, reps, w, &f2, &b2) == MP_OK;
+        }
         /* a 2-layer pass under AUTOSPLIT_MIN_PASS_S is not timed against the host's noise (a
          * scheduler tick is 4 ms; at the tests' sizes a block is 0.05-0.5 ms and its measured
          * share varied 5x between runs on a busy host): the model's ratios decide */

@@ -467,7 +467,10 @@ static void train_log_auto_split(run_t *r)
     char text[DECK_STR] = "", from[320], rest[96];
     if (a->rest_s > 0) snprintf(rest, sizeof rest, "embedding and head %.2f ms", 1e3 * a->rest_s);
     else snprintf(rest, sizeof rest, "embedding and head too short to time (the model's ratio to a block)");
-    if (a->measured)
+    if (a->measured && d->debug.autosplit_pass_s[0] > 0)
+        snprintf(from, sizeof from, "debug.autosplit_passes's timings: a block %.2f ms, %s per micro-batch",
+                 1e3 * a->block_s, rest);
+    else if (a->measured)
         snprintf(from, sizeof from, "this run's timings, taken in %.1f s: a block %.2f ms, %s per micro-batch",
                  a->took_s, 1e3 * a->block_s, rest);
     else if (a->pass_s > 0 && a->pass_s < AUTOSPLIT_MIN_PASS_S)
