@@ -1,5 +1,6 @@
 #include "plan.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "check.h"
 #include "deck.h"
 #include "devices.h"
+#include "numparse.h"
 #include "planner.h"
 #include "profile.h"
 
@@ -62,6 +64,18 @@ static int plan_policy_of(deck_policy_t p, cm_policy_t *out)
     }
 }
 
+/* One number of --layout, whole or refused: atoi took "pp=2x" as 2 and "pp=" as 0. Read as the
+ * deck and the other options read theirs (numparse.h). MP_OK with *x_p set, or MP_ERR having said
+ * which key and value. */
+static int plan_layout_int(const char *k, const char *v, int *x_p)
+{
+    long long x;
+    if (num_parse_long(v, &x) != MP_OK || x < INT_MIN || x > INT_MAX)
+        return MP_FAIL("--layout %s: '%s' is not an integer", k, v);
+    *x_p = (int)x;
+    return MP_OK;
+}
+
 /* --layout's "key=value,..." over the deck's parallel keys. */
 static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *lay, int *policy_auto_p)
 {
@@ -76,13 +90,12 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
         if (!eq) return MP_FAIL("--layout: '%s' is not key=value", tok);
         *eq = 0;
         const char *k = tok, *v = eq + 1;
-        if (!strcmp(k, "tp")) lay->tp = atoi(v);
-        else if (!strcmp(k, "pp")) lay->pp = atoi(v);
-        else if (!strcmp(k, "dp")) lay->dp = atoi(v);
-        else if (!strcmp(k, "v")) lay->v = atoi(v);
-        else if (!strcmp(k, "micro_batch")) lay->mb = atoi(v);
-        else if (!strcmp(k, "zero")) lay->zero = atoi(v);
-        else if (!strcmp(k, "schedule")) {
+        int *num = !strcmp(k, "tp") ? &lay->tp : !strcmp(k, "pp") ? &lay->pp : !strcmp(k, "dp") ? &lay->dp
+                 : !strcmp(k, "v") ? &lay->v : !strcmp(k, "micro_batch") ? &lay->mb : !strcmp(k, "zero") ? &lay->zero
+                 : NULL;
+        if (num) {
+            if (plan_layout_int(k, v, num) != MP_OK) return MP_ERR;
+        } else if (!strcmp(k, "schedule")) {
             if (sched_kind_parse(v, &lay->kind) != MP_OK) return MP_FAIL("--layout: unknown schedule '%s'", v);
         } else if (!strcmp(k, "policy")) {
             int found = 0;
