@@ -160,6 +160,12 @@ expect_fail "a negative seed is refused" "generate --seed: '-3' is not an intege
 expect_fail "infinity is not a number here" "plan --tokens: 'inf' is not a number" \
     "$MINDPIPE" plan -c "$deck" --ranks 2 --tokens inf
 expect_fail "an option without its value names it" "option --top K needs a value" "$MINDPIPE" plan -c "$deck" --top
+# plan --layout's six numbers read whole, as every option's and deck value's are (numparse.h): atoi
+# took "pp=2x" as 2 and planned a layout nobody asked for
+for kv in pp=2x tp= "dp= 2" v=1.5 micro_batch=99999999999 zero=yes; do
+    expect_fail "plan --layout $kv is refused naming the key and the value" "--layout ${kv%%=*}: '${kv#*=}' is not an integer" \
+        "$MINDPIPE" plan -c "$deck" --layout "tp=1,$kv"
+done
 expect_fail "a required option missing is named with its placeholder" "prep needs --out DATA.h5" \
     "$MINDPIPE" prep --text "$SCRATCH/small.txt"
 expect_fail "an option no command has is refused" "unknown option '--frobnicate' for 'train'" T --frobnicate 1
@@ -184,7 +190,8 @@ with h5py.File(sys.argv[1], 'r') as src, h5py.File(sys.argv[2], 'w') as f:
 " "$data" "$SCRATCH/shortval.h5"
 "$MINDPIPE" train -c "$deck" --set data.path="$SCRATCH/shortval.h5" --set train.steps=6 --set train.eval_every=2 \
     --quiet --out "$SCRATCH/shortval" > "$SCRATCH/out" 2> "$SCRATCH/err"; rc=$?
+# (the metrics must reach step 6: a missing or cut-short file has no val_loss either)
 [ $rc -eq 0 ] && grep -q "shortval.h5: /val has 10 tokens, fewer than model.seq_len+1 = 33" "$SCRATCH/err" &&
-    ! grep -q val_loss "$SCRATCH/shortval/metrics.jsonl"
+    grep -q '^{"step":6,"loss":' "$SCRATCH/shortval/metrics.jsonl" && ! grep -q val_loss "$SCRATCH/shortval/metrics.jsonl"
 ok $? "a /val shorter than a window: warned naming the file and the counts, trained without val_loss (exit $rc)"
 done_testing
