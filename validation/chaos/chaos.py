@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """A randomized fault campaign (issue 45 item 3; docs/RELIABILITY.md "Fault campaign").
 
-Each trial is drawn from one seed: a layout (dp, tp, pp and their products at 2-4 ranks, with the
-schedules 1f1b, interleaved, zb1p, zbv, dualpipev and 2bw, ZeRO-1), a backend (cpu, emu) and a
+Each trial is drawn from one seed: a layout (dp, tp, pp, sp and their products at 2-8 ranks, with
+the schedules 1f1b, interleaved, zb1p, zbv, dualpipev and 2bw, ZeRO-1), a backend (cpu, emu) and a
 fault, injected into a 24-step run with recovery.log = 1 and a checkpoint every 8 steps, launched as
-the jobs launch it (mpiexec -disable-auto-cleanup, each rank under a shell that outlives it):
+the jobs launch it (mpiexec -disable-auto-cleanup, each rank under a shell that outlives it). The
+supernet layouts (sp) refuse recovery.log = 1 at start, naming why (checked once per layout), and run
+without it: every fault costs them a restart from the newest checkpoint.
 
   kill      rank R SIGKILLed as step S begins (debug.fail_at R:S), S between the checkpoints of 8 and 16
   hang      rank R stops (SIGSTOP) in step S: its peers must time out naming it (the harness then
@@ -16,22 +18,27 @@ the jobs launch it (mpiexec -disable-auto-cleanup, each rank under a shell that 
             of step S − 1, the last the survivors completed) before the resume
   relapse   a kill as above, then a second fault during the recovery itself: a random rank of the
             resume SIGKILLed after a random delay (inside the plan, the replay or the steps after)
+  full      the disk fills as step S begins: the run directory is on a tmpfs of its own (root), which
+            a file of zeros fills to the last byte; every rank's next write fails (a metric, a log
+            entry, a checkpoint). The run must end saying "No space left on device"; the filler is
+            then removed and the resume must reach the end as after any fault
 
 Verdict of a trial (each part must hold, else the trial fails and prints its seed and the command
 that replays it):
   - the faulty run ended within its deadline with a non-zero status, and a survivor's output or
     RUN/exit_status names the lost rank: alone, or among the candidates of a collective's wait, which
-    cannot tell which of its peers did not take part ("ranks 1, 2 and 3");
+    cannot tell which of its peers did not take part ("ranks 1, 2 and 3") (full: says the disk is full);
   - no good checkpoint lost: every checkpoint file of a step the run completed before the fault is
     still there and `mindpipe inspect` verifies it; no file under a checkpoint's final name fails;
   - `--resume auto` (again after a resume that failed by design: corrupt, relapse) reaches step 24,
     and its losses and step-24 checkpoint are bitwise the uninterrupted run's;
   - steps lost: 0 where the layout replays (kill, hang), else at most checkpoint.every, the reason
     logged (write, stall: the job aborted inside the collective write, so no survivor wrote a
-    snapshot; corrupt: the replay refused the damaged entry).
+    snapshot; full: no rank could write one; corrupt: the replay refused the damaged entry; sp: the
+    start's refusal of the log).
 
   /usr/bin/python3 validation/chaos/chaos.py --mindpipe src/mindpipe --data validation/kjv.h5
-      [--seed 1] [--trials 10] [--only N] [--keep DIR] [--table] [--faults kill,hang,...]
+      [--seed 1] [--trials 10] [--only N] [--keep DIR | --keep-failed DIR] [--table] [--faults kill,hang,...]
 
 --only N replays trial N of the seed alone. Exit status 0 only when every trial passed. With
 --table, a markdown table of trials, passed, hangs, lost checkpoints and steps lost by layout.
@@ -68,9 +75,19 @@ LAYOUTS = {
     "dp2": (2, {"parallel.dp": 2, "train.micro_batch": 2}, True),
     # one stage: no other stage's log gives the steps' gradient norms, so a lost tp rank falls back
     "tp2": (2, {"parallel.tp": 2}, False),
+    # 8 ranks (oversubscribed: 4 per core here)
+    "dp2xpp4": (8, {"parallel.pp": 4, "parallel.dp": 2, "train.micro_batch": 2}, True),
+    "tp2xdp2xpp2": (8, {"parallel.pp": 2, "parallel.dp": 2, "parallel.tp": 2, "train.micro_batch": 2}, True),
+    # supernets (sp = 2 replicas, alone and with pp = 2): recovery.log = 1 is refused at start (a
+    # window's sums cross the step boundary), so they run without the log and fall back to the newest
+    # checkpoint; the campaign checks the refusal once per layout
+    "sp2": (2, {"parallel.sp": 2, "supernet.enabled": 1, "supernet.candidates": "h4m4,h2m1,skip",
+                "supernet.window": 2}, None),
+    "sp2xpp2": (4, {"parallel.sp": 2, "parallel.pp": 2, "supernet.enabled": 1,
+                    "supernet.candidates": "h4m4,h2m1,skip", "supernet.window": 2}, None),
 }
 BACKENDS = ["cpu", "emu"]
-FAULTS = ["kill", "kill", "hang", "write", "stall", "corrupt", "relapse"]
+FAULTS = ["kill", "kill", "hang", "write", "stall", "corrupt", "relapse", "full"]
 COMMON = {"model.layers": 4, "train.steps": STEPS, "train.threads": 1, "checkpoint.every": EVERY,
           "checkpoint.keep": 0, "parallel.timeout": 3, "checkpoint.timeout": 8, "parallel.wait": "yield",
           "train.log_every": 1, "train.eval_every": 0}
@@ -88,6 +105,8 @@ def draw(seed, i, faults=None):
     name = rng.choice(sorted(LAYOUTS))
     backend = rng.choice(BACKENDS)
     fault = rng.choice(faults or FAULTS)
+    if fault == "corrupt" and LAYOUTS[name][2] is None:  # no log to corrupt: the kill alone
+        fault = "kill"
     victim = rng.randrange(LAYOUTS[name][0])
     step = 2 * EVERY if fault in ("write", "stall") else rng.randint(EVERY + 2, 2 * EVERY - 1)
     return name, backend, fault, victim, step, rng.uniform(0.05, 1.0)
@@ -224,6 +243,53 @@ def flip_logs(out, step):
     return hit
 
 
+def metrics_step(out):
+    """The last step metrics.jsonl records (0 before the first)."""
+    try:
+        with open(os.path.join(out, "metrics.jsonl"), errors="replace") as f:
+            steps = re.findall(r'"step": ?(\d+)', f.read())
+        return int(steps[-1]) if steps else 0
+    except OSError:
+        return 0
+
+
+def fill(fs):
+    """Fills file system fs to the last byte (a file of zeros written until ENOSPC); returns its path."""
+    path = os.path.join(fs, "filler")
+    block = b"\0" * (1 << 20)
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(block)
+        except OSError:
+            pass
+        try:  # the tail smaller than a block
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass
+    return path
+
+
+def run_full(cmd, log, out, fs, step):
+    """A run whose disk fills as step `step` begins (its metrics show step − 1): returns (status,
+    seconds, whether the disk was filled while it ran)."""
+    t0, filled = time.time(), False
+    with open(log, "ab") as f:
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=ENV)
+        while p.poll() is None and time.time() - t0 < DEADLINE_S:
+            if not filled and metrics_step(out) >= step - 1:
+                fill(fs)
+                filled = True
+            time.sleep(0.05)
+        if p.poll() is None:
+            stacks(out, f)
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            return 124, time.time() - t0, filled
+    return p.returncode, time.time() - t0, filled
+
+
 def compare(ref, out):
     r = subprocess.run([sys.executable, os.path.join(HERE, "..", "compare_runs.py"), ref, out, "--bitwise", "--step",
                         str(STEPS)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -236,9 +302,17 @@ def trial(a, i, tmp, refs):
     cfg = dict(COMMON, **lay)
     cfg["train.device"] = backend
     extra = sets(cfg)
-    res = {"i": i, "layout": name, "backend": backend, "fault": fault, "victim": victim, "step": step, "why": [],
+    res = {"i": i, "layout": name, "backend": backend, "fault": fault, "victim": victim, "step": step, "delay": delay, "why": [],
            "hang": False, "lost_ckpt": False, "lost": None, "landed": False}
+    logs = replays is not None
     key = (name, backend)
+    if not logs and name not in refs:  # the log refused at start, once per layout, naming why
+        bad = os.path.join(tmp, "refused-%s" % name)
+        rc, _ = run(train_cmd(a, n, bad, extra + ["--set", "recovery.log=1"], launcher=False), bad + ".log", 120)
+        said = open(bad + ".log", errors="replace").read()
+        refs[name] = rc != 0 and "recovery.log=1 with a supernet" in said
+    if not logs and not refs[name]:
+        res["why"].append("recovery.log=1 was not refused at start naming the supernet")
     if key not in refs:  # the uninterrupted run, once per layout and backend
         ref = os.path.join(tmp, "ref-%s-%s" % key)
         rc, _ = run(train_cmd(a, n, ref, extra, launcher=False), ref + ".log", 600)
@@ -249,10 +323,36 @@ def trial(a, i, tmp, refs):
     out = os.path.join(tmp, "t%d" % i)
     shutil.rmtree(out, ignore_errors=True)
     log = out + ".log"
+    fs = None
+    if fault == "full":  # the run directory on a file system of its own, filled mid-run
+        fs = out + "-fs"
+        os.makedirs(fs, exist_ok=True)
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % FULL_MB, "tmpfs", fs]).returncode != 0:
+            res["why"].append("a full disk needs a tmpfs of its own: mount failed (root?)")
+            return res
+        out = os.path.join(fs, "run")
+    try:
+        return trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key)
+    finally:
+        if fs:
+            if (a.keep or a.keep_failed) and os.path.isdir(out):  # a failure's (or every) directory, kept
+                shutil.copytree(out, os.path.join(tmp, "t%d" % i), dirs_exist_ok=True)
+            subprocess.run(["umount", "-l", fs])
+            os.rmdir(fs)
+
+
+def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
+    fault, victim, step, delay = res["fault"], res["victim"], res["step"], res["delay"]
+    rlog = ["--set", "recovery.log=%d" % logs]
     mode = {"hang": ":hang", "write": ":write", "stall": ":stall"}.get(fault, "")
-    first = train_cmd(a, n, out, extra + ["--set", "recovery.log=1", "--set", "debug.fail_at=%d:%d%s" % (victim, step, mode)])
+    fail = [] if fault == "full" else ["--set", "debug.fail_at=%d:%d%s" % (victim, step, mode)]
+    first = train_cmd(a, n, out, extra + rlog + fail)
     if fault in ("hang", "stall"):  # the stopped rank outlives its peers under -disable-auto-cleanup
         rc, secs = run_hang(first, log, out, n)
+    elif fault == "full":
+        rc, secs, filled = run_full(first, log, out, fs, step)
+        if not filled:
+            res["why"].append("the run ended before step %d: the disk was not filled" % step)
     else:
         rc, secs = run(first, log, DEADLINE_S)
     text = open(log, errors="replace").read() + "".join(
@@ -262,7 +362,11 @@ def trial(a, i, tmp, refs):
         res["why"].append("the faulty run did not end within %d s" % DEADLINE_S)
     elif rc == 0:
         res["why"].append("the faulty run exited 0: nothing failed")
-    if not names(victim, "\n".join(l for l in text.splitlines() if not l.startswith("mindpipe: rank %d:" % victim))):
+    if fault == "full":
+        if "No space left on device" not in text:
+            res["why"].append("no message says the disk is full (No space left on device)")
+        os.unlink(os.path.join(fs, "filler"))  # room again for the resume
+    elif not names(victim, "\n".join(l for l in text.splitlines() if not l.startswith("mindpipe: rank %d:" % victim))):
         res["why"].append("no survivor's message names rank %d" % victim)
     # no good checkpoint lost: those of the steps completed before the fault, and any under a final name
     done_before = step - 1
@@ -279,7 +383,7 @@ def trial(a, i, tmp, refs):
     if fault == "corrupt":  # the last step the survivors completed: step − 1 counted from 1, group step − 2
         if flip_logs(out, step - 2) == 0:
             res["why"].append("no boundary log held step %d to corrupt" % (step - 1))
-    resume = train_cmd(a, n, out, extra + ["--set", "recovery.log=1", "--resume", "auto"])
+    resume = train_cmd(a, n, out, extra + rlog + ["--resume", "auto"])
     attempts = 0
     if fault == "relapse":  # a second fault during the recovery: a random rank killed after `delay`
         with open(log, "ab") as f:
@@ -319,7 +423,8 @@ def trial(a, i, tmp, refs):
     alltext = open(log, errors="replace").read() + runlog
     # a fallback says why; after write and stall no survivor wrote a snapshot (the job aborted inside
     # the collective write), so the resume is an ordinary one
-    if res["lost"] and fault not in ("write", "stall") and \
+    # a full disk: no rank could write its snapshot either; no log: the start refused it, said above
+    if res["lost"] and fault not in ("write", "stall", "full") and logs and \
             not re.search(r"snapshots are not used|replay of steps .* failed|nothing is logged", alltext):
         res["why"].append("lost %d steps without a logged reason" % res["lost"])
     if fault in ("kill", "hang") and replays and res["lost"] != 0:
@@ -335,6 +440,9 @@ def trial(a, i, tmp, refs):
     return res
 
 
+FULL_MB = 256  # the tmpfs a full-disk trial runs on: room for the run, filled by the fault
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mindpipe", default="src/mindpipe")
@@ -343,6 +451,8 @@ def main():
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--only", type=int, default=-1, help="replay trial N of the seed alone")
     ap.add_argument("--keep", default="", help="keep every trial's directory under this folder")
+    ap.add_argument("--keep-failed", default="", help="keep the failed trials' directories (and the references) "
+                    "under this folder")
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--faults", default="", help="the fault kinds to draw from, joined by ',' (default: all; "
                     "make check leaves out relapse, whose second kill lands where the clock puts it)")
@@ -354,7 +464,7 @@ def main():
     global MINDPIPE
     a.mindpipe, a.data = os.path.abspath(a.mindpipe), os.path.abspath(a.data)
     MINDPIPE = a.mindpipe
-    root = a.keep or tempfile.mkdtemp(prefix="chaos.")
+    root = a.keep or a.keep_failed or tempfile.mkdtemp(prefix="chaos.")
     os.makedirs(root, exist_ok=True)
     refs, results = {}, []
     todo = [a.only] if a.only >= 0 else range(a.trials)
@@ -384,7 +494,7 @@ def main():
                 sum(r["lost_ckpt"] for r in rs),
                 ", ".join("%s %s" % (r["fault"], "-" if r["lost"] is None else r["lost"]) for r in rs)))
         print("\n%d trials in %.0f s (seed %d)" % (len(results), time.time() - t0, a.seed))
-    if not a.keep:
+    if not a.keep and not (a.keep_failed and failed):
         shutil.rmtree(root, ignore_errors=True)
     print("%d passed, %d failed" % (len(results) - failed, failed))
     return 1 if failed else 0
