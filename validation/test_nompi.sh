@@ -82,6 +82,9 @@ MINDPIPE_DEVICES="$MP_SRCDIR/inputs/devices.ini" nompi "$MINDPIPE" plan -c "$dec
 ok $? "plan --ranks 4 without MPI: $(head -1 "$SCRATCH/o")"
 nompi "$MINDPIPE" deck-reference > "$SCRATCH/o" 2>&1 && grep -q "model.dim" "$SCRATCH/o"
 ok $? "deck-reference without MPI"
+# the deck's reference is docs/DECK.md, word for word (as CLI.md is cli-reference's: test_cli.sh)
+cmp -s "$SCRATCH/o" "$MP_SRCDIR/docs/DECK.md"
+ok $? "docs/DECK.md is the output of mindpipe deck-reference (regenerate it when a key changes)"
 PMI_SIZE=2 "$MINDPIPE" inspect "$CK" > "$SCRATCH/o" 2>&1
 [ $? -eq 2 ] && grep -q "runs in one process and without MPI" "$SCRATCH/o"
 ok $? "started as 2 processes by a launcher (PMI_SIZE=2), a command without MPI is refused: $(head -1 "$SCRATCH/o")"
