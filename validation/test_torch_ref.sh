@@ -53,6 +53,28 @@ import json,sys
 r=[json.loads(l) for l in open('$SCRATCH/run_odd/metrics.jsonl')]
 sys.exit(0 if any(x['grad_norm'] > 0.05 for x in r) else 1)"
 ok $? "odd: the clipping threshold is below the gradient norm, so clipping is exercised"
+# torch_ref.py fails a NaN met after the first of its kind (max() kept whatever it met first, so
+# only a NaN in the first tensor or the first step failed): the base run with a NaN in its last
+# weight tensor and a NaN loss at step 9 misses exactly those two checks
+"$TORCH_PYTHON" - "$SCRATCH/run_base" "$SCRATCH/nan" <<'PY'
+import json, shutil, sys
+import h5py, numpy as np
+src, out = sys.argv[1:3]
+shutil.copytree(src, out)
+with h5py.File(f"{out}/ckpt/step_00000010.h5", "r+") as h:
+    t = h["model"][list(h["model"])[-1]]
+    v = t[...]
+    v.flat[0] = np.nan
+    t[...] = v
+rows = [json.loads(l) for l in open(f"{out}/metrics.jsonl")]
+rows[-2]["loss"] = float("nan")
+open(f"{out}/metrics.jsonl", "w").writelines(json.dumps(r) + "\n" for r in rows)
+PY
+"$TORCH_PYTHON" "$ref" train "$SCRATCH/g_base.h5" --data "$data" --metrics "$SCRATCH/nan/metrics.jsonl" \
+    --final "$SCRATCH/nan/ckpt/step_00000010.h5" > "$SCRATCH/nan.out" 2>&1
+[ $? -eq 1 ] && [ "$(grep -c '^FAIL' "$SCRATCH/nan.out")" -eq 2 ] && grep -q '^FAIL .*every logged loss' "$SCRATCH/nan.out" &&
+    grep -q '^FAIL final weights' "$SCRATCH/nan.out"
+ok $? "a NaN in the last weight tensor and in step 9's loss fail those two checks: $(grep '^FAIL' "$SCRATCH/nan.out" | cut -c 1-70 | tr '\n' ';')"
 
 # debug.dump_activations: every layer's output of step 5 against PyTorch on the step-5 checkpoint's
 # weights, on one rank and on dp2×tp2×pp2 (each stage writes its own layers into one file).

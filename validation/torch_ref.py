@@ -165,9 +165,15 @@ def read_file(path):
     return cfg, deck, model, extra
 
 
+def nan_inf(e):
+    """An error with NaN read as infinite: every comparison with a NaN is false, so max() kept
+    whatever it met first and `worst <= tol` of a NaN error that came later passed."""
+    return math.inf if math.isnan(e) else e
+
+
 def rel(a, b):
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+    return nan_inf(float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30)))
 
 
 def params_from(model, dtype):
@@ -271,8 +277,8 @@ def cmd_train(args):
                 p.sub_(lr * (mhat / (vhat.sqrt() + eps) + decay * p))
         r = by_step.get(t + 1)
         if r is not None:
-            worst_loss = max(worst_loss, abs(r["loss"] - loss.item()) / abs(loss.item()))
-            worst_norm = max(worst_norm, abs(r["grad_norm"] - norm) / norm)
+            worst_loss = max(worst_loss, nan_inf(abs(r["loss"] - loss.item()) / abs(loss.item())))
+            worst_norm = max(worst_norm, nan_inf(abs(r["grad_norm"] - norm) / norm))
     rule = f"{args.rule} rule"
     check(worst_loss <= 1e-4, f"{steps} AdamW steps ({rule}): every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
     check(worst_norm <= 1e-3, f"{steps} AdamW steps ({rule}): every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
@@ -353,8 +359,8 @@ def cmd_supernet(args):
                 acc[n].zero_()
         r = by_step.get(t + 1)
         if r is not None:
-            worst_loss = max(worst_loss, abs(r["loss"] - loss.item()) / abs(loss.item()))
-            worst_norm = max(worst_norm, abs(r["grad_norm"] - gnorm) / max(gnorm, 1e-30))
+            worst_loss = max(worst_loss, nan_inf(abs(r["loss"] - loss.item()) / abs(loss.item())))
+            worst_norm = max(worst_norm, nan_inf(abs(r["grad_norm"] - gnorm) / max(gnorm, 1e-30)))
     check(worst_loss <= 1e-4, f"{steps} subnets (window {W}): every logged loss within 1e-4 (worst rel {worst_loss:.1e})")
     check(worst_norm <= 1e-3, f"{steps} subnets: every grad norm within 1e-3 (worst rel {worst_norm:.1e})")
     if args.final:
