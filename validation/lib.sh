@@ -104,6 +104,14 @@ compare() {
     "$TORCH_PYTHON" "$MP_SRCDIR/validation/compare_runs.py" "$@" > "$SCRATCH/cmp.out" 2>&1
     tap_checker "$label" compare_runs.py $? "$SCRATCH/cmp.out"
 }
+# resumed_from LABEL OUT STEP: $SCRATCH/OUT/log.txt says that run resumed from a step-STEP checkpoint.
+# A run given --resume auto that finds no checkpoint starts afresh, and a fresh run is bitwise its
+# reference at the last step too: a comparison alone never shows that a resume happened.
+resumed_from() {
+    rsf_ck=$(printf 'step_%08d.h5' "$3")
+    grep -q "resumed from .*$rsf_ck at step $3 (" "$SCRATCH/$2/log.txt" 2>/dev/null
+    ok $? "$1: $2/log.txt says it resumed from $rsf_ck at step $3"
+}
 # layouts_vs REF "RANKS NAME [--set ...]"...: trains each layout and compares it
 # with $SCRATCH/REF within the layout-invariance tolerance.
 layouts_vs() { lc_ref=$1; shift; layouts_cmp "" "$lc_ref" "" "$@"; }

@@ -65,6 +65,51 @@ b=[json.loads(l)['loss'] for l in open('$SCRATCH/ref2/metrics.jsonl')]
 sys.exit(0 if a[0] == b[0] and all(x != y for x, y in zip(a[1:], b[1:])) else 1)"
 ok $? "2bw and 1f1b share step 0 (W(-1) = W(0)) and differ from step 1 on (batch t runs on W(t-1))"
 
+# compare_runs.py fails where it must, on copies of bw2 (bitwise bw1's) each broken once: a weight
+# of 2bw's /model_prev one ulp off (--bitwise read /model and the moments only), a NaN weight and a
+# NaN loss after the first of their kind (max() skipped a NaN met after its first argument), and
+# metrics that share one step with bw1's (one step was enough); and a run whose last checkpoint is
+# of another step than bw1's
+"$TORCH_PYTHON" - "$SCRATCH/bw2" "$SCRATCH" <<'PY'
+import json, os, shutil, sys
+import h5py, numpy as np
+src, out = sys.argv[1:3]
+def copy(name):
+    shutil.copytree(src, f"{out}/{name}")
+    return f"{out}/{name}"
+def first_elem(d, group, f):
+    with h5py.File(f"{d}/ckpt/step_00000020.h5", "r+") as h:
+        t = h[group][list(h[group])[-1]]  # the group's last tensor: the first ones were the ones checked
+        v = t[...]
+        v.flat[0] = f(v.flat[0])
+        t[...] = v
+first_elem(copy("mx_prev"), "model_prev", lambda x: np.nextafter(x, np.float32(np.inf)))
+first_elem(copy("mx_nan"), "model", lambda x: np.float32("nan"))
+os.remove(copy("mx_short") + "/ckpt/step_00000020.h5")
+for name, keep in (("mx_loss", None), ("mx_one", 20)):
+    d = copy(name)
+    rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+    if keep is None:
+        rows[-2]["loss"] = float("nan")
+    else:
+        rows = [r for r in rows if r["step"] == keep]
+    with open(f"{d}/metrics.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+PY
+ok $? "five broken copies of bw2 for compare_runs.py"
+cmp_fails() {  # cmp_fails WHAT FAIL-PATTERN RUN [flags]: compare_runs.py bw1 RUN exits 1 with that FAIL line
+    cf_what=$1; cf_pat=$2; cf_run=$3; shift 3
+    "$TORCH_PYTHON" "$MP_SRCDIR/validation/compare_runs.py" "$SCRATCH/bw1" "$SCRATCH/$cf_run" "$@" > "$SCRATCH/cmp.out" 2>&1
+    cf_rc=$?
+    [ $cf_rc -eq 1 ] && grep -q "^FAIL $cf_pat" "$SCRATCH/cmp.out"
+    ok $? "compare_runs.py fails $cf_what (exit $cf_rc: $(grep '^FAIL' "$SCRATCH/cmp.out" | head -n 1 | cut -c 1-120))"
+}
+cmp_fails "a /model_prev weight one ulp off, --bitwise" "step_00000020.h5: every tensor bitwise identical (differs: \['model_prev/" mx_prev --bitwise
+cmp_fails "a NaN in the last weight tensor" "final weights within" mx_nan
+cmp_fails "a NaN loss at the step before last" "per-step loss over 20 steps" mx_loss
+cmp_fails "runs that share one logged step" "1 common logged steps" mx_one
+cmp_fails "last checkpoints of different steps" "the checkpoints are of different steps" mx_short
+
 # shellcheck disable=SC2086
 run 8 dtp $L4 --set parallel.pp=2 --set parallel.dp=2 --set parallel.tp=2 --set train.micro_batch=2
 ok $? "dp2×tp2×pp2: 8 ranks, 20 steps"
@@ -74,6 +119,7 @@ compare "dp2×tp2×pp2 vs one rank" "$SCRATCH/ref" "$SCRATCH/dtp"
 mkdir -p "$SCRATCH/res/ckpt" && cp "$SCRATCH/f1b2/ckpt/step_00000010.h5" "$SCRATCH/res/ckpt/"
 # shellcheck disable=SC2086
 run 1 res $L4 --resume auto; ok $? "a pp=2 checkpoint resumed on one rank"
+resumed_from "pp2 checkpoint -> one rank" res 10
 compare "pp2 checkpoint -> one rank" "$SCRATCH/ref" "$SCRATCH/res" --bitwise --step 20
 
 "$TORCH_PYTHON" -c "
