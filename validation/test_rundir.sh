@@ -114,4 +114,17 @@ T a --set train.steps=4 --set train.seed=12 --resume auto; rc=$?
 [ $rc -eq 0 ] && [ ! -e "$SCRATCH/a/ckpt/step_00000008.h5.tmp" ] && [ ! -e "$SCRATCH/a/trace.json.tmp.4242" ] &&
     [ -e "$SCRATCH/a/notes.tmp.txt" ] && grep -q "removed .*step_00000008.h5.tmp" "$SCRATCH/a/log.txt"
 ok $? "stale temporaries (NAME.tmp, NAME.tmp.PID) are removed at start and logged; other files stay; the run ends well (exit $rc)"
+# ---- a torn last line (a run that ended on a failed write, a full disk): the resume mends it ----
+# metrics.jsonl's half record is cut off (the resume's first record would otherwise share its line,
+# and the line parse as neither); log.txt's half line is kept and ended with a newline
+T torn --set train.steps=2 --set train.log_every=1; ok $? "run torn: 2 steps, checkpoint at step 2"
+printf '{"step":3,"loss":3.1' >> "$SCRATCH/torn/metrics.jsonl"
+printf 'step      3/4 | los' >> "$SCRATCH/torn/log.txt"
+T torn --set train.steps=4 --set train.log_every=1 --resume auto; rc=$?
+[ $rc -eq 0 ] && has torn "metrics.jsonl ended in a torn line of 20 bytes (a write that failed, e.g. a full disk): cut off" &&
+    has torn "log.txt ended in a torn line" && grep -q "^step      3/4 | los$" "$SCRATCH/torn/log.txt" &&
+    "$TORCH_PYTHON" -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["step"] for r in rows] == [1, 2, 3, 4], [r["step"] for r in rows]' "$SCRATCH/torn/metrics.jsonl"
+ok $? "a torn metrics.jsonl line is cut off and a torn log.txt line ended, each said; every record parses (steps 1-4)"
 done_testing

@@ -12,6 +12,7 @@ typedef struct {
     FILE *log;       /* log.txt, appended */
     FILE *metrics;   /* metrics.jsonl, appended */
     int quiet;       /* no console output (tests) */
+    int failed;      /* a write to log.txt or metrics.jsonl failed (said once; the run goes on) */
 } runlog_t;
 
 /* Opens (appending) dir/log.txt and dir/metrics.jsonl, never through a link (publish_file_open).
