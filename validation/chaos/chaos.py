@@ -89,8 +89,12 @@ LAYOUTS = {
 BACKENDS = ["cpu", "emu"]
 FAULTS = ["kill", "kill", "hang", "write", "stall", "corrupt", "relapse", "full"]
 COMMON = {"model.layers": 4, "train.steps": STEPS, "train.threads": 1, "checkpoint.every": EVERY,
-          "checkpoint.keep": 0, "parallel.timeout": 3, "checkpoint.timeout": 8, "parallel.wait": "yield",
-          "train.log_every": 1, "train.eval_every": 0}
+          "checkpoint.keep": 0, "parallel.timeout": 10, "checkpoint.timeout": 30, "parallel.wait": "yield",
+          "train.log_every": 1, "train.eval_every": 0, "train.peak_gflops": 50}
+# The waits' limits leave room for a loaded host: at 8 s a 0.8 MB checkpoint's collective write (its
+# fsync behind other processes' I/O) timed out with no fault at a load average of 11 on 2 cores
+# (2026-12-06), and 3 s waits at 8 ranks on 2 cores are near a step's own time. The MFU peak is
+# given: its start-up measurement is a second of sgemm per run.
 DEADLINE_S = 120  # a faulty run must end (or its survivors exit) within this
 # a rank lost before MPI_Init completes, or after the run's results are written, leaves its peers in
 # MPI_Init or MPI_Finalize (MPICH waits for every process there), which MINDPIPE_INIT_TIMEOUT and
@@ -119,10 +123,11 @@ def sets(d):
     return out
 
 
-def train_cmd(a, n, out, extra, launcher=True):
+def train_cmd(a, n, out, extra, launcher=True, quiet=True):
     base = ["mpiexec", "-disable-auto-cleanup", "-n", str(n), "sh", "-c", 'trap : USR1 TERM; "$@"', "rank"] \
         if launcher else ["mpiexec", "-n", str(n)]
-    return base + [a.mindpipe, "train", "-c", DECK, "--quiet", "--out", out, "--set", "data.path=%s" % a.data] + extra
+    return base + [a.mindpipe, "train", "-c", DECK] + (["--quiet"] if quiet else []) + \
+        ["--out", out, "--set", "data.path=%s" % a.data] + extra
 
 
 def run(cmd, log, timeout):
@@ -346,7 +351,9 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
     rlog = ["--set", "recovery.log=%d" % logs]
     mode = {"hang": ":hang", "write": ":write", "stall": ":stall"}.get(fault, "")
     fail = [] if fault == "full" else ["--set", "debug.fail_at=%d:%d%s" % (victim, step, mode)]
-    first = train_cmd(a, n, out, extra + rlog + fail)
+    # a full disk's run prints its progress to the trial's log (on another disk): the steps it
+    # completed, which its own files may not have recorded
+    first = train_cmd(a, n, out, extra + rlog + fail, quiet=fault != "full")
     if fault in ("hang", "stall"):  # the stopped rank outlives its peers under -disable-auto-cleanup
         rc, secs = run_hang(first, log, out, n)
     elif fault == "full":
@@ -370,14 +377,16 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
         res["why"].append("no survivor's message names rank %d" % victim)
     # no good checkpoint lost: those of the steps completed before the fault, and any under a final name
     done_before = step - 1
+    if fault == "full":  # the writes fail where buffers first reach the full disk: steps may follow
+        done_before = max([done_before] + [int(x) for x in re.findall(r"^step +(\d+)/%d \|" % STEPS, text, re.M)])
     have = {ckpt_step(p): p for p in ckpts(out)}
-    for s in range(EVERY, done_before + 1, EVERY):
+    for s in range(EVERY, step, EVERY):  # written before the fault (a full disk's later ones may fail)
         if s not in have or not verifies(a, have[s]):
             res["lost_ckpt"] = True
             res["why"].append("the checkpoint of step %d (completed before the fault) is %s" % (
                 s, "missing" if s not in have else "damaged"))
     for s, p in have.items():
-        if s > done_before and not verifies(a, p):
+        if s >= step and not verifies(a, p):
             res["lost_ckpt"] = True
             res["why"].append("%s, under a checkpoint's final name, does not verify" % os.path.basename(p))
     if fault == "corrupt":  # the last step the survivors completed: step − 1 counted from 1, group step − 2
@@ -469,20 +478,32 @@ def main():
     refs, results = {}, []
     todo = [a.only] if a.only >= 0 else range(a.trials)
     t0 = time.time()
-    for i in todo:
-        r = trial(a, i, root, refs)
-        results.append(r)
-        status = "PASS" if not r["why"] else "FAIL"
-        fault = r["fault"] + (" (the second kill %s)" % ("landed" if r["landed"] else "came after the resume ended")
-                              if r["fault"] == "relapse" else "")
-        print("%s trial %d: %s on %s, %s of rank %d at step %d: %s%s" % (
-            status, i, r["layout"], r["backend"], fault, r["victim"], r["step"],
-            "%s steps lost" % r["lost"] if r["lost"] is not None else "no resume",
-            "" if not r["why"] else "; " + "; ".join(r["why"])), flush=True)
-        if r["why"]:
-            print("  replay: /usr/bin/python3 validation/chaos/chaos.py --mindpipe %s --data %s --seed %d --only %d "
-                  "--keep /tmp/chaos-%d-%d%s" % (a.mindpipe, a.data, a.seed, i, a.seed, i,
-                                                 " --faults " + ",".join(a.faults) if a.faults else ""), flush=True)
+    try:
+        for i in todo:
+            run_one(a, i, root, refs, results)
+    except KeyboardInterrupt:  # a campaign cut short still reports the trials it ran
+        print("interrupted after %d trials" % len(results), flush=True)
+    return report(a, root, results, t0)
+
+
+def run_one(a, i, root, refs, results):
+    """Trial i, its line (and a failure's replay command) printed, its result added to results."""
+    r = trial(a, i, root, refs)
+    results.append(r)
+    status = "PASS" if not r["why"] else "FAIL"
+    fault = r["fault"] + (" (the second kill %s)" % ("landed" if r["landed"] else "came after the resume ended")
+                          if r["fault"] == "relapse" else "")
+    print("%s trial %d: %s on %s, %s of rank %d at step %d: %s%s" % (
+        status, i, r["layout"], r["backend"], fault, r["victim"], r["step"],
+        "%s steps lost" % r["lost"] if r["lost"] is not None else "no resume",
+        "" if not r["why"] else "; " + "; ".join(r["why"])), flush=True)
+    if r["why"]:
+        print("  replay: /usr/bin/python3 validation/chaos/chaos.py --mindpipe %s --data %s --seed %d --only %d "
+              "--keep /tmp/chaos-%d-%d%s" % (a.mindpipe, a.data, a.seed, i, a.seed, i,
+                                             " --faults " + ",".join(a.faults) if a.faults else ""), flush=True)
+
+
+def report(a, root, results, t0):
     failed = sum(1 for r in results if r["why"])
     if a.table:
         print("\n| layout | trials | passed | hangs | lost checkpoints | steps lost (each trial) |")
