@@ -130,12 +130,29 @@ def train_cmd(a, n, out, extra, launcher=True, quiet=True):
         ["--out", out, "--set", "data.path=%s" % a.data] + extra
 
 
+SPAWNED = []  # every job started, so that a campaign cut short ends the one in flight
+
+
+def spawn(cmd, f):
+    """cmd started in a process group of its own, its output to file f."""
+    p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=ENV)
+    SPAWNED.append(p)
+    return p
+
+
+def end_spawned():
+    for p in SPAWNED:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 def run(cmd, log, timeout):
     """Runs cmd (its output to log); returns (status, seconds); status 124 past timeout (the job's
     processes killed)."""
     t0 = time.time()
     with open(log, "ab") as f:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=ENV)
+        p = spawn(cmd, f)
         try:
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -161,7 +178,7 @@ def run_hang(cmd, log, out, n):
     were gone)."""
     t0 = time.time()
     with open(log, "ab") as f:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=ENV)
+        p = spawn(cmd, f)
         gone = None
         while p.poll() is None and time.time() - t0 < DEADLINE_S:
             time.sleep(0.2)
@@ -281,7 +298,7 @@ def run_full(cmd, log, out, fs, step):
     seconds, whether the disk was filled while it ran)."""
     t0, filled = time.time(), False
     with open(log, "ab") as f:
-        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=ENV)
+        p = spawn(cmd, f)
         while p.poll() is None and time.time() - t0 < DEADLINE_S:
             if not filled and metrics_step(out) >= step - 1:
                 fill(fs)
@@ -396,7 +413,7 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
     attempts = 0
     if fault == "relapse":  # a second fault during the recovery: a random rank killed after `delay`
         with open(log, "ab") as f:
-            p = subprocess.Popen(resume, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, env=ENV)
+            p = spawn(resume, f)
             time.sleep(delay)
             live = pids_of(out)
             if live and p.poll() is None:
@@ -478,12 +495,20 @@ def main():
     refs, results = {}, []
     todo = [a.only] if a.only >= 0 else range(a.trials)
     t0 = time.time()
+    # SIGTERM too (a batch system's end, or `kill` of a campaign started in the background, whose
+    # SIGINT the shell ignores): the trials run so far are reported
+    signal.signal(signal.SIGTERM, interrupted)
     try:
         for i in todo:
             run_one(a, i, root, refs, results)
-    except KeyboardInterrupt:  # a campaign cut short still reports the trials it ran
+    except KeyboardInterrupt:  # a campaign cut short (Ctrl-C, SIGTERM) still reports the trials it ran
+        end_spawned()
         print("interrupted after %d trials" % len(results), flush=True)
     return report(a, root, results, t0)
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 
 def run_one(a, i, root, refs, results):
