@@ -234,80 +234,20 @@ static double run_job_peak(run_t *r)
     return peak;
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create directory %s: %s", tmp, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create directory %s: %s", tmp, strerror(errno));
-    return MP_OK;
-}
-
-/* deck.ini: written to a temporary name and published (publish.h), so a crash never leaves half a
- * deck. MP_OK or MP_ERR naming the file. */
-static int run_write_deck(const run_t *r)
-{
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/deck.ini", r->out_dir);
-    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
-    FILE *f = publish_tmp_fopen(tmp);
-    if (!f) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
-    int rc = deck_write(&r->deck, f);
-    if (fflush(f) != 0 || ferror(f)) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && rc == MP_OK) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
-    if (rc != MP_OK) {
-        publish_discard(tmp);
-        return MP_ERR;
-    }
-    return publish_commit(tmp, path);
-}
-
-/* Rank 0, holding the lock: a fresh run's refusal or --restart, the logs, stale temporaries, the run
- * id and deck.ini. */
-static int run_out_dir_claim(run_t *r)
-{
-    char ck[4200], moved[9000] = "";
-    snprintf(ck, sizeof ck, "%s/ckpt", r->out_dir);
-    if (rundir_check_names(r->out_dir) != MP_OK) return MP_ERR; /* links and devices: refused, touching nothing */
-    if (!r->opts.resume && rundir_fresh(r->out_dir, r->opts.restart, moved, sizeof moved) != MP_OK) return MP_ERR;
-    if (mkdir_p(ck) != MP_OK || runlog_open(&r->log, r->out_dir) != MP_OK) return MP_ERR;
-    r->log.quiet = r->opts.quiet; /* runlog_open starts from a clean runlog_t */
-    if (moved[0]) runlog_printf(&r->log, "%s", moved);
-    if (rundir_clean_temporaries(r->out_dir, &r->log) != MP_OK) return MP_ERR;
-    if (r->opts.resume) {
-        if (rundir_id_read(r->out_dir, r->run_id) != MP_OK) return MP_ERR;
-    } else if (rundir_id_new(r->run_id) != MP_OK || rundir_id_write(r->out_dir, r->run_id) != MP_OK) {
-        return MP_ERR;
-    }
-    if (run_exit_status(r, "- running") != MP_OK) return MP_ERR; /* an abort leaves it saying so */
-    return run_write_deck(r);
-}
-
-int run_exit_status(const run_t *r, const char *text)
-{
-    char path[4200], line[1200];
-    snprintf(path, sizeof path, "%s/exit_status", r->out_dir);
-    snprintf(line, sizeof line, "%s\n", text);
-    return publish_text(path, line);
-}
-
-/* Rank 0 makes and claims the directory (run_out_dir_claim); the others learn its path and the run
- * id. On failure the lock is released and the logs closed. */
+/* Rank 0 makes and claims the directory (rundir_claim); the others learn its path and the run id.
+ * On failure the lock is released and the logs closed. */
 static int run_out_dir(run_t *r)
 {
     const char *dir = r->opts.out_dir ? r->opts.out_dir : "run";
     int rc = MP_OK;
     r->log.quiet = r->opts.quiet || r->rank != 0;
     if (r->rank == 0) {
-        if (mkdir_p(dir) != MP_OK) rc = MP_ERR;
+        if (rundir_mkdir_p(dir) != MP_OK) rc = MP_ERR;
         else if (!realpath(dir, r->out_dir)) rc = MP_FAIL("cannot resolve %s: %s", dir, strerror(errno));
         if (rc == MP_OK) rc = rundir_lock(&r->lock, r->out_dir);
-        if (rc == MP_OK) rc = run_out_dir_claim(r);
+        if (rc == MP_OK)
+            rc = rundir_claim(r->out_dir, r->opts.resume != NULL, r->opts.restart, r->opts.quiet, &r->deck, &r->log,
+                              r->run_id);
         r->log.quiet = r->opts.quiet;
         if (rc != MP_OK) {
             runlog_close(&r->log);

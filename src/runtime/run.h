@@ -130,11 +130,6 @@ void run_home_forget(run_t *r);
 int run_setup(run_t *r, const run_opts_t *o, int with_out_dir);
 void run_teardown(run_t *r);
 
-/* RUN/exit_status (rank 0; after the run directory is claimed): the run's exit status and why, one
- * line ("- running", "0 done ...", "75 stopped ...", "1 failed ..."). Hydra's mpiexec does not
- * always pass on the ranks' status when it was itself signalled (ARCHITECTURE.md §7): batch scripts
- * can read it here. MP_OK or MP_ERR naming the file. */
-int run_exit_status(const run_t *r, const char *text);
 
 /* The model chunks of pipeline stage `stage`: chunk c holds blocks [layer0s[c], layer0s[c] +
  * nlayers_s[c]). The model is cut into K = pp × v chunks (v = deck_chunks_per_stage) of the sizes

@@ -24,6 +24,7 @@
 
 #include "check.h"
 #include "ckpt_files.h"
+#include "deck.h"
 #include "publish.h"
 
 #define RUNDIR_LOCK_TRIES 40 /* × 50 ms: a holder between creating the file and writing its line */
@@ -417,4 +418,67 @@ int rundir_id_write(const char *dir, const char *id)
     snprintf(path, sizeof path, "%s/run_id", dir);
     snprintf(line, sizeof line, "%s\n", id);
     return publish_text(path, line);
+}
+
+/* ---- making and claiming the directory (rank 0, run.c's run_out_dir) ---------------------------- */
+
+int rundir_mkdir_p(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create directory %s: %s", tmp, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create directory %s: %s", tmp, strerror(errno));
+    return MP_OK;
+}
+
+/* deck.ini: written to a temporary name and published (publish.h), so a crash never leaves half a
+ * deck. MP_OK or MP_ERR naming the file. */
+static int rundir_write_deck(const char *dir, const deck_t *d)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/deck.ini", dir);
+    if (publish_tmp_name(path, tmp, sizeof tmp) != MP_OK || publish_tmp_prepare(tmp) != MP_OK) return MP_ERR;
+    FILE *f = publish_tmp_fopen(tmp);
+    if (!f) return MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
+    int rc = deck_write(d, f);
+    if (fflush(f) != 0 || ferror(f)) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && rc == MP_OK) rc = MP_FAIL("cannot write %s: %s", tmp, strerror(errno));
+    if (rc != MP_OK) {
+        publish_discard(tmp);
+        return MP_ERR;
+    }
+    return publish_commit(tmp, path);
+}
+
+int rundir_exit_status(const char *dir, const char *text)
+{
+    char path[4200], line[1200];
+    snprintf(path, sizeof path, "%s/exit_status", dir);
+    snprintf(line, sizeof line, "%s\n", text);
+    return publish_text(path, line);
+}
+
+int rundir_claim(const char *dir, int resume, int restart, int quiet, const deck_t *d, runlog_t *log,
+                 char run_id[CKPT_RUN_ID_LEN + 1])
+{
+    char ck[4200], moved[9000] = "";
+    snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    if (rundir_check_names(dir) != MP_OK) return MP_ERR; /* links and devices: refused, touching nothing */
+    if (!resume && rundir_fresh(dir, restart, moved, sizeof moved) != MP_OK) return MP_ERR;
+    if (rundir_mkdir_p(ck) != MP_OK || runlog_open(log, dir) != MP_OK) return MP_ERR;
+    log->quiet = quiet; /* runlog_open starts from a clean runlog_t */
+    if (moved[0]) runlog_printf(log, "%s", moved);
+    if (rundir_clean_temporaries(dir, log) != MP_OK) return MP_ERR;
+    if (resume) {
+        if (rundir_id_read(dir, run_id) != MP_OK) return MP_ERR;
+    } else if (rundir_id_new(run_id) != MP_OK || rundir_id_write(dir, run_id) != MP_OK) {
+        return MP_ERR;
+    }
+    if (rundir_exit_status(dir, "- running") != MP_OK) return MP_ERR; /* an abort leaves it saying so */
+    return rundir_write_deck(dir, d);
 }

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "ckpt.h"
+#include "deck.h"
 #include "runlog.h"
 
 typedef struct {
@@ -67,5 +68,22 @@ int rundir_id_read(const char *dir, char id_p[CKPT_RUN_ID_LEN + 1]);
 
 /* Publishes id as dir/run_id. MP_OK or MP_ERR naming the file. */
 int rundir_id_write(const char *dir, const char *id);
+
+/* mkdir -p: path and every missing folder above it. MP_OK, or MP_ERR naming the folder. */
+int rundir_mkdir_p(const char *path);
+
+/* RUN/exit_status (rank 0; after the directory is claimed) := text, one line published whole: the
+ * run's exit status and why ("- running", "0 done ...", "75 stopped ...", "1 failed ..."). Hydra's
+ * mpiexec does not always pass on the ranks' status when it was itself signalled (ARCHITECTURE.md
+ * §7): batch scripts can read it here. MP_OK or MP_ERR naming the file. */
+int rundir_exit_status(const char *dir, const char *text);
+
+/* Rank 0, holding dir's lock: refuses links and devices under the names a run writes; a fresh run
+ * (resume 0) is refused where checkpoints are, unless restart moves them aside (said in the log);
+ * opens the logs (log, quiet or not), removes stale temporaries, reads (resume) or draws and writes
+ * the run id, marks exit_status "- running" and publishes deck.ini from d. MP_OK, or MP_ERR naming
+ * what failed (the logs may be open: the caller closes them). */
+int rundir_claim(const char *dir, int resume, int restart, int quiet, const deck_t *d, runlog_t *log,
+                 char run_id[CKPT_RUN_ID_LEN + 1]);
 
 #endif

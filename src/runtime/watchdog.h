@@ -36,7 +36,7 @@ void watchdog_arm(watchdog_t *w, const char *phase, const char *key, double limi
 /* The phase is over. */
 void watchdog_disarm(watchdog_t *w);
 
-/* The run directory's exit_status file (run_exit_status): the watchdog writes it too when it ends
+/* The run directory's exit_status file (rundir_exit_status): the watchdog writes it too when it ends
  * this rank (set once the directory exists). */
 void watchdog_status_file(watchdog_t *w, const char *path);
 

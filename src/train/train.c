@@ -609,7 +609,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         else
             snprintf(text, sizeof text, "%d %s at step %ld", status, status ? "failed (the log says why)" : "done",
                      r.step);
-        run_exit_status(&r, text); /* a failure to write it is reported; the status stands */
+        rundir_exit_status(r.out_dir, text); /* a failure to write it is reported; the status stands */
     }
     run_teardown(&r);
     return status;
