@@ -10,7 +10,11 @@
 #     disagrees with config.json, or a FIFO. (The safetensors layout itself: test_hf.sh, fuzz_safetensors.)
 #   - GPT-2's encoder.json and vocab.bpe (prep --tokenizer gpt2): empty, 70 MiB, garbage, ids out of
 #     range, negative, with a leading zero, missing, two ids for one token, an extra merge, cut short,
-#     a FIFO. SentencePiece .model (prep --sp-model-file): empty, garbage, cut short, 300 MiB, a FIFO.
+#     a FIFO. SentencePiece .model (prep --sp-model-file): empty, garbage, cut short, 300 MiB, a FIFO,
+#     bytes appended after its last field (an unknown field, a second trainer_spec, a piece more).
+#   - Not regular files: a FIFO or a directory as prep's --text, the SentencePiece trainer's text and
+#     data.path (the first and the last waited forever in open for a writer); as a checkpoint for
+#     inspect, train --resume, eval, generate and export, and planted as the newest for --resume auto.
 #   - Recovery (recovery.log = 1, pp = 2, rank 1 lost at step 13): the survivor's snapshot is not
 #     used, the resume starting from the checkpoint of step 10, when the resume changes train.seed
 #     (the snapshot holds the old deck's steps: a replay under the new one made a model no run
@@ -185,6 +189,61 @@ truncate -s 300M "$S/huge.model"
 expect "a 300 MiB .model (not read)" "SentencePiece model $S/huge.model: 314572800 bytes, more than 64 MiB" prep_sp huge.model
 mkfifo "$S/fifo.model"
 expect "a FIFO as .model (no hang)" "SentencePiece model $S/fifo.model: not a regular file" prep_sp fifo.model
+# bytes appended after the model's last field: protobuf takes well-formed ones as unknown fields, merges
+# a second trainer_spec into the first, adds a piece; refused naming the offset where they begin
+sz=$(wc -c < "$S/good.model")
+# appended NAME BYTES: $S/NAME, good.model with BYTES (printf's escapes) after it
+# shellcheck disable=SC2059  # BYTES is the format: its octal escapes are the point
+appended() { { cat "$S/good.model"; printf "$2"; } > "$S/$1"; }
+appended app_varint.model '\010\001'
+expect "a .model with 2 bytes appended (field 1 as a varint)" \
+    "SentencePiece model $S/app_varint.model: offset $sz of $((sz + 2)): field 1 of wire type 0" prep_sp app_varint.model
+appended app_unknown.model '\240\006\001'
+expect "a .model with an unknown field 100 appended" \
+    "SentencePiece model $S/app_unknown.model: offset $sz of $((sz + 3)): field 100 of wire type 0" prep_sp app_unknown.model
+appended app_spec.model '\022\000'
+expect "a .model with a second, empty trainer_spec appended (merged by protobuf)" \
+    "SentencePiece model $S/app_spec.model: offset $sz of $((sz + 2)): field 2 of wire type 2" prep_sp app_spec.model
+appended app_piece.model '\012\006\012\004ZQXJ'
+expect "a .model with a piece appended after its specs (a piece more)" \
+    "SentencePiece model $S/app_piece.model: offset $sz of $((sz + 8)): field 1 of wire type 2" prep_sp app_piece.model
+
+# ---- text and token inputs that are not regular files ----
+mkfifo "$S/text.fifo"
+expect "a FIFO as prep's --text (no hang)" "text file $S/text.fifo is not a regular file" \
+    timeout 60 "$MINDPIPE" prep --text "$S/text.fifo" --out "$S/x.h5"
+mkdir -p "$S/text.dir"
+expect "a directory as prep's --text" "text file $S/text.dir is not a regular file" \
+    timeout 60 "$MINDPIPE" prep --text "$S/text.dir" --out "$S/x.h5"
+expect "a FIFO as the SentencePiece trainer's text (no hang)" "text file $S/text.fifo: not a regular file" \
+    timeout 60 "$MINDPIPE" prep --tokenizer sp --vocab-size 400 --text "$S/text.fifo" --out "$S/x.h5"
+mkfifo "$S/data.fifo"
+# shellcheck disable=SC2086
+expect "a FIFO as data.path (no hang)" "data file $S/data.fifo is not a regular file" \
+    timeout 60 "$MINDPIPE" train $base --set data.path="$S/data.fifo" --set train.steps=1 --out "$S/o_data"
+
+# ---- checkpoints that are not regular files ----
+mkfifo "$S/ck.fifo"
+mkdir -p "$S/ck.dir"
+for ck in ck.fifo ck.dir; do
+    expect "inspect $ck" "checkpoint $S/$ck: not a regular file" timeout 60 "$MINDPIPE" inspect "$S/$ck"
+    # shellcheck disable=SC2086
+    expect "train --resume $ck" "checkpoint $S/$ck: not a regular file" \
+        timeout 60 "$MINDPIPE" train $base --set train.steps=2 --resume "$S/$ck" --out "$S/o_$ck"
+done
+expect "eval --ckpt ck.fifo" "checkpoint $S/ck.fifo: not a regular file" \
+    timeout 60 "$MINDPIPE" eval -c "$deck" --set data.path="$data" --ckpt "$S/ck.fifo"
+expect "generate --ckpt ck.fifo" "$S/ck.fifo: not a regular file" \
+    timeout 60 "$MINDPIPE" generate -c "$deck" --ckpt "$S/ck.fifo" --prompt In --max-tokens 2
+expect "export --ckpt ck.fifo" "$S/ck.fifo: not a regular file" \
+    timeout 60 "$MINDPIPE" export -c "$deck" --ckpt "$S/ck.fifo" --format hf --out "$S/o_export"
+# --resume auto with a FIFO as the newest checkpoint: skipped naming it, the step-1 checkpoint taken
+cp -r "$S/run" "$S/r_fifo" && mkfifo "$S/r_fifo/ckpt/step_00000005.h5"
+# shellcheck disable=SC2086
+timeout 60 "$MINDPIPE" train $base --set train.steps=2 --resume auto --out "$S/r_fifo" > "$S/out" 2>&1 &&
+    grep -q "skipping $S/r_fifo/ckpt/step_00000005.h5: not a regular file" "$S/out" &&
+    grep -q "resumed from $S/r_fifo/ckpt/step_00000001.h5 at step 1" "$S/r_fifo/log.txt"
+ok $? "train --resume auto with a FIFO as the newest checkpoint: skipped naming it, resumed from step 1"
 
 # ---- recovery: snapshots and boundary logs of another run ----
 rb="$base --set model.layers=2 --set train.steps=14 --set checkpoint.every=10 --set checkpoint.keep=0"

@@ -253,14 +253,16 @@ static int data_shard_open(data_shard_t *sh, const char *path, const char *name,
 {
     char shown[DECK_SHOW];
     deck_text_show(path, shown, sizeof shown);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer (no effect on a
+     * regular file's reads and maps) */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return MP_FAIL("data file %s: %s (make it with `mindpipe prep --text FILE --out DATA.h5`)", shown, strerror(errno));
     struct stat st;
     unsigned char m[4] = {0};
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         close(fd);
-        return MP_FAIL("data file %s is not a regular file", shown);
+        return MP_FAIL("data file %s is not a regular file (a directory, FIFO or device)", shown);
     }
     const int got = (int)pread(fd, m, sizeof m, 0);
     const uint32_t magic = got == 4 ? data_tok(m, 4) : 0;
@@ -571,13 +573,16 @@ static int data_read_text(const char *path, unsigned char **buf_p, size_t *n_p)
 {
     char name[DECK_SHOW];
     deck_text_show(path, name, sizeof name);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return MP_FAIL("text file %s: %s", name, strerror(errno));
+    /* O_NONBLOCK: fopen of a FIFO planted under the name would wait for a writer */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return MP_FAIL("text file %s: %s", name, strerror(errno));
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(fp);
-        return MP_FAIL("text file %s is not a regular file", name);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return MP_FAIL("text file %s is not a regular file (a directory, FIFO or device)", name);
     }
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) return close(fd), MP_FAIL("text file %s: %s", name, strerror(errno));
     size_t n = (size_t)st.st_size;
     if (n < 2) {
         fclose(fp);

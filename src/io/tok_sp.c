@@ -85,6 +85,51 @@ static int tok_sp_table(tok_sp_t *sp, const char *what)
     return MP_OK;
 }
 
+/* The protobuf varint at b[*at..n) into *v, *at moved past it. 0, or -1 when it runs past n or
+ * beyond 10 bytes (64 bits). */
+static int tok_sp_varint(const unsigned char *b, size_t n, size_t *at, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; shift < 70 && *at < n; shift += 7) {
+        const unsigned char c = b[(*at)++];
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) return 0;
+    }
+    return -1;
+}
+
+/* A .model's top-level fields must cover its bytes exactly, as SentencePiece writes them: fields 1
+ * (pieces, repeated) to 5 (denormalizer_spec) of ModelProto, each length-delimited, in that order,
+ * each but the pieces at most once. Protobuf itself takes whatever well-formed fields follow as
+ * unknown fields, or merges a second field 2-5 into the first, or adds a piece: bytes appended to a
+ * model were loaded without a word. The fields' insides are protobuf's to check. MP_OK, or MP_ERR
+ * (reported, naming what and the offset of the first byte that is not such a field). */
+static int tok_sp_fields_exact(const unsigned char *b, size_t n, const char *what)
+{
+    size_t at = 0;
+    uint64_t last = 0;
+    while (at < n) {
+        const size_t start = at;
+        uint64_t tag, len;
+        if (tok_sp_varint(b, n, &at, &tag) != 0)
+            return MP_FAIL("SentencePiece model %s: offset %zu: a field's tag runs past the end (%zu bytes)", what,
+                           start, n);
+        const uint64_t field = tag >> 3, wire = tag & 7;
+        if (field < 1 || field > 5 || wire != 2 || field < last || (field == last && field != 1))
+            return MP_FAIL("SentencePiece model %s: offset %zu of %zu: field %llu of wire type %llu after field %llu, "
+                           "not a field of a model there (fields 1-5, length-delimited, in order): bytes appended "
+                           "after its last field?",
+                           what, start, n, (unsigned long long)field, (unsigned long long)wire,
+                           (unsigned long long)last);
+        if (tok_sp_varint(b, n, &at, &len) != 0 || len > n - at)
+            return MP_FAIL("SentencePiece model %s: offset %zu: field %llu runs past the end (%zu bytes)", what, start,
+                           (unsigned long long)field, n);
+        at += (size_t)len;
+        last = field;
+    }
+    return MP_OK;
+}
+
 int tok_sp_load_bytes(tok_sp_t **sp_p, const void *model, size_t n, const char *what)
 {
     char err[512];
@@ -95,6 +140,8 @@ int tok_sp_load_bytes(tok_sp_t **sp_p, const void *model, size_t n, const char *
         MP_ERROR("SentencePiece model %s: %s", what, err);
         goto err_free;
     }
+    /* after protobuf's own parse, so that a broken model keeps protobuf's reason */
+    if (tok_sp_fields_exact(model, n, what) != MP_OK) goto err_free;
     sp->vocab = sp_shim_size(sp->shim);
     if (sp->vocab < 1 || sp->vocab > TOK_SP_VOCAB_MAX) {
         MP_ERROR("SentencePiece model %s: %d pieces; the data file's uint16 ids allow at most %d", what, sp->vocab,

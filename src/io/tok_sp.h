@@ -28,7 +28,8 @@ int tok_sp_available(void);
 int tok_sp_train(tok_sp_t **sp_p, const char *text_path, int vocab, const char *model_type);
 
 /* The model in the .model file path. MP_OK, or MP_ERR (reported, naming the file: unreadable, not a
- * SentencePiece model, more than TOK_SP_VOCAB_MAX pieces). */
+ * SentencePiece model, bytes after its last field (naming their offset), more than TOK_SP_VOCAB_MAX
+ * pieces). */
 int tok_sp_load_file(tok_sp_t **sp_p, const char *path);
 
 /* The model from its serialized bytes model[0..n) (copied), e.g. a data file's /tokenizer/sp_model;
