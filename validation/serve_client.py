@@ -5,7 +5,11 @@
       Sends requests 0..N-1 (prompt, max_tokens, temperature, top_k, seed, request_id all functions
       of i) from K threads at once; writes one line per request: {"i", "tokens", "finish_reason"}.
       With --mark FILE --mark-after M it creates FILE once M requests are answered: a test that
-      must break something under load waits for it instead of guessing with a sleep.
+      must break something under load waits for it instead of guessing with a sleep. With --at
+      N:COMMAND (repeatable) it runs COMMAND as the Nth answer arrives, later answers waiting for it:
+      a fault lands after exactly N answers, with the other requests still to come, whatever the
+      machine's speed (a test that polls a mark file can lose the race to a fast load). Exit 1 if a
+      COMMAND failed or never ran.
   serve_client.py bad URL --context T
       Bad input: each case must get its 4xx status with a JSON error, and the server must keep
       serving (a good request after each). Prints PASS/FAIL lines; exit 1 if any failed.
@@ -31,6 +35,7 @@ import http.client
 import json
 import select
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -79,11 +84,20 @@ def cmd_load(a):
     answered = [0]
     lock = threading.Lock()
 
+    at = {}
+    for spec in a.at or []:
+        n, _, cmd = spec.partition(":")
+        at[int(n)] = cmd
+    ran = []
+
     def answer():
         with lock:
             answered[0] += 1
             if a.mark and answered[0] == a.mark_after:
                 open(a.mark, "w").close()
+            if answered[0] in at:  # run under the lock: no further answer is counted before it is done
+                r = subprocess.run(at[answered[0]], shell=True)
+                ran.append("at %d: exit %d" % (answered[0], r.returncode))
 
     def worker():
         while True:
@@ -124,8 +138,10 @@ def cmd_load(a):
         print(json.dumps({"seconds": dt, "tokens": toks, "tokens_per_s": toks / dt,
                           "p50": q[len(q) // 2], "p90": q[int(0.9 * (len(q) - 1))], "p99": q[int(0.99 * (len(q) - 1))]}))
         return
-    print("%d requests from %d clients in %.2f s: %d tokens, %.1f tokens/s" % (a.requests, a.concurrency, dt, toks,
-                                                                               toks / dt))
+    print("%d requests from %d clients in %.2f s: %d tokens, %.1f tokens/s%s" % (
+        a.requests, a.concurrency, dt, toks, toks / dt, "".join("; " + x for x in ran)))
+    if len(ran) != len(at) or any(not x.endswith("exit 0") for x in ran):
+        sys.exit(1)  # a command that failed or never ran (the load ended first) must not pass unseen
 
 
 def cmd_stream(a):
@@ -432,6 +448,8 @@ def main():
     l.add_argument("--summary", action="store_true", help="print one JSON line with latency quantiles")
     l.add_argument("--mark", help="a file created once --mark-after requests are answered")
     l.add_argument("--mark-after", type=int, default=1)
+    l.add_argument("--at", action="append", metavar="N:COMMAND",
+                   help="run COMMAND (sh -c) as the Nth request is answered, before any later one is counted")
     b = sub.add_parser("bad")
     b.add_argument("url")
     b.add_argument("--context", type=int, required=True)
