@@ -34,6 +34,7 @@ for layout in "1 s1" "2 s2 --set parallel.dp=2"; do
     train "$n" "$name" "$@"; ok $? "$name: 12 steps, sequential order, $n rank(s) $*"
     mkdir -p "$SCRATCH/$name.r/ckpt" && cp "$SCRATCH/$name/ckpt/step_00000006.h5" "$SCRATCH/$name.r/ckpt/"
     train "$n" "$name.r" "$@" --resume auto; ok $? "$name: resumed from step 6 (the epoch ends in step 9)"
+    resumed_from "$name" "$name.r" 6
     compare "$name: 6 + resume + 6 = 12 straight" "$SCRATCH/$name" "$SCRATCH/$name.r" --bitwise --step 12
 done
 

@@ -37,9 +37,11 @@ cp "$SCRATCH/c_dp2z/ckpt/step_00000010.h5" "$SCRATCH/r_emu/ckpt/"
 cp "$SCRATCH/e_dp2z/ckpt/step_00000010.h5" "$SCRATCH/r_cpu/ckpt/"
 run 2 r_emu --set train.threads=1 --set parallel.dp=2 --set parallel.zero=1 --set train.device=emu --resume auto
 ok $? "a cpu checkpoint resumed on emu (dp2, zero=1)"
+resumed_from "cpu ckpt -> emu" r_emu 10
 compare "cpu ckpt -> emu" "$SCRATCH/c_dp2z" "$SCRATCH/r_emu" --bitwise --step 20
 run 2 r_cpu --set train.threads=1 --set parallel.dp=2 --set parallel.zero=1 --resume auto
 ok $? "an emu checkpoint resumed on cpu (dp2, zero=1)"
+resumed_from "emu ckpt -> cpu" r_cpu 10
 compare "emu ckpt -> cpu" "$SCRATCH/c_dp2z" "$SCRATCH/r_cpu" --bitwise --step 20
 
 # Activations dumped from the device region equal the cpu ones.

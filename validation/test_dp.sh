@@ -69,6 +69,7 @@ compare "dp2 bf16 sums: ZeRO-1 on emu after the backward vs all-reduce on cpu ov
 # A single-rank checkpoint resumed on dp=2 with ZeRO-1 continues the single-rank trajectory.
 mkdir -p "$SCRATCH/res/ckpt" && cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/res/ckpt/"
 run 2 res --set parallel.dp=2 --set parallel.zero=1 --resume auto; ok $? "resume a one-rank checkpoint on dp=2 zero=1"
+resumed_from "dp2 zero=1" res 10
 compare "resumed on dp2 zero=1" "$SCRATCH/ref" "$SCRATCH/res" --step 20
 
 # Refused layouts: each names the rule and the numbers, on every rank, before any work.

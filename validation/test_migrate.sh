@@ -89,10 +89,12 @@ PY
 ok $? "p2: the first checkpoint after a move records the split after it"
 mkdir -p "$SCRATCH/res/ckpt" && cp "$SCRATCH/p2m/ckpt/step_00000006.h5" "$SCRATCH/res/ckpt/" && cp "$SCRATCH/p2m/run_id" "$SCRATCH/res/"
 run 2 res --set parallel.pp=2 --set pipeline.layers=1,5 $M --resume auto; ok $? "resume from step 6 on 1,5 with migration"
+resumed_from "resumed after a move" res 6
 compare "resumed after a move = static" "$SCRATCH/p2" "$SCRATCH/res" --bitwise
 # ... and on one rank (no pipeline at all)
 mkdir -p "$SCRATCH/res1/ckpt" && cp "$SCRATCH/p2m/ckpt/step_00000006.h5" "$SCRATCH/res1/ckpt/" && cp "$SCRATCH/p2m/run_id" "$SCRATCH/res1/"
 run 1 res1 --resume auto; ok $? "the same checkpoint resumed on one rank"
+resumed_from "resumed on one rank" res1 6
 compare "resumed on one rank = static pp=2" "$SCRATCH/p2" "$SCRATCH/res1" --bitwise
 
 # A rank stopped (SIGSTOP) between the decision and the exchange: its peer's wait ends the job within

@@ -83,6 +83,7 @@ torch "choice blocks 1 and 3" supernet "$SCRATCH/g2.h5" --data "$data" --metrics
 mkdir -p "$SCRATCH/res/ckpt" && cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/res/ckpt/"
 # shellcheck disable=SC2086
 run 2 res $SN --set parallel.pp=2 --resume auto; ok $? "step 10 resumed at pp=2"
+resumed_from "resumed at pp=2" res 10
 compare "resumed = one rank" "$SCRATCH/ref" "$SCRATCH/res" --bitwise --step 20
 
 refused "no candidates" "needs supernet.candidates" 1 --set supernet.enabled=1

@@ -32,10 +32,12 @@ mkdir -p "$SCRATCH/res1/ckpt" "$SCRATCH/res4/ckpt" && cp "$SCRATCH/sp2pp2w2/ckpt
     cp "$SCRATCH/ref2/ckpt/step_00000010.h5" "$SCRATCH/res4/ckpt/"
 # shellcheck disable=SC2086
 run 1 res1 $SN --set supernet.window=2 --resume auto; ok $? "sp=2 × pp=2's step 10 resumed on one rank"
+resumed_from "sp=2 × pp=2 -> one rank" res1 10
 compare "resumed from sp=2 × pp=2 = one rank" "$SCRATCH/ref2" "$SCRATCH/res1" --bitwise --step 20
 # shellcheck disable=SC2086
 run 4 res4 $SN --set supernet.window=2 --set parallel.sp=2 --set parallel.pp=2 --resume auto
 ok $? "one rank's step 10 resumed at sp=2 × pp=2"
+resumed_from "one rank -> sp=2 × pp=2" res4 10
 compare "resumed at sp=2 × pp=2 = one rank" "$SCRATCH/ref2" "$SCRATCH/res4" --bitwise --step 20
 
 # Tensor parallelism inside each replica: the replicas pair equal shards; bitwise equal to tp = 2 alone.

@@ -31,9 +31,11 @@ mkdir -p "$SCRATCH/r1/ckpt" "$SCRATCH/r4/ckpt"
 cp "$SCRATCH/tp4/ckpt/step_00000010.h5" "$SCRATCH/r1/ckpt/"
 cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/r4/ckpt/"
 run 1 r1 --resume auto; ok $? "a tp=4 checkpoint resumed on one rank"
+resumed_from "tp4 -> one rank" r1 10
 compare "tp4 -> one rank" "$SCRATCH/ref" "$SCRATCH/r1" --step 20
 run 4 r4 --set parallel.tp=2 --set parallel.dp=2 --set parallel.zero=1 --resume auto
 ok $? "a one-rank checkpoint resumed on dp2×tp2 zero=1"
+resumed_from "one rank -> dp2tp2 zero=1" r4 10
 compare "one rank -> dp2tp2 zero=1" "$SCRATCH/ref" "$SCRATCH/r4" --step 20
 grep -q "order dp-tp-sp-pp" "$SCRATCH/tp2dp2/log.txt" && grep -q "^ *1 *1 *0 *0 *0 .*heads 0-1, vocab rows 0-127, samples 4-7" "$SCRATCH/tp2dp2/log.txt" \
     && grep -q "^ *2 *0 *1 *0 *0 .*heads 2-3, vocab rows 128-255, samples 0-3" "$SCRATCH/tp2dp2/log.txt"
