@@ -112,6 +112,30 @@ resumed_from() {
     grep -q "resumed from .*$rsf_ck at step $3 (" "$SCRATCH/$2/log.txt" 2>/dev/null
     ok $? "$1: $2/log.txt says it resumed from $rsf_ck at step $3"
 }
+# copy_overlaps_known: validation/copy_overlaps.py on a made-up trace.json counts its 8 copies and the
+# 3 same-direction overlaps between ranks (three ranks' offloads at once), and none of its near misses
+# (the other direction, one rank's own copies, copies that only touch, an "offload copy" off the
+# copy-engine row; each would change the count): a "0 overlaps" from a real run means something only
+# from a detector shown able to find one.
+copy_overlaps_known() {
+    mkdir -p "$SCRATCH/ovl_known"
+    cat > "$SCRATCH/ovl_known/trace.json" <<'EOF'
+{"traceEvents": [
+ {"ph": "X", "tid": 1, "pid": 0, "name": "offload copy", "ts": 0, "dur": 10},
+ {"ph": "X", "tid": 1, "pid": 1, "name": "offload copy", "ts": 5, "dur": 10},
+ {"ph": "X", "tid": 1, "pid": 3, "name": "offload copy", "ts": 6, "dur": 2},
+ {"ph": "X", "tid": 1, "pid": 0, "name": "offload copy", "ts": 15, "dur": 3},
+ {"ph": "X", "tid": 1, "pid": 1, "name": "offload copy", "ts": 20, "dur": 10},
+ {"ph": "X", "tid": 1, "pid": 0, "name": "prefetch copy", "ts": 22, "dur": 6},
+ {"ph": "X", "tid": 1, "pid": 2, "name": "offload copy", "ts": 40, "dur": 10},
+ {"ph": "X", "tid": 1, "pid": 2, "name": "offload copy", "ts": 45, "dur": 10},
+ {"ph": "X", "tid": 0, "pid": 3, "name": "offload copy", "ts": 46, "dur": 10}
+]}
+EOF
+    "$TORCH_PYTHON" "$MP_SRCDIR/validation/copy_overlaps.py" "$SCRATCH/ovl_known" > "$SCRATCH/ovl_known.out" 2>&1
+    [ "$(cut -d' ' -f2- "$SCRATCH/ovl_known.out")" = "8 3" ]
+    ok $? "copy_overlaps.py finds the 3 overlaps of a made-up trace's 8 copies, none of its 4 near misses ($(cut -d' ' -f2- "$SCRATCH/ovl_known.out" | tail -n 1))"
+}
 # layouts_vs REF "RANKS NAME [--set ...]"...: trains each layout and compares it
 # with $SCRATCH/REF within the layout-invariance tolerance.
 layouts_vs() { lc_ref=$1; shift; layouts_cmp "" "$lc_ref" "" "$@"; }

@@ -174,6 +174,7 @@ for c in 1 0; do
     ok $? "offload at pp=4 with memory.coordinate=$c"
 done
 compare "coordinated = uncoordinated" "$SCRATCH/co0" "$SCRATCH/co1" --bitwise
+copy_overlaps_known
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/copy_overlaps.py" "$SCRATCH/co1" "$SCRATCH/co0" > "$SCRATCH/ovl.out"
 ovl_rc=$?
 read -r _ c1 o1 < "$SCRATCH/ovl.out"
@@ -201,6 +202,7 @@ for pol in offload recompute; do
     mkdir -p "$SCRATCH/res$pol/ckpt" && cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/res$pol/ckpt/"
     # shellcheck disable=SC2086
     run 1 "res$pol" $L4 --set memory.policy=$pol --resume auto; ok $? "keep's checkpoint resumed under $pol"
+    resumed_from "resumed under $pol" "res$pol" 10
     compare "resumed under $pol = keep" "$SCRATCH/ref" "$SCRATCH/res$pol" --bitwise --step 20
 done
 
@@ -209,6 +211,7 @@ mkdir -p "$SCRATCH/resbal/ckpt" && cp "$SCRATCH/ref8/ckpt/step_00000010.h5" "$SC
 # shellcheck disable=SC2086
 run 4 resbal $L4 --set train.micro_batch=1 --set parallel.pp=4 --set memory.policy=balance --resume auto
 ok $? "keep's checkpoint resumed under balance at pp=4"
+resumed_from "resumed under balance" resbal 10
 compare "resumed under balance = keep" "$SCRATCH/ref8" "$SCRATCH/resbal" --bitwise --step 20
 
 refused "memory.layers of the wrong length" "memory.layers" 1 $L4 --set memory.layers=k,r

@@ -44,6 +44,7 @@ ok $? "the cap is the slots': on the device pp=4 has 3 subnets in flight at once
 
 # the candidates' copies take the node's host-link locks (memory.coordinate, on by default): on the
 # timeline the two stages of h2s2 never copy in the same direction at once
+copy_overlaps_known
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/copy_overlaps.py" "$SCRATCH/h2s2" > "$SCRATCH/ovl.out"
 ovl_rc=$?
 read -r _ nc no < "$SCRATCH/ovl.out"
@@ -79,6 +80,7 @@ run 1 rh $SN $H --set supernet.device_slots=2 --set checkpoint.every=10 --set de
 [ -s "$SCRATCH/rh/ckpt/step_00000010.h5" ]; ok $? "host-resident run killed after its step-10 checkpoint"
 # shellcheck disable=SC2086
 run 1 rh $SN --resume auto; ok $? "resumed with every candidate on the device"
+resumed_from "host-resident checkpoint on the device" rh 10
 compare "host-resident checkpoint resumed on the device" "$SCRATCH/ref" "$SCRATCH/rh" --bitwise
 # shellcheck disable=SC2086
 run 1 rd $SN --set checkpoint.every=10 --set debug.fail_at=0:11
@@ -86,6 +88,7 @@ run 1 rd $SN --set checkpoint.every=10 --set debug.fail_at=0:11
 [ -s "$SCRATCH/rd/ckpt/step_00000010.h5" ]; ok $? "on-device run killed after its step-10 checkpoint"
 # shellcheck disable=SC2086
 run 1 rd $SN $H --set supernet.device_slots=2 --set parallel.pp=1 --resume auto; ok $? "resumed from host memory, 2 slots"
+resumed_from "device checkpoint host-resident" rd 10
 compare "device checkpoint resumed host-resident" "$SCRATCH/ref" "$SCRATCH/rd" --bitwise
 
 # shellcheck disable=SC2086
