@@ -206,4 +206,17 @@ else
     ok 1 "ldd: the program loads no MPI and no HDF5 (not built)"
 fi
 
+# Config sees sched (the deck's parallel.schedule is a sched_kind_t), and through it every room above
+# config could; but only config, exec and the rooms above exec include a sched header: the model,
+# checkpoints, backends and serving know nothing of schedules (ARCHITECTURE.md "Layers").
+sched_h=$(cd "$MP_SRCDIR/src/sched" && ls ./*.h | sed 's|^\./||')
+blind=""
+for l in comm obs device model io serve; do
+    for h in $sched_h; do
+        hits=$(grep -l "#include \"$h\"" "$MP_SRCDIR/src/$l"/*.[ch] 2>/dev/null | sed "s|^$MP_SRCDIR/||" | tr '\n' ' ')
+        [ -n "$hits" ] && blind="$blind $h in $hits"
+    done
+done
+ok "$([ -z "$blind" ] && echo 0 || echo 1)" \
+    "no file of comm, obs, device, model, io or serve includes a sched header ($(echo $sched_h | wc -w) headers)${blind:+ (found:$blind)}"
 done_testing

@@ -70,8 +70,6 @@ typedef struct {
 const char *const deck_device_names[DECK_DEVICE_COUNT] = {"cpu", "emu", "cuda"};
 const char *const deck_order_names[DECK_ORDER_COUNT] = {"random", "sequential"};
 const char *const deck_precision_names[DECK_PRECISION_COUNT] = {"fp32", "bf16"};
-const char *const deck_schedule_names[DECK_SCHED_COUNT] = {"gpipe", "1f1b", "interleaved", "2bw", "zb1p", "zbv",
-                                                           "dualpipev"};
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
 const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
 const char *const deck_replan_times_names[DECK_REPLAN_COUNT] = {"measured", "modelled"};
@@ -183,7 +181,7 @@ static const deck_key_t keys[] = {
     K_BOOL(parallel, overlap, "1", "start each gradient bucket's all-reduce as soon as its backward ends (0: after the whole backward; for measuring the overlap)"),
     K_PARSED(parallel, order, order_dims, "tp-dp-sp-pp", parse_order, "tp, dp, sp and pp in any order, joined by '-'",
           "rank order of the grid, fastest-varying first"),
-    K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", deck_schedule_names,
+    K_CHOICE_TEXT(parallel, schedule, schedule_kind, "1f1b", sched_kind_names,
                   "pipeline schedule (zb1p, zbv, dualpipev: the zero-bubble ones, each backward split into B and W)"),
     K_PARSED(parallel, schedule_costs, costs, "unit", parse_sched_costs, "unit, or three positive times TF,TB,TW",
              "the times zb1p's and zbv's lists are played out with (a forward, an input gradient B, a weight "
@@ -590,7 +588,7 @@ static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n
 
 static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy)
 {
-    return deck_parse_sched_costs(v, out, why, nwhy);
+    return sched_costs_parse(v, out, why, nwhy);
 }
 
 /* "" or P1,P2 (milliseconds, positive, finite), kept in seconds. */
@@ -607,21 +605,6 @@ static int parse_pass_times(const char *v, void *out, char *why, size_t nwhy)
     }
     t[0] *= 1e-3, t[1] *= 1e-3;
     return MP_OK;
-}
-
-int deck_parse_sched_costs(const char *v, double *t, char *why, size_t nwhy)
-{
-    if (!strcmp(v, "unit")) {
-        t[0] = t[1] = t[2] = 0.0;
-        return 0;
-    }
-    char tail;
-    if (sscanf(v, "%lf,%lf,%lf%c", &t[0], &t[1], &t[2], &tail) != 3 || !(t[0] > 0.0 && t[1] > 0.0 && t[2] > 0.0) ||
-        !isfinite(t[0] + t[1] + t[2])) {
-        snprintf(why, nwhy, "not three positive times TF,TB,TW, nor unit");
-        return -1;
-    }
-    return 0;
 }
 
 static int parse_order(const char *v, void *out, char *why, size_t nwhy)
@@ -1198,16 +1181,13 @@ int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets)
 
 /* ---- cross-key rules ------------------------------------------------------------------------------ */
 
-/* zbv and dualpipev: two chunks per stage in a V (src/sched's SCHED_PLACE_V) */
-static int deck_sched_v(const deck_t *d)
-{
-    return d->parallel.schedule_kind == DECK_SCHED_ZBV || d->parallel.schedule_kind == DECK_SCHED_DUALPIPEV;
-}
+/* zbv and dualpipev: two chunks per stage in a V (sched's placement) */
+static int deck_sched_v(const deck_t *d) { return sched_kind_place(d->parallel.schedule_kind) == SCHED_PLACE_V; }
 
 int deck_chunks_per_stage(const deck_t *d)
 {
     if (deck_sched_v(d)) return 2;
-    return d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
+    return d->parallel.pp > 1 && d->parallel.schedule_kind == SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
 }
 
 /* Whether some layer's memory policy may be other than keep at run time: auto is keep without
@@ -1234,7 +1214,7 @@ static int deck_zbv_policy_refused(const deck_t *d)
 static int validate_v(const deck_t *d)
 {
     const int pp = d->parallel.pp;
-    const char *k = deck_schedule_names[d->parallel.schedule_kind];
+    const char *k = sched_kind_names[d->parallel.schedule_kind];
     int nerr = 0;
     if (pp < 2)
         nerr++, MP_ERROR("parallel.schedule=%s places two chunks on each of parallel.pp >= 2 stages in a V (pp is "
@@ -1254,7 +1234,7 @@ static int validate_v(const deck_t *d)
                          "to stay from each B to its W, across both chunks of the V; use 1f1b", k);
     const long long per = (long long)d->train.micro_batch * d->parallel.dp;
     const long long m = per > 0 && d->train.batch % per == 0 ? d->train.batch / per : 0;
-    if (d->parallel.schedule_kind == DECK_SCHED_DUALPIPEV && m > 0 && pp >= 2 && m < 2LL * pp)
+    if (d->parallel.schedule_kind == SCHED_DUALPIPEV && m > 0 && pp >= 2 && m < 2LL * pp)
         nerr++, MP_ERROR("parallel.schedule=dualpipev needs at least 2 × parallel.pp = %d micro-batches per step; "
                          "train.batch ÷ (train.micro_batch × parallel.dp) = %d ÷ (%d × %d) = %lld (its warm-up fills "
                          "both arms of the V before the steady forward-backward pairs): a smaller train.micro_batch, "
@@ -1272,32 +1252,32 @@ static int validate_v(const deck_t *d)
  * stage's layer count must be even. */
 static int validate_zero_bubble(const deck_t *d)
 {
-    const deck_schedule_t k = d->parallel.schedule_kind;
+    const sched_kind_t k = d->parallel.schedule_kind;
     const int pp = d->parallel.pp, L = d->model.layers;
     int nerr = 0;
-    const int costs = d->parallel.costs[0] > 0.0, prof = d->parallel.schedule_profile[0] != 0;
-    if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && (costs || prof))
+    const int costs = d->parallel.costs.tf > 0.0, prof = d->parallel.schedule_profile[0] != 0;
+    if (k != SCHED_ZB1P && k != SCHED_ZBV && (costs || prof))
         nerr++, MP_ERROR("parallel.%s is read by the schedules whose lists are played out from times (zb1p, zbv); "
                          "parallel.schedule=%s has a fixed list: leave it unset", prof ? "schedule_profile" : "schedule_costs",
-                         deck_schedule_names[k]);
+                         sched_kind_names[k]);
     if (costs && prof)
         nerr++, MP_ERROR("parallel.schedule_costs=%s and parallel.schedule_profile=%s both give the lists' times: "
                          "set one", d->parallel.schedule_costs, d->parallel.schedule_profile);
-    if (k != DECK_SCHED_ZB1P && k != DECK_SCHED_ZBV && k != DECK_SCHED_DUALPIPEV) return nerr;
+    if (k != SCHED_ZB1P && k != SCHED_ZBV && k != SCHED_DUALPIPEV) return nerr;
     if (deck_sched_v(d)) nerr += validate_v(d);
     if (deck_sched_v(d) && d->parallel.virtual_stages > 1)
         nerr++, MP_ERROR("parallel.schedule=%s fixes two chunks per stage (a V); leave parallel.virtual_stages=1 (it is %d)",
-                         deck_schedule_names[k], d->parallel.virtual_stages);
+                         sched_kind_names[k], d->parallel.virtual_stages);
     const deck_layer_list_t *c = &d->pipeline.chunks;
     if (deck_sched_v(d) && c->n == 0 && L % (2 * pp))
         nerr++, MP_ERROR("parallel.schedule=%s cuts each stage's layers into two equal chunks: model.layers=%d is not a "
                          "multiple of 2 × parallel.pp = %d (an odd or uneven count of layers per stage)",
-                         deck_schedule_names[k], L, 2 * pp);
+                         sched_kind_names[k], L, 2 * pp);
     for (int s = 0; deck_sched_v(d) && c->n == 2 * pp && s < pp; s++) /* stage s: chunks s and 2pp−1−s */
         if (c->layers[s] != c->layers[2 * pp - 1 - s])
             nerr++, MP_ERROR("parallel.schedule=%s: pipeline.layers gives stage %d chunks of %d and %d layers; the V "
                              "holds half a stage's layers in each (equal, so an even count per stage)",
-                             deck_schedule_names[k], s, c->layers[s], c->layers[2 * pp - 1 - s]);
+                             sched_kind_names[k], s, c->layers[s], c->layers[2 * pp - 1 - s]);
     return nerr;
 }
 
@@ -1309,9 +1289,9 @@ static int validate_pipeline(const deck_t *d)
     const deck_layer_list_t *l = &d->pipeline.chunks;
     const int vs = deck_chunks_per_stage(d), K = d->parallel.pp * vs, count = l->n;
     nerr += validate_zero_bubble(d);
-    if (d->parallel.virtual_stages > 1 && d->parallel.schedule_kind != DECK_SCHED_INTERLEAVED && !deck_sched_v(d))
+    if (d->parallel.virtual_stages > 1 && d->parallel.schedule_kind != SCHED_INTERLEAVED && !deck_sched_v(d))
         nerr++, MP_ERROR("parallel.virtual_stages=%d needs parallel.schedule=interleaved (it is %s)",
-                         d->parallel.virtual_stages, deck_schedule_names[d->parallel.schedule_kind]);
+                         d->parallel.virtual_stages, sched_kind_names[d->parallel.schedule_kind]);
     if (vs > PARAM_MAX_CHUNKS)
         nerr++, MP_ERROR("parallel.virtual_stages=%d: at most %d model chunks per stage", vs, PARAM_MAX_CHUNKS);
     if (vs > 1 && K > d->model.layers)
@@ -1331,7 +1311,7 @@ static int validate_pipeline(const deck_t *d)
     for (int k = 0; k < count; k++) sum += l->layers[k];
     if (count != K && deck_sched_v(d))
         nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but the %s schedule cuts the model into 2 × parallel.pp "
-                         "= %d chunks (one entry per chunk)", v, count, deck_schedule_names[d->parallel.schedule_kind], K);
+                         "= %d chunks (one entry per chunk)", v, count, sched_kind_names[d->parallel.schedule_kind], K);
     else if (count != K && vs > 1)
         nerr++, MP_ERROR("pipeline.layers='%s' has %d entries, but the interleaved schedule cuts the model into "
                          "parallel.pp × parallel.virtual_stages = %d chunks (one entry per chunk)", v, count, K);

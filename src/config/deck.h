@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "params.h"
+#include "schedule.h" /* parallel.schedule is a sched_kind_t (config sees sched: ARCHITECTURE.md "Layers") */
 
 #define DECK_STR 256
 #define DECK_PATH 4096
@@ -29,11 +30,6 @@ typedef enum { DECK_DEVICE_CPU, DECK_DEVICE_EMU, DECK_DEVICE_CUDA, DECK_DEVICE_C
 /* data.order: how training windows are drawn (data.h) */
 typedef enum { DECK_ORDER_RANDOM, DECK_ORDER_SEQUENTIAL, DECK_ORDER_COUNT } deck_order_t;
 typedef enum { DECK_PRECISION_FP32, DECK_PRECISION_BF16, DECK_PRECISION_COUNT } deck_precision_t;
-/* The schedules of src/sched (sched_kind_t, which config may not see): app maps one to the other. */
-typedef enum {
-    DECK_SCHED_GPIPE, DECK_SCHED_1F1B, DECK_SCHED_INTERLEAVED, DECK_SCHED_2BW, DECK_SCHED_ZB1P, DECK_SCHED_ZBV,
-    DECK_SCHED_DUALPIPEV, DECK_SCHED_COUNT
-} deck_schedule_t;
 typedef enum { DECK_WAIT_AUTO, DECK_WAIT_YIELD, DECK_WAIT_SPIN, DECK_WAIT_COUNT } deck_wait_t;
 typedef enum { DECK_P2P_AUTO, DECK_P2P_MPI, DECK_P2P_NCCL, DECK_P2P_COUNT } deck_p2p_t;
 /* debug.replan_times: what live migration's re-plan weighs the stages by. */
@@ -54,11 +50,7 @@ typedef enum {
 extern const char *const deck_device_names[DECK_DEVICE_COUNT];
 extern const char *const deck_order_names[DECK_ORDER_COUNT];
 extern const char *const deck_precision_names[DECK_PRECISION_COUNT];
-extern const char *const deck_schedule_names[DECK_SCHED_COUNT];
 
-/* parallel.schedule_costs' syntax (and `mindpipe sim --costs`): "unit" -> t = 0, 0, 0 (the builders'
- * unit times), or "TF,TB,TW", three finite times > 0. 0, or −1 with why filled. */
-int deck_parse_sched_costs(const char *v, double *t, char *why, size_t nwhy);
 extern const char *const deck_wait_names[DECK_WAIT_COUNT];
 extern const char *const deck_p2p_names[DECK_P2P_COUNT];
 extern const char *const deck_replan_times_names[DECK_REPLAN_COUNT];
@@ -128,10 +120,10 @@ typedef struct {
         int dp, tp, pp, sp, virtual_stages, zero, overlap;
         char order[DECK_STR];          /* e.g. tp-dp-sp-pp (fastest first) */
         deck_dim_t order_dims[DECK_DIMS]; /* parallel.order parsed: the dimensions, fastest first */
-        deck_schedule_t schedule_kind; /* parallel.schedule */
+        sched_kind_t schedule_kind; /* parallel.schedule */
         char schedule[DECK_STR];       /* its name as given (unread: use schedule_kind) */
         char schedule_costs[DECK_STR]; /* as written */
-        double costs[3];               /* parallel.schedule_costs parsed: TF, TB, TW; 0,0,0: unit */
+        sched_costs_t costs;           /* parallel.schedule_costs parsed (sched_costs_parse): 0,0,0: unit */
         char schedule_profile[DECK_PATH]; /* "" or a profile (absolute) */
         deck_wait_t wait;
         deck_p2p_t p2p;

@@ -89,7 +89,7 @@ static void rec_recv(void *ctx, long t, int mb, int chunk, int kind, float *x, s
     struct recovery_s *c = r->rec;
     const int pp = r->pp;
     /* the tied part is read by the last stage only (the first recomputes the head's from HEAD entries) */
-    const int stage = kind == EXEC_BND_TIED ? 0 : sched_chunk_stage(run_sched_kind_of(&r->deck), chunk, pp);
+    const int stage = kind == EXEC_BND_TIED ? 0 : sched_chunk_stage(r->deck.parallel.schedule_kind, chunk, pp);
     int rc = MP_ERR;
     if (!c->rd[stage]) {
         MP_ERROR("replay: stage %d reads no log of stage %d (a bug)", r->stage, stage);
@@ -231,7 +231,7 @@ static int rec_snapshot_write(run_t *r)
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
                        .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1, .tok = r->data_tok};
     rec_layout(r, r->rank, st.layout, sizeof st.layout);
-    snprintf(st.schedule, sizeof st.schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
+    snprintf(st.schedule, sizeof st.schedule, "%s", sched_kind_names[r->deck.parallel.schedule_kind]);
     snprintf(st.run_id, sizeof st.run_id, "%s", r->run_id);
     const param_table_t tab = rec_snap_table(r);
     /* 2bw: both weight versions (W(t), which the next step's forwards read, and W(t+1)) */
@@ -433,7 +433,7 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
     struct recovery_s *c = rec_get(r);
     const int pp = r->pp, K = r->model.tab.nchunks * pp;
     int need[SIM_MAX_STAGES] = {0};
-    const sched_kind_t kind = run_sched_kind_of(&r->deck);
+    const sched_kind_t kind = r->deck.parallel.schedule_kind;
     for (int ch = 0; ch < r->model.tab.nchunks; ch++) {
         const int k = sched_stage_chunk(kind, r->stage, ch, pp);
         if (k > 0) need[sched_chunk_stage(kind, k - 1, pp)] = 1;

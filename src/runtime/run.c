@@ -20,21 +20,13 @@
 #include "run_gpus.h"
 #include "signals.h"
 
-/* parallel.schedule: the deck's names for src/sched's schedules (config may not see sched). */
-_Static_assert((int)DECK_SCHED_COUNT == (int)SCHED_KINDS, "deck_schedule_t and sched_kind_t list the same schedules");
-static const sched_kind_t run_sched_kind[DECK_SCHED_COUNT] = {
-    [DECK_SCHED_GPIPE] = SCHED_GPIPE, [DECK_SCHED_1F1B] = SCHED_1F1B, [DECK_SCHED_INTERLEAVED] = SCHED_INTERLEAVED,
-    [DECK_SCHED_2BW] = SCHED_2BW, [DECK_SCHED_ZB1P] = SCHED_ZB1P, [DECK_SCHED_ZBV] = SCHED_ZBV,
-    [DECK_SCHED_DUALPIPEV] = SCHED_DUALPIPEV};
-
-sched_kind_t run_sched_kind_of(const deck_t *d) { return run_sched_kind[d->parallel.schedule_kind]; }
 
 /* Whether `stage` holds the first chunk (the embedding) or the last (the loss and the tied head). */
-static int run_holds_first(const deck_t *d, int stage) { return sched_chunk_stage(run_sched_kind_of(d), 0, d->parallel.pp) == stage; }
+static int run_holds_first(const deck_t *d, int stage) { return sched_chunk_stage(d->parallel.schedule_kind, 0, d->parallel.pp) == stage; }
 static int run_holds_last(const deck_t *d, int stage)
 {
     const int pp = d->parallel.pp;
-    return sched_chunk_stage(run_sched_kind_of(d), pp * deck_chunks_per_stage(d) - 1, pp) == stage;
+    return sched_chunk_stage(d->parallel.schedule_kind, pp * deck_chunks_per_stage(d) - 1, pp) == stage;
 }
 
 deck_policy_t run_layer_policy(const deck_t *d, int l)
@@ -199,11 +191,11 @@ static int run_refuse_unimplemented(const deck_t *d)
                        "replicas' gradients itself, in fp32 (the LM head's part of d wte apart), not through the "
                        "buckets that travel as bf16; set parallel.grad_reduce_dtype=fp32", d->parallel.dp);
     if (d->pipeline.replan_every > 0 && run_refuse_migration(d) != MP_OK) return MP_ERR;
-    if (d->supernet.enabled && d->parallel.schedule_kind == DECK_SCHED_2BW)
+    if (d->supernet.enabled && d->parallel.schedule_kind == SCHED_2BW)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
                        "backward, which 2bw's delayed weights do not do");
     if (d->recovery.log && run_refuse_recovery(d) != MP_OK) return MP_ERR;
-    if (d->supernet.enabled && d->parallel.pp > 1 && d->parallel.schedule_kind == DECK_SCHED_ZB1P)
+    if (d->supernet.enabled && d->parallel.pp > 1 && d->parallel.schedule_kind == SCHED_ZB1P)
         return MP_FAIL("supernet.enabled=1 with parallel.schedule=zb1p: not run yet; a subnet's selection would have "
                        "to stay from each backward's input-gradient half (B) to its weight-gradient half (W), which "
                        "other subnets' work may separate; use 1f1b");
@@ -276,7 +268,7 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
         start[k] = at;
         at += size[k];
     }
-    const sched_kind_t kind = run_sched_kind_of(d);
+    const sched_kind_t kind = d->parallel.schedule_kind;
     for (int c = 0; c < v; c++) {
         const int k = sched_stage_chunk(kind, stage, c, pp);
         layer0s[c] = start[k], nlayers_s[c] = size[k];
@@ -291,7 +283,7 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
 static int run_play_costs(run_t *r)
 {
     const deck_t *d = &r->deck;
-    const sched_kind_t kind = run_sched_kind_of(d);
+    const sched_kind_t kind = d->parallel.schedule_kind;
     r->play = sched_costs_unit, r->play_note[0] = 0;
     if (!sched_kind_split(kind)) return MP_OK;
     const char *name = sched_kind_names[kind];
@@ -312,8 +304,8 @@ static int run_play_costs(run_t *r)
         snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with the times of "
                  "parallel.schedule_profile=%s for this run's chunks: TF %.9g s, TB %.9g s, TW %.9g s", name,
                  d->parallel.schedule_profile, t[1], t[2], t[3]);
-    } else if (d->parallel.costs[0] > 0.0) {
-        r->play = (sched_costs_t){d->parallel.costs[0], d->parallel.costs[1], d->parallel.costs[2]};
+    } else if (d->parallel.costs.tf > 0.0) {
+        r->play = d->parallel.costs;
         snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with "
                  "parallel.schedule_costs TF %g, TB %g, TW %g", name, r->play.tf, r->play.tb, r->play.tw);
     } else {
@@ -433,7 +425,7 @@ static int run_plan_now(run_t *r, exec_plan_t *p)
 {
     const deck_t *d = &r->deck;
     size_t fixed = r->arena.in_use;
-    if (d->parallel.schedule_kind == DECK_SCHED_2BW) fixed += r->model.alloc * sizeof(float);
+    if (d->parallel.schedule_kind == SCHED_2BW) fixed += r->model.alloc * sizeof(float);
     if (d->parallel.zero && r->grid.replica_size > 1)
         fixed += param_padded(r->model.tab.total, r->grid.replica_size) / (size_t)r->grid.replica_size * sizeof(float);
     const exec_ctx_t c = run_exec_ctx(r);
@@ -537,7 +529,7 @@ static int run_model(run_t *r)
     if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;
     if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
     if (run_param_init(r) != MP_OK) goto err_scratch;
-    if (d->parallel.schedule_kind == DECK_SCHED_2BW && model_versions_create(&r->model) != MP_OK) goto err_scratch;
+    if (d->parallel.schedule_kind == SCHED_2BW && model_versions_create(&r->model) != MP_OK) goto err_scratch;
     /* the activations of micro-batch 0 of replica 0: its tensor-parallel rank 0 of each stage keeps them */
     if (actdump_init(&r->dump, d->debug.dump_activations, r->grid.replica_rank == 0 && tp_rank == 0, cfg.layers,
                      d->train.micro_batch, cfg.seq_len, cfg.dim) != MP_OK)
@@ -680,7 +672,7 @@ int run_stage_rebuild(run_t *r, float *const state[4])
     be_to_device(&r->be, m->params, state[0], bytes);
     be_to_device(&r->be, m->m, state[2], bytes);
     be_to_device(&r->be, m->v, state[3], bytes);
-    if (d->parallel.schedule_kind == DECK_SCHED_2BW) {
+    if (d->parallel.schedule_kind == SCHED_2BW) {
         if (model_versions_create(m) != MP_OK) return MP_ERR;
         be_to_device(&r->be, m->params_old, state[1], bytes);
     }
@@ -710,7 +702,7 @@ static exec_ctx_t run_exec_ctx(run_t *r)
     const deck_t *d = &r->deck;
     exec_ctx_t c = {.model = &r->model, .be = &r->be, .arena = &r->arena, .acts = &r->acts, .scratch = &r->scratch,
                     .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
-                    .stage = r->stage, .pp = r->pp, .kind = run_sched_kind_of(d),
+                    .stage = r->stage, .pp = r->pp, .kind = d->parallel.schedule_kind,
                     .m = r->micro_batches * (r->unit.whole ? r->unit.window : 1), .per = r->unit.whole ? r->micro_batches : 0,
                     .supernet = r->unit.on, .nccl = r->p2p_nccl,
                     .play = r->play, .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,

@@ -138,8 +138,6 @@ void run_teardown(run_t *r);
  * executor runs). Returns v. */
 int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s);
 
-/* parallel.schedule as src/sched's kind (config may not see sched). */
-sched_kind_t run_sched_kind_of(const deck_t *d);
 
 
 /* Live migration (migrate.c): this rank's stage rebuilt for the split the deck's pipeline.layers

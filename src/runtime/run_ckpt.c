@@ -77,7 +77,7 @@ static void run_ckpt_state(const run_t *r, ckpt_state_t *st_p)
     snprintf(st_p->layout, sizeof st_p->layout, "dp=%d tp=%d pp=%d sp=%d zero=%d v=%d", r->grid.size[GRID_DP],
              r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero,
              md->tab.nchunks);
-    snprintf(st_p->schedule, sizeof st_p->schedule, "%s", deck_schedule_names[r->deck.parallel.schedule_kind]);
+    snprintf(st_p->schedule, sizeof st_p->schedule, "%s", sched_kind_names[r->deck.parallel.schedule_kind]);
     snprintf(st_p->run_id, sizeof st_p->run_id, "%s", r->run_id);
     st_p->tok = r->data_tok;
 }
@@ -358,7 +358,7 @@ static int run_ckpt_fits(const run_t *r, const ckpt_head_info_t *h, char *why_p,
         return snprintf(why_p, n, "it has model.blocks='%.500s', the deck says '%.500s'", h->blocks, blocks), 0;
     if (!h->has_optim)
         return snprintf(why_p, n, "it holds no optimizer state (/optim): weights only, not a training checkpoint"), 0;
-    if (r->deck.parallel.schedule_kind == DECK_SCHED_2BW && !h->has_model_prev)
+    if (r->deck.parallel.schedule_kind == SCHED_2BW && !h->has_model_prev)
         return snprintf(why_p, n, "it has no /model_prev (not written by a 2bw run) and this run is 2bw"), 0;
     return 1;
 }

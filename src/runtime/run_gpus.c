@@ -14,7 +14,7 @@ static int run_gpus_boundary(const run_t *r, const gpu_id_t *ids, int *a_p, int 
     const int pp = g->size[GRID_PP], step = g->stride[GRID_PP];
     /* the interleaved loop's chunks cross from the last stage back to the first (the V's do not:
      * their way back up uses the same boundaries, sched_place_lane) */
-    const int wrap = deck_chunks_per_stage(&r->deck) > 1 && r->deck.parallel.schedule_kind == DECK_SCHED_INTERLEAVED;
+    const int wrap = deck_chunks_per_stage(&r->deck) > 1 && r->deck.parallel.schedule_kind == SCHED_INTERLEAVED;
     int *stage_rank = MP_CALLOC((size_t)pp, sizeof *stage_rank);
     if (!stage_rank) MP_ABORT("out of memory listing %d pipeline stages", pp);
     int found = -1;

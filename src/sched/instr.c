@@ -1,6 +1,9 @@
 #include "instr.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -9,6 +12,21 @@ const char *const op_names[OP_COUNT] = {"LOAD_BATCH", "FORWARD", "BACKWARD", "SE
                                         "BACKWARD_B", "BACKWARD_W", "EVICT", "ACCEPT", "RETURN", "RECLAIM"};
 
 const sched_costs_t sched_costs_unit = {1.0, 1.0, 1.0};
+
+int sched_costs_parse(const char *text, sched_costs_t *c, char *why, size_t nwhy)
+{
+    *c = (sched_costs_t){0.0, 0.0, 0.0};
+    if (!strcmp(text, "unit")) return MP_OK;
+    double t[3];
+    char tail;
+    if (sscanf(text, "%lf,%lf,%lf%c", &t[0], &t[1], &t[2], &tail) != 3 || !(t[0] > 0.0 && t[1] > 0.0 && t[2] > 0.0) ||
+        !isfinite(t[0] + t[1] + t[2])) {
+        snprintf(why, nwhy, "not three positive times TF,TB,TW, nor unit");
+        return MP_ERR;
+    }
+    *c = (sched_costs_t){t[0], t[1], t[2]};
+    return MP_OK;
+}
 
 int sched_place_stage(sched_place_t place, int k, int pp)
 {

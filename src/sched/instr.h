@@ -9,6 +9,8 @@
 #ifndef MP_INSTR_H
 #define MP_INSTR_H
 
+#include <stddef.h>
+
 typedef enum {
     OP_LOAD_BATCH, OP_FORWARD, OP_BACKWARD, OP_SEND_ACT, OP_RECV_ACT, OP_SEND_GRAD, OP_RECV_GRAD,
     OP_OFFLOAD, OP_PREFETCH, OP_REDUCE_GRADS, OP_OPTIMIZER_STEP,
@@ -58,6 +60,11 @@ typedef struct {
 } sched_costs_t;
 
 extern const sched_costs_t sched_costs_unit; /* 1, 1, 1 */
+
+/* The times' syntax of parallel.schedule_costs and `mindpipe sim --costs`: "unit" -> 0, 0, 0 (the
+ * builders' unit times, sched_costs_unit), or "TF,TB,TW", three finite times > 0. MP_OK, or MP_ERR
+ * with why filled (what the text is not). */
+int sched_costs_parse(const char *text, sched_costs_t *c, char *why, size_t nwhy);
 
 /* Chunk k's stage and local index under `place` with pp stages, and the inverse (the global chunk
  * that is local chunk `local` of `stage`). Pure arithmetic: arguments in range are the caller's. */

@@ -95,7 +95,7 @@ static void test_defaults(void)
     const deck_dim_t order[DECK_DIMS] = {DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP};
     tap_ok(d.parallel.dp == 1 && d.parallel.tp == 1 && d.parallel.pp == 1 && d.parallel.sp == 1 &&
                d.parallel.virtual_stages == 1 && d.parallel.zero == 0 && !strcmp(d.parallel.order, "tp-dp-sp-pp") &&
-               !memcmp(d.parallel.order_dims, order, sizeof order) && d.parallel.schedule_kind == DECK_SCHED_1F1B &&
+               !memcmp(d.parallel.order_dims, order, sizeof order) && d.parallel.schedule_kind == SCHED_1F1B &&
                !strcmp(d.parallel.schedule, "1f1b") && d.parallel.wait == DECK_WAIT_AUTO &&
                d.parallel.p2p == DECK_P2P_AUTO && d.parallel.timeout == 600,
            "parallel defaults (order parsed tp, dp, sp, pp)");
@@ -152,7 +152,7 @@ static void test_full(void)
     tap_ok(d.parallel.dp == 3 && d.parallel.tp == 2 && d.parallel.pp == 2 && d.parallel.virtual_stages == 2 &&
                d.parallel.zero == 1 && !strcmp(d.parallel.order, "pp-sp-dp-tp") &&
                !memcmp(d.parallel.order_dims, order, sizeof order) &&
-               d.parallel.schedule_kind == DECK_SCHED_INTERLEAVED && d.parallel.wait == DECK_WAIT_SPIN &&
+               d.parallel.schedule_kind == SCHED_INTERLEAVED && d.parallel.wait == DECK_WAIT_SPIN &&
                d.parallel.timeout == 0,
            "full deck: parallel (zero = true is 1, order parsed pp, sp, dp, tp)");
     tap_ok(!strcmp(d.pipeline.layers, "2,1,1,2") && d.pipeline.chunks.n == 4 && d.pipeline.chunks.layers[0] == 2 &&
@@ -210,7 +210,7 @@ static void test_sets(void)
     rc = deck_set(&d, "parallel.schedule=gpipe");
     int bad = deck_set(&d, "parallel.schedule=zigzag");
     capture_end();
-    tap_ok(rc == MP_OK && bad == MP_ERR && d.parallel.schedule_kind == DECK_SCHED_GPIPE &&
+    tap_ok(rc == MP_OK && bad == MP_ERR && d.parallel.schedule_kind == SCHED_GPIPE &&
                !strcmp(d.parallel.schedule, "gpipe"),
            "deck_set: a refused value leaves the deck unchanged");
 }
@@ -258,7 +258,7 @@ static void test_choices_typed(void)
     } ch[] = {
         {"train", "device", deck_device_names, DECK_DEVICE_COUNT, offsetof(deck_t, train.device)},
         {"train", "precision", deck_precision_names, DECK_PRECISION_COUNT, offsetof(deck_t, train.precision)},
-        {"parallel", "schedule", deck_schedule_names, DECK_SCHED_COUNT, offsetof(deck_t, parallel.schedule_kind)},
+        {"parallel", "schedule", sched_kind_names, SCHED_KINDS, offsetof(deck_t, parallel.schedule_kind)},
         {"parallel", "wait", deck_wait_names, DECK_WAIT_COUNT, offsetof(deck_t, parallel.wait)},
         {"parallel", "p2p", deck_p2p_names, DECK_P2P_COUNT, offsetof(deck_t, parallel.p2p)},
         {"memory", "policy", deck_policy_names, DECK_POLICY_COUNT, offsetof(deck_t, memory.policy)},

@@ -146,7 +146,7 @@ static run_t *run_by_hand(int tp, int dp, int pp, deck_p2p_t p2p, uint64_t limit
     r->deck.parallel.tp = tp, r->deck.parallel.dp = dp, r->deck.parallel.pp = pp;
     r->deck.parallel.p2p = p2p;
     r->deck.memory.device_limit = limit;
-    if (interleaved) r->deck.parallel.schedule_kind = DECK_SCHED_INTERLEAVED, r->deck.parallel.virtual_stages = 2;
+    if (interleaved) r->deck.parallel.schedule_kind = SCHED_INTERLEAVED, r->deck.parallel.virtual_stages = 2;
     const int size[GRID_NDIMS] = {[GRID_TP] = tp, [GRID_DP] = dp, [GRID_SP] = 1, [GRID_PP] = pp};
     const int order[GRID_NDIMS] = {GRID_TP, GRID_DP, GRID_SP, GRID_PP};
     int stride = 1;
