@@ -46,6 +46,7 @@ ok $? "inspect: the shapes, h.1's 2 heads (qkv 3·2·8 rows) and 1× MLP, no ten
 mkdir -p "$SCRATCH/res/ckpt" && cp "$SCRATCH/ref/ckpt/step_00000010.h5" "$SCRATCH/res/ckpt/"
 # shellcheck disable=SC2086
 run 2 res $L4 $BLK --set parallel.pp=2 --resume auto; ok $? "step 10 resumed at pp=2"
+resumed_from "resumed at pp=2" res 10
 compare "resumed = one rank" "$SCRATCH/ref" "$SCRATCH/res" --bitwise --step 20
 refused "another deck's shapes" "model.blocks='h4m4,h2m1,skip,h1m2', the deck says 'h4m4,h2m1,h1m2,skip'" 1 $L4 \
     --set model.blocks=h4m4,h2m1,h1m2,skip --resume "$SCRATCH/ref/ckpt/step_00000020.h5"
