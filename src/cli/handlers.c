@@ -13,6 +13,7 @@
 #include "eval.h"
 #include "export.h"
 #include "generate.h"
+#include "hf_export.h"
 #include "kernels.h"
 #include "numparse.h"
 #include "perf.h"

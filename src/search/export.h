@@ -1,4 +1,5 @@
-/* `mindpipe export`: a subnet of a trained supernet as a plain model (docs/SUPERNET.md). */
+/* `mindpipe export`: a subnet of a trained supernet as a plain model (docs/SUPERNET.md); --format hf
+ * of a plain model is hf_export.h's, in io. */
 #ifndef MP_EXPORT_H
 #define MP_EXPORT_H
 
@@ -9,14 +10,5 @@
  * the shared tensors as they are, no optimizer state; prints the model.blocks line that trains it.
  * One rank. Returns the process exit code. */
 int export_main(const run_opts_t *opts, const char *ckpt, const char *subnet, const char *out);
-
-/* `mindpipe export --format hf`: checkpoint `ckpt` of the deck's plain model (no supernet, no skip
- * block, every block of the model's shape) as Hugging Face's GPT2LMHeadModel in directory `out`
- * (hf_gpt2.h: model.safetensors and config.json), with the checkpoint's tokenizer beside them: gpt2's
- * encoder.json and vocab.bpe (from tokenizer_dir, NULL: tok_default_dir) as vocab.json and merges.txt
- * plus a tokenizer_config.json, sp's model as tokenizer.model, nothing for byte and none; the
- * tokenizer is opened and checked against the checkpoint's tokenizer_sha256 before anything is
- * written. One rank. Returns the process exit code. */
-int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *tokenizer_dir, const char *out);
 
 #endif
