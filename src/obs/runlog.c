@@ -79,15 +79,15 @@ void runlog_close(runlog_t *r)
 }
 
 /* A failed write of a log (a full disk) does not stop the training, whose checkpoints say whether
- * they were written; it is said once, so a log that ends early is explained. */
-static void runlog_check(runlog_t *r, FILE *f, const char *name)
+ * they were written; it is said, and nothing more goes to that file: stdio drops what it could not
+ * write, so a later line that got through (space freed by a discarded checkpoint) would follow half a
+ * line (the campaign's full disk under dualpipev did that to metrics.jsonl). */
+static void runlog_check(FILE *f, int *failed, const char *name)
 {
     if (fflush(f) == 0 && !ferror(f)) return;
-    if (!r->failed)
-        fprintf(stderr, "mindpipe: warning: writing the run's %s failed (%s): it misses what follows\n", name,
-                strerror(errno));
-    r->failed = 1;
-    clearerr(f);
+    fprintf(stderr, "mindpipe: warning: writing the run's %s failed (%s): nothing more is written to it in this run\n",
+            name, strerror(errno));
+    *failed = 1;
 }
 
 void runlog_printf(runlog_t *r, const char *fmt, ...)
@@ -100,23 +100,23 @@ void runlog_printf(runlog_t *r, const char *fmt, ...)
         fputc('\n', stdout);
         fflush(stdout);
     }
-    if (r->log) {
+    if (r->log && !r->failed_log) {
         va_start(ap, fmt);
         vfprintf(r->log, fmt, ap);
         va_end(ap);
         fputc('\n', r->log);
-        runlog_check(r, r->log, "log.txt");
+        runlog_check(r->log, &r->failed_log, "log.txt");
     }
 }
 
 void runlog_metrics(runlog_t *r, const char *fmt, ...)
 {
-    if (!r->metrics) return;
+    if (!r->metrics || r->failed_metrics) return;
     va_list ap;
     fputc('{', r->metrics);
     va_start(ap, fmt);
     vfprintf(r->metrics, fmt, ap);
     va_end(ap);
     fputs("}\n", r->metrics);
-    runlog_check(r, r->metrics, "metrics.jsonl");
+    runlog_check(r->metrics, &r->failed_metrics, "metrics.jsonl");
 }

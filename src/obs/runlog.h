@@ -12,7 +12,8 @@ typedef struct {
     FILE *log;       /* log.txt, appended */
     FILE *metrics;   /* metrics.jsonl, appended */
     int quiet;       /* no console output (tests) */
-    int failed;      /* a write to log.txt or metrics.jsonl failed (said once; the run goes on) */
+    int failed_log, failed_metrics; /* a write to that file failed: said, and nothing more is written to
+                                      it (its last line may be torn: a resume cuts or ends it) */
 } runlog_t;
 
 /* Opens (appending) dir/log.txt and dir/metrics.jsonl, never through a link (publish_file_open).
