@@ -71,42 +71,48 @@ done
 slurm_stop
 SLURM_NODES_SLURMD_TIMEOUT=12 slurm_start_nodes "$SCRATCH/slurmn" 2; rc=$?
 ok $rc "a Slurm of 2 nodes started (namespaces node1, node2 on a bridge, a slurmd each)"
+# ZL_NODE_REPEAT=N repeats the node loss N times on the same Slurm (issue 45: 20 of 20 beside busy
+# loops); each repetition's checks are tagged with its number
+reps=${ZL_NODE_REPEAT:-1}
 if [ $rc -eq 0 ]; then
-    dir="$SCRATCH/nodes"
-    # shellcheck disable=SC2086
-    jid=$(cd "$SCRATCH" && ZL_FAIL=1:15:hang MINDPIPE="$SCRATCH/mindpipe" LAUNCHER=srun sbatch --parsable -N 2 \
-        --ntasks-per-node=1 --no-kill --time=5 -o "$SCRATCH/nodes-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" \
-        "$SCRATCH/job.ini" "$dir" $ARGS)
-    ok $? "sbatch -N 2 --no-kill accepted train.sbatch (job ${jid:-none})"
-    t0=$(date +%s)
-    until grep -qs "stops answering" "$SCRATCH"/nodes-*.out || [ $(($(date +%s) - t0)) -gt 60 ]; do sleep 0.5; done
-    all=$(ip netns pids "$(slurm_node_ns 2)")
-    # shellcheck disable=SC2086
-    [ -n "$all" ] && kill -KILL $all
-    ok $? "rank 1 stopped in step 15 on node2; every process of node2 SIGKILLed, slurmd too ($(echo $all | wc -w) of them)"
-    t0=$(date +%s)
-    until grep -qs "lost rank" "$dir/job.log" || [ $(($(date +%s) - t0)) -gt 120 ]; do sleep 1; done
-    grep -qs "lost rank(s) 1" "$dir/job.log"
-    ok $? "node2 lost: Slurm declared it down, srun returned, rank 1 named lost in $(($(date +%s) - t0)) s"
-    nsenter --net="/run/netns/$(slurm_node_ns 2)" unshare --mount --uts sh -c \
-        "mount --bind /etc/netns/$(slurm_node_ns 2)/hosts /etc/hosts && hostname node2 && exec slurmd -f '$SLURM_CONF' -N node2"
-    t0=$(date +%s)
-    # a node Slurm declared down stays down until resumed (scontrol refuses that while it is not down)
-    until st=$(sinfo -h -n node2 -o %T 2>/dev/null); [ -n "$st" ] && ! echo "$st" | grep -qi down ||
-        [ $(($(date +%s) - t0)) -gt 60 ]; do
-        scontrol update NodeName=node2 State=RESUME > /dev/null 2>&1
-        sleep 1
+    for rep in $(seq 1 "$reps"); do
+        tag=""; [ "$reps" -gt 1 ] && tag="[$rep/$reps] "
+        dir="$SCRATCH/nodes$rep"
+        # shellcheck disable=SC2086
+        jid=$(cd "$SCRATCH" && ZL_FAIL=1:15:hang MINDPIPE="$SCRATCH/mindpipe" LAUNCHER=srun sbatch --parsable -N 2 \
+            --ntasks-per-node=1 --no-kill --time=5 -o "$SCRATCH/nodes$rep-%j.out" "$MP_SRCDIR/jobs/slurm/train.sbatch" \
+            "$SCRATCH/job.ini" "$dir" $ARGS)
+        ok $? "${tag}sbatch -N 2 --no-kill accepted train.sbatch (job ${jid:-none})"
+        t0=$(date +%s)
+        until grep -qs "stops answering" "$SCRATCH"/nodes$rep-*.out || [ $(($(date +%s) - t0)) -gt 60 ]; do sleep 0.5; done
+        all=$(ip netns pids "$(slurm_node_ns 2)")
+        # shellcheck disable=SC2086
+        [ -n "$all" ] && kill -KILL $all
+        ok $? "${tag}rank 1 stopped in step 15 on node2; every process of node2 SIGKILLed, slurmd too ($(echo $all | wc -w) of them)"
+        t0=$(date +%s)
+        until grep -qs "lost rank" "$dir/job.log" || [ $(($(date +%s) - t0)) -gt 120 ]; do sleep 1; done
+        grep -qs "lost rank(s) 1" "$dir/job.log"
+        ok $? "${tag}node2 lost: Slurm declared it down, srun returned, rank 1 named lost in $(($(date +%s) - t0)) s"
+        nsenter --net="/run/netns/$(slurm_node_ns 2)" unshare --mount --uts sh -c \
+            "mount --bind /etc/netns/$(slurm_node_ns 2)/hosts /etc/hosts && hostname node2 && exec slurmd -f '$SLURM_CONF' -N node2"
+        t0=$(date +%s)
+        # a node Slurm declared down stays down until resumed (scontrol refuses that while it is not down)
+        until st=$(sinfo -h -n node2 -o %T 2>/dev/null); [ -n "$st" ] && ! echo "$st" | grep -qi down ||
+            [ $(($(date +%s) - t0)) -gt 60 ]; do
+            scontrol update NodeName=node2 State=RESUME > /dev/null 2>&1
+            sleep 1
+        done
+        [ -n "$st" ] && ! echo "$st" | grep -qi down
+        ok $? "${tag}node2 back: its slurmd started again, the node resumed (state $st)"
+        state=$(slurm_follow "$jid" 180)
+        grep -q "requeueing job $jid" "$dir/job.log" && [ "$state" = COMPLETED ]
+        ok $? "${tag}node2 lost: the job requeued and completed on both nodes (state $state)"
+        grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"; rc=$?
+        ok $rc "${tag}node2 lost: the rerun resumed at step 14, 0 steps lost"
+        [ $rc -eq 0 ] || why_not_resumed "$dir"
+        compare "${tag}node2 lost: final weights and losses" "$SCRATCH/straight" "$dir" --bitwise --step 40
+        if [ "$state" != COMPLETED ]; then sed 's/^/#   /' "$dir/job.log" "$SCRATCH"/nodes$rep-*.out | tail -n 30; slurm_logs; fi
     done
-    [ -n "$st" ] && ! echo "$st" | grep -qi down
-    ok $? "node2 back: its slurmd started again, the node resumed (state $st)"
-    state=$(slurm_follow "$jid" 180)
-    grep -q "requeueing job $jid" "$dir/job.log" && [ "$state" = COMPLETED ]
-    ok $? "node2 lost: the job requeued and completed on both nodes (state $state)"
-    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$dir/log.txt"; rc=$?
-    ok $rc "node2 lost: the rerun resumed at step 14, 0 steps lost"
-    [ $rc -eq 0 ] || why_not_resumed "$dir"
-    compare "node2 lost: final weights and losses" "$SCRATCH/straight" "$dir" --bitwise --step 40
-    if [ "$state" != COMPLETED ]; then sed 's/^/#   /' "$dir/job.log" "$SCRATCH"/nodes-*.out | tail -n 30; slurm_logs; fi
 fi
 
 done_testing
