@@ -62,11 +62,16 @@ ok $? "sbatch: one Slurm output file, appended by every run"
 # ---- qsub (Slurm's PBS wrapper): the PBS script with PBS directives, falling back to SLURM_*; its
 # own #SBATCH line asks for the signal 60 s before the wall time ----
 slurm_align_tick 6
-jid=$(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" MPIRUN="$MPIEXEC" MINDPIPE_ARGS="$(echo $ARGS)" qsub -V \
+# (qsub's own status, not a pipe's: `qsub | tr` reported tr's, so a refused submission passed)
+(cd "$SCRATCH" && MINDPIPE="$MINDPIPE" MPIRUN="$MPIEXEC" MINDPIPE_ARGS="$(echo $ARGS)" qsub -V \
     -l nodes=1:ppn=2 -l walltime=00:01:00 -v "DECK=$SCRATCH/job.ini,RUNDIR=$SCRATCH/pbs" \
-    "$MP_SRCDIR/jobs/pbs/train.pbs" 2> "$SCRATCH/qsub.err" | tr -dc '0-9')
-ok $? "qsub accepted jobs/pbs/train.pbs (job ${jid:-none})"
-state=$(slurm_follow "$jid" 360)
+    "$MP_SRCDIR/jobs/pbs/train.pbs" > "$SCRATCH/qsub.out" 2> "$SCRATCH/qsub.err"); rc=$?
+# (its refusals go to stdout, whose digits made a job id: "job 159659621" for a missing script)
+jid=$([ $rc -ne 0 ] || tr -dc '0-9' < "$SCRATCH/qsub.out")
+[ $rc -eq 0 ] && [ -n "$jid" ]
+ok $? "qsub accepted jobs/pbs/train.pbs (job ${jid:-none}, exit $rc$([ $rc -eq 0 ] || echo ": $(cat "$SCRATCH/qsub.out" "$SCRATCH/qsub.err" | grep error | head -n 1)"))"
+# no job to follow: its checks fail at once instead of after slurm_follow's 6 minutes
+state=$([ -n "$jid" ] && slurm_follow "$jid" 360 || echo "not submitted")
 check_job "qsub" "$SCRATCH/pbs" "$state"
 
 # ---- serving: jobs/slurm/serve.sbatch on the one node (every host the same), its stage processes
