@@ -50,4 +50,21 @@ el=$(( $(date +%s) - t0 ))
     grep -q "the run's first agreements after it (the deck, the grid), did not complete within MINDPIPE_INIT_TIMEOUT" \
         "$SCRATCH/fifo.log"
 ok $? "a rank stuck before the run's first agreement: the job ends at MINDPIPE_INIT_TIMEOUT naming it (exit $rc, ${el} s)"
+# A rank lost as the start-up ends (debug.fail_at = 1:0), its peer in the layout table's gather, a
+# blocking MPI_Gather outside every watchdog phase before the fix (the campaign found it: a second
+# kill during a resume left rank 0 there for good); launched as the jobs launch a run that must
+# outlive a dead rank (-disable-auto-cleanup, each rank under a shell that ignores Hydra's signals),
+# the survivor must end at parallel.timeout naming rank 1 and what it waited for
+t0=$(date +%s)
+timeout 60 $MPIEXEC -disable-auto-cleanup -n 2 sh -c 'trap : USR1 TERM; "$@"' rank \
+    "$MINDPIPE" train -c "$MP_SRCDIR/validation/decks/train.ini" \
+    --set data.path="$data" --set parallel.pp=2 --set parallel.timeout=3 --set parallel.wait=yield \
+    --set debug.fail_at=1:0 --quiet --out "$SCRATCH/startend" > "$SCRATCH/startend.log" 2>&1
+rc=$?
+el=$(( $(date +%s) - t0 ))
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $el -lt 40 ] &&
+    grep -q "rank 1 kills itself as its start-up ends" "$SCRATCH/startend.log" &&
+    grep -q "waited more than parallel.timeout = 3 s for the layout table's gather: its peer rank 1 did not take part" \
+        "$SCRATCH/startend.log"
+ok $? "a rank lost as the start-up ends: its peer ends at parallel.timeout naming it and the layout table's gather (exit $rc, ${el} s)"
 done_testing

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "wait.h"
 
 const char *const grid_dim_names[GRID_NDIMS] = {"tp", "dp", "sp", "pp"};
 
@@ -121,7 +122,7 @@ static void grid_print_table(const grid_t *g, const grid_row_t *rows, FILE *out)
     fflush(out);
 }
 
-void grid_print_layout(const grid_t *g, FILE *out, FILE *also, const char *holds)
+void grid_print_layout(const grid_t *g, const wait_cfg_t *w, FILE *out, FILE *also, const char *holds)
 {
     grid_row_t mine;
     memset(&mine, 0, sizeof mine);
@@ -130,7 +131,11 @@ void grid_print_layout(const grid_t *g, FILE *out, FILE *also, const char *holds
     memcpy(mine.host, g->host, sizeof mine.host);
     snprintf(mine.holds, sizeof mine.holds, "%s", holds);
     grid_row_t *all = g->rank == 0 ? MP_CALLOC((size_t)g->world, sizeof *all) : NULL;
-    MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD));
+    /* under parallel.timeout like every wait: a rank lost as the start-up ends (the campaign killed one
+     * there) left its peers in a blocking gather, outside every watchdog phase, for good */
+    MPI_Request req;
+    MPI_CHECK(MPI_Igather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
+    wait_all_over(w, 1, &req, MPI_COMM_WORLD, "the layout table's gather");
     if (g->rank != 0 || !all) return;
     if (out) grid_print_table(g, all, out);
     if (also) grid_print_table(g, all, also);

@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "deck.h"
+#include "wait.h"
 
 typedef enum { GRID_TP, GRID_DP, GRID_SP, GRID_PP, GRID_NDIMS } grid_dim_t;
 
@@ -61,6 +62,6 @@ int grid_rank_of(const grid_t *g, const int coord[GRID_NDIMS]);
  * rank's own description, at most GRID_HOLDS_MAX-1 characters) to out and to also (either may be
  * NULL). Collective over MPI_COMM_WORLD. */
 #define GRID_HOLDS_MAX 160
-void grid_print_layout(const grid_t *g, FILE *out, FILE *also, const char *holds);
+void grid_print_layout(const grid_t *g, const wait_cfg_t *w, FILE *out, FILE *also, const char *holds);
 
 #endif

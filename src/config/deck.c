@@ -276,7 +276,7 @@ static const deck_key_t keys[] = {
           "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
     K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate",
           "fault injection, steps counted as the log counts them (1 = the first): rank RANK dies (SIGKILL) as step "
-          "STEP begins; :write, midway through writing the checkpoint of step STEP; :stall, it stops (SIGSTOP) "
+          "STEP begins (STEP 0: as the start-up ends, before the layout table and the resume); :write, midway through writing the checkpoint of step STEP; :stall, it stops (SIGSTOP) "
           "midway through that write, so its peers abort at checkpoint.timeout; :hang, it stops answering in step "
           "STEP so its peers time out; :migrate, it stops in the first live migration (pipeline.replan_every) "
           "after step STEP or later, before its layers' exchange"),

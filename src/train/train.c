@@ -303,8 +303,12 @@ static void train_fail_at(const run_t *r, long t, int agreed)
 {
     const deck_fail_mode_t mode = train_fail_mode(r, t);
     if (mode == (agreed ? DECK_FAIL_HANG : DECK_FAIL_KILL)) {
-        fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", r->deck.debug.fail_at, r->rank,
-                agreed ? "stops answering (SIGSTOP) in" : "kills itself as it begins", t + 1);
+        if (t < 0)
+            fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d kills itself as its start-up ends\n",
+                    r->deck.debug.fail_at, r->rank);
+        else
+            fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", r->deck.debug.fail_at, r->rank,
+                    agreed ? "stops answering (SIGSTOP) in" : "kills itself as it begins", t + 1);
         fflush(stderr);
         if (agreed) mp_stop_for_good();
         raise(SIGKILL);
@@ -540,7 +544,8 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     train_log_auto_policy(&r);
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
-    grid_print_layout(&r.grid, r.log.quiet ? NULL : stdout, r.log.log, holds);
+    train_fail_at(&r, -1, 0); /* debug.fail_at = RANK:0: as the start-up ends */
+    grid_print_layout(&r.grid, &r.wait, r.log.quiet ? NULL : stdout, r.log.log, holds);
     watchdog_arm(&r.wd, "the resume (choosing and reading a checkpoint)", "checkpoint.timeout", d->checkpoint.timeout);
     int rc = run_agree(run_ckpt_resume(&r));
     if (rc == MP_OK) rc = run_ckpt_init_from(&r);
