@@ -210,16 +210,16 @@ expect "a .model with a piece appended after its specs (a piece more)" \
 
 # ---- text and token inputs that are not regular files ----
 mkfifo "$S/text.fifo"
-expect "a FIFO as prep's --text (no hang)" "text file $S/text.fifo is not a regular file" \
+expect "a FIFO as prep's --text (no hang)" "text file $S/text.fifo: not a regular file" \
     timeout 60 "$MINDPIPE" prep --text "$S/text.fifo" --out "$S/x.h5"
 mkdir -p "$S/text.dir"
-expect "a directory as prep's --text" "text file $S/text.dir is not a regular file" \
+expect "a directory as prep's --text" "text file $S/text.dir: not a regular file" \
     timeout 60 "$MINDPIPE" prep --text "$S/text.dir" --out "$S/x.h5"
 expect "a FIFO as the SentencePiece trainer's text (no hang)" "text file $S/text.fifo: not a regular file" \
     timeout 60 "$MINDPIPE" prep --tokenizer sp --vocab-size 400 --text "$S/text.fifo" --out "$S/x.h5"
 mkfifo "$S/data.fifo"
 # shellcheck disable=SC2086
-expect "a FIFO as data.path (no hang)" "data file $S/data.fifo is not a regular file" \
+expect "a FIFO as data.path (no hang)" "data file $S/data.fifo: not a regular file" \
     timeout 60 "$MINDPIPE" train $base --set data.path="$S/data.fifo" --set train.steps=1 --out "$S/o_data"
 
 # ---- checkpoints that are not regular files ----

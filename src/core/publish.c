@@ -159,3 +159,20 @@ int publish_text(const char *path, const char *text)
     }
     return publish_commit(tmp, path);
 }
+
+int publish_open_regular(const char *path, int flags, uint64_t *size_p, char *why, size_t wn)
+{
+    const int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        snprintf(why, wn, "%s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, wn, "%s", S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file (a directory, FIFO or device)");
+        close(fd);
+        return -1;
+    }
+    if (size_p) *size_p = (uint64_t)st.st_size;
+    return fd;
+}

@@ -13,6 +13,8 @@
 #ifndef MP_PUBLISH_H
 #define MP_PUBLISH_H
 
+#include <stdint.h>
+
 #include <stdio.h>
 
 #include <stddef.h>
@@ -64,5 +66,10 @@ FILE *publish_tmp_fopen(const char *tmp);
  * through a link; fsync, rename). Allocates nothing, so a watchdog thread may call it whatever the
  * main thread holds. MP_OK, or MP_ERR naming the file. */
 int publish_text(const char *path, const char *text);
+
+/* open(2) of a file to read (or rewrite in place) that must be a regular file: O_NONBLOCK, so that a
+ * FIFO planted under the name is refused instead of waiting for a writer; its size in *size_p (may be
+ * NULL). The descriptor, or -1 with why filled ("not a regular file (...)" or the errno's text). */
+int publish_open_regular(const char *path, int flags, uint64_t *size_p, char *why, size_t wn);
 
 #endif

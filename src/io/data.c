@@ -253,17 +253,12 @@ static int data_shard_open(data_shard_t *sh, const char *path, const char *name,
 {
     char shown[DECK_SHOW];
     deck_text_show(path, shown, sizeof shown);
-    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer (no effect on a
-     * regular file's reads and maps) */
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    char why[256];
+    uint64_t size;
+    const int fd = publish_open_regular(path, O_RDONLY, &size, why, sizeof why); /* a planted FIFO: refused */
     if (fd < 0)
-        return MP_FAIL("data file %s: %s (make it with `mindpipe prep --text FILE --out DATA.h5`)", shown, strerror(errno));
-    struct stat st;
+        return MP_FAIL("data file %s: %s (make it with `mindpipe prep --text FILE --out DATA.h5`)", shown, why);
     unsigned char m[4] = {0};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return MP_FAIL("data file %s is not a regular file (a directory, FIFO or device)", shown);
-    }
     const int got = (int)pread(fd, m, sizeof m, 0);
     const uint32_t magic = got == 4 ? data_tok(m, 4) : 0;
     int rc = MP_ERR;
@@ -274,7 +269,7 @@ static int data_shard_open(data_shard_t *sh, const char *path, const char *name,
     }
     if (magic == BIN_MAGIC_U16 || magic == BIN_MAGIC_U32) {
         *sh = (data_shard_t){.fd = fd, .file = -1, .dset = -1, .bin = 1};
-        rc = data_bin_open(sh, fd, (uint64_t)st.st_size, shown);
+        rc = data_bin_open(sh, fd, size, shown);
         *bin_p = 1;
         if (rc != MP_OK) close(fd);
     } else {
@@ -573,17 +568,13 @@ static int data_read_text(const char *path, unsigned char **buf_p, size_t *n_p)
 {
     char name[DECK_SHOW];
     deck_text_show(path, name, sizeof name);
-    /* O_NONBLOCK: fopen of a FIFO planted under the name would wait for a writer */
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return MP_FAIL("text file %s: %s", name, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return MP_FAIL("text file %s is not a regular file (a directory, FIFO or device)", name);
-    }
+    char why[256];
+    uint64_t size;
+    const int fd = publish_open_regular(path, O_RDONLY, &size, why, sizeof why); /* a planted FIFO: refused */
+    if (fd < 0) return MP_FAIL("text file %s: %s", name, why);
     FILE *fp = fdopen(fd, "rb");
     if (!fp) return close(fd), MP_FAIL("text file %s: %s", name, strerror(errno));
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     if (n < 2) {
         fclose(fp);
         return MP_FAIL("text file %s is %s: nothing to split into train and val", name, n ? "one byte" : "empty");

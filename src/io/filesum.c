@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "publish.h"
 
 /* ---- XXH64 (Yann Collet's xxHash, 64-bit variant; public-domain algorithm, written here) --------- */
 
@@ -281,24 +282,6 @@ out:
     return rc;
 }
 
-/* open(2) of a regular file (O_NONBLOCK: a FIFO under the name must not block us); its size. */
-static int open_regular(const char *path, int flags, uint64_t *size_p, char *why, size_t wn)
-{
-    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0) {
-        snprintf(why, wn, "%s", strerror(errno));
-        return -1;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, wn, "%s", S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
-        close(fd);
-        return -1;
-    }
-    *size_p = (uint64_t)st.st_size;
-    return fd;
-}
-
 int filesum_seal(const char *path, uint64_t ub, const filesum_ext_t *ext, size_t n_ext)
 {
     char why[512];
@@ -307,7 +290,7 @@ int filesum_seal(const char *path, uint64_t ub, const filesum_ext_t *ext, size_t
     if (!is_pow2(ub) || ub < 512 || ub > FILESUM_UB_MAX || FILESUM_HEADER + 16 * (uint64_t)n_ext > ub)
         return MP_FAIL("cannot seal %s: a user block of %llu bytes cannot hold %zu extents", path,
                        (unsigned long long)ub, n_ext);
-    int fd = open_regular(path, O_RDWR, &size, why, sizeof why);
+    int fd = publish_open_regular(path, O_RDWR, &size, why, sizeof why);
     if (fd < 0) return MP_FAIL("cannot seal %s: %s", path, why);
     int rc = MP_ERR;
     h.length = size;
@@ -328,7 +311,7 @@ int filesum_reseal(const char *path)
 {
     char why[512];
     uint64_t size;
-    int fd = open_regular(path, O_RDWR, &size, why, sizeof why);
+    int fd = publish_open_regular(path, O_RDWR, &size, why, sizeof why);
     if (fd < 0) return MP_FAIL("cannot seal %s again: %s", path, why);
     filesum_head_t h;
     unsigned char *ubuf = NULL;
@@ -344,7 +327,7 @@ int filesum_reseal(const char *path)
 int filesum_check(const char *path, char *why_p, size_t n)
 {
     uint64_t size, hash = 0;
-    int fd = open_regular(path, O_RDONLY, &size, why_p, n);
+    int fd = publish_open_regular(path, O_RDONLY, &size, why_p, n);
     if (fd < 0) return MP_ERR;
     filesum_head_t h;
     unsigned char *ubuf = NULL;
