@@ -10,6 +10,13 @@
       a fault lands after exactly N answers, with the other requests still to come, whatever the
       machine's speed (a test that polls a mark file can lose the race to a fast load). Exit 1 if a
       COMMAND failed or never ran.
+      With --until FILE the load does not end after request N-1: it goes on round the same N
+      requests (request j is request j mod N, its row's "i" too) until FILE exists, so a fault the
+      test injects whenever it is ready lands while requests run, on any machine's speed. Exit 1 if
+      FILE did not come within --until-s seconds (default 300).
+  serve_client.py same REF.jsonl OUT.jsonl
+      Every row of OUT equal, byte for byte, to REF's row of the same "i" (an --until load's rows
+      repeat REF's), and at least as many rows as REF: prints the count; exit 1 at the first that is not.
   serve_client.py bad URL --context T
       Bad input: each case must get its 4xx status with a JSON error, and the server must keep
       serving (a good request after each). Prints PASS/FAIL lines; exit 1 if any failed.
@@ -34,6 +41,7 @@
 import argparse
 import http.client
 import json
+import os
 import select
 import socket
 import subprocess
@@ -80,8 +88,10 @@ def get(url, path):
 
 
 def cmd_load(a):
-    results = [None] * a.requests
-    lat = [0.0] * a.requests
+    results = {}
+    lat = {}
+    stop_by = time.time() + a.until_s
+    late = [False]
     nxt = [0]
     answered = [0]
     lock = threading.Lock()
@@ -104,25 +114,30 @@ def cmd_load(a):
     def worker():
         while True:
             with lock:
-                i = nxt[0]
+                j = nxt[0]
+                if j >= a.requests:  # past the N requests: on only while an --until file is still to come
+                    if not a.until or os.path.exists(a.until):
+                        return
+                    if time.time() > stop_by:
+                        late[0] = True
+                        return
                 nxt[0] += 1
-            if i >= a.requests:
-                return
+            i = j % a.requests
             t0 = time.time()
             try:
                 st, data = post(a.url, json.dumps(request_of(i, a.max_tokens)))
             except (OSError, http.client.HTTPException) as ex:  # a reset or a close with no reply
-                lat[i] = time.time() - t0
+                lat[j] = time.time() - t0
                 answer()
-                results[i] = {"i": i, "status": 0, "error": "%s: %s" % (type(ex).__name__, ex)}
+                results[j] = {"i": i, "status": 0, "error": "%s: %s" % (type(ex).__name__, ex)}
                 continue
-            lat[i] = time.time() - t0
+            lat[j] = time.time() - t0
             answer()
             if st != 200:
-                results[i] = {"i": i, "status": st, "error": data.decode(errors="replace")}
+                results[j] = {"i": i, "status": st, "error": data.decode(errors="replace")}
                 continue
             ch = json.loads(data)["choices"][0]
-            results[i] = {"i": i, "tokens": ch["tokens"], "finish_reason": ch["finish_reason"]}
+            results[j] = {"i": i, "tokens": ch["tokens"], "finish_reason": ch["finish_reason"]}
 
     t0 = time.time()
     threads = [threading.Thread(target=worker) for _ in range(a.concurrency)]
@@ -131,19 +146,42 @@ def cmd_load(a):
     for t in threads:
         t.join()
     dt = time.time() - t0
+    rows = [results[j] for j in sorted(results)]
     with open(a.out, "w") as f:
-        for r in results:
+        for r in rows:
             f.write(json.dumps(r) + "\n")
-    toks = sum(len(r.get("tokens", [])) for r in results)
+    toks = sum(len(r.get("tokens", [])) for r in rows)
     if a.summary:  # one JSON line for the benchmark: tokens/s and latency quantiles
-        q = sorted(lat)
+        q = sorted(lat.values())
         print(json.dumps({"seconds": dt, "tokens": toks, "tokens_per_s": toks / dt,
                           "p50": q[len(q) // 2], "p90": q[int(0.9 * (len(q) - 1))], "p99": q[int(0.99 * (len(q) - 1))]}))
         return
-    print("%d requests from %d clients in %.2f s: %d tokens, %.1f tokens/s%s" % (
-        a.requests, a.concurrency, dt, toks, toks / dt, "".join("; " + x for x in ran)))
-    if len(ran) != len(at) or any(not x.endswith("exit 0") for x in ran):
+    print("%d requests from %d clients in %.2f s: %d tokens, %.1f tokens/s%s%s" % (
+        len(rows), a.concurrency, dt, toks, toks / dt, "".join("; " + x for x in ran),
+        "; %s never came in %g s" % (a.until, a.until_s) if late[0] else ""))
+    if len(ran) != len(at) or any(not x.endswith("exit 0") for x in ran) or late[0]:
         sys.exit(1)  # a command that failed or never ran (the load ended first) must not pass unseen
+
+
+def cmd_same(a):
+    """OUT's rows each byte for byte REF's row of the same i, and at least len(REF) of them."""
+    with open(a.ref) as f:
+        ref = f.read().splitlines()
+    with open(a.out) as f:
+        out = f.read().splitlines()
+    for n, line in enumerate(out):
+        try:
+            i = json.loads(line)["i"]
+            same = 0 <= i < len(ref) and ref[i] == line
+        except (ValueError, KeyError, TypeError):
+            i, same = "?", False
+        if not same:
+            print("%s row %d (i %s) is not the reference's: %s" % (a.out, n + 1, i, line[:160]))
+            sys.exit(1)
+    if len(out) < len(ref) or not ref:
+        print("%s has %d rows, fewer than the reference's %d" % (a.out, len(out), len(ref)))
+        sys.exit(1)
+    print("%d completions, each bitwise the reference's" % len(out))
 
 
 def cmd_stream(a):
@@ -457,6 +495,11 @@ def main():
     l.add_argument("--mark-after", type=int, default=1)
     l.add_argument("--at", action="append", metavar="N:COMMAND",
                    help="run COMMAND (sh -c) as the Nth request is answered, before any later one is counted")
+    l.add_argument("--until", help="go on round the N requests until this file exists")
+    l.add_argument("--until-s", type=float, default=300.0, help="how long --until waits at most")
+    sa = sub.add_parser("same")
+    sa.add_argument("ref")
+    sa.add_argument("out")
     b = sub.add_parser("bad")
     b.add_argument("url")
     b.add_argument("--context", type=int, required=True)
@@ -486,6 +529,8 @@ def main():
     a = ap.parse_args()
     if a.cmd == "load":
         cmd_load(a)
+    elif a.cmd == "same":
+        cmd_same(a)
     elif a.cmd == "bad":
         cmd_bad(a)
     elif a.cmd == "slow":
