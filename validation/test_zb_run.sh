@@ -118,9 +118,9 @@ sys.exit(0 if all(n.get((p,'backward B'))==n.get((p,'backward W'))==8*8 for p in
 ok $? "trace.json: every stage of zb1p pp=4 m=8 shows 8 B's and 8 W's per step, no fused backward"
 
 # shellcheck disable=SC2086
-refused "zb1p with balance" "memory.policy=balance moves it to the partner stage" 2 $S $Z --set parallel.pp=2 \
+refused "zb1p with balance" "parallel.schedule=zb1p with memory.policy=balance (memory.policy or memory.layers)" 2 $S $Z --set parallel.pp=2 \
     --set memory.policy=balance
 # shellcheck disable=SC2086
-refused "zb1p with a supernet" "supernet.enabled=1 with parallel.schedule=zb1p" 2 $S $Z --set parallel.pp=2 \
+refused "zb1p with a supernet" "parallel.schedule=zb1p with a supernet (supernet.enabled=1" 2 $S $Z --set parallel.pp=2 \
     --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip --set supernet.window=2
 done_testing

@@ -145,13 +145,13 @@ ok $? "$V with recovery.log=1 trains and both stages log (the V placement)"
 
 # what the V does not run yet is refused at deck validation, naming why
 # shellcheck disable=SC2086
-refused "$V with memory.policy=balance" "parallel.schedule=$V with memory.policy (or memory.layers) balance at layer 0" 2 \
+refused "$V with memory.policy=balance" "parallel.schedule=$V with memory.policy=balance (memory.policy or memory.layers)" 2 \
     $S $Z --set parallel.pp=2 --set memory.policy=balance
 # shellcheck disable=SC2086
-refused "$V with auto under a device limit" "auto under memory.device_limit may pick balance" 2 $S $Z \
-    --set parallel.pp=2 --set memory.policy=auto --set memory.device_limit=100M
+run 2 zbvauto $S $Z --set parallel.pp=2 --set train.micro_batch=2 --set memory.policy=auto --set memory.device_limit=100M
+ok $? "$V with memory.policy=auto under a device limit trains (auto picks keep, selective or recompute, never balance)"
 # shellcheck disable=SC2086
-refused "$V with a supernet" "supernet.enabled=1 with parallel.schedule=$V" 2 $S $Z --set parallel.pp=2 \
+refused "$V with a supernet" "parallel.schedule=$V with a supernet (supernet.enabled=1" 2 $S $Z --set parallel.pp=2 \
     --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip --set supernet.window=2
 # shellcheck disable=SC2086
 refused "$V with live migration" "pipeline.replan_every=2 with parallel.virtual_stages=2" 2 $S $Z --set parallel.pp=2 \

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "compose.h"
 #include "numparse.h"
 #include "params.h"
 
@@ -1190,27 +1191,36 @@ int deck_chunks_per_stage(const deck_t *d)
     return d->parallel.pp > 1 && d->parallel.schedule_kind == SCHED_INTERLEAVED ? d->parallel.virtual_stages : 1;
 }
 
-/* Whether some layer's memory policy may be other than keep at run time: auto is keep without
- * memory.device_limit, and may pick selective or recompute under one (run_auto_policy). */
-/* The first layer whose stash a V schedule cannot keep for its W (balance: moved to the partner stage
- * around a fused backward), or whose policy is not known before the run (auto under
- * memory.device_limit: it may pick balance); -1: none. */
-static int deck_zbv_policy_refused(const deck_t *d)
+/* The run features the deck knows before the run, for compose_refused (compose.h). NCCL is not
+ * among them: parallel.p2p=auto is resolved at start (mpi where two neighbouring stages share a GPU),
+ * so the executor asks with the resolved value. */
+unsigned deck_compose_have(const deck_t *d)
 {
-    for (int l = 0; l < d->model.layers; l++) {
-        const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
-        if (p == DECK_POLICY_BALANCE || (p == DECK_POLICY_AUTO && d->memory.device_limit > 0))
-            return l;
-    }
-    return -1;
+    unsigned have = 0;
+    if (d->supernet.enabled || d->parallel.sp > 1) have |= 1u << COMPOSE_SUPERNET;
+    for (int l = 0; l < d->model.layers; l++)
+        if ((d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy) == DECK_POLICY_BALANCE)
+            have |= 1u << COMPOSE_BALANCE;
+    if (d->train.device == DECK_DEVICE_CUDA) have |= 1u << COMPOSE_CUDA;
+    return have;
+}
+
+/* What the schedule does not run with, in compose's words (the one table: compose.c). */
+static int validate_compose(const deck_t *d)
+{
+    char why[640];
+    if (compose_refused(d->parallel.schedule_kind, d->parallel.pp, deck_compose_have(d), why, sizeof why) == MP_OK)
+        return 0;
+    MP_ERROR("%s", why);
+    return 1;
 }
 
 /* zbv and dualpipev run (the executor places the V: stage s holds chunks s and 2pp−1−s, the turn
  * chunk pp−1 → pp is a copy on stage pp−1; dualpipev's overlapped pairs post both receives before
  * either computation) on the layouts their bitwise tests cover (validation/test_zbv_run.sh,
  * test_dualpipev_run.sh): pp >= 2 stages with tp and dp, the layers kept, recomputed, selective or
- * offloaded, on the cpu or emu backend. The rest is refused here, naming why, rather than run
- * unproven. */
+ * offloaded, on the cpu or emu backend. Their shape rules are here; the features they do not run
+ * with (supernets, balance, a GPU) are compose's (validate_compose). */
 static int validate_v(const deck_t *d)
 {
     const int pp = d->parallel.pp;
@@ -1219,19 +1229,6 @@ static int validate_v(const deck_t *d)
     if (pp < 2)
         nerr++, MP_ERROR("parallel.schedule=%s places two chunks on each of parallel.pp >= 2 stages in a V (pp is "
                          "%d): with one stage use 1f1b", k, pp);
-    if (d->parallel.sp > 1)
-        nerr++, MP_ERROR("parallel.schedule=%s with parallel.sp=%d: supernet replicas are not run under the V "
-                         "(nor are supernets); use 1f1b", k, d->parallel.sp);
-    const int l = deck_zbv_policy_refused(d);
-    if (l >= 0)
-        nerr++, MP_ERROR("parallel.schedule=%s with memory.policy (or memory.layers) %s at layer %d: %s keeps each "
-                         "stash for its weight gradient (W), and balance moves it to the partner stage around a fused "
-                         "backward (auto under memory.device_limit may pick balance); use keep, selective, recompute "
-                         "or offload", k, deck_policy_names[d->memory.per_layer.n ? d->memory.per_layer.policy[l]
-                                                                                              : d->memory.policy], l, k);
-    if (d->supernet.enabled)
-        nerr++, MP_ERROR("supernet.enabled=1 with parallel.schedule=%s: not run yet; a subnet's selection would have "
-                         "to stay from each B to its W, across both chunks of the V; use 1f1b", k);
     const long long per = (long long)d->train.micro_batch * d->parallel.dp;
     const long long m = per > 0 && d->train.batch % per == 0 ? d->train.batch / per : 0;
     if (d->parallel.schedule_kind == SCHED_DUALPIPEV && m > 0 && pp >= 2 && m < 2LL * pp)
@@ -1239,10 +1236,6 @@ static int validate_v(const deck_t *d)
                          "train.batch ÷ (train.micro_batch × parallel.dp) = %d ÷ (%d × %d) = %lld (its warm-up fills "
                          "both arms of the V before the steady forward-backward pairs): a smaller train.micro_batch, "
                          "or zbv", 2 * pp, d->train.batch, d->train.micro_batch, d->parallel.dp, m);
-    if (d->train.device == DECK_DEVICE_CUDA)
-        nerr++, MP_ERROR("parallel.schedule=%s with train.device=cuda: not run on a GPU yet (its V's second lane has "
-                         "no NCCL communicators and the MPI path is unchecked there); use train.device=cpu or emu, "
-                         "or zb1p", k);
     return nerr;
 }
 
@@ -1289,6 +1282,7 @@ static int validate_pipeline(const deck_t *d)
     const deck_layer_list_t *l = &d->pipeline.chunks;
     const int vs = deck_chunks_per_stage(d), K = d->parallel.pp * vs, count = l->n;
     nerr += validate_zero_bubble(d);
+    nerr += validate_compose(d);
     if (d->parallel.virtual_stages > 1 && d->parallel.schedule_kind != SCHED_INTERLEAVED && !deck_sched_v(d))
         nerr++, MP_ERROR("parallel.virtual_stages=%d needs parallel.schedule=interleaved (it is %s)",
                          d->parallel.virtual_stages, sched_kind_names[d->parallel.schedule_kind]);

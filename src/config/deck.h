@@ -215,6 +215,9 @@ int deck_validate(const deck_t *d);
 /* Model chunks per pipeline stage: parallel.virtual_stages under the interleaved schedule with
  * pp > 1, else 1. The model is cut into pp × this many chunks (pipeline.layers lists them). */
 int deck_chunks_per_stage(const deck_t *d);
+/* The run features this deck has that a schedule may not run with (bits 1u << compose_feature_t,
+ * compose.h), as far as the deck knows them before the run: a supernet, balance, train.device=cuda. */
+unsigned deck_compose_have(const deck_t *d);
 
 /* Writes the resolved deck: every key with the value in force, paths absolute. */
 int deck_write(const deck_t *d, FILE *f);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "compose.h"
 #include "gpu_share.h"
 #include "memlists.h"
 
@@ -46,27 +47,16 @@ out:
 
 static int exec_movable(const exec_t *e);
 
-/* What the executor's split backward (B, then W: model_backward_b, model_backward_w) does not run
- * with yet. MP_OK, or MP_ERR naming why (the deck refuses the V kinds first: deck.c). */
-static int exec_split_refused(const exec_t *e)
+/* The run features of this stage's context (compose.h), NCCL as resolved at start. The stand-in
+ * (gpu_share.h) runs the split backward's NCCL path for the bring-up's ranks_nccl part, which is the
+ * check that path still lacks: there NCCL is not counted against it. */
+unsigned exec_compose_have(const exec_ctx_t *c)
 {
-    const exec_ctx_t *c = &e->c;
-    const char *name = sched_kind_names[c->kind];
-    /* offload's stash comes back before B and stays until W (memlists.h); balance's transfers are
-     * placed around one fused backward, and W reads the products' inputs after B */
-    if (c->balance)
-        return MP_FAIL("parallel.schedule=%s keeps each stash on the device until its weight gradient (W) runs: "
-                       "memory.policy=balance moves it to the partner stage between forward and backward, and its "
-                       "lists bring it back for a fused backward only; use keep, selective, recompute or offload", name);
-    if (c->per > 0 || c->supernet)
-        return MP_FAIL("parallel.schedule=%s does not run supernets yet: a subnet's selection would have to stay "
-                       "from each B to its W across the window", name);
-    /* the lowering has B and W, but no run of it on a GPU has been checked bitwise yet: the stand-in
-     * (gpu_share.h) runs it for the bring-up's ranks_nccl part, which is that check */
-    if (c->nccl && !gpu_share_nccl_standin())
-        return MP_FAIL("parallel.schedule=%s runs its messages through MPI only for now: set parallel.p2p=mpi "
-                       "(its NCCL path is untested)", name);
-    return MP_OK;
+    unsigned have = 0;
+    if (c->per > 0 || c->supernet) have |= 1u << COMPOSE_SUPERNET;
+    if (c->balance) have |= 1u << COMPOSE_BALANCE;
+    if (c->nccl && !gpu_share_nccl_standin()) have |= 1u << COMPOSE_NCCL_P2P;
+    return have;
 }
 
 /* The lists of the stage and the stash slots they need. */
@@ -76,9 +66,10 @@ static int exec_lists(exec_t *e, int *nslots_p)
     const int pp = c->pp, s = c->stage, m = c->m;
     /* one stage: every schedule is the same arithmetic; 1f1b's list stashes one micro-batch */
     /* causal: the window's lists keep at most pp − s micro-batches in flight, as 1F1B's over m do */
-    const sched_kind_t kind = (pp == 1 && c->kind != SCHED_2BW) || c->per > 0 ? SCHED_1F1B : c->kind;
+    const sched_kind_t kind = c->per > 0 ? SCHED_1F1B : compose_run_kind(c->kind, pp);
     sim_result_t sim;
-    if (sched_kind_split(kind) && exec_split_refused(e) != MP_OK) return MP_ERR;
+    char why[640];
+    if (compose_refused(kind, pp, exec_compose_have(c), why, sizeof why) != MP_OK) return MP_FAIL("%s", why);
     /* zb1p and zbv are played out from times (c->play; none: unit); the rest have fixed lists */
     const sched_costs_t *play = c->play.tf > 0.0 ? &c->play : NULL;
     const sched_costs_t fused = sim_costs_fused(SIM_COST_TF, SIM_COST_TB);
@@ -555,8 +546,8 @@ static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
 }
 
 /* The backend's p2p direction of each lowered stream; -1: none (compute, offload, and V's second lane:
- * the backend has no communicators for it yet, so zbv runs on MPI messages only: exec_split_refused
- * and the deck refuse NCCL under it). */
+ * the backend has no communicators for it yet, so zbv runs on MPI messages only: compose.c refuses
+ * NCCL and cuda under it). */
 static const int exec_p2p_dir[LS_STREAMS] = {
     [LS_COMPUTE] = -1,  [LS_ACT_IN] = BE_P2P_ACT_IN, [LS_ACT_OUT] = BE_P2P_ACT_OUT, [LS_GRAD_IN] = BE_P2P_GRAD_IN,
     [LS_GRAD_OUT] = BE_P2P_GRAD_OUT, [LS_OFFLOAD] = -1, [LS_ACT_IN_V] = -1, [LS_ACT_OUT_V] = -1, [LS_GRAD_IN_V] = -1,

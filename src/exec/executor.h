@@ -176,6 +176,11 @@ typedef struct {
     size_t total;        /* fixed + stash + wstash + scratch + messages */
 } exec_plan_t;
 
+/* The run features of a stage's context that a schedule may not run with (bits 1u << compose_feature_t,
+ * compose.h): a supernet, balance, NCCL as resolved at start (not under the stand-in, gpu_share.h). The
+ * executor refuses what compose_refused refuses for them before building its lists. */
+unsigned exec_compose_have(const exec_ctx_t *c);
+
 /* The plan of the stage of ctx (ctx.acts may be NULL: B is its micro-batch) with `fixed` bytes
  * already planned elsewhere. MP_OK or MP_ERR (an invalid schedule: message printed). */
 int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p);

@@ -184,9 +184,11 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
 static void plan_print_left_out(plan_costs_ctx_t *cx, const dev_kind_t *d)
 {
     cm_costs_t c;
-    char why[160];
-    if (plan_costs(cx, 1, 1, &c) == MP_OK && !plan_zb1p_usable(&c, d, why, sizeof why))
-        printf("not searched: zb1p, zbv, dualpipev (%s)\n", why);
+    char why[640];
+    if (plan_costs(cx, 1, 1, &c) != MP_OK) return;
+    for (int k = 0; k < SCHED_KINDS; k++) /* at pp = 2: the kinds' refusals do not depend on pp beyond 1 */
+        if (sched_kind_split((sched_kind_t)k) && !plan_split_usable((sched_kind_t)k, 2, &c, d, why, sizeof why))
+            printf("not searched: %s (%s)\n", sched_kind_names[k], why);
 }
 
 static double plan_fastest_tps(const plan_t *p, int n)

@@ -191,14 +191,7 @@ static int run_refuse_unimplemented(const deck_t *d)
                        "replicas' gradients itself, in fp32 (the LM head's part of d wte apart), not through the "
                        "buckets that travel as bf16; set parallel.grad_reduce_dtype=fp32", d->parallel.dp);
     if (d->pipeline.replan_every > 0 && run_refuse_migration(d) != MP_OK) return MP_ERR;
-    if (d->supernet.enabled && d->parallel.schedule_kind == SCHED_2BW)
-        return MP_FAIL("supernet.enabled=1 with parallel.schedule=2bw: a subnet's candidates update right after its "
-                       "backward, which 2bw's delayed weights do not do");
     if (d->recovery.log && run_refuse_recovery(d) != MP_OK) return MP_ERR;
-    if (d->supernet.enabled && d->parallel.pp > 1 && d->parallel.schedule_kind == SCHED_ZB1P)
-        return MP_FAIL("supernet.enabled=1 with parallel.schedule=zb1p: not run yet; a subnet's selection would have "
-                       "to stay from each backward's input-gradient half (B) to its weight-gradient half (W), which "
-                       "other subnets' work may separate; use 1f1b");
     return MP_OK;
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "compose.h"
 #include "memlists.h"
 
 const char *const cm_policy_names[CM_POLICIES] = {"keep", "selective", "recompute", "offload"};
@@ -238,10 +239,10 @@ static int cm_check_layout(const cm_model_t *mo, const cm_costs_t *c, const cm_l
         return snprintf(res->error, sizeof res->error, "schedule %s needs the backward split into B and W, which these "
                         "costs lack (a profile from before the split: run mindpipe profile again)",
                         sched_kind_names[lay->kind]), MP_ERR;
-    /* the executor refuses it (exec_split_refused): balance's moves surround a fused backward */
-    if (sched_kind_split(lay->kind) && lay->balance)
-        return snprintf(res->error, sizeof res->error, "schedule %s keeps each stash for its W: no balance",
-                        sched_kind_names[lay->kind]), MP_ERR;
+    /* what the runtime refuses, in its words (compose.c); of the features, a layout knows balance */
+    if (compose_refused(lay->kind, lay->pp, lay->balance ? 1u << COMPOSE_BALANCE : 0u, res->error, sizeof res->error) !=
+        MP_OK)
+        return MP_ERR;
     if (lay->pp < 1 || lay->pp > SIM_MAX_STAGES || K > CM_MAX_CHUNKS || lay->dp < 1 || lay->tp < 1 || lay->mb < 1)
         return snprintf(res->error, sizeof res->error, "layout out of range (pp <= %d, pp·v <= %d)", SIM_MAX_STAGES,
                         CM_MAX_CHUNKS), MP_ERR;

@@ -83,7 +83,7 @@ typedef struct {
     double energy_j;                  /* one step, every device: idle + (busy − idle)·utilisation */
     int fits;                         /* every stage's peak under the device memory */
     int m;                            /* micro-batches per replica */
-    char error[256];
+    char error[640];                  /* why it cannot run (compose_refused's words fit) */
 } cm_result_t;
 
 /* Costs of one micro-batch of B sequences at tensor parallelism tp on device kind d at precision p,

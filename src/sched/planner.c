@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "compose.h"
 #include "memlists.h"
 
 const char *const plan_objective_names[PLAN_OBJECTIVES] = {"time", "energy", "carbon"};
@@ -156,13 +157,13 @@ static int plan_add_balance(plan_cands_t *cs, const cm_model_t *mo, const cm_cos
     return over ? plan_push(cs, &bl, (m + bl.pp - 1) * worst) : MP_OK;
 }
 
-int plan_zb1p_usable(const cm_costs_t *c, const dev_kind_t *d, char *why, int why_len)
+int plan_split_usable(sched_kind_t kind, int pp, const cm_costs_t *c, const dev_kind_t *d, char *why, size_t n)
 {
-    if (d->node_cores <= 0)
-        return snprintf(why, (size_t)why_len, "on a GPU kind the runtime runs its messages through MPI only, its NCCL "
-                        "path untested (executor.c)"), 0;
+    /* a GPU kind runs on cuda with its pipeline messages through NCCL (parallel.p2p=auto's choice) */
+    const unsigned have = d->node_cores <= 0 ? 1u << COMPOSE_CUDA | 1u << COMPOSE_NCCL_P2P : 0u;
+    if (compose_refused(kind, pp, have, why, n) != MP_OK) return 0;
     if (!(c->bwd_b + c->bwd_w > 0))
-        return snprintf(why, (size_t)why_len, "the costs have no B/W split (an older profile: profile again)"), 0;
+        return snprintf(why, n, "the costs have no B/W split (an older profile: profile again)"), 0;
     return 1;
 }
 
@@ -174,8 +175,8 @@ int plan_zb1p_usable(const cm_costs_t *c, const dev_kind_t *d, char *why, int wh
 static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay, int m,
                          double st)
 {
-    char why[160];
-    if (st < 0 || lay->pp < 2 || !plan_zb1p_usable(c, d, why, sizeof why) ||
+    char why[640];
+    if (st < 0 || lay->pp < 2 || !plan_split_usable(SCHED_ZB1P, lay->pp, c, d, why, sizeof why) ||
         sched_check(SCHED_ZB1P, lay->pp, m, 1, why, sizeof why) != MP_OK)
         return MP_OK;
     cm_layout_t zl = *lay;
@@ -199,9 +200,9 @@ static int plan_add_zb1p(plan_cands_t *cs, const cm_costs_t *c, const dev_kind_t
 static int plan_add_v(plan_cands_t *cs, const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d,
                       const cm_layout_t *lay, int m, sched_kind_t kind)
 {
-    char why[160];
+    char why[640];
     const int pp = lay->pp;
-    if (pp < 2 || mo->L % (2 * pp) || 2 * pp > CM_MAX_CHUNKS || !plan_zb1p_usable(c, d, why, sizeof why) ||
+    if (pp < 2 || mo->L % (2 * pp) || 2 * pp > CM_MAX_CHUNKS || !plan_split_usable(kind, pp, c, d, why, sizeof why) ||
         sched_check(kind, pp, m, 2, why, sizeof why) != MP_OK)
         return MP_OK;
     cm_layout_t zl = *lay;

@@ -44,9 +44,10 @@ typedef struct {
  * boundaries and policies fit the device memory. */
 double plan_partition(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, cm_layout_t *lay, int m);
 
-/* Whether the search proposes zb1p on device kind d with costs c (1), else 0 with why: a GPU kind
- * (the runtime's zb1p has no NCCL path yet), or costs without a B/W split. */
-int plan_zb1p_usable(const cm_costs_t *c, const dev_kind_t *d, char *why, int why_len);
+/* Whether the search proposes the split kind `kind` over pp stages on device kind d with costs c (1),
+ * else 0 with why: what the runtime does not run it with on that kind (compose_refused: a GPU kind
+ * runs on cuda with NCCL messages), or costs without a B/W split. */
+int plan_split_usable(sched_kind_t kind, int pp, const cm_costs_t *c, const dev_kind_t *d, char *why, size_t n);
 
 /* Whether a result is fast enough for a deadline of min_tokens_per_s (0: no deadline). */
 int plan_meets(const cm_result_t *r, double min_tokens_per_s);

@@ -353,16 +353,16 @@ static void test_zb1p_search(void)
     tap_ok(zb >= 0 && f1 >= 0 && zb < f1 && p[zb].res.step_s < p[f1].res.step_s,
            "zb1p is a candidate and ranks ahead of 1f1b at pp=2, micro_batch=1 (plans %d and %d: %.3f s < %.3f s)",
            zb + 1, f1 + 1, zb >= 0 ? p[zb].res.step_s : -1, f1 >= 0 ? p[f1].res.step_s : -1);
-    /* a GPU kind: the runtime's zb1p has no NCCL path, so the search leaves it out */
+    /* a GPU kind: the runtime's zb1p has no NCCL path (compose.c), so the search leaves it out */
     toy_kind(&d);
     o.per_node = 8;
     ok = plan_search(&mo, &d, toy_split_costs, NULL, &o, p, 32, &n) == MP_OK && n > 0;
     int any = 0;
     for (int i = 0; i < n; i++) any |= p[i].lay.kind == SCHED_ZB1P;
-    char why[160];
+    char why[640];
     cm_costs_t c;
     toy_split_costs(NULL, 1, 1, &c);
-    tap_ok(ok && !any && !plan_zb1p_usable(&c, &d, why, sizeof why) && strstr(why, "NCCL"),
+    tap_ok(ok && !any && !plan_split_usable(SCHED_ZB1P, 2, &c, &d, why, sizeof why) && strstr(why, "NCCL"),
            "GPU kind: %d plans, none zb1p (%s)", n, why);
 }
 
