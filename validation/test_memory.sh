@@ -110,7 +110,7 @@ refused "balance under gpipe" "no stage has room to accept" 2 $L4 --set parallel
 refused "balance under 2bw" "under 2bw stashes outlive the step" 2 $L4 --set parallel.pp=2 --set parallel.schedule=2bw --set memory.policy=balance
 refused "balance under interleaved" "under interleaved a stage holds several chunks" 2 $L4 --set parallel.pp=2 --set parallel.schedule=interleaved --set memory.policy=balance
 refused "balance on one stage" "one stage has no partner" 1 $L4 --set memory.policy=balance
-refused "offload and balance mixed" "offload (o) and balance (b) in one run" 2 $L4 --set parallel.pp=2 --set memory.layers=o,b,k,k
+refused "offload and balance mixed" "memory.policy=offload (memory.policy or memory.layers) with memory.policy=balance" 2 $L4 --set parallel.pp=2 --set memory.layers=o,b,k,k
 
 # The plan is the measured peak (the arena counts the bytes requested: tolerance 0), per stage.
 "$TORCH_PYTHON" - "$SCRATCH" <<'EOF'

@@ -109,16 +109,16 @@ grep "parallel.timeout" "$SCRATCH/stop.log" | head -n 1 | sed 's/^/# /'
 
 # What live migration does not move is refused, naming the key.
 refused "pp=1" "pipeline.replan_every=3 moves layers between pipeline stages" 1 $M
-refused "interleaved" "pipeline.replan_every=3 with parallel.virtual_stages=2" 2 $M --set parallel.pp=2 \
+refused "interleaved" "live migration (pipeline.replan_every > 0) with more than one chunk per stage" 2 $M --set parallel.pp=2 \
     --set parallel.schedule=interleaved --set parallel.virtual_stages=2
-refused "offload" "pipeline.replan_every=3 with an offload or balance" 2 $M --set parallel.pp=2 --set memory.policy=offload
-refused "balance" "pipeline.replan_every=3 with an offload or balance" 2 $M --set parallel.pp=2 --set memory.layers=k,k,k,b,k,k
-refused "memory.device_limit" "pipeline.replan_every=3 with memory.device_limit" 2 $M --set parallel.pp=2 \
+refused "offload" "live migration (pipeline.replan_every > 0) with memory.policy=offload" 2 $M --set parallel.pp=2 --set memory.policy=offload
+refused "balance" "live migration (pipeline.replan_every > 0) with memory.policy=balance" 2 $M --set parallel.pp=2 --set memory.layers=k,k,k,b,k,k
+refused "memory.device_limit" "live migration (pipeline.replan_every > 0) with memory.device_limit:" 2 $M --set parallel.pp=2 \
     --set memory.device_limit=64M
-refused "ZeRO-1" "pipeline.replan_every=3 with parallel.zero=1" 4 $M --set parallel.pp=2 --set parallel.dp=2 \
+refused "ZeRO-1" "live migration (pipeline.replan_every > 0) with ZeRO-1" 4 $M --set parallel.pp=2 --set parallel.dp=2 \
     --set parallel.zero=1 --set train.micro_batch=1
-refused "supernet" "pipeline.replan_every=3 with supernet.enabled=1" 2 $M --set parallel.pp=2 --set supernet.enabled=1 \
+refused "supernet" "live migration (pipeline.replan_every > 0) with a supernet" 2 $M --set parallel.pp=2 --set supernet.enabled=1 \
     --set supernet.candidates=h4m4,skip
-refused "emu" "pipeline.replan_every=3 with train.device=emu" 2 $M --set parallel.pp=2 --set train.device=emu
+refused "emu" "live migration (pipeline.replan_every > 0) with a device backend" 2 $M --set parallel.pp=2 --set train.device=emu
 refused "threshold" "pipeline.replan_threshold" 2 $M --set parallel.pp=2 --set pipeline.replan_threshold=0
 done_testing

@@ -77,10 +77,10 @@ ok $? "the log says the subnets run on 2 supernet replicas"
 
 refused "sp without a supernet" "it needs supernet.enabled=1" 2 --set parallel.sp=2
 # shellcheck disable=SC2086
-refused "sp with ZeRO-1" "parallel.sp=2 with parallel.zero=1" 4 $SN --set parallel.sp=2 --set parallel.dp=2 --set parallel.zero=1
+refused "sp with ZeRO-1" "with ZeRO-1 (parallel.zero=1 over parallel.dp > 1)" 4 $SN --set parallel.sp=2 --set parallel.dp=2 --set parallel.zero=1
 # shellcheck disable=SC2086
 refused "sp with supernet.schedule=serial" "supernet.schedule=serial" 2 $SN --set parallel.sp=2 --set supernet.schedule=serial
 # shellcheck disable=SC2086
-refused "sp with the interleaved schedule" "interleaved schedule's chunks" 4 $SN --set parallel.sp=2 --set parallel.pp=2 \
+refused "sp with the interleaved schedule" "supernet replicas (parallel.sp > 1) with more than one chunk per stage" 4 $SN --set parallel.sp=2 --set parallel.pp=2 \
     --set parallel.schedule=interleaved --set parallel.virtual_stages=2
 done_testing

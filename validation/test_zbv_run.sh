@@ -154,7 +154,7 @@ ok $? "$V with memory.policy=auto under a device limit trains (auto picks keep, 
 refused "$V with a supernet" "parallel.schedule=$V with a supernet (supernet.enabled=1" 2 $S $Z --set parallel.pp=2 \
     --set supernet.enabled=1 --set supernet.candidates=h4m4,h2m1,skip --set supernet.window=2
 # shellcheck disable=SC2086
-refused "$V with live migration" "pipeline.replan_every=2 with parallel.virtual_stages=2" 2 $S $Z --set parallel.pp=2 \
+refused "$V with live migration" "live migration (pipeline.replan_every > 0) with more than one chunk per stage" 2 $S $Z --set parallel.pp=2 \
     --set pipeline.replan_every=2
 # shellcheck disable=SC2086
 refused "$V at pp = 1" "parallel.schedule=$V places two chunks on each of parallel.pp >= 2 stages" 1 $S $Z

@@ -115,7 +115,7 @@ s=$(pick_step); lose emu_zero 4 3 "$s" --set parallel.pp=2 --set parallel.dp=2 -
 # layouts whose state crosses the step boundary outside every logged message: refused at start with
 # recovery.log = 1, naming why and what recovery.log = 0 costs instead
 # shellcheck disable=SC2086
-refused "recovery.log=1 with the balance policy" "recovery.log=1 with the balance memory policy" 2 $COMMON \
+refused "recovery.log=1 with the balance policy" "recovery.log=1 with memory.policy=balance" 2 $COMMON \
     --set parallel.pp=2 --set memory.policy=balance --set recovery.log=1
 # shellcheck disable=SC2086
 refused "recovery.log=1 with live migration" "recovery.log=1 with live migration" 2 $COMMON --set parallel.pp=2 \
@@ -123,9 +123,9 @@ refused "recovery.log=1 with live migration" "recovery.log=1 with live migration
 # shellcheck disable=SC2086
 refused "recovery.log=1 with a supernet" "recovery.log=1 with a supernet" 1 $COMMON --set supernet.enabled=1 \
     --set supernet.candidates=h4m4,h2m1,skip --set recovery.log=1
-grep -q "Set recovery.log=0: a lost rank then costs a restart from the newest checkpoint (at most checkpoint.every=10 steps)" \
+grep -q "set recovery.log=0, and a lost rank costs a restart from the newest checkpoint (at most checkpoint.every steps)" \
     "$SCRATCH/bad.out"
-ok $? "the refusal says what recovery.log=0 costs instead (checkpoint.every=10 steps at most)"
+ok $? "the refusal says what recovery.log=0 costs instead (checkpoint.every steps at most)"
 
 lose_again() { first_run "$1" 2 1 15 --set parallel.pp=2; [ -e "$SCRATCH/$1/recovery/snap-r00000.h5" ]; }
 resume_pp2() {

@@ -76,9 +76,6 @@ const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
 const char *const deck_replan_times_names[DECK_REPLAN_COUNT] = {"measured", "modelled"};
 const char *const deck_subnets_names[DECK_SUBNETS_COUNT] = {"causal", "serial"};
 const char *const deck_resident_names[DECK_RESIDENT_COUNT] = {"device", "host"};
-const char *const deck_policy_names[DECK_POLICY_COUNT] = {"keep", "recompute", "selective", "offload", "balance",
-                                                          "auto"};
-const char deck_policy_letters[DECK_POLICY_AUTO] = {'k', 'r', 's', 'o', 'b'};
 const char *const deck_transfer_names[DECK_TRANSFER_COUNT] = {"auto", "collective", "independent"};
 static const char *const dim_names[DECK_DIMS] = {"tp", "dp", "sp", "pp"};
 
@@ -217,7 +214,7 @@ static const deck_key_t keys[] = {
     K_BYTES(memory, device_limit, "0",
             "capacity of each rank's device arena in bytes (suffix K, M, G, T or KiB, MiB, GiB, TiB: "
             "powers of 1024); 0 = none (on cuda: the free memory less the larger of 4 GiB and 1/16 of the GPU, refused when two ranks share a GPU)"),
-    K_CHOICE(memory, policy, "keep", deck_policy_names,
+    K_CHOICE(memory, policy, "keep", policy_names,
              "every layer's stashed activations: keep until backward; recompute (keep the block's input, re-run "
              "its forward before its backward); selective (recompute attention's probabilities only); offload to "
              "host memory; balance (BPipe: lend them to the stage p−1−s); auto (per stage, the first of keep, selective, "
@@ -643,10 +640,10 @@ static int parse_policy_list(const char *v, void *out, char *why, size_t nwhy)
     for (const char *p = v; *p;) {
         while (*p == ' ') p++;
         int pol = -1;
-        for (int i = 0; i < DECK_POLICY_AUTO; i++)
-            if (*p == deck_policy_letters[i]) pol = i;
+        for (int i = 0; i < POLICY_AUTO; i++)
+            if (*p == policy_letters[i]) pol = i;
         if (pol < 0 || l->n == DECK_LIST_MAX) goto bad;
-        l->policy[l->n++] = (deck_policy_t)pol;
+        l->policy[l->n++] = (policy_t)pol;
         if (list_next(&p, p + 1) != MP_OK) goto bad;
     }
     return MP_OK;
@@ -1197,15 +1194,27 @@ int deck_chunks_per_stage(const deck_t *d)
 unsigned deck_compose_have(const deck_t *d)
 {
     unsigned have = 0;
+    const int dp = d->parallel.dp;
     if (d->supernet.enabled || d->parallel.sp > 1) have |= 1u << COMPOSE_SUPERNET;
-    for (int l = 0; l < d->model.layers; l++)
-        if ((d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy) == DECK_POLICY_BALANCE)
-            have |= 1u << COMPOSE_BALANCE;
+    for (int l = 0; l < d->model.layers; l++) {
+        const policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+        if (p == POLICY_BALANCE) have |= 1u << COMPOSE_BALANCE;
+        if (p == POLICY_OFFLOAD) have |= 1u << COMPOSE_OFFLOAD;
+    }
     if (d->train.device == DECK_DEVICE_CUDA) have |= 1u << COMPOSE_CUDA;
+    if (d->train.device != DECK_DEVICE_CPU) have |= 1u << COMPOSE_DEVICE;
+    if (d->pipeline.replan_every > 0) have |= 1u << COMPOSE_MIGRATION;
+    if (d->recovery.log) have |= 1u << COMPOSE_RECOVERY_LOG;
+    if (d->parallel.zero && dp > 1) have |= 1u << COMPOSE_ZERO1;
+    if (d->parallel.sp > 1) have |= 1u << COMPOSE_SP;
+    if (deck_chunks_per_stage(d) > 1) have |= 1u << COMPOSE_CHUNKS;
+    if (d->memory.device_limit) have |= 1u << COMPOSE_DEVICE_LIMIT;
+    if (d->parallel.grad_reduce_dtype == DECK_PRECISION_BF16 && dp > 1) have |= 1u << COMPOSE_BF16_GRADS;
     return have;
 }
 
-/* What the schedule does not run with, in compose's words (the one table: compose.c). */
+/* What the schedule does not run with, and the features that do not run together, in compose's
+ * words (the one table: compose.c). */
 static int validate_compose(const deck_t *d)
 {
     char why[640];
@@ -1297,10 +1306,6 @@ static int validate_pipeline(const deck_t *d)
     if (d->pipeline.replan_every > 0 && d->parallel.pp < 2)
         nerr++, MP_ERROR("pipeline.replan_every=%d moves layers between pipeline stages: it needs parallel.pp >= 2 "
                          "(it is %d); set pipeline.replan_every=0", d->pipeline.replan_every, d->parallel.pp);
-    if (d->pipeline.replan_every > 0 && vs > 1)
-        nerr++, MP_ERROR("pipeline.replan_every=%d with parallel.virtual_stages=%d: live migration moves the "
-                         "boundaries of one chunk per stage; interleaved chunks are not migrated (set "
-                         "pipeline.replan_every=0)", d->pipeline.replan_every, vs);
     if (count == 0) return nerr;
     for (int k = 0; k < count; k++) sum += l->layers[k];
     if (count != K && deck_sched_v(d))

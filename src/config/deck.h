@@ -16,7 +16,8 @@
 #include <stdio.h>
 
 #include "params.h"
-#include "schedule.h" /* parallel.schedule is a sched_kind_t (config sees sched: ARCHITECTURE.md "Layers") */
+#include "policy.h"   /* memory.policy is a policy_t, */
+#include "schedule.h" /* parallel.schedule a sched_kind_t (config sees sched: ARCHITECTURE.md "Layers") */
 
 #define DECK_STR 256
 #define DECK_PATH 4096
@@ -38,12 +39,6 @@ typedef enum { DECK_SUBNETS_CAUSAL, DECK_SUBNETS_SERIAL, DECK_SUBNETS_COUNT } de
 /* supernet.resident: where a choice block's candidates (weights, AdamW moments) live between uses. */
 typedef enum { DECK_RESIDENT_DEVICE, DECK_RESIDENT_HOST, DECK_RESIDENT_COUNT } deck_resident_t;
 typedef enum {
-    DECK_POLICY_KEEP, DECK_POLICY_RECOMPUTE, DECK_POLICY_SELECTIVE, DECK_POLICY_OFFLOAD, DECK_POLICY_BALANCE,
-    DECK_POLICY_AUTO, DECK_POLICY_COUNT
-} deck_policy_t;
-/* memory.layers' letters, by policy (auto has none: it cannot be given per layer). */
-extern const char deck_policy_letters[DECK_POLICY_AUTO];
-typedef enum {
     DECK_TRANSFER_AUTO, DECK_TRANSFER_COLLECTIVE, DECK_TRANSFER_INDEPENDENT, DECK_TRANSFER_COUNT
 } deck_transfer_t;
 
@@ -56,7 +51,6 @@ extern const char *const deck_p2p_names[DECK_P2P_COUNT];
 extern const char *const deck_replan_times_names[DECK_REPLAN_COUNT];
 extern const char *const deck_subnets_names[DECK_SUBNETS_COUNT];
 extern const char *const deck_resident_names[DECK_RESIDENT_COUNT];
-extern const char *const deck_policy_names[DECK_POLICY_COUNT];
 extern const char *const deck_transfer_names[DECK_TRANSFER_COUNT];
 
 /* The grid dimensions parallel.order names ("tp", "dp", "sp", "pp"). */
@@ -90,7 +84,7 @@ typedef struct {
 /* memory.layers parsed: one policy per layer; n = 0: every layer takes memory.policy. */
 typedef struct {
     int n;
-    deck_policy_t policy[DECK_LIST_MAX];
+    policy_t policy[DECK_LIST_MAX];
 } deck_policy_list_t;
 
 /* The resolved deck. Keys whose text is free-form (parallel.order, pipeline.layers,
@@ -138,7 +132,7 @@ typedef struct {
     } pipeline;
     struct {
         uint64_t device_limit;         /* bytes; 0 = none. Accepts suffixes K, M, G (binary). */
-        deck_policy_t policy;
+        policy_t policy;
         char layers[DECK_STR];         /* "" or "k,r,s,o,b,..." as written */
         deck_policy_list_t per_layer;  /* memory.layers parsed */
         int prefetch;                  /* offload: PREFETCH this many instructions before the backward */
@@ -215,8 +209,8 @@ int deck_validate(const deck_t *d);
 /* Model chunks per pipeline stage: parallel.virtual_stages under the interleaved schedule with
  * pp > 1, else 1. The model is cut into pp × this many chunks (pipeline.layers lists them). */
 int deck_chunks_per_stage(const deck_t *d);
-/* The run features this deck has that a schedule may not run with (bits 1u << compose_feature_t,
- * compose.h), as far as the deck knows them before the run: a supernet, balance, train.device=cuda. */
+/* The run features this deck has (bits 1u << compose_feature_t, compose.h), as far as the deck knows
+ * them before the run: all but NCCL messages (parallel.p2p=auto is resolved at start). */
 unsigned deck_compose_have(const deck_t *d);
 
 /* Writes the resolved deck: every key with the value in force, paths absolute. */

@@ -25,12 +25,12 @@ static void autosplit_device(dev_kind_t *k)
 /* The one policy a split assumes everywhere, and the one autosplit_resolve times: the deck's;
  * recompute and selective re-run forwards; keep, offload (its copies overlap), balance, auto and
  * per-layer letters count as keep. */
-static const cm_policy_t autosplit_of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = CM_RECOMPUTE,
-                                                            [DECK_POLICY_SELECTIVE] = CM_SELECTIVE};
+static const policy_t autosplit_of[POLICY_COUNT] = {[POLICY_RECOMPUTE] = POLICY_RECOMPUTE,
+                                                    [POLICY_SELECTIVE] = POLICY_SELECTIVE};
 
-static cm_policy_t autosplit_policy(const deck_t *d)
+static policy_t autosplit_policy(const deck_t *d)
 {
-    return d->memory.per_layer.n ? CM_KEEP : autosplit_of[d->memory.policy];
+    return d->memory.per_layer.n ? POLICY_KEEP : autosplit_of[d->memory.policy];
 }
 
 /* The deck's model costs on the nominal device; with a measured, in this run's seconds: the
@@ -50,7 +50,7 @@ static void autosplit_costs(const deck_t *d, const autosplit_t *a, cm_costs_t *c
     /* a rest lost in the noise (tiny models) keeps the model's ratio to the block */
     const double sr = a->rest_s > 0 ? a->rest_s / (c->embed_fwd + c->embed_bwd + c->head_fwd + c->head_bwd) : sb;
     c->fwd *= sb, c->bwd *= sb, c->tp_fwd = c->tp_bwd = 0.0;
-    for (int p = 0; p < CM_POLICIES; p++) c->extra[p] *= sb;
+    for (int p = 0; p < POLICY_STAGE_CHOICES; p++) c->extra[p] *= sb;
     c->embed_fwd *= sr, c->embed_bwd *= sr, c->head_fwd *= sr, c->head_bwd *= sr;
 }
 
@@ -61,10 +61,10 @@ int autosplit_layers(const deck_t *d, const autosplit_t *a, int *sizes, double *
     dev_kind_t k;
     autosplit_device(&k);
     const int tp = d->parallel.tp, B = d->train.micro_batch;
-    const cm_policy_t pol = autosplit_policy(d);
+    const policy_t pol = autosplit_policy(d);
     cm_costs_t c;
     autosplit_costs(d, a, &c);
-    for (int p = 0; p < CM_POLICIES; p++)
+    for (int p = 0; p < POLICY_STAGE_CHOICES; p++)
         if (p != (int)pol) c.extra[p] = HUGE_VAL; /* the DP takes the fastest policy: only `pol` is finite */
     cm_layout_t lay;
     memset(&lay, 0, sizeof lay);
@@ -86,8 +86,8 @@ int autosplit_resolve(deck_t *d, const wait_cfg_t *w, int rank, autosplit_t *a)
     a->on = d->pipeline.chunks.automatic;
     /* the one policy the split assumes (autosplit_layers); the CUDA backend's times cannot be taken
      * on a host without its device, and the emulator's are the CPU's */
-    static const block_mode_t mode_of[DECK_POLICY_COUNT] = {[DECK_POLICY_RECOMPUTE] = MODE_RECOMPUTE,
-                                                            [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE};
+    static const block_mode_t mode_of[POLICY_COUNT] = {[POLICY_RECOMPUTE] = MODE_RECOMPUTE,
+                                                            [POLICY_SELECTIVE] = MODE_SELECTIVE};
     const block_mode_t mode = d->memory.per_layer.n ? MODE_KEEP : mode_of[d->memory.policy]; /* autosplit_policy */
     double t[4] = {0.0, 0.0, 0.0, 0.0}; /* block, rest, wall time, 2-layer pass: rank 0's, + others' zeros */
     const double *fixed = d->debug.autosplit_pass_s; /* the deck's passes, not timed: fwd + bwd each, b = 0 */
@@ -130,13 +130,13 @@ int autosplit_layer_costs(const deck_t *d, const autosplit_t *a, double *w_p, do
 {
     cm_costs_t c;
     autosplit_costs(d, a, &c);
-    const cm_policy_t *of = autosplit_of;
+    const policy_t *of = autosplit_of;
     const double C = d->model.dim, T = d->model.seq_len;
     const double uniform = autosplit_block_work(C, d->model.mlp_ratio, C, T);
     const model_cfg_t cfg = deck_model_cfg(d, NULL); /* the blocks' shapes */
     for (int l = 0; l < d->model.layers; l++) {
-        const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
-        const double block = c.fwd + c.bwd + c.extra[of[p == DECK_POLICY_AUTO ? DECK_POLICY_KEEP : p]] + c.tp_fwd + c.tp_bwd;
+        const policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+        const double block = c.fwd + c.bwd + c.extra[of[p == POLICY_AUTO ? POLICY_KEEP : p]] + c.tp_fwd + c.tp_bwd;
         double scale = 1.0;
         if (cfg.shape)
             scale = block_is_skip(&cfg, l)

@@ -31,7 +31,7 @@ static void plan_profile_scaled(const profile_t *prof, int B, int tp, cm_costs_t
     c.B = B, c.tp = tp;
     c.fwd *= k / t, c.bwd *= k / t, c.embed_fwd *= k, c.embed_bwd *= k, c.head_fwd *= k / t, c.head_bwd *= k / t;
     c.bwd_b *= k / t, c.bwd_w *= k / t, c.head_bwd_w *= k / t;
-    for (int i = 0; i < CM_POLICIES; i++) c.extra[i] *= k / t, c.stash[i] *= k / t, c.wstash[i] *= k / t;
+    for (int i = 0; i < POLICY_STAGE_CHOICES; i++) c.extra[i] *= k / t, c.stash[i] *= k / t, c.wstash[i] *= k / t;
     c.offload_bytes *= k / t, c.act_bytes *= k, c.work_bytes *= k / t;
     c.block_params /= t, c.embed_params /= t;
     c.tp_fwd = c.tp_bwd = 0.0;
@@ -52,16 +52,11 @@ static int plan_costs(void *vctx, int B, int tp, cm_costs_t *c_p)
     return MP_OK;
 }
 
-static int plan_policy_of(deck_policy_t p, cm_policy_t *out)
+static int plan_policy_of(policy_t p, policy_t *out)
 {
-    switch (p) {
-    case DECK_POLICY_KEEP: *out = CM_KEEP; return MP_OK;
-    case DECK_POLICY_SELECTIVE: *out = CM_SELECTIVE; return MP_OK;
-    case DECK_POLICY_RECOMPUTE: *out = CM_RECOMPUTE; return MP_OK;
-    case DECK_POLICY_OFFLOAD: *out = CM_OFFLOAD; return MP_OK;
-    case DECK_POLICY_BALANCE: *out = CM_KEEP; return MP_OK; /* keep, and the layout's balance flag */
-    default: return MP_ERR;
-    }
+    if (p < POLICY_STAGE_CHOICES) return *out = p, MP_OK;
+    if (p == POLICY_BALANCE) return *out = POLICY_KEEP, MP_OK; /* keep, and the layout's balance flag */
+    return MP_ERR;
 }
 
 /* One number of --layout, whole or refused: atoi took "pp=2x" as 2 and "pp=" as 0. Read as the
@@ -82,7 +77,7 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
     lay->tp = dk->parallel.tp, lay->pp = dk->parallel.pp, lay->dp = dk->parallel.dp;
     lay->v = deck_chunks_per_stage(dk), lay->mb = dk->train.micro_batch, lay->zero = dk->parallel.zero;
     lay->kind = (sched_kind_t)dk->parallel.schedule_kind, lay->prefetch = dk->memory.prefetch;
-    deck_policy_t pol = dk->memory.policy;
+    policy_t pol = dk->memory.policy;
     char buf[512];
     snprintf(buf, sizeof buf, "%s", text ? text : "");
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -99,8 +94,8 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
             if (sched_kind_parse(v, &lay->kind) != MP_OK) return MP_FAIL("--layout: unknown schedule '%s'", v);
         } else if (!strcmp(k, "policy")) {
             int found = 0;
-            for (int i = 0; i < DECK_POLICY_COUNT; i++)
-                if (!strcmp(v, deck_policy_names[i])) pol = (deck_policy_t)i, found = 1;
+            for (int i = 0; i < POLICY_COUNT; i++)
+                if (!strcmp(v, policy_names[i])) pol = (policy_t)i, found = 1;
             if (!found) return MP_FAIL("--layout: unknown policy '%s'", v);
         } else return MP_FAIL("--layout: unknown key '%s' (tp, pp, dp, v, micro_batch, schedule, zero, policy)", k);
     }
@@ -111,11 +106,11 @@ static int plan_parse_layout(const char *text, const deck_t *dk, cm_layout_t *la
     if (lay->kind == SCHED_2BW) lay->kind = SCHED_1F1B; /* one step of 2bw is 1f1b's list (schedule.h) */
     if (lay->tp < 1 || lay->pp < 1 || lay->dp < 1 || lay->v < 1 || lay->mb < 1)
         return MP_FAIL("--layout: tp, pp, dp, v and micro_batch must be >= 1");
-    *policy_auto_p = pol == DECK_POLICY_AUTO;
-    cm_policy_t cp = CM_KEEP;
+    *policy_auto_p = pol == POLICY_AUTO;
+    policy_t cp = POLICY_KEEP;
     if (!*policy_auto_p && plan_policy_of(pol, &cp) != MP_OK) return MP_FAIL("memory.policy: no such policy (%d)", (int)pol);
     for (int s = 0; s < lay->pp && s < SIM_MAX_STAGES; s++) lay->policy[s] = cp;
-    lay->balance = pol == DECK_POLICY_BALANCE, lay->balance_keep = dk->memory.balance_keep;
+    lay->balance = pol == POLICY_BALANCE, lay->balance_keep = dk->memory.balance_keep;
     return MP_OK;
 }
 
@@ -143,7 +138,7 @@ static void plan_print_table(const plan_t *p, int n, const dev_kind_t *d, double
             const int K = l->pp * l->v; /* the embedding with chunk 0, the head with chunk K − 1 (a V: stage 0) */
             printf("  stage %d: %d layers%s%s, %s, busy %.4g s, peak %.3g GB\n", s, layers,
                    sched_chunk_stage(l->kind, 0, l->pp) == s ? " + embedding" : "",
-                   sched_chunk_stage(l->kind, K - 1, l->pp) == s ? " + head" : "", l->balance ? "balance" : cm_policy_names[l->policy[s]], r->stage_busy_s[s],
+                   sched_chunk_stage(l->kind, K - 1, l->pp) == s ? " + head" : "", l->balance ? "balance" : policy_names[l->policy[s]], r->stage_busy_s[s],
                    r->stage_mem[s] / 1e9);
         }
     }
@@ -165,7 +160,7 @@ static void plan_print_json(const plan_t *p, int n, double tokens, double gco2, 
         for (int k = 0; k < l->pp * l->v; k++) printf("%s%d", k ? ", " : "", l->chunk_layers[k]);
         printf("], \"policy\": [");
         for (int s = 0; s < l->pp; s++)
-            printf("%s\"%s\"", s ? ", " : "", l->balance ? "balance" : cm_policy_names[l->policy[s]]);
+            printf("%s\"%s\"", s ? ", " : "", l->balance ? "balance" : policy_names[l->policy[s]]);
         printf("], \"stage_time_s\": [");
         for (int s = 0; s < l->pp; s++) printf("%s%.6g", s ? ", " : "", r->stage_busy_s[s]);
         printf("], \"peak_mem_bytes\": [");
@@ -210,7 +205,7 @@ static int plan_emit(const deck_t *dk0, const plan_t *p, const char *path, const
     char set[DECK_STR + 64], layers[DECK_STR] = "", pols[DECK_STR] = "";
     int rc = MP_ERR, len = 0, plen = 0;
     for (int k = 0; k < l->pp * l->v; k++) len += snprintf(layers + len, sizeof layers - (size_t)len, "%s%d", k ? "," : "", l->chunk_layers[k]);
-    static const char letters[CM_POLICIES] = {'k', 's', 'r', 'o'};
+    const char *letters = policy_letters;
     for (int k = 0, layer = 0; k < l->pp * l->v; k++)
         for (int j = 0; j < l->chunk_layers[k]; j++, layer++)
             plen += snprintf(pols + plen, sizeof pols - (size_t)plen, "%s%c", layer ? "," : "",
@@ -271,18 +266,18 @@ static int plan_stage_policies(const deck_t *dk, cm_layout_t *lay)
             if (first[s] < 0) first[s] = p;
             if (p != first[s])
                 return MP_FAIL("memory.layers: stage %d mixes %s and %s; the planner models one policy per stage", s,
-                               deck_policy_names[first[s]], deck_policy_names[p]);
+                               policy_names[first[s]], policy_names[p]);
         }
     /* balance pairs stages: all of them or none */
     int nb = 0;
-    for (int s = 0; s < lay->pp; s++) nb += first[s] == DECK_POLICY_BALANCE;
+    for (int s = 0; s < lay->pp; s++) nb += first[s] == POLICY_BALANCE;
     if (nb && nb != lay->pp) return MP_FAIL("memory.layers: balance on some stages only; the planner models it on all");
     lay->balance = nb > 0, lay->balance_keep = dk->memory.balance_keep;
     for (int s = 0; s < lay->pp; s++) {
-        cm_policy_t cp;
-        if (plan_policy_of((deck_policy_t)first[s], &cp) != MP_OK)
+        policy_t cp;
+        if (plan_policy_of((policy_t)first[s], &cp) != MP_OK)
             return MP_FAIL("memory.layers: %s is not modelled by the planner yet (docs/PLAN.md \"Not built yet\")",
-                           deck_policy_names[first[s]]);
+                           policy_names[first[s]]);
         lay->policy[s] = cp;
     }
     return MP_OK;
@@ -313,7 +308,7 @@ static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo,
     else if (lay->v == 1 && (pol_auto || dk->pipeline.chunks.automatic)) {
         /* the DP's boundaries (pipeline.layers = auto here uses the device kind, not train's nominal
          * one); its per-stage policies are kept only under memory.policy = auto */
-        cm_policy_t given[SIM_MAX_STAGES];
+        policy_t given[SIM_MAX_STAGES];
         memcpy(given, lay->policy, sizeof given);
         if (plan_partition(mo, &c, d, lay, m) < 0) return MP_FAIL("no stage boundaries and policies fit the device memory");
         if (!pol_auto) memcpy(lay->policy, given, sizeof given);
@@ -427,10 +422,10 @@ int plan_schedule_costs(const deck_t *dk, int K, const int *chunk_layers, sched_
     if (rc == MP_OK && !(prof->c.bwd_b > 0.0 && prof->c.bwd_w > 0.0))
         rc = MP_FAIL("parallel.schedule_profile=%s has no split of the backward into B and W (a profile older than "
                      "the zero-bubble schedules): profile the model again", path);
-    cm_policy_t pol[CM_MAX_CHUNKS];
+    policy_t pol[CM_MAX_CHUNKS];
     for (int k = 0, layer = 0; rc == MP_OK && k < K; layer += chunk_layers[k], k++)
         if (plan_policy_of(dk->memory.per_layer.n ? dk->memory.per_layer.policy[layer] : dk->memory.policy, &pol[k]) != MP_OK)
-            pol[k] = CM_KEEP; /* auto: keep, the policy it starts from */
+            pol[k] = POLICY_KEEP; /* auto: keep, the policy it starts from */
     if (rc == MP_OK) {
         cm_costs_t c;
         plan_profile_scaled(prof, dk->train.micro_batch, dk->parallel.tp, &c);

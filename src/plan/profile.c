@@ -142,7 +142,7 @@ static int profile_compute(const deck_t *d, const wait_cfg_t *w, profile_t *p)
     if (c->fwd <= 0 || c->bwd <= 0) return MP_FAIL("profile: the deeper model was not slower (a noisy host? run again)");
     /* a block under recompute/selective: its backward's growth over keep's is the re-run forward */
     const double rec = (deep[1].bwd - one[1].bwd) / n - c->bwd, sel = (deep[2].bwd - one[2].bwd) / n - c->bwd;
-    c->extra[CM_RECOMPUTE] = rec > 0 ? rec : 0.0, c->extra[CM_SELECTIVE] = sel > 0 ? sel : 0.0;
+    c->extra[POLICY_RECOMPUTE] = rec > 0 ? rec : 0.0, c->extra[POLICY_SELECTIVE] = sel > 0 ? sel : 0.0;
     /* B and W per block as the fused backward is (keep; the policies' re-run forward is B's); the
      * one-layer model's W beyond a block is the head's product (the embedding's gradient is B's) */
     c->bwd_b = (deep[0].bwd_b - one[0].bwd_b) / n, c->bwd_w = (deep[0].bwd_w - one[0].bwd_w) / n;
@@ -156,15 +156,15 @@ static int profile_compute(const deck_t *d, const wait_cfg_t *w, profile_t *p)
     c->embed_bwd = 0.02 * rest_b, c->head_bwd = 0.98 * rest_b;
     c->head_bwd_w = fmin(fmax(one[0].bwd_w - c->bwd_w, 0.0), c->head_bwd);
     for (int i = 0; i < 3; i++) {
-        const cm_policy_t pol = i == 0 ? CM_KEEP : i == 1 ? CM_RECOMPUTE : CM_SELECTIVE;
+        const policy_t pol = i == 0 ? POLICY_KEEP : i == 1 ? POLICY_RECOMPUTE : POLICY_SELECTIVE;
         c->stash[pol] = (deep[i].bytes - one[i].bytes) / n;
         c->wstash[pol] = (deep[i].wbytes - one[i].wbytes) / n;
     }
-    c->stash[CM_OFFLOAD] = 0.0, c->offload_bytes = c->stash[CM_KEEP], c->wstash[CM_OFFLOAD] = c->wstash[CM_KEEP];
+    c->stash[POLICY_OFFLOAD] = 0.0, c->offload_bytes = c->stash[POLICY_KEEP], c->wstash[POLICY_OFFLOAD] = c->wstash[POLICY_KEEP];
     c->act_bytes = B * T * C * 4.0;
     c->block_params = (deep[0].params - one[0].params) / n;
     c->embed_params = one[0].params - c->block_params, c->head_params = 0.0;
-    c->work_bytes = one[0].bytes - c->stash[CM_KEEP];
+    c->work_bytes = one[0].bytes - c->stash[POLICY_KEEP];
     c->state_bytes_per_param = 16.0, c->opt_bytes_per_param = 8.0;
     c->optimizer_s_per_param = 28.0 / 30e9; /* not timed here: DRAM's measured 30 GB/s (inputs/devices.ini) */
     const double Cd = C, V = d->model.vocab, R = d->model.mlp_ratio;
@@ -181,15 +181,15 @@ static int profile_write(const char *path, const profile_t *p)
     fprintf(f, "{\"layers\": %d, \"dim\": %d, \"seq_len\": %d, \"micro_batch\": %d, \"threads\": %d, \"ranks\": %d,\n",
             p->layers, p->dim, p->seq_len, c->B, c->cpu_threads, p->ranks);
     fprintf(f, " \"block_fwd_s\": %.9g, \"block_bwd_s\": %.9g, \"recompute_extra_s\": %.9g, \"selective_extra_s\": %.9g,\n",
-            c->fwd, c->bwd, c->extra[CM_RECOMPUTE], c->extra[CM_SELECTIVE]);
+            c->fwd, c->bwd, c->extra[POLICY_RECOMPUTE], c->extra[POLICY_SELECTIVE]);
     fprintf(f, " \"embed_fwd_s\": %.9g, \"embed_bwd_s\": %.9g, \"head_fwd_s\": %.9g, \"head_bwd_s\": %.9g,\n",
             c->embed_fwd, c->embed_bwd, c->head_fwd, c->head_bwd);
     fprintf(f, " \"block_bwd_b_s\": %.9g, \"block_bwd_w_s\": %.9g, \"head_bwd_w_s\": %.9g, "
                "\"wstash_keep_bytes\": %.9g, \"wstash_recompute_bytes\": %.9g,\n",
-            c->bwd_b, c->bwd_w, c->head_bwd_w, c->wstash[CM_KEEP], c->wstash[CM_RECOMPUTE]);
+            c->bwd_b, c->bwd_w, c->head_bwd_w, c->wstash[POLICY_KEEP], c->wstash[POLICY_RECOMPUTE]);
     fprintf(f, " \"stash_keep_bytes\": %.9g, \"stash_selective_bytes\": %.9g, \"stash_recompute_bytes\": %.9g, "
                "\"stash_offload_bytes\": %.9g, \"offload_moved_bytes\": %.9g,\n",
-            c->stash[CM_KEEP], c->stash[CM_SELECTIVE], c->stash[CM_RECOMPUTE], c->stash[CM_OFFLOAD], c->offload_bytes);
+            c->stash[POLICY_KEEP], c->stash[POLICY_SELECTIVE], c->stash[POLICY_RECOMPUTE], c->stash[POLICY_OFFLOAD], c->offload_bytes);
     fprintf(f, " \"act_message_bytes\": %.9g, \"work_bytes\": %.9g, \"block_params\": %.9g, \"embed_params\": %.9g,\n",
             c->act_bytes, c->work_bytes, c->block_params, c->embed_params);
     fprintf(f, " \"param_bytes\": %.9g, \"optimizer_bytes\": %.9g, \"optimizer_s_per_param\": %.9g, "
@@ -266,11 +266,11 @@ int profile_load(const char *path, profile_t *p)
     double v[7];
     static const char *const ints[7] = {"layers", "dim", "seq_len", "micro_batch", "threads", "ranks", "flops_per_token"};
     struct { const char *k; double *x; } keys[] = {
-        {"block_fwd_s", &c->fwd}, {"block_bwd_s", &c->bwd}, {"recompute_extra_s", &c->extra[CM_RECOMPUTE]},
-        {"selective_extra_s", &c->extra[CM_SELECTIVE]}, {"embed_fwd_s", &c->embed_fwd}, {"embed_bwd_s", &c->embed_bwd},
-        {"head_fwd_s", &c->head_fwd}, {"head_bwd_s", &c->head_bwd}, {"stash_keep_bytes", &c->stash[CM_KEEP]},
-        {"stash_selective_bytes", &c->stash[CM_SELECTIVE]}, {"stash_recompute_bytes", &c->stash[CM_RECOMPUTE]},
-        {"stash_offload_bytes", &c->stash[CM_OFFLOAD]}, {"offload_moved_bytes", &c->offload_bytes},
+        {"block_fwd_s", &c->fwd}, {"block_bwd_s", &c->bwd}, {"recompute_extra_s", &c->extra[POLICY_RECOMPUTE]},
+        {"selective_extra_s", &c->extra[POLICY_SELECTIVE]}, {"embed_fwd_s", &c->embed_fwd}, {"embed_bwd_s", &c->embed_bwd},
+        {"head_fwd_s", &c->head_fwd}, {"head_bwd_s", &c->head_bwd}, {"stash_keep_bytes", &c->stash[POLICY_KEEP]},
+        {"stash_selective_bytes", &c->stash[POLICY_SELECTIVE]}, {"stash_recompute_bytes", &c->stash[POLICY_RECOMPUTE]},
+        {"stash_offload_bytes", &c->stash[POLICY_OFFLOAD]}, {"offload_moved_bytes", &c->offload_bytes},
         {"act_message_bytes", &c->act_bytes}, {"work_bytes", &c->work_bytes}, {"block_params", &c->block_params},
         {"embed_params", &c->embed_params}, {"optimizer_s_per_param", &c->optimizer_s_per_param},
         {"p2p_lat_s", &p->p2p_lat}, {"p2p_bw_bytes_per_s", &p->p2p_bw}, {"allreduce_lat_s", &p->ar_lat},
@@ -281,12 +281,12 @@ int profile_load(const char *path, profile_t *p)
     /* optional: a profile from before the split loads, and the planner leaves zb1p out (B = W = 0) */
     struct { const char *k; double *x; } split[] = {
         {"block_bwd_b_s", &c->bwd_b}, {"block_bwd_w_s", &c->bwd_w}, {"head_bwd_w_s", &c->head_bwd_w},
-        {"wstash_keep_bytes", &c->wstash[CM_KEEP]}, {"wstash_recompute_bytes", &c->wstash[CM_RECOMPUTE]}};
+        {"wstash_keep_bytes", &c->wstash[POLICY_KEEP]}, {"wstash_recompute_bytes", &c->wstash[POLICY_RECOMPUTE]}};
     for (size_t i = 0; i < sizeof split / sizeof split[0] && rc == MP_OK; i++) {
         const char *at = strstr(text, split[i].k);
         if (at) rc = profile_num(text, path, split[i].k, split[i].x);
     }
-    c->wstash[CM_SELECTIVE] = c->wstash[CM_OFFLOAD] = c->wstash[CM_KEEP];
+    c->wstash[POLICY_SELECTIVE] = c->wstash[POLICY_OFFLOAD] = c->wstash[POLICY_KEEP];
     free(text);
     if (rc != MP_OK) return MP_ERR;
     p->layers = (int)v[0], p->dim = (int)v[1], p->seq_len = (int)v[2], c->B = (int)v[3], c->cpu_threads = (int)v[4];

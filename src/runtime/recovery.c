@@ -38,8 +38,8 @@ static struct recovery_s *rec_get(run_t *r)
     return r->rec;
 }
 
-/* (Balance, live migration and supernets never get here: the start refuses them with recovery.log,
- * run.c's run_refuse_recovery.) */
+/* (Balance, live migration and supernets never get here: the deck refuses them with recovery.log,
+ * compose.c's pairs.) */
 const char *recovery_unsupported(const run_t *r)
 {
     if (r->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";

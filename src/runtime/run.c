@@ -29,24 +29,24 @@ static int run_holds_last(const deck_t *d, int stage)
     return sched_chunk_stage(d->parallel.schedule_kind, pp * deck_chunks_per_stage(d) - 1, pp) == stage;
 }
 
-deck_policy_t run_layer_policy(const deck_t *d, int l)
+policy_t run_layer_policy(const deck_t *d, int l)
 {
-    const deck_policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
-    return p == DECK_POLICY_AUTO ? DECK_POLICY_KEEP : p;
+    const policy_t p = d->memory.per_layer.n ? d->memory.per_layer.policy[l] : d->memory.policy;
+    return p == POLICY_AUTO ? POLICY_KEEP : p;
 }
 
 /* Whether some layer is balanced (BPipe): every stage then runs the balance lists. */
 static int run_balance(const deck_t *d)
 {
     for (int l = 0; l < d->model.layers; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return 1;
+        if (run_layer_policy(d, l) == POLICY_BALANCE) return 1;
     return 0;
 }
 
 /* The memory mode of each block this stage holds (its chunks' layers in order). */
-static const block_mode_t run_mode_of[DECK_POLICY_AUTO] = {
-    [DECK_POLICY_KEEP] = MODE_KEEP, [DECK_POLICY_RECOMPUTE] = MODE_RECOMPUTE, [DECK_POLICY_SELECTIVE] = MODE_SELECTIVE,
-    [DECK_POLICY_OFFLOAD] = MODE_OFFLOAD, [DECK_POLICY_BALANCE] = MODE_BALANCE};
+static const block_mode_t run_mode_of[POLICY_AUTO] = {
+    [POLICY_KEEP] = MODE_KEEP, [POLICY_RECOMPUTE] = MODE_RECOMPUTE, [POLICY_SELECTIVE] = MODE_SELECTIVE,
+    [POLICY_OFFLOAD] = MODE_OFFLOAD, [POLICY_BALANCE] = MODE_BALANCE};
 
 static int run_block_modes(run_t *r, int v, const int *l0, const int *nl)
 {
@@ -102,71 +102,14 @@ static int run_refuse_sp(const deck_t *d)
     if (d->parallel.zero)
         return MP_FAIL("parallel.sp=%d with parallel.zero=1: a supernet steps whole candidates with their own "
                        "counters, ZeRO-1 a shard of the flat buffer (set parallel.zero=0)", sp);
-    if (deck_chunks_per_stage(d) > 1) return MP_FAIL("parallel.sp=%d: the interleaved schedule's chunks are not run by "
-                                                      "the replicas' lists (one chunk per stage)", sp);
     if (d->train.device == DECK_DEVICE_CUDA && d->parallel.p2p != DECK_P2P_MPI)
         return MP_FAIL("parallel.sp=%d: the replicas' lists run on MPI messages: set parallel.p2p=mpi", sp);
-    for (int l = 0; l < d->model.layers; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_OFFLOAD || run_layer_policy(d, l) == DECK_POLICY_BALANCE)
-            return MP_FAIL("parallel.sp=%d: an offload or balance memory policy rewrites lists the replicas do not "
-                           "run", sp);
     return MP_OK;
-}
-
-/* Live migration (pipeline.replan_every, migrate.c) rebuilds a stage for a new split and moves its
- * layers' weights and AdamW moments whole: what it does not move is refused rather than moved wrong. */
-static int run_refuse_migration(const deck_t *d)
-{
-    const int n = d->pipeline.replan_every;
-    if (d->supernet.enabled)
-        return MP_FAIL("pipeline.replan_every=%d with supernet.enabled=1: a supernet's candidates, their counters and "
-                       "the window's sums are not migrated; set pipeline.replan_every=0", n);
-    for (int l = 0; l < d->model.layers; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_OFFLOAD || run_layer_policy(d, l) == DECK_POLICY_BALANCE)
-            return MP_FAIL("pipeline.replan_every=%d with an offload or balance memory policy (memory.policy or "
-                           "memory.layers): their host buffers, copy engine and partner plans are built once at start; "
-                           "use keep, selective or recompute, or set pipeline.replan_every=0", n);
-    if (d->memory.device_limit)
-        return MP_FAIL("pipeline.replan_every=%d with memory.device_limit=%llu: the new split's memory plan is not "
-                       "part of the decision, so a move could overrun the limit; set memory.device_limit=0 or "
-                       "pipeline.replan_every=0", n, (unsigned long long)d->memory.device_limit);
-    if (d->parallel.zero && d->parallel.dp > 1)
-        return MP_FAIL("pipeline.replan_every=%d with parallel.zero=1 and parallel.dp=%d: ZeRO-1's moment shards are "
-                       "cut from the stage's flat buffer, which a move re-lays; set parallel.zero=0 or "
-                       "pipeline.replan_every=0", n, d->parallel.dp);
-    if (d->train.device != DECK_DEVICE_CPU)
-        return MP_FAIL("pipeline.replan_every=%d with train.device=%s: live migration is built and tested on the cpu "
-                       "backend only; set train.device=cpu or pipeline.replan_every=0", n,
-                       deck_device_names[d->train.device]);
-    return MP_OK;
-}
-
-/* recovery.log = 1 promises that a lost rank costs no step. Where the log cannot rebuild the state it
- * is refused rather than quietly falling back: each of these carries state across the step boundary
- * that no logged message holds, and with recovery.log = 0 the same run loses at most checkpoint.every
- * steps to a lost rank (docs/RELIABILITY.md: the measured cost). The other layouts not rebuilt yet
- * (recovery_unsupported) still run and say so: their rebuild is planned work. */
-static int run_refuse_recovery(const deck_t *d)
-{
-    const char *why = NULL;
-    for (int l = 0; l < d->model.layers && !why; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE)
-            why = "the balance memory policy: a stage's stashes live on its partner stage during the step, so a lost "
-                  "stage's replay would need the partner's copies, which no log holds";
-    if (!why && d->pipeline.replan_every > 0)
-        why = "live migration (pipeline.replan_every): a move re-lays the stages' buffers between two steps, so the "
-              "log of the steps before a move does not replay on the split after it";
-    if (!why && d->supernet.enabled)
-        why = "a supernet: its window's gradient sums and each candidate's step counter cross the step boundary, "
-              "outside every logged message";
-    if (!why) return MP_OK;
-    return MP_FAIL("recovery.log=1 with %s; a lost rank cannot be rebuilt from the log here. Set recovery.log=0: a "
-                   "lost rank then costs a restart from the newest checkpoint (at most checkpoint.every=%ld steps)",
-                   why, (long)d->checkpoint.every);
 }
 
 /* Features whose keys the deck accepts but whose implementation lands in later issues: refused
- * with a message rather than silently ignored. */
+ * with a message rather than silently ignored. (What does not combine with what, live migration's and
+ * the recovery log's rules among it, the deck refused at load: src/sched/compose.c.) */
 static int run_refuse_unimplemented(const deck_t *d)
 {
     const int sp = d->parallel.sp;
@@ -175,23 +118,6 @@ static int run_refuse_unimplemented(const deck_t *d)
     if (d->parallel.p2p == DECK_P2P_NCCL && d->train.device != DECK_DEVICE_CUDA)
         return MP_FAIL("parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda (this deck: %s); set "
                        "parallel.p2p=mpi or auto", deck_device_names[d->train.device]);
-    int any_o = 0, any_b = 0;
-    for (int l = 0; l < d->model.layers; l++)
-        any_o |= run_layer_policy(d, l) == DECK_POLICY_OFFLOAD, any_b |= run_layer_policy(d, l) == DECK_POLICY_BALANCE;
-    if (any_o && any_b)
-        return MP_FAIL("memory.layers='%s': offload (o) and balance (b) in one run are not supported: both move the "
-                       "stash's movable region, one to host memory and one to another stage", d->memory.layers);
-    if (d->supernet.enabled && d->parallel.zero && d->parallel.dp > 1)
-        return MP_FAIL("supernet.enabled=1 with parallel.zero=1 and parallel.dp=%d: ZeRO-1 shards the AdamW moments "
-                       "over the replicas and updates a shard of the flat buffer per step, but a supernet steps each "
-                       "candidate whole, with its own step counter, right after its subnet's backward, and the shared "
-                       "tensors once per window; set parallel.zero=0", d->parallel.dp);
-    if (d->supernet.enabled && d->parallel.dp > 1 && d->parallel.grad_reduce_dtype == DECK_PRECISION_BF16)
-        return MP_FAIL("supernet.enabled=1 with parallel.grad_reduce_dtype=bf16 and parallel.dp=%d: a supernet sums its "
-                       "replicas' gradients itself, in fp32 (the LM head's part of d wte apart), not through the "
-                       "buckets that travel as bf16; set parallel.grad_reduce_dtype=fp32", d->parallel.dp);
-    if (d->pipeline.replan_every > 0 && run_refuse_migration(d) != MP_OK) return MP_ERR;
-    if (d->recovery.log && run_refuse_recovery(d) != MP_OK) return MP_ERR;
     return MP_OK;
 }
 
@@ -434,7 +360,7 @@ static int run_plan_now(run_t *r, exec_plan_t *p)
 static int run_auto_policy(run_t *r)
 {
     static const block_mode_t try[] = {MODE_KEEP, MODE_SELECTIVE, MODE_RECOMPUTE};
-    static const deck_policy_t pol[] = {DECK_POLICY_KEEP, DECK_POLICY_SELECTIVE, DECK_POLICY_RECOMPUTE};
+    static const policy_t pol[] = {POLICY_KEEP, POLICY_SELECTIVE, POLICY_RECOMPUTE};
     const uint64_t limit = r->deck.memory.device_limit;
     unsigned char modes[4096];
     exec_plan_t p;
@@ -459,7 +385,7 @@ static int run_memory_plan(run_t *r)
 {
     const deck_t *d = &r->deck;
     r->auto_policy = -1;
-    if (d->memory.policy == DECK_POLICY_AUTO && d->memory.per_layer.n == 0) run_auto_policy(r);
+    if (d->memory.policy == POLICY_AUTO && d->memory.per_layer.n == 0) run_auto_policy(r);
     if (run_plan_now(r, &r->plan) != MP_OK) return MP_ERR;
     const uint64_t limit = d->memory.device_limit;
     if (!limit || r->plan.total <= limit) return MP_OK;

@@ -65,7 +65,7 @@ typedef struct run_s {
     int *gidx;               /* local entry i -> index of the same tensor in gtab */
     nodelink_t link;         /* memory.coordinate: the node's host-link locks (when a block offloads) */
     exec_plan_t plan;        /* the stage's memory plan (memory.device_limit), made before allocating */
-    int auto_policy;         /* memory.policy = auto: the deck_policy_t this stage chose (-1: not auto) */
+    int auto_policy;         /* memory.policy = auto: the policy_t this stage chose (-1: not auto) */
     double auto_bytes, auto_keep_bytes; /* ... its planned peak, and keep's */
     exec_t exec;             /* runs this stage's instruction lists (every pp, pp = 1 included) */
     acts_t acts;
@@ -157,6 +157,6 @@ int run_agree(int rc);
 int run_stage_offloads(const run_t *r);
 /* Layer l's memory policy: memory.layers' letter, else memory.policy (auto counts as keep: the memory
  * plan replaces it per stage before anything is allocated). */
-deck_policy_t run_layer_policy(const deck_t *d, int l);
+policy_t run_layer_policy(const deck_t *d, int l);
 
 #endif

@@ -9,7 +9,6 @@
 #include "compose.h"
 #include "memlists.h"
 
-const char *const cm_policy_names[CM_POLICIES] = {"keep", "selective", "recompute", "offload"};
 
 double cm_model_flops_per_token(const cm_model_t *mo)
 {
@@ -49,7 +48,7 @@ void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t 
     /* W is half the products' backward; attention's backward and the streamed passes feed the
      * input gradient, so they are B's */
     c->bwd_w = gemm, c->bwd_b = c->bwd - gemm;
-    c->extra[CM_RECOMPUTE] = c->fwd, c->extra[CM_SELECTIVE] = core;
+    c->extra[POLICY_RECOMPUTE] = c->fwd, c->extra[POLICY_SELECTIVE] = core;
     c->embed_fwd = dev_mem_time(d, 3.0 * N * C * elem), c->embed_bwd = 2.0 * c->embed_fwd;
     const double head = dev_gemm_time(d, p, N, V / tp, C), xent = dev_mem_time(d, 3.0 * N * (V / tp) * 4.0);
     c->head_fwd = head + xent, c->head_bwd = 2.0 * head + xent, c->head_bwd_w = head;
@@ -58,14 +57,14 @@ void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t 
     /* per token: LN1 out, residual, LN2 out (replicated over tp); q, k, v, attention out, fc and gelu out,
      * the attention probabilities (split over tp) */
     const double keep = N * elem * (3 * C + (4 * C) / tp + 2 * F + heads * T);
-    c->stash[CM_KEEP] = keep, c->stash[CM_SELECTIVE] = keep - N * elem * heads * T;
-    c->stash[CM_RECOMPUTE] = N * C * elem, c->stash[CM_OFFLOAD] = 0.0;
+    c->stash[POLICY_KEEP] = keep, c->stash[POLICY_SELECTIVE] = keep - N * elem * heads * T;
+    c->stash[POLICY_RECOMPUTE] = N * C * elem, c->stash[POLICY_OFFLOAD] = 0.0;
     c->offload_bytes = keep;
     /* W's stash is fp32 whatever the precision (model_wstash_bytes): the douts of qkv, proj, fc and
      * fcproj; under recompute also their inputs, which B's re-run forward wrote */
     const double douts = 4.0 * N * (2 * C + F + 3 * C / tp);
-    c->wstash[CM_KEEP] = c->wstash[CM_SELECTIVE] = c->wstash[CM_OFFLOAD] = douts;
-    c->wstash[CM_RECOMPUTE] = douts + 4.0 * N * (2 * C + C / tp + F);
+    c->wstash[POLICY_KEEP] = c->wstash[POLICY_SELECTIVE] = c->wstash[POLICY_OFFLOAD] = douts;
+    c->wstash[POLICY_RECOMPUTE] = douts + 4.0 * N * (2 * C + C / tp + F);
     c->act_bytes = N * C * elem;
     c->block_params = (4.0 * C * C + 2.0 * mo->R * C * C + 3 * C + mo->R * C) / tp + 6.0 * C;
     c->embed_params = V * C / tp + T * C, c->head_params = 2.0 * C;
@@ -152,10 +151,10 @@ static double cm_stage_params(const cm_costs_t *c, const cm_layout_t *lay, int K
  * backward, and the backward's B and W parts, compute only, tp's all-reduces counted tpc times. The
  * split: recomputation and tp all-reduces run in B (model_backward_b), as does the embedding's
  * gradient; the head's W is its tied weight's product. */
-static void cm_chunk_times(const cm_costs_t *c, int nl, cm_policy_t pol, int embed, int head, double tpc, double *f,
+static void cm_chunk_times(const cm_costs_t *c, int nl, policy_t pol, int embed, int head, double tpc, double *f,
                            double *b, double *bb, double *bw)
 {
-    const double again = pol == CM_RECOMPUTE ? tpc * c->tp_fwd : 0.0;
+    const double again = pol == POLICY_RECOMPUTE ? tpc * c->tp_fwd : 0.0;
     *f = nl * (c->fwd + tpc * c->tp_fwd);
     *b = nl * (c->bwd + c->extra[pol] + tpc * c->tp_bwd + again);
     *bw = nl * c->bwd_w + (head ? c->head_bwd_w : 0.0);
@@ -164,7 +163,7 @@ static void cm_chunk_times(const cm_costs_t *c, int nl, cm_policy_t pol, int emb
     if (head) *f += c->head_fwd, *b += c->head_bwd, *bb += c->head_bwd - c->head_bwd_w;
 }
 
-sched_costs_t cm_play_costs(const cm_costs_t *c, int K, const int *chunk_layers, const cm_policy_t *chunk_policy,
+sched_costs_t cm_play_costs(const cm_costs_t *c, int K, const int *chunk_layers, const policy_t *chunk_policy,
                             double tpc)
 {
     sched_costs_t t = {0.0, 0.0, 0.0};
@@ -186,10 +185,10 @@ static void cm_ctx_fill(cm_ctx_t *x)
     const double tpc = x->free_comm ? 0.0 : 1.0;
     for (int k = 0; k < x->K; k++) {
         const int nl = lay->chunk_layers[k];
-        const cm_policy_t pol = lay->policy[sched_chunk_stage(lay->kind, k, lay->pp)];
+        const policy_t pol = lay->policy[sched_chunk_stage(lay->kind, k, lay->pp)];
         cm_chunk_times(c, nl, pol, k == 0, k == x->K - 1, tpc, &x->fwd[k], &x->bwd[k], &x->bwd_b[k], &x->bwd_w[k]);
         x->fwd[k] *= x->slow, x->bwd[k] *= x->slow, x->bwd_b[k] *= x->slow, x->bwd_w[k] *= x->slow;
-        x->moved[k] = pol == CM_OFFLOAD ? nl * c->offload_bytes : 0.0;
+        x->moved[k] = pol == POLICY_OFFLOAD ? nl * c->offload_bytes : 0.0;
     }
     const int stride_pp = lay->tp * lay->dp, pn = x->d->per_node;
     for (int s = 0; s < lay->pp; s++) {
@@ -200,7 +199,7 @@ static void cm_ctx_fill(cm_ctx_t *x)
         /* balance partners (s, pp−1−s): their first ranks' nodes decide the link */
         const int ra = (lay->pp - 1 - s) * stride_pp;
         x->guest[s] = dev_p2p_time(r0 / pn == ra / pn ? &x->d->intra : &x->d->inter,
-                                   cm_stage_layers(lay, x->K, s) * c->stash[CM_KEEP]);
+                                   cm_stage_layers(lay, x->K, s) * c->stash[POLICY_KEEP]);
         /* fp32 gradients in buckets started as the backward ends. A GPU's collectives run beside
          * the compute (NCCL's own kernels): what is left after the stage's first chunk's last
          * backward is exposed, at least a tenth of it (an assumption, docs/PLAN.md). A CPU rank has
@@ -286,16 +285,16 @@ static void cm_memory(const cm_costs_t *c, const cm_layout_t *lay, const instr_l
         double state = params * c->state_bytes_per_param;
         if (lay->zero && lay->dp > 1) state -= params * c->opt_bytes_per_param * (1.0 - 1.0 / lay->dp);
         const int layers = cm_stage_layers(lay, K, s);
-        const cm_policy_t pol = lay->policy[s];
+        const policy_t pol = lay->policy[s];
         /* keys held at once (offload, balance: only those not moved off), each a chunk of layers/v layers */
-        const double per_key = (double)layers / lay->v * c->stash[pol == CM_OFFLOAD ? CM_KEEP : pol];
-        const int keys = pol == CM_OFFLOAD || lay->balance ? sched_list_device_peak(&lists[s], 0)
+        const double per_key = (double)layers / lay->v * c->stash[pol == POLICY_OFFLOAD ? POLICY_KEEP : pol];
+        const int keys = pol == POLICY_OFFLOAD || lay->balance ? sched_list_device_peak(&lists[s], 0)
                                                            : sched_list_peak(&lists[s], 0);
-        double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
+        double work = 2.0 * c->act_bytes + (pol == POLICY_KEEP || pol == POLICY_OFFLOAD ? 0.0 : c->stash[POLICY_KEEP]);
         if (s == sched_chunk_stage(lay->kind, K - 1, lay->pp)) work += c->work_bytes; /* the loss's stage */
         /* balance: the partner's stashes held here as guests, at the partner's size */
         const double guests = lay->balance ? sched_balance_guest_peak(&lists[s]) * (double)cm_stage_layers(lay, K, lay->pp - 1 - s) *
-                                                 c->stash[CM_KEEP]
+                                                 c->stash[POLICY_KEEP]
                                            : 0.0;
         /* a split backward: each (micro-batch) between its B and its W holds W's stash beside its slot
          * (the executor's wstash_t), and on the loss's stage each further slot its dlogits (the
@@ -344,7 +343,7 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
      * change the play, and is left out.) */
     sched_costs_t play = sched_costs_unit;
     if (sched_kind_played(lay->kind)) { /* dualpipev's order is fixed */
-        cm_policy_t cpol[CM_MAX_CHUNKS];
+        policy_t cpol[CM_MAX_CHUNKS];
         for (int k = 0; k < K; k++) cpol[k] = lay->policy[sched_chunk_stage(lay->kind, k, lay->pp)];
         play = cm_play_costs(c, K, lay->chunk_layers, cpol, 1.0);
     }
@@ -354,7 +353,7 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
     }
     int rc = MP_ERR;
     for (int s = 0; s < lay->pp; s++)
-        if (lay->policy[s] == CM_OFFLOAD && sched_add_offload(&lists[s], lay->prefetch) != MP_OK) {
+        if (lay->policy[s] == POLICY_OFFLOAD && sched_add_offload(&lists[s], lay->prefetch) != MP_OK) {
             snprintf(res->error, sizeof res->error, "cannot add offload instructions");
             goto out;
         }
@@ -367,9 +366,9 @@ int cm_evaluate(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_t *d, 
             goto out;
         }
         for (int s = 0; s < lay->pp; s++)
-            if (lay->policy[s] != CM_KEEP) {
+            if (lay->policy[s] != POLICY_KEEP) {
                 snprintf(res->error, sizeof res->error, "balance keeps every stash: stage %d is %s", s,
-                         cm_policy_names[lay->policy[s]]);
+                         policy_names[lay->policy[s]]);
                 goto out;
             }
         if (sched_add_balance(lists, lay->pp, m, lay->balance_keep) != MP_OK) {

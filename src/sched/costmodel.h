@@ -11,15 +11,14 @@
 #define MP_COSTMODEL_H
 
 #include "devmodel.h"
+#include "policy.h"
 #include "schedule.h"
 #include "sim.h"
 
 #define CM_MAX_CHUNKS 256
 
-/* Per-stage stash policies the planner chooses among (memory.policy's; balance, which pairs stages,
- * is a layout flag below, not a stage's choice). */
-typedef enum { CM_KEEP, CM_SELECTIVE, CM_RECOMPUTE, CM_OFFLOAD, CM_POLICIES } cm_policy_t;
-extern const char *const cm_policy_names[CM_POLICIES];
+/* The per-stage stash policies the planner chooses among are policy.h's first POLICY_STAGE_CHOICES
+ * (balance, which pairs stages, is a layout flag below, not a stage's choice). */
 
 typedef struct {
     int L, C, NH, T, V, R;
@@ -34,15 +33,15 @@ typedef struct {
     double bwd_b, bwd_w;              /* bwd split for the zero-bubble schedules: B (input gradient, with
                                        * attention's backward) and W (the four products' weight gradients);
                                        * the fused schedules cost bwd. Both 0: no split known (an old profile) */
-    double extra[CM_POLICIES];        /* one block: backward's extra time under each policy (re-run forward) */
+    double extra[POLICY_STAGE_CHOICES];        /* one block: backward's extra time under each policy (re-run forward) */
     double embed_fwd, embed_bwd;      /* token + position embedding */
     double head_fwd, head_bwd;        /* final LN, LM head, cross-entropy */
     double head_bwd_w;                /* of head_bwd, W's part: the tied head's weight-gradient product (the
                                        * embedding's own gradient is B's, as model_backward_b does it) */
     double tp_fwd, tp_bwd;            /* one block: its tensor-parallel all-reduces */
-    double stash[CM_POLICIES];        /* one block: bytes held on the device from forward to backward */
+    double stash[POLICY_STAGE_CHOICES];        /* one block: bytes held on the device from forward to backward */
     double offload_bytes;             /* one block under offload: bytes moved each way */
-    double wstash[CM_POLICIES];       /* one block: bytes a split backward keeps from its B to its W beside
+    double wstash[POLICY_STAGE_CHOICES];       /* one block: bytes a split backward keeps from its B to its W beside
                                        * the stash (model_wstash_bytes: the products' douts, + their inputs
                                        * under recompute) */
     double act_bytes;                 /* one activation message between stages: N·C·element */
@@ -63,7 +62,7 @@ typedef struct {
     int nodes_ranks;                  /* ranks per node (for links and CPU sharing) */
     int threads;                      /* a CPU kind: threads per rank (0: max(1, cores ÷ ranks), train.threads' rule) */
     int chunk_layers[CM_MAX_CHUNKS];  /* layers of chunk k, K = pp·v entries */
-    cm_policy_t policy[SIM_MAX_STAGES]; /* per stage */
+    policy_t policy[SIM_MAX_STAGES]; /* per stage */
     int prefetch;                     /* offload: memory.prefetch */
     int balance;                      /* BPipe: every stage keep, stashes moved between stage pairs
                                        * (s, pp−1−s) by sched_add_balance; 1f1b, v = 1, pp >= 2, CPU kinds */
@@ -100,7 +99,7 @@ void cm_layout_balanced(cm_layout_t *lay, int L);
  * layers and policies (chunk 0 with the embedding, chunk K−1 with the head): the chunks' means of
  * F, B and W, compute only, tp's all-reduces counted tpc times. The planner plays these for a
  * layout; a run with parallel.schedule_profile plays the same from its profile. */
-sched_costs_t cm_play_costs(const cm_costs_t *c, int K, const int *chunk_layers, const cm_policy_t *chunk_policy,
+sched_costs_t cm_play_costs(const cm_costs_t *c, int K, const int *chunk_layers, const policy_t *chunk_policy,
                             double tpc);
 /* Simulates one step of `lay` with per-micro-batch costs c on device d (runs the real lists; the
  * cost c must be made for lay->mb and lay->tp). MP_OK, or MP_ERR with res->error (a layout the

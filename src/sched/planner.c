@@ -15,7 +15,7 @@ const char *const plan_objective_names[PLAN_OBJECTIVES] = {"time", "energy", "ca
 #define PLAN_SIMULATED 48
 
 /* Device bytes of stage s holding layers [a, b) under policy pol (the DP's estimate of cm_memory). */
-static double plan_stage_mem(const cm_costs_t *c, const cm_layout_t *lay, int m, int s, int a, int b, cm_policy_t pol)
+static double plan_stage_mem(const cm_costs_t *c, const cm_layout_t *lay, int m, int s, int a, int b, policy_t pol)
 {
     const int pp = lay->pp, n = b - a;
     double params = n * c->block_params;
@@ -23,20 +23,20 @@ static double plan_stage_mem(const cm_costs_t *c, const cm_layout_t *lay, int m,
     if (s == pp - 1) params += c->head_params + (pp > 1 ? c->embed_params : 0.0);
     double state = params * c->state_bytes_per_param;
     if (lay->zero && lay->dp > 1) state -= params * c->opt_bytes_per_param * (1.0 - 1.0 / lay->dp);
-    const int keys = pol == CM_OFFLOAD ? 2 : (m < pp - s ? m : pp - s);
-    const double stash = keys * n * c->stash[pol == CM_OFFLOAD ? CM_KEEP : pol];
-    double work = 2.0 * c->act_bytes + (pol == CM_KEEP || pol == CM_OFFLOAD ? 0.0 : c->stash[CM_KEEP]);
+    const int keys = pol == POLICY_OFFLOAD ? 2 : (m < pp - s ? m : pp - s);
+    const double stash = keys * n * c->stash[pol == POLICY_OFFLOAD ? POLICY_KEEP : pol];
+    double work = 2.0 * c->act_bytes + (pol == POLICY_KEEP || pol == POLICY_OFFLOAD ? 0.0 : c->stash[POLICY_KEEP]);
     if (s == pp - 1) work += c->work_bytes;
     return state + stash + work;
 }
 
 /* Seconds of one micro-batch's forward and backward of stage s holding [a, b) under pol. */
 static double plan_stage_time(const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay, int s, int a, int b,
-                              cm_policy_t pol)
+                              policy_t pol)
 {
     const int n = b - a;
     double t = n * (c->fwd + c->bwd + c->extra[pol] + c->tp_fwd + c->tp_bwd);
-    if (pol == CM_OFFLOAD) {
+    if (pol == POLICY_OFFLOAD) {
         const double copy = d->node_cores > 0 ? 2.0 * c->offload_bytes / d->mem_bw : c->offload_bytes / d->host_bw;
         t += d->node_cores > 0 ? 2.0 * n * copy : (copy > c->fwd ? n * (copy - c->fwd) : 0.0);
     }
@@ -47,13 +47,13 @@ static double plan_stage_time(const cm_costs_t *c, const dev_kind_t *d, const cm
 
 /* The fastest policy for stage s on [a, b) that fits; -1 time when none does. */
 static double plan_stage_best(const cm_costs_t *c, const dev_kind_t *d, const cm_layout_t *lay, int m, int s, int a,
-                              int b, cm_policy_t *pol_p)
+                              int b, policy_t *pol_p)
 {
     double best = -1.0;
-    for (int p = 0; p < CM_POLICIES; p++) {
-        if (plan_stage_mem(c, lay, m, s, a, b, (cm_policy_t)p) > d->mem_bytes) continue;
-        const double t = plan_stage_time(c, d, lay, s, a, b, (cm_policy_t)p);
-        if (best < 0 || t < best) best = t, *pol_p = (cm_policy_t)p;
+    for (int p = 0; p < POLICY_STAGE_CHOICES; p++) {
+        if (plan_stage_mem(c, lay, m, s, a, b, (policy_t)p) > d->mem_bytes) continue;
+        const double t = plan_stage_time(c, d, lay, s, a, b, (policy_t)p);
+        if (best < 0 || t < best) best = t, *pol_p = (policy_t)p;
     }
     return best;
 }
@@ -65,7 +65,7 @@ double plan_partition(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_
     /* best[s][j]: the slowest of stages 0..s holding layers [0, j); cut[s][j]: where stage s starts */
     double *best = malloc(sizeof(double) * (size_t)pp * (L + 1));
     int *cut = malloc(sizeof(int) * (size_t)pp * (L + 1));
-    cm_policy_t *pol = malloc(sizeof(cm_policy_t) * (size_t)pp * (L + 1));
+    policy_t *pol = malloc(sizeof(policy_t) * (size_t)pp * (L + 1));
     double result = -1.0;
     if (!best || !cut || !pol) goto out;
     for (int i = 0; i < pp * (L + 1); i++) best[i] = -1.0;
@@ -75,7 +75,7 @@ double plan_partition(const cm_model_t *mo, const cm_costs_t *c, const dev_kind_
                 if (s == 0 && i != 0) break;
                 const double prev = s ? best[(s - 1) * (L + 1) + i] : 0.0;
                 if (prev < 0) continue;
-                cm_policy_t p = CM_KEEP;
+                policy_t p = POLICY_KEEP;
                 const double t = plan_stage_best(c, d, lay, m, s, i, j, &p);
                 if (t < 0) continue;
                 const double v = t > prev ? t : prev;
@@ -149,9 +149,9 @@ static int plan_add_balance(plan_cands_t *cs, const cm_model_t *mo, const cm_cos
     int over = 0;
     double worst = 0.0;
     for (int s = 0; s < bl.pp; s++) {
-        bl.policy[s] = CM_KEEP;
-        if (plan_stage_mem(c, &bl, m, s, 0, bl.chunk_layers[s], CM_KEEP) > d->mem_bytes) over = 1;
-        const double t = plan_stage_time(c, d, &bl, s, 0, bl.chunk_layers[s], CM_KEEP);
+        bl.policy[s] = POLICY_KEEP;
+        if (plan_stage_mem(c, &bl, m, s, 0, bl.chunk_layers[s], POLICY_KEEP) > d->mem_bytes) over = 1;
+        const double t = plan_stage_time(c, d, &bl, s, 0, bl.chunk_layers[s], POLICY_KEEP);
         if (t > worst) worst = t;
     }
     return over ? plan_push(cs, &bl, (m + bl.pp - 1) * worst) : MP_OK;
@@ -160,7 +160,7 @@ static int plan_add_balance(plan_cands_t *cs, const cm_model_t *mo, const cm_cos
 int plan_split_usable(sched_kind_t kind, int pp, const cm_costs_t *c, const dev_kind_t *d, char *why, size_t n)
 {
     /* a GPU kind runs on cuda with its pipeline messages through NCCL (parallel.p2p=auto's choice) */
-    const unsigned have = d->node_cores <= 0 ? 1u << COMPOSE_CUDA | 1u << COMPOSE_NCCL_P2P : 0u;
+    const unsigned have = d->node_cores <= 0 ? 1u << COMPOSE_CUDA | 1u << COMPOSE_DEVICE | 1u << COMPOSE_NCCL_P2P : 0u;
     if (compose_refused(kind, pp, have, why, n) != MP_OK) return 0;
     if (!(c->bwd_b + c->bwd_w > 0))
         return snprintf(why, n, "the costs have no B/W split (an older profile: profile again)"), 0;
@@ -237,7 +237,7 @@ static int plan_add_schedules(plan_cands_t *cs, const cm_model_t *mo, const cm_c
         cm_layout_t il = *lay;
         il.kind = SCHED_INTERLEAVED, il.v = v;
         cm_layout_balanced(&il, mo->L);
-        static const cm_policy_t order[] = {CM_KEEP, CM_SELECTIVE, CM_RECOMPUTE};
+        static const policy_t order[] = {POLICY_KEEP, POLICY_SELECTIVE, POLICY_RECOMPUTE};
         for (int k = 0; k < 3; k++) {
             int fit = 1;
             double worst = 0.0;

@@ -25,7 +25,7 @@ const char *supernet_serial_why(const run_t *r)
     if (deck_chunks_per_stage(d) > 1) return "the interleaved schedule's chunks";
     if (r->p2p_nccl) return "NCCL messages (parallel.p2p=mpi runs causally)";
     for (int l = 0; l < d->model.layers; l++)
-        if (run_layer_policy(d, l) == DECK_POLICY_BALANCE) return "the balance memory policy";
+        if (run_layer_policy(d, l) == POLICY_BALANCE) return "the balance memory policy";
     return NULL;
 }
 

@@ -503,7 +503,7 @@ static void train_log_auto_split(run_t *r)
  * stage chose alike: the same plan from the same sizes; collective over MPI_COMM_WORLD). */
 static void train_log_auto_policy(run_t *r)
 {
-    if (r->deck.memory.policy != DECK_POLICY_AUTO || r->deck.memory.per_layer.n) return;
+    if (r->deck.memory.policy != POLICY_AUTO || r->deck.memory.per_layer.n) return;
     const int pp = r->pp;
     double *v = calloc((size_t)3 * pp, sizeof(double));
     if (!v) MP_ABORT("out of memory logging memory.policy=auto");
@@ -512,14 +512,14 @@ static void train_log_auto_policy(run_t *r)
     const double limit = (double)r->deck.memory.device_limit;
     for (int s = 0; s < pp; s++) {
         const int pol = (int)v[3 * s];
-        if (pol == DECK_POLICY_KEEP)
+        if (pol == POLICY_KEEP)
             runlog_printf(&r->log, "memory.policy=auto: stage %d keeps every stash: planned %.0f bytes%s", s, v[3 * s + 1],
                           limit > 0 ? " within memory.device_limit" : " (no memory.device_limit)");
         else
             runlog_printf(&r->log, "memory.policy=auto: stage %d chose %s: keep would plan %.0f bytes, over "
                           "memory.device_limit=%.0f; %s plans %.0f (the fastest policy that fits: keep, selective, "
-                          "recompute in that order)", s, deck_policy_names[pol], v[3 * s + 2], limit,
-                          deck_policy_names[pol], v[3 * s + 1]);
+                          "recompute in that order)", s, policy_names[pol], v[3 * s + 2], limit,
+                          policy_names[pol], v[3 * s + 1]);
     }
     free(v);
 }

@@ -35,28 +35,63 @@ static void kinds(dev_kind_t *gpu, dev_kind_t *cpu)
     cpu->node_cores = 2;
 }
 
-/* The deck's verdict on (kind, pp, policy, supernet, cuda): whether it printed `why`, whether it
- * printed any of compose's refusals ("parallel.schedule=K with " + a feature's name), and the loaded
- * deck's features (when it loaded: a refused deck is not returned). deck_load's status. */
-static int deck_verdict(sched_kind_t k, int pp, const char *pol, int sn, int cuda, const char *why, int *has_why,
-                         int *has_any, unsigned *have)
+/* The features a deck may be given here, each by a few keys (test_compose's own words for them). */
+enum { T_SUPERNET, T_CUDA, T_EMU, T_MIGRATION, T_RECOVERY, T_ZERO1, T_SP, T_CHUNKS, T_LIMIT, T_BF16, TOGGLES };
+static const char *const toggle_names[TOGGLES] = {"supernet", "cuda", "emu", "migration", "recovery",
+                                                  "zero1", "sp", "chunks", "limit", "bf16"};
+
+/* What compose should be asked for this deck: its features worked out here, not by the deck. */
+static unsigned expected_have(sched_kind_t k, int pp, const char *pol, unsigned t)
 {
-    char s[12][96];
+    unsigned h = 0;
+    if (t & (1u << T_SUPERNET | 1u << T_SP)) h |= 1u << COMPOSE_SUPERNET;
+    if (!strcmp(pol, "balance")) h |= 1u << COMPOSE_BALANCE;
+    if (!strcmp(pol, "offload")) h |= 1u << COMPOSE_OFFLOAD;
+    if (t & 1u << T_CUDA) h |= 1u << COMPOSE_CUDA | 1u << COMPOSE_DEVICE;
+    if (t & 1u << T_EMU) h |= 1u << COMPOSE_DEVICE;
+    if (t & 1u << T_MIGRATION) h |= 1u << COMPOSE_MIGRATION;
+    if (t & 1u << T_RECOVERY) h |= 1u << COMPOSE_RECOVERY_LOG;
+    if (t & 1u << T_ZERO1) h |= 1u << COMPOSE_ZERO1;
+    if (t & 1u << T_SP) h |= 1u << COMPOSE_SP;
+    if (sched_kind_place(k) == SCHED_PLACE_V || (t & 1u << T_CHUNKS && pp > 1)) h |= 1u << COMPOSE_CHUNKS;
+    if (t & 1u << T_LIMIT) h |= 1u << COMPOSE_DEVICE_LIMIT;
+    if (t & 1u << T_BF16) h |= 1u << COMPOSE_BF16_GRADS;
+    return h;
+}
+
+/* Loads the deck of (kind, pp, policy, toggles); `why` (or NULL): compose's refusal. Sets *has_why
+ * (the deck printed why), *has_any (it printed any of compose's words: "with FEATURE: "), *have (the
+ * deck's features, when it loaded: a refused deck is not returned). deck_load's status. */
+static int deck_verdict(sched_kind_t k, int pp, const char *pol, unsigned t, const char *why, int *has_why, int *has_any,
+                        unsigned *have)
+{
+    char s[24][96];
     int n = 0;
-    snprintf(s[n++], sizeof s[0], "data.path=/nonexistent/x.h5");
-    snprintf(s[n++], sizeof s[0], "model.layers=8");
-    snprintf(s[n++], sizeof s[0], "train.batch=8");
-    snprintf(s[n++], sizeof s[0], "train.micro_batch=1");
-    snprintf(s[n++], sizeof s[0], "parallel.pp=%d", pp);
-    snprintf(s[n++], sizeof s[0], "parallel.schedule=%s", sched_kind_names[k]);
-    snprintf(s[n++], sizeof s[0], "memory.policy=%s", pol);
-    if (sn) {
-        snprintf(s[n++], sizeof s[0], "supernet.enabled=1");
-        snprintf(s[n++], sizeof s[0], "supernet.candidates=h4m4,h2m1,skip");
-        snprintf(s[n++], sizeof s[0], "supernet.window=2");
+#define SET(...) snprintf(s[n++], sizeof s[0], __VA_ARGS__)
+    SET("data.path=/nonexistent/x.h5");
+    SET("model.layers=8");
+    SET("train.batch=8");
+    SET("train.micro_batch=1");
+    SET("parallel.pp=%d", pp);
+    SET("parallel.schedule=%s", t & 1u << T_CHUNKS ? "interleaved" : sched_kind_names[k]);
+    SET("memory.policy=%s", pol);
+    if (t & (1u << T_SUPERNET | 1u << T_SP)) {
+        SET("supernet.enabled=1");
+        SET("supernet.candidates=h4m4,h2m1,skip");
+        SET("supernet.window=2");
     }
-    if (cuda) snprintf(s[n++], sizeof s[0], "train.device=cuda");
-    char *sets[12];
+    if (t & 1u << T_CUDA) SET("train.device=cuda");
+    if (t & 1u << T_EMU) SET("train.device=emu");
+    if (t & 1u << T_MIGRATION) SET("pipeline.replan_every=3");
+    if (t & 1u << T_RECOVERY) SET("recovery.log=1");
+    if (t & (1u << T_ZERO1 | 1u << T_BF16)) SET("parallel.dp=2");
+    if (t & 1u << T_ZERO1) SET("parallel.zero=1");
+    if (t & 1u << T_SP) SET("parallel.sp=2");
+    if (t & 1u << T_CHUNKS) SET("parallel.virtual_stages=2");
+    if (t & 1u << T_LIMIT) SET("memory.device_limit=1G");
+    if (t & 1u << T_BF16) SET("parallel.grad_reduce_dtype=bf16");
+#undef SET
+    char *sets[24];
     for (int i = 0; i < n; i++) sets[i] = s[i];
     deck_t d;
     capture_begin();
@@ -66,11 +101,37 @@ static int deck_verdict(sched_kind_t k, int pp, const char *pol, int sn, int cud
     *has_any = 0;
     for (int f = 0; f < COMPOSE_FEATURES; f++) {
         char pre[256];
-        snprintf(pre, sizeof pre, "parallel.schedule=%s with %s", sched_kind_names[k], compose_feature_names[f]);
+        snprintf(pre, sizeof pre, "with %s: ", compose_feature_names[f]);
         *has_any |= strstr(errtext, pre) != NULL;
     }
     if (rc == MP_OK) *have = deck_compose_have(&d);
     return rc;
+}
+
+static int deck_points, deck_bad, deck_refused, have_bad, have_n;
+
+/* One deck against compose: refused with compose's words exactly where compose refuses it. */
+static void deck_case(sched_kind_t k, int pp, const char *pol, unsigned t)
+{
+    const sched_kind_t kind = t & 1u << T_CHUNKS ? SCHED_INTERLEAVED : k;
+    const unsigned want = expected_have(kind, pp, pol, t);
+    char why[640];
+    const int no = compose_refused(kind, pp, want, why, sizeof why) != MP_OK;
+    int has_why, has_any;
+    unsigned got = 0;
+    const int rc = deck_verdict(kind, pp, pol, t, no ? why : NULL, &has_why, &has_any, &got);
+    deck_points++, deck_refused += no;
+    if (no ? !has_why : has_any) {
+        char tog[160] = "";
+        for (int i = 0; i < TOGGLES; i++)
+            if (t >> i & 1u) strcat(tog, " "), strcat(tog, toggle_names[i]);
+        if (deck_bad++ < 4)
+            tap_diag("deck %s pp=%d %s%s: compose %s; the deck said: %.300s", sched_kind_names[kind], pp, pol, tog,
+                     no ? why : "accepts", errtext);
+    }
+    have_n += rc == MP_OK;
+    if (rc == MP_OK && got != want && have_bad++ < 3)
+        tap_diag("deck_compose_have %s pp=%d %s: %#x, not %#x", sched_kind_names[kind], pp, pol, got, want);
 }
 
 int main(void)
@@ -81,52 +142,43 @@ int main(void)
     cm_costs_t c;
     memset(&c, 0, sizeof c);
     c.bwd_b = c.bwd_w = 1.0;
-    int points = 0, deck_bad = 0, have_bad = 0, have_n = 0, exec_bad = 0, plan_bad = 0, refused = 0;
+    int exec_bad = 0, plan_bad = 0;
+    /* the schedules: every kind × pp × policy × a supernet × cuda */
     for (int k = 0; k < SCHED_KINDS; k++)
         for (size_t ip = 0; ip < sizeof pps / sizeof pps[0]; ip++)
             for (int p = 0; p < NPOL; p++)
-                for (unsigned feats = 0; feats < 8; feats++) { /* bit 0 supernet, 1 cuda, 2 nccl */
-                    const int pp = pps[ip], sn = feats & 1, cuda = feats >> 1 & 1, nccl = feats >> 2 & 1;
-                    const int bal = !strcmp(policies[p], "balance");
-                    const sched_kind_t kind = (sched_kind_t)k;
-                    char why[640];
-                    points++;
-                    /* the deck: the features it knows (NCCL is resolved at start) */
-                    const unsigned dhave = (sn ? 1u << COMPOSE_SUPERNET : 0u) | (bal ? 1u << COMPOSE_BALANCE : 0u) |
-                                           (cuda ? 1u << COMPOSE_CUDA : 0u);
-                    const int no = compose_refused(kind, pp, dhave, why, sizeof why) != MP_OK;
-                    refused += no;
-                    int has_why, has_any;
-                    unsigned got = 0;
-                    if (nccl == 0) { /* the deck has no NCCL of its own: one walk of it per point */
-                        const int rc = deck_verdict(kind, pp, policies[p], sn, cuda, no ? why : NULL, &has_why, &has_any,
-                                                    &got);
-                        if (no ? !has_why : has_any) {
-                            if (deck_bad++ < 3)
-                                tap_diag("deck %s pp=%d %s%s%s: compose %s; the deck said: %.300s", sched_kind_names[k], pp,
-                                         policies[p], sn ? " supernet" : "", cuda ? " cuda" : "",
-                                         no ? why : "accepts", errtext);
-                        }
-                        have_n += rc == MP_OK;
-                        if (rc == MP_OK && got != dhave && have_bad++ < 3)
-                            tap_diag("deck_compose_have %s pp=%d %s: %#x, not %#x", sched_kind_names[k], pp,
-                                     policies[p], got, dhave);
-                    }
-                    /* the executor: the context's features, NCCL as resolved (not under the stand-in) */
-                    exec_ctx_t x;
-                    memset(&x, 0, sizeof x);
-                    x.kind = kind, x.pp = pp, x.supernet = sn, x.balance = bal, x.nccl = nccl;
-                    const unsigned ehave = (sn ? 1u << COMPOSE_SUPERNET : 0u) | (bal ? 1u << COMPOSE_BALANCE : 0u) |
-                                           (nccl && !gpu_share_nccl_standin() ? 1u << COMPOSE_NCCL_P2P : 0u);
-                    if (exec_compose_have(&x) != ehave && exec_bad++ < 3)
-                        tap_diag("exec_compose_have %s pp=%d %s nccl=%d: %#x, not %#x", sched_kind_names[k], pp,
-                                 policies[p], nccl, exec_compose_have(&x), ehave);
-                }
-    tap_ok(deck_bad == 0, "the deck refuses with compose's words exactly where compose refuses, over %d kinds × %zu "
-           "stage counts × %d policies × a supernet × cuda (%d points of %d refused; %d disagree)", SCHED_KINDS,
-           sizeof pps / sizeof pps[0], NPOL, refused / 2, points / 2, deck_bad);
-    tap_ok(have_bad == 0 && have_n > 50, "deck_compose_have names the features of each deck that loads (%d decks; %d disagree)",
-           have_n, have_bad);
+                for (unsigned t = 0; t < 4; t++)
+                    deck_case((sched_kind_t)k, pps[ip], policies[p], (t & 1u) << T_SUPERNET | (t >> 1 & 1u) << T_CUDA);
+    const int sched_points = deck_points, sched_refused = deck_refused;
+    /* the features with each other: every one and every two of them (cuda and emu apart), at 1f1b
+     * over 2 stages, the layers kept, offloaded or balanced */
+    static const char *const pair_pols[] = {"keep", "offload", "balance"};
+    for (int a = -1; a < TOGGLES; a++)
+        for (int b = a; b < TOGGLES; b++) {
+            const unsigned t = (a >= 0 ? 1u << a : 0u) | (b >= 0 ? 1u << b : 0u);
+            if ((t & 1u << T_CUDA) && (t & 1u << T_EMU)) continue;
+            for (int p = 0; p < 3; p++) deck_case(SCHED_1F1B, 2, pair_pols[p], t);
+        }
+    tap_ok(deck_bad == 0, "the deck refuses with compose's words exactly where compose refuses: %d kinds × %zu stage "
+           "counts × %d policies × a supernet × cuda (%d decks, %d refused), and every one and two of %d features × "
+           "3 policies (%d decks, %d refused); %d disagree", SCHED_KINDS, sizeof pps / sizeof pps[0], NPOL,
+           sched_points, sched_refused, TOGGLES, deck_points - sched_points, deck_refused - sched_refused, deck_bad);
+    tap_ok(have_bad == 0 && have_n > 100, "deck_compose_have names the features of each deck that loads (%d decks; %d "
+           "disagree)", have_n, have_bad);
+    /* the executor: the context's features, NCCL as resolved (not under the stand-in) */
+    for (int k = 0; k < SCHED_KINDS; k++)
+        for (int p = 0; p < NPOL; p++)
+            for (unsigned f = 0; f < 8; f++) {
+                const int sn = f & 1, per = f >> 1 & 1, nccl = f >> 2 & 1, bal = !strcmp(policies[p], "balance");
+                exec_ctx_t x;
+                memset(&x, 0, sizeof x);
+                x.kind = (sched_kind_t)k, x.pp = 2, x.supernet = sn, x.per = per ? 4 : 0, x.balance = bal, x.nccl = nccl;
+                const unsigned ehave = (sn || per ? 1u << COMPOSE_SUPERNET : 0u) | (bal ? 1u << COMPOSE_BALANCE : 0u) |
+                                       (nccl && !gpu_share_nccl_standin() ? 1u << COMPOSE_NCCL_P2P : 0u);
+                if (exec_compose_have(&x) != ehave && exec_bad++ < 3)
+                    tap_diag("exec_compose_have %s %s supernet=%d per=%d nccl=%d: %#x, not %#x", sched_kind_names[k],
+                             policies[p], sn, per, nccl, exec_compose_have(&x), ehave);
+            }
     tap_ok(exec_bad == 0, "exec_compose_have names the stage context's features, NCCL as resolved (%d disagree)",
            exec_bad);
     /* the planner: a GPU kind runs on cuda with NCCL messages, a CPU kind with neither */
@@ -136,7 +188,8 @@ int main(void)
             const int pp = pps[ip];
             if (!sched_kind_split(kind)) continue;
             char why[640], pwhy[640];
-            const int gno = compose_refused(kind, pp, 1u << COMPOSE_CUDA | 1u << COMPOSE_NCCL_P2P, why, sizeof why);
+            const int gno = compose_refused(kind, pp, 1u << COMPOSE_CUDA | 1u << COMPOSE_DEVICE | 1u << COMPOSE_NCCL_P2P, why,
+                                           sizeof why);
             const int gok = plan_split_usable(kind, pp, &c, &gpu, pwhy, sizeof pwhy);
             if ((gno == MP_OK) != gok || (!gok && strcmp(why, pwhy)))
                 plan_bad++, tap_diag("planner %s pp=%d on a GPU kind: %s / compose: %s", sched_kind_names[k], pp,

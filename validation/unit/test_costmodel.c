@@ -64,8 +64,8 @@ static void unit_costs(cm_costs_t *c, int B)
 {
     memset(c, 0, sizeof *c);
     c->B = B, c->tp = 1;
-    c->fwd = 1.0, c->bwd = 2.0, c->extra[CM_RECOMPUTE] = 1.0;
-    c->stash[CM_KEEP] = 1e9, c->stash[CM_RECOMPUTE] = 1e8, c->stash[CM_SELECTIVE] = 5e8;
+    c->fwd = 1.0, c->bwd = 2.0, c->extra[POLICY_RECOMPUTE] = 1.0;
+    c->stash[POLICY_KEEP] = 1e9, c->stash[POLICY_RECOMPUTE] = 1e8, c->stash[POLICY_SELECTIVE] = 5e8;
     c->offload_bytes = 1e9, c->act_bytes = 0.0, c->block_params = 0.0;
     c->state_bytes_per_param = 16.0, c->opt_bytes_per_param = 8.0;
     c->flops_per_token = 1.0;
@@ -115,16 +115,16 @@ static void test_evaluate(void)
     lay.dp = 1, lay.tp = 1, lay.pp = 2, lay.v = 1, lay.mb = 1, lay.kind = SCHED_1F1B, lay.nodes_ranks = 8;
     cm_layout_balanced(&lay, mo.L);
     cm_result_t keep, rec;
-    lay.policy[0] = lay.policy[1] = CM_KEEP;
+    lay.policy[0] = lay.policy[1] = POLICY_KEEP;
     int ok = cm_evaluate(&mo, &c, &d, &lay, &keep) == MP_OK;
-    lay.policy[0] = lay.policy[1] = CM_RECOMPUTE;
+    lay.policy[0] = lay.policy[1] = POLICY_RECOMPUTE;
     ok = ok && cm_evaluate(&mo, &c, &d, &lay, &rec) == MP_OK;
     tap_ok(ok && near(rec.stage_busy_s[0], keep.stage_busy_s[0] * 4.0 / 3.0, 1e-12),
            "recompute: stage busy x4/3 (backward 2 s + 1 s re-run per block)");
     tap_ok(ok && rec.stage_mem[0] < keep.stage_mem[0] / 2, "recompute: stage 0 memory %.3g GB < keep's %.3g GB / 2",
            ok ? rec.stage_mem[0] / 1e9 : -1, ok ? keep.stage_mem[0] / 1e9 : -1);
     /* offload: the stash leaves the device; the copies (1 GB per block at 20 GB/s) overlap compute */
-    lay.policy[0] = lay.policy[1] = CM_OFFLOAD;
+    lay.policy[0] = lay.policy[1] = POLICY_OFFLOAD;
     cm_result_t off;
     ok = cm_evaluate(&mo, &c, &d, &lay, &off) == MP_OK;
     tap_ok(ok && off.stage_mem[0] < keep.stage_mem[0] && off.step_s >= keep.step_s - 1e-9,
@@ -181,8 +181,8 @@ static int toy_costs(void *ctx, int B, int tp, cm_costs_t *c)
     (void)ctx;
     if (tp != 1) return MP_ERR;
     unit_costs(c, B);
-    c->fwd *= B, c->bwd *= B, c->extra[CM_RECOMPUTE] *= B;
-    for (int i = 0; i < CM_POLICIES; i++) c->stash[i] *= B;
+    c->fwd *= B, c->bwd *= B, c->extra[POLICY_RECOMPUTE] *= B;
+    for (int i = 0; i < POLICY_STAGE_CHOICES; i++) c->stash[i] *= B;
     return MP_OK;
 }
 
@@ -212,7 +212,7 @@ static void test_search(void)
     fit = 1;
     for (int i = 0; i < n; i++)
         for (int s = 0; s < p[i].lay.pp; s++) {
-            nonkeep += p[i].lay.policy[s] != CM_KEEP;
+            nonkeep += p[i].lay.policy[s] != POLICY_KEEP;
             if (p[i].res.stage_mem[s] > d.mem_bytes) fit = 0;
         }
     tap_ok(ok && fit && nonkeep > 0, "under 10 GB: %d plans, all fit, %d stages not on keep", n, nonkeep);
@@ -242,7 +242,7 @@ static void split_costs(cm_costs_t *c, int B)
 {
     unit_costs(c, B);
     c->bwd_b = 1.0, c->bwd_w = 1.0;
-    for (int i = 0; i < CM_POLICIES; i++) c->wstash[i] = 1e8;
+    for (int i = 0; i < POLICY_STAGE_CHOICES; i++) c->wstash[i] = 1e8;
 }
 
 /* One pipeline of pp stages, v chunks each, micro-batches of 1, balanced chunks, every stage keep. */
@@ -316,10 +316,10 @@ static void test_zb1p(void)
     tap_ok(zb_layout_eval(&mo, &none, &d, SCHED_ZB1P, 2, &r) == MP_ERR && strstr(r.error, "B and W"),
            "costs without a split are refused for zb1p: %s", r.error);
     cm_layout_t lay = zb_layout(&mo, SCHED_ZB1P, 2, 1);
-    lay.policy[1] = CM_OFFLOAD;
+    lay.policy[1] = POLICY_OFFLOAD;
     tap_ok(cm_evaluate(&mo, &c, &d, &lay, &r) == MP_OK,
            "zb1p with offload on stage 1 is evaluated (its stashes come back before B, stay until W)");
-    lay.policy[1] = CM_KEEP, lay.balance = 1;
+    lay.policy[1] = POLICY_KEEP, lay.balance = 1;
     tap_ok(cm_evaluate(&mo, &c, &d, &lay, &r) == MP_ERR && strstr(r.error, "balance"),
            "zb1p with balance is refused: %s", r.error);
 }
@@ -328,7 +328,7 @@ static int toy_split_costs(void *ctx, int B, int tp, cm_costs_t *c)
 {
     if (toy_costs(ctx, B, tp, c) != MP_OK) return MP_ERR;
     c->bwd_b = c->bwd_w = c->bwd / 2.0, c->cpu_threads = 1;
-    for (int i = 0; i < CM_POLICIES; i++) c->wstash[i] = 1e8 * B;
+    for (int i = 0; i < POLICY_STAGE_CHOICES; i++) c->wstash[i] = 1e8 * B;
     return MP_OK;
 }
 

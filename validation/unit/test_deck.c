@@ -100,7 +100,7 @@ static void test_defaults(void)
                d.parallel.p2p == DECK_P2P_AUTO && d.parallel.timeout == 600,
            "parallel defaults (order parsed tp, dp, sp, pp)");
     tap_ok(d.pipeline.layers[0] == 0 && d.pipeline.chunks.n == 0 && d.memory.device_limit == 0 &&
-               d.memory.policy == DECK_POLICY_KEEP && d.checkpoint.every == 0 && d.checkpoint.keep == 3 &&
+               d.memory.policy == POLICY_KEEP && d.checkpoint.every == 0 && d.checkpoint.keep == 3 &&
                d.checkpoint.transfer_mode == DECK_TRANSFER_AUTO && !strcmp(d.checkpoint.transfer, "auto") &&
                d.supernet.enabled == 0 && d.supernet.window == 1 && d.supernet.candidates[0] == 0 &&
                d.debug.dump_activations == -1 && d.debug.fail_at[0] == 0 && d.debug.fail.mode == DECK_FAIL_NONE &&
@@ -125,7 +125,7 @@ static const char *full_deck =
     "[pipeline]\nlayers = 2,1,1,2\n"
     "[memory]\ndevice_limit = 2GiB\npolicy = recompute\n"
     "[checkpoint]\nevery = 200\nkeep = 0\n"
-    "[supernet]\nenabled = 1\nwindow = 4\ncandidates = \"h4m2, skip\"\n"
+    "[supernet]\nenabled = false\nwindow = 4\ncandidates = \"h4m2, skip\"\n" /* (a supernet with ZeRO-1 is refused) */
     "[debug]\ndump_activations = 7\nfail_at = 3:120\n"
     "[cost]\ngrid_gco2_per_kwh = 55.5\n";
 
@@ -158,8 +158,8 @@ static void test_full(void)
     tap_ok(!strcmp(d.pipeline.layers, "2,1,1,2") && d.pipeline.chunks.n == 4 && d.pipeline.chunks.layers[0] == 2 &&
                d.pipeline.chunks.layers[1] == 1 && d.pipeline.chunks.layers[2] == 1 &&
                d.pipeline.chunks.layers[3] == 2 && d.memory.device_limit == 2ull << 30 &&
-               d.memory.policy == DECK_POLICY_RECOMPUTE && d.checkpoint.every == 200 && d.checkpoint.keep == 0 &&
-               d.supernet.enabled == 1 && d.supernet.window == 4 && !strcmp(d.supernet.candidates, "h4m2, skip") &&
+               d.memory.policy == POLICY_RECOMPUTE && d.checkpoint.every == 200 && d.checkpoint.keep == 0 &&
+               d.supernet.enabled == 0 && d.supernet.window == 4 && !strcmp(d.supernet.candidates, "h4m2, skip") &&
                d.supernet.cands.n == 2 && d.supernet.cands.shape[0].heads == 4 && d.supernet.cands.shape[0].mlp_ratio == 2 &&
                d.supernet.cands.shape[1].heads == 0 &&
                d.debug.dump_activations == 7 && !strcmp(d.debug.fail_at, "3:120") && d.debug.fail.rank == 3 &&
@@ -234,9 +234,9 @@ static void test_memory_layers(void)
     deck_defaults(&d);
     int rc = set_quiet(&d, "memory.layers=k, r,s,o ,b");
     const deck_policy_list_t *l = &d.memory.per_layer;
-    tap_ok(rc == MP_OK && l->n == 5 && l->policy[0] == DECK_POLICY_KEEP && l->policy[1] == DECK_POLICY_RECOMPUTE &&
-               l->policy[2] == DECK_POLICY_SELECTIVE && l->policy[3] == DECK_POLICY_OFFLOAD &&
-               l->policy[4] == DECK_POLICY_BALANCE && d.memory.prefetch == 1 && d.memory.coordinate == 1,
+    tap_ok(rc == MP_OK && l->n == 5 && l->policy[0] == POLICY_KEEP && l->policy[1] == POLICY_RECOMPUTE &&
+               l->policy[2] == POLICY_SELECTIVE && l->policy[3] == POLICY_OFFLOAD &&
+               l->policy[4] == POLICY_BALANCE && d.memory.prefetch == 1 && d.memory.coordinate == 1,
            "memory.layers=k,r,s,o,b parses to keep, recompute, selective, offload, balance (prefetch 1, coordinate 1)");
     char *bad_letter[] = {"model.layers=2", "memory.layers=k,x"};
     expect_refused("memory.layers with an unknown letter", NULL, bad_letter, 2, "memory.layers", NULL);
@@ -261,7 +261,7 @@ static void test_choices_typed(void)
         {"parallel", "schedule", sched_kind_names, SCHED_KINDS, offsetof(deck_t, parallel.schedule_kind)},
         {"parallel", "wait", deck_wait_names, DECK_WAIT_COUNT, offsetof(deck_t, parallel.wait)},
         {"parallel", "p2p", deck_p2p_names, DECK_P2P_COUNT, offsetof(deck_t, parallel.p2p)},
-        {"memory", "policy", deck_policy_names, DECK_POLICY_COUNT, offsetof(deck_t, memory.policy)},
+        {"memory", "policy", policy_names, POLICY_COUNT, offsetof(deck_t, memory.policy)},
         {"checkpoint", "transfer", deck_transfer_names, DECK_TRANSFER_COUNT,
          offsetof(deck_t, checkpoint.transfer_mode)},
     };
