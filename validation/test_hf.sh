@@ -118,7 +118,7 @@ refused "layer_norm_epsilon 1e-6" "c_eps/config.json: key layer_norm_epsilon is 
 cfgbad c_json 's/"n_layer": 2,/"n_layer": 2/'
 refused "malformed JSON" "c_json/config.json: malformed JSON at byte" --init-from "hf:$SCRATCH/c_json"
 mkdir -p "$SCRATCH/c_none" && cp "$SCRATCH/hf/sub/$f" "$SCRATCH/c_none/"
-refused "a missing config.json" "cannot open .*c_none/config.json" --init-from "hf:$SCRATCH/c_none"
+refused "a missing config.json" "c_none/config.json: No such file or directory (a Hugging Face model directory has one" --init-from "hf:$SCRATCH/c_none"
 # shellcheck disable=SC2086
 cfgbad c_tanh 's/"gelu_new"/"gelu_pytorch_tanh"/' &&
     "$MINDPIPE" train $base --set train.steps=0 --init-from "hf:$SCRATCH/c_tanh" --out "$SCRATCH/imp_tanh" \

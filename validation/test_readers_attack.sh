@@ -112,7 +112,7 @@ hfbad "arrays nested 100 deep" c_deep "malformed JSON at byte [0-9]*: nested mor
 { cat "$hf/config.json"; head -c 2097152 /dev/zero | tr '\0' ' '; } | cfgtext c_2mib
 hfbad "a 2 MiB config.json (white space after the object)" c_2mib "2097[0-9]* bytes, longer than 1 MiB"
 mkdir -p "$S/c_fifo" && cp "$hf/model.safetensors" "$S/c_fifo/" && mkfifo "$S/c_fifo/config.json"
-expect "a FIFO as config.json (no hang)" "c_fifo/config.json is not a regular file" init c_fifo
+expect "a FIFO as config.json (no hang)" "c_fifo/config.json: not a regular file" init c_fifo
 
 # model.safetensors against config.json (and the deck)
 cfg s_npos 's/"n_positions": 32/"n_positions": 64/'
@@ -125,7 +125,7 @@ mkdir -p "$S/s_dtype" && cp "$hf/config.json" "$hf/model.safetensors" "$S/s_dtyp
     printf 'I' | dd of="$S/s_dtype/model.safetensors" bs=1 seek=$((at + 1)) conv=notrunc 2> /dev/null
 expect "a tensor's dtype F32 changed to I32 (same size)" "s_dtype/model.safetensors: key .*: dtype I32, MindPipe loads F32 only" init s_dtype
 mkdir -p "$S/s_fifo" && cp "$hf/config.json" "$S/s_fifo/" && mkfifo "$S/s_fifo/model.safetensors"
-expect "a FIFO as model.safetensors (no hang)" "s_fifo/model.safetensors is not a regular file" init s_fifo
+expect "a FIFO as model.safetensors (no hang)" "s_fifo/model.safetensors: not a regular file" init s_fifo
 
 # ---- tokenizer files ----
 gdir=${MINDPIPE_GPT2_DIR:-$HOME/.cache/mindpipe/gpt2}

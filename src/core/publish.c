@@ -165,12 +165,22 @@ int publish_open_regular(const char *path, int flags, uint64_t *size_p, char *wh
     const int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0) {
-        snprintf(why, wn, "%s", strerror(errno));
+        const int e = errno;
+        snprintf(why, wn, "%s", strerror(e));
+        errno = e;
         return -1;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, wn, "%s", S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file (a directory, FIFO or device)");
+    if (fstat(fd, &st) != 0) {
+        const int e = errno;
+        snprintf(why, wn, "%s", strerror(e));
         close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, wn, "not a regular file (a directory, FIFO or device)");
+        close(fd);
+        errno = 0;
         return -1;
     }
     if (size_p) *size_p = (uint64_t)st.st_size;

@@ -69,7 +69,8 @@ int publish_text(const char *path, const char *text);
 
 /* open(2) of a file to read (or rewrite in place) that must be a regular file: O_NONBLOCK, so that a
  * FIFO planted under the name is refused instead of waiting for a writer; its size in *size_p (may be
- * NULL). The descriptor, or -1 with why filled ("not a regular file (...)" or the errno's text). */
+ * NULL). The descriptor, or -1 with why filled ("not a regular file (...)", errno 0; or the errno's
+ * text, errno kept: ENOENT says the file is missing). */
 int publish_open_regular(const char *path, int flags, uint64_t *size_p, char *why, size_t wn);
 
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "publish.h"
 #include "deck.h" /* deck_text_show */
 #include "sha256.h"
 
@@ -178,22 +179,21 @@ static int bpe_read_file(const char *dir, const char *name, sha256_t *sum, char 
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     deck_text_show(path, path_p, DECK_SHOW);
-    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer */
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    char why[160];
+    uint64_t size = 0;
+    const int fd = publish_open_regular(path, O_RDONLY, &size, why, sizeof why); /* a planted FIFO: refused */
     if (fd < 0)
-        return MP_FAIL("GPT-2 vocabulary file %s: %s (bash .ci/deps.sh fetches it; --tokenizer-dir or "
-                       "MINDPIPE_GPT2_DIR say where it is)", path_p, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 1 || (uint64_t)st.st_size > BPE_FILE_MAX) {
-        const int reg = S_ISREG(st.st_mode);
+        return MP_FAIL("GPT-2 vocabulary file %s: %s%s", path_p, why,
+                       errno == ENOENT ? " (bash .ci/deps.sh fetches it; --tokenizer-dir or MINDPIPE_GPT2_DIR say "
+                                         "where it is)" : "");
+    if (size < 1 || size > BPE_FILE_MAX) {
         close(fd);
-        if (!reg) return MP_FAIL("GPT-2 vocabulary file %s: not a regular file (a directory, FIFO or device)", path_p);
-        return MP_FAIL("GPT-2 vocabulary file %s: %lld bytes: %s", path_p, (long long)st.st_size,
-                       st.st_size < 1 ? "empty" : "more than 64 MiB, not a vocabulary file");
+        return MP_FAIL("GPT-2 vocabulary file %s: %llu bytes: %s", path_p, (unsigned long long)size,
+                       size < 1 ? "empty" : "more than 64 MiB, not a vocabulary file");
     }
     FILE *f = fdopen(fd, "rb");
     if (!f) return close(fd), MP_FAIL("GPT-2 vocabulary file %s: %s", path_p, strerror(errno));
-    const size_t n = (size_t)st.st_size;
+    const size_t n = (size_t)size;
     unsigned char *buf = MP_MALLOC(n + 1);
     if (!buf) return fclose(f), MP_ERR;
     const size_t got = fread(buf, 1, n, f);

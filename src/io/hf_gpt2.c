@@ -387,18 +387,17 @@ static int hf_value(hf_json_t *j, int depth, hf_val_t *x)
  * bytes, UTF-8. MP_OK, or MP_ERR naming path and what is wrong. */
 static int hf_config_text_read(const char *path, char **buf_p, size_t *n_p)
 {
-    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer */
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    char why[160];
+    uint64_t size = 0;
+    const int fd = publish_open_regular(path, O_RDONLY, &size, why, sizeof why); /* a planted FIFO: refused */
     if (fd < 0)
-        return MP_FAIL("cannot open %s: %s (a Hugging Face model directory has one: it says which model the "
-                       "weights are)", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return close(fd), MP_FAIL("%s is not a regular file (a directory, FIFO or device under that name)", path);
-    if (sb.st_size > (off_t)HF_CONFIG_MAX)
-        return close(fd), MP_FAIL("%s: %lld bytes, longer than 1 MiB: not a GPT-2 config.json (about 1 kB)", path,
-                                  (long long)sb.st_size);
-    const size_t n = (size_t)sb.st_size;
+        return MP_FAIL("%s: %s%s", path, why,
+                       errno == ENOENT ? " (a Hugging Face model directory has one: it says which model the weights are)"
+                                       : "");
+    if (size > HF_CONFIG_MAX)
+        return close(fd), MP_FAIL("%s: %llu bytes, longer than 1 MiB: not a GPT-2 config.json (about 1 kB)", path,
+                                  (unsigned long long)size);
+    const size_t n = (size_t)size;
     char *buf = MP_MALLOC(n + 1);
     size_t got = 0;
     for (ssize_t k = 1; buf && got < n && k > 0; got += k > 0 ? (size_t)k : 0) k = read(fd, buf + got, n - got);

@@ -421,8 +421,9 @@ int st_open(const char *path, st_file_t *f_p)
 {
     st_file_t f = {.count = 0};
     snprintf(f.path, sizeof f.path, "%s", path);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO under the name: no wait for a writer */
-    if (fd < 0) return MP_FAIL("cannot open %s: %s", path, strerror(errno));
+    char why[160];
+    const int fd = publish_open_regular(path, O_RDONLY, NULL, why, sizeof why); /* a planted FIFO: refused */
+    if (fd < 0) return MP_FAIL("%s: %s", path, why);
     char *hdr = NULL;
     uint64_t n = 0, size = 0;
     int rc = st_header_read(fd, path, &hdr, &n, &size);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "publish.h"
 #include "sha256.h"
 #include "sp_shim.h"
 
@@ -31,28 +32,24 @@ int tok_sp_available(void) { return sp_shim_available(); }
  * MP_OK, or MP_ERR (reported, naming it). */
 static int tok_sp_read_file(const char *path, const char *what, size_t max, char **buf_p, size_t *n_p)
 {
-    /* O_NONBLOCK: the open of a FIFO planted under the name would wait for a writer */
-    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    struct stat st;
-    if (fd < 0) return MP_FAIL("%s %s: %s", what, path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    char why[160];
+    uint64_t size = 0;
+    const int fd = publish_open_regular(path, O_RDONLY, &size, why, sizeof why); /* a planted FIFO: refused */
+    if (fd < 0) return MP_FAIL("%s %s: %s", what, path, why);
+    if (max && size > max) {
         close(fd);
-        return MP_FAIL("%s %s: not a regular file (a directory, FIFO or device)", what, path);
-    }
-    if (max && (uint64_t)st.st_size > max) {
-        close(fd);
-        return MP_FAIL("%s %s: %lld bytes, more than %zu MiB: not one", what, path, (long long)st.st_size, max >> 20);
+        return MP_FAIL("%s %s: %llu bytes, more than %zu MiB: not one", what, path, (unsigned long long)size, max >> 20);
     }
     FILE *f = fdopen(fd, "rb");
     if (!f) return close(fd), MP_FAIL("%s %s: %s", what, path, strerror(errno));
-    char *buf = MP_MALLOC((size_t)st.st_size + 1);
+    char *buf = MP_MALLOC((size_t)size + 1);
     if (!buf) return fclose(f), MP_ERR;
-    const size_t got = fread(buf, 1, (size_t)st.st_size, f);
-    const int bad = ferror(f) || got != (size_t)st.st_size;
+    const size_t got = fread(buf, 1, (size_t)size, f);
+    const int bad = ferror(f) || got != (size_t)size;
     fclose(f);
     if (bad) {
         free(buf);
-        return MP_FAIL("%s %s: read %zu of its %lld bytes", what, path, got, (long long)st.st_size);
+        return MP_FAIL("%s %s: read %zu of its %llu bytes", what, path, got, (unsigned long long)size);
     }
     *buf_p = buf;
     *n_p = got;
