@@ -17,6 +17,7 @@
 #include "deck.h"
 #include "filesum.h"
 #include "h5util.h"
+#include "tok_files.h"
 
 #define CKPT_NAME_FMT "step_%08ld.h5"
 #define CKPT_NAME_DIGITS_MAX 18 /* a long holds any 18-digit step */

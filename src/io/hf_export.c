@@ -15,6 +15,7 @@
 #include "hf_gpt2.h"
 #include "publish.h"
 #include "sha256.h"
+#include "tok_files.h"
 #include "tokenizer.h"
 
 /* ---- --format hf: the tokenizer files beside the weights ------------------------------------------ */

@@ -65,6 +65,7 @@ const unsigned char *tok_token_bytes(const tokenizer_t *tok, int id, size_t *n_p
 int tok_decode(const tokenizer_t *tok, const int *ids, size_t n, unsigned char **bytes_p, size_t *n_bytes_p);
 
 /* ---- a tokenizer's identity: what data files and checkpoints record ----------------------------- */
+/* (reading it from a token file, and opening the tokenizer it names: tok_files.h, with the HDF5 code) */
 
 #define TOK_SHA256_HEX 64
 
@@ -89,18 +90,5 @@ int tok_ident_same(const tok_ident_t *a, const tok_ident_t *b);
 
 /* "byte", or "gpt2 (tokenizer_sha256 HEX)", into buf (n bytes, cut if shorter). Returns buf. */
 const char *tok_ident_text(const tok_ident_t *ident, char *buf, size_t n);
-
-/* The tokenizer attributes of a token file written by `mindpipe prep` (its root's tokenizer,
- * tokenizer_sha256, vocab): *ident_p, and *vocab_p its vocab attribute. A file written before the
- * tokenizer attribute is "byte". One process; reads the attributes only (data.h reads the tokens).
- * MP_OK, or MP_ERR naming the file and the attribute that is missing or wrong. */
-int tok_of_data_file(const char *path, tok_ident_t *ident_p, int *vocab_p);
-
-/* Opens the tokenizer that made whose's tokens (ident; whose names the checkpoint or file in
- * messages): byte; gpt2 with its files from dir (NULL: tok_default_dir); sp with its model from dir
- * read as a path: an sp token file (its /tokenizer/sp_model) or a SentencePiece .model file (NULL:
- * refused, asking for one). gpt2 and sp are refused unless their SHA-256 is ident's. MP_OK, or
- * MP_ERR naming whose, the directory or file and both digests. */
-int tok_open_ident(tokenizer_t *tok_p, const tok_ident_t *ident, const char *dir, const char *whose);
 
 #endif

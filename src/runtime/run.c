@@ -19,6 +19,7 @@
 #include "publish.h"
 #include "run_gpus.h"
 #include "signals.h"
+#include "tok_files.h"
 
 
 /* Whether `stage` holds the first chunk (the embedding) or the last (the loss and the tied head). */

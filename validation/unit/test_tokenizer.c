@@ -23,6 +23,7 @@
 #include "pretok_gpt2.h"
 #include "rng.h"
 #include "tap.h"
+#include "tok_files.h"
 #include "tokenizer.h"
 #include "unicode_gpt2.h"
 
