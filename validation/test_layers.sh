@@ -6,13 +6,15 @@
 #      libraries;
 #  (b) core and sched need no MPI_* or H5* symbol;
 #  (c) a program linked with plain cc (not mpicc) against only libmp_sched.a and libmp_core.a
-#      (validation/unit/test_sim_nompi.c) links, runs its checks, and loads neither MPI nor HDF5.
+#      (validation/unit/test_sim_nompi.c) links, runs its checks, and loads neither MPI nor HDF5;
+#  (d) the tokenizers need no HDF5: no file of src/tok includes hdf5.h or a header that reads HDF5,
+#      and libmp_tok.a needs no H5* symbol.
 . "$(dirname "$0")/lib.sh"
 mp_scratch_init
 
 # Layers, lowest first (Makefile.am's comment); kernels and sched are side branches, which is why
 # "below" means what the include flags allow, not the position in this list.
-LAYERS="kernels core sched config comm obs device model io serve exec plan runtime train search infer cli"
+LAYERS="kernels core sched config comm obs device model tok ckpt data hf serve exec plan runtime train search infer cli"
 lib_of() {
     case $1 in
         kernels) echo "$MP_BUILDDIR/kernels/libmp_kernels.a" ;;
@@ -31,8 +33,20 @@ ok "$([ -z "$missing" ] && echo 0 || echo 1)" "every layer library is built${mis
 [ -z "$missing" ] || done_testing
 
 # What each layer may see: the folders in the expansion of its I_<LAYER> variable in Makefile.am.
+# A variable's layer is the folder it adds itself, else its name: I_DATASETS adds src/data (automake
+# takes any variable named X_DATA for files to install).
 awk '
     /^I_[A-Z]+ = / { name = substr($1, 3); $1 = ""; $2 = ""; raw[name] = $0 }
+    function own(n,    toks, i, t, k, o) {
+        o = tolower(n)
+        k = split(raw[n], toks, " ")
+        for (i = 1; i <= k; i++) {
+            t = toks[i]
+            if (t ~ /^-I\$\(top_srcdir\)\/src\/[a-z]+$/) { sub(/^-I\$\(top_srcdir\)\/src\//, "", t); o = t }
+            else if (t == "-I$(top_srcdir)/kernels") o = "kernels"
+        }
+        return o
+    }
     function expand(n,    toks, i, t, out, k, m) {
         out = ""
         k = split(raw[n], toks, " ")
@@ -44,7 +58,7 @@ awk '
         }
         return out
     }
-    END { for (n in raw) print tolower(n) ":" expand(n) }
+    END { for (n in raw) print own(n) ":" expand(n) }
 ' "$MP_SRCDIR/Makefile.am" > "$SCRATCH/allowed.raw"
 : > "$SCRATCH/allowed"
 diag "what each layer may see (Makefile.am's I_* flags):"
@@ -208,15 +222,32 @@ fi
 
 # Config sees sched (the deck's parallel.schedule is a sched_kind_t), and through it every room above
 # config could; but only config, exec and the rooms above exec include a sched header: the model,
-# checkpoints, backends and serving know nothing of schedules (ARCHITECTURE.md "Layers").
+# tokenizers, checkpoints, datasets, Hugging Face formats, backends and serving know nothing of
+# schedules (ARCHITECTURE.md "Layers").
 sched_h=$(cd "$MP_SRCDIR/src/sched" && ls ./*.h | sed 's|^\./||')
 blind=""
-for l in comm obs device model io serve; do
+for l in comm obs device model tok ckpt data hf serve; do
     for h in $sched_h; do
         hits=$(grep -l "#include \"$h\"" "$MP_SRCDIR/src/$l"/*.[ch] 2>/dev/null | sed "s|^$MP_SRCDIR/||" | tr '\n' ' ')
         [ -n "$hits" ] && blind="$blind $h in $hits"
     done
 done
 ok "$([ -z "$blind" ] && echo 0 || echo 1)" \
-    "no file of comm, obs, device, model, io or serve includes a sched header ($(echo $sched_h | wc -w) headers)${blind:+ (found:$blind)}"
+    "no file of comm, obs, device, model, tok, ckpt, data, hf or serve includes a sched header ($(echo $sched_h | wc -w) headers)${blind:+ (found:$blind)}"
+
+# (d) The tokenizers need no HDF5 (they compile without its flags): the HDF5 half of them, what a
+# token file or checkpoint records, is ckpt's tok_files. The headers that read HDF5: hdf5.h, every
+# project header that includes it, and every header of ckpt and data (the rooms that read HDF5 files).
+h5_h=$(cd "$MP_SRCDIR/src" && { echo hdf5.h; grep -lE '#include *<hdf5\.h>' ./*/*.h; ls ckpt/*.h data/*.h; } |
+    sed 's|.*/||' | sort -u | tr '\n' ' ')
+tok_h5=""
+for h in $h5_h; do
+    hits=$(grep -lF -e "#include <$h>" -e "#include \"$h\"" "$MP_SRCDIR/src/tok"/*.[ch] "$MP_SRCDIR/src/tok"/*.cc \
+        2>/dev/null | sed "s|^$MP_SRCDIR/||" | tr '\n' ' ')
+    [ -n "$hits" ] && tok_h5="$tok_h5 $h in $hits"
+done
+ok "$([ -z "$tok_h5" ] && echo 0 || echo 1)" \
+    "no file of src/tok includes hdf5.h or a header that reads HDF5 ($(echo $h5_h))${tok_h5:+ (found:$tok_h5)}"
+found=$(awk '$1 == "U" && $2 == "tok" && $3 ~ /^H5/ { print $3 }' "$SCRATCH/syms" | tr '\n' ' ')
+ok "$([ -z "$found" ] && echo 0 || echo 1)" "libmp_tok.a needs no H5* symbol${found:+ (needs: $found)}"
 done_testing

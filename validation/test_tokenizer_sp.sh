@@ -1,5 +1,5 @@
 #!/bin/sh
-# `mindpipe prep --tokenizer sp` (SentencePiece, src/io/tok_sp.c) on the first 400 kB of the King
+# `mindpipe prep --tokenizer sp` (SentencePiece, src/tok/tok_sp.c) on the first 400 kB of the King
 # James Bible, unigram and bpe at --vocab-size 1000: the token file's attributes (tokenizer sp, vocab
 # 1000), the model stored in it (/tokenizer/sp_model) whose sha256sum is tokenizer_sha256, the same
 # model bytes from a second prep (training is deterministic), the stored model applied again with

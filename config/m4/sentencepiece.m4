@@ -1,5 +1,5 @@
 # MP_CHECK_SENTENCEPIECE: SentencePiece (Debian: libsentencepiece-dev) for `mindpipe prep --tokenizer
-# sp`, through the C++ shim src/io/sp_shim.cc. --with-sentencepiece=guess|yes|no|DIR. guess: used when
+# sp`, through the C++ shim src/tok/sp_shim.cc. --with-sentencepiece=guess|yes|no|DIR. guess: used when
 # found; yes: an error when not found; no: not used (`--tokenizer sp` then says the build has none);
 # DIR: DIR/include and DIR/lib. Needs AC_PROG_CXX first. Sets SP_CPPFLAGS, SP_LDFLAGS, SP_LIBS
 # without touching the global flags; defines MP_HAVE_SENTENCEPIECE; conditional HAVE_SENTENCEPIECE.

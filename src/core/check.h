@@ -50,7 +50,7 @@ MP_NORETURN void mp_mpi_fail(const char *file, int line, const char *what, int r
 
 /* HDF5 calls return a negative hid_t/herr_t on failure. H5_TRY reports the call, the file it
  * was working on and HDF5's own error stack, then jumps to the cleanup label. mp_h5_fail lives with
- * the HDF5 code (io/h5util.c). */
+ * the HDF5 code (ckpt/h5util.c). */
 #define H5_TRY(call, label, fname)                                                   \
     do {                                                                             \
         if ((long long)(call) < 0) {                                                 \

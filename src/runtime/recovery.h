@@ -1,6 +1,6 @@
 /* recovery.log = 1: a lost rank costs no step (docs/RELIABILITY.md, DESIGN.md §10).
  *
- * While training, every stage logs what it sends (io/bndlog.h: each micro-batch's activations
+ * While training, every stage logs what it sends (ckpt/bndlog.h: each micro-batch's activations
  * downstream, its input gradients upstream, the first and last stage's part of the tied
  * embedding's gradient) and each step's agreed scalars (the gradient norm, the loss). When a peer
  * dies, a survivor's wait times out (parallel.timeout): instead of aborting, it writes its own

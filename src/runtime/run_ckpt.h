@@ -1,7 +1,7 @@
 /* A run's state to and from checkpoints (ARCHITECTURE.md §7): staging device memory in host memory,
  * gathering ZeRO-1's sharded moments, the collective write of RUN/ckpt/step_%08ld.h5 with its log
  * line and pruning, and --resume (a path, or auto: the newest checkpoint that verifies). The
- * training loop only decides when; the file format is io/ckpt.h, the directory io/ckpt_files.h. */
+ * training loop only decides when; the file format is ckpt/ckpt.h, the directory ckpt/ckpt_files.h. */
 #ifndef MP_RUN_CKPT_H
 #define MP_RUN_CKPT_H
 

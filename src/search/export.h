@@ -1,5 +1,5 @@
 /* `mindpipe export`: a subnet of a trained supernet as a plain model (docs/SUPERNET.md); --format hf
- * of a plain model is hf_export.h's, in io. */
+ * of a plain model is hf_export.h's, in hf. */
 #ifndef MP_EXPORT_H
 #define MP_EXPORT_H
 

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the token data reader (src/io/data.c): each input is turned into a token
+/* libFuzzer harness for the token data reader (src/data/data.c): each input is turned into a token
  * file, which data_load opens; when it loads, validation windows and a few training windows are read
  * for a few sequence lengths, every token checked against vocab, and data_check_windows is asked.
  *

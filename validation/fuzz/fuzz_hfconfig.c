@@ -1,4 +1,4 @@
-/* libFuzzer harness for Hugging Face's config.json reader (src/io/hf_gpt2.c), which --init-from hf:
+/* libFuzzer harness for Hugging Face's config.json reader (src/hf/hf_gpt2.c), which --init-from hf:
  * runs on files from the internet: the input is config.json's bytes, beside a genuine
  * model.safetensors of a tiny model (L 1, C 8, NH 2, T 4, V 16) written once by hf_gpt2_write. The
  * reader must refuse what Python's json would not read the same way (issue 45 item 4) and any

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the safetensors reader (src/io/safetensors.c), which --init-from hf: runs on
+/* libFuzzer harness for the safetensors reader (src/hf/safetensors.c), which --init-from hf: runs on
  * files from the internet: the input is the file's bytes. st_open must refuse what the format does
  * not promise (issue 45 item 4: a header length cut short, offsets outside the data or overlapping,
  * a hole, a dtype or shape that does not match its bytes) and, where it accepts, its entries must

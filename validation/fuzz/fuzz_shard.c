@@ -1,4 +1,4 @@
-/* libFuzzer harness for the llm.c/nanoGPT .bin shard reader (src/io/data.c): the input is a shard's
+/* libFuzzer harness for the llm.c/nanoGPT .bin shard reader (src/data/data.c): the input is a shard's
  * bytes (a header of 256 little-endian int32: magic, version, token count; then the tokens), opened
  * as data.path and data.val_path with the scan on. data_open must refuse a bad magic or version, a
  * file shorter or longer than its token count says; where it accepts, every training and validation

@@ -1,4 +1,4 @@
-/* The boundary log (src/io/bndlog.c): a log of several steps x micro-batches x both directions and
+/* The boundary log (src/ckpt/bndlog.c): a log of several steps x micro-batches x both directions and
  * chunks plus scalars, from random bits (NaNs included), read back bitwise after close; the last
  * complete step is the last marked one, and an unmarked step is refused as not complete; a reopen
  * keeps the marked steps before the resume step; prune refuses older steps and keeps the step in

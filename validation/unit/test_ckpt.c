@@ -1,4 +1,4 @@
-/* Checkpoints (src/io/ckpt.c, src/io/ckpt_files.c) and atomic publication (src/core/publish.c):
+/* Checkpoints (src/ckpt/ckpt.c, src/ckpt/ckpt_files.c) and atomic publication (src/core/publish.c):
  * bitwise round trip of parameters, moments and state; the file layout; refusal (naming the field,
  * the file or the dataset) of another model shape, flipped bytes, truncation and missing optimizer
  * state, with the caller's buffers untouched; failed writes that leave a good checkpoint intact;

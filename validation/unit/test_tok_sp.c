@@ -1,4 +1,4 @@
-/* The SentencePiece tokenizer (src/io/tok_sp.c through sp_shim.cc): trained on a text made here (the
+/* The SentencePiece tokenizer (src/tok/tok_sp.c through sp_shim.cc): trained on a text made here (the
  * same every run), unigram and bpe, it has the vocabulary asked for, its ids decode back to the text
  * byte for byte (tabs, runs of spaces, UTF-8 and a byte it has no piece for included), two trainings
  * give the same model bytes, the model rebuilt from its bytes gives the same ids, and refusals name

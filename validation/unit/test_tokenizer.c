@@ -1,4 +1,4 @@
-/* Tokenizers (src/io/tokenizer.c, bpe_gpt2.c, pretok_gpt2.c): GPT-2's pre-tokenizer on cases worked
+/* Tokenizers (src/tok/tokenizer.c, bpe_gpt2.c, pretok_gpt2.c): GPT-2's pre-tokenizer on cases worked
  * out from its pattern (each also checked with node's RegExp, which runs the same pattern with the
  * same backtracking rules), the character classes at their edges and across Unicode versions, ids
  * of known texts as tiktoken gives them, decode(encode(x)) == x byte for byte (the adversarial
