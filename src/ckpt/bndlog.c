@@ -183,45 +183,21 @@ err:
     return MP_ERR;
 }
 
+/* The log's root attributes, read with h5util.h's readers; a missing one means another kind of file. */
 static int attr_read_ll(hid_t loc, const char *name, long long *v_p, const char *path)
 {
-    htri_t ex;
-    hid_t a = -1;
-    H5_TRY(ex = H5Aexists(loc, name), err, path);
-    if (!ex) return MP_FAIL("boundary log %s: no attribute %s: not a boundary log", path, name);
-    H5_TRY(a = H5Aopen(loc, name, H5P_DEFAULT), err, path);
-    H5_TRY(H5Aread(a, H5T_NATIVE_LLONG, v_p), err_close_attr, path);
-    H5Aclose(a);
-    return MP_OK;
-err_close_attr:
-    H5Aclose(a);
-err:
-    return MP_ERR;
+    const int have = h5_attr_read(loc, name, H5T_NATIVE_LLONG, v_p, path);
+    if (have == 0) return MP_FAIL("boundary log %s: no attribute %s: not a boundary log", path, name);
+    return have == 1 ? MP_OK : MP_ERR;
 }
 
 static int attr_read_string(hid_t loc, const char *name, char *buf, size_t cap, const char *path)
 {
-    int rc = MP_ERR;
-    hid_t a = -1, t = -1;
-    htri_t ex;
-    H5_TRY(ex = H5Aexists(loc, name), out, path);
-    if (!ex) return MP_FAIL("boundary log %s: no attribute %s: not a boundary log", path, name);
-    H5_TRY(a = H5Aopen(loc, name, H5P_DEFAULT), out, path);
-    H5_TRY(t = H5Aget_type(a), err_close_attr, path);
-    size_t size = H5Tget_size(t);
-    if (H5Tget_class(t) != H5T_STRING || H5Tis_variable_str(t) != 0 || size == 0 || size >= cap) {
-        MP_ERROR("boundary log %s: attribute %s is not a string of at most %zu characters", path, name, cap - 1);
-        goto err_close_type;
-    }
-    memset(buf, 0, cap);
-    H5_TRY(H5Aread(a, t, buf), err_close_type, path);
-    rc = MP_OK;
-err_close_type:
-    H5Tclose(t);
-err_close_attr:
-    H5Aclose(a);
-out:
-    return rc;
+    char where[BNDLOG_PATH_MAX + 96];
+    snprintf(where, sizeof where, "boundary log %s: attribute %s", path, name);
+    const int have = h5_attr_read_text(loc, name, buf, cap, where);
+    if (have == 0) return MP_FAIL("boundary log %s: no attribute %s: not a boundary log", path, name);
+    return have == 1 ? MP_OK : MP_ERR;
 }
 
 static int attr_update_ll(hid_t loc, const char *name, long long v, const char *path)
@@ -1081,7 +1057,7 @@ static int dataset_read(const bndlog_reader_t *r, hid_t d, size_t *n_io, size_t 
                         const char *words)
 {
     int rc = MP_ERR;
-    hid_t s = -1, t = -1, a = -1;
+    hid_t s = -1, t = -1;
     hsize_t dim = 0;
     void *buf = NULL;
     const size_t n = *n_io;
@@ -1101,21 +1077,18 @@ static int dataset_read(const bndlog_reader_t *r, hid_t d, size_t *n_io, size_t 
     if (!(buf = MP_MALLOC((size_t)dim * elem))) goto out;
     H5_TRY(H5Dread(d, elem == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), out,
            r->path);
-    htri_t ex;
-    H5_TRY(ex = H5Aexists(d, "checksum"), out, r->path);
-    if (!ex) {
+    const int have = h5_attr_read(d, "checksum", H5T_NATIVE_UINT64, sum_p, r->path);
+    if (have == MP_ERR) goto out;
+    if (!have) {
         MP_ERROR("boundary log %s: %s: no checksum", r->path, words);
         goto out;
     }
-    H5_TRY(a = H5Aopen(d, "checksum", H5P_DEFAULT), out, r->path);
-    H5_TRY(H5Aread(a, H5T_NATIVE_UINT64, sum_p), out, r->path);
     *n_io = (size_t)dim;
     *buf_p = buf;
     buf = NULL;
     rc = MP_OK;
 out:
     free(buf);
-    if (a >= 0) H5Aclose(a);
     if (t >= 0) H5Tclose(t);
     if (s >= 0) H5Sclose(s);
     return rc;

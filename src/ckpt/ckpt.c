@@ -128,76 +128,27 @@ err:
     return MP_ERR;
 }
 
-
-
 /* ---- attributes ------------------------------------------------------------------------------- */
 
-
-
-static int ckpt_attr_open(hid_t loc, const char *name, const char *where, hid_t *a_p)
-{
-    htri_t have;
-    H5_TRY(have = H5Aexists(loc, name), err, where);
-    if (!have) return MP_FAIL("%s has no attribute %s", where, name);
-    H5_TRY(*a_p = H5Aopen(loc, name, H5P_DEFAULT), err, where);
-    return MP_OK;
-err:
-    return MP_ERR;
-}
+/* The readers are h5util.h's. Here a missing attribute is an error naming the group it is missing
+ * from (the optional ones, blocks and run_id, are asked for with H5Aexists first). */
 
 /* Scalar numeric attribute, converted by HDF5 to mem_type. */
 static int ckpt_attr_read(hid_t loc, const char *name, hid_t mem_type, void *value_p, const char *where)
 {
-    hid_t a = -1;
-    if (ckpt_attr_open(loc, name, where, &a) != MP_OK) return MP_ERR;
-    int rc = MP_ERR;
-    H5_TRY(H5Aread(a, mem_type, value_p), err_close_attr, where);
-    rc = MP_OK;
-err_close_attr:
-    H5Aclose(a);
-    return rc;
+    const int have = h5_attr_read(loc, name, mem_type, value_p, where);
+    if (have == 0) return MP_FAIL("%s has no attribute %s", where, name);
+    return have == 1 ? MP_OK : MP_ERR;
 }
 
 /* String attribute (fixed-length or variable-length, as h5py writes) into a malloc'd text. */
 static int ckpt_attr_read_string(hid_t loc, const char *name, char **text_p, const char *where)
 {
-    hid_t a = -1, t = -1, mt = -1;
-    if (ckpt_attr_open(loc, name, where, &a) != MP_OK) return MP_ERR;
-    int rc = MP_ERR;
-    char *text = NULL, *vtext = NULL;
-    htri_t var;
-    H5_TRY(t = H5Aget_type(a), err_close_attr, where);
-    if (H5Tget_class(t) != H5T_STRING) {
-        MP_ERROR("%s: attribute %s is not a string", where, name);
-        goto err_close_type;
-    }
-    H5_TRY(var = H5Tis_variable_str(t), err_close_type, where);
-    H5_TRY(mt = H5Tcopy(H5T_C_S1), err_close_type, where);
-    if (var) {
-        H5_TRY(H5Tset_size(mt, H5T_VARIABLE), err_close_memtype, where);
-        H5_TRY(H5Aread(a, mt, &vtext), err_close_memtype, where);
-        text = strdup(vtext ? vtext : "");
-        H5free_memory(vtext);
-    } else {
-        size_t size = H5Tget_size(t);
-        H5_TRY(H5Tset_size(mt, size), err_close_memtype, where);
-        H5_TRY(H5Tset_strpad(mt, H5T_STR_NULLPAD), err_close_memtype, where); /* all size bytes are text */
-        if (!(text = MP_CALLOC(size + 1, 1))) goto err_close_memtype;
-        H5_TRY(H5Aread(a, mt, text), err_free_text, where);
-    }
-    if (!text) goto err_close_memtype;
-    *text_p = text;
-    text = NULL; /* handed to the caller */
-    rc = MP_OK;
-err_free_text:
-    free(text);
-err_close_memtype:
-    H5Tclose(mt);
-err_close_type:
-    H5Tclose(t);
-err_close_attr:
-    H5Aclose(a);
-    return rc;
+    char at[CKPT_WHERE_MAX + 80];
+    snprintf(at, sizeof at, "%s: attribute %s", where, name);
+    const int have = h5_attr_read_alloc(loc, name, text_p, at);
+    if (have == 0) return MP_FAIL("%s has no attribute %s", where, name);
+    return have == 1 ? MP_OK : MP_ERR;
 }
 
 /* ---- writing ---------------------------------------------------------------------------------- */

@@ -83,17 +83,46 @@ out:
     return rc;
 }
 
-int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const char *where)
+/* Attribute name of loc opened into *a_p (the caller closes it): 1, 0 absent, or MP_ERR (reported). */
+static int h5_attr_open(hid_t loc, const char *name, hid_t *a_p, const char *where)
 {
     htri_t have;
-    hid_t a;
-    char *text = NULL;
     H5_TRY(have = H5Aexists(loc, name), err, where);
     if (!have) return 0;
-    H5_TRY(a = H5Aopen(loc, name, H5P_DEFAULT), err, where);
-    const int rc = h5_attr_text_alloc(a, &text, where);
+    H5_TRY(*a_p = H5Aopen(loc, name, H5P_DEFAULT), err, where);
+    return 1;
+err:
+    return MP_ERR;
+}
+
+int h5_attr_read(hid_t loc, const char *name, hid_t mem_type, void *value_p, const char *where)
+{
+    hid_t a = -1;
+    const int have = h5_attr_open(loc, name, &a, where);
+    if (have != 1) return have;
+    int rc = MP_ERR;
+    H5_TRY(H5Aread(a, mem_type, value_p), out, where);
+    rc = 1;
+out:
     H5Aclose(a);
-    if (rc != MP_OK) return MP_ERR;
+    return rc;
+}
+
+int h5_attr_read_alloc(hid_t loc, const char *name, char **text_p, const char *where)
+{
+    hid_t a = -1;
+    const int have = h5_attr_open(loc, name, &a, where);
+    if (have != 1) return have;
+    const int rc = h5_attr_text_alloc(a, text_p, where);
+    H5Aclose(a);
+    return rc == MP_OK ? 1 : MP_ERR;
+}
+
+int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const char *where)
+{
+    char *text = NULL;
+    const int have = h5_attr_read_alloc(loc, name, &text, where);
+    if (have != 1) return have;
     const size_t len = strlen(text);
     if (len >= n) {
         MP_ERROR("%s: %zu bytes, longer than the %zu expected", where, len, n - 1);
@@ -103,8 +132,6 @@ int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const ch
     memcpy(buf, text, len + 1);
     free(text);
     return 1;
-err:
-    return MP_ERR;
 }
 
 /* Walks HDF5's error stack and prints its innermost description: the library's own reason. */

@@ -1,5 +1,5 @@
-/* Small HDF5 helpers shared by the dataset, checkpoint and dump modules (publishing a finished
- * file: core/publish.h). */
+/* Small HDF5 helpers shared by the dataset, checkpoint, boundary log and dump modules, and the one
+ * API that reads and writes their attributes (publishing a finished file: core/publish.h). */
 #ifndef MP_H5UTIL_H
 #define MP_H5UTIL_H
 
@@ -21,9 +21,18 @@ void h5_quiet_end(const h5_quiet_t *q);
 int h5_attr_write(hid_t loc, const char *name, hid_t file_type, hid_t mem_type, const void *value, const char *fname);
 /* Fixed-length string attribute sized to the text (HDF5 refuses size 0: "" is stored as one NUL). */
 int h5_attr_write_string(hid_t loc, const char *name, const char *text, const char *fname);
-/* String attribute `name` of loc (fixed or variable length) into buf (n bytes, NUL-terminated).
- * 1 read; 0 absent (buf untouched); MP_ERR (reported, naming where) when it is not a string, cannot
- * be read or does not fit. */
+
+/* Reading attribute `name` of loc. Each returns 1 (read); 0 when it is absent (nothing printed, the
+ * value untouched: the caller says what a missing one means, an older file's default or a file that
+ * is not its own); or MP_ERR (reported, naming where: the attribute as the caller words it, or the
+ * file or object it is on). */
+
+/* A scalar attribute, converted by HDF5 to mem_type into *value_p. */
+int h5_attr_read(hid_t loc, const char *name, hid_t mem_type, void *value_p, const char *where);
+/* A string attribute (fixed or variable length, as h5py writes) into a malloc'd *text_p (the caller
+ * frees it). MP_ERR too when it is not a string or cannot be read as one. */
+int h5_attr_read_alloc(hid_t loc, const char *name, char **text_p, const char *where);
+/* The same into buf (n bytes, NUL-terminated; untouched when absent). MP_ERR too when it does not fit. */
 int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const char *where);
 
 #endif

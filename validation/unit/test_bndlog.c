@@ -363,6 +363,37 @@ static void test_foreign(const char *dir)
     show_errtext();
     tap_ok(r4 == MP_ERR && has(other) && has("bndlog_format is 3"), "another format version: refused naming the key");
     free(other);
+
+    /* the identity's attributes through h5util.h's readers: one missing, a number for run_id */
+    static const struct {
+        const char *file, *attr, *want;
+        int as_int;
+    } cases[] = {
+        {"norank.h5", "rank", "no attribute rank: not a boundary log", 0},
+        {"norunid.h5", "run_id", "no attribute run_id: not a boundary log", 0},
+        {"intrunid.h5", "run_id", "attribute run_id is not a string", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        other = strdup(tpath(cases[i].file));
+        ok = copy_file(path, other) == 0;
+        f = ok ? H5Fopen(other, H5F_ACC_RDWR, H5P_DEFAULT) : -1;
+        ok = f >= 0 && H5Adelete(f, cases[i].attr) >= 0;
+        if (ok && cases[i].as_int) {
+            hid_t s = H5Screate(H5S_SCALAR);
+            a = H5Acreate2(f, cases[i].attr, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
+            ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT, &two) >= 0;
+            if (a >= 0) H5Aclose(a);
+            H5Sclose(s);
+        }
+        if (f >= 0) H5Fclose(f);
+        capture_begin();
+        int r5 = ok ? bndlog_read_open(other, RUN, 3, &r) : MP_OK;
+        capture_end();
+        show_errtext();
+        tap_ok(r5 == MP_ERR && has(other) && has(cases[i].want), "%s %s: refused naming the file and the attribute",
+               cases[i].attr, cases[i].as_int ? "an integer" : "missing");
+        free(other);
+    }
 }
 
 /* A torn log of this rank (a kill inside its flush) in the way of a resume's open: moved aside to

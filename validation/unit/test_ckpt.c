@@ -432,6 +432,38 @@ static void test_reseal(const tiny_t *t)
     tap_ok(rc == MP_ERR && strstr(errtext, "nosum.h5"), "a file without the header cannot be resealed");
 }
 
+/* /state's attributes through h5util.h's readers, in files resealed after the edit: a missing one is
+ * refused naming it and /state, a number where a string belongs too (and the string's own words). */
+static void test_attr_refused(const tiny_t *t)
+{
+    static const struct {
+        const char *file, *attr, *want;
+        int as_int;
+    } cases[] = {
+        {"noformat.h5", "format", "(/state) has no attribute format", 0},
+        {"nolayout.h5", "layout", "(/state) has no attribute layout", 0},
+        {"intlayout.h5", "layout", "(/state): attribute layout is not a string", 1},
+        {"intdeck.h5", "deck", "(/state): attribute deck is not a string", 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char p[1100], what[200];
+        snprintf(p, sizeof p, "%s", tpath(cases[i].file));
+        copy_file(tpath("rt.h5"), p);
+        hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Gopen2(f, "state", H5P_DEFAULT), s = H5Screate(H5S_SCALAR);
+        int ok = H5Adelete(g, cases[i].attr) >= 0, seven = 7;
+        if (ok && cases[i].as_int) {
+            hid_t a = H5Acreate2(g, cases[i].attr, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
+            ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT, &seven) >= 0;
+            H5Aclose(a);
+        }
+        H5Sclose(s), H5Gclose(g);
+        ok &= H5Fclose(f) >= 0 && ckpt_reseal(p) == MP_OK;
+        if (!ok) tap_diag("could not edit and reseal %s", p);
+        snprintf(what, sizeof what, "/state %s %s", cases[i].attr, cases[i].as_int ? "an integer" : "missing");
+        expect_read_refused(what, t, p, 1, cases[i].want, NULL);
+    }
+}
+
 /* 200 random single-bit flips anywhere in the file: every one refused by read and verify, a tenth
  * of them through inspect, and the process alive to count them. */
 static void test_random_flips(const tiny_t *t)
@@ -794,6 +826,7 @@ int main(void)
     test_filesum(&t);
     test_no_filesum(&t);
     test_reseal(&t);
+    test_attr_refused(&t);
     test_random_flips(&t);
     test_inspect_isolated();
     test_failed_writes(&t);
