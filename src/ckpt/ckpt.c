@@ -136,7 +136,9 @@ err:
 /* Scalar numeric attribute, converted by HDF5 to mem_type. */
 static int ckpt_attr_read(hid_t loc, const char *name, hid_t mem_type, void *value_p, const char *where)
 {
-    const int have = h5_attr_read(loc, name, mem_type, value_p, where);
+    char at[CKPT_WHERE_MAX + 80];
+    snprintf(at, sizeof at, "%s: attribute %s", where, name);
+    const int have = h5_attr_read(loc, name, mem_type, value_p, at);
     if (have == 0) return MP_FAIL("%s has no attribute %s", where, name);
     return have == 1 ? MP_OK : MP_ERR;
 }

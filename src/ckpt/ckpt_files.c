@@ -145,6 +145,7 @@ static int ckpt_head_string(hid_t g, const char *name, char **text_p)
     int rc = MP_ERR;
     hid_t a = H5Aopen(g, name, H5P_DEFAULT), t = -1, mt = -1;
     if (a < 0) return MP_ERR;
+    if (!h5_attr_one(a)) return H5Aclose(a), MP_ERR; /* one string: H5Aread would write every value */
     if ((t = H5Aget_type(a)) < 0 || H5Tget_class(t) != H5T_STRING || (mt = H5Tcopy(H5T_C_S1)) < 0) goto out;
     htri_t var = H5Tis_variable_str(t);
     if (var > 0) {
@@ -173,6 +174,7 @@ static int ckpt_head_int(hid_t g, const char *name, hid_t mem_type, void *value_
 {
     hid_t a = H5Aopen(g, name, H5P_DEFAULT);
     if (a < 0) return snprintf(reason, n, "/state has no %s", name), MP_ERR;
+    if (!h5_attr_one(a)) return H5Aclose(a), snprintf(reason, n, "/state %s holds other than one value", name), MP_ERR;
     herr_t e = H5Aread(a, mem_type, value_p);
     H5Aclose(a);
     if (e < 0) return snprintf(reason, n, "/state %s cannot be read", name), MP_ERR;
@@ -224,6 +226,8 @@ static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
     hid_t a;
     for (int i = 0; i < 6; i++) {
         if ((a = H5Aopen(g, names[i], H5P_DEFAULT)) < 0) return snprintf(reason, n, "/state has no %s", names[i]), MP_ERR;
+        if (!h5_attr_one(a))
+            return H5Aclose(a), snprintf(reason, n, "/state %s holds other than one value", names[i]), MP_ERR;
         herr_t e = H5Aread(a, H5T_NATIVE_INT, ints[i]);
         H5Aclose(a);
         if (e < 0) return snprintf(reason, n, "/state %s cannot be read", names[i]), MP_ERR;

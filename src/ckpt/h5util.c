@@ -83,14 +83,33 @@ out:
     return rc;
 }
 
-/* Attribute name of loc opened into *a_p (the caller closes it): 1, 0 absent, or MP_ERR (reported). */
+int h5_attr_one(hid_t a)
+{
+    const hid_t s = H5Aget_space(a);
+    if (s < 0) return 0;
+    const hssize_t n = H5Sget_simple_extent_npoints(s);
+    H5Sclose(s);
+    return n == 1;
+}
+
+/* Attribute name of loc opened into *a_p (the caller closes it): 1, 0 absent, or MP_ERR (reported).
+ * It must hold one value: every reader reads into one scalar or one string, and H5Aread writes all
+ * the values a foreign file's attribute holds (two would overrun the caller's variable). */
 static int h5_attr_open(hid_t loc, const char *name, hid_t *a_p, const char *where)
 {
     htri_t have;
+    hid_t s = -1;
+    hssize_t n = -1;
     H5_TRY(have = H5Aexists(loc, name), err, where);
     if (!have) return 0;
     H5_TRY(*a_p = H5Aopen(loc, name, H5P_DEFAULT), err, where);
-    return 1;
+    H5_TRY(s = H5Aget_space(*a_p), err_close, where);
+    n = H5Sget_simple_extent_npoints(s);
+    H5Sclose(s);
+    if (n == 1) return 1;
+    MP_ERROR("%s holds %lld values, not one", where, (long long)n);
+err_close:
+    H5Aclose(*a_p);
 err:
     return MP_ERR;
 }

@@ -25,7 +25,12 @@ int h5_attr_write_string(hid_t loc, const char *name, const char *text, const ch
 /* Reading attribute `name` of loc. Each returns 1 (read); 0 when it is absent (nothing printed, the
  * value untouched: the caller says what a missing one means, an older file's default or a file that
  * is not its own); or MP_ERR (reported, naming where: the attribute as the caller words it, or the
- * file or object it is on). */
+ * file or object it is on). An attribute holding other than one value is refused ("holds N values,
+ * not one"): H5Aread writes every value a foreign file's attribute holds into the one variable. */
+
+/* Whether the open attribute a holds exactly one value (0 too when its space cannot be read), for the
+ * readers that word their own messages; nothing printed. */
+int h5_attr_one(hid_t a);
 
 /* A scalar attribute, converted by HDF5 to mem_type into *value_p. */
 int h5_attr_read(hid_t loc, const char *name, hid_t mem_type, void *value_p, const char *where);

@@ -18,6 +18,7 @@ static int tok_file_vocab(hid_t f, const char *path, int *vocab_p)
     H5_TRY(have = H5Aexists(f, "vocab"), err, path);
     if (!have) return MP_FAIL("%s has no attribute vocab: not a token file written by `mindpipe prep`?", path);
     H5_TRY(a = H5Aopen(f, "vocab", H5P_DEFAULT), err, path);
+    if (!h5_attr_one(a)) return H5Aclose(a), MP_FAIL("%s: attribute vocab holds other than one value", path);
     const herr_t e = H5Aread(a, H5T_NATIVE_INT, vocab_p);
     H5Aclose(a);
     if (e < 0) return MP_FAIL("%s: attribute vocab cannot be read as an integer", path);

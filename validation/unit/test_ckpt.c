@@ -438,29 +438,42 @@ static void test_attr_refused(const tiny_t *t)
 {
     static const struct {
         const char *file, *attr, *want;
-        int as_int;
+        int as_int, count; /* count: the integer attribute's values (a foreign file's array) */
     } cases[] = {
-        {"noformat.h5", "format", "(/state) has no attribute format", 0},
-        {"nolayout.h5", "layout", "(/state) has no attribute layout", 0},
-        {"intlayout.h5", "layout", "(/state): attribute layout is not a string", 1},
-        {"intdeck.h5", "deck", "(/state): attribute deck is not a string", 1},
+        {"noformat.h5", "format", "(/state) has no attribute format", 0, 1},
+        {"nolayout.h5", "layout", "(/state) has no attribute layout", 0, 1},
+        {"intlayout.h5", "layout", "(/state): attribute layout is not a string", 1, 1},
+        {"intdeck.h5", "deck", "(/state): attribute deck is not a string", 1, 1},
+        {"twoformat.h5", "format", "(/state): attribute format holds 2 values, not one", 1, 2},
+        {"twolayout.h5", "layout", "(/state): attribute layout holds 2 values, not one", 1, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char p[1100], what[200];
         snprintf(p, sizeof p, "%s", tpath(cases[i].file));
         copy_file(tpath("rt.h5"), p);
-        hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Gopen2(f, "state", H5P_DEFAULT), s = H5Screate(H5S_SCALAR);
-        int ok = H5Adelete(g, cases[i].attr) >= 0, seven = 7;
+        const hsize_t dims[1] = {2};
+        hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Gopen2(f, "state", H5P_DEFAULT),
+              s = cases[i].count > 1 ? H5Screate_simple(1, dims, NULL) : H5Screate(H5S_SCALAR);
+        int ok = H5Adelete(g, cases[i].attr) >= 0, seven[2] = {7, 7};
         if (ok && cases[i].as_int) {
             hid_t a = H5Acreate2(g, cases[i].attr, H5T_STD_I32LE, s, H5P_DEFAULT, H5P_DEFAULT);
-            ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT, &seven) >= 0;
+            ok = a >= 0 && H5Awrite(a, H5T_NATIVE_INT, seven) >= 0;
             H5Aclose(a);
         }
         H5Sclose(s), H5Gclose(g);
         ok &= H5Fclose(f) >= 0 && ckpt_reseal(p) == MP_OK;
         if (!ok) tap_diag("could not edit and reseal %s", p);
-        snprintf(what, sizeof what, "/state %s %s", cases[i].attr, cases[i].as_int ? "an integer" : "missing");
+        snprintf(what, sizeof what, "/state %s %s", cases[i].attr,
+                 cases[i].count > 1 ? "two integers" : cases[i].as_int ? "an integer" : "missing");
         expect_read_refused(what, t, p, 1, cases[i].want, NULL);
+        if (cases[i].count > 1 && !strcmp(cases[i].attr, "format")) { /* the run directory's scan reads /state's head */
+            ckpt_head_info_t h;
+            char reason[300] = "", want[120];
+            snprintf(want, sizeof want, "/state %s holds other than one value", cases[i].attr);
+            const int rc = ckpt_file_head(p, &h, reason, sizeof reason);
+            if (rc == MP_OK) ckpt_file_head_free(&h);
+            tap_ok(rc == MP_ERR && strstr(reason, want), "ckpt_file_head refuses %s: %s", what, reason);
+        }
     }
 }
 
