@@ -112,6 +112,12 @@ resumed_from() {
     grep -q "resumed from .*$rsf_ck at step $3 (" "$SCRATCH/$2/log.txt" 2>/dev/null
     ok $? "$1: $2/log.txt says it resumed from $rsf_ck at step $3"
 }
+# resumed_count OUT STEP: how many runs in $SCRATCH/OUT/log.txt (which each run appends to) resumed
+# from the step-STEP checkpoint; a test whose earlier run resumed there too counts before and after.
+resumed_count() {
+    rc_n=$(grep -c "resumed from .*$(printf 'step_%08d.h5' "$2") at step $2 (" "$SCRATCH/$1/log.txt" 2>/dev/null)
+    echo "${rc_n:-0}"
+}
 # copy_overlaps_known: validation/copy_overlaps.py on a made-up trace.json counts its 8 copies and the
 # 3 same-direction overlaps between ranks (three ranks' offloads at once), and none of its near misses
 # (the other direction, one rank's own copies, copies that only touch, an "offload copy" off the

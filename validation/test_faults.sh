@@ -69,8 +69,11 @@ for layout in "2 dp2 --set parallel.dp=2" "2 pp2 --set parallel.pp=2" "4 dp2pp2 
         [ ! -e "$SCRATCH/full_$t/ckpt/step_00000015.h5" ] && cmp -s "$SCRATCH/full_$t.keep" "$SCRATCH/full_$t/ckpt/step_00000010.h5" \
             && verifies "$SCRATCH/full_$t/ckpt/step_00000010.h5"
         ok $? "$t: no step-15 checkpoint; step 10's is intact (the same bytes, verifies)"
+        b=$(resumed_count "full_$t" 10)
         # shellcheck disable=SC2086
         run "$n" "full_$t" $B $lay --set checkpoint.transfer=$tr --resume auto; ok $? "$t: --resume auto with room again"
+        a=$(resumed_count "full_$t" 10) # (a fresh start would be bitwise at step 20 too)
+        [ "$a" -gt "$b" ]; ok $? "$t: that run resumed from step_00000010.h5 at step 10 (log.txt: $b such lines before it, $a after)"
         compare "$t: write error + resume = uninterrupted" "$SCRATCH/refB_$name" "$SCRATCH/full_$t" --bitwise --step 20
 
         # ---- a rank stopped midway through the step-10 write: the others abort at the deadline ----

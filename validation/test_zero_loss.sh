@@ -153,15 +153,21 @@ resume_pp2 dmg; rc=$?
     [ -e "$SCRATCH/dmg/recovery/snap-r00000.h5.failed" ]
 ok $? "damaged log: the resume fails naming the checksum and the replay, the snapshot moved aside (exit $rc)"
 [ $rc -ne 0 ] || sed 's/^/#   /' "$SCRATCH/dmg.log" | tail -n 8
+b=$(resumed_count dmg 10)
 resume_pp2 dmg; rc=$?; ok $rc "damaged log: the next --resume auto restarts from the checkpoint of step 10 (exit $rc)"
 [ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/dmg.log" | tail -n 20
+a=$(resumed_count dmg 10) # (a fresh start would be bitwise the reference at step 40 too)
+[ "$a" -gt "$b" ]; ok $? "damaged log: this run resumed from step_00000010.h5 at step 10 (log.txt: $b such lines before it, $a after)"
 compare "damaged log: the restart from the checkpoint is still the uninterrupted run" "$SCRATCH/ref_pp2" \
     "$SCRATCH/dmg" --bitwise --step 40
 
 # a missing log: the plan falls back before anything is replayed
 lose_again nolog; ok $? "missing log: the loss again"
 rm -f "$SCRATCH/nolog/bndlog/bnd-r0.h5"
+b=$(resumed_count nolog 10)
 resume_pp2 nolog; rc=$?; ok $rc "missing log: resumed (exit $rc)"
+a=$(resumed_count nolog 10)
+[ "$a" -gt "$b" ]; ok $? "missing log: this run resumed from step_00000010.h5 at step 10 (log.txt: $b such lines before it, $a after)"
 [ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/nolog.log" | tail -n 20
 grep -q "the survivors' snapshots are not used: the log of rank 0 (stage 0) does not open" "$SCRATCH/nolog/log.txt" &&
     [ -e "$SCRATCH/nolog/recovery/snap-r00000.h5.unused" ]
