@@ -52,6 +52,6 @@ done
 ok $? "eval --subnet 0,1,2,1 at dp=2 = one rank's, bitwise: $(val "$SCRATCH/ev2.out") (exits$ev_rc)"
 
 # shellcheck disable=SC2086
-refused "ZeRO-1" "with ZeRO-1 (parallel.zero=1 over parallel.dp > 1): ZeRO-1 shards the AdamW moments" 2 $SN --set parallel.dp=2 \
+refused "ZeRO-1" "with ZeRO-1 (parallel.zero=1 over more than one replica: parallel.dp > 1 or parallel.sp > 1): ZeRO-1 shards the AdamW moments" 2 $SN --set parallel.dp=2 \
     --set parallel.zero=1
 done_testing

@@ -77,7 +77,10 @@ ok $? "the log says the subnets run on 2 supernet replicas"
 
 refused "sp without a supernet" "it needs supernet.enabled=1" 2 --set parallel.sp=2
 # shellcheck disable=SC2086
-refused "sp with ZeRO-1" "with ZeRO-1 (parallel.zero=1 over parallel.dp > 1)" 4 $SN --set parallel.sp=2 --set parallel.dp=2 --set parallel.zero=1
+refused "sp with ZeRO-1" "with ZeRO-1 (parallel.zero=1 over more than one replica: parallel.dp > 1 or parallel.sp > 1)" 4 $SN --set parallel.sp=2 --set parallel.dp=2 --set parallel.zero=1
+# shellcheck disable=SC2086
+refused "sp with ZeRO-1 at dp=1" "with ZeRO-1 (parallel.zero=1 over more than one replica: parallel.dp > 1 or parallel.sp > 1)" 2 $SN \
+    --set parallel.sp=2 --set parallel.zero=1
 # shellcheck disable=SC2086
 refused "sp with supernet.schedule=serial" "supernet.schedule=serial" 2 $SN --set parallel.sp=2 --set supernet.schedule=serial
 # shellcheck disable=SC2086

@@ -1205,7 +1205,7 @@ unsigned deck_compose_have(const deck_t *d)
     if (d->train.device != DECK_DEVICE_CPU) have |= 1u << COMPOSE_DEVICE;
     if (d->pipeline.replan_every > 0) have |= 1u << COMPOSE_MIGRATION;
     if (d->recovery.log) have |= 1u << COMPOSE_RECOVERY_LOG;
-    if (d->parallel.zero && dp > 1) have |= 1u << COMPOSE_ZERO1;
+    if (d->parallel.zero && dp * d->parallel.sp > 1) have |= 1u << COMPOSE_ZERO1;
     if (d->parallel.sp > 1) have |= 1u << COMPOSE_SP;
     if (deck_chunks_per_stage(d) > 1) have |= 1u << COMPOSE_CHUNKS;
     if (d->memory.device_limit) have |= 1u << COMPOSE_DEVICE_LIMIT;
@@ -1228,8 +1228,9 @@ static int validate_compose(const deck_t *d)
  * chunk pp−1 → pp is a copy on stage pp−1; dualpipev's overlapped pairs post both receives before
  * either computation) on the layouts their bitwise tests cover (validation/test_zbv_run.sh,
  * test_dualpipev_run.sh): pp >= 2 stages with tp and dp, the layers kept, recomputed, selective or
- * offloaded, on the cpu or emu backend. Their shape rules are here; the features they do not run
- * with (supernets, balance, a GPU) are compose's (validate_compose). */
+ * offloaded, on the cpu or emu backend. Their stage count is checked here, their micro-batch count
+ * by sched_check (validate_sched_shape), the features they do not run with (supernets, balance, a
+ * GPU) by compose (validate_compose). */
 static int validate_v(const deck_t *d)
 {
     const int pp = d->parallel.pp;
@@ -1238,14 +1239,23 @@ static int validate_v(const deck_t *d)
     if (pp < 2)
         nerr++, MP_ERROR("parallel.schedule=%s places two chunks on each of parallel.pp >= 2 stages in a V (pp is "
                          "%d): with one stage use 1f1b", k, pp);
-    const long long per = (long long)d->train.micro_batch * d->parallel.dp;
-    const long long m = per > 0 && d->train.batch % per == 0 ? d->train.batch / per : 0;
-    if (d->parallel.schedule_kind == SCHED_DUALPIPEV && m > 0 && pp >= 2 && m < 2LL * pp)
-        nerr++, MP_ERROR("parallel.schedule=dualpipev needs at least 2 × parallel.pp = %d micro-batches per step; "
-                         "train.batch ÷ (train.micro_batch × parallel.dp) = %d ÷ (%d × %d) = %lld (its warm-up fills "
-                         "both arms of the V before the steady forward-backward pairs): a smaller train.micro_batch, "
-                         "or zbv", 2 * pp, d->train.batch, d->train.micro_batch, d->parallel.dp, m);
     return nerr;
+}
+
+/* The schedule's shape on the deck's numbers (the micro-batches per step, the chunks per stage):
+ * sched_check's rules, stated there once (the run's lists and sim ask it too), with the deck's
+ * arithmetic added. One stage runs 1f1b whatever the deck names (compose_run_kind). */
+static int validate_sched_shape(const deck_t *d)
+{
+    const int pp = d->parallel.pp;
+    const long long per = (long long)d->train.micro_batch * d->parallel.dp;
+    if (pp < 2 || per <= 0 || d->train.batch % per) return 0; /* a batch that does not divide: validate_train */
+    const long long m = d->train.batch / per;
+    char why[512];
+    if (sched_check(d->parallel.schedule_kind, pp, (int)m, deck_chunks_per_stage(d), why, sizeof why) == MP_OK) return 0;
+    MP_ERROR("%s (train.batch ÷ (train.micro_batch × parallel.dp) = %d ÷ (%d × %d) = %lld; a smaller "
+             "train.micro_batch gives more)", why, d->train.batch, d->train.micro_batch, d->parallel.dp, m);
+    return 1;
 }
 
 /* The zero-bubble schedules split each backward into B and W. zb1p runs (the executor's split
@@ -1291,6 +1301,7 @@ static int validate_pipeline(const deck_t *d)
     const deck_layer_list_t *l = &d->pipeline.chunks;
     const int vs = deck_chunks_per_stage(d), K = d->parallel.pp * vs, count = l->n;
     nerr += validate_zero_bubble(d);
+    nerr += validate_sched_shape(d);
     nerr += validate_compose(d);
     if (d->parallel.virtual_stages > 1 && d->parallel.schedule_kind != SCHED_INTERLEAVED && !deck_sched_v(d))
         nerr++, MP_ERROR("parallel.virtual_stages=%d needs parallel.schedule=interleaved (it is %s)",

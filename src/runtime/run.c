@@ -100,9 +100,6 @@ static int run_refuse_sp(const deck_t *d)
     if (d->supernet.schedule != DECK_SUBNETS_CAUSAL)
         return MP_FAIL("parallel.sp=%d with supernet.schedule=serial: the replicas run the causal lists; serial is "
                        "the one-pipeline baseline (set parallel.sp=1)", sp);
-    if (d->parallel.zero)
-        return MP_FAIL("parallel.sp=%d with parallel.zero=1: a supernet steps whole candidates with their own "
-                       "counters, ZeRO-1 a shard of the flat buffer (set parallel.zero=0)", sp);
     if (d->train.device == DECK_DEVICE_CUDA && d->parallel.p2p != DECK_P2P_MPI)
         return MP_FAIL("parallel.sp=%d: the replicas' lists run on MPI messages: set parallel.p2p=mpi", sp);
     return MP_OK;

@@ -15,7 +15,7 @@ const char *const compose_feature_names[COMPOSE_FEATURES] = {
     [COMPOSE_OFFLOAD] = "memory.policy=offload (memory.policy or memory.layers)",
     [COMPOSE_MIGRATION] = "live migration (pipeline.replan_every > 0)",
     [COMPOSE_RECOVERY_LOG] = "recovery.log=1",
-    [COMPOSE_ZERO1] = "ZeRO-1 (parallel.zero=1 over parallel.dp > 1)",
+    [COMPOSE_ZERO1] = "ZeRO-1 (parallel.zero=1 over more than one replica: parallel.dp > 1 or parallel.sp > 1)",
     [COMPOSE_SP] = "supernet replicas (parallel.sp > 1)",
     [COMPOSE_CHUNKS] = "more than one chunk per stage (parallel.virtual_stages > 1, or a V schedule)",
     [COMPOSE_DEVICE_LIMIT] = "memory.device_limit",

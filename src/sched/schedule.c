@@ -54,13 +54,13 @@ int sched_check(sched_kind_t kind, int pp, int m, int v, char *why, int why_len)
         return snprintf(why, n, "parallel.virtual_stages = %d needs schedule = interleaved", v), MP_ERR;
     if (kind == SCHED_INTERLEAVED && pp > 1 && m % pp != 0)
         return snprintf(why, n,
-                        "the interleaved schedule needs the micro-batches per step (%d) to be a multiple of "
+                        "parallel.schedule=interleaved needs the micro-batches per step (%d) to be a multiple of "
                         "parallel.pp (%d)", m, pp), MP_ERR;
     if (kind == SCHED_DUALPIPEV && m < 2 * pp)
         return snprintf(why, n,
-                        "the dualpipev schedule needs at least 2 × parallel.pp = %d micro-batches per step (it has "
-                        "%d): its warm-up fills both arms of the V before the steady forward-backward pairs",
-                        2 * pp, m), MP_ERR;
+                        "parallel.schedule=dualpipev needs at least 2 × parallel.pp = %d micro-batches per step (it "
+                        "has %d): its warm-up fills both arms of the V before the steady forward-backward pairs; use "
+                        "more micro-batches, or zbv", 2 * pp, m), MP_ERR;
     return MP_OK;
 }
 

@@ -471,6 +471,12 @@ static void test_cross_rules(void)
                    VALID "[train]\nbatch = 8\nmicro_batch = 2\n[model]\nlayers = 8\n[parallel]\npp = 4\nschedule = dualpipev\n",
                    NULL, 0, "parallel.schedule=dualpipev needs at least 2 × parallel.pp = 8 micro-batches per step",
                    "8 ÷ (2 × 1) = 4", NULL);
+    /* the interleaved schedule's rule (sched_check's, as dualpipev's above) at load, not at the run's start */
+    expect_refused("interleaved with micro-batches not a multiple of pp",
+                   VALID "[train]\nbatch = 6\nmicro_batch = 1\n[model]\nlayers = 8\n[parallel]\npp = 4\n"
+                         "schedule = interleaved\nvirtual_stages = 2\n",
+                   NULL, 0, "parallel.schedule=interleaved needs the micro-batches per step (6) to be a multiple of "
+                   "parallel.pp (4)", "6 ÷ (1 × 1) = 6", NULL);
     expect_refused("dualpipev at pp = 1", VALID "[model]\nlayers = 4\n[parallel]\npp = 1\nschedule = dualpipev\n", NULL, 0,
                    "parallel.schedule=dualpipev places two chunks on each of parallel.pp >= 2 stages", NULL);
     expect_refused("dualpipev on cuda", VALID "[parallel]\npp = 2\nschedule = dualpipev\n[train]\ndevice = cuda\n", NULL, 0,
