@@ -42,11 +42,11 @@ static struct recovery_s *rec_get(run_t *r)
  * compose.c's pairs.) */
 const char *recovery_unsupported(const run_t *r)
 {
-    if (r->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
+    if (r->st.p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
     /* emu runs the device path in CI (host copies of device memory for the tied part and the head
      * inputs, the replay's sums on host copies); on cuda those copies would stall the stream and the
      * path has not run on a GPU */
-    if (!be_kernels_read_host(&r->be))
+    if (!be_kernels_read_host(&r->st.be))
         return "train.device=cuda (the device path of the log runs on emu; on a GPU it is not tried yet)";
     return NULL;
 }
@@ -58,8 +58,8 @@ static void rec_log_failed(run_t *r)
     struct recovery_s *c = r->rec;
     if (c->log_failed) return;
     c->log_failed = 1;
-    runlog_printf(&r->log, "warning: rank %d: recovery.log: the boundary log failed (above): nothing more is logged, "
-                  "so a lost rank now costs a restart from the checkpoint", r->rank);
+    runlog_printf(&r->files.log, "warning: rank %d: recovery.log: the boundary log failed (above): nothing more is logged, "
+                  "so a lost rank now costs a restart from the checkpoint", r->lay.rank);
 }
 
 static int rec_kind(int exec_kind)
@@ -75,7 +75,7 @@ static void rec_sent(void *ctx, long t, int mb, int chunk, int kind, const float
     run_t *r = ctx;
     struct recovery_s *c = r->rec;
     if (!c->log || c->log_failed) return;
-    const size_t C = (size_t)r->model.cfg.dim;
+    const size_t C = (size_t)r->st.model.cfg.dim;
     /* the embedding's gradient by rows: only the rows of the step's tokens are not zero */
     const int rc = kind == EXEC_BND_TIED ? bndlog_put_rows(c->log, t, 0, 0, BND_TIED, x, n / C, C)
                                          : bndlog_put(c->log, t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), x, n);
@@ -87,15 +87,15 @@ static void rec_recv(void *ctx, long t, int mb, int chunk, int kind, float *x, s
 {
     run_t *r = ctx;
     struct recovery_s *c = r->rec;
-    const int pp = r->pp;
+    const int pp = r->lay.pp;
     /* the tied part is read by the last stage only (the first recomputes the head's from HEAD entries) */
     const int stage = kind == EXEC_BND_TIED ? 0 : sched_chunk_stage(r->deck.parallel.schedule_kind, chunk, pp);
     int rc = MP_ERR;
     if (!c->rd[stage]) {
-        MP_ERROR("replay: stage %d reads no log of stage %d (a bug)", r->stage, stage);
+        MP_ERROR("replay: stage %d reads no log of stage %d (a bug)", r->lay.stage, stage);
     } else {
         if (c->log) bndlog_pause(c->log); /* the thread rule: this rank's own writer is running */
-        const size_t C = (size_t)r->model.cfg.dim;
+        const size_t C = (size_t)r->st.model.cfg.dim;
         rc = kind == EXEC_BND_TIED ? bndlog_get_rows(c->rd[stage], t, 0, 0, BND_TIED, n / C, C, x)
                                    : bndlog_get(c->rd[stage], t, mb < 0 ? 0 : mb, chunk < 0 ? 0 : chunk, rec_kind(kind), n, x);
         if (c->log) bndlog_resume(c->log);
@@ -111,17 +111,17 @@ int recovery_open(run_t *r)
     if (!r->deck.recovery.log || (r->rec && r->rec->log)) return MP_OK;
     const char *why = recovery_unsupported(r);
     if (why) {
-        if (r->rank == 0)
-            runlog_printf(&r->log, "recovery.log=1: nothing is logged on this layout: %s; a lost rank costs a restart "
+        if (r->lay.rank == 0)
+            runlog_printf(&r->files.log, "recovery.log=1: nothing is logged on this layout: %s; a lost rank costs a restart "
                           "from the checkpoint", why);
         return MP_OK;
     }
     struct recovery_s *c = rec_get(r);
-    const bndlog_cfg_t cfg = {.dir = r->out_dir, .run_id = r->run_id, .rank = r->rank, .stage = r->stage, .pp = r->pp,
+    const bndlog_cfg_t cfg = {.dir = r->files.out_dir, .run_id = r->files.run_id, .rank = r->lay.rank, .stage = r->lay.stage, .pp = r->lay.pp,
                               .first_step = r->step, .max_queue_bytes = RECOVERY_QUEUE_BYTES};
     if (bndlog_open(&cfg, &c->log) != MP_OK) return MP_ERR;
     c->bnd = (exec_bnd_t){rec_sent, rec_recv, r};
-    exec_set_bnd(&r->exec, &c->bnd, 0);
+    exec_set_bnd(&r->st.exec, &c->bnd, 0);
     return MP_OK;
 }
 
@@ -129,15 +129,15 @@ int recovery_close(run_t *r)
 {
     struct recovery_s *c = r->rec;
     if (!c) return MP_OK;
-    exec_set_bnd(&r->exec, NULL, 0);
+    exec_set_bnd(&r->st.exec, NULL, 0);
     int rc = MP_OK;
     if (c->log) {
         bndlog_stats_t st;
         bndlog_stats(c->log, &st);
         rc = bndlog_close(c->log);
         c->log = NULL;
-        if (rc == MP_OK && r->rank == 0)
-            runlog_printf(&r->log, "recovery.log: rank 0 logged %ld entries, %.1f MiB over %ld steps; puts waited %.3f s "
+        if (rc == MP_OK && r->lay.rank == 0)
+            runlog_printf(&r->files.log, "recovery.log: rank 0 logged %ld entries, %.1f MiB over %ld steps; puts waited %.3f s "
                           "for the writer, which worked %.3f s", st.entries, (double)st.bytes / 1048576.0, st.steps,
                           st.put_wait_s, st.writer_s);
     }
@@ -175,7 +175,7 @@ void recovery_resume(run_t *r)
 /* RUN/recovery/snap-r<rank>.h5 */
 static void rec_snap_path(const run_t *r, int rank, char *path_p, size_t n)
 {
-    snprintf(path_p, n, "%s/recovery/snap-r%05d.h5", r->out_dir, rank);
+    snprintf(path_p, n, "%s/recovery/snap-r%05d.h5", r->files.out_dir, rank);
 }
 
 /* The table a snapshot is written and read by: the stage's own, every entry its own to write (the
@@ -183,7 +183,7 @@ static void rec_snap_path(const run_t *r, int rank, char *path_p, size_t n)
  * snapshot holds this stage alone). */
 static param_table_t rec_snap_table(const run_t *r)
 {
-    param_table_t t = r->model.tab;
+    param_table_t t = r->st.model.tab;
     t.has_embed = 1;
     return t;
 }
@@ -191,16 +191,16 @@ static param_table_t rec_snap_table(const run_t *r)
 /* The layout a snapshot is taken on: only the same one takes it back. */
 static void rec_layout(const run_t *r, int rank, char *buf, size_t n)
 {
-    snprintf(buf, n, "dp=%d tp=%d pp=%d sp=%d v=%d rank=%d", r->grid.size[GRID_DP], r->grid.size[GRID_TP],
-             r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->model.tab.nchunks, rank);
+    snprintf(buf, n, "dp=%d tp=%d pp=%d sp=%d v=%d rank=%d", r->lay.grid.size[GRID_DP], r->lay.grid.size[GRID_TP],
+             r->lay.grid.size[GRID_PP], r->lay.grid.size[GRID_SP], r->st.model.tab.nchunks, rank);
 }
 
 /* The range of the stage's flat buffer whose AdamW moments this rank holds: all of it, or under
  * ZeRO-1 its replica's shard (m and v then hold s1 − s0 floats from s0). */
 static void rec_moments_range(const run_t *r, size_t *s0_p, size_t *s1_p)
 {
-    *s0_p = 0, *s1_p = r->model.tab.total;
-    if (r->dp_on && r->deck.parallel.zero) dp_shard_range(&r->dp, s0_p, s1_p);
+    *s0_p = 0, *s1_p = r->st.model.tab.total;
+    if (r->st.dp_on && r->deck.parallel.zero) dp_shard_range(&r->st.dp, s0_p, s1_p);
 }
 
 /* This rank's state at r->step: weights and AdamW's moments of its shard, laid out by its own table,
@@ -209,13 +209,13 @@ static int rec_snapshot_write(run_t *r)
 {
     char dir[4200], path[4300];
     struct stat sb;
-    snprintf(dir, sizeof dir, "%s/recovery", r->out_dir);
+    snprintf(dir, sizeof dir, "%s/recovery", r->files.out_dir);
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return MP_FAIL("cannot create %s: %s", dir, strerror(errno));
     /* never through a planted link: the snapshot goes where the run directory says */
     if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return MP_FAIL("%s is not a directory (a link or a file under that name): the snapshot is not written", dir);
-    rec_snap_path(r, r->rank, path, sizeof path);
-    model_t *m = &r->model;
+    rec_snap_path(r, r->lay.rank, path, sizeof path);
+    model_t *m = &r->st.model;
     const size_t n = m->tab.total;
     float *host[3] = {run_ckpt_host_copy(r, m->params, n), NULL, NULL};
     size_t s0, s1;
@@ -225,20 +225,20 @@ static int rec_snapshot_write(run_t *r)
     } else { /* ZeRO-1: this replica's shard of the moments at its place, zeros elsewhere */
         for (int k = 1; k < 3; k++) {
             if (!(host[k] = calloc(n ? n : 1, sizeof(float)))) MP_ABORT("out of memory writing the snapshot");
-            be_to_host(&r->be, host[k] + s0, k == 1 ? m->m : m->v, (s1 - s0) * sizeof(float));
+            be_to_host(&r->st.be, host[k] + s0, k == 1 ? m->m : m->v, (s1 - s0) * sizeof(float));
         }
     }
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
                        .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1, .tok = r->data_tok};
-    rec_layout(r, r->rank, st.layout, sizeof st.layout);
+    rec_layout(r, r->lay.rank, st.layout, sizeof st.layout);
     snprintf(st.schedule, sizeof st.schedule, "%s", sched_kind_names[r->deck.parallel.schedule_kind]);
-    snprintf(st.run_id, sizeof st.run_id, "%s", r->run_id);
+    snprintf(st.run_id, sizeof st.run_id, "%s", r->files.run_id);
     const param_table_t tab = rec_snap_table(r);
     /* 2bw: both weight versions (W(t), which the next step's forwards read, and W(t+1)) */
     float *old = m->params_old ? run_ckpt_host_copy(r, m->params_old, n) : NULL;
     st.weight_versions = old ? 2 : 1;
     const ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = &tab, .owner = 1, .bufs = {host[0], old, host[1], host[2]}};
-    const int rc = ckpt_write_parallel(path, &tab, &pt, &st, r->deck_text);
+    const int rc = ckpt_write_parallel(path, &tab, &pt, &st, r->files.deck_text);
     if (old) run_ckpt_host_release(r, old, m->params_old);
     run_ckpt_host_release(r, host[0], m->params);
     if (s0 == 0 && s1 == n) {
@@ -254,23 +254,23 @@ static int rec_snapshot_write(run_t *r)
 static void rec_lost(void *ctx, const char *msg)
 {
     run_t *r = ctx;
-    r->wait.lost = NULL; /* a wait inside what follows aborts as usual */
+    r->lay.wait.lost = NULL; /* a wait inside what follows aborts as usual */
     char path[4300];
-    rec_snap_path(r, r->rank, path, sizeof path);
+    rec_snap_path(r, r->lay.rank, path, sizeof path);
     fprintf(stderr, "mindpipe: rank %d: %s\nmindpipe: rank %d: recovery.log: a peer is lost; this rank's state at "
             "step %ld goes to %s, then exit %d (resume with --resume auto: the lost rank's steps are replayed)\n",
-            r->rank, msg, r->rank, r->step, path, MP_EXIT_REQUEUE);
+            r->lay.rank, msg, r->lay.rank, r->step, path, MP_EXIT_REQUEUE);
     fflush(stderr);
     int rc = recovery_close(r);
     if (rec_snapshot_write(r) != MP_OK) rc = MP_ERR;
-    if (r->wait.status && r->wait.status[0]) {
+    if (r->lay.wait.status && r->lay.wait.status[0]) {
         char text[1800];
         snprintf(text, sizeof text, "%d %s: %s: %s%s\n", rc == MP_OK ? MP_EXIT_REQUEUE : 1,
-                 rc == MP_OK ? "stopped" : "aborted", r->wait.who ? r->wait.who : "a rank", msg,
+                 rc == MP_OK ? "stopped" : "aborted", r->lay.wait.who ? r->lay.wait.who : "a rank", msg,
                  rc == MP_OK ? "; its state is in RUN/recovery (resume with --resume auto)" : "");
-        publish_text(r->wait.status, text);
+        publish_text(r->lay.wait.status, text);
     }
-    runlog_close(&r->log);
+    runlog_close(&r->files.log);
     fflush(stdout);
     fflush(stderr);
     _exit(rc == MP_OK ? MP_EXIT_REQUEUE : 1);
@@ -279,20 +279,20 @@ static void rec_lost(void *ctx, const char *msg)
 void recovery_arm(run_t *r)
 {
     if (!r->rec || !r->rec->log) return;
-    r->wait.lost = rec_lost;
-    r->wait.lost_ctx = r;
+    r->lay.wait.lost = rec_lost;
+    r->lay.wait.lost_ctx = r;
     /* Hydra signals a dead rank's survivors (SIGUSR1: a stop request): the stop's deadline
      * (train.stop_grace) would end this rank without its snapshot, so a wait then counts as a lost
      * peer's after half of it */
-    r->wait.stopping = signals_pending;
-    r->wait.stop_timeout = r->deck.train.stop_grace / 2;
+    r->lay.wait.stopping = signals_pending;
+    r->lay.wait.stop_timeout = r->deck.train.stop_grace / 2;
 }
 
 void recovery_disarm(run_t *r)
 {
-    r->wait.lost = NULL;
-    r->wait.lost_ctx = NULL;
-    r->wait.stopping = NULL;
+    r->lay.wait.lost = NULL;
+    r->lay.wait.lost_ctx = NULL;
+    r->lay.wait.stopping = NULL;
 }
 
 /* The deck keys whose values the steps after the checkpoint were computed with. The run id says a
@@ -347,11 +347,11 @@ static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_
         snprintf(why_p, n, "no snapshot");
         return MP_ERR;
     }
-    const size_t total = r->model.tab.total;
+    const size_t total = r->st.model.tab.total;
     ckpt_state_t st = {0};
     const param_table_t tab = rec_snap_table(r);
     const ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = &tab, .owner = 1,
-                            .bufs = {b, r->model.params_old ? b + 3 * total : NULL, b + total, b + 2 * total}};
+                            .bufs = {b, r->st.model.params_old ? b + 3 * total : NULL, b + total, b + 2 * total}};
     if (ckpt_read_parallel(path, &tab, &pt, &st) != MP_OK) {
         snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 does not read back (above)", rank);
         return MP_ERR;
@@ -360,8 +360,8 @@ static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_
     snprintf(name, sizeof name, "RUN/recovery/snap-r%05d.h5", rank);
     rec_layout(r, rank, layout, sizeof layout);
     int rc = MP_ERR;
-    if (strcmp(st.run_id, r->run_id))
-        snprintf(why_p, n, "%s is of run %s, not %s", name, st.run_id, r->run_id);
+    if (strcmp(st.run_id, r->files.run_id))
+        snprintf(why_p, n, "%s is of run %s, not %s", name, st.run_id, r->files.run_id);
     else if (strcmp(st.layout, layout))
         snprintf(why_p, n, "%s was taken on layout '%s', not '%s'", name, st.layout, layout);
     else if (rec_snap_deck_same(r, st.deck, name, why_p, n) == MP_OK)
@@ -372,19 +372,19 @@ static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_
 
 static void rec_to_device(run_t *r, const float *b)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     const size_t total = m->tab.total, bytes = total * sizeof(float);
     size_t s0, s1;
     rec_moments_range(r, &s0, &s1);
-    be_to_device(&r->be, m->params, b, bytes);
-    be_to_device(&r->be, m->m, b + total + s0, (s1 - s0) * sizeof(float));
-    be_to_device(&r->be, m->v, b + 2 * total + s0, (s1 - s0) * sizeof(float));
-    if (m->params_old) be_to_device(&r->be, m->params_old, b + 3 * total, bytes);
+    be_to_device(&r->st.be, m->params, b, bytes);
+    be_to_device(&r->st.be, m->m, b + total + s0, (s1 - s0) * sizeof(float));
+    be_to_device(&r->st.be, m->v, b + 2 * total + s0, (s1 - s0) * sizeof(float));
+    if (m->params_old) be_to_device(&r->st.be, m->params_old, b + 3 * total, bytes);
 }
 
 /* ZeRO-1 over dp > 1: each replica holds its own shard of the moments, so no replica's snapshot
  * stands in for a lost one. */
-static int rec_sharded_dp(const run_t *r) { return r->dp_on && r->deck.parallel.zero; }
+static int rec_sharded_dp(const run_t *r) { return r->st.dp_on && r->deck.parallel.zero; }
 
 /* World rank i's coordinate in dimension d (grid.h: the digits of the rank). */
 static int rec_coord(const grid_t *g, int i, int d) { return i / g->stride[d] % g->size[d]; }
@@ -396,8 +396,8 @@ static int rec_coord(const grid_t *g, int i, int d) { return i / g->stride[d] % 
  * recomputes the step together, the pipeline's messages read from the other stages' logs. */
 static void rec_replayers(const run_t *r, const long *snap, int *replays)
 {
-    const grid_t *g = &r->grid;
-    const int W = r->world, tp = g->size[GRID_TP] > 1, zero = rec_sharded_dp(r);
+    const grid_t *g = &r->lay.grid;
+    const int W = r->lay.world, tp = g->size[GRID_TP] > 1, zero = rec_sharded_dp(r);
     for (int l = 0; l < W; l++) {
         if (snap[l] >= 0) continue;
         if (!zero && g->size[GRID_DP] > 1) { /* a replica's snapshot, if one survived */
@@ -420,8 +420,8 @@ static void rec_replayers(const run_t *r, const long *snap, int *replays)
  * part of its gradient with its tp peers, who replay with it: model_head_grad's softmax sums.) */
 static int rec_replay_refused(const run_t *r, char *why, size_t n)
 {
-    if (!rec_sharded_dp(r) && r->grid.size[GRID_DP] > 1)
-        return snprintf(why, n, "rank %d has no replica's snapshot to take", r->rank), 1;
+    if (!rec_sharded_dp(r) && r->lay.grid.size[GRID_DP] > 1)
+        return snprintf(why, n, "rank %d has no replica's snapshot to take", r->lay.rank), 1;
     return 0;
 }
 
@@ -431,33 +431,33 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
                             size_t n)
 {
     struct recovery_s *c = rec_get(r);
-    const int pp = r->pp, K = r->model.tab.nchunks * pp;
+    const int pp = r->lay.pp, K = r->st.model.tab.nchunks * pp;
     int need[SIM_MAX_STAGES] = {0};
     const sched_kind_t kind = r->deck.parallel.schedule_kind;
-    for (int ch = 0; ch < r->model.tab.nchunks; ch++) {
-        const int k = sched_stage_chunk(kind, r->stage, ch, pp);
+    for (int ch = 0; ch < r->st.model.tab.nchunks; ch++) {
+        const int k = sched_stage_chunk(kind, r->lay.stage, ch, pp);
         if (k > 0) need[sched_chunk_stage(kind, k - 1, pp)] = 1;
         if (k < K - 1) need[sched_chunk_stage(kind, k + 1, pp)] = 1;
     }
     /* the tied embedding's other end: the last stage reads the first's rows, the first the last's head inputs */
-    if (pp > 1 && (r->stage == 0 || r->stage == pp - 1)) need[r->stage == 0 ? pp - 1 : 0] = 1;
+    if (pp > 1 && (r->lay.stage == 0 || r->lay.stage == pp - 1)) need[r->lay.stage == 0 ? pp - 1 : 0] = 1;
     c->scal_stage = -1;
     for (int s = 0; s < pp; s++) {
-        if (!need[s] || s == r->stage) continue;
-        const int wr = r->exec.c.stage_rank[s];
+        if (!need[s] || s == r->lay.stage) continue;
+        const int wr = r->st.exec.c.stage_rank[s];
         if (snap[wr] < 0) {
             snprintf(why, n, "rank %d (stage %d), whose log it reads, is lost too", wr, s);
             return MP_ERR;
         }
         if (replays[wr]) { /* its log is written again while this rank would read it */
             snprintf(why, n, "rank %d (stage %d), whose log rank %d reads, replays too (a lost rank's group there)", wr,
-                     s, r->rank);
+                     s, r->lay.rank);
             return MP_ERR;
         }
         char path[4300];
         bndlog_info_t info;
-        if (bndlog_path(r->out_dir, wr, path, sizeof path) != MP_OK ||
-            bndlog_read_open(path, r->run_id, wr, &c->rd[s]) != MP_OK) {
+        if (bndlog_path(r->files.out_dir, wr, path, sizeof path) != MP_OK ||
+            bndlog_read_open(path, r->files.run_id, wr, &c->rd[s]) != MP_OK) {
             snprintf(why, n, "the log of rank %d (stage %d) does not open (above)", wr, s);
             return MP_ERR;
         }
@@ -494,7 +494,7 @@ int recovery_replay_scalars(run_t *r, long t, double v[2])
 
 void recovery_replay_mode(run_t *r, int on)
 {
-    if (r->rec && r->rec->log) exec_set_bnd(&r->exec, &r->rec->bnd, on);
+    if (r->rec && r->rec->log) exec_set_bnd(&r->st.exec, &r->rec->bnd, on);
 }
 
 int recovery_replay_failed(const run_t *r)
@@ -507,7 +507,7 @@ static void rec_gather(run_t *r, long mine, long *all)
 {
     MPI_Request q;
     MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD, &q));
-    wait_all_over(&r->wait, 1, &q, MPI_COMM_WORLD, "the survivors' snapshot steps");
+    wait_all_over(&r->lay.wait, 1, &q, MPI_COMM_WORLD, "the survivors' snapshot steps");
 }
 
 static void rec_snap_aside(run_t *r, const char *suffix);
@@ -516,8 +516,8 @@ static void rec_snap_aside(run_t *r, const char *suffix);
 static void rec_fallback(run_t *r, const char *why, long from)
 {
     rec_snap_aside(r, ".unused");
-    if (r->rank == 0)
-        runlog_printf(&r->log, "recovery: the survivors' snapshots are not used: %s; resuming from the checkpoint of "
+    if (r->lay.rank == 0)
+        runlog_printf(&r->files.log, "recovery: the survivors' snapshots are not used: %s; resuming from the checkpoint of "
                       "step %ld", why, from);
 }
 
@@ -527,13 +527,13 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     p->from = p->target = r->step;
     p->source = -1;
     if (!r->deck.recovery.log || !r->opts.resume) return MP_OK;
-    const int W = r->world;
-    const size_t total = r->model.tab.total;
+    const int W = r->lay.world;
+    const size_t total = r->st.model.tab.total;
     float *b = MP_MALLOC(REC_BUFS * (total ? total : 1) * sizeof *b);
     long *snap = MP_MALLOC((size_t)W * sizeof *snap), mine = -1, adam = 0;
     if (!b || !snap) MP_ABORT("out of memory reading the survivors' snapshots");
     char why[1200] = "";
-    if (rec_snap_read(r, r->rank, b, &mine, &adam, why, sizeof why) != MP_OK) {
+    if (rec_snap_read(r, r->lay.rank, b, &mine, &adam, why, sizeof why) != MP_OK) {
         if (strcmp(why, "no snapshot")) MP_WARN("recovery: %s: not used (this rank counts as lost)", why);
         mine = -1;
     } else if (mine <= r->step) {
@@ -563,22 +563,22 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     int coord[GRID_NDIMS];
     for (int i = 0; i < W; i++) p->nreplay += snap[i] < 0;
     if (mine < 0 && !rec_sharded_dp(r)) {
-        memcpy(coord, r->grid.coord, sizeof coord);
-        for (int q = 0; q < r->grid.size[GRID_DP] && p->source < 0; q++) {
+        memcpy(coord, r->lay.grid.coord, sizeof coord);
+        for (int q = 0; q < r->lay.grid.size[GRID_DP] && p->source < 0; q++) {
             coord[GRID_DP] = q;
-            const int peer = grid_rank_of(&r->grid, coord);
-            if (peer != r->rank && snap[peer] >= 0) p->source = peer;
+            const int peer = grid_rank_of(&r->lay.grid, coord);
+            if (peer != r->lay.rank && snap[peer] >= 0) p->source = peer;
         }
     }
     int *replays = MP_CALLOC((size_t)W, sizeof *replays);
     if (!replays) MP_ABORT("out of memory planning the recovery");
     rec_replayers(r, snap, replays);
-    p->replay = replays[r->rank];
-    p->group = rec_sharded_dp(r) || r->grid.size[GRID_TP] > 1;
+    p->replay = replays[r->lay.rank];
+    p->group = rec_sharded_dp(r) || r->lay.grid.size[GRID_TP] > 1;
     char mywhy[600] = "";
     int bad = 0;
     if (mine < 0 && p->source < 0 && !p->replay)
-        bad = 1, snprintf(mywhy, sizeof mywhy, "rank %d has no replica's snapshot to take", r->rank);
+        bad = 1, snprintf(mywhy, sizeof mywhy, "rank %d has no replica's snapshot to take", r->lay.rank);
     else if (p->replay && rec_replay_refused(r, mywhy, sizeof mywhy))
         bad = 1;
     else if (p->replay && rec_open_readers(r, p, snap, replays, mywhy, sizeof mywhy) != MP_OK)
@@ -593,18 +593,18 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     }
     /* every rank learns whether some rank cannot go on, and rank 0 says why (the first one's) */
     int anybad = bad;
-    wait_allreduce(&r->wait, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the recovery plan's agreement");
+    wait_allreduce(&r->lay.wait, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the recovery plan's agreement");
     if (anybad) {
         char line[600] = "";
-        int first = bad ? r->rank : W;
-        wait_allreduce(&r->wait, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, "the recovery plan's agreement");
-        if (r->rank == first) snprintf(line, sizeof line, "%s", mywhy);
+        int first = bad ? r->lay.rank : W;
+        wait_allreduce(&r->lay.wait, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, "the recovery plan's agreement");
+        if (r->lay.rank == first) snprintf(line, sizeof line, "%s", mywhy);
         if (first != 0) {
             MPI_Request q[2];
-            if (r->rank == first) MPI_CHECK(MPI_Isend(line, sizeof line, MPI_CHAR, 0, 75, MPI_COMM_WORLD, &q[0]));
-            if (r->rank == 0) MPI_CHECK(MPI_Irecv(line, sizeof line, MPI_CHAR, first, 75, MPI_COMM_WORLD, &q[1]));
-            if (r->rank == first) wait_all(&r->wait, 1, &q[0], "the recovery plan's reason");
-            if (r->rank == 0) wait_all(&r->wait, 1, &q[1], "the recovery plan's reason");
+            if (r->lay.rank == first) MPI_CHECK(MPI_Isend(line, sizeof line, MPI_CHAR, 0, 75, MPI_COMM_WORLD, &q[0]));
+            if (r->lay.rank == 0) MPI_CHECK(MPI_Irecv(line, sizeof line, MPI_CHAR, first, 75, MPI_COMM_WORLD, &q[1]));
+            if (r->lay.rank == first) wait_all(&r->lay.wait, 1, &q[0], "the recovery plan's reason");
+            if (r->lay.rank == 0) wait_all(&r->lay.wait, 1, &q[1], "the recovery plan's reason");
         }
         rec_fallback(r, line, r->step);
         struct recovery_s *c = r->rec;
@@ -614,7 +614,7 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     }
     p->on = 1;
     int counts[3] = {p->replay, p->source >= 0, !p->replay && p->source < 0};
-    wait_allreduce(&r->wait, counts, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "the recovery plan's agreement");
+    wait_allreduce(&r->lay.wait, counts, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "the recovery plan's agreement");
     p->nreplay_own = counts[0], p->ntook = counts[1], p->nloaded = counts[2];
     if (!p->replay) { /* its own snapshot, or its replica's */
         rec_to_device(r, b);
@@ -629,7 +629,7 @@ out:
 static void rec_snap_aside(run_t *r, const char *suffix)
 {
     char path[4300], aside[4400];
-    rec_snap_path(r, r->rank, path, sizeof path);
+    rec_snap_path(r, r->lay.rank, path, sizeof path);
     snprintf(aside, sizeof aside, "%s%s", path, suffix);
     if (rename(path, aside) != 0 && errno != ENOENT)
         MP_WARN("cannot move %s aside: %s", path, strerror(errno));
@@ -639,19 +639,19 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
 {
     if (!p->on) return MP_OK;
     /* the replaying ranks' time: the others wait (a deadline per replayed step) */
-    wait_cfg_t w = r->wait;
-    w.timeout = r->wait.timeout > 0 ? r->wait.timeout * (double)(p->target - p->from + 1) : 0;
+    wait_cfg_t w = r->lay.wait;
+    w.timeout = r->lay.wait.timeout > 0 ? r->lay.wait.timeout * (double)(p->target - p->from + 1) : 0;
     int bad = !ok;
     double took = replay_s;
     wait_allreduce(&w, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the replay of the lost rank's steps");
-    wait_allreduce(&r->wait, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the replay's time");
+    wait_allreduce(&r->lay.wait, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the replay's time");
     if (bad) {
         rec_snap_aside(r, ".failed");
         return MP_FAIL("recovery: the replay of steps %ld to %ld failed (above): the snapshots are moved aside; "
                        "--resume auto now restarts from the checkpoint of step %ld", p->from + 1, p->target, p->from);
     }
     char path[4300];
-    rec_snap_path(r, r->rank, path, sizeof path);
+    rec_snap_path(r, r->lay.rank, path, sizeof path);
     if (unlink(path) != 0 && errno != ENOENT) MP_WARN("cannot remove the used snapshot %s: %s", path, strerror(errno));
     struct recovery_s *c = r->rec;
     /* the thread rule: a replaying rank's own writer is running (train_replay opened it) and may be
@@ -661,7 +661,7 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
     for (int s = 0; c && s < SIM_MAX_STAGES; s++) bndlog_read_close(c->rd[s]), c->rd[s] = NULL;
     recovery_resume(r);
     r->step = p->target;
-    if (r->rank == 0) {
+    if (r->lay.rank == 0) {
         char how[300] = "";
         if (p->nreplay_own)
             snprintf(how, sizeof how, "; %d rank(s) replayed steps %ld to %ld from the logs in %.3f s", p->nreplay_own,
@@ -669,7 +669,7 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
         if (p->ntook)
             snprintf(how + strlen(how), sizeof how - strlen(how), "; %d took a data-parallel replica's snapshot",
                      p->ntook);
-        runlog_printf(&r->log, "recovery: resumed at step %ld, the step the survivors had reached: 0 steps lost (the "
+        runlog_printf(&r->files.log, "recovery: resumed at step %ld, the step the survivors had reached: 0 steps lost (the "
                       "checkpoint of step %ld; %d rank(s) loaded their own snapshot%s)", p->target, p->from, p->nloaded, how);
     }
     return MP_OK;

@@ -40,7 +40,7 @@ void recovery_prune(run_t *r);
 void recovery_pause(run_t *r);
 void recovery_resume(run_t *r);
 
-/* The survivor's handler on r->wait (a wait past parallel.timeout writes the snapshot and exits 75)
+/* The survivor's handler on r->lay.wait (a wait past parallel.timeout writes the snapshot and exits 75)
  * while armed; nothing without a log. */
 void recovery_arm(run_t *r);
 void recovery_disarm(run_t *r);

@@ -55,7 +55,7 @@ static int run_block_modes(run_t *r, int v, const int *l0, const int *nl)
     int n = 0;
     for (int c = 0; c < v; c++)
         for (int l = l0[c]; l < l0[c] + nl[c]; l++) modes[n++] = (unsigned char)run_mode_of[run_layer_policy(&r->deck, l)];
-    return model_set_modes(&r->model, modes);
+    return model_set_modes(&r->st.model, modes);
 }
 
 /* balance: the movable bytes of the partner stage's stash (what this stage accepts, if it is the
@@ -63,15 +63,15 @@ static int run_block_modes(run_t *r, int v, const int *l0, const int *nl)
 static size_t run_partner_mov(run_t *r)
 {
     const deck_t *d = &r->deck;
-    const int partner = r->pp - 1 - r->stage;
-    if (!run_balance(d) || partner == r->stage) return 0;
+    const int partner = r->lay.pp - 1 - r->lay.stage;
+    if (!run_balance(d) || partner == r->lay.stage) return 0;
     model_t shadow;
     memset(&shadow, 0, sizeof shadow);
-    shadow.cfg = r->model.cfg, shadow.be = r->model.be;
+    shadow.cfg = r->st.model.cfg, shadow.be = r->st.model.be;
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, partner, l0, nl);
     if (param_table_build_chunks(&shadow.tab, &shadow.cfg, v, l0, nl, run_holds_first(d, partner), run_holds_last(d, partner),
-                                 r->model.tab.tp, r->model.tab.tp_rank) != MP_OK)
+                                 r->st.model.tab.tp, r->st.model.tab.tp_rank) != MP_OK)
         MP_ABORT("out of memory planning the balance partner's stash");
     unsigned char modes[4096];
     int n = 0;
@@ -136,10 +136,10 @@ static int run_threads(const deck_t *d, int local)
  * rank. Collective over MPI_COMM_WORLD. */
 static double run_job_peak(run_t *r)
 {
-    if (r->deck.train.peak_gflops > 0) return r->deck.train.peak_gflops * r->world;
-    wait_barrier(&r->wait, r->grid.node, "the start of the peak measurement");
+    if (r->deck.train.peak_gflops > 0) return r->deck.train.peak_gflops * r->lay.world;
+    wait_barrier(&r->lay.wait, r->lay.grid.node, "the start of the peak measurement");
     double peak = perf_sgemm_peak_gflops();
-    wait_allreduce_sum(&r->wait, &peak, 1, MPI_DOUBLE, MPI_COMM_WORLD, "the job's peak");
+    wait_allreduce_sum(&r->lay.wait, &peak, 1, MPI_DOUBLE, MPI_COMM_WORLD, "the job's peak");
     return peak;
 }
 
@@ -149,25 +149,25 @@ static int run_out_dir(run_t *r)
 {
     const char *dir = r->opts.out_dir ? r->opts.out_dir : "run";
     int rc = MP_OK;
-    r->log.quiet = r->opts.quiet || r->rank != 0;
-    if (r->rank == 0) {
+    r->files.log.quiet = r->opts.quiet || r->lay.rank != 0;
+    if (r->lay.rank == 0) {
         if (rundir_mkdir_p(dir) != MP_OK) rc = MP_ERR;
-        else if (!realpath(dir, r->out_dir)) rc = MP_FAIL("cannot resolve %s: %s", dir, strerror(errno));
-        if (rc == MP_OK) rc = rundir_lock(&r->lock, r->out_dir);
+        else if (!realpath(dir, r->files.out_dir)) rc = MP_FAIL("cannot resolve %s: %s", dir, strerror(errno));
+        if (rc == MP_OK) rc = rundir_lock(&r->files.lock, r->files.out_dir);
         if (rc == MP_OK)
-            rc = rundir_claim(r->out_dir, r->opts.resume != NULL, r->opts.restart, r->opts.quiet, &r->deck, &r->log,
-                              r->run_id);
-        r->log.quiet = r->opts.quiet;
+            rc = rundir_claim(r->files.out_dir, r->opts.resume != NULL, r->opts.restart, r->opts.quiet, &r->deck, &r->files.log,
+                              r->files.run_id);
+        r->files.log.quiet = r->opts.quiet;
         if (rc != MP_OK) {
-            runlog_close(&r->log);
-            rundir_unlock(&r->lock);
+            runlog_close(&r->files.log);
+            rundir_unlock(&r->files.lock);
         }
     }
     if (run_agree(rc) != MP_OK) return MP_ERR;
-    MPI_CHECK(MPI_Bcast(r->out_dir, sizeof r->out_dir, MPI_CHAR, 0, MPI_COMM_WORLD));
-    MPI_CHECK(MPI_Bcast(r->run_id, sizeof r->run_id, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(r->files.out_dir, sizeof r->files.out_dir, MPI_CHAR, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(r->files.run_id, sizeof r->files.run_id, MPI_CHAR, 0, MPI_COMM_WORLD));
     char status[4200];
-    snprintf(status, sizeof status, "%s/exit_status", r->out_dir);
+    snprintf(status, sizeof status, "%s/exit_status", r->files.out_dir);
     watchdog_status_file(&r->wd, status);
     return MP_OK;
 }
@@ -201,12 +201,12 @@ static int run_play_costs(run_t *r)
 {
     const deck_t *d = &r->deck;
     const sched_kind_t kind = d->parallel.schedule_kind;
-    r->play = sched_costs_unit, r->play_note[0] = 0;
+    r->st.play = sched_costs_unit, r->st.play_note[0] = 0;
     if (!sched_kind_split(kind)) return MP_OK;
     const char *name = sched_kind_names[kind];
     if (d->parallel.schedule_profile[0]) {
         double t[4] = {0.0, 0.0, 0.0, 0.0}; /* rank 0's status (0: read), then TF, TB, TW */
-        if (r->rank == 0) {
+        if (r->lay.rank == 0) {
             const int pp = d->parallel.pp, v = deck_chunks_per_stage(d), K = pp * v;
             int size[CM_MAX_CHUNKS], l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
             for (int s = 0; s < pp; s++)
@@ -217,16 +217,16 @@ static int run_play_costs(run_t *r)
         }
         MPI_CHECK(MPI_Bcast(t, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
         if (t[0] != 0.0) return MP_ERR; /* rank 0 said why, naming the file */
-        r->play = (sched_costs_t){t[1], t[2], t[3]};
-        snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with the times of "
+        r->st.play = (sched_costs_t){t[1], t[2], t[3]};
+        snprintf(r->st.play_note, sizeof r->st.play_note, "parallel.schedule=%s: lists played out with the times of "
                  "parallel.schedule_profile=%s for this run's chunks: TF %.9g s, TB %.9g s, TW %.9g s", name,
                  d->parallel.schedule_profile, t[1], t[2], t[3]);
     } else if (d->parallel.costs.tf > 0.0) {
-        r->play = d->parallel.costs;
-        snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with "
-                 "parallel.schedule_costs TF %g, TB %g, TW %g", name, r->play.tf, r->play.tb, r->play.tw);
+        r->st.play = d->parallel.costs;
+        snprintf(r->st.play_note, sizeof r->st.play_note, "parallel.schedule=%s: lists played out with "
+                 "parallel.schedule_costs TF %g, TB %g, TW %g", name, r->st.play.tf, r->st.play.tb, r->st.play.tw);
     } else {
-        snprintf(r->play_note, sizeof r->play_note, "parallel.schedule=%s: lists played out with unit times (set "
+        snprintf(r->st.play_note, sizeof r->st.play_note, "parallel.schedule=%s: lists played out with unit times (set "
                  "parallel.schedule_profile to a mindpipe profile of this model to play its measured ones)", name);
     }
     return MP_OK;
@@ -234,18 +234,18 @@ static int run_play_costs(run_t *r)
 
 static void run_stage_layers(run_t *r)
 {
-    r->pp = r->grid.size[GRID_PP];
-    r->stage = r->grid.coord[GRID_PP];
+    r->lay.pp = r->lay.grid.size[GRID_PP];
+    r->lay.stage = r->lay.grid.coord[GRID_PP];
 }
 
-/* r->gidx: where each of this rank's tensors sits in the whole model's canonical table. */
+/* r->st.gidx: where each of this rank's tensors sits in the whole model's canonical table. */
 static int run_global_index(run_t *r)
 {
-    r->gidx = MP_CALLOC((size_t)r->model.tab.count, sizeof(int));
-    if (!r->gidx) return MP_ERR;
-    for (int i = 0; i < r->model.tab.count; i++) {
-        const param_entry_t *g = param_table_find(&r->gtab, r->model.tab.entries[i].name);
-        r->gidx[i] = (int)(g - r->gtab.entries);
+    r->st.gidx = MP_CALLOC((size_t)r->st.model.tab.count, sizeof(int));
+    if (!r->st.gidx) return MP_ERR;
+    for (int i = 0; i < r->st.model.tab.count; i++) {
+        const param_entry_t *g = param_table_find(&r->st.gtab, r->st.model.tab.entries[i].name);
+        r->st.gidx[i] = (int)(g - r->st.gtab.entries);
     }
     return MP_OK;
 }
@@ -278,34 +278,34 @@ static int run_backend(run_t *r)
     if (kind == BE_CUDA) {
         const int n = device_count();
         if (run_agree(n > 0 ? MP_OK : MP_ERR) != MP_OK) return MP_ERR;
-        ordinal = r->grid.node_rank % n;
+        ordinal = r->lay.grid.node_rank % n;
         if (run_gpus_resolve(r, ordinal) != MP_OK) return MP_ERR;
     }
-    const int rc = be_init(&r->be, kind, &r->arena, d->memory.device_limit, ordinal,
-                           d->train.precision == DECK_PRECISION_BF16, &r->wait);
+    const int rc = be_init(&r->st.be, kind, &r->st.arena, d->memory.device_limit, ordinal,
+                           d->train.precision == DECK_PRECISION_BF16, &r->lay.wait);
     if (kind != BE_CUDA) return rc;
     if (run_agree(rc) != MP_OK) {
-        if (rc == MP_OK) be_destroy(&r->be);
+        if (rc == MP_OK) be_destroy(&r->st.be);
         return MP_ERR;
     }
     /* the kernels' scratch sized before any communicator exists (no device allocation after step 0) */
     const be_shape_t shape = run_kernel_shape(d);
-    be_scratch_plan(&r->be, &shape);
+    be_scratch_plan(&r->st.be, &shape);
     /* only the communicators the device's collectives use (the model's tensor-parallel sums, the
      * data-parallel buckets and ZeRO-1 over replica, the tied embedding's sum, a supernet's sums over
      * dp; pp's and sp's messages are MPI or the boundaries' own), in the same order on every rank:
      * each is collective over its group. A collective on another is refused naming it (twin()). */
-    be_comm_add(&r->be, r->grid.comm[GRID_TP]);
-    be_comm_add(&r->be, r->grid.replica);
-    be_comm_add(&r->be, r->grid.embed);
-    if (d->supernet.enabled) be_comm_add(&r->be, r->grid.comm[GRID_DP]);
+    be_comm_add(&r->st.be, r->lay.grid.comm[GRID_TP]);
+    be_comm_add(&r->st.be, r->lay.grid.replica);
+    be_comm_add(&r->st.be, r->lay.grid.embed);
+    if (d->supernet.enabled) be_comm_add(&r->st.be, r->lay.grid.comm[GRID_DP]);
     /* the pipeline's NCCL communicators too (the executor's, wrapping as its chunks do), then the
      * region: its measure of the free memory counts every communicator */
-    if (r->p2p_nccl && r->pp > 1)
-        be_p2p_comms(&r->be, r->grid.comm[GRID_PP], r->pp, r->stage, deck_chunks_per_stage(d) > 1);
-    const int region = be_region_open(&r->be, &r->arena);
+    if (r->st.p2p_nccl && r->lay.pp > 1)
+        be_p2p_comms(&r->st.be, r->lay.grid.comm[GRID_PP], r->lay.pp, r->lay.stage, deck_chunks_per_stage(d) > 1);
+    const int region = be_region_open(&r->st.be, &r->st.arena);
     if (run_agree(region) != MP_OK) {
-        be_destroy(&r->be);
+        be_destroy(&r->st.be);
         return MP_ERR;
     }
     return MP_OK;
@@ -314,22 +314,22 @@ static int run_backend(run_t *r)
 /* Parameters from the seed, drawn on the host and copied to the device. */
 static int run_param_init(run_t *r)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     float *home = run_home(r, 0);
     if (home) { /* host-resident candidates: every tensor at home, the shared ones on the device too */
         param_init(&m->tab, home, r->deck.train.seed);
-        be_to_device(&r->be, m->params, home, m->tab.cand_off * sizeof(float));
+        be_to_device(&r->st.be, m->params, home, m->tab.cand_off * sizeof(float));
         return MP_OK;
     }
-    if (be_host_visible(&r->be)) {
+    if (be_host_visible(&r->st.be)) {
         param_init(&m->tab, m->params, r->deck.train.seed);
         return MP_OK;
     }
-    float *h = be_host_alloc(&r->be, m->alloc * sizeof(float));
+    float *h = be_host_alloc(&r->st.be, m->alloc * sizeof(float));
     if (!h) return MP_FAIL("out of host memory initialising the parameters");
     param_init(&m->tab, h, r->deck.train.seed);
-    be_to_device(&r->be, m->params, h, m->alloc * sizeof(float));
-    be_host_free(&r->be, h);
+    be_to_device(&r->st.be, m->params, h, m->alloc * sizeof(float));
+    be_host_free(&r->st.be, h);
     return MP_OK;
 }
 
@@ -341,10 +341,10 @@ static int run_exec(run_t *r);
 static int run_plan_now(run_t *r, exec_plan_t *p)
 {
     const deck_t *d = &r->deck;
-    size_t fixed = r->arena.in_use;
-    if (d->parallel.schedule_kind == SCHED_2BW) fixed += r->model.alloc * sizeof(float);
-    if (d->parallel.zero && r->grid.replica_size > 1)
-        fixed += param_padded(r->model.tab.total, r->grid.replica_size) / (size_t)r->grid.replica_size * sizeof(float);
+    size_t fixed = r->st.arena.in_use;
+    if (d->parallel.schedule_kind == SCHED_2BW) fixed += r->st.model.alloc * sizeof(float);
+    if (d->parallel.zero && r->lay.grid.replica_size > 1)
+        fixed += param_padded(r->st.model.tab.total, r->lay.grid.replica_size) / (size_t)r->lay.grid.replica_size * sizeof(float);
     const exec_ctx_t c = run_exec_ctx(r);
     return exec_plan(&c, d->train.micro_batch, fixed, p);
 }
@@ -353,7 +353,7 @@ static int run_plan_now(run_t *r, exec_plan_t *p)
  * keep, selective, recompute — fastest first, as the planner ranks them — whose exact memory plan
  * fits memory.device_limit (keep when there is no limit). Offload and balance are not chosen: they
  * rewrite the instruction lists every stage must agree on. Every policy gives the same weights, so
- * the choice changes memory and time only. Records the choice in r->auto_policy; MP_ERR when none
+ * the choice changes memory and time only. Records the choice in r->st.auto_policy; MP_ERR when none
  * fits (run_memory_plan then explains). */
 static int run_auto_policy(run_t *r)
 {
@@ -364,15 +364,15 @@ static int run_auto_policy(run_t *r)
     exec_plan_t p;
     for (size_t i = 0; i < sizeof try / sizeof try[0]; i++) {
         memset(modes, try[i], sizeof modes);
-        if (model_set_modes(&r->model, modes) != MP_OK || run_plan_now(r, &p) != MP_OK) return MP_ERR;
-        if (i == 0) r->auto_keep_bytes = (double)p.total;
+        if (model_set_modes(&r->st.model, modes) != MP_OK || run_plan_now(r, &p) != MP_OK) return MP_ERR;
+        if (i == 0) r->st.auto_keep_bytes = (double)p.total;
         if (!limit || p.total <= limit) {
-            r->auto_policy = (int)pol[i], r->auto_bytes = (double)p.total;
+            r->st.auto_policy = (int)pol[i], r->st.auto_bytes = (double)p.total;
             return MP_OK;
         }
     }
     memset(modes, MODE_KEEP, sizeof modes); /* none fits: keep's plan is the one explained */
-    model_set_modes(&r->model, modes);
+    model_set_modes(&r->st.model, modes);
     return MP_ERR;
 }
 
@@ -382,39 +382,39 @@ static int run_auto_policy(run_t *r)
 static int run_memory_plan(run_t *r)
 {
     const deck_t *d = &r->deck;
-    r->auto_policy = -1;
+    r->st.auto_policy = -1;
     if (d->memory.policy == POLICY_AUTO && d->memory.per_layer.n == 0) run_auto_policy(r);
-    if (run_plan_now(r, &r->plan) != MP_OK) return MP_ERR;
+    if (run_plan_now(r, &r->st.plan) != MP_OK) return MP_ERR;
     const uint64_t limit = d->memory.device_limit;
-    if (!limit || r->plan.total <= limit) return MP_OK;
+    if (!limit || r->st.plan.total <= limit) return MP_OK;
     static const block_mode_t try[] = {MODE_KEEP, MODE_SELECTIVE, MODE_OFFLOAD, MODE_RECOMPUTE};
     static const char *const try_name[] = {"keep", "selective", "offload", "recompute"};
     char fits[160] = "";
     unsigned char *saved = NULL, modes[4096];
-    if (r->model.mode && !(saved = malloc((size_t)r->model.tab.nlayers))) return MP_FAIL("out of memory planning");
-    if (saved) memcpy(saved, r->model.mode, (size_t)r->model.tab.nlayers);
+    if (r->st.model.mode && !(saved = malloc((size_t)r->st.model.tab.nlayers))) return MP_FAIL("out of memory planning");
+    if (saved) memcpy(saved, r->st.model.mode, (size_t)r->st.model.tab.nlayers);
     for (size_t i = 0; i < sizeof try / sizeof try[0] && !fits[0]; i++) {
         exec_plan_t p;
         memset(modes, try[i], sizeof modes);
-        if (model_set_modes(&r->model, modes) != MP_OK || run_plan_now(r, &p) != MP_OK) break;
+        if (model_set_modes(&r->st.model, modes) != MP_OK || run_plan_now(r, &p) != MP_OK) break;
         if (p.total <= limit)
             snprintf(fits, sizeof fits, "memory.policy=%s would fit (planned %zu bytes)", try_name[i], p.total);
     }
-    model_set_modes(&r->model, saved);
+    model_set_modes(&r->st.model, saved);
     free(saved);
-    const exec_plan_t *p = &r->plan;
+    const exec_plan_t *p = &r->st.plan;
     return MP_FAIL("memory.device_limit=%llu bytes: stage %d (rank %d) plans a peak of %zu bytes under its memory "
                    "policy: %zu for the model, its gradients and optimizer state, %zu for %d stash slot(s)%s, %zu "
                    "for %d weight-gradient stash(es) (split backward, B to W), %zu scratch, %zu message buffers. %s",
-                   (unsigned long long)limit, r->stage, r->rank, p->total, p->fixed, p->stash, p->nslots,
+                   (unsigned long long)limit, r->lay.stage, r->lay.rank, p->total, p->fixed, p->stash, p->nslots,
                    p->npool ? " and the offload buffers" : "", p->wstash, p->nwstash, p->scratch, p->messages,
                    fits[0] ? fits : "No memory policy fits: more pipeline stages, ZeRO-1 or a smaller micro-batch");
 }
 
 int run_stage_offloads(const run_t *r)
 {
-    for (int i = 0; i < r->model.tab.nlayers; i++)
-        if (model_block_mode(&r->model, i) == MODE_OFFLOAD) return 1;
+    for (int i = 0; i < r->st.model.tab.nlayers; i++)
+        if (model_block_mode(&r->st.model, i) == MODE_OFFLOAD) return 1;
     return 0;
 }
 
@@ -424,50 +424,50 @@ static int run_model(run_t *r)
 {
     const deck_t *d = &r->deck;
     model_cfg_t cfg = deck_model_cfg(d, NULL);
-    arena_init(&r->arena, d->memory.device_limit);
+    arena_init(&r->st.arena, d->memory.device_limit);
     if (run_backend(r) != MP_OK) return MP_ERR;
     run_stage_layers(r);
     r->unit = (run_unit_t){.on = r->plug != NULL, .window = 1, .whole = 0};
     if (r->plug && r->plug->model_cfg && r->plug->model_cfg(r, &cfg) != MP_OK) goto err_be;
-    const int shards = d->parallel.zero ? r->grid.replica_size : 1;
-    const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
-    const int first = run_holds_first(d, r->stage), last = run_holds_last(d, r->stage);
+    const int shards = d->parallel.zero ? r->lay.grid.replica_size : 1;
+    const int tp = r->lay.grid.size[GRID_TP], tp_rank = r->lay.grid.coord[GRID_TP];
+    const int first = run_holds_first(d, r->lay.stage), last = run_holds_last(d, r->lay.stage);
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
-    const int v = run_stage_chunks(d, r->stage, l0, nl);
-    if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
+    const int v = run_stage_chunks(d, r->lay.stage, l0, nl);
+    if (model_create(&r->st.model, &cfg, &r->st.be, &r->st.arena, v, l0, nl, first, last, shards, tp, tp_rank) != MP_OK)
         goto err_be;
     if (r->plug && r->plug->init && r->plug->init(r) != MP_OK) goto err_model; /* before the plan: fixed memory */
-    r->model.tp_comm = r->grid.comm[GRID_TP];
-    r->model.wait = &r->wait;
+    r->st.model.tp_comm = r->lay.grid.comm[GRID_TP];
+    r->st.model.wait = &r->lay.wait;
     if (run_block_modes(r, v, l0, nl) != MP_OK) goto err_model;
     if (run_memory_plan(r) != MP_OK) goto err_model;
-    if (param_table_build(&r->gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
+    if (param_table_build(&r->st.gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
     if (run_global_index(r) != MP_OK) goto err_gtab;
-    if (acts_create(&r->acts, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_gidx;
-    if (scratch_create(&r->scratch, &r->model, d->train.micro_batch, &r->arena) != MP_OK) goto err_acts;
+    if (acts_create(&r->st.acts, &r->st.model, d->train.micro_batch, &r->st.arena) != MP_OK) goto err_gidx;
+    if (scratch_create(&r->st.scratch, &r->st.model, d->train.micro_batch, &r->st.arena) != MP_OK) goto err_acts;
     if (run_param_init(r) != MP_OK) goto err_scratch;
-    if (d->parallel.schedule_kind == SCHED_2BW && model_versions_create(&r->model) != MP_OK) goto err_scratch;
+    if (d->parallel.schedule_kind == SCHED_2BW && model_versions_create(&r->st.model) != MP_OK) goto err_scratch;
     /* the activations of micro-batch 0 of replica 0: its tensor-parallel rank 0 of each stage keeps them */
-    if (actdump_init(&r->dump, d->debug.dump_activations, r->grid.replica_rank == 0 && tp_rank == 0, cfg.layers,
+    if (actdump_init(&r->files.dump, d->debug.dump_activations, r->lay.grid.replica_rank == 0 && tp_rank == 0, cfg.layers,
                      d->train.micro_batch, cfg.seq_len, cfg.dim) != MP_OK)
         goto err_versions;
     return MP_OK;
 err_versions:
-    actdump_free(&r->dump);
-    model_versions_destroy(&r->model);
+    actdump_free(&r->files.dump);
+    model_versions_destroy(&r->st.model);
 err_scratch:
-    scratch_destroy(&r->scratch, &r->arena);
+    scratch_destroy(&r->st.scratch, &r->st.arena);
 err_acts:
-    acts_destroy(&r->acts, &r->arena);
+    acts_destroy(&r->st.acts, &r->st.arena);
 err_gidx:
-    free(r->gidx);
+    free(r->st.gidx);
 err_gtab:
-    param_table_free(&r->gtab);
+    param_table_free(&r->st.gtab);
 err_model:
     run_plug_free(r);
-    model_destroy(&r->model);
+    model_destroy(&r->st.model);
 err_be:
-    be_destroy(&r->be);
+    be_destroy(&r->st.be);
     run_plug_free(r);
     return MP_ERR;
 }
@@ -554,7 +554,7 @@ static int run_check_data(run_t *r)
         return MP_FAIL("%s: /train has %zu tokens, fewer than model.seq_len+2 = %d", d->data.path, r->data.n_train,
                        d->model.seq_len + 2);
     /* a /val too short for one window: a warning (once), and no val_loss (issue 15) */
-    if (r->rank == 0 && data_check_windows(&r->data, d->model.seq_len) != MP_OK) return MP_ERR;
+    if (r->lay.rank == 0 && data_check_windows(&r->data, d->model.seq_len) != MP_OK) return MP_ERR;
     return MP_OK;
 }
 
@@ -562,38 +562,38 @@ int run_stage_rebuild(run_t *r, float *const state[4])
 {
     const deck_t *d = &r->deck;
     /* newest first: the emu and cuda arenas give region memory back only from its top */
-    exec_free(&r->exec);
-    if (r->dp_on) dp_free(&r->dp);
-    model_versions_destroy(&r->model);
-    scratch_destroy(&r->scratch, &r->arena);
-    acts_destroy(&r->acts, &r->arena);
-    free(r->gidx);
-    r->gidx = NULL;
-    const model_cfg_t cfg = r->model.cfg;
-    model_destroy(&r->model);
-    const int shards = d->parallel.zero ? r->grid.replica_size : 1;
-    const int tp = r->grid.size[GRID_TP], tp_rank = r->grid.coord[GRID_TP];
+    exec_free(&r->st.exec);
+    if (r->st.dp_on) dp_free(&r->st.dp);
+    model_versions_destroy(&r->st.model);
+    scratch_destroy(&r->st.scratch, &r->st.arena);
+    acts_destroy(&r->st.acts, &r->st.arena);
+    free(r->st.gidx);
+    r->st.gidx = NULL;
+    const model_cfg_t cfg = r->st.model.cfg;
+    model_destroy(&r->st.model);
+    const int shards = d->parallel.zero ? r->lay.grid.replica_size : 1;
+    const int tp = r->lay.grid.size[GRID_TP], tp_rank = r->lay.grid.coord[GRID_TP];
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
-    const int v = run_stage_chunks(d, r->stage, l0, nl);
-    if (model_create(&r->model, &cfg, &r->be, &r->arena, v, l0, nl, run_holds_first(d, r->stage),
-                     run_holds_last(d, r->stage), shards, tp, tp_rank) != MP_OK)
+    const int v = run_stage_chunks(d, r->lay.stage, l0, nl);
+    if (model_create(&r->st.model, &cfg, &r->st.be, &r->st.arena, v, l0, nl, run_holds_first(d, r->lay.stage),
+                     run_holds_last(d, r->lay.stage), shards, tp, tp_rank) != MP_OK)
         return MP_ERR;
-    model_t *m = &r->model;
-    m->tp_comm = r->grid.comm[GRID_TP];
-    m->wait = &r->wait;
+    model_t *m = &r->st.model;
+    m->tp_comm = r->lay.grid.comm[GRID_TP];
+    m->wait = &r->lay.wait;
     if (run_block_modes(r, v, l0, nl) != MP_OK || run_memory_plan(r) != MP_OK || run_global_index(r) != MP_OK ||
-        acts_create(&r->acts, m, d->train.micro_batch, &r->arena) != MP_OK ||
-        scratch_create(&r->scratch, m, d->train.micro_batch, &r->arena) != MP_OK)
+        acts_create(&r->st.acts, m, d->train.micro_batch, &r->st.arena) != MP_OK ||
+        scratch_create(&r->st.scratch, m, d->train.micro_batch, &r->st.arena) != MP_OK)
         return MP_ERR;
     const size_t bytes = m->tab.total * sizeof(float);
-    be_to_device(&r->be, m->params, state[0], bytes);
-    be_to_device(&r->be, m->m, state[2], bytes);
-    be_to_device(&r->be, m->v, state[3], bytes);
+    be_to_device(&r->st.be, m->params, state[0], bytes);
+    be_to_device(&r->st.be, m->m, state[2], bytes);
+    be_to_device(&r->st.be, m->v, state[3], bytes);
     if (d->parallel.schedule_kind == SCHED_2BW) {
         if (model_versions_create(m) != MP_OK) return MP_ERR;
-        be_to_device(&r->be, m->params_old, state[1], bytes);
+        be_to_device(&r->st.be, m->params_old, state[1], bytes);
     }
-    if (r->dp_on && dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, m->tab.total, d->parallel.zero,
+    if (r->st.dp_on && dp_init(&r->st.dp, r->lay.grid.replica, &r->st.be, &r->st.arena, m->tab.total, d->parallel.zero,
                             d->parallel.grad_reduce_dtype == DECK_PRECISION_BF16, m->tab.nlayers + 2) != MP_OK)
         return MP_ERR;
     return run_exec(r);
@@ -602,14 +602,14 @@ int run_stage_rebuild(run_t *r, float *const state[4])
 /* Undoes run_model. */
 static void run_model_free(run_t *r)
 {
-    actdump_free(&r->dump);
-    scratch_destroy(&r->scratch, &r->arena);
-    acts_destroy(&r->acts, &r->arena);
-    free(r->gidx);
-    param_table_free(&r->gtab);
+    actdump_free(&r->files.dump);
+    scratch_destroy(&r->st.scratch, &r->st.arena);
+    acts_destroy(&r->st.acts, &r->st.arena);
+    free(r->st.gidx);
+    param_table_free(&r->st.gtab);
     run_plug_free(r);
-    model_destroy(&r->model);
-    be_destroy(&r->be);
+    model_destroy(&r->st.model);
+    be_destroy(&r->st.be);
 }
 
 
@@ -617,18 +617,18 @@ static void run_model_free(run_t *r)
 static exec_ctx_t run_exec_ctx(run_t *r)
 {
     const deck_t *d = &r->deck;
-    exec_ctx_t c = {.model = &r->model, .be = &r->be, .arena = &r->arena, .acts = &r->acts, .scratch = &r->scratch,
-                    .wait = &r->wait, .pp_comm = r->grid.comm[GRID_PP], .embed_comm = r->grid.embed,
-                    .stage = r->stage, .pp = r->pp, .kind = d->parallel.schedule_kind,
-                    .m = r->micro_batches * (r->unit.whole ? r->unit.window : 1), .per = r->unit.whole ? r->micro_batches : 0,
-                    .supernet = r->unit.on, .nccl = r->p2p_nccl,
-                    .play = r->play, .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
-                    .partner_mov = run_partner_mov(r), .trace = &r->trace, .prof = &r->prof, .dump = &r->dump};
+    exec_ctx_t c = {.model = &r->st.model, .be = &r->st.be, .arena = &r->st.arena, .acts = &r->st.acts, .scratch = &r->st.scratch,
+                    .wait = &r->lay.wait, .pp_comm = r->lay.grid.comm[GRID_PP], .embed_comm = r->lay.grid.embed,
+                    .stage = r->lay.stage, .pp = r->lay.pp, .kind = d->parallel.schedule_kind,
+                    .m = r->lay.micro_batches * (r->unit.whole ? r->unit.window : 1), .per = r->unit.whole ? r->lay.micro_batches : 0,
+                    .supernet = r->unit.on, .nccl = r->st.p2p_nccl,
+                    .play = r->st.play, .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
+                    .partner_mov = run_partner_mov(r), .trace = &r->files.trace, .prof = &r->prof, .dump = &r->files.dump};
     int coord[GRID_NDIMS];
-    memcpy(coord, r->grid.coord, sizeof coord);
-    for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++) {
+    memcpy(coord, r->lay.grid.coord, sizeof coord);
+    for (int s = 0; s < r->lay.pp && s < SIM_MAX_STAGES; s++) {
         coord[GRID_PP] = s;
-        c.stage_rank[s] = grid_rank_of(&r->grid, coord);
+        c.stage_rank[s] = grid_rank_of(&r->lay.grid, coord);
     }
     return c;
 }
@@ -639,13 +639,13 @@ static exec_ctx_t run_exec_ctx(run_t *r)
 static int run_exec(run_t *r)
 {
     const exec_ctx_t c = run_exec_ctx(r);
-    if (exec_init(&r->exec, &c) != MP_OK) return MP_ERR;
-    int offloads = r->exec.stash.mov_bytes > 0 || run_home(r, 0) != NULL, any = 0;
-    MPI_CHECK(MPI_Allreduce(&offloads, &any, 1, MPI_INT, MPI_MAX, r->grid.node));
+    if (exec_init(&r->st.exec, &c) != MP_OK) return MP_ERR;
+    int offloads = r->st.exec.stash.mov_bytes > 0 || run_home(r, 0) != NULL, any = 0;
+    MPI_CHECK(MPI_Allreduce(&offloads, &any, 1, MPI_INT, MPI_MAX, r->lay.grid.node));
     if (!any || !r->deck.memory.coordinate) return MP_OK;
-    if (nodelink_init(&r->link, r->grid.node) != MP_OK) return MP_ERR;
-    const copier_link_t link = {nodelink_lock, nodelink_unlock, &r->link};
-    if (offloads) be_offload_link(&r->be, &link);
+    if (nodelink_init(&r->st.link, r->lay.grid.node) != MP_OK) return MP_ERR;
+    const copier_link_t link = {nodelink_lock, nodelink_unlock, &r->st.link};
+    if (offloads) be_offload_link(&r->st.be, &link);
     return MP_OK;
 }
 
@@ -655,17 +655,17 @@ static int run_layout(run_t *r, const run_opts_t *o)
     if (run_agree(deck_load(&r->deck, o->deck_path, o->sets, o->nsets)) != MP_OK) return MP_ERR;
     const deck_t *d = &r->deck;
     const grid_cfg_t grid = grid_cfg_from_deck(d);
-    if (run_agree(grid_build(&r->grid, &grid, MPI_COMM_WORLD)) != MP_OK) return MP_ERR;
+    if (run_agree(grid_build(&r->lay.grid, &grid, MPI_COMM_WORLD)) != MP_OK) return MP_ERR;
     if (run_agree(run_refuse_unimplemented(d)) != MP_OK) goto err_grid;
-    if (!(r->deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck");
-    wait_cfg_init(&r->wait, d->parallel.wait, d->parallel.timeout, r->grid.node_size);
+    if (!(r->files.deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck");
+    wait_cfg_init(&r->lay.wait, d->parallel.wait, d->parallel.timeout, r->lay.grid.node_size);
     char who[96];
-    snprintf(who, sizeof who, "rank %d (dp %d, tp %d, pp %d, sp %d)", r->rank, r->grid.coord[GRID_DP],
-             r->grid.coord[GRID_TP], r->grid.coord[GRID_PP], r->grid.coord[GRID_SP]);
+    snprintf(who, sizeof who, "rank %d (dp %d, tp %d, pp %d, sp %d)", r->lay.rank, r->lay.grid.coord[GRID_DP],
+             r->lay.grid.coord[GRID_TP], r->lay.grid.coord[GRID_PP], r->lay.grid.coord[GRID_SP]);
     if (run_agree(watchdog_start(&r->wd, who, d->train.stop_grace, MP_EXIT_REQUEUE)) != MP_OK) goto err_grid;
     /* a wait past parallel.timeout writes RUN/exit_status as the watchdog does (its path, set with the
      * run directory; "" until then) */
-    r->wait.who = r->wd.who, r->wait.status = r->wd.status;
+    r->lay.wait.who = r->wd.who, r->lay.wait.status = r->wd.status;
     /* the set-up's agreements are blocking MPI calls: a peer that never arrives is this deadline's.
      * checkpoint.timeout's, not parallel.timeout's: the start-up is file-system work (the data, the
      * run directory, HDF5) as a checkpoint is, and a deadline of a few seconds, right for a wait on a
@@ -676,16 +676,16 @@ static int run_layout(run_t *r, const run_opts_t *o)
     r->optim = optim_cfg_from_deck(d);
     /* deck_validate: batch is a multiple of micro_batch × dp; a supernet replica (sp) runs each of its
      * subnets' whole batches */
-    r->replica_batch = d->train.batch / r->grid.size[GRID_DP];
-    r->micro_batches = r->replica_batch / d->train.micro_batch;
-    r->threads = run_threads(d, r->grid.node_size);
-    kernels_set_threads(r->threads);
+    r->lay.replica_batch = d->train.batch / r->lay.grid.size[GRID_DP];
+    r->lay.micro_batches = r->lay.replica_batch / d->train.micro_batch;
+    r->lay.threads = run_threads(d, r->lay.grid.node_size);
+    kernels_set_threads(r->lay.threads);
     /* after the threads: the split is timed as the run will compute */
-    if (run_agree(autosplit_resolve(&r->deck, &r->wait, r->rank, &r->autosplit)) != MP_OK) goto err_grid;
+    if (run_agree(autosplit_resolve(&r->deck, &r->lay.wait, r->lay.rank, &r->autosplit)) != MP_OK) goto err_grid;
     return MP_OK;
 err_grid:
     watchdog_end(&r->wd);
-    grid_free(&r->grid);
+    grid_free(&r->lay.grid);
     return MP_ERR;
 }
 
@@ -693,23 +693,23 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
 {
     memset(r, 0, sizeof *r);
     r->opts = *o;
-    r->lock.fd = -1;
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r->rank));
-    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->world));
+    r->files.lock.fd = -1;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r->lay.rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->lay.world));
     r->training = with_out_dir;
     if (run_layout(r, o) != MP_OK) return MP_ERR;
     if (run_agree(run_plug_choose(r, o)) != MP_OK) goto err_layout;
     /* rank 0 reads every token once (run_check_data's vocab check); the others only map */
-    const data_opts_t dopts = {.val_path = r->deck.data.val_path, .scan = r->rank == 0,
+    const data_opts_t dopts = {.val_path = r->deck.data.val_path, .scan = r->lay.rank == 0,
                                .order = r->deck.data.order == DECK_ORDER_SEQUENTIAL ? DATA_ORDER_SEQUENTIAL : DATA_ORDER_RANDOM};
     if (run_agree(data_open(&r->data, r->deck.data.path, &dopts)) != MP_OK) goto err_layout;
     if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
     if (run_play_costs(r) != MP_OK) goto err_data;
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
-    r->dp_on = r->grid.size[GRID_DP] > 1; /* supernet replicas (sp) share no gradients */
-    if (r->dp_on && run_agree(dp_init(&r->dp, r->grid.replica, &r->be, &r->arena, r->model.tab.total, r->deck.parallel.zero,
+    r->st.dp_on = r->lay.grid.size[GRID_DP] > 1; /* supernet replicas (sp) share no gradients */
+    if (r->st.dp_on && run_agree(dp_init(&r->st.dp, r->lay.grid.replica, &r->st.be, &r->st.arena, r->st.model.tab.total, r->deck.parallel.zero,
                                       r->deck.parallel.grad_reduce_dtype == DECK_PRECISION_BF16,
-                                      r->model.tab.nlayers + 2)) != MP_OK)
+                                      r->st.model.tab.nlayers + 2)) != MP_OK)
         goto err_model;
     if (run_agree(run_exec(r)) != MP_OK) goto err_dp;
     r->peak_gflops = run_job_peak(r);
@@ -717,32 +717,32 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
     watchdog_disarm(&r->wd);
     return MP_OK;
 err_exec:
-    exec_free(&r->exec);
+    exec_free(&r->st.exec);
 err_dp:
-    if (r->dp_on) dp_free(&r->dp);
+    if (r->st.dp_on) dp_free(&r->st.dp);
 err_model:
     run_model_free(r);
-    nodelink_free(&r->link); /* after the copy engine, which takes its locks, is gone */
+    nodelink_free(&r->st.link); /* after the copy engine, which takes its locks, is gone */
 err_data:
     data_free(&r->data);
 err_layout:
     watchdog_end(&r->wd);
-    free(r->deck_text);
-    grid_free(&r->grid);
+    free(r->files.deck_text);
+    grid_free(&r->lay.grid);
     return MP_ERR;
 }
 
 void run_teardown(run_t *r)
 {
-    runlog_close(&r->log);
-    exec_free(&r->exec);
-    if (r->dp_on) dp_free(&r->dp);
-    grid_free(&r->grid);
+    runlog_close(&r->files.log);
+    exec_free(&r->st.exec);
+    if (r->st.dp_on) dp_free(&r->st.dp);
+    grid_free(&r->lay.grid);
     run_model_free(r);
-    nodelink_free(&r->link); /* after the copy engine, which takes its locks, is gone */
+    nodelink_free(&r->st.link); /* after the copy engine, which takes its locks, is gone */
     data_free(&r->data);
-    free(r->deck_text);
-    ckpt_verdicts_free(&r->verdicts);
-    rundir_unlock(&r->lock); /* last: the directory is ours until everything is written and closed */
+    free(r->files.deck_text);
+    ckpt_verdicts_free(&r->files.verdicts);
+    rundir_unlock(&r->files.lock); /* last: the directory is ours until everything is written and closed */
     watchdog_end(&r->wd);
 }

@@ -36,22 +36,34 @@ typedef struct {
     int whole;               /* the unit's steps run at once, at its first (their figures read out one per step) */
 } run_unit_t;
 
-typedef struct run_s {
-    run_opts_t opts;
-    deck_t deck;
-    char *deck_text;         /* the resolved deck, as stored in checkpoints */
+/* Who this rank is in the job and whom it talks to: the layout, resolved. Read by nearly everyone;
+ * written by run_setup only. */
+typedef struct {
     int rank, world, threads;
     grid_t grid;
     wait_cfg_t wait;
-    optim_cfg_t optim;       /* the learning-rate schedule and AdamW's constants */
+    int stage, pp;
     int replica_batch;       /* sequences per step on one replica: train.batch ÷ (dp × sp) */
     int micro_batches;       /* micro-batches per step on one replica: replica_batch ÷ train.micro_batch */
-    dp_t dp;                 /* data parallelism over grid.replica (used when replica_size > 1) */
-    int dp_on;
-    int training;            /* set up by train: a causal supernet runs whole windows (eval, export, search and
-                                debug-grads run one subnet at a time) */
-    dataset_t data;
-    tok_ident_t data_tok;    /* the tokenizer that made data's tokens (tok_of_data_file): checkpoints carry it */
+} run_layout_t;
+
+/* The run directory and what this process writes into it (besides checkpoints, which run_ckpt writes
+ * through rundir's names). */
+typedef struct {
+    char out_dir[4096];
+    char run_id[CKPT_RUN_ID_LEN + 1]; /* this run's id (rundir.h): in every checkpoint it writes; "" until
+                                         known (a resume adopts its checkpoint's) */
+    char *deck_text;         /* the resolved deck, as stored in checkpoints */
+    rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
+    runlog_t log;
+    trace_t trace;           /* the timeline written to trace.json (ev NULL: not recording) */
+    actdump_t dump;          /* debug.dump_activations (step -1: off) */
+    ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
+} run_files_t;
+
+/* This rank's stage: the model and everything that runs it (the backend, the memory plan and modes,
+ * the executor and its buffers, the data-parallel sums). Live migration rebuilds all of it. */
+typedef struct {
     arena_t arena;
     backend_t be;            /* train.device: where the model lives and runs */
     int p2p_nccl;            /* pipeline messages through NCCL: cuda, parallel.p2p resolved (run_gpus.h) */
@@ -61,7 +73,6 @@ typedef struct run_s {
     char play_note[DECK_PATH + 400]; /* which, for the log ("": a schedule with a fixed list) */
     model_t model;
     param_table_t gtab;      /* the whole model's canonical (tp = 1) table: checkpoints are written in it */
-    int stage, pp;
     int *gidx;               /* local entry i -> index of the same tensor in gtab */
     nodelink_t link;         /* memory.coordinate: the node's host-link locks (when a block offloads) */
     exec_plan_t plan;        /* the stage's memory plan (memory.device_limit), made before allocating */
@@ -70,10 +81,25 @@ typedef struct run_s {
     exec_t exec;             /* runs this stage's instruction lists (every pp, pp = 1 included) */
     acts_t acts;
     scratch_t scratch;
-    runlog_t log;
+    dp_t dp;                 /* data parallelism over grid.replica (used when replica_size > 1) */
+    int dp_on;
+} run_stage_t;
+
+/* The run: its deck, the three parts above, and the state of the training loop. Functions take the
+ * narrowest part that holds what they read (a run_layout_t, a run_stage_t), the whole only when they
+ * need several. */
+typedef struct run_s {
+    run_opts_t opts;
+    deck_t deck;
+    optim_cfg_t optim;       /* the learning-rate schedule and AdamW's constants */
+    run_layout_t lay;
+    run_files_t files;
+    run_stage_t st;
+    int training;            /* set up by train: a causal supernet runs whole windows (eval, export, search and
+                                debug-grads run one subnet at a time) */
+    dataset_t data;
+    tok_ident_t data_tok;    /* the tokenizer that made data's tokens (tok_of_data_file): checkpoints carry it */
     prof_t prof;             /* where the steps' time went (the first step is warm-up, not counted) */
-    trace_t trace;           /* the timeline written to trace.json (ev NULL: not recording) */
-    actdump_t dump;          /* debug.dump_activations (step -1: off) */
     long step;               /* optimizer steps completed */
     int stop;                /* a stop was requested (signals.h): drain, checkpoint and exit after this step */
     const run_plug_t *plug;  /* the active plug-in (NULL: plain steps) and its state, which only its room reads */
@@ -82,12 +108,7 @@ typedef struct run_s {
     long adam_t;             /* AdamW's 1-based counter of the last update */
     double peak_gflops;
     autosplit_t autosplit;   /* pipeline.layers = auto: what was measured and chosen at start */
-    char out_dir[4096];
-    char run_id[CKPT_RUN_ID_LEN + 1]; /* this run's id (rundir.h): in every checkpoint it writes; "" until
-                                         known (a resume adopts its checkpoint's) */
-    rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
     watchdog_t wd;           /* the deadlines of phases that block inside MPI or HDF5, and of a stop (watchdog.h) */
-    ckpt_verdicts_t verdicts; /* rank 0: what it learnt of RUN/ckpt's files (resume, pruning) */
     struct recovery_s *rec;  /* recovery.log: the boundary log and a replay's readers (recovery.h; NULL: none) */
 } run_t;
 

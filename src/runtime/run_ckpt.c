@@ -19,16 +19,16 @@
 
 float *run_ckpt_host_copy(run_t *r, const float *dev, size_t n)
 {
-    if (be_host_visible(&r->be) || !dev) return (float *)dev;
-    float *h = be_host_alloc(&r->be, n * sizeof(float));
+    if (be_host_visible(&r->st.be) || !dev) return (float *)dev;
+    float *h = be_host_alloc(&r->st.be, n * sizeof(float));
     if (!h) MP_ABORT("out of host memory staging %zu floats for a checkpoint", n);
-    be_to_host(&r->be, h, dev, n * sizeof(float));
+    be_to_host(&r->st.be, h, dev, n * sizeof(float));
     return h;
 }
 
 void run_ckpt_host_release(run_t *r, float *host, const float *dev)
 {
-    if (host && host != dev) be_host_free(&r->be, host);
+    if (host && host != dev) be_host_free(&r->st.be, host);
 }
 
 /* With ZeRO-1 the moments are sharded over the replicas: gather this replica's shards m, v (host
@@ -36,14 +36,14 @@ void run_ckpt_host_release(run_t *r, float *host, const float *dev)
  * NULL elsewhere. */
 static void run_ckpt_gather_moments(run_t *r, const float *ms, const float *vs, float **m_p, float **v_p)
 {
-    const size_t n = r->model.alloc, k = r->model.mv_len;
+    const size_t n = r->st.model.alloc, k = r->st.model.mv_len;
     float *m = NULL, *v = NULL;
-    if (r->grid.replica_rank == 0 && (!(m = MP_MALLOC(n * sizeof(float))) || !(v = MP_MALLOC(n * sizeof(float)))))
+    if (r->lay.grid.replica_rank == 0 && (!(m = MP_MALLOC(n * sizeof(float))) || !(v = MP_MALLOC(n * sizeof(float)))))
         MP_ABORT("out of memory gathering the optimizer state for a checkpoint");
     MPI_Request q[2];
-    MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[0]));
-    MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->grid.replica, &q[1]));
-    wait_all_over(&r->wait, 2, q, r->grid.replica, "the ZeRO-1 moment gather for a checkpoint");
+    MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->lay.grid.replica, &q[0]));
+    MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->lay.grid.replica, &q[1]));
+    wait_all_over(&r->lay.wait, 2, q, r->lay.grid.replica, "the ZeRO-1 moment gather for a checkpoint");
     *m_p = m;
     *v_p = v;
 }
@@ -61,24 +61,24 @@ static void run_ckpt_transfer(const run_t *r, ckpt_part_t *pt)
 {
     const deck_transfer_t t = r->deck.checkpoint.transfer_mode;
     pt->independent = t == DECK_TRANSFER_INDEPENDENT ||
-                      (t == DECK_TRANSFER_AUTO && wait_node_oversubscribed(r->grid.node_size));
-    pt->wait = &r->wait;
+                      (t == DECK_TRANSFER_AUTO && wait_node_oversubscribed(r->lay.grid.node_size));
+    pt->wait = &r->lay.wait;
 }
 
 /* RUN/ckpt: the run's checkpoint directory. */
-static void run_ckpt_dir(const run_t *r, char *dir_p, size_t n) { snprintf(dir_p, n, "%s/ckpt", r->out_dir); }
+static void run_ckpt_dir(const run_t *r, char *dir_p, size_t n) { snprintf(dir_p, n, "%s/ckpt", r->files.out_dir); }
 
 /* The counters and the layout stored with step r->step's checkpoint. */
 static void run_ckpt_state(const run_t *r, ckpt_state_t *st_p)
 {
-    const model_t *md = &r->model;
+    const model_t *md = &r->st.model;
     *st_p = (ckpt_state_t){.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
                            .data_cursor = r->step * r->deck.train.batch, .weight_versions = md->params_old ? 2 : 1};
-    snprintf(st_p->layout, sizeof st_p->layout, "dp=%d tp=%d pp=%d sp=%d zero=%d v=%d", r->grid.size[GRID_DP],
-             r->grid.size[GRID_TP], r->grid.size[GRID_PP], r->grid.size[GRID_SP], r->deck.parallel.zero,
+    snprintf(st_p->layout, sizeof st_p->layout, "dp=%d tp=%d pp=%d sp=%d zero=%d v=%d", r->lay.grid.size[GRID_DP],
+             r->lay.grid.size[GRID_TP], r->lay.grid.size[GRID_PP], r->lay.grid.size[GRID_SP], r->deck.parallel.zero,
              md->tab.nchunks);
     snprintf(st_p->schedule, sizeof st_p->schedule, "%s", sched_kind_names[r->deck.parallel.schedule_kind]);
-    snprintf(st_p->run_id, sizeof st_p->run_id, "%s", r->run_id);
+    snprintf(st_p->run_id, sizeof st_p->run_id, "%s", r->files.run_id);
     st_p->tok = r->data_tok;
 }
 
@@ -90,11 +90,11 @@ static int run_ckpt_written(run_t *r, const char *path, double dt)
     char dir[4200];
     const char *name = strrchr(path, '/') + 1; /* run_ckpt_dir/NAME */
     const double mb = run_ckpt_file_mb(path);
-    runlog_printf(&r->log, "checkpoint %s (%.1f MB written in %.3f s: %.0f MB/s)", path, mb, dt, mb / dt);
+    runlog_printf(&r->files.log, "checkpoint %s (%.1f MB written in %.3f s: %.0f MB/s)", path, mb, dt, mb / dt);
     run_ckpt_dir(r, dir, sizeof dir);
     if (r->deck.checkpoint.keep <= 0) return MP_OK;
-    if (ckpt_verdict_written(&r->verdicts, dir, name, r->run_id) != MP_OK) return MP_ERR;
-    return ckpt_dir_prune_run(dir, r->deck.checkpoint.keep, r->run_id, name, &r->verdicts);
+    if (ckpt_verdict_written(&r->files.verdicts, dir, name, r->files.run_id) != MP_OK) return MP_ERR;
+    return ckpt_dir_prune_run(dir, r->deck.checkpoint.keep, r->files.run_id, name, &r->files.verdicts);
 }
 
 /* Rank 0, before step r->step's checkpoint is published as dir/name: a regular file already there
@@ -109,13 +109,13 @@ static int run_ckpt_aside_foreign(run_t *r, const char *dir, const char *name)
     const ckpt_verdict_t *v;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return MP_OK;
-    if (ckpt_verdict_get(&r->verdicts, dir, name, 0, &v) != MP_OK) return MP_ERR;
-    if (v->head_ok && v->run_id[0] && strcmp(v->run_id, r->run_id) == 0) return MP_OK; /* ours */
+    if (ckpt_verdict_get(&r->files.verdicts, dir, name, 0, &v) != MP_OK) return MP_ERR;
+    if (v->head_ok && v->run_id[0] && strcmp(v->run_id, r->files.run_id) == 0) return MP_OK; /* ours */
     if (!v->head_ok) snprintf(why, sizeof why, "%s", v->reason);
     else if (!v->run_id[0]) snprintf(why, sizeof why, "it was written before run ids");
-    else snprintf(why, sizeof why, "it belongs to another run (run_id %s; this run is %s)", v->run_id, r->run_id);
+    else snprintf(why, sizeof why, "it belongs to another run (run_id %s; this run is %s)", v->run_id, r->files.run_id);
     if (rundir_move_aside(dir, name, to, sizeof to) != MP_OK) return MP_ERR;
-    runlog_printf(&r->log, "warning: %s is not a checkpoint of this run (%s): moved to %s, not replaced by this run's "
+    runlog_printf(&r->files.log, "warning: %s is not a checkpoint of this run (%s): moved to %s, not replaced by this run's "
                   "step %ld", path, why, to, r->step);
     return MP_OK;
 }
@@ -128,26 +128,26 @@ int run_ckpt_write(run_t *r, int fail_midway)
     char dir[4200], path[4300];
     run_ckpt_dir(r, dir, sizeof dir);
     if (ckpt_name_path(dir, r->step, path, sizeof path) != MP_OK) return MP_ERR; /* alike on every rank */
-    int aside_bad = r->rank == 0 && run_ckpt_aside_foreign(r, dir, strrchr(path, '/') + 1) != MP_OK;
-    wait_allreduce_sum(&r->wait, &aside_bad, 1, MPI_INT, MPI_COMM_WORLD, "moving a foreign checkpoint aside");
+    int aside_bad = r->lay.rank == 0 && run_ckpt_aside_foreign(r, dir, strrchr(path, '/') + 1) != MP_OK;
+    wait_allreduce_sum(&r->lay.wait, &aside_bad, 1, MPI_INT, MPI_COMM_WORLD, "moving a foreign checkpoint aside");
     if (aside_bad) return MP_ERR;
-    const int zero = r->dp_on && r->deck.parallel.zero;
-    model_t *md = &r->model;
+    const int zero = r->st.dp_on && r->deck.parallel.zero;
+    model_t *md = &r->st.model;
     /* the state in host memory (device backends: copied out; the file is written from there) */
     float *hp, *ho, *hm, *hv;
     if (run_home(r, 0)) { /* host-resident candidates: the homes, the shared part copied in */
         run_home_flush(r);
         hp = run_home(r, 0), ho = NULL, hm = run_home(r, 1), hv = run_home(r, 2);
-        be_to_host(&r->be, hp, md->params, md->tab.cand_off * sizeof(float));
-        be_to_host(&r->be, hm, md->m, md->tab.cand_off * sizeof(float));
-        be_to_host(&r->be, hv, md->v, md->tab.cand_off * sizeof(float));
+        be_to_host(&r->st.be, hp, md->params, md->tab.cand_off * sizeof(float));
+        be_to_host(&r->st.be, hm, md->m, md->tab.cand_off * sizeof(float));
+        be_to_host(&r->st.be, hv, md->v, md->tab.cand_off * sizeof(float));
     } else {
         hp = run_ckpt_host_copy(r, md->params, md->alloc), ho = run_ckpt_host_copy(r, md->params_old, md->alloc);
         hm = run_ckpt_host_copy(r, md->m, md->mv_len), hv = run_ckpt_host_copy(r, md->v, md->mv_len);
     }
     float *m = hm, *v = hv;
     if (zero) run_ckpt_gather_moments(r, hm, hv, &m, &v);
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->grid.replica_rank == 0,
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->lay.grid.replica_rank == 0,
                       .bufs = {hp, ho, m ? m : hm, v ? v : hv}, .fail_midway = fail_midway};
     run_ckpt_transfer(r, &pt);
     ckpt_state_t st;
@@ -156,7 +156,7 @@ int run_ckpt_write(run_t *r, int fail_midway)
     char phase[4400];
     snprintf(phase, sizeof phase, "writing the checkpoint %s", path);
     watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
-    int rc = ckpt_write_parallel(path, &r->gtab, &pt, &st, r->deck_text);
+    int rc = ckpt_write_parallel(path, &r->st.gtab, &pt, &st, r->files.deck_text);
     const double dt = perf_now() - t0;
     if (zero) {
         free(m);
@@ -168,9 +168,9 @@ int run_ckpt_write(run_t *r, int fail_midway)
         run_ckpt_host_release(r, hm, md->m);
         run_ckpt_host_release(r, hv, md->v);
     }
-    if (rc == MP_OK && r->rank == 0) rc = run_ckpt_written(r, path, dt);
+    if (rc == MP_OK && r->lay.rank == 0) rc = run_ckpt_written(r, path, dt);
     int bad = rc != MP_OK;
-    wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
+    wait_allreduce_sum(&r->lay.wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the checkpoint's outcome");
     watchdog_disarm(&r->wd);
     return bad ? MP_ERR : MP_OK;
 }
@@ -179,13 +179,13 @@ int run_ckpt_write(run_t *r, int fail_midway)
  * weights, first and second moments; NULL: not read), under the checkpoint's deadline. */
 static int run_ckpt_read_into(run_t *r, const char *path, ckpt_state_t *st, float *bufs[4])
 {
-    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->model.tab, .owner = r->grid.replica_rank == 0,
+    ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->st.model.tab, .owner = r->lay.grid.replica_rank == 0,
                       .bufs = {bufs[0], bufs[1], bufs[2], bufs[3]}};
     run_ckpt_transfer(r, &pt);
     char phase[4400];
     snprintf(phase, sizeof phase, "reading the checkpoint %s", path);
     watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
-    const int rc = ckpt_read_parallel(path, &r->gtab, &pt, st);
+    const int rc = ckpt_read_parallel(path, &r->st.gtab, &pt, st);
     watchdog_disarm(&r->wd);
     return rc;
 }
@@ -195,22 +195,22 @@ static int run_ckpt_read_into(run_t *r, const char *path, ckpt_state_t *st, floa
  * again). Collective; the model changes only on MP_OK. */
 static int run_ckpt_read_homes(run_t *r, const char *path, ckpt_state_t *st, int weights_only)
 {
-    model_t *md = &r->model;
+    model_t *md = &r->st.model;
     const size_t n = md->tab.total;
     float *buf[3] = {NULL, NULL, NULL};
     for (int k = 0; k < (weights_only ? 1 : 3); k++) /* staged: a failed read leaves the homes as they were */
-        if (!(buf[k] = be_host_alloc(&r->be, n * sizeof(float)))) MP_ABORT("out of host memory reading %s", path);
+        if (!(buf[k] = be_host_alloc(&r->st.be, n * sizeof(float)))) MP_ABORT("out of host memory reading %s", path);
     const int rc = run_ckpt_read_into(r, path, st, (float *[4]){buf[0], NULL, buf[1], buf[2]});
     if (rc == MP_OK) {
         run_home_forget(r);
         float *dev[3] = {md->params, md->m, md->v};
         for (int k = 0; k < (weights_only ? 1 : 3); k++) {
             memcpy(run_home(r, k), buf[k], n * sizeof(float));
-            be_to_device(&r->be, dev[k], buf[k], md->tab.cand_off * sizeof(float));
+            be_to_device(&r->st.be, dev[k], buf[k], md->tab.cand_off * sizeof(float));
         }
     }
     for (int k = 0; k < 3; k++)
-        if (buf[k]) be_host_free(&r->be, buf[k]);
+        if (buf[k]) be_host_free(&r->st.be, buf[k]);
     return rc;
 }
 
@@ -218,8 +218,8 @@ static int run_ckpt_read_homes(run_t *r, const char *path, ckpt_state_t *st, int
  * it keeps its replica's part of the moments. Collective; the model changes only on MP_OK. */
 static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weights_only)
 {
-    const int zero = r->dp_on && r->deck.parallel.zero, host = be_host_visible(&r->be);
-    model_t *md = &r->model;
+    const int zero = r->st.dp_on && r->deck.parallel.zero, host = be_host_visible(&r->st.be);
+    model_t *md = &r->st.model;
     if (run_home(r, 0)) return run_ckpt_read_homes(r, path, st, weights_only);
     float *dev[4] = {md->params, md->params_old, md->m, md->v}, *buf[4];
     if (weights_only) dev[1] = dev[2] = dev[3] = NULL;
@@ -227,16 +227,16 @@ static int run_ckpt_read(run_t *r, const char *path, ckpt_state_t *st, int weigh
      * moments whole under ZeRO-1: the file holds them whole) */
     for (int k = 0; k < 4; k++) {
         const size_t n = k >= 2 && !zero ? md->mv_len : md->alloc;
-        buf[k] = dev[k] && (!host || (k >= 2 && zero)) ? be_host_alloc(&r->be, n * sizeof(float)) : dev[k];
+        buf[k] = dev[k] && (!host || (k >= 2 && zero)) ? be_host_alloc(&r->st.be, n * sizeof(float)) : dev[k];
         if (dev[k] && !buf[k]) MP_ABORT("out of host memory reading %s", path);
     }
     const int rc = run_ckpt_read_into(r, path, st, buf);
-    const size_t off = zero ? (size_t)r->grid.replica_rank * md->mv_len : 0;
+    const size_t off = zero ? (size_t)r->lay.grid.replica_rank * md->mv_len : 0;
     for (int k = 0; k < 4; k++) {
         if (buf[k] == dev[k]) continue;
-        if (rc == MP_OK) be_to_device(&r->be, dev[k], buf[k] + (k >= 2 ? off : 0),
+        if (rc == MP_OK) be_to_device(&r->st.be, dev[k], buf[k] + (k >= 2 ? off : 0),
                                       (k >= 2 ? md->mv_len : md->alloc) * sizeof(float));
-        be_host_free(&r->be, buf[k]);
+        be_host_free(&r->st.be, buf[k]);
     }
     return rc;
 }
@@ -316,7 +316,7 @@ static int run_ckpt_semantics(run_t *r, const char *path, const ckpt_head_info_t
         }
         MP_WARN("resume: %s.%s changed from %s (the checkpoint's run) to %s: this changes %s", sec, key, was, now,
                 run_ckpt_semantic_keys[i].what);
-        if (r->log.log) fprintf(r->log.log, "warning: resume: %s.%s changed from %s to %s\n", sec, key, was, now);
+        if (r->files.log.log) fprintf(r->files.log.log, "warning: resume: %s.%s changed from %s to %s\n", sec, key, was, now);
     }
     free(old);
     if (!refused[0]) return MP_OK;
@@ -343,7 +343,7 @@ static int run_ckpt_tok_check(const run_t *r, const char *path, const tok_ident_
  * 1, or 0 with why not in why_p (n bytes). */
 static int run_ckpt_fits(const run_t *r, const ckpt_head_info_t *h, char *why_p, size_t n)
 {
-    const model_cfg_t *c = &r->gtab.cfg;
+    const model_cfg_t *c = &r->st.gtab.cfg;
     const struct {
         const char *name;
         int have, want;
@@ -371,7 +371,7 @@ static void run_ckpt_judge(run_t *r, const char *dir, const char *name, char *wh
     const ckpt_verdict_t *v;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     why[0] = 0;
-    if (ckpt_verdict_get(&r->verdicts, dir, name, 0, &v) != MP_OK) {
+    if (ckpt_verdict_get(&r->files.verdicts, dir, name, 0, &v) != MP_OK) {
         snprintf(why, n, "it cannot be read");
         return;
     }
@@ -380,15 +380,15 @@ static void run_ckpt_judge(run_t *r, const char *dir, const char *name, char *wh
         return;
     }
     snprintf(id_p, CKPT_RUN_ID_LEN + 1, "%s", v->run_id);
-    if (r->run_id[0] && v->run_id[0] && strcmp(r->run_id, v->run_id)) {
-        snprintf(why, n, "it belongs to another run (run_id %s; this directory's run is %s)", v->run_id, r->run_id);
+    if (r->files.run_id[0] && v->run_id[0] && strcmp(r->files.run_id, v->run_id)) {
+        snprintf(why, n, "it belongs to another run (run_id %s; this directory's run is %s)", v->run_id, r->files.run_id);
         return;
     }
     ckpt_head_info_t h;
     if (ckpt_file_head(path, &h, why, n) != MP_OK) return;
     const int fits = run_ckpt_fits(r, &h, why, n);
     ckpt_file_head_free(&h);
-    if (fits && (ckpt_verdict_get(&r->verdicts, dir, name, 1, &v) != MP_OK || v->verified != 1))
+    if (fits && (ckpt_verdict_get(&r->files.verdicts, dir, name, 1, &v) != MP_OK || v->verified != 1))
         snprintf(why, n, "%s", v->reason);
 }
 
@@ -418,7 +418,7 @@ static int run_ckpt_pick(run_t *r, char *path_p, size_t n, char *id_p)
     free(files);
     if (found) return 1;
     if (count) return MP_FAIL("--resume auto: none of the %d checkpoint(s) in %s can be resumed:%s", count, dir, report);
-    runlog_printf(&r->log, "resume auto: no checkpoint in %s, starting from step 0", dir);
+    runlog_printf(&r->files.log, "resume auto: no checkpoint in %s, starting from step 0", dir);
     return 0;
 }
 
@@ -448,7 +448,7 @@ static void run_ckpt_choose(run_t *r, run_ckpt_choice_t *c)
             c->status = MP_ERR;
         ckpt_file_head_free(&h);
     } /* else: an unreadable file named by --resume PATH is refused by the collective read, naming why */
-    snprintf(c->run_id, sizeof c->run_id, "%s", r->run_id);
+    snprintf(c->run_id, sizeof c->run_id, "%s", r->files.run_id);
     if (c->status == MP_ERR || c->run_id[0]) return;
     c->id_changed = 1; /* files before run ids (and directories without RUN/run_id) belong to whoever resumes them */
     if (file_id[0]) snprintf(c->run_id, sizeof c->run_id, "%s", file_id);
@@ -459,7 +459,7 @@ int run_ckpt_resume(run_t *r)
 {
     if (!r->opts.resume) return MP_OK;
     run_ckpt_choice_t c = {0};
-    if (r->rank == 0) run_ckpt_choose(r, &c);
+    if (r->lay.rank == 0) run_ckpt_choose(r, &c);
     /* only rank 0 verifies whole files; the others learn its choice */
     MPI_CHECK(MPI_Bcast(&c, sizeof c, MPI_BYTE, 0, MPI_COMM_WORLD));
     if (c.status == MP_ERR) return MP_ERR;
@@ -475,13 +475,13 @@ int run_ckpt_resume(run_t *r)
         const double dt = perf_now() - t0, mb = run_ckpt_file_mb(c.path);
         r->step = st.step;
         r->adam_t = st.adam_t;
-        runlog_printf(&r->log, "resumed from %s at step %ld (%.1f MB read in %.3f s: %.0f MB/s)", c.path, r->step, mb,
+        runlog_printf(&r->files.log, "resumed from %s at step %ld (%.1f MB read in %.3f s: %.0f MB/s)", c.path, r->step, mb,
                       dt, mb / dt);
     }
-    snprintf(r->run_id, sizeof r->run_id, "%s", c.run_id);
-    if (r->rank == 0 && c.id_changed) {
-        rc = rundir_id_write(r->out_dir, r->run_id);
-        if (rc == MP_OK) runlog_printf(&r->log, "run id %s (RUN/run_id)", r->run_id);
+    snprintf(r->files.run_id, sizeof r->files.run_id, "%s", c.run_id);
+    if (r->lay.rank == 0 && c.id_changed) {
+        rc = rundir_id_write(r->files.out_dir, r->files.run_id);
+        if (rc == MP_OK) runlog_printf(&r->files.log, "run id %s (RUN/run_id)", r->files.run_id);
     }
     return rc; /* train_main agrees on it */
 }
@@ -491,7 +491,7 @@ int run_ckpt_load_weights(run_t *r, const char *path, long *step_p)
     ckpt_state_t st;
     if (run_ckpt_read(r, path, &st, 1) != MP_OK) return MP_ERR;
     free(st.deck);
-    if (run_ckpt_tok_check(r, path, &st.tok, "reading the checkpoint", r->rank == 0) != MP_OK) return MP_ERR;
+    if (run_ckpt_tok_check(r, path, &st.tok, "reading the checkpoint", r->lay.rank == 0) != MP_OK) return MP_ERR;
     *step_p = st.step;
     return MP_OK;
 }
@@ -500,28 +500,28 @@ int run_ckpt_init_from(run_t *r)
 {
     if (!r->opts.init_from) return MP_OK;
     const char *dir = r->opts.init_from + 3; /* after "hf:" (cli_parse checked it) */
-    model_t *md = &r->model;
+    model_t *md = &r->st.model;
     int rc = MP_OK;
     if (run_home(r, 0)) rc = MP_FAIL("--init-from %s: a supernet is no GPT-2 model", r->opts.init_from);
-    else if (r->rank == 0) rc = hf_gpt2_check(dir, &r->gtab); /* one process reads the whole header */
+    else if (r->lay.rank == 0) rc = hf_gpt2_check(dir, &r->st.gtab); /* one process reads the whole header */
     MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (rc != MP_OK) return MP_ERR;
-    float *h = be_host_alloc(&r->be, md->alloc * sizeof(float));
+    float *h = be_host_alloc(&r->st.be, md->alloc * sizeof(float));
     if (!h) MP_ABORT("out of host memory reading %s", dir);
     memset(h, 0, md->alloc * sizeof(float)); /* the padding past tab.total stays zero */
-    rc = hf_gpt2_load(dir, &r->gtab, &md->tab, h);
+    rc = hf_gpt2_load(dir, &r->st.gtab, &md->tab, h);
     int bad = rc != MP_OK;
-    wait_allreduce_sum(&r->wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the --init-from load's outcome");
+    wait_allreduce_sum(&r->lay.wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the --init-from load's outcome");
     if (!bad) {
         float *dst[2] = {md->params, md->params_old};
         for (int k = 0; k < 2; k++) {
             if (!dst[k]) continue;
-            if (be_host_visible(&r->be)) memcpy(dst[k], h, md->alloc * sizeof(float));
-            else be_to_device(&r->be, dst[k], h, md->alloc * sizeof(float));
+            if (be_host_visible(&r->st.be)) memcpy(dst[k], h, md->alloc * sizeof(float));
+            else be_to_device(&r->st.be, dst[k], h, md->alloc * sizeof(float));
         }
-        runlog_printf(&r->log, "initialised from %s/" HF_WEIGHTS_FILE " (Hugging Face GPT-2): step 0, fresh optimizer",
+        runlog_printf(&r->files.log, "initialised from %s/" HF_WEIGHTS_FILE " (Hugging Face GPT-2): step 0, fresh optimizer",
                       dir);
     }
-    be_host_free(&r->be, h);
+    be_host_free(&r->st.be, h);
     return bad ? MP_ERR : MP_OK;
 }

@@ -84,18 +84,18 @@ static int search_eval(search_t *s, const int *g, int generation)
     memcpy(c->gene, g, (size_t)s->ngene * sizeof *g);
     int *sel = supernet_of(s->r)->sel;
     for (int l = 0, k = 0; l < s->r->deck.model.layers; l++) sel[l] = supernet_of(s->r)->choice[l] ? g[k++] : -1;
-    model_select(&s->r->model, sel);
+    model_select(&s->r->st.model, sel);
     c->val = train_val_loss(s->r);
     gene_cost(s, g, &c->params, &c->flops);
     if (s->best < 0 || c->val < s->seen[s->best].val) s->best = i;
-    if (s->r->rank == 0) {
+    if (s->r->lay.rank == 0) {
         char text[DECK_LIST_MAX * 12], best[DECK_LIST_MAX * 12];
         gene_text(s, g, text, sizeof text);
         gene_text(s, s->seen[s->best].gene, best, sizeof best);
         fprintf(s->log, "{\"subnet\":\"%s\",\"generation\":%d,\"val_loss\":%.17g,\"params\":%.0f,\"flops_per_token\":%.0f}\n",
                 text, generation, c->val, c->params, c->flops);
         fflush(s->log);
-        runlog_printf(&s->r->log, "search: #%d gen %d subnet %s val_loss %.4f (%.0f params) | best %s val_loss %.4f",
+        runlog_printf(&s->r->files.log, "search: #%d gen %d subnet %s val_loss %.4f (%.0f params) | best %s val_loss %.4f",
                       s->nseen, generation, text, c->val, c->params, best, s->seen[s->best].val);
     }
     return i;
@@ -179,7 +179,7 @@ int search_main(const run_opts_t *opts, const search_cfg_t *cfg)
     int rc = r.plug ? MP_OK : MP_FAIL("search needs the supernet's deck (supernet.enabled=1) in -c");
     if (rc == MP_OK && (cfg->population < 2 || cfg->generations < 1 || !(cfg->mutation >= 0 && cfg->mutation <= 1)))
         rc = MP_FAIL("search: --population >= 2, --generations >= 1 and --mutation in [0, 1]");
-    if (rc == MP_OK && r.rank == 0) {
+    if (rc == MP_OK && r.lay.rank == 0) {
         char path[4200];
         snprintf(path, sizeof path, "%s/search.jsonl", cfg->out_dir);
         if (mkdir(cfg->out_dir, 0777) != 0 && errno != EEXIST)
@@ -196,10 +196,10 @@ int search_main(const run_opts_t *opts, const search_cfg_t *cfg)
             if (supernet_of(&r)->choice[l]) s.layer[s.ngene++] = l;
         rc = run_agree(search_run(&s));
     }
-    if (rc == MP_OK && r.rank == 0 && s.best >= 0) {
+    if (rc == MP_OK && r.lay.rank == 0 && s.best >= 0) {
         char best[DECK_LIST_MAX * 12];
         gene_text(&s, s.seen[s.best].gene, best, sizeof best);
-        runlog_printf(&r.log, "search: %s search of %s (step %ld): %d subnets evaluated; best %s val_loss %.6f "
+        runlog_printf(&r.files.log, "search: %s search of %s (step %ld): %d subnets evaluated; best %s val_loss %.6f "
                       "(%.0f params); all in %s/search.jsonl", cfg->evolution ? "evolutionary" : "random", cfg->ckpt, step,
                       s.nseen, best, s.seen[s.best].val, s.seen[s.best].params, cfg->out_dir);
     }

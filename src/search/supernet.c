@@ -37,14 +37,14 @@ int supernet_init(run_t *r)
 {
     supernet_t *sn = supernet_of(r);
     if (!sn->on) return MP_OK;
-    const model_t *m = &r->model;
+    const model_t *m = &r->st.model;
     const int L = r->deck.model.layers, W = sn->window;
-    if (!(sn->acc = arena_floats(&r->arena, m->alloc, "supernet window gradients"))) return MP_ERR;
-    be_zero(&r->be, sn->acc, m->alloc * sizeof(float));
+    if (!(sn->acc = arena_floats(&r->st.arena, m->alloc, "supernet window gradients"))) return MP_ERR;
+    be_zero(&r->st.be, sn->acc, m->alloc * sizeof(float));
     if (m->grad_head) {
         const size_t n = param_table_find(&m->tab, "wte")->numel;
-        if (!(sn->acc_head = arena_floats(&r->arena, n, "supernet window gradients of the LM head"))) return MP_ERR;
-        be_zero(&r->be, sn->acc_head, n * sizeof(float));
+        if (!(sn->acc_head = arena_floats(&r->st.arena, n, "supernet window gradients of the LM head"))) return MP_ERR;
+        be_zero(&r->st.be, sn->acc_head, n * sizeof(float));
     }
     sn->held = MP_CALLOC((size_t)L, 1);
     sn->wsel = MP_CALLOC((size_t)W * L, sizeof *sn->wsel);
@@ -53,11 +53,11 @@ int supernet_init(run_t *r)
     if (!sn->held || !sn->wsel || !sn->wloss || !sn->wgnorm || !sn->wcn2)
         return MP_FAIL("out of memory for the supernet's window");
     for (int b = 0; b < m->tab.nlayers; b++) sn->held[param_block_layer(&m->tab, b)] = 1;
-    if (r->grid.size[GRID_SP] > 1) { /* fixed memory too: before the plan */
+    if (r->lay.grid.size[GRID_SP] > 1) { /* fixed memory too: before the plan */
         for (int i = 0; i < m->tab.count; i++)
             if (m->tab.entries[i].cand < 0) sn->slot_len += m->tab.entries[i].numel;
         if (m->grad_head) sn->slot_len += param_table_find(&m->tab, "wte")->numel;
-        if (!(sn->slots = arena_floats(&r->arena, (size_t)W * sn->slot_len, "supernet replicas' per-subnet shared gradients")))
+        if (!(sn->slots = arena_floats(&r->st.arena, (size_t)W * sn->slot_len, "supernet replicas' per-subnet shared gradients")))
             return MP_ERR;
         sn->base = MP_CALLOC((size_t)L * sn->ncand, sizeof *sn->base), sn->rep = MP_CALLOC((size_t)W, sizeof *sn->rep);
         if (!sn->base || !sn->rep) return MP_FAIL("out of memory for the supernet replicas' window");
@@ -70,11 +70,11 @@ void supernet_free(run_t *r)
     supernet_t *sn = supernet_of(r);
     if (!sn) return;
     supernet_home_free(r);
-    if (sn->acc) arena_free(&r->arena, sn->acc, r->model.alloc * sizeof(float));
-    if (sn->acc_head) arena_free(&r->arena, sn->acc_head, param_table_find(&r->model.tab, "wte")->numel * sizeof(float));
+    if (sn->acc) arena_free(&r->st.arena, sn->acc, r->st.model.alloc * sizeof(float));
+    if (sn->acc_head) arena_free(&r->st.arena, sn->acc_head, param_table_find(&r->st.model.tab, "wte")->numel * sizeof(float));
     free(sn->choice), free(sn->sel), free(sn->count), free(sn->held), free(sn->wsel);
     free(sn->wloss), free(sn->wgnorm), free(sn->wcn2);
-    if (sn->slots) arena_free(&r->arena, sn->slots, (size_t)sn->window * sn->slot_len * sizeof(float));
+    if (sn->slots) arena_free(&r->st.arena, sn->slots, (size_t)sn->window * sn->slot_len * sizeof(float));
     free(sn->base), free(sn->rep);
     free(sn);
     r->plug_state = NULL;
@@ -129,13 +129,13 @@ static int entry_shared(const param_entry_t *e, void *ctx)
 static void supernet_step(run_t *r, const float *grads, int (*keep)(const param_entry_t *, void *), float lr,
                           float scale, int shared)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
         if (!keep(e, r)) continue;
         const long adam_t = shared ? supernet_of(r)->shared_t : supernet_of(r)->count[(size_t)e->layer * supernet_of(r)->ncand + e->cand];
         const size_t d = model_entry_at(m, e); /* its table offset, or in its candidate's slot */
-        optim_step(&r->be, &m->tab, m->params + d, grads + d, m->m + d, m->v + d, &r->optim, lr, adam_t, scale, e->offset,
+        optim_step(&r->st.be, &m->tab, m->params + d, grads + d, m->m + d, m->v + d, &r->optim, lr, adam_t, scale, e->offset,
                    e->offset + e->numel);
     }
 }
@@ -167,20 +167,20 @@ const param_entry_t *supernet_first_entry(const model_t *m, int b, int k)
  * group (with supernet replicas, each replica's own: they run different subnets). */
 void supernet_replica_sum(run_t *r)
 {
-    model_t *m = &r->model;
-    if (!r->dp_on) return;
+    model_t *m = &r->st.model;
+    if (!r->st.dp_on) return;
     const double t0 = perf_now();
-    be_allreduce(&r->be, m->grads, m->slots ? m->alloc : m->tab.total, MPI_SUM, r->grid.comm[GRID_DP],
+    be_allreduce(&r->st.be, m->grads, m->slots ? m->alloc : m->tab.total, MPI_SUM, r->lay.grid.comm[GRID_DP],
                  "a subnet's gradient sum over the data-parallel replicas");
     if (m->grad_head)
-        be_allreduce(&r->be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, r->grid.comm[GRID_DP],
+        be_allreduce(&r->st.be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, r->lay.grid.comm[GRID_DP],
                      "a subnet's LM-head gradient sum over the data-parallel replicas");
-    r->dp.comm_seconds += perf_now() - t0;
+    r->st.dp.comm_seconds += perf_now() - t0;
 }
 
 void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     supernet_t *sn = supernet_of(r);
     memcpy(sn->sel, sel, (size_t)r->deck.model.layers * sizeof *sel);
     supernet_count(r, sel);
@@ -206,7 +206,7 @@ void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, 
 
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     supernet_t *sn = supernet_of(r);
     (void)t;
     supernet_replica_sum(r);
@@ -214,31 +214,31 @@ void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage
     /* the shared tensors join the window's sums; the tied head's part apart from the embedding's */
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
-        if (e->cand < 0) be_vec_add(&r->be, sn->acc + e->offset, sn->acc + e->offset, m->grads + e->offset, e->numel);
+        if (e->cand < 0) be_vec_add(&r->st.be, sn->acc + e->offset, sn->acc + e->offset, m->grads + e->offset, e->numel);
     }
     if (sn->acc_head) {
         const size_t n = param_table_find(&m->tab, "wte")->numel;
-        be_vec_add(&r->be, sn->acc_head, sn->acc_head, m->grad_head, n);
+        be_vec_add(&r->st.be, sn->acc_head, sn->acc_head, m->grad_head, n);
     }
 }
 
 void supernet_window_end(run_t *r, long t)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     supernet_t *sn = supernet_of(r);
     const param_entry_t *wte = param_table_find(&m->tab, "wte");
     /* the tied embedding's two parts, each summed over the window: added once (a + b, the same bits
      * on one rank and between the first and the last stage, whose own embedding part is zero) */
-    if (wte && sn->acc_head) be_vec_add(&r->be, sn->acc + wte->offset, sn->acc + wte->offset, sn->acc_head, wte->numel);
-    if (wte && r->pp > 1 && r->grid.embed != MPI_COMM_NULL) {
-        be_allreduce(&r->be, sn->acc + wte->offset, wte->numel, MPI_SUM, r->grid.embed,
+    if (wte && sn->acc_head) be_vec_add(&r->st.be, sn->acc + wte->offset, sn->acc + wte->offset, sn->acc_head, wte->numel);
+    if (wte && r->lay.pp > 1 && r->lay.grid.embed != MPI_COMM_NULL) {
+        be_allreduce(&r->st.be, sn->acc + wte->offset, wte->numel, MPI_SUM, r->lay.grid.embed,
                      "the window's tied-embedding gradient sum between the first and the last stage");
     }
     const double snorm = sqrt(grad_sumsq_of(r, sn->acc, entry_shared));
     r->adam_t = ++sn->shared_t;
     supernet_step(r, sn->acc, entry_shared, (float)optim_lr(&r->optim, t), optim_clip_scale(snorm, r->optim.grad_clip), 1);
-    be_zero(&r->be, sn->acc, m->alloc * sizeof(float));
-    if (sn->acc_head) be_zero(&r->be, sn->acc_head, wte->numel * sizeof(float));
+    be_zero(&r->st.be, sn->acc, m->alloc * sizeof(float));
+    if (sn->acc_head) be_zero(&r->st.be, sn->acc_head, wte->numel * sizeof(float));
 }
 
 double supernet_update(run_t *r, long t, double lr)
@@ -286,7 +286,7 @@ int supernet_parse_subnet(run_t *r, const char *text, int *sel)
 void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless)
 {
     const deck_t *d = &r->deck;
-    const int pp = r->pp, K = supernet_of(r)->ncand;
+    const int pp = r->lay.pp, K = supernet_of(r)->ncand;
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     for (int s = 0; s < pp; s++) {
         run_stage_chunks(d, s, l0, nl);
@@ -295,12 +295,12 @@ void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigne
     layer0[pp] = d->model.layers;
     for (int k = 0; k < K; k++) weightless[k] = (unsigned char)supernet_weightless(d, k);
     *c_p = (causal_cfg_t){.pp = pp, .n = supernet_of(r)->window, .layers = d->model.layers, .ncand = K, .layer0 = layer0,
-                          .sel = supernet_of(r)->wsel, .weightless = weightless, .per = r->micro_batches,
+                          .sel = supernet_of(r)->wsel, .weightless = weightless, .per = r->lay.micro_batches,
                           .serial = d->supernet.schedule == DECK_SUBNETS_SERIAL};
     /* host-resident candidates: with fewer slots than candidates, one slot of each choice block
      * stays free for the next subnet's (every rank knows the deck: the same lists everywhere) */
     int real = 0;
     for (int k = 0; k < K; k++) real += !weightless[k];
-    const int slots = r->training && r->grid.size[GRID_SP] == 1 ? supernet_device_slots(d, pp) : 0;
+    const int slots = r->training && r->lay.grid.size[GRID_SP] == 1 ? supernet_device_slots(d, pp) : 0;
     if (slots && slots < real) c_p->subnets_cap = slots - 1;
 }

@@ -106,7 +106,7 @@ void supernet_window_end(run_t *r, long t);
 void supernet_window_cfg(const run_t *r, causal_cfg_t *c_p, int *layer0, unsigned char *weightless);
 /* Supernet parallelism (parallel.sp > 1, supernet_sp.c): the window of subnets sn->t0 .. + window − 1
  * in sn->wsel through this rank's list of the sp × pp ranks' (causal_sp.h), the shared tensors'
- * window step included; each subnet's loss in r->exec.sub_loss and its candidates' squared norms in
+ * window step included; each subnet's loss in r->st.exec.sub_loss and its candidates' squared norms in
  * sn->wcn2 on the ranks of its replica (zeros elsewhere). Aborts the job on an allocation failure. */
 void supernet_sp_window(run_t *r, const exec_batch_t *src);
 /* Host-resident candidates (supernet.resident = host, supernet_home.c; all no-ops without): homes in

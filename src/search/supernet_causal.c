@@ -36,7 +36,7 @@ static void window_select(void *ctx, long t)
         supernet_home_acquire(r, sel);
         return;
     }
-    model_select(&r->model, sel);
+    model_select(&r->st.model, sel);
 }
 
 /* The candidates of the window's subnets that have not started here, in the order they will. */
@@ -57,7 +57,7 @@ static void window_step(void *ctx, long t)
     run_t *r = ctx;
     const size_t row = (size_t)(t - supernet_of(r)->t0) * r->deck.model.layers;
     PROF(&r->prof, PROF_OPTIMIZER, supernet_subnet_step(r, t, supernet_of(r)->wsel + row, optim_lr(&r->optim, t), 1, supernet_of(r)->wcn2 + row));
-    model_grads_zero(&r->model); /* the next backward here is the next subnet's */
+    model_grads_zero(&r->st.model); /* the next backward here is the next subnet's */
     if (supernet_of(r)->home_window) {
         supernet_home_release(r, supernet_of(r)->wsel + row, 1);
         window_prefetch(r);
@@ -68,7 +68,7 @@ static void window_step(void *ctx, long t)
 static window_home_t *window_home(run_t *r, const instr_list_t *list)
 {
     if (!supernet_of(r)->home) return NULL;
-    const int W = supernet_of(r)->window, L = r->deck.model.layers, per = r->micro_batches > 1 ? r->micro_batches : 1;
+    const int W = supernet_of(r)->window, L = r->deck.model.layers, per = r->lay.micro_batches > 1 ? r->lay.micro_batches : 1;
     window_home_t *wh = MP_CALLOC(1, sizeof *wh);
     if (!wh || !(wh->order = MP_MALLOC((size_t)W * sizeof *wh->order)) || !(wh->started = MP_CALLOC((size_t)W, 1)) ||
         !(wh->sels = MP_MALLOC((size_t)W * L * sizeof *wh->sels)))
@@ -95,7 +95,7 @@ static void window_home_free(window_home_t *wh)
  * others dropped. MP_OK or MP_ERR (allocation). */
 static int window_list(run_t *r, instr_list_t *mine)
 {
-    const int pp = r->pp;
+    const int pp = r->lay.pp;
     int layer0[SIM_MAX_STAGES + 1];
     unsigned char weightless[DECK_LIST_MAX];
     causal_cfg_t c;
@@ -104,9 +104,9 @@ static int window_list(run_t *r, instr_list_t *mine)
     causal_result_t res;
     if (causal_build(&c, lists, &res) != MP_OK) return MP_FAIL("out of memory building the window's causal lists");
     /* the bubble the causal order leaves in unit costs (forward 1, backward 2), for metrics.jsonl */
-    r->exec.theory = res.makespan > 0 ? 1.0 - 3.0 * c.n * (c.per > 0 ? c.per : 1) / res.makespan : 0.0;
-    *mine = lists[r->stage];
-    lists[r->stage] = (instr_list_t){0};
+    r->st.exec.theory = res.makespan > 0 ? 1.0 - 3.0 * c.n * (c.per > 0 ? c.per : 1) / res.makespan : 0.0;
+    *mine = lists[r->lay.stage];
+    lists[r->lay.stage] = (instr_list_t){0};
     sim_free_lists(lists, pp);
     /* offload: the same OFFLOAD/PREFETCH pass as a step's list; the window keeps at most 1F1B's
      * micro-batches in flight per stage, so its device peak fits the plan's movable buffers */
@@ -116,9 +116,9 @@ static int window_list(run_t *r, instr_list_t *mine)
             return MP_FAIL("out of memory adding offloads to the window's list");
         }
         const int peak = sched_list_device_peak(mine, 0);
-        if (peak > r->plan.npool)
+        if (peak > r->st.plan.npool)
             MP_ABORT("the window of subnet %ld needs %d movable buffers on stage %d, the plan has %d (a planning bug)",
-                     supernet_of(r)->t0, peak, r->stage, r->plan.npool);
+                     supernet_of(r)->t0, peak, r->lay.stage, r->st.plan.npool);
     }
     return MP_OK;
 }
@@ -133,7 +133,7 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         for (int l = 0; l < L; l++)
             sn->wsel[(size_t)j * L + l] = sn->choice[l] ? supernet_sample(r->deck.train.seed, t0 + j, l, sn->ncand) : -1;
     memset(sn->wcn2, 0, (size_t)W * L * sizeof *sn->wcn2);
-    const int sp = r->grid.size[GRID_SP];
+    const int sp = r->lay.grid.size[GRID_SP];
     if (sp > 1) { /* replicas: the window's end (the shared step) is in their lists */
         supernet_sp_window(r, src);
     } else {
@@ -141,28 +141,28 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src)
         if (window_list(r, &list) != MP_OK) MP_ABORT("the supernet window of subnet %ld could not be built", t0);
         const exec_subnets_t subs = {window_select, window_step, r};
         if ((supernet_of(r)->home_window = window_home(r, &list))) window_prefetch(r);
-        exec_window(&r->exec, t0, &list, (float)(1.0 / tokens), src, &subs);
+        exec_window(&r->st.exec, t0, &list, (float)(1.0 / tokens), src, &subs);
         window_home_free(supernet_of(r)->home_window);
         supernet_of(r)->home_window = NULL;
         sched_free(&list);
     }
     /* losses from the last stage of the subnet's replica, norms from each candidate's stage there:
      * every other rank adds zeros */
-    memcpy(sn->wloss, r->exec.sub_loss, (size_t)W * sizeof *sn->wloss);
-    if (r->pp > 1) {
-        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's subnet losses");
-        wait_allreduce_sum(&r->wait, sn->wcn2, W * L, MPI_DOUBLE, r->grid.comm[GRID_PP], "the window's candidate norms");
+    memcpy(sn->wloss, r->st.exec.sub_loss, (size_t)W * sizeof *sn->wloss);
+    if (r->lay.pp > 1) {
+        wait_allreduce_sum(&r->lay.wait, sn->wloss, W, MPI_DOUBLE, r->lay.grid.comm[GRID_PP], "the window's subnet losses");
+        wait_allreduce_sum(&r->lay.wait, sn->wcn2, W * L, MPI_DOUBLE, r->lay.grid.comm[GRID_PP], "the window's candidate norms");
     }
     if (sp > 1) {
-        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_SP], "the window's subnet losses over "
+        wait_allreduce_sum(&r->lay.wait, sn->wloss, W, MPI_DOUBLE, r->lay.grid.comm[GRID_SP], "the window's subnet losses over "
                            "the supernet replicas");
-        wait_allreduce_sum(&r->wait, sn->wcn2, W * L, MPI_DOUBLE, r->grid.comm[GRID_SP], "the window's candidate norms "
+        wait_allreduce_sum(&r->lay.wait, sn->wcn2, W * L, MPI_DOUBLE, r->lay.grid.comm[GRID_SP], "the window's candidate norms "
                            "over the supernet replicas");
     }
     /* each replica ran its share of every subnet's batch: the losses are their sum (the norms were taken
      * after the gradients' sum over the replicas, the same on each) */
-    if (r->dp_on)
-        wait_allreduce_sum(&r->wait, sn->wloss, W, MPI_DOUBLE, r->grid.comm[GRID_DP], "the window's subnet losses over the "
+    if (r->st.dp_on)
+        wait_allreduce_sum(&r->lay.wait, sn->wloss, W, MPI_DOUBLE, r->lay.grid.comm[GRID_DP], "the window's subnet losses over the "
                            "replicas");
     for (int j = 0; j < W; j++) {
         double g2 = 0.0;

@@ -54,21 +54,21 @@ int supernet_device_slots(const deck_t *d, int pp)
 /* The floats of candidate k of local block b: its table offset c0 and count. */
 static void cand_range(const run_t *r, int b, int k, size_t *c0, size_t *n)
 {
-    param_cand_range(&r->model.tab, b, k, c0, n);
+    param_cand_range(&r->st.model.tab, b, k, c0, n);
 }
 
 /* Copies candidate k of block b between its home and slot s (to_host: home := slot). */
 static void move(run_t *r, int b, int k, int s, int to_host)
 {
     struct supernet_home_s *h = supernet_of(r)->home;
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     size_t c0, n;
     cand_range(r, b, k, &c0, &n);
     const size_t d = model_slot_at(m, b, k, s), bytes = n * sizeof(float);
     float *dev[3] = {m->params + d, m->m + d, m->v + d}, *home[3] = {h->hp + c0, h->hm + c0, h->hv + c0};
     for (int i = 0; i < 3; i++)
         h->last_ticket = AT(h->ticket, b, s) =
-            to_host ? be_offload_start(&r->be, home[i], dev[i], bytes, 1) : be_offload_start(&r->be, dev[i], home[i], bytes, 0);
+            to_host ? be_offload_start(&r->st.be, home[i], dev[i], bytes, 1) : be_offload_start(&r->st.be, dev[i], home[i], bytes, 0);
     if (to_host) h->bytes_out += 3 * bytes;
     else h->bytes_in += 3 * bytes, h->fetched++;
 }
@@ -93,16 +93,16 @@ static int bring(run_t *r, int b, int k)
     const int s = victim(h, b);
     if (s < 0) return -1;
     const int old = AT(h->owner, b, s);
-    if (old >= 0) model_place(&r->model, b, old, -1); /* its home is current: written after its step */
+    if (old >= 0) model_place(&r->st.model, b, old, -1); /* its home is current: written after its step */
     AT(h->owner, b, s) = k;
-    model_place(&r->model, b, k, s);
+    model_place(&r->st.model, b, k, s);
     move(r, b, k, s, 0);
     return s;
 }
 
 int supernet_home_init(run_t *r)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     if (!m->slots) return MP_OK;
     struct supernet_home_s *h = MP_CALLOC(1, sizeof *h);
     if (!h) return MP_FAIL("out of memory for the candidates' homes");
@@ -114,7 +114,7 @@ int supernet_home_init(run_t *r)
     h->keep = MP_CALLOC(nb, 1);
     if (!h->owner || !h->pin || !h->ticket || !h->used || !h->keep) return MP_FAIL("out of memory for the slot map");
     for (size_t i = 0; i < nb; i++) h->owner[i] = -1;
-    h->hp = be_host_alloc(&r->be, n), h->hm = be_host_alloc(&r->be, n), h->hv = be_host_alloc(&r->be, n);
+    h->hp = be_host_alloc(&r->st.be, n), h->hm = be_host_alloc(&r->st.be, n), h->hv = be_host_alloc(&r->st.be, n);
     if (!h->hp || !h->hm || !h->hv)
         return MP_FAIL("out of host memory for the candidates' homes (3 × %.1f MB)", (double)n / 1e6);
     memset(h->hm, 0, n), memset(h->hv, 0, n);
@@ -125,10 +125,10 @@ void supernet_home_free(run_t *r)
 {
     struct supernet_home_s *h = supernet_of(r)->home;
     if (!h) return;
-    if (h->last_ticket) be_offload_wait(&r->be, h->last_ticket, NULL);
-    if (h->hp) be_host_free(&r->be, h->hp);
-    if (h->hm) be_host_free(&r->be, h->hm);
-    if (h->hv) be_host_free(&r->be, h->hv);
+    if (h->last_ticket) be_offload_wait(&r->st.be, h->last_ticket, NULL);
+    if (h->hp) be_host_free(&r->st.be, h->hp);
+    if (h->hm) be_host_free(&r->st.be, h->hm);
+    if (h->hv) be_host_free(&r->st.be, h->hv);
     free(h->owner), free(h->pin), free(h->ticket), free(h->used), free(h->keep);
     free(h);
     supernet_of(r)->home = NULL;
@@ -143,7 +143,7 @@ float *supernet_home_buf(run_t *r, int which)
 void supernet_home_acquire(run_t *r, const int *sel)
 {
     struct supernet_home_s *h = supernet_of(r)->home;
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     if (h) {
         h->clock++;
         for (int b = 0; b < m->tab.nlayers; b++) {
@@ -160,7 +160,7 @@ void supernet_home_acquire(run_t *r, const int *sel)
                 h->late++; /* not prefetched: the subnet waits for the whole copy */
             }
             const double t0 = perf_now();
-            if (AT(h->ticket, b, s)) be_offload_wait(&r->be, AT(h->ticket, b, s), NULL);
+            if (AT(h->ticket, b, s)) be_offload_wait(&r->st.be, AT(h->ticket, b, s), NULL);
             h->wait_s += perf_now() - t0;
             AT(h->pin, b, s)++;
             AT(h->used, b, s) = h->clock;
@@ -172,7 +172,7 @@ void supernet_home_acquire(run_t *r, const int *sel)
 void supernet_home_release(run_t *r, const int *sel, int written)
 {
     struct supernet_home_s *h = supernet_of(r)->home;
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     if (!h) return;
     for (int b = 0; b < m->tab.nlayers; b++) {
         const int l = param_block_layer(&m->tab, b), k = sel[l];
@@ -187,7 +187,7 @@ void supernet_home_release(run_t *r, const int *sel, int written)
 void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride)
 {
     struct supernet_home_s *h = supernet_of(r)->home;
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     if (!h) return;
     memset(h->keep, 0, (size_t)m->tab.nlayers * h->slots);
     for (int b = 0; b < m->tab.nlayers; b++) {
@@ -207,7 +207,7 @@ void supernet_home_flush(run_t *r)
     struct supernet_home_s *h = supernet_of(r)->home;
     if (h && h->last_ticket) {
         const double t0 = perf_now();
-        be_offload_wait(&r->be, h->last_ticket, NULL);
+        be_offload_wait(&r->st.be, h->last_ticket, NULL);
         h->wait_s += perf_now() - t0;
     }
 }
@@ -215,7 +215,7 @@ void supernet_home_flush(run_t *r)
 void supernet_home_forget(run_t *r)
 {
     struct supernet_home_s *h = supernet_of(r)->home;
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     if (!h) return;
     supernet_home_flush(r);
     for (int b = 0; b < m->tab.nlayers; b++)
@@ -227,7 +227,7 @@ void supernet_home_forget(run_t *r)
 
 void supernet_home_sizes(const run_t *r, size_t sizes[4])
 {
-    const model_t *m = &r->model;
+    const model_t *m = &r->st.model;
     /* parameters, gradients and both moments (4 floats per parameter): the device's whole model and
      * its candidates' slots, against every candidate of the stage on the device */
     sizes[0] = 4 * m->alloc * sizeof(float);
@@ -239,8 +239,8 @@ void supernet_home_sizes(const run_t *r, size_t sizes[4])
 void supernet_home_report(run_t *r)
 {
     struct supernet_home_s *h = supernet_of(r)->home;
-    if (!h || r->rank != 0) return;
-    runlog_printf(&r->log, "supernet candidates from host memory (rank 0): %ld brought in (%ld late, waited for), %ld "
+    if (!h || r->lay.rank != 0) return;
+    runlog_printf(&r->files.log, "supernet candidates from host memory (rank 0): %ld brought in (%ld late, waited for), %ld "
                   "found in their slot; %.1f MB in, %.1f MB home; %.3f s waited for copies",
                   h->fetched, h->late, h->reused, (double)h->bytes_in / 1e6, (double)h->bytes_out / 1e6, h->wait_s);
 }
@@ -253,11 +253,11 @@ void supernet_home_announce(run_t *r)
     double sum[4] = {(double)z[0], (double)z[1], (double)z[2], (double)z[3]};
     /* the whole job: every rank's device (a stage's data-parallel and tensor-parallel peers each hold
      * theirs); a deadline wait, so a rank that never arrives is named */
-    wait_allreduce_sum(&r->wait, sum, 4, MPI_DOUBLE, MPI_COMM_WORLD, "the supernet's device-bytes report");
-    if (r->rank == 0)
-        runlog_printf(&r->log, "supernet.resident=host: %d device slots per choice block of %d candidates: the devices "
+    wait_allreduce_sum(&r->lay.wait, sum, 4, MPI_DOUBLE, MPI_COMM_WORLD, "the supernet's device-bytes report");
+    if (r->lay.rank == 0)
+        runlog_printf(&r->files.log, "supernet.resident=host: %d device slots per choice block of %d candidates: the devices "
                       "hold %.2f MB of the candidates' %.2f MB (%.0f%%), %.2f MB of the supernet's %.2f MB (%.0f%%) "
                       "with the shared tensors (parameters, gradients, AdamW moments; the rest at home in host memory)",
-                      r->model.slots, supernet_of(r)->ncand, sum[2] / 1e6, sum[3] / 1e6, 100.0 * sum[2] / sum[3], sum[0] / 1e6,
+                      r->st.model.slots, supernet_of(r)->ncand, sum[2] / 1e6, sum[3] / 1e6, 100.0 * sum[2] / sum[3], sum[0] / 1e6,
                       sum[1] / 1e6, 100.0 * sum[0] / sum[1]);
 }

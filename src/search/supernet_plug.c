@@ -23,7 +23,7 @@ const char *supernet_serial_why(const run_t *r)
      * 768 windows meet them) are not built into them. */
     const deck_t *d = &r->deck;
     if (deck_chunks_per_stage(d) > 1) return "the interleaved schedule's chunks";
-    if (r->p2p_nccl) return "NCCL messages (parallel.p2p=mpi runs causally)";
+    if (r->st.p2p_nccl) return "NCCL messages (parallel.p2p=mpi runs causally)";
     for (int l = 0; l < d->model.layers; l++)
         if (run_layer_policy(d, l) == POLICY_BALANCE) return "the balance memory policy";
     return NULL;
@@ -38,7 +38,7 @@ static int plug_model_cfg(run_t *r, model_cfg_t *cfg)
     supernet_t *sn = supernet_of(r);
     const deck_t *d = &r->deck;
     *cfg = deck_model_cfg(d, sn->choice);
-    cfg->cand_slots = r->training && r->grid.size[GRID_SP] == 1 ? supernet_device_slots(d, r->pp) : 0;
+    cfg->cand_slots = r->training && r->lay.grid.size[GRID_SP] == 1 ? supernet_device_slots(d, r->lay.pp) : 0;
     sn->causal = r->training && !supernet_serial_why(r);
     r->unit = (run_unit_t){.on = 1, .window = sn->window, .whole = sn->causal};
     return MP_OK;
@@ -73,8 +73,8 @@ static void ops_announce(run_t *r)
     const char *why = supernet_serial_why(r);
     const int serial = d->supernet.schedule == DECK_SUBNETS_SERIAL;
     char on[64] = "";
-    if (r->grid.size[GRID_SP] > 1) snprintf(on, sizeof on, " on %d supernet replicas", r->grid.size[GRID_SP]);
-    runlog_printf(&r->log, "supernet: %d candidates, window %d, subnets run %s%s%s%s", sn->ncand, sn->window,
+    if (r->lay.grid.size[GRID_SP] > 1) snprintf(on, sizeof on, " on %d supernet replicas", r->lay.grid.size[GRID_SP]);
+    runlog_printf(&r->files.log, "supernet: %d candidates, window %d, subnets run %s%s%s%s", sn->ncand, sn->window,
                   why ? "one at a time, one executor step each"
                   : serial ? "one at a time through the window's lists"
                            : "causally (several in flight, NASPipe's rule)",
@@ -94,16 +94,16 @@ static void ops_step(run_t *r, long t, double lr, const exec_batch_t *src, train
         out->loss = train_step_grads(r, t, src);
         const double t1 = perf_now();
         PROF(&r->prof, PROF_OPTIMIZER, out->gnorm = supernet_update(r, t, lr));
-        trace_span(&r->trace, "optimizer", t, -1, t1);
+        trace_span(&r->files.trace, "optimizer", t, -1, t1);
         return;
     }
     if (t % W == 0) {
         const double t0 = perf_now();
         sn->wstart = t0;
         supernet_window(r, t, src);
-        sn->wtime = perf_now() - t0, sn->widle = r->exec.idle, r->exec.idle = 0.0;
+        sn->wtime = perf_now() - t0, sn->widle = r->st.exec.idle, r->st.exec.idle = 0.0;
     }
-    r->exec.idle += sn->widle / W;
+    r->st.exec.idle += sn->widle / W;
     out->loss = sn->wloss[t % W], out->gnorm = sn->wgnorm[t % W];
     out->at = sn->wstart + sn->wtime * (double)(t % W + 1) / W;
 }
@@ -112,12 +112,12 @@ static void ops_step(run_t *r, long t, double lr, const exec_batch_t *src, train
  * slots). */
 static void ops_eval_begin(run_t *r)
 {
-    supernet_home_acquire(r, r->model.sel);
+    supernet_home_acquire(r, r->st.model.sel);
 }
 
 static void ops_eval_end(run_t *r)
 {
-    supernet_home_release(r, r->model.sel, 0);
+    supernet_home_release(r, r->st.model.sel, 0);
 }
 
 static int ops_select(run_t *r, const char *text)
@@ -125,7 +125,7 @@ static int ops_select(run_t *r, const char *text)
     supernet_t *sn = supernet_of(r);
     if (!text) return MP_FAIL("eval of a supernet evaluates one subnet: give --subnet (e.g. 0,2,1,0)");
     if (supernet_parse_subnet(r, text, sn->sel) != MP_OK) return MP_ERR;
-    model_select(&r->model, sn->sel);
+    model_select(&r->st.model, sn->sel);
     return MP_OK;
 }
 

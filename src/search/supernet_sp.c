@@ -38,7 +38,7 @@ typedef struct {
 static void sp_select(void *ctx, long t)
 {
     run_t *r = ctx;
-    model_select(&r->model, supernet_of(r)->wsel + (size_t)(t - supernet_of(r)->t0) * r->deck.model.layers);
+    model_select(&r->st.model, supernet_of(r)->wsel + (size_t)(t - supernet_of(r)->t0) * r->deck.model.layers);
 }
 
 /* Step counters as the sequential order leaves them after subnets 0 .. upto − 1 of the window: upto's
@@ -60,29 +60,29 @@ static void sp_counts(run_t *r, int upto)
  * order, then the LM head's part) copied in after the subnet's step, added to the running sum at its ADD. */
 static void sp_slot_save(run_t *r, float *slot)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     size_t pos = 0;
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
         if (e->cand >= 0) continue;
-        be_copy(&r->be, slot + pos, m->grads + e->offset, e->numel * sizeof(float));
+        be_copy(&r->st.be, slot + pos, m->grads + e->offset, e->numel * sizeof(float));
         pos += e->numel;
     }
-    if (supernet_of(r)->acc_head) be_copy(&r->be, slot + pos, m->grad_head, (supernet_of(r)->slot_len - pos) * sizeof(float));
+    if (supernet_of(r)->acc_head) be_copy(&r->st.be, slot + pos, m->grad_head, (supernet_of(r)->slot_len - pos) * sizeof(float));
 }
 
 static void sp_slot_add(run_t *r, const float *slot)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     supernet_t *sn = supernet_of(r);
     size_t pos = 0;
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
         if (e->cand >= 0) continue;
-        be_vec_add(&r->be, sn->acc + e->offset, sn->acc + e->offset, slot + pos, e->numel);
+        be_vec_add(&r->st.be, sn->acc + e->offset, sn->acc + e->offset, slot + pos, e->numel);
         pos += e->numel;
     }
-    if (sn->acc_head) be_vec_add(&r->be, sn->acc_head, sn->acc_head, slot + pos, sn->slot_len - pos);
+    if (sn->acc_head) be_vec_add(&r->st.be, sn->acc_head, sn->acc_head, slot + pos, sn->slot_len - pos);
 }
 
 /* After subnet t's last backward on this stage: its candidates step with the counters of the
@@ -97,7 +97,7 @@ static void sp_step(void *ctx, long t)
     supernet_replica_sum(r); /* data parallelism inside the replica: the subnet's whole batch */
     PROF(&r->prof, PROF_OPTIMIZER, supernet_subnet_cands(r, sn->wsel + row, optim_lr(&r->optim, t), 1, sn->wcn2 + row));
     sp_slot_save(r, sn->slots + (size_t)j * sn->slot_len);
-    model_grads_zero(&r->model); /* the next backward here is the next subnet's */
+    model_grads_zero(&r->st.model); /* the next backward here is the next subnet's */
 }
 
 /* An SP message's payload: CAND and SYNC the tensors of candidate x = l·ncand + k of this stage
@@ -105,7 +105,7 @@ static void sp_step(void *ctx, long t)
  * copies the model's state into host buf, 0 back from it. Returns its floats (buf NULL: only counts). */
 static size_t sp_payload(run_t *r, csp_msg_t kind, int x, float *buf, int pack)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     supernet_t *sn = supernet_of(r);
     size_t n = 0;
     for (int i = 0; i < m->tab.count; i++) {
@@ -115,14 +115,14 @@ static size_t sp_payload(run_t *r, csp_msg_t kind, int x, float *buf, int pack)
         float *src[3] = {cand ? m->params + e->offset : sn->acc + e->offset, m->m + e->offset, m->v + e->offset};
         for (int b = 0; b < (cand ? 3 : 1); b++, n += e->numel) {
             if (!buf) continue;
-            if (pack) be_to_host(&r->be, buf + n, src[b], e->numel * sizeof(float));
-            else be_to_device(&r->be, src[b], buf + n, e->numel * sizeof(float));
+            if (pack) be_to_host(&r->st.be, buf + n, src[b], e->numel * sizeof(float));
+            else be_to_device(&r->st.be, src[b], buf + n, e->numel * sizeof(float));
         }
     }
     if ((kind == CSP_MSG_SUM || kind == CSP_MSG_FINAL) && sn->acc_head) {
         const size_t h = sn->slot_len - n;
-        if (buf && pack) be_to_host(&r->be, buf + n, sn->acc_head, h * sizeof(float));
-        else if (buf) be_to_device(&r->be, sn->acc_head, buf + n, h * sizeof(float));
+        if (buf && pack) be_to_host(&r->st.be, buf + n, sn->acc_head, h * sizeof(float));
+        else if (buf) be_to_device(&r->st.be, sn->acc_head, buf + n, h * sizeof(float));
         n += h;
     }
     return n;
@@ -168,14 +168,14 @@ static void sp_recv(sp_run_t *x, const csp_instr_t *in)
     if (!buf) MP_ABORT("out of memory for a supernet replicas' message of %zu floats", n);
     char what[200];
     snprintf(what, sizeof what, "%s (subnet %ld, candidate %d) from replica %d of stage %d", sp_msg_what[in->msg],
-             supernet_of(r)->t0 + in->id, in->what, in->peer / x->pp, r->stage);
+             supernet_of(r)->t0 + in->id, in->what, in->peer / x->pp, r->lay.stage);
     MPI_Request q;
     const double t0 = perf_now();
     MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_FLOAT, in->peer / x->pp, sp_tag(x, in), x->comm, &q));
-    wait_all(&r->wait, 1, &q, what);
-    r->exec.idle += perf_now() - t0;
+    wait_all(&r->lay.wait, 1, &q, what);
+    r->st.exec.idle += perf_now() - t0;
     sp_payload(r, in->msg, in->what, buf, 0);
-    trace_span(&r->trace, sp_msg_span[in->msg], supernet_of(r)->t0 + in->id, -1, t0);
+    trace_span(&r->files.trace, sp_msg_span[in->msg], supernet_of(r)->t0 + in->id, -1, t0);
     free(buf);
 }
 
@@ -183,7 +183,7 @@ static void sp_recv(sp_run_t *x, const csp_instr_t *in)
 static instr_t sp_pipeline_instr(const sp_run_t *x, const csp_instr_t *in)
 {
     static const op_t send[2] = {OP_SEND_ACT, OP_SEND_GRAD}, recv[2] = {OP_RECV_ACT, OP_RECV_GRAD};
-    const int per = x->r->micro_batches, stage = x->r->stage;
+    const int per = x->r->lay.micro_batches, stage = x->r->lay.stage;
     switch (in->op) {
     case CSP_LOAD: return (instr_t){OP_LOAD_BATCH, in->id, stage, -1};
     case CSP_FORWARD: return (instr_t){OP_FORWARD, in->id, stage, -1};
@@ -199,10 +199,10 @@ static csp_list_t sp_list(run_t *r, int me)
 {
     int layer0[SIM_MAX_STAGES + 1];
     unsigned char weightless[DECK_LIST_MAX];
-    csp_cfg_t g = {.sp = r->grid.size[GRID_SP]};
+    csp_cfg_t g = {.sp = r->lay.grid.size[GRID_SP]};
     supernet_window_cfg(r, &g.c, layer0, weightless);
     const csp_costs_t costs = {.tf = 1.0, .tb = 2.0}; /* the unit model, messages free */
-    const int R = g.sp * r->pp;
+    const int R = g.sp * r->lay.pp;
     csp_list_t *lists = MP_CALLOC((size_t)R, sizeof *lists);
     csp_result_t res;
     if (!lists || csp_build_best(&g, &costs, supernet_of(r)->rep, lists, &res) != MP_OK)
@@ -220,7 +220,7 @@ void supernet_sp_window(run_t *r, const exec_batch_t *src)
     const long t0 = sn->t0;
     const int L = r->deck.model.layers;
     const float dloss = (float)(1.0 / ((double)r->deck.train.batch * r->deck.model.seq_len));
-    sp_run_t x = {.r = r, .comm = r->grid.comm[GRID_SP], .pp = r->pp, .me = r->grid.coord[GRID_SP] * r->pp + r->stage,
+    sp_run_t x = {.r = r, .comm = r->lay.grid.comm[GRID_SP], .pp = r->lay.pp, .me = r->lay.grid.coord[GRID_SP] * r->lay.pp + r->lay.stage,
                   .tags = L * sn->ncand + 1};
     int *ub, flag = 0;
     MPI_CHECK(MPI_Comm_get_attr(x.comm, MPI_TAG_UB, &ub, &flag));
@@ -228,7 +228,7 @@ void supernet_sp_window(run_t *r, const exec_batch_t *src)
     csp_list_t list = sp_list(r, x.me);
     memcpy(sn->base, sn->count, (size_t)L * sn->ncand * sizeof *sn->base);
     const exec_subnets_t subs = {sp_select, sp_step, r};
-    exec_window_begin(&r->exec);
+    exec_window_begin(&r->st.exec);
     for (int i = 0; i < list.n; i++) {
         const csp_instr_t *in = &list.ins[i];
         const double ts = perf_now();
@@ -239,17 +239,17 @@ void supernet_sp_window(run_t *r, const exec_batch_t *src)
             sp_recv(&x, in);
         } else if (in->op == CSP_ADD) {
             sp_slot_add(r, sn->slots + (size_t)in->id * sn->slot_len);
-            trace_span(&r->trace, "shared sum add", t0 + in->id, -1, ts);
+            trace_span(&r->files.trace, "shared sum add", t0 + in->id, -1, ts);
         } else if (in->op == CSP_SHARED_STEP) {
-            exec_window_end(&r->exec, t0);
+            exec_window_end(&r->st.exec, t0);
             sp_counts(r, sn->window);
             PROF(&r->prof, PROF_OPTIMIZER, supernet_window_end(r, t0 + sn->window - 1));
         } else {
             const instr_t e = sp_pipeline_instr(&x, in);
-            exec_window_instr(&r->exec, t0, &e, dloss, src, &subs);
+            exec_window_instr(&r->st.exec, t0, &e, dloss, src, &subs);
         }
     }
-    wait_all(&r->wait, x.nsend, x.req, "the supernet replicas' sends of the window");
+    wait_all(&r->lay.wait, x.nsend, x.req, "the supernet replicas' sends of the window");
     for (int i = 0; i < x.nsend; i++) free(x.buf[i]);
     free(x.req), free(x.buf);
     free(list.ins);

@@ -25,7 +25,7 @@ int eval_main(const run_opts_t *opts, const struct train_ops *ops_offered, const
             rc = MP_FAIL("%s: .bin shards carry no validation split: set data.val_path to a glob of validation shards",
                          r.deck.data.path);
         else if (isnan(val)) rc = MP_FAIL("%s has no validation window of %d tokens", r.deck.data.path, r.deck.model.seq_len);
-        else if (r.rank == 0)
+        else if (r.lay.rank == 0)
             printf("val_loss %.17g | %s at step %ld | %ld windows of %d tokens of %s\n", val, ckpt, step, n,
                    r.deck.model.seq_len, r.deck.data.path);
     }

@@ -18,7 +18,7 @@
 void migrate_sizes(const run_t *r, int *sizes_p)
 {
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
-    for (int s = 0; s < r->pp; s++) {
+    for (int s = 0; s < r->lay.pp; s++) {
         run_stage_chunks(&r->deck, s, l0, nl); /* v = 1 (deck_validate refuses interleaving with migration) */
         sizes_p[s] = nl[0];
     }
@@ -59,7 +59,7 @@ static void migrate_pack(run_t *r, const param_table_t *t, int l, float *const b
         for (int i = 0; i < t->count; i++) {
             const param_entry_t *e = &t->entries[i];
             if (e->layer != l) continue;
-            if (out) be_to_host(&r->be, msg + at, bufs[k] + e->offset, e->numel * sizeof(float));
+            if (out) be_to_host(&r->st.be, msg + at, bufs[k] + e->offset, e->numel * sizeof(float));
             else memcpy(bufs[k] + e->offset, msg + at, e->numel * sizeof(float));
             at += e->numel;
         }
@@ -74,7 +74,7 @@ static void migrate_pack(run_t *r, const param_table_t *t, int l, float *const b
 static void migrate_exchange(run_t *r, const int *old, const int *new, const param_table_t *nt, float *host[4],
                              long step)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     float *dev[4];
     migrate_bufs(m, dev);
     int nbufs = 0;
@@ -83,9 +83,9 @@ static void migrate_exchange(run_t *r, const int *old, const int *new, const par
         const param_entry_t *e = &nt->entries[i], *o = param_table_find(&m->tab, e->name);
         if (!o) continue;
         for (int k = 0; k < 4; k++)
-            if (dev[k]) be_to_host(&r->be, host[k] + e->offset, dev[k] + o->offset, e->numel * sizeof(float));
+            if (dev[k]) be_to_host(&r->st.be, host[k] + e->offset, dev[k] + o->offset, e->numel * sizeof(float));
     }
-    const int L = r->deck.model.layers, pp = r->pp, me = r->stage;
+    const int L = r->deck.model.layers, pp = r->lay.pp, me = r->lay.stage;
     MPI_Request *req = MP_CALLOC((size_t)L, sizeof *req);
     float **msg = MP_CALLOC((size_t)L, sizeof *msg);
     if (!req || !msg) MP_ABORT("out of memory for the live migration at step %ld", step);
@@ -98,21 +98,21 @@ static void migrate_exchange(run_t *r, const int *old, const int *new, const par
         if (!(msg[l] = malloc(n * sizeof(float) + 1))) MP_ABORT("out of memory moving layer %d", l);
         if (from == me) migrate_pack(r, &m->tab, l, dev, msg[l], 1);
         if (to == me)
-            MPI_CHECK(MPI_Irecv(msg[l], (int)n, MPI_FLOAT, from, MIGRATE_TAG0 + l, r->grid.comm[GRID_PP], &req[l]));
+            MPI_CHECK(MPI_Irecv(msg[l], (int)n, MPI_FLOAT, from, MIGRATE_TAG0 + l, r->lay.grid.comm[GRID_PP], &req[l]));
     }
     for (int l = 0; l < L; l++) {
         const int from = migrate_owner(old, pp, l), to = migrate_owner(new, pp, l);
         if (from == me && to != me)
             MPI_CHECK(MPI_Isend(msg[l], (int)migrate_layer_floats(&m->tab, l, nbufs), MPI_FLOAT, to, MIGRATE_TAG0 + l,
-                                r->grid.comm[GRID_PP], &req[l]));
+                                r->lay.grid.comm[GRID_PP], &req[l]));
     }
     for (int l = 0; l < L; l++) {
         if (req[l] == MPI_REQUEST_NULL) continue;
         const int from = migrate_owner(old, pp, l), to = migrate_owner(new, pp, l), peer = from == me ? to : from;
         char what[256];
         snprintf(what, sizeof what, "the live migration after step %ld: layer %d's weights and optimizer state %s "
-                 "rank %d (stage %d)", step, l, from == me ? "sent to" : "from", r->exec.c.stage_rank[peer], peer);
-        wait_all(&r->wait, 1, &req[l], what);
+                 "rank %d (stage %d)", step, l, from == me ? "sent to" : "from", r->st.exec.c.stage_rank[peer], peer);
+        wait_all(&r->lay.wait, 1, &req[l], what);
         if (to == me) migrate_pack(r, nt, l, host, msg[l], 0);
     }
     for (int l = 0; l < L; l++) free(msg[l]);
@@ -132,11 +132,11 @@ static void migrate_text(const int *sizes, int pp, char *buf, size_t n)
 static void migrate_set_split(run_t *r, const int *sizes)
 {
     deck_t *d = &r->deck;
-    d->pipeline.chunks.n = r->pp, d->pipeline.chunks.automatic = 0;
-    for (int s = 0; s < r->pp; s++) d->pipeline.chunks.layers[s] = sizes[s];
-    migrate_text(sizes, r->pp, d->pipeline.layers, sizeof d->pipeline.layers);
-    free(r->deck_text);
-    if (!(r->deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck after a live migration");
+    d->pipeline.chunks.n = r->lay.pp, d->pipeline.chunks.automatic = 0;
+    for (int s = 0; s < r->lay.pp; s++) d->pipeline.chunks.layers[s] = sizes[s];
+    migrate_text(sizes, r->lay.pp, d->pipeline.layers, sizeof d->pipeline.layers);
+    free(r->files.deck_text);
+    if (!(r->files.deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck after a live migration");
 }
 
 /* Moves the layers from split old to new and rebuilds this rank's stage (collective). */
@@ -145,37 +145,37 @@ static void migrate_move(run_t *r, const int *old, const int *new, long step)
     const deck_t *d = &r->deck;
     char phase[200];
     snprintf(phase, sizeof phase, "the live migration after step %ld (moving layers, rebuilding stage %d)", step,
-             r->stage);
+             r->lay.stage);
     watchdog_arm(&r->wd, phase, "parallel.timeout", d->parallel.timeout);
     const double t0 = perf_now();
     /* the first move at or after the step: whether a re-plan moves depends on measured times, which a
      * busy host can even out (test_migrate once saw no move at step 3 of a 1,5 split) */
-    if (d->debug.fail.mode == DECK_FAIL_MIGRATE && d->debug.fail.rank == r->rank && d->debug.fail.step <= step) {
+    if (d->debug.fail.mode == DECK_FAIL_MIGRATE && d->debug.fail.rank == r->lay.rank && d->debug.fail.step <= step) {
         fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d stops (SIGSTOP) in the live migration after step %ld\n",
-                d->debug.fail_at, r->rank, step);
+                d->debug.fail_at, r->lay.rank, step);
         fflush(stderr);
         mp_stop_for_good();
     }
     int l0 = 0;
-    for (int s = 0; s < r->stage; s++) l0 += new[s];
-    const int nl = new[r->stage];
+    for (int s = 0; s < r->lay.stage; s++) l0 += new[s];
+    const int nl = new[r->lay.stage];
     param_table_t nt;
-    if (param_table_build_chunks(&nt, &r->model.cfg, 1, &l0, &nl, r->stage == 0, r->stage == r->pp - 1,
-                                 r->model.tab.tp, r->model.tab.tp_rank) != MP_OK)
-        MP_ABORT("rank %d: out of memory planning the live migration after step %ld", r->rank, step);
+    if (param_table_build_chunks(&nt, &r->st.model.cfg, 1, &l0, &nl, r->lay.stage == 0, r->lay.stage == r->lay.pp - 1,
+                                 r->st.model.tab.tp, r->st.model.tab.tp_rank) != MP_OK)
+        MP_ABORT("rank %d: out of memory planning the live migration after step %ld", r->lay.rank, step);
     float *host[4] = {NULL, NULL, NULL, NULL}, *dev[4];
-    migrate_bufs(&r->model, dev);
+    migrate_bufs(&r->st.model, dev);
     for (int k = 0; k < 4; k++)
         if (dev[k] && !(host[k] = mem_zalloc(nt.total * sizeof(float))))
-            MP_ABORT("rank %d: out of host memory staging the live migration after step %ld", r->rank, step);
+            MP_ABORT("rank %d: out of host memory staging the live migration after step %ld", r->lay.rank, step);
     migrate_exchange(r, old, new, &nt, host, step);
     migrate_set_split(r, new);
     if (run_stage_rebuild(r, host) != MP_OK)
         MP_ABORT("rank %d: rebuilding stage %d for pipeline.layers=%s in the live migration after step %ld failed "
-                 "(above); resume from the newest checkpoint", r->rank, r->stage, d->pipeline.layers, step);
+                 "(above); resume from the newest checkpoint", r->lay.rank, r->lay.stage, d->pipeline.layers, step);
     for (int k = 0; k < 4; k++) free(host[k]);
     param_table_free(&nt);
-    trace_span(&r->trace, "live migration", step, -1, t0);
+    trace_span(&r->files.trace, "live migration", step, -1, t0);
     watchdog_disarm(&r->wd);
 }
 
@@ -199,15 +199,15 @@ static double migrate_median(double *v, int n)
 static void migrate_replan(run_t *r, migrate_t *mg)
 {
     const deck_t *d = &r->deck;
-    const int pp = r->pp, L = d->model.layers;
+    const int pp = r->lay.pp, L = d->model.layers;
     const long step = r->step;
     double *t = MP_CALLOC((size_t)pp, sizeof *t), *w = MP_CALLOC((size_t)L, sizeof *w), we, wh;
     int *old = MP_CALLOC((size_t)pp, sizeof *old), *new = MP_CALLOC((size_t)pp, sizeof *new);
     if (!t || !w || !old || !new) MP_ABORT("out of memory re-planning the pipeline at step %ld", step);
-    t[r->stage] = migrate_median(mg->busy, mg->steps);
+    t[r->lay.stage] = migrate_median(mg->busy, mg->steps);
     char what[128];
     snprintf(what, sizeof what, "the live migration's stage times after step %ld", step);
-    wait_allreduce(&r->wait, t, pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, what);
+    wait_allreduce(&r->lay.wait, t, pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, what);
     const int measured = mg->steps;
     mg->steps = 0;
     migrate_sizes(r, old);
@@ -230,19 +230,19 @@ static void migrate_replan(run_t *r, migrate_t *mg)
     char how[64];
     if (d->debug.replan_times == DECK_REPLAN_MODELLED) snprintf(how, sizeof how, "modelled, debug.replan_times");
     else snprintf(how, sizeof how, "median of %d", measured);
-    runlog_printf(&r->log, "step %ld: replan: stage times %s ms per step (%s); layers %s %s %s (predicted "
+    runlog_printf(&r->files.log, "step %ld: replan: stage times %s ms per step (%s); layers %s %s %s (predicted "
                   "gain %.1f%%%s)", step, times, how, from, move ? "->" : "kept; best", to, 100 * gain,
                   move ? "" : ", not above pipeline.replan_threshold");
     if (move) {
         int moved = 0;
         for (int l = 0; l < L; l++) moved += migrate_owner(old, pp, l) != migrate_owner(new, pp, l);
-        trace_instant(&r->trace, "live migration: layers moved", step, moved);
+        trace_instant(&r->files.trace, "live migration: layers moved", step, moved);
         const double t0 = perf_now();
         migrate_move(r, old, new, step);
         double dt = perf_now() - t0;
-        wait_allreduce(&r->wait, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the live migration's duration");
+        wait_allreduce(&r->lay.wait, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the live migration's duration");
         mg->moves++, mg->warmed = 0;
-        runlog_printf(&r->log, "step %ld: replan: moved %d layer(s) in %.3f s; pipeline.layers=%s", step, moved, dt, to);
+        runlog_printf(&r->files.log, "step %ld: replan: moved %d layer(s) in %.3f s; pipeline.layers=%s", step, moved, dt, to);
     }
     free(t), free(w), free(old), free(new);
 }
@@ -254,8 +254,8 @@ void migrate_after_step(run_t *r, migrate_t *mg)
     if (!mg->busy && !(mg->busy = MP_CALLOC((size_t)n, sizeof *mg->busy)))
         MP_ABORT("out of memory measuring stage times for pipeline.replan_every=%d", n);
     /* the first step on a fresh stage faults its memory in: not what it costs */
-    if (mg->warmed && mg->steps < n) mg->busy[mg->steps++] = r->exec.busy;
-    r->exec.busy = 0.0, mg->warmed = 1;
+    if (mg->warmed && mg->steps < n) mg->busy[mg->steps++] = r->st.exec.busy;
+    r->st.exec.busy = 0.0, mg->warmed = 1;
     if (r->step % n || r->step >= r->deck.train.steps || !mg->steps) return;
     migrate_replan(r, mg);
 }

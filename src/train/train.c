@@ -35,7 +35,7 @@ static void train_fill(void *ctx, acts_t *a, long t, int mb)
 {
     run_t *r = ctx;
     const int B = a->B, T = r->deck.model.seq_len;
-    const long base = (long)r->grid.coord[GRID_DP] * r->replica_batch;
+    const long base = (long)r->lay.grid.coord[GRID_DP] * r->lay.replica_batch;
     for (int b = 0; b < B; b++) {
         long i = base + (long)mb * B + b;
         data_train_sample(&r->data, r->deck.train.seed, t, i, r->deck.train.batch, T, a->inputs + (size_t)b * T,
@@ -53,9 +53,9 @@ static void train_grads_ready(void *ctx, int layer)
 {
     run_t *r = ctx;
     size_t off, n;
-    param_table_range(&r->model.tab, layer, &off, &n);
-    if (n) dp_bucket_start(&r->dp, r->model.grads, off, n);
-    dp_progress(&r->dp);
+    param_table_range(&r->st.model.tab, layer, &off, &n);
+    if (n) dp_bucket_start(&r->st.dp, r->st.model.grads, off, n);
+    dp_progress(&r->st.dp);
 }
 
 /* Whether the loop evaluates, checkpoints, stops or may move layers (pipeline.replan_every) after step t
@@ -80,10 +80,10 @@ static void train_buckets_rest(run_t *r, int overlapped)
 {
     if (!overlapped) {
         train_grads_ready(r, PARAM_RANGE_FINAL);
-        for (int i = r->model.tab.nlayers - 1; i >= 0; i--) train_grads_ready(r, param_block_layer(&r->model.tab, i));
+        for (int i = r->st.model.tab.nlayers - 1; i >= 0; i--) train_grads_ready(r, param_block_layer(&r->st.model.tab, i));
     }
     train_grads_ready(r, PARAM_RANGE_EMBED);
-    dp_buckets_wait(&r->dp);
+    dp_buckets_wait(&r->st.dp);
 }
 
 double train_step_grads(run_t *r, long t, const exec_batch_t *src)
@@ -91,18 +91,18 @@ double train_step_grads(run_t *r, long t, const exec_batch_t *src)
     const double tokens = (double)r->deck.train.batch * r->deck.model.seq_len;
     /* a plug-in sums over the replicas itself (a supernet: the buckets would leave out the LM head's
      * part of d wte, which it keeps apart in grad_head); ZeRO-1's buckets reduce-scatter (dp.h) */
-    const int buckets = r->dp_on && !r->plug;
+    const int buckets = r->st.dp_on && !r->plug;
     const int overlap = buckets && r->deck.parallel.overlap;
     const model_ready_t ready = {train_grads_ready, r};
-    double loss = exec_step(&r->exec, t, (float)(1.0 / tokens), src, overlap ? &ready : NULL, train_boundary(r, t));
-    if (r->pp > 1)
-        wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the loss from the last stage");
+    double loss = exec_step(&r->st.exec, t, (float)(1.0 / tokens), src, overlap ? &ready : NULL, train_boundary(r, t));
+    if (r->lay.pp > 1)
+        wait_allreduce_sum(&r->lay.wait, &loss, 1, MPI_DOUBLE, r->lay.grid.comm[GRID_PP], "the loss from the last stage");
     if (buckets) {
         double t0 = perf_now();
         train_buckets_rest(r, overlap);
-        trace_span(&r->trace, "gradient all-reduce wait", t, -1, t0);
+        trace_span(&r->files.trace, "gradient all-reduce wait", t, -1, t0);
     }
-    if (r->dp_on) wait_allreduce_sum(&r->wait, &loss, 1, MPI_DOUBLE, r->grid.replica, "the loss all-reduce");
+    if (r->st.dp_on) wait_allreduce_sum(&r->lay.wait, &loss, 1, MPI_DOUBLE, r->lay.grid.replica, "the loss all-reduce");
     return loss / tokens;
 }
 
@@ -110,10 +110,10 @@ double train_step_grads(run_t *r, long t, const exec_batch_t *src)
  * the norm the survivors logged (recovery.h). */
 static void train_apply(run_t *r, double lr, double gnorm, size_t s0, size_t s1)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     r->adam_t++;
     model_versions_advance(m); /* 2bw: W(t) becomes the previous version; params become W(t+1) */
-    optim_step(&r->be, &m->tab, m->params + s0, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
+    optim_step(&r->st.be, &m->tab, m->params + s0, m->grads, m->m, m->v, &r->optim, (float)lr, r->adam_t,
                optim_clip_scale(gnorm, r->optim.grad_clip), s0, s1);
 }
 
@@ -121,19 +121,19 @@ static void train_apply(run_t *r, double lr, double gnorm, size_t s0, size_t s1)
  * parameters are all-gathered. Returns the gradient norm before clipping. */
 static double train_update(run_t *r, double lr)
 {
-    model_t *m = &r->model;
+    model_t *m = &r->st.model;
     size_t s0 = 0, s1 = m->tab.total;
-    const int zero = r->dp_on && r->deck.parallel.zero;
+    const int zero = r->st.dp_on && r->deck.parallel.zero;
     if (zero) {
         /* the step's buckets reduce-scattered the gradients into the shard (train_step_grads), but
          * where a plug-in summed them itself */
-        if (r->plug) dp_reduce_scatter(&r->dp, m->grads);
-        else dp_shard_take(&r->dp, m->grads);
-        dp_shard_range(&r->dp, &s0, &s1);
+        if (r->plug) dp_reduce_scatter(&r->st.dp, m->grads);
+        else dp_shard_take(&r->st.dp, m->grads);
+        dp_shard_range(&r->st.dp, &s0, &s1);
     }
     const double gnorm = sqrt(grad_sumsq(r, m->grads, s0, s1, zero, 1, NULL));
     train_apply(r, lr, gnorm, s0, s1);
-    if (zero) dp_allgather(&r->dp, m->params);
+    if (zero) dp_allgather(&r->st.dp, m->params);
     return gnorm;
 }
 
@@ -147,28 +147,28 @@ static int train_replay(run_t *r, const recovery_plan_t *p, double *secs_p)
     recovery_replay_mode(r, 1);
     /* a group (tp peers, ZeRO-1's replicas) runs every step's collectives together: a member that met
      * a damaged message goes on with zeros to the last step, its result void (recovery_finish agrees) */
-    model_t *m = &r->model;
-    const int zero = r->dp_on && r->deck.parallel.zero;
+    model_t *m = &r->st.model;
+    const int zero = r->st.dp_on && r->deck.parallel.zero;
     for (long t = p->from; t < p->target && (p->group || !recovery_replay_failed(r)); t++) {
         double v[2] = {0.0, 0.0};
         if (recovery_replay_scalars(r, t, v) != MP_OK && !p->group) break;
-        exec_step(&r->exec, t, (float)(1.0 / tokens), &src, NULL, 1);
+        exec_step(&r->st.exec, t, (float)(1.0 / tokens), &src, NULL, 1);
         if (recovery_replay_failed(r) && !p->group) break;
         size_t s0 = 0, s1 = m->tab.total;
         if (zero) { /* the replicas' reduce-scatter as the run made it, then this replica's shard */
             train_buckets_rest(r, 0);
-            dp_shard_take(&r->dp, m->grads);
-            dp_shard_range(&r->dp, &s0, &s1);
+            dp_shard_take(&r->st.dp, m->grads);
+            dp_shard_range(&r->st.dp, &s0, &s1);
         }
         train_apply(r, optim_lr(&r->optim, t), v[0], s0, s1);
-        if (zero) dp_allgather(&r->dp, m->params);
+        if (zero) dp_allgather(&r->st.dp, m->params);
         r->step = t + 1;
         recovery_step_done(r, t, v[0], v[1]);
     }
     recovery_replay_mode(r, 0);
     *secs_p = perf_now() - t0;
     if (recovery_replay_failed(r))
-        return MP_FAIL("replay: rank %d stopped at step %ld: a message it needed is missing or damaged (above)", r->rank,
+        return MP_FAIL("replay: rank %d stopped at step %ld: a message it needed is missing or damaged (above)", r->lay.rank,
                        r->step + 1);
     return MP_OK;
 }
@@ -176,7 +176,7 @@ static int train_replay(run_t *r, const recovery_plan_t *p, double *secs_p)
 /* Mean next-token loss over the first eval_windows windows of /val (stride T from 0). */
 double train_val_loss(run_t *r)
 {
-    const int B = r->acts.B, T = r->deck.model.seq_len;
+    const int B = r->st.acts.B, T = r->deck.model.seq_len;
     long n = r->deck.train.eval_windows, avail = data_val_windows(&r->data, T);
     if (n > avail) n = avail;
     if (n <= 0) return NAN;
@@ -184,11 +184,11 @@ double train_val_loss(run_t *r)
     for (long w0 = 0; w0 < n; w0 += B) {
         int valid = (int)(n - w0 < B ? n - w0 : B);
         for (int b = 0; b < B; b++) /* rows past the end repeat the last window; not counted */
-            data_val_sample(&r->data, w0 + (b < valid ? b : valid - 1), T, r->acts.inputs + (size_t)b * T,
-                            r->acts.targets + (size_t)b * T);
-        sum += exec_forward_only(&r->exec, valid);
+            data_val_sample(&r->data, w0 + (b < valid ? b : valid - 1), T, r->st.acts.inputs + (size_t)b * T,
+                            r->st.acts.targets + (size_t)b * T);
+        sum += exec_forward_only(&r->st.exec, valid);
     }
-    if (r->pp > 1) wait_allreduce_sum(&r->wait, &sum, 1, MPI_DOUBLE, r->grid.comm[GRID_PP], "the validation loss");
+    if (r->lay.pp > 1) wait_allreduce_sum(&r->lay.wait, &sum, 1, MPI_DOUBLE, r->lay.grid.comm[GRID_PP], "the validation loss");
     return sum / ((double)n * T);
 }
 
@@ -199,7 +199,7 @@ double train_val_loss(run_t *r)
 static deck_fail_mode_t train_fail_mode(const run_t *r, long t)
 {
     const deck_fail_at_t *f = &r->deck.debug.fail;
-    return f->rank == r->rank && f->step == t + 1 ? f->mode : DECK_FAIL_NONE;
+    return f->rank == r->lay.rank && f->step == t + 1 ? f->mode : DECK_FAIL_NONE;
 }
 
 typedef struct {
@@ -226,9 +226,9 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     double dt = now - pg->t_last;
     double tok_s = dt > 0 ? (double)(r->step - pg->step_last) * d->train.batch * d->model.seq_len / dt : 0.0;
     /* bubble: the share of this interval rank 0 spent blocked on pipeline receives */
-    double bubble = dt > 0 ? r->exec.idle / dt : 0.0, theory = r->exec.theory;
-    r->exec.idle = 0.0;
-    double mfu = r->peak_gflops > 0 ? tok_s * model_flops_per_token(&r->model.cfg) / (r->peak_gflops * 1e9) : 0.0;
+    double bubble = dt > 0 ? r->st.exec.idle / dt : 0.0, theory = r->st.exec.theory;
+    r->st.exec.idle = 0.0;
+    double mfu = r->peak_gflops > 0 ? tok_s * model_flops_per_token(&r->st.model.cfg) / (r->peak_gflops * 1e9) : 0.0;
     pg->t_last = now;
     pg->step_last = r->step;
     char val[64] = "", el[32], eta[32];
@@ -238,10 +238,10 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     train_duration(elapsed, el, sizeof el);
     if (isnan(eta_s)) snprintf(eta, sizeof eta, "?");
     else train_duration(eta_s, eta, sizeof eta);
-    runlog_printf(&r->log, "step %6ld/%d | loss %.4f%s | lr %.3e | grad_norm %.3f | %.0f tok/s | mfu %.1f%% | mem %.1f MiB"
+    runlog_printf(&r->files.log, "step %6ld/%d | loss %.4f%s | lr %.3e | grad_norm %.3f | %.0f tok/s | mfu %.1f%% | mem %.1f MiB"
                   " | elapsed %s | eta %s",
                   r->step, d->train.steps, loss, val, lr, gnorm, tok_s, 100.0 * mfu,
-                  (double)r->arena.peak / 1048576.0, el, eta);
+                  (double)r->st.arena.peak / 1048576.0, el, eta);
     /* per stage (the pp group of rank 0), gathered for the metrics line: peak memory, its plan, the
      * activations' share of the peak, the most micro-batches stashed and offload buffers in use,
      * host memory held for offloads and balance, and bytes moved (offload, balance) and seconds
@@ -250,24 +250,24 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
      * per step is then per step of the units run since the last line */
     const long W = r->unit.whole ? r->unit.window : 1, ran = (r->step + W - 1) / W * W - (pg->moved_step + W - 1) / W * W;
     const long nsteps = ran > 0 ? ran : 1;
-    const stash_t *st = &r->exec.stash;
+    const stash_t *st = &r->st.exec.stash;
     enum { NM = 11 };
     /* activations: the peak above what the plan calls fixed (weights, gradients, optimizer state) */
-    const double act_peak = r->arena.peak > r->plan.fixed ? (double)(r->arena.peak - r->plan.fixed) : 0.0;
-    double mine[NM] = {(double)r->arena.peak, (double)r->plan.total, act_peak, exec_stash_peak(&r->exec),
-                       exec_pool_peak(&r->exec),
-                       (double)st->mov_bytes * (st->mov_bytes ? st->nslots : 0) + (double)r->exec.bal.host_bytes,
+    const double act_peak = r->st.arena.peak > r->st.plan.fixed ? (double)(r->st.arena.peak - r->st.plan.fixed) : 0.0;
+    double mine[NM] = {(double)r->st.arena.peak, (double)r->st.plan.total, act_peak, exec_stash_peak(&r->st.exec),
+                       exec_pool_peak(&r->st.exec),
+                       (double)st->mov_bytes * (st->mov_bytes ? st->nslots : 0) + (double)r->st.exec.bal.host_bytes,
                        st->moved.offloaded / (double)nsteps, st->moved.prefetched / (double)nsteps,
                        st->moved.evicted / (double)nsteps, st->moved.accepted / (double)nsteps,
                        st->moved.wait_s / (double)nsteps};
     if (r->step % W == 0) { /* mid-window, the next subnet's line reports the same window */
-        r->exec.stash.moved = (stash_moved_t){0};
+        r->st.exec.stash.moved = (stash_moved_t){0};
         pg->moved_step = r->step;
     }
     double all[NM * SIM_MAX_STAGES] = {0};
     MPI_Request q;
-    MPI_CHECK(MPI_Igather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, 0, r->grid.comm[GRID_PP], &q));
-    wait_all_over(&r->wait, 1, &q, r->grid.comm[GRID_PP], "the per-stage memory report");
+    MPI_CHECK(MPI_Igather(mine, NM, MPI_DOUBLE, all, NM, MPI_DOUBLE, 0, r->lay.grid.comm[GRID_PP], &q));
+    wait_all_over(&r->lay.wait, 1, &q, r->lay.grid.comm[GRID_PP], "the per-stage memory report");
     static const char *const names[NM] = {"peak_mem_bytes", "planned_mem_bytes", "activation_peak_bytes", "stash_peak",
                                           "offload_buffers_peak", "host_bytes", "offloaded_bytes_per_step",
                                           "prefetched_bytes_per_step", "evicted_bytes_per_step",
@@ -275,7 +275,7 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     char per_stage[NM * (SIM_MAX_STAGES * 24 + 40)] = "";
     for (int k = 0, o = 0; k < NM; k++) {
         o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, ",\"%s\":[", names[k]);
-        for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++)
+        for (int s = 0; s < r->lay.pp && s < SIM_MAX_STAGES; s++)
             o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, k == NM - 1 ? "%s%.6f" : "%s%.0f", s ? "," : "",
                           all[NM * s + k]);
         o += snprintf(per_stage + o, sizeof per_stage - (size_t)o, "]");
@@ -285,13 +285,13 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
         int sizes[SIM_MAX_STAGES];
         migrate_sizes(r, sizes);
         int o = snprintf(split, sizeof split, ",\"pipeline_layers\":[");
-        for (int s = 0; s < r->pp && s < SIM_MAX_STAGES; s++)
+        for (int s = 0; s < r->lay.pp && s < SIM_MAX_STAGES; s++)
             o += snprintf(split + o, sizeof split - (size_t)o, "%s%d", s ? "," : "", sizes[s]);
         snprintf(split + o, sizeof split - (size_t)o, "],\"layer_moves\":%d", pg->moves);
     }
     if (!isnan(val_loss)) snprintf(valj, sizeof valj, ",\"val_loss\":%.17g", val_loss);
     if (!isnan(eta_s)) snprintf(etaj, sizeof etaj, ",\"eta_s\":%.1f", eta_s);
-    runlog_metrics(&r->log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
+    runlog_metrics(&r->files.log, "\"step\":%ld,\"loss\":%.17g%s,\"lr\":%.17g,\"grad_norm\":%.17g,\"tokens_per_s\":%.1f,"
                    "\"mfu\":%.5f%s,\"bubble\":%.4f,\"bubble_theory\":%.4f,\"elapsed_s\":%.3f%s%s",
                    r->step, loss, valj, lr, gnorm, tok_s, mfu, per_stage, bubble, theory, elapsed, etaj, split);
 }
@@ -305,9 +305,9 @@ static void train_fail_at(const run_t *r, long t, int agreed)
     if (mode == (agreed ? DECK_FAIL_HANG : DECK_FAIL_KILL)) {
         if (t < 0)
             fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d kills itself as its start-up ends\n",
-                    r->deck.debug.fail_at, r->rank);
+                    r->deck.debug.fail_at, r->lay.rank);
         else
-            fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", r->deck.debug.fail_at, r->rank,
+            fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", r->deck.debug.fail_at, r->lay.rank,
                     agreed ? "stops answering (SIGSTOP) in" : "kills itself as it begins", t + 1);
         fflush(stderr);
         if (agreed) mp_stop_for_good();
@@ -341,7 +341,7 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
         train_fail_at(r, t, 0);
         /* every rank agrees to stop at the same step, whichever got the signal */
         int sig = signals_pending();
-        wait_allreduce(&r->wait, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the stop-request agreement");
+        wait_allreduce(&r->lay.wait, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the stop-request agreement");
         train_fail_at(r, t, 1);
         /* a unit (a supernet's window) stops where it ends: a checkpoint holds no half-summed window */
         stop_wanted |= sig != 0;
@@ -349,7 +349,7 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
         /* debug.kernel_times: the step's kernels, from the log's step kernel_times on (evaluations and
          * checkpoints after the step are not timed, so every timed step makes the same calls) */
         const int timed = d->debug.kernel_times > 0 && t + 1 >= d->debug.kernel_times;
-        if (timed) be_ktime_step_begin(&r->be);
+        if (timed) be_ktime_step_begin(&r->st.be);
         double t0 = perf_now();
         const double lr = optim_lr(&r->optim, t);
         train_step_t st = {0.0, 0.0, NAN};
@@ -359,22 +359,22 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
             st.loss = train_step_grads(r, t, &src);
             double t1 = perf_now();
             PROF(&r->prof, PROF_OPTIMIZER, st.gnorm = train_update(r, lr));
-            trace_span(&r->trace, "optimizer", t, -1, t1);
+            trace_span(&r->files.trace, "optimizer", t, -1, t1);
             recovery_step_done(r, t, st.gnorm, st.loss); /* the step whole in the boundary log */
         }
-        if (timed) be_ktime_step_end(&r->be);
+        if (timed) be_ktime_step_end(&r->st.be);
         r->prof.total += perf_now() - t0;
         r->prof.steps++;
-        if (t == r->dump.step) {
+        if (t == r->files.dump.step) {
             recovery_pause(r); /* the thread rule: the log's writer stays out of HDF5 */
-            const int rc = actdump_write(&r->dump, MPI_COMM_WORLD, r->out_dir, &r->wait);
+            const int rc = actdump_write(&r->files.dump, MPI_COMM_WORLD, r->files.out_dir, &r->lay.wait);
             recovery_resume(r);
             if (rc != MP_OK) return MP_ERR;
         }
         if (t == first + (r->unit.whole ? W - 1 : 0)) { /* the first step (unit) warms caches and pools */
             memset(&r->prof, 0, sizeof r->prof);
-            r->dp.comm_seconds = 0.0;
-            be_scratch_freeze(&r->be); /* no device allocation after it (backend.h) */
+            r->st.dp.comm_seconds = 0.0;
+            be_scratch_freeze(&r->st.be); /* no device allocation after it (backend.h) */
         }
         r->step++;
         int last = r->step == d->train.steps;
@@ -387,7 +387,7 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
             if (ops && ops->eval_begin) ops->eval_begin(r);
             val = train_val_loss(r);
             if (ops && ops->eval_end) ops->eval_end(r);
-            trace_span(&r->trace, "evaluation", t, -1, t2);
+            trace_span(&r->files.trace, "evaluation", t, -1, t2);
         }
         pg.moves = mg->moves;
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
@@ -398,10 +398,10 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
         if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0) || r->stop) {
             double t3 = perf_now();
             if (train_checkpoint(r, fail_midway) != MP_OK) return MP_ERR;
-            trace_span(&r->trace, "checkpoint", t, -1, t3);
+            trace_span(&r->files.trace, "checkpoint", t, -1, t3);
         }
         if (r->stop && !last) {
-            runlog_printf(&r->log, "stop requested by signal %d: checkpoint of step %ld written; exiting with status %d "
+            runlog_printf(&r->files.log, "stop requested by signal %d: checkpoint of step %ld written; exiting with status %d "
                           "(resume with --resume auto)", sig, r->step, MP_EXIT_REQUEUE);
             return MP_STOPPED;
         }
@@ -419,31 +419,31 @@ static int train_report_profile(run_t *r)
     double known = 0.0;
     char path[4200], text[4096];
     size_t n = 0;
-    snprintf(path, sizeof path, "%s/profile.json", r->out_dir);
+    snprintf(path, sizeof path, "%s/profile.json", r->files.out_dir);
 #define PROF_JSON(...) (n += n < sizeof text ? (size_t)snprintf(text + n, sizeof text - n, __VA_ARGS__) : 0)
     PROF_JSON("{\"steps\":%ld,\"step_seconds\":%.6f", p->steps, p->total / p->steps);
-    runlog_printf(&r->log, "profile over %ld steps (%.1f ms/step):", p->steps, 1e3 * p->total / p->steps);
+    runlog_printf(&r->files.log, "profile over %ld steps (%.1f ms/step):", p->steps, 1e3 * p->total / p->steps);
     for (int c = 0; c < PROF_COUNT; c++) {
         known += p->seconds[c];
-        runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", prof_names[c], 1e3 * p->seconds[c] / p->steps,
+        runlog_printf(&r->files.log, "  %-24s %8.2f ms/step %5.1f%%", prof_names[c], 1e3 * p->seconds[c] / p->steps,
                       100.0 * p->seconds[c] / p->total);
         PROF_JSON(",\"%s\":%.6f", prof_names[c], p->seconds[c] / p->steps);
     }
-    runlog_printf(&r->log, "  %-24s %8.2f ms/step %5.1f%%", "framework_overhead", 1e3 * (p->total - known) / p->steps,
+    runlog_printf(&r->files.log, "  %-24s %8.2f ms/step %5.1f%%", "framework_overhead", 1e3 * (p->total - known) / p->steps,
                   100.0 * (p->total - known) / p->total);
     if (p->recompute > 0) {
-        runlog_printf(&r->log, "  %-24s %8.2f ms/step (of the above: forwards re-run by memory.policy)", "recompute",
+        runlog_printf(&r->files.log, "  %-24s %8.2f ms/step (of the above: forwards re-run by memory.policy)", "recompute",
                       1e3 * p->recompute / p->steps);
         PROF_JSON(",\"recompute\":%.6f", p->recompute / p->steps);
     }
-    if (r->dp_on) {
-        runlog_printf(&r->log, "  %-24s %8.2f ms/step (waiting for gradient buckets after the backward)", "dp_wait",
-                      1e3 * r->dp.comm_seconds / p->steps);
-        PROF_JSON(",\"dp_wait\":%.6f", r->dp.comm_seconds / p->steps);
+    if (r->st.dp_on) {
+        runlog_printf(&r->files.log, "  %-24s %8.2f ms/step (waiting for gradient buckets after the backward)", "dp_wait",
+                      1e3 * r->st.dp.comm_seconds / p->steps);
+        PROF_JSON(",\"dp_wait\":%.6f", r->st.dp.comm_seconds / p->steps);
     }
     PROF_JSON(",\"framework_overhead\":%.6f}\n", (p->total - known) / p->steps);
 #undef PROF_JSON
-    if (r->rank != 0) return MP_OK;
+    if (r->lay.rank != 0) return MP_OK;
     if (n >= sizeof text) return MP_FAIL("%s: the report does not fit its buffer (a bug)", path);
     return publish_text(path, text);
 }
@@ -451,9 +451,9 @@ static int train_report_profile(run_t *r)
 /* "layers 0-11, heads 0-5, vocab 0-127, samples 0-3": this rank's part of the model and batch. */
 static void train_describe_holdings(const run_t *r, char *buf, size_t n)
 {
-    const param_table_t *t = &r->model.tab;
+    const param_table_t *t = &r->st.model.tab;
     const int hl = r->deck.model.heads / t->tp, vl = t->vocab_pad / t->tp;
-    const int per = r->replica_batch, s0 = r->grid.coord[GRID_DP] * per;
+    const int per = r->lay.replica_batch, s0 = r->lay.grid.coord[GRID_DP] * per;
     char layers[GRID_HOLDS_MAX / 2] = "";
     for (int c = 0, o = 0; c < t->nchunks && o < (int)sizeof layers - 16; c++)
         o += snprintf(layers + o, sizeof layers - (size_t)o, "%s%d-%d", c ? "," : "", t->chunk_layer0[c],
@@ -489,12 +489,12 @@ static void train_log_auto_split(run_t *r)
         snprintf(from, sizeof from, "the nominal device's modelled times (train.device = %s is not timed at start)",
                  deck_device_names[d->train.device]);
     if (d->pipeline.replan_every > 0) /* live migration's per-layer costs (migrate.c) */
-        runlog_printf(&r->log, "pipeline.replan_every=%d: stage times are dealt over layers by %s",
+        runlog_printf(&r->files.log, "pipeline.replan_every=%d: stage times are dealt over layers by %s",
                       d->pipeline.replan_every, from);
     if (!a->on) return;
     for (int s = 0, n = 0; s < d->parallel.pp && n < (int)sizeof text; s++)
         n += snprintf(text + n, sizeof text - (size_t)n, "%s%d", s ? "," : "", d->pipeline.chunks.layers[s]);
-    runlog_printf(&r->log, "pipeline.layers=auto: %s (the planner's split by %s; embedding on stage 0 and head on "
+    runlog_printf(&r->files.log, "pipeline.layers=auto: %s (the planner's split by %s; embedding on stage 0 and head on "
                   "the last: the slowest stage carries %.1f%% of the step's compute, %.1f%% would be even)",
                   text, from, 100 * a->share, 100.0 / d->parallel.pp);
 }
@@ -504,19 +504,19 @@ static void train_log_auto_split(run_t *r)
 static void train_log_auto_policy(run_t *r)
 {
     if (r->deck.memory.policy != POLICY_AUTO || r->deck.memory.per_layer.n) return;
-    const int pp = r->pp;
+    const int pp = r->lay.pp;
     double *v = calloc((size_t)3 * pp, sizeof(double));
     if (!v) MP_ABORT("out of memory logging memory.policy=auto");
-    v[3 * r->stage] = r->auto_policy, v[3 * r->stage + 1] = r->auto_bytes, v[3 * r->stage + 2] = r->auto_keep_bytes;
-    wait_allreduce(&r->wait, v, 3 * pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "memory.policy=auto's choices");
+    v[3 * r->lay.stage] = r->st.auto_policy, v[3 * r->lay.stage + 1] = r->st.auto_bytes, v[3 * r->lay.stage + 2] = r->st.auto_keep_bytes;
+    wait_allreduce(&r->lay.wait, v, 3 * pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "memory.policy=auto's choices");
     const double limit = (double)r->deck.memory.device_limit;
     for (int s = 0; s < pp; s++) {
         const int pol = (int)v[3 * s];
         if (pol == POLICY_KEEP)
-            runlog_printf(&r->log, "memory.policy=auto: stage %d keeps every stash: planned %.0f bytes%s", s, v[3 * s + 1],
+            runlog_printf(&r->files.log, "memory.policy=auto: stage %d keeps every stash: planned %.0f bytes%s", s, v[3 * s + 1],
                           limit > 0 ? " within memory.device_limit" : " (no memory.device_limit)");
         else
-            runlog_printf(&r->log, "memory.policy=auto: stage %d chose %s: keep would plan %.0f bytes, over "
+            runlog_printf(&r->files.log, "memory.policy=auto: stage %d chose %s: keep would plan %.0f bytes, over "
                           "memory.device_limit=%.0f; %s plans %.0f (the fastest policy that fits: keep, selective, "
                           "recompute in that order)", s, policy_names[pol], v[3 * s + 2], limit,
                           policy_names[pol], v[3 * s + 1]);
@@ -530,22 +530,22 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     if (run_setup(&r, opts, 1) != MP_OK) return 1;
     const train_ops_t *ops = r.plug ? ops_offered : NULL;
     const deck_t *d = &r.deck;
-    runlog_printf(&r.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = "
+    runlog_printf(&r.files.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = "
                   "dp %d x %d micro-batches x %d | %d thread(s) per rank | job's sgemm peak %.1f GFLOP/s | out %s",
                   opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
-                  d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.model.cfg),
-                  d->train.batch, r.grid.size[GRID_DP], r.micro_batches, d->train.micro_batch, r.threads,
-                  r.peak_gflops, r.out_dir);
-    if (r.gpu_note[0]) runlog_printf(&r.log, "%s", r.gpu_note);
-    if (r.p2p_note[0]) runlog_printf(&r.log, "%s", r.p2p_note);
-    if (r.play_note[0]) runlog_printf(&r.log, "%s", r.play_note);
+                  d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.st.model.cfg),
+                  d->train.batch, r.lay.grid.size[GRID_DP], r.lay.micro_batches, d->train.micro_batch, r.lay.threads,
+                  r.peak_gflops, r.files.out_dir);
+    if (r.st.gpu_note[0]) runlog_printf(&r.files.log, "%s", r.st.gpu_note);
+    if (r.st.p2p_note[0]) runlog_printf(&r.files.log, "%s", r.st.p2p_note);
+    if (r.st.play_note[0]) runlog_printf(&r.files.log, "%s", r.st.play_note);
     if (ops && ops->announce) ops->announce(&r);
     train_log_auto_split(&r);
     train_log_auto_policy(&r);
     char holds[GRID_HOLDS_MAX];
     train_describe_holdings(&r, holds, sizeof holds);
     train_fail_at(&r, -1, 0); /* debug.fail_at = RANK:0: as the start-up ends */
-    grid_print_layout(&r.grid, &r.wait, r.log.quiet ? NULL : stdout, r.log.log, holds);
+    grid_print_layout(&r.lay.grid, &r.lay.wait, r.files.log.quiet ? NULL : stdout, r.files.log.log, holds);
     watchdog_arm(&r.wd, "the resume (choosing and reading a checkpoint)", "checkpoint.timeout", d->checkpoint.timeout);
     int rc = run_agree(run_ckpt_resume(&r));
     if (rc == MP_OK) rc = run_ckpt_init_from(&r);
@@ -562,12 +562,12 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         rc = recovery_finish(&r, &rp, ok, took);
     }
     if (rc == MP_OK) rc = run_agree(recovery_open(&r));
-    if (rc == MP_OK) rc = run_agree(trace_init(&r.trace));
+    if (rc == MP_OK) rc = run_agree(trace_init(&r.files.trace));
     double t0 = perf_now();
     long s0 = r.step;
     energy_t en;
     char bus[NVML_BUS_ID_LEN]; /* cuda: this rank's GPU, whose NVML energy counter is read */
-    be_gpu_bus_id(&r.be, bus, sizeof bus);
+    be_gpu_bus_id(&r.st.be, bus, sizeof bus);
     energy_start(&en, bus);
     signals_install();
     migrate_t mg = {0};
@@ -578,16 +578,16 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     if (recovery_close(&r) != MP_OK && rc == MP_OK) rc = MP_ERR;
     const int stopped = rc == MP_STOPPED;
     if (stopped) rc = MP_OK;
-    if (r.trace.ev) {
+    if (r.files.trace.ev) {
         char path[4300], label[128];
-        snprintf(path, sizeof path, "%s/trace.json", r.out_dir);
-        snprintf(label, sizeof label, "rank %d: dp%d tp%d pp%d sp%d", r.rank, r.grid.coord[GRID_DP], r.grid.coord[GRID_TP],
-                 r.grid.coord[GRID_PP], r.grid.coord[GRID_SP]);
+        snprintf(path, sizeof path, "%s/trace.json", r.files.out_dir);
+        snprintf(label, sizeof label, "rank %d: dp%d tp%d pp%d sp%d", r.lay.rank, r.lay.grid.coord[GRID_DP], r.lay.grid.coord[GRID_TP],
+                 r.lay.grid.coord[GRID_PP], r.lay.grid.coord[GRID_SP]);
         /* gathered to rank 0 and written: file-system work, under the file-system phases' deadline */
         watchdog_arm(&r.wd, "writing the trace", "checkpoint.timeout", d->checkpoint.timeout);
-        if (rc == MP_OK) rc = run_agree(trace_write(&r.trace, path, label, MPI_COMM_WORLD));
+        if (rc == MP_OK) rc = run_agree(trace_write(&r.files.trace, path, label, MPI_COMM_WORLD));
         watchdog_disarm(&r.wd);
-        trace_free(&r.trace);
+        trace_free(&r.files.trace);
     }
     if (rc == MP_OK) {
         energy_use_t use;
@@ -606,7 +606,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     }
     energy_release(&en); /* NVML, when a failed run did not reach energy_finish */
     const int status = rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
-    if (r.rank == 0) {
+    if (r.lay.rank == 0) {
         char text[600];
         if (status == MP_EXIT_REQUEUE)
             snprintf(text, sizeof text, "%d stopped: by signal at step %ld, its checkpoint written; resume with "
@@ -614,7 +614,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         else
             snprintf(text, sizeof text, "%d %s at step %ld", status, status ? "failed (the log says why)" : "done",
                      r.step);
-        rundir_exit_status(r.out_dir, text); /* a failure to write it is reported; the status stands */
+        rundir_exit_status(r.files.out_dir, text); /* a failure to write it is reported; the status stands */
     }
     run_teardown(&r);
     return status;
@@ -629,12 +629,12 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
     if (!tok) return MP_ERR;
     for (int i = 0; i < batch; i++)
         data_train_sample(&r->data, r->deck.train.seed, 0, i, batch, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
-    float *grads = run_ckpt_host_copy(r, r->model.grads, r->model.alloc);
+    float *grads = run_ckpt_host_copy(r, r->st.model.grads, r->st.model.alloc);
     hid_t f = -1, g = -1, s = -1, d = -1;
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), out, path);
     H5_TRY(g = H5Gcreate2(f, "grad", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
-    for (int i = 0; i < r->model.tab.count; i++) {
-        const param_entry_t *e = &r->model.tab.entries[i];
+    for (int i = 0; i < r->st.model.tab.count; i++) {
+        const param_entry_t *e = &r->st.model.tab.entries[i];
         hsize_t dims[2] = {(hsize_t)e->shape[0], (hsize_t)e->shape[1]};
         H5_TRY(s = H5Screate_simple(e->ndim, dims, NULL), out, path);
         H5_TRY(d = H5Dcreate2(g, e->name, H5T_NATIVE_FLOAT, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
@@ -662,7 +662,7 @@ out:
     if (g >= 0) H5Gclose(g);
     if (f >= 0 && H5Fclose(f) < 0) rc = MP_FAIL("cannot close %s", path);
     if (rc == MP_OK) rc = ckpt_reseal(path); /* the file checksum covers what was added */
-    run_ckpt_host_release(r, grads, r->model.grads);
+    run_ckpt_host_release(r, grads, r->st.model.grads);
     free(tok);
     return rc;
 }
@@ -671,8 +671,8 @@ int train_debug_grads(const run_opts_t *opts, const train_ops_t *ops_offered, co
 {
     run_t r;
     if (run_setup(&r, opts, 0) != MP_OK) return 1;
-    if (r.world != 1) {
-        MP_ERROR("debug-grads runs on one rank (the PyTorch check's reference); this job has %d", r.world);
+    if (r.lay.world != 1) {
+        MP_ERROR("debug-grads runs on one rank (the PyTorch check's reference); this job has %d", r.lay.world);
         run_teardown(&r);
         return 1;
     }
@@ -680,12 +680,12 @@ int train_debug_grads(const run_opts_t *opts, const train_ops_t *ops_offered, co
     if (ops && ops->begin) ops->begin(&r, 0);
     const exec_batch_t src = train_batches(&r);
     double loss = train_step_grads(&r, 0, &src);
-    if (r.plug) model_grads_finish(&r.model); /* a plug-in's step (a supernet's) keeps the LM head's part apart */
+    if (r.plug) model_grads_finish(&r.st.model); /* a plug-in's step (a supernet's) keeps the LM head's part apart */
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL, .tok = r.data_tok};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
-    float *params = run_ckpt_host_copy(&r, r.model.params, r.model.alloc);
-    int rc = ckpt_write(out_file, &r.gtab, params, NULL, NULL, &st, r.deck_text);
-    run_ckpt_host_release(&r, params, r.model.params);
+    float *params = run_ckpt_host_copy(&r, r.st.model.params, r.st.model.alloc);
+    int rc = ckpt_write(out_file, &r.st.gtab, params, NULL, NULL, &st, r.files.deck_text);
+    run_ckpt_host_release(&r, params, r.st.model.params);
     if (rc == MP_OK) rc = train_dump_extra(&r, out_file, loss);
     if (rc == MP_OK && !opts->quiet) printf("debug-grads: step-0 loss %.9f, gradients in %s\n", loss, out_file);
     run_teardown(&r);

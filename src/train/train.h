@@ -42,7 +42,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops);
  * attribute `loss`. The PyTorch reference (validation/torch_ref.py) checks it. Exit code. */
 int train_debug_grads(const run_opts_t *opts, const train_ops_t *ops, const char *out_file);
 
-/* Gradients of step t's mean loss into r->model.grads (tied parts added; summed over the replicas
+/* Gradients of step t's mean loss into r->st.model.grads (tied parts added; summed over the replicas
  * unless ZeRO-1 reduce-scatters them later or a plug-in is active, which sums them itself). Returns
  * the mean loss over the global batch. Under 2bw the batch runs on the previous weight version
  * W(t−1). src: the batches (train_batches(r) for the training data). */

@@ -151,11 +151,11 @@ static run_t *run_by_hand(int tp, int dp, int pp, deck_p2p_t p2p, uint64_t limit
     const int order[GRID_NDIMS] = {GRID_TP, GRID_DP, GRID_SP, GRID_PP};
     int stride = 1;
     for (int k = 0; k < GRID_NDIMS; k++) {
-        r->grid.size[order[k]] = size[order[k]], r->grid.order[k] = order[k];
-        r->grid.stride[order[k]] = stride;
+        r->lay.grid.size[order[k]] = size[order[k]], r->lay.grid.order[k] = order[k];
+        r->lay.grid.stride[order[k]] = stride;
         stride *= size[order[k]];
     }
-    r->grid.world = r->world = stride;
+    r->lay.grid.world = r->lay.world = stride;
     return r;
 }
 
@@ -164,7 +164,7 @@ static int decide(run_t *r, const int *bus)
 {
     gpu_id_t ids[16];
     int host[16] = {0};
-    ids_make(ids, r->world, host, bus, 1);
+    ids_make(ids, r->lay.world, host, bus, 1);
     capture_begin();
     const int rc = run_gpus_decide(r, ids);
     capture_end();
@@ -178,9 +178,9 @@ static void test_run_decide(void)
     /* the lent machine: pp = 2, both ranks on its one GPU */
     run_t *r = run_by_hand(1, 1, 2, DECK_P2P_AUTO, G30, 0);
     int rc = decide(r, (int[]){0x41, 0x41});
-    tap_ok(rc == MP_OK && !r->p2p_nccl && strstr(r->p2p_note, "parallel.p2p=auto: pipeline messages go through MPI") &&
-               strstr(r->p2p_note, "ranks 0 and 1 (pipeline stages 0 and 1) share GPU 0000:41:00.0 on node0") &&
-               strstr(r->gpu_note, "ranks 0 and 1 share GPU 0000:41:00.0"),
+    tap_ok(rc == MP_OK && !r->st.p2p_nccl && strstr(r->st.p2p_note, "parallel.p2p=auto: pipeline messages go through MPI") &&
+               strstr(r->st.p2p_note, "ranks 0 and 1 (pipeline stages 0 and 1) share GPU 0000:41:00.0 on node0") &&
+               strstr(r->st.gpu_note, "ranks 0 and 1 share GPU 0000:41:00.0"),
            "run_gpus: pp=2 on one GPU, p2p=auto: MPI messages, said once with the ranks and the GPU");
     free(r);
     r = run_by_hand(1, 1, 2, DECK_P2P_NCCL, G30, 0);
@@ -197,37 +197,37 @@ static void test_run_decide(void)
     free(r);
     r = run_by_hand(1, 1, 2, DECK_P2P_MPI, G30, 0);
     rc = decide(r, (int[]){0x41, 0x41});
-    tap_ok(rc == MP_OK && !r->p2p_nccl && !r->p2p_note[0] && r->gpu_note[0],
+    tap_ok(rc == MP_OK && !r->st.p2p_nccl && !r->st.p2p_note[0] && r->st.gpu_note[0],
            "run_gpus: p2p=mpi with a device limit: MPI messages, no p2p note, the shared GPU noted");
     free(r);
     /* tp2 x pp2 on a 2-GPU node (node rank mod 2): pipelines {0,2} and {1,3}, each on one GPU */
     r = run_by_hand(2, 1, 2, DECK_P2P_AUTO, G30, 0);
     rc = decide(r, (int[]){0, 1, 0, 1});
-    tap_ok(rc == MP_OK && !r->p2p_nccl && strstr(r->p2p_note, "ranks 0 and 2 (pipeline stages 0 and 1)"),
-           "run_gpus: tp2 x pp2 on 2 GPUs: stages 0 and 1 of a pipeline share one: MPI (%s)", r->p2p_note);
+    tap_ok(rc == MP_OK && !r->st.p2p_nccl && strstr(r->st.p2p_note, "ranks 0 and 2 (pipeline stages 0 and 1)"),
+           "run_gpus: tp2 x pp2 on 2 GPUs: stages 0 and 1 of a pipeline share one: MPI (%s)", r->st.p2p_note);
     free(r);
     /* dp2 x pp2 on 4 GPUs: nothing shared, no limit needed */
     r = run_by_hand(1, 2, 2, DECK_P2P_AUTO, 0, 0);
     rc = decide(r, (int[]){0, 1, 2, 3});
-    tap_ok(rc == MP_OK && r->p2p_nccl && !r->p2p_note[0] && !r->gpu_note[0],
+    tap_ok(rc == MP_OK && r->st.p2p_nccl && !r->st.p2p_note[0] && !r->st.gpu_note[0],
            "run_gpus: dp2 x pp2 on 4 GPUs: NCCL messages, nothing noted");
     free(r);
     /* pp4 on 2 GPUs: stages 0 and 2 share one, no neighbours do */
     r = run_by_hand(1, 1, 4, DECK_P2P_NCCL, G30, 0);
     rc = decide(r, (int[]){0, 1, 0, 1});
-    tap_ok(rc == MP_OK && r->p2p_nccl && !r->p2p_note[0] && strstr(r->gpu_note, "ranks 0 and 2"),
+    tap_ok(rc == MP_OK && r->st.p2p_nccl && !r->st.p2p_note[0] && strstr(r->st.gpu_note, "ranks 0 and 2"),
            "run_gpus: pp4 on 2 GPUs, neighbours on distinct GPUs: p2p=nccl allowed; the shared GPU noted");
     free(r);
     /* pp3 on 2 GPUs: the last stage and the first share one, a boundary under the interleaved schedule */
     r = run_by_hand(1, 1, 3, DECK_P2P_AUTO, G30, 0);
     rc = decide(r, (int[]){0, 1, 0});
-    const int plain = rc == MP_OK && r->p2p_nccl;
+    const int plain = rc == MP_OK && r->st.p2p_nccl;
     free(r);
     r = run_by_hand(1, 1, 3, DECK_P2P_AUTO, G30, 1);
     rc = decide(r, (int[]){0, 1, 0});
-    tap_ok(plain && rc == MP_OK && !r->p2p_nccl && strstr(r->p2p_note, "ranks 2 and 0 (pipeline stages 2 and 0)"),
+    tap_ok(plain && rc == MP_OK && !r->st.p2p_nccl && strstr(r->st.p2p_note, "ranks 2 and 0 (pipeline stages 2 and 0)"),
            "run_gpus: pp3 on 2 GPUs, first and last stage on one: NCCL for 1f1b, MPI for interleaved (%s)",
-           r->p2p_note);
+           r->st.p2p_note);
     free(r);
 }
 
