@@ -40,13 +40,13 @@ static struct recovery_s *rec_get(run_t *r)
 
 /* (Balance, live migration and supernets never get here: the deck refuses them with recovery.log,
  * compose.c's pairs.) */
-const char *recovery_unsupported(const run_t *r)
+const char *recovery_unsupported(const run_stage_t *st)
 {
-    if (r->st.p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
+    if (st->p2p_nccl) return "NCCL pipeline messages (only MPI's are logged)";
     /* emu runs the device path in CI (host copies of device memory for the tied part and the head
      * inputs, the replay's sums on host copies); on cuda those copies would stall the stream and the
      * path has not run on a GPU */
-    if (!be_kernels_read_host(&r->st.be))
+    if (!be_kernels_read_host(&st->be))
         return "train.device=cuda (the device path of the log runs on emu; on a GPU it is not tried yet)";
     return NULL;
 }
@@ -109,7 +109,7 @@ static void rec_recv(void *ctx, long t, int mb, int chunk, int kind, float *x, s
 int recovery_open(run_t *r)
 {
     if (!r->deck.recovery.log || (r->rec && r->rec->log)) return MP_OK;
-    const char *why = recovery_unsupported(r);
+    const char *why = recovery_unsupported(&r->st);
     if (why) {
         if (r->lay.rank == 0)
             runlog_printf(&r->files.log, "recovery.log=1: nothing is logged on this layout: %s; a lost rank costs a restart "
@@ -173,34 +173,34 @@ void recovery_resume(run_t *r)
 }
 
 /* RUN/recovery/snap-r<rank>.h5 */
-static void rec_snap_path(const run_t *r, int rank, char *path_p, size_t n)
+static void rec_snap_path(const run_files_t *files, int rank, char *path_p, size_t n)
 {
-    snprintf(path_p, n, "%s/recovery/snap-r%05d.h5", r->files.out_dir, rank);
+    snprintf(path_p, n, "%s/recovery/snap-r%05d.h5", files->out_dir, rank);
 }
 
 /* The table a snapshot is written and read by: the stage's own, every entry its own to write (the
  * checkpoint writer leaves the last stage's copy of the tied embedding to the first stage's; a
  * snapshot holds this stage alone). */
-static param_table_t rec_snap_table(const run_t *r)
+static param_table_t rec_snap_table(const run_stage_t *st)
 {
-    param_table_t t = r->st.model.tab;
+    param_table_t t = st->model.tab;
     t.has_embed = 1;
     return t;
 }
 
 /* The layout a snapshot is taken on: only the same one takes it back. */
-static void rec_layout(const run_t *r, int rank, char *buf, size_t n)
+static void rec_layout(const run_layout_t *lay, const run_stage_t *st, int rank, char *buf, size_t n)
 {
-    snprintf(buf, n, "dp=%d tp=%d pp=%d sp=%d v=%d rank=%d", r->lay.grid.size[GRID_DP], r->lay.grid.size[GRID_TP],
-             r->lay.grid.size[GRID_PP], r->lay.grid.size[GRID_SP], r->st.model.tab.nchunks, rank);
+    snprintf(buf, n, "dp=%d tp=%d pp=%d sp=%d v=%d rank=%d", lay->grid.size[GRID_DP], lay->grid.size[GRID_TP],
+             lay->grid.size[GRID_PP], lay->grid.size[GRID_SP], st->model.tab.nchunks, rank);
 }
 
 /* The range of the stage's flat buffer whose AdamW moments this rank holds: all of it, or under
  * ZeRO-1 its replica's shard (m and v then hold s1 − s0 floats from s0). */
-static void rec_moments_range(const run_t *r, size_t *s0_p, size_t *s1_p)
+static void rec_moments_range(const deck_t *d, const run_stage_t *st, size_t *s0_p, size_t *s1_p)
 {
-    *s0_p = 0, *s1_p = r->st.model.tab.total;
-    if (r->st.dp_on && r->deck.parallel.zero) dp_shard_range(&r->st.dp, s0_p, s1_p);
+    *s0_p = 0, *s1_p = st->model.tab.total;
+    if (st->dp_on && d->parallel.zero) dp_shard_range(&st->dp, s0_p, s1_p);
 }
 
 /* This rank's state at r->step: weights and AdamW's moments of its shard, laid out by its own table,
@@ -214,14 +214,14 @@ static int rec_snapshot_write(run_t *r)
     /* never through a planted link: the snapshot goes where the run directory says */
     if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return MP_FAIL("%s is not a directory (a link or a file under that name): the snapshot is not written", dir);
-    rec_snap_path(r, r->lay.rank, path, sizeof path);
+    rec_snap_path(&r->files, r->lay.rank, path, sizeof path);
     model_t *m = &r->st.model;
     const size_t n = m->tab.total;
-    float *host[3] = {run_ckpt_host_copy(r, m->params, n), NULL, NULL};
+    float *host[3] = {run_ckpt_host_copy(&r->st, m->params, n), NULL, NULL};
     size_t s0, s1;
-    rec_moments_range(r, &s0, &s1);
+    rec_moments_range(&r->deck, &r->st, &s0, &s1);
     if (s0 == 0 && s1 == n) {
-        host[1] = run_ckpt_host_copy(r, m->m, n), host[2] = run_ckpt_host_copy(r, m->v, n);
+        host[1] = run_ckpt_host_copy(&r->st, m->m, n), host[2] = run_ckpt_host_copy(&r->st, m->v, n);
     } else { /* ZeRO-1: this replica's shard of the moments at its place, zeros elsewhere */
         for (int k = 1; k < 3; k++) {
             if (!(host[k] = calloc(n ? n : 1, sizeof(float)))) MP_ABORT("out of memory writing the snapshot");
@@ -230,20 +230,20 @@ static int rec_snapshot_write(run_t *r)
     }
     ckpt_state_t st = {.step = r->step, .adam_t = r->adam_t, .seed = r->deck.train.seed,
                        .data_cursor = r->step * r->deck.train.batch, .weight_versions = 1, .tok = r->data_tok};
-    rec_layout(r, r->lay.rank, st.layout, sizeof st.layout);
+    rec_layout(&r->lay, &r->st, r->lay.rank, st.layout, sizeof st.layout);
     snprintf(st.schedule, sizeof st.schedule, "%s", sched_kind_names[r->deck.parallel.schedule_kind]);
     snprintf(st.run_id, sizeof st.run_id, "%s", r->files.run_id);
-    const param_table_t tab = rec_snap_table(r);
+    const param_table_t tab = rec_snap_table(&r->st);
     /* 2bw: both weight versions (W(t), which the next step's forwards read, and W(t+1)) */
-    float *old = m->params_old ? run_ckpt_host_copy(r, m->params_old, n) : NULL;
+    float *old = m->params_old ? run_ckpt_host_copy(&r->st, m->params_old, n) : NULL;
     st.weight_versions = old ? 2 : 1;
     const ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = &tab, .owner = 1, .bufs = {host[0], old, host[1], host[2]}};
     const int rc = ckpt_write_parallel(path, &tab, &pt, &st, r->files.deck_text);
-    if (old) run_ckpt_host_release(r, old, m->params_old);
-    run_ckpt_host_release(r, host[0], m->params);
+    if (old) run_ckpt_host_release(&r->st, old, m->params_old);
+    run_ckpt_host_release(&r->st, host[0], m->params);
     if (s0 == 0 && s1 == n) {
-        run_ckpt_host_release(r, host[1], m->m);
-        run_ckpt_host_release(r, host[2], m->v);
+        run_ckpt_host_release(&r->st, host[1], m->m);
+        run_ckpt_host_release(&r->st, host[2], m->v);
     } else {
         free(host[1]), free(host[2]);
     }
@@ -256,7 +256,7 @@ static void rec_lost(void *ctx, const char *msg)
     run_t *r = ctx;
     r->lay.wait.lost = NULL; /* a wait inside what follows aborts as usual */
     char path[4300];
-    rec_snap_path(r, r->lay.rank, path, sizeof path);
+    rec_snap_path(&r->files, r->lay.rank, path, sizeof path);
     fprintf(stderr, "mindpipe: rank %d: %s\nmindpipe: rank %d: recovery.log: a peer is lost; this rank's state at "
             "step %ld goes to %s, then exit %d (resume with --resume auto: the lost rank's steps are replayed)\n",
             r->lay.rank, msg, r->lay.rank, r->step, path, MP_EXIT_REQUEUE);
@@ -288,11 +288,11 @@ void recovery_arm(run_t *r)
     r->lay.wait.stop_timeout = r->deck.train.stop_grace / 2;
 }
 
-void recovery_disarm(run_t *r)
+void recovery_disarm(run_layout_t *lay)
 {
-    r->lay.wait.lost = NULL;
-    r->lay.wait.lost_ctx = NULL;
-    r->lay.wait.stopping = NULL;
+    lay->wait.lost = NULL;
+    lay->wait.lost_ctx = NULL;
+    lay->wait.stopping = NULL;
 }
 
 /* The deck keys whose values the steps after the checkpoint were computed with. The run id says a
@@ -310,7 +310,7 @@ static const char *const rec_same_keys[][2] = {
 
 /* The snapshot's deck text (its /state deck) against this run's deck on rec_same_keys. MP_OK, or
  * MP_ERR with the first key that differs, both values, in why_p (name: the snapshot as messages say). */
-static int rec_snap_deck_same(const run_t *r, const char *text, const char *name, char *why_p, size_t n)
+static int rec_snap_deck_same(const deck_t *d, const char *text, const char *name, char *why_p, size_t n)
 {
     char why[600], was[512], now[512];
     deck_t *old = MP_MALLOC(sizeof *old);
@@ -324,7 +324,7 @@ static int rec_snap_deck_same(const run_t *r, const char *text, const char *name
     for (size_t i = 0; i < sizeof rec_same_keys / sizeof rec_same_keys[0] && rc == MP_OK; i++) {
         const char *sec = rec_same_keys[i][0], *key = rec_same_keys[i][1];
         if (deck_value_text(old, sec, key, was, sizeof was) != MP_OK ||
-            deck_value_text(&r->deck, sec, key, now, sizeof now) != MP_OK)
+            deck_value_text(d, sec, key, now, sizeof now) != MP_OK)
             MP_ABORT("recovery: %s.%s is not a deck key (rec_same_keys)", sec, key);
         if (strcmp(was, now))
             rc = MP_ERR, snprintf(why_p, n, "%s was taken with %s.%s = %.200s, this run's deck says %.200s: another "
@@ -338,48 +338,48 @@ static int rec_snap_deck_same(const run_t *r, const char *text, const char *name
  * and under 2bw the previous weight version), checked against this run:
  * its run id, its layout (rank's), the deck it was computed with (rec_same_keys) and a step. MP_OK
  * with the step and AdamW's counter, or MP_ERR with why in why_p (quiet when the file is absent). */
-static int rec_snap_read(run_t *r, int rank, float *b, long *step_p, long *adam_p, char *why_p, size_t n)
+static int rec_snap_read(const deck_t *d, run_files_t *files, const run_layout_t *lay, run_stage_t *st, int rank, float *b, long *step_p, long *adam_p, char *why_p, size_t n)
 {
     char path[4300], layout[128];
-    rec_snap_path(r, rank, path, sizeof path);
+    rec_snap_path(files, rank, path, sizeof path);
     struct stat sb;
     if (stat(path, &sb) != 0) {
         snprintf(why_p, n, "no snapshot");
         return MP_ERR;
     }
-    const size_t total = r->st.model.tab.total;
-    ckpt_state_t st = {0};
-    const param_table_t tab = rec_snap_table(r);
+    const size_t total = st->model.tab.total;
+    ckpt_state_t cs = {0};
+    const param_table_t tab = rec_snap_table(st);
     const ckpt_part_t pt = {.comm = MPI_COMM_SELF, .local = &tab, .owner = 1,
-                            .bufs = {b, r->st.model.params_old ? b + 3 * total : NULL, b + total, b + 2 * total}};
-    if (ckpt_read_parallel(path, &tab, &pt, &st) != MP_OK) {
+                            .bufs = {b, st->model.params_old ? b + 3 * total : NULL, b + total, b + 2 * total}};
+    if (ckpt_read_parallel(path, &tab, &pt, &cs) != MP_OK) {
         snprintf(why_p, n, "RUN/recovery/snap-r%05d.h5 does not read back (above)", rank);
         return MP_ERR;
     }
     char name[64];
     snprintf(name, sizeof name, "RUN/recovery/snap-r%05d.h5", rank);
-    rec_layout(r, rank, layout, sizeof layout);
+    rec_layout(lay, st, rank, layout, sizeof layout);
     int rc = MP_ERR;
-    if (strcmp(st.run_id, r->files.run_id))
-        snprintf(why_p, n, "%s is of run %s, not %s", name, st.run_id, r->files.run_id);
-    else if (strcmp(st.layout, layout))
-        snprintf(why_p, n, "%s was taken on layout '%s', not '%s'", name, st.layout, layout);
-    else if (rec_snap_deck_same(r, st.deck, name, why_p, n) == MP_OK)
-        *step_p = st.step, *adam_p = st.adam_t, rc = MP_OK;
-    free(st.deck);
+    if (strcmp(cs.run_id, files->run_id))
+        snprintf(why_p, n, "%s is of run %s, not %s", name, cs.run_id, files->run_id);
+    else if (strcmp(cs.layout, layout))
+        snprintf(why_p, n, "%s was taken on layout '%s', not '%s'", name, cs.layout, layout);
+    else if (rec_snap_deck_same(d, cs.deck, name, why_p, n) == MP_OK)
+        *step_p = cs.step, *adam_p = cs.adam_t, rc = MP_OK;
+    free(cs.deck);
     return rc;
 }
 
-static void rec_to_device(run_t *r, const float *b)
+static void rec_to_device(const deck_t *d, run_stage_t *st, const float *b)
 {
-    model_t *m = &r->st.model;
+    model_t *m = &st->model;
     const size_t total = m->tab.total, bytes = total * sizeof(float);
     size_t s0, s1;
-    rec_moments_range(r, &s0, &s1);
-    be_to_device(&r->st.be, m->params, b, bytes);
-    be_to_device(&r->st.be, m->m, b + total + s0, (s1 - s0) * sizeof(float));
-    be_to_device(&r->st.be, m->v, b + 2 * total + s0, (s1 - s0) * sizeof(float));
-    if (m->params_old) be_to_device(&r->st.be, m->params_old, b + 3 * total, bytes);
+    rec_moments_range(d, st, &s0, &s1);
+    be_to_device(&st->be, m->params, b, bytes);
+    be_to_device(&st->be, m->m, b + total + s0, (s1 - s0) * sizeof(float));
+    be_to_device(&st->be, m->v, b + 2 * total + s0, (s1 - s0) * sizeof(float));
+    if (m->params_old) be_to_device(&st->be, m->params_old, b + 3 * total, bytes);
 }
 
 /* ZeRO-1 over dp > 1: each replica holds its own shard of the moments, so no replica's snapshot
@@ -503,21 +503,21 @@ int recovery_replay_failed(const run_t *r)
 }
 
 /* Every rank's snapshot step (−1: none, or not usable), gathered. */
-static void rec_gather(run_t *r, long mine, long *all)
+static void rec_gather(const run_layout_t *lay, long mine, long *all)
 {
     MPI_Request q;
     MPI_CHECK(MPI_Iallgather(&mine, 1, MPI_LONG, all, 1, MPI_LONG, MPI_COMM_WORLD, &q));
-    wait_all_over(&r->lay.wait, 1, &q, MPI_COMM_WORLD, "the survivors' snapshot steps");
+    wait_all_over(&lay->wait, 1, &q, MPI_COMM_WORLD, "the survivors' snapshot steps");
 }
 
-static void rec_snap_aside(run_t *r, const char *suffix);
+static void rec_snap_aside(run_files_t *files, const run_layout_t *lay, const char *suffix);
 
 /* The fallback: rank 0's line; every rank's snapshot moved aside (a later loss must not meet it). */
-static void rec_fallback(run_t *r, const char *why, long from)
+static void rec_fallback(run_files_t *files, const run_layout_t *lay, const char *why, long from)
 {
-    rec_snap_aside(r, ".unused");
-    if (r->lay.rank == 0)
-        runlog_printf(&r->files.log, "recovery: the survivors' snapshots are not used: %s; resuming from the checkpoint of "
+    rec_snap_aside(files, lay, ".unused");
+    if (lay->rank == 0)
+        runlog_printf(&files->log, "recovery: the survivors' snapshots are not used: %s; resuming from the checkpoint of "
                       "step %ld", why, from);
 }
 
@@ -533,14 +533,14 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     long *snap = MP_MALLOC((size_t)W * sizeof *snap), mine = -1, adam = 0;
     if (!b || !snap) MP_ABORT("out of memory reading the survivors' snapshots");
     char why[1200] = "";
-    if (rec_snap_read(r, r->lay.rank, b, &mine, &adam, why, sizeof why) != MP_OK) {
+    if (rec_snap_read(&r->deck, &r->files, &r->lay, &r->st, r->lay.rank, b, &mine, &adam, why, sizeof why) != MP_OK) {
         if (strcmp(why, "no snapshot")) MP_WARN("recovery: %s: not used (this rank counts as lost)", why);
         mine = -1;
     } else if (mine <= r->step) {
         mine = -1; /* not newer than the checkpoint: nothing to gain (an old one) */
     }
     why[0] = 0;
-    rec_gather(r, mine, snap);
+    rec_gather(&r->lay, mine, snap);
     long T = -1;
     for (int i = 0; i < W; i++) {
         if (snap[i] < 0) continue;
@@ -550,11 +550,11 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     }
     int rc = MP_OK;
     if (p->nsnap == 0) goto out; /* an ordinary resume */
-    const char *unsup = recovery_unsupported(r);
+    const char *unsup = recovery_unsupported(&r->st);
     int differ = 0;
     for (int i = 0; i < W; i++) differ |= snap[i] >= 0 && snap[i] != T;
     if (differ || unsup) {
-        rec_fallback(r, differ ? why : unsup, r->step);
+        rec_fallback(&r->files, &r->lay, differ ? why : unsup, r->step);
         goto out;
     }
     p->target = T;
@@ -586,7 +586,7 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     free(replays);
     if (p->source >= 0) {
         long st_step = -1;
-        if (rec_snap_read(r, p->source, b, &st_step, &adam, mywhy, sizeof mywhy) != MP_OK || st_step != T) {
+        if (rec_snap_read(&r->deck, &r->files, &r->lay, &r->st, p->source, b, &st_step, &adam, mywhy, sizeof mywhy) != MP_OK || st_step != T) {
             bad = 1;
             if (!mywhy[0]) snprintf(mywhy, sizeof mywhy, "rank %d's snapshot changed while read", p->source);
         }
@@ -606,7 +606,7 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
             if (r->lay.rank == first) wait_all(&r->lay.wait, 1, &q[0], "the recovery plan's reason");
             if (r->lay.rank == 0) wait_all(&r->lay.wait, 1, &q[1], "the recovery plan's reason");
         }
-        rec_fallback(r, line, r->step);
+        rec_fallback(&r->files, &r->lay, line, r->step);
         struct recovery_s *c = r->rec;
         for (int s = 0; c && s < SIM_MAX_STAGES; s++) bndlog_read_close(c->rd[s]), c->rd[s] = NULL;
         p->replay = 0, p->source = -1, p->nreplay = 0, p->target = r->step;
@@ -617,7 +617,7 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     wait_allreduce(&r->lay.wait, counts, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "the recovery plan's agreement");
     p->nreplay_own = counts[0], p->ntook = counts[1], p->nloaded = counts[2];
     if (!p->replay) { /* its own snapshot, or its replica's */
-        rec_to_device(r, b);
+        rec_to_device(&r->deck, &r->st, b);
         r->adam_t = adam;
     }
 out:
@@ -626,10 +626,10 @@ out:
 }
 
 /* Moves this rank's snapshot aside to NAME + suffix (the next --resume auto then ignores it). */
-static void rec_snap_aside(run_t *r, const char *suffix)
+static void rec_snap_aside(run_files_t *files, const run_layout_t *lay, const char *suffix)
 {
     char path[4300], aside[4400];
-    rec_snap_path(r, r->lay.rank, path, sizeof path);
+    rec_snap_path(files, lay->rank, path, sizeof path);
     snprintf(aside, sizeof aside, "%s%s", path, suffix);
     if (rename(path, aside) != 0 && errno != ENOENT)
         MP_WARN("cannot move %s aside: %s", path, strerror(errno));
@@ -646,12 +646,12 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
     wait_allreduce(&w, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the replay of the lost rank's steps");
     wait_allreduce(&r->lay.wait, &took, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, "the replay's time");
     if (bad) {
-        rec_snap_aside(r, ".failed");
+        rec_snap_aside(&r->files, &r->lay, ".failed");
         return MP_FAIL("recovery: the replay of steps %ld to %ld failed (above): the snapshots are moved aside; "
                        "--resume auto now restarts from the checkpoint of step %ld", p->from + 1, p->target, p->from);
     }
     char path[4300];
-    rec_snap_path(r, r->lay.rank, path, sizeof path);
+    rec_snap_path(&r->files, r->lay.rank, path, sizeof path);
     if (unlink(path) != 0 && errno != ENOENT) MP_WARN("cannot remove the used snapshot %s: %s", path, strerror(errno));
     struct recovery_s *c = r->rec;
     /* the thread rule: a replaying rank's own writer is running (train_replay opened it) and may be

@@ -18,7 +18,7 @@
 #include "run.h"
 
 /* Why this run's layout cannot be rebuilt from logs (NULL: it can). */
-const char *recovery_unsupported(const run_t *r);
+const char *recovery_unsupported(const run_stage_t *st);
 
 /* Opens this rank's boundary log for the steps from r->step on and hands the executor its sink.
  * Nothing without recovery.log; on a layout recovery_unsupported names, nothing but one log line
@@ -43,7 +43,7 @@ void recovery_resume(run_t *r);
 /* The survivor's handler on r->lay.wait (a wait past parallel.timeout writes the snapshot and exits 75)
  * while armed; nothing without a log. */
 void recovery_arm(run_t *r);
-void recovery_disarm(run_t *r);
+void recovery_disarm(run_layout_t *lay);
 
 /* What --resume auto does with snapshots, decided alike on every rank. */
 typedef struct {

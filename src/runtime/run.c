@@ -49,29 +49,28 @@ static const block_mode_t run_mode_of[POLICY_AUTO] = {
     [POLICY_KEEP] = MODE_KEEP, [POLICY_RECOMPUTE] = MODE_RECOMPUTE, [POLICY_SELECTIVE] = MODE_SELECTIVE,
     [POLICY_OFFLOAD] = MODE_OFFLOAD, [POLICY_BALANCE] = MODE_BALANCE};
 
-static int run_block_modes(run_t *r, int v, const int *l0, const int *nl)
+static int run_block_modes(const deck_t *d, run_stage_t *st, int v, const int *l0, const int *nl)
 {
     unsigned char modes[4096]; /* model.layers ≤ 4096 (the deck's bound) */
     int n = 0;
     for (int c = 0; c < v; c++)
-        for (int l = l0[c]; l < l0[c] + nl[c]; l++) modes[n++] = (unsigned char)run_mode_of[run_layer_policy(&r->deck, l)];
-    return model_set_modes(&r->st.model, modes);
+        for (int l = l0[c]; l < l0[c] + nl[c]; l++) modes[n++] = (unsigned char)run_mode_of[run_layer_policy(d, l)];
+    return model_set_modes(&st->model, modes);
 }
 
 /* balance: the movable bytes of the partner stage's stash (what this stage accepts, if it is the
  * acceptor), from the partner's layers and modes, as its stash_init_movable rounds them. */
-static size_t run_partner_mov(run_t *r)
+static size_t run_partner_mov(const deck_t *d, const run_layout_t *lay, run_stage_t *st)
 {
-    const deck_t *d = &r->deck;
-    const int partner = r->lay.pp - 1 - r->lay.stage;
-    if (!run_balance(d) || partner == r->lay.stage) return 0;
+    const int partner = lay->pp - 1 - lay->stage;
+    if (!run_balance(d) || partner == lay->stage) return 0;
     model_t shadow;
     memset(&shadow, 0, sizeof shadow);
-    shadow.cfg = r->st.model.cfg, shadow.be = r->st.model.be;
+    shadow.cfg = st->model.cfg, shadow.be = st->model.be;
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
     const int v = run_stage_chunks(d, partner, l0, nl);
     if (param_table_build_chunks(&shadow.tab, &shadow.cfg, v, l0, nl, run_holds_first(d, partner), run_holds_last(d, partner),
-                                 r->st.model.tab.tp, r->st.model.tab.tp_rank) != MP_OK)
+                                 st->model.tab.tp, st->model.tab.tp_rank) != MP_OK)
         MP_ABORT("out of memory planning the balance partner's stash");
     unsigned char modes[4096];
     int n = 0;
@@ -134,12 +133,12 @@ static int run_threads(const deck_t *d, int local)
  * gives the job; one rank measuring while the others waited would have them polling on cores the
  * probe needs (measured: 93 against 180 GFLOP/s for 2 ranks on 2 cores). train.peak_gflops is per
  * rank. Collective over MPI_COMM_WORLD. */
-static double run_job_peak(run_t *r)
+static double run_job_peak(const deck_t *d, const run_layout_t *lay)
 {
-    if (r->deck.train.peak_gflops > 0) return r->deck.train.peak_gflops * r->lay.world;
-    wait_barrier(&r->lay.wait, r->lay.grid.node, "the start of the peak measurement");
+    if (d->train.peak_gflops > 0) return d->train.peak_gflops * lay->world;
+    wait_barrier(&lay->wait, lay->grid.node, "the start of the peak measurement");
     double peak = perf_sgemm_peak_gflops();
-    wait_allreduce_sum(&r->lay.wait, &peak, 1, MPI_DOUBLE, MPI_COMM_WORLD, "the job's peak");
+    wait_allreduce_sum(&lay->wait, &peak, 1, MPI_DOUBLE, MPI_COMM_WORLD, "the job's peak");
     return peak;
 }
 
@@ -197,16 +196,15 @@ int run_stage_chunks(const deck_t *d, int stage, int *layer0s, int *nlayers_s)
  * parallel.schedule_profile: rank 0 reads the profile, every rank takes its figures), so that every
  * stage builds its list from the same times: lists played from different ones would not match each
  * other's messages. Collective over the job. */
-static int run_play_costs(run_t *r)
+static int run_play_costs(const deck_t *d, const run_layout_t *lay, run_stage_t *st)
 {
-    const deck_t *d = &r->deck;
     const sched_kind_t kind = d->parallel.schedule_kind;
-    r->st.play = sched_costs_unit, r->st.play_note[0] = 0;
+    st->play = sched_costs_unit, st->play_note[0] = 0;
     if (!sched_kind_split(kind)) return MP_OK;
     const char *name = sched_kind_names[kind];
     if (d->parallel.schedule_profile[0]) {
         double t[4] = {0.0, 0.0, 0.0, 0.0}; /* rank 0's status (0: read), then TF, TB, TW */
-        if (r->lay.rank == 0) {
+        if (lay->rank == 0) {
             const int pp = d->parallel.pp, v = deck_chunks_per_stage(d), K = pp * v;
             int size[CM_MAX_CHUNKS], l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
             for (int s = 0; s < pp; s++)
@@ -217,35 +215,35 @@ static int run_play_costs(run_t *r)
         }
         MPI_CHECK(MPI_Bcast(t, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
         if (t[0] != 0.0) return MP_ERR; /* rank 0 said why, naming the file */
-        r->st.play = (sched_costs_t){t[1], t[2], t[3]};
-        snprintf(r->st.play_note, sizeof r->st.play_note, "parallel.schedule=%s: lists played out with the times of "
+        st->play = (sched_costs_t){t[1], t[2], t[3]};
+        snprintf(st->play_note, sizeof st->play_note, "parallel.schedule=%s: lists played out with the times of "
                  "parallel.schedule_profile=%s for this run's chunks: TF %.9g s, TB %.9g s, TW %.9g s", name,
                  d->parallel.schedule_profile, t[1], t[2], t[3]);
     } else if (d->parallel.costs.tf > 0.0) {
-        r->st.play = d->parallel.costs;
-        snprintf(r->st.play_note, sizeof r->st.play_note, "parallel.schedule=%s: lists played out with "
-                 "parallel.schedule_costs TF %g, TB %g, TW %g", name, r->st.play.tf, r->st.play.tb, r->st.play.tw);
+        st->play = d->parallel.costs;
+        snprintf(st->play_note, sizeof st->play_note, "parallel.schedule=%s: lists played out with "
+                 "parallel.schedule_costs TF %g, TB %g, TW %g", name, st->play.tf, st->play.tb, st->play.tw);
     } else {
-        snprintf(r->st.play_note, sizeof r->st.play_note, "parallel.schedule=%s: lists played out with unit times (set "
+        snprintf(st->play_note, sizeof st->play_note, "parallel.schedule=%s: lists played out with unit times (set "
                  "parallel.schedule_profile to a mindpipe profile of this model to play its measured ones)", name);
     }
     return MP_OK;
 }
 
-static void run_stage_layers(run_t *r)
+static void run_stage_layers(run_layout_t *lay)
 {
-    r->lay.pp = r->lay.grid.size[GRID_PP];
-    r->lay.stage = r->lay.grid.coord[GRID_PP];
+    lay->pp = lay->grid.size[GRID_PP];
+    lay->stage = lay->grid.coord[GRID_PP];
 }
 
 /* r->st.gidx: where each of this rank's tensors sits in the whole model's canonical table. */
-static int run_global_index(run_t *r)
+static int run_global_index(run_stage_t *st)
 {
-    r->st.gidx = MP_CALLOC((size_t)r->st.model.tab.count, sizeof(int));
-    if (!r->st.gidx) return MP_ERR;
-    for (int i = 0; i < r->st.model.tab.count; i++) {
-        const param_entry_t *g = param_table_find(&r->st.gtab, r->st.model.tab.entries[i].name);
-        r->st.gidx[i] = (int)(g - r->st.gtab.entries);
+    st->gidx = MP_CALLOC((size_t)st->model.tab.count, sizeof(int));
+    if (!st->gidx) return MP_ERR;
+    for (int i = 0; i < st->model.tab.count; i++) {
+        const param_entry_t *g = param_table_find(&st->gtab, st->model.tab.entries[i].name);
+        st->gidx[i] = (int)(g - st->gtab.entries);
     }
     return MP_OK;
 }
@@ -268,44 +266,43 @@ static be_shape_t run_kernel_shape(const deck_t *d)
  * communicators. One GPU per rank: node rank mod the devices the node has, so a node with more
  * ranks than GPUs puts several on one (run_gpus.h). cuda: every step is agreed on by every rank,
  * since each next one is collective. */
-static int run_backend(run_t *r)
+static int run_backend(const deck_t *d, const run_layout_t *lay, run_stage_t *st)
 {
     static const be_kind_t kind_of[DECK_DEVICE_COUNT] = {
         [DECK_DEVICE_CPU] = BE_CPU, [DECK_DEVICE_EMU] = BE_EMU, [DECK_DEVICE_CUDA] = BE_CUDA};
-    const deck_t *d = &r->deck;
     const be_kind_t kind = kind_of[d->train.device];
     int ordinal = 0;
     if (kind == BE_CUDA) {
         const int n = device_count();
         if (run_agree(n > 0 ? MP_OK : MP_ERR) != MP_OK) return MP_ERR;
-        ordinal = r->lay.grid.node_rank % n;
-        if (run_gpus_resolve(r, ordinal) != MP_OK) return MP_ERR;
+        ordinal = lay->grid.node_rank % n;
+        if (run_gpus_resolve(d, lay, st, ordinal) != MP_OK) return MP_ERR;
     }
-    const int rc = be_init(&r->st.be, kind, &r->st.arena, d->memory.device_limit, ordinal,
-                           d->train.precision == DECK_PRECISION_BF16, &r->lay.wait);
+    const int rc = be_init(&st->be, kind, &st->arena, d->memory.device_limit, ordinal,
+                           d->train.precision == DECK_PRECISION_BF16, &lay->wait);
     if (kind != BE_CUDA) return rc;
     if (run_agree(rc) != MP_OK) {
-        if (rc == MP_OK) be_destroy(&r->st.be);
+        if (rc == MP_OK) be_destroy(&st->be);
         return MP_ERR;
     }
     /* the kernels' scratch sized before any communicator exists (no device allocation after step 0) */
     const be_shape_t shape = run_kernel_shape(d);
-    be_scratch_plan(&r->st.be, &shape);
+    be_scratch_plan(&st->be, &shape);
     /* only the communicators the device's collectives use (the model's tensor-parallel sums, the
      * data-parallel buckets and ZeRO-1 over replica, the tied embedding's sum, a supernet's sums over
      * dp; pp's and sp's messages are MPI or the boundaries' own), in the same order on every rank:
      * each is collective over its group. A collective on another is refused naming it (twin()). */
-    be_comm_add(&r->st.be, r->lay.grid.comm[GRID_TP]);
-    be_comm_add(&r->st.be, r->lay.grid.replica);
-    be_comm_add(&r->st.be, r->lay.grid.embed);
-    if (d->supernet.enabled) be_comm_add(&r->st.be, r->lay.grid.comm[GRID_DP]);
+    be_comm_add(&st->be, lay->grid.comm[GRID_TP]);
+    be_comm_add(&st->be, lay->grid.replica);
+    be_comm_add(&st->be, lay->grid.embed);
+    if (d->supernet.enabled) be_comm_add(&st->be, lay->grid.comm[GRID_DP]);
     /* the pipeline's NCCL communicators too (the executor's, wrapping as its chunks do), then the
      * region: its measure of the free memory counts every communicator */
-    if (r->st.p2p_nccl && r->lay.pp > 1)
-        be_p2p_comms(&r->st.be, r->lay.grid.comm[GRID_PP], r->lay.pp, r->lay.stage, deck_chunks_per_stage(d) > 1);
-    const int region = be_region_open(&r->st.be, &r->st.arena);
+    if (st->p2p_nccl && lay->pp > 1)
+        be_p2p_comms(&st->be, lay->grid.comm[GRID_PP], lay->pp, lay->stage, deck_chunks_per_stage(d) > 1);
+    const int region = be_region_open(&st->be, &st->arena);
     if (run_agree(region) != MP_OK) {
-        be_destroy(&r->st.be);
+        be_destroy(&st->be);
         return MP_ERR;
     }
     return MP_OK;
@@ -411,10 +408,10 @@ static int run_memory_plan(run_t *r)
                    fits[0] ? fits : "No memory policy fits: more pipeline stages, ZeRO-1 or a smaller micro-batch");
 }
 
-int run_stage_offloads(const run_t *r)
+int run_stage_offloads(const run_stage_t *st)
 {
-    for (int i = 0; i < r->st.model.tab.nlayers; i++)
-        if (model_block_mode(&r->st.model, i) == MODE_OFFLOAD) return 1;
+    for (int i = 0; i < st->model.tab.nlayers; i++)
+        if (model_block_mode(&st->model, i) == MODE_OFFLOAD) return 1;
     return 0;
 }
 
@@ -425,8 +422,8 @@ static int run_model(run_t *r)
     const deck_t *d = &r->deck;
     model_cfg_t cfg = deck_model_cfg(d, NULL);
     arena_init(&r->st.arena, d->memory.device_limit);
-    if (run_backend(r) != MP_OK) return MP_ERR;
-    run_stage_layers(r);
+    if (run_backend(&r->deck, &r->lay, &r->st) != MP_OK) return MP_ERR;
+    run_stage_layers(&r->lay);
     r->unit = (run_unit_t){.on = r->plug != NULL, .window = 1, .whole = 0};
     if (r->plug && r->plug->model_cfg && r->plug->model_cfg(r, &cfg) != MP_OK) goto err_be;
     const int shards = d->parallel.zero ? r->lay.grid.replica_size : 1;
@@ -439,10 +436,10 @@ static int run_model(run_t *r)
     if (r->plug && r->plug->init && r->plug->init(r) != MP_OK) goto err_model; /* before the plan: fixed memory */
     r->st.model.tp_comm = r->lay.grid.comm[GRID_TP];
     r->st.model.wait = &r->lay.wait;
-    if (run_block_modes(r, v, l0, nl) != MP_OK) goto err_model;
+    if (run_block_modes(&r->deck, &r->st, v, l0, nl) != MP_OK) goto err_model;
     if (run_memory_plan(r) != MP_OK) goto err_model;
     if (param_table_build(&r->st.gtab, &cfg, 0, cfg.layers, 1, 1, 1, 0) != MP_OK) goto err_model;
-    if (run_global_index(r) != MP_OK) goto err_gtab;
+    if (run_global_index(&r->st) != MP_OK) goto err_gtab;
     if (acts_create(&r->st.acts, &r->st.model, d->train.micro_batch, &r->st.arena) != MP_OK) goto err_gidx;
     if (scratch_create(&r->st.scratch, &r->st.model, d->train.micro_batch, &r->st.arena) != MP_OK) goto err_acts;
     if (run_param_init(r) != MP_OK) goto err_scratch;
@@ -581,7 +578,7 @@ int run_stage_rebuild(run_t *r, float *const state[4])
     model_t *m = &r->st.model;
     m->tp_comm = r->lay.grid.comm[GRID_TP];
     m->wait = &r->lay.wait;
-    if (run_block_modes(r, v, l0, nl) != MP_OK || run_memory_plan(r) != MP_OK || run_global_index(r) != MP_OK ||
+    if (run_block_modes(&r->deck, &r->st, v, l0, nl) != MP_OK || run_memory_plan(r) != MP_OK || run_global_index(&r->st) != MP_OK ||
         acts_create(&r->st.acts, m, d->train.micro_batch, &r->st.arena) != MP_OK ||
         scratch_create(&r->st.scratch, m, d->train.micro_batch, &r->st.arena) != MP_OK)
         return MP_ERR;
@@ -623,7 +620,7 @@ static exec_ctx_t run_exec_ctx(run_t *r)
                     .m = r->lay.micro_batches * (r->unit.whole ? r->unit.window : 1), .per = r->unit.whole ? r->lay.micro_batches : 0,
                     .supernet = r->unit.on, .nccl = r->st.p2p_nccl,
                     .play = r->st.play, .prefetch = d->memory.prefetch, .balance = run_balance(d), .balance_keep = d->memory.balance_keep,
-                    .partner_mov = run_partner_mov(r), .trace = &r->files.trace, .prof = &r->prof, .dump = &r->files.dump};
+                    .partner_mov = run_partner_mov(&r->deck, &r->lay, &r->st), .trace = &r->files.trace, .prof = &r->prof, .dump = &r->files.dump};
     int coord[GRID_NDIMS];
     memcpy(coord, r->lay.grid.coord, sizeof coord);
     for (int s = 0; s < r->lay.pp && s < SIM_MAX_STAGES; s++) {
@@ -704,7 +701,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
                                .order = r->deck.data.order == DECK_ORDER_SEQUENTIAL ? DATA_ORDER_SEQUENTIAL : DATA_ORDER_RANDOM};
     if (run_agree(data_open(&r->data, r->deck.data.path, &dopts)) != MP_OK) goto err_layout;
     if (run_agree(run_check_data(r)) != MP_OK) goto err_data;
-    if (run_play_costs(r) != MP_OK) goto err_data;
+    if (run_play_costs(&r->deck, &r->lay, &r->st) != MP_OK) goto err_data;
     if (run_agree(run_model(r)) != MP_OK) goto err_data;
     r->st.dp_on = r->lay.grid.size[GRID_DP] > 1; /* supernet replicas (sp) share no gradients */
     if (r->st.dp_on && run_agree(dp_init(&r->st.dp, r->lay.grid.replica, &r->st.be, &r->st.arena, r->st.model.tab.total, r->deck.parallel.zero,
@@ -712,7 +709,7 @@ int run_setup(run_t *r, const run_opts_t *o, int with_out_dir)
                                       r->st.model.tab.nlayers + 2)) != MP_OK)
         goto err_model;
     if (run_agree(run_exec(r)) != MP_OK) goto err_dp;
-    r->peak_gflops = run_job_peak(r);
+    r->peak_gflops = run_job_peak(&r->deck, &r->lay);
     if (with_out_dir && run_out_dir(r) != MP_OK) goto err_exec;
     watchdog_disarm(&r->wd);
     return MP_OK;

@@ -175,7 +175,7 @@ int run_stage_rebuild(run_t *r, float *const state[4]);
 int run_agree(int rc);
 
 /* Whether a block of this stage offloads its stash (memory.policy = offload). */
-int run_stage_offloads(const run_t *r);
+int run_stage_offloads(const run_stage_t *st);
 /* Layer l's memory policy: memory.layers' letter, else memory.policy (auto counts as keep: the memory
  * plan replaces it per stage before anything is allocated). */
 policy_t run_layer_policy(const deck_t *d, int l);

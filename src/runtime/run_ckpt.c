@@ -17,33 +17,33 @@
 #include "perf.h"
 #include "rundir.h"
 
-float *run_ckpt_host_copy(run_t *r, const float *dev, size_t n)
+float *run_ckpt_host_copy(run_stage_t *st, const float *dev, size_t n)
 {
-    if (be_host_visible(&r->st.be) || !dev) return (float *)dev;
-    float *h = be_host_alloc(&r->st.be, n * sizeof(float));
+    if (be_host_visible(&st->be) || !dev) return (float *)dev;
+    float *h = be_host_alloc(&st->be, n * sizeof(float));
     if (!h) MP_ABORT("out of host memory staging %zu floats for a checkpoint", n);
-    be_to_host(&r->st.be, h, dev, n * sizeof(float));
+    be_to_host(&st->be, h, dev, n * sizeof(float));
     return h;
 }
 
-void run_ckpt_host_release(run_t *r, float *host, const float *dev)
+void run_ckpt_host_release(run_stage_t *st, float *host, const float *dev)
 {
-    if (host && host != dev) be_host_free(&r->st.be, host);
+    if (host && host != dev) be_host_free(&st->be, host);
 }
 
 /* With ZeRO-1 the moments are sharded over the replicas: gather this replica's shards m, v (host
  * memory) into whole (local-layout) buffers on replica rank 0. Returns malloc'd m and v there,
  * NULL elsewhere. */
-static void run_ckpt_gather_moments(run_t *r, const float *ms, const float *vs, float **m_p, float **v_p)
+static void run_ckpt_gather_moments(const run_layout_t *lay, run_stage_t *st, const float *ms, const float *vs, float **m_p, float **v_p)
 {
-    const size_t n = r->st.model.alloc, k = r->st.model.mv_len;
+    const size_t n = st->model.alloc, k = st->model.mv_len;
     float *m = NULL, *v = NULL;
-    if (r->lay.grid.replica_rank == 0 && (!(m = MP_MALLOC(n * sizeof(float))) || !(v = MP_MALLOC(n * sizeof(float)))))
+    if (lay->grid.replica_rank == 0 && (!(m = MP_MALLOC(n * sizeof(float))) || !(v = MP_MALLOC(n * sizeof(float)))))
         MP_ABORT("out of memory gathering the optimizer state for a checkpoint");
     MPI_Request q[2];
-    MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, r->lay.grid.replica, &q[0]));
-    MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, r->lay.grid.replica, &q[1]));
-    wait_all_over(&r->lay.wait, 2, q, r->lay.grid.replica, "the ZeRO-1 moment gather for a checkpoint");
+    MPI_CHECK(MPI_Igather(ms, (int)k, MPI_FLOAT, m, (int)k, MPI_FLOAT, 0, lay->grid.replica, &q[0]));
+    MPI_CHECK(MPI_Igather(vs, (int)k, MPI_FLOAT, v, (int)k, MPI_FLOAT, 0, lay->grid.replica, &q[1]));
+    wait_all_over(&lay->wait, 2, q, lay->grid.replica, "the ZeRO-1 moment gather for a checkpoint");
     *m_p = m;
     *v_p = v;
 }
@@ -57,12 +57,12 @@ static double run_ckpt_file_mb(const char *path)
 
 /* checkpoint.transfer on a part: auto takes independent transfers where ranks outnumber the node's
  * cores (HDF5's internal collectives spin there). */
-static void run_ckpt_transfer(const run_t *r, ckpt_part_t *pt)
+static void run_ckpt_transfer(const deck_t *d, const run_layout_t *lay, ckpt_part_t *pt)
 {
-    const deck_transfer_t t = r->deck.checkpoint.transfer_mode;
+    const deck_transfer_t t = d->checkpoint.transfer_mode;
     pt->independent = t == DECK_TRANSFER_INDEPENDENT ||
-                      (t == DECK_TRANSFER_AUTO && wait_node_oversubscribed(r->lay.grid.node_size));
-    pt->wait = &r->lay.wait;
+                      (t == DECK_TRANSFER_AUTO && wait_node_oversubscribed(lay->grid.node_size));
+    pt->wait = &lay->wait;
 }
 
 /* RUN/ckpt: the run's checkpoint directory. */
@@ -142,14 +142,14 @@ int run_ckpt_write(run_t *r, int fail_midway)
         be_to_host(&r->st.be, hm, md->m, md->tab.cand_off * sizeof(float));
         be_to_host(&r->st.be, hv, md->v, md->tab.cand_off * sizeof(float));
     } else {
-        hp = run_ckpt_host_copy(r, md->params, md->alloc), ho = run_ckpt_host_copy(r, md->params_old, md->alloc);
-        hm = run_ckpt_host_copy(r, md->m, md->mv_len), hv = run_ckpt_host_copy(r, md->v, md->mv_len);
+        hp = run_ckpt_host_copy(&r->st, md->params, md->alloc), ho = run_ckpt_host_copy(&r->st, md->params_old, md->alloc);
+        hm = run_ckpt_host_copy(&r->st, md->m, md->mv_len), hv = run_ckpt_host_copy(&r->st, md->v, md->mv_len);
     }
     float *m = hm, *v = hv;
-    if (zero) run_ckpt_gather_moments(r, hm, hv, &m, &v);
+    if (zero) run_ckpt_gather_moments(&r->lay, &r->st, hm, hv, &m, &v);
     ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &md->tab, .owner = r->lay.grid.replica_rank == 0,
                       .bufs = {hp, ho, m ? m : hm, v ? v : hv}, .fail_midway = fail_midway};
-    run_ckpt_transfer(r, &pt);
+    run_ckpt_transfer(&r->deck, &r->lay, &pt);
     ckpt_state_t st;
     run_ckpt_state(r, &st);
     const double t0 = perf_now();
@@ -163,10 +163,10 @@ int run_ckpt_write(run_t *r, int fail_midway)
         free(v);
     }
     if (!run_home(r, 0)) {
-        run_ckpt_host_release(r, hp, md->params);
-        run_ckpt_host_release(r, ho, md->params_old);
-        run_ckpt_host_release(r, hm, md->m);
-        run_ckpt_host_release(r, hv, md->v);
+        run_ckpt_host_release(&r->st, hp, md->params);
+        run_ckpt_host_release(&r->st, ho, md->params_old);
+        run_ckpt_host_release(&r->st, hm, md->m);
+        run_ckpt_host_release(&r->st, hv, md->v);
     }
     if (rc == MP_OK && r->lay.rank == 0) rc = run_ckpt_written(r, path, dt);
     int bad = rc != MP_OK;
@@ -181,7 +181,7 @@ static int run_ckpt_read_into(run_t *r, const char *path, ckpt_state_t *st, floa
 {
     ckpt_part_t pt = {.comm = MPI_COMM_WORLD, .local = &r->st.model.tab, .owner = r->lay.grid.replica_rank == 0,
                       .bufs = {bufs[0], bufs[1], bufs[2], bufs[3]}};
-    run_ckpt_transfer(r, &pt);
+    run_ckpt_transfer(&r->deck, &r->lay, &pt);
     char phase[4400];
     snprintf(phase, sizeof phase, "reading the checkpoint %s", path);
     watchdog_arm(&r->wd, phase, "checkpoint.timeout", r->deck.checkpoint.timeout);
@@ -273,11 +273,11 @@ static const struct {
 
 /* Whether this command line sets section.key with --set (read as deck_set reads it: spaces around
  * the name do not matter, "train.seed = 7" sets train.seed). */
-static int run_ckpt_key_set(const run_t *r, const char *section, const char *key)
+static int run_ckpt_key_set(const run_opts_t *o, const char *section, const char *key)
 {
-    for (int i = 0; i < r->opts.nsets; i++) {
+    for (int i = 0; i < o->nsets; i++) {
         char sec[128], k[128];
-        if (deck_set_key(r->opts.sets[i], sec, sizeof sec, k, sizeof k) == MP_OK && !strcmp(sec, section) &&
+        if (deck_set_key(o->sets[i], sec, sizeof sec, k, sizeof k) == MP_OK && !strcmp(sec, section) &&
             !strcmp(k, key))
             return 1;
     }
@@ -289,7 +289,7 @@ static int run_ckpt_key_set(const run_t *r, const char *section, const char *key
  * shape and data cursor), values compared as deck_write writes them; train.seed from /state's own
  * attribute. Warns about each changed key; MP_ERR (reported, naming the keys and both values) if a
  * refused one changed. */
-static int run_ckpt_semantics(run_t *r, const char *path, const ckpt_head_info_t *h)
+static int run_ckpt_semantics(const deck_t *d, run_files_t *files, const run_opts_t *opts, const char *path, const ckpt_head_info_t *h)
 {
     char refused[1024] = "", why[900];
     deck_t *old = MP_MALLOC(sizeof *old);
@@ -303,11 +303,11 @@ static int run_ckpt_semantics(run_t *r, const char *path, const ckpt_head_info_t
         const char *sec = run_ckpt_semantic_keys[i].section, *key = run_ckpt_semantic_keys[i].key;
         char was[4200], now[4200];
         if (deck_value_text(old, sec, key, was, sizeof was) != MP_OK ||
-            deck_value_text(&r->deck, sec, key, now, sizeof now) != MP_OK)
+            deck_value_text(d, sec, key, now, sizeof now) != MP_OK)
             MP_ABORT("resume: %s.%s is not a deck key (run_ckpt_semantic_keys)", sec, key);
         if (!strcmp(sec, "train") && !strcmp(key, "seed")) snprintf(was, sizeof was, "%" PRIu64, h->seed);
         if (!strcmp(was, now)) continue;
-        if (run_ckpt_semantic_keys[i].refuse && !run_ckpt_key_set(r, sec, key)) {
+        if (run_ckpt_semantic_keys[i].refuse && !run_ckpt_key_set(opts, sec, key)) {
             MP_ERROR("resume: %s was written with %s.%s = %s; this run's deck says %s.%s = %s (it changes %s)", path,
                      sec, key, was, sec, key, now, run_ckpt_semantic_keys[i].what);
             size_t o = strlen(refused);
@@ -316,7 +316,7 @@ static int run_ckpt_semantics(run_t *r, const char *path, const ckpt_head_info_t
         }
         MP_WARN("resume: %s.%s changed from %s (the checkpoint's run) to %s: this changes %s", sec, key, was, now,
                 run_ckpt_semantic_keys[i].what);
-        if (r->files.log.log) fprintf(r->files.log.log, "warning: resume: %s.%s changed from %s to %s\n", sec, key, was, now);
+        if (files->log.log) fprintf(files->log.log, "warning: resume: %s.%s changed from %s to %s\n", sec, key, was, now);
     }
     free(old);
     if (!refused[0]) return MP_OK;
@@ -341,9 +341,9 @@ static int run_ckpt_tok_check(const run_t *r, const char *path, const tok_ident_
 
 /* Rank 0, --resume auto: does the checkpoint whose head is h fit this run's model and optimizer?
  * 1, or 0 with why not in why_p (n bytes). */
-static int run_ckpt_fits(const run_t *r, const ckpt_head_info_t *h, char *why_p, size_t n)
+static int run_ckpt_fits(const deck_t *d, const run_stage_t *st, const ckpt_head_info_t *h, char *why_p, size_t n)
 {
-    const model_cfg_t *c = &r->st.gtab.cfg;
+    const model_cfg_t *c = &st->gtab.cfg;
     const struct {
         const char *name;
         int have, want;
@@ -358,20 +358,20 @@ static int run_ckpt_fits(const run_t *r, const ckpt_head_info_t *h, char *why_p,
         return snprintf(why_p, n, "it has model.blocks='%.500s', the deck says '%.500s'", h->blocks, blocks), 0;
     if (!h->has_optim)
         return snprintf(why_p, n, "it holds no optimizer state (/optim): weights only, not a training checkpoint"), 0;
-    if (r->deck.parallel.schedule_kind == SCHED_2BW && !h->has_model_prev)
+    if (d->parallel.schedule_kind == SCHED_2BW && !h->has_model_prev)
         return snprintf(why_p, n, "it has no /model_prev (not written by a 2bw run) and this run is 2bw"), 0;
     return 1;
 }
 
 /* Rank 0, --resume auto: why dir/name cannot be resumed ("" when it can), its run id in id_p. The
  * cheap checks (head, run id, shape) come before verifying the whole file. */
-static void run_ckpt_judge(run_t *r, const char *dir, const char *name, char *why, size_t n, char *id_p)
+static void run_ckpt_judge(const deck_t *d, run_files_t *files, run_stage_t *st, const char *dir, const char *name, char *why, size_t n, char *id_p)
 {
     char path[4400];
     const ckpt_verdict_t *v;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     why[0] = 0;
-    if (ckpt_verdict_get(&r->files.verdicts, dir, name, 0, &v) != MP_OK) {
+    if (ckpt_verdict_get(&files->verdicts, dir, name, 0, &v) != MP_OK) {
         snprintf(why, n, "it cannot be read");
         return;
     }
@@ -380,15 +380,15 @@ static void run_ckpt_judge(run_t *r, const char *dir, const char *name, char *wh
         return;
     }
     snprintf(id_p, CKPT_RUN_ID_LEN + 1, "%s", v->run_id);
-    if (r->files.run_id[0] && v->run_id[0] && strcmp(r->files.run_id, v->run_id)) {
-        snprintf(why, n, "it belongs to another run (run_id %s; this directory's run is %s)", v->run_id, r->files.run_id);
+    if (files->run_id[0] && v->run_id[0] && strcmp(files->run_id, v->run_id)) {
+        snprintf(why, n, "it belongs to another run (run_id %s; this directory's run is %s)", v->run_id, files->run_id);
         return;
     }
     ckpt_head_info_t h;
     if (ckpt_file_head(path, &h, why, n) != MP_OK) return;
-    const int fits = run_ckpt_fits(r, &h, why, n);
+    const int fits = run_ckpt_fits(d, st, &h, why, n);
     ckpt_file_head_free(&h);
-    if (fits && (ckpt_verdict_get(&r->files.verdicts, dir, name, 1, &v) != MP_OK || v->verified != 1))
+    if (fits && (ckpt_verdict_get(&files->verdicts, dir, name, 1, &v) != MP_OK || v->verified != 1))
         snprintf(why, n, "%s", v->reason);
 }
 
@@ -405,7 +405,7 @@ static int run_ckpt_pick(run_t *r, char *path_p, size_t n, char *id_p)
     if (ckpt_dir_list(dir, &files, &count) != MP_OK && errno != ENOENT)
         return MP_FAIL("--resume auto: cannot list %s: %s", dir, strerror(errno));
     for (int i = count - 1; i >= 0 && !found; i--) {
-        run_ckpt_judge(r, dir, files[i].name, why, sizeof why, id_p);
+        run_ckpt_judge(&r->deck, &r->files, &r->st, dir, files[i].name, why, sizeof why, id_p);
         if (!why[0]) {
             snprintf(path_p, n, "%s/%s", dir, files[i].name);
             found = 1;
@@ -444,7 +444,7 @@ static void run_ckpt_choose(run_t *r, run_ckpt_choice_t *c)
     ckpt_head_info_t h;
     if (c->status == 1 && ckpt_file_head(c->path, &h, reason, sizeof reason) == MP_OK) {
         snprintf(file_id, sizeof file_id, "%s", h.run_id);
-        if (run_ckpt_tok_check(r, c->path, &h.tok, "resume", 1) != MP_OK || run_ckpt_semantics(r, c->path, &h) != MP_OK)
+        if (run_ckpt_tok_check(r, c->path, &h.tok, "resume", 1) != MP_OK || run_ckpt_semantics(&r->deck, &r->files, &r->opts, c->path, &h) != MP_OK)
             c->status = MP_ERR;
         ckpt_file_head_free(&h);
     } /* else: an unreadable file named by --resume PATH is refused by the collective read, naming why */

@@ -12,9 +12,9 @@
 /* A host copy of n floats of the backend's memory at dev: dev itself when the backend's memory is
  * host-visible (cpu) or dev is NULL, else a staging buffer (aborts when out of host memory). Give
  * it back with run_ckpt_host_release. */
-float *run_ckpt_host_copy(run_t *r, const float *dev, size_t n);
+float *run_ckpt_host_copy(run_stage_t *st, const float *dev, size_t n);
 /* Frees what run_ckpt_host_copy(r, dev, ...) returned (nothing when that was dev itself). */
-void run_ckpt_host_release(run_t *r, float *host, const float *dev);
+void run_ckpt_host_release(run_stage_t *st, float *host, const float *dev);
 
 /* Collective over MPI_COMM_WORLD: the checkpoint of step r->step (weights, 2bw's previous version,
  * moments, state), each rank writing the hyperslabs of its shards, then on rank 0 the log line and

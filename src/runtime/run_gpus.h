@@ -17,15 +17,15 @@
 #include "gpu_share.h"
 #include "run.h"
 
-/* Sets r->st.p2p_nccl (whether pipeline messages go through NCCL), r->st.gpu_note and r->st.p2p_note (log
+/* Sets st->p2p_nccl (whether pipeline messages go through NCCL), st->gpu_note and st->p2p_note (log
  * lines, "" when nothing is shared) from every rank's CUDA device `ordinal`. Before be_init (the
  * refusals come before any device memory is taken). Collective over MPI_COMM_WORLD: every rank
  * returns the same status. MP_OK or MP_ERR (message printed). */
-int run_gpus_resolve(run_t *r, int ordinal);
+int run_gpus_resolve(const deck_t *d, const run_layout_t *lay, run_stage_t *st, int ordinal);
 
-/* What run_gpus_resolve decides once every rank's GPU is known: ids by world rank (r->lay.world of
- * them), the layout from r->lay.grid (sizes and strides) and r->deck. Not collective; the same on every
+/* What run_gpus_resolve decides once every rank's GPU is known: ids by world rank (lay->world of
+ * them), the layout from lay->grid (sizes and strides) and the deck. Not collective; the same on every
  * rank given the same ids (the tests give names made by hand). MP_OK or MP_ERR (message printed). */
-int run_gpus_decide(run_t *r, const gpu_id_t *ids);
+int run_gpus_decide(const deck_t *d, const run_layout_t *lay, run_stage_t *st, const gpu_id_t *ids);
 
 #endif

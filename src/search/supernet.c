@@ -165,17 +165,17 @@ const param_entry_t *supernet_first_entry(const model_t *m, int b, int k)
  * kept apart. Every replica of a stage calls this for the same subnets in the same order (the serial
  * loop; the causal lists, alike on every replica of a stage). Collective over the data-parallel
  * group (with supernet replicas, each replica's own: they run different subnets). */
-void supernet_replica_sum(run_t *r)
+void supernet_replica_sum(const run_layout_t *lay, run_stage_t *st)
 {
-    model_t *m = &r->st.model;
-    if (!r->st.dp_on) return;
+    model_t *m = &st->model;
+    if (!st->dp_on) return;
     const double t0 = perf_now();
-    be_allreduce(&r->st.be, m->grads, m->slots ? m->alloc : m->tab.total, MPI_SUM, r->lay.grid.comm[GRID_DP],
+    be_allreduce(&st->be, m->grads, m->slots ? m->alloc : m->tab.total, MPI_SUM, lay->grid.comm[GRID_DP],
                  "a subnet's gradient sum over the data-parallel replicas");
     if (m->grad_head)
-        be_allreduce(&r->st.be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, r->lay.grid.comm[GRID_DP],
+        be_allreduce(&st->be, m->grad_head, param_table_find(&m->tab, "wte")->numel, MPI_SUM, lay->grid.comm[GRID_DP],
                      "a subnet's LM-head gradient sum over the data-parallel replicas");
-    r->st.dp.comm_seconds += perf_now() - t0;
+    st->dp.comm_seconds += perf_now() - t0;
 }
 
 void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2)
@@ -209,7 +209,7 @@ void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage
     model_t *m = &r->st.model;
     supernet_t *sn = supernet_of(r);
     (void)t;
-    supernet_replica_sum(r);
+    supernet_replica_sum(&r->lay, &r->st);
     supernet_subnet_cands(r, sel, lr, stage_only, cn2);
     /* the shared tensors join the window's sums; the tied head's part apart from the embedding's */
     for (int i = 0; i < m->tab.count; i++) {

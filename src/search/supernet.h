@@ -97,7 +97,7 @@ void supernet_window(run_t *r, long t0, const exec_batch_t *src);
 void supernet_subnet_step(run_t *r, long t, const int *sel, double lr, int stage_only, double *cn2);
 /* Data parallelism: the subnet's gradients (and the LM head's part) summed over the stage's data-
  * parallel peers before anything reads them (collective over grid.comm[GRID_DP]; nothing at dp = 1). */
-void supernet_replica_sum(run_t *r);
+void supernet_replica_sum(const run_layout_t *lay, run_stage_t *st);
 /* supernet_subnet_step's first half alone: the candidates' steps (and counters), not the shared sums. */
 void supernet_subnet_cands(run_t *r, const int *sel, double lr, int stage_only, double *cn2);
 void supernet_window_end(run_t *r, long t);
@@ -128,7 +128,7 @@ float *supernet_home_buf(run_t *r, int which);
 /* Bytes of parameters, gradients and moments: the device's (0) and with every candidate on it (1);
  * of the candidates: in the device's slots (2) and all of them (3). The log lines at the start
  * (announce: collective over the job) and at the end (report). */
-void supernet_home_sizes(const run_t *r, size_t sizes[4]);
+void supernet_home_sizes(const run_stage_t *st, size_t sizes[4]);
 void supernet_home_announce(run_t *r);
 void supernet_home_report(run_t *r);
 /* The local block of layer l (-1: another stage's), and candidate k's first tensor in the buffer. */
@@ -136,7 +136,7 @@ int supernet_local_block(const model_t *m, int l);
 const param_entry_t *supernet_first_entry(const model_t *m, int b, int k);
 /* Why a supernet runs one executor step per subnet on this layout instead of windows of causal lists
  * (NULL: it runs windows). */
-const char *supernet_serial_why(const run_t *r);
+const char *supernet_serial_why(const deck_t *d, const run_stage_t *st);
 /* --subnet "0,2,1": a candidate index per choice block, in layer order, into sel (per layer, -1 off
  * the choice blocks). MP_OK, or MP_ERR naming what is wrong. */
 int supernet_parse_subnet(run_t *r, const char *text, int *sel);

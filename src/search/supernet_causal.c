@@ -110,7 +110,7 @@ static int window_list(run_t *r, instr_list_t *mine)
     sim_free_lists(lists, pp);
     /* offload: the same OFFLOAD/PREFETCH pass as a step's list; the window keeps at most 1F1B's
      * micro-batches in flight per stage, so its device peak fits the plan's movable buffers */
-    if (run_stage_offloads(r)) {
+    if (run_stage_offloads(&r->st)) {
         if (sched_add_offload(mine, r->deck.memory.prefetch) != MP_OK) {
             sched_free(mine);
             return MP_FAIL("out of memory adding offloads to the window's list");

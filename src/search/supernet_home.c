@@ -52,9 +52,9 @@ int supernet_device_slots(const deck_t *d, int pp)
 #define AT(a, b, s) ((a)[(size_t)(b) * h->slots + (s)])
 
 /* The floats of candidate k of local block b: its table offset c0 and count. */
-static void cand_range(const run_t *r, int b, int k, size_t *c0, size_t *n)
+static void cand_range(const run_stage_t *st, int b, int k, size_t *c0, size_t *n)
 {
-    param_cand_range(&r->st.model.tab, b, k, c0, n);
+    param_cand_range(&st->model.tab, b, k, c0, n);
 }
 
 /* Copies candidate k of block b between its home and slot s (to_host: home := slot). */
@@ -63,7 +63,7 @@ static void move(run_t *r, int b, int k, int s, int to_host)
     struct supernet_home_s *h = supernet_of(r)->home;
     model_t *m = &r->st.model;
     size_t c0, n;
-    cand_range(r, b, k, &c0, &n);
+    cand_range(&r->st, b, k, &c0, &n);
     const size_t d = model_slot_at(m, b, k, s), bytes = n * sizeof(float);
     float *dev[3] = {m->params + d, m->m + d, m->v + d}, *home[3] = {h->hp + c0, h->hm + c0, h->hv + c0};
     for (int i = 0; i < 3; i++)
@@ -225,9 +225,9 @@ void supernet_home_forget(run_t *r)
         }
 }
 
-void supernet_home_sizes(const run_t *r, size_t sizes[4])
+void supernet_home_sizes(const run_stage_t *st, size_t sizes[4])
 {
-    const model_t *m = &r->st.model;
+    const model_t *m = &st->model;
     /* parameters, gradients and both moments (4 floats per parameter): the device's whole model and
      * its candidates' slots, against every candidate of the stage on the device */
     sizes[0] = 4 * m->alloc * sizeof(float);
@@ -249,7 +249,7 @@ void supernet_home_announce(run_t *r)
 {
     if (!supernet_of(r)->home) return;
     size_t z[4];
-    supernet_home_sizes(r, z);
+    supernet_home_sizes(&r->st, z);
     double sum[4] = {(double)z[0], (double)z[1], (double)z[2], (double)z[3]};
     /* the whole job: every rank's device (a stage's data-parallel and tensor-parallel peers each hold
      * theirs); a deadline wait, so a rank that never arrives is named */

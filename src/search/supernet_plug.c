@@ -16,14 +16,13 @@ static int plug_wants(const deck_t *d)
     return d->supernet.enabled;
 }
 
-const char *supernet_serial_why(const run_t *r)
+const char *supernet_serial_why(const deck_t *d, const run_stage_t *st)
 {
     /* The causal lists are 1F1B-like lists of one chunk per stage over MPI messages; the memory
      * policies that rewrite lists (offload, balance) and NCCL's in-order streams (test_causal: 562 of
      * 768 windows meet them) are not built into them. */
-    const deck_t *d = &r->deck;
     if (deck_chunks_per_stage(d) > 1) return "the interleaved schedule's chunks";
-    if (r->st.p2p_nccl) return "NCCL messages (parallel.p2p=mpi runs causally)";
+    if (st->p2p_nccl) return "NCCL messages (parallel.p2p=mpi runs causally)";
     for (int l = 0; l < d->model.layers; l++)
         if (run_layer_policy(d, l) == POLICY_BALANCE) return "the balance memory policy";
     return NULL;
@@ -39,7 +38,7 @@ static int plug_model_cfg(run_t *r, model_cfg_t *cfg)
     const deck_t *d = &r->deck;
     *cfg = deck_model_cfg(d, sn->choice);
     cfg->cand_slots = r->training && r->lay.grid.size[GRID_SP] == 1 ? supernet_device_slots(d, r->lay.pp) : 0;
-    sn->causal = r->training && !supernet_serial_why(r);
+    sn->causal = r->training && !supernet_serial_why(&r->deck, &r->st);
     r->unit = (run_unit_t){.on = 1, .window = sn->window, .whole = sn->causal};
     return MP_OK;
 }
@@ -70,7 +69,7 @@ static void ops_announce(run_t *r)
 {
     const supernet_t *sn = supernet_of(r);
     const deck_t *d = &r->deck;
-    const char *why = supernet_serial_why(r);
+    const char *why = supernet_serial_why(&r->deck, &r->st);
     const int serial = d->supernet.schedule == DECK_SUBNETS_SERIAL;
     char on[64] = "";
     if (r->lay.grid.size[GRID_SP] > 1) snprintf(on, sizeof on, " on %d supernet replicas", r->lay.grid.size[GRID_SP]);

@@ -94,7 +94,7 @@ static void sp_step(void *ctx, long t)
     const int j = (int)(t - sn->t0);
     const size_t row = (size_t)j * r->deck.model.layers;
     sp_counts(r, j);
-    supernet_replica_sum(r); /* data parallelism inside the replica: the subnet's whole batch */
+    supernet_replica_sum(&r->lay, &r->st); /* data parallelism inside the replica: the subnet's whole batch */
     PROF(&r->prof, PROF_OPTIMIZER, supernet_subnet_cands(r, sn->wsel + row, optim_lr(&r->optim, t), 1, sn->wcn2 + row));
     sp_slot_save(r, sn->slots + (size_t)j * sn->slot_len);
     model_grads_zero(&r->st.model); /* the next backward here is the next subnet's */

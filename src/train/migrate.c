@@ -15,11 +15,11 @@
  * drained when they fly, so nothing else is in flight there anyway. */
 #define MIGRATE_TAG0 28000
 
-void migrate_sizes(const run_t *r, int *sizes_p)
+void migrate_sizes(const deck_t *d, const run_layout_t *lay, int *sizes_p)
 {
     int l0[PARAM_MAX_CHUNKS], nl[PARAM_MAX_CHUNKS];
-    for (int s = 0; s < r->lay.pp; s++) {
-        run_stage_chunks(&r->deck, s, l0, nl); /* v = 1 (deck_validate refuses interleaving with migration) */
+    for (int s = 0; s < lay->pp; s++) {
+        run_stage_chunks(d, s, l0, nl); /* v = 1 (deck_validate refuses interleaving with migration) */
         sizes_p[s] = nl[0];
     }
 }
@@ -51,7 +51,7 @@ static size_t migrate_layer_floats(const param_table_t *t, int l, int nbufs)
  * the same order on both sides, as both tables are built by one function for the same layer and
  * tensor-parallel rank) and buffers laid out by table t: out = 1 packs from the device, 0 unpacks
  * into host buffers. */
-static void migrate_pack(run_t *r, const param_table_t *t, int l, float *const bufs[4], float *msg, int out)
+static void migrate_pack(run_stage_t *st, const param_table_t *t, int l, float *const bufs[4], float *msg, int out)
 {
     size_t at = 0;
     for (int k = 0; k < 4; k++) {
@@ -59,7 +59,7 @@ static void migrate_pack(run_t *r, const param_table_t *t, int l, float *const b
         for (int i = 0; i < t->count; i++) {
             const param_entry_t *e = &t->entries[i];
             if (e->layer != l) continue;
-            if (out) be_to_host(&r->st.be, msg + at, bufs[k] + e->offset, e->numel * sizeof(float));
+            if (out) be_to_host(&st->be, msg + at, bufs[k] + e->offset, e->numel * sizeof(float));
             else memcpy(bufs[k] + e->offset, msg + at, e->numel * sizeof(float));
             at += e->numel;
         }
@@ -71,10 +71,10 @@ static void migrate_pack(run_t *r, const param_table_t *t, int l, float *const b
  * pipeline communicator (every tensor-parallel rank and data-parallel replica moves its own shard
  * with its own peer), every wait under parallel.timeout naming the peer. host[k] is filled for
  * the buffers the model has. */
-static void migrate_exchange(run_t *r, const int *old, const int *new, const param_table_t *nt, float *host[4],
+static void migrate_exchange(const deck_t *d, const run_layout_t *lay, run_stage_t *st, const int *old, const int *new, const param_table_t *nt, float *host[4],
                              long step)
 {
-    model_t *m = &r->st.model;
+    model_t *m = &st->model;
     float *dev[4];
     migrate_bufs(m, dev);
     int nbufs = 0;
@@ -83,9 +83,9 @@ static void migrate_exchange(run_t *r, const int *old, const int *new, const par
         const param_entry_t *e = &nt->entries[i], *o = param_table_find(&m->tab, e->name);
         if (!o) continue;
         for (int k = 0; k < 4; k++)
-            if (dev[k]) be_to_host(&r->st.be, host[k] + e->offset, dev[k] + o->offset, e->numel * sizeof(float));
+            if (dev[k]) be_to_host(&st->be, host[k] + e->offset, dev[k] + o->offset, e->numel * sizeof(float));
     }
-    const int L = r->deck.model.layers, pp = r->lay.pp, me = r->lay.stage;
+    const int L = d->model.layers, pp = lay->pp, me = lay->stage;
     MPI_Request *req = MP_CALLOC((size_t)L, sizeof *req);
     float **msg = MP_CALLOC((size_t)L, sizeof *msg);
     if (!req || !msg) MP_ABORT("out of memory for the live migration at step %ld", step);
@@ -96,24 +96,24 @@ static void migrate_exchange(run_t *r, const int *old, const int *new, const par
         const size_t n = migrate_layer_floats(from == me ? &m->tab : nt, l, nbufs);
         if (n > (size_t)2147483647) MP_ABORT("layer %d's state (%zu floats) exceeds one MPI message", l, n);
         if (!(msg[l] = malloc(n * sizeof(float) + 1))) MP_ABORT("out of memory moving layer %d", l);
-        if (from == me) migrate_pack(r, &m->tab, l, dev, msg[l], 1);
+        if (from == me) migrate_pack(st, &m->tab, l, dev, msg[l], 1);
         if (to == me)
-            MPI_CHECK(MPI_Irecv(msg[l], (int)n, MPI_FLOAT, from, MIGRATE_TAG0 + l, r->lay.grid.comm[GRID_PP], &req[l]));
+            MPI_CHECK(MPI_Irecv(msg[l], (int)n, MPI_FLOAT, from, MIGRATE_TAG0 + l, lay->grid.comm[GRID_PP], &req[l]));
     }
     for (int l = 0; l < L; l++) {
         const int from = migrate_owner(old, pp, l), to = migrate_owner(new, pp, l);
         if (from == me && to != me)
             MPI_CHECK(MPI_Isend(msg[l], (int)migrate_layer_floats(&m->tab, l, nbufs), MPI_FLOAT, to, MIGRATE_TAG0 + l,
-                                r->lay.grid.comm[GRID_PP], &req[l]));
+                                lay->grid.comm[GRID_PP], &req[l]));
     }
     for (int l = 0; l < L; l++) {
         if (req[l] == MPI_REQUEST_NULL) continue;
         const int from = migrate_owner(old, pp, l), to = migrate_owner(new, pp, l), peer = from == me ? to : from;
         char what[256];
         snprintf(what, sizeof what, "the live migration after step %ld: layer %d's weights and optimizer state %s "
-                 "rank %d (stage %d)", step, l, from == me ? "sent to" : "from", r->st.exec.c.stage_rank[peer], peer);
-        wait_all(&r->lay.wait, 1, &req[l], what);
-        if (to == me) migrate_pack(r, nt, l, host, msg[l], 0);
+                 "rank %d (stage %d)", step, l, from == me ? "sent to" : "from", st->exec.c.stage_rank[peer], peer);
+        wait_all(&lay->wait, 1, &req[l], what);
+        if (to == me) migrate_pack(st, nt, l, host, msg[l], 0);
     }
     for (int l = 0; l < L; l++) free(msg[l]);
     free(msg);
@@ -129,14 +129,13 @@ static void migrate_text(const int *sizes, int pp, char *buf, size_t n)
 
 /* The deck now says the new split: the stage rebuilds from it, checkpoints record it in their deck
  * (a resume on any split reads them), and deck.ini keeps the one the run started with. */
-static void migrate_set_split(run_t *r, const int *sizes)
+static void migrate_set_split(deck_t *d, run_files_t *files, const run_layout_t *lay, const int *sizes)
 {
-    deck_t *d = &r->deck;
-    d->pipeline.chunks.n = r->lay.pp, d->pipeline.chunks.automatic = 0;
-    for (int s = 0; s < r->lay.pp; s++) d->pipeline.chunks.layers[s] = sizes[s];
-    migrate_text(sizes, r->lay.pp, d->pipeline.layers, sizeof d->pipeline.layers);
-    free(r->files.deck_text);
-    if (!(r->files.deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck after a live migration");
+    d->pipeline.chunks.n = lay->pp, d->pipeline.chunks.automatic = 0;
+    for (int s = 0; s < lay->pp; s++) d->pipeline.chunks.layers[s] = sizes[s];
+    migrate_text(sizes, lay->pp, d->pipeline.layers, sizeof d->pipeline.layers);
+    free(files->deck_text);
+    if (!(files->deck_text = deck_to_string(d))) MP_ABORT("out of memory formatting the deck after a live migration");
 }
 
 /* Moves the layers from split old to new and rebuilds this rank's stage (collective). */
@@ -168,8 +167,8 @@ static void migrate_move(run_t *r, const int *old, const int *new, long step)
     for (int k = 0; k < 4; k++)
         if (dev[k] && !(host[k] = mem_zalloc(nt.total * sizeof(float))))
             MP_ABORT("rank %d: out of host memory staging the live migration after step %ld", r->lay.rank, step);
-    migrate_exchange(r, old, new, &nt, host, step);
-    migrate_set_split(r, new);
+    migrate_exchange(&r->deck, &r->lay, &r->st, old, new, &nt, host, step);
+    migrate_set_split(&r->deck, &r->files, &r->lay, new);
     if (run_stage_rebuild(r, host) != MP_OK)
         MP_ABORT("rank %d: rebuilding stage %d for pipeline.layers=%s in the live migration after step %ld failed "
                  "(above); resume from the newest checkpoint", r->lay.rank, r->lay.stage, d->pipeline.layers, step);
@@ -210,7 +209,7 @@ static void migrate_replan(run_t *r, migrate_t *mg)
     wait_allreduce(&r->lay.wait, t, pp, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, what);
     const int measured = mg->steps;
     mg->steps = 0;
-    migrate_sizes(r, old);
+    migrate_sizes(&r->deck, &r->lay, old);
     if (autosplit_layer_costs(d, &r->autosplit, w, &we, &wh) != MP_OK) MP_ABORT("re-planning the pipeline at step %ld", step);
     if (d->debug.replan_times == DECK_REPLAN_MODELLED) /* each stage its layers' modelled times: load-free */
         for (int s = 0, l = 0; s < pp; l += old[s], s++) {

@@ -25,6 +25,6 @@ void migrate_after_step(run_t *r, migrate_t *mg);
 void migrate_free(migrate_t *mg);
 
 /* The current split (pp entries: layers per stage), as run_stage_chunks gives it. */
-void migrate_sizes(const run_t *r, int *sizes_p);
+void migrate_sizes(const deck_t *d, const run_layout_t *lay, int *sizes_p);
 
 #endif

@@ -196,10 +196,10 @@ double train_val_loss(run_t *r)
  * that begins at t steps done, the log's step t + 1 (STEP counts as the log does). kill dies at its
  * start; hang stops answering there (SIGSTOP), which its peers must turn into a timeout naming it;
  * write dies, stall stops, midway through writing the checkpoint of that step. NONE: not here. */
-static deck_fail_mode_t train_fail_mode(const run_t *r, long t)
+static deck_fail_mode_t train_fail_mode(const deck_t *d, const run_layout_t *lay, long t)
 {
-    const deck_fail_at_t *f = &r->deck.debug.fail;
-    return f->rank == r->lay.rank && f->step == t + 1 ? f->mode : DECK_FAIL_NONE;
+    const deck_fail_at_t *f = &d->debug.fail;
+    return f->rank == lay->rank && f->step == t + 1 ? f->mode : DECK_FAIL_NONE;
 }
 
 typedef struct {
@@ -283,7 +283,7 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
     char valj[64] = "", etaj[48] = "", split[SIM_MAX_STAGES * 12 + 64] = "";
     if (d->pipeline.replan_every > 0) { /* live migration: the split in force after this step, and moves so far */
         int sizes[SIM_MAX_STAGES];
-        migrate_sizes(r, sizes);
+        migrate_sizes(&r->deck, &r->lay, sizes);
         int o = snprintf(split, sizeof split, ",\"pipeline_layers\":[");
         for (int s = 0; s < r->lay.pp && s < SIM_MAX_STAGES; s++)
             o += snprintf(split + o, sizeof split - (size_t)o, "%s%d", s ? "," : "", sizes[s]);
@@ -299,15 +299,15 @@ static void train_log_step(run_t *r, progress_t *pg, double loss, double lr, dou
 /* [debug] fail_at = RANK:STEP: that rank dies (SIGKILL, no chance to clean up) as step STEP
  * begins, as a node failure would take it; RANK:STEP:hang stops it (SIGSTOP) once the step's
  * stop-request agreement is behind it, so its pipeline peers wait for it: for the recovery tests. */
-static void train_fail_at(const run_t *r, long t, int agreed)
+static void train_fail_at(const deck_t *d, const run_layout_t *lay, long t, int agreed)
 {
-    const deck_fail_mode_t mode = train_fail_mode(r, t);
+    const deck_fail_mode_t mode = train_fail_mode(d, lay, t);
     if (mode == (agreed ? DECK_FAIL_HANG : DECK_FAIL_KILL)) {
         if (t < 0)
             fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d kills itself as its start-up ends\n",
-                    r->deck.debug.fail_at, r->lay.rank);
+                    d->debug.fail_at, lay->rank);
         else
-            fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", r->deck.debug.fail_at, r->lay.rank,
+            fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s step %ld\n", d->debug.fail_at, lay->rank,
                     agreed ? "stops answering (SIGSTOP) in" : "kills itself as it begins", t + 1);
         fflush(stderr);
         if (agreed) mp_stop_for_good();
@@ -338,11 +338,11 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
     int stop_wanted = 0;
     while (r->step < d->train.steps) {
         long t = r->step;
-        train_fail_at(r, t, 0);
+        train_fail_at(&r->deck, &r->lay, t, 0);
         /* every rank agrees to stop at the same step, whichever got the signal */
         int sig = signals_pending();
         wait_allreduce(&r->lay.wait, &sig, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, "the stop-request agreement");
-        train_fail_at(r, t, 1);
+        train_fail_at(&r->deck, &r->lay, t, 1);
         /* a unit (a supernet's window) stops where it ends: a checkpoint holds no half-summed window */
         stop_wanted |= sig != 0;
         r->stop = stop_wanted && (t + 1) % W == 0;
@@ -393,7 +393,7 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
         if (eval || last || r->step == 1 || r->step % d->train.log_every == 0)
             train_log_step(r, &pg, st.loss, lr, st.gnorm, val, isnan(st.at) ? perf_now() : st.at);
         if (!isfinite(st.loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", st.loss, r->step);
-        const deck_fail_mode_t fm = train_fail_mode(r, t);
+        const deck_fail_mode_t fm = train_fail_mode(&r->deck, &r->lay, t);
         const int fail_midway = fm == DECK_FAIL_WRITE ? CKPT_FAIL_KILL : fm == DECK_FAIL_STALL ? CKPT_FAIL_STOP : 0;
         if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0) || r->stop) {
             double t3 = perf_now();
@@ -449,11 +449,11 @@ static int train_report_profile(run_t *r)
 }
 
 /* "layers 0-11, heads 0-5, vocab 0-127, samples 0-3": this rank's part of the model and batch. */
-static void train_describe_holdings(const run_t *r, char *buf, size_t n)
+static void train_describe_holdings(const deck_t *d, const run_layout_t *lay, const run_stage_t *st, char *buf, size_t n)
 {
-    const param_table_t *t = &r->st.model.tab;
-    const int hl = r->deck.model.heads / t->tp, vl = t->vocab_pad / t->tp;
-    const int per = r->lay.replica_batch, s0 = r->lay.grid.coord[GRID_DP] * per;
+    const param_table_t *t = &st->model.tab;
+    const int hl = d->model.heads / t->tp, vl = t->vocab_pad / t->tp;
+    const int per = lay->replica_batch, s0 = lay->grid.coord[GRID_DP] * per;
     char layers[GRID_HOLDS_MAX / 2] = "";
     for (int c = 0, o = 0; c < t->nchunks && o < (int)sizeof layers - 16; c++)
         o += snprintf(layers + o, sizeof layers - (size_t)o, "%s%d-%d", c ? "," : "", t->chunk_layer0[c],
@@ -543,8 +543,8 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     train_log_auto_split(&r);
     train_log_auto_policy(&r);
     char holds[GRID_HOLDS_MAX];
-    train_describe_holdings(&r, holds, sizeof holds);
-    train_fail_at(&r, -1, 0); /* debug.fail_at = RANK:0: as the start-up ends */
+    train_describe_holdings(&r.deck, &r.lay, &r.st, holds, sizeof holds);
+    train_fail_at(&r.deck, &r.lay, -1, 0); /* debug.fail_at = RANK:0: as the start-up ends */
     grid_print_layout(&r.lay.grid, &r.lay.wait, r.files.log.quiet ? NULL : stdout, r.files.log.log, holds);
     watchdog_arm(&r.wd, "the resume (choosing and reading a checkpoint)", "checkpoint.timeout", d->checkpoint.timeout);
     int rc = run_agree(run_ckpt_resume(&r));
@@ -573,7 +573,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     migrate_t mg = {0};
     recovery_arm(&r); /* a wait past parallel.timeout: this rank's state written, exit 75 */
     if (rc == MP_OK) rc = train_loop(&r, ops, &mg);
-    recovery_disarm(&r);
+    recovery_disarm(&r.lay);
     migrate_free(&mg);
     if (recovery_close(&r) != MP_OK && rc == MP_OK) rc = MP_ERR;
     const int stopped = rc == MP_STOPPED;
@@ -598,7 +598,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         energy_finish(&en, MPI_COMM_WORLD, &use);
         watchdog_disarm(&r.wd);
         /* a report not written (a link or a device under its name: refused, publish.h) fails the run */
-        int rep = train_report_energy(&r, &use, r.step - s0, seconds);
+        int rep = train_report_energy(&r.deck, &r.files, &r.lay, &use, r.step - s0, seconds);
         if (train_report_kernels(&r) != MP_OK) rep = MP_ERR;
         if (train_report_profile(&r) != MP_OK) rep = MP_ERR;
         if (ops && ops->report) ops->report(&r);
@@ -629,7 +629,7 @@ static int train_dump_extra(run_t *r, const char *path, double loss)
     if (!tok) return MP_ERR;
     for (int i = 0; i < batch; i++)
         data_train_sample(&r->data, r->deck.train.seed, 0, i, batch, T, tok + (size_t)i * T, tok + ((size_t)batch + i) * T);
-    float *grads = run_ckpt_host_copy(r, r->st.model.grads, r->st.model.alloc);
+    float *grads = run_ckpt_host_copy(&r->st, r->st.model.grads, r->st.model.alloc);
     hid_t f = -1, g = -1, s = -1, d = -1;
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT), out, path);
     H5_TRY(g = H5Gcreate2(f, "grad", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, path);
@@ -662,7 +662,7 @@ out:
     if (g >= 0) H5Gclose(g);
     if (f >= 0 && H5Fclose(f) < 0) rc = MP_FAIL("cannot close %s", path);
     if (rc == MP_OK) rc = ckpt_reseal(path); /* the file checksum covers what was added */
-    run_ckpt_host_release(r, grads, r->st.model.grads);
+    run_ckpt_host_release(&r->st, grads, r->st.model.grads);
     free(tok);
     return rc;
 }
@@ -683,9 +683,9 @@ int train_debug_grads(const run_opts_t *opts, const train_ops_t *ops_offered, co
     if (r.plug) model_grads_finish(&r.st.model); /* a plug-in's step (a supernet's) keeps the LM head's part apart */
     ckpt_state_t st = {.step = 0, .adam_t = 0, .seed = r.deck.train.seed, .deck = NULL, .tok = r.data_tok};
     snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
-    float *params = run_ckpt_host_copy(&r, r.st.model.params, r.st.model.alloc);
+    float *params = run_ckpt_host_copy(&r.st, r.st.model.params, r.st.model.alloc);
     int rc = ckpt_write(out_file, &r.st.gtab, params, NULL, NULL, &st, r.files.deck_text);
-    run_ckpt_host_release(&r, params, r.st.model.params);
+    run_ckpt_host_release(&r.st, params, r.st.model.params);
     if (rc == MP_OK) rc = train_dump_extra(&r, out_file, loss);
     if (rc == MP_OK && !opts->quiet) printf("debug-grads: step-0 loss %.9f, gradients in %s\n", loss, out_file);
     run_teardown(&r);

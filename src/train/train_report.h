@@ -10,7 +10,7 @@
 /* The "done:" line (rank 0's log; a line before it when the GPU part could not be measured) and
  * RUN/energy.json (rank 0), for `steps` steps in `seconds` with energy u. MP_OK, or MP_ERR when the
  * file could not be written (message printed). Not collective. */
-int train_report_energy(run_t *r, const energy_use_t *u, long steps, double seconds);
+int train_report_energy(const deck_t *d, run_files_t *files, const run_layout_t *lay, const energy_use_t *u, long steps, double seconds);
 
 /* debug.kernel_times > 0: collects the backend's pending timings, writes this rank's
  * RUN/kernel_times.r<rank>.json and logs rank 0's top 8 kernels with their share of the timed steps'

@@ -136,12 +136,18 @@ static void test_gather(void)
     free(all);
 }
 
-/* A run context with only what run_gpus_decide reads: the deck's defaults with p2p, the device limit
- * and the schedule given, and a grid of the given sizes in the default order (tp fastest, then dp,
- * sp, pp). */
-static run_t *run_by_hand(int tp, int dp, int pp, deck_p2p_t p2p, uint64_t limit, int interleaved)
+/* What run_gpus_decide reads, the parts of a run context it takes (no whole run_t): the deck's
+ * defaults with p2p, the device limit and the schedule given, and a grid of the given sizes in the
+ * default order (tp fastest, then dp, sp, pp); the stage part receives its notes. */
+typedef struct {
+    deck_t deck;
+    run_layout_t lay;
+    run_stage_t st;
+} hand_t;
+
+static hand_t *run_by_hand(int tp, int dp, int pp, deck_p2p_t p2p, uint64_t limit, int interleaved)
 {
-    run_t *r = calloc(1, sizeof *r);
+    hand_t *r = calloc(1, sizeof *r);
     deck_defaults(&r->deck);
     r->deck.parallel.tp = tp, r->deck.parallel.dp = dp, r->deck.parallel.pp = pp;
     r->deck.parallel.p2p = p2p;
@@ -160,13 +166,13 @@ static run_t *run_by_hand(int tp, int dp, int pp, deck_p2p_t p2p, uint64_t limit
 }
 
 /* run_gpus_decide on ranks whose GPUs are bus[rank] of one host; its status, stderr in errtext. */
-static int decide(run_t *r, const int *bus)
+static int decide(hand_t *r, const int *bus)
 {
     gpu_id_t ids[16];
     int host[16] = {0};
     ids_make(ids, r->lay.world, host, bus, 1);
     capture_begin();
-    const int rc = run_gpus_decide(r, ids);
+    const int rc = run_gpus_decide(&r->deck, &r->lay, &r->st, ids);
     capture_end();
     show_errtext();
     return rc;
@@ -176,7 +182,7 @@ static void test_run_decide(void)
 {
     const uint64_t G30 = (uint64_t)30 << 30;
     /* the lent machine: pp = 2, both ranks on its one GPU */
-    run_t *r = run_by_hand(1, 1, 2, DECK_P2P_AUTO, G30, 0);
+    hand_t *r = run_by_hand(1, 1, 2, DECK_P2P_AUTO, G30, 0);
     int rc = decide(r, (int[]){0x41, 0x41});
     tap_ok(rc == MP_OK && !r->st.p2p_nccl && strstr(r->st.p2p_note, "parallel.p2p=auto: pipeline messages go through MPI") &&
                strstr(r->st.p2p_note, "ranks 0 and 1 (pipeline stages 0 and 1) share GPU 0000:41:00.0 on node0") &&
