@@ -139,45 +139,23 @@ int ckpt_dir_find_latest(const char *dir, char *path_p, size_t n)
 
 /* ---- a file's head ----------------------------------------------------------------------------- */
 
-/* String attribute `name` of g into a malloc'd text (fixed or variable length). MP_OK or MP_ERR. */
-static int ckpt_head_string(hid_t g, const char *name, char **text_p)
+/* /state's string attribute `name` into a malloc'd *text_p: 1, 0 absent, or MP_ERR with why in reason. */
+static int ckpt_head_string(hid_t g, const char *name, char **text_p, char *reason, size_t n)
 {
-    int rc = MP_ERR;
-    hid_t a = H5Aopen(g, name, H5P_DEFAULT), t = -1, mt = -1;
-    if (a < 0) return MP_ERR;
-    if (!h5_attr_one(a)) return H5Aclose(a), MP_ERR; /* one string: H5Aread would write every value */
-    if ((t = H5Aget_type(a)) < 0 || H5Tget_class(t) != H5T_STRING || (mt = H5Tcopy(H5T_C_S1)) < 0) goto out;
-    htri_t var = H5Tis_variable_str(t);
-    if (var > 0) {
-        char *v = NULL;
-        if (H5Tset_size(mt, H5T_VARIABLE) >= 0 && H5Aread(a, mt, &v) >= 0 && (*text_p = strdup(v ? v : ""))) rc = MP_OK;
-        if (v) H5free_memory(v);
-    } else if (var == 0) {
-        size_t size = H5Tget_size(t);
-        char *text = calloc(size + 1, 1);
-        if (text && H5Tset_size(mt, size) >= 0 && H5Tset_strpad(mt, H5T_STR_NULLPAD) >= 0 && H5Aread(a, mt, text) >= 0) {
-            *text_p = text;
-            text = NULL;
-            rc = MP_OK;
-        }
-        free(text);
-    }
-out:
-    if (mt >= 0) H5Tclose(mt);
-    if (t >= 0) H5Tclose(t);
-    H5Aclose(a);
+    char why[512];
+    const int rc = h5_attr_get_alloc(g, name, text_p, why, sizeof why);
+    if (rc == MP_ERR) snprintf(reason, n, "/state %s %s", name, why);
     return rc;
 }
 
-/* Scalar numeric attribute `name` of g, converted to mem_type. MP_OK, or MP_ERR with why in reason. */
+/* /state's scalar numeric attribute `name`, converted to mem_type: MP_OK, or MP_ERR with why in
+ * reason (missing too: every one of these is written by every format). */
 static int ckpt_head_int(hid_t g, const char *name, hid_t mem_type, void *value_p, char *reason, size_t n)
 {
-    hid_t a = H5Aopen(g, name, H5P_DEFAULT);
-    if (a < 0) return snprintf(reason, n, "/state has no %s", name), MP_ERR;
-    if (!h5_attr_one(a)) return H5Aclose(a), snprintf(reason, n, "/state %s holds other than one value", name), MP_ERR;
-    herr_t e = H5Aread(a, mem_type, value_p);
-    H5Aclose(a);
-    if (e < 0) return snprintf(reason, n, "/state %s cannot be read", name), MP_ERR;
+    char why[512];
+    const int rc = h5_attr_get(g, name, mem_type, value_p, why, sizeof why);
+    if (rc == 0) return snprintf(reason, n, "/state has no %s", name), MP_ERR;
+    if (rc == MP_ERR) return snprintf(reason, n, "/state %s %s", name, why), MP_ERR;
     return MP_OK;
 }
 
@@ -204,11 +182,10 @@ static int ckpt_head_tok(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
 {
     char *name = NULL, *sha = NULL, why[200];
     int rc = MP_ERR;
-    if (H5Aexists(g, "tokenizer") > 0 && ckpt_head_string(g, "tokenizer", &name) != MP_OK)
-        snprintf(reason, n, "/state tokenizer cannot be read");
-    else if (H5Aexists(g, "tokenizer_sha256") > 0 && ckpt_head_string(g, "tokenizer_sha256", &sha) != MP_OK)
-        snprintf(reason, n, "/state tokenizer_sha256 cannot be read");
-    else if (tok_ident_set(&h->tok, name ? name : "byte", sha, why, sizeof why) != MP_OK)
+    if (ckpt_head_string(g, "tokenizer", &name, reason, n) == MP_ERR ||
+        ckpt_head_string(g, "tokenizer_sha256", &sha, reason, n) == MP_ERR) {
+        /* reason says which */
+    } else if (tok_ident_set(&h->tok, name ? name : "byte", sha, why, sizeof why) != MP_OK)
         snprintf(reason, n, "/state: %s", why);
     else
         rc = MP_OK;
@@ -223,23 +200,18 @@ static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
     int *const ints[] = {&h->layers, &h->dim, &h->heads, &h->seq_len, &h->vocab, &h->mlp_ratio};
     static const char *const names[] = {"layers", "dim", "heads", "seq_len", "vocab", "mlp_ratio"};
     int64_t step = 0;
-    hid_t a;
-    for (int i = 0; i < 6; i++) {
-        if ((a = H5Aopen(g, names[i], H5P_DEFAULT)) < 0) return snprintf(reason, n, "/state has no %s", names[i]), MP_ERR;
-        if (!h5_attr_one(a))
-            return H5Aclose(a), snprintf(reason, n, "/state %s holds other than one value", names[i]), MP_ERR;
-        herr_t e = H5Aread(a, H5T_NATIVE_INT, ints[i]);
-        H5Aclose(a);
-        if (e < 0) return snprintf(reason, n, "/state %s cannot be read", names[i]), MP_ERR;
-    }
+    for (int i = 0; i < 6; i++)
+        if (ckpt_head_int(g, names[i], H5T_NATIVE_INT, ints[i], reason, n) != MP_OK) return MP_ERR;
     if (ckpt_head_int(g, "step", H5T_NATIVE_INT64, &step, reason, n) != MP_OK) return MP_ERR;
     h->step = (long)step;
-    if (ckpt_head_string(g, "deck", &h->deck) != MP_OK) return snprintf(reason, n, "/state deck cannot be read"), MP_ERR;
-    if (H5Aexists(g, "blocks") > 0 ? ckpt_head_string(g, "blocks", &h->blocks) != MP_OK : !(h->blocks = strdup("")))
-        return snprintf(reason, n, "/state blocks cannot be read"), MP_ERR;
+    const int has_deck = ckpt_head_string(g, "deck", &h->deck, reason, n);
+    if (has_deck == 0) snprintf(reason, n, "/state has no deck");
+    if (has_deck != 1) return MP_ERR;
+    /* blocks and run_id are absent in files before them: "" */
+    if (ckpt_head_string(g, "blocks", &h->blocks, reason, n) == MP_ERR) return MP_ERR;
+    if (!h->blocks && !(h->blocks = strdup(""))) return snprintf(reason, n, "out of memory"), MP_ERR;
     char *id = NULL;
-    if (H5Aexists(g, "run_id") > 0 && ckpt_head_string(g, "run_id", &id) != MP_OK)
-        return snprintf(reason, n, "/state run_id cannot be read"), MP_ERR;
+    if (ckpt_head_string(g, "run_id", &id, reason, n) == MP_ERR) return MP_ERR;
     snprintf(h->run_id, sizeof h->run_id, "%s", id ? id : "");
     free(id);
     return ckpt_head_tok(g, h, reason, n);

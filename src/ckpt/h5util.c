@@ -45,44 +45,6 @@ out:
     return rc;
 }
 
-/* The string attribute a's text into a malloc'd buffer (*text_p). MP_OK or MP_ERR (reported). */
-static int h5_attr_text_alloc(hid_t a, char **text_p, const char *where)
-{
-    int rc = MP_ERR;
-    hid_t t = -1, mt = -1;
-    H5_TRY(t = H5Aget_type(a), out, where);
-    if (H5Tget_class(t) != H5T_STRING) {
-        MP_ERROR("%s is not a string", where);
-        goto err_close_type;
-    }
-    H5_TRY(mt = H5Tcopy(H5T_C_S1), err_close_type, where);
-    const htri_t var = H5Tis_variable_str(t);
-    if (var > 0) {
-        char *v = NULL;
-        H5_TRY(H5Tset_size(mt, H5T_VARIABLE), err_close_mem, where);
-        H5_TRY(H5Aread(a, mt, &v), err_close_mem, where);
-        *text_p = strdup(v ? v : "");
-        if (v) H5free_memory(v);
-    } else {
-        const size_t size = H5Tget_size(t);
-        char *text = calloc(size + 1, 1);
-        if (!text || H5Tset_size(mt, size) < 0 || H5Tset_strpad(mt, H5T_STR_NULLPAD) < 0 || H5Aread(a, mt, text) < 0) {
-            free(text);
-            MP_ERROR("%s cannot be read as a string", where);
-            goto err_close_mem;
-        }
-        *text_p = text;
-    }
-    if (!*text_p) MP_ERROR("%s: out of memory", where);
-    else rc = MP_OK;
-err_close_mem:
-    H5Tclose(mt);
-err_close_type:
-    H5Tclose(t);
-out:
-    return rc;
-}
-
 int h5_attr_one(hid_t a)
 {
     const hid_t s = H5Aget_space(a);
@@ -92,49 +54,110 @@ int h5_attr_one(hid_t a)
     return n == 1;
 }
 
-/* Attribute name of loc opened into *a_p (the caller closes it): 1, 0 absent, or MP_ERR (reported).
- * It must hold one value: every reader reads into one scalar or one string, and H5Aread writes all
- * the values a foreign file's attribute holds (two would overrun the caller's variable). */
-static int h5_attr_open(hid_t loc, const char *name, hid_t *a_p, const char *where)
+/* Walks HDF5's error stack for its innermost description: the library's own reason. */
+static herr_t mp_h5_walk(unsigned k, const H5E_error2_t *e, void *data)
 {
-    htri_t have;
-    hid_t s = -1;
-    hssize_t n = -1;
-    H5_TRY(have = H5Aexists(loc, name), err, where);
-    if (!have) return 0;
-    H5_TRY(*a_p = H5Aopen(loc, name, H5P_DEFAULT), err, where);
-    H5_TRY(s = H5Aget_space(*a_p), err_close, where);
-    n = H5Sget_simple_extent_npoints(s);
-    H5Sclose(s);
-    if (n == 1) return 1;
-    MP_ERROR("%s holds %lld values, not one", where, (long long)n);
-err_close:
-    H5Aclose(*a_p);
-err:
+    const char **desc_p = data;
+    if (k == 0 && e->desc) *desc_p = e->desc;
+    return 0;
+}
+
+/* That description into why after `what`; the stack is cleared. MP_ERR, for the callers' returns. */
+static int h5_why(char *why, size_t n, const char *what)
+{
+    const char *desc = "no HDF5 error message";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, mp_h5_walk, &desc);
+    snprintf(why, n, "%s (HDF5: %s)", what, desc);
+    H5Eclear2(H5E_DEFAULT);
     return MP_ERR;
+}
+
+/* The one reader every attribute goes through: attribute `name` of loc, opened and checked to hold
+ * one value (H5Aread writes every value a foreign file's attribute holds into the one variable),
+ * then read as a string into a malloc'd *text_p (text_p set) or as mem_type's class into *value_p.
+ * 1 read, 0 absent, MP_ERR with why (words after the attribute's name); nothing printed. */
+static int h5_attr_get_any(hid_t loc, const char *name, hid_t mem_type, void *value_p, char **text_p, char *why,
+                           size_t n)
+{
+    const htri_t have = H5Aexists(loc, name);
+    if (have < 0) return h5_why(why, n, "cannot be looked for");
+    if (!have) return 0;
+    const hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0) return h5_why(why, n, "cannot be opened");
+    int rc = MP_ERR;
+    hid_t s = -1, t = -1, mt = -1;
+    if ((s = H5Aget_space(a)) < 0 || (t = H5Aget_type(a)) < 0) {
+        h5_why(why, n, "cannot be read");
+        goto out;
+    }
+    const hssize_t count = H5Sget_simple_extent_npoints(s);
+    const H5T_class_t cls = H5Tget_class(t);
+    if (count != 1) {
+        snprintf(why, n, "holds %lld values, not one", (long long)count);
+    } else if (!text_p) {
+        /* HDF5 would convert a float into an integer (3.7 read as 3): the class must be the one asked for */
+        if (cls != H5Tget_class(mem_type))
+            snprintf(why, n, "is not %s", H5Tget_class(mem_type) == H5T_INTEGER ? "an integer" : "a number");
+        else if (H5Aread(a, mem_type, value_p) < 0)
+            h5_why(why, n, "cannot be read");
+        else
+            rc = 1;
+    } else if (cls != H5T_STRING) {
+        snprintf(why, n, "is not a string");
+    } else if ((mt = H5Tcopy(H5T_C_S1)) < 0) {
+        h5_why(why, n, "cannot be read");
+    } else if (H5Tis_variable_str(t) > 0) {
+        char *v = NULL;
+        if (H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Aread(a, mt, &v) < 0)
+            h5_why(why, n, "cannot be read as a string");
+        else if (!(*text_p = strdup(v ? v : "")))
+            snprintf(why, n, "out of memory");
+        else
+            rc = 1;
+        if (v) H5free_memory(v);
+    } else {
+        const size_t size = H5Tget_size(t);
+        char *text = calloc(size + 1, 1);
+        if (!text)
+            snprintf(why, n, "out of memory");
+        else if (H5Tset_size(mt, size) < 0 || H5Tset_strpad(mt, H5T_STR_NULLPAD) < 0 || H5Aread(a, mt, text) < 0)
+            h5_why(why, n, "cannot be read as a string");
+        else
+            *text_p = text, text = NULL, rc = 1;
+        free(text);
+    }
+out:
+    if (mt >= 0) H5Tclose(mt);
+    if (t >= 0) H5Tclose(t);
+    if (s >= 0) H5Sclose(s);
+    H5Aclose(a);
+    return rc;
+}
+
+int h5_attr_get(hid_t loc, const char *name, hid_t mem_type, void *value_p, char *why, size_t n)
+{
+    return h5_attr_get_any(loc, name, mem_type, value_p, NULL, why, n);
+}
+
+int h5_attr_get_alloc(hid_t loc, const char *name, char **text_p, char *why, size_t n)
+{
+    return h5_attr_get_any(loc, name, -1, NULL, text_p, why, n);
 }
 
 int h5_attr_read(hid_t loc, const char *name, hid_t mem_type, void *value_p, const char *where)
 {
-    hid_t a = -1;
-    const int have = h5_attr_open(loc, name, &a, where);
-    if (have != 1) return have;
-    int rc = MP_ERR;
-    H5_TRY(H5Aread(a, mem_type, value_p), out, where);
-    rc = 1;
-out:
-    H5Aclose(a);
+    char why[512];
+    const int rc = h5_attr_get(loc, name, mem_type, value_p, why, sizeof why);
+    if (rc == MP_ERR) MP_ERROR("%s %s", where, why);
     return rc;
 }
 
 int h5_attr_read_alloc(hid_t loc, const char *name, char **text_p, const char *where)
 {
-    hid_t a = -1;
-    const int have = h5_attr_open(loc, name, &a, where);
-    if (have != 1) return have;
-    const int rc = h5_attr_text_alloc(a, text_p, where);
-    H5Aclose(a);
-    return rc == MP_OK ? 1 : MP_ERR;
+    char why[512];
+    const int rc = h5_attr_get_alloc(loc, name, text_p, why, sizeof why);
+    if (rc == MP_ERR) MP_ERROR("%s %s", where, why);
+    return rc;
 }
 
 int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const char *where)
@@ -151,14 +174,6 @@ int h5_attr_read_text(hid_t loc, const char *name, char *buf, size_t n, const ch
     memcpy(buf, text, len + 1);
     free(text);
     return 1;
-}
-
-/* Walks HDF5's error stack and prints its innermost description: the library's own reason. */
-static herr_t mp_h5_walk(unsigned n, const H5E_error2_t *e, void *data)
-{
-    const char **desc_p = data;
-    if (n == 0 && e->desc) *desc_p = e->desc;
-    return 0;
 }
 
 void mp_h5_fail(const char *file, int line, const char *what, const char *h5file)

@@ -28,11 +28,15 @@ int h5_attr_write_string(hid_t loc, const char *name, const char *text, const ch
  * file or object it is on). An attribute holding other than one value is refused ("holds N values,
  * not one"): H5Aread writes every value a foreign file's attribute holds into the one variable. */
 
-/* Whether the open attribute a holds exactly one value (0 too when its space cannot be read), for the
- * readers that word their own messages; nothing printed. */
-int h5_attr_one(hid_t a);
 
-/* A scalar attribute, converted by HDF5 to mem_type into *value_p. */
+/* The same, quiet: MP_ERR with why (words to follow the attribute's name: "holds 2 values, not one",
+ * "is not an integer") and nothing printed, for the readers that report into a reason of their own
+ * (the run directory's scan, ckpt_files.h). h5_attr_read and h5_attr_read_alloc are these, printed. */
+int h5_attr_get(hid_t loc, const char *name, hid_t mem_type, void *value_p, char *why, size_t n);
+int h5_attr_get_alloc(hid_t loc, const char *name, char **text_p, char *why, size_t n);
+
+/* A scalar attribute, converted by HDF5 to mem_type into *value_p; MP_ERR too when it is not of
+ * mem_type's class (an integer for an integer, a float for a float). */
 int h5_attr_read(hid_t loc, const char *name, hid_t mem_type, void *value_p, const char *where);
 /* A string attribute (fixed or variable length, as h5py writes) into a malloc'd *text_p (the caller
  * frees it). MP_ERR too when it is not a string or cannot be read as one. */

@@ -10,21 +10,17 @@
 #include "check.h"
 #include "h5util.h"
 
-/* The root's integer attribute vocab of the open file f. */
-static int tok_file_vocab(hid_t f, const char *path, int *vocab_p)
+int tok_file_vocab(hid_t f, const char *path, int *vocab_p)
 {
-    htri_t have;
-    hid_t a;
-    H5_TRY(have = H5Aexists(f, "vocab"), err, path);
-    if (!have) return MP_FAIL("%s has no attribute vocab: not a token file written by `mindpipe prep`?", path);
-    H5_TRY(a = H5Aopen(f, "vocab", H5P_DEFAULT), err, path);
-    if (!h5_attr_one(a)) return H5Aclose(a), MP_FAIL("%s: attribute vocab holds other than one value", path);
-    const herr_t e = H5Aread(a, H5T_NATIVE_INT, vocab_p);
-    H5Aclose(a);
-    if (e < 0) return MP_FAIL("%s: attribute vocab cannot be read as an integer", path);
+    char where[4200];
+    int vocab = 0;
+    snprintf(where, sizeof where, "%s: attribute vocab", path);
+    const int have = h5_attr_read(f, "vocab", H5T_NATIVE_INT, &vocab, where);
+    if (have == 0) return MP_FAIL("%s has no attribute vocab: not a token file written by `mindpipe prep`?", path);
+    if (have != 1) return MP_ERR;
+    if (vocab < 1) return MP_FAIL("%s: attribute vocab = %d is less than 1", path, vocab);
+    *vocab_p = vocab;
     return MP_OK;
-err:
-    return MP_ERR;
 }
 
 int tok_of_data_file(const char *path, tok_ident_t *ident_p, int *vocab_p)

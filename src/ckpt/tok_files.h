@@ -5,7 +5,14 @@
 #ifndef MP_TOK_FILES_H
 #define MP_TOK_FILES_H
 
+#include <hdf5.h>
+
 #include "tokenizer.h"
+
+/* The vocab attribute of the open token file f (path names it): one integer, at least 1. MP_OK, or
+ * MP_ERR naming the file (missing, not one value, not an integer, less than 1). The token readers
+ * (tok_of_data_file, data.h's) both read it here. */
+int tok_file_vocab(hid_t f, const char *path, int *vocab_p);
 
 /* The tokenizer attributes of a token file written by `mindpipe prep` (its root's tokenizer,
  * tokenizer_sha256, vocab): *ident_p, and *vocab_p its vocab attribute. A file written before the

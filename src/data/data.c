@@ -27,6 +27,7 @@
 #include "h5util.h"
 #include "publish.h"
 #include "rng.h"
+#include "tok_files.h" /* tok_file_vocab */
 
 /* The validation split prep aims for: enough for a few windows at the usual seq_len (T+1 tokens
  * for T = 4096), when the text is long enough for train to stay at least as large as val. */
@@ -116,42 +117,6 @@ out:
     return MP_ERR;
 }
 
-/* Reads the integer attribute vocab of the root group. It must be one integer: H5Aread writes
- * every element of the attribute, so an array would overrun the int it is read into. */
-static int data_read_vocab(hid_t f, const char *path, int *vocab_p)
-{
-    int rc = MP_ERR, vocab = 0;
-    hid_t a = -1, s = -1, t = -1;
-    hssize_t count;
-    htri_t have;
-    H5_TRY(have = H5Aexists(f, "vocab"), out, path);
-    if (!have) return MP_FAIL("%s has no attribute vocab: not a token file written by `mindpipe prep`?", path);
-    H5_TRY(a = H5Aopen(f, "vocab", H5P_DEFAULT), out, path);
-    H5_TRY(s = H5Aget_space(a), err_close_attr, path);
-    H5_TRY(t = H5Aget_type(a), err_close_space, path);
-    H5_TRY(count = H5Sget_simple_extent_npoints(s), err_close_type, path);
-    if (count != 1 || H5Tget_class(t) != H5T_INTEGER) {
-        MP_ERROR("%s: attribute vocab is not one integer (%lld elements%s)", path, (long long)count,
-                 H5Tget_class(t) != H5T_INTEGER ? ", not of an integer type" : "");
-        goto err_close_type;
-    }
-    H5_TRY(H5Aread(a, H5T_NATIVE_INT, &vocab), err_close_type, path);
-    if (vocab < 1) {
-        MP_ERROR("%s: attribute vocab = %d is less than 1", path, vocab);
-        goto err_close_type;
-    }
-    *vocab_p = vocab;
-    rc = MP_OK;
-err_close_type:
-    H5Tclose(t);
-err_close_space:
-    H5Sclose(s);
-err_close_attr:
-    H5Aclose(a);
-out:
-    return rc;
-}
-
 /* Whether dataset d (n tokens of little-endian width bytes, no filters) can be mapped: contiguous,
  * allocated, in a file without a user block (H5Dget_offset counts from HDF5's base address), and
  * inside the file. Sets *off_p to its byte offset. */
@@ -183,7 +148,7 @@ static int data_h5_open(data_shard_t *sh, const char *path, const char *shown, c
     hsize_t n = 0;
     uint64_t off = 0;
     H5_TRY(f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), out, shown);
-    if (data_read_vocab(f, shown, &vocab) != MP_OK) goto err_close_file;
+    if (tok_file_vocab(f, shown, &vocab) != MP_OK) goto err_close_file;
     H5_TRY(have = H5Lexists(f, name, H5P_DEFAULT), err_close_file, shown);
     if (!have) {
         MP_ERROR("%s has no dataset /%s: not a token file written by `mindpipe prep`?", shown, name);

@@ -251,7 +251,16 @@ static void test_load_errors(void)
     a = H5Acreate2(f5, "vocab", H5T_STD_I32LE, sa, H5P_DEFAULT, H5P_DEFAULT);
     H5Awrite(a, H5T_NATIVE_INT, (int[]){256, 256});
     H5Aclose(a), H5Sclose(sa), H5Fclose(f5);
-    expect_load_refused("vocab an array of two integers", tpath("vocab_pair.h5"), "vocab is not one integer (2 elements)");
+    expect_load_refused("vocab an array of two integers", tpath("vocab_pair.h5"), "attribute vocab holds 2 values, not one");
+    /* vocab a float: HDF5 would convert 256.7 to 256 and the file would pass for a token file */
+    write_tokens_by_hand(tpath("vocab_float.h5"), H5T_STD_U16LE, 0, 256, 3);
+    f5 = H5Fopen(tpath("vocab_float.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+    H5Adelete(f5, "vocab");
+    sa = H5Screate(H5S_SCALAR);
+    a = H5Acreate2(f5, "vocab", H5T_IEEE_F64LE, sa, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_DOUBLE, &(double){256.7});
+    H5Aclose(a), H5Sclose(sa), H5Fclose(f5);
+    expect_load_refused("vocab a float", tpath("vocab_float.h5"), "attribute vocab is not an integer");
     /* a truncated token file: HDF5 refuses it at open */
     struct stat st;
     stat(tpath("tok.h5"), &st);
