@@ -58,17 +58,16 @@ static void cand_range(const run_stage_t *st, int b, int k, size_t *c0, size_t *
 }
 
 /* Copies candidate k of block b between its home and slot s (to_host: home := slot). */
-static void move(run_t *r, int b, int k, int s, int to_host)
+static void move(struct supernet_home_s *h, run_stage_t *st, int b, int k, int s, int to_host)
 {
-    struct supernet_home_s *h = supernet_of(r)->home;
-    model_t *m = &r->st.model;
+    model_t *m = &st->model;
     size_t c0, n;
-    cand_range(&r->st, b, k, &c0, &n);
+    cand_range(st, b, k, &c0, &n);
     const size_t d = model_slot_at(m, b, k, s), bytes = n * sizeof(float);
     float *dev[3] = {m->params + d, m->m + d, m->v + d}, *home[3] = {h->hp + c0, h->hm + c0, h->hv + c0};
     for (int i = 0; i < 3; i++)
         h->last_ticket = AT(h->ticket, b, s) =
-            to_host ? be_offload_start(&r->st.be, home[i], dev[i], bytes, 1) : be_offload_start(&r->st.be, dev[i], home[i], bytes, 0);
+            to_host ? be_offload_start(&st->be, home[i], dev[i], bytes, 1) : be_offload_start(&st->be, dev[i], home[i], bytes, 0);
     if (to_host) h->bytes_out += 3 * bytes;
     else h->bytes_in += 3 * bytes, h->fetched++;
 }
@@ -87,16 +86,15 @@ static int victim(const struct supernet_home_s *h, int b)
 }
 
 /* Brings candidate k of block b into a slot (returns it), or -1 when every slot is taken. */
-static int bring(run_t *r, int b, int k)
+static int bring(struct supernet_home_s *h, run_stage_t *st, int b, int k)
 {
-    struct supernet_home_s *h = supernet_of(r)->home;
     const int s = victim(h, b);
     if (s < 0) return -1;
     const int old = AT(h->owner, b, s);
-    if (old >= 0) model_place(&r->st.model, b, old, -1); /* its home is current: written after its step */
+    if (old >= 0) model_place(&st->model, b, old, -1); /* its home is current: written after its step */
     AT(h->owner, b, s) = k;
-    model_place(&r->st.model, b, k, s);
-    move(r, b, k, s, 0);
+    model_place(&st->model, b, k, s);
+    move(h, st, b, k, s, 0);
     return s;
 }
 
@@ -154,7 +152,7 @@ void supernet_home_acquire(run_t *r, const int *sel)
                 h->reused++;
             } else {
                 memset(h->keep, 0, (size_t)m->tab.nlayers * h->slots);
-                if ((s = bring(r, b, k)) < 0)
+                if ((s = bring(h, &r->st, b, k)) < 0)
                     MP_ABORT("layer %d: no device slot free for candidate %d (%d slots, all in use: a slot bug)", l, k,
                              h->slots);
                 h->late++; /* not prefetched: the subnet waits for the whole copy */
@@ -180,7 +178,7 @@ void supernet_home_release(run_t *r, const int *sel, int written)
         const int s = m->placed[(size_t)b * h->ncand + k];
         if (s < 0 || AT(h->pin, b, s) <= 0) MP_ABORT("layer %d: candidate %d released while not acquired", l, k);
         AT(h->pin, b, s)--;
-        if (written) move(r, b, k, s, 1); /* its step changed it: home is current again once this lands */
+        if (written) move(h, &r->st, b, k, s, 1); /* its step changed it: home is current again once this lands */
     }
 }
 
@@ -196,7 +194,7 @@ void supernet_home_prefetch(run_t *r, const int *sels, int n, int stride)
             const int k = sels[(size_t)j * stride + l];
             if (k < 0 || supernet_weightless(&r->deck, k)) continue;
             int s = m->placed[(size_t)b * h->ncand + k];
-            if (s < 0 && (s = bring(r, b, k)) < 0) break; /* no slot: the later subnets' come later */
+            if (s < 0 && (s = bring(h, &r->st, b, k)) < 0) break; /* no slot: the later subnets' come later */
             AT(h->keep, b, s) = 1;
         }
     }
