@@ -10,27 +10,9 @@
 #include <string.h>
 
 #include "kernels.h"
-#include "math_softmax.h"
+#include "attention_rows.h"
 
 enum { RB = 64 };
-
-/* In place on row i of the scores (entries 0..i are live): softmax; entries i+1..r1-1 zeroed. */
-static void softmax_causal_row(float *row, int i, int r1)
-{
-    float max = row[0];
-#pragma omp simd reduction(max : max)
-    for (int j = 1; j <= i; j++) max = row[j] > max ? row[j] : max;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j <= i; j++) {
-        row[j] = mp_softmax_exp(row[j], max);
-        sum += row[j];
-    }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int j = 0; j <= i; j++) row[j] *= inv;
-    for (int j = i + 1; j < r1; j++) row[j] = 0.0f;
-}
 
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
@@ -45,7 +27,7 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
             const int r1 = r0 + RB < T ? r0 + RB : T, rb = r1 - r0;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rb, r1, hs, scale, q + (size_t)r0 * ld, ld, k, ld,
                         0.0f, a + (size_t)r0 * T, T);
-            for (int i = r0; i < r1; i++) softmax_causal_row(a + (size_t)i * T, i, r1);
+            for (int i = r0; i < r1; i++) attn_softmax_causal_row(a + (size_t)i * T, i, r1);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, hs, r1, 1.0f, a + (size_t)r0 * T, T, v, ld,
                         0.0f, o + (size_t)r0 * C, C);
         }
@@ -77,16 +59,8 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
                         0.0f, dsb, T);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rb, 1.0f, ab, T, dO + (size_t)r0 * C, C,
                         1.0f, dv, ld);
-            for (int i = r0; i < r1; i++) { /* dS = softmax backward, with the score scale folded in */
-                float *dp = ds + (size_t)i * T;
-                const float *p = a + (size_t)i * T;
-                float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-                for (int j = 0; j <= i; j++) dot += p[j] * dp[j];
-#pragma omp simd
-                for (int j = 0; j <= i; j++) dp[j] = scale * mp_softmax_dx(p[j], dp[j], dot);
-                for (int j = i + 1; j < r1; j++) dp[j] = 0.0f;
-            }
+            for (int i = r0; i < r1; i++) /* dS */
+                attn_softmax_causal_row_backward(ds + (size_t)i * T, a + (size_t)i * T, i, r1, scale);
             /* dq = dS k ; dk += dSᵀ q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rb, hs, r1, 1.0f, dsb, T, k, ld, 0.0f,
                         dq + (size_t)r0 * ld, ld);

@@ -6,6 +6,8 @@
  *   B  micro-batch size (sequences)     T  sequence length         C  channels (model dim)
  *   NH attention heads                  hs head size = C / NH      V  vocabulary size
  *   N  rows = B * T                     OC output channels of a product
+ *   KVH key/value heads (grouped-query attention; NH a multiple of KVH)
+ *   F  SwiGLU hidden width (Llama's intermediate_size)
  * Layouts are row-major. Weights are (OC, C), as in PyTorch's Linear: out = inp · wᵀ + bias.
  * qkv rows hold all of q, then all of k, then all of v, heads contiguous within each: (N, 3C).
  *
@@ -81,6 +83,48 @@ void matmul_decode_forward(float *out, const float *res, const float *inp, const
 void gelu_forward(float *out, const float *inp, size_t n);
 /* dinp (n) = gelu'(inp) * dout ; dinp may alias dout. */
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---- the Llama family's layers (Hugging Face's conventions: LlamaRMSNorm, rotate_half, silu(gate)·up,
+ * repeat_kv) ---- */
+/* RMSNorm over the last dimension: out (N,C) = inp · rstd · w, rstd (N) = 1/√(mean(inp²) + eps) ;
+ * w (C). eps is the model's (model.norm_eps). */
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
+/* dinp (N,C) +=, dw (C) += ; dout (N,C), inp (N,C), w, rstd as saved by forward. As
+ * layernorm_backward: dw is summed in fixed row chunks, the same bits for any thread count. */
+void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                      int N, int C);
+
+/* Rotary position embeddings, rotate-half pairs (i, i + hs/2) at angle pos·theta^(−2i/hs).
+ * cs (Tmax, hs) = the table, row pos holding cos of the hs/2 angles, then their sin: computed in
+ * double and rounded to float once, so forward and backward (and a device's copy) use the same
+ * values. Tmax is the longest position + 1 the caller will ask for (model.seq_len for training). */
+void rope_table_init(float *cs, int Tmax, int hs, float theta);
+/* In place on the q and k heads of qkv (B,T,(NH+2·KVH)·hs) = [q (NH·hs) | k (KVH·hs) | v (KVH·hs)]
+ * per row (v untouched): row (b,t) is rotated for position pos0 + t; cs as above with
+ * Tmax ≥ pos0 + T. pos0 = 0 in training; a decode step with a key/value cache passes its position
+ * with T = 1 (one call per sequence when the batch's positions differ). */
+void rope_forward(float *qkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs);
+/* In place on dqkv (B,T,(NH+2·KVH)·hs): dq and dk rotated back (the transpose: angle −a), dv
+ * untouched; the same pos0 and cs as forward. */
+void rope_backward(float *dqkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs);
+
+/* SwiGLU on a packed row [gate (F) | up (F)], so that gate_proj and up_proj are one product with
+ * weight (2F, C), gate rows first: out (N,F) = silu(gate) · up ; inp (N,2F). */
+void swiglu_forward(float *out, const float *inp, int N, int F);
+/* dinp (N,2F) = [dgate | dup] ; dout (N,F), inp (N,2F) as given to forward. */
+void swiglu_backward(float *dinp, const float *dout, const float *inp, int N, int F);
+
+/* Causal grouped-query attention (softmax scale 1/sqrt(hs), hs = C/NH): query head h uses kv head
+ * h / (NH/KVH). qkv (B,T,C+2·KVH·hs) = [q (C) | k (KVH·hs) | v (KVH·hs)] per row ;
+ * out (B,T,C) = per head softmax(q kᵀ/√hs, causal) · v, heads concatenated ; att (B,NH,T,T) = the
+ * probabilities (0 above the diagonal up to the end of the row's block of 64 rows; past it not
+ * written and never read, as attention_forward). With KVH = NH: attention_forward's layout and bits. */
+void attention_gqa_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH, int KVH);
+/* dqkv (B,T,C+2·KVH·hs) = (dk, dv summed over a group's query heads in head order) ; datt
+ * (B,NH,T,T) is scratch (overwritten) ; dout (B,T,C) ; qkv, att from forward. With KVH = NH:
+ * attention_backward's bits. */
+void attention_gqa_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B,
+                            int T, int C, int NH, int KVH);
 
 /* ---- the MLP's GELU fused with its products (training uses these; the two above serve generation
  * and are the unfused reference in the tests) ----
