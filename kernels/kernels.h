@@ -58,7 +58,8 @@ void matmul_backward_weight(float *dw, float *dbias, const float *dout, const fl
 
 /* ---- causal multi-head self-attention (softmax scale 1/sqrt(hs)) ---- */
 /* out (B,T,C) = per head softmax(q kᵀ/√hs, causal) · v, heads concatenated ;
- * att (B,NH,T,T) = the softmax probabilities (entries above the diagonal are 0) ; qkv (B,T,3C). */
+ * att (B,NH,T,T) = the softmax probabilities (0 above the diagonal up to the end of the row's block
+ * of 64 rows; past it not written, and never read by the backward) ; qkv (B,T,3C). */
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 /* dqkv (B,T,3C) = ; datt (B,NH,T,T) is scratch (overwritten) ; dout (B,T,C) ; qkv, att from forward. */
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
