@@ -5,18 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_kind.h"
 #include "check.h"
 #include "rng.h"
 
-static const char *const block_suffix[PK_COUNT] = {
-    [PK_LN1_W] = "ln1.w", [PK_LN1_B] = "ln1.b", [PK_QKV_W] = "attn.qkv.w", [PK_QKV_B] = "attn.qkv.b",
-    [PK_PROJ_W] = "attn.proj.w", [PK_PROJ_B] = "attn.proj.b", [PK_LN2_W] = "ln2.w", [PK_LN2_B] = "ln2.b",
-    [PK_FC_W] = "mlp.fc.w", [PK_FC_B] = "mlp.fc.b", [PK_FCPROJ_W] = "mlp.proj.w", [PK_FCPROJ_B] = "mlp.proj.b",
-};
-
 /* Local shape of a tensor of global shape (g0, g1) split `split` in `parts` over tp ranks. */
-static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int g0, int g1, param_split_t split, int parts,
-                      int tp, size_t *offset)
+static void entry_set(param_entry_t *e, param_kind_t kind, const char *suffix, int layer, int g0, int g1,
+                      param_split_t split, int parts, int tp, size_t *offset)
 {
     e->cand = -1;
     int d0 = split == SPLIT_ROWS ? g0 / tp : g0, d1 = split == SPLIT_COLS ? g1 / tp : g1;
@@ -29,7 +24,7 @@ static void entry_set(param_entry_t *e, param_kind_t kind, int layer, int g0, in
         snprintf(e->name, sizeof e->name, "%s",
                  kind == PK_WTE ? "wte" : kind == PK_WPE ? "wpe" : kind == PK_LNF_W ? "lnf.w" : "lnf.b");
     else
-        snprintf(e->name, sizeof e->name, "h.%d.%s", layer, block_suffix[kind]);
+        snprintf(e->name, sizeof e->name, "h.%d.%s", layer, suffix);
     e->kind = kind;
     e->layer = layer;
     if (layer < 0) e->block = -1;
@@ -64,6 +59,7 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
                              const int *nlayers_s, int has_embed, int has_final, int tp, int tp_rank)
 {
     const int C = cfg->dim, Vp = (cfg->vocab + tp - 1) / tp * tp;
+    const block_kind_t *bk = block_kind_of(cfg);
     if (nchunks < 1 || nchunks > PARAM_MAX_CHUNKS)
         return MP_FAIL("%d model chunks on one rank (1 to %d)", nchunks, PARAM_MAX_CHUNKS);
     int nlayers = 0, nreal = 0;
@@ -74,7 +70,7 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     for (int b = 0; b < nlayers; b++) /* a choice block holds its candidates, not a block of its own */
         if (cfg_is_choice(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)))
             nreal += ncand_real - !block_is_skip(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b));
-    int count = nreal * 12 + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
+    int count = nreal * bk->ntensors + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
     size_t off = 0;
@@ -82,10 +78,10 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     /* Order in the buffer follows the forward pass: embeddings, blocks, final LN. Gradient
      * buckets (DP) walk it backwards, so the last layers' gradients are reduced first. */
     if (has_embed || has_final) { /* the last pipeline stage holds a copy for the tied LM head */
-        entry_set(&e[i++], PK_WTE, -1, Vp, C, SPLIT_ROWS, 1, tp, &off);
+        entry_set(&e[i++], PK_WTE, NULL, -1, Vp, C, SPLIT_ROWS, 1, tp, &off);
         e[i - 1].gshape[0] = cfg->vocab; /* the checkpoint holds the real rows */
     }
-    if (has_embed) entry_set(&e[i++], PK_WPE, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
+    if (has_embed) entry_set(&e[i++], PK_WPE, NULL, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
     for (int b = 0; b < nlayers; b++) {
         const int l = param_block_layer_of(nchunks, layer0s, nlayers_s, b);
         const int choice = cfg_is_choice(cfg, l);
@@ -93,29 +89,22 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
             const block_shape_t sh = choice ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
             if (shape_is_skip(sh)) continue; /* the identity holds nothing */
             const int A = sh.heads * (C / cfg->heads), RC = sh.mlp_ratio * C, e0 = i;
-            entry_set(&e[i++], PK_LN1_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
-            entry_set(&e[i++], PK_LN1_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
-            entry_set(&e[i++], PK_QKV_W, l, 3 * A, C, SPLIT_ROWS, 3, tp, &off);
-            entry_set(&e[i++], PK_QKV_B, l, 3 * A, 0, SPLIT_ROWS, 3, tp, &off);
-            entry_set(&e[i++], PK_PROJ_W, l, C, A, SPLIT_COLS, 1, tp, &off);
-            entry_set(&e[i++], PK_PROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
-            entry_set(&e[i++], PK_LN2_W, l, C, 0, SPLIT_NONE, 1, tp, &off);
-            entry_set(&e[i++], PK_LN2_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
-            entry_set(&e[i++], PK_FC_W, l, RC, C, SPLIT_ROWS, 1, tp, &off);
-            entry_set(&e[i++], PK_FC_B, l, RC, 0, SPLIT_ROWS, 1, tp, &off);
-            entry_set(&e[i++], PK_FCPROJ_W, l, C, RC, SPLIT_COLS, 1, tp, &off);
-            entry_set(&e[i++], PK_FCPROJ_B, l, C, 0, SPLIT_NONE, 1, tp, &off);
+            for (int t = 0; t < bk->ntensors; t++) {
+                const bk_tensor_t *x = &bk->tensors[t];
+                entry_set(&e[i++], x->kind, x->suffix, l, bk_len(x->rows, C, A, RC),
+                          bk_is_matrix(x) ? bk_len(x->cols, C, A, RC) : 0, x->split, x->parts, tp, &off);
+            }
             for (int j = e0; j < i; j++) {
                 e[j].block = b;
                 if (!choice) continue;
                 e[j].cand = k; /* canonical name: the candidate after the block (ARCHITECTURE.md §3) */
-                snprintf(e[j].name, sizeof e[j].name, "h.%d.c%d.%s", l, k, block_suffix[e[j].kind]);
+                snprintf(e[j].name, sizeof e[j].name, "h.%d.c%d.%s", l, k, bk->tensors[j - e0].suffix);
             }
         }
     }
     if (has_final) {
-        entry_set(&e[i++], PK_LNF_W, -1, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_LNF_B, -1, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_LNF_W, NULL, -1, C, 0, SPLIT_NONE, 1, tp, &off);
+        entry_set(&e[i++], PK_LNF_B, NULL, -1, C, 0, SPLIT_NONE, 1, tp, &off);
     }
     /* A supernet's buffer holds the shared tensors first and the candidates after them, each
      * candidate's tensors together: a device may then hold the shared part and a few candidates
@@ -276,18 +265,28 @@ size_t param_global_index(const param_table_t *tab, const param_entry_t *e, size
     return i * gcols + j;
 }
 
+/* How entry e starts: a block's tensor as its kind says; the embeddings N(0, 0.02), lnf's weight ones
+ * and its bias zeros. */
+static bk_init_t param_init_of(const block_kind_t *bk, const param_entry_t *e)
+{
+    if (e->layer >= 0) return block_kind_tensor(bk, e->kind)->init;
+    return e->kind == PK_LNF_W ? BK_INIT_ONE : e->kind == PK_LNF_B ? BK_INIT_ZERO : BK_INIT_NORMAL;
+}
+
 void param_init(const param_table_t *tab, float *buf, unsigned long long seed)
 {
     const float std_resid = 0.02f / sqrtf(2.0f * (float)tab->cfg.layers);
+    const block_kind_t *bk = block_kind_of(&tab->cfg);
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         float *p = buf + e->offset;
-        if (e->kind == PK_LN1_W || e->kind == PK_LN2_W || e->kind == PK_LNF_W) {
+        const bk_init_t how = param_init_of(bk, e);
+        if (how == BK_INIT_ONE) {
             for (size_t j = 0; j < e->numel; j++) p[j] = 1.0f;
-        } else if (e->ndim == 1) {
+        } else if (how == BK_INIT_ZERO) {
             memset(p, 0, e->numel * sizeof *p);
         } else {
-            float std = (e->kind == PK_PROJ_W || e->kind == PK_FCPROJ_W) ? std_resid : 0.02f;
+            const float std = how == BK_INIT_RESID ? std_resid : 0.02f;
             uint64_t h = rng_name_hash(e->name);
             for (size_t j = 0; j < e->numel; j++) {
                 size_t g = param_global_index(tab, e, j, tab->tp_rank); /* every layout draws the same numbers */
@@ -305,8 +304,7 @@ size_t param_count_model(const model_cfg_t *cfg)
         for (int k = 0; k < (cfg_is_choice(cfg, l) ? cfg->ncand : 1); k++) {
             const block_shape_t sh = cfg_is_choice(cfg, l) ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
             if (shape_is_skip(sh)) continue;
-            const size_t A = (size_t)sh.heads * (C / cfg->heads), RC = (size_t)sh.mlp_ratio * C;
-            n += 2 * C + 3 * A * C + 3 * A + C * A + C + 2 * C + RC * C + RC + C * RC + C;
+            n += block_kind_floats(block_kind_of(cfg), (int)C, sh.heads * (cfg->dim / cfg->heads), sh.mlp_ratio * cfg->dim);
         }
     return n;
 }

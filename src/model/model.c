@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include "backend.h"
+#include "block_kind.h"
 #include "perf.h"
 
 int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *arena, int nchunks,
@@ -918,8 +919,8 @@ double model_flops_per_token(const model_cfg_t *cfg)
     const double C = cfg->dim, T = cfg->seq_len, V = cfg->vocab;
     double n_matmul = V * C, attn = 0.0;
     for (int l = 0; l < cfg->layers; l++) { /* A = C and R = mlp_ratio unless model.blocks says otherwise */
-        const double A = cfg_attn_width(cfg, l), R = cfg_ratio(cfg, l);
-        n_matmul += 4.0 * A * C + 2.0 * R * C * C;
+        const int A = cfg_attn_width(cfg, l);
+        n_matmul += block_kind_macs(block_kind_of(cfg), cfg->dim, A, cfg_ratio(cfg, l) * cfg->dim);
         attn += 12.0 * A * T;
     }
     return 6.0 * n_matmul + attn;

@@ -176,6 +176,15 @@ int main(int argc, char **argv)
     scratch_t s4, s2;
     tap_ok(model_create(&m, &CFG, &cpu, &arena, 1, &zero, &CFG.layers, 1, 1, 1, 1, 0) == 0, "model_create");
     tap_ok(m.tab.total == param_count_model(&CFG), "parameter table covers the whole model (%zu floats)", m.tab.total);
+    {   /* GPT-2 124M from its block kind's description (block_kind.c): Hugging Face's parameter count
+         * (tied head), and the FLOPs of 4·C² attention and 2·4·C² MLP products per block (written
+         * here from the architecture, not from the table) */
+        const model_cfg_t g = {.layers = 12, .dim = 768, .heads = 12, .seq_len = 1024, .vocab = 50257, .mlp_ratio = 4};
+        const double C = 768, want_flops = 6.0 * (12 * (4 * C * C + 8 * C * C) + 50257 * C) + 12 * 12.0 * C * 1024;
+        tap_ok(param_count_model(&g) == 124439808, "GPT-2 124M holds 124,439,808 parameters (%zu)", param_count_model(&g));
+        tap_ok(model_flops_per_token(&g) == want_flops, "GPT-2 124M: %.6g FLOPs per token (%.6g)", model_flops_per_token(&g),
+               want_flops);
+    }
     acts_create(&a4, &m, 4, &arena);
     scratch_create(&s4, &m, 4, &arena);
     acts_create(&a2, &m, 2, &arena);
