@@ -1268,14 +1268,14 @@ static int validate_zero_bubble(const deck_t *d)
     const int pp = d->parallel.pp, L = d->model.layers;
     int nerr = 0;
     const int costs = d->parallel.costs.tf > 0.0, prof = d->parallel.schedule_profile[0] != 0;
-    if (k != SCHED_ZB1P && k != SCHED_ZBV && (costs || prof))
+    if (!sched_kind_played(k) && (costs || prof))
         nerr++, MP_ERROR("parallel.%s is read by the schedules whose lists are played out from times (zb1p, zbv); "
                          "parallel.schedule=%s has a fixed list: leave it unset", prof ? "schedule_profile" : "schedule_costs",
                          sched_kind_names[k]);
     if (costs && prof)
         nerr++, MP_ERROR("parallel.schedule_costs=%s and parallel.schedule_profile=%s both give the lists' times: "
                          "set one", d->parallel.schedule_costs, d->parallel.schedule_profile);
-    if (k != SCHED_ZB1P && k != SCHED_ZBV && k != SCHED_DUALPIPEV) return nerr;
+    if (!sched_kind_split(k)) return nerr;
     if (deck_sched_v(d)) nerr += validate_v(d);
     if (deck_sched_v(d) && d->parallel.virtual_stages > 1)
         nerr++, MP_ERROR("parallel.schedule=%s fixes two chunks per stage (a V); leave parallel.virtual_stages=1 (it is %d)",

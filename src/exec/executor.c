@@ -80,7 +80,7 @@ static int exec_lists(exec_t *e, int *nslots_p)
     int nslots = sim.peak_stash[s];
     if (c->balance) {
         if (exec_balance_lists(e) != MP_OK) return MP_ERR;
-    } else if (kind == SCHED_2BW) {
+    } else if (sched_kind_versions(kind) == 2) {
         for (int f = 0; f < 2; f++)
             for (int d = 0; d < 2; d++)
                 if (sched_build_2bw(&e->l2bw[f][d], s, pp, m, f, d) != MP_OK) return MP_ERR;
@@ -110,7 +110,7 @@ static int exec_movable(const exec_t *e)
  * backward (memsched.h), and the device buffers the movable regions need: the lists' device peak. */
 static int exec_offload_lists(exec_t *e, int *npool_p)
 {
-    const int two = e->c.kind == SCHED_2BW, pp = e->c.pp, s = e->c.stage, m = e->c.m;
+    const int two = sched_kind_versions(e->c.kind) == 2, pp = e->c.pp, s = e->c.stage, m = e->c.m;
     int npool = 0;
     for (int f = 0; f < (two ? 2 : 1); f++)
         for (int d = 0; d < (two ? 2 : 1); d++) {
@@ -186,7 +186,7 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p)
     p->nwstash = exec_wstash_need(&e, B, &p->wstash_each);
     p->wstash = (size_t)p->nwstash * p->wstash_each;
     p->scratch = scratch_bytes(md, B);
-    const int nkeys = (ctx->kind == SCHED_2BW ? 2 : 1) * ctx->m * e.v;
+    const int nkeys = (sched_kind_versions(ctx->kind) == 2 ? 2 : 1) * ctx->m * e.v;
     const size_t n_act = (size_t)B * md->cfg.seq_len * md->cfg.dim;
     p->messages = ctx->pp > 1 && gsend_on_device(&e) ? (size_t)nkeys * n_act * sizeof(float) : 0;
     p->messages += exec_turn_bytes(ctx, n_act); /* the V's turn gradients (device memory) */
@@ -203,8 +203,8 @@ out:
 /* nccl: the lists lowered to streams; the executor's event waits come from there (lower.h). */
 static int exec_lower(exec_t *e)
 {
-    const int M = (e->c.kind == SCHED_2BW ? 2 : 1) * e->c.m;
-    if (e->c.kind != SCHED_2BW) return lower_stage(&e->list, e->K, M, LOWER_STREAMS, &e->prog);
+    const int M = (sched_kind_versions(e->c.kind) == 2 ? 2 : 1) * e->c.m;
+    if (sched_kind_versions(e->c.kind) != 2) return lower_stage(&e->list, e->K, M, LOWER_STREAMS, &e->prog);
     for (int f = 0; f < 2; f++)
         for (int d = 0; d < 2; d++)
             if (lower_stage(&e->l2bw[f][d], e->K, M, LOWER_STREAMS, &e->prog2bw[f][d]) != MP_OK) return MP_ERR;
@@ -244,7 +244,7 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx)
     e->v = md->tab.nchunks, e->K = ctx->pp * e->v;
     int nslots = 0;
     if (exec_lists(e, &nslots) != MP_OK) return MP_ERR;
-    e->nkeys = (ctx->kind == SCHED_2BW ? 2 : 1) * ctx->m * e->v;
+    e->nkeys = (sched_kind_versions(ctx->kind) == 2 ? 2 : 1) * ctx->m * e->v;
     int biggest = 0;
     for (int c = 0; c < e->v; c++) {
         e->part[c] = model_chunk(md, c);
@@ -490,7 +490,7 @@ typedef struct {
 
 static exec_at_t exec_at(const exec_t *e, const instr_t *in, long t)
 {
-    const int two = e->c.kind == SCHED_2BW, m = e->c.m;
+    const int two = sched_kind_versions(e->c.kind) == 2, m = e->c.m;
     exec_at_t at;
     /* 2bw: micro-batch m + j is the next batch's j (schedule.h) */
     at.next = in->mb >= m;
@@ -573,7 +573,7 @@ static void exec_stream_waits(exec_t *e, const exec_run_t *run, int i, long t)
 static void exec_reduce_grads(exec_t *e, const exec_run_t *run, int i, long t, int drain, double t0)
 {
     const exec_ctx_t *c = &e->c;
-    const int two = c->kind == SCHED_2BW, n = c->m * e->v;
+    const int two = sched_kind_versions(c->kind) == 2, n = c->m * e->v;
     for (int g = 0; g < 2; g++)
         if (e->posted[g].req != MPI_REQUEST_NULL)
             MP_ABORT("stage %d: step %ld ends with its %s for key %d never read (a bug in the list)", c->stage, t,
@@ -727,7 +727,7 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
                        const model_ready_t *ready, int drain, const exec_subnets_t *subs, double *loss)
 {
     const exec_ctx_t *c = &e->c;
-    const int two = c->kind == SCHED_2BW;
+    const int two = sched_kind_versions(c->kind) == 2;
     const exec_run_t run = *rp;
     const instr_t *in = &run.list->ins[i];
     const exec_at_t at = exec_at(e, in, t);
@@ -825,7 +825,7 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
 static double exec_run(exec_t *e, const exec_run_t *rp, long t, float dloss, const exec_batch_t *src,
                        const model_ready_t *ready, int drain)
 {
-    const int two = e->c.kind == SCHED_2BW;
+    const int two = sched_kind_versions(e->c.kind) == 2;
     double loss = two ? e->carried_loss : 0.0;
     e->carried_loss = 0.0;
     model_grads_zero(e->c.model);
@@ -840,7 +840,7 @@ static double exec_run(exec_t *e, const exec_run_t *rp, long t, float dloss, con
 
 double exec_step(exec_t *e, long t, float dloss, const exec_batch_t *src, const model_ready_t *ready, int drain)
 {
-    const int two = e->c.kind == SCHED_2BW;
+    const int two = sched_kind_versions(e->c.kind) == 2;
     const lower_prog_t *prog = two ? &e->prog2bw[!e->carried][drain] : &e->prog;
     const exec_run_t run = {two ? &e->l2bw[!e->carried][drain] : &e->list, e->c.nccl ? prog : NULL};
     return exec_run(e, &run, t, dloss, src, ready, drain);

@@ -339,7 +339,7 @@ static int run_plan_now(run_t *r, exec_plan_t *p)
 {
     const deck_t *d = &r->deck;
     size_t fixed = r->st.arena.in_use;
-    if (d->parallel.schedule_kind == SCHED_2BW) fixed += r->st.model.alloc * sizeof(float);
+    if (sched_kind_versions(d->parallel.schedule_kind) == 2) fixed += r->st.model.alloc * sizeof(float);
     if (d->parallel.zero && r->lay.grid.replica_size > 1)
         fixed += param_padded(r->st.model.tab.total, r->lay.grid.replica_size) / (size_t)r->lay.grid.replica_size * sizeof(float);
     const exec_ctx_t c = run_exec_ctx(r);
@@ -443,7 +443,7 @@ static int run_model(run_t *r)
     if (acts_create(&r->st.acts, &r->st.model, d->train.micro_batch, &r->st.arena) != MP_OK) goto err_gidx;
     if (scratch_create(&r->st.scratch, &r->st.model, d->train.micro_batch, &r->st.arena) != MP_OK) goto err_acts;
     if (run_param_init(r) != MP_OK) goto err_scratch;
-    if (d->parallel.schedule_kind == SCHED_2BW && model_versions_create(&r->st.model) != MP_OK) goto err_scratch;
+    if (sched_kind_versions(d->parallel.schedule_kind) == 2 && model_versions_create(&r->st.model) != MP_OK) goto err_scratch;
     /* the activations of micro-batch 0 of replica 0: its tensor-parallel rank 0 of each stage keeps them */
     if (actdump_init(&r->files.dump, d->debug.dump_activations, r->lay.grid.replica_rank == 0 && tp_rank == 0, cfg.layers,
                      d->train.micro_batch, cfg.seq_len, cfg.dim) != MP_OK)
@@ -586,7 +586,7 @@ int run_stage_rebuild(run_t *r, float *const state[4])
     be_to_device(&r->st.be, m->params, state[0], bytes);
     be_to_device(&r->st.be, m->m, state[2], bytes);
     be_to_device(&r->st.be, m->v, state[3], bytes);
-    if (d->parallel.schedule_kind == SCHED_2BW) {
+    if (sched_kind_versions(d->parallel.schedule_kind) == 2) {
         if (model_versions_create(m) != MP_OK) return MP_ERR;
         be_to_device(&r->st.be, m->params_old, state[1], bytes);
     }

@@ -358,7 +358,7 @@ static int run_ckpt_fits(const deck_t *d, const run_stage_t *st, const ckpt_head
         return snprintf(why_p, n, "it has model.blocks='%.500s', the deck says '%.500s'", h->blocks, blocks), 0;
     if (!h->has_optim)
         return snprintf(why_p, n, "it holds no optimizer state (/optim): weights only, not a training checkpoint"), 0;
-    if (d->parallel.schedule_kind == SCHED_2BW && !h->has_model_prev)
+    if (sched_kind_versions(d->parallel.schedule_kind) == 2 && !h->has_model_prev)
         return snprintf(why_p, n, "it has no /model_prev (not written by a 2bw run) and this run is 2bw"), 0;
     return 1;
 }

@@ -21,17 +21,19 @@ static const struct {
     int split;           /* each backward split into B and W */
     int played;          /* its lists played out from times */
     sched_place_t place; /* the loop or the V */
+    int versions;        /* weight versions a stage keeps (2bw's double buffer: 2) */
 } kind_props[SCHED_KINDS] = {
-    [SCHED_GPIPE] = {0, 0, SCHED_PLACE_LOOP}, [SCHED_1F1B] = {0, 0, SCHED_PLACE_LOOP},
-    [SCHED_INTERLEAVED] = {0, 0, SCHED_PLACE_LOOP}, [SCHED_2BW] = {0, 0, SCHED_PLACE_LOOP},
-    [SCHED_ZB1P] = {1, 1, SCHED_PLACE_LOOP}, [SCHED_ZBV] = {1, 1, SCHED_PLACE_V},
-    [SCHED_DUALPIPEV] = {1, 0, SCHED_PLACE_V},
+    [SCHED_GPIPE] = {0, 0, SCHED_PLACE_LOOP, 1}, [SCHED_1F1B] = {0, 0, SCHED_PLACE_LOOP, 1},
+    [SCHED_INTERLEAVED] = {0, 0, SCHED_PLACE_LOOP, 1}, [SCHED_2BW] = {0, 0, SCHED_PLACE_LOOP, 2},
+    [SCHED_ZB1P] = {1, 1, SCHED_PLACE_LOOP, 1}, [SCHED_ZBV] = {1, 1, SCHED_PLACE_V, 1},
+    [SCHED_DUALPIPEV] = {1, 0, SCHED_PLACE_V, 1},
 };
 
 static int kind_ok(sched_kind_t kind) { return (int)kind >= 0 && kind < SCHED_KINDS; }
 sched_place_t sched_kind_place(sched_kind_t kind) { return kind_ok(kind) ? kind_props[kind].place : SCHED_PLACE_LOOP; }
 int sched_kind_split(sched_kind_t kind) { return kind_ok(kind) && kind_props[kind].split; }
 int sched_kind_played(sched_kind_t kind) { return kind_ok(kind) && kind_props[kind].played; }
+int sched_kind_versions(sched_kind_t kind) { return kind_ok(kind) ? kind_props[kind].versions : 1; }
 
 int sched_kind_default_v(sched_kind_t kind) { return sched_kind_place(kind) == SCHED_PLACE_V ? 2 : 1; }
 

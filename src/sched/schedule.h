@@ -47,6 +47,9 @@ int sched_kind_split(sched_kind_t kind);
 /* Whether a kind's lists are played out from times (zb1p, zbv: zerobubble.h); the rest, dualpipev
  * among them, have one fixed order whatever the times. */
 int sched_kind_played(sched_kind_t kind);
+/* The weight versions a stage keeps under the kind: 2 for 2bw (W(t) and W(t−1): its checkpoints
+ * carry /model_prev, every step drains under recovery.log), else 1. */
+int sched_kind_versions(sched_kind_t kind);
 /* The chunks per stage a kind runs with when none are asked for: 2 for the V kinds (their only
  * one), else 1. */
 int sched_kind_default_v(sched_kind_t kind);

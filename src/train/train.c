@@ -67,7 +67,7 @@ static int train_boundary(const run_t *r, long t)
     /* 2bw with recovery.log: every step drains, so every step's end is a state a survivor's snapshot
      * holds whole (no next batch's forwards in flight); the same bits, since each micro-batch reads
      * the same weight version either way (test_zero_loss), at the price of the flush */
-    if (d->recovery.log && d->parallel.schedule_kind == SCHED_2BW) return 1;
+    if (d->recovery.log && sched_kind_versions(d->parallel.schedule_kind) == 2) return 1;
     return r->stop || next >= d->train.steps || (d->train.eval_every > 0 && next % d->train.eval_every == 0) ||
            (d->checkpoint.every > 0 && next % d->checkpoint.every == 0) ||
            (d->pipeline.replan_every > 0 && next % d->pipeline.replan_every == 0); /* a move may follow */
