@@ -57,6 +57,7 @@ void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *to
 #pragma omp simd
                 for (int c = c0; c < c1; c++) e[c] += d[c];
             }
+            if (!dwpe) continue; /* a model without a position table (llama) */
             float *p = dwpe + (size_t)(bt % T) * C;
 #pragma omp simd
             for (int c = c0; c < c1; c++) p[c] += d[c];

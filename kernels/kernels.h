@@ -27,7 +27,8 @@ void encoder_forward(float *out, const int *tokens, const float *wte, const floa
                      int vn);
 /* out (B,T,C) += wpe[t]: the position half, added after the vocab-parallel halves are summed. */
 void position_forward(float *out, const float *wpe, int B, int T, int C);
-/* dwte (vn,C) += for tokens in [v0, v0+vn), dwpe (T,C) += ; dout (B,T,C). Deterministic. */
+/* dwte (vn,C) += for tokens in [v0, v0+vn), dwpe (T,C) += (dwpe NULL: no position table) ; dout (B,T,C).
+ * Deterministic. */
 void encoder_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B, int T, int C, int v0,
                       int vn);
 

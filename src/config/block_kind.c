@@ -1,28 +1,61 @@
 #include "block_kind.h"
 
+#include <string.h>
+
 /* GPT-2's block: pre-LayerNorm attention (q, k and v in one product, each split over tp ranks
  * separately) and a GELU MLP, every product with a bias. */
 static const bk_tensor_t gpt2_tensors[] = {
-    {PK_LN1_W, "ln1.w", {1, 0, 0}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
-    {PK_LN1_B, "ln1.b", {1, 0, 0}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
-    {PK_QKV_W, "attn.qkv.w", {0, 3, 0}, {1, 0, 0}, SPLIT_ROWS, 3, BK_INIT_NORMAL},
-    {PK_QKV_B, "attn.qkv.b", {0, 3, 0}, {0}, SPLIT_ROWS, 3, BK_INIT_ZERO},
-    {PK_PROJ_W, "attn.proj.w", {1, 0, 0}, {0, 1, 0}, SPLIT_COLS, 1, BK_INIT_RESID},
-    {PK_PROJ_B, "attn.proj.b", {1, 0, 0}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
-    {PK_LN2_W, "ln2.w", {1, 0, 0}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
-    {PK_LN2_B, "ln2.b", {1, 0, 0}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
-    {PK_FC_W, "mlp.fc.w", {0, 0, 1}, {1, 0, 0}, SPLIT_ROWS, 1, BK_INIT_NORMAL},
-    {PK_FC_B, "mlp.fc.b", {0, 0, 1}, {0}, SPLIT_ROWS, 1, BK_INIT_ZERO},
-    {PK_FCPROJ_W, "mlp.proj.w", {1, 0, 0}, {0, 0, 1}, SPLIT_COLS, 1, BK_INIT_RESID},
-    {PK_FCPROJ_B, "mlp.proj.b", {1, 0, 0}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
+    {PK_LN1_W, "ln1.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
+    {PK_LN1_B, "ln1.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
+    {PK_QKV_W, "attn.qkv.w", {.a = 1, .ka = 2}, {.c = 1}, SPLIT_ROWS, 3, BK_INIT_NORMAL},
+    {PK_QKV_B, "attn.qkv.b", {.a = 1, .ka = 2}, {0}, SPLIT_ROWS, 3, BK_INIT_ZERO},
+    {PK_PROJ_W, "attn.proj.w", {.c = 1}, {.a = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
+    {PK_PROJ_B, "attn.proj.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
+    {PK_LN2_W, "ln2.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
+    {PK_LN2_B, "ln2.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
+    {PK_FC_W, "mlp.fc.w", {.rc = 1}, {.c = 1}, SPLIT_ROWS, 1, BK_INIT_NORMAL},
+    {PK_FC_B, "mlp.fc.b", {.rc = 1}, {0}, SPLIT_ROWS, 1, BK_INIT_ZERO},
+    {PK_FCPROJ_W, "mlp.proj.w", {.c = 1}, {.rc = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
+    {PK_FCPROJ_B, "mlp.proj.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
 };
 
-const block_kind_t block_kind_gpt2 = {"gpt2", (int)(sizeof gpt2_tensors / sizeof gpt2_tensors[0]), gpt2_tensors};
+const block_kind_t block_kind_gpt2 = {"gpt2", (int)(sizeof gpt2_tensors / sizeof gpt2_tensors[0]), gpt2_tensors, 1, 1};
 
-const block_kind_t *block_kind_of(const model_cfg_t *cfg)
+/* Llama's block (Hugging Face's LlamaDecoderLayer): RMSNorm, q, k and v in one product of
+ * (A + 2·KA) rows (q_proj, k_proj, v_proj stacked; k and v of the kv heads), o_proj, RMSNorm, and
+ * gate_proj and up_proj in one product of 2·RC rows (gate rows first: swiglu_forward's packed
+ * input), down_proj; no biases. Tensor parallelism splits the stacked products by parts as GPT-2's
+ * qkv (each rank: its q, k and v rows; its gate and up rows). */
+static const bk_tensor_t llama_tensors[] = {
+    {PK_LN1_W, "ln1.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
+    {PK_QKV_W, "attn.qkv.w", {.a = 1, .ka = 2}, {.c = 1}, SPLIT_ROWS, 3, BK_INIT_NORMAL},
+    {PK_PROJ_W, "attn.proj.w", {.c = 1}, {.a = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
+    {PK_LN2_W, "ln2.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
+    {PK_FC_W, "mlp.fc.w", {.rc = 2}, {.c = 1}, SPLIT_ROWS, 2, BK_INIT_NORMAL},
+    {PK_FCPROJ_W, "mlp.proj.w", {.c = 1}, {.rc = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
+};
+
+const block_kind_t block_kind_llama = {"llama", (int)(sizeof llama_tensors / sizeof llama_tensors[0]), llama_tensors, 0,
+                                       0};
+
+static const block_kind_t *const kinds[ARCH_COUNT] = {[ARCH_GPT2] = &block_kind_gpt2, [ARCH_LLAMA] = &block_kind_llama};
+
+const block_kind_t *block_kind_of(const model_cfg_t *cfg) { return kinds[cfg->arch]; }
+
+const block_kind_t *block_kind_named(const char *name, model_arch_t *arch)
 {
-    (void)cfg; /* one family today: the deck's model.arch chooses once there are more */
-    return &block_kind_gpt2;
+    for (int a = 0; a < ARCH_COUNT; a++)
+        if (strcmp(kinds[a]->name, name) == 0) {
+            if (arch) *arch = (model_arch_t)a;
+            return kinds[a];
+        }
+    return NULL;
+}
+
+bk_widths_t block_widths(const model_cfg_t *cfg, block_shape_t sh)
+{
+    const int hs = cfg->dim / cfg->heads;
+    return (bk_widths_t){cfg->dim, sh.heads * hs, shape_kv_heads(cfg, sh) * hs, shape_mlp_width(cfg, sh)};
 }
 
 const bk_tensor_t *block_kind_tensor(const block_kind_t *bk, param_kind_t kind)
@@ -32,22 +65,22 @@ const bk_tensor_t *block_kind_tensor(const block_kind_t *bk, param_kind_t kind)
     return NULL;
 }
 
-size_t block_kind_floats(const block_kind_t *bk, int C, int A, int RC)
+size_t block_kind_floats(const block_kind_t *bk, bk_widths_t w)
 {
     size_t n = 0;
     for (int i = 0; i < bk->ntensors; i++) {
         const bk_tensor_t *t = &bk->tensors[i];
-        n += (size_t)bk_len(t->rows, C, A, RC) * (size_t)(bk_is_matrix(t) ? bk_len(t->cols, C, A, RC) : 1);
+        n += (size_t)bk_len(t->rows, w) * (size_t)(bk_is_matrix(t) ? bk_len(t->cols, w) : 1);
     }
     return n;
 }
 
-double block_kind_macs(const block_kind_t *bk, int C, int A, int RC)
+double block_kind_macs(const block_kind_t *bk, bk_widths_t w)
 {
     double n = 0.0;
     for (int i = 0; i < bk->ntensors; i++) {
         const bk_tensor_t *t = &bk->tensors[i];
-        if (bk_is_matrix(t)) n += (double)bk_len(t->rows, C, A, RC) * bk_len(t->cols, C, A, RC);
+        if (bk_is_matrix(t)) n += (double)bk_len(t->rows, w) * bk_len(t->cols, w);
     }
     return n;
 }

@@ -4,8 +4,10 @@
  * block out from its kind; the parameter count and the products' FLOPs are read from it too. GPT-2's
  * block is the one kind today.
  *
- * Widths: C the model's (model.dim), A the block's attention width (its heads × head size) and RC its
- * MLP width (mlp_ratio × C); a block of model.blocks' shape h{H}m{R} has its own A and RC. */
+ * Widths (bk_widths_t): C the model's (model.dim), A the block's attention width (its heads × head
+ * size), KA its key/value width (its kv heads × head size; A without grouped-query attention) and RC
+ * its MLP's hidden width (mlp_ratio × C for GPT-2, model.ffn_dim for llama); a block of
+ * model.blocks' shape h{H}m{R} has its own A, KA and RC. */
 #ifndef MP_BLOCK_KIND_H
 #define MP_BLOCK_KIND_H
 
@@ -13,9 +15,15 @@
 
 #include "params.h"
 
-/* A length made of the block's widths: c·C + a·A + rc·RC. */
+/* A block's widths: the model's C, its query heads' A, its key/value heads' KA (= A without
+ * grouped-query attention) and its MLP's hidden RC. */
 typedef struct {
-    int c, a, rc;
+    int C, A, KA, RC;
+} bk_widths_t;
+
+/* A length made of the block's widths: c·C + a·A + ka·KA + rc·RC. */
+typedef struct {
+    int c, a, ka, rc;
 } bk_len_t;
 
 /* How a tensor starts (param_init): ones (norm weights), zeros (biases), N(0, 0.02) (products and
@@ -33,24 +41,31 @@ typedef struct {
 } bk_tensor_t;
 
 typedef struct {
-    const char *name;
+    const char *name;           /* model.arch */
     int ntensors;
     const bk_tensor_t *tensors; /* in buffer order (the forward's) */
+    /* The model-level tensors beside wte (and lnf.w): a learned position table wpe, and a bias of the
+     * final norm lnf.b (LayerNorm's; RMSNorm has none). */
+    int has_wpe, final_norm_bias;
 } block_kind_t;
 
-extern const block_kind_t block_kind_gpt2;
+extern const block_kind_t block_kind_gpt2, block_kind_llama;
 
-/* The kind of a model's blocks. */
+/* The kind of a model's blocks (model.arch), and the kind named `name` (NULL: none). */
 const block_kind_t *block_kind_of(const model_cfg_t *cfg);
+const block_kind_t *block_kind_named(const char *name, model_arch_t *arch);
+
+/* The widths of a block of shape sh (not a skip) on the canonical model (tp = 1). */
+bk_widths_t block_widths(const model_cfg_t *cfg, block_shape_t sh);
 /* The tensor of kind `kind` in bk, or NULL. */
 const bk_tensor_t *block_kind_tensor(const block_kind_t *bk, param_kind_t kind);
 
-static inline int bk_len(bk_len_t l, int C, int A, int RC) { return l.c * C + l.a * A + l.rc * RC; }
-static inline int bk_is_matrix(const bk_tensor_t *t) { return t->cols.c || t->cols.a || t->cols.rc; }
+static inline int bk_len(bk_len_t l, bk_widths_t w) { return l.c * w.C + l.a * w.A + l.ka * w.KA + l.rc * w.RC; }
+static inline int bk_is_matrix(const bk_tensor_t *t) { return t->cols.c || t->cols.a || t->cols.ka || t->cols.rc; }
 
-/* Floats of one block of widths (C, A, RC), and the multiply-adds per token of its products (its
- * matrices: rows × cols each; attention's scores and mixing are not products of weights). */
-size_t block_kind_floats(const block_kind_t *bk, int C, int A, int RC);
-double block_kind_macs(const block_kind_t *bk, int C, int A, int RC);
+/* Floats of one block of widths w, and the multiply-adds per token of its products (its matrices:
+ * rows × cols each; attention's scores and mixing are not products of weights). */
+size_t block_kind_floats(const block_kind_t *bk, bk_widths_t w);
+double block_kind_macs(const block_kind_t *bk, bk_widths_t w);
 
 #endif

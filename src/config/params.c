@@ -70,7 +70,8 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     for (int b = 0; b < nlayers; b++) /* a choice block holds its candidates, not a block of its own */
         if (cfg_is_choice(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)))
             nreal += ncand_real - !block_is_skip(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b));
-    int count = nreal * bk->ntensors + (has_embed || has_final ? 1 : 0) + (has_embed ? 1 : 0) + (has_final ? 2 : 0);
+    int count = nreal * bk->ntensors + (has_embed || has_final ? 1 : 0) + (has_embed && bk->has_wpe ? 1 : 0) +
+                (has_final ? 1 + bk->final_norm_bias : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
     size_t off = 0;
@@ -81,18 +82,19 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
         entry_set(&e[i++], PK_WTE, NULL, -1, Vp, C, SPLIT_ROWS, 1, tp, &off);
         e[i - 1].gshape[0] = cfg->vocab; /* the checkpoint holds the real rows */
     }
-    if (has_embed) entry_set(&e[i++], PK_WPE, NULL, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
+    if (has_embed && bk->has_wpe) entry_set(&e[i++], PK_WPE, NULL, -1, cfg->seq_len, C, SPLIT_NONE, 1, tp, &off);
     for (int b = 0; b < nlayers; b++) {
         const int l = param_block_layer_of(nchunks, layer0s, nlayers_s, b);
         const int choice = cfg_is_choice(cfg, l);
         for (int k = 0; k < (choice ? cfg->ncand : 1); k++) {
             const block_shape_t sh = choice ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
             if (shape_is_skip(sh)) continue; /* the identity holds nothing */
-            const int A = sh.heads * (C / cfg->heads), RC = sh.mlp_ratio * C, e0 = i;
+            const bk_widths_t w = block_widths(cfg, sh);
+            const int e0 = i;
             for (int t = 0; t < bk->ntensors; t++) {
                 const bk_tensor_t *x = &bk->tensors[t];
-                entry_set(&e[i++], x->kind, x->suffix, l, bk_len(x->rows, C, A, RC),
-                          bk_is_matrix(x) ? bk_len(x->cols, C, A, RC) : 0, x->split, x->parts, tp, &off);
+                entry_set(&e[i++], x->kind, x->suffix, l, bk_len(x->rows, w), bk_is_matrix(x) ? bk_len(x->cols, w) : 0,
+                          x->split, x->parts, tp, &off);
             }
             for (int j = e0; j < i; j++) {
                 e[j].block = b;
@@ -104,7 +106,7 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     }
     if (has_final) {
         entry_set(&e[i++], PK_LNF_W, NULL, -1, C, 0, SPLIT_NONE, 1, tp, &off);
-        entry_set(&e[i++], PK_LNF_B, NULL, -1, C, 0, SPLIT_NONE, 1, tp, &off);
+        if (bk->final_norm_bias) entry_set(&e[i++], PK_LNF_B, NULL, -1, C, 0, SPLIT_NONE, 1, tp, &off);
     }
     /* A supernet's buffer holds the shared tensors first and the candidates after them, each
      * candidate's tensors together: a device may then hold the shared part and a few candidates
@@ -299,12 +301,13 @@ void param_init(const param_table_t *tab, float *buf, unsigned long long seed)
 size_t param_count_model(const model_cfg_t *cfg)
 {
     const size_t C = (size_t)cfg->dim;
-    size_t n = (size_t)cfg->vocab * C + (size_t)cfg->seq_len * C + 2 * C;
+    const block_kind_t *bk = block_kind_of(cfg);
+    size_t n = (size_t)cfg->vocab * C + (bk->has_wpe ? (size_t)cfg->seq_len * C : 0) + (1 + (size_t)bk->final_norm_bias) * C;
     for (int l = 0; l < cfg->layers; l++)
         for (int k = 0; k < (cfg_is_choice(cfg, l) ? cfg->ncand : 1); k++) {
             const block_shape_t sh = cfg_is_choice(cfg, l) ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};
             if (shape_is_skip(sh)) continue;
-            n += block_kind_floats(block_kind_of(cfg), (int)C, sh.heads * (cfg->dim / cfg->heads), sh.mlp_ratio * cfg->dim);
+            n += block_kind_floats(bk, block_widths(cfg, sh));
         }
     return n;
 }

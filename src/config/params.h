@@ -26,8 +26,19 @@ typedef struct {
     int heads, mlp_ratio;
 } block_shape_t;
 
+/* The model family (model.arch): which block kind and model-level tensors it has (block_kind.h). */
+typedef enum { ARCH_GPT2 = 0, ARCH_LLAMA = 1, ARCH_COUNT } model_arch_t;
+
 typedef struct {
     int layers, dim, heads, seq_len, vocab, mlp_ratio;
+    /* The family and its own keys. Zero is GPT-2's: every zero-initialised model_cfg_t is the GPT-2
+     * it always was. Read them through the cfg_ helpers below. */
+    model_arch_t arch;
+    int kv_heads;        /* key/value heads (grouped-query attention; model.kv_heads); 0: = heads */
+    int ffn_dim;         /* llama: SwiGLU's hidden width (model.ffn_dim); 0: mlp_ratio × dim */
+    float rope_theta;    /* llama: rotary embeddings' base (model.rope_theta) */
+    float norm_eps;      /* llama: RMSNorm's epsilon (model.norm_eps); GPT-2's LayerNorm has its own 1e-5 */
+    int untied;          /* the LM head is its own tensor (model.tie_embeddings = false); 0: tied to wte */
     const block_shape_t *shape; /* per layer ([model] blocks, owned by the deck); NULL: every block
                                    is h{heads}m{mlp_ratio} */
     /* supernet: layers with choice[l] = 1 hold ncand candidates, each a whole block of shape
@@ -46,6 +57,16 @@ static inline int cfg_is_choice(const model_cfg_t *c, int l) { return c->choice 
 static inline int cfg_heads(const model_cfg_t *c, int l) { return c->shape ? c->shape[l].heads : c->heads; }
 static inline int cfg_ratio(const model_cfg_t *c, int l) { return c->shape ? c->shape[l].mlp_ratio : c->mlp_ratio; }
 static inline int cfg_attn_width(const model_cfg_t *c, int l) { return cfg_heads(c, l) * (c->dim / c->heads); }
+/* Key/value heads of the model (model.kv_heads; multi-head attention: heads). */
+static inline int cfg_kv_heads(const model_cfg_t *c) { return c->kv_heads ? c->kv_heads : c->heads; }
+/* A block of shape sh: its key/value heads (its query heads grouped as the model's are), and its MLP's
+ * hidden width (GPT-2: mlp_ratio × dim; llama: mlp_ratio × ffn_dim, mlp_ratio being 1 unless a
+ * block's shape says otherwise). */
+static inline int shape_kv_heads(const model_cfg_t *c, block_shape_t sh) { return sh.heads / (c->heads / cfg_kv_heads(c)); }
+static inline int shape_mlp_width(const model_cfg_t *c, block_shape_t sh)
+{
+    return sh.mlp_ratio * (c->ffn_dim ? c->ffn_dim : c->dim);
+}
 
 /* Whether a block of shape sh is `skip`, the identity: no tensors, no work. The one definition of a
  * skip: every test of one (a layer, a supernet candidate) goes through it. */

@@ -50,6 +50,25 @@
     X(void, attention_backward,                                                                                       \
       (float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH), \
       (dqkv, datt, dout, qkv, att, B, T, C, NH))                                                                      \
+    X(void, attention_gqa_forward,                                                                                    \
+      (float *out, float *att, const float *qkv, int B, int T, int C, int NH, int KVH),                               \
+      (out, att, qkv, B, T, C, NH, KVH))                                                                              \
+    X(void, attention_gqa_backward,                                                                                   \
+      (float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH,  \
+       int KVH),                                                                                                      \
+      (dqkv, datt, dout, qkv, att, B, T, C, NH, KVH))                                                                 \
+    X(void, rmsnorm_forward, (float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps),     \
+      (out, rstd, inp, w, N, C, eps))                                                                                 \
+    X(void, rmsnorm_backward,                                                                                         \
+      (float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd, int N, int C), \
+      (dinp, dw, dout, inp, w, rstd, N, C))                                                                           \
+    X(void, rope_forward, (float *qkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs),             \
+      (qkv, cs, pos0, B, T, NH, KVH, hs))                                                                             \
+    X(void, rope_backward, (float *dqkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs),           \
+      (dqkv, cs, pos0, B, T, NH, KVH, hs))                                                                            \
+    X(void, swiglu_forward, (float *out, const float *inp, int N, int F), (out, inp, N, F))                           \
+    X(void, swiglu_backward, (float *dinp, const float *dout, const float *inp, int N, int F),                        \
+      (dinp, dout, inp, N, F))                                                                                        \
     X(void, matmul_gelu_forward,                                                                                      \
       (float *out, float *dgelu, const float *inp, const float *w, const float *bias, int N, int C, int OC),          \
       (out, dgelu, inp, w, bias, N, C, OC))                                                                           \

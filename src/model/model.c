@@ -919,8 +919,9 @@ double model_flops_per_token(const model_cfg_t *cfg)
     const double C = cfg->dim, T = cfg->seq_len, V = cfg->vocab;
     double n_matmul = V * C, attn = 0.0;
     for (int l = 0; l < cfg->layers; l++) { /* A = C and R = mlp_ratio unless model.blocks says otherwise */
+        if (block_is_skip(cfg, l)) continue;
         const int A = cfg_attn_width(cfg, l);
-        n_matmul += block_kind_macs(block_kind_of(cfg), cfg->dim, A, cfg_ratio(cfg, l) * cfg->dim);
+        n_matmul += block_kind_macs(block_kind_of(cfg), block_widths(cfg, (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)}));
         attn += 12.0 * A * T;
     }
     return 6.0 * n_matmul + attn;
