@@ -9,6 +9,8 @@
 #include "check.h"
 #include "backend.h"
 #include "block_kind.h"
+#include "block_ops.h"
+#include "kernels.h"
 #include "perf.h"
 
 int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *arena, int nchunks,
@@ -89,16 +91,17 @@ err_free_table:
     return MP_ERR;
 }
 
-/* A block's local widths on this TP rank: its heads' channels, its heads, its MLP width (all 0 for
- * a skip block). */
-typedef struct {
-    int Cl, NH, RC;
-} widths_t;
+static const block_ops_t *const families[ARCH_COUNT] = {[ARCH_GPT2] = &block_ops_gpt2, [ARCH_LLAMA] = &block_ops_llama};
 
+const block_ops_t *model_ops(const model_t *m) { return families[m->cfg.arch]; }
+
+/* A block's local widths on this TP rank (block_ops.h; all 0 for a skip block). */
 static widths_t widths_of(const model_t *m, block_shape_t sh)
 {
     const int tp = m->tab.tp;
-    return (widths_t){sh.heads * (m->cfg.dim / m->cfg.heads) / tp, sh.heads / tp, sh.mlp_ratio * m->cfg.dim / tp};
+    if (shape_is_skip(sh)) return (widths_t){0, 0, 0, 0, 0};
+    const bk_widths_t w = block_widths(&m->cfg, sh);
+    return (widths_t){w.A / tp, sh.heads / tp, w.RC / tp, w.KA / tp, shape_kv_heads(&m->cfg, sh) / tp};
 }
 
 /* Layer l's shape as it runs now (a choice block: the candidate selected). */
@@ -108,21 +111,25 @@ static block_shape_t shape_now(const model_t *m, int layer)
     return (block_shape_t){cfg_heads(&m->cfg, layer), cfg_ratio(&m->cfg, layer)};
 }
 
-static widths_t tp_widths(const model_t *m, int layer) { return widths_of(m, shape_now(m, layer)); }
+widths_t model_tp_widths(const model_t *m, int layer) { return widths_of(m, shape_now(m, layer)); }
+static widths_t tp_widths(const model_t *m, int layer) { return model_tp_widths(m, layer); }
 
 /* Whether layer l runs as skip now (the identity: no tensors, no work). */
-static int is_skip(const model_t *m, int layer) { return shape_is_skip(shape_now(m, layer)); }
+int model_is_skip(const model_t *m, int layer) { return shape_is_skip(shape_now(m, layer)); }
+static int is_skip(const model_t *m, int layer) { return model_is_skip(m, layer); }
+
+static int imax(int a, int b) { return a > b ? a : b; }
 
 static widths_t widths_max(widths_t a, widths_t b)
 {
-    return (widths_t){a.Cl > b.Cl ? a.Cl : b.Cl, a.NH > b.NH ? a.NH : b.NH, a.RC > b.RC ? a.RC : b.RC};
+    return (widths_t){imax(a.Cl, b.Cl), imax(a.NH, b.NH), imax(a.RC, b.RC), imax(a.KCl, b.KCl), imax(a.KVH, b.KVH)};
 }
 
 /* The widest layer l can run: what its saved tensors are sized for (every candidate fits). */
 static widths_t tp_widths_cap(const model_t *m, int layer)
 {
     if (!cfg_is_choice(&m->cfg, layer)) return tp_widths(m, layer);
-    widths_t w = {0, 0, 0};
+    widths_t w = {0, 0, 0, 0, 0};
     for (int k = 0; k < m->cfg.ncand; k++) w = widths_max(w, widths_of(m, m->cfg.cand[k]));
     return w;
 }
@@ -130,7 +137,7 @@ static widths_t tp_widths_cap(const model_t *m, int layer)
 /* The widest of every block the model has: what the backward scratch and the workspace serve. */
 static widths_t tp_widths_max(const model_t *m)
 {
-    widths_t w = {0, 0, 0};
+    widths_t w = {0, 0, 0, 0, 0};
     for (int l = 0; l < m->cfg.layers; l++) w = widths_max(w, tp_widths_cap(m, l));
     return w;
 }
@@ -186,11 +193,20 @@ static int tp_V(const model_t *m) { return m->tab.vocab_pad / m->tab.tp; }
 static int tp_v0(const model_t *m) { return m->tab.tp_rank * tp_V(m); }
 static size_t model_head_floats(const model_t *m) { return (size_t)tp_V(m) * m->cfg.dim; }
 
-/* Sum (or max) over the tensor-parallel peers; nothing at tp = 1. */
-static void tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
+void model_tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
 {
     if (m->tab.tp > 1) be_allreduce(m->be, buf, n, op, m->tp_comm, "a tensor-parallel all-reduce");
 }
+static void tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op) { model_tp_reduce(m, buf, n, op); }
+
+void model_rowpar_residual(const model_t *m, float *out, const float *res, const float *inp, const float *w,
+                           const float *bias, int N, int K, int OC, prof_t *p)
+{
+    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, be_matmul_residual_forward(m->be, out, res, inp, w, bias, N, K, OC));
+    else PROF(p, PROF_MATMUL, be_matmul_forward(m->be, out, inp, w, NULL, N, K, OC));
+    model_tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
+}
+
 
 int model_versions_create(model_t *m)
 {
@@ -265,23 +281,22 @@ static void carve_att(const model_t *m, int B, widths_t w, block_acts_t *h, floa
 static void carve_rest(const model_t *m, int B, widths_t w, block_acts_t *h, float *buf, size_t *off)
 {
     const size_t C = m->cfg.dim, N = (size_t)B * m->cfg.seq_len, Cl = w.Cl, RC = w.RC;
-    if (!w.NH) {
-        float *res3 = h->res3, *att = h->att;
-        memset(h, 0, sizeof *h);
-        h->res3 = res3, h->att = att;
-        return;
-    }
+    const block_ops_t *ops = model_ops(m);
+    float *res3 = h->res3, *att = h->att;
+    memset(h, 0, sizeof *h);
+    h->res3 = res3, h->att = att;
+    if (!w.NH) return;
     h->ln1 = carve(buf, off, N * C);
-    h->ln1_mean = carve(buf, off, N);
+    if (ops->norm_mean) h->ln1_mean = carve(buf, off, N);
     h->ln1_rstd = carve(buf, off, N);
-    h->qkv = carve(buf, off, N * 3 * Cl);
+    h->qkv = carve(buf, off, N * (Cl + 2 * (size_t)w.KCl));
     h->atty = carve(buf, off, N * Cl);
     h->res2 = carve(buf, off, N * C);
     h->ln2 = carve(buf, off, N * C);
-    h->ln2_mean = carve(buf, off, N);
+    if (ops->norm_mean) h->ln2_mean = carve(buf, off, N);
     h->ln2_rstd = carve(buf, off, N);
-    h->fc_dgelu = carve(buf, off, N * RC);
-    h->fch_gelu = carve(buf, off, N * RC);
+    h->mlp_pre = carve(buf, off, N * ops->mlp_pre * RC);
+    h->mlp_act = carve(buf, off, N * RC);
 }
 
 /* Where each group of a block in `mode` goes: the stash (resident), the movable region, or the
@@ -330,7 +345,7 @@ static void carve_head(acts_t *a, const model_t *m, float *buf, size_t *off)
 {
     const size_t C = m->cfg.dim, N = (size_t)a->B * m->cfg.seq_len, V = tp_V(m);
     a->lnf = carve(buf, off, N * C);
-    a->lnf_mean = carve(buf, off, N);
+    a->lnf_mean = model_ops(m)->norm_mean ? carve(buf, off, N) : NULL;
     a->lnf_rstd = carve(buf, off, N);
     a->probs = carve(buf, off, N * V);
     a->losses = carve(buf, off, N);
@@ -480,9 +495,12 @@ static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
     size_t off = 0;
     s->dres = carve(buf, &off, N * C);
     s->dbuf = carve(buf, &off, N * C);
-    s->dqkv = carve(buf, &off, N * 3 * Cl);
+    const block_ops_t *ops = model_ops(m);
+    s->dqkv = carve(buf, &off, N * (Cl + 2 * (size_t)w.KCl));
     s->datt = carve(buf, &off, (size_t)B * NH * T * T);
-    s->dfch = carve(buf, &off, N * RC);
+    s->dfch = carve(buf, &off, N * ops->mlp_pre * RC);
+    s->dact = ops->rope ? carve(buf, &off, N * RC) : NULL;
+    s->rope = ops->rope ? carve(buf, &off, T * (size_t)(m->cfg.dim / m->cfg.heads)) : NULL;
     s->xmax = carve(buf, &off, N);
     s->xsum = carve(buf, &off, N);
     s->xtgt = carve(buf, &off, N);
@@ -517,110 +535,22 @@ int scratch_create(scratch_t *s_p, const model_t *m, int B, arena_t *arena)
     s.nfloats = scratch_layout(&s, m, B, NULL);
     if (!(s.buf = arena_floats(arena, s.nfloats, "backward scratch"))) return MP_ERR;
     scratch_layout(&s, m, B, s.buf);
+    if (s.rope) { /* the rotary table: made on the host once, in double (rope_table_init), and copied over */
+        const int T = m->cfg.seq_len, hs = m->cfg.dim / m->cfg.heads;
+        float *cs = MP_MALLOC((size_t)T * hs * sizeof *cs);
+        if (!cs) {
+            arena_free(arena, s.buf, s.nfloats * sizeof(float));
+            return MP_FAIL("out of memory for the rotary table");
+        }
+        rope_table_init(cs, T, hs, m->cfg.rope_theta);
+        be_to_device(m->be, s.rope, cs, (size_t)T * hs * sizeof *cs);
+        free(cs);
+    }
     *s_p = s;
     return MP_OK;
 }
 
 void scratch_destroy(scratch_t *s, arena_t *arena) { arena_free(arena, s->buf, s->nfloats * sizeof(float)); }
-
-/* A row-parallel product: out = res + inp · wᵀ + bias summed over the TP peers (the residual and
- * the replicated bias are added by TP rank 0 only). At tp = 1 it is matmul_residual_forward. */
-static void rowpar_residual(const model_t *m, float *out, const float *res, const float *inp, const float *w,
-                            const float *bias, int N, int K, int OC, prof_t *p)
-{
-    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, be_matmul_residual_forward(m->be, out, res, inp, w, bias, N, K, OC));
-    else PROF(p, PROF_MATMUL, be_matmul_forward(m->be, out, inp, w, NULL, N, K, OC));
-    tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
-}
-
-/* rowpar_residual for the MLP's projection, whose input is the hidden activation in the backend's
- * form (kernels.h, mlp_proj_forward). */
-static void rowpar_mlp_proj(const model_t *m, float *out, const float *res, const float *hidden, const float *w,
-                            const float *bias, int N, int K, int OC, prof_t *p)
-{
-    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, be_mlp_proj_forward(m->be, out, res, hidden, w, bias, N, K, OC));
-    else PROF(p, PROF_MATMUL, be_mlp_proj_forward(m->be, out, NULL, hidden, w, NULL, N, K, OC));
-    tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
-}
-
-/* One block: x (N,C) -> h->res3. Column-parallel qkv and fc on this rank's heads and MLP columns,
- * row-parallel projections summed over the TP peers. */
-static void block_forward(const model_t *m, int l, const block_view_t *w, block_acts_t *h, const float *x, int B,
-                          prof_t *p)
-{
-    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
-    const widths_t wd = tp_widths(m, l);
-    const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
-    if (is_skip(m, l)) { /* the identity (its output is its own: a send or a recomputation reads it) */
-        be_copy(m->be, h->res3, x, (size_t)N * C * sizeof(float));
-        return;
-    }
-    PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
-    PROF(p, PROF_MATMUL, be_matmul_forward(m->be, h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl));
-    PROF(p, PROF_ATTENTION, be_attention_forward(m->be, h->atty, h->att, h->qkv, B, T, Cl, NH));
-    rowpar_residual(m, h->res2, x, h->atty, w->projw, w->projb, N, Cl, C, p);
-    PROF(p, PROF_ELEMENTWISE,
-         be_layernorm_forward(m->be, h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
-    /* GELU runs inside the fc product (timed as matmul) and saves its derivative for the backward */
-    PROF(p, PROF_MATMUL, be_matmul_gelu_forward(m->be, h->fch_gelu, h->fc_dgelu, h->ln2, w->fcw, w->fcb, N, C, RC));
-    rowpar_mlp_proj(m, h->res3, h->res2, h->fch_gelu, w->fcprojw, w->fcprojb, N, RC, C, p);
-}
-
-/* Mirror of block_forward. On entry s->dres = d res3; on exit s->dres = d x. The input gradient of
- * each column-parallel product is summed over the TP peers before its LayerNorm's backward.
- * wg NULL: the whole backward. wg given: a split backward's B (model_backward_b): the four products'
- * weight and bias gradients are left to block_backward_w, and what it needs is kept in wg (d fc
- * and d qkv written there instead of the scratch, d res3 and d res2 copied as s->dres flows on). */
-static void block_backward(const model_t *m, int l, const block_view_t *w, block_view_t *g, const block_acts_t *h,
-                           const float *x, scratch_t *s, block_wgrad_t *wg, int B, prof_t *p)
-{
-    const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
-    const widths_t wd = tp_widths(m, l);
-    const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
-    if (is_skip(m, l)) return; /* the identity: d x = d res3 */
-    block_view_t gp = *g; /* the products' gradients: here, or (B) none: W adds them */
-    if (wg) gp.qkvw = gp.qkvb = gp.projw = gp.projb = gp.fcw = gp.fcb = gp.fcprojw = gp.fcprojb = NULL;
-    float *dfch = wg ? wg->dfch : s->dfch, *dqkv = wg ? wg->dqkv : s->dqkv;
-    if (wg) be_copy(m->be, wg->dres3, s->dres, (size_t)N * C * sizeof(float));
-    PROF(p, PROF_MATMUL, be_matmul_backward_gelu(m->be, dfch, gp.fcprojw, gp.fcprojb, s->dres, h->fch_gelu,
-                                                  w->fcprojw, h->fc_dgelu, N, RC, C));
-    PROF(p, PROF_MATMUL, be_mlp_fc_backward(m->be, s->dbuf, gp.fcw, gp.fcb, dfch, h->ln2, w->fcw, N, C, RC));
-    tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
-    PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, g->ln2w, g->ln2b, s->dbuf, h->res2, w->ln2w, h->ln2_mean,
-                                                 h->ln2_rstd, N, C));
-    if (wg) be_copy(m->be, wg->dres2, s->dres, (size_t)N * C * sizeof(float));
-    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.projw, gp.projb, s->dres, h->atty, w->projw, N, Cl, C));
-    PROF(p, PROF_ATTENTION, be_attention_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, NH));
-    PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.qkvw, gp.qkvb, dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
-    /* The key bias gets no gradient: it adds one constant to every score of a query's row, which
-     * softmax ignores. Computed, it is a sum of rounding noise that AdamW's m/sqrt(v) would turn
-     * into steps of size lr, differently for every layout; so it is exactly zero. */
-    if (!wg) be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float));
-    tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
-    PROF(p, PROF_ELEMENTWISE,
-         be_layernorm_backward(m->be, s->dres, g->ln1w, g->ln1b, s->dbuf, x, w->ln1w, h->ln1_mean, h->ln1_rstd, N, C));
-}
-
-/* A split backward's W of block l: the four products' weight and bias gradients that
- * block_backward leaves out when given wg, from the douts B kept there and the products' inputs
- * (h: the stash's; under RECOMPUTE wg's). Each is the weight half of the very kernel call
- * block_backward makes (matmul_backward_weight), on the same dout and inp: the same bits, added
- * once per micro-batch. Local: no TP communication. */
-static void block_backward_w(const model_t *m, int l, block_view_t *g, const block_acts_t *h, const block_wgrad_t *wg,
-                             int B, prof_t *p)
-{
-    const int C = m->cfg.dim, N = B * m->cfg.seq_len;
-    const widths_t wd = tp_widths(m, l);
-    const int Cl = wd.Cl, RC = wd.RC;
-    if (is_skip(m, l)) return;
-    const float *ln1 = wg->ln1 ? wg->ln1 : h->ln1, *atty = wg->atty ? wg->atty : h->atty;
-    const float *ln2 = wg->ln2 ? wg->ln2 : h->ln2, *fch_gelu = wg->fch_gelu ? wg->fch_gelu : h->fch_gelu;
-    PROF(p, PROF_MATMUL, be_mlp_proj_backward_weight(m->be, g->fcprojw, g->fcprojb, wg->dres3, fch_gelu, N, RC, C));
-    PROF(p, PROF_MATMUL, be_mlp_fc_backward_weight(m->be, g->fcw, g->fcb, wg->dfch, ln2, N, C, RC));
-    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->projw, g->projb, wg->dres2, atty, N, Cl, C));
-    PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->qkvw, g->qkvb, wg->dqkv, ln1, N, C, 3 * Cl));
-    be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float)); /* the key bias: block_backward says why */
-}
 
 static const float *block_input(const acts_t *a, int i) { return i == 0 ? a->encoded : a->h[i - 1].res3; }
 
@@ -639,11 +569,11 @@ static block_acts_t block_restore(const model_t *m, int b, const block_acts_t *s
     if (mode == MODE_RECOMPUTE) {
         h = s->work; /* its own res3 too: the saved output may still be read by a send in flight */
         if (wg) /* a split backward's B: the products' inputs where W finds them after later blocks' recomputations */
-            h.ln1 = wg->ln1, h.atty = wg->atty, h.ln2 = wg->ln2, h.fch_gelu = wg->fch_gelu;
-        block_forward(m, layer_of(m, b), &m->p.h[b], &h, x, B, p);
+            h.ln1 = wg->ln1, h.atty = wg->atty, h.ln2 = wg->ln2, h.mlp_act = wg->mlp_act;
+        model_ops(m)->forward(m, layer_of(m, b), &m->p.h[b], &h, x, s, B, p);
     } else if (mode == MODE_SELECTIVE) {
         h.att = s->work.att;
-        PROF(p, PROF_ATTENTION, be_attention_forward(m->be, s->work.atty, h.att, h.qkv, B, m->cfg.seq_len, w.Cl, w.NH));
+        model_ops(m)->attention(m, s->work.atty, h.att, h.qkv, B, w, p);
     }
     if (p && (mode == MODE_RECOMPUTE || mode == MODE_SELECTIVE)) {
         p->recompute += perf_now() - t0;
@@ -663,7 +593,7 @@ static void embed_forward(model_t *m, acts_t *a, prof_t *p)
     }
     PROF(p, PROF_ELEMENTWISE, be_encoder_forward(m->be, a->encoded, a->d_inputs, m->p.wte, NULL, B, T, C, tp_v0(m), tp_V(m)));
     tp_reduce(m, a->encoded, (size_t)B * T * C, MPI_SUM);
-    PROF(p, PROF_ELEMENTWISE, be_position_forward(m->be, a->encoded, m->p.wpe, B, T, C));
+    if (m->p.wpe) PROF(p, PROF_ELEMENTWISE, be_position_forward(m->be, a->encoded, m->p.wpe, B, T, C));
 }
 
 /* Softmax cross-entropy of the logits in a->probs; vocab-parallel at tp > 1 (no rank ever holds
@@ -718,10 +648,10 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
     acts_bind(a, m, pt, a->mov, s);
     if (pt->embed) embed_forward(m, a, p);
     for (int i = 0; i < pt->n; i++)
-        block_forward(m, layer_of(m, pt->b0 + i), &m->p.h[pt->b0 + i], &a->h[i], block_input(a, i), B, p);
+        model_ops(m)->forward(m, layer_of(m, pt->b0 + i), &m->p.h[pt->b0 + i], &a->h[i], block_input(a, i), s, B, p);
     if (!pt->final) return 0.0;
     const float *top = block_input(a, pt->n);
-    PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, C));
+    model_ops(m)->norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, p);
     if (m->tab.tp == 1) { /* one unit: the backend keeps the logits in its own form until backward */
         PROF(p, PROF_MATMUL, be_head_forward(m->be, a->losses, a->probs, a->lnf, m->p.wte, a->d_targets, N, C, tp_V(m)));
     } else {
@@ -760,15 +690,15 @@ static void backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
         }
         be_zero(m->be, s->dres, (size_t)N * C * sizeof(float));
         const float *top = block_input(a, pt->n);
-        PROF(p, PROF_ELEMENTWISE, be_layernorm_backward(m->be, s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw,
-                                                     a->lnf_mean, a->lnf_rstd, N, C));
+        model_ops(m)->norm_backward(m, s->dres, m->g.lnfw, m->g.lnfb, s->dbuf, top, m->p.lnfw, a->lnf_mean, a->lnf_rstd,
+                                    N, p);
         if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
     }
     for (int i = pt->n - 1; i >= 0; i--) {
         block_wgrad_t *wg = ws ? &ws->h[i] : NULL;
         const block_acts_t h = block_restore(m, pt->b0 + i, &a->h[i], block_input(a, i), s, wg, B, p);
-        block_backward(m, layer_of(m, pt->b0 + i), &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &h, block_input(a, i), s,
-                       wg, B, p);
+        model_ops(m)->backward(m, layer_of(m, pt->b0 + i), &m->p.h[pt->b0 + i], &m->g.h[pt->b0 + i], &h,
+                               block_input(a, i), s, wg, B, p);
         if (ready) ready->fn(ready->ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
     if (pt->embed)
@@ -790,14 +720,14 @@ static void carve_wgrad(const model_t *m, int B, int l, block_mode_t mode, block
     memset(wg, 0, sizeof *wg);
     if (!w.NH) return; /* skip: the identity has no products */
     wg->dres3 = carve(buf, off, N * C);
-    wg->dfch = carve(buf, off, N * RC);
+    wg->dfch = carve(buf, off, N * model_ops(m)->mlp_pre * RC);
     wg->dres2 = carve(buf, off, N * C);
-    wg->dqkv = carve(buf, off, N * 3 * Cl);
+    wg->dqkv = carve(buf, off, N * (Cl + 2 * (size_t)w.KCl));
     if (mode != MODE_RECOMPUTE) return;
     wg->ln1 = carve(buf, off, N * C);
     wg->atty = carve(buf, off, N * Cl);
     wg->ln2 = carve(buf, off, N * C);
-    wg->fch_gelu = carve(buf, off, N * RC);
+    wg->mlp_act = carve(buf, off, N * RC);
 }
 
 /* The layout of part pt's blocks in ws (buf == NULL: only counts into *off). */
@@ -874,7 +804,7 @@ void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *
         if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
     }
     for (int i = pt->n - 1; i >= 0; i--) {
-        block_backward_w(m, layer_of(m, pt->b0 + i), &m->g.h[pt->b0 + i], &a->h[i], &ws->h[i], a->B, p);
+        model_ops(m)->backward_w(m, layer_of(m, pt->b0 + i), &m->g.h[pt->b0 + i], &a->h[i], &ws->h[i], a->B, p);
         if (ready) ready->fn(ready->ctx, param_block_layer(&m->tab, pt->b0 + i));
     }
     ws->pending = 0;

@@ -16,14 +16,18 @@
 #include "perf.h"
 #include "wait.h"
 
+/* What a block's forward saves for its backward. Both families (block_ops.h) save these tensors; KC
+ * is the key/value width (C without grouped-query attention) and P the MLP's pre-activation
+ * width: GPT-2 RC (gelu'(fc output)), llama 2·RC (the [gate | up] product SwiGLU reads). */
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (B,T), (B,T) */
-    float *qkv;                        /* (B,T,3C) */
+    float *ln1, *ln1_mean, *ln1_rstd;  /* (B,T,C), (B,T), (B,T); the means LayerNorm's only (else NULL) */
+    float *qkv;                        /* (B,T,C+2KC) (llama: q and k rotated) */
     float *att;                        /* (B,NH,T,T) softmax probabilities */
     float *atty;                       /* (B,T,C) attention output before the projection */
     float *res2;                       /* (B,T,C) residual after attention */
     float *ln2, *ln2_mean, *ln2_rstd;  /* (B,T,C), (B,T), (B,T) */
-    float *fc_dgelu, *fch_gelu;        /* (B,T,RC): gelu'(fc output), saved for the backward; gelu(fc output) */
+    float *mlp_pre;                    /* (B,T,P) what the MLP's activation's backward reads */
+    float *mlp_act;                    /* (B,T,RC) the activation's output: the MLP projection's input */
     float *res3;                       /* (B,T,C) block output */
 } block_acts_t;
 
@@ -76,12 +80,12 @@ typedef struct {
  * attention width on this TP rank, RC its MLP width (skip blocks keep nothing: all NULL). */
 typedef struct {
     float *dres3;                      /* (B,T,C) d res3: fcproj's dout (a copy: s->dres flows on) */
-    float *dfch;                       /* (B,T,RC) d fc's output before GELU: fc's dout (B writes it here) */
+    float *dfch;                       /* (B,T,P) d fc's output before the activation: fc's dout (B writes it here) */
     float *dres2;                      /* (B,T,C) d res2: proj's dout (a copy) */
-    float *dqkv;                       /* (B,T,3Cl) qkv's dout (B writes it here) */
+    float *dqkv;                       /* (B,T,Cl+2KCl) qkv's dout (B writes it here) */
     /* MODE_RECOMPUTE only (else NULL: W reads the stash's): B's recomputation writes the products'
      * inputs here instead of the workspace, which the next block's recomputation overwrites */
-    float *ln1, *atty, *ln2, *fch_gelu; /* (B,T,C), (B,T,Cl), (B,T,C), (B,T,RC) */
+    float *ln1, *atty, *ln2, *mlp_act; /* (B,T,C), (B,T,Cl), (B,T,C), (B,T,RC) */
 } block_wgrad_t;
 
 /* W's stash: what one micro-batch's B of one part keeps until its W, in one allocation of a fixed
@@ -101,9 +105,11 @@ typedef struct {
 typedef struct {
     float *dres;   /* (B,T,C) gradient of the residual stream, flows through every block in place */
     float *dbuf;   /* (B,T,C) */
-    float *dqkv;   /* (B,T,3C) */
+    float *dqkv;   /* (B,T,C+2KC) */
     float *datt;   /* (B,NH,T,T) */
-    float *dfch;   /* (B,T,RC) */
+    float *dfch;   /* (B,T,P) */
+    float *dact;   /* (B,T,RC) d of the MLP activation's output, where the family keeps it apart (llama) */
+    float *rope;   /* (T, hs) the rotary table (rope_table_init) of a family with rotary positions; else NULL */
     float *xmax, *xsum, *xtgt; /* (B,T) vocab-parallel cross-entropy row statistics */
     /* A whole block's activations where RECOMPUTE and SELECTIVE blocks put what they do not save
      * (their forward's, then their recomputation's): allocated when the stage has such a block. */
@@ -239,7 +245,7 @@ void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *
  * its B and its W beside its slot: the memory plan counts it). Per block of the part that is not a
  * skip, with N = B·T, Cl and RC its widest widths on this TP rank (a supernet's widest candidate),
  * each tensor rounded up to 16 floats:
- *   4 · (2·N·C + N·RC + 3·N·Cl)                       its products' douts
+ *   4 · (2·N·C + N·P + N·(Cl+2·KCl))                  its products' douts (P: GPT-2 RC, llama 2·RC)
  *   + 4 · (2·N·C + N·Cl + N·RC)  under MODE_RECOMPUTE  their inputs
  * The head and the embedding add nothing. */
 size_t model_wstash_bytes(const model_t *m, const model_part_t *pt, int B);
