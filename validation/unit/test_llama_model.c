@@ -1,0 +1,229 @@
+/* The llama family on one rank (issue 47): its parameter table against Hugging Face's counts, the
+ * whole model's backward against central finite differences of its forward (grouped-query, and
+ * multi-query), the memory policies and the split backward giving the full backward's bits, and the
+ * emu backend bitwise the cpu one. */
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels.h"
+#include "model.h"
+#include "rng.h"
+#include "tap.h"
+
+/* 2 layers of 4 heads sharing 2 kv heads, SwiGLU of 24, theta and eps off their defaults so a
+ * wrong one shows. */
+static const model_cfg_t CFG = {.layers = 2, .dim = 16, .heads = 4, .seq_len = 7, .vocab = 23, .mlp_ratio = 1,
+                                .arch = ARCH_LLAMA, .kv_heads = 2, .ffn_dim = 24, .rope_theta = 500.0f,
+                                .norm_eps = 1e-5f};
+
+static void fill_tokens(acts_t *a, int V, uint64_t seed, int row0)
+{
+    for (int b = 0; b < a->B; b++)
+        for (int t = 0; t < a->T; t++) {
+            size_t i = (size_t)b * a->T + t;
+            a->inputs[i] = (int)(rng_key(seed, 9, (uint64_t)(row0 + b), (uint64_t)t) % (uint64_t)V);
+            a->targets[i] = (int)(rng_key(seed, 10, (uint64_t)(row0 + b), (uint64_t)t) % (uint64_t)V);
+        }
+}
+
+/* Larger-than-default weights and norm weights off 1, so every path carries gradient. */
+static void init_params(model_t *m)
+{
+    for (int i = 0; i < m->tab.count; i++) {
+        const param_entry_t *e = &m->tab.entries[i];
+        uint64_t h = rng_name_hash(e->name);
+        for (size_t j = 0; j < e->numel; j++) {
+            float z = rng_normal(5, h, j);
+            int is_nw = e->kind == PK_LN1_W || e->kind == PK_LN2_W || e->kind == PK_LNF_W;
+            m->params[e->offset + j] = is_nw ? 1.0f + 0.2f * z : 0.3f * z;
+        }
+    }
+}
+
+typedef struct {
+    arena_t arena;
+    backend_t be;
+    model_t m;
+    acts_t a;
+    scratch_t s;
+} rig_t;
+
+static int rig_open(rig_t *r, const model_cfg_t *cfg, be_kind_t kind, int B, const unsigned char *modes)
+{
+    static const wait_cfg_t wait = {.yield = 0, .timeout = 0.0};
+    const int zero = 0;
+    arena_init(&r->arena, 0);
+    return be_init(&r->be, kind, &r->arena, kind == BE_CPU ? 0 : (size_t)64 << 20, 0, 0, &wait) == 0 &&
+           model_create(&r->m, cfg, &r->be, &r->arena, 1, &zero, &cfg->layers, 1, 1, 1, 1, 0) == 0 &&
+           model_set_modes(&r->m, modes) == 0 && acts_create(&r->a, &r->m, B, &r->arena) == 0 &&
+           scratch_create(&r->s, &r->m, B, &r->arena) == 0;
+}
+
+static void rig_close(rig_t *r)
+{
+    scratch_destroy(&r->s, &r->arena);
+    acts_destroy(&r->a, &r->arena);
+    model_destroy(&r->m);
+    be_destroy(&r->be);
+}
+
+/* Gradients of two micro-batches into g (the model's whole buffer, host memory). */
+static void grads_of(rig_t *r, float *g)
+{
+    model_grads_zero(&r->m);
+    for (int mb = 0; mb < 2; mb++) {
+        fill_tokens(&r->a, r->m.cfg.vocab, 1, mb * r->a.B);
+        model_forward(&r->m, &r->a, &r->s);
+        model_backward(&r->m, &r->a, &r->s, 0.25f);
+    }
+    model_grads_finish(&r->m);
+    be_to_host(&r->be, g, r->m.grads, r->m.tab.total * sizeof(float));
+}
+
+static void test_finite_differences(const model_cfg_t *cfg, const char *what)
+{
+    rig_t r;
+    if (!rig_open(&r, cfg, BE_CPU, 3, NULL)) {
+        tap_ok(0, "%s: model, activations and scratch", what);
+        return;
+    }
+    model_t *m = &r.m;
+    init_params(m);
+    fill_tokens(&r.a, cfg->vocab, 1, 0);
+    model_grads_zero(m);
+    model_forward(m, &r.a, &r.s);
+    model_backward(m, &r.a, &r.s, 1.0f);
+    model_grads_finish(m);
+    int all_ok = 1, ntensors = 0;
+    for (int i = 0; i < m->tab.count; i++) {
+        const param_entry_t *e = &m->tab.entries[i];
+        double worst = 0.0;
+        ntensors++;
+        for (int k = 0; k < 6; k++) {
+            size_t j = (size_t)(rng_key(3, 11, (uint64_t)i, (uint64_t)k) % e->numel);
+            float *p = &m->params[e->offset + j];
+            const float save = *p, h = 1e-2f;
+            *p = save + h;
+            double lp = model_forward(m, &r.a, &r.s);
+            *p = save - h;
+            double lm = model_forward(m, &r.a, &r.s);
+            *p = save;
+            double fd = (lp - lm) / (2.0 * h), an = m->grads[e->offset + j];
+            double err = fabs(fd - an) / (fabs(fd) + fabs(an) + 1e-2);
+            if (err > worst) worst = err;
+        }
+        int good = worst < 2e-2;
+        all_ok &= good;
+        if (!good) tap_diag("%s: %s: worst relative error %.3e", what, e->name, worst);
+    }
+    tap_ok(all_ok && ntensors == 2 * 6 + 2, "%s: the backward of all %d tensors matches central finite differences", what,
+           ntensors);
+    rig_close(&r);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    kernels_set_threads(2);
+
+    {   /* SmolLM2-135M (Hugging Face's config.json: 30 layers, 576 wide, 9 heads, 3 kv heads, 1536, 49152,
+         * tied): 134,515,008 parameters as Hugging Face counts them, here written from the architecture */
+        const model_cfg_t s = {.layers = 30, .dim = 576, .heads = 9, .seq_len = 2048, .vocab = 49152, .mlp_ratio = 1,
+                               .arch = ARCH_LLAMA, .kv_heads = 3, .ffn_dim = 1536, .rope_theta = 1e5f, .norm_eps = 1e-5f};
+        const size_t C = 576, KA = 3 * 64, F = 1536;
+        const size_t want = 49152 * C + 30 * (C * C + 2 * KA * C + C * C + 3 * F * C + 2 * C) + C;
+        tap_ok(param_count_model(&s) == want && want == 134515008, "SmolLM2-135M holds %zu parameters (134,515,008)",
+               param_count_model(&s));
+        const double T = 2048, mac = 30 * (C * C + 2.0 * KA * C + C * C + 3.0 * F * C) + 49152.0 * C;
+        const double flops = 6.0 * mac + 30 * 12.0 * C * T;
+        tap_ok(model_flops_per_token(&s) == flops, "SmolLM2-135M: %.6g FLOPs per token (%.6g)", model_flops_per_token(&s),
+               flops);
+    }
+
+    /* the table: no position table, no biases, the stacked q|k|v of the kv heads and gate|up */
+    {
+        param_table_t t;
+        tap_ok(param_table_build(&t, &CFG, 0, CFG.layers, 1, 1, 1, 0) == 0, "llama: parameter table");
+        const param_entry_t *qkv = param_table_find(&t, "h.0.attn.qkv.w"), *fc = param_table_find(&t, "h.1.mlp.fc.w");
+        tap_ok(!param_table_find(&t, "wpe") && !param_table_find(&t, "lnf.b") && !param_table_find(&t, "h.0.attn.qkv.b") &&
+                   qkv && qkv->gshape[0] == 16 + 2 * 8 && qkv->gshape[1] == 16 && fc && fc->gshape[0] == 48 &&
+                   t.total == param_count_model(&CFG),
+               "llama: no wpe, lnf.b or biases; qkv (32, 16) with 2 kv heads of 4; fc (48, 16) = [gate | up]; %zu floats",
+               t.total);
+        param_table_free(&t);
+    }
+
+    test_finite_differences(&CFG, "grouped-query (4 heads, 2 kv heads)");
+    model_cfg_t mq = CFG;
+    mq.kv_heads = 1;
+    test_finite_differences(&mq, "multi-query (4 heads, 1 kv head)");
+    model_cfg_t mh = CFG;
+    mh.kv_heads = 0;
+    test_finite_differences(&mh, "multi-head (kv_heads = heads)");
+
+    /* Memory policies: the same bits as keeping everything (recompute re-runs the block, selective
+     * the attention); the emu backend the cpu one's bits. */
+    rig_t keep;
+    const int ok_keep = rig_open(&keep, &CFG, BE_CPU, 2, NULL);
+    tap_ok(ok_keep, "keep: model, activations and scratch");
+    if (ok_keep) {
+        init_params(&keep.m);
+        const size_t n = keep.m.tab.total;
+        float *g0 = malloc(n * sizeof(float)), *g1 = malloc(n * sizeof(float));
+        grads_of(&keep, g0);
+        double ss = 0;
+        for (size_t i = 0; i < n; i++) ss += (double)g0[i] * g0[i];
+        static const struct {
+            block_mode_t mode;
+            const char *name;
+        } modes[] = {{MODE_RECOMPUTE, "recompute"}, {MODE_SELECTIVE, "selective"}};
+        for (int k = 0; k < 2; k++) {
+            unsigned char md[2] = {(unsigned char)modes[k].mode, (unsigned char)modes[k].mode};
+            rig_t r;
+            int ok = rig_open(&r, &CFG, BE_CPU, 2, md);
+            if (ok) {
+                memcpy(r.m.params, keep.m.params, n * sizeof(float));
+                grads_of(&r, g1);
+                ok = memcmp(g0, g1, n * sizeof(float)) == 0;
+                rig_close(&r);
+            }
+            tap_ok(ok && ss > 0, "%s: gradients bitwise those of keep", modes[k].name);
+        }
+        rig_t e;
+        int ok = rig_open(&e, &CFG, BE_EMU, 2, NULL);
+        if (ok) {
+            be_to_device(&e.be, e.m.params, keep.m.params, n * sizeof(float));
+            grads_of(&e, g1);
+            ok = memcmp(g0, g1, n * sizeof(float)) == 0;
+            rig_close(&e);
+        }
+        tap_ok(ok, "emu: gradients bitwise those of the cpu backend");
+
+        /* the split backward (zero-bubble schedules' B then W) against the whole one */
+        model_part_t pt = model_whole(&keep.m);
+        wstash_t ws;
+        ok = wstash_create(&ws, &keep.m, 2, model_wstash_bytes(&keep.m, &pt, 2), &keep.arena) == 0;
+        if (ok) {
+            model_grads_zero(&keep.m);
+            for (int mb = 0; mb < 2; mb++) {
+                fill_tokens(&keep.a, CFG.vocab, 1, mb * 2);
+                model_forward(&keep.m, &keep.a, &keep.s);
+                model_backward_b(&keep.m, &pt, &keep.a, &keep.s, 0.25f, NULL, &ws);
+                model_backward_w(&keep.m, &pt, &keep.a, &keep.s, NULL, &ws, NULL);
+            }
+            model_grads_finish(&keep.m);
+            ok = memcmp(g0, keep.m.grads, n * sizeof(float)) == 0;
+            wstash_destroy(&ws, &keep.arena);
+        }
+        tap_ok(ok, "split backward (B then W): gradients bitwise those of the whole backward");
+        free(g0);
+        free(g1);
+        rig_close(&keep);
+        tap_ok(keep.arena.in_use == 0, "everything returned to the arena");
+    }
+    MPI_Finalize();
+    return tap_done();
+}
