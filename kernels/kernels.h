@@ -68,11 +68,13 @@ void attention_backward(float *dqkv, float *datt, const float *dout, const float
 
 /* The decode step (generation with a key/value cache): row b's query attends to the keys and values
  * of positions 0..pos[b] of its own sequence. out (B,C) = per head softmax(q kᵀ/√hs) · v, heads
- * concatenated; att (B,NH,Tmax) is scratch (overwritten); q row b at q + b·ldq (C floats: the q part
- * of a qkv row, ldq = 3C); kcache[b], vcache[b] (≥ pos[b]+1, C) row-major: sequence b's cache.
+ * concatenated, query head h reading kv head h / (NH/KVH) (grouped-query attention; KVH = NH:
+ * multi-head); att (B,NH,Tmax) is scratch (overwritten); q row b at q + b·ldq (C floats: the q part
+ * of a qkv row, ldq = C + 2·KVH·hs); kcache[b], vcache[b] (≥ pos[b]+1, KVH·hs) row-major: sequence b's
+ * cache, which holds the kv heads only.
  * CPU only: serving decodes on the CPU (no cu_ twin, not in be_kernels.h). */
 void attention_decode_forward(float *out, float *att, const float *q, int ldq, const float *const *kcache,
-                              const float *const *vcache, const int *pos, int B, int C, int NH, int Tmax);
+                              const float *const *vcache, const int *pos, int B, int C, int NH, int KVH, int Tmax);
 /* The decode step's products: out (N,OC) = [res (N,OC) +] inp (N,C) · w(OC,C)ᵀ [+ bias]; res and bias
  * may be NULL, out may alias res. A row's result is the same bits whatever N and the thread count
  * (a completion must not depend on its batch); for the few rows of a step it reads each weight once

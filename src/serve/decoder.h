@@ -29,12 +29,14 @@ typedef struct {
     param_view_t p;
     float *params;             /* tab.total floats */
     int layer0, nlayers, has_embed, has_final;
-    int slots, T, Amax, RCmax;
-    float *kv;                 /* (nlayers, S, 2, T, Amax): keys then values of each slot, rows of A */
+    int slots, T, Amax, KAmax, RCmax;
+    float *kv;                 /* (nlayers, S, 2, T, KAmax): keys then values of each slot, rows of the
+                                  block's KA (its kv heads: grouped-query attention caches those only) */
     /* one step's scratch, for S rows */
     float *ln, *mean, *rstd;   /* (S,C), (S), (S) */
-    float *qkv, *atty, *att;   /* (S,3·Amax), (S,Amax), (S,NHmax,T) */
-    float *fch;                /* (S,RCmax) */
+    float *qkv, *atty, *att;   /* (S,Amax+2·KAmax), (S,Amax), (S,NHmax,T) */
+    float *fch, *act;          /* (S,2·RCmax): fc's output (llama: [gate | up]); (S,RCmax): SwiGLU's */
+    float *rope;               /* (T, hs): the rotary table (llama), else NULL */
     const float **kp, **vp;    /* (S) cache rows of each step row, for the attention kernel */
     int *pos1;                 /* (S) */
 } decoder_t;

@@ -209,6 +209,20 @@ int main(int argc, char **argv)
     test_cache_vs_full("plain 2x32", &plain, &cpu, &arena);
     test_cache_vs_full("blocks h4m4,h2m1,skip,h1m2", &blocks, &cpu, &arena);
     test_batch_invariance(&blocks);
+    /* llama (issue 47): 4 heads sharing 2 kv heads (the cache holds those), rotary at each position */
+    const model_cfg_t llama = {.layers = 2, .dim = 32, .heads = 4, .seq_len = 24, .vocab = 61, .mlp_ratio = 1,
+                               .arch = ARCH_LLAMA, .kv_heads = 2, .ffn_dim = 40, .rope_theta = 300.0f, .norm_eps = 1e-5f};
+    model_cfg_t mqa = llama;
+    mqa.kv_heads = 1;
+    test_cache_vs_full("llama 2x32, 2 kv heads", &llama, &cpu, &arena);
+    test_cache_vs_full("llama 2x32, 1 kv head", &mqa, &cpu, &arena);
+    test_batch_invariance(&llama);
+    {
+        decoder_t dec;
+        tap_ok(decoder_create(&dec, &llama, 0, 2, 1, 1, 3) == 0 && dec.KAmax == 16 && dec.Amax == 32,
+               "llama: the cache holds the 2 kv heads' 16 channels a position, not the 4 heads' 32");
+        decoder_destroy(&dec);
+    }
     test_sampler();
     test_completion(&plain);
     MPI_Finalize();

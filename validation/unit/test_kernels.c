@@ -533,7 +533,7 @@ static void test_attention_decode(void)
     const int pos[RB] = {0, 37, 149, 64};
     const float *kp[RB] = {kc, kc, kc, kc}, *vp[RB] = {vc, vc, vc, vc};
     for (int r = 0; r < RB; r++) memcpy(q + r * 3 * CC, qkv + pos[r] * 3 * CC, 3 * CC * 4);
-    attention_decode_forward(o, sc, q, 3 * CC, kp, vp, pos, RB, CC, HH, TT);
+    attention_decode_forward(o, sc, q, 3 * CC, kp, vp, pos, RB, CC, HH, HH, TT);
     double worst = 0;
     for (int r = 0; r < RB; r++)
         for (int c = 0; c < CC; c++) worst = fmax(worst, fabs(o[r * CC + c] - out[pos[r] * CC + c]));
