@@ -168,8 +168,9 @@ static int ckpt_owns(const ckpt_part_t *pt, const param_entry_t *e)
 }
 
 /* Selects local entry e's elements in the global dataset's space fs and in the shard's memory space
- * ms (e NULL: nothing). Row splits take `parts` blocks of rows (q, k, v of qkv), clipped at the real
- * vocabulary for the padded embedding; column splits a block of columns. */
+ * ms (e NULL: nothing). Row splits take this rank's share of each of `parts` ranges of rows (q, k, v
+ * of qkv; gate, up), or one block clipped at the real vocabulary for the padded embedding; column
+ * splits a block of columns. */
 static int ckpt_select(const param_table_t *tab, const param_entry_t *e, hid_t fs, hid_t ms, const char *where)
 {
     if (!e) {
@@ -179,12 +180,21 @@ static int ckpt_select(const param_table_t *tab, const param_entry_t *e, hid_t f
     }
     hsize_t fstart[2] = {0, 0}, mstart[2] = {0, 0}, stride[2] = {1, 1}, count[2] = {1, 1};
     hsize_t block[2] = {(hsize_t)e->shape[0], e->ndim == 2 ? (hsize_t)e->shape[1] : 1}, mstride[2] = {1, 1};
-    if (e->split == SPLIT_ROWS) {
-        const hsize_t lpart = (hsize_t)e->shape[0] / (hsize_t)e->parts, r0 = (hsize_t)tab->tp_rank * lpart;
-        hsize_t valid = lpart;
-        if (e->parts == 1) valid = r0 >= (hsize_t)e->gshape[0] ? 0 : (hsize_t)e->gshape[0] - r0 < lpart ? (hsize_t)e->gshape[0] - r0 : lpart;
-        fstart[0] = r0, stride[0] = lpart * (hsize_t)tab->tp, count[0] = (hsize_t)e->parts, block[0] = valid;
-        mstride[0] = lpart;
+    if (e->split == SPLIT_ROWS && e->parts > 1) { /* each range's share, one block each (ranges may differ: q, k, v) */
+        for (int p = 0; p < e->parts; p++) {
+            size_t g0, gn, l0, ln;
+            param_part(tab, e, p, &g0, &gn, &l0, &ln);
+            fstart[0] = (hsize_t)(g0 + (size_t)tab->tp_rank * ln), mstart[0] = (hsize_t)l0, block[0] = (hsize_t)ln;
+            const H5S_seloper_t op = p ? H5S_SELECT_OR : H5S_SELECT_SET;
+            H5_TRY(H5Sselect_hyperslab(fs, op, fstart, stride, count, block), err, where);
+            H5_TRY(H5Sselect_hyperslab(ms, op, mstart, mstride, count, block), err, where);
+        }
+        return MP_OK;
+    }
+    if (e->split == SPLIT_ROWS) { /* clipped at the real vocabulary for the padded embedding */
+        const hsize_t lpart = (hsize_t)e->shape[0], r0 = (hsize_t)tab->tp_rank * lpart;
+        const hsize_t valid = r0 >= (hsize_t)e->gshape[0] ? 0 : (hsize_t)e->gshape[0] - r0 < lpart ? (hsize_t)e->gshape[0] - r0 : lpart;
+        fstart[0] = r0, block[0] = valid;
         if (valid == 0) return ckpt_select(tab, NULL, fs, ms, where);
     } else if (e->split == SPLIT_COLS) {
         fstart[1] = (hsize_t)tab->tp_rank * (hsize_t)e->shape[1];

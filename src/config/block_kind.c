@@ -2,21 +2,24 @@
 
 #include <string.h>
 
+/* q, k and v stacked: tensor parallelism gives each rank its heads' rows of each. */
+#define QKV_PARTS {{.a = 1}, {.ka = 1}, {.ka = 1}}
+
 /* GPT-2's block: pre-LayerNorm attention (q, k and v in one product, each split over tp ranks
  * separately) and a GELU MLP, every product with a bias. */
 static const bk_tensor_t gpt2_tensors[] = {
-    {PK_LN1_W, "ln1.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
-    {PK_LN1_B, "ln1.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
-    {PK_QKV_W, "attn.qkv.w", {.a = 1, .ka = 2}, {.c = 1}, SPLIT_ROWS, 3, BK_INIT_NORMAL},
-    {PK_QKV_B, "attn.qkv.b", {.a = 1, .ka = 2}, {0}, SPLIT_ROWS, 3, BK_INIT_ZERO},
-    {PK_PROJ_W, "attn.proj.w", {.c = 1}, {.a = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
-    {PK_PROJ_B, "attn.proj.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
-    {PK_LN2_W, "ln2.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
-    {PK_LN2_B, "ln2.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
-    {PK_FC_W, "mlp.fc.w", {.rc = 1}, {.c = 1}, SPLIT_ROWS, 1, BK_INIT_NORMAL},
-    {PK_FC_B, "mlp.fc.b", {.rc = 1}, {0}, SPLIT_ROWS, 1, BK_INIT_ZERO},
-    {PK_FCPROJ_W, "mlp.proj.w", {.c = 1}, {.rc = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
-    {PK_FCPROJ_B, "mlp.proj.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO},
+    {PK_LN1_W, "ln1.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE, {{0}}},
+    {PK_LN1_B, "ln1.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO, {{0}}},
+    {PK_QKV_W, "attn.qkv.w", {.a = 1, .ka = 2}, {.c = 1}, SPLIT_ROWS, 3, BK_INIT_NORMAL, QKV_PARTS},
+    {PK_QKV_B, "attn.qkv.b", {.a = 1, .ka = 2}, {0}, SPLIT_ROWS, 3, BK_INIT_ZERO, QKV_PARTS},
+    {PK_PROJ_W, "attn.proj.w", {.c = 1}, {.a = 1}, SPLIT_COLS, 1, BK_INIT_RESID, {{0}}},
+    {PK_PROJ_B, "attn.proj.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO, {{0}}},
+    {PK_LN2_W, "ln2.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE, {{0}}},
+    {PK_LN2_B, "ln2.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO, {{0}}},
+    {PK_FC_W, "mlp.fc.w", {.rc = 1}, {.c = 1}, SPLIT_ROWS, 1, BK_INIT_NORMAL, {{0}}},
+    {PK_FC_B, "mlp.fc.b", {.rc = 1}, {0}, SPLIT_ROWS, 1, BK_INIT_ZERO, {{0}}},
+    {PK_FCPROJ_W, "mlp.proj.w", {.c = 1}, {.rc = 1}, SPLIT_COLS, 1, BK_INIT_RESID, {{0}}},
+    {PK_FCPROJ_B, "mlp.proj.b", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ZERO, {{0}}},
 };
 
 const block_kind_t block_kind_gpt2 = {"gpt2", (int)(sizeof gpt2_tensors / sizeof gpt2_tensors[0]), gpt2_tensors, 1, 1};
@@ -27,12 +30,12 @@ const block_kind_t block_kind_gpt2 = {"gpt2", (int)(sizeof gpt2_tensors / sizeof
  * input), down_proj; no biases. Tensor parallelism splits the stacked products by parts as GPT-2's
  * qkv (each rank: its q, k and v rows; its gate and up rows). */
 static const bk_tensor_t llama_tensors[] = {
-    {PK_LN1_W, "ln1.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
-    {PK_QKV_W, "attn.qkv.w", {.a = 1, .ka = 2}, {.c = 1}, SPLIT_ROWS, 3, BK_INIT_NORMAL},
-    {PK_PROJ_W, "attn.proj.w", {.c = 1}, {.a = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
-    {PK_LN2_W, "ln2.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE},
-    {PK_FC_W, "mlp.fc.w", {.rc = 2}, {.c = 1}, SPLIT_ROWS, 2, BK_INIT_NORMAL},
-    {PK_FCPROJ_W, "mlp.proj.w", {.c = 1}, {.rc = 1}, SPLIT_COLS, 1, BK_INIT_RESID},
+    {PK_LN1_W, "ln1.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE, {{0}}},
+    {PK_QKV_W, "attn.qkv.w", {.a = 1, .ka = 2}, {.c = 1}, SPLIT_ROWS, 3, BK_INIT_NORMAL, QKV_PARTS},
+    {PK_PROJ_W, "attn.proj.w", {.c = 1}, {.a = 1}, SPLIT_COLS, 1, BK_INIT_RESID, {{0}}},
+    {PK_LN2_W, "ln2.w", {.c = 1}, {0}, SPLIT_NONE, 1, BK_INIT_ONE, {{0}}},
+    {PK_FC_W, "mlp.fc.w", {.rc = 2}, {.c = 1}, SPLIT_ROWS, 2, BK_INIT_NORMAL, {{.rc = 1}, {.rc = 1}}},
+    {PK_FCPROJ_W, "mlp.proj.w", {.c = 1}, {.rc = 1}, SPLIT_COLS, 1, BK_INIT_RESID, {{0}}},
 };
 
 const block_kind_t block_kind_llama = {"llama", (int)(sizeof llama_tensors / sizeof llama_tensors[0]), llama_tensors, 0,

@@ -38,6 +38,7 @@ typedef struct {
     param_split_t split;       /* over tensor-parallel ranks */
     int parts;                 /* SPLIT_ROWS: row ranges split separately (qkv's three), else 1 */
     bk_init_t init;
+    bk_len_t part[PARAM_MAX_PARTS]; /* parts > 1: each range's rows (q's A, k's and v's KA; gate's and up's RC) */
 } bk_tensor_t;
 
 typedef struct {

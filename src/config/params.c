@@ -14,6 +14,7 @@ static void entry_set(param_entry_t *e, param_kind_t kind, const char *suffix, i
                       param_split_t split, int parts, int tp, size_t *offset)
 {
     e->cand = -1;
+    e->part_rows[0] = g0; /* one part: the whole (block_rows sets a stacked product's) */
     int d0 = split == SPLIT_ROWS ? g0 / tp : g0, d1 = split == SPLIT_COLS ? g1 / tp : g1;
     e->gshape[0] = g0;
     e->gshape[1] = g1 > 0 ? g1 : 0;
@@ -93,8 +94,10 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
             const int e0 = i;
             for (int t = 0; t < bk->ntensors; t++) {
                 const bk_tensor_t *x = &bk->tensors[t];
-                entry_set(&e[i++], x->kind, x->suffix, l, bk_len(x->rows, w), bk_is_matrix(x) ? bk_len(x->cols, w) : 0,
+                entry_set(&e[i], x->kind, x->suffix, l, bk_len(x->rows, w), bk_is_matrix(x) ? bk_len(x->cols, w) : 0,
                           x->split, x->parts, tp, &off);
+                for (int q = 0; x->parts > 1 && q < x->parts; q++) e[i].part_rows[q] = bk_len(x->part[q], w);
+                i++;
             }
             for (int j = e0; j < i; j++) {
                 e[j].block = b;
@@ -252,14 +255,30 @@ void param_view_free(param_view_t *view)
     view->h = view->hc = NULL;
 }
 
+void param_part(const param_table_t *tab, const param_entry_t *e, int p, size_t *g0, size_t *gn, size_t *l0,
+                size_t *ln)
+{
+    const size_t tp = e->split == SPLIT_ROWS ? (size_t)tab->tp : 1;
+    if (e->parts <= 1) {
+        *g0 = *l0 = 0, *ln = (size_t)e->shape[0], *gn = *ln * tp;
+        return;
+    }
+    *g0 = 0;
+    for (int q = 0; q < p; q++) *g0 += (size_t)e->part_rows[q];
+    *gn = (size_t)e->part_rows[p], *l0 = *g0 / tp, *ln = *gn / tp;
+}
+
 size_t param_global_index(const param_table_t *tab, const param_entry_t *e, size_t local, int tp_rank)
 {
     const size_t cols = e->ndim == 2 ? (size_t)e->shape[1] : 1, gcols = e->ndim == 2 ? (size_t)e->gshape[1] : 1;
     size_t i = local / cols, j = local % cols;
-    if (e->split == SPLIT_ROWS) {
-        const size_t lpart = (size_t)e->shape[0] / e->parts, gpart = lpart * tab->tp;
-        size_t p = i / lpart, w = i % lpart;
-        i = p * gpart + (size_t)tp_rank * lpart + w;
+    if (e->split == SPLIT_ROWS) { /* the part holding local row i, then this rank's share of it */
+        size_t g0 = 0, gn = 0, l0 = 0, ln = 0;
+        for (int p = 0; p < (e->parts > 1 ? e->parts : 1); p++) {
+            param_part(tab, e, p, &g0, &gn, &l0, &ln);
+            if (i < l0 + ln) break;
+        }
+        i = g0 + (size_t)tp_rank * ln + (i - l0);
     } else if (e->split == SPLIT_COLS) {
         j += (size_t)tp_rank * e->shape[1];
     }

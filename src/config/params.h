@@ -19,6 +19,7 @@
 #define PARAM_NAME_MAX 64
 #define PARAM_MAX_DIMS 2
 #define PARAM_MAX_CHUNKS 16 /* model chunks per rank: parallel.virtual_stages ≤ this */
+#define PARAM_MAX_PARTS 3   /* row ranges a stacked product splits separately (q, k, v) */
 
 /* One block's shape: `heads` heads of the model's head size (dim ÷ model.heads) and an MLP of
  * mlp_ratio·dim; heads = 0 is `skip`, the identity, with no parameters. */
@@ -105,6 +106,7 @@ typedef struct {
     int gshape[PARAM_MAX_DIMS]; /* canonical, in checkpoints (wte: the real vocab V) */
     param_split_t split;
     int parts;                 /* SPLIT_ROWS: row ranges split separately (3 for qkv, else 1) */
+    int part_rows[PARAM_MAX_PARTS]; /* parts > 1: each range's global rows (q's A, k's KA, v's KA) */
     size_t numel;
     size_t offset;             /* in floats, into the buffer */
     int decay;                 /* AdamW weight decay applies (matrices and embeddings only) */
@@ -157,6 +159,12 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
                              const int *nlayers_s, int has_embed, int has_final, int tp, int tp_rank);
 /* The model's block index of local block i. */
 int param_block_layer(const param_table_t *tab, int i);
+
+/* Row range p of a row-split entry with parts: its first row and its rows in the canonical tensor
+ * (*g0, *gn) and in this rank's shard (*l0, *ln = gn ÷ tp; each rank holds the same share of every
+ * range). With one part: the whole. */
+void param_part(const param_table_t *tab, const param_entry_t *e, int p, size_t *g0, size_t *gn, size_t *l0,
+                size_t *ln);
 
 /* Flat index into the canonical (global-shape) tensor of element `local` of this rank's shard, or
  * (size_t)-1 for a padding row of the vocab-parallel embedding. */

@@ -156,6 +156,37 @@ int main(int argc, char **argv)
         param_table_free(&t);
     }
 
+    /* tensor parallelism over 2 ranks: every element held once (the norms on both); each rank's q, k,
+     * v, gate and up rows are its heads' and its MLP columns' share of each range */
+    {
+        param_table_t g, sh[2];
+        param_table_build(&g, &CFG, 0, CFG.layers, 1, 1, 1, 0);
+        param_table_build(&sh[0], &CFG, 0, CFG.layers, 1, 1, 2, 0);
+        param_table_build(&sh[1], &CFG, 0, CFG.layers, 1, 1, 2, 1);
+        int good = sh[0].count == g.count && sh[1].count == g.count;
+        for (int i = 0; i < g.count && good; i++) {
+            const param_entry_t *ge = &g.entries[i];
+            int *hits = calloc(ge->numel, sizeof(int));
+            for (int r = 0; r < 2; r++) {
+                const param_entry_t *e = &sh[r].entries[i];
+                for (size_t j = 0; j < e->numel; j++) {
+                    const size_t k = param_global_index(&sh[r], e, j, r);
+                    if (k != (size_t)-1 && k < ge->numel) hits[k]++;
+                    else if (k != (size_t)-1) good = 0;
+                }
+            }
+            for (size_t k = 0; k < ge->numel; k++) good &= hits[k] == (sh[0].entries[i].split != SPLIT_NONE ? 1 : 2);
+            free(hits);
+        }
+        /* rank 1's first k row (local row 16/2 = 8) is global row A + KA/2 = 16 + 4; its first up row
+         * (local 24/2 = 12) is global 24 + 12 = 36 */
+        const param_entry_t *q1 = param_table_find(&sh[1], "h.0.attn.qkv.w"), *f1 = param_table_find(&sh[1], "h.0.mlp.fc.w");
+        good &= q1 && param_global_index(&sh[1], q1, 8 * 16, 1) == 20 * 16 && f1 &&
+                param_global_index(&sh[1], f1, 12 * 16, 1) == 36 * 16;
+        tap_ok(good, "tp=2: every element held once (norms on both); rank 1's k and up rows are its share of each range");
+        param_table_free(&g), param_table_free(&sh[0]), param_table_free(&sh[1]);
+    }
+
     test_finite_differences(&CFG, "grouped-query (4 heads, 2 kv heads)");
     model_cfg_t mq = CFG;
     mq.kv_heads = 1;
