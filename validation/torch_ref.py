@@ -97,9 +97,62 @@ def param_names(cfg):
     return names + ["lnf.w", "lnf.b"]
 
 
+def llama_loss(P, inp, tgt, cfg, acts=None):
+    """Hugging Face's LlamaForCausalLM (modeling_llama.py), written from its definition: RMSNorm
+    (x · rsqrt(mean(x²) + eps) · w), rotary embeddings by rotate_half with inv_freq = theta^(-2i/hs)
+    on q and k, q/k/v projections with num_key_value_heads (repeat_kv: kv head j serves query heads
+    j·g .. j·g + g - 1), causal softmax attention, o_proj, and down(silu(gate(x)) · up(x)); no biases,
+    no position table; the head tied to wte (tie_word_embeddings). MindPipe stacks q|k|v in
+    attn.qkv.w and gate|up in mlp.fc.w: split here by rows, as HF's separate tensors."""
+    C, NH, L = cfg["dim"], cfg["heads"], cfg["layers"]
+    KVH, Fd, eps, theta = cfg["kv_heads"], cfg["ffn_dim"], cfg["norm_eps"], cfg["rope_theta"]
+    hs, g = C // NH, NH // KVH
+    B, T = inp.shape
+    dt = P["wte"].dtype
+    keep = (lambda k, v: acts.__setitem__(k, v.detach())) if acts is not None else (lambda k, v: None)
+
+    def rms(x, w):
+        return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+    def rotate_half(x):
+        return torch.cat((-x[..., hs // 2:], x[..., :hs // 2]), dim=-1)
+
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs))
+    emb = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)
+    emb = torch.cat((emb, emb), dim=-1)
+    cos, sin = emb.cos().to(dt), emb.sin().to(dt)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    x = P["wte"][inp]
+    keep("embed", x)
+    for l in range(L):
+        p = lambda s: P[f"h.{l}.{s}"]
+        h = rms(x, p("ln1.w"))
+        q, k, v = F.linear(h, p("attn.qkv.w")).split([NH * hs, KVH * hs, KVH * hs], dim=-1)
+        q = q.view(B, T, NH, hs).transpose(1, 2)
+        k = k.view(B, T, KVH, hs).transpose(1, 2)
+        v = v.view(B, T, KVH, hs).transpose(1, 2)
+        q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, NH * hs)
+        x = x + F.linear(y, p("attn.proj.w"))
+        gate, up = F.linear(rms(x, p("ln2.w")), p("mlp.fc.w")).split(Fd, dim=-1)
+        x = x + F.linear(F.silu(gate) * up, p("mlp.proj.w"))
+        keep(f"h.{l}", x)
+    x = rms(x, P["lnf.w"])
+    keep("lnf", x)
+    if tgt is None:
+        return None
+    logits = x @ P["wte"].t()
+    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+
+
 def gpt_loss(P, inp, tgt, cfg, acts=None, sel=None):
-    """Mean next-token cross-entropy of the pre-LN GPT with tied head; P maps names to tensors.
-    acts, a dict, gets the residual stream by MindPipe's dump names (embed, h.{l}, lnf)."""
+    """Mean next-token cross-entropy of the model (model.arch: GPT-2, or llama_loss); P maps names to
+    tensors. acts, a dict, gets the residual stream by MindPipe's dump names (embed, h.{l}, lnf)."""
+    if cfg.get("arch", "gpt2") == "llama":
+        return llama_loss(P, inp, tgt, cfg, acts)
     C = cfg["dim"]
     B, T = inp.shape
     hs = C // cfg["heads"]
@@ -155,6 +208,13 @@ def read_file(path):
             extra["loss"] = float(st["loss"])
     deck = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
     deck.read_string(deck_text)
+    dm = deck["model"] if deck.has_section("model") else {}
+    cfg["arch"] = dm.get("arch", "gpt2").strip('"')
+    if cfg["arch"] == "llama":  # the family's keys, as the run resolved them (kv_heads 0: = heads)
+        cfg["kv_heads"] = int(dm.get("kv_heads", "0")) or cfg["heads"]
+        cfg["ffn_dim"] = int(dm["ffn_dim"])
+        cfg["rope_theta"] = float(dm.get("rope_theta", "10000"))
+        cfg["norm_eps"] = float(dm.get("norm_eps", "1e-5"))
     sn = deck["supernet"] if deck.has_section("supernet") else {}
     if int(sn.get("enabled", "0")):
         cfg["cands"] = [(0, 0) if c.strip() == "skip" else tuple(int(x) for x in c.strip()[1:].split("m"))

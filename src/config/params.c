@@ -23,7 +23,11 @@ static void entry_set(param_entry_t *e, param_kind_t kind, const char *suffix, i
     if (tp == 1) d0 = g0, d1 = g1;
     if (layer < 0)
         snprintf(e->name, sizeof e->name, "%s",
-                 kind == PK_WTE ? "wte" : kind == PK_WPE ? "wpe" : kind == PK_LNF_W ? "lnf.w" : "lnf.b");
+                 kind == PK_WTE     ? "wte"
+                 : kind == PK_WPE   ? "wpe"
+                 : kind == PK_LNF_W ? "lnf.w"
+                 : kind == PK_LNF_B ? "lnf.b"
+                                    : "lm_head.w");
     else
         snprintf(e->name, sizeof e->name, "h.%d.%s", layer, suffix);
     e->kind = kind;
@@ -71,15 +75,17 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     for (int b = 0; b < nlayers; b++) /* a choice block holds its candidates, not a block of its own */
         if (cfg_is_choice(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b)))
             nreal += ncand_real - !block_is_skip(cfg, param_block_layer_of(nchunks, layer0s, nlayers_s, b));
-    int count = nreal * bk->ntensors + (has_embed || has_final ? 1 : 0) + (has_embed && bk->has_wpe ? 1 : 0) +
-                (has_final ? 1 + bk->final_norm_bias : 0);
+    /* wte: the first stage's, and on the last the tied head's copy (untied: lm_head.w there instead) */
+    const int wte = cfg->untied ? has_embed : has_embed || has_final;
+    int count = nreal * bk->ntensors + wte + (has_embed && bk->has_wpe ? 1 : 0) +
+                (has_final ? 1 + bk->final_norm_bias + cfg->untied : 0);
     param_entry_t *e = MP_CALLOC((size_t)count, sizeof *e);
     if (!e) return MP_ERR;
     size_t off = 0;
     int i = 0;
     /* Order in the buffer follows the forward pass: embeddings, blocks, final LN. Gradient
      * buckets (DP) walk it backwards, so the last layers' gradients are reduced first. */
-    if (has_embed || has_final) { /* the last pipeline stage holds a copy for the tied LM head */
+    if (wte) { /* the last pipeline stage holds a copy for the tied LM head */
         entry_set(&e[i++], PK_WTE, NULL, -1, Vp, C, SPLIT_ROWS, 1, tp, &off);
         e[i - 1].gshape[0] = cfg->vocab; /* the checkpoint holds the real rows */
     }
@@ -110,6 +116,10 @@ int param_table_build_chunks(param_table_t *tab_p, const model_cfg_t *cfg, int n
     if (has_final) {
         entry_set(&e[i++], PK_LNF_W, NULL, -1, C, 0, SPLIT_NONE, 1, tp, &off);
         if (bk->final_norm_bias) entry_set(&e[i++], PK_LNF_B, NULL, -1, C, 0, SPLIT_NONE, 1, tp, &off);
+        if (cfg->untied) { /* vocab-parallel as wte */
+            entry_set(&e[i++], PK_HEAD_W, NULL, -1, Vp, C, SPLIT_ROWS, 1, tp, &off);
+            e[i - 1].gshape[0] = cfg->vocab;
+        }
     }
     /* A supernet's buffer holds the shared tensors first and the candidates after them, each
      * candidate's tensors together: a device may then hold the shared part and a few candidates
@@ -173,7 +183,7 @@ void param_table_range(const param_table_t *tab, int layer, size_t *off_p, size_
     for (int i = 0; i < tab->count; i++) {
         const param_entry_t *e = &tab->entries[i];
         int in = layer >= 0 ? e->layer == layer
-                            : layer == PARAM_RANGE_FINAL ? (e->kind == PK_LNF_W || e->kind == PK_LNF_B)
+                            : layer == PARAM_RANGE_FINAL ? (e->kind == PK_LNF_W || e->kind == PK_LNF_B || e->kind == PK_HEAD_W)
                                                          : (e->kind == PK_WTE || e->kind == PK_WPE);
         if (!in) continue;
         if (e->offset < lo) lo = e->offset;
@@ -241,10 +251,12 @@ int param_view_bind_upto(param_view_t *view_p, const param_table_t *tab, float *
         case PK_WPE: v.wpe = p; break;
         case PK_LNF_W: v.lnfw = p; break;
         case PK_LNF_B: v.lnfb = p; break;
+        case PK_HEAD_W: v.head = p; break;
         default:
             *block_field(e->cand >= 0 ? &v.hc[(size_t)e->block * v.ncand + e->cand] : &v.h[e->block], e->kind) = p;
         }
     }
+    if (!tab->cfg.untied) v.head = v.wte; /* tied: the head is wte (the last stage's copy) */
     *view_p = v;
     return MP_OK;
 }
@@ -321,7 +333,8 @@ size_t param_count_model(const model_cfg_t *cfg)
 {
     const size_t C = (size_t)cfg->dim;
     const block_kind_t *bk = block_kind_of(cfg);
-    size_t n = (size_t)cfg->vocab * C + (bk->has_wpe ? (size_t)cfg->seq_len * C : 0) + (1 + (size_t)bk->final_norm_bias) * C;
+    size_t n = (size_t)cfg->vocab * C * (cfg->untied ? 2 : 1) + (bk->has_wpe ? (size_t)cfg->seq_len * C : 0) +
+               (1 + (size_t)bk->final_norm_bias) * C;
     for (int l = 0; l < cfg->layers; l++)
         for (int k = 0; k < (cfg_is_choice(cfg, l) ? cfg->ncand : 1); k++) {
             const block_shape_t sh = cfg_is_choice(cfg, l) ? cfg->cand[k] : (block_shape_t){cfg_heads(cfg, l), cfg_ratio(cfg, l)};

@@ -84,6 +84,7 @@ typedef enum {
     PK_WTE, PK_WPE, PK_LNF_W, PK_LNF_B,
     PK_LN1_W, PK_LN1_B, PK_QKV_W, PK_QKV_B, PK_PROJ_W, PK_PROJ_B,
     PK_LN2_W, PK_LN2_B, PK_FC_W, PK_FC_B, PK_FCPROJ_W, PK_FCPROJ_B,
+    PK_HEAD_W, /* the untied LM head (model.tie_embeddings = false), "lm_head.w" (V, C) */
     PK_COUNT
 } param_kind_t;
 
@@ -141,6 +142,8 @@ typedef struct {
 
 typedef struct {
     float *wte;            /* (V, C) */
+    float *head;           /* (V, C) the LM head: wte (tied; on a last stage without the embedding its
+                              copy) or lm_head.w (untied) */
     float *wpe;            /* (T, C) */
     float *lnfw, *lnfb;    /* (C) */
     block_view_t *h;       /* nlayers entries; h[i] is local block i (param_block_layer) */
@@ -174,7 +177,7 @@ void param_table_free(param_table_t *tab);
 const param_entry_t *param_table_find(const param_table_t *tab, const char *name);
 
 /* The buffer range [off, off+n) of one gradient bucket: block `layer` (held by the table),
- * PARAM_RANGE_FINAL (lnf) or PARAM_RANGE_EMBED (wte, wpe). n = 0 when the table lacks it. */
+ * PARAM_RANGE_FINAL (lnf, and an untied lm_head) or PARAM_RANGE_EMBED (wte, wpe). n = 0 when the table lacks it. */
 enum { PARAM_RANGE_FINAL = -1, PARAM_RANGE_EMBED = -2 };
 void param_table_range(const param_table_t *tab, int layer, size_t *off_p, size_t *n_p);
 

@@ -338,7 +338,7 @@ void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay)
 static int exec_tied(const exec_t *e)
 {
     const param_table_t *tab = &e->c.model->tab;
-    return e->c.pp > 1 && e->c.embed_comm != MPI_COMM_NULL && tab->has_embed != tab->has_final;
+    return e->c.pp > 1 && e->c.embed_comm != MPI_COMM_NULL && tab->has_embed != tab->has_final && !tab->cfg.untied;
 }
 
 /* dev (n floats) where the log's host-side code can read and write it: dev itself on the cpu backend,

@@ -58,7 +58,8 @@ int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *a
     if (!(m.grads = arena_floats(arena, n, "gradients"))) goto err_free_params;
     if (!(m.m = arena_floats(arena, nmv, "AdamW first moments"))) goto err_free_grads;
     if (!(m.v = arena_floats(arena, nmv, "AdamW second moments"))) goto err_free_m;
-    if (has_final && !(m.grad_head = arena_floats(arena, vc, "LM head gradient"))) goto err_free_v;
+    /* the tied head's part of d wte apart (model.h); an untied head's gradient is its own tensor's */
+    if (has_final && !cfg->untied && !(m.grad_head = arena_floats(arena, vc, "LM head gradient"))) goto err_free_v;
     const size_t bound = m.slots ? m.tab.cand_off : m.tab.total;
     if (param_view_bind_upto(&m.p, &m.tab, m.params, bound) != MP_OK) goto err_free_head;
     if (param_view_bind_upto(&m.g, &m.tab, m.grads, bound) != MP_OK) goto err_free_pview;
@@ -76,7 +77,7 @@ int model_create(model_t *m_p, const model_cfg_t *cfg, backend_t *be, arena_t *a
 err_free_pview:
     param_view_free(&m.p);
 err_free_head:
-    arena_free(arena, m.grad_head, vc * sizeof(float));
+    if (m.grad_head) arena_free(arena, m.grad_head, vc * sizeof(float));
 err_free_v:
     arena_free(arena, m.v, nmv * sizeof(float));
 err_free_m:
@@ -192,6 +193,9 @@ static int layer_of(const model_t *m, int b) { return param_block_layer(&m->tab,
 static int tp_V(const model_t *m) { return m->tab.vocab_pad / m->tab.tp; }
 static int tp_v0(const model_t *m) { return m->tab.tp_rank * tp_V(m); }
 static size_t model_head_floats(const model_t *m) { return (size_t)tp_V(m) * m->cfg.dim; }
+/* Where the head's product adds its weight gradient: the tied head's part of d wte apart (grad_head),
+ * or an untied head's own gradient. */
+static float *head_grad(const model_t *m) { return m->grad_head ? m->grad_head : m->g.head; }
 
 void model_tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
 {
@@ -653,9 +657,9 @@ double model_forward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
     const float *top = block_input(a, pt->n);
     model_ops(m)->norm_forward(m, a->lnf, a->lnf_mean, a->lnf_rstd, top, m->p.lnfw, m->p.lnfb, N, p);
     if (m->tab.tp == 1) { /* one unit: the backend keeps the logits in its own form until backward */
-        PROF(p, PROF_MATMUL, be_head_forward(m->be, a->losses, a->probs, a->lnf, m->p.wte, a->d_targets, N, C, tp_V(m)));
+        PROF(p, PROF_MATMUL, be_head_forward(m->be, a->losses, a->probs, a->lnf, m->p.head, a->d_targets, N, C, tp_V(m)));
     } else {
-        PROF(p, PROF_MATMUL, be_matmul_forward(m->be, a->probs, a->lnf, m->p.wte, NULL, N, C, tp_V(m)));
+        PROF(p, PROF_MATMUL, be_matmul_forward(m->be, a->probs, a->lnf, m->p.head, NULL, N, C, tp_V(m)));
         xent_forward(m, a, s, p);
     }
     be_to_host(m->be, a->host_losses, a->losses, (size_t)N * sizeof(float));
@@ -680,12 +684,12 @@ static void backward_part(model_t *m, const model_part_t *pt, acts_t *a, scratch
     acts_bind(a, m, pt, a->mov, s);
     if (pt->final) { /* B leaves dlogits in a->probs for W's share of the head */
         if (m->tab.tp == 1) {
-            PROF(p, PROF_MATMUL, be_head_backward(m->be, s->dbuf, ws ? NULL : m->grad_head, a->probs, a->lnf, m->p.wte,
+            PROF(p, PROF_MATMUL, be_head_backward(m->be, s->dbuf, ws ? NULL : head_grad(m), a->probs, a->lnf, m->p.head,
                                                 a->d_targets, dloss, N, C, Vl));
         } else {
             PROF(p, PROF_XENT, be_crossentropy_backward(m->be, a->probs, a->probs, a->d_targets, dloss, N, Vl, tp_v0(m)));
-            PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, ws ? NULL : m->grad_head, NULL, a->probs, a->lnf,
-                                                    m->p.wte, N, C, Vl));
+            PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, ws ? NULL : head_grad(m), NULL, a->probs, a->lnf,
+                                                    m->p.head, N, C, Vl));
             tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);
         }
         be_zero(m->be, s->dres, (size_t)N * C * sizeof(float));
@@ -798,9 +802,9 @@ void model_backward_w(model_t *m, const model_part_t *pt, acts_t *a, scratch_t *
     acts_bind(a, m, pt, a->mov, s); /* the slot's views again: its movable region may have been rebound */
     if (pt->final) {
         if (m->tab.tp == 1)
-            PROF(p, PROF_MATMUL, be_head_backward_weight(m->be, m->grad_head, a->probs, a->lnf, N, C, tp_V(m)));
+            PROF(p, PROF_MATMUL, be_head_backward_weight(m->be, head_grad(m), a->probs, a->lnf, N, C, tp_V(m)));
         else
-            PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, m->grad_head, NULL, a->probs, a->lnf, N, C, tp_V(m)));
+            PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, head_grad(m), NULL, a->probs, a->lnf, N, C, tp_V(m)));
         if (ready) ready->fn(ready->ctx, PARAM_RANGE_FINAL);
     }
     for (int i = pt->n - 1; i >= 0; i--) {
@@ -823,10 +827,10 @@ int model_head_grad(model_t *m, const float *lnf, const int *targets, int B, flo
     int rc = probs && x ? MP_OK : MP_ERR;
     if (rc == MP_OK) { /* model_forward_part's head, then model_backward_part's, without the input gradient;
                         * at tp > 1 the vocabulary-parallel softmax's sums with the tp peers, who all do this */
-        be_matmul_forward(m->be, probs, lnf, m->p.wte, NULL, N, C, V);
+        be_matmul_forward(m->be, probs, lnf, m->p.head, NULL, N, C, V);
         xent_forward_on(m, x, probs, targets, N, x + N, x + 2 * (size_t)N, x + 3 * (size_t)N, NULL);
         be_crossentropy_backward(m->be, probs, probs, targets, dloss, N, V, tp_v0(m));
-        be_matmul_backward(m->be, NULL, grad_head_p, NULL, probs, lnf, m->p.wte, N, C, V);
+        be_matmul_backward(m->be, NULL, grad_head_p, NULL, probs, lnf, m->p.head, N, C, V);
     }
     free(x);
     free(probs);

@@ -440,7 +440,8 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
         if (k < K - 1) need[sched_chunk_stage(kind, k + 1, pp)] = 1;
     }
     /* the tied embedding's other end: the last stage reads the first's rows, the first the last's head inputs */
-    if (pp > 1 && (r->lay.stage == 0 || r->lay.stage == pp - 1)) need[r->lay.stage == 0 ? pp - 1 : 0] = 1;
+    if (pp > 1 && !r->st.model.cfg.untied && (r->lay.stage == 0 || r->lay.stage == pp - 1))
+        need[r->lay.stage == 0 ? pp - 1 : 0] = 1;
     c->scal_stage = -1;
     for (int s = 0; s < pp; s++) {
         if (!need[s] || s == r->lay.stage) continue;

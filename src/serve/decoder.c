@@ -216,7 +216,7 @@ void decoder_head(decoder_t *dec, float *logits, float *x, int B)
 {
     const int C = dec->cfg.dim, V = dec->cfg.vocab;
     families[dec->cfg.arch].final_norm(dec, x, B);
-    matmul_decode_forward(logits, NULL, x, dec->p.wte, NULL, B, C, V);
+    matmul_decode_forward(logits, NULL, x, dec->p.head, NULL, B, C, V);
 }
 
 void decoder_step(decoder_t *dec, float *logits, float *x, const int *tok, const int *slot, const int *pos, int B)

@@ -67,7 +67,7 @@ static void test_cache_vs_full(const char *name, const model_cfg_t *cfg, backend
     model_forward(&m, &a, &s);
     float *full = malloc((size_t)T * V * sizeof(float)), *step = malloc((size_t)T * V * sizeof(float));
     float *x = malloc((size_t)C * sizeof(float));
-    matmul_forward(full, a.lnf, m.p.wte, NULL, T, C, V);
+    matmul_forward(full, a.lnf, m.p.head, NULL, T, C, V);
     const int slot = 1;
     for (int t = 0; t < T; t++) decoder_step(&dec, step + (size_t)t * V, x, &a.inputs[t], &slot, &t, 1);
     double worst = 0.0, scale = 0.0;
@@ -217,6 +217,9 @@ int main(int argc, char **argv)
     test_cache_vs_full("llama 2x32, 2 kv heads", &llama, &cpu, &arena);
     test_cache_vs_full("llama 2x32, 1 kv head", &mqa, &cpu, &arena);
     test_batch_invariance(&llama);
+    model_cfg_t untied = llama;
+    untied.untied = 1;
+    test_cache_vs_full("llama untied head", &untied, &cpu, &arena);
     {
         decoder_t dec;
         tap_ok(decoder_create(&dec, &llama, 0, 2, 1, 1, 3) == 0 && dec.KAmax == 16 && dec.Amax == 32,

@@ -119,8 +119,8 @@ static void test_finite_differences(const model_cfg_t *cfg, const char *what)
         all_ok &= good;
         if (!good) tap_diag("%s: %s: worst relative error %.3e", what, e->name, worst);
     }
-    tap_ok(all_ok && ntensors == 2 * 6 + 2, "%s: the backward of all %d tensors matches central finite differences", what,
-           ntensors);
+    tap_ok(all_ok && ntensors == 2 * 6 + 2 + cfg->untied, "%s: the backward of all %d tensors matches central finite "
+           "differences", what, ntensors);
     rig_close(&r);
 }
 
@@ -194,6 +194,20 @@ int main(int argc, char **argv)
     model_cfg_t mh = CFG;
     mh.kv_heads = 0;
     test_finite_differences(&mh, "multi-head (kv_heads = heads)");
+    model_cfg_t un = CFG;
+    un.untied = 1;
+    test_finite_differences(&un, "untied head (lm_head.w its own tensor)");
+    {   /* untied: the first stage holds wte, the last lm_head.w and no copy of wte */
+        param_table_t first, last;
+        param_table_build(&first, &un, 0, 1, 1, 0, 1, 0);
+        param_table_build(&last, &un, 1, 1, 0, 1, 1, 0);
+        const param_entry_t *h = param_table_find(&last, "lm_head.w");
+        tap_ok(param_table_find(&first, "wte") && !param_table_find(&first, "lm_head.w") &&
+                   !param_table_find(&last, "wte") && h && h->gshape[0] == 23 && h->gshape[1] == 16 &&
+                   param_count_model(&un) == param_count_model(&CFG) + 23 * 16,
+               "untied: wte on the first stage, lm_head.w (23, 16) and no wte copy on the last; 368 more parameters");
+        param_table_free(&first), param_table_free(&last);
+    }
 
     /* Memory policies: the same bits as keeping everything (recompute re-runs the block, selective
      * the attention); the emu backend the cpu one's bits. */
