@@ -102,7 +102,7 @@ def llama_loss(P, inp, tgt, cfg, acts=None):
     (x · rsqrt(mean(x²) + eps) · w), rotary embeddings by rotate_half with inv_freq = theta^(-2i/hs)
     on q and k, q/k/v projections with num_key_value_heads (repeat_kv: kv head j serves query heads
     j·g .. j·g + g - 1), causal softmax attention, o_proj, and down(silu(gate(x)) · up(x)); no biases,
-    no position table; the head tied to wte (tie_word_embeddings). MindPipe stacks q|k|v in
+    no position table; the head tied to wte (tie_word_embeddings) or lm_head.w. MindPipe stacks q|k|v in
     attn.qkv.w and gate|up in mlp.fc.w: split here by rows, as HF's separate tensors."""
     C, NH, L = cfg["dim"], cfg["heads"], cfg["layers"]
     KVH, Fd, eps, theta = cfg["kv_heads"], cfg["ffn_dim"], cfg["norm_eps"], cfg["rope_theta"]
@@ -144,7 +144,7 @@ def llama_loss(P, inp, tgt, cfg, acts=None):
     keep("lnf", x)
     if tgt is None:
         return None
-    logits = x @ P["wte"].t()
+    logits = x @ P["lm_head.w" if "lm_head.w" in P else "wte"].t()  # untied: its own head
     return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
 
 
