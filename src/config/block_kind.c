@@ -68,6 +68,22 @@ const bk_tensor_t *block_kind_tensor(const block_kind_t *bk, param_kind_t kind)
     return NULL;
 }
 
+cm_model_t block_kind_cost_model(const model_cfg_t *cfg, int batch)
+{
+    const block_kind_t *bk = block_kind_of(cfg);
+    const bk_widths_t w = block_widths(cfg, (block_shape_t){cfg->heads, cfg->mlp_ratio});
+    const bk_tensor_t *qkv = block_kind_tensor(bk, PK_QKV_W), *fc = block_kind_tensor(bk, PK_FC_W);
+    return (cm_model_t){
+        .L = cfg->layers, .C = cfg->dim, .NH = cfg->heads, .T = cfg->seq_len, .V = cfg->vocab, .R = cfg->mlp_ratio,
+        .batch = batch,
+        .QKV = bk_len(qkv->rows, w), .FC = bk_len(fc->rows, w), .F = w.RC,
+        .bias = block_kind_tensor(bk, PK_QKV_B) != NULL,
+        .norm = 1 + (block_kind_tensor(bk, PK_LN1_B) != NULL),
+        .wpe = bk->has_wpe,
+        .untied = cfg->untied,
+    };
+}
+
 size_t block_kind_floats(const block_kind_t *bk, bk_widths_t w)
 {
     size_t n = 0;

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 
+#include "costmodel.h"
 #include "params.h"
 
 /* A block's widths: the model's C, its query heads' A, its key/value heads' KA (= A without
@@ -63,6 +64,11 @@ const bk_tensor_t *block_kind_tensor(const block_kind_t *bk, param_kind_t kind);
 
 static inline int bk_len(bk_len_t l, bk_widths_t w) { return l.c * w.C + l.a * w.A + l.ka * w.KA + l.rc * w.RC; }
 static inline int bk_is_matrix(const bk_tensor_t *t) { return t->cols.c || t->cols.a || t->cols.ka || t->cols.rc; }
+
+/* The cost model's description of the model (costmodel.h's cm_model_t; the planner's, which knows no
+ * block kinds): its uniform block's products' rows from the kind, its biases, norm and position
+ * table. batch: the global batch in sequences. */
+cm_model_t block_kind_cost_model(const model_cfg_t *cfg, int batch);
 
 /* Floats of one block of widths w, and the multiply-adds per token of its products (its matrices:
  * rows × cols each; attention's scores and mixing are not products of weights). */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "block_kind.h"
 #include "deck_model.h"
 #include "perf.h"
 #include "planner.h"
@@ -39,8 +40,8 @@ static policy_t autosplit_policy(const deck_t *d)
  * no all-reduce: tp divides block and vocabulary-parallel head alike, so only their ratio matters. */
 static void autosplit_costs(const deck_t *d, const autosplit_t *a, cm_costs_t *c)
 {
-    const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                           d->model.mlp_ratio, d->train.batch};
+    const model_cfg_t cfg = deck_model_cfg(d, NULL);
+    const cm_model_t mo = block_kind_cost_model(&cfg, d->train.batch);
     dev_kind_t k;
     autosplit_device(&k);
     cm_costs_from_device(c, &mo, &k, d->train.precision == DECK_PRECISION_BF16 ? DEV_PREC_BF16 : DEV_PREC_FP32,
@@ -56,8 +57,8 @@ static void autosplit_costs(const deck_t *d, const autosplit_t *a, cm_costs_t *c
 
 int autosplit_layers(const deck_t *d, const autosplit_t *a, int *sizes, double *slowest_p)
 {
-    const cm_model_t mo = {d->model.layers, d->model.dim, d->model.heads, d->model.seq_len, d->model.vocab,
-                           d->model.mlp_ratio, d->train.batch};
+    const model_cfg_t cfg = deck_model_cfg(d, NULL);
+    const cm_model_t mo = block_kind_cost_model(&cfg, d->train.batch);
     dev_kind_t k;
     autosplit_device(&k);
     const int tp = d->parallel.tp, B = d->train.micro_batch;

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "block_kind.h"
 #include "deck.h"
+#include "deck_model.h"
 #include "devices.h"
 #include "numparse.h"
 #include "planner.h"
@@ -349,8 +351,8 @@ int plan_main(const plan_cli_t *o)
         goto out;
     }
     const double min_tps = o->deadline_h > 0 ? o->tokens / (3600.0 * o->deadline_h) : 0.0;
-    cm_model_t mo = {dk->model.layers, dk->model.dim, dk->model.heads, dk->model.seq_len, dk->model.vocab,
-                     dk->model.mlp_ratio, dk->train.batch};
+    const model_cfg_t dcfg = deck_model_cfg(dk, NULL);
+    cm_model_t mo = block_kind_cost_model(&dcfg, dk->train.batch);
     if (o->profile) {
         if (!(prof = malloc(sizeof *prof)) || profile_load(o->profile, prof) != MP_OK) goto out;
         if (prof->layers != mo.L || prof->dim != mo.C || prof->seq_len != mo.T) {

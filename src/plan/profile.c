@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "check.h"
 #include "deck.h"
+#include "block_kind.h"
 #include "deck_model.h"
 #include "kernels.h"
 #include "model.h"
@@ -167,8 +168,9 @@ static int profile_compute(const deck_t *d, const wait_cfg_t *w, profile_t *p)
     c->work_bytes = one[0].bytes - c->stash[POLICY_KEEP];
     c->state_bytes_per_param = 16.0, c->opt_bytes_per_param = 8.0;
     c->optimizer_s_per_param = 28.0 / 30e9; /* not timed here: DRAM's measured 30 GB/s (inputs/devices.ini) */
-    const double Cd = C, V = d->model.vocab, R = d->model.mlp_ratio;
-    c->flops_per_token = 6.0 * (V * Cd + L * (4.0 * Cd * Cd + 2.0 * R * Cd * Cd)) + 12.0 * L * Cd * T;
+    const model_cfg_t cfg = deck_model_cfg(d, NULL);
+    const cm_model_t mo = block_kind_cost_model(&cfg, d->train.batch);
+    c->flops_per_token = cm_model_flops_per_token(&mo);
     p->layers = L, p->dim = d->model.dim, p->seq_len = d->model.seq_len;
     return MP_OK;
 }

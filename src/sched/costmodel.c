@@ -10,11 +10,20 @@
 #include "memlists.h"
 
 
-double cm_model_flops_per_token(const cm_model_t *mo)
+cm_model_t cm_model_family(cm_model_t mo)
+{
+    if (mo.QKV || mo.FC || mo.F) return mo;
+    mo.QKV = 3 * mo.C, mo.F = mo.FC = mo.R * mo.C;
+    mo.bias = 1, mo.norm = 2, mo.wpe = 1, mo.untied = 0;
+    return mo;
+}
+
+double cm_model_flops_per_token(const cm_model_t *m0)
 {
     /* the same count as model_flops_per_token (model.c): 6 × matmul weights + 12·L·C·T attention */
-    const double C = mo->C, T = mo->T, V = mo->V, R = mo->R;
-    return 6.0 * (V * C + mo->L * (4.0 * C * C + 2.0 * R * C * C)) + 12.0 * mo->L * C * T;
+    const cm_model_t mo = cm_model_family(*m0);
+    const double C = mo.C, T = mo.T, V = mo.V;
+    return 6.0 * (V * C + mo.L * ((double)mo.QKV * C + C * C + (double)mo.FC * C + C * mo.F)) + 12.0 * mo.L * C * T;
 }
 
 /* Forward GEMMs and attention of one block, the attention core alone (selective's re-run), and the
@@ -23,23 +32,25 @@ static void cm_block_compute(const cm_model_t *mo, const dev_kind_t *d, dev_prec
                              double *core_p, double *gemm_p)
 {
     const double N = (double)B * mo->T, C = mo->C, T = mo->T, hd = (double)mo->C / mo->NH;
-    const double heads = (double)mo->NH / tp, F = (double)mo->R * C / tp;
-    const double gemm = dev_gemm_time(d, p, N, 3 * C / tp, C) + dev_gemm_time(d, p, N, C, C / tp) +
-                        dev_gemm_time(d, p, N, F, C) + dev_gemm_time(d, p, N, C, F);
+    const double heads = (double)mo->NH / tp, F = (double)mo->F / tp, FC = (double)mo->FC / tp;
+    const double gemm = dev_gemm_time(d, p, N, (double)mo->QKV / tp, C) + dev_gemm_time(d, p, N, C, C / tp) +
+                        dev_gemm_time(d, p, N, FC, C) + dev_gemm_time(d, p, N, C, F);
     const double batched = B * heads * (dev_gemm_time(d, p, T, T, hd) + dev_gemm_time(d, p, T, hd, T));
     const double elem = p == DEV_PREC_BF16 ? 2.0 : 4.0;
     /* softmax reads and writes the T×T scores of every head; LNs, residuals and GELU stream rows */
     const double softmax = dev_mem_time(d, 2.0 * N * heads * T * elem);
-    const double stream = dev_mem_time(d, N * elem * (4 * C + 6 * C + 2 * F));
+    const double stream = dev_mem_time(d, N * elem * (4 * C + 6 * C + FC + F));
     *fwd_p = gemm + batched + softmax + stream;
     *core_p = batched + softmax;
     *gemm_p = gemm;
 }
 
-void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t *d, dev_prec_t p, int B, int tp)
+void cm_costs_from_device(cm_costs_t *c, const cm_model_t *m0, const dev_kind_t *d, dev_prec_t p, int B, int tp)
 {
     memset(c, 0, sizeof *c);
-    const double N = (double)B * mo->T, C = mo->C, T = mo->T, V = mo->V, F = (double)mo->R * C / tp;
+    const cm_model_t fam = cm_model_family(*m0), *mo = &fam;
+    const double N = (double)B * mo->T, C = mo->C, T = mo->T, V = mo->V, F = (double)mo->F / tp;
+    const double FC = (double)mo->FC / tp, QKV = (double)mo->QKV / tp;
     const double elem = p == DEV_PREC_BF16 ? 2.0 : 4.0, heads = (double)mo->NH / tp;
     c->B = B, c->tp = tp, c->cpu_threads = d->node_cores > 0 ? 1 : 0;
     double core, gemm;
@@ -54,20 +65,22 @@ void cm_costs_from_device(cm_costs_t *c, const cm_model_t *mo, const dev_kind_t 
     c->head_fwd = head + xent, c->head_bwd = 2.0 * head + xent, c->head_bwd_w = head;
     const dev_link_t *tl = dev_group_link(d, tp, 1);
     c->tp_fwd = 2.0 * dev_allreduce_time(tl, tp, N * C * elem), c->tp_bwd = c->tp_fwd;
-    /* per token: LN1 out, residual, LN2 out (replicated over tp); q, k, v, attention out, fc and gelu out,
-     * the attention probabilities (split over tp) */
-    const double keep = N * elem * (3 * C + (4 * C) / tp + 2 * F + heads * T);
+    /* per token: LN1 out, residual, LN2 out (replicated over tp); q, k, v, attention out, fc and its
+     * activation's out, the attention probabilities (split over tp) */
+    const double keep = N * elem * (3 * C + QKV + C / tp + FC + F + heads * T);
     c->stash[POLICY_KEEP] = keep, c->stash[POLICY_SELECTIVE] = keep - N * elem * heads * T;
     c->stash[POLICY_RECOMPUTE] = N * C * elem, c->stash[POLICY_OFFLOAD] = 0.0;
     c->offload_bytes = keep;
     /* W's stash is fp32 whatever the precision (model_wstash_bytes): the douts of qkv, proj, fc and
      * fcproj; under recompute also their inputs, which B's re-run forward wrote */
-    const double douts = 4.0 * N * (2 * C + F + 3 * C / tp);
+    const double douts = 4.0 * N * (2 * C + FC + QKV);
     c->wstash[POLICY_KEEP] = c->wstash[POLICY_SELECTIVE] = c->wstash[POLICY_OFFLOAD] = douts;
     c->wstash[POLICY_RECOMPUTE] = douts + 4.0 * N * (2 * C + C / tp + F);
     c->act_bytes = N * C * elem;
-    c->block_params = (4.0 * C * C + 2.0 * mo->R * C * C + 3 * C + mo->R * C) / tp + 6.0 * C;
-    c->embed_params = V * C / tp + T * C, c->head_params = 2.0 * C;
+    c->block_params = (((double)mo->QKV + C + mo->FC + mo->F) * C + mo->bias * ((double)mo->QKV + mo->FC)) / tp +
+                      2.0 * mo->norm * C + 2.0 * mo->bias * C;
+    c->embed_params = V * C / tp + (mo->wpe ? T * C : 0.0);
+    c->head_params = mo->norm * C + (mo->untied ? V * C / tp : 0.0);
     c->work_bytes = N * (V / tp) * 4.0 * 2.0; /* the last stage's logits and their gradient */
     c->state_bytes_per_param = 16.0 + (p == DEV_PREC_BF16 ? 2.0 : 0.0);
     c->opt_bytes_per_param = 8.0;

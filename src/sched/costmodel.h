@@ -23,7 +23,17 @@
 typedef struct {
     int L, C, NH, T, V, R;
     int batch;          /* global batch, sequences */
+    /* The block's family (block_kind_cost_model fills these from the model's description; all 0 is
+     * GPT-2 of mlp_ratio R): the rows of the q|k|v product (3C; C + 2·KA with grouped-query
+     * attention), of the MLP's first product (F; llama's gate|up 2F) and the MLP's hidden width F;
+     * whether the products have biases, the floats of one norm per channel (LayerNorm 2, RMSNorm
+     * 1), a learned position table, and an LM head of its own (untied). */
+    int QKV, FC, F;
+    int bias, norm, wpe, untied;
 } cm_model_t;
+
+/* mo with the family fields GPT-2's where all are 0 (an initialiser of the seven above only). */
+cm_model_t cm_model_family(cm_model_t mo);
 
 /* One micro-batch of B sequences on one rank of a tp group: seconds and bytes. */
 typedef struct {
