@@ -211,6 +211,19 @@ void cu_mlp_fc_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
 void cu_mlp_dhidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C);
 void cu_mlp_dhidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C);
 
+/* ---- the Llama family's layers (rmsnorm_cuda.cu, rope_cuda.cu, swiglu_cuda.cu): fp32, the
+ * per-element math of math_rmsnorm.h, math_rope.h and math_swiglu.h ---- */
+void cu_rmsnorm_forward(cu_ctx_t *ctx, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps);
+/* Uses scratch for the dw partials (64-row chunks, summed in a fixed order). */
+void cu_rmsnorm_backward(cu_ctx_t *ctx, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int N, int C);
+/* cs: the host's rope_table_init table copied to the device, (Tmax, hs) with Tmax >= pos0 + T. */
+void cu_rope_forward(cu_ctx_t *ctx, float *qkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs);
+void cu_rope_backward(cu_ctx_t *ctx, float *dqkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs);
+void cu_swiglu_forward(cu_ctx_t *ctx, float *out, const float *inp, int N, int F);
+void cu_swiglu_backward(cu_ctx_t *ctx, float *dinp, const float *dout, const float *inp, int N, int F);
+
 /* ---- softmax cross-entropy ---- */
 void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V);
 void cu_crossentropy_backward(cu_ctx_t *ctx, float *dlogits, const float *probs, const int *targets, float dloss,
