@@ -151,6 +151,15 @@ void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
 void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH);
+/* Grouped-query attention (kernels.h): the two above are these with KVH = NH, the same calls.
+ * KVH = NH takes the fused path where it fits, as above; KVH < NH always the cuBLAS products, with
+ * att (B,NH,T,T) the probabilities in fp32 and in bf16 alike (dk, dv summed over a group's query
+ * heads in head order by the products' beta, no atomics). NH not a positive multiple of KVH stops
+ * the job with a message. */
+void cu_attention_gqa_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                              int KVH);
+void cu_attention_gqa_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH, int KVH);
 /* 1 when the fused path runs: bf16, a head size of ctx->flash_sizes or ctx->fa2_sizes (16, 32, 64
  * or 128 where compute capability is 8 or more and the block's shared memory suffices), and att
  * large enough for its contents (T > head size). Which kernels run: ctx->attention's where they
