@@ -1,15 +1,35 @@
-// Causal multi-head attention on the GPU. Legend in kernels.h. In bf16, shapes the fused kernels
-// take go to attention_flash_cuda.cu instead (cu_attention_flash_fits).
+// Causal attention on the GPU, multi-head (GPT-2) and grouped-query (Llama): one code path, as on
+// the CPU (attention_cpu.c). Legend in kernels.h. In bf16, multi-head shapes the fused kernels take
+// go to attention_flash_cuda.cu instead (cu_attention_flash_fits); grouped-query attention with
+// KVH < NH always runs here.
 //
-// Products are strided-batched over the NH heads of one sequence: q, k, v of head h start h·hs
-// floats into each (3C)-wide qkv row, so the head stride is hs and the leading dimension 3C — nothing
-// is repacked. One batched call per sequence b (the sequence stride, T·3C, is not a multiple of the
-// head stride). Scores are computed for the full (T,T) block; the softmax kernels zero the masked
-// upper triangle, so the products that follow read exact zeros there.
+// The row is [q (NH·hs) | k (KVH·hs) | v (KVH·hs)], ld = C + 2·KVH·hs floats (KVH = NH: 3C), and
+// query head h reads kv head h / G, G = NH / KVH. Products are strided-batched over heads of one
+// sequence, reading q, k, v in place (nothing is repacked): for the query heads h = g·G + j of one
+// position j in their groups (g = 0..KVH-1), q and the (T,T) blocks of att advance by G heads and
+// k, v by one, so one batched call of KVH items covers them; G calls per sequence and product.
+// KVH = NH is G = 1: one call per sequence with head strides hs and T·T, the multi-head calls
+// exactly. dk and dv sum over a group's query heads: the call for j = 0 assigns (beta 0), those for
+// j = 1..G-1 add in that order (beta 1), so the sum runs in head order and does not vary between
+// runs. One batched call per sequence b (the sequence stride, T·ld, is not a multiple of the head
+// stride). Scores are computed for the full (T,T) block; the softmax kernels zero the masked upper
+// triangle, so the products that follow read exact zeros there.
+//
+// MP_ATT_EMU: validation/cuda/gqa_emu_test.cc includes this file into a host program with its own
+// cu_gemm, launch loop and context, and runs the host code and the softmax kernels on the CPU.
 #include <math.h>
 
+#ifndef MP_ATT_EMU
 #include "cuda_check.h"
 #include "kernels_cuda.h"
+// A kernel launch on the compute stream (the emulation runs the kernel on CPU threads instead).
+#define ATT_LAUNCH(kernel, grid, block, ctx, ...)                     \
+    do {                                                              \
+        kernel<<<(grid), (block), 0, (ctx)->compute>>>(__VA_ARGS__); \
+        CUDA_CHECK_LAUNCH();                                          \
+    } while (0)
+#endif
+#include "kern_check.h"
 #include "math_softmax.h"
 
 enum { WARPS = 8 };
@@ -63,53 +83,86 @@ __global__ void softmax_causal_backward_kernel(float *datt, const float *att, in
 
 static unsigned row_blocks(int rows) { return (unsigned)((rows + WARPS - 1) / WARPS); }
 
-void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+// NH a positive multiple of KVH, or the job stops naming the shape (C % NH is the caller's, as for
+// the multi-head kernels).
+static void gqa_check(const char *who, int C, int NH, int KVH)
 {
-    if (cu_attention_flash_fits(ctx, B, T, C, NH)) {
+    if (KVH <= 0 || NH <= 0 || NH % KVH)
+        KERN_ABORT("%s: %d query heads (C = %d) in groups over %d key/value heads: the query heads must be a "
+                   "positive multiple of the key/value heads", who, NH, C, KVH);
+}
+
+void cu_attention_gqa_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                              int KVH)
+{
+    gqa_check("attention_gqa_forward", C, NH, KVH);
+    if (KVH == NH && cu_attention_flash_fits(ctx, B, T, C, NH)) {
         cu_attention_flash_forward(ctx, out, att, qkv, B, T, C, NH);
         return;
     }
-    const int hs = C / NH, ld = 3 * C;
+    const int hs = C / NH, G = NH / KVH, ld = C + 2 * KVH * hs;
     const long long tt = (long long)T * T;
     const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++) { // scores S = scale · q kᵀ, per head
-        const float *q = qkv + (size_t)b * T * ld, *k = q + C;
-        cu_gemm(ctx, 0, 1, T, T, hs, scale, q, ld, hs, k, ld, hs, 0.0f, att + (size_t)b * NH * tt, T, tt, NH);
+    for (int b = 0; b < B; b++) // scores S = scale · q kᵀ, per head
+        for (int j = 0; j < G; j++) {
+            const float *q = qkv + (size_t)b * T * ld + (size_t)j * hs, *k = qkv + (size_t)b * T * ld + C;
+            cu_gemm(ctx, 0, 1, T, T, hs, scale, q, ld, (long long)G * hs, k, ld, hs, 0.0f,
+                    att + (size_t)b * NH * tt + (size_t)j * tt, T, G * tt, KVH);
+        }
+    const int rows = B * NH * T;
+    ATT_LAUNCH(softmax_causal_kernel, row_blocks(rows), WARPS * 32, ctx, att, rows, T);
+    for (int b = 0; b < B; b++) // out = P v, heads side by side in each C-wide row
+        for (int j = 0; j < G; j++) {
+            const float *v = qkv + (size_t)b * T * ld + C + (size_t)KVH * hs;
+            cu_gemm(ctx, 0, 0, T, hs, T, 1.0f, att + (size_t)b * NH * tt + (size_t)j * tt, T, G * tt, v, ld, hs, 0.0f,
+                    out + (size_t)b * T * C + (size_t)j * hs, C, (long long)G * hs, KVH);
+        }
+}
+
+void cu_attention_gqa_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH, int KVH)
+{
+    gqa_check("attention_gqa_backward", C, NH, KVH);
+    if (KVH == NH && cu_attention_flash_fits(ctx, B, T, C, NH)) {
+        cu_attention_flash_backward(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH);
+        return;
+    }
+    const int hs = C / NH, G = NH / KVH, ld = C + 2 * KVH * hs;
+    const long long tt = (long long)T * T, gs = (long long)G * hs;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++) {
+        const float *v = qkv + (size_t)b * T * ld + C + (size_t)KVH * hs;
+        float *dv = dqkv + (size_t)b * T * ld + C + (size_t)KVH * hs;
+        for (int j = 0; j < G; j++) {
+            const float *dO = dout + (size_t)b * T * C + (size_t)j * hs;
+            const float *P = att + (size_t)b * NH * tt + (size_t)j * tt;
+            float *dP = datt + (size_t)b * NH * tt + (size_t)j * tt;
+            cu_gemm(ctx, 0, 1, T, T, hs, 1.0f, dO, C, gs, v, ld, hs, 0.0f, dP, T, G * tt, KVH); // dP = dO vᵀ
+            cu_gemm(ctx, 1, 0, T, hs, T, 1.0f, P, T, G * tt, dO, C, gs, j ? 1.0f : 0.0f, dv, ld, hs, KVH); // dv (+)= Pᵀ dO
+        }
     }
     const int rows = B * NH * T;
-    softmax_causal_kernel<<<row_blocks(rows), WARPS * 32, 0, ctx->compute>>>(att, rows, T);
-    CUDA_CHECK_LAUNCH();
-    for (int b = 0; b < B; b++) { // out = P v, heads side by side in each C-wide row
-        const float *v = qkv + (size_t)b * T * ld + 2 * C;
-        cu_gemm(ctx, 0, 0, T, hs, T, 1.0f, att + (size_t)b * NH * tt, T, tt, v, ld, hs, 0.0f, out + (size_t)b * T * C,
-                C, hs, NH);
+    ATT_LAUNCH(softmax_causal_backward_kernel, row_blocks(rows), WARPS * 32, ctx, datt, att, rows, T, scale);
+    for (int b = 0; b < B; b++) {
+        const float *k = qkv + (size_t)b * T * ld + C;
+        float *dk = dqkv + (size_t)b * T * ld + C;
+        for (int j = 0; j < G; j++) {
+            const float *q = qkv + (size_t)b * T * ld + (size_t)j * hs;
+            const float *dS = datt + (size_t)b * NH * tt + (size_t)j * tt;
+            float *dq = dqkv + (size_t)b * T * ld + (size_t)j * hs;
+            cu_gemm(ctx, 0, 0, T, hs, T, 1.0f, dS, T, G * tt, k, ld, hs, 0.0f, dq, ld, gs, KVH); // dq = dS k
+            cu_gemm(ctx, 1, 0, T, hs, T, 1.0f, dS, T, G * tt, q, ld, gs, j ? 1.0f : 0.0f, dk, ld, hs, KVH); // dk (+)= dSᵀ q
+        }
     }
+}
+
+void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
+{
+    cu_attention_gqa_forward(ctx, out, att, qkv, B, T, C, NH, NH);
 }
 
 void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH)
 {
-    if (cu_attention_flash_fits(ctx, B, T, C, NH)) {
-        cu_attention_flash_backward(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH);
-        return;
-    }
-    const int hs = C / NH, ld = 3 * C;
-    const long long tt = (long long)T * T;
-    const float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++) {
-        const float *v = qkv + (size_t)b * T * ld + 2 * C, *dO = dout + (size_t)b * T * C;
-        const float *P = att + (size_t)b * NH * tt;
-        float *dP = datt + (size_t)b * NH * tt, *dv = dqkv + (size_t)b * T * ld + 2 * C;
-        cu_gemm(ctx, 0, 1, T, T, hs, 1.0f, dO, C, hs, v, ld, hs, 0.0f, dP, T, tt, NH); // dP = dO vᵀ
-        cu_gemm(ctx, 1, 0, T, hs, T, 1.0f, P, T, tt, dO, C, hs, 0.0f, dv, ld, hs, NH); // dv = Pᵀ dO
-    }
-    const int rows = B * NH * T;
-    softmax_causal_backward_kernel<<<row_blocks(rows), WARPS * 32, 0, ctx->compute>>>(datt, att, rows, T, scale);
-    CUDA_CHECK_LAUNCH();
-    for (int b = 0; b < B; b++) {
-        const float *q = qkv + (size_t)b * T * ld, *k = q + C, *dS = datt + (size_t)b * NH * tt;
-        float *dq = dqkv + (size_t)b * T * ld, *dk = dq + C;
-        cu_gemm(ctx, 0, 0, T, hs, T, 1.0f, dS, T, tt, k, ld, hs, 0.0f, dq, ld, hs, NH); // dq = dS k
-        cu_gemm(ctx, 1, 0, T, hs, T, 1.0f, dS, T, tt, q, ld, hs, 0.0f, dk, ld, hs, NH); // dk = dSᵀ q
-    }
+    cu_attention_gqa_backward(ctx, dqkv, datt, dout, qkv, att, B, T, C, NH, NH);
 }

@@ -151,6 +151,15 @@ void cu_matmul_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
 void cu_attention_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH);
 void cu_attention_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH);
+/* Grouped-query attention (kernels.h): the two above are these with KVH = NH, the same calls.
+ * KVH = NH takes the fused path where it fits, as above; KVH < NH always the cuBLAS products, with
+ * att (B,NH,T,T) the probabilities in fp32 and in bf16 alike (dk, dv summed over a group's query
+ * heads in head order by the products' beta, no atomics). NH not a positive multiple of KVH stops
+ * the job with a message. */
+void cu_attention_gqa_forward(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                              int KVH);
+void cu_attention_gqa_backward(cu_ctx_t *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
+                               const float *att, int B, int T, int C, int NH, int KVH);
 /* 1 when the fused path runs: bf16, a head size of ctx->flash_sizes or ctx->fa2_sizes (16, 32, 64
  * or 128 where compute capability is 8 or more and the block's shared memory suffices), and att
  * large enough for its contents (T > head size). Which kernels run: ctx->attention's where they
@@ -210,6 +219,19 @@ void cu_mlp_fc_backward_weight(cu_ctx_t *ctx, float *dw, float *dbias, const flo
 /* That gradient's form for tests and tools: (N,C) fp32 values into a gradient buffer, and out as fp32. */
 void cu_mlp_dhidden_from_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C);
 void cu_mlp_dhidden_to_fp32(cu_ctx_t *ctx, float *dst, const float *src, int N, int C);
+
+/* ---- the Llama family's layers (rmsnorm_cuda.cu, rope_cuda.cu, swiglu_cuda.cu): fp32, the
+ * per-element math of math_rmsnorm.h, math_rope.h and math_swiglu.h ---- */
+void cu_rmsnorm_forward(cu_ctx_t *ctx, float *out, float *rstd, const float *inp, const float *w, int N, int C,
+                        float eps);
+/* Uses scratch for the dw partials (64-row chunks, summed in a fixed order). */
+void cu_rmsnorm_backward(cu_ctx_t *ctx, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                         const float *rstd, int N, int C);
+/* cs: the host's rope_table_init table copied to the device, (Tmax, hs) with Tmax >= pos0 + T. */
+void cu_rope_forward(cu_ctx_t *ctx, float *qkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs);
+void cu_rope_backward(cu_ctx_t *ctx, float *dqkv, const float *cs, int pos0, int B, int T, int NH, int KVH, int hs);
+void cu_swiglu_forward(cu_ctx_t *ctx, float *out, const float *inp, int N, int F);
+void cu_swiglu_backward(cu_ctx_t *ctx, float *dinp, const float *dout, const float *inp, int N, int F);
 
 /* ---- softmax cross-entropy ---- */
 void cu_crossentropy_forward(cu_ctx_t *ctx, float *losses, float *probs_logits, const int *targets, int N, int V);

@@ -551,6 +551,157 @@ static void t_gelu(st_t *s, int bf16)
     st_report(s, "gelu_backward", bf16, &c);
 }
 
+/* ---- the Llama family's kernels ---- */
+
+/* One shape: forward, then backward from the CPU's rstd (this test sees backward errors only); with
+ * rerun, the backward again from the same start must give the same bits (dw's chunk partials and
+ * their tree, no atomics). */
+static void rmsnorm_at(st_t *s, int bf16, int N, int C, int rerun, const char *fwd, const char *bwd)
+{
+    const size_t n = (size_t)N * C;
+    const float eps = 1e-5f;
+    float *inp = st_rand(s, n, -2, 2), *w = st_rand(s, C, 0.5f, 1.5f), *out = st_host(s, n), *rstd = st_host(s, N);
+    float *d_inp = st_dev(s, inp, n), *d_w = st_dev(s, w, C), *d_out = st_dev_nan(s, n), *d_rstd = st_dev_nan(s, N);
+    cmp_t c = {0, 0};
+    rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+    cu_rmsnorm_forward(&s->ctx, d_out, d_rstd, d_inp, d_w, N, C, eps);
+    cmp_add(s, &c, "out", d_out, out, n);
+    cmp_add(s, &c, "rstd", d_rstd, rstd, N);
+    st_report(s, fwd, bf16, &c);
+
+    float *dout = st_rand(s, n, -1, 1), *dinp = st_rand(s, n, -1, 1), *dw = st_rand(s, C, -1, 1);
+    float *d_dout = st_dev(s, dout, n), *d_dinp = st_dev(s, dinp, n), *d_dw = st_dev(s, dw, C);
+    float *d_dinp2 = st_dev(s, dinp, n), *d_dw2 = st_dev(s, dw, C), *d_rstd_c = st_dev(s, rstd, N);
+    c = (cmp_t){0, 0};
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+    cu_rmsnorm_backward(&s->ctx, d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd_c, N, C);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, n);
+    cmp_add(s, &c, "dw", d_dw, dw, C);
+    st_report(s, bwd, bf16, &c);
+    if (!rerun) return;
+    cu_rmsnorm_backward(&s->ctx, d_dinp2, d_dw2, d_dout, d_inp, d_w, d_rstd_c, N, C);
+    char name[64];
+    snprintf(name, sizeof name, "rmsnorm_backward[rerun-bits,N=%d]", N);
+    st_verdict(s, name, st_same_bits(s, d_dinp, d_dinp2, n) && st_same_bits(s, d_dw, d_dw2, (size_t)C),
+               "dinp, dw bitwise equal over two runs");
+}
+
+static void t_rmsnorm(st_t *s, int bf16)
+{
+    rmsnorm_at(s, bf16, SN, SC, 0, "rmsnorm_forward", "rmsnorm_backward");
+    /* widths not a multiple of the warp, a partial last block of rows */
+    rmsnorm_at(s, bf16, 37, 1000, 0, "rmsnorm_forward(C=1000)", "rmsnorm_backward(C=1000)");
+    /* 17 chunks of 64 rows: more partials than dw's tree has groups */
+    rmsnorm_at(s, bf16, 1061, 96, 1, "rmsnorm_forward(N=1061)", "rmsnorm_backward(N=1061)");
+}
+
+/* In place on a qkv buffer with NH query and KVH key/value heads from position pos0: forward, then
+ * backward on other values; v must come out untouched (compared with the rest). */
+static void rope_at(st_t *s, int bf16, int NH, int KVH, int pos0, const char *fwd, const char *bwd)
+{
+    const int hs = SC / SNH;
+    const size_t n = (size_t)SN * (NH + 2 * KVH) * hs, ncs = (size_t)(pos0 + ST) * hs;
+    float *cs = st_host(s, ncs);
+    rope_table_init(cs, pos0 + ST, hs, 10000.0f);
+    float *d_cs = st_dev(s, cs, ncs);
+    for (int back = 0; back < 2; back++) {
+        float *x = st_rand(s, n, -1, 1), *d_x = st_dev(s, x, n);
+        cmp_t c = {0, 0};
+        if (back) {
+            rope_backward(x, cs, pos0, SB, ST, NH, KVH, hs);
+            cu_rope_backward(&s->ctx, d_x, d_cs, pos0, SB, ST, NH, KVH, hs);
+        } else {
+            rope_forward(x, cs, pos0, SB, ST, NH, KVH, hs);
+            cu_rope_forward(&s->ctx, d_x, d_cs, pos0, SB, ST, NH, KVH, hs);
+        }
+        cmp_add(s, &c, back ? "dqkv" : "qkv", d_x, x, n);
+        st_report(s, back ? bwd : fwd, bf16, &c);
+    }
+}
+
+static void t_rope(st_t *s, int bf16)
+{
+    rope_at(s, bf16, SNH, SNH / 2, 3, "rope_forward(KVH<NH)", "rope_backward(KVH<NH)");
+    rope_at(s, bf16, SNH, SNH, 0, "rope_forward(KVH=NH)", "rope_backward(KVH=NH)");
+}
+
+static void swiglu_at(st_t *s, int bf16, int N, int F, const char *fwd, const char *bwd)
+{
+    const size_t n = (size_t)N * F;
+    float *inp = st_rand(s, 2 * n, -6, 6), *out = st_host(s, n), *dout = st_rand(s, n, -1, 1);
+    float *dinp = st_host(s, 2 * n), *d_inp = st_dev(s, inp, 2 * n), *d_out = st_dev_nan(s, n);
+    float *d_dout = st_dev(s, dout, n), *d_dinp = st_dev_nan(s, 2 * n);
+    cmp_t c = {0, 0};
+    swiglu_forward(out, inp, N, F);
+    cu_swiglu_forward(&s->ctx, d_out, d_inp, N, F);
+    cmp_add(s, &c, "out", d_out, out, n);
+    st_report(s, fwd, bf16, &c);
+    c = (cmp_t){0, 0};
+    swiglu_backward(dinp, dout, inp, N, F);
+    cu_swiglu_backward(&s->ctx, d_dinp, d_dout, d_inp, N, F);
+    cmp_add(s, &c, "dinp", d_dinp, dinp, 2 * n);
+    st_report(s, bwd, bf16, &c);
+}
+
+static void t_swiglu(st_t *s, int bf16)
+{
+    swiglu_at(s, bf16, SN, 4 * SC, "swiglu_forward", "swiglu_backward");
+    swiglu_at(s, bf16, 31, 77, "swiglu_forward(odd)", "swiglu_backward(odd)"); /* rows off 16 bytes */
+}
+
+/* Grouped-query attention at NH = SNH query heads over KVH key/value heads of size hs, as
+ * t_attention: out and att (the probabilities, on the cuBLAS path at every KVH < NH, bf16 and head
+ * size 64 included), then dqkv from the CPU's att. KVH = NH: also bitwise the multi-head entry
+ * points; KVH < NH: dk, dv (sums over a group) bitwise over two runs. */
+static void gqa_at(st_t *s, int bf16, int KVH, int hs)
+{
+    const int C = SNH * hs, ld = C + 2 * KVH * hs;
+    const size_t nqkv = (size_t)SN * ld, nout = (size_t)SN * C, natt = (size_t)SB * SNH * ST * ST;
+    char fwd[64], bwd[64], bits[64];
+    snprintf(fwd, sizeof fwd, "attention_gqa_forward(KVH=%d,hs=%d)", KVH, hs);
+    snprintf(bwd, sizeof bwd, "attention_gqa_backward(KVH=%d,hs=%d)", KVH, hs);
+    float *qkv = st_rand(s, nqkv, -1, 1), *out = st_host(s, nout), *att = st_host(s, natt);
+    float *d_qkv = st_dev(s, qkv, nqkv), *d_out = st_dev_nan(s, nout), *d_att = st_dev_nan(s, natt);
+    cmp_t c = {0, 0};
+    attention_gqa_forward(out, att, qkv, SB, ST, C, SNH, KVH);
+    cu_attention_gqa_forward(&s->ctx, d_out, d_att, d_qkv, SB, ST, C, SNH, KVH);
+    cmp_add(s, &c, "out", d_out, out, nout);
+    cmp_add(s, &c, "att", d_att, att, natt);
+    st_report(s, fwd, bf16, &c);
+
+    float *dout = st_rand(s, nout, -1, 1), *dqkv = st_host(s, nqkv), *datt = st_host(s, natt);
+    float *d_dout = st_dev(s, dout, nout), *d_att_c = st_dev(s, att, natt);
+    float *d_dqkv = st_dev_nan(s, nqkv), *d_datt = st_dev_nan(s, natt), *d_dqkv2 = st_dev_nan(s, nqkv);
+    c = (cmp_t){0, 0};
+    attention_gqa_backward(dqkv, datt, dout, qkv, att, SB, ST, C, SNH, KVH);
+    cu_attention_gqa_backward(&s->ctx, d_dqkv, d_datt, d_dout, d_qkv, d_att_c, SB, ST, C, SNH, KVH);
+    cmp_add(s, &c, "dqkv", d_dqkv, dqkv, nqkv);
+    st_report(s, bwd, bf16, &c);
+    if (KVH == SNH) {
+        float *d_out2 = st_dev_nan(s, nout), *d_att2 = st_dev_nan(s, natt);
+        cu_attention_forward(&s->ctx, d_out2, d_att2, d_qkv, SB, ST, C, SNH);
+        cu_attention_backward(&s->ctx, d_dqkv2, d_datt, d_dout, d_qkv, d_att_c, SB, ST, C, SNH);
+        snprintf(bits, sizeof bits, "attention_gqa[KVH=NH-bits,hs=%d]", hs);
+        st_verdict(s, bits,
+                   st_same_bits(s, d_out, d_out2, nout) && st_same_bits(s, d_att, d_att2, natt) &&
+                       st_same_bits(s, d_dqkv, d_dqkv2, nqkv),
+                   "out, att, dqkv bitwise as attention_forward/_backward");
+    } else {
+        cu_attention_gqa_backward(&s->ctx, d_dqkv2, d_datt, d_dout, d_qkv, d_att_c, SB, ST, C, SNH, KVH);
+        snprintf(bits, sizeof bits, "attention_gqa[rerun-bits,KVH=%d,hs=%d]", KVH, hs);
+        st_verdict(s, bits, st_same_bits(s, d_dqkv, d_dqkv2, nqkv), "dqkv bitwise equal over two runs");
+    }
+}
+
+static void t_attention_gqa(st_t *s, int bf16)
+{
+    const int hs = SC / SNH;
+    gqa_at(s, bf16, SNH / 2, hs); /* two query heads a kv head */
+    gqa_at(s, bf16, 1, hs);       /* one kv head: batches of one item */
+    gqa_at(s, bf16, SNH, hs);     /* multi-head */
+    gqa_at(s, bf16, SNH / 2, 64); /* a head size the fused kernels take: grouped heads still unfused */
+}
+
 /* The MLP's fc product with GELU (saving gelu') and fcproj's backward through it: (SN,SC) -> (SN,SOC). */
 /* One shape (N, C, OC); odd ones run the scalar kernels and the float4 ones' scalar tails. bias 0:
  * the forward without one; bwd NULL: the forward alone. */
@@ -967,6 +1118,10 @@ static int selftest_cuda(int ordinal, int verbose)
     if (prop.major >= 8) st_run(&s, t_flash, 1); /* bf16 tensor cores */
     st_run(&s, t_bf16_bits, 1);
     st_run(&s, t_gelu, 0);
+    st_run(&s, t_rmsnorm, 0);
+    st_run(&s, t_rope, 0);
+    st_run(&s, t_swiglu, 0);
+    for (int bf16 = 0; bf16 <= 2; bf16++) st_run(&s, t_attention_gqa, bf16);
     st_run(&s, t_matmul_gelu, 0);
     st_run(&s, t_matmul_gelu, 1); /* bf16 adds the bias in the GELU kernel; both handoffs */
     for (int bf16 = 0; bf16 <= 2; bf16++) st_run(&s, t_mlp_proj, bf16);
