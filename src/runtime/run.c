@@ -9,6 +9,7 @@
 
 #include "check.h"
 #include "mpi_check.h"
+#include "block_kind.h"
 #include "deck_model.h"
 #include "device.h"
 #include "kernels.h"
@@ -258,8 +259,12 @@ static be_shape_t run_kernel_shape(const deck_t *d)
     for (int i = 0; i < d->supernet.cands.n; i++)
         if (d->supernet.cands.shape[i].mlp_ratio > ratio) ratio = d->supernet.cands.shape[i].mlp_ratio;
     const int tp = d->parallel.tp > 0 ? d->parallel.tp : 1;
+    /* the MLP's widest product: llama's [gate | up] is two hidden widths (the cost model's FC) */
+    const model_cfg_t cfg = deck_model_cfg(d, NULL);
+    const cm_model_t cm = block_kind_cost_model(&cfg, d->train.batch);
+    const int F = cm.FC / (cfg.mlp_ratio > 0 ? cfg.mlp_ratio : 1) * ratio;
     return (be_shape_t){.B = d->train.micro_batch, .T = d->model.seq_len, .C = d->model.dim,
-                        .V = d->model.vocab + tp, .F = ratio * d->model.dim, .NH = d->model.heads};
+                        .V = d->model.vocab + tp, .F = F, .NH = d->model.heads};
 }
 
 /* train.device: the backend, its memory behind the arena, and (cuda) the NCCL twins of the grid's
