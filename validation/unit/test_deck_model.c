@@ -1,7 +1,7 @@
 /* The model a deck describes (src/config/deck_model.c) and the skip tests (params.h): every field of
  * deck_model_cfg from a plain deck, from model.blocks and from a supernet (with and without its
  * choice flags), and which blocks and candidates are skip; the family's fields from a gpt2 and a
- * llama deck. Decks come from --set alone. */
+ * llama deck, and Hugging Face's GPT-2 format refusing llama's. Decks come from --set alone. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +9,7 @@
 #include "check.h"
 #include "deck.h"
 #include "deck_model.h"
+#include "hf_gpt2.h"
 #include "params.h"
 #include "tap.h"
 
@@ -98,6 +99,11 @@ static void test_family(void)
            "llama: arch, kv_heads 2, ffn_dim 344, rope_theta 500000, norm_eps 1e-6, tied, mlp_ratio 1");
     tap_ok(w.C == 128 && w.A == 128 && w.KA == 64 && w.RC == 344,
            "llama: its block's widths C 128, A 128, KA 64 (2 of 4 heads), RC 344 (%d %d %d %d)", w.C, w.A, w.KA, w.RC);
+    /* Hugging Face's GPT-2 format (export, --init-from) takes the gpt2 deck's model, refuses llama's */
+    char why[300] = "";
+    const int fits = hf_gpt2_fits(&g, why, sizeof why), no = hf_gpt2_fits(&c, why, sizeof why);
+    tap_ok(fits == MP_OK && no == MP_ERR && strstr(why, "model.arch=llama is no GPT2LMHeadModel") && strstr(why, "issue 48"),
+           "hf_gpt2_fits: gpt2's model fits, llama's is refused naming model.arch and issue 48 (%s)", why);
 }
 
 int main(void)
