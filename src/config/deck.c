@@ -1514,7 +1514,7 @@ static int validate_llama(const deck_t *d)
                          "model.dim 4096)");
     if (d->model.mlp_ratio != 1)
         nerr++, MP_ERROR("model.mlp_ratio=%d with model.arch=llama: llama's MLP width is model.ffn_dim, so its "
-                         "model.mlp_ratio is 1; leave model.mlp_ratio unset", d->model.mlp_ratio);
+                         "model.mlp_ratio is 1; leave model.mlp_ratio unset (or set it to 1)", d->model.mlp_ratio);
     if (kv % tp)
         nerr++, MP_ERROR("model.kv_heads=%d (key/value heads) is not a multiple of parallel.tp=%d: each "
                          "tensor-parallel rank holds whole key/value heads", kv, tp);
