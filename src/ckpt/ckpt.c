@@ -40,7 +40,9 @@
 
 #include "arena.h"
 #include "check.h"
+#include "ckpt_family.h"
 #include "deck.h"
+#include "deck_model.h"
 #include "filesum.h"
 #include "h5util.h"
 #include "mpi_check.h"
@@ -402,6 +404,7 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
                 {"mlp_ratio", c->mlp_ratio}};
     int64_t step = st->step, adam_t = st->adam_t, cursor = st->data_cursor;
     int versions = st->weight_versions > 0 ? st->weight_versions : 1;
+    const ckpt_family_t fam = ckpt_family_of(c);
     H5_TRY(g = H5Gcreate2(f, "state", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, where);
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (h5_attr_write(g, ints[i].name, H5T_STD_I32LE, H5T_NATIVE_INT, &ints[i].value, where) != MP_OK)
@@ -415,7 +418,7 @@ static int ckpt_state_write(hid_t f, const model_cfg_t *c, const ckpt_state_t *s
         h5_attr_write_string(g, "version", CKPT_VERSION, where) != MP_OK ||
         h5_attr_write_string(g, "layout", st->layout, where) != MP_OK ||
         h5_attr_write_string(g, "deck", deck_text ? deck_text : "", where) != MP_OK ||
-        ckpt_blocks_write(g, c, where) != MP_OK)
+        ckpt_blocks_write(g, c, where) != MP_OK || ckpt_family_write(g, &fam, where) != MP_OK)
         goto err_close_group;
     if (st->run_id[0] && h5_attr_write_string(g, "run_id", st->run_id, where) != MP_OK) goto err_close_group;
     if (st->tok.name[0] && h5_attr_write_string(g, "tokenizer", st->tok.name, where) != MP_OK) goto err_close_group;
@@ -533,7 +536,21 @@ static const char *const ckpt_deck_required[] = {"model.layers", "model.dim", "m
                                                  "model.vocab", "model.mlp_ratio", "train.seed", "train.batch",
                                                  "data.path", NULL};
 
-/* The model's shape: each attribute within its deck key's range and, with a deck d, what d says. */
+/* The model's family: one a checkpoint can hold and, with a deck d, the one d says. */
+static int ckpt_facts_family(const ckpt_facts_t *s, const deck_t *d, char *why, size_t n)
+{
+    if (ckpt_family_valid(&s->fam, s->heads, why, n) != MP_OK) return MP_ERR;
+    if (!d) return MP_OK;
+    const model_cfg_t cfg = deck_model_cfg(d, NULL);
+    const ckpt_family_t says = ckpt_family_of(&cfg);
+    char diff[300];
+    if (ckpt_family_differs(&s->fam, &says, "its deck", diff, sizeof diff))
+        return snprintf(why, n, "/state has %s", diff), MP_ERR;
+    return MP_OK;
+}
+
+/* The model's shape: each attribute within its deck key's range and, with a deck d, what d says;
+ * then its family likewise. */
 static int ckpt_facts_shape(const ckpt_facts_t *s, const deck_t *d, char *why, size_t n)
 {
     static const char *const names[] = {"layers", "dim", "heads", "seq_len", "vocab", "mlp_ratio"};
@@ -550,7 +567,7 @@ static int ckpt_facts_shape(const ckpt_facts_t *s, const deck_t *d, char *why, s
             return snprintf(why, n, "/state has %s %d, but its deck says model.%s = %d", names[i], have[i], names[i],
                             says[i]), MP_ERR;
     }
-    return MP_OK;
+    return ckpt_facts_family(s, d, why, n);
 }
 
 /* The counters of a training checkpoint (with /optim) against its deck: the data cursor is step ×
@@ -664,6 +681,13 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
     H5_TRY(has_blocks = H5Aexists(g, "blocks"), err_free_head, where);
     if (has_blocks > 0 ? ckpt_attr_read_string(g, "blocks", &h.blocks, where) != MP_OK : !(h.blocks = strdup("")))
         goto err_free_head;
+    ckpt_family_t fam; /* absent in files before it: gpt2 (ckpt_family.h) */
+    char fwhy[400];
+    if (ckpt_family_read(g, h.cfg.heads, &fam, fwhy, sizeof fwhy) != MP_OK) {
+        MP_ERROR("%s: %s", path, fwhy);
+        goto err_free_head;
+    }
+    ckpt_family_apply(&fam, &h.cfg);
     int64_t cursor = 0;
     char *sched = NULL;
     h.st.weight_versions = 1;
@@ -686,8 +710,8 @@ static int ckpt_head_read(hid_t f, const char *path, ckpt_head_t *h_p)
     if (has_optim == MP_ERR) goto err_free_head;
     const ckpt_facts_t facts = {.format = h.format, .layers = h.cfg.layers, .dim = h.cfg.dim, .heads = h.cfg.heads,
                                 .seq_len = h.cfg.seq_len, .vocab = h.cfg.vocab, .mlp_ratio = h.cfg.mlp_ratio,
-                                .step = step, .adam_t = adam_t, .data_cursor = cursor, .seed = h.st.seed,
-                                .deck = h.st.deck, .has_optim = has_optim};
+                                .fam = fam, .step = step, .adam_t = adam_t, .data_cursor = cursor,
+                                .seed = h.st.seed, .deck = h.st.deck, .has_optim = has_optim};
     char why[1200];
     if (ckpt_state_check(&facts, why, sizeof why) != MP_OK) {
         MP_ERROR("%s: %s: a corrupt file", path, why);
@@ -886,6 +910,9 @@ static int ckpt_cfg_check(const char *path, const model_cfg_t *have, const char 
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].have != f[i].want)
             return MP_FAIL("checkpoint %s has model.%s=%d, the deck says %d", path, f[i].name, f[i].have, f[i].want);
+    const ckpt_family_t hf = ckpt_family_of(have), wf = ckpt_family_of(want);
+    char diff[300];
+    if (ckpt_family_differs(&hf, &wf, "the deck", diff, sizeof diff)) return MP_FAIL("checkpoint %s has %s", path, diff);
     return MP_OK;
 }
 
@@ -989,8 +1016,11 @@ static int ckpt_inspect_file(const char *path, FILE *out, const char *sum)
     fprintf(out, "file checksum %s\n", sum);
     fprintf(out, "step %ld  adam_t %ld  seed %llu\n", h.st.step, h.st.adam_t, (unsigned long long)h.st.seed);
     fprintf(out, "layout %s\nversion %s (format %d)\n", h.st.layout, h.version, h.format);
-    fprintf(out, "model layers=%d dim=%d heads=%d seq_len=%d vocab=%d mlp_ratio=%d%s%s\n", c->layers, c->dim, c->heads,
-            c->seq_len, c->vocab, c->mlp_ratio, h.blocks[0] ? " blocks=" : "", h.blocks);
+    const ckpt_family_t fam = ckpt_family_of(c);
+    char family[200];
+    ckpt_family_text(&fam, family, sizeof family);
+    fprintf(out, "model %s layers=%d dim=%d heads=%d seq_len=%d vocab=%d mlp_ratio=%d%s%s\n", family, c->layers, c->dim,
+            c->heads, c->seq_len, c->vocab, c->mlp_ratio, h.blocks[0] ? " blocks=" : "", h.blocks);
     char tok[160];
     fprintf(out, "tokenizer %s\n", tok_ident_text(&h.st.tok, tok, sizeof tok));
     fprintf(out, "datasets:\n");

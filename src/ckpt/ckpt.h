@@ -9,7 +9,10 @@
  *                                (int: 2 with /model_prev, else 1), schedule (string),
  *                                layout (string, e.g. "dp=1 tp=1 pp=1 sp=1"), deck (string: the
  *                                resolved deck), model shape attributes layers dim heads seq_len
- *                                vocab mlp_ratio (int), run_id (string, 32 hex digits: the run
+ *                                vocab mlp_ratio (int), the model family: arch (string), kv_heads
+ *                                ffn_dim tie_embeddings (int), under llama rope_theta norm_eps
+ *                                (float32) (ckpt_family.h: absent in older files, which read as
+ *                                gpt2), run_id (string, 32 hex digits: the run
  *                                that wrote it; absent in older files), tokenizer (string, "byte"
  *                                or "gpt2": what made the tokens it was trained on, copied from the
  *                                data file) and, with gpt2, tokenizer_sha256 (64 hex digits: its
@@ -32,6 +35,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ckpt_family.h"
 #include "params.h"
 #include "tokenizer.h"
 #include "wait.h"
@@ -58,6 +62,7 @@ typedef struct {
 typedef struct {
     int format;
     int layers, dim, heads, seq_len, vocab, mlp_ratio;
+    ckpt_family_t fam;                   /* arch and llama's keys (ckpt_family.h) */
     long long step, adam_t, data_cursor; /* data_cursor: 0 in format 1 */
     uint64_t seed;
     const char *deck;                    /* the /state deck text (NULL: none) */
@@ -67,9 +72,10 @@ typedef struct {
 /* What every checkpoint's /state satisfies, checked by every reader (the collective read behind
  * resume, eval, export, search and serving; inspect; --resume auto's choice and pruning, through
  * ckpt_file_head): no counter below zero; step at most train.steps' largest value; adam_t at most
- * step; the model's shape within the deck keys' ranges; a deck that parses (deck_parse_text) and sets
- * the model's shape, train.seed, train.batch and data.path, agreeing with the attributes (shape,
- * seed). A training checkpoint (with /optim) also has data_cursor = step × train.batch (format 2)
+ * step; the model's shape within the deck keys' ranges and a family it can have (ckpt_family_valid);
+ * a deck that parses (deck_parse_text) and sets the model's shape, train.seed, train.batch and
+ * data.path, agreeing with the attributes (shape, family, seed; a deck without model.arch, an older
+ * one, says gpt2 as the attributes' absence does). A training checkpoint (with /optim) also has data_cursor = step × train.batch (format 2)
  * and adam_t = step, except under a supernet (its shared parameters step once per window, and the
  * window may change between resumes: 1 <= adam_t <= step once step > 0). Exported and debug-grads
  * files (no /optim) keep adam_t 0. MP_OK, or MP_ERR with why in why_p (n bytes), printing nothing. */

@@ -164,7 +164,7 @@ static int ckpt_head_int(hid_t g, const char *name, hid_t mem_type, void *value_
 static int ckpt_head_check(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
 {
     ckpt_facts_t s = {.layers = h->layers, .dim = h->dim, .heads = h->heads, .seq_len = h->seq_len,
-                      .vocab = h->vocab, .mlp_ratio = h->mlp_ratio, .step = h->step, .deck = h->deck,
+                      .vocab = h->vocab, .mlp_ratio = h->mlp_ratio, .fam = h->fam, .step = h->step, .deck = h->deck,
                       .has_optim = h->has_optim};
     int64_t adam_t = 0, cursor = 0;
     if (ckpt_head_int(g, "format", H5T_NATIVE_INT, &s.format, reason, n) != MP_OK ||
@@ -204,6 +204,7 @@ static int ckpt_head_attrs(hid_t g, ckpt_head_info_t *h, char *reason, size_t n)
         if (ckpt_head_int(g, names[i], H5T_NATIVE_INT, ints[i], reason, n) != MP_OK) return MP_ERR;
     if (ckpt_head_int(g, "step", H5T_NATIVE_INT64, &step, reason, n) != MP_OK) return MP_ERR;
     h->step = (long)step;
+    if (ckpt_family_read(g, h->heads, &h->fam, reason, n) != MP_OK) return MP_ERR; /* absent: gpt2 */
     const int has_deck = ckpt_head_string(g, "deck", &h->deck, reason, n);
     if (has_deck == 0) snprintf(reason, n, "/state has no deck");
     if (has_deck != 1) return MP_ERR;

@@ -49,12 +49,13 @@ int ckpt_dir_has_any(const char *dir);
 int ckpt_dir_find_latest(const char *dir, char *path_p, size_t n);
 
 /* What choosing and pruning checkpoints need of a file without reading its tensors: /state's step,
- * run id, model shape and deck, and which optional groups it holds. */
+ * run id, model shape and family, and deck, and which optional groups it holds. */
 typedef struct {
     long step;
     uint64_t seed;                    /* /state seed: the train.seed it was written under */
     char run_id[CKPT_RUN_ID_LEN + 1]; /* "" in files written before run ids */
     int layers, dim, heads, seq_len, vocab, mlp_ratio;
+    ckpt_family_t fam;                /* /state arch and llama's keys (gpt2's when absent: ckpt_family.h) */
     char *blocks;                     /* malloc'd /state blocks ("" uniform, also when absent) */
     char *deck;                       /* malloc'd resolved deck the file was written under */
     int has_optim, has_model_prev;    /* /optim/m and /optim/v; /model_prev (2bw) */

@@ -30,6 +30,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "block_kind.h"
 #include "check.h"
 #include "compose.h"
 #include "numparse.h"
@@ -46,6 +47,7 @@ typedef union {
     deck_block_list_t blocks;
     deck_policy_list_t policies;
     deck_fail_at_t fail;
+    model_arch_t arch;
 } parsed_t;
 
 /* The syntax of one T_STRING key: MP_OK with the value in *out (a parsed_t), or MP_ERR with the
@@ -65,6 +67,7 @@ typedef struct {
     key_parse_fn parse;    /* T_STRING: its syntax, or NULL (any text) */
     size_t parsed_offset, parsed_size; /* T_STRING with parse: the typed field it fills */
     const char *rule;      /* T_STRING with parse: the rule in words (reference) */
+    void (*rule_fn)(char *out, size_t n); /* ... or written by a function (words that live elsewhere) */
     const char *doc;
 } deck_key_t;
 
@@ -87,6 +90,8 @@ static int parse_block_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_index_list(const char *v, void *out, char *why, size_t nwhy);
 static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy);
 static int parse_pass_times(const char *v, void *out, char *why, size_t nwhy);
+static int parse_arch(const char *v, void *out, char *why, size_t nwhy);
+static void arch_rule(char *out, size_t n);
 static const char *type_name(key_type_t t);
 
 #define INF HUGE_VAL
@@ -121,10 +126,32 @@ static const deck_key_t keys[] = {
     K_INT(model, heads, "4", 1, 65536, "attention heads NH; divides model.dim; a multiple of parallel.tp"),
     K_INT(model, seq_len, "64", 1, 1048576, "context length T in tokens"),
     K_INT(model, vocab, "256", 2, 1048576, "vocabulary size V (256: bytes; 50257: prep --tokenizer gpt2); the dataset's vocab must be ≤ V"),
-    K_INT(model, mlp_ratio, "4", 1, 64, "MLP hidden width as a multiple of model.dim (R)"),
+    K_INT(model, mlp_ratio, "4", 1, 64,
+          "MLP hidden width as a multiple of model.dim (R); llama: 1 (its width is model.ffn_dim), what it resolves "
+          "to when the deck does not set it"),
     K_PARSED(model, blocks, shapes, "", parse_block_list, "empty, or one of h{H}m{R} or skip per layer joined by ','",
              "a shape per block: H heads of model.dim ÷ model.heads channels each and an MLP of R × model.dim, or "
              "skip (the identity, no weights); empty: every block is h{model.heads}m{model.mlp_ratio}"),
+    KEY(model, arch, T_STRING, "gpt2", .parse = parse_arch, .parsed_offset = offsetof(deck_t, model.arch_kind),
+        .parsed_size = FIELD_SIZE(model, arch_kind), .rule_fn = arch_rule,
+        .doc = "the model family (its block kind: src/config/block_kind.c). gpt2: LayerNorm, learned positions (wpe), "
+               "a GELU MLP of model.mlp_ratio × model.dim, biases, the LM head tied to wte; the llama keys below keep "
+               "their defaults. llama: RMSNorm (model.norm_eps), rotary positions (model.rope_theta), grouped-query "
+               "attention (model.kv_heads), a SwiGLU MLP of model.ffn_dim, no biases"),
+    K_INT(model, kv_heads, "0", 0, 65536,
+          "key/value heads (grouped-query attention): divides model.heads, each serving model.heads ÷ model.kv_heads "
+          "query heads; 0 = model.heads (multi-head attention, the only kind gpt2 has)"),
+    K_INT(model, ffn_dim, "0", 0, 1048576,
+          "llama: SwiGLU's hidden width (its gate and up products have this many rows each); required with llama; "
+          "gpt2: 0 (its MLP is model.mlp_ratio × model.dim)"),
+    K_NUM(model, rope_theta, "10000", 0, INF, EXCL_MIN,
+          "llama: the rotary embeddings' base (Llama 2: 10000, Llama 3: 500000); gpt2 (learned positions) refuses "
+          "another value"),
+    K_NUM(model, norm_eps, "1e-5", 0, INF, EXCL_MIN,
+          "llama: RMSNorm's epsilon; gpt2 (LayerNorm with its own epsilon, 1e-5) refuses another value"),
+    K_BOOL(model, tie_embeddings, "1",
+           "the LM head is the token embedding wte (tied); 0 = a head of its own (llama only, not built yet: "
+           "issue 47)"),
 
     K_INT(train, steps, "100", 0, 1e9, "optimizer steps"),
     K_INT(train, batch, "8", 1, 1e9, "global batch in sequences per step, whatever the layout"),
@@ -168,7 +195,8 @@ static const deck_key_t keys[] = {
              "non-overlapping windows of T tokens each once per epoch, in a permutation drawn from train.seed)"),
 
     K_INT(parallel, dp, "1", 1, 1048576, "data-parallel replicas"),
-    K_INT(parallel, tp, "1", 1, 1048576, "tensor-parallel ranks per layer (divides heads and mlp_ratio × dim)"),
+    K_INT(parallel, tp, "1", 1, 1048576,
+          "tensor-parallel ranks per layer (divides heads and mlp_ratio × dim; llama: kv_heads and ffn_dim too)"),
     K_INT(parallel, pp, "1", 1, 1048576, "pipeline stages (≤ model.layers)"),
     K_INT(parallel, sp, "1", 1, 1048576, "supernet-parallel replicas"),
     K_INT(parallel, virtual_stages, "1", 1, 4096, "model chunks per pipeline rank (interleaved schedule)"),
@@ -583,6 +611,35 @@ static void key_format(const deck_key_t *k, const deck_t *d, char *out, size_t n
 }
 
 /* ---- single-key syntax rules ---------------------------------------------------------------------- */
+
+/* The model families' names joined by sep, from the block kinds (block_kind.c: the names live there). */
+static void arch_names(char *out, size_t n, const char *sep)
+{
+    size_t o = 0;
+    out[0] = 0;
+    for (int a = 0; a < ARCH_COUNT && o < n; a++) {
+        const model_cfg_t c = {.arch = (model_arch_t)a};
+        o += (size_t)snprintf(out + o, n - o, "%s%s", a ? sep : "", block_kind_of(&c)->name);
+    }
+}
+
+/* model.arch: a block kind's name, into its model_arch_t (block_kind_named). */
+static int parse_arch(const char *v, void *out, char *why, size_t nwhy)
+{
+    if (block_kind_named(v, out)) return MP_OK;
+    char list[128];
+    arch_names(list, sizeof list, "|");
+    snprintf(why, nwhy, "not one of %s (the model families: src/config/block_kind.c)", list);
+    return MP_ERR;
+}
+
+/* model.arch's rule in the reference: its names. */
+static void arch_rule(char *out, size_t n)
+{
+    char list[128];
+    arch_names(list, sizeof list, ", ");
+    snprintf(out, n, "a model family: %s", list);
+}
 
 static int parse_sched_costs(const char *v, void *out, char *why, size_t nwhy)
 {
@@ -1088,7 +1145,8 @@ static int deck_parse_stream(load_t *st)
     return st->nerr ? MP_ERR : MP_OK;
 }
 
-static int deck_parse_file(deck_t *d, const char *path)
+/* Parses the file at path into d; given[i] is set for each keys[i] the file sets. */
+static int deck_parse_file(deck_t *d, const char *path, unsigned char *given)
 {
     load_t *st = calloc(1, sizeof *st);
     if (!st) return MP_FAIL("out of memory reading %s", path);
@@ -1106,6 +1164,7 @@ static int deck_parse_file(deck_t *d, const char *path)
     st->file = path, st->d = d;
     const int rc = deck_parse_stream(st);
     fclose(st->f);
+    for (size_t i = 0; i < NKEYS; i++) given[i] |= st->seen_line[i] != 0;
     free(st);
     return rc;
 }
@@ -1151,16 +1210,31 @@ out:
 
 static int deck_check(const deck_t *d, int need_data);
 
+/* The values keys take from other keys when the deck does not give them (given[i]: keys[i] is set by
+ * the file or a --set): model.mlp_ratio is 1 under llama, whose MLP width is model.ffn_dim. A key
+ * given is kept as given, for the rules to judge (validate_llama names both keys). The resolved deck
+ * (deck_write) then sets the key, so it loads back to the same deck. */
+static void deck_resolve(deck_t *d, const unsigned char *given)
+{
+    if (d->model.arch_kind == ARCH_LLAMA && !given[key_find("model", "mlp_ratio")]) d->model.mlp_ratio = 1;
+}
+
 /* deck_load, and (need_data = 0) deck_load_model */
 static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int need_data)
 {
     deck_t *tmp = malloc(sizeof *tmp);
+    unsigned char given[NKEYS] = {0};
     int nerr = 0;
     if (!tmp) return MP_FAIL("out of memory loading the deck");
     deck_defaults(tmp);
-    if (path && deck_parse_file(tmp, path) != MP_OK) nerr++;
-    for (int i = 0; i < nsets; i++)
+    if (path && deck_parse_file(tmp, path, given) != MP_OK) nerr++;
+    for (int i = 0; i < nsets; i++) {
+        char section[128], key[128];
         if (deck_set(tmp, sets[i]) != MP_OK) nerr++;
+        else if (deck_set_key(sets[i], section, sizeof section, key, sizeof key) == MP_OK && key_find(section, key) >= 0)
+            given[key_find(section, key)] = 1;
+    }
+    deck_resolve(tmp, given);
     if (!nerr && deck_check(tmp, need_data) != MP_OK) nerr++;
     if (!nerr) *d = *tmp;
     free(tmp);
@@ -1390,6 +1464,89 @@ static int validate_blocks(const deck_t *d)
     return nerr;
 }
 
+/* The default of the numeric key section.key: its schema row's text, parsed (one place for it). */
+static double key_default(const char *section, const char *key)
+{
+    double x = 0.0;
+    if (num_parse_double(keys[key_find(section, key)].def, &x) != MP_OK)
+        MP_ABORT("deck schema: %s.%s has no numeric default", section, key);
+    return x;
+}
+
+/* gpt2 (model.arch): multi-head attention, learned positions, LayerNorm with its own epsilon, an MLP
+ * of model.mlp_ratio × model.dim and the head tied to wte. llama's keys keep their defaults: a
+ * resolved deck writes every key, so "unset" cannot be told from "set to the default" there, and a
+ * value other than the default, which gpt2 would ignore, is refused. */
+static int validate_gpt2(const deck_t *d)
+{
+    const double theta = key_default("model", "rope_theta"), eps = key_default("model", "norm_eps");
+    int nerr = 0;
+    if (d->model.kv_heads && d->model.kv_heads != d->model.heads)
+        nerr++, MP_ERROR("model.kv_heads=%d with model.arch=gpt2: GPT-2's attention has a key/value head per query "
+                         "head (model.kv_heads 0 or model.heads=%d); grouped-query attention is llama's",
+                         d->model.kv_heads, d->model.heads);
+    if (d->model.ffn_dim)
+        nerr++, MP_ERROR("model.ffn_dim=%d with model.arch=gpt2: GPT-2's MLP is model.mlp_ratio × model.dim (set "
+                         "model.mlp_ratio; model.ffn_dim is llama's SwiGLU width): leave model.ffn_dim=0",
+                         d->model.ffn_dim);
+    if (d->model.rope_theta != theta)
+        nerr++, MP_ERROR("model.rope_theta=%g with model.arch=gpt2: GPT-2 has learned positions (wpe), no rotary "
+                         "embeddings; leave model.rope_theta at its default %g", d->model.rope_theta, theta);
+    if (d->model.norm_eps != eps)
+        nerr++, MP_ERROR("model.norm_eps=%g with model.arch=gpt2: GPT-2's LayerNorm has its own epsilon (1e-5); "
+                         "model.norm_eps is llama's RMSNorm's: leave it at its default %g", d->model.norm_eps, eps);
+    if (!d->model.tie_embeddings)
+        nerr++, MP_ERROR("model.tie_embeddings=false with model.arch=gpt2: GPT-2's LM head is its token embedding "
+                         "wte; set model.tie_embeddings=true");
+    return nerr;
+}
+
+/* llama (model.arch): SwiGLU of model.ffn_dim (so model.mlp_ratio is 1: deck_resolve), key/value heads
+ * that divide over tensor parallelism as the query heads do. Then what is not built for llama yet
+ * (issue 47), each refused naming its keys until it is: tensor parallelism of its blocks, a shape
+ * per block, supernets, the CUDA backend (its kernels have not run on a GPU) and the untied head. */
+static int validate_llama(const deck_t *d)
+{
+    const int tp = d->parallel.tp, kv = d->model.kv_heads ? d->model.kv_heads : d->model.heads;
+    int nerr = 0;
+    if (!d->model.ffn_dim)
+        nerr++, MP_ERROR("model.arch=llama needs model.ffn_dim (SwiGLU's hidden width, e.g. 11008 for Llama 2 7B's "
+                         "model.dim 4096)");
+    if (d->model.mlp_ratio != 1)
+        nerr++, MP_ERROR("model.mlp_ratio=%d with model.arch=llama: llama's MLP width is model.ffn_dim, so its "
+                         "model.mlp_ratio is 1; leave model.mlp_ratio unset (or set it to 1)", d->model.mlp_ratio);
+    if (kv % tp)
+        nerr++, MP_ERROR("model.kv_heads=%d (key/value heads) is not a multiple of parallel.tp=%d: each "
+                         "tensor-parallel rank holds whole key/value heads", kv, tp);
+    if (d->model.ffn_dim % tp)
+        nerr++, MP_ERROR("model.ffn_dim=%d is not a multiple of parallel.tp=%d: each tensor-parallel rank holds "
+                         "model.ffn_dim ÷ parallel.tp of SwiGLU's width", d->model.ffn_dim, tp);
+    if (!d->model.tie_embeddings)
+        nerr++, MP_ERROR("model.tie_embeddings=false: the untied LM head is not built yet (issue 47)");
+    if (tp > 1)
+        nerr++, MP_ERROR("model.arch=llama with parallel.tp=%d: tensor parallelism of llama's blocks is not built "
+                         "yet (issue 47); set parallel.tp=1", tp);
+    if (d->model.shapes.n)
+        nerr++, MP_ERROR("model.arch=llama with model.blocks='%s': a shape per block is not built for llama yet "
+                         "(issue 47); leave model.blocks empty", d->model.blocks);
+    if (d->supernet.enabled)
+        nerr++, MP_ERROR("model.arch=llama with supernet.enabled=1: llama supernets are not built yet (issue 47)");
+    if (d->train.device == DECK_DEVICE_CUDA)
+        nerr++, MP_ERROR("model.arch=llama with train.device=cuda: llama's CUDA kernels have not run on a GPU yet "
+                         "(issue 47); use train.device=cpu or emu");
+    return nerr;
+}
+
+/* The model family (model.arch) and its keys. */
+static int validate_arch(const deck_t *d)
+{
+    int nerr = 0;
+    if (d->model.kv_heads && d->model.heads % d->model.kv_heads)
+        nerr++, MP_ERROR("model.kv_heads=%d does not divide model.heads=%d (each key/value head serves model.heads ÷ "
+                         "model.kv_heads query heads)", d->model.kv_heads, d->model.heads);
+    return nerr + (d->model.arch_kind == ARCH_LLAMA ? validate_llama(d) : validate_gpt2(d));
+}
+
 static int validate_memory(const deck_t *d)
 {
     int nerr = 0;
@@ -1424,12 +1581,13 @@ static int deck_check(const deck_t *d, int need_data)
         nerr++, MP_ERROR("train.min_lr=%g is more than train.lr=%g", d->train.min_lr, d->train.lr);
     if (heads % tp)
         nerr++, MP_ERROR("model.heads=%lld is not a multiple of parallel.tp=%lld", heads, tp);
-    if (width % tp)
+    if (width % tp && d->model.arch_kind == ARCH_GPT2) /* llama's width is model.ffn_dim: validate_llama */
         nerr++, MP_ERROR("model.mlp_ratio × model.dim = %d × %lld = %lld is not a multiple of parallel.tp=%lld",
                          d->model.mlp_ratio, dim, width, tp);
     if (d->parallel.pp > d->model.layers)
         nerr++, MP_ERROR("parallel.pp=%d is more than model.layers=%d: every stage needs a layer", d->parallel.pp,
                          d->model.layers);
+    nerr += validate_arch(d);
     nerr += validate_pipeline(d);
     nerr += validate_memory(d);
     nerr += validate_blocks(d);
@@ -1490,7 +1648,8 @@ static void allowed_text(const deck_key_t *k, char *out, size_t n)
         return;
     }
     case T_STRING:
-        snprintf(out, n, "%s", k->rule ? k->rule : "any text");
+        if (k->rule_fn) k->rule_fn(out, n);
+        else snprintf(out, n, "%s", k->rule ? k->rule : "any text");
         return;
     case T_PATH:
         snprintf(out, n, "a file path");

@@ -94,6 +94,12 @@ typedef struct {
         int layers, dim, heads, seq_len, vocab, mlp_ratio;
         char blocks[DECK_STR];         /* "" or "h4m4,h2m1,skip,..." as written */
         deck_block_list_t shapes;      /* model.blocks parsed */
+        char arch[32];                 /* model.arch as written: a block kind's name (block_kind.h) */
+        model_arch_t arch_kind;        /* model.arch parsed (block_kind_named) */
+        int kv_heads;                  /* 0: model.heads (no grouped-query attention) */
+        int ffn_dim;                   /* llama's SwiGLU width; 0 for gpt2 */
+        double rope_theta, norm_eps;   /* llama's rotary base and RMSNorm epsilon */
+        int tie_embeddings;            /* the LM head is wte (1; the untied head is not built) */
     } model;
     struct {
         int steps, batch, micro_batch, warmup;

@@ -7,7 +7,8 @@
 #include "deck.h"
 #include "params.h"
 
-/* Deck d's model: [model]'s sizes and model.blocks' shapes (cfg.shape NULL when the deck gives none:
+/* Deck d's model: [model]'s sizes, its family (model.arch and llama's keys: rope_theta and norm_eps
+ * zero under gpt2, which has neither) and model.blocks' shapes (cfg.shape NULL when the deck gives none:
  * every block is h{heads}m{mlp_ratio}). With choice (per layer, model.layers bytes: 1 for a choice
  * block, as supernet_layers fills them) the supernet's candidates of supernet.candidates hold its
  * choice blocks; choice = NULL: no candidates, whatever the deck's supernet (a plain model, or a

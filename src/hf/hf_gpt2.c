@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "block_kind.h"
 #include "check.h"
 #include "publish.h"
 #include "safetensors.h"
@@ -34,6 +35,11 @@ static void hf_name(const param_entry_t *e, char *name_p, size_t n, int *transpo
 
 int hf_gpt2_fits(const model_cfg_t *cfg, char *why_p, size_t n)
 {
+    if (cfg->arch != ARCH_GPT2) {
+        snprintf(why_p, n, "model.arch=%s is no GPT2LMHeadModel: the Hugging Face export and import of llama "
+                 "(LlamaForCausalLM) are not built yet (issue 48)", block_kind_of(cfg)->name);
+        return MP_ERR;
+    }
     if (cfg->choice || cfg->ncand) {
         snprintf(why_p, n, "a supernet is no GPT2LMHeadModel: export a subnet first (mindpipe export --subnet)");
         return MP_ERR;

@@ -18,8 +18,8 @@
  * "transformer." prefix (the original GPT-2 files) are accepted too, the attention's mask buffers
  * (attn.bias, attn.masked_bias) are ignored, and an lm_head.weight must equal wte.
  *
- * A model whose blocks differ in heads or MLP ratio, has a skip block or is a supernet is not a
- * GPT2LMHeadModel: refused. */
+ * A model whose blocks differ in heads or MLP ratio, has a skip block, is a supernet or of another
+ * family (model.arch=llama: issue 48 builds its LlamaForCausalLM) is not a GPT2LMHeadModel: refused. */
 #ifndef MP_HF_GPT2_H
 #define MP_HF_GPT2_H
 

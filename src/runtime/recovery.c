@@ -302,8 +302,9 @@ void recovery_disarm(run_layout_t *lay)
  * computed. Such a snapshot is refused; the resume starts from the checkpoint under the new deck. */
 static const char *const rec_same_keys[][2] = {
     {"model", "layers"}, {"model", "dim"}, {"model", "heads"}, {"model", "seq_len"}, {"model", "vocab"},
-    {"model", "mlp_ratio"}, {"model", "blocks"}, {"train", "steps"}, {"train", "batch"}, {"train", "micro_batch"},
-    {"train", "warmup"}, {"train", "lr"}, {"train", "min_lr"}, {"train", "weight_decay"}, {"train", "grad_clip"},
+    {"model", "mlp_ratio"}, {"model", "blocks"}, {"model", "arch"}, {"model", "kv_heads"}, {"model", "ffn_dim"},
+    {"model", "rope_theta"}, {"model", "norm_eps"}, {"model", "tie_embeddings"}, {"train", "steps"},
+    {"train", "batch"}, {"train", "micro_batch"}, {"train", "warmup"}, {"train", "lr"}, {"train", "min_lr"}, {"train", "weight_decay"}, {"train", "grad_clip"},
     {"train", "beta1"}, {"train", "beta2"}, {"train", "eps"}, {"train", "seed"}, {"train", "precision"},
     {"data", "path"}, {"data", "order"}, {"parallel", "schedule"}, {"parallel", "zero"}, {"supernet", "enabled"},
     {"supernet", "window"}, {"supernet", "schedule"}, {"supernet", "candidates"}, {"supernet", "blocks"}};

@@ -352,6 +352,9 @@ static int run_ckpt_fits(const deck_t *d, const run_stage_t *st, const ckpt_head
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].have != f[i].want)
             return snprintf(why_p, n, "it has model.%s=%d, the deck says %d", f[i].name, f[i].have, f[i].want), 0;
+    const ckpt_family_t fam = ckpt_family_of(c);
+    char diff[300];
+    if (ckpt_family_differs(&h->fam, &fam, "the deck", diff, sizeof diff)) return snprintf(why_p, n, "it has %s", diff), 0;
     char blocks[2048];
     param_blocks_text(c, blocks, sizeof blocks);
     if (strcmp(blocks, h->blocks))

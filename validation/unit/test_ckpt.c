@@ -7,7 +7,10 @@
  * checksum's order-free sum. The file checksum (filesum.c): XXH64 against the reference's values;
  * a flipped bit in the header, the HDF5 metadata, a /state attribute or a tensor, truncation, bytes
  * appended, a file without the checksum and 200 random bit flips all refused naming the file, by
- * every reader, without a crash; a reseal after an edit; inspect surviving a crash of its child.
+ * every reader, without a crash; a reseal after an edit; inspect surviving a crash of its child. The
+ * model family (ckpt_family.c): a llama table's /state records arch and llama's keys, a read with
+ * another of them is refused naming the key and both values, a /state whose deck says another family
+ * is corrupt, and a file without the attributes (older) reads as gpt2.
  * Files live in a mkdtemp directory; stderr is captured to a file. */
 #include <dirent.h>
 #include <errno.h>
@@ -68,10 +71,9 @@ typedef struct {
     float *p, *m, *v;
 } tiny_t;
 
-static void tiny_make(tiny_t *t, int dim)
+static void tiny_make_cfg(tiny_t *t, const model_cfg_t *cfg)
 {
-    model_cfg_t cfg = {.layers = 2, .dim = dim, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 4};
-    param_table_build(&t->tab, &cfg, 0, cfg.layers, 1, 1, 1, 0);
+    param_table_build(&t->tab, cfg, 0, cfg->layers, 1, 1, 1, 0);
     size_t n = t->tab.total;
     t->p = malloc(n * sizeof(float));
     t->m = malloc(n * sizeof(float));
@@ -84,6 +86,12 @@ static void tiny_make(tiny_t *t, int dim)
     t->m[3] = -0.0f;
     t->m[4] = 1e-42f; /* subnormal */
     t->v[5] = NAN;
+}
+
+static void tiny_make(tiny_t *t, int dim)
+{
+    const model_cfg_t cfg = {.layers = 2, .dim = dim, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 4};
+    tiny_make_cfg(t, &cfg);
 }
 
 static void tiny_free(tiny_t *t)
@@ -820,6 +828,225 @@ static void test_checksum(void)
            "checksum: keyed by position (swap, shift) and by every bit");
 }
 
+/* ---- the model family in /state (ckpt_family.c) ----------------------------------------------------- */
+
+/* A tiny llama: 2 query heads sharing 1 key/value head, SwiGLU of 12, as a deck of model.arch=llama
+ * gives it (mlp_ratio 1). */
+static const model_cfg_t llama_cfg = {.layers = 2, .dim = 8, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 1,
+                                      .arch = ARCH_LLAMA, .kv_heads = 1, .ffn_dim = 12, .rope_theta = 10000.0f,
+                                      .norm_eps = 1e-5f};
+static const char llama_deck[] = "[model]\nlayers = 2\ndim = 8\nheads = 2\nseq_len = 16\nvocab = 32\nmlp_ratio = 1\n"
+                                 "arch = llama\nkv_heads = 1\nffn_dim = 12\nrope_theta = 10000\nnorm_eps = 1e-05\n"
+                                 "tie_embeddings = 1\n[train]\nseed = 18364758544493064720\nbatch = 8\n"
+                                 "[data]\npath = /nonexistent/tokens.h5\n";
+
+/* llama_cfg's sizes in a deck that does not name the family: gpt2's */
+static const char gpt2_deck_of_llama[] = "[model]\nlayers = 2\ndim = 8\nheads = 2\nseq_len = 16\nvocab = 32\n"
+                                         "mlp_ratio = 1\n[train]\nseed = 18364758544493064720\nbatch = 8\n"
+                                         "[data]\npath = /nonexistent/tokens.h5\n";
+
+static int write_with(const tiny_t *t, const char *path, const char *deck)
+{
+    ckpt_state_t st = {.step = 5, .adam_t = 5, .seed = 0xfedcba9876543210ull, .data_cursor = 5 * 8};
+    snprintf(st.layout, sizeof st.layout, "dp=1 tp=1 pp=1 sp=1");
+    return ckpt_write(path, &t->tab, t->p, t->m, t->v, &st, deck);
+}
+
+/* /state's family attributes as written: 1 each present (with its value), 0 absent. */
+typedef struct {
+    char arch[16];
+    int kv_heads, ffn_dim, tie, has_theta, has_eps;
+    float theta, eps;
+} family_attrs_t;
+
+static family_attrs_t family_attrs(const char *path)
+{
+    family_attrs_t a = {.kv_heads = -1, .ffn_dim = -1, .tie = -1};
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT), g = H5Gopen2(f, "state", H5P_DEFAULT);
+    if (H5Aexists(g, "arch") > 0) {
+        hid_t at = H5Aopen(g, "arch", H5P_DEFAULT), ty = H5Aget_type(at);
+        const size_t n = H5Tget_size(ty);
+        if (n < sizeof a.arch && H5Aread(at, ty, a.arch) >= 0) a.arch[n] = 0;
+        H5Tclose(ty), H5Aclose(at);
+    }
+    const struct {
+        const char *name;
+        int *x;
+    } ints[] = {{"kv_heads", &a.kv_heads}, {"ffn_dim", &a.ffn_dim}, {"tie_embeddings", &a.tie}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (H5Aexists(g, ints[i].name) > 0) {
+            hid_t at = H5Aopen(g, ints[i].name, H5P_DEFAULT);
+            H5Aread(at, H5T_NATIVE_INT, ints[i].x);
+            H5Aclose(at);
+        }
+    if ((a.has_theta = H5Aexists(g, "rope_theta") > 0)) {
+        hid_t at = H5Aopen(g, "rope_theta", H5P_DEFAULT), ty = H5Aget_type(at);
+        a.has_theta = H5Tget_class(ty) == H5T_FLOAT && H5Tget_size(ty) == 4 && H5Aread(at, H5T_NATIVE_FLOAT, &a.theta) >= 0;
+        H5Tclose(ty), H5Aclose(at);
+    }
+    if ((a.has_eps = H5Aexists(g, "norm_eps") > 0)) {
+        hid_t at = H5Aopen(g, "norm_eps", H5P_DEFAULT);
+        a.has_eps = H5Aread(at, H5T_NATIVE_FLOAT, &a.eps) >= 0;
+        H5Aclose(at);
+    }
+    H5Gclose(g), H5Fclose(f);
+    return a;
+}
+
+/* A copy of from at to with /state attributes `names` (NULL-terminated) deleted, resealed. */
+static int copy_without(const char *from, const char *to, const char *const *names)
+{
+    copy_file(from, to);
+    hid_t f = H5Fopen(to, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Gopen2(f, "state", H5P_DEFAULT);
+    int ok = g >= 0;
+    for (int i = 0; names[i]; i++) ok &= H5Adelete(g, names[i]) >= 0;
+    H5Gclose(g);
+    ok &= H5Fclose(f) >= 0 && ckpt_reseal(to) == MP_OK;
+    return ok ? 0 : -1;
+}
+
+/* A llama table's checkpoint records the family; gpt2's its three keys and arch, without llama's floats. */
+static void test_family_written(void)
+{
+    tiny_t l;
+    tiny_make_cfg(&l, &llama_cfg);
+    char path[1100];
+    snprintf(path, sizeof path, "%s", tpath("llama.h5"));
+    tap_ok(write_with(&l, path, llama_deck) == MP_OK, "write a checkpoint of a 2-layer llama (kv_heads 1, ffn_dim 12)");
+    const family_attrs_t a = family_attrs(path);
+    tap_ok(!strcmp(a.arch, "llama") && a.kv_heads == 1 && a.ffn_dim == 12 && a.tie == 1 && a.has_theta &&
+               a.theta == 10000.0f && a.has_eps && a.eps == 1e-5f,
+           "llama's /state: arch llama, kv_heads 1, ffn_dim 12, tie_embeddings 1, rope_theta 10000 and norm_eps 1e-5 "
+           "(float32)");
+    const family_attrs_t g = family_attrs(tpath("rt.h5"));
+    tap_ok(!strcmp(g.arch, "gpt2") && g.kv_heads == 2 && g.ffn_dim == 0 && g.tie == 1 && !g.has_theta && !g.has_eps,
+           "gpt2's /state: arch gpt2, kv_heads = heads 2, ffn_dim 0, tie_embeddings 1, no rope_theta or norm_eps");
+    size_t n = l.tab.total;
+    float *p = calloc(n, sizeof(float)), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    ckpt_state_t st = {0};
+    capture_begin();
+    int rc = ckpt_read(path, &l.tab, p, m, v, &st);
+    capture_end();
+    tap_ok(rc == MP_OK && !memcmp(p, l.p, n * sizeof(float)) && st.step == 5, "the llama checkpoint reads back");
+    show_errtext();
+    if (rc == MP_OK) free(st.deck);
+    free(p), free(m), free(v);
+    ckpt_head_info_t h;
+    char reason[600] = "";
+    rc = ckpt_file_head(path, &h, reason, sizeof reason);
+    tap_ok(rc == MP_OK && h.fam.arch == ARCH_LLAMA && h.fam.kv_heads == 1 && h.fam.ffn_dim == 12 &&
+               h.fam.tie_embeddings == 1 && h.fam.rope_theta == 10000.0f && h.fam.norm_eps == 1e-5f,
+           "ckpt_file_head (--resume auto's choice) reads the family %s", reason);
+    if (rc == MP_OK) ckpt_file_head_free(&h);
+    char text[65536];
+    rc = inspect_to(path, text, sizeof text);
+    tap_ok(rc == MP_OK && strstr(text, "model arch=llama kv_heads=1 ffn_dim=12 rope_theta=10000 norm_eps=1e-05 "
+                                       "tie_embeddings=1 layers=2 dim=8 heads=2"),
+           "inspect shows the llama keys beside the shape");
+    rc = inspect_to(tpath("rt.h5"), text, sizeof text);
+    tap_ok(rc == MP_OK && strstr(text, "model arch=gpt2 layers=2 dim=8 heads=2 seq_len=16 vocab=32 mlp_ratio=4\n"),
+           "inspect of a gpt2 checkpoint shows its arch alone");
+    tiny_free(&l);
+}
+
+/* Reading a llama checkpoint with a model of another family key is refused naming the key and both
+ * values, buffers untouched; a /state whose deck says another family is a corrupt file. */
+static void test_family_refused(void)
+{
+    char path[1100], bad[1100];
+    snprintf(path, sizeof path, "%s", tpath("llama.h5"));
+    static const struct {
+        const char *what, *needle1, *needle2;
+        model_cfg_t cfg;
+    } cases[] = {
+        {"another arch (gpt2)", "model.arch=llama", "the deck says gpt2",
+         {.layers = 2, .dim = 8, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 1}},
+        {"another kv_heads", "model.kv_heads=1", "the deck says 2",
+         {.layers = 2, .dim = 8, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 1, .arch = ARCH_LLAMA,
+          .kv_heads = 2, .ffn_dim = 12, .rope_theta = 10000.0f, .norm_eps = 1e-5f}},
+        {"another ffn_dim", "model.ffn_dim=12", "the deck says 16",
+         {.layers = 2, .dim = 8, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 1, .arch = ARCH_LLAMA,
+          .kv_heads = 1, .ffn_dim = 16, .rope_theta = 10000.0f, .norm_eps = 1e-5f}},
+        {"another rope_theta", "model.rope_theta=10000", "the deck says 500000",
+         {.layers = 2, .dim = 8, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 1, .arch = ARCH_LLAMA,
+          .kv_heads = 1, .ffn_dim = 12, .rope_theta = 500000.0f, .norm_eps = 1e-5f}},
+        {"another norm_eps", "model.norm_eps=1e-05", "the deck says 1e-06",
+         {.layers = 2, .dim = 8, .heads = 2, .seq_len = 16, .vocab = 32, .mlp_ratio = 1, .arch = ARCH_LLAMA,
+          .kv_heads = 1, .ffn_dim = 12, .rope_theta = 10000.0f, .norm_eps = 1e-6f}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tiny_t o;
+        tiny_make_cfg(&o, &cases[i].cfg);
+        expect_read_refused(cases[i].what, &o, path, 1, cases[i].needle1, cases[i].needle2);
+        tiny_free(&o);
+    }
+    /* the attributes and the /state deck disagree: not a file MindPipe writes */
+    tiny_t l;
+    tiny_make_cfg(&l, &llama_cfg);
+    snprintf(bad, sizeof bad, "%s", tpath("llama_gpt2deck.h5"));
+    tap_ok(write_with(&l, bad, gpt2_deck_of_llama) == MP_OK,
+           "write a llama checkpoint under a deck of its sizes without model.arch (gpt2)");
+    expect_read_refused("a llama /state whose deck says gpt2", &l, bad, 1, "/state has model.arch=llama, its deck says gpt2",
+                        "a corrupt file");
+    ckpt_head_info_t h;
+    char reason[600] = "";
+    const int rc = ckpt_file_head(bad, &h, reason, sizeof reason);
+    if (rc == MP_OK) ckpt_file_head_free(&h);
+    tap_ok(rc == MP_ERR && strstr(reason, "/state has model.arch=llama, its deck says gpt2"),
+           "ckpt_file_head (--resume auto, pruning) refuses it too: %s", reason);
+    /* an arch this build does not know */
+    static const char *const arch[] = {"arch", NULL};
+    snprintf(bad, sizeof bad, "%s", tpath("gpt3.h5"));
+    int ok = copy_without(path, bad, arch) == 0;
+    hid_t f = H5Fopen(bad, H5F_ACC_RDWR, H5P_DEFAULT), g = H5Gopen2(f, "state", H5P_DEFAULT);
+    hid_t s = H5Screate(H5S_SCALAR), ty = H5Tcopy(H5T_C_S1);
+    H5Tset_size(ty, 5);
+    hid_t a = H5Acreate2(g, "arch", ty, s, H5P_DEFAULT, H5P_DEFAULT);
+    ok &= a >= 0 && H5Awrite(a, ty, "gpt3") >= 0;
+    H5Aclose(a), H5Tclose(ty), H5Sclose(s), H5Gclose(g);
+    ok &= H5Fclose(f) >= 0 && ckpt_reseal(bad) == MP_OK;
+    if (!ok) tap_diag("could not write arch gpt3");
+    expect_read_refused("/state arch gpt3", &l, bad, 1, "/state has arch 'gpt3', not a model family", NULL);
+    tiny_free(&l);
+}
+
+/* A checkpoint written before the family attributes reads as gpt2 (kv_heads = heads, ffn_dim 0, tied):
+ * it still resumes into a gpt2 deck, and a llama one is refused naming model.arch. */
+static void test_family_old(const tiny_t *t)
+{
+    static const char *const family[] = {"arch", "kv_heads", "ffn_dim", "tie_embeddings", NULL};
+    char old[1100];
+    snprintf(old, sizeof old, "%s", tpath("old.h5"));
+    if (copy_without(tpath("rt.h5"), old, family) != 0) tap_diag("could not remove the family attributes");
+    const family_attrs_t a = family_attrs(old);
+    size_t n = t->tab.total;
+    float *p = calloc(n, sizeof(float)), *m = calloc(n, sizeof(float)), *v = calloc(n, sizeof(float));
+    ckpt_state_t st = {0};
+    capture_begin();
+    int rc = ckpt_read(old, &t->tab, p, m, v, &st);
+    capture_end();
+    tap_ok(!a.arch[0] && a.kv_heads == -1 && rc == MP_OK && !memcmp(p, t->p, n * sizeof(float)) && st.step == 42,
+           "a checkpoint without the family attributes reads into a gpt2 model");
+    show_errtext();
+    if (rc == MP_OK) free(st.deck);
+    free(p), free(m), free(v);
+    ckpt_head_info_t h;
+    char reason[600] = "", text[65536];
+    rc = ckpt_file_head(old, &h, reason, sizeof reason);
+    tap_ok(rc == MP_OK && h.fam.arch == ARCH_GPT2 && h.fam.kv_heads == 2 && h.fam.ffn_dim == 0 && h.fam.tie_embeddings == 1,
+           "its head reads as gpt2: kv_heads = heads 2, ffn_dim 0, tied %s", reason);
+    if (rc == MP_OK) ckpt_file_head_free(&h);
+    rc = inspect_to(old, text, sizeof text);
+    tap_ok(rc == MP_OK && strstr(text, "model arch=gpt2 layers=2"), "inspect of it says arch=gpt2");
+    /* a llama model of the same sizes (mlp_ratio 4, as no deck gives llama: the family alone differs) */
+    model_cfg_t c = llama_cfg;
+    c.mlp_ratio = 4;
+    tiny_t l;
+    tiny_make_cfg(&l, &c);
+    expect_read_refused("an old checkpoint into a llama model", &l, old, 1, "model.arch=gpt2", "the deck says llama");
+    tiny_free(&l);
+}
+
 static void cleanup(const char *dir)
 {
     DIR *dh = opendir(dir);
@@ -857,6 +1084,9 @@ int main(void)
     test_directory(&t);
     test_publish();
     test_checksum();
+    test_family_written();
+    test_family_refused();
+    test_family_old(&t);
     tiny_free(&t);
     cleanup(tmpdir);
     MPI_Finalize();

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "block_kind.h"
 #include "check.h"
 #include "deck.h"
 #include "math_exp.h"
@@ -711,6 +712,133 @@ static void test_absurd_lr(void)
            "mp_expf: NaN stays NaN, ±inf and ±3e38 clamp like ±88.7 / -87.3");
 }
 
+/* model.arch and its keys (issue 47): the defaults are gpt2's, a gpt2 deck is the deck it was, llama's
+ * MLP ratio resolves to 1, and every refusal names its keys (those of what is not built yet, the
+ * issue too). */
+#define LLAMA VALID "[model]\narch = llama\nffn_dim = 344\n"
+
+static void test_family_defaults(void)
+{
+    deck_t d;
+    deck_defaults(&d);
+    tap_ok(!strcmp(d.model.arch, "gpt2") && d.model.arch_kind == ARCH_GPT2 && d.model.kv_heads == 0 &&
+               d.model.ffn_dim == 0 && d.model.rope_theta == 10000.0 && d.model.norm_eps == 1e-5 &&
+               d.model.tie_embeddings == 1,
+           "family defaults: arch gpt2, kv_heads 0, ffn_dim 0, rope_theta 10000, norm_eps 1e-5, tie_embeddings 1");
+    /* a gpt2 deck of before model.arch: the same model, and its written deck names the defaults */
+    int rc = load_text(&d, full_deck, NULL, 0);
+    char *text = rc == MP_OK ? deck_to_string(&d) : NULL;
+    tap_ok(rc == MP_OK && d.model.arch_kind == ARCH_GPT2 && d.model.mlp_ratio == 2 && d.model.heads == 6 && text &&
+               strstr(text, "\nmlp_ratio = 2\n") && strstr(text, "\narch = gpt2\nkv_heads = 0\nffn_dim = 0\n"
+                                                              "rope_theta = 10000\nnorm_eps = 1e-05\n"
+                                                              "tie_embeddings = 1\n"),
+           "a gpt2 deck without the family keys loads as before (mlp_ratio 2 kept) and is written with their defaults");
+    show_errtext();
+    free(text);
+    char *kv[] = {"model.kv_heads=4"}; /* = model.heads: multi-head attention, gpt2's */
+    rc = load_text(&d, VALID, kv, 1);
+    tap_ok(rc == MP_OK && d.model.kv_heads == 4, "gpt2 with model.kv_heads = model.heads loads");
+    show_errtext();
+}
+
+static void test_family_llama(void)
+{
+    deck_t d, e;
+    int rc = load_text(&d, LLAMA "kv_heads = 2\n", NULL, 0);
+    tap_ok(rc == MP_OK && d.model.arch_kind == ARCH_LLAMA && !strcmp(d.model.arch, "llama") && d.model.kv_heads == 2 &&
+               d.model.ffn_dim == 344 && d.model.mlp_ratio == 1 && d.model.rope_theta == 10000.0 &&
+               d.model.norm_eps == 1e-5 && d.model.tie_embeddings == 1,
+           "llama: arch, kv_heads and ffn_dim read, model.mlp_ratio resolved to 1, rope_theta and norm_eps defaults");
+    show_errtext();
+    char *text = rc == MP_OK ? deck_to_string(&d) : NULL, path[1024];
+    snprintf(path, sizeof path, "%s", write_deck("llama_written.ini", text ? text : ""));
+    capture_begin();
+    rc = deck_load(&e, path, NULL, 0);
+    capture_end();
+    char *again = rc == MP_OK ? deck_to_string(&e) : NULL;
+    tap_ok(text && again && !strcmp(text, again) && strstr(text, "\nmlp_ratio = 1\n") && strstr(text, "\narch = llama\n"),
+           "llama: the resolved deck (mlp_ratio = 1 written) loads back to the same deck");
+    show_errtext();
+    free(text);
+    free(again);
+    char *theta[] = {"model.rope_theta=500000", "model.norm_eps=1e-6", "model.mlp_ratio=1"};
+    rc = load_text(&d, LLAMA, theta, 3);
+    tap_ok(rc == MP_OK && d.model.rope_theta == 500000.0 && d.model.norm_eps == 1e-6 && d.model.mlp_ratio == 1,
+           "llama: rope_theta and norm_eps set, model.mlp_ratio = 1 given explicitly: accepted");
+    show_errtext();
+    char *set_arch[] = {"model.arch=llama", "model.ffn_dim=96"}; /* the family by --set alone resolves the same */
+    rc = load_text(&d, VALID, set_arch, 2);
+    tap_ok(rc == MP_OK && d.model.arch_kind == ARCH_LLAMA && d.model.mlp_ratio == 1,
+           "llama by --set: model.mlp_ratio resolved to 1");
+    show_errtext();
+    /* the reference lists every family by its block kind's name */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    deck_print_reference(f);
+    fclose(f);
+    int all = buf && strstr(buf, "| `arch` | string | `gpt2` | a model family: gpt2, llama |");
+    for (int a = 0; a < ARCH_COUNT; a++) {
+        deck_t k;
+        char set[64];
+        deck_defaults(&k);
+        snprintf(set, sizeof set, "model.arch=%s", block_kind_of(&(model_cfg_t){.arch = (model_arch_t)a})->name);
+        all &= set_quiet(&k, set) == MP_OK && k.model.arch_kind == (model_arch_t)a;
+    }
+    tap_ok(all, "model.arch: every block kind's name parses to its family, and the reference lists them");
+    free(buf);
+}
+
+static void test_family_refusals(void)
+{
+    expect_refused("an unknown model.arch", VALID "[model]\narch = gpt3\n", NULL, 0, "deck.ini:4",
+                   "model.arch = 'gpt3'", "not one of gpt2|llama", NULL);
+    expect_refused("model.kv_heads that does not divide model.heads", VALID "[model]\nkv_heads = 3\n", NULL, 0,
+                   "model.kv_heads=3 does not divide model.heads=4", NULL);
+    expect_refused("gpt2 with grouped-query attention", VALID "[model]\nkv_heads = 2\n", NULL, 0,
+                   "model.kv_heads=2 with model.arch=gpt2", "model.kv_heads 0 or model.heads=4", NULL);
+    expect_refused("gpt2 with model.ffn_dim", VALID "[model]\nffn_dim = 64\n", NULL, 0,
+                   "model.ffn_dim=64 with model.arch=gpt2", "model.mlp_ratio × model.dim", NULL);
+    expect_refused("gpt2 with model.rope_theta", VALID "[model]\nrope_theta = 500000\n", NULL, 0,
+                   "model.rope_theta=500000 with model.arch=gpt2", "default 10000", NULL);
+    expect_refused("gpt2 with model.norm_eps", VALID "[model]\nnorm_eps = 1e-6\n", NULL, 0,
+                   "model.norm_eps=1e-06 with model.arch=gpt2", NULL);
+    expect_refused("gpt2 untied", VALID "[model]\ntie_embeddings = false\n", NULL, 0,
+                   "model.tie_embeddings=false with model.arch=gpt2", NULL);
+    expect_refused("llama without model.ffn_dim", VALID "[model]\narch = llama\n", NULL, 0,
+                   "model.arch=llama needs model.ffn_dim", NULL);
+    char *ratio[] = {"model.mlp_ratio=4"}; /* the default's value, but given: the user meant it */
+    expect_refused("llama with model.mlp_ratio given (4)", LLAMA, ratio, 1, "model.mlp_ratio=4 with model.arch=llama",
+                   "model.ffn_dim", NULL);
+    expect_refused("llama with model.mlp_ratio in the file", LLAMA "mlp_ratio = 2\n", NULL, 0,
+                   "model.mlp_ratio=2 with model.arch=llama", NULL);
+    expect_refused("llama with model.rope_theta = 0", LLAMA "rope_theta = 0\n", NULL, 0, "model.rope_theta = '0'",
+                   "> 0", NULL);
+    expect_refused("llama with model.norm_eps < 0", LLAMA "norm_eps = -1e-5\n", NULL, 0, "model.norm_eps = '-1e-5'",
+                   "> 0", NULL);
+    expect_refused("llama untied (not built yet)", LLAMA "tie_embeddings = 0\n", NULL, 0,
+                   "model.tie_embeddings=false: the untied LM head is not built yet (issue 47)", NULL);
+    expect_refused("llama over parallel.tp = 2 (not built yet)", LLAMA "[parallel]\ntp = 2\n", NULL, 0,
+                   "model.arch=llama with parallel.tp=2", "issue 47", NULL);
+    expect_refused("llama: kv_heads and ffn_dim divide over parallel.tp (the rule after issue 47)",
+                   LLAMA "kv_heads = 1\n[parallel]\ntp = 2\n", NULL, 0,
+                   "model.kv_heads=1 (key/value heads) is not a multiple of parallel.tp=2", NULL);
+    expect_refused("llama: ffn_dim over parallel.tp", VALID "[model]\narch = llama\nffn_dim = 345\n[parallel]\ntp = 2\n",
+                   NULL, 0, "model.ffn_dim=345 is not a multiple of parallel.tp=2", NULL);
+    expect_refused("llama with model.blocks (not built yet)", LLAMA "blocks = h4m1,h4m1,h2m1,h4m1\n", NULL, 0,
+                   "model.arch=llama with model.blocks='h4m1,h4m1,h2m1,h4m1'", "issue 47", NULL);
+    expect_refused("a llama supernet (not built yet)",
+                   LLAMA "[supernet]\nenabled = 1\ncandidates = h4m1,skip\n", NULL, 0,
+                   "model.arch=llama with supernet.enabled=1", "issue 47", NULL);
+    expect_refused("llama on cuda (not built yet)", LLAMA "[train]\ndevice = cuda\n", NULL, 0,
+                   "model.arch=llama with train.device=cuda", "issue 47", NULL);
+    char *emu[] = {"train.device=emu"};
+    deck_t d;
+    const int rc = load_text(&d, LLAMA, emu, 1);
+    tap_ok(rc == MP_OK, "llama on emu loads");
+    show_errtext();
+}
+
 static void cleanup(void)
 {
     char cmd[1200];
@@ -744,6 +872,9 @@ int main(void)
     test_escaped_messages();
     test_long_value_messages();
     test_absurd_lr();
+    test_family_defaults();
+    test_family_llama();
+    test_family_refusals();
     cleanup();
     return tap_done();
 }

@@ -1,12 +1,15 @@
 /* The model a deck describes (src/config/deck_model.c) and the skip tests (params.h): every field of
  * deck_model_cfg from a plain deck, from model.blocks and from a supernet (with and without its
- * choice flags), and which blocks and candidates are skip. Decks come from --set alone. */
+ * choice flags), and which blocks and candidates are skip; the family's fields from a gpt2 and a
+ * llama deck, and Hugging Face's GPT-2 format refusing llama's. Decks come from --set alone. */
 #include <stdio.h>
 #include <string.h>
 
+#include "block_kind.h"
 #include "check.h"
 #include "deck.h"
 #include "deck_model.h"
+#include "hf_gpt2.h"
 #include "params.h"
 #include "tap.h"
 
@@ -73,10 +76,41 @@ static void test_supernet(void)
            "supernet deck without choice flags: a plain model, no candidates");
 }
 
+/* The family (model.arch and llama's keys): a gpt2 deck's model has a zero-initialised cfg's family
+ * fields (params.h: zero is GPT-2's); a llama deck's has its keys, and the widths its block kind
+ * lays out come from them. */
+static void test_family(void)
+{
+    deck_t d;
+    char *gpt2[] = {"model.layers=2"};
+    if (!tap_ok(load(&d, gpt2, 1) == MP_OK, "gpt2 deck loads")) return;
+    const model_cfg_t g = deck_model_cfg(&d, NULL);
+    tap_ok(g.arch == ARCH_GPT2 && g.kv_heads == 0 && g.ffn_dim == 0 && g.rope_theta == 0.0f && g.norm_eps == 0.0f &&
+               g.untied == 0 && g.mlp_ratio == 4 && block_kind_of(&g) == &block_kind_gpt2,
+           "gpt2: arch gpt2, kv_heads 0, ffn_dim 0, no rope_theta or norm_eps, tied: a zero cfg's family");
+    char *llama[] = {"model.arch=llama", "model.ffn_dim=344", "model.kv_heads=2", "model.rope_theta=500000",
+                     "model.norm_eps=1e-6"};
+    if (!tap_ok(load(&d, llama, 5) == MP_OK, "llama deck loads")) return;
+    const model_cfg_t c = deck_model_cfg(&d, NULL);
+    const bk_widths_t w = block_widths(&c, (block_shape_t){cfg_heads(&c, 0), cfg_ratio(&c, 0)});
+    tap_ok(c.arch == ARCH_LLAMA && c.kv_heads == 2 && c.ffn_dim == 344 && c.rope_theta == 500000.0f &&
+               c.norm_eps == 1e-6f && c.untied == 0 && c.mlp_ratio == 1 && cfg_kv_heads(&c) == 2 &&
+               block_kind_of(&c) == &block_kind_llama,
+           "llama: arch, kv_heads 2, ffn_dim 344, rope_theta 500000, norm_eps 1e-6, tied, mlp_ratio 1");
+    tap_ok(w.C == 128 && w.A == 128 && w.KA == 64 && w.RC == 344,
+           "llama: its block's widths C 128, A 128, KA 64 (2 of 4 heads), RC 344 (%d %d %d %d)", w.C, w.A, w.KA, w.RC);
+    /* Hugging Face's GPT-2 format (export, --init-from) takes the gpt2 deck's model, refuses llama's */
+    char why[300] = "";
+    const int fits = hf_gpt2_fits(&g, why, sizeof why), no = hf_gpt2_fits(&c, why, sizeof why);
+    tap_ok(fits == MP_OK && no == MP_ERR && strstr(why, "model.arch=llama is no GPT2LMHeadModel") && strstr(why, "issue 48"),
+           "hf_gpt2_fits: gpt2's model fits, llama's is refused naming model.arch and issue 48 (%s)", why);
+}
+
 int main(void)
 {
     test_plain();
     test_blocks();
     test_supernet();
+    test_family();
     return tap_done();
 }
