@@ -29,9 +29,6 @@ expect_fail "missing deck file names it" "missing.ini" "$MINDPIPE" train -c "$SC
 printf '[model]\nlayers = 2\n[bogus]\nx = 1\n' > "$SCRATCH/bogus.ini"
 expect_fail "unknown section names it" "bogus" "$MINDPIPE" train -c "$SCRATCH/bogus.ini" --set data.path="$data"
 expect_fail "vocab larger than the model's is refused" "vocab" T --set model.vocab=100
-# until model.c composes llama's block (issue 47): refused at start, not a crash in GPT-2's forward
-expect_fail "a llama run is refused until the model composes llama's block" "model.arch=llama: the model's forward" \
-    T --set model.arch=llama --set model.ffn_dim=64 --set model.mlp_ratio=1
 expect_fail "unknown command" "unknown command" "$MINDPIPE" frobnicate
 expect_fail "prep of a missing text file names it" "absent.txt" "$MINDPIPE" prep --text "$SCRATCH/absent.txt" --out "$SCRATCH/x.h5"
 expect_fail "inspect of a missing file names it" "absent.h5" "$MINDPIPE" inspect "$SCRATCH/absent.h5"

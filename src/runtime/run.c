@@ -111,11 +111,6 @@ static int run_refuse_sp(const deck_t *d)
 static int run_refuse_unimplemented(const deck_t *d)
 {
     const int sp = d->parallel.sp;
-    /* Until model.c composes llama's block (issue 47 items 2-3, in progress), its table would meet
-     * GPT-2's forward: a crash, not a run. Drop this with the model's llama path. */
-    if (d->model.arch_kind == ARCH_LLAMA)
-        return MP_FAIL("model.arch=llama: the model's forward and backward do not compose llama's block yet (issue 47); "
-                       "the deck's llama keys are read and checked, but nothing runs them: use model.arch=gpt2");
     if (sp > 1 && run_refuse_sp(d) != MP_OK) return MP_ERR;
     if (device_check(d->train.device, d->train.precision) != MP_OK) return MP_ERR;
     if (d->parallel.p2p == DECK_P2P_NCCL && d->train.device != DECK_DEVICE_CUDA)
