@@ -485,7 +485,7 @@ def cmd_generate(args):
         while len(out) < args.max_tokens and len(seq) < cfg["seq_len"] + 1:
             acts = {}
             gpt_loss(P, torch.tensor([seq[-cfg["seq_len"]:]]), None, cfg, acts)
-            logits = (acts["lnf"][0, -1] @ P["wte"].t())[:live]
+            logits = (acts["lnf"][0, -1] @ P["lm_head.w" if "lm_head.w" in P else "wte"].t())[:live]
             top = torch.topk(logits, 2)
             margins.append(float(top.values[0] - top.values[1]))
             tok = int(torch.argmax(logits))  # the first of equal maxima, as MindPipe's sampler

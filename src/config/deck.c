@@ -150,8 +150,8 @@ static const deck_key_t keys[] = {
     K_NUM(model, norm_eps, "1e-5", 0, INF, EXCL_MIN,
           "llama: RMSNorm's epsilon; gpt2 (LayerNorm with its own epsilon, 1e-5) refuses another value"),
     K_BOOL(model, tie_embeddings, "1",
-           "the LM head is the token embedding wte (tied); 0 = a head of its own (llama only, not built yet: "
-           "issue 47)"),
+           "the LM head is the token embedding wte (tied); 0 = a head of its own, lm_head.w (V, C) on the last "
+           "stage (llama only)"),
 
     K_INT(train, steps, "100", 0, 1e9, "optimizer steps"),
     K_INT(train, batch, "8", 1, 1e9, "global batch in sequences per step, whatever the layout"),
@@ -1503,8 +1503,8 @@ static int validate_gpt2(const deck_t *d)
 
 /* llama (model.arch): SwiGLU of model.ffn_dim (so model.mlp_ratio is 1: deck_resolve), key/value heads
  * that divide over tensor parallelism as the query heads do. Then what is not built for llama yet
- * (issue 47), each refused naming its keys until it is: tensor parallelism of its blocks, a shape
- * per block, supernets, the CUDA backend (its kernels have not run on a GPU) and the untied head. */
+ * (issue 47), each refused naming its keys until it is: a shape per block, supernets, and the CUDA
+ * backend (its kernels have not run on a GPU). */
 static int validate_llama(const deck_t *d)
 {
     const int tp = d->parallel.tp, kv = d->model.kv_heads ? d->model.kv_heads : d->model.heads;
@@ -1521,11 +1521,6 @@ static int validate_llama(const deck_t *d)
     if (d->model.ffn_dim % tp)
         nerr++, MP_ERROR("model.ffn_dim=%d is not a multiple of parallel.tp=%d: each tensor-parallel rank holds "
                          "model.ffn_dim ÷ parallel.tp of SwiGLU's width", d->model.ffn_dim, tp);
-    if (!d->model.tie_embeddings)
-        nerr++, MP_ERROR("model.tie_embeddings=false: the untied LM head is not built yet (issue 47)");
-    if (tp > 1)
-        nerr++, MP_ERROR("model.arch=llama with parallel.tp=%d: tensor parallelism of llama's blocks is not built "
-                         "yet (issue 47); set parallel.tp=1", tp);
     if (d->model.shapes.n)
         nerr++, MP_ERROR("model.arch=llama with model.blocks='%s': a shape per block is not built for llama yet "
                          "(issue 47); leave model.blocks empty", d->model.blocks);

@@ -816,11 +816,7 @@ static void test_family_refusals(void)
                    "> 0", NULL);
     expect_refused("llama with model.norm_eps < 0", LLAMA "norm_eps = -1e-5\n", NULL, 0, "model.norm_eps = '-1e-5'",
                    "> 0", NULL);
-    expect_refused("llama untied (not built yet)", LLAMA "tie_embeddings = 0\n", NULL, 0,
-                   "model.tie_embeddings=false: the untied LM head is not built yet (issue 47)", NULL);
-    expect_refused("llama over parallel.tp = 2 (not built yet)", LLAMA "[parallel]\ntp = 2\n", NULL, 0,
-                   "model.arch=llama with parallel.tp=2", "issue 47", NULL);
-    expect_refused("llama: kv_heads and ffn_dim divide over parallel.tp (the rule after issue 47)",
+    expect_refused("llama: kv_heads and ffn_dim divide over parallel.tp",
                    LLAMA "kv_heads = 1\n[parallel]\ntp = 2\n", NULL, 0,
                    "model.kv_heads=1 (key/value heads) is not a multiple of parallel.tp=2", NULL);
     expect_refused("llama: ffn_dim over parallel.tp", VALID "[model]\narch = llama\nffn_dim = 345\n[parallel]\ntp = 2\n",
@@ -836,6 +832,9 @@ static void test_family_refusals(void)
     deck_t d;
     const int rc = load_text(&d, LLAMA, emu, 1);
     tap_ok(rc == MP_OK, "llama on emu loads");
+    char *untied_tp[] = {"model.tie_embeddings=false", "parallel.tp=2"};
+    tap_ok(load_text(&d, LLAMA, untied_tp, 2) == MP_OK && !d.model.tie_embeddings && d.parallel.tp == 2,
+           "llama untied over parallel.tp = 2 loads");
     show_errtext();
 }
 
