@@ -11,12 +11,12 @@ data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 
 mp_scratch_init
 mp_layout_helpers "$MP_SRCDIR/validation/decks/train.ini"
 # 4 layers of 4 heads sharing 2 kv heads, SwiGLU of 48, 4 micro-batches of 2 (the V schedules need 2pp)
-LL="--set model.arch=llama --set model.kv_heads=2 --set model.ffn_dim=48 --set model.rope_theta=500
+LL="--set model.arch=llama --set model.mlp_ratio=1 --set model.kv_heads=2 --set model.ffn_dim=48 --set model.rope_theta=500
     --set model.layers=4 --set train.micro_batch=2 --set train.threads=1"
 
 # shellcheck disable=SC2086
 run 1 ref $LL; ok $? "llama on one rank"
-grep -q '"step": 20' "$SCRATCH/ref/metrics.jsonl" 2>/dev/null
+grep -q '"step":20,' "$SCRATCH/ref/metrics.jsonl" 2>/dev/null
 ok $? "llama: 20 steps logged"
 layouts_cmp --bitwise ref "$LL" "2 pp2 --set parallel.pp=2" \
     "4 pp4 --set parallel.pp=4" \
@@ -42,7 +42,8 @@ layouts_cmp "" ref "$LL" "2 dp2 --set parallel.dp=2" \
 # shellcheck disable=SC2086
 run 1 un $LL --set model.tie_embeddings=false; ok $? "untied head on one rank"
 layouts_cmp --bitwise un "$LL --set model.tie_embeddings=false" "2 unpp2 --set parallel.pp=2" \
-    "4 untp --set parallel.pp=2 --set parallel.dp=2"
+    "2 unzbv --set parallel.pp=2 --set parallel.schedule=zbv"
+layouts_cmp "" un "$LL --set model.tie_embeddings=false" "4 untp --set parallel.pp=2 --set parallel.tp=2"
 "$MINDPIPE" inspect "$SCRATCH/un/ckpt/step_00000020.h5" > "$SCRATCH/un.inspect" 2>&1 &&
     grep -q "/model/lm_head.w (256, 32)" "$SCRATCH/un.inspect" && grep -q "/model/h.0.attn.qkv.w (64, 32)" "$SCRATCH/un.inspect" &&
     grep -q "/model/h.0.mlp.fc.w (96, 32)" "$SCRATCH/un.inspect" && ! grep -q "/model/wpe\|/model/lnf.b\|qkv.b" "$SCRATCH/un.inspect"
@@ -79,16 +80,18 @@ for v in gqa mqa untied; do
         untied) sets="--set model.kv_heads=2 --set model.tie_embeddings=false" ;;
     esac
     # shellcheck disable=SC2086
-    "$MINDPIPE" debug-grads -c "$rdeck" --set data.path="$data" --set model.arch=llama --set model.ffn_dim=40 \
+    "$MINDPIPE" debug-grads -c "$rdeck" --set data.path="$data" --set model.arch=llama --set model.mlp_ratio=1 --set model.ffn_dim=40 \
         --set model.rope_theta=1000 $sets --out "$SCRATCH/g_$v.h5" > "$SCRATCH/dg.out" 2>&1
     ok $? "$v: mindpipe debug-grads"
     torch_check "$v: the loss and every gradient" grads "$SCRATCH/g_$v.h5" --data "$data"
     # shellcheck disable=SC2086
-    "$MINDPIPE" train -c "$rdeck" --set data.path="$data" --set model.arch=llama --set model.ffn_dim=40 \
+    "$MINDPIPE" train -c "$rdeck" --set data.path="$data" --set model.arch=llama --set model.mlp_ratio=1 --set model.ffn_dim=40 \
         --set model.rope_theta=1000 $sets --quiet --out "$SCRATCH/tr_$v" > "$SCRATCH/tr.out" 2>&1
     ok $? "$v: mindpipe train 10 steps"
+    # against a float64 reference: a float32 one adds rounding of its own that AdamW amplifies where
+    # gradients are small (its k rows drift 2e-4 from float64's in 10 steps, MindPipe's 3e-5)
     torch_check "$v: ten AdamW steps" train "$SCRATCH/g_$v.h5" --data "$data" --metrics "$SCRATCH/tr_$v/metrics.jsonl" \
-        --final "$SCRATCH/tr_$v/ckpt/step_00000010.h5"
+        --final "$SCRATCH/tr_$v/ckpt/step_00000010.h5" --dtype float64
 done
 # Greedy generation with the KV cache (kv heads only) against PyTorch's full recomputation.
 # shellcheck disable=SC2086

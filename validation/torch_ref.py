@@ -9,6 +9,7 @@
       Trains from FILE's weights exactly as MindPipe does (sampler, warmup + cosine, global-norm
       clipping, AdamW with decay on matrices only) for as many steps as METRICS has lines, and
       compares every step's loss and grad norm, and the final weights.
+      --dtype float64: the reference trains in float64 (the exact trajectory), else float32.
       --rule 2bw: PipeDream-2BW's update W(t+1) = W(t) - AdamW(grad f_t(W(t-1))), W(-1) = W(0): each
       step's loss and gradient are those of batch t on the previous weights (ARCHITECTURE.md §4).
 
@@ -305,7 +306,7 @@ def cmd_train(args):
     with h5py.File(args.data, "r") as f:
         train = np.array(f["train"])
     rows = [json.loads(line) for line in open(args.metrics)]
-    P = params_from(model, torch.float32)
+    P = params_from(model, torch.float64 if args.dtype == "float64" else torch.float32)
     m = {n: torch.zeros_like(p) for n, p in P.items()}
     v = {n: torch.zeros_like(p) for n, p in P.items()}
     b1, b2, eps, wd = float(d["beta1"]), float(d["beta2"]), float(d["eps"]), float(d["weight_decay"])
@@ -519,6 +520,10 @@ def main():
     t.add_argument("--metrics", required=True)
     t.add_argument("--final")
     t.add_argument("--rule", choices=["plain", "2bw"], default="plain")
+    t.add_argument("--dtype", choices=["float32", "float64"], default="float32",
+                   help="the reference's precision: float64 is the exact trajectory MindPipe's float32 should "
+                        "stay near (a float32 reference adds its own rounding, which AdamW amplifies where "
+                        "gradients are small)")
     sn = sub.add_parser("supernet")
     sn.add_argument("file", help="the initial weights (mindpipe debug-grads)")
     sn.add_argument("--data", required=True)

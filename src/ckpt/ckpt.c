@@ -897,6 +897,10 @@ out:
 
 static int ckpt_cfg_check(const char *path, const model_cfg_t *have, const char *have_blocks, const model_cfg_t *want)
 {
+    /* the family first: another family's shape keys differ as a consequence (llama's mlp_ratio is 1) */
+    const ckpt_family_t hf = ckpt_family_of(have), wf = ckpt_family_of(want);
+    char diff[300];
+    if (ckpt_family_differs(&hf, &wf, "the deck", diff, sizeof diff)) return MP_FAIL("checkpoint %s has %s", path, diff);
     char want_blocks[CKPT_BLOCKS_MAX];
     param_blocks_text(want, want_blocks, sizeof want_blocks);
     if (strcmp(have_blocks, want_blocks))
@@ -910,9 +914,6 @@ static int ckpt_cfg_check(const char *path, const model_cfg_t *have, const char 
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].have != f[i].want)
             return MP_FAIL("checkpoint %s has model.%s=%d, the deck says %d", path, f[i].name, f[i].have, f[i].want);
-    const ckpt_family_t hf = ckpt_family_of(have), wf = ckpt_family_of(want);
-    char diff[300];
-    if (ckpt_family_differs(&hf, &wf, "the deck", diff, sizeof diff)) return MP_FAIL("checkpoint %s has %s", path, diff);
     return MP_OK;
 }
 

@@ -75,7 +75,7 @@ static void test_evaluate(void)
 {
     dev_kind_t d;
     toy_kind(&d);
-    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8};
+    cm_model_t mo = {.L = 8, .C = 64, .NH = 4, .T = 16, .V = 64, .R = 4, .batch = 8};
     cm_costs_t c;
     unit_costs(&c, 1);
     for (int pp = 1; pp <= 4; pp *= 2) {
@@ -190,7 +190,7 @@ static void test_search(void)
 {
     dev_kind_t d;
     toy_kind(&d);
-    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8};
+    cm_model_t mo = {.L = 8, .C = 64, .NH = 4, .T = 16, .V = 64, .R = 4, .batch = 8};
     plan_opts_t o = {4, 8, DEV_PREC_BF16, PLAN_TIME, 8, 0, 0, 0.0};
     plan_t p[8];
     int n = 0;
@@ -266,7 +266,7 @@ static void test_zb1p(void)
 {
     dev_kind_t d;
     toy_kind(&d);
-    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8}; /* m = 8 micro-batches of 1 */
+    cm_model_t mo = {.L = 8, .C = 64, .NH = 4, .T = 16, .V = 64, .R = 4, .batch = 8}; /* m = 8 micro-batches of 1 */
     cm_costs_t c;
     split_costs(&c, 1);
     for (int pp = 2; pp <= 4; pp *= 2) {
@@ -337,7 +337,7 @@ static void test_zb1p_search(void)
     dev_kind_t d;
     toy_kind(&d);
     d.node_cores = 2, d.per_node = 2; /* a CPU node: where the runtime runs zb1p (MPI messages) */
-    cm_model_t mo = {8, 64, 4, 16, 64, 4, 8};
+    cm_model_t mo = {.L = 8, .C = 64, .NH = 4, .T = 16, .V = 64, .R = 4, .batch = 8};
     plan_opts_t o = {2, 2, DEV_PREC_FP32, PLAN_TIME, 8, 0, 1, 0.0};
     plan_t p[32];
     int n = 0, ok = plan_search(&mo, &d, toy_split_costs, NULL, &o, p, 32, &n) == MP_OK && n > 0;

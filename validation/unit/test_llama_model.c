@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_kind.h"
 #include "check.h"
+#include "costmodel.h"
 #include "kernels.h"
 #include "model.h"
 #include "rng.h"
@@ -141,6 +143,26 @@ int main(int argc, char **argv)
         const double flops = 6.0 * mac + 30 * 12.0 * C * T;
         tap_ok(model_flops_per_token(&s) == flops, "SmolLM2-135M: %.6g FLOPs per token (%.6g)", model_flops_per_token(&s),
                flops);
+    }
+
+    /* the planner's cost model reads the family: its FLOPs are the model's, and its parameters (one
+     * block's, the embedding's and the head's) add up to the table's, tied and untied, and GPT-2's too */
+    {
+        model_cfg_t cs[3] = {CFG, CFG, {.layers = 3, .dim = 24, .heads = 3, .seq_len = 9, .vocab = 31, .mlp_ratio = 4}};
+        cs[1].untied = 1;
+        int good = 1;
+        for (int k = 0; k < 3; k++) {
+            const cm_model_t mo = block_kind_cost_model(&cs[k], 8);
+            dev_kind_t dk;
+            memset(&dk, 0, sizeof dk);
+            dk.peak[DEV_PREC_FP32] = 1e12, dk.mem_bw = 1e11, dk.per_node = 1;
+            cm_costs_t c;
+            cm_costs_from_device(&c, &mo, &dk, DEV_PREC_FP32, 1, 1);
+            const double n = c.block_params * cs[k].layers + c.embed_params + c.head_params;
+            good &= cm_model_flops_per_token(&mo) == model_flops_per_token(&cs[k]) && n == (double)param_count_model(&cs[k]);
+            if (!good) tap_diag("model %d: cost model %.0f parameters, table %zu", k, n, param_count_model(&cs[k]));
+        }
+        tap_ok(good, "the cost model's FLOPs and parameters are the model's: llama tied, untied, GPT-2");
     }
 
     /* the table: no position table, no biases, the stacked q|k|v of the kv heads and gate|up */
