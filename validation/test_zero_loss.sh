@@ -7,8 +7,8 @@
 # of the uninterrupted run. At pp = 2, pp = 4 (first, middle and last rank lost), interleaved pp = 2,
 # zb1p pp = 2, dp = 2 x pp = 2, ZeRO-1 dp = 2 x pp = 2 (the replica group replays), tp = 2 x pp = 2
 # (either stage's tp group replays), tp = 2 x dp = 2 (a replica's snapshot), the V placement (zbv pp = 2 first
-# stage, dualpipev pp = 2 last stage, zbv pp = 4 a middle stage), 2bw pp = 2 (either stage), and on emu pp = 2 (the first stage)
-# and ZeRO-1 dp = 2 x pp = 2; the layouts refused with recovery.log (balance, live migration, a
+# stage, dualpipev pp = 2 last stage, zbv pp = 4 a middle stage), 2bw pp = 2 (either stage), on emu pp = 2 (the first stage)
+# and ZeRO-1 dp = 2 x pp = 2, and llama models (pp = 2 either stage, untied, tp = 2 x pp = 2); the layouts refused with recovery.log (balance, live migration, a
 # supernet); then the fallbacks: a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -108,6 +108,16 @@ s=$(pick_step); lose bw_last 2 1 "$s" --set parallel.pp=2 --set parallel.schedul
 s=$(pick_step); lose emu_first 2 0 "$s" --set parallel.pp=2 --set train.device=emu
 s=$(pick_step); lose emu_zero 4 3 "$s" --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2 --set parallel.zero=1 \
     --set train.device=emu
+
+# the llama family (issue 47): the log holds boundaries, whatever the block computes; its last stage
+# replayed alone, the first stage of an untied head (no tied part to replay), its tp group replaying
+LLAMA="--set model.arch=llama --set model.mlp_ratio=1 --set model.kv_heads=2 --set model.ffn_dim=48"
+# shellcheck disable=SC2086
+s=$(pick_step); lose llama_last 2 1 "$s" --set parallel.pp=2 $LLAMA
+# shellcheck disable=SC2086
+s=$(pick_step); lose llama_untied_first 2 0 "$s" --set parallel.pp=2 $LLAMA --set model.tie_embeddings=false
+# shellcheck disable=SC2086
+s=$(pick_step); lose llama_tp2 4 3 "$s" --set parallel.pp=2 --set parallel.tp=2 $LLAMA
 
 # ---- fallbacks: each said, and the run still equals the uninterrupted one ----
 # (the layouts that log nothing, cuda and NCCL pipeline messages, need a GPU: none here)
