@@ -3,7 +3,7 @@
 # the stages re-plan from their measured compute times and move layers with their weights, AdamW
 # moments and 2bw's older version; the trajectory (every step's loss and grad norm, every checkpoint)
 # is bitwise that of the same run without migration — at pp = 2 from 1,5, at pp = 4 from a skewed
-# split, under 2bw, under zb1p (its split backward's stashes rebuilt with the stages), with dp = 2, with tp = 2, and with a memory policy per layer (which moves with it). The log, metrics.jsonl and trace.json show each move;
+# split, under 2bw, under zb1p (its split backward's stashes rebuilt with the stages), with dp = 2, with tp = 2, with a memory policy per layer (which moves with it), and for a llama model. The log, metrics.jsonl and trace.json show each move;
 # a checkpoint written after a move records the new split and resumes bitwise; unsupported
 # combinations are refused naming the key; a rank stopped in the exchange ends the job within
 # parallel.timeout naming it. Up to 4 ranks on 2 cores: timings are noisy, so the runs that must move
@@ -46,7 +46,8 @@ for layout in "2 p2 --set parallel.pp=2 --set pipeline.layers=1,5" \
               "2 zb --set parallel.pp=2 --set pipeline.layers=1,5 --set parallel.schedule=zb1p" \
               "4 dp --set parallel.pp=2 --set parallel.dp=2 --set pipeline.layers=1,5 --set train.micro_batch=1" \
               "4 tp --set parallel.pp=2 --set parallel.tp=2 --set pipeline.layers=5,1" \
-              "2 pol --set parallel.pp=2 --set pipeline.layers=1,5 --set memory.layers=k,r,s,k,r,s"; do
+              "2 pol --set parallel.pp=2 --set pipeline.layers=1,5 --set memory.layers=k,r,s,k,r,s" \
+              "2 llama --set parallel.pp=2 --set pipeline.layers=1,5 --set model.arch=llama --set model.mlp_ratio=1 --set model.kv_heads=2 --set model.ffn_dim=48"; do
     set -- $layout
     n=$1; name=$2; shift 2
     from=$(echo "$*" | sed 's/.*pipeline.layers=\([0-9,]*\).*/\1/')
