@@ -1,7 +1,8 @@
 #!/bin/sh
 # The llama family (model.arch = llama, issue 47; ARCHITECTURE.md §3 "Model families"): grouped-query
 # attention, rotary positions, RMSNorm and SwiGLU through every pipeline schedule and memory policy
-# bitwise the one-rank run, data and tensor parallelism within the layout tolerance, an untied head,
+# bitwise the one-rank run, data and tensor parallelism within the layout tolerance, an untied head, a
+# shape per block and a supernet of llama candidates,
 # resume bitwise at another layout, the loss and every gradient against a PyTorch LlamaForCausalLM
 # written from Hugging Face's definition (float32 and float64), ten AdamW steps against it, greedy
 # generation against its full recomputation, and the refusals of shapes that do not divide.
@@ -65,6 +66,21 @@ refused "kv_heads not dividing heads" "model.kv_heads" 1 $LL --set model.kv_head
 # shellcheck disable=SC2086
 refused "kv heads not divisible by tp" "parallel.tp" 4 $LL --set model.kv_heads=1 --set parallel.tp=4 --set model.heads=4
 
+# A shape per block of the family (h{H}m{R}: H heads in whole key/value groups, SwiGLU of R × ffn_dim)
+# and a supernet of llama candidates: pipelines bitwise, the math against PyTorch below.
+LB="--set model.blocks=h4m1,h2m2,skip,h4m1"
+# shellcheck disable=SC2086
+run 1 bref $LL $LB; ok $? "llama blocks h4m1,h2m2,skip,h4m1 on one rank"
+layouts_cmp --bitwise bref "$LL $LB" "2 bpp2 --set parallel.pp=2" "2 bzb --set parallel.pp=2 --set parallel.schedule=zb1p"
+"$MINDPIPE" inspect "$SCRATCH/bref/ckpt/step_00000020.h5" > "$SCRATCH/b.inspect" 2>&1 &&
+    grep -q "/model/h.1.attn.qkv.w (32, 32)" "$SCRATCH/b.inspect" && grep -q "/model/h.1.mlp.fc.w (192, 32)" "$SCRATCH/b.inspect" &&
+    ! grep -q "/model/h.2\." "$SCRATCH/b.inspect"
+ok $? "inspect: h.1's 2 heads and 1 kv head (qkv 16 + 2·8 rows), its SwiGLU of 2 × 48 (gate|up 192 rows), no tensor for skip"
+SNL="--set supernet.enabled=1 --set supernet.candidates=h4m1,h2m2,skip --set supernet.window=2"
+# shellcheck disable=SC2086
+run 1 sref $LL $SNL; ok $? "a llama supernet on one rank"
+layouts_cmp --bitwise sref "$LL $SNL" "2 spp2 --set parallel.pp=2"
+
 # The math against PyTorch (torch_ref.py's llama_loss, written from Hugging Face's modeling_llama).
 ref="$MP_SRCDIR/validation/torch_ref.py"
 torch_check() {  # torch_check LABEL ARGS...
@@ -73,11 +89,12 @@ torch_check() {  # torch_check LABEL ARGS...
     tap_checker "$label" torch_ref.py $? "$SCRATCH/ref.out"
 }
 rdeck="$MP_SRCDIR/validation/decks/ref.ini"
-for v in gqa mqa untied; do
+for v in gqa mqa untied blocks; do
     case $v in
         gqa) sets="--set model.kv_heads=2" ;;
         mqa) sets="--set model.kv_heads=1 --set model.seq_len=13" ;;
         untied) sets="--set model.kv_heads=2 --set model.tie_embeddings=false" ;;
+        blocks) sets="--set model.kv_heads=2 --set model.layers=4 --set model.blocks=h4m1,h2m2,skip,h2m1" ;;
     esac
     # shellcheck disable=SC2086
     "$MINDPIPE" debug-grads -c "$rdeck" --set data.path="$data" --set model.arch=llama --set model.mlp_ratio=1 --set model.ffn_dim=40 \
@@ -93,6 +110,19 @@ for v in gqa mqa untied; do
     torch_check "$v: ten AdamW steps" train "$SCRATCH/g_$v.h5" --data "$data" --metrics "$SCRATCH/tr_$v/metrics.jsonl" \
         --final "$SCRATCH/tr_$v/ckpt/step_00000010.h5" --dtype float64
 done
+# The supernet against PyTorch's sequential supernet training (the subnet's candidates of the family)
+SR="--set model.arch=llama --set model.mlp_ratio=1 --set model.ffn_dim=40 --set model.kv_heads=2 --set model.layers=4
+    --set train.steps=10 --set supernet.enabled=1 --set supernet.candidates=h4m1,h2m2,skip --set supernet.window=2"
+# shellcheck disable=SC2086
+"$MINDPIPE" debug-grads -c "$rdeck" --set data.path="$data" $SR --out "$SCRATCH/g_sn.h5" > "$SCRATCH/dg.out" 2>&1
+ok $? "supernet: mindpipe debug-grads of subnet 0"
+torch_check "supernet: subnet 0's loss and gradients" grads "$SCRATCH/g_sn.h5" --data "$data"
+# shellcheck disable=SC2086
+"$MINDPIPE" train -c "$rdeck" --set data.path="$data" $SR --quiet --out "$SCRATCH/tr_sn" > "$SCRATCH/tr.out" 2>&1
+ok $? "supernet: mindpipe train 10 subnets"
+torch_check "supernet: PyTorch's sequential supernet training" supernet "$SCRATCH/g_sn.h5" --data "$data" \
+    --metrics "$SCRATCH/tr_sn/metrics.jsonl" --final "$SCRATCH/tr_sn/ckpt/step_00000010.h5"
+
 # Greedy generation with the KV cache (kv heads only) against PyTorch's full recomputation.
 # shellcheck disable=SC2086
 "$MINDPIPE" generate -c "$layout_deck" $LL --ckpt "$SCRATCH/ref/ckpt/step_00000020.h5" --prompt "And God said" \

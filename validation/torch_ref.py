@@ -98,16 +98,16 @@ def param_names(cfg):
     return names + ["lnf.w", "lnf.b"]
 
 
-def llama_loss(P, inp, tgt, cfg, acts=None):
+def llama_loss(P, inp, tgt, cfg, acts=None, sel=None):
     """Hugging Face's LlamaForCausalLM (modeling_llama.py), written from its definition: RMSNorm
     (x · rsqrt(mean(x²) + eps) · w), rotary embeddings by rotate_half with inv_freq = theta^(-2i/hs)
     on q and k, q/k/v projections with num_key_value_heads (repeat_kv: kv head j serves query heads
     j·g .. j·g + g - 1), causal softmax attention, o_proj, and down(silu(gate(x)) · up(x)); no biases,
     no position table; the head tied to wte (tie_word_embeddings) or lm_head.w. MindPipe stacks q|k|v in
     attn.qkv.w and gate|up in mlp.fc.w: split here by rows, as HF's separate tensors."""
-    C, NH, L = cfg["dim"], cfg["heads"], cfg["layers"]
+    C, NH = cfg["dim"], cfg["heads"]
     KVH, Fd, eps, theta = cfg["kv_heads"], cfg["ffn_dim"], cfg["norm_eps"], cfg["rope_theta"]
-    hs, g = C // NH, NH // KVH
+    hs, g = C // NH, NH // KVH  # a block of H heads (model.blocks, a candidate) has H / g kv heads
     B, T = inp.shape
     dt = P["wte"].dtype
     keep = (lambda k, v: acts.__setitem__(k, v.detach())) if acts is not None else (lambda k, v: None)
@@ -125,20 +125,28 @@ def llama_loss(P, inp, tgt, cfg, acts=None):
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     x = P["wte"][inp]
     keep("embed", x)
-    for l in range(L):
-        p = lambda s: P[f"h.{l}.{s}"]
+    for l, (nh, r) in enumerate(block_shapes(cfg)):
+        pre = f"h.{l}."
+        if sel is not None and sel[l] >= 0:  # a supernet's choice block: the subnet's candidate
+            nh, r = cfg["cands"][sel[l]]
+            pre = f"h.{l}.c{sel[l]}."
+        if nh == 0:  # skip: the identity
+            keep(f"h.{l}", x)
+            continue
+        kvh, ffn = nh // g, r * Fd
+        p = lambda s: P[pre + s]
         h = rms(x, p("ln1.w"))
-        q, k, v = F.linear(h, p("attn.qkv.w")).split([NH * hs, KVH * hs, KVH * hs], dim=-1)
-        q = q.view(B, T, NH, hs).transpose(1, 2)
-        k = k.view(B, T, KVH, hs).transpose(1, 2)
-        v = v.view(B, T, KVH, hs).transpose(1, 2)
+        q, k, v = F.linear(h, p("attn.qkv.w")).split([nh * hs, kvh * hs, kvh * hs], dim=-1)
+        q = q.view(B, T, nh, hs).transpose(1, 2)
+        k = k.view(B, T, kvh, hs).transpose(1, 2)
+        v = v.view(B, T, kvh, hs).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, NH * hs)
+        y = (att @ v).transpose(1, 2).reshape(B, T, nh * hs)
         x = x + F.linear(y, p("attn.proj.w"))
-        gate, up = F.linear(rms(x, p("ln2.w")), p("mlp.fc.w")).split(Fd, dim=-1)
+        gate, up = F.linear(rms(x, p("ln2.w")), p("mlp.fc.w")).split(ffn, dim=-1)
         x = x + F.linear(F.silu(gate) * up, p("mlp.proj.w"))
         keep(f"h.{l}", x)
     x = rms(x, P["lnf.w"])
@@ -153,7 +161,7 @@ def gpt_loss(P, inp, tgt, cfg, acts=None, sel=None):
     """Mean next-token cross-entropy of the model (model.arch: GPT-2, or llama_loss); P maps names to
     tensors. acts, a dict, gets the residual stream by MindPipe's dump names (embed, h.{l}, lnf)."""
     if cfg.get("arch", "gpt2") == "llama":
-        return llama_loss(P, inp, tgt, cfg, acts)
+        return llama_loss(P, inp, tgt, cfg, acts, sel)
     C = cfg["dim"]
     B, T = inp.shape
     hs = C // cfg["heads"]

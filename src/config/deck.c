@@ -1407,6 +1407,31 @@ static int validate_pipeline(const deck_t *d)
     return nerr;
 }
 
+/* One block shape h{H}m{R} (model.blocks' or a supernet candidate's) of the deck's family: its heads
+ * grouped as the model's (llama: H a multiple of model.heads ÷ model.kv_heads, so the block has whole
+ * key/value heads), its heads, kv heads and MLP (R × model.dim; llama R × model.ffn_dim) dividing over
+ * the tensor-parallel ranks. A skip has nothing to divide. */
+static int validate_shape(const deck_t *d, const char *what, block_shape_t sh)
+{
+    if (shape_is_skip(sh)) return 0;
+    const long long tp = d->parallel.tp, kv = d->model.kv_heads ? d->model.kv_heads : d->model.heads;
+    const long long group = kv > 0 && d->model.heads % kv == 0 ? d->model.heads / kv : 1;
+    const long long unit = d->model.arch_kind == ARCH_LLAMA ? d->model.ffn_dim : d->model.dim;
+    if (sh.heads % group)
+        return MP_ERROR("%s (h%dm%d) has %d heads, not a multiple of model.heads ÷ model.kv_heads = %lld (whole "
+                        "key/value heads)", what, sh.heads, sh.mlp_ratio, sh.heads, group), 1;
+    if (sh.heads % tp)
+        return MP_ERROR("%s (h%dm%d) has %d heads, not a multiple of parallel.tp=%lld", what, sh.heads, sh.mlp_ratio,
+                        sh.heads, tp), 1;
+    if ((sh.heads / group) % tp)
+        return MP_ERROR("%s (h%dm%d) has %lld key/value heads, not a multiple of parallel.tp=%lld", what, sh.heads,
+                        sh.mlp_ratio, sh.heads / group, tp), 1;
+    if ((long long)sh.mlp_ratio * unit % tp)
+        return MP_ERROR("%s (h%dm%d) has an MLP of %lld, not a multiple of parallel.tp=%lld", what, sh.heads,
+                        sh.mlp_ratio, (long long)sh.mlp_ratio * unit, tp), 1;
+    return 0;
+}
+
 /* supernet: candidates that divide over tp, choice layers that exist once each, windows that end
  * where the run and its checkpoints do (a checkpoint holds no half-summed window). */
 static int validate_supernet(const deck_t *d)
@@ -1416,10 +1441,11 @@ static int validate_supernet(const deck_t *d)
     const deck_layer_list_t *b = &d->supernet.choice;
     if (!d->supernet.enabled) return 0;
     if (c->n < 1) nerr++, MP_ERROR("supernet.enabled=1 needs supernet.candidates (e.g. h4m4,h2m1,skip)");
-    for (int k = 0; k < c->n; k++)
-        if (c->shape[k].heads % d->parallel.tp || (long long)c->shape[k].mlp_ratio * d->model.dim % d->parallel.tp)
-            nerr++, MP_ERROR("supernet.candidates: candidate %d (h%dm%d) does not divide over parallel.tp=%d", k,
-                             c->shape[k].heads, c->shape[k].mlp_ratio, d->parallel.tp);
+    for (int k = 0; k < c->n; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "supernet.candidates: candidate %d", k);
+        nerr += validate_shape(d, what, c->shape[k]);
+    }
     for (int i = 0; i < b->n; i++) {
         if (b->layers[i] >= d->model.layers)
             nerr++, MP_ERROR("supernet.blocks: layer %d does not exist (model.layers=%d)", b->layers[i], d->model.layers);
@@ -1452,15 +1478,11 @@ static int validate_blocks(const deck_t *d)
         nerr++, MP_ERROR("model.blocks='%s' has %d entries, but model.layers=%d (one per layer)", d->model.blocks, l->n,
                          d->model.layers);
     for (int i = 0; i < l->n && !nerr; i++) {
-        if (shape_is_skip(l->shape[i])) continue; /* no tensors to divide */
-        if (l->shape[i].heads % tp)
-            nerr++, MP_ERROR("model.blocks: block %d (h%dm%d) has %d heads, not a multiple of parallel.tp=%lld", i,
-                             l->shape[i].heads, l->shape[i].mlp_ratio, l->shape[i].heads, tp);
-        else if ((long long)l->shape[i].mlp_ratio * d->model.dim % tp)
-            nerr++, MP_ERROR("model.blocks: block %d (h%dm%d) has an MLP of %lld, not a multiple of parallel.tp=%lld", i,
-                             l->shape[i].heads, l->shape[i].mlp_ratio, (long long)l->shape[i].mlp_ratio * d->model.dim,
-                             tp);
+        char what[64];
+        snprintf(what, sizeof what, "model.blocks: block %d", i);
+        nerr += validate_shape(d, what, l->shape[i]);
     }
+    (void)tp;
     return nerr;
 }
 
@@ -1503,8 +1525,8 @@ static int validate_gpt2(const deck_t *d)
 
 /* llama (model.arch): SwiGLU of model.ffn_dim (so model.mlp_ratio is 1: deck_resolve), key/value heads
  * that divide over tensor parallelism as the query heads do. Then what is not built for llama yet
- * (issue 47), each refused naming its keys until it is: a shape per block, supernets, and the CUDA
- * backend (its kernels have not run on a GPU). */
+ * (issue 47), refused naming its keys until it is: the CUDA backend (its kernels have not run on a
+ * GPU). */
 static int validate_llama(const deck_t *d)
 {
     const int tp = d->parallel.tp, kv = d->model.kv_heads ? d->model.kv_heads : d->model.heads;
@@ -1521,11 +1543,6 @@ static int validate_llama(const deck_t *d)
     if (d->model.ffn_dim % tp)
         nerr++, MP_ERROR("model.ffn_dim=%d is not a multiple of parallel.tp=%d: each tensor-parallel rank holds "
                          "model.ffn_dim ÷ parallel.tp of SwiGLU's width", d->model.ffn_dim, tp);
-    if (d->model.shapes.n)
-        nerr++, MP_ERROR("model.arch=llama with model.blocks='%s': a shape per block is not built for llama yet "
-                         "(issue 47); leave model.blocks empty", d->model.blocks);
-    if (d->supernet.enabled)
-        nerr++, MP_ERROR("model.arch=llama with supernet.enabled=1: llama supernets are not built yet (issue 47)");
     if (d->train.device == DECK_DEVICE_CUDA)
         nerr++, MP_ERROR("model.arch=llama with train.device=cuda: llama's CUDA kernels have not run on a GPU yet "
                          "(issue 47); use train.device=cpu or emu");

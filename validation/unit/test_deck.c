@@ -821,17 +821,23 @@ static void test_family_refusals(void)
                    "model.kv_heads=1 (key/value heads) is not a multiple of parallel.tp=2", NULL);
     expect_refused("llama: ffn_dim over parallel.tp", VALID "[model]\narch = llama\nffn_dim = 345\n[parallel]\ntp = 2\n",
                    NULL, 0, "model.ffn_dim=345 is not a multiple of parallel.tp=2", NULL);
-    expect_refused("llama with model.blocks (not built yet)", LLAMA "blocks = h4m1,h4m1,h2m1,h4m1\n", NULL, 0,
-                   "model.arch=llama with model.blocks='h4m1,h4m1,h2m1,h4m1'", "issue 47", NULL);
-    expect_refused("a llama supernet (not built yet)",
-                   LLAMA "[supernet]\nenabled = 1\ncandidates = h4m1,skip\n", NULL, 0,
-                   "model.arch=llama with supernet.enabled=1", "issue 47", NULL);
+    expect_refused("llama blocks: heads in whole key/value groups", LLAMA "kv_heads = 2\nblocks = h4m1,h1m1,h2m1,h4m1\n",
+                   NULL, 0, "model.blocks: block 1 (h1m1) has 1 heads, not a multiple of model.heads ÷ model.kv_heads = 2",
+                   NULL);
+    expect_refused("llama candidates: key/value heads over parallel.tp",
+                   LLAMA "kv_heads = 2\n[parallel]\ntp = 2\n[supernet]\nenabled = 1\ncandidates = h4m1,h2m1,skip\n",
+                   NULL, 0, "candidate 1 (h2m1) has 1 key/value heads, not a multiple of parallel.tp=2", NULL);
     expect_refused("llama on cuda (not built yet)", LLAMA "[train]\ndevice = cuda\n", NULL, 0,
                    "model.arch=llama with train.device=cuda", "issue 47", NULL);
     char *emu[] = {"train.device=emu"};
     deck_t d;
     const int rc = load_text(&d, LLAMA, emu, 1);
     tap_ok(rc == MP_OK, "llama on emu loads");
+    tap_ok(load_text(&d, LLAMA "kv_heads = 2\nblocks = h4m1,h2m2,skip,h4m1\n", NULL, 0) == MP_OK && d.model.shapes.n == 4,
+           "llama with model.blocks in whole key/value groups loads");
+    tap_ok(load_text(&d, LLAMA "kv_heads = 2\n[supernet]\nenabled = 1\ncandidates = h4m1,h2m2,skip\n", NULL, 0) == MP_OK &&
+               d.supernet.cands.n == 3,
+           "a llama supernet (candidates of 4 and 2 heads, SwiGLU of 1 and 2 × model.ffn_dim) loads");
     char *untied_tp[] = {"model.tie_embeddings=false", "parallel.tp=2"};
     tap_ok(load_text(&d, LLAMA, untied_tp, 2) == MP_OK && !d.model.tie_embeddings && d.parallel.tp == 2,
            "llama untied over parallel.tp = 2 loads");
