@@ -530,10 +530,18 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     if (run_setup(&r, opts, 1) != MP_OK) return 1;
     const train_ops_t *ops = r.plug ? ops_offered : NULL;
     const deck_t *d = &r.deck;
-    runlog_printf(&r.files.log, "mindpipe train: %s | model L%d C%d H%d T%d V%d R%d (%zu parameters) | batch %d = "
+    /* the family's shape: GPT-2's MLP ratio R, or llama's key/value heads and SwiGLU width F */
+    char fam[96];
+    if (d->model.arch_kind == ARCH_LLAMA)
+        snprintf(fam, sizeof fam, "llama L%d C%d H%d KV%d T%d V%d F%d%s", d->model.layers, d->model.dim,
+                 d->model.heads, cfg_kv_heads(&r.st.model.cfg), d->model.seq_len, d->model.vocab, d->model.ffn_dim,
+                 d->model.tie_embeddings ? "" : " untied");
+    else
+        snprintf(fam, sizeof fam, "L%d C%d H%d T%d V%d R%d", d->model.layers, d->model.dim, d->model.heads,
+                 d->model.seq_len, d->model.vocab, d->model.mlp_ratio);
+    runlog_printf(&r.files.log, "mindpipe train: %s | model %s (%zu parameters) | batch %d = "
                   "dp %d x %d micro-batches x %d | %d thread(s) per rank | job's sgemm peak %.1f GFLOP/s | out %s",
-                  opts->deck_path ? opts->deck_path : "(defaults)", d->model.layers, d->model.dim, d->model.heads,
-                  d->model.seq_len, d->model.vocab, d->model.mlp_ratio, param_count_model(&r.st.model.cfg),
+                  opts->deck_path ? opts->deck_path : "(defaults)", fam, param_count_model(&r.st.model.cfg),
                   d->train.batch, r.lay.grid.size[GRID_DP], r.lay.micro_batches, d->train.micro_batch, r.lay.threads,
                   r.peak_gflops, r.files.out_dir);
     if (r.st.gpu_note[0]) runlog_printf(&r.files.log, "%s", r.st.gpu_note);
