@@ -3,8 +3,16 @@
 invocation, runs alternating, several timed steps after a warm-up.
 
   /usr/bin/python3 validation/bench/bench.py [--mindpipe src/mindpipe] [--data data/kjv.h5]
-                                             [--shapes tiny,small,124m] [--runs 3] [--threads 2]
-                                             [--isa native|avx2]
+                                             [--arch gpt2|llama] [--shapes tiny,small,124m] [--runs 3]
+                                             [--threads 2] [--isa native|avx2]
+
+--shapes defaults to every shape of --arch's table: gpt2 tiny,small,124m (SHAPES); llama
+llama-tiny,llama-small,llama-124m (LLAMA_SHAPES).
+
+--arch llama benchmarks the llama family (model.arch = llama: RMSNorm, rotary positions, grouped-query
+attention, SwiGLU, no biases, tied head) on its own shapes (the gpt2 shapes' L, C, heads, T, B and V,
+with kv_heads and ffn_dim ~ 8C/3) against torch_llama.py, the same model in PyTorch; gpt2 (the
+default) against torch_gpt.py.
 
 --isa avx2 makes both peers' libraries run their AVX2 code on an AVX-512 machine
 (OPENBLAS_CORETYPE=Haswell, ATEN_CPU_CAPABILITY=avx2, ONEDNN_MAX_CPU_ISA=AVX2); MindPipe's own loops
@@ -13,7 +21,9 @@ says what each ran: the BLAS core OpenBLAS chose, PyTorch's CPU capability, and 
 binary holds AVX-512 instructions.
 
 Reported per shape: tokens/s (median over runs, and min-max), MFU = tokens/s x FLOPs per token /
-peak, with FLOPs per token = 6*N_matmul + 12*L*C*T, N_matmul = 12*L*C^2 + V*C, and peak = the best
+peak, with FLOPs per token = 6*N_matmul + 12*L*C*T, N_matmul = 12*L*C^2 + V*C (llama:
+N_matmul = L*(C*(C + 2*KA) + C*C + 3*C*F) + V*C, KA = kv_heads*C/heads: the count of MindPipe's
+model_flops_per_token, which the llama output prints per shape beside MindPipe's own), and peak = the best
 cblas_sgemm rate measured by `mindpipe peak` in this invocation (before and after the runs); the
 ratio MindPipe / PyTorch; and MindPipe's kernel profile (its executor's own timers, profile.json).
 """
@@ -31,6 +41,12 @@ SHAPES = {  # name: (L, C, NH, T, B, V, timed steps)
     "small": (6, 384, 6, 256, 4, 256, 6),
     "124m": (12, 768, 12, 256, 4, 50304, 3),
 }
+LLAMA_SHAPES = {  # name: (L, C, NH, KVH, F, T, B, V, timed steps); F = 8C/3 rounded up to 16
+    "llama-tiny": (4, 256, 4, 2, 688, 128, 8, 256, 10),
+    "llama-small": (6, 384, 6, 2, 1024, 256, 4, 256, 6),
+    "llama-124m": (12, 768, 12, 4, 2048, 256, 4, 50304, 3),
+}
+LLAMA_ROPE_THETA, LLAMA_NORM_EPS = 10000.0, 1e-5  # both engines get these (MindPipe's defaults)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -96,13 +112,31 @@ def flops_per_token(L, C, T, V):
     return 6 * (12 * L * C * C + V * C) + 12 * L * C * T
 
 
+def llama_flops_per_token(L, C, NH, KVH, F, T, V):
+    """(6*N_matmul, 12*L*C*T): MindPipe's model_flops_per_token for llama's block kind (model.c,
+    block_kind.c): q|k|v (C + 2*KA rows), o, gate|up (2*F rows) and down per layer, the tied head."""
+    KA = KVH * (C // NH)
+    return 6 * (L * (C * (C + 2 * KA) + C * C + 3 * C * F) + V * C), 12 * L * C * T
+
+
+def mindpipe_flops_per_token(out):
+    """MindPipe's own count, from its first metrics line: mfu x peak / tokens_per_s, the run's peak
+    being 1 GFLOP/s (train.peak_gflops = 1); tokens_per_s has one decimal, so this is within 1e-3."""
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        m = json.loads(f.readline())
+    return m["mfu"] * 1e9 / m["tokens_per_s"]
+
+
 def env(threads):
     e = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", OMP_NUM_THREADS=str(threads))
     return e
 
 
 def run_mindpipe(a, shape, tmp):
-    L, C, NH, T, B, V, steps = SHAPES[shape]
+    if a.arch == "llama":
+        L, C, NH, KVH, F, T, B, V, steps = LLAMA_SHAPES[shape]
+    else:
+        L, C, NH, T, B, V, steps = SHAPES[shape]
     out = os.path.join(tmp, "mp")
     shutil.rmtree(out, ignore_errors=True)
     sets = {"model.layers": L, "model.dim": C, "model.heads": NH, "model.seq_len": T, "model.vocab": V,
@@ -110,15 +144,36 @@ def run_mindpipe(a, shape, tmp):
             "train.warmup": 1, "train.eval_every": 0, "train.log_every": 1000000, "train.threads": a.threads,
             "train.peak_gflops": 1, "checkpoint.final": 0, "data.path": a.data, "train.lr": 1e-4,
             "train.min_lr": 1e-5}
+    if a.arch == "llama":  # model.mlp_ratio = 1: llama's MLP width is model.ffn_dim
+        sets.update({"model.arch": "llama", "model.mlp_ratio": 1, "model.kv_heads": KVH, "model.ffn_dim": F,
+                     "model.rope_theta": LLAMA_ROPE_THETA, "model.norm_eps": LLAMA_NORM_EPS,
+                     "model.tie_embeddings": 1})
     cmd = [a.mindpipe, "train", "--quiet", "--out", out]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
     subprocess.run(cmd, check=True, env=env(a.threads), stdout=subprocess.DEVNULL)
     prof = json.load(open(os.path.join(out, "profile.json")))
+    if a.arch == "llama":
+        prof["flops_per_token"] = mindpipe_flops_per_token(out)
     return B * T / prof["step_seconds"], prof
 
 
+def run_torch_llama(a, shape):
+    """torch_llama.py's tokens/s and the attention it ran (sdpa-gqa, sdpa-repeat or grouped)."""
+    L, C, NH, KVH, F, T, B, V, steps = LLAMA_SHAPES[shape]
+    cmd = [a.python, os.path.join(HERE, "torch_llama.py")]
+    for k, v in (("layers", L), ("dim", C), ("heads", NH), ("kv_heads", KVH), ("ffn_dim", F), ("seq_len", T),
+                 ("vocab", V), ("batch", B), ("steps", steps), ("warmup", 1), ("threads", a.threads),
+                 ("rope_theta", LLAMA_ROPE_THETA), ("norm_eps", LLAMA_NORM_EPS)):
+        cmd += ["--" + k, str(v)]
+    r = json.loads(subprocess.run(cmd, check=True, env=env(a.threads), capture_output=True, text=True).stdout)
+    a.torch_attention = r["attention"]
+    return B * T / statistics.mean(r["step_seconds"])
+
+
 def run_torch(a, shape):
+    if a.arch == "llama":
+        return run_torch_llama(a, shape)
     L, C, NH, T, B, V, steps = SHAPES[shape]
     cmd = [a.python, os.path.join(HERE, "torch_gpt.py"), "--layers", str(L), "--dim", str(C), "--heads", str(NH),
            "--seq_len", str(T), "--vocab", str(V), "--batch", str(B), "--steps", str(steps), "--warmup", "1",
@@ -133,21 +188,80 @@ def peak(a):
     return float(r.stdout.split()[-1])
 
 
+PROFILE_CATS = ["matmul", "attention", "layernorm_gelu_embedding", "cross_entropy", "optimizer", "framework_overhead"]
+
+
+def print_profile(shapes, res, labels):
+    """MindPipe's kernel profile (profile.json, PROFILE_CATS), each column headed by labels."""
+    print("\nMindPipe profile (ms per step, share), last run of each shape:\n")
+    print("| shape | step ms | " + " | ".join(labels) + " |")
+    print("|---|---|" + "---|" * len(labels))
+    for s in shapes:
+        p = res[s]["prof"]
+        tot = p["step_seconds"]
+        print(f"| {s} | {1e3 * tot:.1f} | " + " | ".join(f"{1e3 * p[c]:.1f} ({100 * p[c] / tot:.0f}%)"
+                                                         for c in PROFILE_CATS) + " |")
+
+
+def report_gpt2(shapes, res, pk):
+    print("| shape | MindPipe tok/s (median, min-max) | MFU | PyTorch tok/s (median, min-max) | MFU | ratio |")
+    print("|---|---|---|---|---|---|")
+    for s in shapes:
+        L, C, NH, T, B, V, _ = SHAPES[s]
+        f = flops_per_token(L, C, T, V)
+        mp, pt = statistics.median(res[s]["mp"]), statistics.median(res[s]["pt"])
+        print(f"| {s} (L{L} C{C} T{T} B{B} V{V}) | {mp:.0f} ({min(res[s]['mp']):.0f}-{max(res[s]['mp']):.0f}) | "
+              f"{100 * mp * f / (pk * 1e9):.0f}% | {pt:.0f} ({min(res[s]['pt']):.0f}-{max(res[s]['pt']):.0f}) | "
+              f"{100 * pt * f / (pk * 1e9):.0f}% | {mp / pt:.2f}x |")
+    print_profile(shapes, res, PROFILE_CATS)
+
+
+def report_llama(a, shapes, res, pk):
+    """gpt2's table for LLAMA_SHAPES, after the FLOPs per token of each shape (ours and MindPipe's)."""
+    print(f"PyTorch peer: torch_llama.py, attention {a.torch_attention} "
+          f"(rope_theta {LLAMA_ROPE_THETA:g}, norm_eps {LLAMA_NORM_EPS:g}, tied head)\n")
+    fpt = {}
+    for s in shapes:
+        L, C, NH, KVH, F, T, B, V, _ = LLAMA_SHAPES[s]
+        mm, att = llama_flops_per_token(L, C, NH, KVH, F, T, V)
+        fpt[s], theirs = mm + att, res[s]["prof"]["flops_per_token"]
+        agree = "agrees" if abs(theirs / fpt[s] - 1) < 1e-3 else "DIFFERS"
+        print(f"FLOPs per token {s}: {fpt[s]} = 6*N_matmul {mm} + 12*L*C*T {att} "
+              f"(MindPipe's model_flops_per_token from its metrics: {theirs:.6g}, {agree})")
+    print("\n| shape | MindPipe tok/s (median, min-max) | MFU | PyTorch tok/s (median, min-max) | MFU | ratio |")
+    print("|---|---|---|---|---|---|")
+    for s in shapes:
+        L, C, NH, KVH, F, T, B, V, _ = LLAMA_SHAPES[s]
+        mp, pt = statistics.median(res[s]["mp"]), statistics.median(res[s]["pt"])
+        print(f"| {s} (L{L} C{C} H{NH} KV{KVH} F{F} T{T} B{B} V{V}) | {mp:.0f} "
+              f"({min(res[s]['mp']):.0f}-{max(res[s]['mp']):.0f}) | {100 * mp * fpt[s] / (pk * 1e9):.0f}% | "
+              f"{pt:.0f} ({min(res[s]['pt']):.0f}-{max(res[s]['pt']):.0f}) | {100 * pt * fpt[s] / (pk * 1e9):.0f}% | "
+              f"{mp / pt:.2f}x |")
+    # llama's element-wise timer holds RMSNorm, SwiGLU, the rotary embeddings and the embedding
+    print_profile(shapes, res, [c if c != "layernorm_gelu_embedding" else "rmsnorm_swiglu_rope_embedding"
+                                for c in PROFILE_CATS])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mindpipe", default="src/mindpipe")
     ap.add_argument("--data", default="data/kjv.h5")
     ap.add_argument("--python", default="/usr/bin/python3")
-    ap.add_argument("--shapes", default="tiny,small,124m")
+    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
+    ap.add_argument("--shapes", default=None, help="default: every shape of --arch's table")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--isa", choices=("native", "avx2"), default="native")
     a = ap.parse_args()
     a.data = os.path.abspath(a.data)
+    table = LLAMA_SHAPES if a.arch == "llama" else SHAPES
+    shapes = a.shapes.split(",") if a.shapes else list(table)
+    for s in shapes:
+        if s not in table:
+            ap.error(f"--shapes: {s} is no {a.arch} shape (those: {', '.join(table)})")
     if a.isa == "avx2":  # every child (both peers, mindpipe peak) inherits these
         os.environ.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2",
                           DNNL_MAX_CPU_ISA="AVX2")
-    shapes = a.shapes.split(",")
     pk = peak(a)
     res = {s: {"mp": [], "pt": [], "prof": None} for s in shapes}
     with tempfile.TemporaryDirectory() as tmp:
@@ -166,23 +280,10 @@ def main():
     print(f"machine: {machine()}")
     print(f"code paths (--isa {a.isa}): {code_paths(a.mindpipe, a.python)}")
     print(f"sgemm peak (mindpipe peak, {a.threads} threads, best of before/after): {pk:.1f} GFLOP/s\n")
-    print("| shape | MindPipe tok/s (median, min-max) | MFU | PyTorch tok/s (median, min-max) | MFU | ratio |")
-    print("|---|---|---|---|---|---|")
-    for s in shapes:
-        L, C, NH, T, B, V, _ = SHAPES[s]
-        f = flops_per_token(L, C, T, V)
-        mp, pt = statistics.median(res[s]["mp"]), statistics.median(res[s]["pt"])
-        print(f"| {s} (L{L} C{C} T{T} B{B} V{V}) | {mp:.0f} ({min(res[s]['mp']):.0f}-{max(res[s]['mp']):.0f}) | "
-              f"{100 * mp * f / (pk * 1e9):.0f}% | {pt:.0f} ({min(res[s]['pt']):.0f}-{max(res[s]['pt']):.0f}) | "
-              f"{100 * pt * f / (pk * 1e9):.0f}% | {mp / pt:.2f}x |")
-    print("\nMindPipe profile (ms per step, share), last run of each shape:\n")
-    cats = ["matmul", "attention", "layernorm_gelu_embedding", "cross_entropy", "optimizer", "framework_overhead"]
-    print("| shape | step ms | " + " | ".join(cats) + " |")
-    print("|---|---|" + "---|" * len(cats))
-    for s in shapes:
-        p = res[s]["prof"]
-        tot = p["step_seconds"]
-        print(f"| {s} | {1e3 * tot:.1f} | " + " | ".join(f"{1e3 * p[c]:.1f} ({100 * p[c] / tot:.0f}%)" for c in cats) + " |")
+    if a.arch == "llama":
+        report_llama(a, shapes, res, pk)
+    else:
+        report_gpt2(shapes, res, pk)
 
 
 if __name__ == "__main__":

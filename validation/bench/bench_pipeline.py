@@ -5,6 +5,10 @@ m = 8 also gpipe, interleaved (v = 2) and 2bw. Each point is the median of --run
 the one-rank and the pipeline run.
 
   /usr/bin/python3 validation/bench/bench_pipeline.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 3]
+                                                      [--arch gpt2|llama]
+
+--arch llama runs the llama family (model.arch = llama) on bench.py's llama-small shape (the same L, C,
+heads, T and V, 2 kv heads, ffn_dim 1024) instead of the GPT-2 small shape.
 
 Reported per m: tokens/s of both, the ratio, the schedule's theoretical bubble (p-1)/(m+p-1), the
 measured bubble (share of a step stage 0 spent blocked on pipeline receives, from metrics.jsonl),
@@ -18,15 +22,22 @@ import statistics
 import subprocess
 import tempfile
 
-from bench import bench_args, env
+from bench import LLAMA_SHAPES, bench_args, env
 
 SHAPE = dict(layers=6, dim=384, heads=6, seq_len=256, vocab=256)
+LLAMA_SHAPE = "llama-small"  # --arch llama: this shape of bench.py's LLAMA_SHAPES
+
+
+def llama_shape(name):
+    """bench.py's llama shape as model keys (model.mlp_ratio = 1: llama's MLP width is model.ffn_dim)."""
+    L, C, NH, KVH, F, T, _, V, _ = LLAMA_SHAPES[name]
+    return dict(arch="llama", layers=L, dim=C, heads=NH, kv_heads=KVH, ffn_dim=F, mlp_ratio=1, seq_len=T, vocab=V)
 
 
 def run(a, ranks, threads, m, extra, tmp, steps=4):
     out = os.path.join(tmp, "run")
     shutil.rmtree(out, ignore_errors=True)
-    sets = {f"model.{k}": v for k, v in SHAPE.items()}
+    sets = {f"model.{k}": v for k, v in a.shape.items()}
     sets.update({"train.batch": m, "train.micro_batch": 1, "train.steps": steps + 1, "train.warmup": 1,
                  "train.eval_every": 0, "train.log_every": 1, "train.threads": threads, "train.peak_gflops": 1,
                  "checkpoint.final": 0, "data.path": a.data, "train.lr": 1e-4, "train.min_lr": 1e-5, **extra})
@@ -41,11 +52,15 @@ def run(a, ranks, threads, m, extra, tmp, steps=4):
 
 def main():
     ap = bench_args(__doc__)
+    ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
     a = ap.parse_args()
     a.data = os.path.abspath(a.data)
-    T = SHAPE["seq_len"]
+    a.shape = llama_shape(LLAMA_SHAPE) if a.arch == "llama" else SHAPE
+    T = a.shape["seq_len"]
     points = [(m, "1f1b", {}) for m in (4, 8, 16)]
     points += [(8, "gpipe", {}), (8, "interleaved", {"parallel.virtual_stages": 2}), (8, "2bw", {})]
+    if a.arch == "llama":
+        print("model: " + ", ".join(f"{k} {v}" for k, v in a.shape.items()) + f" (bench.py's {LLAMA_SHAPE})")
     print(f"median of {a.runs} runs each (range in brackets)\n")
     print("| m | schedule | 1 rank x 2 threads tok/s | pp=2 x 1 thread tok/s | ratio | bubble theory | bubble measured | overhead beyond theory |")
     print("|---|---|---|---|---|---|---|---|")
