@@ -29,6 +29,7 @@ layouts_cmp --bitwise ref "$LL" "2 pp2 --set parallel.pp=2" \
     "1 sel --set memory.policy=selective" \
     "2 off --set parallel.pp=2 --set memory.policy=offload" \
     "2 mix --set parallel.pp=2 --set memory.layers=o,r,s,k" \
+    "2 bal --set parallel.pp=2 --set memory.policy=balance" \
     "1 emu --set train.device=emu"
 # PipeDream-2BW's update rule: its pipeline against its one-rank run
 # shellcheck disable=SC2086
