@@ -39,6 +39,7 @@ static const opt_def_t catalogue[] = {
     STR("--ckpt", ckpt),
     STR("--subnet", subnet),
     STR("--format", format),
+    STR("--dtype", dtype),
     STR("--init-from", run.init_from),
     STR("--method", method),
     INT("--population", population, 1, 1e6),
@@ -173,13 +174,16 @@ static const command_t commands[] = {
      ""},
     {"export", 0, cmd_export,
      "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5\n"
-     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR [--tokenizer-dir DIR]",
-     "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2",
+     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR [--dtype fp32|bf16] [--tokenizer-dir DIR]",
+     "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2 or Llama",
      {DECK_OPT(0, "the supernet's deck (--format hf: the model's deck)"),
       SET_OPT,
       {"--ckpt", "CKPT.h5", "the supernet checkpoint (--format hf: a plain model's checkpoint of any layout)", 1},
       {"--format", "FMT", "mindpipe (default): a subnet as our checkpoint; hf: DIR/model.safetensors and\n"
-                          "DIR/config.json of a GPT2LMHeadModel (no supernet, skip block or per-block shape)", 0},
+                          "DIR/config.json of a GPT2LMHeadModel, or of a LlamaForCausalLM for\n"
+                          "model.arch=llama (no supernet, skip block or per-block shape)", 0},
+      {"--dtype", "fp32|bf16", "--format hf of a llama model: the tensors' type (default fp32; bf16: each\n"
+                               "weight rounded to the nearest bfloat16, ties to even)", 0},
       {"--subnet", "0,2,1", "the candidate per choice block (--format mindpipe, where it is required)", 0},
       {"--out", "SUB.h5|DIR", "the plain checkpoint; prints the [model] blocks = ... it needs\n"
                               "(--format hf: the directory, made if missing; files replaced atomically)", 1},

@@ -120,10 +120,13 @@ int cmd_export(cli_t *c)
         if (c->subnet)
             return MP_ERROR("export: --subnet with --format hf: export the subnet first (--format mindpipe --subnet "
                             "%s), then export that plain checkpoint with --format hf", c->subnet), 2;
-        return export_hf_main(&c->run, c->ckpt, c->tokenizer_dir, c->out);
+        if (c->dtype && strcmp(c->dtype, "fp32") && strcmp(c->dtype, "bf16"))
+            return MP_ERROR("export: --dtype '%s': fp32 or bf16", c->dtype), 2;
+        return export_hf_main(&c->run, c->ckpt, c->tokenizer_dir, c->out, c->dtype && !strcmp(c->dtype, "bf16"));
     }
     if (strcmp(fmt, "mindpipe"))
-        return MP_ERROR("export: --format '%s': mindpipe (a supernet's subnet) or hf (Hugging Face's GPT-2)", fmt), 2;
+        return MP_ERROR("export: --format '%s': mindpipe (a supernet's subnet) or hf (Hugging Face's GPT-2 or Llama)", fmt), 2;
+    if (c->dtype) return MP_ERROR("export: --dtype is for --format hf (a subnet checkpoint is float32)"), 2;
     if (c->tokenizer_dir)
         return MP_ERROR("export: --tokenizer-dir is for --format hf (a subnet checkpoint carries its tokenizer's "
                         "identity on, no files)"), 2;

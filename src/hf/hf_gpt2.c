@@ -37,8 +37,8 @@ static void hf_name(const param_entry_t *e, char *name_p, size_t n, int *transpo
 int hf_gpt2_fits(const model_cfg_t *cfg, char *why_p, size_t n)
 {
     if (cfg->arch != ARCH_GPT2) {
-        snprintf(why_p, n, "model.arch=%s is no GPT2LMHeadModel: the Hugging Face export and import of llama "
-                 "(LlamaForCausalLM) are not built yet (issue 48)", block_kind_of(cfg)->name);
+        snprintf(why_p, n, "model.arch=%s is no GPT2LMHeadModel (llama's is LlamaForCausalLM: hf_llama.h)",
+                 block_kind_of(cfg)->name);
         return MP_ERR;
     }
     if (cfg->choice || cfg->ncand) {
