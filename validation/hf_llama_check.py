@@ -25,6 +25,15 @@ MindPipe's code or with torch_ref.py.
   hf_llama_check.py same A.h5 B.h5 [--round bf16|f16]
       Checkpoint B's weights equal A's bitwise (--round: A's rounded to bfloat16 as above, or to half
       by numpy's astype); B is at step 0.
+  hf_llama_check.py shards SHARDED SINGLE --max BYTES
+      SHARDED (model.safetensors.index.json and its shards, each read by hand) holds the tensors of
+      SINGLE/model.safetensors, the same bytes of the same dtype and shape; no shard beyond BYTES of
+      tensors unless it holds one tensor alone; the index's total_size is the tensors' bytes; the
+      shards named model-0000i-of-0000N.safetensors, numbered 1..N.
+  hf_llama_check.py mutate-index SRC DST KIND
+      The sharded SRC copied into DST with one fault: noshard (the second shard removed), misplaced
+      (the index maps a tensor of the first shard to the second), both (a model.safetensors beside
+      the index).
   hf_llama_check.py mutate SRC DST KIND
       SRC's files copied into DST with one fault: perturb (one weight of layer 1's up_proj + 1e-2),
       truncate (the last 100 bytes cut), missing (no model.layers.1.mlp.up_proj.weight, the file
@@ -246,6 +255,70 @@ def cmd_same(a):
                          "; differing: %s" % bad[:4] if bad else "" + ("; extra: %s" % extra if extra else "")))
 
 
+def tensors_of(d):
+    """{name: (dtype, shape, bytes)} of a directory: model.safetensors, or the index's shards."""
+    idx = os.path.join(d, "model.safetensors.index.json")
+    files = {}
+    if os.path.exists(idx):
+        with open(idx) as f:
+            wm = json.load(f)["weight_map"]
+        for name, shard in wm.items():
+            files.setdefault(shard, []).append(name)
+    else:
+        files["model.safetensors"] = None
+    out = {}
+    for shard, names in files.items():
+        header, data = read_raw(os.path.join(d, shard))
+        assert names is None or sorted(names) == sorted(header), "%s: the index and the shard disagree" % shard
+        for k, t in header.items():
+            assert k not in out, "%s twice" % k
+            out[k] = (t["dtype"], t["shape"], data[t["data_offsets"][0]:t["data_offsets"][1]])
+    return out
+
+
+def cmd_shards(a):
+    with open(os.path.join(a.sharded, "model.safetensors.index.json")) as f:
+        idx = json.load(f)
+    shards = sorted(set(idx["weight_map"].values()))
+    n = len(shards)
+    check(n > 1 and shards == ["model-%05d-of-%05d.safetensors" % (i + 1, n) for i in range(n)] and
+          not os.path.exists(os.path.join(a.sharded, "model.safetensors")),
+          "%d shards named model-0000i-of-%05d.safetensors, no model.safetensors beside them" % (n, n))
+    sizes = []
+    for s in shards:
+        header, _ = read_raw(os.path.join(a.sharded, s))
+        b = sum(t["data_offsets"][1] - t["data_offsets"][0] for t in header.values())
+        sizes.append(b)
+        check(b <= a.max or len(header) == 1, "%s: %d bytes of %d tensors, within %d (or one tensor alone)"
+              % (s, b, len(header), a.max))
+    x, y = tensors_of(a.sharded), tensors_of(a.single)
+    check(idx["metadata"]["total_size"] == sum(sizes), "the index's total_size %d is the shards' tensors' bytes"
+          % idx["metadata"]["total_size"])
+    diff = sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
+    check(not diff, "the shards hold the single file's %d tensors, dtype, shape and bytes equal%s"
+          % (len(y), "; differing: %s" % diff[:4] if diff else ""))
+
+
+def cmd_mutate_index(a):
+    shutil.copytree(a.src, a.dst)
+    idx_path = os.path.join(a.dst, "model.safetensors.index.json")
+    with open(idx_path) as f:
+        idx = json.load(f)
+    shards = sorted(set(idx["weight_map"].values()))
+    if a.kind == "noshard":
+        os.remove(os.path.join(a.dst, shards[1]))
+    elif a.kind == "misplaced":
+        name = next(k for k, v in idx["weight_map"].items() if v == shards[0])
+        idx["weight_map"][name] = shards[1]
+        with open(idx_path, "w") as f:
+            json.dump(idx, f, indent=2)
+        print(name)
+    elif a.kind == "both":
+        write_st(os.path.join(a.dst, "model.safetensors"), [])
+    else:
+        sys.exit("unknown mutation " + a.kind)
+
+
 def write_st(path, tensors):
     """tensors: [(name, dtype, shape, bytes)] as one safetensors file, the header padded to 8."""
     header, off = {"__metadata__": {"format": "pt"}}, 0
@@ -316,13 +389,21 @@ def main():
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--round", choices=["bf16", "f16"])
+    p = sub.add_parser("shards")
+    p.add_argument("sharded")
+    p.add_argument("single")
+    p.add_argument("--max", type=int, required=True)
+    p = sub.add_parser("mutate-index")
+    p.add_argument("src")
+    p.add_argument("dst")
+    p.add_argument("kind")
     p = sub.add_parser("mutate")
     p.add_argument("src")
     p.add_argument("dst")
     p.add_argument("kind")
     a = ap.parse_args()
     {"forward": cmd_forward, "greedy": cmd_greedy, "weights": cmd_weights, "same": cmd_same,
-     "mutate": cmd_mutate}[a.cmd](a)
+     "mutate": cmd_mutate, "shards": cmd_shards, "mutate-index": cmd_mutate_index}[a.cmd](a)
     sys.exit(1 if failures else 0)
 
 

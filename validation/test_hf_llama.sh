@@ -93,6 +93,23 @@ ok $? "the import check fails on the bf16 import compared without rounding"
         > "$SCRATCH/chk.out" 2>&1
 tap_checker "F16 import" hf_llama_check.py $? "$SCRATCH/chk.out"
 
+# shards: 30 kB each at most (the 32 kB embedding alone in its own), as save_pretrained's max_shard_size
+# shellcheck disable=SC2086
+"$MINDPIPE" export --format hf $base --max-shard-size 30KB --ckpt "$ck" --out "$SCRATCH/hfsh" > "$SCRATCH/out" 2>&1 &&
+    grep -q "model.safetensors.index.json and its shards" "$SCRATCH/out"
+ok $? "export --format hf --max-shard-size 30KB: an index and its shards"
+"$py" "$chk" shards "$SCRATCH/hfsh" "$hf" --max 30000 > "$SCRATCH/chk.out" 2>&1
+tap_checker "shards" hf_llama_check.py $? "$SCRATCH/chk.out"
+# shellcheck disable=SC2086
+"$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/hfsh" --out "$SCRATCH/impsh" \
+    > "$SCRATCH/out" 2>&1 && "$py" "$chk" same "$ck" "$SCRATCH/impsh/ckpt/step_00000000.h5" > "$SCRATCH/chk.out" 2>&1
+tap_checker "sharded import" hf_llama_check.py $? "$SCRATCH/chk.out"
+# shellcheck disable=SC2086
+"$MINDPIPE" export --format hf $base --ckpt "$ck" --out "$SCRATCH/hfsh" > "$SCRATCH/out" 2>&1 &&
+    [ -s "$SCRATCH/hfsh/model.safetensors" ] && [ ! -e "$SCRATCH/hfsh/model.safetensors.index.json" ] &&
+    cmp -s "$SCRATCH/hfsh/model.safetensors" "$hf/model.safetensors"
+ok $? "a single-file export into the sharded export's directory removes its index"
+
 # an untied head: lm_head.weight out and back
 ubase="$base --set model.tie_embeddings=false"
 # shellcheck disable=SC2086
@@ -144,6 +161,20 @@ refused "rms_norm_eps against a deck with 1e-6" "$c: key rms_norm_eps is 1e-05, 
     --init-from "hf:$hf" --set model.norm_eps=1e-6
 refused "a tied export into an untied deck" "$c: key tie_word_embeddings is true, the deck's model.tie_embeddings is false" \
     --init-from "hf:$hf" --set model.tie_embeddings=false
+# shellcheck disable=SC2086
+"$MINDPIPE" export --format hf $base --max-shard-size 30KB --ckpt "$ck" --out "$SCRATCH/hfsh2" > "$SCRATCH/out" 2>&1
+for k in noshard misplaced both; do
+    "$py" "$chk" mutate-index "$SCRATCH/hfsh2" "$SCRATCH/x_$k" "$k" > "$SCRATCH/chk.out" 2>&1 || echo "# mutate-index $k failed"
+done
+i="model.safetensors.index.json"
+refused "an index naming a missing shard" \
+    "x_noshard/$i: tensor model.layers.0.input_layernorm.weight is in shard model-00002-of-00004.safetensors, and .*does not exist" \
+    --init-from "hf:$SCRATCH/x_noshard"
+refused "an index mapping a tensor to the wrong shard" \
+    "x_misplaced/model-00002-of-00004.safetensors: key model.embed_tokens.weight is missing (.*x_misplaced/$i maps it" \
+    --init-from "hf:$SCRATCH/x_misplaced"
+refused "both model.safetensors and an index" "x_both holds both model.safetensors and $i" \
+    --init-from "hf:$SCRATCH/x_both"
 cfgbad() {  # cfgbad NAME SED: the fp32 export with config.json edited by SED, in $SCRATCH/NAME
     mkdir -p "$SCRATCH/$1" && cp "$hf/$f" "$SCRATCH/$1/" && sed "$2" "$hf/config.json" > "$SCRATCH/$1/config.json" &&
         ! cmp -s "$SCRATCH/$1/config.json" "$hf/config.json"
@@ -163,4 +194,8 @@ refused "a missing config.json" "c_none/config.json: No such file or directory" 
 "$MINDPIPE" export --format hf $base --dtype fp16 --ckpt "$ck" --out "$SCRATCH/x" > "$SCRATCH/out" 2>&1
 [ $? -eq 2 ] && grep -q "dtype 'fp16': fp32 or bf16" "$SCRATCH/out" && [ ! -e "$SCRATCH/x" ]
 ok $? "export --dtype fp16 refused (exit 2), nothing written"
+# shellcheck disable=SC2086
+"$MINDPIPE" export --format hf $base --max-shard-size 5x --ckpt "$ck" --out "$SCRATCH/x" > "$SCRATCH/out" 2>&1
+[ $? -eq 2 ] && grep -q "max-shard-size '5x'" "$SCRATCH/out" && [ ! -e "$SCRATCH/x" ]
+ok $? "export --max-shard-size 5x refused (exit 2), nothing written"
 done_testing

@@ -291,6 +291,86 @@ int hf_config_read(const char *path, hf_val_t *v, int *n_p)
     return rc;
 }
 
+/* The object of weight_map at j->s into *map_p (grown), *n_p entries. */
+static int hf_weight_map(hf_json_t *j, hf_map_t **map_p, int *n_p)
+{
+    int cap = 0, n = 0, cut;
+    hf_map_t *m = NULL;
+    if (j->s >= j->end || *j->s != '{') return hf_bad(j, "weight_map is not an object");
+    j->s++;
+    hf_ws(j);
+    if (j->s < j->end && *j->s == '}') return j->s++, *map_p = NULL, *n_p = 0, MP_OK;
+    for (;;) {
+        if (n == cap) {
+            hf_map_t *g = realloc(m, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *g);
+            if (!g) return free(m), MP_FAIL("%s: out of memory", j->path);
+            m = g;
+        }
+        hf_ws(j);
+        if (hf_string(j, m[n].name, sizeof m[n].name, &cut) != MP_OK) return free(m), MP_ERR;
+        if (cut) return free(m), hf_bad(j, "a tensor name of more than 127 bytes in weight_map");
+        for (int i = 0; i < n; i++)
+            if (!strcmp(m[i].name, m[n].name))
+                return free(m), MP_FAIL("%s: weight_map names tensor %s twice", j->path, m[n].name);
+        hf_ws(j);
+        if (j->s >= j->end || *j->s != ':') return free(m), hf_bad(j, "expected ':'");
+        j->s++;
+        hf_ws(j);
+        if (hf_string(j, m[n].file, sizeof m[n].file, &cut) != MP_OK) return free(m), MP_ERR;
+        if (cut) return free(m), hf_bad(j, "a file name of more than 255 bytes in weight_map");
+        n++;
+        hf_ws(j);
+        if (j->s < j->end && *j->s == ',') j->s++;
+        else if (j->s < j->end && *j->s == '}') return j->s++, *map_p = m, *n_p = n, MP_OK;
+        else return free(m), hf_bad(j, "expected ',' or '}'");
+    }
+}
+
+int hf_index_read(const char *path, hf_map_t **map_p, int *n_p)
+{
+    char *buf, key[256];
+    size_t len;
+    if (hf_config_text_read(path, &buf, &len) != MP_OK) return MP_ERR;
+    hf_json_t j = {buf, buf, buf + len, path};
+    int rc = MP_OK, cut, n = -1;
+    hf_map_t *m = NULL;
+    hf_ws(&j);
+    if (j.s >= j.end || *j.s != '{') rc = hf_bad(&j, "expected '{' (an index is one object)");
+    else j.s++;
+    for (int first = 1; rc == MP_OK; first = 0) {
+        hf_ws(&j);
+        if (j.s < j.end && *j.s == '}' && first) break;
+        if ((rc = hf_string(&j, key, sizeof key, &cut)) != MP_OK) break;
+        hf_ws(&j);
+        if (j.s >= j.end || *j.s != ':') rc = hf_bad(&j, "expected ':'");
+        if (rc != MP_OK) break;
+        j.s++;
+        hf_ws(&j);
+        if (!strcmp(key, "weight_map")) {
+            if (n >= 0) rc = MP_FAIL("%s: key weight_map is given twice: refused as ambiguous", path);
+            else rc = hf_weight_map(&j, &m, &n);
+        } else {
+            hf_val_t x = {.kind = 'o'};
+            rc = hf_value(&j, 1, &x);
+        }
+        if (rc != MP_OK) break;
+        hf_ws(&j);
+        if (j.s < j.end && *j.s == ',') j.s++;
+        else if (j.s < j.end && *j.s == '}') break;
+        else rc = hf_bad(&j, "expected ',' or '}'");
+    }
+    if (rc == MP_OK) {
+        j.s++;
+        hf_ws(&j);
+        if (j.s != j.end) rc = hf_bad(&j, "text after the object");
+    }
+    if (rc == MP_OK && n < 0) rc = MP_FAIL("%s: no weight_map: not a safetensors index", path);
+    free(buf);
+    if (rc != MP_OK) return free(m), MP_ERR;
+    *map_p = m, *n_p = n;
+    return MP_OK;
+}
+
 const hf_val_t *hf_key(const hf_val_t *v, int n, const char *key)
 {
     for (int i = 0; i < n; i++)

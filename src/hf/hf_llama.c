@@ -1,10 +1,13 @@
 /* Hugging Face's Llama directory, written and read (contract and the name table in hf_llama.h). */
 #include "hf_llama.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "block_kind.h"
 #include "check.h"
@@ -111,7 +114,66 @@ static void hf_llama_config_text(const model_cfg_t *c, const char *dtype, char *
              eps, c->untied ? "false" : "true", strcmp(dtype, "BF16") ? "float32" : "bfloat16");
 }
 
-int hf_llama_write(const char *dir, const param_table_t *gtab, const float *buf, const char *dtype)
+/* Bytes of tensor t as written. */
+static uint64_t hf_out_bytes(const st_out_t *t)
+{
+    uint64_t n = !strcmp(t->dtype, "BF16") ? 2 : 4;
+    for (int d = 0; d < t->ndim; d++) n *= (uint64_t)t->shape[d];
+    return n;
+}
+
+/* The tensors t[0..n) as shards of at most max bytes (hf_llama.h) and the index naming them. */
+static int hf_llama_write_shards(const char *dir, const st_out_t *t, int n, uint64_t max)
+{
+    int nshard = 0, *first = MP_CALLOC((size_t)n + 1, sizeof *first); /* shard s is t[first[s] .. first[s+1]) */
+    if (!first) return MP_ERR;
+    uint64_t at = 0, total = 0;
+    for (int i = 0; i < n; i++) {
+        const uint64_t b = hf_out_bytes(&t[i]);
+        if (i == 0 || at + b > max) first[nshard++] = i, at = 0;
+        at += b, total += b;
+    }
+    first[nshard] = n;
+    size_t cap = 256 + (size_t)n * (ST_NAME_MAX + 64), len = 0;
+    char *idx = MP_MALLOC(cap), path[4200], name[64];
+    int rc = idx ? MP_OK : MP_ERR;
+    if (rc == MP_OK)
+        len = (size_t)snprintf(idx, cap, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {",
+                               (unsigned long long)total);
+    for (int s = 0; s < nshard && rc == MP_OK; s++) {
+        snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", s + 1, nshard);
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        rc = st_write(path, t + first[s], first[s + 1] - first[s]);
+        for (int i = first[s]; i < first[s + 1] && rc == MP_OK; i++)
+            len += (size_t)snprintf(idx + len, cap - len, "%s\n    \"%s\": \"%s\"", i ? "," : "", t[i].name, name);
+    }
+    if (rc == MP_OK) {
+        snprintf(idx + len, cap - len, "\n  }\n}\n");
+        snprintf(path, sizeof path, "%s/" HF_INDEX_FILE, dir);
+        rc = publish_text(path, idx);
+    }
+    snprintf(path, sizeof path, "%s/" HF_WEIGHTS_FILE, dir);
+    if (rc == MP_OK && unlink(path) != 0 && errno != ENOENT)
+        rc = MP_FAIL("cannot remove %s (an earlier export's, which loaders would take instead of the shards): %s", path,
+                     strerror(errno));
+    free(idx), free(first);
+    return rc;
+}
+
+/* The tensors t[0..n) as dir/model.safetensors, an earlier export's index removed. */
+static int hf_llama_write_one(const char *dir, const st_out_t *t, int n)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" HF_WEIGHTS_FILE, dir);
+    if (st_write(path, t, n) != MP_OK) return MP_ERR;
+    snprintf(path, sizeof path, "%s/" HF_INDEX_FILE, dir);
+    if (unlink(path) != 0 && errno != ENOENT)
+        return MP_FAIL("cannot remove %s (an earlier export's index): %s", path, strerror(errno));
+    return MP_OK;
+}
+
+int hf_llama_write(const char *dir, const param_table_t *gtab, const float *buf, const char *dtype,
+                   uint64_t shard_bytes)
 {
     char why[256], path[4200];
     if (hf_llama_fits(&gtab->cfg, why, sizeof why) != MP_OK) return MP_FAIL("export to %s refused: %s", dir, why);
@@ -121,21 +183,129 @@ int hf_llama_write(const char *dir, const param_table_t *gtab, const float *buf,
     st_out_t *t = MP_CALLOC((size_t)cap, sizeof *t);
     hf_part_t *parts = MP_CALLOC((size_t)cap, sizeof *parts);
     int rc = t && parts ? MP_OK : MP_ERR, n = 0;
+    uint64_t total = 0;
     for (int i = 0; i < gtab->count && rc == MP_OK; i++) {
         const param_entry_t *e = &gtab->entries[i];
         const int k = hf_llama_parts(&gtab->cfg, e, parts + n);
-        for (int j = 0; j < k; j++, n++)
+        for (int j = 0; j < k; j++, n++) {
             t[n] = (st_out_t){.name = parts[n].name, .ndim = parts[n].ndim, .shape = {parts[n].shape[0],
                               parts[n].shape[1]}, .data = buf + e->offset + parts[n].off, .dtype = dtype};
+            total += hf_out_bytes(&t[n]);
+        }
     }
-    snprintf(path, sizeof path, "%s/" HF_WEIGHTS_FILE, dir);
-    if (rc == MP_OK) rc = st_write(path, t, n);
+    if (rc == MP_OK)
+        rc = shard_bytes && total > shard_bytes ? hf_llama_write_shards(dir, t, n, shard_bytes)
+                                                : hf_llama_write_one(dir, t, n);
     free(parts), free(t);
     if (rc != MP_OK) return MP_ERR;
     char text[2048];
     hf_llama_config_text(&gtab->cfg, dtype, text, sizeof text);
     snprintf(path, sizeof path, "%s/" HF_CONFIG_FILE, dir);
     return publish_text(path, text);
+}
+
+/* ---- the weights of a directory: model.safetensors, or the shards its index names ---- */
+
+typedef struct {
+    int nfiles;
+    st_file_t *f;      /* each file's header, read and checked by st_open */
+    hf_map_t *map;     /* sharded: the index's weight_map; NULL: one file */
+    int *shard;        /* map[i]'s file, an index into f */
+    int nmap;
+    char index[4200];  /* the index's path, for messages */
+} hf_src_t;
+
+static void hf_src_close(hf_src_t *s)
+{
+    for (int i = 0; i < s->nfiles; i++) st_close(&s->f[i]);
+    free(s->f), free(s->map), free(s->shard);
+    memset(s, 0, sizeof *s);
+}
+
+static int hf_exists(const char *path)
+{
+    struct stat sb;
+    return lstat(path, &sb) == 0;
+}
+
+/* Each shard the index names opened once (a plain file name in dir: no path), map[i]'s in shard[i]. */
+static int hf_src_shards(const char *dir, hf_src_t *s)
+{
+    char path[4600];
+    s->f = MP_CALLOC((size_t)s->nmap + 1, sizeof *s->f);
+    s->shard = MP_CALLOC((size_t)s->nmap + 1, sizeof *s->shard);
+    if (!s->f || !s->shard) return MP_ERR;
+    for (int i = 0; i < s->nmap; i++) {
+        const char *fn = s->map[i].file;
+        int k = 0;
+        while (k < s->nfiles && strcmp(strrchr(s->f[k].path, '/') + 1, fn)) k++;
+        s->shard[i] = k;
+        if (k < s->nfiles) continue;
+        if (!fn[0] || strchr(fn, '/') || !strcmp(fn, ".") || !strcmp(fn, ".."))
+            return MP_FAIL("%s: tensor %s's shard is \"%s\": a shard is a file name in the model's directory",
+                           s->index, s->map[i].name, fn);
+        snprintf(path, sizeof path, "%s/%s", dir, fn);
+        if (!hf_exists(path))
+            return MP_FAIL("%s: tensor %s is in shard %s, and %s does not exist", s->index, s->map[i].name, fn, path);
+        if (st_open(path, &s->f[s->nfiles]) != MP_OK) return MP_ERR;
+        s->nfiles++;
+    }
+    /* the index and the shards agree: each tensor it maps is in its shard, each tensor of a shard is
+     * mapped there (a tensor in two shards is so refused in the one the index does not name) */
+    for (int i = 0; i < s->nmap; i++)
+        if (!st_find(&s->f[s->shard[i]], s->map[i].name))
+            return MP_FAIL("%s: key %s is missing (%s maps it to this shard)", s->f[s->shard[i]].path, s->map[i].name,
+                           s->index);
+    for (int k = 0; k < s->nfiles; k++)
+        for (int j = 0; j < s->f[k].count; j++) {
+            int i = 0;
+            while (i < s->nmap && strcmp(s->map[i].name, s->f[k].e[j].name)) i++;
+            if (i == s->nmap || s->shard[i] != k)
+                return MP_FAIL("%s: key %s is here, and %s %s%s", s->f[k].path, s->f[k].e[j].name, s->index,
+                               i == s->nmap ? "does not name it" : "maps it to ", i == s->nmap ? "" : s->map[i].file);
+        }
+    return MP_OK;
+}
+
+/* dir's weights: model.safetensors, or model.safetensors.index.json and its shards (never both: a
+ * loader's choice between them would be a guess). MP_OK, or MP_ERR naming the file at fault. */
+static int hf_src_open(const char *dir, hf_src_t *s_p)
+{
+    hf_src_t s = {0};
+    char one[4200];
+    snprintf(one, sizeof one, "%s/" HF_WEIGHTS_FILE, dir);
+    snprintf(s.index, sizeof s.index, "%s/" HF_INDEX_FILE, dir);
+    const int single = hf_exists(one), sharded = hf_exists(s.index);
+    if (single && sharded)
+        return MP_FAIL("%s holds both " HF_WEIGHTS_FILE " and " HF_INDEX_FILE ": which is the model? (remove the other)",
+                       dir);
+    if (!sharded) {
+        if (!(s.f = MP_CALLOC(1, sizeof *s.f))) return MP_ERR;
+        if (st_open(one, &s.f[0]) != MP_OK) return free(s.f), MP_ERR;
+        s.nfiles = 1;
+        *s_p = s;
+        return MP_OK;
+    }
+    if (hf_index_read(s.index, &s.map, &s.nmap) != MP_OK || hf_src_shards(dir, &s) != MP_OK) {
+        hf_src_close(&s);
+        return MP_ERR;
+    }
+    *s_p = s;
+    return MP_OK;
+}
+
+/* The entry called name, its file in *f_p; NULL if none. */
+static const st_entry_t *hf_src_find(const hf_src_t *s, const char *name, const st_file_t **f_p)
+{
+    int k = 0;
+    if (s->map) {
+        int i = 0;
+        while (i < s->nmap && strcmp(s->map[i].name, name)) i++;
+        if (i == s->nmap) return NULL;
+        k = s->shard[i];
+    }
+    *f_p = &s->f[k];
+    return st_find(&s->f[k], name);
 }
 
 /* ---- reading ---- */
@@ -253,60 +423,61 @@ static int hf_llama_known(const param_table_t *gtab, const st_entry_t *s)
     return 0;
 }
 
-/* A tied model's lm_head.weight, when the file has one, must be the embedding. */
-static int hf_llama_head_check(const st_file_t *f, const param_table_t *gtab)
+/* A tied model's lm_head.weight, when the files have one, must be the embedding. */
+static int hf_llama_head_check(const hf_src_t *src, const param_table_t *gtab)
 {
-    const st_entry_t *h = st_find(f, "lm_head.weight"), *w = st_find(f, "model.embed_tokens.weight");
+    const st_file_t *fh = NULL, *fw = NULL;
+    const st_entry_t *h = hf_src_find(src, "lm_head.weight", &fh), *w = hf_src_find(src, "model.embed_tokens.weight", &fw);
     if (gtab->cfg.untied || !h) return MP_OK;
     const param_entry_t *e = param_table_find(gtab, "wte");
     hf_part_t p;
     hf_llama_parts(&gtab->cfg, e, &p);
-    if (hf_llama_entry_check(f, &gtab->cfg, &p, h) != MP_OK) return MP_ERR;
+    if (hf_llama_entry_check(fh, &gtab->cfg, &p, h) != MP_OK) return MP_ERR;
     float *a = MP_CALLOC(e->numel, sizeof *a), *b = MP_CALLOC(e->numel, sizeof *b);
     int rc = a && b ? MP_OK : MP_ERR;
-    if (rc == MP_OK) rc = st_read_float(f, h, a);
-    if (rc == MP_OK) rc = st_read_float(f, w, b);
+    if (rc == MP_OK) rc = st_read_float(fh, h, a);
+    if (rc == MP_OK) rc = st_read_float(fw, w, b);
     if (rc == MP_OK && memcmp(a, b, e->numel * sizeof *a))
         rc = MP_FAIL("%s: key lm_head.weight differs from model.embed_tokens.weight: an untied head, and the deck's "
-                     "model.tie_embeddings is true", f->path);
+                     "model.tie_embeddings is true", fh->path);
     free(a), free(b);
     return rc;
 }
 
 int hf_llama_check(const char *dir, const param_table_t *gtab)
 {
-    char path[4200], why[256];
+    char why[256];
     if (hf_llama_fits(&gtab->cfg, why, sizeof why) != MP_OK) return MP_FAIL("--init-from hf:%s refused: %s", dir, why);
     if (hf_llama_config_check(dir, &gtab->cfg) != MP_OK) return MP_ERR;
-    snprintf(path, sizeof path, "%s/" HF_WEIGHTS_FILE, dir);
-    st_file_t f;
-    if (st_open(path, &f) != MP_OK) return MP_ERR;
+    hf_src_t src;
+    if (hf_src_open(dir, &src) != MP_OK) return MP_ERR;
     int rc = MP_OK;
     hf_part_t p[HF_LLAMA_PARTS];
     for (int i = 0; i < gtab->count && rc == MP_OK; i++) {
         const param_entry_t *e = &gtab->entries[i];
         const int k = hf_llama_parts(&gtab->cfg, e, p);
         for (int j = 0; j < k && rc == MP_OK; j++) {
-            const st_entry_t *s = st_find(&f, p[j].name);
-            rc = s ? hf_llama_entry_check(&f, &gtab->cfg, &p[j], s)
-                   : MP_FAIL("%s: key %s is missing (MindPipe's %s)", path, p[j].name, e->name);
+            const st_file_t *f = &src.f[0];
+            const st_entry_t *s = hf_src_find(&src, p[j].name, &f);
+            rc = s ? hf_llama_entry_check(f, &gtab->cfg, &p[j], s)
+                   : MP_FAIL("%s: key %s is missing (MindPipe's %s)", src.map ? src.index : f->path, p[j].name,
+                             e->name);
         }
     }
-    for (int i = 0; i < f.count && rc == MP_OK; i++)
-        if (!hf_llama_known(gtab, &f.e[i]))
-            rc = MP_FAIL("%s: key %s is no tensor of the deck's model (%d layers, %s head): another model's file?",
-                         path, f.e[i].name, gtab->cfg.layers, gtab->cfg.untied ? "untied" : "tied");
-    if (rc == MP_OK) rc = hf_llama_head_check(&f, gtab);
-    st_close(&f);
+    for (int k = 0; k < src.nfiles && rc == MP_OK; k++)
+        for (int i = 0; i < src.f[k].count && rc == MP_OK; i++)
+            if (!hf_llama_known(gtab, &src.f[k].e[i]))
+                rc = MP_FAIL("%s: key %s is no tensor of the deck's model (%d layers, %s head): another model's file?",
+                             src.f[k].path, src.f[k].e[i].name, gtab->cfg.layers, gtab->cfg.untied ? "untied" : "tied");
+    if (rc == MP_OK) rc = hf_llama_head_check(&src, gtab);
+    hf_src_close(&src);
     return rc;
 }
 
 int hf_llama_load(const char *dir, const param_table_t *gtab, const param_table_t *local, float *buf)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/" HF_WEIGHTS_FILE, dir);
-    st_file_t f;
-    if (st_open(path, &f) != MP_OK) return MP_ERR;
+    hf_src_t src;
+    if (hf_src_open(dir, &src) != MP_OK) return MP_ERR;
     size_t most = 1;
     for (int i = 0; i < gtab->count; i++) most = gtab->entries[i].numel > most ? gtab->entries[i].numel : most;
     float *canon = MP_CALLOC(most, sizeof *canon);
@@ -316,11 +487,12 @@ int hf_llama_load(const char *dir, const param_table_t *gtab, const param_table_
         const param_entry_t *e = &local->entries[i];
         const param_entry_t *g = param_table_find(gtab, e->name);
         const int k = g ? hf_llama_parts(&gtab->cfg, g, p) : 0;
-        if (!g) rc = MP_FAIL("%s: MindPipe's %s is not in the canonical model (a bug)", path, e->name);
+        if (!g) rc = MP_FAIL("%s: MindPipe's %s is not in the canonical model (a bug)", dir, e->name);
         for (int j = 0; j < k && rc == MP_OK; j++) { /* the stacked tensor, part by part, in canonical order */
-            const st_entry_t *s = st_find(&f, p[j].name);
-            rc = s ? st_read_float(&f, s, canon + p[j].off)
-                   : MP_FAIL("%s: no tensor %s (the file changed since it was checked?)", path, p[j].name);
+            const st_file_t *f = &src.f[0];
+            const st_entry_t *s = hf_src_find(&src, p[j].name, &f);
+            rc = s ? st_read_float(f, s, canon + p[j].off)
+                   : MP_FAIL("%s: no tensor %s (the files changed since they were checked?)", dir, p[j].name);
         }
         for (size_t j = 0; j < e->numel && rc == MP_OK; j++) { /* this rank's shard, by canonical index */
             const size_t q = param_global_index(local, e, j, local->tp_rank);
@@ -328,6 +500,6 @@ int hf_llama_load(const char *dir, const param_table_t *gtab, const param_table_
         }
     }
     free(canon);
-    st_close(&f);
+    hf_src_close(&src);
     return rc;
 }
