@@ -10,7 +10,7 @@
 # (lm_head.weight) goes out and back the same way; structural faults and a config.json that disagrees
 # with the deck are refused naming the file and the key (and both values).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
-mp_require_h5py
+mp_require_h5py "$TORCH_PYTHON" # the checker reads checkpoints and dumps with h5py and numpy
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
 deck="$MP_SRCDIR/validation/decks/train.ini"
@@ -86,8 +86,8 @@ tap_checker "bf16 export" hf_llama_check.py $? "$SCRATCH/chk.out"
 tap_checker "bf16 import" hf_llama_check.py $? "$SCRATCH/chk.out"
 ! "$py" "$chk" same "$ck" "$SCRATCH/imp16/ckpt/step_00000000.h5" > "$SCRATCH/chk.out" 2>&1
 ok $? "the import check fails on the bf16 import compared without rounding"
+# shellcheck disable=SC2086
 "$py" "$chk" mutate "$hf" "$SCRATCH/m_f16" f16 &&
-    # shellcheck disable=SC2086
     "$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/m_f16" --out "$SCRATCH/imp_f16" \
         > "$SCRATCH/out" 2>&1 && "$py" "$chk" same "$ck" "$SCRATCH/imp_f16/ckpt/step_00000000.h5" --round f16 \
         > "$SCRATCH/chk.out" 2>&1
