@@ -25,6 +25,9 @@ MindPipe's code or with torch_ref.py.
   hf_llama_check.py same A.h5 B.h5 [--round bf16|f16]
       Checkpoint B's weights equal A's bitwise (--round: A's rounded to bfloat16 as above, or to half
       by numpy's astype); B is at step 0.
+  hf_llama_check.py imported DIR CKPT.h5
+      CKPT's weights (an --init-from hf:DIR at step 0) are DIR's tensors, each decoded here to float32
+      (numpy's own float16; bfloat16 as a float's upper half) and stacked by the name table, bitwise.
   hf_llama_check.py shards SHARDED SINGLE --max BYTES
       SHARDED (model.safetensors.index.json and its shards, each read by hand) holds the tensors of
       SINGLE/model.safetensors, the same bytes of the same dtype and shape; no shard beyond BYTES of
@@ -38,7 +41,13 @@ MindPipe's code or with torch_ref.py.
       SRC's files copied into DST with one fault: perturb (one weight of layer 1's up_proj + 1e-2),
       truncate (the last 100 bytes cut), missing (no model.layers.1.mlp.up_proj.weight, the file
       rewritten whole), shape (k_proj of layer 0 with one row less), f16 (every tensor as F16: no
-      fault, a dtype HF writes), overlap (v_proj of layer 0's offsets those of k_proj).
+      fault, a dtype HF writes), overlap (v_proj of layer 0's offsets those of k_proj), hdrlen (a
+      header length past the file), dtype (model.norm.weight said to be I32: its bytes still fit),
+      dup (model.norm.weight twice in the header), headsame (a tied model's lm_head.weight equal to
+      the embedding: no fault), headdiff (the same with one element changed), special (no fault:
+      model.norm.weight as F16 of subnormals, -0, the largest half, and layer 0's input_layernorm as
+      BF16 of a float subnormal, -0, the largest finite bfloat16), ties (no fault: the embedding's
+      first 8 floats made halfway between two bfloat16s, and either side of halfway).
 
 Output: "PASS what" / "FAIL what" lines; exit 1 if any failed.
 """
@@ -276,6 +285,28 @@ def tensors_of(d):
     return out
 
 
+def cmd_imported(a):
+    import h5py
+    with open(os.path.join(a.dir, "config.json")) as f:
+        cfg = json.load(f)
+    T = tensors_of(a.dir)
+    bad, n = [], 0
+    with h5py.File(a.ckpt, "r") as f:
+        step = int(f["state"].attrs["step"])
+        for name in f["model"].keys():
+            parts = []
+            for hf, _ in canonical_parts(cfg, name):
+                dt, shape, b = T[hf]
+                parts.append(decode({"dtype": dt, "shape": shape, "data_offsets": [0, len(b)]}, b).astype(np.float32))
+            want = np.concatenate(parts) if len(parts) > 1 else parts[0]
+            n += 1
+            if want.tobytes() != np.array(f["model/" + name], np.float32).tobytes():
+                bad.append(name)
+    dts = sorted(set(t[0] for t in T.values()))
+    check(not bad and step == 0, "the step-%d checkpoint's %d tensors are the files' (%s) decoded here, bitwise%s"
+          % (step, n, "/".join(dts), "; differing: %s" % bad[:4] if bad else ""))
+
+
 def cmd_shards(a):
     with open(os.path.join(a.sharded, "model.safetensors.index.json")) as f:
         idx = json.load(f)
@@ -345,6 +376,20 @@ def cmd_mutate(a):
         with open(dst, "wb") as f:
             f.write(raw[:-100])
         return
+    if a.kind == "hdrlen":
+        with open(src, "rb") as f:
+            raw = f.read()
+        with open(dst, "wb") as f:
+            f.write(struct.pack("<Q", len(raw)) + raw[8:])
+        return
+    if a.kind == "dup":  # json.dumps cannot write a key twice: the header's text is made by hand
+        norm = header["model.norm.weight"]
+        hdr = dict(header, __metadata__={"format": "pt"})
+        h = json.dumps(hdr)[:-1] + ', "model.norm.weight": ' + json.dumps(norm) + "}"
+        h = h.encode() + b" " * (-len(h) % 8)
+        with open(dst, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + data)
+        return
     if a.kind == "overlap":
         hdr = dict(header, __metadata__={"format": "pt"})
         hdr["model.layers.0.self_attn.v_proj.weight"] = dict(header["model.layers.0.self_attn.k_proj.weight"])
@@ -361,6 +406,40 @@ def cmd_mutate(a):
     elif a.kind == "shape":
         k0 = "model.layers.0.self_attn.k_proj.weight"
         ts = [(k, dt, [s[0] - 1] + s[1:], b[:len(b) - 4 * s[1]]) if k == k0 else (k, dt, s, b) for k, dt, s, b in ts]
+    elif a.kind == "dtype":
+        ts = [(k, "I32" if k == "model.norm.weight" else dt, s, b) for k, dt, s, b in ts]
+    elif a.kind in ("headsame", "headdiff"):
+        emb = next(b for k, dt, s, b in ts if k == "model.embed_tokens.weight")
+        e = np.frombuffer(emb, "<f4").copy()
+        if a.kind == "headdiff":
+            e[7] += 1e-3
+        ts.append(("lm_head.weight", "F32", next(s for k, dt, s, b in ts if k == "model.embed_tokens.weight"),
+                   e.astype("<f4").tobytes()))
+    elif a.kind == "special":
+        f16 = [0x0001, 0x03FF, 0x8001, 0x0400, 0x7BFF, 0x8000, 0x3C00, 0xFBFF]
+        b16 = [0x0001, 0x8000, 0x7F7F, 0x3F80, 0x0080, 0xFF7F, 0x007F, 0xBF80]
+        out = []
+        for k, dt, s, b in ts:
+            if k == "model.norm.weight":
+                v = np.array([f16[i % len(f16)] for i in range(s[0])], "<u2")
+                out.append((k, "F16", s, v.tobytes()))
+            elif k == "model.layers.0.input_layernorm.weight":
+                v = np.array([b16[i % len(b16)] for i in range(s[0])], "<u2")
+                out.append((k, "BF16", s, v.tobytes()))
+            else:
+                out.append((k, dt, s, b))
+        ts = out
+    elif a.kind == "ties":
+        lows = [0x8000, 0x8000, 0x7FFF, 0x8001, 0x8000, 0x8000, 0x7FFF, 0x8001]
+        his = [0x3C00, 0x3C01, 0x3C01, 0x3C00, 0xBC00, 0xBC01, 0xBC01, 0xBC00]
+        out = []
+        for k, dt, s, b in ts:
+            if k == "model.embed_tokens.weight":
+                e = np.frombuffer(b, "<u4").copy()
+                e[:8] = [(h << 16) | lo for h, lo in zip(his, lows)]
+                b = e.astype("<u4").tobytes()
+            out.append((k, dt, s, b))
+        ts = out
     elif a.kind == "f16":
         ts = [(k, "F16", s, np.frombuffer(b, "<f4").astype("<f2").tobytes()) for k, dt, s, b in ts]
     else:
@@ -389,6 +468,9 @@ def main():
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--round", choices=["bf16", "f16"])
+    p = sub.add_parser("imported")
+    p.add_argument("dir")
+    p.add_argument("ckpt")
     p = sub.add_parser("shards")
     p.add_argument("sharded")
     p.add_argument("single")
@@ -403,7 +485,8 @@ def main():
     p.add_argument("kind")
     a = ap.parse_args()
     {"forward": cmd_forward, "greedy": cmd_greedy, "weights": cmd_weights, "same": cmd_same,
-     "mutate": cmd_mutate, "shards": cmd_shards, "mutate-index": cmd_mutate_index}[a.cmd](a)
+     "mutate": cmd_mutate, "shards": cmd_shards, "mutate-index": cmd_mutate_index,
+     "imported": cmd_imported}[a.cmd](a)
     sys.exit(1 if failures else 0)
 
 

@@ -79,6 +79,8 @@ done
 ok $? "export --format hf --dtype bf16: torch_dtype bfloat16"
 "$py" "$chk" weights "$SCRATCH/hf16" --ckpt "$ck" --bf16 > "$SCRATCH/chk.out" 2>&1
 tap_checker "bf16 export" hf_llama_check.py $? "$SCRATCH/chk.out"
+! "$py" "$chk" weights "$SCRATCH/hf16" --ckpt "$ck" > "$SCRATCH/chk.out" 2>&1
+ok $? "the export check fails on the bf16 export taken for fp32"
 # shellcheck disable=SC2086
 "$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/hf16" --out "$SCRATCH/imp16" \
     > "$SCRATCH/out" 2>&1 && "$py" "$chk" same "$ck" "$SCRATCH/imp16/ckpt/step_00000000.h5" --round bf16 \
@@ -92,6 +94,32 @@ ok $? "the import check fails on the bf16 import compared without rounding"
         > "$SCRATCH/out" 2>&1 && "$py" "$chk" same "$ck" "$SCRATCH/imp_f16/ckpt/step_00000000.h5" --round f16 \
         > "$SCRATCH/chk.out" 2>&1
 tap_checker "F16 import" hf_llama_check.py $? "$SCRATCH/chk.out"
+# the element types' corners: F16 and BF16 subnormals, -0 and largest values in one file with F32
+# tensors, decoded by numpy; F32 weights halfway between two bfloat16s (and either side) exported as
+# bf16 against the checker's rounding to nearest even
+# shellcheck disable=SC2086
+"$py" "$chk" mutate "$hf" "$SCRATCH/m_special" special &&
+    "$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/m_special" \
+        --out "$SCRATCH/imp_special" > "$SCRATCH/out" 2>&1 &&
+    "$py" "$chk" imported "$SCRATCH/m_special" "$SCRATCH/imp_special/ckpt/step_00000000.h5" > "$SCRATCH/chk.out" 2>&1
+tap_checker "F16/BF16 corners" hf_llama_check.py $? "$SCRATCH/chk.out"
+! "$py" "$chk" imported "$hf" "$SCRATCH/imp_special/ckpt/step_00000000.h5" > "$SCRATCH/chk.out" 2>&1
+ok $? "the decoding check fails against the unchanged export"
+# shellcheck disable=SC2086
+"$py" "$chk" mutate "$hf" "$SCRATCH/m_ties" ties &&
+    "$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/m_ties" --out "$SCRATCH/imp_ties" \
+        > "$SCRATCH/out" 2>&1 &&
+    "$MINDPIPE" export --format hf $base --dtype bf16 --ckpt "$SCRATCH/imp_ties/ckpt/step_00000000.h5" \
+        --out "$SCRATCH/hf_ties" > "$SCRATCH/out" 2>&1 &&
+    "$py" "$chk" weights "$SCRATCH/hf_ties" --ckpt "$SCRATCH/imp_ties/ckpt/step_00000000.h5" --bf16 \
+        > "$SCRATCH/chk.out" 2>&1
+tap_checker "bf16 ties" hf_llama_check.py $? "$SCRATCH/chk.out"
+# shellcheck disable=SC2086
+"$py" "$chk" mutate "$hf" "$SCRATCH/m_headsame" headsame &&
+    "$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/m_headsame" \
+        --out "$SCRATCH/imp_headsame" > "$SCRATCH/out" 2>&1 &&
+    "$py" "$chk" same "$ck" "$SCRATCH/imp_headsame/ckpt/step_00000000.h5" > "$SCRATCH/chk.out" 2>&1
+tap_checker "a tied file with lm_head.weight equal to the embedding" hf_llama_check.py $? "$SCRATCH/chk.out"
 
 # shards: 30 kB each at most (the 32 kB embedding alone in its own), as save_pretrained's max_shard_size
 # shellcheck disable=SC2086
@@ -139,7 +167,7 @@ refused() {  # refused LABEL PATTERN [ARGS...]: train --init-from fails (exit 1)
     [ $rc -eq 1 ] && grep -q -- "$pat" "$SCRATCH/out" && [ ! -e "$SCRATCH/bad/ckpt/step_00000000.h5" ]
     ok $? "$label refused (exit $rc): $(grep -m1 -o 'error: .*' "$SCRATCH/out" | cut -c1-160)"
 }
-for k in truncate missing shape overlap; do
+for k in truncate missing shape overlap hdrlen dtype dup headdiff; do
     "$py" "$chk" mutate "$hf" "$SCRATCH/m_$k" "$k" || echo "# mutate $k failed"
 done
 f="model.safetensors"
@@ -150,6 +178,11 @@ refused "a shape the config disagrees with" "m_shape/$f: key model.layers.0.self
     --init-from "hf:$SCRATCH/m_shape"
 refused "overlapping offsets" "m_overlap/$f: keys model.layers.0.self_attn.k_proj.weight and model.layers.0.self_attn.v_proj.weight overlap" \
     --init-from "hf:$SCRATCH/m_overlap"
+refused "a header length past the file" "m_hdrlen/$f: header length" --init-from "hf:$SCRATCH/m_hdrlen"
+refused "a dtype not F32, BF16 or F16" "m_dtype/$f: key model.norm.weight: dtype I32" --init-from "hf:$SCRATCH/m_dtype"
+refused "a tensor twice in the header" "m_dup/$f: key model.norm.weight appears twice" --init-from "hf:$SCRATCH/m_dup"
+refused "a tied model's lm_head.weight unlike the embedding" \
+    "m_headdiff/$f: key lm_head.weight differs from model.embed_tokens.weight" --init-from "hf:$SCRATCH/m_headdiff"
 c="hf32/config.json"
 refused "num_key_value_heads against a deck with kv_heads 4" \
     "$c: key num_key_value_heads is 2, the deck's model.kv_heads is 4" --init-from "hf:$hf" --set model.kv_heads=4
