@@ -34,7 +34,8 @@ MindPipe's code or with torch_ref.py.
       tensors unless it holds one tensor alone; the index's total_size is the tensors' bytes; the
       shards named model-0000i-of-0000N.safetensors, numbered 1..N.
   hf_llama_check.py mutate-index SRC DST KIND
-      The sharded SRC copied into DST with one fault: noshard (the second shard removed), misplaced
+      The sharded SRC copied into DST with one fault: noshard (the second shard removed), twice (the
+      embedding in the second shard as well as in the first, where the index maps it), misplaced
       (the index maps a tensor of the first shard to the second), both (a model.safetensors beside
       the index).
   hf_llama_check.py mutate SRC DST KIND
@@ -47,7 +48,8 @@ MindPipe's code or with torch_ref.py.
       the embedding: no fault), headdiff (the same with one element changed), special (no fault:
       model.norm.weight as F16 of subnormals, -0, the largest half, and layer 0's input_layernorm as
       BF16 of a float subnormal, -0, the largest finite bfloat16), ties (no fault: the embedding's
-      first 8 floats made halfway between two bfloat16s, and either side of halfway).
+      first 8 floats made halfway between two bfloat16s, and either side of halfway), huge (no fault
+      in F32: the embedding's element 3 made 3.4e38, which rounds to bfloat16's infinity).
 
 Output: "PASS what" / "FAIL what" lines; exit 1 if any failed.
 """
@@ -338,6 +340,13 @@ def cmd_mutate_index(a):
     shards = sorted(set(idx["weight_map"].values()))
     if a.kind == "noshard":
         os.remove(os.path.join(a.dst, shards[1]))
+    elif a.kind == "twice":  # the embedding in the second shard too (the index names the first)
+        h1, d1 = read_raw(os.path.join(a.dst, shards[0]))
+        h2, d2 = read_raw(os.path.join(a.dst, shards[1]))
+        e = h1["model.embed_tokens.weight"]
+        ts = [(k, t["dtype"], t["shape"], d2[t["data_offsets"][0]:t["data_offsets"][1]]) for k, t in h2.items()]
+        ts.append(("model.embed_tokens.weight", e["dtype"], e["shape"], d1[e["data_offsets"][0]:e["data_offsets"][1]]))
+        write_st(os.path.join(a.dst, shards[1]), ts)
     elif a.kind == "misplaced":
         name = next(k for k, v in idx["weight_map"].items() if v == shards[0])
         idx["weight_map"][name] = shards[1]
@@ -428,6 +437,15 @@ def cmd_mutate(a):
                 out.append((k, "BF16", s, v.tobytes()))
             else:
                 out.append((k, dt, s, b))
+        ts = out
+    elif a.kind == "huge":
+        out = []
+        for k, dt, s, b in ts:
+            if k == "model.embed_tokens.weight":
+                e = np.frombuffer(b, "<f4").copy()
+                e[3] = 3.4e38
+                b = e.astype("<f4").tobytes()
+            out.append((k, dt, s, b))
         ts = out
     elif a.kind == "ties":
         lows = [0x8000, 0x8000, 0x7FFF, 0x8001, 0x8000, 0x8000, 0x7FFF, 0x8001]

@@ -115,6 +115,15 @@ ok $? "the decoding check fails against the unchanged export"
         > "$SCRATCH/chk.out" 2>&1
 tap_checker "bf16 ties" hf_llama_check.py $? "$SCRATCH/chk.out"
 # shellcheck disable=SC2086
+"$py" "$chk" mutate "$hf" "$SCRATCH/m_huge" huge &&
+    "$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/m_huge" --out "$SCRATCH/imp_huge" \
+        > "$SCRATCH/out" 2>&1 &&
+    ! "$MINDPIPE" export --format hf $base --dtype bf16 --ckpt "$SCRATCH/imp_huge/ckpt/step_00000000.h5" \
+        --out "$SCRATCH/hf_huge" > "$SCRATCH/out" 2>&1 &&
+    grep -q "tensor model.embed_tokens.weight: element 3 is 3.4e+38, which bfloat16 cannot hold" "$SCRATCH/out" &&
+    [ ! -e "$SCRATCH/hf_huge/model.safetensors" ]
+ok $? "a weight of 3.4e38 (an F32 import) refused by the bf16 export naming tensor and element, no file written"
+# shellcheck disable=SC2086
 "$py" "$chk" mutate "$hf" "$SCRATCH/m_headsame" headsame &&
     "$MINDPIPE" train $base --quiet --set train.steps=0 --init-from "hf:$SCRATCH/m_headsame" \
         --out "$SCRATCH/imp_headsame" > "$SCRATCH/out" 2>&1 &&
@@ -196,13 +205,16 @@ refused "a tied export into an untied deck" "$c: key tie_word_embeddings is true
     --init-from "hf:$hf" --set model.tie_embeddings=false
 # shellcheck disable=SC2086
 "$MINDPIPE" export --format hf $base --max-shard-size 30KB --ckpt "$ck" --out "$SCRATCH/hfsh2" > "$SCRATCH/out" 2>&1
-for k in noshard misplaced both; do
+for k in noshard twice misplaced both; do
     "$py" "$chk" mutate-index "$SCRATCH/hfsh2" "$SCRATCH/x_$k" "$k" > "$SCRATCH/chk.out" 2>&1 || echo "# mutate-index $k failed"
 done
 i="model.safetensors.index.json"
 refused "an index naming a missing shard" \
     "x_noshard/$i: tensor model.layers.0.input_layernorm.weight is in shard model-00002-of-00004.safetensors, and .*does not exist" \
     --init-from "hf:$SCRATCH/x_noshard"
+refused "a tensor in two shards" \
+    "x_twice/model-00002-of-00004.safetensors: key model.embed_tokens.weight is here, and .*x_twice/$i maps it to model-00001-of-00004" \
+    --init-from "hf:$SCRATCH/x_twice"
 refused "an index mapping a tensor to the wrong shard" \
     "x_misplaced/model-00002-of-00004.safetensors: key model.embed_tokens.weight is missing (.*x_misplaced/$i maps it" \
     --init-from "hf:$SCRATCH/x_misplaced"
@@ -231,4 +243,17 @@ ok $? "export --dtype fp16 refused (exit 2), nothing written"
 "$MINDPIPE" export --format hf $base --max-shard-size 5x --ckpt "$ck" --out "$SCRATCH/x" > "$SCRATCH/out" 2>&1
 [ $? -eq 2 ] && grep -q "max-shard-size '5x'" "$SCRATCH/out" && [ ! -e "$SCRATCH/x" ]
 ok $? "export --max-shard-size 5x refused (exit 2), nothing written"
+# GPT-2's export stays one F32 file: its import reads no other
+# shellcheck disable=SC2086
+"$MINDPIPE" train -c "$deck" --set data.path="$data" --quiet --set train.steps=1 --set train.warmup=0 \
+    --set checkpoint.every=1 --set train.eval_every=0 --out "$SCRATCH/grun" > "$SCRATCH/out" 2>&1
+ok $? "a gpt2 model trains 1 step"
+for o in "--dtype bf16" "--max-shard-size 1KB"; do
+    # shellcheck disable=SC2086
+    "$MINDPIPE" export --format hf -c "$deck" $o --ckpt "$SCRATCH/grun/ckpt/step_00000001.h5" --out "$SCRATCH/gx" \
+        > "$SCRATCH/out" 2>&1
+    [ $? -eq 1 ] && grep -q "GPT-2's export is one fp32 file" "$SCRATCH/out" && [ ! -e "$SCRATCH/gx" ] &&
+        [ -s "$SCRATCH/grun/ckpt/step_00000001.h5" ]
+    ok $? "gpt2 export $o refused (exit 1), nothing written"
+done
 done_testing

@@ -118,6 +118,13 @@ static int st_check_out(const char *path, const st_out_t *t, int n)
             if (t[i].shape[d] < 0) return MP_FAIL("%s: tensor %s: negative dimension (a bug)", path, t[i].name);
         if (t[i].dtype && strcmp(t[i].dtype, "F32") && strcmp(t[i].dtype, "BF16"))
             return MP_FAIL("%s: tensor %s: dtype %s, written are F32 and BF16 (a bug)", path, t[i].name, t[i].dtype);
+        if (st_out_size(&t[i]) != 2) continue;
+        size_t numel = 1;
+        for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
+        for (size_t j = 0; j < numel; j++) /* an exponent of all ones: an infinity or NaN in bfloat16 */
+            if ((st_bf16_round(t[i].data[j]) & 0x7f80u) == 0x7f80u)
+                return MP_FAIL("%s: tensor %s: element %zu is %g, which bfloat16 cannot hold (beyond 3.3895e38, or "
+                               "not finite): export it as F32", path, t[i].name, j, (double)t[i].data[j]);
     }
     return MP_OK;
 }

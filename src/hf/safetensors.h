@@ -31,8 +31,9 @@ typedef struct {
 
 /* Writes the n tensors (in this order) to path atomically (path.tmp, fsync, rename, fsync of the
  * directory: publish.h), with __metadata__ {"format": "pt"} (what transformers' loader asks for).
- * MP_OK, or MP_ERR with a message naming path (and the tensor, for a bad name or shape); on error
- * path is as it was. */
+ * MP_OK, or MP_ERR with a message naming path (and the tensor, for a bad name or shape, or a BF16
+ * tensor's element that bfloat16 cannot hold: an infinity or NaN, or a float that rounds to one);
+ * on error path is as it was. */
 int st_write(const char *path, const st_out_t *t, int n);
 
 /* One tensor of a file read. */
