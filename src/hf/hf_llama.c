@@ -18,7 +18,7 @@
 
 #define HF_LLAMA_PARTS 3 /* q, k, v: the most HF tensors one of ours is made of */
 
-/* One HF tensor of a canonical one: rows [row0, row0 + shape[0]) of it (all of a vector). */
+/* One HF tensor of a canonical one: shape[0] of its rows from element off on (all of a vector). */
 typedef struct {
     char name[ST_NAME_MAX];
     int ndim;
