@@ -39,6 +39,8 @@ static const opt_def_t catalogue[] = {
     STR("--ckpt", ckpt),
     STR("--subnet", subnet),
     STR("--format", format),
+    STR("--dtype", dtype),
+    STR("--max-shard-size", max_shard_size),
     STR("--init-from", run.init_from),
     STR("--method", method),
     INT("--population", population, 1, 1e6),
@@ -131,8 +133,10 @@ static const command_t commands[] = {
       {"--init-from", "hf:DIR", "a fresh run (step 0, fresh optimizer) from Hugging Face GPT-2 weights:\n"
                                 "DIR/model.safetensors (F32, as export --format hf writes it) and\n"
                                 "DIR/config.json, both checked against the deck's model (config.json's\n"
-                                "n_positions may exceed model.seq_len: wpe's first rows are taken); with\n"
-                                "train.steps=0 it writes them as ckpt/step_00000000.h5. Not with --resume", 0},
+                                "n_positions may exceed model.seq_len: wpe's first rows are taken); for\n"
+                                "model.arch=llama a LlamaForCausalLM's: F32, BF16 or F16, one file or the\n"
+                                "shards of model.safetensors.index.json; with train.steps=0 it writes\n"
+                                "them as ckpt/step_00000000.h5. Not with --resume", 0},
       {"--quiet", NULL, "no console output (the log and metrics are still written)", 0},
       END_OPTS},
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
@@ -173,13 +177,21 @@ static const command_t commands[] = {
      ""},
     {"export", 0, cmd_export,
      "-c DECK --ckpt CKPT.h5 --subnet 0,2,1 --out SUB.h5\n"
-     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR [--tokenizer-dir DIR]",
-     "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2",
+     "         | -c DECK --ckpt CKPT.h5 --format hf --out DIR [--dtype fp32|bf16] [--max-shard-size SIZE]\n"
+     "           [--tokenizer-dir DIR]",
+     "a supernet's subnet as a plain model checkpoint, or a plain model as Hugging Face's GPT-2 or Llama",
      {DECK_OPT(0, "the supernet's deck (--format hf: the model's deck)"),
       SET_OPT,
       {"--ckpt", "CKPT.h5", "the supernet checkpoint (--format hf: a plain model's checkpoint of any layout)", 1},
       {"--format", "FMT", "mindpipe (default): a subnet as our checkpoint; hf: DIR/model.safetensors and\n"
-                          "DIR/config.json of a GPT2LMHeadModel (no supernet, skip block or per-block shape)", 0},
+                          "DIR/config.json of a GPT2LMHeadModel, or of a LlamaForCausalLM for\n"
+                          "model.arch=llama (no supernet, skip block or per-block shape)", 0},
+      {"--dtype", "fp32|bf16", "--format hf of a llama model: the tensors' type (default fp32; bf16: each\n"
+                               "weight rounded to the nearest bfloat16, ties to even)", 0},
+      {"--max-shard-size", "SIZE", "--format hf of a llama model: weights past SIZE bytes (suffix KB, MB, GB:\n"
+                                   "powers of 1000; KiB, MiB, GiB: of 1024) as shards\n"
+                                   "model-0000i-of-0000N.safetensors with model.safetensors.index.json,\n"
+                                   "as save_pretrained(max_shard_size=...) (default: one file)", 0},
       {"--subnet", "0,2,1", "the candidate per choice block (--format mindpipe, where it is required)", 0},
       {"--out", "SUB.h5|DIR", "the plain checkpoint; prints the [model] blocks = ... it needs\n"
                               "(--format hf: the directory, made if missing; files replaced atomically)", 1},

@@ -23,7 +23,7 @@ typedef struct {
     run_opts_t run;            /* -c, --set, --resume, --restart, --quiet; run.out_dir = out */
     char *sets[CLI_MAX_SETS];
     const char *text, *out, *ckpt, *subnet, *method, *prompt;
-    const char *format;                    /* export's */
+    const char *format, *dtype, *max_shard_size; /* export's */
     const char *tokenizer, *tokenizer_dir; /* prep's */
     const char *sp_model, *sp_model_file;  /* prep --tokenizer sp's */
     int vocab_size;

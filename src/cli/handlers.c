@@ -2,6 +2,7 @@
  * the call into the room that does the work. */
 #include "handlers.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -111,6 +112,29 @@ int cmd_search(cli_t *c)
     return search_main(&c->run, &s);
 }
 
+/* "5GB", "100KiB", "4096": bytes (HF's max_shard_size spelling: KB, MB, GB powers of 1000, KiB, MiB,
+ * GiB of 1024) into *n_p. MP_OK, or MP_ERR (printing nothing) for anything else or 0. */
+static int export_shard_size(const char *s, uint64_t *n_p)
+{
+    static const struct { const char *suffix; uint64_t mul; } units[] = {
+        {"", 1}, {"B", 1}, {"KB", 1000}, {"MB", 1000000}, {"GB", 1000000000},
+        {"KiB", 1024}, {"MiB", 1048576}, {"GiB", 1073741824}};
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > UINT64_MAX / 10 - 9) return MP_ERR;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == s || !v) return MP_ERR;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcmp(p, units[i].suffix)) {
+            if (v > UINT64_MAX / units[i].mul) return MP_ERR;
+            *n_p = v * units[i].mul;
+            return MP_OK;
+        }
+    return MP_ERR;
+}
+
 /* --format mindpipe (the default): a supernet's subnet, which needs --subnet; hf: a plain model's
  * checkpoint as Hugging Face's GPT-2, where --subnet makes no sense (export the subnet first). */
 int cmd_export(cli_t *c)
@@ -120,10 +144,20 @@ int cmd_export(cli_t *c)
         if (c->subnet)
             return MP_ERROR("export: --subnet with --format hf: export the subnet first (--format mindpipe --subnet "
                             "%s), then export that plain checkpoint with --format hf", c->subnet), 2;
-        return export_hf_main(&c->run, c->ckpt, c->tokenizer_dir, c->out);
+        if (c->dtype && strcmp(c->dtype, "fp32") && strcmp(c->dtype, "bf16"))
+            return MP_ERROR("export: --dtype '%s': fp32 or bf16", c->dtype), 2;
+        uint64_t shard = 0;
+        if (c->max_shard_size && export_shard_size(c->max_shard_size, &shard) != MP_OK)
+            return MP_ERROR("export: --max-shard-size '%s': a positive number of bytes with an optional suffix KB, MB, "
+                            "GB (powers of 1000) or KiB, MiB, GiB (of 1024), e.g. 5GB", c->max_shard_size), 2;
+        return export_hf_main(&c->run, c->ckpt, c->tokenizer_dir, c->out, c->dtype && !strcmp(c->dtype, "bf16"),
+                              shard);
     }
     if (strcmp(fmt, "mindpipe"))
-        return MP_ERROR("export: --format '%s': mindpipe (a supernet's subnet) or hf (Hugging Face's GPT-2)", fmt), 2;
+        return MP_ERROR("export: --format '%s': mindpipe (a supernet's subnet) or hf (Hugging Face's GPT-2 or Llama)", fmt), 2;
+    if (c->dtype || c->max_shard_size)
+        return MP_ERROR("export: --%s is for --format hf (a subnet checkpoint is one float32 file)",
+                        c->dtype ? "dtype" : "max-shard-size"), 2;
     if (c->tokenizer_dir)
         return MP_ERROR("export: --tokenizer-dir is for --format hf (a subnet checkpoint carries its tokenizer's "
                         "identity on, no files)"), 2;

@@ -13,6 +13,7 @@
 #include "ckpt_files.h"
 #include "deck_model.h"
 #include "hf_gpt2.h"
+#include "hf_llama.h"
 #include "publish.h"
 #include "sha256.h"
 #include "tok_files.h"
@@ -147,7 +148,8 @@ static int hf_tok_write(const char *dir, const hf_tok_t *t, int seq_len)
     return rc;
 }
 
-int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *tokenizer_dir, const char *out)
+int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *tokenizer_dir, const char *out, int bf16,
+                   uint64_t shard_bytes)
 {
     deck_t d;
     if (deck_load_model(&d, opts->deck_path, opts->sets, opts->nsets) != MP_OK) return 1;
@@ -158,8 +160,14 @@ int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *tokeniz
     }
     const model_cfg_t cfg = deck_model_cfg(&d, NULL);
     char why[256];
-    if (hf_gpt2_fits(&cfg, why, sizeof why) != MP_OK) {
+    const int llama = cfg.arch == ARCH_LLAMA;
+    if ((llama ? hf_llama_fits(&cfg, why, sizeof why) : hf_gpt2_fits(&cfg, why, sizeof why)) != MP_OK) {
         MP_ERROR("export --format hf of %s refused: %s", ckpt, why);
+        return 1;
+    }
+    if ((bf16 || shard_bytes) && !llama) {
+        MP_ERROR("export --format hf %s of %s refused: GPT-2's export is one fp32 file (its import reads no other)",
+                 bf16 ? "--dtype bf16" : "--max-shard-size", ckpt);
         return 1;
     }
     hf_tok_t tk = {0};
@@ -171,7 +179,7 @@ int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *tokeniz
     int rc = buf ? ckpt_read(ckpt, &tab, buf, NULL, NULL, &st) : MP_ERR;
     if (rc == MP_OK) {
         free(st.deck);
-        rc = hf_gpt2_write(out, &tab, buf);
+        rc = llama ? hf_llama_write(out, &tab, buf, bf16 ? "BF16" : "F32", shard_bytes) : hf_gpt2_write(out, &tab, buf);
     }
     if (rc == MP_OK) rc = hf_tok_write(out, &tk, cfg.seq_len);
     if (rc == MP_OK && !opts->quiet) {
@@ -179,8 +187,12 @@ int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *tokeniz
         if (tk.enc) snprintf(toks, sizeof toks, "vocab.json, merges.txt and tokenizer_config.json (GPT-2's BPE)");
         else if (tk.model) snprintf(toks, sizeof toks, "tokenizer.model (SentencePiece)");
         else snprintf(toks, sizeof toks, "no tokenizer files (the checkpoint's tokenizer is %s)", tk.ident.name);
-        printf("exported %s (step %ld) to %s/" HF_WEIGHTS_FILE " and %s/" HF_CONFIG_FILE " (GPT2LMHeadModel); %s\n",
-               ckpt, st.step, out, out, toks);
+        char idx[4200], wts[4300];
+        snprintf(idx, sizeof idx, "%s/" HF_INDEX_FILE, out);
+        if (llama && shard_bytes && access(idx, F_OK) == 0) snprintf(wts, sizeof wts, "%s and its shards", idx);
+        else snprintf(wts, sizeof wts, "%s/" HF_WEIGHTS_FILE, out);
+        printf("exported %s (step %ld) to %s and %s/" HF_CONFIG_FILE " (%s%s); %s\n", ckpt, st.step, wts, out,
+               llama ? "LlamaForCausalLM" : "GPT2LMHeadModel", bf16 ? ", bf16" : "", toks);
     }
     hf_tok_free(&tk);
     free(buf);

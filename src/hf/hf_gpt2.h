@@ -19,7 +19,7 @@
  * (attn.bias, attn.masked_bias) are ignored, and an lm_head.weight must equal wte.
  *
  * A model whose blocks differ in heads or MLP ratio, has a skip block, is a supernet or of another
- * family (model.arch=llama: issue 48 builds its LlamaForCausalLM) is not a GPT2LMHeadModel: refused. */
+ * family (model.arch=llama: hf_llama.h) is not a GPT2LMHeadModel: refused. */
 #ifndef MP_HF_GPT2_H
 #define MP_HF_GPT2_H
 

@@ -1,4 +1,4 @@
-/* The safetensors format, float32, written and read (contract in safetensors.h). */
+/* The safetensors format, written and read (contract in safetensors.h). */
 #include "safetensors.h"
 
 #include <errno.h>
@@ -22,6 +22,48 @@ static int st_little_endian(void)
     return *(const unsigned char *)&one == 1;
 }
 
+/* ---- the element types: bfloat16 is a float's upper half, half is IEEE 754 binary16 ---- */
+
+uint16_t st_bf16_round(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7fffu + ((u >> 16) & 1u); /* to nearest, ties to even (finite weights: no NaN to keep) */
+    return (uint16_t)(u >> 16);
+}
+
+float st_bf16_float(uint16_t b)
+{
+    const uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static float st_f16_float(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    uint32_t u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | man << 13; /* infinity or NaN: found by the finite check */
+    } else if (exp) {
+        u = sign | (exp + 112) << 23 | man << 13;
+    } else if (!man) {
+        u = sign;
+    } else { /* subnormal: man · 2^-24, normalised */
+        int e = -1;
+        uint32_t m = man;
+        do e++, m <<= 1; while (!(m & 0x400u));
+        u = sign | (uint32_t)(112 - e) << 23 | (m & 0x3ffu) << 13;
+    }
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* Bytes per element written for t (F32 or BF16). */
+static int st_out_size(const st_out_t *t) { return t->dtype && !strcmp(t->dtype, "BF16") ? 2 : 4; }
+
 /* ---- writing ---- */
 
 /* Appends the header JSON of t[0..n) to buf (cap bytes); the bytes used, or 0 when it did not fit. */
@@ -35,7 +77,8 @@ static size_t st_header_text(char *buf, size_t cap, const st_out_t *t, int n)
     for (int i = 0; i < n; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) numel *= (uint64_t)t[i].shape[d];
-        k = snprintf(buf + len, cap - len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[", t[i].name);
+        k = snprintf(buf + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t[i].name,
+                     st_out_size(&t[i]) == 2 ? "BF16" : "F32");
         if (k < 0 || (size_t)k >= cap - len) return 0;
         len += (size_t)k;
         for (int d = 0; d < t[i].ndim; d++) {
@@ -43,11 +86,12 @@ static size_t st_header_text(char *buf, size_t cap, const st_out_t *t, int n)
             if (k < 0 || (size_t)k >= cap - len) return 0;
             len += (size_t)k;
         }
+        const uint64_t bytes = numel * (uint64_t)st_out_size(&t[i]);
         k = snprintf(buf + len, cap - len, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                     (unsigned long long)(off + numel * 4));
+                     (unsigned long long)(off + bytes));
         if (k < 0 || (size_t)k >= cap - len) return 0;
         len += (size_t)k;
-        off += numel * 4;
+        off += bytes;
     }
     if (len + 1 >= cap) return 0;
     buf[len++] = '}';
@@ -72,6 +116,15 @@ static int st_check_out(const char *path, const st_out_t *t, int n)
                                t[i].name);
         for (int d = 0; d < t[i].ndim; d++)
             if (t[i].shape[d] < 0) return MP_FAIL("%s: tensor %s: negative dimension (a bug)", path, t[i].name);
+        if (t[i].dtype && strcmp(t[i].dtype, "F32") && strcmp(t[i].dtype, "BF16"))
+            return MP_FAIL("%s: tensor %s: dtype %s, written are F32 and BF16 (a bug)", path, t[i].name, t[i].dtype);
+        if (st_out_size(&t[i]) != 2) continue;
+        size_t numel = 1;
+        for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
+        for (size_t j = 0; j < numel; j++) /* an exponent of all ones: an infinity or NaN in bfloat16 */
+            if ((st_bf16_round(t[i].data[j]) & 0x7f80u) == 0x7f80u)
+                return MP_FAIL("%s: tensor %s: element %zu is %g, which bfloat16 cannot hold (beyond 3.3895e38, or "
+                               "not finite): export it as F32", path, t[i].name, j, (double)t[i].data[j]);
     }
     return MP_OK;
 }
@@ -85,7 +138,17 @@ static int st_write_stream(FILE *f, const char *tmp, const char *hdr, size_t hle
     for (int i = 0; i < n; i++) {
         size_t numel = 1;
         for (int d = 0; d < t[i].ndim; d++) numel *= (size_t)t[i].shape[d];
-        if (numel && fwrite(t[i].data, sizeof(float), numel, f) != numel) goto err;
+        if (st_out_size(&t[i]) == 4) {
+            if (numel && fwrite(t[i].data, sizeof(float), numel, f) != numel) goto err;
+            continue;
+        }
+        uint16_t piece[4096];
+        for (size_t j = 0; j < numel;) {
+            const size_t m = numel - j < 4096 ? numel - j : 4096;
+            for (size_t q = 0; q < m; q++) piece[q] = st_bf16_round(t[i].data[j + q]);
+            if (fwrite(piece, sizeof piece[0], m, f) != m) goto err;
+            j += m;
+        }
     }
     if (fflush(f) != 0 || ferror(f)) goto err;
     return MP_OK;
@@ -449,9 +512,13 @@ const st_entry_t *st_find(const st_file_t *f, const char *name)
     return NULL;
 }
 
-int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst)
+int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst) { return st_read_float(f, e, dst); }
+
+int st_read_float(const st_file_t *f, const st_entry_t *e, float *dst)
 {
     if (!st_little_endian()) return MP_FAIL("%s: safetensors is little-endian and this host is not", f->path);
+    const int size = !strcmp(e->dtype, "F32") ? 4 : !strcmp(e->dtype, "BF16") || !strcmp(e->dtype, "F16") ? 2 : 0;
+    if (!size) return MP_FAIL("%s: key %s: dtype %s, read are F32, BF16 and F16", f->path, e->name, e->dtype);
     const int fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return MP_FAIL("cannot open %s: %s", f->path, strerror(errno));
     const size_t want = (size_t)(e->end - e->begin);
@@ -465,8 +532,16 @@ int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst)
     if (got != want)
         return MP_FAIL("%s: key %s: read %zu of its %zu bytes (the file changed since its header was read?)", f->path,
                        e->name, got, want);
+    const size_t n = want / (size_t)size;
+    if (size == 2) { /* widened in place from the end: element i's 2 bytes lie below its 4 */
+        const int bf = e->dtype[0] == 'B';
+        for (size_t i = n; i-- > 0;) {
+            uint16_t b; /* memcpy: the bytes are read as what they are, whatever dst's type */
+            memcpy(&b, (const char *)dst + 2 * i, 2);
+            dst[i] = bf ? st_bf16_float(b) : st_f16_float(b);
+        }
+    }
     /* imported weights are finite: a NaN or an infinity is damage, never a model */
-    const size_t n = want / sizeof(float);
     for (size_t i = 0; i < n; i++)
         if (!isfinite(dst[i]))
             return MP_FAIL("%s: key %s: element %zu is %s: weights must be finite (a damaged file, or offsets that "

@@ -1,4 +1,5 @@
-/* The safetensors format (Hugging Face's), float32 only, written and read without its library:
+/* The safetensors format (Hugging Face's), written (F32 or BF16) and read (F32, BF16, F16 into
+ * floats) without its library:
  *   8 bytes   N, the header's length, unsigned little-endian
  *   N bytes   a JSON object: {"__metadata__": {"k": "v", ...},
  *                             "NAME": {"dtype": "F32", "shape": [d0, d1], "data_offsets": [b, e]}, ...}
@@ -17,18 +18,22 @@
 #define ST_NAME_MAX 128
 #define ST_MAX_DIMS 8
 
-/* One tensor to write: its name, shape and ndim floats' worth of elements at data. */
+/* One tensor to write: its name, shape and ndim floats' worth of elements at data, stored as dtype:
+ * "F32" (NULL: the default) or "BF16" (each float rounded to the nearest bfloat16, ties to even, as
+ * PyTorch's .to(torch.bfloat16) does). */
 typedef struct {
     const char *name;
     int ndim;
     long long shape[ST_MAX_DIMS];
     const float *data;
+    const char *dtype;
 } st_out_t;
 
 /* Writes the n tensors (in this order) to path atomically (path.tmp, fsync, rename, fsync of the
  * directory: publish.h), with __metadata__ {"format": "pt"} (what transformers' loader asks for).
- * MP_OK, or MP_ERR with a message naming path (and the tensor, for a bad name or shape); on error
- * path is as it was. */
+ * MP_OK, or MP_ERR with a message naming path (and the tensor, for a bad name or shape, or a BF16
+ * tensor's element that bfloat16 cannot hold: an infinity or NaN, or a float that rounds to one);
+ * on error path is as it was. */
 int st_write(const char *path, const st_out_t *t, int n);
 
 /* One tensor of a file read. */
@@ -59,6 +64,14 @@ const st_entry_t *st_find(const st_file_t *f, const char *name);
  * the file and the tensor (a short read: the file changed since st_open; an element that is NaN or
  * infinite, named by its index). */
 int st_read_f32(const st_file_t *f, const st_entry_t *e, float *dst);
+
+/* The same for an entry of dtype F32, BF16 or F16, each element converted to float exactly (every
+ * bfloat16 and half is a float); another dtype is refused naming the file and the tensor. */
+int st_read_float(const st_file_t *f, const st_entry_t *e, float *dst);
+
+/* x rounded to the nearest bfloat16 (ties to even), as its 16 bits; and those bits as a float. */
+uint16_t st_bf16_round(float x);
+float st_bf16_float(uint16_t b);
 
 void st_close(st_file_t *f);
 

@@ -14,6 +14,7 @@
 #include "ckpt.h"
 #include "ckpt_files.h"
 #include "hf_gpt2.h"
+#include "hf_llama.h"
 #include "perf.h"
 #include "rundir.h"
 
@@ -505,14 +506,16 @@ int run_ckpt_init_from(run_t *r)
     const char *dir = r->opts.init_from + 3; /* after "hf:" (cli_parse checked it) */
     model_t *md = &r->st.model;
     int rc = MP_OK;
-    if (run_home(r, 0)) rc = MP_FAIL("--init-from %s: a supernet is no GPT-2 model", r->opts.init_from);
-    else if (r->lay.rank == 0) rc = hf_gpt2_check(dir, &r->st.gtab); /* one process reads the whole header */
+    const int llama = r->st.gtab.cfg.arch == ARCH_LLAMA; /* LlamaForCausalLM, else GPT2LMHeadModel */
+    if (run_home(r, 0)) rc = MP_FAIL("--init-from %s: a supernet is no Hugging Face model", r->opts.init_from);
+    else if (r->lay.rank == 0) /* one process reads the whole header */
+        rc = llama ? hf_llama_check(dir, &r->st.gtab) : hf_gpt2_check(dir, &r->st.gtab);
     MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
     if (rc != MP_OK) return MP_ERR;
     float *h = be_host_alloc(&r->st.be, md->alloc * sizeof(float));
     if (!h) MP_ABORT("out of host memory reading %s", dir);
     memset(h, 0, md->alloc * sizeof(float)); /* the padding past tab.total stays zero */
-    rc = hf_gpt2_load(dir, &r->st.gtab, &md->tab, h);
+    rc = llama ? hf_llama_load(dir, &r->st.gtab, &md->tab, h) : hf_gpt2_load(dir, &r->st.gtab, &md->tab, h);
     int bad = rc != MP_OK;
     wait_allreduce_sum(&r->lay.wait, &bad, 1, MPI_INT, MPI_COMM_WORLD, "the --init-from load's outcome");
     if (!bad) {
@@ -522,8 +525,8 @@ int run_ckpt_init_from(run_t *r)
             if (be_host_visible(&r->st.be)) memcpy(dst[k], h, md->alloc * sizeof(float));
             else be_to_device(&r->st.be, dst[k], h, md->alloc * sizeof(float));
         }
-        runlog_printf(&r->files.log, "initialised from %s/" HF_WEIGHTS_FILE " (Hugging Face GPT-2): step 0, fresh optimizer",
-                      dir);
+        runlog_printf(&r->files.log, "initialised from %s/" HF_WEIGHTS_FILE " (Hugging Face %s): step 0, fresh optimizer",
+                      dir, llama ? "LlamaForCausalLM" : "GPT-2");
     }
     be_host_free(&r->st.be, h);
     return bad ? MP_ERR : MP_OK;

@@ -3,8 +3,10 @@
  * not promise (issue 45 item 4: a header length cut short, offsets outside the data or overlapping,
  * a hole, a dtype or shape that does not match its bytes) and, where it accepts, its entries must
  * keep that promise, which this harness asserts: every tensor's bytes inside the data, matching its
- * shape and dtype, the tensors covering the data exactly. Every float32 tensor is then read
- * (st_read_f32, which refuses a NaN or infinity); nothing may be read beyond the file's end (ASan).
+ * shape and dtype, the tensors covering the data exactly. Every F32, BF16 and F16 tensor is then
+ * read into exactly its elements' floats (st_read_float, which widens the 2-byte types in place and
+ * refuses a NaN or infinity); nothing may be read or written beyond the file's end or the buffer
+ * (ASan).
  *
  * Build and run: bash validation/fuzz/run.sh SECONDS build fuzz_safetensors (seeds: corpus_safetensors/). */
 #include <stddef.h>
@@ -53,12 +55,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const st_entry_t *e = &st.e[i];
         if (e->end < e->begin || e->end > st.data_len) fail("accepted: a tensor outside the data");
         covered += e->end - e->begin;
-        if (!strcmp(e->dtype, "F32")) {
-            if (e->end - e->begin != 4 * elems(e)) fail("accepted: a float32 tensor whose bytes are not its shape's");
+        const int size = !strcmp(e->dtype, "F32") ? 4 : !strcmp(e->dtype, "BF16") || !strcmp(e->dtype, "F16") ? 2 : 0;
+        if (size) {
+            if (e->end - e->begin != size * elems(e)) fail("accepted: a float tensor whose bytes are not its shape's");
             if (e->end - e->begin > ((uint64_t)1 << 24)) continue; /* the input is smaller: cannot be */
-            float *buf = malloc(e->end - e->begin + 1);
+            float *buf = malloc(4 * elems(e) + 1); /* its elements' floats, no more: ASan sees an overflow */
             if (!buf) fail("out of memory");
-            (void)st_read_f32(&st, e, buf); /* a NaN or infinity is refused, not a fault */
+            (void)st_read_float(&st, e, buf); /* a NaN or infinity is refused, not a fault */
             free(buf);
         }
     }
