@@ -235,6 +235,18 @@ mp_serve_reference() {
     kill -TERM $mp_ref; wait $mp_ref
 }
 
+# mp_kill_ours SIGNAL PID...: signals each PID whose command line still names $SCRATCH. A test's
+# list of its processes outlives them: under make -j the PIDs wrap (pid_max 32768) and one may
+# belong to another test's process by the time an EXIT trap runs (seen once: a CI's test_generate
+# rank killed at another test's exit). A process of ours names our scratch directory.
+mp_kill_ours() {
+    mko_sig=$1; shift
+    for mko_p in "$@"; do
+        tr '\0' ' ' < "/proc/$mko_p/cmdline" 2>/dev/null | grep -qF -- "$SCRATCH" && kill "-$mko_sig" "$mko_p" 2>/dev/null
+    done
+    return 0
+}
+
 mp_serve_init() {
     if ! "$TORCH_PYTHON" -c "import http.client, json" 2>/dev/null; then
         echo "not ok 1 - $TORCH_PYTHON cannot run the test client"; echo "1..1"; exit 1
@@ -244,6 +256,6 @@ mp_serve_init() {
     deck="$MP_SRCDIR/validation/decks/ref.ini"
     client="$MP_SRCDIR/validation/serve_client.py"
     pids=""
-    # shellcheck disable=SC2154  # p is the trap's own loop variable
-    trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"' EXIT
+    # shellcheck disable=SC2086
+    trap 'mp_kill_ours 9 $pids; rm -rf "$SCRATCH"' EXIT
 }

@@ -170,15 +170,25 @@ slurm_logs() {
     done
 }
 
+# slurm_harness_ours PID: PID is still one of this harness's daemons (its command line names the
+# harness directory, where its slurm.conf is).
+slurm_harness_ours() {
+    tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$SLURM_HARNESS_DIR"
+}
+
 slurm_stop() {
     [ -n "$SLURM_HARNESS_DIR" ] || return 0
     # Jobs still running would outlive slurmd's slurmstepd: cancel them first.
     if [ -n "$slurm_harness_pids" ]; then
         scancel --user="$(id -un)" >/dev/null 2>&1
-        for p in $slurm_harness_pids; do kill -TERM "$p" 2>/dev/null; done
+        # only a daemon that still runs our configuration: a test may have killed one (node loss),
+        # and its PID may since belong to another test's process (PIDs wrap under make -j)
+        ours=""
+        for p in $slurm_harness_pids; do slurm_harness_ours "$p" && ours="$ours $p"; done
+        for p in $ours; do kill -TERM "$p" 2>/dev/null; done
         i=0
-        for p in $slurm_harness_pids; do
-            while kill -0 "$p" 2>/dev/null; do
+        for p in $ours; do
+            while slurm_harness_ours "$p"; do
                 i=$((i + 1)); [ $i -lt 100 ] || { kill -KILL "$p" 2>/dev/null; break; }
                 sleep 0.1
             done

@@ -17,8 +17,8 @@ mp_require_torch
 mp_test_data > /dev/null || { echo "not ok 1 - test data failed"; exit 1; }
 mp_scratch_init
 pids=""
-# shellcheck disable=SC2154  # p is the trap's own loop variable
-trap 'for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"' EXIT
+# shellcheck disable=SC2086
+trap 'mp_kill_ours 9 $pids; rm -rf "$SCRATCH"' EXIT
 deck="$MP_SRCDIR/validation/decks/ref.ini"
 ref="$MP_SRCDIR/validation/torch_ref.py"
 M="--set model.vocab=50304 --set model.layers=1 --set model.dim=32 --set model.heads=2 --set model.seq_len=32"

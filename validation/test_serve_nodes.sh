@@ -26,7 +26,8 @@
 . "$MP_SRCDIR/validation/slurm_harness.sh"
 mp_require_h5py # it reads checkpoints (compare_runs.py)
 mp_serve_init
-trap 'slurm_stop_nodes; for p in $pids; do kill -9 "$p" 2>/dev/null; done; rm -rf "$SCRATCH"' EXIT
+# shellcheck disable=SC2086
+trap 'slurm_stop_nodes; mp_kill_ours 9 $pids; rm -rf "$SCRATCH"' EXIT
 sbatch_script="$MP_SRCDIR/jobs/slurm/serve.sbatch"
 N=${MP_NODES_REQUESTS:-500}
 

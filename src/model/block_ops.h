@@ -5,8 +5,8 @@
  * that), each a kernel sequence on the backend. model.c carves the activations, runs the memory
  * policies, the head and the embedding around them, and never asks which family it runs.
  *
- * The helpers below (widths, skip test, tensor-parallel sums) are model.c's, shared with the
- * families' files (block_gpt2.c, block_llama.c). */
+ * The helpers below (widths, skip test, tensor-parallel sums) are block_shared.c's, which the
+ * model and the families' files (block_gpt2.c, block_llama.c) both call. */
 #ifndef MP_BLOCK_OPS_H
 #define MP_BLOCK_OPS_H
 
@@ -49,7 +49,8 @@ extern const block_ops_t block_ops_gpt2, block_ops_llama;
 /* The family of m's blocks (model.arch). */
 const block_ops_t *model_ops(const model_t *m);
 
-/* model.c's helpers for the families' files. */
+/* What the model and the families' files share (block_shared.c). */
+widths_t model_widths_of(const model_t *m, block_shape_t sh); /* a block of shape sh on this TP rank */
 widths_t model_tp_widths(const model_t *m, int layer);   /* layer l as it runs now (a choice block: its candidate) */
 int model_is_skip(const model_t *m, int layer);          /* layer l runs as the identity now */
 void model_tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op); /* Σ (or max) over tp peers; nothing at tp = 1 */

@@ -96,27 +96,8 @@ static const block_ops_t *const families[ARCH_COUNT] = {[ARCH_GPT2] = &block_ops
 
 const block_ops_t *model_ops(const model_t *m) { return families[m->cfg.arch]; }
 
-/* A block's local widths on this TP rank (block_ops.h; all 0 for a skip block). */
-static widths_t widths_of(const model_t *m, block_shape_t sh)
-{
-    const int tp = m->tab.tp;
-    if (shape_is_skip(sh)) return (widths_t){0, 0, 0, 0, 0};
-    const bk_widths_t w = block_widths(&m->cfg, sh);
-    return (widths_t){w.A / tp, sh.heads / tp, w.RC / tp, w.KA / tp, shape_kv_heads(&m->cfg, sh) / tp};
-}
-
-/* Layer l's shape as it runs now (a choice block: the candidate selected). */
-static block_shape_t shape_now(const model_t *m, int layer)
-{
-    if (cfg_is_choice(&m->cfg, layer)) return m->cfg.cand[m->sel[layer]];
-    return (block_shape_t){cfg_heads(&m->cfg, layer), cfg_ratio(&m->cfg, layer)};
-}
-
-widths_t model_tp_widths(const model_t *m, int layer) { return widths_of(m, shape_now(m, layer)); }
+static widths_t widths_of(const model_t *m, block_shape_t sh) { return model_widths_of(m, sh); }
 static widths_t tp_widths(const model_t *m, int layer) { return model_tp_widths(m, layer); }
-
-/* Whether layer l runs as skip now (the identity: no tensors, no work). */
-int model_is_skip(const model_t *m, int layer) { return shape_is_skip(shape_now(m, layer)); }
 static int is_skip(const model_t *m, int layer) { return model_is_skip(m, layer); }
 
 static int imax(int a, int b) { return a > b ? a : b; }
@@ -197,19 +178,7 @@ static size_t model_head_floats(const model_t *m) { return (size_t)tp_V(m) * m->
  * or an untied head's own gradient. */
 static float *head_grad(const model_t *m) { return m->grad_head ? m->grad_head : m->g.head; }
 
-void model_tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
-{
-    if (m->tab.tp > 1) be_allreduce(m->be, buf, n, op, m->tp_comm, "a tensor-parallel all-reduce");
-}
 static void tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op) { model_tp_reduce(m, buf, n, op); }
-
-void model_rowpar_residual(const model_t *m, float *out, const float *res, const float *inp, const float *w,
-                           const float *bias, int N, int K, int OC, prof_t *p)
-{
-    if (m->tab.tp_rank == 0) PROF(p, PROF_MATMUL, be_matmul_residual_forward(m->be, out, res, inp, w, bias, N, K, OC));
-    else PROF(p, PROF_MATMUL, be_matmul_forward(m->be, out, inp, w, NULL, N, K, OC));
-    model_tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
-}
 
 
 int model_versions_create(model_t *m)
