@@ -310,8 +310,11 @@ static int hf_weight_map(hf_json_t *j, hf_map_t **map_p, int *n_p)
         if (hf_string(j, m[n].name, sizeof m[n].name, &cut) != MP_OK) return free(m), MP_ERR;
         if (cut) return free(m), hf_bad(j, "a tensor name of more than 127 bytes in weight_map");
         for (int i = 0; i < n; i++)
-            if (!strcmp(m[i].name, m[n].name))
-                return free(m), MP_FAIL("%s: weight_map names tensor %s twice", j->path, m[n].name);
+            if (!strcmp(m[i].name, m[n].name)) { /* the message reads m: made before m goes */
+                const int rc = MP_FAIL("%s: weight_map names tensor %s twice", j->path, m[n].name);
+                free(m);
+                return rc;
+            }
         hf_ws(j);
         if (j->s >= j->end || *j->s != ':') return free(m), hf_bad(j, "expected ':'");
         j->s++;
