@@ -9,23 +9,10 @@
 #include "decoder.h"
 #include "kernels.h"
 #include "model.h"
+#include "model_fill.h"
 #include "rng.h"
 #include "sampler.h"
 #include "tap.h"
-
-/* Non-trivial weights (as test_model.c), the same for both tables by name. */
-static void init_params(const param_table_t *tab, float *params)
-{
-    for (int i = 0; i < tab->count; i++) {
-        const param_entry_t *e = &tab->entries[i];
-        const uint64_t h = rng_name_hash(e->name);
-        for (size_t j = 0; j < e->numel; j++) {
-            const float z = rng_normal(5, h, j);
-            const int is_lnw = e->kind == PK_LN1_W || e->kind == PK_LN2_W || e->kind == PK_LNF_W;
-            params[e->offset + j] = is_lnw ? 1.0f + 0.2f * z : 0.3f * z;
-        }
-    }
-}
 
 static int copy_params(decoder_t *dec, const model_t *m)
 {
@@ -58,7 +45,7 @@ static void test_cache_vs_full(const char *name, const model_cfg_t *cfg, backend
              acts_create(&a, &m, 1, arena) == 0 && scratch_create(&s, &m, 1, arena) == 0 &&
              decoder_create(&dec, cfg, 0, cfg->layers, 1, 1, 2) == 0;
     if (!tap_ok(ok, "%s: model, activations and a decoder of 2 slots", name)) return;
-    init_params(&m.tab, m.params);
+    test_params_fill(&m.tab, m.params);
     tap_ok(copy_params(&dec, &m), "%s: the decoder's table names every tensor the training model has", name);
     for (int t = 0; t < T; t++) {
         a.inputs[t] = (int)(rng_key(1, 9, 0, (uint64_t)t) % (uint64_t)V);
@@ -98,7 +85,7 @@ static void test_batch_invariance(const model_cfg_t *cfg)
     const int T = cfg->seq_len, C = cfg->dim, V = cfg->vocab, S = 3;
     decoder_t dec;
     if (!tap_ok(decoder_create(&dec, cfg, 0, cfg->layers, 1, 1, S) == 0, "batch: a decoder of %d slots", S)) return;
-    init_params(&dec.tab, dec.params);
+    test_params_fill(&dec.tab, dec.params);
     int tok[3][64];
     for (int q = 0; q < S; q++)
         for (int t = 0; t < T; t++) tok[q][t] = (int)(rng_key(2, 9, (uint64_t)q, (uint64_t)t) % (uint64_t)V);
@@ -185,7 +172,7 @@ static void test_completion(const model_cfg_t *cfg)
     prompt[2] = 2;
     decoder_t dec;
     if (decoder_create(&dec, cfg, 0, cfg->layers, 1, 1, 1) != 0) return;
-    init_params(&dec.tab, dec.params);
+    test_params_fill(&dec.tab, dec.params);
     const completion_req_t rq = {prompt, T - 5, 40, {0.0f, 0, 1}, 0, 0};
     const int rc = completion_run(&dec, 0, &rq, out, &n);
     tap_ok(rc == 0 && n == 5, "completion: a prompt of T - 5 tokens and max_tokens 40 stops at the context's end "

@@ -12,6 +12,7 @@
 #include "costmodel.h"
 #include "kernels.h"
 #include "model.h"
+#include "model_fill.h"
 #include "rng.h"
 #include "tap.h"
 
@@ -20,30 +21,6 @@
 static const model_cfg_t CFG = {.layers = 2, .dim = 16, .heads = 4, .seq_len = 7, .vocab = 23, .mlp_ratio = 1,
                                 .arch = ARCH_LLAMA, .kv_heads = 2, .ffn_dim = 24, .rope_theta = 500.0f,
                                 .norm_eps = 1e-5f};
-
-static void fill_tokens(acts_t *a, int V, uint64_t seed, int row0)
-{
-    for (int b = 0; b < a->B; b++)
-        for (int t = 0; t < a->T; t++) {
-            size_t i = (size_t)b * a->T + t;
-            a->inputs[i] = (int)(rng_key(seed, 9, (uint64_t)(row0 + b), (uint64_t)t) % (uint64_t)V);
-            a->targets[i] = (int)(rng_key(seed, 10, (uint64_t)(row0 + b), (uint64_t)t) % (uint64_t)V);
-        }
-}
-
-/* Larger-than-default weights and norm weights off 1, so every path carries gradient. */
-static void init_params(model_t *m)
-{
-    for (int i = 0; i < m->tab.count; i++) {
-        const param_entry_t *e = &m->tab.entries[i];
-        uint64_t h = rng_name_hash(e->name);
-        for (size_t j = 0; j < e->numel; j++) {
-            float z = rng_normal(5, h, j);
-            int is_nw = e->kind == PK_LN1_W || e->kind == PK_LN2_W || e->kind == PK_LNF_W;
-            m->params[e->offset + j] = is_nw ? 1.0f + 0.2f * z : 0.3f * z;
-        }
-    }
-}
 
 typedef struct {
     arena_t arena;
@@ -77,7 +54,7 @@ static void grads_of(rig_t *r, float *g)
 {
     model_grads_zero(&r->m);
     for (int mb = 0; mb < 2; mb++) {
-        fill_tokens(&r->a, r->m.cfg.vocab, 1, mb * r->a.B);
+        test_tokens_fill(&r->a, r->m.cfg.vocab, 1, mb * r->a.B);
         model_forward(&r->m, &r->a, &r->s);
         model_backward(&r->m, &r->a, &r->s, 0.25f);
     }
@@ -93,8 +70,8 @@ static void test_finite_differences(const model_cfg_t *cfg, const char *what)
         return;
     }
     model_t *m = &r.m;
-    init_params(m);
-    fill_tokens(&r.a, cfg->vocab, 1, 0);
+    test_params_fill(&m->tab, m->params);
+    test_tokens_fill(&r.a, cfg->vocab, 1, 0);
     model_grads_zero(m);
     model_forward(m, &r.a, &r.s);
     model_backward(m, &r.a, &r.s, 1.0f);
@@ -237,7 +214,7 @@ int main(int argc, char **argv)
     const int ok_keep = rig_open(&keep, &CFG, BE_CPU, 2, NULL);
     tap_ok(ok_keep, "keep: model, activations and scratch");
     if (ok_keep) {
-        init_params(&keep.m);
+        test_params_fill(&keep.m.tab, keep.m.params);
         const size_t n = keep.m.tab.total;
         float *g0 = malloc(n * sizeof(float)), *g1 = malloc(n * sizeof(float));
         grads_of(&keep, g0);
@@ -276,7 +253,7 @@ int main(int argc, char **argv)
         if (ok) {
             model_grads_zero(&keep.m);
             for (int mb = 0; mb < 2; mb++) {
-                fill_tokens(&keep.a, CFG.vocab, 1, mb * 2);
+                test_tokens_fill(&keep.a, CFG.vocab, 1, mb * 2);
                 model_forward(&keep.m, &keep.a, &keep.s);
                 model_backward_b(&keep.m, &pt, &keep.a, &keep.s, 0.25f, NULL, &ws);
                 model_backward_w(&keep.m, &pt, &keep.a, &keep.s, NULL, &ws, NULL);

@@ -11,34 +11,11 @@
 #include "check.h"
 #include "kernels.h"
 #include "model.h"
+#include "model_fill.h"
 #include "rng.h"
 #include "tap.h"
 
 static const model_cfg_t CFG = {.layers = 2, .dim = 16, .heads = 2, .seq_len = 6, .vocab = 23, .mlp_ratio = 2};
-
-static void fill_tokens(acts_t *a, int V, uint64_t seed, int row0)
-{
-    for (int b = 0; b < a->B; b++)
-        for (int t = 0; t < a->T; t++) {
-            size_t i = (size_t)b * a->T + t;
-            a->inputs[i] = (int)(rng_key(seed, 9, (uint64_t)(row0 + b), (uint64_t)t) % (uint64_t)V);
-            a->targets[i] = (int)(rng_key(seed, 10, (uint64_t)(row0 + b), (uint64_t)t) % (uint64_t)V);
-        }
-}
-
-/* Larger-than-GPT-2 weights and non-trivial LayerNorm/bias values, so every path carries gradient. */
-static void init_params(model_t *m)
-{
-    for (int i = 0; i < m->tab.count; i++) {
-        const param_entry_t *e = &m->tab.entries[i];
-        uint64_t h = rng_name_hash(e->name);
-        for (size_t j = 0; j < e->numel; j++) {
-            float z = rng_normal(5, h, j);
-            int is_lnw = e->kind == PK_LN1_W || e->kind == PK_LN2_W || e->kind == PK_LNF_W;
-            m->params[e->offset + j] = is_lnw ? 1.0f + 0.2f * z : 0.3f * z;
-        }
-    }
-}
 
 static double loss_of(model_t *m, acts_t *a, scratch_t *s) { return model_forward(m, a, s); }
 
@@ -48,7 +25,7 @@ static void test_finite_differences(model_t *m, acts_t *a, scratch_t *s)
     model_forward(m, a, s);
     model_backward(m, a, s, 1.0f);
     model_grads_finish(m);
-    fill_tokens(a, CFG.vocab, 1, 0); /* backward reused probs in place; refill nothing else needed */
+    test_tokens_fill(a, CFG.vocab, 1, 0); /* backward reused probs in place; refill nothing else needed */
     int all_ok = 1;
     for (int i = 0; i < m->tab.count; i++) {
         const param_entry_t *e = &m->tab.entries[i];
@@ -77,7 +54,7 @@ static void grads_of(model_t *m, acts_t *a, scratch_t *s, int mbs, float dloss)
 {
     model_grads_zero(m);
     for (int mb = 0; mb < mbs; mb++) {
-        fill_tokens(a, CFG.vocab, 1, mb * a->B);
+        test_tokens_fill(a, CFG.vocab, 1, mb * a->B);
         model_forward(m, a, s);
         model_backward(m, a, s, dloss);
     }
@@ -189,8 +166,8 @@ int main(int argc, char **argv)
     scratch_create(&s4, &m, 4, &arena);
     acts_create(&a2, &m, 2, &arena);
     scratch_create(&s2, &m, 2, &arena);
-    init_params(&m);
-    fill_tokens(&a4, CFG.vocab, 1, 0);
+    test_params_fill(&m.tab, m.params);
+    test_tokens_fill(&a4, CFG.vocab, 1, 0);
 
     test_finite_differences(&m, &a4, &s4);
     test_shard_map(2);
@@ -198,7 +175,7 @@ int main(int argc, char **argv)
 
     /* The head's part of d wte lives apart until finish: both parts non-zero, and their sum is d wte. */
     model_grads_zero(&m);
-    fill_tokens(&a4, CFG.vocab, 1, 0);
+    test_tokens_fill(&a4, CFG.vocab, 1, 0);
     model_forward(&m, &a4, &s4);
     model_backward(&m, &a4, &s4, 1.0f);
     size_t vc = (size_t)CFG.vocab * CFG.dim;
@@ -220,7 +197,7 @@ int main(int argc, char **argv)
         int rc = MP_OK;
         model_grads_zero(&m);
         for (int mb = 0; mb < 2; mb++) {
-            fill_tokens(&a2, CFG.vocab, 7, mb * 2);
+            test_tokens_fill(&a2, CFG.vocab, 7, mb * 2);
             model_forward(&m, &a2, &s2);
             float *lnf = malloc(nc * sizeof(float));
             memcpy(lnf, model_head_input(&a2), nc * sizeof(float));
