@@ -49,6 +49,11 @@ typedef struct {
     /* The model-level tensors beside wte (and lnf.w): a learned position table wpe, and a bias of the
      * final norm lnf.b (LayerNorm's; RMSNorm has none). */
     int has_wpe, final_norm_bias;
+    /* Rotary positions on q and k (a table of sin/cos by position the forward and the decoder read). */
+    int rotary;
+    /* Whether its CUDA kernels have run on a GPU (docs/GPU.md): the deck refuses train.device=cuda for a
+     * family whose kernels only ever ran emulated, rather than letting a first run be the test. */
+    int cuda_proven;
 } block_kind_t;
 
 extern const block_kind_t block_kind_gpt2, block_kind_llama;

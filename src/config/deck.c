@@ -1543,9 +1543,6 @@ static int validate_llama(const deck_t *d)
     if (d->model.ffn_dim % tp)
         nerr++, MP_ERROR("model.ffn_dim=%d is not a multiple of parallel.tp=%d: each tensor-parallel rank holds "
                          "model.ffn_dim ÷ parallel.tp of SwiGLU's width", d->model.ffn_dim, tp);
-    if (d->train.device == DECK_DEVICE_CUDA)
-        nerr++, MP_ERROR("model.arch=llama with train.device=cuda: llama's CUDA kernels have not run on a GPU yet "
-                         "(issue 47); use train.device=cpu or emu");
     return nerr;
 }
 
@@ -1556,6 +1553,11 @@ static int validate_arch(const deck_t *d)
     if (d->model.kv_heads && d->model.heads % d->model.kv_heads)
         nerr++, MP_ERROR("model.kv_heads=%d does not divide model.heads=%d (each key/value head serves model.heads ÷ "
                          "model.kv_heads query heads)", d->model.kv_heads, d->model.heads);
+    /* the family's capability, not its name: a family is refused on cuda until its kernels have run on a GPU */
+    const block_kind_t *bk = block_kind_of(&(model_cfg_t){.arch = d->model.arch_kind});
+    if (d->train.device == DECK_DEVICE_CUDA && !bk->cuda_proven)
+        nerr++, MP_ERROR("model.arch=%s with train.device=cuda: %s's CUDA kernels have not run on a GPU yet "
+                         "(issue 47); use train.device=cpu or emu", bk->name, bk->name);
     return nerr + (d->model.arch_kind == ARCH_LLAMA ? validate_llama(d) : validate_gpt2(d));
 }
 

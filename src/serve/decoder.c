@@ -49,12 +49,12 @@ static int decoder_alloc(decoder_t *d)
     d->att = MP_CALLOC(S * NH * T, sizeof(float));
     d->fch = MP_CALLOC(S * 2 * RC, sizeof(float)); /* GPT-2's fc output, llama's [gate | up] */
     d->act = MP_CALLOC(S * RC, sizeof(float));
-    d->rope = d->cfg.arch == ARCH_LLAMA ? MP_CALLOC(T * hs, sizeof(float)) : NULL;
+    d->rope = block_kind_of(&d->cfg)->rotary ? MP_CALLOC(T * hs, sizeof(float)) : NULL;
     d->kp = MP_CALLOC(S, sizeof *d->kp);
     d->vp = MP_CALLOC(S, sizeof *d->vp);
     d->pos1 = MP_CALLOC(S, sizeof *d->pos1);
     if (!d->params || !d->kv || !d->ln || !d->mean || !d->rstd || !d->qkv || !d->atty || !d->att || !d->fch || !d->act ||
-        !d->kp || !d->vp || !d->pos1 || (d->cfg.arch == ARCH_LLAMA && !d->rope))
+        !d->kp || !d->vp || !d->pos1 || (block_kind_of(&d->cfg)->rotary && !d->rope))
         return MP_ERR;
     if (d->rope) rope_table_init(d->rope, d->T, (int)hs, d->cfg.rope_theta);
     return MP_OK;
