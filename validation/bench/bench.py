@@ -97,15 +97,25 @@ def code_paths(mindpipe, python):
     return "; ".join(out)
 
 
-def bench_args(doc, runs=True):
-    """The argument parser every bench script starts from: the binary, the data file, and the runs
-    per point (each script adds its own options)."""
+def bench_args(doc, runs=True, isa=False):
+    """The argument parser every bench script starts from: the binary, the data file, the runs per
+    point and, where the script times kernels, --isa (each script adds its own options)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mindpipe", default="src/mindpipe")
     ap.add_argument("--data", default="data/kjv.h5")
     if runs:
         ap.add_argument("--runs", type=int, default=3)
+    if isa:
+        ap.add_argument("--isa", choices=("native", "avx2"), default="native")
     return ap
+
+
+def apply_isa(a):
+    """--isa avx2: every child (both peers, mindpipe peak) inherits these, so OpenBLAS and PyTorch run
+    their AVX2 code on an AVX-512 machine (MindPipe's own kernels follow its build)."""
+    if a.isa == "avx2":
+        os.environ.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2",
+                          DNNL_MAX_CPU_ISA="AVX2")
 
 
 def flops_per_token(L, C, T, V):
@@ -259,9 +269,7 @@ def main():
     for s in shapes:
         if s not in table:
             ap.error(f"--shapes: {s} is no {a.arch} shape (those: {', '.join(table)})")
-    if a.isa == "avx2":  # every child (both peers, mindpipe peak) inherits these
-        os.environ.update(OPENBLAS_CORETYPE="Haswell", ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2",
-                          DNNL_MAX_CPU_ISA="AVX2")
+    apply_isa(a)
     pk = peak(a)
     res = {s: {"mp": [], "pt": [], "prof": None} for s in shapes}
     with tempfile.TemporaryDirectory() as tmp:

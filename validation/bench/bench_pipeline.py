@@ -5,7 +5,10 @@ m = 8 also gpipe, interleaved (v = 2) and 2bw. Each point is the median of --run
 the one-rank and the pipeline run.
 
   /usr/bin/python3 validation/bench/bench_pipeline.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 3]
-                                                      [--arch gpt2|llama]
+                                                      [--arch gpt2|llama] [--isa native|avx2]
+
+--isa avx2 runs OpenBLAS's AVX2 code on an AVX-512 machine (as bench.py's --isa; MindPipe's own kernels
+follow its build).
 
 --arch llama runs the llama family (model.arch = llama) on bench.py's llama-small shape (the same L, C,
 heads, T and V, 2 kv heads, ffn_dim 1024) instead of the GPT-2 small shape.
@@ -22,7 +25,7 @@ import statistics
 import subprocess
 import tempfile
 
-from bench import LLAMA_SHAPES, bench_args, env
+from bench import LLAMA_SHAPES, apply_isa, bench_args, env
 
 SHAPE = dict(layers=6, dim=384, heads=6, seq_len=256, vocab=256)
 LLAMA_SHAPE = "llama-small"  # --arch llama: this shape of bench.py's LLAMA_SHAPES
@@ -51,9 +54,10 @@ def run(a, ranks, threads, m, extra, tmp, steps=4):
 
 
 def main():
-    ap = bench_args(__doc__)
+    ap = bench_args(__doc__, isa=True)
     ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
     a = ap.parse_args()
+    apply_isa(a)
     a.data = os.path.abspath(a.data)
     a.shape = llama_shape(LLAMA_SHAPE) if a.arch == "llama" else SHAPE
     T = a.shape["seq_len"]
@@ -61,7 +65,7 @@ def main():
     points += [(8, "gpipe", {}), (8, "interleaved", {"parallel.virtual_stages": 2}), (8, "2bw", {})]
     if a.arch == "llama":
         print("model: " + ", ".join(f"{k} {v}" for k, v in a.shape.items()) + f" (bench.py's {LLAMA_SHAPE})")
-    print(f"median of {a.runs} runs each (range in brackets)\n")
+    print(f"--isa {a.isa}; median of {a.runs} runs each (range in brackets)\n")
     print("| m | schedule | 1 rank x 2 threads tok/s | pp=2 x 1 thread tok/s | ratio | bubble theory | bubble measured | overhead beyond theory |")
     print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
