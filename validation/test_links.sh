@@ -2,7 +2,8 @@
 # Writes never go through a planted link (docs/RELIABILITY.md "What is promised", issue 31): a
 # symbolic link (or a pipe) under a name MindPipe writes in a run directory (lock, log.txt,
 # metrics.jsonl, profile.json, trace.json, exit_status, deck.ini, run_id, energy.json,
-# kernel_times.r0.json) or in serve's --out directory (trace.json, serve.json, sock/) is refused: a non-zero
+# kernel_times.r0.json), in serve's --out directory (trace.json, serve.json, sock/) or in a llama's
+# `export --format hf` directory (config.json, model.safetensors, the shards' index) is refused: a non-zero
 # exit, a message naming the file, and the link's target untouched (a dangling link's target is not
 # created). One rank, a 2-step run of the tiny deck: each refusal takes well under a second.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -50,6 +51,27 @@ T r --set train.steps=4 --resume auto; rc2=$?
 [ $rc -eq 0 ] && [ $rc2 -ne 0 ] && has r "profile.json.*symbolic link" && intact r &&
     [ ! -e "$SCRATCH/r/ckpt/step_00000004.h5" ]
 ok $? "a resume into a directory with a link at profile.json is refused before training (exit $rc then $rc2)"
+
+# ---- export --format hf of a llama: its config.json, its weights, and a sharded export's index ----
+L="--set model.arch=llama --set model.mlp_ratio=1 --set model.ffn_dim=32 --set model.kv_heads=1"
+# shellcheck disable=SC2086
+T ll $L; rc=$?
+ok $? "a llama run for the export's cases (exit $rc)"
+# E NAME [args]: export the llama's step 2 into $SCRATCH/e_NAME, where a link at NAME was planted
+E() { n=$1; shift; mkdir -p "$SCRATCH/e_$n" && victim "e_$n" && ln -s "$SCRATCH/victim.e_$n" "$SCRATCH/e_$n/$n"
+    # shellcheck disable=SC2086
+    timeout 20 "$MINDPIPE" export --format hf -c "$deck" --set data.path="$data" $L \
+        --ckpt "$SCRATCH/ll/ckpt/step_00000002.h5" --out "$SCRATCH/e_$n" "$@" > "$SCRATCH/e_$n.out" 2>&1; }
+for name in config.json model.safetensors; do
+    E $name; rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && has "e_$name" "e_$name/$name.*symbolic link" && intact "e_$name" &&
+        [ -L "$SCRATCH/e_$name/$name" ]
+    ok $? "export --format hf (llama): a link at DIR/$name is refused naming it (exit $rc), its target unchanged"
+done
+E model.safetensors.index.json --max-shard-size 20KB; rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && has e_model.safetensors.index.json "index.json.*symbolic link" &&
+    intact e_model.safetensors.index.json
+ok $? "export --format hf (llama, shards): a link at DIR/model.safetensors.index.json is refused naming it (exit $rc), its target unchanged"
 
 # ---- serve: trace.json and serve.json in its --out directory ----
 CK="$SCRATCH/r/ckpt/step_00000002.h5"
