@@ -316,6 +316,9 @@ static const deck_key_t keys[] = {
              "what pipeline.layers=auto takes as the start-up's timings of a 1-layer and a 2-layer forward and "
              "backward pass instead of timing them (a block is P2 - P1, the embedding and head the rest), so a "
              "split is the same on a busy and an idle host; empty: timed"),
+    K_BOOL(debug, unproven_cuda, "0",
+           "1 = let train.device=cuda run a model family whose CUDA kernels have not yet run on a GPU (model.arch="
+           "llama until a bring-up has run it: the bring-up's llama part is that first run); 0 = refuse it at load"),
     K_CHOICE(debug, replan_times, "measured", deck_replan_times_names,
              "what live migration (pipeline.replan_every) weighs the stages by: measured, each stage's median "
              "compute time; modelled, the nominal device's modelled times of its layers (the same decision on every "
@@ -1555,9 +1558,10 @@ static int validate_arch(const deck_t *d)
                          "model.kv_heads query heads)", d->model.kv_heads, d->model.heads);
     /* the family's capability, not its name: a family is refused on cuda until its kernels have run on a GPU */
     const block_kind_t *bk = block_kind_of(&(model_cfg_t){.arch = d->model.arch_kind});
-    if (d->train.device == DECK_DEVICE_CUDA && !bk->cuda_proven)
+    if (d->train.device == DECK_DEVICE_CUDA && !bk->cuda_proven && !d->debug.unproven_cuda)
         nerr++, MP_ERROR("model.arch=%s with train.device=cuda: %s's CUDA kernels have not run on a GPU yet "
-                         "(issue 47); use train.device=cpu or emu", bk->name, bk->name);
+                         "(issue 47); use train.device=cpu or emu (debug.unproven_cuda=1 runs them anyway: the "
+                         "GPU bring-up's first run)", bk->name, bk->name);
     return nerr + (d->model.arch_kind == ARCH_LLAMA ? validate_llama(d) : validate_gpt2(d));
 }
 

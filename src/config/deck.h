@@ -172,6 +172,7 @@ typedef struct {
         deck_replan_times_t replan_times; /* live migration weighs stages by measured or modelled times */
         char autosplit_passes[DECK_STR]; /* "" (timed) or "P1,P2" as written */
         double autosplit_pass_s[2];    /* debug.autosplit_passes parsed, seconds; 0, 0: timed */
+        int unproven_cuda;             /* run a family on cuda whose kernels never ran on a GPU (the bring-up) */
     } debug;
     struct {
         double grid_gco2_per_kwh;

@@ -828,11 +828,16 @@ static void test_family_refusals(void)
                    LLAMA "kv_heads = 2\n[parallel]\ntp = 2\n[supernet]\nenabled = 1\ncandidates = h4m1,h2m1,skip\n",
                    NULL, 0, "candidate 1 (h2m1) has 1 key/value heads, not a multiple of parallel.tp=2", NULL);
     expect_refused("llama on cuda (not built yet)", LLAMA "[train]\ndevice = cuda\n", NULL, 0,
-                   "model.arch=llama with train.device=cuda", "issue 47", NULL);
+                   "model.arch=llama with train.device=cuda", "issue 47", "debug.unproven_cuda=1", NULL);
     char *emu[] = {"train.device=emu"};
     deck_t d;
     const int rc = load_text(&d, LLAMA, emu, 1);
     tap_ok(rc == MP_OK, "llama on emu loads");
+    char *unproven[] = {"train.device=cuda", "debug.unproven_cuda=1"};
+    tap_ok(load_text(&d, LLAMA, unproven, 2) == MP_OK && d.debug.unproven_cuda == 1,
+           "llama on cuda with debug.unproven_cuda=1 loads (the bring-up's first run of its kernels)");
+    char *gpt2_cuda[] = {"train.device=cuda"};
+    tap_ok(load_text(&d, VALID, gpt2_cuda, 1) == MP_OK, "gpt2 on cuda loads without debug.unproven_cuda");
     tap_ok(load_text(&d, LLAMA "kv_heads = 2\nblocks = h4m1,h2m2,skip,h4m1\n", NULL, 0) == MP_OK && d.model.shapes.n == 4,
            "llama with model.blocks in whole key/value groups loads");
     tap_ok(load_text(&d, LLAMA "kv_heads = 2\n[supernet]\nenabled = 1\ncandidates = h4m1,h2m2,skip\n", NULL, 0) == MP_OK &&
