@@ -160,6 +160,23 @@ C c_f32nan curve "$S/s11" "$S/s12" "$S/f32_nan" "$S/low_near" bf16
 verdict c_f32nan fail > /dev/null
 ok $? "curve: a NaN in the fp32 curve fails (exit $rc)"
 
+# ---- merge OUT LABEL JSON...: the llama part, one result of its compare and its curve ----
+mkdir -p "$S/mg_ok" "$S/mg_bad" && cp "$S/same.json" "$S/mg_ok/llama-fp32.json" && cp "$S/c_near.json" "$S/mg_ok/llama-curve.json" &&
+    cp "$S/same.json" "$S/mg_bad/llama-fp32.json" && cp "$S/c_far.json" "$S/mg_bad/llama-curve.json"
+ok $? "the merge cases' inputs are copied (compare's pass; curve's pass and fail)"
+C mg_pass merge llama "$S/mg_ok/llama-fp32.json" "$S/mg_ok/llama-curve.json"
+verdict mg_pass pass "d['part'] == 'llama' and set(d['checks']) == {'llama-fp32', 'llama-curve'}"
+ok $? "merge: compare and curve both passed: the part passes, each kept (exit $rc)"
+C mg_fail merge llama "$S/mg_bad/llama-fp32.json" "$S/mg_bad/llama-curve.json"
+verdict mg_fail fail "len(d['why']) == 1 and d['why'][0].startswith('llama-curve: fail, ') and 'more than two seeds' in d['why'][0]"
+ok $? "merge: the curve failed: the part fails naming it and why (exit $rc)"
+C mg_missing merge llama "$S/mg_ok/llama-fp32.json" "$NO/llama-curve.json"
+verdict mg_missing fail "d['why'][0].startswith('llama-curve: error')"
+ok $? "merge: a check that wrote nothing fails the part (exit $rc)"
+C mg_none merge llama
+verdict mg_none fail "d['why'] == ['no checks to merge']"
+ok $? "merge: nothing to merge fails (exit $rc)"
+
 # ---- layouts OUT BASE CPUREF NAME=DIR...: the cpu reference made as bringup.sh --make-refs does ----
 C cpuref layouts "$A" "" offload="$B" pp2-mpi="$SCRATCH/near"
 verdict cpuref pass "d['layouts']['offload']['bitwise'] is True and d['layouts']['pp2-mpi']['bitwise'] is False"
@@ -298,6 +315,11 @@ ok $? "report: all parts passed: exit 0, passed true (exit $rc)"
 rep r_fail selftest fp32 bf16 gpt2
 J "$SCRATCH/r_fail.json" "d['passed'] is False" && [ $rc -eq 1 ] && grep -q "gpt2 *fail" "$SCRATCH/r_fail.txt"
 ok $? "report: one part failed: exit 1, passed false (exit $rc)"
+cp "$S/mg_pass.json" "$SCRATCH/parts/llama.json"
+rep r_llama selftest fp32 bf16 llama
+J "$SCRATCH/r_llama.json" "d['passed'] is True" && [ $rc -eq 0 ] &&
+    grep -q "llama *pass .*fp32 loss rel 0, weights rel 0; |low - fp32| 0.0100 per step, seed noise 0.0200" "$SCRATCH/r_llama.txt"
+ok $? "report: the llama part's line gives its fp32 and its curve figures (exit $rc)"
 rep r_missing selftest fp32 bf16 compile
 J "$SCRATCH/r_missing.json" "d['passed'] is False and d['parts'][3]['status'] == 'error'" && [ $rc -eq 1 ]
 ok $? "report: a part with no result is an error: exit 1 (exit $rc)"

@@ -12,6 +12,9 @@
 #   selftest   mindpipe selftest --device cuda: every GPU kernel against its CPU twin
 #   fp32       the small deck on cuda against the same run on cpu (carried reference)
 #   bf16       a 300-step curve in bf16 against fp32, against the noise of two fp32 seeds
+#   llama      fp32 and bf16 again for a llama model (RMSNorm, rotary, SwiGLU, 2 kv heads of 4): the
+#              small deck against its carried cpu run, the curve against its carried seeds; the
+#              first GPU run of those kernels (debug.unproven_cuda=1)
 #   ranks2     two ranks on the one GPU: pp=2 (p2p=mpi), offload, balance, each against one rank
 #   ranks_nccl 2 and 4 ranks on the one GPU through the NCCL stand-in (the kit's lib/standin):
 #              dp=2, dp=2 with ZeRO-1, tp=2, pp=2 (p2p=nccl) under 1f1b and zb1p, dp=2 x pp=2,
@@ -35,9 +38,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 
 # ---- the parts and their timeouts (seconds; the sum stays under 8.75 minutes: docs/GPU.md) ----
-PART_NAMES=(env selftest fp32 bf16 ranks2 ranks_nccl ckpt hf gpt2 torch compile)
-declare -A PART_TIMEOUT=([env]=30 [selftest]=25 [fp32]=25 [bf16]=45 [ranks2]=45 [ranks_nccl]=75 [ckpt]=30 [hf]=35
-                         [gpt2]=95 [torch]=45 [compile]=75)
+PART_NAMES=(env selftest fp32 bf16 llama ranks2 ranks_nccl ckpt hf gpt2 torch compile)
+declare -A PART_TIMEOUT=([env]=30 [selftest]=25 [fp32]=25 [bf16]=45 [llama]=35 [ranks2]=40 [ranks_nccl]=75 [ckpt]=25
+                         [hf]=25 [gpt2]=85 [torch]=40 [compile]=75)
+
+# The llama model of the llama part: the small decks' widths with 2 key/value heads of 4 and a SwiGLU
+# of 2 × model.dim (LLAMA_TINY on tiny.ini, LLAMA_CURVE on curve.ini). debug.unproven_cuda: the deck
+# refuses a family on cuda whose kernels never ran on a GPU; this part is that first run.
+LLAMA=(--set model.arch=llama --set model.mlp_ratio=1 --set model.kv_heads=2 --set debug.unproven_cuda=1)
+LLAMA_TINY=("${LLAMA[@]}" --set model.ffn_dim=64)
+LLAMA_CURVE=("${LLAMA[@]}" --set model.ffn_dim=128)
+LLAMA_CURVE_STEPS=150  # half of GPT-2's curve: the kit's references take half the time, and 150 steps judge a curve
 
 usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
@@ -181,6 +192,23 @@ part_bf16() {
     train curve-f32 1 curve.ini "${s[@]}"
     train curve-bf16 1 curve.ini "${s[@]}" --set "train.precision=$BF16"
     check curve "$PARTS/bf16.json" "$KIT/ref/curve-cpu-s11" "$KIT/ref/curve-cpu-s12" "$RUNS/curve-f32" "$RUNS/curve-bf16" "$BF16"
+}
+
+# The llama family on the device: fp32 against the carried cpu run, then its curve in bf16 against
+# fp32 and the carried seeds; one result of both (bringup_check.py's `merge`).
+part_llama() {
+    local s=(--set "train.device=$DEV") c=(--set "train.steps=$LLAMA_CURVE_STEPS")
+    # the dry run's emu is slow on 2 cores: the curve's first 60 steps there
+    [ "$DRY" = 1 ] && c=(--set train.steps=60)
+    train llama-dev 1 tiny.ini "${s[@]}" "${LLAMA_TINY[@]}"
+    check compare "$PARTS/llama-fp32.json" llama-fp32 "$KIT/ref/llama-cpu" "$RUNS/llama-dev" \
+        --loss-rel 1e-5 --weights-rel 1e-4 --floor "$KIT/ref/llama-cpu-tp2" \
+        --what "a llama deck on train.device=$DEV against the carried cpu run, fp32, 20 steps"
+    train llama-curve-f32 1 curve.ini "${s[@]}" "${LLAMA_CURVE[@]}" "${c[@]}"
+    train llama-curve-bf16 1 curve.ini "${s[@]}" "${LLAMA_CURVE[@]}" "${c[@]}" --set "train.precision=$BF16"
+    check curve "$PARTS/llama-curve.json" "$KIT/ref/llama-curve-s11" "$KIT/ref/llama-curve-s12" \
+        "$RUNS/llama-curve-f32" "$RUNS/llama-curve-bf16" "$BF16"
+    check merge "$PARTS/llama.json" llama "$PARTS/llama-fp32.json" "$PARTS/llama-curve.json"
 }
 
 part_ranks2() {
@@ -330,6 +358,12 @@ make_refs() {
     train tiny-cpu-tp2 2 tiny.ini --set train.device=cpu --set parallel.tp=2 || return 1
     train curve-cpu-s11 1 curve.ini --set train.device=cpu || return 1
     train curve-cpu-s12 1 curve.ini --set train.device=cpu --set train.seed=12 || return 1
+    # the llama part's
+    train llama-cpu 1 tiny.ini --set train.device=cpu "${LLAMA_TINY[@]}" || return 1
+    train llama-cpu-tp2 2 tiny.ini --set train.device=cpu --set parallel.tp=2 "${LLAMA_TINY[@]}" || return 1
+    train llama-curve-s11 1 curve.ini --set train.device=cpu "${LLAMA_CURVE[@]}" --set "train.steps=$LLAMA_CURVE_STEPS" || return 1
+    train llama-curve-s12 1 curve.ini --set train.device=cpu --set train.seed=12 "${LLAMA_CURVE[@]}" \
+        --set "train.steps=$LLAMA_CURVE_STEPS" || return 1
     # the same layouts as ranks2, on cpu: how closely they follow one rank there
     train pp2-mpi 2 tiny.ini --set train.device=cpu --set parallel.pp=2 --set parallel.p2p=mpi || return 1
     train offload 1 tiny.ini --set train.device=cpu --set memory.policy=offload || return 1
@@ -345,7 +379,8 @@ make_refs() {
     rm -rf "$dest/pp2-mpi" "$dest/offload" "$dest/balance" "$dest"/nccl-*/
     local d
     for d in "$dest"/*/; do rm -f "$d/trace.json" "$d"/profile.json; done
-    rm -rf "$dest"/curve-cpu-*/ckpt "$dest"/tiny-cpu-tp2/ckpt/step_00000010.h5
+    rm -rf "$dest"/curve-cpu-*/ckpt "$dest"/tiny-cpu-tp2/ckpt/step_00000010.h5 "$dest"/llama-curve-*/ckpt \
+        "$dest"/llama-cpu/ckpt/step_00000010.h5 "$dest"/llama-cpu-tp2/ckpt/step_00000010.h5
     return 0
 }
 

@@ -10,6 +10,7 @@ and Debian's /usr/bin/python3 alike.
   compare OUT LABEL REF RUN ...   per-step loss and final tensors against a reference run
   curve OUT S11 S12 F32 LOW PREC  a low-precision curve against fp32 and the noise of two seeds
   layouts OUT BASE CPUREF N=DIR.. layouts against one rank, as closely as on cpu
+  merge OUT LABEL JSON..          one part of several checks' results: passed when every one passed
   nccl OUT BASE CPUREF KILLLOG KILLRES PLANTLOG DRY N=DIR..  ranks_nccl: the layouts, a stopped rank, a planted mismatch
   crossing OUT DEV CPU D2C C2D D  checkpoints across devices
   peak SMI DRY                    prints the chip's dense bf16 peak in GFLOP/s (0: unknown)
@@ -230,6 +231,36 @@ def cmd_compare(out, label, ref, run, *opts):
         res["why"] = "loss rel %.3g (limit %s), weights rel %.3g (limit %s)" % (
             r["loss_rel"], o["--loss-rel"], r["weights_rel"], o["--weights-rel"])
     return res
+
+
+def cmd_merge(out, label, *subs):
+    """One part's result made of several checks' (the llama part: compare and curve): each sub-result
+    kept under its own label; the part passes only when every one passed, and a missing or unreadable
+    one fails it."""
+    res = part(label, "pass", "; ".join(filter(None, (read_json_what(j) for j in subs))), checks={})
+    why = []
+    if not subs:
+        why.append("no checks to merge")
+    for j in subs:
+        name = os.path.splitext(os.path.basename(j))[0]
+        try:
+            d = load(j)
+        except (OSError, ValueError) as ex:
+            d = part(name, "error", "", why="no result (%s)" % ex)
+        res["checks"][name] = d
+        if d.get("status") != "pass":
+            w = d.get("why")
+            why.append("%s: %s%s" % (name, d.get("status"), (", " + ("; ".join(w) if isinstance(w, list) else str(w))) if w else ""))
+    if why:
+        res.update(status="fail", why=why)
+    return res
+
+
+def read_json_what(path):
+    try:
+        return load(path).get("what", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def _opts(opts, defaults):
@@ -648,6 +679,10 @@ def _brief(p):
                                                                           s["floor"]["loss_rel"] or 0, s["floor"]["weights_rel"] or 0)
         if n == "bf16":
             return "|low - fp32| %.4f per step, seed noise %.4f" % (s["low_vs_fp32"], s["seed_noise"])
+        if n == "llama":
+            f, c = s["checks"]["llama-fp32"], s["checks"]["llama-curve"]
+            return "fp32 loss rel %.2g, weights rel %.2g; |low - fp32| %.4f per step, seed noise %.4f" % (
+                f["result"]["loss_rel"], f["result"]["weights_rel"], c["low_vs_fp32"], c["seed_noise"])
         if n == "ranks_nccl":
             return ", ".join("%s %s" % (k, "bitwise" if v["bitwise"] else "rel %.2g" % (v["weights_rel"] or 0))
                              for k, v in s["layouts"].items()) + "; stopped rank named in %.0f s; planted mismatch refused" % (
