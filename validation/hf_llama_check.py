@@ -11,11 +11,13 @@ query heads j*g .. j*g+g-1); causal softmax of q k^T / sqrt(head_dim); o_proj; d
 model.norm; lm_head.weight, or the embedding when tie_word_embeddings. Nothing is shared with
 MindPipe's code or with torch_ref.py.
 
-  hf_llama_check.py forward DIR --dump ACTS.h5 --ckpt CKPT.h5 [--tol 1e-5]
+  hf_llama_check.py forward DIR --dump ACTS.h5 --ckpt CKPT.h5 [--tol 1e-5] [--transformers]
       ACTS.h5 is a debug.dump_activations file (/tokens, MindPipe's block outputs /h.{l}, its final
       norm /lnf) of the step CKPT.h5 holds the weights of; MindPipe's logits are /lnf times CKPT's
       head (/model/lm_head.w when untied, else /model/wte). Each block's output and the logits
-      within --tol: max |a - b| / max(1, max |b|), b the checker's.
+      within --tol: max |a - b| / max(1, max |b|), b the checker's. --transformers: Hugging Face's own
+      LlamaForCausalLM.from_pretrained(DIR) in float64 (eager attention) too, its logits against
+      MindPipe's within --tol (the GPU bring-up's hf part; a python without `transformers` fails it).
   hf_llama_check.py greedy DIR --prompt TEXT --got FILE [--max-tokens N]
       The greedy continuation of TEXT's bytes (byte tokens) by full recomputation, against FILE
       (`mindpipe generate --temperature 0`'s stdout), byte for byte.
@@ -171,6 +173,28 @@ def cmd_forward(a):
     e = rel(mine, logits)
     check(mine.shape == logits.shape and e < a.tol, "logits %s: MindPipe's against HF Llama's, error %.2e (tol %g)"
           % ("x".join(map(str, logits.shape)), e, a.tol))
+    if a.transformers:
+        transformers_logits(a, tokens, mine)
+
+
+def transformers_logits(a, tokens, mine):
+    """transformers' LlamaForCausalLM.from_pretrained(DIR) in float64 against MindPipe's logits: the
+    user's own loader reading our export, not a forward written here."""
+    try:
+        import torch
+        from transformers import LlamaForCausalLM
+    except Exception as ex:  # noqa: BLE001 (any import failure is the finding)
+        check(False, "transformers: LlamaForCausalLM cannot be imported (%s: %s)" % (type(ex).__name__, ex))
+        return
+    try:  # eager attention: SDPA's kernels differ by device and version; the math is the same
+        m = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64, attn_implementation="eager")
+    except TypeError:  # a transformers from before attn_implementation (4.36)
+        m = LlamaForCausalLM.from_pretrained(a.dir, torch_dtype=torch.float64)
+    with torch.no_grad():
+        theirs = m.eval()(torch.from_numpy(tokens)).logits.numpy()
+    e = rel(mine, theirs)
+    check(theirs.shape == mine.shape and e < a.tol, "transformers: LlamaForCausalLM.from_pretrained's logits %s "
+          "against MindPipe's, error %.2e (tol %g)" % ("x".join(map(str, theirs.shape)), e, a.tol))
 
 
 def cmd_greedy(a):
@@ -473,6 +497,7 @@ def main():
     p.add_argument("--dump", required=True)
     p.add_argument("--ckpt", required=True)
     p.add_argument("--tol", type=float, default=1e-5)
+    p.add_argument("--transformers", action="store_true")
     p = sub.add_parser("greedy")
     p.add_argument("dir")
     p.add_argument("--prompt", required=True)

@@ -177,6 +177,27 @@ C mg_none merge llama
 verdict mg_none fail "d['why'] == ['no checks to merge']"
 ok $? "merge: nothing to merge fails (exit $rc)"
 
+# ---- hf OUT CHK DRY [LLAMACHK]: the checkers' PASS/FAIL lines ----
+printf 'PASS block 0\nPASS logits\n' > "$S/in_hf_g.txt"
+printf 'PASS block 0\nPASS logits\nPASS transformers: GPT2LMHeadModel.from_pretrained ok\n' > "$S/in_hf_gt.txt"
+printf 'PASS block 0\nPASS logits\nPASS transformers: LlamaForCausalLM.from_pretrained ok\n' > "$S/in_hf_lt.txt"
+printf 'PASS block 0\nFAIL logits: MindPipe against HF Llama, error 3e-2\n' > "$S/in_hf_lbad.txt"
+C hf_dry hf "$S/in_hf_g.txt" 1 "$S/in_hf_g.txt"
+verdict hf_dry pass "d['passed'] == 4"
+ok $? "hf: a dry run's two forwards without transformers pass (exit $rc)"
+C hf_gpu hf "$S/in_hf_gt.txt" 0 "$S/in_hf_lt.txt"
+verdict hf_gpu pass "d['transformers'].count('from_pretrained') == 2"
+ok $? "hf: on a GPU, both forwards and both from_pretrained pass (exit $rc)"
+C hf_notf hf "$S/in_hf_gt.txt" 0 "$S/in_hf_g.txt"
+verdict hf_notf fail "d['why'] == [\"llama: transformers' from_pretrained was not checked\"]"
+ok $? "hf: on a GPU, a llama check without from_pretrained fails naming it (exit $rc)"
+C hf_lbad hf "$S/in_hf_g.txt" 1 "$S/in_hf_lbad.txt"
+verdict hf_lbad fail "d['why'][0].startswith('llama: logits: MindPipe against HF Llama')"
+ok $? "hf: a llama logits failure fails the part naming it (exit $rc)"
+C hf_lnone hf "$S/in_hf_g.txt" 1 "$NO/hf-llama-check.out"
+verdict hf_lnone fail "'llama: 0 checks passed' in d['why'][0]"
+ok $? "hf: a llama check that wrote nothing fails the part (exit $rc)"
+
 # ---- layouts OUT BASE CPUREF NAME=DIR...: the cpu reference made as bringup.sh --make-refs does ----
 C cpuref layouts "$A" "" offload="$B" pp2-mpi="$SCRATCH/near"
 verdict cpuref pass "d['layouts']['offload']['bitwise'] is True and d['layouts']['pp2-mpi']['bitwise'] is False"

@@ -39,6 +39,17 @@ ok $? "export --format hf of a llama: config.json of a LlamaForCausalLM, 2 kv he
 
 "$py" "$chk" forward "$hf" --dump "$SCRATCH/run/activations_step_00000200.h5" --ckpt "$ck" > "$SCRATCH/chk.out" 2>&1
 tap_checker "HF Llama forward" hf_llama_check.py $? "$SCRATCH/chk.out"
+# --transformers (the GPU bring-up's hf part, where transformers is installed): Debian's python here
+# has none, so the check must fail saying so, never pass without having compared
+if ! "$py" -c "import transformers" 2>/dev/null; then
+    ! "$py" "$chk" forward "$hf" --dump "$SCRATCH/run/activations_step_00000200.h5" --ckpt "$ck" --transformers \
+        > "$SCRATCH/chk.out" 2>&1 && grep -q "^FAIL transformers: LlamaForCausalLM cannot be imported" "$SCRATCH/chk.out"
+    ok $? "forward --transformers without transformers fails, naming the import"
+else
+    "$py" "$chk" forward "$hf" --dump "$SCRATCH/run/activations_step_00000200.h5" --ckpt "$ck" --transformers \
+        > "$SCRATCH/chk.out" 2>&1 && grep -q "^PASS transformers: LlamaForCausalLM.from_pretrained's logits" "$SCRATCH/chk.out"
+    tap_checker "transformers' LlamaForCausalLM.from_pretrained" hf_llama_check.py $? "$SCRATCH/chk.out"
+fi
 "$py" "$chk" mutate "$hf" "$SCRATCH/m_perturb" perturb &&
     ! "$py" "$chk" forward "$SCRATCH/m_perturb" --dump "$SCRATCH/run/activations_step_00000200.h5" --ckpt "$ck" \
         > "$SCRATCH/chk.out" 2>&1 && grep -q '^FAIL logits' "$SCRATCH/chk.out"

@@ -13,6 +13,7 @@ and Debian's /usr/bin/python3 alike.
   merge OUT LABEL JSON..          one part of several checks' results: passed when every one passed
   nccl OUT BASE CPUREF KILLLOG KILLRES PLANTLOG DRY N=DIR..  ranks_nccl: the layouts, a stopped rank, a planted mismatch
   crossing OUT DEV CPU D2C C2D D  checkpoints across devices
+  hf OUT CHK DRY [LLAMACHK]       hf_check.py's (and hf_llama_check.py's) lines: forwards and from_pretrained
   peak SMI DRY                    prints the chip's dense bf16 peak in GFLOP/s (0: unknown)
   gpt2 OUT RUN NVML PEAK DRY [ALTDIR ENV]..  throughput, MFU, kernel table, energy against NVML; variants
   torch OUT NAME JSON DRY         the PyTorch peer's result
@@ -419,22 +420,34 @@ def cmd_crossing(out, dev_run, cpu_ref, d2c, c2d, dev):
     return res
 
 
-def cmd_hf(out, chk_out, dry):
-    """hf_check.py's lines on an export of a run on the device: its own forward and, but in a dry run,
-    transformers' GPT2LMHeadModel.from_pretrained, each against MindPipe's logits (issue 34)."""
-    lines = read(chk_out).splitlines()
-    passed = [x[5:] for x in lines if x.startswith("PASS ")]
-    failed = [x[5:] for x in lines if x.startswith("FAIL ")]
-    hf = [x for x in passed if x.startswith("transformers:")]
-    res = part("hf", "pass", "export --format hf of a run on the device: HF GPT-2's forward (hf_check.py) and %s "
-               "against MindPipe's logits (tol 1e-5)" % ("no transformers (dry run)" if dry == "1" else
-                                                         "GPT2LMHeadModel.from_pretrained"),
-               passed=len(passed), transformers=hf[0] if hf else None)
-    why = failed[:3]
-    if len(passed) < 2:
-        why.append("%d checks passed in %s (the export or the check did not run)" % (len(passed), chk_out))
-    if dry != "1" and not hf:
-        why.append("transformers' from_pretrained was not checked")
+def cmd_hf(out, chk_out, dry, llama_out=None):
+    """hf_check.py's lines on an export of a GPT-2 run on the device and, with llama_out,
+    hf_llama_check.py's on a llama run's: each checker's own forward and, but in a dry run,
+    transformers' GPT2LMHeadModel / LlamaForCausalLM.from_pretrained, against MindPipe's logits
+    (issues 34 and 48)."""
+    res = part("hf", "pass", "export --format hf of runs on the device: HF GPT-2's forward (hf_check.py)%s and %s "
+               "against MindPipe's logits (tol 1e-5)" % (
+                   ", HF Llama's (hf_llama_check.py)" if llama_out else "",
+                   "no transformers (dry run)" if dry == "1" else
+                   "GPT2LMHeadModel%s.from_pretrained" % (" and LlamaForCausalLM" if llama_out else "")),
+               passed=0, transformers=None)
+    why = []
+    tf = []
+    for name, f in (("gpt2", chk_out), ("llama", llama_out)):
+        if f is None:
+            continue
+        lines = read(f).splitlines()
+        passed = [x[5:] for x in lines if x.startswith("PASS ")]
+        failed = [x[5:] for x in lines if x.startswith("FAIL ")]
+        hf = [x for x in passed if x.startswith("transformers:")]
+        res["passed"] += len(passed)
+        tf += hf
+        why += ["%s: %s" % (name, x) for x in failed[:3]]
+        if len(passed) < 2:
+            why.append("%s: %d checks passed in %s (the export or the check did not run)" % (name, len(passed), f))
+        if dry != "1" and not hf:
+            why.append("%s: transformers' from_pretrained was not checked" % name)
+    res["transformers"] = "; ".join(tf) if tf else None
     if why:
         res.update(status="fail", why=why)
     return res
