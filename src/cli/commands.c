@@ -132,8 +132,10 @@ static const command_t commands[] = {
                           "(without it, or --resume, such a run is refused)", 0},
       {"--init-from", "hf:DIR", "a fresh run (step 0, fresh optimizer) from Hugging Face GPT-2 weights:\n"
                                 "DIR/model.safetensors (F32, as export --format hf writes it) and\n"
-                                "DIR/config.json, both checked against the deck's model (config.json's\n"
-                                "n_positions may exceed model.seq_len: wpe's first rows are taken); for\n"
+                                "DIR/config.json, whose model_type, sizes and switches give the deck's\n"
+                                "model keys it does not set (one it sets otherwise is refused; its context\n"
+                                "fills model.seq_len only where unset), both checked against the deck's\n"
+                                "model (n_positions may exceed model.seq_len: wpe's first rows are taken); for\n"
                                 "model.arch=llama a LlamaForCausalLM's: F32, BF16 or F16, one file or the\n"
                                 "shards of model.safetensors.index.json; with train.steps=0 it writes\n"
                                 "them as ckpt/step_00000000.h5. Not with --resume", 0},

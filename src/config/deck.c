@@ -1222,8 +1222,77 @@ static void deck_resolve(deck_t *d, const unsigned char *given)
     if (d->model.arch_kind == ARCH_LLAMA && !given[key_find("model", "mlp_ratio")]) d->model.mlp_ratio = 1;
 }
 
-/* deck_load, and (need_data = 0) deck_load_model */
-static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int need_data)
+/* Whether key k holds the same value in a and b: integers and switches equal, numbers equal as
+ * float32 (what a config.json of a float32 model writes: 1e-05 is the float nearest 1e-5), a parsed
+ * string's value (the family, not its spelling), any other by its text. */
+static int key_same(const deck_key_t *k, const deck_t *a, const deck_t *b)
+{
+    const char *x = (const char *)a + k->offset, *y = (const char *)b + k->offset;
+    char tx[VALUE_MAX], ty[VALUE_MAX];
+    switch (k->type) {
+    case T_INT:
+    case T_BOOL:
+    case T_CHOICE:
+        return *(const int *)x == *(const int *)y;
+    case T_DOUBLE:
+        return (float)*(const double *)x == (float)*(const double *)y;
+    default:
+        if (k->parse)
+            return !memcmp((const char *)a + k->parsed_offset, (const char *)b + k->parsed_offset, k->parsed_size);
+        key_format(k, a, tx, sizeof tx);
+        key_format(k, b, ty, sizeof ty);
+        return !strcmp(tx, ty);
+    }
+}
+
+/* One import (deck.h) into d when the deck does not give its key (marked given then, and written
+ * into taken: n bytes), else compared with the deck's value. MP_OK, or MP_ERR printed. */
+static int deck_take_import(deck_t *d, deck_t *alt, unsigned char *given, const char *source, const deck_import_t *x,
+                            char *taken, size_t n)
+{
+    char section[32], why[256], have[VALUE_MAX];
+    const char *dot = strchr(x->key, '.');
+    snprintf(section, sizeof section, "%.*s", dot ? (int)(dot - x->key) : 0, x->key);
+    const int idx = dot ? key_find(section, dot + 1) : -1;
+    if (idx < 0) return MP_FAIL("%s: key %s maps onto %s, which is no deck key", source, x->from, x->key);
+    const deck_key_t *k = &keys[idx];
+    *alt = *d;
+    const int parsed = key_parse(k, x->value, NULL, alt, why, sizeof why) == MP_OK;
+    if (!parsed && !given[idx]) /* given, it is a disagreement with the deck's value: below */
+        return MP_FAIL("%s: key %s is %s: as the deck's %s it is %s", source, x->from, x->shown, x->key, why);
+    if (!given[idx]) {
+        const size_t at = strlen(taken);
+        snprintf(taken + at, n - at, "%s%s=%s (%s)", at ? ", " : "", x->key, x->value, x->from);
+        *d = *alt;
+        given[idx] = 1;
+        return MP_OK;
+    }
+    if (x->fill || (parsed && key_same(k, d, alt))) return MP_OK;
+    *alt = *d;
+    if (x->same[0] && key_parse(k, x->same, NULL, alt, why, sizeof why) == MP_OK && key_same(k, d, alt)) return MP_OK;
+    if (k->type == T_BOOL) snprintf(have, sizeof have, "%s", *(const int *)((const char *)d + k->offset) ? "true" : "false");
+    else key_format(k, d, have, sizeof have);
+    return MP_FAIL("%s: key %s is %s, the deck's %s is %s (set by the deck or a --set; a model key the deck does not "
+                   "set is taken from %s)", source, x->from, x->shown, x->key, have, source);
+}
+
+/* The imports imp (may be NULL) into d (deck_load_imports); the errors' count. */
+static int deck_take_imports(deck_t *d, unsigned char *given, const deck_imports_t *imp, char *taken, size_t n)
+{
+    int nerr = 0;
+    if (n) taken[0] = 0;
+    if (!imp || !imp->n) return 0;
+    deck_t *alt = malloc(sizeof *alt);
+    if (!alt) return MP_ERROR("out of memory loading the deck"), 1;
+    for (int i = 0; i < imp->n && i < DECK_IMPORTS_MAX; i++)
+        nerr += deck_take_import(d, alt, given, imp->source, &imp->v[i], taken, n) != MP_OK;
+    free(alt);
+    return nerr;
+}
+
+/* deck_load, and (need_data = 0) deck_load_model, and (imp) deck_load_imports */
+static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nsets, int need_data,
+                        const deck_imports_t *imp, char *taken, size_t ntaken)
 {
     deck_t *tmp = malloc(sizeof *tmp);
     unsigned char given[NKEYS] = {0};
@@ -1237,6 +1306,7 @@ static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nset
         else if (deck_set_key(sets[i], section, sizeof section, key, sizeof key) == MP_OK && key_find(section, key) >= 0)
             given[key_find(section, key)] = 1;
     }
+    if (!nerr) nerr += deck_take_imports(tmp, given, imp, taken, ntaken);
     deck_resolve(tmp, given);
     if (!nerr && deck_check(tmp, need_data) != MP_OK) nerr++;
     if (!nerr) *d = *tmp;
@@ -1246,12 +1316,18 @@ static int deck_load_as(deck_t *d, const char *path, char *const *sets, int nset
 
 int deck_load(deck_t *d, const char *path, char *const *sets, int nsets)
 {
-    return deck_load_as(d, path, sets, nsets, 1);
+    return deck_load_as(d, path, sets, nsets, 1, NULL, NULL, 0);
 }
 
 int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets)
 {
-    return deck_load_as(d, path, sets, nsets, 0);
+    return deck_load_as(d, path, sets, nsets, 0, NULL, NULL, 0);
+}
+
+int deck_load_imports(deck_t *d, const char *path, char *const *sets, int nsets, const deck_imports_t *imp,
+                      char *taken_p, size_t n)
+{
+    return deck_load_as(d, path, sets, nsets, 1, imp, taken_p, n);
 }
 
 /* ---- cross-key rules ------------------------------------------------------------------------------ */

@@ -189,6 +189,36 @@ int deck_load(deck_t *d, const char *path, char *const *sets, int nsets);
  * data.path is allowed; every other rule holds. */
 int deck_load_model(deck_t *d, const char *path, char *const *sets, int nsets);
 
+/* Values for the model's keys from another description of the same model (a Hugging Face
+ * config.json, for --init-from): taken where neither the deck file nor a --set gives the key; a key
+ * they give with another value is refused naming the key, both values and where each comes from.
+ * (A key marked fill is only taken, never compared.) Plain bytes, no pointers, so rank 0 can broadcast
+ * what it read. */
+#define DECK_IMPORTS_MAX 16
+typedef struct {
+    char key[32];      /* "model.dim" */
+    char value[64];    /* as a deck writes it ("576", "1e-05", "llama") */
+    char same[48];     /* "" or another spelling of the same model ("0" for model.kv_heads = model.heads) */
+    char from[48];     /* the source's key ("hidden_size") */
+    char shown[160];   /* the source's value as a message shows it ("576", "absent (LlamaConfig's default 1e-6)") */
+    char fill;         /* 1: only where the deck does not give the key, a value of its own kept (a bound the
+                          model's check holds, not a shape: model.seq_len from max_position_embeddings) */
+} deck_import_t;
+
+typedef struct {
+    char source[DECK_PATH]; /* the file, for messages ("DIR/config.json") */
+    int n;
+    deck_import_t v[DECK_IMPORTS_MAX];
+} deck_imports_t;
+
+/* deck_load with imp's values taken for the keys the file and sets[] do not give (imp NULL:
+ * deck_load). A given key whose value differs (numbers as the source's float32 or integer, the
+ * family by name, a key's `same` spelling accepted) is refused, printing "SOURCE: key FROM is SHOWN,
+ * the deck's KEY is VALUE". The keys taken, "model.dim=576 (hidden_size), ...", go into taken_p (n
+ * bytes; "" for none). MP_OK, or MP_ERR after printing every reason. */
+int deck_load_imports(deck_t *d, const char *path, char *const *sets, int nsets, const deck_imports_t *imp,
+                      char *taken_p, size_t n);
+
 /* Applies one "section.key=value" override (same checks as the file). */
 int deck_set(deck_t *d, const char *assignment);
 

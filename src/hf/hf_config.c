@@ -240,137 +240,141 @@ static int hf_config_text_read(const char *path, char **buf_p, size_t *n_p)
     return MP_OK;
 }
 
-/* path's top-level keys into v (HF_KEYS_MAX), their count into *n_p. MP_OK, or MP_ERR naming path. */
-int hf_config_read(const char *path, hf_val_t *v, int *n_p)
+/* ---- objects: the walk over members that config.json, its index and the index's weight_map share ---- */
+
+/* Reads one member at j->s (after white space: its key, ':' and value), ctx its reader's state. */
+typedef int (*hf_member_fn)(hf_json_t *j, void *ctx);
+
+/* The object at j->s, or hf_bad(not_object) when there is none: member() reads each member, this the
+ * ',' between them and the closing '}' (an empty object allowed, a trailing comma not). */
+static int hf_object(hf_json_t *j, const char *not_object, hf_member_fn member, void *ctx)
+{
+    if (j->s >= j->end || *j->s != '{') return hf_bad(j, not_object);
+    j->s++;
+    hf_ws(j);
+    if (j->s < j->end && *j->s == '}') return j->s++, MP_OK;
+    for (;;) {
+        hf_ws(j);
+        if (member(j, ctx) != MP_OK) return MP_ERR;
+        hf_ws(j);
+        if (j->s < j->end && *j->s == ',') j->s++;
+        else if (j->s < j->end && *j->s == '}') return j->s++, MP_OK;
+        else return hf_bad(j, "expected ',' or '}'");
+    }
+}
+
+/* The ':' after a member's key, and the white space around it. */
+static int hf_colon(hf_json_t *j)
+{
+    hf_ws(j);
+    if (j->s >= j->end || *j->s != ':') return hf_bad(j, "expected ':'");
+    j->s++;
+    hf_ws(j);
+    return MP_OK;
+}
+
+/* path's text as one object, member() reading its members; nothing but white space after it. */
+static int hf_file_object(const char *path, const char *not_object, hf_member_fn member, void *ctx)
 {
     char *buf;
     size_t len;
     if (hf_config_text_read(path, &buf, &len) != MP_OK) return MP_ERR;
     hf_json_t j = {buf, buf, buf + len, path};
-    int n = 0, rc = MP_OK, cut;
     hf_ws(&j);
-    if (j.s >= j.end || *j.s != '{') rc = hf_bad(&j, "expected '{' (config.json is one object)");
-    else j.s++;
-    for (int first = 1; rc == MP_OK; first = 0) {
-        hf_ws(&j);
-        if (j.s < j.end && *j.s == '}' && first) break;
-        hf_val_t x = {.kind = 'o'};
-        const char *k0 = j.s;
-        if ((rc = hf_string(&j, x.key, sizeof x.key, &cut)) != MP_OK) break;
-        if (cut) {
-            j.s = k0;
-            rc = hf_bad(&j, "a key of more than 255 bytes: not a model's config.json");
-            break;
-        }
-        for (int i = 0; i < n && rc == MP_OK; i++)
-            if (!strcmp(v[i].key, x.key))
-                rc = MP_FAIL("%s: key %s is given twice: which one counts depends on the reader (Python's json takes "
-                             "the last): refused as ambiguous", path, x.key);
-        hf_ws(&j);
-        if (rc == MP_OK && (j.s >= j.end || *j.s != ':')) rc = hf_bad(&j, "expected ':'");
-        if (rc != MP_OK) break;
-        j.s++;
-        if ((rc = hf_value(&j, 1, &x)) != MP_OK) break;
-        if (n == HF_KEYS_MAX) {
-            rc = MP_FAIL("%s: more than %d keys: not a model's config.json", path, HF_KEYS_MAX);
-            break;
-        }
-        v[n++] = x;
-        hf_ws(&j);
-        if (j.s < j.end && *j.s == ',') j.s++;
-        else if (j.s < j.end && *j.s == '}') break;
-        else rc = hf_bad(&j, "expected ',' or '}'");
-    }
+    int rc = hf_object(&j, not_object, member, ctx);
     if (rc == MP_OK) {
-        j.s++;
         hf_ws(&j);
         if (j.s != j.end) rc = hf_bad(&j, "text after the object");
     }
     free(buf);
-    *n_p = n;
     return rc;
 }
 
-/* The object of weight_map at j->s into *map_p (grown), *n_p entries. */
-static int hf_weight_map(hf_json_t *j, hf_map_t **map_p, int *n_p)
+/* config.json's reader: its keys so far. */
+typedef struct {
+    hf_val_t *v;
+    int n;
+} hf_keys_t;
+
+/* One top-level key of config.json and its value into ctx (an hf_keys_t). */
+static int hf_config_member(hf_json_t *j, void *ctx)
 {
-    int cap = 0, n = 0, cut;
-    hf_map_t *m = NULL;
-    if (j->s >= j->end || *j->s != '{') return hf_bad(j, "weight_map is not an object");
-    j->s++;
-    hf_ws(j);
-    if (j->s < j->end && *j->s == '}') return j->s++, *map_p = NULL, *n_p = 0, MP_OK;
-    for (;;) {
-        if (n == cap) {
-            hf_map_t *g = realloc(m, (size_t)(cap = cap ? 2 * cap : 256) * sizeof *g);
-            if (!g) return free(m), MP_FAIL("%s: out of memory", j->path);
-            m = g;
-        }
-        hf_ws(j);
-        if (hf_string(j, m[n].name, sizeof m[n].name, &cut) != MP_OK) return free(m), MP_ERR;
-        if (cut) return free(m), hf_bad(j, "a tensor name of more than 127 bytes in weight_map");
-        for (int i = 0; i < n; i++)
-            if (!strcmp(m[i].name, m[n].name)) { /* the message reads m: made before m goes */
-                const int rc = MP_FAIL("%s: weight_map names tensor %s twice", j->path, m[n].name);
-                free(m);
-                return rc;
-            }
-        hf_ws(j);
-        if (j->s >= j->end || *j->s != ':') return free(m), hf_bad(j, "expected ':'");
-        j->s++;
-        hf_ws(j);
-        if (hf_string(j, m[n].file, sizeof m[n].file, &cut) != MP_OK) return free(m), MP_ERR;
-        if (cut) return free(m), hf_bad(j, "a file name of more than 255 bytes in weight_map");
-        n++;
-        hf_ws(j);
-        if (j->s < j->end && *j->s == ',') j->s++;
-        else if (j->s < j->end && *j->s == '}') return j->s++, *map_p = m, *n_p = n, MP_OK;
-        else return free(m), hf_bad(j, "expected ',' or '}'");
+    hf_keys_t *k = ctx;
+    hf_val_t x = {.kind = 'o'};
+    const char *k0 = j->s;
+    int cut;
+    if (hf_string(j, x.key, sizeof x.key, &cut) != MP_OK) return MP_ERR;
+    if (cut) return j->s = k0, hf_bad(j, "a key of more than 255 bytes: not a model's config.json");
+    for (int i = 0; i < k->n; i++)
+        if (!strcmp(k->v[i].key, x.key))
+            return MP_FAIL("%s: key %s is given twice: which one counts depends on the reader (Python's json takes "
+                           "the last): refused as ambiguous", j->path, x.key);
+    if (hf_colon(j) != MP_OK || hf_value(j, 1, &x) != MP_OK) return MP_ERR;
+    if (k->n == HF_KEYS_MAX) return MP_FAIL("%s: more than %d keys: not a model's config.json", j->path, HF_KEYS_MAX);
+    k->v[k->n++] = x;
+    return MP_OK;
+}
+
+/* path's top-level keys into v (HF_KEYS_MAX), their count into *n_p. MP_OK, or MP_ERR naming path. */
+int hf_config_read(const char *path, hf_val_t *v, int *n_p)
+{
+    hf_keys_t k = {v, 0};
+    const int rc = hf_file_object(path, "expected '{' (config.json is one object)", hf_config_member, &k);
+    *n_p = k.n;
+    return rc;
+}
+
+/* The index's reader: the weight_map so far (n < 0: none yet). */
+typedef struct {
+    hf_map_t *m;
+    int n, cap;
+} hf_index_t;
+
+/* One entry of weight_map, tensor name: shard file, into ctx (an hf_index_t, grown). */
+static int hf_map_member(hf_json_t *j, void *ctx)
+{
+    hf_index_t *x = ctx;
+    int cut;
+    if (x->n == x->cap) {
+        hf_map_t *g = realloc(x->m, (size_t)(x->cap = x->cap ? 2 * x->cap : 256) * sizeof *g);
+        if (!g) return MP_FAIL("%s: out of memory", j->path);
+        x->m = g;
     }
+    hf_map_t *e = &x->m[x->n];
+    if (hf_string(j, e->name, sizeof e->name, &cut) != MP_OK) return MP_ERR;
+    if (cut) return hf_bad(j, "a tensor name of more than 127 bytes in weight_map");
+    for (int i = 0; i < x->n; i++)
+        if (!strcmp(x->m[i].name, e->name)) return MP_FAIL("%s: weight_map names tensor %s twice", j->path, e->name);
+    if (hf_colon(j) != MP_OK || hf_string(j, e->file, sizeof e->file, &cut) != MP_OK) return MP_ERR;
+    if (cut) return hf_bad(j, "a file name of more than 255 bytes in weight_map");
+    x->n++;
+    return MP_OK;
+}
+
+/* One top-level key of the index: weight_map read into ctx (an hf_index_t), any other checked. */
+static int hf_index_member(hf_json_t *j, void *ctx)
+{
+    hf_index_t *x = ctx;
+    char key[256];
+    int cut;
+    if (hf_string(j, key, sizeof key, &cut) != MP_OK || hf_colon(j) != MP_OK) return MP_ERR;
+    if (strcmp(key, "weight_map")) {
+        hf_val_t v = {.kind = 'o'};
+        return hf_value(j, 1, &v);
+    }
+    if (x->n >= 0) return MP_FAIL("%s: key weight_map is given twice: refused as ambiguous", j->path);
+    x->n = 0;
+    return hf_object(j, "weight_map is not an object", hf_map_member, x);
 }
 
 int hf_index_read(const char *path, hf_map_t **map_p, int *n_p)
 {
-    char *buf, key[256];
-    size_t len;
-    if (hf_config_text_read(path, &buf, &len) != MP_OK) return MP_ERR;
-    hf_json_t j = {buf, buf, buf + len, path};
-    int rc = MP_OK, cut, n = -1;
-    hf_map_t *m = NULL;
-    hf_ws(&j);
-    if (j.s >= j.end || *j.s != '{') rc = hf_bad(&j, "expected '{' (an index is one object)");
-    else j.s++;
-    for (int first = 1; rc == MP_OK; first = 0) {
-        hf_ws(&j);
-        if (j.s < j.end && *j.s == '}' && first) break;
-        if ((rc = hf_string(&j, key, sizeof key, &cut)) != MP_OK) break;
-        hf_ws(&j);
-        if (j.s >= j.end || *j.s != ':') rc = hf_bad(&j, "expected ':'");
-        if (rc != MP_OK) break;
-        j.s++;
-        hf_ws(&j);
-        if (!strcmp(key, "weight_map")) {
-            if (n >= 0) rc = MP_FAIL("%s: key weight_map is given twice: refused as ambiguous", path);
-            else rc = hf_weight_map(&j, &m, &n);
-        } else {
-            hf_val_t x = {.kind = 'o'};
-            rc = hf_value(&j, 1, &x);
-        }
-        if (rc != MP_OK) break;
-        hf_ws(&j);
-        if (j.s < j.end && *j.s == ',') j.s++;
-        else if (j.s < j.end && *j.s == '}') break;
-        else rc = hf_bad(&j, "expected ',' or '}'");
-    }
-    if (rc == MP_OK) {
-        j.s++;
-        hf_ws(&j);
-        if (j.s != j.end) rc = hf_bad(&j, "text after the object");
-    }
-    if (rc == MP_OK && n < 0) rc = MP_FAIL("%s: no weight_map: not a safetensors index", path);
-    free(buf);
-    if (rc != MP_OK) return free(m), MP_ERR;
-    *map_p = m, *n_p = n;
+    hf_index_t x = {NULL, -1, 0};
+    int rc = hf_file_object(path, "expected '{' (an index is one object)", hf_index_member, &x);
+    if (rc == MP_OK && x.n < 0) rc = MP_FAIL("%s: no weight_map: not a safetensors index", path);
+    if (rc != MP_OK) return free(x.m), MP_ERR;
+    if (!x.n) free(x.m), x.m = NULL; /* an empty weight_map: no map, as before */
+    *map_p = x.m, *n_p = x.n;
     return MP_OK;
 }
 

@@ -11,6 +11,7 @@
 #include "mpi_check.h"
 #include "block_kind.h"
 #include "deck_model.h"
+#include "hf_deck.h"
 #include "device.h"
 #include "kernels.h"
 #include "perf.h"
@@ -651,10 +652,30 @@ static int run_exec(run_t *r)
     return MP_OK;
 }
 
+/* The deck; with --init-from hf:DIR, the model keys it does not set taken from DIR/config.json (read
+ * by rank 0 and broadcast, so every rank loads the same deck; hf_deck.h), their list in
+ * r->files.init_keys. MP_OK or MP_ERR on every rank alike. */
+static int run_deck(run_t *r, const run_opts_t *o)
+{
+    if (!o->init_from) return run_agree(deck_load(&r->deck, o->deck_path, o->sets, o->nsets));
+    deck_imports_t *imp = MP_CALLOC(1, sizeof *imp);
+    const size_t n = DECK_IMPORTS_MAX * 160;
+    char *taken = MP_CALLOC(n, 1);
+    if (!imp || !taken) MP_ABORT("out of memory loading the deck");
+    int rc = r->lay.rank == 0 ? hf_deck_imports(o->init_from + 3, imp) : MP_OK; /* after "hf:" (cli_parse) */
+    MPI_CHECK(MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    MPI_CHECK(MPI_Bcast(imp, (int)sizeof *imp, MPI_BYTE, 0, MPI_COMM_WORLD));
+    if (rc == MP_OK) rc = deck_load_imports(&r->deck, o->deck_path, o->sets, o->nsets, imp, taken, n);
+    free(imp);
+    if (run_agree(rc) != MP_OK) return free(taken), MP_ERR;
+    r->files.init_keys = taken;
+    return MP_OK;
+}
+
 /* Deck, grid, threads: everything before memory is committed. */
 static int run_layout(run_t *r, const run_opts_t *o)
 {
-    if (run_agree(deck_load(&r->deck, o->deck_path, o->sets, o->nsets)) != MP_OK) return MP_ERR;
+    if (run_deck(r, o) != MP_OK) return MP_ERR;
     const deck_t *d = &r->deck;
     const grid_cfg_t grid = grid_cfg_from_deck(d);
     if (run_agree(grid_build(&r->lay.grid, &grid, MPI_COMM_WORLD)) != MP_OK) return MP_ERR;
@@ -730,6 +751,7 @@ err_data:
 err_layout:
     watchdog_end(&r->wd);
     free(r->files.deck_text);
+    free(r->files.init_keys);
     grid_free(&r->lay.grid);
     return MP_ERR;
 }
@@ -744,6 +766,7 @@ void run_teardown(run_t *r)
     nodelink_free(&r->st.link); /* after the copy engine, which takes its locks, is gone */
     data_free(&r->data);
     free(r->files.deck_text);
+    free(r->files.init_keys);
     ckpt_verdicts_free(&r->files.verdicts);
     rundir_unlock(&r->files.lock); /* last: the directory is ours until everything is written and closed */
     watchdog_end(&r->wd);

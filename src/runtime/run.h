@@ -54,6 +54,8 @@ typedef struct {
     char run_id[CKPT_RUN_ID_LEN + 1]; /* this run's id (rundir.h): in every checkpoint it writes; "" until
                                          known (a resume adopts its checkpoint's) */
     char *deck_text;         /* the resolved deck, as stored in checkpoints */
+    char *init_keys;         /* --init-from: the model keys the deck took from config.json ("": none; NULL: no
+                                --init-from), for the log */
     rundir_lock_t lock;      /* rank 0: RUN/lock, held from setup to teardown */
     runlog_t log;
     trace_t trace;           /* the timeline written to trace.json (ev NULL: not recording) */

@@ -527,6 +527,8 @@ int run_ckpt_init_from(run_t *r)
         }
         runlog_printf(&r->files.log, "initialised from %s/" HF_WEIGHTS_FILE " (Hugging Face %s): step 0, fresh optimizer",
                       dir, llama ? "LlamaForCausalLM" : "GPT-2");
+        runlog_printf(&r->files.log, "model keys taken from %s/" HF_CONFIG_FILE ": %s", dir,
+                      r->files.init_keys && r->files.init_keys[0] ? r->files.init_keys : "none (the deck sets them all)");
     }
     be_host_free(&r->st.be, h);
     return bad ? MP_ERR : MP_OK;

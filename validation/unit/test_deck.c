@@ -856,6 +856,48 @@ static void cleanup(void)
     if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
 }
 
+/* deck_load_imports (deck.h): a key the deck does not give is taken and listed; one it gives alike is
+ * kept and not listed (numbers as float32: config.json's 9.99999975e-06 is the deck's 1e-5; kv_heads'
+ * other spelling 0); one it gives otherwise is refused naming both values; a fill key never
+ * compared; an import that does not parse as its deck key refused naming the source's key. */
+static void test_imports(void)
+{
+    deck_imports_t imp = {.source = "DIR/config.json", .n = 5};
+    const deck_import_t v[5] = {{"model.dim", "64", "", "hidden_size", "64", 0},
+                                {"model.heads", "4", "", "num_attention_heads", "4", 0},
+                                {"model.kv_heads", "4", "0", "num_key_value_heads", "4", 0},
+                                {"model.norm_eps", "9.99999975e-06", "", "rms_norm_eps", "1e-05", 0},
+                                {"model.seq_len", "8192", "", "max_position_embeddings", "8192", 1}};
+    memcpy(imp.v, v, sizeof v);
+    char taken[512];
+    deck_t d;
+    /* deck_load_imports is deck_load's: it needs data.path */
+    char *alike[] = {"data.path=/x.h5", "model.heads=4", "model.kv_heads=0", "model.norm_eps=1e-5", "model.seq_len=16"};
+    int rc = deck_load_imports(&d, NULL, alike, 5, &imp, taken, sizeof taken);
+    tap_ok(rc == MP_OK && d.model.dim == 64 && d.model.heads == 4 && d.model.kv_heads == 0 && d.model.seq_len == 16 &&
+               d.model.norm_eps == 1e-5 && !strcmp(taken, "model.dim=64 (hidden_size)"),
+           "imports: dim taken; heads, kv_heads 0, norm_eps 1e-5 and seq_len kept as given (taken: %s)", taken);
+    char *llama[] = {"data.path=/x.h5", "model.arch=llama", "model.ffn_dim=64"}; /* gpt2 refuses norm_eps */
+    rc = deck_load_imports(&d, NULL, llama, 3, &imp, taken, sizeof taken);
+    tap_ok(rc == MP_OK && d.model.dim == 64 && d.model.kv_heads == 4 && d.model.seq_len == 8192 &&
+               strstr(taken, "model.seq_len=8192 (max_position_embeddings)"),
+           "imports: a deck that gives none takes all five (%s)", taken);
+    char *other[] = {"data.path=/x.h5", "model.dim=32"};
+    capture_begin();
+    rc = deck_load_imports(&d, NULL, other, 2, &imp, taken, sizeof taken);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "DIR/config.json: key hidden_size is 64, the deck's model.dim is 32"),
+           "imports: model.dim=32 against hidden_size 64 refused naming both");
+    imp.n = 1;
+    snprintf(imp.v[0].value, sizeof imp.v[0].value, "-2");
+    snprintf(imp.v[0].shown, sizeof imp.v[0].shown, "-2");
+    capture_begin();
+    rc = deck_load_imports(&d, NULL, alike, 1, &imp, taken, sizeof taken);
+    capture_end();
+    tap_ok(rc == MP_ERR && strstr(errtext, "DIR/config.json: key hidden_size is -2: as the deck's model.dim it is out of range"),
+           "imports: a value out of the key's range refused naming the source's key");
+}
+
 int main(void)
 {
     if (!mkdtemp(tmpdir)) {
@@ -885,6 +927,7 @@ int main(void)
     test_family_defaults();
     test_family_llama();
     test_family_refusals();
+    test_imports();
     cleanup();
     return tap_done();
 }

@@ -1,8 +1,10 @@
 /* The model a deck describes (src/config/deck_model.c) and the skip tests (params.h): every field of
  * deck_model_cfg from a plain deck, from model.blocks and from a supernet (with and without its
  * choice flags), and which blocks and candidates are skip; the family's fields from a gpt2 and a
- * llama deck, and Hugging Face's GPT-2 format refusing llama's. Decks come from --set alone. */
+ * llama deck, and Hugging Face's GPT-2 format refusing llama's. Decks come from --set alone, but
+ * inputs/smollm2-135m.ini, whose parameter count is checked against SmolLM2-135M's. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "block_kind.h"
@@ -107,11 +109,32 @@ static void test_family(void)
            "hf_gpt2_fits: gpt2's model fits, llama's is refused naming model.arch and its own format (%s)", why);
 }
 
+/* inputs/smollm2-135m.ini is SmolLM2-135M's shape: 134,515,008 parameters, as its model.safetensors
+ * holds (tied: no lm_head.weight). Worked out from the shapes: embedding 49152 × 576 = 28,311,552;
+ * a block q 576·576, k and v 192·576 each, o 576·576, gate, up and down 3·1536·576, two norms of 576:
+ * 3,540,096, × 30 = 106,202,880; the final norm 576. */
+static void test_smollm2(void)
+{
+    const char *src = getenv("MP_SRCDIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/inputs/smollm2-135m.ini", src && src[0] ? src : MP_SRCDIR_DEFAULT);
+    deck_t d;
+    if (!tap_ok(deck_load_model(&d, path, NULL, 0) == MP_OK, "%s loads", path)) return;
+    const model_cfg_t c = deck_model_cfg(&d, NULL);
+    const size_t n = param_count_model(&c), block = 576 * 576 * 2 + 192 * 576 * 2 + 3 * 1536 * 576 + 2 * 576;
+    tap_ok(c.arch == ARCH_LLAMA && c.layers == 30 && c.dim == 576 && c.heads == 9 && cfg_kv_heads(&c) == 3 &&
+               c.ffn_dim == 1536 && c.vocab == 49152 && !c.untied && c.rope_theta == 100000.0f && c.norm_eps == 1e-5f,
+           "smollm2-135m: llama, 30 layers, C 576, 9 heads, 3 kv heads, ffn 1536, V 49152, tied, theta 1e5, eps 1e-5");
+    tap_ok(n == 134515008 && n == 49152 * 576 + 30 * block + 576,
+           "smollm2-135m: %zu parameters, SmolLM2-135M's 134,515,008", n);
+}
+
 int main(void)
 {
     test_plain();
     test_blocks();
     test_supernet();
     test_family();
+    test_smollm2();
     return tap_done();
 }
