@@ -603,7 +603,7 @@ out:
     return rc;
 }
 
-/* Writes the token file (both splits, the attributes of tokenizer tk and, for sp, its model) to fname
+/* Writes the token file (both splits, the attributes of tokenizer tk and, for sp and hf, its model) to fname
  * and closes it. */
 static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source,
                              const tokenizer_t *tk)
@@ -619,7 +619,7 @@ static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, s
     if (digest && h5_attr_write_string(f, "tokenizer_sha256", digest, fname) != MP_OK) goto err_close_file;
     size_t n_model;
     const unsigned char *model = tok_model(tk, &n_model);
-    if (model && data_write_model(f, fname, "sp_model", model, n_model) != MP_OK) goto err_close_file;
+    if (model && data_write_model(f, fname, tok_model_dataset(tk), model, n_model) != MP_OK) goto err_close_file;
     H5_TRY(H5Fclose(f), out, fname);
     return MP_OK;
 err_close_file:
@@ -647,7 +647,7 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
 
 int data_prep_tokenized(const char *text_path, const char *out_path, double val_fraction, const tokenizer_t *tk)
 {
-    const tokenizer_t bytes = {TOK_BYTES, NULL, NULL};
+    const tokenizer_t bytes = {TOK_BYTES, NULL, NULL, NULL};
     if (!tk) tk = &bytes;
     unsigned char *text;
     size_t n_text, n;

@@ -1,0 +1,146 @@
+/* Encoding with a tokenizer.json (contract in tok_hf.h), in the `tokenizers` library's order: the
+ * added tokens are found in the text first; each stretch between them is cut by the pre-tokenizer's
+ * steps, one after another (each cuts the pieces of the one before); each final piece is merged by
+ * BPE: from its bytes (ByteLevel) or characters, the adjacent pair of lowest merge rank merges, the
+ * leftmost of equals, until no adjacent pair has a merge (the library's priority queue of (rank,
+ * position) pops the same pairs in the same order). */
+#include "tok_hf_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "pretok_gpt2.h"
+#include "pretok_llama3.h"
+#include "unicode_gpt2.h"
+
+/* Where the encoded ids go. */
+typedef struct {
+    const tok_hf_t *hf;
+    uint16_t *ids;
+    size_t m;
+    uint32_t *sym; /* scratch: a piece's symbols (room for the longest piece) */
+    size_t at;     /* the piece's offset in the text, for messages */
+} hf_out_t;
+
+/* A piece's first symbols into o->sym: its bytes' tokens (ByteLevel) or its characters' (else), with
+ * the byte fallback or unk_token for a character that is no token. Returns how many, or 0 (reported). */
+static size_t hf_symbols(hf_out_t *o, const unsigned char *s, size_t n)
+{
+    const tok_hf_t *hf = o->hf;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        int cls;
+        const size_t len = hf->byte_level ? 1 : pretok_gpt2_char(s + i, n - i, &cls);
+        const int id = tok_hf_find(hf, s + i, len);
+        if (id >= 0) o->sym[k++] = (uint32_t)id;
+        else if (hf->byte_fallback)
+            for (size_t b = 0; b < len; b++) o->sym[k++] = (uint32_t)hf->fallback[s[i + b]];
+        else if (hf->unk >= 0) o->sym[k++] = (uint32_t)hf->unk;
+        else {
+            MP_ERROR("tokenizer hf: the %zu byte(s) at byte %zu are no token, and the tokenizer.json has neither "
+                     "byte_fallback nor unk_token", len, o->at + i);
+            return 0;
+        }
+        i += len;
+    }
+    return k;
+}
+
+/* BPE on one piece s[0..n), n > 0. */
+static int hf_bpe(hf_out_t *o, const unsigned char *s, size_t n)
+{
+    const tok_hf_t *hf = o->hf;
+    if (hf->ignore_merges) {
+        const int id = tok_hf_find(hf, s, n);
+        if (id >= 0) return o->ids[o->m++] = (uint16_t)id, MP_OK;
+    }
+    size_t k = hf_symbols(o, s, n);
+    if (!k) return MP_ERR;
+    uint32_t *sym = o->sym;
+    for (;;) { /* one merge a pass: the lowest rank, leftmost of equals */
+        uint32_t best = UINT32_MAX, merged = 0;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < k; i++) {
+            const tok_hf_merge_t *m = tok_hf_merge(hf, sym[i], sym[i + 1]);
+            if (m && m->rank < best) best = m->rank, merged = m->merged, at = i;
+        }
+        if (best == UINT32_MAX) break;
+        sym[at] = merged;
+        memmove(sym + at + 1, sym + at + 2, (k - at - 2) * sizeof *sym);
+        k--;
+    }
+    for (size_t i = 0; i < k; i++) o->ids[o->m++] = (uint16_t)sym[i];
+    return MP_OK;
+}
+
+/* The length of the piece at s[0..n) under a Digits step: one number (individual) or a run of
+ * numbers, or a run of anything else. */
+static size_t hf_digits_next(const unsigned char *s, size_t n, int individual)
+{
+    int cls, c;
+    size_t i = pretok_gpt2_char(s, n, &cls);
+    if (cls == UNI_NUMBER && individual) return i;
+    const int numbers = cls == UNI_NUMBER;
+    while (i < n) {
+        const size_t len = pretok_gpt2_char(s + i, n - i, &c);
+        if ((c == UNI_NUMBER) != numbers) break;
+        i += len;
+    }
+    return i;
+}
+
+/* Cuts s[0..n) by step `step` and each piece by the steps after it; the last pieces to hf_bpe. */
+static int hf_cut(hf_out_t *o, int step, const unsigned char *s, size_t n)
+{
+    if (step == o->hf->ncuts) return hf_bpe(o, s, n);
+    const size_t base = o->at;
+    for (size_t i = 0; i < n;) {
+        size_t len;
+        switch (o->hf->cuts[step]) {
+        case HF_CUT_GPT2: len = pretok_gpt2_next(s + i, n - i); break;
+        case HF_CUT_LLAMA3: len = pretok_llama3_next(s + i, n - i); break;
+        case HF_CUT_DIGITS: len = hf_digits_next(s + i, n - i, 1); break;
+        default: len = hf_digits_next(s + i, n - i, 0); break;
+        }
+        o->at = base + i;
+        if (hf_cut(o, step + 1, s + i, len) != MP_OK) return MP_ERR;
+        i += len;
+    }
+    o->at = base;
+    return MP_OK;
+}
+
+/* The longest added token at s[0..n), its index in hf->added, or -1. */
+static long hf_added_at(const tok_hf_t *hf, const unsigned char *s, size_t n)
+{
+    long best = -1;
+    for (size_t i = 0; i < hf->nadded; i++) {
+        const tok_hf_added_t *a = &hf->added[i];
+        if (a->n <= n && (best < 0 || a->n > hf->added[best].n) && !memcmp(a->content, s, a->n)) best = (long)i;
+    }
+    return best;
+}
+
+int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p)
+{
+    hf_out_t o = {hf, ids, 0, NULL, 0};
+    /* a piece has at most as many symbols as bytes (the fallback gives one a byte) */
+    o.sym = MP_MALLOC((n ? n : 1) * sizeof *o.sym);
+    if (!o.sym) return MP_ERR;
+    size_t from = 0; /* the start of the stretch not yet encoded */
+    for (size_t i = 0; i <= n; i++) {
+        long a = -1;
+        if (i < n && !hf->added_first[text[i]]) continue;
+        if (i < n && (a = hf_added_at(hf, text + i, n - i)) < 0) continue;
+        o.at = from;
+        if (i > from && hf_cut(&o, 0, text + from, i - from) != MP_OK) return free(o.sym), MP_ERR;
+        if (a < 0) break; /* the end of the text */
+        ids[o.m++] = (uint16_t)hf->added[a].id;
+        i += hf->added[a].n - 1;
+        from = i + 1;
+    }
+    free(o.sym);
+    *n_ids_p = o.m;
+    return MP_OK;
+}
