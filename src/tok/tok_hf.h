@@ -29,11 +29,15 @@
 
 typedef struct tok_hf tok_hf_t;
 
-/* Reads the tokenizer.json at path. MP_OK, or MP_ERR with a message naming the file and what is
- * wrong (missing, not JSON, a key missing or of the wrong type, an unsupported type or option). */
-int tok_hf_load(tok_hf_t **hf_p, const char *path);
-/* The same from the file's bytes json[0..n) (copied); whose names them in messages. */
-int tok_hf_load_bytes(tok_hf_t **hf_p, const unsigned char *json, size_t n, const char *whose);
+/* Reads the tokenizer.json at path and, when config_path is not NULL, the tokenizer_config.json
+ * there (its eos_token: a string or {"content": ...}, naming a token: tok_hf_eos). MP_OK, or MP_ERR
+ * with a message naming the file and what is wrong (missing, not JSON, a key missing or of the wrong
+ * type, an unsupported type or option, an eos_token that is no token). */
+int tok_hf_load(tok_hf_t **hf_p, const char *path, const char *config_path);
+/* The same from the files' bytes json[0..n) and config[0..n_config) (NULL: none), copied; whose
+ * names them in messages. */
+int tok_hf_load_bytes(tok_hf_t **hf_p, const unsigned char *json, size_t n, const unsigned char *config,
+                      size_t n_config, const char *whose);
 void tok_hf_free(tok_hf_t *hf);
 
 int tok_hf_vocab(const tok_hf_t *hf);
@@ -41,8 +45,10 @@ int tok_hf_vocab(const tok_hf_t *hf);
 const char *tok_hf_digest(const tok_hf_t *hf);
 /* tokenizer.json's bytes (*n_p of them). */
 const unsigned char *tok_hf_json(const tok_hf_t *hf, size_t *n_p);
-/* The id of the added token whose content is name, or -1. */
-int tok_hf_added_id(const tok_hf_t *hf, const char *name);
+/* tokenizer_config.json's bytes (*n_p of them), or NULL when none was read. */
+const unsigned char *tok_hf_config(const tok_hf_t *hf, size_t *n_p);
+/* The end-of-sequence token's id (tokenizer_config.json's eos_token), or -1 when none is known. */
+int tok_hf_eos(const tok_hf_t *hf);
 
 /* The tokens of text[0..n) into ids (room for n); their count in *n_ids_p. MP_OK, or MP_ERR
  * (reported: a character with no token, no byte fallback and no unk_token; out of memory). */

@@ -28,6 +28,9 @@ typedef struct {
 struct tok_hf {
     unsigned char *json; /* the file's bytes */
     size_t json_n;
+    unsigned char *config; /* tokenizer_config.json's bytes, or NULL */
+    size_t config_n;
+    int eos;               /* its eos_token's id, or -1 */
     char digest[65];
     int vocab;                /* V */
     unsigned char *bytes;     /* every token's bytes, laid end to end */

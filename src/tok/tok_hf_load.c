@@ -457,7 +457,34 @@ out:
     return rc;
 }
 
-int tok_hf_load_bytes(tok_hf_t **hf_p, const unsigned char *json, size_t n, const char *whose)
+/* tokenizer_config.json's eos_token into hf->eos: a string or {"content": "..."} naming an added
+ * token or a vocabulary entry; absent or null: -1. */
+static int hf_config_eos(tok_hf_t *hf, const unsigned char *config, size_t n, const char *file)
+{
+    json_error_t err;
+    json_t *root = json_loadb((const char *)config, n, 0, &err), *eos;
+    hf->eos = -1;
+    if (!root) return MP_FAIL("tokenizer_config.json beside %s: not JSON: line %d column %d: %s", file, err.line, err.column, err.text);
+    eos = json_is_object(root) ? json_object_get(root, "eos_token") : NULL;
+    if (json_is_object(eos)) eos = json_object_get(eos, "content");
+    int rc = MP_OK;
+    if (json_is_string(eos)) {
+        const char *name = json_string_value(eos);
+        const size_t len = json_string_length(eos);
+        for (size_t i = 0; i < hf->nadded && hf->eos < 0; i++)
+            if (hf->added[i].n == len && !memcmp(hf->added[i].content, name, len)) hf->eos = hf->added[i].id;
+        if (hf->eos < 0) hf->eos = tok_hf_find(hf, (const unsigned char *)name, len);
+        if (hf->eos < 0)
+            rc = MP_FAIL("tokenizer_config.json beside %s: eos_token \"%.60s\" is no token of the tokenizer.json", file, name);
+    } else if (eos && !json_is_null(eos)) {
+        rc = MP_FAIL("tokenizer_config.json beside %s: eos_token is neither a string, {\"content\": ...} nor null", file);
+    }
+    json_decref(root);
+    return rc;
+}
+
+int tok_hf_load_bytes(tok_hf_t **hf_p, const unsigned char *json, size_t n, const unsigned char *config,
+                      size_t n_config, const char *whose)
 {
     hf_ctx_t c;
     deck_text_show(whose, c.file, sizeof c.file);
@@ -466,8 +493,11 @@ int tok_hf_load_bytes(tok_hf_t **hf_p, const unsigned char *json, size_t n, cons
     if (!root) return MP_FAIL("tokenizer.json %s: not JSON: line %d column %d: %s", c.file, err.line, err.column, err.text);
     tok_hf_t *hf = MP_CALLOC(1, sizeof *hf);
     if (!hf) return json_decref(root), MP_ERR;
+    hf->eos = -1;
     hf->json = MP_MALLOC(n ? n : 1);
-    if (!hf->json || hf_parse(&c, hf, root) != MP_OK) {
+    if (config) hf->config = MP_MALLOC(n_config ? n_config : 1);
+    if (!hf->json || (config && !hf->config) || hf_parse(&c, hf, root) != MP_OK ||
+        (config && hf_config_eos(hf, config, n_config, c.file) != MP_OK)) {
         json_decref(root);
         tok_hf_free(hf);
         return MP_ERR;
@@ -475,6 +505,7 @@ int tok_hf_load_bytes(tok_hf_t **hf_p, const unsigned char *json, size_t n, cons
     json_decref(root);
     memcpy(hf->json, json, n);
     hf->json_n = n;
+    if (config) memcpy(hf->config, config, n_config), hf->config_n = n_config;
     sha256_t sum;
     unsigned char raw[SHA256_BYTES];
     sha256_init(&sum);
@@ -484,16 +515,17 @@ int tok_hf_load_bytes(tok_hf_t **hf_p, const unsigned char *json, size_t n, cons
     return MP_OK;
 }
 
-int tok_hf_load(tok_hf_t **hf_p, const char *path)
+/* The whole of the file at path into a malloc'd *buf_p (*n_p bytes); what names it in messages. */
+static int hf_slurp(const char *path, const char *what, unsigned char **buf_p, size_t *n_p)
 {
     char show[DECK_SHOW], why[160];
     deck_text_show(path, show, sizeof show);
     uint64_t size = 0;
     const int fd = publish_open_regular(path, O_RDONLY, &size, why, sizeof why); /* a FIFO: refused */
-    if (fd < 0) return MP_FAIL("tokenizer.json %s: %s", show, why);
+    if (fd < 0) return MP_FAIL("%s %s: %s", what, show, why);
     if (size < 2 || size > HF_FILE_MAX) {
         close(fd);
-        return MP_FAIL("tokenizer.json %s: %llu bytes: %s", show, (unsigned long long)size,
+        return MP_FAIL("%s %s: %llu bytes: %s", what, show, (unsigned long long)size,
                        size < 2 ? "too short for a tokenizer" : "more than 256 MiB, not a tokenizer file");
     }
     unsigned char *buf = MP_MALLOC((size_t)size);
@@ -505,14 +537,26 @@ int tok_hf_load(tok_hf_t **hf_p, const char *path)
             if (r < 0 && errno == EINTR) continue;
             close(fd);
             free(buf);
-            return MP_FAIL("tokenizer.json %s: read %zu of %llu bytes%s%s", show, got, (unsigned long long)size,
+            return MP_FAIL("%s %s: read %zu of %llu bytes%s%s", what, show, got, (unsigned long long)size,
                            r < 0 ? ": " : "", r < 0 ? strerror(errno) : "");
         }
         got += (size_t)r;
     }
     close(fd);
-    const int rc = tok_hf_load_bytes(hf_p, buf, got, path);
-    free(buf);
+    *buf_p = buf, *n_p = got;
+    return MP_OK;
+}
+
+int tok_hf_load(tok_hf_t **hf_p, const char *path, const char *config_path)
+{
+    unsigned char *json = NULL, *config = NULL;
+    size_t n = 0, n_config = 0;
+    int rc = MP_ERR;
+    if (hf_slurp(path, "tokenizer.json", &json, &n) == MP_OK &&
+        (!config_path || hf_slurp(config_path, "tokenizer_config.json", &config, &n_config) == MP_OK))
+        rc = tok_hf_load_bytes(hf_p, json, n, config, n_config, path);
+    free(config);
+    free(json);
     return rc;
 }
 
@@ -526,6 +570,7 @@ void tok_hf_free(tok_hf_t *hf)
     free(hf->start);
     free(hf->bytes);
     free(hf->json);
+    free(hf->config);
     free(hf);
 }
 
@@ -538,13 +583,13 @@ const unsigned char *tok_hf_json(const tok_hf_t *hf, size_t *n_p)
     return hf->json;
 }
 
-int tok_hf_added_id(const tok_hf_t *hf, const char *name)
+const unsigned char *tok_hf_config(const tok_hf_t *hf, size_t *n_p)
 {
-    const size_t n = strlen(name);
-    for (size_t i = 0; i < hf->nadded; i++)
-        if (hf->added[i].n == n && !memcmp(hf->added[i].content, name, n)) return hf->added[i].id;
-    return -1;
+    *n_p = hf->config_n;
+    return hf->config;
 }
+
+int tok_hf_eos(const tok_hf_t *hf) { return hf->eos; }
 
 const unsigned char *tok_hf_token(const tok_hf_t *hf, int id, size_t *n_p)
 {

@@ -58,8 +58,10 @@ int tok_open_hf_dir(tokenizer_t *tok_p, const char *dir)
     if (snprintf(path, sizeof path, "%s/tokenizer.json", dir) >= (int)sizeof path)
         return MP_FAIL("hf:%.200s: the directory's path is too long", dir);
     if (!stat(path, &st)) {
+        char config[4200];
         tok_hf_t *hf;
-        if (tok_hf_load(&hf, path) != MP_OK) return MP_ERR;
+        snprintf(config, sizeof config, "%s/tokenizer_config.json", dir);
+        if (tok_hf_load(&hf, path, stat(config, &st) ? NULL : config) != MP_OK) return MP_ERR;
         *tok_p = tok_from_hf(hf);
         return MP_OK;
     }
@@ -105,6 +107,8 @@ const unsigned char *tok_model(const tokenizer_t *tok, size_t *n_p)
     if (tok->kind == TOK_HF) return tok_hf_json(tok->hf, n_p);
     return tok->kind == TOK_SP ? tok_sp_model(tok->sp, n_p) : NULL;
 }
+
+int tok_eos(const tokenizer_t *tok) { return tok->kind == TOK_HF ? tok_hf_eos(tok->hf) : -1; }
 
 const char *tok_model_dataset(const tokenizer_t *tok)
 {

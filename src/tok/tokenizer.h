@@ -52,6 +52,10 @@ tokenizer_t tok_from_hf(tok_hf_t *hf);
 int tok_open_hf_dir(tokenizer_t *tok_p, const char *dir);
 void tok_close(tokenizer_t *tok);
 
+/* The token generation stops at: hf's end-of-sequence token (tokenizer_config.json's eos_token),
+ * else -1 (bytes, gpt2 and sp generate to --max-tokens, as before). */
+int tok_eos(const tokenizer_t *tok);
+
 /* The data file's attributes: tokenizer ("byte", "gpt2", "sp", "hf"), vocab, and the vocabulary's SHA-256
  * in hex (NULL for bytes, which has no files; sp: of tok_model's bytes). */
 const char *tok_name(const tokenizer_t *tok);
