@@ -47,6 +47,88 @@ static size_t hf_symbols(hf_out_t *o, const unsigned char *s, size_t n)
     return k;
 }
 
+/* Above this many symbols a piece merges through a heap (hf_merge_long): the scan's passes are
+ * quadratic, and a line of 100k '=' is one piece. */
+#define HF_SCAN_MAX 64
+
+/* Merges sym[0..k) by scanning every adjacent pair for the lowest rank; the count left. */
+static size_t hf_merge_scan(const tok_hf_t *hf, uint32_t *sym, size_t k)
+{
+    for (;;) {
+        uint32_t best = UINT32_MAX, merged = 0;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < k; i++) {
+            const tok_hf_merge_t *m = tok_hf_merge(hf, sym[i], sym[i + 1]);
+            if (m && m->rank < best) best = m->rank, merged = m->merged, at = i;
+        }
+        if (best == UINT32_MAX) return k;
+        sym[at] = merged;
+        memmove(sym + at + 1, sym + at + 2, (k - at - 2) * sizeof *sym);
+        k--;
+    }
+}
+
+static void heap_push(uint64_t *h, size_t *n, uint64_t v)
+{
+    size_t i = (*n)++;
+    for (; i > 0 && h[(i - 1) / 2] > v; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+    h[i] = v;
+}
+
+static uint64_t heap_pop(uint64_t *h, size_t *n)
+{
+    const uint64_t top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1] < h[c]) c++;
+        if (h[c] >= last) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n) h[i] = last;
+    return top;
+}
+
+/* The same merges as hf_merge_scan, in the same order, through a heap of (rank, position) over a
+ * linked list of the symbols (a symbol keeps its position when it absorbs its right neighbour, so
+ * positions keep the text's order and the leftmost of equal ranks pops first); an entry whose pair
+ * has changed since is skipped. The count left, or 0 when scratch could not be allocated. */
+static size_t hf_merge_long(const tok_hf_t *hf, uint32_t *sym, size_t k)
+{
+    int32_t *next = MP_MALLOC(k * sizeof *next), *prev = MP_MALLOC(k * sizeof *prev);
+    uint64_t *heap = MP_MALLOC(3 * k * sizeof *heap); /* k - 1 pairs, then two a merge */
+    size_t nh = 0, left = k;
+    if (!next || !prev || !heap) return free(next), free(prev), free(heap), 0;
+    for (size_t i = 0; i < k; i++) {
+        next[i] = i + 1 < k ? (int32_t)(i + 1) : -1, prev[i] = (int32_t)i - 1;
+        const tok_hf_merge_t *m = i + 1 < k ? tok_hf_merge(hf, sym[i], sym[i + 1]) : NULL;
+        if (m) heap_push(heap, &nh, (uint64_t)m->rank << 32 | i);
+    }
+    while (nh) {
+        const uint64_t e = heap_pop(heap, &nh);
+        const uint32_t rank = (uint32_t)(e >> 32), at = (uint32_t)e;
+        if (prev[at] == -2 || next[at] < 0) continue; /* gone, or last */
+        const int32_t b = next[at];
+        const tok_hf_merge_t *m = tok_hf_merge(hf, sym[at], sym[b]);
+        if (!m || m->rank != rank) continue; /* the pair changed */
+        sym[at] = m->merged;
+        next[at] = next[b];
+        if (next[b] >= 0) prev[next[b]] = (int32_t)at;
+        prev[b] = -2;
+        left--;
+        const tok_hf_merge_t *l = prev[at] >= 0 ? tok_hf_merge(hf, sym[prev[at]], sym[at]) : NULL;
+        if (l) heap_push(heap, &nh, (uint64_t)l->rank << 32 | (uint32_t)prev[at]);
+        const tok_hf_merge_t *r = next[at] >= 0 ? tok_hf_merge(hf, sym[at], sym[next[at]]) : NULL;
+        if (r) heap_push(heap, &nh, (uint64_t)r->rank << 32 | at);
+    }
+    size_t j = 0;
+    for (int32_t i = 0; i >= 0; i = next[i]) sym[j++] = sym[i];
+    free(next), free(prev), free(heap);
+    return left;
+}
+
 /* BPE on one piece s[0..n), n > 0. */
 static int hf_bpe(hf_out_t *o, const unsigned char *s, size_t n)
 {
@@ -57,20 +139,9 @@ static int hf_bpe(hf_out_t *o, const unsigned char *s, size_t n)
     }
     size_t k = hf_symbols(o, s, n);
     if (!k) return MP_ERR;
-    uint32_t *sym = o->sym;
-    for (;;) { /* one merge a pass: the lowest rank, leftmost of equals */
-        uint32_t best = UINT32_MAX, merged = 0;
-        size_t at = 0;
-        for (size_t i = 0; i + 1 < k; i++) {
-            const tok_hf_merge_t *m = tok_hf_merge(hf, sym[i], sym[i + 1]);
-            if (m && m->rank < best) best = m->rank, merged = m->merged, at = i;
-        }
-        if (best == UINT32_MAX) break;
-        sym[at] = merged;
-        memmove(sym + at + 1, sym + at + 2, (k - at - 2) * sizeof *sym);
-        k--;
-    }
-    for (size_t i = 0; i < k; i++) o->ids[o->m++] = (uint16_t)sym[i];
+    k = k <= HF_SCAN_MAX ? hf_merge_scan(hf, o->sym, k) : hf_merge_long(hf, o->sym, k);
+    if (!k) return MP_FAIL("tokenizer hf: no memory to merge the piece of %zu bytes at byte %zu", n, o->at);
+    for (size_t i = 0; i < k; i++) o->ids[o->m++] = (uint16_t)o->sym[i];
     return MP_OK;
 }
 
