@@ -47,6 +47,7 @@ struct tok_hf {
     int byte_level;           /* pieces start as bytes (else as characters) */
     int ignore_merges, byte_fallback, unk;  /* unk: the unk_token's id or -1 */
     int fallback[256];        /* byte_fallback: the id of <0xXX> */
+    int16_t *fallback_byte;   /* byte_fallback: (V) the byte token id decodes to, or -1 (its text) */
 };
 
 /* The id of the token whose bytes are s[0..n), or -1. */

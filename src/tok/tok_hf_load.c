@@ -411,6 +411,11 @@ static int hf_unknowns(const hf_ctx_t *c, tok_hf_t *hf, json_t *model)
         if (hf->byte_fallback && hf->fallback[b] < 0)
             return MP_FAIL("tokenizer.json %s: model.byte_fallback is true but %s is not in model.vocab", c->file, name);
     }
+    if (!hf->byte_fallback) return MP_OK;
+    /* <0xXX> decodes to its byte (the ByteFallback decoder), not to its six characters */
+    if (!(hf->fallback_byte = MP_MALLOC((size_t)hf->vocab * sizeof *hf->fallback_byte))) return MP_ERR;
+    for (int id = 0; id < hf->vocab; id++) hf->fallback_byte[id] = -1;
+    for (int b = 0; b < 256; b++) hf->fallback_byte[hf->fallback[b]] = (int16_t)b;
     return MP_OK;
 }
 
@@ -571,6 +576,7 @@ void tok_hf_free(tok_hf_t *hf)
     free(hf->bytes);
     free(hf->json);
     free(hf->config);
+    free(hf->fallback_byte);
     free(hf);
 }
 
@@ -593,7 +599,17 @@ int tok_hf_eos(const tok_hf_t *hf) { return hf->eos; }
 
 const unsigned char *tok_hf_token(const tok_hf_t *hf, int id, size_t *n_p)
 {
+    static const unsigned char every_byte[256] = {
+#define B4(n) n, n + 1, n + 2, n + 3
+#define B16(n) B4(n), B4(n + 4), B4(n + 8), B4(n + 12)
+#define B64(n) B16(n), B16(n + 16), B16(n + 32), B16(n + 48)
+        B64(0), B64(64), B64(128), B64(192)
+#undef B64
+#undef B16
+#undef B4
+    };
     if (id < 0 || id >= hf->vocab) return NULL;
+    if (hf->fallback_byte && hf->fallback_byte[id] >= 0) return *n_p = 1, &every_byte[hf->fallback_byte[id]];
     *n_p = hf->start[id + 1] - hf->start[id];
     return hf->bytes + hf->start[id];
 }
