@@ -51,7 +51,7 @@ static size_t space_piece(const unsigned char *s, size_t n, size_t first)
     return end < n && end > last ? end - last : end;
 }
 
-size_t pretok_llama3_next(const unsigned char *s, size_t n)
+size_t pretok_llama3_next(const unsigned char *s, size_t n, size_t numbers)
 {
     size_t len = contraction(s, n);
     if (len) return len;
@@ -62,8 +62,8 @@ size_t pretok_llama3_next(const unsigned char *s, size_t n)
     /* [^\r\n\p{L}\p{N}]?\p{L}+ */
     if (cls == UNI_LETTER) return run_of(s, n, len, UNI_LETTER, (size_t)-1);
     if (cls != UNI_NUMBER && !is_newline(s[0]) && next == UNI_LETTER) return run_of(s, n, len + len2, UNI_LETTER, (size_t)-1);
-    /* \p{N}{1,3} */
-    if (cls == UNI_NUMBER) return run_of(s, n, len, UNI_NUMBER, 2);
+    /* \p{N}{1,3} (Qwen2: \p{N}) */
+    if (cls == UNI_NUMBER) return run_of(s, n, len, UNI_NUMBER, numbers - 1);
     /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
     if (s[0] == ' ' && next == UNI_OTHER) return newlines_from(s, n, run_of(s, n, len + len2, UNI_OTHER, (size_t)-1));
     if (cls == UNI_OTHER) return newlines_from(s, n, run_of(s, n, len, UNI_OTHER, (size_t)-1));

@@ -26,9 +26,14 @@
 #define PRETOK_LLAMA3_PATTERN                                                                              \
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|" \
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+/* Qwen2's: Llama-3's with one number a piece (\p{N} for \p{N}{1,3}). */
+#define PRETOK_QWEN2_PATTERN                                                                              \
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"   \
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define PRETOK_GPT2_PATTERN "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
-/* The length in bytes (1..n) of the piece at the start of s[0..n), n > 0. */
-size_t pretok_llama3_next(const unsigned char *s, size_t n);
+/* The length in bytes (1..n) of the piece at the start of s[0..n), n > 0; numbers: the most numbers
+ * a piece has (3 for Llama-3, 1 for Qwen2). */
+size_t pretok_llama3_next(const unsigned char *s, size_t n, size_t numbers);
 
 #endif

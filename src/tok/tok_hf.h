@@ -12,7 +12,7 @@
  *                 each then its own token (single_word, lstrip and rstrip must be false);
  *   normalizer    null;
  *   pre_tokenizer ByteLevel (add_prefix_space false; use_regex: GPT-2's pattern), Split (pattern
- *                 {"Regex": GPT-2's or Llama-3's pattern, pretok_llama3.h}, behaviour Isolated,
+ *                 {"Regex": GPT-2's, Llama-3's or Qwen2's pattern, pretok_llama3.h}, behaviour Isolated,
  *                 invert false), Digits (individual_digits or not) and a Sequence of these;
  *   decoder       ByteLevel with a ByteLevel pre-tokenizer; otherwise null, ByteFallback or Fuse.
  *   post_processor is not applied: prep adds no BOS or EOS of its own.

@@ -170,7 +170,8 @@ static int hf_cut(hf_out_t *o, int step, const unsigned char *s, size_t n)
         size_t len;
         switch (o->hf->cuts[step]) {
         case HF_CUT_GPT2: len = pretok_gpt2_next(s + i, n - i); break;
-        case HF_CUT_LLAMA3: len = pretok_llama3_next(s + i, n - i); break;
+        case HF_CUT_LLAMA3: len = pretok_llama3_next(s + i, n - i, 3); break;
+        case HF_CUT_QWEN2: len = pretok_llama3_next(s + i, n - i, 1); break;
         case HF_CUT_DIGITS: len = hf_digits_next(s + i, n - i, 1); break;
         default: len = hf_digits_next(s + i, n - i, 0); break;
         }

@@ -11,7 +11,7 @@
 #define TOK_HF_MAX_STEPS 8
 
 /* One pre-tokenizer step: each piece is cut again by it. */
-typedef enum { HF_CUT_GPT2, HF_CUT_LLAMA3, HF_CUT_DIGITS, HF_CUT_DIGIT_RUNS } tok_hf_cut_t;
+typedef enum { HF_CUT_GPT2, HF_CUT_LLAMA3, HF_CUT_QWEN2, HF_CUT_DIGITS, HF_CUT_DIGIT_RUNS } tok_hf_cut_t;
 
 typedef struct {
     uint32_t a, b;    /* the pair's ids */

@@ -137,10 +137,11 @@ static int hf_pre_split(const hf_ctx_t *c, tok_hf_t *hf, json_t *p)
                        "is not supported)", c->file);
     const char *r = json_string_value(re);
     if (!strcmp(r, PRETOK_LLAMA3_PATTERN)) hf->cuts[hf->ncuts++] = HF_CUT_LLAMA3;
+    else if (!strcmp(r, PRETOK_QWEN2_PATTERN)) hf->cuts[hf->ncuts++] = HF_CUT_QWEN2;
     else if (!strcmp(r, PRETOK_GPT2_PATTERN)) hf->cuts[hf->ncuts++] = HF_CUT_GPT2;
     else
         return MP_FAIL("tokenizer.json %s: pre_tokenizer Split: pattern.Regex \"%.300s\" is not one this reader knows "
-                       "(GPT-2's and Llama-3's, pretok_llama3.h)", c->file, r);
+                       "(GPT-2's, Llama-3's and Qwen2's, pretok_llama3.h)", c->file, r);
     if (!json_is_string(beh) || strcmp(json_string_value(beh), "Isolated"))
         return MP_FAIL("tokenizer.json %s: pre_tokenizer Split: behavior is not \"Isolated\" (the only one supported)",
                        c->file);

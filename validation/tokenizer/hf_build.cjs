@@ -11,6 +11,7 @@
 //   llama3  Sequence[Split(Llama-3's pattern, Isolated), ByteLevel(use_regex false)], merges as
 //           pairs ["a", "b"], ignore_merges, Llama-3's special tokens added after GPT-2's 50257
 //           and one added token that is not special ("MindPipe");
+//   qwen2   as llama3's pre-tokenizer with Qwen2's pattern (one number a piece), merges "a b";
 //   digits  Sequence[Digits(individual_digits), ByteLevel] as SmolLM2 has it, merges "a b";
 //   fallback no ByteLevel: Split(Llama-3's pattern) alone, a vocabulary of <0x00>..<0xFF>, the
 //           printable ASCII characters and a few merges (pairs), byte_fallback: every other
@@ -21,6 +22,7 @@ const fs = require('fs');
 const path = require('path');
 
 const LLAMA3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const QWEN2 = LLAMA3.replace('\\p{N}{1,3}', '\\p{N}');
 const added = (id, content, special) =>
     ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: !special, special });
 
@@ -45,6 +47,9 @@ function build(style, gpt2Dir) {
         json.added_tokens.push(added(50257 + names.length, 'MindPipe', false));
         vocab.MindPipe = 50257 + names.length;
         eos = '<|eot_id|>';
+    } else if (style === 'qwen2') {
+        json.pre_tokenizer = { type: 'Sequence', pretokenizers: [
+            { type: 'Split', pattern: { Regex: QWEN2 }, behavior: 'Isolated', invert: false }, byteLevel(false)] };
     } else if (style === 'digits') {
         json.pre_tokenizer = { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel(true)] };
     } else if (style === 'fallback') {
