@@ -96,8 +96,8 @@ typedef struct {
 /* The identity of an open tokenizer. */
 void tok_ident_of(const tokenizer_t *tok, tok_ident_t *ident_p);
 
-/* An identity from a file's attributes: name "byte" (sha256 NULL) or "gpt2" (sha256: 64 lowercase hex
- * digits). MP_OK, or MP_ERR with what is wrong in why_p (n bytes: another name, a digest missing or
+/* An identity from a file's attributes: name "byte" or "none" (sha256 NULL), or "gpt2", "sp" or "hf"
+ * (sha256: 64 lowercase hex digits). MP_OK, or MP_ERR with what is wrong in why_p (n bytes: another name, a digest missing or
  * malformed, a digest on byte), printing nothing. */
 int tok_ident_set(tok_ident_t *ident_p, const char *name, const char *sha256, char *why_p, size_t n);
 
