@@ -4,7 +4,8 @@
 # files the test builds itself from GPT-2's encoder.json and vocab.bpe (validation/tokenizer/
 # hf_build.cjs; nothing is downloaded): GPT-2-style (ByteLevel's own pattern, merges "a b"),
 # Llama-3-style (Split with Llama-3's pattern, merges as pairs, ignore_merges, special and plain
-# added tokens), SmolLM2-style (Digits then ByteLevel) and one without ByteLevel whose characters
+# added tokens), Qwen2-style (its pattern: one number a piece), SmolLM2-style (Digits then
+# ByteLevel) and one without ByteLevel whose characters
 # outside printable ASCII take byte_fallback's <0xXX>, each on (a) the King James Bible, (b) the
 # committed adversarial corpus, (c) corpora fuzzed from a fixed seed (tiktoken_check.cjs corpus) and
 # (d) a text thick with added tokens and pieces of them. The fuzzed corpora lose the few thousand
@@ -41,7 +42,7 @@ check() {
 attr() { h5dump -a "/$2" "$1" 2>/dev/null | sed -n 's/^ *(0): //p' | tr -d '"'; }
 
 # ---- the tokenizers and the texts ----
-for style in gpt2 llama3 digits fallback; do
+for style in gpt2 llama3 qwen2 digits fallback; do
     node "$MP_SRCDIR/validation/tokenizer/hf_build.cjs" "$style" "$gpt2_dir" "$SCRATCH/$style" > "$SCRATCH/build.out" 2>&1
     ok $? "hf_build.cjs $style: a tokenizer.json built from GPT-2's files"
     sed 's/^/#   /' "$SCRATCH/build.out"
@@ -70,7 +71,8 @@ done
 # character of \p{N} as the Rust library does (char::is_numeric), where the JS reference's \d is
 # [0-9]; a fullwidth digit's isolation is checked below, against the tokens of its parts.
 texts="$kjv $adv $SCRATCH/fuzz/mix.f.txt $SCRATCH/fuzz/every.f.txt $SCRATCH/fuzz/bytes.f.txt $SCRATCH/added.txt $SCRATCH/long.txt"
-for style in gpt2 llama3 digits fallback; do
+for style in gpt2 llama3 qwen2 digits fallback; do
+    [ $style = qwen2 ] && texts="$kjv $adv $SCRATCH/fuzz/mix.f.txt $SCRATCH/added.txt"
     [ $style = digits ] && texts="$kjv $SCRATCH/added_ascii.txt"
     [ $style = fallback ] && texts="$adv $SCRATCH/added.txt $SCRATCH/fuzz/mix.f.txt"
     for t in $texts; do
@@ -140,6 +142,14 @@ gen --max-tokens 6 --tokenizer-dir "$SCRATCH/gpt2" > "$SCRATCH/gen.err" 2>&1; rc
 ok $? "another tokenizer.json (the gpt2 style's) is refused naming the checkpoint's digest (exit $rc)"
 sed 's/^/#   /' "$SCRATCH/gen.err"
 
+# export --format hf writes the checkpoint's tokenizer.json and tokenizer_config.json beside the weights
+"$MINDPIPE" export --format hf -c "$MP_SRCDIR/validation/decks/train.ini" --set model.vocab=50263 \
+    --set data.path="$SCRATCH/llama3-kjv.h5" --ckpt "$ck" --out "$SCRATCH/hfx" > "$SCRATCH/hfx.out" 2>&1 &&
+    cmp -s "$SCRATCH/hfx/tokenizer.json" "$SCRATCH/llama3/tokenizer.json" &&
+    cmp -s "$SCRATCH/hfx/tokenizer_config.json" "$SCRATCH/llama3/tokenizer_config.json" && [ ! -e "$SCRATCH/hfx/vocab.json" ]
+ok $? "export --format hf of the hf checkpoint: tokenizer.json and tokenizer_config.json, byte for byte"
+sed 's/^/#   /' "$SCRATCH/hfx.out"
+
 # ---- hf:DIR with tokenizer.model only: SentencePiece, as --tokenizer sp ----
 head -c 300000 "$kjv" > "$SCRATCH/kjv_head.txt"
 if "$MINDPIPE" prep --tokenizer sp --vocab-size 400 --text "$SCRATCH/kjv_head.txt" --out "$SCRATCH/sp.h5" > "$SCRATCH/sp.out" 2>&1; then
@@ -148,8 +158,8 @@ if "$MINDPIPE" prep --tokenizer sp --vocab-size 400 --text "$SCRATCH/kjv_head.tx
         "$MINDPIPE" prep --tokenizer "hf:$SCRATCH/spdir" --text "$SCRATCH/kjv_head.txt" --out "$SCRATCH/sp2.h5" > "$SCRATCH/sp.out" 2>&1 &&
         [ "$(attr "$SCRATCH/sp2.h5" tokenizer)" = sp ] &&
         [ "$(attr "$SCRATCH/sp2.h5" tokenizer_sha256)" = "$(attr "$SCRATCH/sp.h5" tokenizer_sha256)" ] &&
-        h5dump -d /train "$SCRATCH/sp.h5" > "$SCRATCH/a.txt" && h5dump -d /train "$SCRATCH/sp2.h5" > "$SCRATCH/b.txt" &&
-        diff -q "$SCRATCH/a.txt" "$SCRATCH/b.txt" > /dev/null
+        h5dump -d /train -b LE -o "$SCRATCH/a.bin" "$SCRATCH/sp.h5" > /dev/null &&
+        h5dump -d /train -b LE -o "$SCRATCH/b.bin" "$SCRATCH/sp2.h5" > /dev/null && cmp -s "$SCRATCH/a.bin" "$SCRATCH/b.bin"
     ok $? "hf:DIR with only tokenizer.model: tokenizer sp, the same model and tokens as --tokenizer sp"
 else
     sed 's/^/#   /' "$SCRATCH/sp.out"
