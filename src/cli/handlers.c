@@ -82,13 +82,15 @@ int cmd_prep(cli_t *c)
     tok_kind_t kind = TOK_BYTES;
     if (!(c->val_fraction > 0 && c->val_fraction < 0.5)) return MP_ERROR("--val-fraction must be in (0, 0.5)"), 2;
     if (c->tokenizer && tok_kind_parse(c->tokenizer, &kind) != MP_OK) return 2;
-    if (c->tokenizer_dir && kind != TOK_GPT2) return MP_ERROR("--tokenizer-dir is for --tokenizer gpt2"), 2;
+    if (c->tokenizer_dir && kind != TOK_GPT2) return MP_ERROR("--tokenizer-dir is for --tokenizer gpt2 (hf:DIR names its own)"), 2;
     if ((c->vocab_size || c->sp_model || c->sp_model_file) && kind != TOK_SP)
         return MP_ERROR("--vocab-size, --sp-model and --sp-model-file are for --tokenizer sp"), 2;
     tokenizer_t tok;
     if (kind == TOK_SP) {
         const int rc = prep_sp(c, &tok);
         if (rc) return rc;
+    } else if (kind == TOK_HF) {
+        if (tok_open_hf_dir(&tok, c->tokenizer + 3) != MP_OK) return 1;
     } else if (tok_open(&tok, kind, c->tokenizer_dir) != MP_OK) {
         return 1;
     }

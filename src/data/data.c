@@ -588,7 +588,10 @@ static int data_write_model(hid_t f, const char *fname, const char *name, const 
     int rc = MP_ERR;
     hid_t g = -1, s = -1, d = -1;
     hsize_t dims = n;
-    H5_TRY(g = H5Gcreate2(f, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, fname);
+    htri_t have;
+    H5_TRY(have = H5Lexists(f, "tokenizer", H5P_DEFAULT), out, fname); /* hf writes two datasets there */
+    if (have) H5_TRY(g = H5Gopen2(f, "tokenizer", H5P_DEFAULT), out, fname);
+    else H5_TRY(g = H5Gcreate2(f, "tokenizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), out, fname);
     H5_TRY(s = H5Screate_simple(1, &dims, NULL), err_close_group, fname);
     H5_TRY(d = H5Dcreate2(g, name, H5T_STD_U8LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
     H5_TRY(H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, model), err_close_dset, fname);
@@ -603,7 +606,7 @@ out:
     return rc;
 }
 
-/* Writes the token file (both splits, the attributes of tokenizer tk and, for sp, its model) to fname
+/* Writes the token file (both splits, the attributes of tokenizer tk and, for sp and hf, its model) to fname
  * and closes it. */
 static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source,
                              const tokenizer_t *tk)
@@ -619,7 +622,11 @@ static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, s
     if (digest && h5_attr_write_string(f, "tokenizer_sha256", digest, fname) != MP_OK) goto err_close_file;
     size_t n_model;
     const unsigned char *model = tok_model(tk, &n_model);
-    if (model && data_write_model(f, fname, "sp_model", model, n_model) != MP_OK) goto err_close_file;
+    if (model && data_write_model(f, fname, tok_model_dataset(tk), model, n_model) != MP_OK) goto err_close_file;
+    /* hf: tokenizer_config.json too, when read, for its eos_token (generate and serve stop there) */
+    if (tk->kind == TOK_HF && (model = tok_hf_config(tk->hf, &n_model)) &&
+        data_write_model(f, fname, "hf_config", model, n_model) != MP_OK)
+        goto err_close_file;
     H5_TRY(H5Fclose(f), out, fname);
     return MP_OK;
 err_close_file:
@@ -647,7 +654,7 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
 
 int data_prep_tokenized(const char *text_path, const char *out_path, double val_fraction, const tokenizer_t *tk)
 {
-    const tokenizer_t bytes = {TOK_BYTES, NULL, NULL};
+    const tokenizer_t bytes = {TOK_BYTES, NULL, NULL, NULL};
     if (!tk) tk = &bytes;
     unsigned char *text;
     size_t n_text, n;

@@ -29,12 +29,14 @@ typedef struct {
     size_t n_enc, n_voc;
     unsigned char *model;     /* sp: the SentencePiece model */
     size_t n_model;
+    unsigned char *json, *config; /* hf: tokenizer.json and (NULL: none stored) tokenizer_config.json */
+    size_t n_json, n_config;
 } hf_tok_t;
 
 static void hf_tok_free(hf_tok_t *t)
 {
-    free(t->enc), free(t->voc), free(t->model);
-    t->enc = t->voc = t->model = NULL;
+    free(t->enc), free(t->voc), free(t->model), free(t->json), free(t->config);
+    t->enc = t->voc = t->model = t->json = t->config = NULL;
 }
 
 /* The whole of dir/name into a malloc'd buffer, its bytes added to sum. */
@@ -63,8 +65,8 @@ static int hf_tok_slurp(const char *dir, const char *name, sha256_t *sum, unsign
 }
 
 /* The tokenizer of checkpoint ckpt, as files to write: gpt2's two vocabulary files from dir (NULL:
- * tok_default_dir), sp's model (from dir, else the token file the deck's data.path names), nothing for
- * byte and none. The vocabulary is opened with tok_open_ident (which refuses another digest); the bytes
+ * tok_default_dir), sp's model or hf's tokenizer.json and tokenizer_config.json (from dir, else the
+ * token file the deck's data.path names), nothing for byte and none. The vocabulary is opened with tok_open_ident (which refuses another digest); the bytes
  * copied are hashed again, because the files are read a second time and could have changed since. */
 static int hf_tok_read(const char *ckpt, const char *dir, hf_tok_t *t)
 {
@@ -73,8 +75,8 @@ static int hf_tok_read(const char *ckpt, const char *dir, hf_tok_t *t)
     if (ckpt_file_head(ckpt, &h, why, sizeof why) != MP_OK) return MP_FAIL("%s: %s", ckpt, why);
     t->ident = h.tok;
     ckpt_file_head_free(&h);
-    const int gpt2 = !strcmp(t->ident.name, "gpt2"), sp = !strcmp(t->ident.name, "sp");
-    if (!gpt2 && !sp) return MP_OK;
+    const int gpt2 = !strcmp(t->ident.name, "gpt2"), sp = !strcmp(t->ident.name, "sp"), hf = !strcmp(t->ident.name, "hf");
+    if (!gpt2 && !sp && !hf) return MP_OK;
     tokenizer_t tok;
     if (gpt2 && !dir) {
         if (tok_default_dir(def, sizeof def) != MP_OK) return MP_ERR;
@@ -86,7 +88,15 @@ static int hf_tok_read(const char *ckpt, const char *dir, hf_tok_t *t)
     sha256_t sum;
     sha256_init(&sum);
     int rc = MP_OK;
-    if (sp) {
+    if (hf) { /* the digest is tokenizer.json's; tokenizer_config.json rides along */
+        const unsigned char *m = tok_model(&tok, &t->n_json), *c = tok_hf_config(tok.hf, &t->n_config);
+        if (!m || !(t->json = MP_MALLOC(t->n_json ? t->n_json : 1)) || (c && !(t->config = MP_MALLOC(t->n_config ? t->n_config : 1))))
+            rc = MP_FAIL("%s: no tokenizer.json bytes", ckpt);
+        else {
+            memcpy(t->json, m, t->n_json), sha256_update(&sum, t->json, t->n_json);
+            if (c) memcpy(t->config, c, t->n_config);
+        }
+    } else if (sp) {
         const unsigned char *m = tok_model(&tok, &t->n_model);
         if (!m || !(t->model = MP_MALLOC(t->n_model ? t->n_model : 1))) rc = MP_FAIL("%s: no sp model bytes", ckpt);
         else memcpy(t->model, m, t->n_model), sha256_update(&sum, t->model, t->n_model);
@@ -101,7 +111,7 @@ static int hf_tok_read(const char *ckpt, const char *dir, hf_tok_t *t)
     if (rc == MP_OK && strcmp(hex, t->ident.sha256))
         rc = MP_FAIL("export --format hf of %s: the %s tokenizer's bytes copied have SHA-256 %s, the checkpoint's "
                      "tokenizer_sha256 is %s (the files in %s changed while they were read?)", ckpt, t->ident.name,
-                     hex, t->ident.sha256, gpt2 ? dir : "the sp source");
+                     hex, t->ident.sha256, gpt2 ? dir : "the token file");
     if (rc != MP_OK) hf_tok_free(t);
     return rc;
 }
@@ -124,7 +134,9 @@ static int hf_tok_put(const char *dir, const char *name, const unsigned char *bu
  * directory, removed: a loader would otherwise pair these weights with a vocabulary they never saw. */
 static int hf_tok_write(const char *dir, const hf_tok_t *t, int seq_len)
 {
-    static const char *const names[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "tokenizer.model"};
+    static const char *const names[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "tokenizer.model",
+                                        "tokenizer.json"};
+    const int keep[] = {t->enc != NULL, t->enc != NULL, t->enc || t->config, t->model != NULL, t->json != NULL};
     char path[4200], text[1024];
     int rc = MP_OK;
     if (t->enc) {
@@ -139,8 +151,11 @@ static int hf_tok_write(const char *dir, const hf_tok_t *t, int seq_len)
             return MP_ERR;
     }
     if (t->model && hf_tok_put(dir, names[3], t->model, t->n_model) != MP_OK) return MP_ERR;
-    for (int i = 0; i < 4 && rc == MP_OK; i++) {
-        if (i < 3 ? t->enc != NULL : t->model != NULL) continue;
+    if (t->json && (hf_tok_put(dir, names[4], t->json, t->n_json) != MP_OK ||
+                    (t->config && hf_tok_put(dir, names[2], t->config, t->n_config) != MP_OK)))
+        return MP_ERR;
+    for (int i = 0; i < 5 && rc == MP_OK; i++) {
+        if (keep[i]) continue;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (unlink(path) != 0 && errno != ENOENT)
             rc = MP_FAIL("cannot remove %s (an earlier export's tokenizer file): %s", path, strerror(errno));
@@ -186,6 +201,7 @@ int export_hf_main(const run_opts_t *opts, const char *ckpt, const char *tokeniz
         char toks[160];
         if (tk.enc) snprintf(toks, sizeof toks, "vocab.json, merges.txt and tokenizer_config.json (GPT-2's BPE)");
         else if (tk.model) snprintf(toks, sizeof toks, "tokenizer.model (SentencePiece)");
+        else if (tk.json) snprintf(toks, sizeof toks, "tokenizer.json%s", tk.config ? " and tokenizer_config.json" : "");
         else snprintf(toks, sizeof toks, "no tokenizer files (the checkpoint's tokenizer is %s)", tk.ident.name);
         char idx[4200], wts[4300];
         snprintf(idx, sizeof idx, "%s/" HF_INDEX_FILE, out);

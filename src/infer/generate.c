@@ -94,14 +94,14 @@ int generate_main(const run_opts_t *opts, const generate_opts_t *g)
     if (rc == MP_OK) {
         /* gpt2: the model's vocabulary is padded past the tokenizer's; no draw lands in the padding */
         const completion_req_t rq = {prompt, nprompt, g->max_tokens, sc, g->request_id,
-                                     tok.kind == TOK_BYTES ? 0 : tok_vocab(&tok)};
+                                     tok.kind == TOK_BYTES ? 0 : tok_vocab(&tok), tok_eos(&tok)};
         rc = completion_run(&dec, 0, &rq, out, &nout);
     }
     const double dt = perf_now() - t0;
     if (rc == MP_OK) rc = generate_write(&tok, out, nout);
     if (rc == MP_OK)
         fprintf(stderr, "generated %d tokens%s after a prompt of %d in %.3f s (%.1f tokens/s, prompt included) | %s at step %ld\n",
-                nout, nout < g->max_tokens ? " (the context is full)" : "", nprompt, dt,
+                nout, nout >= g->max_tokens ? "" : nprompt + nout < cfg.seq_len ? " (the end-of-sequence token)" : " (the context is full)", nprompt, dt,
                 dt > 0 ? (nprompt + nout) / dt : 0.0, g->ckpt, step);
     decoder_destroy(&dec);
     tok_close(&tok);

@@ -77,10 +77,11 @@ static void advance(batcher_t *b, serve_req_t *r, const float *logits, float *wo
         return;
     }
     const int sv = r->sample_v > 0 && r->sample_v < b->V ? r->sample_v : b->V;
-    r->out[r->nout++] = sampler_pick(logits, sv, &r->sample, r->request_id, (uint64_t)(p + 1), work);
-    b->tokens_out++;
+    const int drawn = sampler_pick(logits, sv, &r->sample, r->request_id, (uint64_t)(p + 1), work);
+    const int stop = r->eos >= 0 && drawn == r->eos;
+    if (!stop) r->out[r->nout++] = drawn, b->tokens_out++;
     if (b->first_token_due) b->first_token_due = 0, evtrace_event(&b->trace, "first_token", "");
-    const int state = r->nout == r->max_tokens ? REQ_LENGTH : p + 1 == b->T - 1 ? REQ_CONTEXT : REQ_RUNNING;
+    const int state = stop ? REQ_STOP : r->nout == r->max_tokens ? REQ_LENGTH : p + 1 == b->T - 1 ? REQ_CONTEXT : REQ_RUNNING;
     if (state == REQ_RUNNING) {
         r->pos = p + 1;
         return;

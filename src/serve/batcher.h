@@ -29,13 +29,15 @@
 #include "sampler.h"
 #include "wire.h"
 
-enum { REQ_RUNNING = 0, REQ_LENGTH = 1, REQ_CONTEXT = 2, REQ_FAILED = 3 };
+/* REQ_STOP: it drew the tokenizer's end-of-sequence token (not among its tokens) */
+enum { REQ_RUNNING = 0, REQ_LENGTH = 1, REQ_CONTEXT = 2, REQ_FAILED = 3, REQ_STOP = 4 };
 
 typedef struct serve_req {
     int *prompt, nprompt, max_tokens;     /* prompt owned by the request */
     sampler_cfg_t sample;
     int sample_v;                         /* draws among tokens [0, sample_v) (the tokenizer's
                                            * vocabulary); 0: all V */
+    int eos;                              /* the end-of-sequence id (tok_eos), -1: none */
     uint64_t request_id;                  /* keys the draws with the seed and the position */
     uint64_t serial;                      /* the front end's number for it (its id) */
     int *out, nout;                       /* max_tokens ints */

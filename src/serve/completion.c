@@ -36,6 +36,7 @@ int completion_run(decoder_t *dec, int slot, const completion_req_t *rq, int *ou
     const int SV = rq->sample_v > 0 && rq->sample_v < V ? rq->sample_v : V;
     while (n < rq->max_tokens && pos < T) {
         out[n] = sampler_pick(logits, SV, &rq->sample, rq->request_id, (uint64_t)pos, work);
+        if (out[n] == rq->eos) break;
         if (++n == rq->max_tokens || pos + 1 == T) break;
         decoder_step(dec, logits, x, &out[n - 1], &slot, &pos, 1);
         pos++;

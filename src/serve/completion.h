@@ -17,6 +17,8 @@ typedef struct {
     uint64_t request_id;   /* with the seed and the position, keys every draw */
     int sample_v;          /* draws among tokens [0, sample_v) only: the tokenizer's vocabulary when the
                               model's is padded past it (gpt2: 50257 of 50304); 0: all V */
+    int eos;               /* the tokenizer's end-of-sequence id (tok_eos): drawing it ends the completion,
+                              and it is not among the tokens given back; -1: none */
 } completion_req_t;
 
 /* Why a prompt cannot be completed on a context of T tokens and vocabulary V (NULL: it can):

@@ -112,7 +112,10 @@ static json_t *completion_text(const http_t *h, const int *out, int n, size_t *f
     return j;
 }
 
-static const char *finish_reason(const serve_req_t *r) { return r->state == REQ_CONTEXT ? "context" : "length"; }
+static const char *finish_reason(const serve_req_t *r)
+{
+    return r->state == REQ_CONTEXT ? "context" : r->state == REQ_STOP ? "stop" : "length";
+}
 
 static json_t *completion_json(const http_t *h, const serve_req_t *r)
 {
@@ -149,8 +152,8 @@ static int stream_next(stream_t *st)
     json_t *j;
     char id[64];
     snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->serial);
-    const int ended = state == REQ_LENGTH || state == REQ_CONTEXT;
-    const char *reason = state == REQ_CONTEXT ? "context" : "length";
+    const int ended = state == REQ_LENGTH || state == REQ_CONTEXT || state == REQ_STOP;
+    const char *reason = state == REQ_CONTEXT ? "context" : state == REQ_STOP ? "stop" : "length";
     if (n > st->sent) {
         j = json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", id, "object", "text_completion", "choices", "index", 0, "text",
                       completion_text(st->h, r->out, n, &st->text_sent, ended), "tokens", tokens_array(r->out + st->sent, n - st->sent),
@@ -227,6 +230,7 @@ static enum MHD_Result completions(http_t *h, struct MHD_Connection *c, conn_t *
         bad = request_parse(cn->body, cn->n, h->T, h->V, h->tok, r, &stream, why, sizeof why);
     else snprintf(why, sizeof why, "out of memory");
     if (!bad && h->tok && h->tok->kind != TOK_BYTES) r->sample_v = tok_vocab(h->tok);
+    if (r) r->eos = h->tok ? tok_eos(h->tok) : -1;
     if (bad) {
         const enum MHD_Result ret = respond_error(h, c, r && r->out ? 400 : 500, "invalid_request_error", "%s", why);
         serve_req_free(r);

@@ -67,6 +67,8 @@ static inline size_t pretok_char(const unsigned char *s, size_t n, int *cls_p)
     return len ? len : 1;
 }
 
+size_t pretok_gpt2_char(const unsigned char *s, size_t n, int *cls_p) { return pretok_char(s, n, cls_p); }
+
 /* Where the run of characters of class cls that starts at s[i] ends (i <= n). */
 static size_t pretok_run(const unsigned char *s, size_t n, size_t i, int cls)
 {

@@ -24,6 +24,11 @@
 /* The class (UNI_OTHER, UNI_LETTER, UNI_NUMBER, UNI_SPACE) of code point cp. */
 int pretok_class(uint32_t cp);
 
+/* One character at s[0..n), n > 0: its length in bytes, its class in *cls_p (a byte that starts no
+ * well-formed UTF-8 sequence is a character of one byte, class other). For the other patterns
+ * written out by hand (pretok_llama3.h), which read text the same way. */
+size_t pretok_gpt2_char(const unsigned char *s, size_t n, int *cls_p);
+
 /* The length in bytes (1..n) of the piece at the start of s[0..n), n > 0. */
 size_t pretok_gpt2_next(const unsigned char *s, size_t n);
 

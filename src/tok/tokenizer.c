@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "check.h"
 #include "pretok_gpt2.h"
@@ -14,7 +15,8 @@ int tok_kind_parse(const char *name, tok_kind_t *kind_p)
     if (!strcmp(name, "bytes")) *kind_p = TOK_BYTES;
     else if (!strcmp(name, "gpt2")) *kind_p = TOK_GPT2;
     else if (!strcmp(name, "sp")) *kind_p = TOK_SP;
-    else return MP_FAIL("--tokenizer '%s': bytes, gpt2 or sp", name);
+    else if (!strncmp(name, "hf:", 3) && name[3]) *kind_p = TOK_HF;
+    else return MP_FAIL("--tokenizer '%s': bytes, gpt2, sp or hf:DIR", name);
     return MP_OK;
 }
 
@@ -31,8 +33,9 @@ int tok_default_dir(char *dir, size_t n)
 
 int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir)
 {
-    tokenizer_t tok = {kind, NULL, NULL};
+    tokenizer_t tok = {kind, NULL, NULL, NULL};
     if (kind == TOK_SP) return MP_FAIL("tokenizer sp: its model comes from tok_sp.h (tok_from_sp)");
+    if (kind == TOK_HF) return MP_FAIL("tokenizer hf: its file comes from tok_open_hf_dir or tok_from_hf");
     if (kind == TOK_GPT2) {
         char def[4096];
         if (!dir) {
@@ -45,7 +48,32 @@ int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir)
     return MP_OK;
 }
 
-tokenizer_t tok_from_sp(tok_sp_t *sp) { return (tokenizer_t){TOK_SP, NULL, sp}; }
+tokenizer_t tok_from_sp(tok_sp_t *sp) { return (tokenizer_t){TOK_SP, NULL, sp, NULL}; }
+tokenizer_t tok_from_hf(tok_hf_t *hf) { return (tokenizer_t){TOK_HF, NULL, NULL, hf}; }
+
+int tok_open_hf_dir(tokenizer_t *tok_p, const char *dir)
+{
+    char path[4200];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/tokenizer.json", dir) >= (int)sizeof path)
+        return MP_FAIL("hf:%.200s: the directory's path is too long", dir);
+    if (!stat(path, &st)) {
+        char config[4200];
+        tok_hf_t *hf;
+        snprintf(config, sizeof config, "%s/tokenizer_config.json", dir);
+        if (tok_hf_load(&hf, path, stat(config, &st) ? NULL : config) != MP_OK) return MP_ERR;
+        *tok_p = tok_from_hf(hf);
+        return MP_OK;
+    }
+    snprintf(path, sizeof path, "%s/tokenizer.model", dir);
+    if (stat(path, &st)) return MP_FAIL("hf:%.200s: neither tokenizer.json nor tokenizer.model is there", dir);
+    if (!tok_sp_available())
+        return MP_FAIL("hf:%.200s: its tokenizer.model needs SentencePiece, and this mindpipe was built without it", dir);
+    tok_sp_t *sp;
+    if (tok_sp_load_file(&sp, path) != MP_OK) return MP_ERR;
+    *tok_p = tok_from_sp(sp);
+    return MP_OK;
+}
 
 void tok_close(tokenizer_t *tok)
 {
@@ -53,26 +81,38 @@ void tok_close(tokenizer_t *tok)
     tok->bpe = NULL;
     tok_sp_free(tok->sp);
     tok->sp = NULL;
+    tok_hf_free(tok->hf);
+    tok->hf = NULL;
 }
 
 const char *tok_name(const tokenizer_t *tok)
 {
-    return tok->kind == TOK_GPT2 ? "gpt2" : tok->kind == TOK_SP ? "sp" : "byte";
+    return tok->kind == TOK_GPT2 ? "gpt2" : tok->kind == TOK_SP ? "sp" : tok->kind == TOK_HF ? "hf" : "byte";
 }
 
 int tok_vocab(const tokenizer_t *tok)
 {
+    if (tok->kind == TOK_HF) return tok_hf_vocab(tok->hf);
     return tok->kind == TOK_GPT2 ? bpe_gpt2_vocab(tok->bpe) : tok->kind == TOK_SP ? tok_sp_vocab(tok->sp) : 256;
 }
 
 const char *tok_digest(const tokenizer_t *tok)
 {
+    if (tok->kind == TOK_HF) return tok_hf_digest(tok->hf);
     return tok->kind == TOK_GPT2 ? bpe_gpt2_digest(tok->bpe) : tok->kind == TOK_SP ? tok_sp_digest(tok->sp) : NULL;
 }
 
 const unsigned char *tok_model(const tokenizer_t *tok, size_t *n_p)
 {
+    if (tok->kind == TOK_HF) return tok_hf_json(tok->hf, n_p);
     return tok->kind == TOK_SP ? tok_sp_model(tok->sp, n_p) : NULL;
+}
+
+int tok_eos(const tokenizer_t *tok) { return tok->kind == TOK_HF ? tok_hf_eos(tok->hf) : -1; }
+
+const char *tok_model_dataset(const tokenizer_t *tok)
+{
+    return tok->kind == TOK_SP ? "sp_model" : tok->kind == TOK_HF ? "hf_json" : NULL;
 }
 
 int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p)
@@ -84,6 +124,7 @@ int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint
         return MP_OK;
     }
     if (tok->kind == TOK_SP) return tok_sp_encode(tok->sp, text, n, ids, n_ids_p);
+    if (tok->kind == TOK_HF) return tok_hf_encode(tok->hf, text, n, ids, n_ids_p);
     for (size_t at = 0; at < n;) {
         const size_t len = pretok_gpt2_next(text + at, n - at);
         const size_t got = bpe_gpt2_encode_piece(tok->bpe, text + at, len, ids + m);
@@ -105,6 +146,7 @@ const unsigned char *tok_token_bytes(const tokenizer_t *tok, int id, size_t *n_p
 {
     if (tok->kind == TOK_GPT2) return bpe_gpt2_token(tok->bpe, id, n_p);
     if (tok->kind == TOK_SP) return tok_sp_token(tok->sp, id, n_p);
+    if (tok->kind == TOK_HF) return tok_hf_token(tok->hf, id, n_p);
     if (id < 0 || id > 255) return NULL;
     *n_p = 1;
     return &tok_bytes[id];
@@ -159,7 +201,7 @@ int tok_ident_set(tok_ident_t *ident_p, const char *name, const char *sha256, ch
         if (sha256) return snprintf(why_p, n, "tokenizer \"byte\" has no files, yet a tokenizer_sha256 is given"), MP_ERR;
     } else if (!strcmp(name, "none")) { /* tokens from elsewhere (llm.c .bin shards): no identity recorded */
         if (sha256) return snprintf(why_p, n, "tokenizer \"none\" has no files, yet a tokenizer_sha256 is given"), MP_ERR;
-    } else if (!strcmp(name, "gpt2") || !strcmp(name, "sp")) {
+    } else if (!strcmp(name, "gpt2") || !strcmp(name, "sp") || !strcmp(name, "hf")) {
         if (!sha256)
             return snprintf(why_p, n, "tokenizer \"%s\" without tokenizer_sha256 (its vocabulary's or model's digest)",
                             name), MP_ERR;
@@ -167,7 +209,7 @@ int tok_ident_set(tok_ident_t *ident_p, const char *name, const char *sha256, ch
             return snprintf(why_p, n, "tokenizer_sha256 \"%.80s\" is not 64 lowercase hex digits", sha256), MP_ERR;
         snprintf(id.sha256, sizeof id.sha256, "%s", sha256);
     } else {
-        return snprintf(why_p, n, "tokenizer \"%.40s\": this build knows \"byte\", \"gpt2\", \"sp\" and \"none\"",
+        return snprintf(why_p, n, "tokenizer \"%.40s\": this build knows \"byte\", \"gpt2\", \"sp\", \"hf\" and \"none\"",
                         name), MP_ERR;
     }
     snprintf(id.name, sizeof id.name, "%s", name);

@@ -7,7 +7,9 @@
  *          plain text). The data file records tokenizer "gpt2" and the SHA-256 of the vocabulary
  *          files (tokenizer_sha256), so that a later command can refuse another vocabulary;
  *   sp     a SentencePiece model (tok_sp.h), trained by prep or read from a .model file; the data
- *          file records tokenizer "sp", the model's bytes and their SHA-256 (tok_model).
+ *          file records tokenizer "sp", the model's bytes and their SHA-256 (tok_model);
+ *   hf     a Hugging Face tokenizer.json of byte-level BPE (tok_hf.h); the data file records tokenizer
+ *          "hf", the file's bytes and their SHA-256 (tok_model).
  * Every id fits the data file's uint16. */
 #ifndef MP_TOKENIZER_H
 #define MP_TOKENIZER_H
@@ -16,17 +18,20 @@
 #include <stdint.h>
 
 #include "bpe_gpt2.h"
+#include "tok_hf.h"
 #include "tok_sp.h"
 
-typedef enum { TOK_BYTES = 0, TOK_GPT2 = 1, TOK_SP = 2 } tok_kind_t;
+typedef enum { TOK_BYTES = 0, TOK_GPT2 = 1, TOK_SP = 2, TOK_HF = 3 } tok_kind_t;
 
 typedef struct {
     tok_kind_t kind;
     bpe_gpt2_t *bpe; /* gpt2 */
     tok_sp_t *sp;    /* sp */
+    tok_hf_t *hf;    /* hf */
 } tokenizer_t;
 
-/* "bytes", "gpt2" or "sp" (what prep's --tokenizer takes). MP_OK, or MP_ERR naming the choices. */
+/* "bytes", "gpt2", "sp" or "hf:DIR" (what prep's --tokenizer takes; hf's directory: tok_open_hf_dir).
+ * MP_OK, or MP_ERR naming the choices. */
 int tok_kind_parse(const char *name, tok_kind_t *kind_p);
 
 /* Where gpt2's encoder.json and vocab.bpe are looked for without --tokenizer-dir:
@@ -40,16 +45,27 @@ int tok_default_dir(char *dir, size_t n);
 int tok_open(tokenizer_t *tok_p, tok_kind_t kind, const char *dir);
 /* The sp tokenizer of model sp, which it owns from then on (tok_close frees it). */
 tokenizer_t tok_from_sp(tok_sp_t *sp);
+/* The hf tokenizer of hf, which it owns from then on. */
+tokenizer_t tok_from_hf(tok_hf_t *hf);
+/* The tokenizer of a Hugging Face model directory: dir/tokenizer.json (hf), else dir/tokenizer.model
+ * through SentencePiece (sp). MP_OK, or MP_ERR naming the directory or the file that is wrong. */
+int tok_open_hf_dir(tokenizer_t *tok_p, const char *dir);
 void tok_close(tokenizer_t *tok);
 
-/* The data file's attributes: tokenizer ("byte", "gpt2", "sp"), vocab, and the vocabulary's SHA-256
+/* The token generation stops at: hf's end-of-sequence token (tokenizer_config.json's eos_token),
+ * else -1 (bytes, gpt2 and sp generate to --max-tokens, as before). */
+int tok_eos(const tokenizer_t *tok);
+
+/* The data file's attributes: tokenizer ("byte", "gpt2", "sp", "hf"), vocab, and the vocabulary's SHA-256
  * in hex (NULL for bytes, which has no files; sp: of tok_model's bytes). */
 const char *tok_name(const tokenizer_t *tok);
 int tok_vocab(const tokenizer_t *tok);
 const char *tok_digest(const tokenizer_t *tok);
 /* The bytes the data file stores so that the tokenizer can be rebuilt from it alone (*n_p of them:
- * sp's serialized model, dataset /tokenizer/sp_model), or NULL (bytes, gpt2). */
+ * sp's serialized model, dataset /tokenizer/sp_model; hf's tokenizer.json, /tokenizer/hf_json), or
+ * NULL (bytes, gpt2). tok_model_dataset: that dataset's name under /tokenizer, or NULL. */
 const unsigned char *tok_model(const tokenizer_t *tok, size_t *n_p);
+const char *tok_model_dataset(const tokenizer_t *tok);
 
 /* The tokens of text[0..n) into ids, which has room for n (no token is shorter than a byte); their
  * count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */
@@ -80,8 +96,8 @@ typedef struct {
 /* The identity of an open tokenizer. */
 void tok_ident_of(const tokenizer_t *tok, tok_ident_t *ident_p);
 
-/* An identity from a file's attributes: name "byte" (sha256 NULL) or "gpt2" (sha256: 64 lowercase hex
- * digits). MP_OK, or MP_ERR with what is wrong in why_p (n bytes: another name, a digest missing or
+/* An identity from a file's attributes: name "byte" or "none" (sha256 NULL), or "gpt2", "sp" or "hf"
+ * (sha256: 64 lowercase hex digits). MP_OK, or MP_ERR with what is wrong in why_p (n bytes: another name, a digest missing or
  * malformed, a digest on byte), printing nothing. */
 int tok_ident_set(tok_ident_t *ident_p, const char *name, const char *sha256, char *why_p, size_t n);
 

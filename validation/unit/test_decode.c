@@ -173,7 +173,7 @@ static void test_completion(const model_cfg_t *cfg)
     decoder_t dec;
     if (decoder_create(&dec, cfg, 0, cfg->layers, 1, 1, 1) != 0) return;
     test_params_fill(&dec.tab, dec.params);
-    const completion_req_t rq = {prompt, T - 5, 40, {0.0f, 0, 1}, 0, 0};
+    const completion_req_t rq = {prompt, T - 5, 40, {0.0f, 0, 1}, 0, 0, -1};
     const int rc = completion_run(&dec, 0, &rq, out, &n);
     tap_ok(rc == 0 && n == 5, "completion: a prompt of T - 5 tokens and max_tokens 40 stops at the context's end "
            "after 5 tokens (got %d)", n);

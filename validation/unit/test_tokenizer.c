@@ -338,7 +338,7 @@ static void test_refusals(const char *gpt2_dir)
     capture_begin();
     rc = tok_kind_parse("gpt3", &kind);
     capture_end();
-    tap_ok(rc == MP_ERR && strstr(errtext, "bytes, gpt2 or sp"), "--tokenizer gpt3 is refused, naming the choices");
+    tap_ok(rc == MP_ERR && strstr(errtext, "bytes, gpt2, sp or hf:DIR"), "--tokenizer gpt3 is refused, naming the choices");
 }
 
 /* ---- the bytes tokenizer, prep ---- */
@@ -429,7 +429,7 @@ static void test_idents(const tokenizer_t *tok)
            "a token file from before tokenizers (no attribute tokenizer) is byte, vocab 256");
     static const struct {
         const char *name, *sha, *want;
-    } bad[] = {{"gpt3", NULL, "knows \"byte\", \"gpt2\", \"sp\" and \"none\""},
+    } bad[] = {{"gpt3", NULL, "knows \"byte\", \"gpt2\", \"sp\", \"hf\" and \"none\""},
                {"gpt2", NULL, "without tokenizer_sha256"},
                {"byte", "00f404d36600411e497efb3df08d3b4e094f0820e2595afcb7cbd0c4353d4fcb", "has no files"},
                {"gpt2", "00F404D36600411E497EFB3DF08D3B4E094F0820E2595AFCB7CBD0C4353D4FCB", "not 64 lowercase hex"},

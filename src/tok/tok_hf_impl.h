@@ -1,0 +1,58 @@
+/* tok_hf's state, shared by its reader (tok_hf_load.c) and its encoder (tok_hf_encode.c) only. */
+#ifndef MP_TOK_HF_IMPL_H
+#define MP_TOK_HF_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tok_hf.h"
+
+#define TOK_HF_MAX_VOCAB 65536
+#define TOK_HF_MAX_STEPS 8
+
+/* One pre-tokenizer step: each piece is cut again by it. */
+typedef enum { HF_CUT_GPT2, HF_CUT_LLAMA3, HF_CUT_QWEN2, HF_CUT_DIGITS, HF_CUT_DIGIT_RUNS } tok_hf_cut_t;
+
+typedef struct {
+    uint32_t a, b;    /* the pair's ids */
+    uint32_t rank;    /* the merge's index */
+    uint32_t merged;  /* the id of a+b */
+} tok_hf_merge_t;
+
+typedef struct {
+    unsigned char *content;
+    size_t n;
+    int id;
+} tok_hf_added_t;
+
+struct tok_hf {
+    unsigned char *json; /* the file's bytes */
+    size_t json_n;
+    unsigned char *config; /* tokenizer_config.json's bytes, or NULL */
+    size_t config_n;
+    int eos;               /* its eos_token's id, or -1 */
+    char digest[65];
+    int vocab;                /* V */
+    unsigned char *bytes;     /* every token's bytes, laid end to end */
+    size_t *start;            /* (V + 1): token id is bytes[start[id] .. start[id + 1]) */
+    int32_t *slots;           /* open-addressing table of ids by their bytes (nslots, -1 empty) */
+    size_t nslots;
+    tok_hf_merge_t *merges;   /* open-addressing table of merges by pair (nmerge_slots; rank UINT32_MAX empty) */
+    size_t nmerge_slots;
+    tok_hf_added_t *added;
+    size_t nadded;
+    unsigned char added_first[256]; /* 1 for a byte that starts an added token */
+    tok_hf_cut_t cuts[TOK_HF_MAX_STEPS];
+    int ncuts;
+    int byte_level;           /* pieces start as bytes (else as characters) */
+    int ignore_merges, byte_fallback, unk;  /* unk: the unk_token's id or -1 */
+    int fallback[256];        /* byte_fallback: the id of <0xXX> */
+    int16_t *fallback_byte;   /* byte_fallback: (V) the byte token id decodes to, or -1 (its text) */
+};
+
+/* The id of the token whose bytes are s[0..n), or -1. */
+int tok_hf_find(const tok_hf_t *hf, const unsigned char *s, size_t n);
+/* The merge of the pair (a, b), or NULL. */
+const tok_hf_merge_t *tok_hf_merge(const tok_hf_t *hf, uint32_t a, uint32_t b);
+
+#endif
