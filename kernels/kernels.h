@@ -185,6 +185,12 @@ void crossentropy_forward(float *losses, float *probs_logits, const int *targets
  * gradient of the total loss with respect to each row's loss (1 / tokens in the global batch).
  * Vocab-parallel: V columns of this rank starting at vocabulary index v0 (one rank: v0 = 0). */
 void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V, int v0);
+/* The fused classifier (issue 44, item 4; llm.c's): losses (N) = as crossentropy_forward's and
+ * logits_dlogits (N,V) = (softmax − onehot(target)) · dloss in place, in one call that reads the
+ * logits once per row pass and never stores the probabilities: crossentropy_forward then
+ * crossentropy_backward (v0 = 0), the same bits. One rank's whole vocabulary (no v0). CPU only so far:
+ * no CUDA twin, not in be_kernels.h, not called by the model (its head_forward does not know dloss). */
+void crossentropy_fused(float *losses, float *logits_dlogits, const int *targets, float dloss, int N, int V);
 
 /* ---- the head at tp = 1: the logits' product and their cross-entropy as one unit, so that a
  * backend keeps the (N,V) logits between forward and backward in the form it reads fastest ----
