@@ -6,8 +6,8 @@
 # run's measured peak equals its plan; training stays within the layout tolerance of cpu's (the
 # probabilities are recomputed from the log-sum-exps, so not bitwise); selective and recompute
 # (which re-run the fused forward) and offload at pp = 2 give keep-fused's bits; emu without it is
-# still cpu's bit for bit; cpu refuses it. Head size 16 (heads = 2, dim = 32): one the fused
-# kernels take.
+# still cpu's bit for bit; Llama's multi-head block takes it too, its grouped-query block does not;
+# cpu refuses it. Head size 16 (heads = 2, dim = 32): one the fused kernels take.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # compare_runs.py reads checkpoints
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -26,6 +26,30 @@ run 1 fused $H $F; ok $? "emu, attention=fused"
 compare "emu fused ~ cpu (layout tolerance)" "$SCRATCH/cpu" "$SCRATCH/fused"
 layouts_cmp --bitwise fused "$H $F" "1 fsel --set memory.policy=selective" "1 frc --set memory.policy=recompute" \
     "2 fpp2 --set parallel.pp=2 --set memory.policy=offload"
+
+# Llama's block: multi-head (kv_heads = heads) takes the fused path as GPT-2's does; grouped-query
+# (kv_heads < heads) keeps the probabilities' path (be_attention_fused), so there fused is auto's
+# bits and bytes.
+LL="--set model.arch=llama --set model.mlp_ratio=1 --set model.ffn_dim=48 --set model.rope_theta=500 $H"
+# shellcheck disable=SC2086
+run 1 lcpu $LL --set model.kv_heads=2; ok $? "llama, kv_heads = heads = 2, cpu"
+# shellcheck disable=SC2086
+run 1 lfused $LL --set model.kv_heads=2 $F; ok $? "llama, kv_heads = heads = 2, emu fused"
+compare "llama emu fused ~ cpu (layout tolerance)" "$SCRATCH/lcpu" "$SCRATCH/lfused"
+# shellcheck disable=SC2086
+run 1 gauto $LL --set model.kv_heads=1 --set train.device=emu; ok $? "llama grouped-query (kv_heads 1 of 2), emu auto"
+# shellcheck disable=SC2086
+run 1 gfused $LL --set model.kv_heads=1 $F; ok $? "llama grouped-query, emu fused"
+compare "grouped-query: fused = auto" "$SCRATCH/gauto" "$SCRATCH/gfused" --bitwise
+"$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
+import json, sys
+S = sys.argv[1]
+plan = lambda run: json.loads(open('%s/%s/metrics.jsonl' % (S, run)).readline())['planned_mem_bytes'][0]
+print('# planned bytes: llama cpu %d, emu fused %d; grouped-query emu auto %d, fused %d' % (
+    plan('lcpu'), plan('lfused'), plan('gauto'), plan('gfused')))
+sys.exit(0 if plan('lfused') < plan('lcpu') and plan('gfused') == plan('gauto') else 1)
+EOF
+ok $? "plan: llama multi-head fused carves less; grouped-query fused carves what auto does"
 
 # The plan's bytes: emu auto minus emu fused, one rank (one micro-batch's stash at a time), B = 4,
 # T = 32, C = 32, NH = 2, L = 2, in floats rounded up to 16 as the model carves them.
@@ -49,7 +73,7 @@ ok $? "plan: emu fused carves the log-sum-exps and the output's copy instead of 
 "$TORCH_PYTHON" - "$SCRATCH" <<'EOF'
 import json, sys, os
 bad, n = [], 0
-for run in ('cpu', 'emu', 'fused', 'fsel', 'frc', 'fpp2'):
+for run in ('cpu', 'emu', 'fused', 'fsel', 'frc', 'fpp2', 'lcpu', 'lfused', 'gauto', 'gfused'):
     for line in open(os.path.join(sys.argv[1], run, 'metrics.jsonl')):
         r = json.loads(line)
         n += 1
