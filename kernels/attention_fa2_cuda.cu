@@ -25,6 +25,7 @@
 #include "cuda_check.h"
 #include "kernels_cuda.h"
 #endif
+#include "attention_fused_layout.h"
 #include <stdint.h>
 #include <string.h>
 
@@ -511,19 +512,15 @@ __global__ void __launch_bounds__(NW * 32) fa2_dq_kernel(float *dqkv, const bf16
 }
 
 #ifndef MP_FA2_EMU
-// Where the output's copy starts in att: the WMMA kernels' layout (attention_flash_cuda.cu), so
-// that the two variants' forward and backward can mix.
-size_t o_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) & ~(size_t)63; }
+// Where the output's copy starts in att: the WMMA kernels' layout, so that the two variants'
+// forward and backward can mix (attention_fused_layout.h, which the planner carves att by).
+size_t o_offset(int B, int T, int NH) { return mp_att_fused_o_offset(B, T, NH); }
 
 // Where the forward keeps its bf16 q, k, v planes for the backward, which then reads them instead of
-// rounding qkv again (12 B·T·C bytes a layer less): past the output's copy, 256-byte aligned for
-// cp.async, when att has room (about 2.5·C <= NH·T; at GPT-2's T = 1024 the fused path leaves most
-// of att's (B, NH, T, T) unused). A shape without room rounds in scratch each time, as before.
-size_t qkv16_offset(int B, int T, int C, int NH) { return (o_offset(B, T, NH) + (size_t)B * T * C + 63) & ~(size_t)63; }
-bool keeps_qkv16(int B, int T, int C, int NH)
-{
-    return qkv16_offset(B, T, C, NH) + (3 * (size_t)B * T * C + 1) / 2 <= (size_t)B * NH * T * T;
-}
+// rounding qkv again (12 B·T·C bytes a layer less), where the layout keeps them (about
+// 2.5·C <= NH·T). A shape without them rounds in scratch each time, as before.
+size_t qkv16_offset(int B, int T, int C, int NH) { return mp_att_fused_qkv16_offset(B, T, C, NH); }
+bool keeps_qkv16(int B, int T, int C, int NH) { return mp_att_fused_keeps_qkv16(B, T, C, NH) != 0; }
 
 unsigned blocks_of(size_t threads) { return (unsigned)((threads + 255) / 256); }
 

@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 
+#include "attention_fused_layout.h"
 #include "cuda_check.h"
 #include "kernels_cuda.h"
 #include "math_softmax.h"
@@ -434,8 +435,8 @@ __global__ void __launch_bounds__(FW * 32) flash_dq_kernel(float *dqkv, const fl
 #endif
 }
 
-// Where the output's copy starts in att: past the log-sum-exps, 256-byte aligned for float4 reads.
-size_t flash_o_offset(int B, int T, int NH) { return ((size_t)B * NH * T + 63) & ~(size_t)63; }
+// Where the output's copy starts in att (attention_fused_layout.h).
+size_t flash_o_offset(int B, int T, int NH) { return mp_att_fused_o_offset(B, T, NH); }
 
 template <int D> void forward_d(cu_ctx_t *ctx, float *out, float *att, const float *qkv, int B, int T, int C, int NH)
 {
@@ -496,13 +497,11 @@ int cu_attention_flash_setup(int device, unsigned *sizes)
 
 int cu_attention_flash_fits(const cu_ctx_t *ctx, int B, int T, int C, int NH)
 {
-    if (ctx->precision != CU_BF16 || NH <= 0 || C % NH) return 0;
-    const int hs = C / NH;
-    if (hs != 16 && hs != 32 && hs != 64 && hs != 128) return 0;
-    if (C % 4) return 0;                         // float4 rows
-    if (!((ctx->flash_sizes | ctx->fa2_sizes) & (unsigned)hs)) return 0; // no bf16 tensor cores, or too little shared memory
-    // att must hold the log-sum-exps and the output's copy; datt the dot products
-    return flash_o_offset(B, T, NH) + (size_t)B * T * C <= (size_t)B * NH * T * T;
+    // the shape (head size, float4 rows, room for the log-sum-exps and the output's copy) is the
+    // layout's rule, which the CPU emulation and the planner read too
+    if (ctx->precision != CU_BF16 || !mp_att_fused_shape_fits(B, T, C, NH)) return 0;
+    // no bf16 tensor cores, or too little shared memory for this head size
+    return ((ctx->flash_sizes | ctx->fa2_sizes) & (unsigned)(C / NH)) != 0;
 }
 
 // The FA2 kernels where they are chosen and take the head size, or where these do not take it.

@@ -40,6 +40,32 @@ void crossentropy_backward(float *dlogits, const float *probs, const int *target
     }
 }
 
+/* The fused classifier (llm.c's): crossentropy_forward then crossentropy_backward in one pass over
+ * each row, the probabilities never stored: the max, then Σ exp(x − max) reading the logits, then
+ * dlogits written over them. Each element is the two calls' formula on the same float values in
+ * the same order (exp rounded, then times 1/Σ, then the dlogit), so the bits are theirs. */
+void crossentropy_fused(float *losses, float *logits_dlogits, const int *targets, float dloss, int N, int V)
+{
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        float *x = logits_dlogits + (size_t)i * V;
+        float max = x[0];
+#pragma omp simd reduction(max : max)
+        for (int j = 1; j < V; j++) max = x[j] > max ? x[j] : max;
+        const int t = targets[i];
+        const float logit_t = x[t];
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < V; j++) sum += mp_softmax_exp(x[j], max);
+        const float inv = 1.0f / sum;
+        losses[i] = mp_xent_loss(max, sum, logit_t);
+        const float pt = mp_softmax_exp(logit_t, max) * inv;
+#pragma omp simd
+        for (int j = 0; j < V; j++) x[j] = mp_xent_dlogit(mp_softmax_exp(x[j], max) * inv, 0, dloss);
+        x[t] = mp_xent_dlogit(pt, 1, dloss);
+    }
+}
+
 void xent_local_max(float *max, float *tlogit, const float *logits, const int *targets, int N, int Vl, int v0,
                     int valid)
 {

@@ -65,6 +65,16 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 /* dqkv (B,T,3C) = ; datt (B,NH,T,T) is scratch (overwritten) ; dout (B,T,C) ; qkv, att from forward. */
 void attention_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                         int B, int T, int C, int NH);
+/* The fused path's contract (attention_fused_layout.h; the CUDA bf16 kernels keep the same): out
+ * (B,T,C) = as attention_forward's, the same bits; att (mp_att_fused_floats) = the log-sum-exp of
+ * each (b, h, query) row at [0, B·NH·T) and a copy of out at mp_att_fused_o_offset, no (T,T)
+ * probabilities; qkv (B,T,3C). Multi-head only. */
+void attention_flash_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH);
+/* dqkv (B,T,3C) = ; datt (B·NH·T) = D_i = Σ dO·O, scratch ; dout (B,T,C) ; qkv, att from
+ * attention_flash_forward. The probabilities recomputed from the log-sum-exps: attention_backward's
+ * gradients up to rounding. */
+void attention_flash_backward(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B,
+                              int T, int C, int NH);
 
 /* The decode step (generation with a key/value cache): row b's query attends to the keys and values
  * of positions 0..pos[b] of its own sequence. out (B,C) = per head softmax(q kᵀ/√hs) · v, heads
@@ -175,6 +185,12 @@ void crossentropy_forward(float *losses, float *probs_logits, const int *targets
  * gradient of the total loss with respect to each row's loss (1 / tokens in the global batch).
  * Vocab-parallel: V columns of this rank starting at vocabulary index v0 (one rank: v0 = 0). */
 void crossentropy_backward(float *dlogits, const float *probs, const int *targets, float dloss, int N, int V, int v0);
+/* The fused classifier (issue 44, item 4; llm.c's): losses (N) = as crossentropy_forward's and
+ * logits_dlogits (N,V) = (softmax − onehot(target)) · dloss in place, in one call that reads the
+ * logits once per row pass and never stores the probabilities: crossentropy_forward then
+ * crossentropy_backward (v0 = 0), the same bits. One rank's whole vocabulary (no v0). CPU only so far:
+ * no CUDA twin, not in be_kernels.h, not called by the model (its head_forward does not know dloss). */
+void crossentropy_fused(float *losses, float *logits_dlogits, const int *targets, float dloss, int N, int V);
 
 /* ---- the head at tp = 1: the logits' product and their cross-entropy as one unit, so that a
  * backend keeps the (N,V) logits between forward and backward in the form it reads fastest ----

@@ -2,7 +2,7 @@
 # Memory policies (ARCHITECTURE.md §6): recompute, selective, offload and balance, and mixed per-layer plans,
 # give bitwise the weights and losses of keep (same threads per rank) at pp = 1, 2 and 4 under
 # 1f1b, interleaved and 2bw, at tp2×pp2 and dp2×pp2 with ZeRO-1, and on emu. The arena's measured
-# peak equals the plan made before allocating; recompute keeps only block inputs; offload keeps
+# peak equals the plan made before allocating (emu's fused attention's carving too); recompute keeps only block inputs; offload keeps
 # fewer buffers on the device than micro-batches stashed; a deck keep cannot fit under
 # memory.device_limit is refused before step 1 naming the policy that fits, which then trains to
 # keep's weights; a checkpoint written under one policy resumes bitwise under another. Balance at
@@ -111,6 +111,13 @@ refused "balance under 2bw" "under 2bw stashes outlive the step" 2 $L4 --set par
 refused "balance under interleaved" "under interleaved a stage holds several chunks" 2 $L4 --set parallel.pp=2 --set parallel.schedule=interleaved --set memory.policy=balance
 refused "balance on one stage" "one stage has no partner" 1 $L4 --set memory.policy=balance
 refused "offload and balance mixed" "memory.policy=offload (memory.policy or memory.layers) with memory.policy=balance" 2 $L4 --set parallel.pp=2 --set memory.layers=o,b,k,k
+
+# The fused attention's carving (train.attention=fused on emu: log-sum-exps instead of the (T,T)
+# probabilities; head size 16) under a mixed plan at pp = 2, for the peak = plan check below
+# (test_attention_fused.sh checks its bytes and its training).
+# shellcheck disable=SC2086
+run 2 fusedmix $L4 --set model.heads=2 --set train.device=emu --set train.attention=fused --set parallel.pp=2 $MIX
+ok $? "emu, attention=fused, pp=2, mixed o,r,s,k"
 
 # The plan is the measured peak (the arena counts the bytes requested: tolerance 0), per stage.
 "$TORCH_PYTHON" - "$SCRATCH" <<'EOF'

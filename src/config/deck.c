@@ -74,6 +74,7 @@ typedef struct {
 const char *const deck_device_names[DECK_DEVICE_COUNT] = {"cpu", "emu", "cuda"};
 const char *const deck_order_names[DECK_ORDER_COUNT] = {"random", "sequential"};
 const char *const deck_precision_names[DECK_PRECISION_COUNT] = {"fp32", "bf16"};
+const char *const deck_attention_names[DECK_ATTENTION_COUNT] = {"auto", "fused"};
 const char *const deck_wait_names[DECK_WAIT_COUNT] = {"auto", "yield", "spin"};
 const char *const deck_p2p_names[DECK_P2P_COUNT] = {"auto", "mpi", "nccl"};
 const char *const deck_replan_times_names[DECK_REPLAN_COUNT] = {"measured", "modelled"};
@@ -178,6 +179,9 @@ static const deck_key_t keys[] = {
     K_CHOICE(train, device, "cpu", deck_device_names,
              "compute backend; emu: the CPU kernels on guarded device memory, the CUDA path's data movement"),
     K_CHOICE(train, precision, "fp32", deck_precision_names, "compute precision (master weights are always fp32)"),
+    K_CHOICE(train, attention, "auto", deck_attention_names,
+             "attention path; auto: cpu and emu the (T,T) probabilities, cuda the fused kernels where bf16 and the shape "
+             "fit; fused (emu): the fused kernels' memory (log-sum-exps, no (T,T) buffers) and math emulated on the CPU"),
     K_NUM(train, stop_grace, "50", 0, INF, 0,
           "seconds from a stop signal (SIGTERM, SIGUSR1) to the exit: a rank that has not reached its step's end "
           "and written its checkpoint by then exits with status 75 without one (the newest is kept as it was); "

@@ -31,6 +31,8 @@ typedef enum { DECK_DEVICE_CPU, DECK_DEVICE_EMU, DECK_DEVICE_CUDA, DECK_DEVICE_C
 /* data.order: how training windows are drawn (data.h) */
 typedef enum { DECK_ORDER_RANDOM, DECK_ORDER_SEQUENTIAL, DECK_ORDER_COUNT } deck_order_t;
 typedef enum { DECK_PRECISION_FP32, DECK_PRECISION_BF16, DECK_PRECISION_COUNT } deck_precision_t;
+/* train.attention: auto, the backend's own path; fused, emu emulating the CUDA fused kernels (backend.h). */
+typedef enum { DECK_ATTENTION_AUTO, DECK_ATTENTION_FUSED, DECK_ATTENTION_COUNT } deck_attention_t;
 typedef enum { DECK_WAIT_AUTO, DECK_WAIT_YIELD, DECK_WAIT_SPIN, DECK_WAIT_COUNT } deck_wait_t;
 typedef enum { DECK_P2P_AUTO, DECK_P2P_MPI, DECK_P2P_NCCL, DECK_P2P_COUNT } deck_p2p_t;
 /* debug.replan_times: what live migration's re-plan weighs the stages by. */
@@ -45,6 +47,7 @@ typedef enum {
 extern const char *const deck_device_names[DECK_DEVICE_COUNT];
 extern const char *const deck_order_names[DECK_ORDER_COUNT];
 extern const char *const deck_precision_names[DECK_PRECISION_COUNT];
+extern const char *const deck_attention_names[DECK_ATTENTION_COUNT];
 
 extern const char *const deck_wait_names[DECK_WAIT_COUNT];
 extern const char *const deck_p2p_names[DECK_P2P_COUNT];
@@ -109,6 +112,7 @@ typedef struct {
         double peak_gflops;            /* 0: measure the sgemm peak at start */
         deck_device_t device;
         deck_precision_t precision;    /* of the products; master weights are always fp32 */
+        deck_attention_t attention;    /* which attention emu runs (cpu: probabilities; cuda: its own rule) */
         double stop_grace;             /* seconds from a stop signal to the exit; 0 = none */
     } train;
     struct {

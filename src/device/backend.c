@@ -56,6 +56,12 @@ int be_init(backend_t *be, be_kind_t kind, arena_t *arena, size_t capacity, int 
     return MP_OK;
 }
 
+int be_attention_fused(const backend_t *be, int B, int T, int C, int NH, int KVH)
+{
+    if (!be || !be->ops || !be->ops->attention_fused || KVH != NH) return 0;
+    return be->ops->attention_fused(be, B, T, C, NH);
+}
+
 int be_region_open(backend_t *be, arena_t *arena)
 {
     if (be->base || !be->ops->region_open) return MP_OK;

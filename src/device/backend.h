@@ -62,6 +62,7 @@ typedef struct backend_s {
     void *dev_wire;          /* cuda: the NCCL buckets' bf16 wire in the region (be_buckets_reserve) */
     size_t dev_wire_elems;
     ktime_t kt;              /* debug.kernel_times: the kernels' calls and seconds (ktime.h) */
+    int att_fused;           /* emu: train.attention=fused, the CUDA bf16 path's fused attention emulated */
     struct be_staged_s *staged; /* emu, cuda: host buffers of the host-staged collectives (backend_staged.h) */
 } backend_t;
 
@@ -75,6 +76,14 @@ int be_init(backend_t *be, be_kind_t kind, arena_t *arena, size_t capacity, int 
 void be_destroy(backend_t *be);
 /* Whether model buffers are host memory (cpu): host code may read them in place. */
 static inline int be_host_visible(const backend_t *be) { return be->kind == BE_CPU; }
+/* Which attention runs at a shape, the one place that says it (the model's kernels, its carving and
+ * every memory plan ask here): 1 the fused kernels (be_attention_flash_*: att and datt hold what
+ * kernels/attention_fused_layout.h says, no (T,T) probabilities), 0 the probabilities' path
+ * (be_attention_forward / _gqa_: (B,NH,T,T) each). cpu: 0. emu: 1 with be->att_fused where the
+ * shape fits the fused kernels. cuda: 1 where cu_attention_flash_fits (bf16, a head size its
+ * kernels were set up for, the shape). Grouped-query attention (KVH < NH): 0 everywhere. be NULL:
+ * 0. */
+int be_attention_fused(const backend_t *be, int B, int T, int C, int NH, int KVH);
 /* Whether the kernels run on the CPU (cpu, emu) and so read host buffers beside device ones: a
  * recomputation may hand them host memory (model_head_grad). */
 static inline int be_kernels_read_host(const backend_t *be) { return be->kind != BE_CUDA; }
@@ -278,6 +287,8 @@ struct be_ops_s {
     void (*time_end)(backend_t *be, int kernel);
     void (*time_flush)(backend_t *be);
     const char *timer;
+    /* be_attention_fused for multi-head attention; NULL: never (the probabilities' path). */
+    int (*attention_fused)(const backend_t *be, int B, int T, int C, int NH);
     /* be_gpu_bus_id; NULL: no GPU. */
     int (*gpu_bus_id)(backend_t *be, char *buf, size_t n);
 #define BE_OP_FIELD(ret, name, params, args) ret (*name) params;

@@ -213,6 +213,12 @@ static cu_ctx_t *cuda_ctx(backend_t *be) { return &((bcu_t *)be->state)->ctx; }
     static ret cuda_##name(backend_t *be, BE_ARGS params) { return cu_##name(cuda_ctx(be), BE_ARGS args); }
 BE_KERNELS(CUDA_KERNEL, CUDA_KERNEL_R)
 
+/* The fused kernels' own condition (bf16, the head sizes set up on this device, the shape). */
+static int cuda_attention_fused(const backend_t *be, int B, int T, int C, int NH)
+{
+    return cu_attention_flash_fits(&((const bcu_t *)be->state)->ctx, B, T, C, NH);
+}
+
 /* ---- the table ---- */
 
 #define CUDA_OP_ENTRY(ret, name, params, args) .name = be_cuda_##name,
@@ -227,6 +233,7 @@ const be_ops_t be_ops_cuda = {
     .time_flush = bcu_time_flush,
     .timer = "cuda events",
     .gpu_bus_id = cuda_gpu_bus_id,
+    .attention_fused = cuda_attention_fused,
     BE_OPS(CUDA_OP_ENTRY, CUDA_OP_ENTRY)
     BE_KERNELS(CUDA_KERNEL_ENTRY, CUDA_KERNEL_ENTRY)
 };

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "attention_fused_layout.h"
 #include "check.h"
 #include "kernels.h"
 
@@ -152,6 +153,13 @@ static void emu_offload_fence(backend_t *be, void *dev, size_t bytes, int on)
     be->fence_at[be->nfences] = dev, be->fence_len[be->nfences++] = bytes;
 }
 
+/* The fused attention emulated (attention_flash_cpu.c) where train.attention=fused asks for it and
+ * the shape is one the CUDA fused kernels take: the same buffers as cuda's bf16 path carves. */
+static int emu_attention_fused(const backend_t *be, int B, int T, int C, int NH)
+{
+    return be->att_fused && mp_att_fused_shape_fits(B, T, C, NH);
+}
+
 /* ---- the table ---- */
 
 #define EMU_ENTRY(ret, name, params, args) .name = emu_##name,
@@ -161,6 +169,7 @@ const be_ops_t be_ops_emu = {
     .device = "emu",
     .init = emu_init,
     .destroy = emu_destroy,
+    .attention_fused = emu_attention_fused,
     BE_MEMORY_OPS(EMU_ENTRY, EMU_ENTRY)
     BE_HOST_OPS(EMU_CPU_ENTRY, EMU_CPU_ENTRY)
     BE_COLL_OPS(EMU_STAGED_ENTRY, EMU_STAGED_ENTRY)

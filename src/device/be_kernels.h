@@ -57,6 +57,11 @@
       (float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH,  \
        int KVH),                                                                                                      \
       (dqkv, datt, dout, qkv, att, B, T, C, NH, KVH))                                                                 \
+    X(void, attention_flash_forward, (float *out, float *att, const float *qkv, int B, int T, int C, int NH),         \
+      (out, att, qkv, B, T, C, NH))                                                                                   \
+    X(void, attention_flash_backward,                                                                                 \
+      (float *dqkv, float *datt, const float *dout, const float *qkv, const float *att, int B, int T, int C, int NH), \
+      (dqkv, datt, dout, qkv, att, B, T, C, NH))                                                                      \
     X(void, rmsnorm_forward, (float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps),     \
       (out, rstd, inp, w, N, C, eps))                                                                                 \
     X(void, rmsnorm_backward,                                                                                         \

@@ -16,6 +16,16 @@ static void rowpar_mlp_proj(const model_t *m, float *out, const float *res, cons
     model_tp_reduce(m, out, (size_t)N * OC, MPI_SUM);
 }
 
+/* The attention: the fused kernels or the probabilities' path, as the backend runs it at B
+ * (model_att_fused). */
+static void gpt2_attention(const model_t *m, float *out, float *att, const float *qkv, int B, widths_t w, prof_t *p)
+{
+    if (model_att_fused(m, B, w))
+        PROF(p, PROF_ATTENTION, be_attention_flash_forward(m->be, out, att, qkv, B, m->cfg.seq_len, w.Cl, w.NH));
+    else
+        PROF(p, PROF_ATTENTION, be_attention_forward(m->be, out, att, qkv, B, m->cfg.seq_len, w.Cl, w.NH));
+}
+
 /* One block: x (N,C) -> h->res3. Column-parallel qkv and fc on this rank's heads and MLP columns,
  * row-parallel projections summed over the TP peers. */
 static void gpt2_forward(const model_t *m, int l, const block_view_t *w, block_acts_t *h, const float *x,
@@ -23,7 +33,7 @@ static void gpt2_forward(const model_t *m, int l, const block_view_t *w, block_a
 {
     const int T = m->cfg.seq_len, C = m->cfg.dim, N = B * T;
     const widths_t wd = model_tp_widths(m, l);
-    const int Cl = wd.Cl, RC = wd.RC, NH = wd.NH;
+    const int Cl = wd.Cl, RC = wd.RC;
     (void)s; /* no constant tables */
     if (model_is_skip(m, l)) { /* the identity (its output is its own: a send or a recomputation reads it) */
         be_copy(m->be, h->res3, x, (size_t)N * C * sizeof(float));
@@ -31,7 +41,7 @@ static void gpt2_forward(const model_t *m, int l, const block_view_t *w, block_a
     }
     PROF(p, PROF_ELEMENTWISE, be_layernorm_forward(m->be, h->ln1, h->ln1_mean, h->ln1_rstd, x, w->ln1w, w->ln1b, N, C));
     PROF(p, PROF_MATMUL, be_matmul_forward(m->be, h->qkv, h->ln1, w->qkvw, w->qkvb, N, C, 3 * Cl));
-    PROF(p, PROF_ATTENTION, be_attention_forward(m->be, h->atty, h->att, h->qkv, B, T, Cl, NH));
+    gpt2_attention(m, h->atty, h->att, h->qkv, B, wd, p);
     model_rowpar_residual(m, h->res2, x, h->atty, w->projw, w->projb, N, Cl, C, p);
     PROF(p, PROF_ELEMENTWISE,
          be_layernorm_forward(m->be, h->ln2, h->ln2_mean, h->ln2_rstd, h->res2, w->ln2w, w->ln2b, N, C));
@@ -64,7 +74,10 @@ static void gpt2_backward(const model_t *m, int l, const block_view_t *w, block_
                                                  h->ln2_rstd, N, C));
     if (wg) be_copy(m->be, wg->dres2, s->dres, (size_t)N * C * sizeof(float));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.projw, gp.projb, s->dres, h->atty, w->projw, N, Cl, C));
-    PROF(p, PROF_ATTENTION, be_attention_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, NH));
+    if (model_att_fused(m, B, wd))
+        PROF(p, PROF_ATTENTION, be_attention_flash_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, NH));
+    else
+        PROF(p, PROF_ATTENTION, be_attention_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, Cl, NH));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.qkvw, gp.qkvb, dqkv, h->ln1, w->qkvw, N, C, 3 * Cl));
     /* The key bias gets no gradient: it adds one constant to every score of a query's row, which
      * softmax ignores. Computed, it is a sum of rounding noise that AdamW's m/sqrt(v) would turn
@@ -94,11 +107,6 @@ static void gpt2_backward_w(const model_t *m, int l, block_view_t *g, const bloc
     PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->projw, g->projb, wg->dres2, atty, N, Cl, C));
     PROF(p, PROF_MATMUL, be_matmul_backward_weight(m->be, g->qkvw, g->qkvb, wg->dqkv, ln1, N, C, 3 * Cl));
     be_zero(m->be, g->qkvb + Cl, (size_t)Cl * sizeof(float)); /* the key bias: gpt2_backward says why */
-}
-
-static void gpt2_attention(const model_t *m, float *out, float *att, const float *qkv, int B, widths_t w, prof_t *p)
-{
-    PROF(p, PROF_ATTENTION, be_attention_forward(m->be, out, att, qkv, B, m->cfg.seq_len, w.Cl, w.NH));
 }
 
 static void gpt2_norm_forward(const model_t *m, float *out, float *mean, float *rstd, const float *x, const float *w,

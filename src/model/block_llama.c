@@ -27,7 +27,10 @@ static void llama_norm_backward(const model_t *m, float *dinp, float *dw, float 
 
 static void llama_attention(const model_t *m, float *out, float *att, const float *qkv, int B, widths_t w, prof_t *p)
 {
-    PROF(p, PROF_ATTENTION, be_attention_gqa_forward(m->be, out, att, qkv, B, m->cfg.seq_len, w.Cl, w.NH, w.KVH));
+    if (model_att_fused(m, B, w)) /* KVH = NH only (be_attention_fused) */
+        PROF(p, PROF_ATTENTION, be_attention_flash_forward(m->be, out, att, qkv, B, m->cfg.seq_len, w.Cl, w.NH));
+    else
+        PROF(p, PROF_ATTENTION, be_attention_gqa_forward(m->be, out, att, qkv, B, m->cfg.seq_len, w.Cl, w.NH, w.KVH));
 }
 
 static void llama_forward(const model_t *m, int l, const block_view_t *w, block_acts_t *h, const float *x,
@@ -72,8 +75,12 @@ static void llama_backward(const model_t *m, int l, const block_view_t *w, block
     llama_norm_backward(m, s->dres, g->ln2w, NULL, s->dbuf, h->res2, w->ln2w, NULL, h->ln2_rstd, N, p);
     if (wg) be_copy(m->be, wg->dres2, s->dres, (size_t)N * C * sizeof(float));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.projw, NULL, s->dres, h->atty, w->projw, N, wd.Cl, C));
-    PROF(p, PROF_ATTENTION, be_attention_gqa_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, wd.Cl, wd.NH,
-                                                      wd.KVH));
+    if (model_att_fused(m, B, wd))
+        PROF(p, PROF_ATTENTION, be_attention_flash_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, wd.Cl,
+                                                            wd.NH));
+    else
+        PROF(p, PROF_ATTENTION, be_attention_gqa_backward(m->be, dqkv, s->datt, s->dbuf, h->qkv, h->att, B, T, wd.Cl,
+                                                          wd.NH, wd.KVH));
     PROF(p, PROF_ELEMENTWISE, be_rope_backward(m->be, dqkv, s->rope, 0, B, T, wd.NH, wd.KVH, head_size(m)));
     PROF(p, PROF_MATMUL, be_matmul_backward(m->be, s->dbuf, gp.qkvw, NULL, dqkv, h->ln1, w->qkvw, N, C, QKV));
     model_tp_reduce(m, s->dbuf, (size_t)N * C, MPI_SUM);

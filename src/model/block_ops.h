@@ -54,6 +54,10 @@ widths_t model_widths_of(const model_t *m, block_shape_t sh); /* a block of shap
 widths_t model_tp_widths(const model_t *m, int layer);   /* layer l as it runs now (a choice block: its candidate) */
 int model_is_skip(const model_t *m, int layer);          /* layer l runs as the identity now */
 void model_tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op); /* Σ (or max) over tp peers; nothing at tp = 1 */
+/* Whether a block of widths w runs the fused attention at micro-batch B (be_attention_fused: the one
+ * rule): its kernels (be_attention_flash_*) then, and its att and datt carved as
+ * attention_fused_layout.h says; else the probabilities' path and (B,NH,T,T) each. */
+int model_att_fused(const model_t *m, int B, widths_t w);
 /* A row-parallel product: out = res + inp · wᵀ + bias summed over the TP peers (the residual and the
  * replicated bias added by TP rank 0 only). At tp = 1 it is matmul_residual_forward. */
 void model_rowpar_residual(const model_t *m, float *out, const float *res, const float *inp, const float *w,

@@ -28,6 +28,11 @@ widths_t model_tp_widths(const model_t *m, int layer) { return model_widths_of(m
 /* Whether layer l runs as skip now (the identity: no tensors, no work). */
 int model_is_skip(const model_t *m, int layer) { return shape_is_skip(shape_now(m, layer)); }
 
+int model_att_fused(const model_t *m, int B, widths_t w)
+{
+    return w.NH > 0 && be_attention_fused(m->be, B, m->cfg.seq_len, w.Cl, w.NH, w.KVH);
+}
+
 void model_tp_reduce(const model_t *m, float *buf, size_t n, MPI_Op op)
 {
     if (m->tab.tp > 1) be_allreduce(m->be, buf, n, op, m->tp_comm, "a tensor-parallel all-reduce");

@@ -9,6 +9,7 @@
 #include "check.h"
 #include "backend.h"
 #include "block_kind.h"
+#include "attention_fused_layout.h"
 #include "block_ops.h"
 #include "kernels.h"
 #include "perf.h"
@@ -244,11 +245,42 @@ static void carve_res3(const model_t *m, int B, block_acts_t *h, float *buf, siz
     h->res3 = carve(buf, off, (size_t)B * m->cfg.seq_len * m->cfg.dim);
 }
 
-static void carve_att(const model_t *m, int B, widths_t w, block_acts_t *h, float *buf, size_t *off)
+/* Floats of att (grad 0) or of the backward's datt (grad 1) for a block of widths w: what the
+ * attention that runs reads (model_att_fused), the log-sum-exps' layout on the fused path, else the
+ * (B,NH,T,T) probabilities. */
+static size_t att_floats(const model_t *m, int B, widths_t w, int grad)
 {
-    const size_t T = m->cfg.seq_len;
-    h->att = w.NH ? carve(buf, off, (size_t)B * w.NH * T * T) : NULL;
+    const int T = m->cfg.seq_len;
+    if (!w.NH) return 0;
+    if (!model_att_fused(m, B, w)) return mp_att_probs_floats(B, T, w.NH);
+    return grad ? mp_att_fused_dfloats(B, T, w.NH) : mp_att_fused_floats(B, T, w.Cl, w.NH);
 }
+
+/* The most layer l can need: a choice block's largest candidate (a narrower one may take the other
+ * path, so each is asked). */
+static size_t att_floats_layer(const model_t *m, int B, int layer, int grad)
+{
+    if (!cfg_is_choice(&m->cfg, layer)) return att_floats(m, B, tp_widths(m, layer), grad);
+    size_t n = 0;
+    for (int k = 0; k < m->cfg.ncand; k++) {
+        const size_t nk = att_floats(m, B, widths_of(m, m->cfg.cand[k]), grad);
+        n = nk > n ? nk : n;
+    }
+    return n;
+}
+
+/* The most any block of the model needs: what the backward scratch and the workspace serve. */
+static size_t att_floats_max(const model_t *m, int B, int grad)
+{
+    size_t n = 0;
+    for (int l = 0; l < m->cfg.layers; l++) {
+        const size_t nl = att_floats_layer(m, B, l, grad);
+        n = nl > n ? nl : n;
+    }
+    return n;
+}
+
+static void carve_att(block_acts_t *h, size_t n, float *buf, size_t *off) { h->att = n ? carve(buf, off, n) : NULL; }
 
 /* A skip block saves nothing but its output. */
 static void carve_rest(const model_t *m, int B, widths_t w, block_acts_t *h, float *buf, size_t *off)
@@ -293,7 +325,8 @@ static void block_floats(const model_t *m, int B, int l, block_mode_t mode, size
     const widths_t w = tp_widths_cap(m, l);
     size_t r = 0, v = 0, tmp = 0;
     carve_res3(m, B, &h, NULL, &r);
-    carve_att(m, B, w, &h, NULL, place_att(mode) == AT_STASH ? &r : place_att(mode) == AT_MOVABLE ? &v : &tmp);
+    carve_att(&h, att_floats_layer(m, B, l, 0), NULL,
+              place_att(mode) == AT_STASH ? &r : place_att(mode) == AT_MOVABLE ? &v : &tmp);
     carve_rest(m, B, w, &h, NULL, place_rest(mode) == AT_STASH ? &r : place_rest(mode) == AT_MOVABLE ? &v : &tmp);
     *res = r, *mov = v;
 }
@@ -370,7 +403,7 @@ void acts_bind(acts_t *a, const model_t *m, const model_part_t *pt, float *mov, 
             MP_ABORT("block %d recomputes but the stage has no recompute workspace (a bug)", pt->b0 + i);
         carve_res3(m, a->B, h, a->buf, &r);
         if (pa == AT_WORK) h->att = s->work.att;
-        else carve_att(m, a->B, w, h, pa == AT_STASH ? a->buf : mov, pa == AT_STASH ? &r : &v);
+        else carve_att(h, att_floats(m, a->B, w, 0), pa == AT_STASH ? a->buf : mov, pa == AT_STASH ? &r : &v);
         if (pr == AT_WORK) {
             float *res3 = h->res3, *att = h->att;
             *h = s->work;
@@ -464,13 +497,13 @@ static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
 {
     const size_t C = m->cfg.dim, T = m->cfg.seq_len, N = (size_t)B * T;
     const widths_t w = tp_widths_max(m);
-    const size_t RC = w.RC, NH = w.NH, Cl = w.Cl;
+    const size_t RC = w.RC, Cl = w.Cl;
     size_t off = 0;
     s->dres = carve(buf, &off, N * C);
     s->dbuf = carve(buf, &off, N * C);
     const block_ops_t *ops = model_ops(m);
     s->dqkv = carve(buf, &off, N * (Cl + 2 * (size_t)w.KCl));
-    s->datt = carve(buf, &off, (size_t)B * NH * T * T);
+    s->datt = carve(buf, &off, att_floats_max(m, B, 1));
     s->dfch = carve(buf, &off, N * ops->mlp_pre * RC);
     s->dact = ops->rope ? carve(buf, &off, N * RC) : NULL;
     s->rope = ops->rope ? carve(buf, &off, T * (size_t)(m->cfg.dim / m->cfg.heads)) : NULL;
@@ -485,10 +518,10 @@ static size_t scratch_layout(scratch_t *s, const model_t *m, int B, float *buf)
     memset(&s->work, 0, sizeof s->work);
     if (any_r) {
         carve_res3(m, B, &s->work, buf, &off);
-        carve_att(m, B, w, &s->work, buf, &off);
+        carve_att(&s->work, att_floats_max(m, B, 0), buf, &off);
         carve_rest(m, B, w, &s->work, buf, &off);
     } else if (any_s) {
-        carve_att(m, B, w, &s->work, buf, &off);
+        carve_att(&s->work, att_floats_max(m, B, 0), buf, &off);
         s->work.atty = carve(buf, &off, N * Cl);
     }
     if (!buf) memset(&s->work, 0, sizeof s->work);

@@ -114,6 +114,9 @@ static int run_refuse_unimplemented(const deck_t *d)
     const int sp = d->parallel.sp;
     if (sp > 1 && run_refuse_sp(d) != MP_OK) return MP_ERR;
     if (device_check(d->train.device, d->train.precision) != MP_OK) return MP_ERR;
+    if (d->train.attention == DECK_ATTENTION_FUSED && d->train.device == DECK_DEVICE_CPU)
+        return MP_FAIL("train.attention=fused: train.device=cpu runs the probabilities' path; the fused path is "
+                       "emulated on train.device=emu (cuda takes it by itself in bf16)");
     if (d->parallel.p2p == DECK_P2P_NCCL && d->train.device != DECK_DEVICE_CUDA)
         return MP_FAIL("parallel.p2p=nccl: NCCL moves device memory and needs train.device=cuda (this deck: %s); set "
                        "parallel.p2p=mpi or auto", deck_device_names[d->train.device]);
@@ -286,6 +289,7 @@ static int run_backend(const deck_t *d, const run_layout_t *lay, run_stage_t *st
     }
     const int rc = be_init(&st->be, kind, &st->arena, d->memory.device_limit, ordinal,
                            d->train.precision == DECK_PRECISION_BF16, &lay->wait);
+    st->be.att_fused = rc == MP_OK && kind == BE_EMU && d->train.attention == DECK_ATTENTION_FUSED;
     if (kind != BE_CUDA) return rc;
     if (run_agree(rc) != MP_OK) {
         if (rc == MP_OK) be_destroy(&st->be);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_fused_layout.h"
 #include "check.h"
 #include "compose.h"
 #include "memlists.h"
@@ -45,13 +46,27 @@ static void cm_block_compute(const cm_model_t *mo, const dev_kind_t *d, dev_prec
     *gemm_p = gemm;
 }
 
+/* The bytes a block's attention saves for its backward: in bf16, where the shape is one the CUDA
+ * fused kernels take (multi-head), their fp32 layout (kernels/attention_fused_layout.h: log-sum-exps,
+ * the output's copy, the bf16 planes where kept), as the model carves it on cuda (be_attention_fused;
+ * the device half of that rule, the head sizes a GPU's shared memory allows, is taken as met: every
+ * size is on an H100); else the (T,T) probabilities of the rank's heads. */
+static double cm_att_bytes(const cm_model_t *mo, dev_prec_t p, int B, int tp)
+{
+    const int T = mo->T, Cl = mo->C / tp, NHl = mo->NH / tp;
+    const int multihead = mo->QKV == 3 * mo->C;
+    if (p == DEV_PREC_BF16 && multihead && mp_att_fused_shape_fits(B, T, Cl, NHl))
+        return 4.0 * (double)mp_att_fused_floats(B, T, Cl, NHl);
+    return (p == DEV_PREC_BF16 ? 2.0 : 4.0) * (double)B * NHl * T * T;
+}
+
 void cm_costs_from_device(cm_costs_t *c, const cm_model_t *m0, const dev_kind_t *d, dev_prec_t p, int B, int tp)
 {
     memset(c, 0, sizeof *c);
     const cm_model_t fam = cm_model_family(*m0), *mo = &fam;
     const double N = (double)B * mo->T, C = mo->C, T = mo->T, V = mo->V, F = (double)mo->F / tp;
     const double FC = (double)mo->FC / tp, QKV = (double)mo->QKV / tp;
-    const double elem = p == DEV_PREC_BF16 ? 2.0 : 4.0, heads = (double)mo->NH / tp;
+    const double elem = p == DEV_PREC_BF16 ? 2.0 : 4.0;
     c->B = B, c->tp = tp, c->cpu_threads = d->node_cores > 0 ? 1 : 0;
     double core, gemm;
     cm_block_compute(mo, d, p, B, tp, &c->fwd, &core, &gemm);
@@ -66,9 +81,9 @@ void cm_costs_from_device(cm_costs_t *c, const cm_model_t *m0, const dev_kind_t 
     const dev_link_t *tl = dev_group_link(d, tp, 1);
     c->tp_fwd = 2.0 * dev_allreduce_time(tl, tp, N * C * elem), c->tp_bwd = c->tp_fwd;
     /* per token: LN1 out, residual, LN2 out (replicated over tp); q, k, v, attention out, fc and its
-     * activation's out, the attention probabilities (split over tp) */
-    const double keep = N * elem * (3 * C + QKV + C / tp + FC + F + heads * T);
-    c->stash[POLICY_KEEP] = keep, c->stash[POLICY_SELECTIVE] = keep - N * elem * heads * T;
+     * activation's out (split over tp); and the attention's saved buffer, which selective drops */
+    const double keep = N * elem * (3 * C + QKV + C / tp + FC + F) + cm_att_bytes(mo, p, B, tp);
+    c->stash[POLICY_KEEP] = keep, c->stash[POLICY_SELECTIVE] = keep - cm_att_bytes(mo, p, B, tp);
     c->stash[POLICY_RECOMPUTE] = N * C * elem, c->stash[POLICY_OFFLOAD] = 0.0;
     c->offload_bytes = keep;
     /* W's stash is fp32 whatever the precision (model_wstash_bytes): the douts of qkv, proj, fc and

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attention_fused_layout.h"
 #include "costmodel.h"
 #include "devmodel.h"
 #include "planner.h"
@@ -366,8 +367,32 @@ static void test_zb1p_search(void)
            "GPU kind: %d plans, none zb1p (%s)", n, why);
 }
 
+/* The attention's saved bytes (what selective drops): in bf16 at GPT-2 124M's shape (B = 16, T = 1024,
+ * C = 768, NH = 12) the fused kernels' fp32 layout, as the model carves it on cuda (issue 44, item 5);
+ * in fp32, and in bf16 where the head size is not one the fused kernels take, the (T,T) probabilities. */
+static void test_att_bytes(void)
+{
+    dev_kind_t d;
+    toy_kind(&d);
+    cm_model_t mo = {.L = 12, .C = 768, .NH = 12, .T = 1024, .V = 50257, .R = 4, .batch = 16};
+    cm_costs_t bf, fp, odd;
+    cm_costs_from_device(&bf, &mo, &d, DEV_PREC_BF16, 16, 1);
+    cm_costs_from_device(&fp, &mo, &d, DEV_PREC_FP32, 16, 1);
+    const double probs = 16.0 * 12 * 1024 * 1024, fused = (double)mp_att_fused_floats(16, 1024, 768, 12);
+    const double att_bf = bf.stash[POLICY_KEEP] - bf.stash[POLICY_SELECTIVE];
+    const double att_fp = fp.stash[POLICY_KEEP] - fp.stash[POLICY_SELECTIVE];
+    tap_diag("124M, B = 16: attention bytes a block saves: bf16 %.0f (fused layout), fp32 %.0f", att_bf, att_fp);
+    tap_ok(near(att_bf, 4.0 * fused, 1e-12) && near(att_fp, 4.0 * probs, 1e-12),
+           "attention stash: bf16 the fused layout's %.0f fp32 floats, fp32 the (B,NH,T,T) probabilities", fused);
+    mo.NH = 64; /* head size 12: the probabilities' path, in bf16 elements */
+    cm_costs_from_device(&odd, &mo, &d, DEV_PREC_BF16, 16, 1);
+    tap_ok(near(odd.stash[POLICY_KEEP] - odd.stash[POLICY_SELECTIVE], 2.0 * 16 * 64 * 1024 * 1024, 1e-12),
+           "bf16 at head size 12: the probabilities (bf16)");
+}
+
 int main(void)
 {
+    test_att_bytes();
     test_devmodel();
     test_evaluate();
     test_search();

@@ -304,6 +304,25 @@ static void test_crossentropy(void)
     free(d), free(c.logits), free(c.work), free(c.losses);
 }
 
+/* The fused classifier: losses and dlogits in one call, bitwise crossentropy_forward then
+ * crossentropy_backward's (rows of 1003 logits: the vector loops' tails too). */
+static void test_crossentropy_fused(void)
+{
+    enum { FN = 24, FV = 1003 };
+    int tgt[FN];
+    for (int i = 0; i < FN; i++) tgt[i] = (i * 389 + 5) % FV;
+    tgt[1] = 0, tgt[2] = FV - 1; /* the row's ends */
+    float *x = rnd((size_t)FN * FV, 23, 4), *y = malloc((size_t)FN * FV * 4), *l1 = malloc(FN * 4), *l2 = malloc(FN * 4);
+    memcpy(y, x, (size_t)FN * FV * 4);
+    const float dloss = 1.0f / 96;
+    crossentropy_forward(l1, x, tgt, FN, FV);
+    crossentropy_backward(x, x, tgt, dloss, FN, FV, 0);
+    crossentropy_fused(l2, y, tgt, dloss, FN, FV);
+    tap_ok(memcmp(l1, l2, FN * 4) == 0 && memcmp(x, y, (size_t)FN * FV * 4) == 0,
+           "fused classifier: losses and dlogits bitwise crossentropy_forward + crossentropy_backward's");
+    free(x), free(y), free(l1), free(l2);
+}
+
 /* The MLP's projection on the CPU: the plain products, the same bits (a device backend may keep the
  * hidden activation in its own form; kernels.h). */
 static void test_mlp_proj(void)
@@ -689,6 +708,7 @@ int main(void)
     test_exp_tanh();
     test_layernorm();
     test_layernorm_chunks();
+    test_crossentropy_fused();
     test_attention();
     test_attention_blocks();
     test_attention_decode();
