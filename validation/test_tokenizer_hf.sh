@@ -137,6 +137,37 @@ gen --max-tokens 6 --tokenizer-dir "$SCRATCH/eosdir" > "$SCRATCH/gen0.out" 2> "$
 [ $rc -eq 0 ] && [ ! -s "$SCRATCH/gen0.out" ] && grep -q "generated 0 tokens (the end-of-sequence token)" "$SCRATCH/gen.err"
 ok $? "with that token as eos_token (--tokenizer-dir a directory), generate stops before it: nothing written (exit $rc)"
 sed 's/^/#   /' "$SCRATCH/gen.err"
+# serve: with that eos_token a completion ends before it (finish_reason "stop", nothing returned);
+# without one it is generate's 6 tokens (finish_reason "length")
+srv() {  # srv NAME [serve args]: one greedy completion of 'And God said', 6 tokens at most, as JSON in NAME.json
+    "$MINDPIPE" serve -c "$MP_SRCDIR/validation/decks/train.ini" --set model.vocab=50263 --ckpt "$ck" --stages 1 \
+        --slots 2 --listen 127.0.0.1:0 --out "$SCRATCH/$1" "$@" > "$SCRATCH/$1.log" 2>&1 &
+    srv_pid=$!
+    srv_url=$(mp_serve_url "$SCRATCH/$1" $srv_pid)
+    [ -n "$srv_url" ] && timeout 60 "$TORCH_PYTHON" - "$srv_url" > "$SCRATCH/$1.json" 2>> "$SCRATCH/$1.log" <<'PY'
+import http.client, json, sys, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=50)
+c.request("POST", "/v1/completions", body=json.dumps({"prompt": "And God said", "max_tokens": 6, "temperature": 0}),
+          headers={"Content-Type": "application/json"})
+r = c.getresponse()
+print(json.dumps({"status": r.status, "body": json.loads(r.read())}))
+PY
+    srv_rc=$?
+    mp_kill_ours TERM $srv_pid; wait $srv_pid 2>/dev/null
+    return $srv_rc
+}
+# jq_like NAME STATUS FINISH TEXTFILE: the response says STATUS, FINISH and TEXTFILE's text
+jq_like() { "$TORCH_PYTHON" -c 'import json, sys
+d = json.load(open(sys.argv[1])); c = d["body"]["choices"][0]
+ok = d["status"] == int(sys.argv[2]) and c["finish_reason"] == sys.argv[3] and c["text"] == open(sys.argv[4], encoding="utf-8").read()
+print("#   status %s, finish_reason %s, %d tokens, text %r" % (d["status"], c["finish_reason"], len(c["tokens"]), c["text"]))
+sys.exit(0 if ok else 1)' "$SCRATCH/$1.json" "$2" "$3" "$4"; }
+srv s6 && jq_like s6 200 length "$SCRATCH/gen6.out"
+ok $? "serve on the hf checkpoint: 6 greedy tokens, finish_reason length, the text generate wrote"
+srv s0 --tokenizer-dir "$SCRATCH/eosdir" && jq_like s0 200 stop "$SCRATCH/gen0.out"
+ok $? "serve with that eos_token: the completion ends before it, finish_reason stop, no text"
+
 gen --max-tokens 6 --tokenizer-dir "$SCRATCH/gpt2" > "$SCRATCH/gen.err" 2>&1; rc=$?
 [ $rc -eq 1 ] && grep -q "tokenizer_sha256 $want_sha" "$SCRATCH/gen.err"
 ok $? "another tokenizer.json (the gpt2 style's) is refused naming the checkpoint's digest (exit $rc)"

@@ -6,6 +6,7 @@ the one-rank and the pipeline run.
 
   /usr/bin/python3 validation/bench/bench_pipeline.py [--mindpipe src/mindpipe] [--data data/kjv.h5] [--runs 3]
                                                       [--arch gpt2|llama] [--isa native|avx2]
+                                                      [--points M:SCHEDULE,...]
 
 --isa avx2 runs OpenBLAS's AVX2 code on an AVX-512 machine (as bench.py's --isa; MindPipe's own kernels
 follow its build).
@@ -56,6 +57,8 @@ def run(a, ranks, threads, m, extra, tmp, steps=4):
 def main():
     ap = bench_args(__doc__, isa=True)
     ap.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
+    ap.add_argument("--points", default=None,
+                    help="M:SCHEDULE,... of the points below to run (e.g. 8:interleaved,8:2bw); default: all")
     a = ap.parse_args()
     apply_isa(a)
     a.data = os.path.abspath(a.data)
@@ -63,6 +66,13 @@ def main():
     T = a.shape["seq_len"]
     points = [(m, "1f1b", {}) for m in (4, 8, 16)]
     points += [(8, "gpipe", {}), (8, "interleaved", {"parallel.virtual_stages": 2}), (8, "2bw", {})]
+    if a.points:
+        want = a.points.split(",")
+        have = [f"{m}:{sched}" for m, sched, _ in points]
+        for w in want:
+            if w not in have:
+                ap.error(f"--points: {w} is none of {', '.join(have)}")
+        points = [p for p, h in zip(points, have) if h in want]
     if a.arch == "llama":
         print("model: " + ", ".join(f"{k} {v}" for k, v in a.shape.items()) + f" (bench.py's {LLAMA_SHAPE})")
     print(f"--isa {a.isa}; median of {a.runs} runs each (range in brackets)\n")
