@@ -242,7 +242,7 @@ mp_serve_reference() {
 mp_kill_ours() {
     mko_sig=$1; shift
     for mko_p in "$@"; do
-        tr '\0' ' ' < "/proc/$mko_p/cmdline" 2>/dev/null | grep -qF -- "$SCRATCH" && kill "-$mko_sig" "$mko_p" 2>/dev/null
+        tr '\0' ' ' 2>/dev/null < "/proc/$mko_p/cmdline" | grep -qF -- "$SCRATCH" && kill "-$mko_sig" "$mko_p" 2>/dev/null
     done
     return 0
 }

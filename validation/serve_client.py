@@ -25,11 +25,13 @@
       load file's format.
   serve_client.py slow URL --connections N --seconds S --deadline D [--probe-from ADDR] [--per-client P]
       N connections from 127.0.0.1 send a request head one byte a second (reconnecting 1 s after the
-      server closes one) for S seconds; meanwhile a probe every 0.5 s (GET /health and a short
-      completion, alternately, from ADDR) must be answered 200 within 2 s. Checks too that no slow
-      connection lived past D + 1.5 s, that at least one got a JSON 408, and with P that no more than
-      P slow requests (from SLOW_S after their accept) were held at once. PASS/FAIL lines; exit 1 if
-      any failed.
+      server closes one) for S seconds. With a deadline longer than the run (D > S): a probe every
+      0.5 s (GET /health and a short completion, alternately, from ADDR) must be answered 200 while
+      the slow connections go on dribbling (they do until the last probe is answered) and before the
+      first of them could reach its deadline, so that only the server's limits can have made room
+      for it, however slow the host. With D <= S, no probes: no slow connection may live past D +
+      1.5 s, at least one must get a JSON 408, and with P no more than P slow requests (from SLOW_S
+      after their accept) may be held at once. PASS/FAIL lines; exit 1 if any failed.
   serve_client.py edge URL --deadline D
       The request edge cases (temperature bounds, Content-Length, header size, request line, chunk
       size, an unfinished body, bytes that are not UTF-8): each its expected status, JSON where the
@@ -316,8 +318,9 @@ def json_error(body):
         return None
 
 
-def probe(url, i, source):
-    """Probe i: GET /health or a 2-token completion, from source; (status, seconds)."""
+def probe(url, i, source, wait=2.0):
+    """Probe i: GET /health or a 2-token completion, from source, waiting up to wait seconds for each
+    read; (status, seconds)."""
     if i % 2:
         body = json.dumps({"prompt": "And", "max_tokens": 2, "temperature": 0}).encode()
         req = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(
@@ -325,9 +328,9 @@ def probe(url, i, source):
     else:
         req = b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     try:
-        dt, st, _, _ = raw_exchange(url, req, wait=2.0, source=source)
+        dt, st, _, _ = raw_exchange(url, req, wait=wait, source=source)
     except OSError:
-        return None, 2.0
+        return None, wait
     return st, dt
 
 
@@ -337,6 +340,15 @@ def cmd_slow(a):
     conns = []   # [socket or None, opened at, next reconnect time]
     lives = []   # (opened, closed, got 408 JSON)
     stop = time.time() + a.seconds
+    # A verdict on the probes by order, not by time: answered while every slow connection still
+    # dribbles and before the first could reach its deadline (D > S releases none during the run), so
+    # only the server's limits made room for them. ("Answered within 2 s" against a 3 s deadline was
+    # a verdict on this host's load too.) With D <= S the run checks the deadline's work instead.
+    judge_probes = a.deadline > a.seconds
+    probing = threading.Event()
+    if judge_probes:
+        probing.set()
+    t_open = time.time()  # no slow connection opens earlier, so none reaches its deadline before t_open + D
 
     def opener(slot):
         try:
@@ -367,7 +379,7 @@ def cmd_slow(a):
         for sl in slots:
             opener(sl)
         next_byte = time.time() + 1
-        while time.time() < stop:
+        while time.time() < stop or probing.is_set():
             live = [sl for sl in slots if sl[0] is not None]
             readable = select.select([sl[0] for sl in live], [], [], 0.1)[0] if live else []
             for sl in live:
@@ -394,19 +406,25 @@ def cmd_slow(a):
 
     t = threading.Thread(target=dribbler)
     t.start()
-    time.sleep(1.5)
-    probes = []
-    i = 0
-    while time.time() < stop - 0.5:
-        t0 = time.time()
-        probes.append(probe(a.url, i, a.probe_from))
-        i += 1
-        time.sleep(max(0.0, 0.5 - (time.time() - t0)))
+    if judge_probes:
+        time.sleep(1.5)
+        probes = []  # (status, seconds, answered at)
+        i = 0
+        while time.time() < stop - 0.5:
+            t0 = time.time()
+            st, dt = probe(a.url, i, a.probe_from, wait=max(0.1, t_open + a.deadline - t0))
+            probes.append((st, dt, t0 + dt))
+            i += 1
+            time.sleep(max(0.0, 0.5 - (time.time() - t0)))
+        probing.clear()
+        t.join()
+        answered = sum(1 for st, _, at in probes if st == 200 and at < t_open + a.deadline)
+        check(probes and answered == len(probes),
+              "%d slow connections dribbling: %d of %d probes (GET /health, a completion) from %s answered 200 while "
+              "they dribbled, before any could reach the %.0f s deadline (slowest %.2f s)" %
+              (a.connections, answered, len(probes), a.probe_from, a.deadline, max(dt for _, dt, _ in probes)))
+        return
     t.join()
-    answered = sum(1 for st, dt in probes if st == 200 and dt < 2.0)
-    check(probes and answered == len(probes),
-          "%d slow connections dribbling: %d of %d probes (GET /health, a completion) from %s answered 200 within 2 s "
-          "(slowest %.2f s)" % (a.connections, answered, len(probes), a.probe_from, max(dt for _, dt in probes)))
     longest = max(c - o for o, c, _ in lives) if lives else 0.0
     ended_early = [x for x in lives if x[1] < stop - 0.1]
     check(ended_early and longest <= a.deadline + 1.5,
@@ -460,7 +478,7 @@ def cmd_edge(a):
     case("temperature 0.001", completion({"temperature": 0.001}), 200)
     case("temperature 100", completion({"temperature": 100}), 200)
     case("Content-Length 1000000 (over the limit): answered before the body is sent",
-         post_raw(b"Content-Length: 1000000\r\n"), 413, "bytes", within=2)
+         post_raw(b"Content-Length: 1000000\r\n"), 413, "bytes", within=a.deadline + 1.5)
     case("a 100 KiB header", post_raw(b"X-Big: " + b"a" * 102400 + b"\r\nContent-Length: 2\r\n", b"{}"), 431, "header")
     case("a Content-Length longer than the body: 408 at the deadline",
          post_raw(b"Content-Length: 100\r\n", b'{"prompt"'), 408, "seconds", within=a.deadline + 1.5)
@@ -475,8 +493,10 @@ def cmd_edge(a):
     case("a request line with an invalid version (libmicrohttpd's reply)",
          raw_exchange(url, b"\x01\x02 foo bar\r\nHost: x\r\n\r\n"), 400)
     dt, st, head, body = raw_exchange(url, b"GARBAGE\r\n\r\n")
-    check(st is None and body == b"" and dt < 2, "a request line without a space: closed by libmicrohttpd without a "
-          "reply, at once (%.2f s)" % dt)
+    # by status, not by time: a server that waited for the rest would answer 408 at its deadline (and
+    # one that never closed would leave it to our wait, past deadline + 1.5 s); "within 2 s" judged the host
+    check(st is None and body == b"" and dt < a.deadline + 1.5, "a request line without a space: closed by "
+          "libmicrohttpd without a reply, before the deadline's 408 (%.2f s)" % dt)
     st, _ = post(url, json.dumps({"prompt": "And", "max_tokens": 2, "temperature": 0}))
     check(st == 200, "the server still serves after the edge cases (%d)" % st)
 

@@ -173,7 +173,7 @@ slurm_logs() {
 # slurm_harness_ours PID: PID is still one of this harness's daemons (its command line names the
 # harness directory, where its slurm.conf is).
 slurm_harness_ours() {
-    tr '\0' ' ' < "/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$SLURM_HARNESS_DIR"
+    tr '\0' ' ' 2>/dev/null < "/proc/$1/cmdline" | grep -qF -- "$SLURM_HARNESS_DIR"
 }
 
 slurm_stop() {

@@ -44,6 +44,7 @@
 #include "h5util.h"
 #include "perf.h"
 #include "publish.h"
+#include "rng.h"
 
 #define BNDLOG_PATH_MAX 4096
 #define BNDLOG_RUN_ID_MAX 64
@@ -152,6 +153,21 @@ static uint64_t scalars_checksum(const double *v, size_t n)
         sum += ckpt_checksum(bits, 2 * k, 2 * i);
     }
     return sum;
+}
+
+/* What an entry's stored checksum adds to the sum of its values (format 3): a key made of the run,
+ * the rank and the entry's step, kind, micro-batch and chunk, so that an entry moved or copied under
+ * another name, into another step, or from another rank's or run's log fails its checksum instead of
+ * replaying the wrong tensor (a sum of the values alone travels with them). */
+static uint64_t entry_key(const bnd_ident_t *id, int scalars, long step, int mb, int chunk, int kind)
+{
+    uint64_t k = 0xcbf29ce484222325ull; /* FNV-1a over the run id, then mixed with each field */
+    for (const char *c = id->run_id; *c; c++) k = (k ^ (unsigned char)*c) * 0x100000001b3ull;
+    k = rng_mix(k ^ (uint64_t)id->rank);
+    k = rng_mix(k ^ (uint64_t)step);
+    k = rng_mix(k ^ (uint64_t)(scalars ? BND_HEAD + 1 : kind));
+    k = rng_mix(k ^ (uint64_t)mb);
+    return rng_mix(k ^ (uint64_t)chunk);
 }
 
 /* ---- HDF5 helpers (the caller holds the thread rule) ---- */
@@ -445,7 +461,9 @@ err:
 static int entry_write(bndlog_t *b, const bnd_entry_t *e, const char *words)
 {
     /* the sum before entering HDF5: a pause need not wait for arithmetic */
-    uint64_t sum = e->op == OP_SCALARS ? scalars_checksum(e->data, e->n) : ckpt_checksum(e->data, e->n, 0);
+    const int scalars = e->op == OP_SCALARS;
+    uint64_t sum = (scalars ? scalars_checksum(e->data, e->n) : ckpt_checksum(e->data, e->n, 0)) +
+                   entry_key(&b->id, scalars, e->step, e->mb, e->chunk, e->kind);
     h5_enter(b);
     int rc = group_get(b, e->step) == MP_OK ? dataset_write(b, e, sum, words) : MP_ERR;
     h5_leave(b);
@@ -1063,22 +1081,31 @@ static int dataset_read(const bndlog_reader_t *r, hid_t d, size_t *n_io, size_t 
     const size_t n = *n_io;
     H5_TRY(s = H5Dget_space(d), out, r->path);
     H5_TRY(t = H5Dget_type(d), out, r->path);
-    if (H5Sget_simple_extent_ndims(s) != 1 || H5Sget_simple_extent_dims(s, &dim, NULL) != 1 ||
-        H5Tget_class(t) != H5T_FLOAT || H5Tget_size(t) != elem || (n ? dim != n : dim == 0) ||
-        dim > SIZE_MAX / elem) {
-        if (n)
-            MP_ERROR("boundary log %s: %s: holds %llu values of %zu bytes, %zu of %zu expected (short or damaged)",
-                     r->path, words, (unsigned long long)dim, H5Tget_size(t), n, elem);
-        else
-            MP_ERROR("boundary log %s: %s: holds %llu values of %zu bytes, some of %zu expected (damaged)", r->path,
-                     words, (unsigned long long)dim, H5Tget_size(t), elem);
+    const int ndims = H5Sget_simple_extent_ndims(s);
+    const H5T_class_t cls = H5Tget_class(t);
+    if (ndims != 1 || H5Sget_simple_extent_dims(s, &dim, NULL) != 1 || cls != H5T_FLOAT || H5Tget_size(t) != elem ||
+        (n ? dim != n : dim == 0) || dim > SIZE_MAX / elem) {
+        /* say what it holds: a shape or a type we never write is someone else's entry */
+        const hssize_t pts = H5Sget_simple_extent_npoints(s);
+        const char *what = cls == H5T_FLOAT ? "floats" : cls == H5T_INTEGER ? "integers" : cls == H5T_STRING
+                           ? "strings" : "values of another type";
+        char want[64];
+        if (n) snprintf(want, sizeof want, "%zu floats of %zu bytes", n, elem);
+        else snprintf(want, sizeof want, "floats of %zu bytes", elem);
+        MP_ERROR("boundary log %s: %s: holds %lld %s of %zu bytes in %d dimension(s), %s in one expected (short, "
+                 "damaged or not written by MindPipe)", r->path, words, (long long)pts, what, H5Tget_size(t), ndims,
+                 want);
         goto out;
     }
     if (!(buf = MP_MALLOC((size_t)dim * elem))) goto out;
     H5_TRY(H5Dread(d, elem == 4 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), out,
            r->path);
-    const int have = h5_attr_read(d, "checksum", H5T_NATIVE_UINT64, sum_p, r->path);
-    if (have == MP_ERR) goto out;
+    char why[128];
+    const int have = h5_attr_get(d, "checksum", H5T_NATIVE_UINT64, sum_p, why, sizeof why);
+    if (have == MP_ERR) {
+        MP_ERROR("boundary log %s: %s: its checksum %s", r->path, words, why);
+        goto out;
+    }
     if (!have) {
         MP_ERROR("boundary log %s: %s: no checksum", r->path, words);
         goto out;
@@ -1119,10 +1146,12 @@ static int entry_get(bndlog_reader_t *r, long step, int scalars, int mb, int chu
     if (d >= 0) H5Dclose(d);
     h5_quiet_end(&q);
     if (rc == MP_OK) {
-        uint64_t sum = scalars ? scalars_checksum(buf, *n_io) : ckpt_checksum(buf, *n_io, 0);
+        uint64_t sum = (scalars ? scalars_checksum(buf, *n_io) : ckpt_checksum(buf, *n_io, 0)) +
+                       entry_key(&r->id, scalars, step, mb, chunk, kind);
         if (sum != stored)
-            rc = MP_FAIL("boundary log %s: %s: checksum mismatch (stored %016llx, data gives %016llx): damaged",
-                         r->path, words, (unsigned long long)stored, (unsigned long long)sum);
+            rc = MP_FAIL("boundary log %s: %s: checksum mismatch (stored %016llx, data and name give %016llx): "
+                         "damaged, or an entry of another step, kind, rank or run", r->path, words,
+                         (unsigned long long)stored, (unsigned long long)sum);
     }
     if (rc == MP_OK) *buf_p = buf;
     else free(buf);

@@ -18,7 +18,8 @@
  *                            recomputes that stage's part of the tied gradient
  *         scalars            float64 (k): the step's agreed scalars (loss scale, clip factor, ...)
  * Every dataset carries attribute "checksum" (uint64): ckpt_checksum of its elements (scalars:
- * of their bits taken as 2k floats), verified on every read. The complete steps are exactly
+ * of their bits taken as 2k floats) plus a key of the run id, the rank and the entry's step, kind,
+ * micro-batch and chunk, verified on every read: an entry moved or copied elsewhere fails it. The complete steps are exactly
  * [first_step, last_done]: a step is marked (last_done) only after its data and the file's
  * metadata were flushed and fsynced, so a reader never trusts a half-written step. Steps below
  * first_step were pruned.
@@ -39,7 +40,7 @@
 
 #include <stddef.h>
 
-#define BNDLOG_FORMAT 2
+#define BNDLOG_FORMAT 3 /* 3: an entry's checksum covers its name, rank and run (bndlog.c) */
 #define BNDLOG_ROWS_MAX (1L << 24) /* row numbers stored exactly as float32 */
 
 /* What crossed a boundary: activations sent downstream, gradients sent upstream, the first stage's

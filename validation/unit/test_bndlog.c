@@ -5,7 +5,9 @@
  * flight readable, in a smaller file; another run id, rank or format refused naming the file and the
  * key, the file left as it was; a torn log of this rank in a resume's way moved aside to NAME.damaged
  * (never over an earlier one) and a new log started; a flipped byte in a tensor's or the scalars' data caught by its
- * checksum, the caller's buffer untouched; truncated files refused without a crash; puts while
+ * checksum, the caller's buffer untouched; entries forged in a sound file (moved from another step
+ * or kind, copied from another rank's log, integers, 2-D, short, no checksum or a string as one)
+ * refused naming the file, the entry and what is wrong; truncated files refused without a crash; puts while
  * paused return (no deadlock) and the writer stays out of HDF5 meanwhile; a full queue makes put
  * wait and loses nothing; write errors (a file size limit, a directory in the way of the prune's
  * temporary, a log directory under a regular file) reported by the next call and by close; a
@@ -29,6 +31,7 @@
 
 #include "bndlog.h"
 #include "check.h"
+#include "h5util.h"
 #include "tap.h"
 
 static char tmpdir[] = "/tmp/test_bndlog.XXXXXX";
@@ -176,6 +179,9 @@ static int flip_byte(const char *path, const char *dname, size_t skip)
 
 static int has(const char *needle) { return strstr(errtext, needle) != NULL; }
 
+/* How a refusal names the format after this one's. */
+static char fmt_next[64];
+
 /* ---- the cases ---- */
 
 /* Steps 0..2 marked, step 3 put but never marked; checks reading, refusals and the counters. */
@@ -233,7 +239,7 @@ static void test_round_trip(const char *dir)
            "step 3 (put, never marked) is refused as not complete, naming the file");
     tap_ok(g2 == MP_ERR && has("step 1, micro-batch 7, chunk 0, gradients: missing"),
            "a micro-batch never logged is refused as missing");
-    tap_ok(g3 == MP_ERR && has("holds 1000 values") && has("999"), "a read of the wrong length is refused");
+    tap_ok(g3 == MP_ERR && has("holds 1000 floats") && has("999"), "a read of the wrong length is refused");
     int untouched = 1;
     for (int i = 0; i < 1000; i++) untouched &= y[i] == 7.0f;
     tap_ok(untouched, "the refused reads left the caller's buffer untouched");
@@ -361,7 +367,7 @@ static void test_foreign(const char *dir)
     int r4 = ok ? bndlog_read_open(other, RUN, 3, &r) : MP_OK;
     capture_end();
     show_errtext();
-    tap_ok(r4 == MP_ERR && has(other) && has("bndlog_format is 3"), "another format version: refused naming the key");
+    tap_ok(r4 == MP_ERR && has(other) && has(fmt_next), "another format version: refused naming the key");
     free(other);
 
     /* the identity's attributes through h5util.h's readers: one missing, a number for run_id */
@@ -465,7 +471,7 @@ static void test_open_damaged(const char *dir)
     show_errtext();
     char *after = slurp(path, &len1);
     struct stat st;
-    tap_ok(r3 == MP_ERR && has("bndlog_format is 3") && !has("logs anew") && before && after && len0 == len1 &&
+    tap_ok(r3 == MP_ERR && has(fmt_next) && !has("logs anew") && before && after && len0 == len1 &&
                memcmp(before, after, len0) == 0 && lstat(aside2, &st) == 0 && file_size(aside2) == 100,
            "another format's log: refused naming the key, left in place, nothing moved aside");
     free(before);
@@ -515,6 +521,103 @@ static void test_flip(const char *dir)
            "the other entries still read back bitwise");
     bndlog_read_close(r);
     free(flipped);
+}
+
+/* Writes a dataset named name in group g: n values of type t (ndims 1, or 2 as n x 1) from buf,
+ * with a uint64 checksum attribute when sum is non-NULL. 0 on success. */
+static int dataset_plant(hid_t g, const char *name, hid_t t, int ndims, hsize_t n, const void *buf,
+                         const uint64_t *sum)
+{
+    hsize_t dims[2] = {n, 1};
+    hid_t sp = H5Screate_simple(ndims, dims, NULL);
+    hid_t d = sp >= 0 ? H5Dcreate2(g, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int ok = d >= 0 && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0;
+    if (ok && sum) ok = h5_attr_write(d, "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, sum, "plant") == MP_OK;
+    if (d >= 0) H5Dclose(d);
+    if (sp >= 0) H5Sclose(sp);
+    return ok ? 0 : -1;
+}
+
+/* Forgery k of step 1's activations of micro-batch 1 (ACT11) in file f (other: rank 1's log of the
+ * same steps and values); 0 on success. */
+#define ACT11 "step_00000001/act_mb1_c0"
+static int forge(hid_t f, hid_t other, int k)
+{
+    static int32_t ints[1017];
+    static float fl[1017];
+    const uint64_t sum = 1;
+    hid_t g = H5Gopen2(f, "step_00000001", H5P_DEFAULT);
+    int ok = g >= 0;
+    if (ok && k != 6 && k != 7) ok = H5Ldelete(f, ACT11, H5P_DEFAULT) >= 0;
+    switch (k) {
+    case 0: ok = ok && H5Ocopy(f, "step_00000000/act_mb1_c0", f, ACT11, H5P_DEFAULT, H5P_DEFAULT) >= 0; break;
+    case 1: ok = ok && H5Ocopy(f, "step_00000001/grad_mb1_c0", f, ACT11, H5P_DEFAULT, H5P_DEFAULT) >= 0; break;
+    case 2: ok = ok && H5Ocopy(other, ACT11, f, ACT11, H5P_DEFAULT, H5P_DEFAULT) >= 0; break;
+    case 3: ok = ok && dataset_plant(g, "act_mb1_c0", H5T_NATIVE_INT32, 1, 1017, ints, &sum) == 0; break;
+    case 4: ok = ok && dataset_plant(g, "act_mb1_c0", H5T_NATIVE_FLOAT, 2, 1017, fl, &sum) == 0; break;
+    case 5: ok = ok && dataset_plant(g, "act_mb1_c0", H5T_NATIVE_FLOAT, 1, 500, fl, &sum) == 0; break;
+    case 6: ok = ok && H5Adelete_by_name(f, ACT11, "checksum", H5P_DEFAULT) >= 0; break;
+    case 7: {
+        hid_t d = ok ? H5Dopen2(f, ACT11, H5P_DEFAULT) : -1;
+        ok = d >= 0 && H5Adelete(d, "checksum") >= 0 && h5_attr_write_string(d, "checksum", "0123", "plant") == MP_OK;
+        if (d >= 0) H5Dclose(d);
+        break;
+    }
+    }
+    if (g >= 0) H5Gclose(g);
+    return ok ? 0 : -1;
+}
+
+/* Entries forged inside a log whose file and metadata are sound: step 0's tensor moved under step
+ * 1's name, step 1's gradients under its activations' name, rank 1's entry of the same step (the
+ * same values: only the rank differs) copied in, integers, a 2-D dataset, 500 floats where 1017
+ * were written, no checksum, a string as the checksum. Each valid before format 3 would have passed
+ * its checksum where it carried one; each is refused naming the file, the entry and what is wrong,
+ * the caller's buffer untouched, the log's other entries still read. */
+static void test_forged(const char *dir)
+{
+    static const char *const what[8] = {
+        "step 0's activations moved under step 1's name", "step 1's gradients under its activations' name",
+        "rank 1's entry of the same step and values copied in", "1017 integers", "a 1017 x 1 dataset",
+        "500 floats (a short entry)", "no checksum attribute", "a string as the checksum"};
+    static const char *const want[8] = {
+        "checksum mismatch", "checksum mismatch", "checksum mismatch", "holds 1017 integers of 4 bytes",
+        "in 2 dimension(s)", "holds 500 floats of 4 bytes in 1 dimension(s), 1017 floats", "no checksum",
+        "checksum"};
+    bndlog_t *b = NULL;
+    bndlog_cfg_t c = cfg_of(dir, 1, 0, 1 << 20);
+    size_t bytes = 0;
+    int bad = bndlog_open(&c, &b) != MP_OK;
+    for (long s = 0; s < 2 && !bad; s++) bad += put_step(b, s, &bytes) + (bndlog_step_done(b, s) != MP_OK);
+    if (b) bad += bndlog_close(b) != MP_OK;
+    hid_t other = bad ? -1 : H5Fopen(log_file(dir, 1), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (!tap_ok(!bad && other >= 0, "rank 1's log of the same 2 steps written (the source of a copied entry)")) return;
+    for (int k = 0; k < 8; k++) {
+        char *forged = strdup(tpath("forged.h5"));
+        int ok = copy_file(log_file(dir, 0), forged) == 0;
+        hid_t f = ok ? H5Fopen(forged, H5F_ACC_RDWR, H5P_DEFAULT) : -1;
+        ok = f >= 0 && forge(f, other, k) == 0;
+        if (f >= 0) ok &= H5Fclose(f) >= 0;
+        bndlog_reader_t *r = NULL;
+        float y[1017];
+        for (int i = 0; i < 1017; i++) y[i] = -1.0f;
+        capture_begin();
+        int ro = ok ? bndlog_read_open(forged, RUN, 0, &r) : MP_ERR;
+        int g = ro == MP_OK ? bndlog_get(r, 1, 1, 0, BND_ACT, numel(1), y) : MP_OK;
+        capture_end();
+        if (k == 0 || k == 3 || k == 7) show_errtext();
+        int untouched = 1;
+        for (int i = 0; i < 1017; i++) untouched &= y[i] == -1.0f;
+        const int rest = ro == MP_OK && check_step(r, 0) == 0;
+        tap_ok(ok && g == MP_ERR && has(forged) && has("step 1, micro-batch 1, chunk 0, activations") &&
+                   has(want[k]) && untouched && rest,
+               "a forged entry, %s: refused naming the file, the entry and '%s'; buffer untouched, step 0 "
+               "still read", what[k], want[k]);
+        if (r) bndlog_read_close(r);
+        unlink(forged);
+        free(forged);
+    }
+    H5Fclose(other);
 }
 
 /* Truncated copies (empty, inside the superblock, halfway, one byte short) are refused cleanly. */
@@ -873,6 +976,7 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    snprintf(fmt_next, sizeof fmt_next, "bndlog_format is %d", BNDLOG_FORMAT + 1);
     hbool_t ts = 0;
     H5is_library_threadsafe(&ts);
     tap_diag("this libhdf5 is %sthread-safe: the writer keeps to bndlog's thread rule either way", ts ? "" : "not ");
@@ -886,6 +990,7 @@ int main(void)
     test_reopen_keeps(dirs[0]);
     test_foreign(dirs[0]);
     test_flip(dirs[1]);
+    test_forged(dirs[1]);
     test_truncated(dirs[1]);
     test_pause(dirs[2]);
     test_full_queue(dirs[2]);
