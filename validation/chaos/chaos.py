@@ -528,9 +528,12 @@ class Harness:
         stop = "slurm_stop" if kind == "slurm1" else "slurm_stop_nodes"
         start = 'slurm_start "$D"' if kind == "slurm1" else 'SLURM_NODES_SLURMD_TIMEOUT=12 slurm_start_nodes "$D" 2'
         # the loop reads a command a line, runs it, and says its status; EOF ends it, and the trap
-        # stops the daemons however the shell ends
-        script = ('. "$H"; trap "%s > /dev/null 2>&1" EXIT; %s; echo "__rc $? $SLURM_CONF"; '
-                  'while IFS= read -r l; do eval "$l"; echo "__rc $?"; done' % (stop, start))
+        # stops the daemons however the shell ends. A job still in flight (a campaign cut short) is
+        # cancelled and waited out first: daemons stopped under it leave its slurmstepd behind.
+        script = ('. "$H"; end() { scancel --user="$(id -un)"; for w in $(seq 60); do '
+                  '[ -z "$(squeue -h)" ] && break; sleep 0.5; done; %s; }; trap "end > /dev/null 2>&1" EXIT; '
+                  '%s; echo "__rc $? $SLURM_CONF"; while IFS= read -r l; do eval "$l"; echo "__rc $?"; done'
+                  % (stop, start))
         self.p = subprocess.Popen(["bash", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, env=dict(ENV, H=HARNESS, D=self.dir),
                                   # a Ctrl-C is this process's to handle: it closes the harness (finally)
