@@ -281,6 +281,8 @@ slurm_wait_state() {
 #   slurm_node_ns K   the namespace of node K (mpnodeK); slurm_node_veth K its veth in the root
 #                     namespace (mpvK: `ip link set mpvK down` cuts the node off).
 #   slurm_node_pids K every process in node K's namespace but its slurmd (a host's workload).
+#   slurm_node_restart K SECONDS  node K back after its loss: its slurmd started again, the node
+#                     resumed (its state printed; 1 if still down after SECONDS).
 #   slurm_node_exec K CMD...  runs CMD in node K's network namespace (e.g. a client of a server that
 #                     listens on that node's loopback).
 
@@ -424,6 +426,26 @@ EOF2
         fi
         sleep 0.5
     done
+}
+
+# slurm_node_restart K SECONDS: node K back after its loss (every process of its namespace killed):
+# its slurmd started again as slurm_start_nodes starts it, then the node resumed until sinfo no
+# longer says down (a node Slurm declared down stays down until resumed, and scontrol refuses that
+# while it is not down yet). Prints the node's state; 1 if it is still down after SECONDS.
+slurm_node_restart() {
+    nsenter --net="/run/netns/mpnode$1" unshare --mount --uts sh -c \
+        "mount --bind /etc/netns/mpnode$1/hosts /etc/hosts && hostname node$1 && exec slurmd -f '$SLURM_CONF' -N node$1" ||
+        { slurm_msg "slurmd of node$1 did not start again"; return 1; }
+    # its new PID, so that slurm_stop ends it too
+    sleep 0.5; slurm_harness_pids="$slurm_harness_pids $(cat "$SLURM_HARNESS_DIR/slurmd-node$1.pid" 2>/dev/null)"
+    nr_t0=$(date +%s)
+    until nr_st=$(sinfo -h -n "node$1" -o %T 2>/dev/null); [ -n "$nr_st" ] && ! echo "$nr_st" | grep -qi down ||
+        [ $(($(date +%s) - nr_t0)) -gt "$2" ]; do
+        scontrol update NodeName="node$1" State=RESUME > /dev/null 2>&1
+        sleep 1
+    done
+    echo "$nr_st"
+    [ -n "$nr_st" ] && ! echo "$nr_st" | grep -qi down
 }
 
 slurm_stop_nodes() {

@@ -22,6 +22,18 @@ without it: every fault costs them a restart from the newest checkpoint.
             a file of zeros fills to the last byte; every rank's next write fails (a metric, a log
             entry, a checkpoint). The run must end saying "No space left on device"; the filler is
             then removed and the resume must reach the end as after any fault
+  node      (slurm2 only) rank R of node2 stops in step S, then every process of node2 is SIGKILLed,
+            slurmd too: Slurm declares the node down, the job requeues, node2 comes back for the rerun
+
+Launchers (--launchers, drawn per trial; default mpiexec alone, which draws every trial as before):
+  mpiexec   as above
+  slurm1    jobs/slurm/train.sbatch on the one-node Slurm of validation/slurm_harness.sh, LAUNCHER=srun
+            or mpirun; faults kill and hang, 2-rank layouts (the cores, not oversubscribed)
+  slurm2    train.sbatch on its Slurm of two namespaced nodes (root, ip netns, unshare), -N 2
+            --no-kill, LAUNCHER=srun; faults kill, hang and node, 2- and 4-rank layouts split evenly
+Under Slurm the fault is on the job's first run only; the job names the lost rank in job.log,
+requeues itself, and its rerun (--resume auto) is judged as any resume. Each Slurm is started once
+per campaign, at its launcher's first trial, and stopped at the end (or when this process dies).
 
 Verdict of a trial (each part must hold, else the trial fails and prints its seed and the command
 that replays it):
@@ -39,9 +51,11 @@ that replays it):
 
   /usr/bin/python3 validation/chaos/chaos.py --mindpipe src/mindpipe --data validation/kjv.h5
       [--seed 1] [--trials 10] [--only N] [--keep DIR | --keep-failed DIR] [--table] [--faults kill,hang,...]
+      [--launchers mpiexec,slurm1,slurm2]
 
---only N replays trial N of the seed alone. Exit status 0 only when every trial passed. With
---table, a markdown table of trials, passed, hangs, lost checkpoints and steps lost by layout.
+--only N replays trial N of the seed alone (each trial prints the command). Exit status 0 only when
+every trial passed. With --table, a markdown table of trials, passed, hangs, lost checkpoints and
+steps lost by layout.
 """
 import argparse
 import glob
@@ -484,6 +498,262 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
     return res
 
 
+# ---- Launchers: mpiexec (above), slurm1 and slurm2 (--launchers) ----
+#
+# slurm1: the trial submitted through jobs/slurm/train.sbatch to the one-node Slurm of
+# validation/slurm_harness.sh (slurm_start), with LAUNCHER=srun or mpirun (drawn); slurm2: to its
+# Slurm of two namespaced nodes (slurm_start_nodes), LAUNCHER=srun and --no-kill, with the fault
+# "node" besides: a rank of node2 stops in step S, then every process of node2 is SIGKILLed, slurmd
+# too, as a node that dies takes them; node2 comes back (slurm_node_restart) for the rerun. In both
+# the job itself requeues after the loss, and its rerun (--resume auto) must end as after any fault.
+# The harness's functions run in one bash that lives as long as the campaign (munge's user and the
+# namespaces' owner are that shell's PID), started once per campaign and torn down at its end, or
+# when this process dies (its stdin closes: the shell's EXIT trap stops the daemons).
+SBATCH = os.path.join(HERE, "..", "..", "jobs", "slurm", "train.sbatch")
+HARNESS = os.path.join(HERE, "..", "slurm_harness.sh")
+LAUNCHERS = ["mpiexec", "slurm1", "slurm2"]
+# Faults the Slurm launchers draw: the job requeues itself after a rank lost (all others exit 75);
+# a fault inside a checkpoint write aborts the job (no requeue by design), and corrupt and relapse
+# need the harness between the fault and the rerun, which the job's own requeue does not leave room
+# for; full needs a tmpfs the nodes' mount namespaces would not see alike. Left to mpiexec.
+SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang"], "slurm2": ["kill", "hang", "node", "node"]}
+
+
+class Harness:
+    """One Slurm of validation/slurm_harness.sh for the campaign, its functions called through a
+    bash that sourced it (a line in, its output up to a "__rc N" line out)."""
+
+    def __init__(self, kind, root):
+        self.kind, self.dir = kind, os.path.join(root, "slurm-" + kind)
+        stop = "slurm_stop" if kind == "slurm1" else "slurm_stop_nodes"
+        start = 'slurm_start "$D"' if kind == "slurm1" else 'SLURM_NODES_SLURMD_TIMEOUT=12 slurm_start_nodes "$D" 2'
+        # the loop reads a command a line, runs it, and says its status; EOF ends it, and the trap
+        # stops the daemons however the shell ends. A job still in flight (a campaign cut short) is
+        # cancelled and waited out first: daemons stopped under it leave its slurmstepd behind.
+        script = ('. "$H"; end() { scancel --user="$(id -un)"; for w in $(seq 60); do '
+                  '[ -z "$(squeue -h)" ] && break; sleep 0.5; done; %s; }; trap "end > /dev/null 2>&1" EXIT; '
+                  '%s; echo "__rc $? $SLURM_CONF"; while IFS= read -r l; do eval "$l"; echo "__rc $?"; done'
+                  % (stop, start))
+        self.p = subprocess.Popen(["bash", "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=dict(ENV, H=HARNESS, D=self.dir),
+                                  # a Ctrl-C is this process's to handle: it closes the harness (finally)
+                                  start_new_session=True)
+        rc, out = self.read()
+        self.ok, self.said = rc == 0, out
+        self.conf = self.last.split(" ", 2)[2] if self.ok else None
+
+    def read(self):
+        out = []
+        for line in self.p.stdout:
+            if line.startswith("__rc "):
+                self.last = line.strip()
+                return int(line.split()[1]), "".join(out)
+            out.append(line)
+        self.last = "__rc 1"
+        return 1, "".join(out)
+
+    def call(self, line):
+        """Runs a line of bash in the harness's shell: (status, output)."""
+        self.p.stdin.write(line + "\n")
+        self.p.stdin.flush()
+        return self.read()
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()  # EOF: the loop ends, the trap stops the Slurm
+            try:
+                self.p.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+
+def draw_launcher(seed, i, launchers):
+    """Trial i's launcher, from a generator of its own: a campaign of mpiexec alone draws its trials
+    exactly as before the launchers were added."""
+    if launchers == ["mpiexec"]:
+        return "mpiexec"
+    return random.Random("%d:%d:launcher" % (seed, i)).choice(launchers)
+
+
+def draw_slurm(seed, i, launcher, faults=None):
+    """Trial i under a Slurm launcher: (layout, backend, fault, victim, step, srun or mpirun). The
+    layouts that fit its cores (one node: its CPUs; two nodes: twice that, split evenly) and log
+    (the supernets, with no log, are left to mpiexec); a node fault's victim is a rank of node2."""
+    rng = random.Random("%d:%d" % (seed, i))
+    cpus = os.cpu_count() or 2
+    fit = [k for k, v in sorted(LAYOUTS.items()) if v[2] is not None and
+           (v[0] <= cpus if launcher == "slurm1" else v[0] <= 2 * cpus and v[0] % 2 == 0)]
+    name = rng.choice(fit)
+    backend = rng.choice(BACKENDS)
+    kinds = [f for f in SLURM_FAULTS[launcher] if not faults or f in faults] or SLURM_FAULTS[launcher][:1]
+    fault = rng.choice(kinds)
+    n = LAYOUTS[name][0]
+    # srun's block distribution: node2 holds ranks n/2 .. n-1
+    victim = rng.randrange(n // 2, n) if fault == "node" else rng.randrange(n)
+    step = rng.randint(EVERY + 2, 2 * EVERY - 1)
+    via = rng.choice(["srun", "mpirun"]) if launcher == "slurm1" else "srun"
+    return name, backend, fault, victim, step, via
+
+
+def job_state(jid, conf):
+    r = subprocess.run(["scontrol", "-o", "show", "job", jid], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       text=True, env=dict(ENV, SLURM_CONF=conf))
+    m = re.search(r"JobState=([A-Z_]+)", r.stdout)
+    return m.group(1) if m else ""
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def wait_for(cond, secs, every=0.5):
+    t0 = time.time()
+    while time.time() - t0 < secs:
+        if cond():
+            return True
+        time.sleep(every)
+    return cond()
+
+
+def trial_slurm(a, i, tmp, refs, launcher, harness):
+    t_start = time.time()
+    r = trial_slurm_run(a, i, tmp, refs, launcher, harness)
+    r["total"] = time.time() - t_start
+    return r
+
+
+def trial_slurm_run(a, i, tmp, refs, launcher, harness):
+    name, backend, fault, victim, step, via = draw_slurm(a.seed, i, launcher, a.faults)
+    n, lay, replays = LAYOUTS[name]
+    cfg = dict(COMMON, **lay)
+    cfg["train.device"] = backend
+    extra = sets(cfg)
+    res = {"i": i, "layout": name, "backend": backend, "fault": fault, "victim": victim, "step": step, "delay": 0,
+           "why": [], "hang": False, "lost_ckpt": False, "lost": None, "landed": False, "launcher": launcher,
+           "via": via}
+    if harness is None or not harness.ok:
+        res["why"].append("the %s harness did not start: %s" % (
+            launcher, (harness.said.strip().splitlines() or ["?"])[-1] if harness else "not started"))
+        return res
+    key = (name, backend)
+    if key not in refs:  # the uninterrupted run (mpiexec, as for the other launchers)
+        ref = os.path.join(tmp, "ref-%s-%s" % key)
+        rc, _ = run(train_cmd(a, n, ref, extra, launcher=False), ref + ".log", 600)
+        refs[key] = ref if rc == 0 else None
+    if not refs[key]:
+        res["why"].append("the uninterrupted run failed")
+        return res
+    out = os.path.join(tmp, "t%d" % i)
+    shutil.rmtree(out, ignore_errors=True)
+    log = out + ".log"
+    # The binary the job runs: the real one, with the fault on the job's first run only (until the
+    # job log tells of a lost rank, after which the requeued run must run clean)
+    wrapper = out + ".mindpipe"
+    mode = "" if fault == "kill" else ":hang"
+    with open(wrapper, "w") as f:
+        f.write('#!/bin/sh\n'
+                '# the run directory: the word after --out\n'
+                'prev=; for w in "$@"; do [ "$prev" = --out ] && out=$w; prev=$w; done\n'
+                'grep -qs "lost rank" "$out/job.log" && exec %s "$@"\n'
+                'exec %s "$@" --set debug.fail_at=%d:%d%s\n' % (a.mindpipe, a.mindpipe, victim, step, mode))
+    os.chmod(wrapper, 0o755)
+    env = dict(ENV, SLURM_CONF=harness.conf, MINDPIPE=wrapper, LAUNCHER=via, MPIRUN="mpiexec")
+    shape = ["-n", str(n)] if launcher == "slurm1" else ["-N", "2", "--ntasks-per-node", str(n // 2), "--no-kill"]
+    cmd = ["sbatch", "--parsable"] + shape + ["--time=10", "-o", log, SBATCH, DECK, out] + \
+        ["--set", "data.path=%s" % a.data, "--quiet"] + extra + ["--set", "recovery.log=1"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp)
+    jid = r.stdout.strip().split(";")[0]
+    if r.returncode != 0 or not jid.isdigit():
+        res["why"].append("sbatch refused the job: %s" % r.stdout.strip())
+        return res
+    res["job"] = jid
+    joblog = os.path.join(out, "job.log")
+    t0 = time.time()
+    if fault == "hang":  # the stopped rank outlives its peers: killed once they are gone, as for mpiexec
+        def survivors_gone():
+            q = pids_of(out)
+            return bool(q) and all(stopped(x) for x in q)
+        if wait_for(survivors_gone, DEADLINE_S, 0.2):
+            for q in pids_of(out):
+                os.kill(q, signal.SIGKILL)
+    elif fault == "node":  # the rank stops in step S; then node2 dies, every process of it
+        if not wait_for(lambda: "stops answering" in read(log), DEADLINE_S):
+            res["why"].append("rank %d did not stop in step %d" % (victim, step))
+        else:
+            rc, said = harness.call('all=$(ip netns pids "$(slurm_node_ns 2)"); [ -n "$all" ] && kill -KILL $all; '
+                                    'echo $all | wc -w')
+            res["landed"] = rc == 0
+            # Slurm declares the node down at SlurmdTimeout (12 s) after its last word, and only
+            # then does srun return: the deadline counts from the node's loss
+            t0 = time.time()
+            if rc != 0:
+                res["why"].append("node2's processes could not be killed: %s" % said.strip())
+    named = wait_for(lambda: "lost rank" in read(joblog) or
+                     job_state(jid, harness.conf) in ("COMPLETED", "FAILED", "CANCELLED"), DEADLINE_S)
+    secs = time.time() - t0
+    if not named or "lost rank" not in read(joblog):
+        res["hang"] = not named
+        res["why"].append("the job log names no lost rank within %d s (job state %s)" % (
+            DEADLINE_S, job_state(jid, harness.conf)))
+    elif not re.search(r"lost rank\(s\)(?: \d+\([^)]*\))* %d\(" % victim, read(joblog)):
+        res["why"].append("the job log does not name rank %d: %s" % (
+            victim, [l for l in read(joblog).splitlines() if "lost rank" in l][:1]))
+    if fault == "node" and res["landed"]:  # node2 back for the rerun: its slurmd again, the node resumed
+        rc, said = harness.call("slurm_node_restart 2 60")
+        if rc != 0:
+            res["why"].append("node2 did not come back: %s" % said.strip())
+    rc, state = harness.call("slurm_follow %s 300" % jid)
+    state = state.strip()
+    if state != "COMPLETED":
+        res["why"].append("the job ended %s, not COMPLETED" % state)
+    if "requeueing job %s" % jid not in read(joblog):
+        res["why"].append("the job did not requeue itself")
+    # no good checkpoint lost: every checkpoint of a step completed before the fault is there and verifies
+    have = {ckpt_step(p): p for p in ckpts(out)}
+    for s in range(EVERY, step, EVERY):
+        if s not in have or not verifies(a, have[s]):
+            res["lost_ckpt"] = True
+            res["why"].append("the checkpoint of step %d (completed before the fault) is %s" % (
+                s, "missing" if s not in have else "damaged"))
+    for s, p in have.items():
+        if s >= step and not verifies(a, p):
+            res["lost_ckpt"] = True
+            res["why"].append("%s, under a checkpoint's final name, does not verify" % os.path.basename(p))
+    runlog = read(os.path.join(out, "log.txt"))
+    m = re.findall(r"recovery: resumed at step (\d+)", runlog)
+    f = re.findall(r"resumed from .*step_(\d+)\.h5 at step (\d+)", runlog)
+    resumed_at = int(m[-1]) if m else (int(f[-1][1]) if f else 0)
+    if state == "COMPLETED":
+        res["lost"] = max(0, step - 1 - resumed_at)
+        if replays and res["lost"] != 0:
+            res["why"].append("lost %d steps where the layout replays" % res["lost"])
+        if res["lost"] and not re.search(r"snapshots are not used|replay of steps .* failed|nothing is logged", runlog):
+            res["why"].append("lost %d steps without a logged reason" % res["lost"])
+        if res["lost"] > EVERY:
+            res["why"].append("lost %d steps, more than checkpoint.every = %d" % (res["lost"], EVERY))
+        same, line = compare(refs[key], out)
+        if not same:
+            res["why"].append("step %d is not the uninterrupted run's: %s" % (STEPS, " ".join(line)))
+    res["secs"] = secs
+    if res["why"]:
+        subprocess.run(["scancel", jid], env=env, stderr=subprocess.DEVNULL)
+        for q in pids_of(out):  # a rank the job left behind
+            os.kill(q, signal.SIGKILL)
+        if a.keep_failed or a.keep:
+            with open(log, "a") as g:
+                g.write("\n== job.log\n" + read(joblog) + "\n== harness logs\n" + harness.call("slurm_logs")[1])
+    elif not a.keep:
+        shutil.rmtree(out, ignore_errors=True)
+        for p in (log, wrapper):
+            os.unlink(p)
+    return res
+
+
 FULL_MB = 256  # the tmpfs a full-disk trial runs on: room for the run, filled by the fault
 
 
@@ -500,11 +770,23 @@ def main():
     ap.add_argument("--table", action="store_true")
     ap.add_argument("--faults", default="", help="the fault kinds to draw from, joined by ',' (default: all; "
                     "make check leaves out relapse, whose second kill lands where the clock puts it)")
+    ap.add_argument("--launchers", default="mpiexec", help="the launchers to draw from, joined by ',': mpiexec, "
+                    "slurm1 (jobs/slurm/train.sbatch on a one-node Slurm), slurm2 (on two namespaced nodes, "
+                    "with the node fault); default mpiexec")
     a = ap.parse_args()
     a.faults = [f for f in a.faults.split(",") if f] or None
-    bad = [f for f in a.faults or [] if f not in FAULTS]
+    a.launchers = [x for x in a.launchers.split(",") if x] or ["mpiexec"]
+    known = set(FAULTS) | {f for v in SLURM_FAULTS.values() for f in v}
+    bad = [f for f in a.faults or [] if f not in known]
     if bad:
-        ap.error("unknown fault kind(s) %s (known: %s)" % (", ".join(bad), ", ".join(sorted(set(FAULTS)))))
+        ap.error("unknown fault kind(s) %s (known: %s)" % (", ".join(bad), ", ".join(sorted(known))))
+    bad = [x for x in a.launchers if x not in LAUNCHERS]
+    if bad:
+        ap.error("unknown launcher(s) %s (known: %s)" % (", ".join(bad), ", ".join(LAUNCHERS)))
+    # every launcher drawn must have a fault to draw
+    for x in a.launchers:
+        if a.faults and not [f for f in a.faults if f in (FAULTS if x == "mpiexec" else SLURM_FAULTS[x])]:
+            ap.error("no fault of %s can run under %s" % (",".join(a.faults), x))
     global MINDPIPE
     a.mindpipe, a.data = os.path.abspath(a.mindpipe), os.path.abspath(a.data)
     MINDPIPE = a.mindpipe
@@ -516,12 +798,18 @@ def main():
     # SIGTERM too (a batch system's end, or `kill` of a campaign started in the background, whose
     # SIGINT the shell ignores): the trials run so far are reported
     signal.signal(signal.SIGTERM, interrupted)
+    harnesses = {}  # launcher: its Slurm, started at its first trial, stopped at the campaign's end
     try:
         for i in todo:
-            run_one(a, i, root, refs, results)
+            run_one(a, i, root, refs, results, harnesses)
     except KeyboardInterrupt:  # a campaign cut short (Ctrl-C, SIGTERM) still reports the trials it ran
         end_spawned()
         print("interrupted after %d trials" % len(results), flush=True)
+    finally:
+        # the last started first: the first may have started munged, which it stops only when no
+        # other harness shell (registered as munge's user) still lives
+        for h in reversed(list(harnesses.values())):
+            h.close()
     return report(a, root, results, t0)
 
 
@@ -529,22 +817,39 @@ def interrupted(signum, frame):
     raise KeyboardInterrupt
 
 
-def run_one(a, i, root, refs, results):
-    """Trial i, its line (and a failure's replay command) printed, its result added to results."""
-    r = trial(a, i, root, refs)
+def run_one(a, i, root, refs, results, harnesses):
+    """Trial i, its line and the command that replays it printed, its result added to results."""
+    launcher = draw_launcher(a.seed, i, a.launchers)
+    if launcher == "mpiexec":
+        r = trial(a, i, root, refs)
+        r["launcher"], r["via"] = "mpiexec", ""
+    else:
+        if launcher not in harnesses:
+            t = time.time()
+            harnesses[launcher] = Harness(launcher, root)
+            print("# %s: %s in %.0f s" % (launcher, "a Slurm started" if harnesses[launcher].ok else
+                                          "the Slurm did not start:\n" + harnesses[launcher].said, time.time() - t),
+                  flush=True)
+        r = trial_slurm(a, i, root, refs, launcher, harnesses[launcher])
     results.append(r)
     status = "PASS" if not r["why"] else "FAIL"
     fault = r["fault"] + (" (the second kill %s)" % ("landed" if r["landed"] else "came after the resume ended")
                           if r["fault"] == "relapse" else
                           "" if r["fault"] != "full" or r["landed"] else " (the run's writes were done before its disk filled)")
-    print("%s trial %d: %s on %s, %s of rank %d at step %d: %s%s" % (
-        status, i, r["layout"], r["backend"], fault, r["victim"], r["step"],
+    if r["fault"] == "node":  # the rank it names first stops, then its node dies
+        fault = "node2 lost (every process killed, slurmd too)"
+    launched = "" if r["launcher"] == "mpiexec" else " under %s (LAUNCHER=%s%s%s)" % (
+        r["launcher"], r["via"], ", job %s" % r["job"] if "job" in r else "",
+        ", the loss named in %.0f s, trial %.0f s" % (r["secs"], r["total"]) if "secs" in r else "")
+    print("%s trial %d (seed %d)%s: %s on %s, %s of rank %d at step %d: %s%s" % (
+        status, i, a.seed, launched, r["layout"], r["backend"], fault, r["victim"], r["step"],
         "%s steps lost" % r["lost"] if r["lost"] is not None else "no resume",
         "" if not r["why"] else "; " + "; ".join(r["why"])), flush=True)
-    if r["why"]:
-        print("  replay: /usr/bin/python3 validation/chaos/chaos.py --mindpipe %s --data %s --seed %d --only %d "
-              "--keep /tmp/chaos-%d-%d%s" % (a.mindpipe, a.data, a.seed, i, a.seed, i,
-                                             " --faults " + ",".join(a.faults) if a.faults else ""), flush=True)
+    print("  replay: /usr/bin/python3 validation/chaos/chaos.py --mindpipe %s --data %s --seed %d --only %d "
+          "--keep /tmp/chaos-%d-%d%s%s" % (
+              a.mindpipe, a.data, a.seed, i, a.seed, i, " --faults " + ",".join(a.faults) if a.faults else "",
+              " --launchers " + ",".join(a.launchers) if a.launchers != ["mpiexec"] else ""),
+          flush=True)
 
 
 def report(a, root, results, t0):
