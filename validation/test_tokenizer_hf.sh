@@ -140,11 +140,12 @@ sed 's/^/#   /' "$SCRATCH/gen.err"
 # serve: with that eos_token a completion ends before it (finish_reason "stop", nothing returned);
 # without one it is generate's 6 tokens (finish_reason "length")
 srv() {  # srv NAME [serve args]: one greedy completion of 'And God said', 6 tokens at most, as JSON in NAME.json
+    srv_n=$1; shift
     "$MINDPIPE" serve -c "$MP_SRCDIR/validation/decks/train.ini" --set model.vocab=50263 --ckpt "$ck" --stages 1 \
-        --slots 2 --listen 127.0.0.1:0 --out "$SCRATCH/$1" "$@" > "$SCRATCH/$1.log" 2>&1 &
+        --slots 2 --listen 127.0.0.1:0 --out "$SCRATCH/$srv_n" "$@" > "$SCRATCH/$srv_n.log" 2>&1 &
     srv_pid=$!
-    srv_url=$(mp_serve_url "$SCRATCH/$1" $srv_pid)
-    [ -n "$srv_url" ] && timeout 60 "$TORCH_PYTHON" - "$srv_url" > "$SCRATCH/$1.json" 2>> "$SCRATCH/$1.log" <<'PY'
+    srv_url=$(mp_serve_url "$SCRATCH/$srv_n" $srv_pid)
+    [ -n "$srv_url" ] && timeout 60 "$TORCH_PYTHON" - "$srv_url" > "$SCRATCH/$srv_n.json" 2>> "$SCRATCH/$srv_n.log" <<'PY'
 import http.client, json, sys, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
 c = http.client.HTTPConnection(u.hostname, u.port, timeout=50)
@@ -155,6 +156,7 @@ print(json.dumps({"status": r.status, "body": json.loads(r.read())}))
 PY
     srv_rc=$?
     mp_kill_ours TERM $srv_pid; wait $srv_pid 2>/dev/null
+    [ $srv_rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/$srv_n.log"
     return $srv_rc
 }
 # jq_like NAME STATUS FINISH TEXTFILE: the response says STATUS, FINISH and TEXTFILE's text
