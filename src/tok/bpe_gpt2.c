@@ -19,6 +19,7 @@
 #include "check.h"
 #include "publish.h"
 #include "deck.h" /* deck_text_show */
+#include "merge_heap.h"
 #include "sha256.h"
 
 #define BPE_NONE UINT32_MAX    /* the rank of a pair that does not merge */
@@ -527,30 +528,6 @@ static size_t bpe_merge_short(const bpe_gpt2_t *b, const unsigned char *s, size_
     return m;
 }
 
-/* A binary min-heap of (rank << 32 | position): the lowest rank first, the leftmost of equals. */
-static void heap_push(uint64_t *h, size_t *n, uint64_t v)
-{
-    size_t i = (*n)++;
-    for (; i && h[(i - 1) / 2] > v; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
-    h[i] = v;
-}
-
-static uint64_t heap_pop(uint64_t *h, size_t *n)
-{
-    const uint64_t top = h[0], last = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && h[c + 1] < h[c]) c++;
-        if (h[c] >= last) break;
-        h[i] = h[c];
-        i = c;
-    }
-    h[i] = last;
-    return top;
-}
-
 /* A long piece, the same merges in O(n log n): parts are a linked list by their first byte's
  * position p (out[p] its token, nxt[p] the next part's position, n at the end), rank[p] the rank of
  * the pair starting at p (BPE_NONE also marks a merged-away part), and the heap holds (rank, p)
@@ -565,10 +542,10 @@ static size_t bpe_merge_long(const bpe_gpt2_t *b, const unsigned char *s, size_t
     for (size_t i = 0; i < n; i++) out[i] = b->byte_id[s[i]], nxt[i] = (uint32_t)(i + 1), prv[i] = (uint32_t)i - 1;
     for (size_t i = 0; i < n; i++) {
         rank[i] = i + 1 < n ? bpe_pair(b, out[i], out[i + 1]) : BPE_NONE;
-        if (rank[i] != BPE_NONE) heap_push(heap, &nh, (uint64_t)rank[i] << 32 | i);
+        if (rank[i] != BPE_NONE) merge_heap_push(heap, &nh, (uint64_t)rank[i] << 32 | i);
     }
     while (nh) {
-        const uint64_t top = heap_pop(heap, &nh);
+        const uint64_t top = merge_heap_pop(heap, &nh);
         const uint32_t r = (uint32_t)(top >> 32), p = (uint32_t)top;
         if (rank[p] != r) continue;
         const uint32_t q = nxt[p];
@@ -577,11 +554,11 @@ static size_t bpe_merge_long(const bpe_gpt2_t *b, const unsigned char *s, size_t
         nxt[p] = nxt[q];
         if (nxt[p] < n) prv[nxt[p]] = p;
         rank[p] = nxt[p] < n ? bpe_pair(b, out[p], out[nxt[p]]) : BPE_NONE;
-        if (rank[p] != BPE_NONE) heap_push(heap, &nh, (uint64_t)rank[p] << 32 | p);
+        if (rank[p] != BPE_NONE) merge_heap_push(heap, &nh, (uint64_t)rank[p] << 32 | p);
         if (p) {
             const uint32_t l = prv[p];
             rank[l] = bpe_pair(b, out[l], out[p]);
-            if (rank[l] != BPE_NONE) heap_push(heap, &nh, (uint64_t)rank[l] << 32 | l);
+            if (rank[l] != BPE_NONE) merge_heap_push(heap, &nh, (uint64_t)rank[l] << 32 | l);
         }
     }
     for (size_t p = 0; p < n; p = nxt[p]) out[m++] = out[p]; /* m <= p: in place */

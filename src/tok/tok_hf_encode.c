@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "merge_heap.h"
 #include "pretok_gpt2.h"
 #include "pretok_llama3.h"
 #include "unicode_gpt2.h"
@@ -68,29 +69,6 @@ static size_t hf_merge_scan(const tok_hf_t *hf, uint32_t *sym, size_t k)
     }
 }
 
-static void heap_push(uint64_t *h, size_t *n, uint64_t v)
-{
-    size_t i = (*n)++;
-    for (; i > 0 && h[(i - 1) / 2] > v; i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
-    h[i] = v;
-}
-
-static uint64_t heap_pop(uint64_t *h, size_t *n)
-{
-    const uint64_t top = h[0], last = h[--*n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= *n) break;
-        if (c + 1 < *n && h[c + 1] < h[c]) c++;
-        if (h[c] >= last) break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (*n) h[i] = last;
-    return top;
-}
-
 /* The same merges as hf_merge_scan, in the same order, through a heap of (rank, position) over a
  * linked list of the symbols (a symbol keeps its position when it absorbs its right neighbour, so
  * positions keep the text's order and the leftmost of equal ranks pops first); an entry whose pair
@@ -104,10 +82,10 @@ static size_t hf_merge_long(const tok_hf_t *hf, uint32_t *sym, size_t k)
     for (size_t i = 0; i < k; i++) {
         next[i] = i + 1 < k ? (int32_t)(i + 1) : -1, prev[i] = (int32_t)i - 1;
         const tok_hf_merge_t *m = i + 1 < k ? tok_hf_merge(hf, sym[i], sym[i + 1]) : NULL;
-        if (m) heap_push(heap, &nh, (uint64_t)m->rank << 32 | i);
+        if (m) merge_heap_push(heap, &nh, (uint64_t)m->rank << 32 | i);
     }
     while (nh) {
-        const uint64_t e = heap_pop(heap, &nh);
+        const uint64_t e = merge_heap_pop(heap, &nh);
         const uint32_t rank = (uint32_t)(e >> 32), at = (uint32_t)e;
         if (prev[at] == -2 || next[at] < 0) continue; /* gone, or last */
         const int32_t b = next[at];
@@ -119,9 +97,9 @@ static size_t hf_merge_long(const tok_hf_t *hf, uint32_t *sym, size_t k)
         prev[b] = -2;
         left--;
         const tok_hf_merge_t *l = prev[at] >= 0 ? tok_hf_merge(hf, sym[prev[at]], sym[at]) : NULL;
-        if (l) heap_push(heap, &nh, (uint64_t)l->rank << 32 | (uint32_t)prev[at]);
+        if (l) merge_heap_push(heap, &nh, (uint64_t)l->rank << 32 | (uint32_t)prev[at]);
         const tok_hf_merge_t *r = next[at] >= 0 ? tok_hf_merge(hf, sym[at], sym[next[at]]) : NULL;
-        if (r) heap_push(heap, &nh, (uint64_t)r->rank << 32 | at);
+        if (r) merge_heap_push(heap, &nh, (uint64_t)r->rank << 32 | at);
     }
     size_t j = 0;
     for (int32_t i = 0; i >= 0; i = next[i]) sym[j++] = sym[i];
