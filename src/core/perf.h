@@ -5,6 +5,10 @@
 /* Seconds from a monotonic clock. */
 double perf_now(void);
 
+/* Seconds of CPU time the calling thread has run: time it spent preempted is not in it. The
+ * profile's clock when its kernels run on that one thread (mindpipe profile, docs/PLAN.md). */
+double perf_thread_cpu_now(void);
+
 
 /* Where a step's time goes, from the executor's own timers (wall time around each kernel call). */
 typedef enum {

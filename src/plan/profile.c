@@ -19,7 +19,12 @@
 #include "wait.h"
 
 /* Repetitions of each timed pass; the fastest is kept: on a shared host (ENVIRONMENT.md) other work
- * only ever slows a pass down, so the minimum is the best estimate of the machine's own speed. */
+ * only ever slows a pass down, so the minimum is the best estimate of the machine's own speed.
+ * On one thread the passes are timed by that thread's CPU clock, which a preemption does not
+ * advance: on a dedicated core it reads what the wall clock would, and on a loaded host the deeper
+ * model still measures slower (with the wall clock a 2-core host running other ranks could time
+ * every deep pass preempted and none of the shallow ones). With more threads the wall clock: the
+ * main thread's CPU time would miss the others' work and count none of their waits. */
 #define PROFILE_REPS 7
 
 typedef struct {
@@ -42,8 +47,9 @@ static double fastest(const double *v, int n)
  * with `split` each rep also times a second forward's backward as B then W (the zero-bubble
  * schedules' halves: timed apart from the fused one, so what splitting costs shows). */
 static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, int reps, int split,
-                              const wait_cfg_t *w, profile_run_t *out)
+                              int cpu_clock, const wait_cfg_t *w, profile_run_t *out)
 {
+    double (*const now)(void) = cpu_clock ? perf_thread_cpu_now : perf_now;
     const int B = d->train.micro_batch, T = d->model.seq_len;
     /* `layers` uniform blocks h{heads}m{mlp_ratio} and no supernet candidates, whatever the deck's
      * depth: model.blocks' shapes enter the plan as scales of a uniform block (autosplit_layer_costs) */
@@ -78,19 +84,19 @@ static int profile_model_reps(const deck_t *d, int layers, block_mode_t mode, in
     reps = reps < 1 ? 1 : reps > PROFILE_REPS ? PROFILE_REPS : reps;
     const float dloss = 1.0f / (float)(B * T);
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (first touch of every buffer) */
-        const double t0 = perf_now();
+        const double t0 = now();
         model_forward_part(&m, &pt, &a, &s, NULL);
-        const double t1 = perf_now();
+        const double t1 = now();
         model_backward_part(&m, &pt, &a, &s, dloss, NULL, NULL);
-        const double t2 = perf_now();
+        const double t2 = now();
         if (r >= 0) tf[r] = t1 - t0, tb[r] = t2 - t1;
         if (!split) continue;
         model_forward_part(&m, &pt, &a, &s, NULL);
-        const double t3 = perf_now();
+        const double t3 = now();
         model_backward_b(&m, &pt, &a, &s, dloss, NULL, &ws);
-        const double t4 = perf_now();
+        const double t4 = now();
         model_backward_w(&m, &pt, &a, &s, NULL, &ws, NULL);
-        const double t5 = perf_now();
+        const double t5 = now();
         if (r >= 0) tbb[r] = t4 - t3, tbw[r] = t5 - t4;
     }
     out->fwd = fastest(tf, reps), out->bwd = fastest(tb, reps);
@@ -110,30 +116,33 @@ err_be:
     return rc;
 }
 
-static int profile_model(const deck_t *d, int layers, block_mode_t mode, const wait_cfg_t *w, profile_run_t *out)
+static int profile_model(const deck_t *d, int layers, block_mode_t mode, int cpu_clock, const wait_cfg_t *w,
+                         profile_run_t *out)
 {
-    return profile_model_reps(d, layers, mode, PROFILE_REPS, mode == MODE_KEEP, w, out);
+    return profile_model_reps(d, layers, mode, PROFILE_REPS, mode == MODE_KEEP, cpu_clock, w, out);
 }
 
 int profile_time_model(const deck_t *d, int layers, block_mode_t mode, int reps, const wait_cfg_t *w, double *fwd,
                        double *bwd)
 {
     profile_run_t run;
-    if (profile_model_reps(d, layers, mode, reps, 0, w, &run) != MP_OK) return MP_ERR;
+    if (profile_model_reps(d, layers, mode, reps, 0, 0, w, &run) != MP_OK) return MP_ERR;
     *fwd = run.fwd, *bwd = run.bwd;
     return MP_OK;
 }
 
 /* Per-layer costs from two depths: a block is the difference of L and 1 layers ÷ (L − 1); what a
  * one-layer model takes beyond a block is the embedding and the head. */
-static int profile_compute(const deck_t *d, const wait_cfg_t *w, profile_t *p)
+static int profile_compute(const deck_t *d, int threads, const wait_cfg_t *w, profile_t *p)
 {
+    const int cpu_clock = threads == 1;
     const int L = d->model.layers;
     if (L < 2) return MP_FAIL("profile needs model.layers >= 2 (per-layer costs come from two depths)");
     profile_run_t deep[3], one[3];
     static const block_mode_t modes[3] = {MODE_KEEP, MODE_RECOMPUTE, MODE_SELECTIVE};
     for (int i = 0; i < 3; i++)
-        if (profile_model(d, L, modes[i], w, &deep[i]) != MP_OK || profile_model(d, 1, modes[i], w, &one[i]) != MP_OK)
+        if (profile_model(d, L, modes[i], cpu_clock, w, &deep[i]) != MP_OK ||
+            profile_model(d, 1, modes[i], cpu_clock, w, &one[i]) != MP_OK)
             return MP_ERR;
     cm_costs_t *c = &p->c;
     memset(c, 0, sizeof *c);
@@ -226,13 +235,13 @@ int profile_main(const run_opts_t *o, const char *out)
         const long cores = sysconf(_SC_NPROCESSORS_ONLN);
         const int threads = d->train.threads > 0 ? d->train.threads : (int)(cores > 0 ? cores : 1);
         kernels_set_threads(threads);
-        rc = profile_compute(d, &w, p);
+        rc = profile_compute(d, threads, &w, p);
         p->c.cpu_threads = threads;
         if (rc == MP_OK) rc = profile_write(out, p);
         if (rc == MP_OK)
-            printf("profile: %d layers, micro-batch %d, %d threads: block forward %.4g ms, backward %.4g ms "
+            printf("profile: %d layers, micro-batch %d, %d thread%s (%s clock): block forward %.4g ms, backward %.4g ms "
                    "(split: B %.4g ms, W %.4g ms); p2p %.3g us, %.3g GB/s over %d ranks -> %s\n",
-                   p->layers, p->c.B, threads, 1e3 * p->c.fwd, 1e3 * p->c.bwd, 1e3 * p->c.bwd_b, 1e3 * p->c.bwd_w,
+                   p->layers, p->c.B, threads, threads == 1 ? "" : "s", threads == 1 ? "its CPU" : "wall", 1e3 * p->c.fwd, 1e3 * p->c.bwd, 1e3 * p->c.bwd_b, 1e3 * p->c.bwd_w,
                    1e6 * p->p2p_lat, p->p2p_bw / 1e9, world, out);
     }
     bad = rc != MP_OK;
