@@ -62,6 +62,13 @@ static void grid_comms(grid_t *g, MPI_Comm world)
     MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, g->rank, MPI_INFO_NULL, &g->node));
     MPI_CHECK(MPI_Comm_rank(g->node, &g->node_rank));
     MPI_CHECK(MPI_Comm_size(g->node, &g->node_size));
+    /* a choice made from it that every rank must make alike (checkpoint.transfer = auto: HDF5's
+     * collective and independent writes do not mix in one file) is made from this: nodes can
+     * differ (4 ranks split 3 + 1 over two 2-core nodes), and a rank that chose from its own node
+     * alone waited in a collective its peers never entered */
+    int over = wait_node_oversubscribed(g->node_size);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &over, 1, MPI_INT, MPI_MAX, world));
+    g->any_node_oversubscribed = over;
 }
 
 int grid_build(grid_t *g_p, const grid_cfg_t *cfg, MPI_Comm world)

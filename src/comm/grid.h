@@ -36,6 +36,7 @@ typedef struct {
     MPI_Comm embed;              /* first and last stage of one pipeline; MPI_COMM_NULL elsewhere */
     MPI_Comm node;               /* ranks on this node (MPI_COMM_TYPE_SHARED) */
     int node_rank, node_size;
+    int any_node_oversubscribed; /* some node holds more ranks than it has cores: the same on every rank */
     char host[MPI_MAX_PROCESSOR_NAME];
 } grid_t;
 

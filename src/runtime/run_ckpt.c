@@ -56,13 +56,14 @@ static double run_ckpt_file_mb(const char *path)
     return stat(path, &sb) == 0 ? (double)sb.st_size / 1e6 : 0.0;
 }
 
-/* checkpoint.transfer on a part: auto takes independent transfers where ranks outnumber the node's
- * cores (HDF5's internal collectives spin there). */
+/* checkpoint.transfer on a part: auto takes independent transfers where ranks outnumber a node's
+ * cores (HDF5's internal collectives spin there), on every rank if on any node: one file's writers
+ * must all take the same. */
 static void run_ckpt_transfer(const deck_t *d, const run_layout_t *lay, ckpt_part_t *pt)
 {
     const deck_transfer_t t = d->checkpoint.transfer_mode;
     pt->independent = t == DECK_TRANSFER_INDEPENDENT ||
-                      (t == DECK_TRANSFER_AUTO && wait_node_oversubscribed(lay->grid.node_size));
+                      (t == DECK_TRANSFER_AUTO && lay->grid.any_node_oversubscribed);
     pt->wait = &lay->wait;
 }
 

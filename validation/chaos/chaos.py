@@ -632,6 +632,12 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     n, lay, replays = LAYOUTS[name]
     cfg = dict(COMMON, **lay)
     cfg["train.device"] = backend
+    if launcher == "slurm2":
+        # The two namespaced nodes share this host's cores, which checkpoint.transfer = auto cannot
+        # see from a node (2 ranks on a "2-core node" are not oversubscribed): it takes collective
+        # MPI-IO, whose HDF5 collectives spin 4 ranks on 2 cores: a 0.8 MB write took 15 s idle
+        # (0.3 s independent, 2026-12-07) and passed checkpoint.timeout beside a make check.
+        cfg["checkpoint.transfer"] = "independent"
     extra = sets(cfg)
     res = {"i": i, "layout": name, "backend": backend, "fault": fault, "victim": victim, "step": step, "delay": 0,
            "why": [], "hang": False, "lost_ckpt": False, "lost": None, "landed": False, "launcher": launcher,
