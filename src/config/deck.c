@@ -267,8 +267,9 @@ static const deck_key_t keys[] = {
     K_INT(checkpoint, keep, "3", 0, 1e6, "newest checkpoints kept in the run directory (older ones are deleted; 0 = keep all)"),
     K_CHOICE_TEXT(checkpoint, transfer, transfer_mode, "auto", deck_transfer_names,
              "MPI-IO transfers of the checkpoint's tensors: collective (two-phase buffering, for parallel file "
-             "systems), independent (each rank its hyperslab), or auto (independent when the node has more ranks "
-             "than cores: HDF5's collectives spin there: 35 s per checkpoint at 8 ranks on 2 cores)"),
+             "systems), independent (each rank its hyperslab), or auto (independent when a node has more ranks "
+             "than cores: HDF5's collectives spin there: 35 s per checkpoint at 8 ranks on 2 cores; every rank "
+             "takes the same, independent if any node is so)"),
     K_BOOL(checkpoint, final, "1", "write a checkpoint after the last step (0: benchmarks only, nothing to resume from)"),
     K_NUM(checkpoint, timeout, "900", 0, INF, 0,
           "seconds a checkpoint's write, a resume's read or the start-up (data, model, run directory) may take "
