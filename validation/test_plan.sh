@@ -415,4 +415,23 @@ P --layout pp=2,policy=balance --device a100-80g > /dev/null 2> "$SCRATCH/err"
 ok "$([ $? -eq 2 ] && grep -q "balance on a GPU kind" "$SCRATCH/err" && echo 0 || echo 1)" "balance on a GPU kind is refused (host MPI moves only)"
 P > /dev/null 2> "$SCRATCH/err"
 ok "$([ $? -eq 2 ] && grep -q "ranks" "$SCRATCH/err" && echo 0 || echo 1)" "plan without --ranks or --layout is refused"
+
+# --- tensor parallelism that does not divide the model, as train refuses it (cm_tp_indivisible) ---
+# SmolLM2-135M's 9 heads (3 key/value heads): tp = 3 divides them, tp = 2 does not
+"$MINDPIPE" plan -c "$MP_SRCDIR/inputs/smollm2-135m.ini" --layout tp=2 > /dev/null 2> "$SCRATCH/err"
+ok "$([ $? -eq 2 ] && grep -q "tp=2: the heads are not a multiple of tp (9 heads, 3 key/value heads" "$SCRATCH/err" && echo 0 || echo 1)" \
+    "plan --layout tp=2 of SmolLM2-135M (9 heads) is refused naming the heads"
+"$MINDPIPE" plan -c "$MP_SRCDIR/inputs/smollm2-135m.ini" --layout tp=3 > "$SCRATCH/out" 2> "$SCRATCH/err"
+ok "$([ $? -le 1 ] && grep -q "^plan 1: tp=3" "$SCRATCH/out" && echo 0 || echo 1)" "plan --layout tp=3 of SmolLM2-135M is predicted"
+# llama-tiny with 4 heads, 2 key/value heads: tp = 4 divides the heads but not the kv heads; the
+# search (4 H100 ranks) proposed 5 tp = 4 plans before, which train refuses
+"$MINDPIPE" plan -c "$MP_SRCDIR/inputs/llama-tiny.ini" --layout tp=4 > /dev/null 2> "$SCRATCH/err"
+ok "$([ $? -eq 2 ] && grep -q "tp=4: the key/value heads are not a multiple of tp" "$SCRATCH/err" && echo 0 || echo 1)" \
+    "plan --layout tp=4 of llama-tiny (2 key/value heads) is refused naming the key/value heads"
+"$MINDPIPE" plan -c "$MP_SRCDIR/inputs/llama-tiny.ini" --ranks 4 --device h100-80g --top 63 --json > "$SCRATCH/kv.json" 2> "$SCRATCH/err"
+ok "$(grep -q '"tp": 2' "$SCRATCH/kv.json" && ! grep -q '"tp": 4' "$SCRATCH/kv.json" && echo 0 || echo 1)" \
+    "plan --ranks 4 of llama-tiny: tp = 2 plans, none of tp = 4"
+"$MINDPIPE" plan -c "$MP_SRCDIR/inputs/llama-tiny.ini" --set model.ffn_dim=386 --layout tp=4 --set model.kv_heads=4 > /dev/null 2> "$SCRATCH/err"
+ok "$([ $? -eq 2 ] && grep -q "MLP's hidden width is not a multiple of tp" "$SCRATCH/err" && echo 0 || echo 1)" \
+    "plan --layout tp=4 with model.ffn_dim=386 is refused naming the MLP's width"
 done_testing

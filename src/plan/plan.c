@@ -298,6 +298,12 @@ static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo,
     lay->nodes_ranks = plan_per_node(o, d, lay->tp * lay->pp * lay->dp);
     if (o->ranks && o->ranks != lay->tp * lay->pp * lay->dp)
         return MP_FAIL("--ranks %d but the layout has tp × pp × dp = %d", o->ranks, lay->tp * lay->pp * lay->dp);
+    const char *why = cm_tp_indivisible(mo, lay->tp);
+    if (why) {
+        const cm_model_t fam = cm_model_family(*mo);
+        return MP_FAIL("--layout tp=%d: %s (%d heads, %d key/value heads, MLP width %d, vocabulary %d)", lay->tp, why,
+                       fam.NH, (fam.QKV - fam.C) / 2 / (fam.C / fam.NH), fam.F, fam.V);
+    }
     const int K = lay->pp * lay->v;
     if (K > CM_MAX_CHUNKS || lay->pp > SIM_MAX_STAGES || K > mo->L)
         return MP_FAIL("the layout has %d chunks for %d layers (at most %d stages)", K, mo->L, SIM_MAX_STAGES);

@@ -19,6 +19,18 @@ cm_model_t cm_model_family(cm_model_t mo)
     return mo;
 }
 
+const char *cm_tp_indivisible(const cm_model_t *m0, int tp)
+{
+    const cm_model_t mo = cm_model_family(*m0);
+    const int hd = mo.NH > 0 ? mo.C / mo.NH : 0, kv = hd > 0 ? (mo.QKV - mo.C) / 2 / hd : 0;
+    if (tp < 1) return "tp is below 1";
+    if (mo.NH % tp) return "the heads are not a multiple of tp";
+    if (kv % tp) return "the key/value heads are not a multiple of tp (each rank holds whole ones)";
+    if (mo.F % tp) return "the MLP's hidden width is not a multiple of tp";
+    if (mo.V % tp) return "the vocabulary is not a multiple of tp (the head's rows)";
+    return NULL;
+}
+
 double cm_model_flops_per_token(const cm_model_t *m0)
 {
     /* the same count as model_flops_per_token (model.c): 6 × matmul weights + 12·L·C·T attention */

@@ -35,6 +35,12 @@ typedef struct {
 /* mo with the family fields GPT-2's where all are 0 (an initialiser of the seven above only). */
 cm_model_t cm_model_family(cm_model_t mo);
 
+/* Whether tensor parallelism of tp divides the model as the executor splits it: query heads, key/
+ * value heads (whole heads a rank), the MLP's hidden width and the vocabulary's rows. NULL when it
+ * does, else what does not divide (a static string): the planner's search skips such a tp, and
+ * `plan --layout` refuses it with this, as `train` refuses the deck (deck_check). */
+const char *cm_tp_indivisible(const cm_model_t *mo, int tp);
+
 /* One micro-batch of B sequences on one rank of a tp group: seconds and bytes. */
 typedef struct {
     int B, tp;                        /* what these costs were made for */

@@ -262,7 +262,7 @@ static int plan_enumerate(plan_cands_t *cs, const cm_model_t *mo, const dev_kind
                           const plan_opts_t *o)
 {
     for (int tp = 1; tp <= o->ranks; tp++) {
-        if (o->ranks % tp || (d->node_cores <= 0 && tp > o->per_node) || mo->NH % tp || mo->C % tp || mo->V % tp)
+        if (o->ranks % tp || (d->node_cores <= 0 && tp > o->per_node) || cm_tp_indivisible(mo, tp))
             continue;
         for (int pp = 1; pp <= mo->L && pp <= SIM_MAX_STAGES; pp++) {
             if ((o->ranks / tp) % pp) continue;
