@@ -70,6 +70,31 @@ s=$(pick_step); lose dp2pp2 4 1 "$s" --set parallel.pp=2 --set parallel.dp=2 --s
 grep -q "1 took a data-parallel replica's snapshot" "$SCRATCH/dp2pp2/log.txt"
 ok $? "dp2pp2: the lost rank took its replica's snapshot (no replay)"
 
+# A node that held a stage's every replica (srun's block distribution of dp = 2 x pp = 2 over two
+# nodes: ranks 2 and 3 are stage 1's two replicas): no replica's snapshot is left, so the replica
+# group replays together, its gradient all-reduce among them, the pipeline's messages from stage
+# 0's logs (before: the checkpoint fallback, "rank 2 has no replica's snapshot to take", 3 steps
+# lost in a chaos trial). debug.fail_at=2+3:S kills both as step S begins.
+s=$(pick_step)
+# shellcheck disable=SC2086
+run 4 ref_node1 $COMMON --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2; ok $? "node1: 40 steps uninterrupted"
+rm -rf "${SCRATCH:?}/node1"
+# shellcheck disable=SC2086
+mpiexec -disable-auto-cleanup -n 4 sh -c 'trap : USR1 TERM; "$@"' rank "$MINDPIPE" train -c "$layout_deck" \
+    --set data.path="$data" --set train.log_every=1 --quiet --out "$SCRATCH/node1" $COMMON --set parallel.pp=2 \
+    --set parallel.dp=2 --set train.micro_batch=2 --set recovery.log=1 --set debug.fail_at="2+3:$s" > "$SCRATCH/node1.1.log" 2>&1
+nsnap=$(ls "$SCRATCH/node1/recovery" 2>/dev/null | grep -c '^snap-r.*\.h5$')
+[ "$nsnap" -eq 2 ] && [ -e "$SCRATCH/node1/recovery/snap-r00000.h5" ] && [ -e "$SCRATCH/node1/recovery/snap-r00001.h5" ]
+ok $? "node1: ranks 2 and 3 (stage 1's replicas) killed as step $s begins; ranks 0 and 1 wrote their state ($nsnap snapshots)"
+[ "$nsnap" -eq 2 ] || sed 's/^/#   /' "$SCRATCH/node1.1.log" | tail -n 12
+# shellcheck disable=SC2086
+run 4 node1 $COMMON --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2 --set recovery.log=1 --resume auto
+rc=$?; ok $rc "node1: resumed with --resume auto (exit $rc)"
+grep -q "recovery: resumed at step $((s - 1)), the step the survivors had reached: 0 steps lost (the checkpoint of step 10; 2 rank(s) loaded their own snapshot; 2 rank(s) replayed steps 11 to $((s - 1)) from the logs" \
+    "$SCRATCH/node1/log.txt"
+ok $? "node1: stage 1's two replicas replayed steps 11 to $((s - 1)) together, 0 steps lost ($(grep -o 'recovery: resumed.*' "$SCRATCH/node1/log.txt" | head -n 1 | cut -c1-160))"
+compare "node1: step-40 losses and checkpoint bitwise the uninterrupted run's" "$SCRATCH/ref_node1" "$SCRATCH/node1" --bitwise --step 40
+
 # ZeRO-1 over dp = 2: the lost rank's replica group (its stage's replicas) replays together, the
 # reduce-scatter and all-gather among them, the pipeline's messages from the other stage's logs
 s=$(pick_step); lose zero_first 4 1 "$s" --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2 --set parallel.zero=1

@@ -305,8 +305,9 @@ static const deck_key_t keys[] = {
 
     K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations (micro-batch 0 of replica 0: the embedding, every block's output, the final "
           "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
-    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate",
-          "fault injection, steps counted as the log counts them (1 = the first): rank RANK dies (SIGKILL) as step "
+    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate; RANK may be RANK+RANK2",
+          "fault injection, steps counted as the log counts them (1 = the first): rank RANK (and RANK2: a node of two "
+          "ranks) dies (SIGKILL) as step "
           "STEP begins (STEP 0: as the start-up ends, before the layout table and the resume); :write, midway through writing the checkpoint of step STEP; :stall, it stops (SIGSTOP) "
           "midway through that write, so its peers abort at checkpoint.timeout; :hang, it stops answering in step "
           "STEP so its peers time out; :migrate, it stops in the first live migration (pipeline.replan_every) "
@@ -785,15 +786,17 @@ static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
     return MP_ERR;
 }
 
-/* "", RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate (numbers past LONG_MAX saturate). */
+/* "", RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate, RANK may be
+ * RANK+RANK2 (numbers past LONG_MAX saturate). */
 static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_fail_at_t *f = out;
     char *end;
-    *f = (deck_fail_at_t){.rank = -1, .step = -1, .mode = DECK_FAIL_NONE};
+    *f = (deck_fail_at_t){.rank = -1, .rank2 = -1, .step = -1, .mode = DECK_FAIL_NONE};
     if (!v[0]) return MP_OK;
     if (isdigit((unsigned char)v[0])) {
         f->rank = strtol(v, &end, 10);
+        if (*end == '+' && isdigit((unsigned char)end[1])) f->rank2 = strtol(end + 1, &end, 10);
         if (*end == ':' && isdigit((unsigned char)end[1])) {
             f->step = strtol(end + 1, &end, 10);
             f->mode = !*end ? DECK_FAIL_KILL : !strcmp(end, ":write") ? DECK_FAIL_WRITE
@@ -802,8 +805,8 @@ static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
             if (f->mode != DECK_FAIL_NONE) return MP_OK;
         }
     }
-    snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate (e.g. 3:120 "
-             "or 0:10:write) or empty");
+    snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang or RANK:STEP:migrate (e.g. 3:120, "
+             "2+3:120 or 0:10:write) or empty");
     return MP_ERR;
 }
 

@@ -67,8 +67,12 @@ typedef enum { DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP, DECK_DIMS } d
 typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG, DECK_FAIL_STALL, DECK_FAIL_MIGRATE } deck_fail_mode_t;
 typedef struct {
     long rank, step;
+    long rank2;        /* RANK+RANK2:STEP...: a second rank fails alike (a node of two ranks); -1: none */
     deck_fail_mode_t mode;
 } deck_fail_at_t;
+
+/* Whether debug.fail_at names this rank. */
+static inline int deck_fail_names(const deck_fail_at_t *f, long rank) { return f->rank == rank || f->rank2 == rank; }
 
 /* pipeline.layers parsed: the layers of each model chunk; n = 0: balanced (the text is empty), or
  * chosen by the planner at start (automatic: the text is "auto"). */
@@ -170,7 +174,7 @@ typedef struct {
     } supernet;
     struct {
         int dump_activations;          /* step, -1 = never */
-        char fail_at[DECK_STR];        /* "RANK:STEP[:write|:hang]" or "", as written */
+        char fail_at[DECK_STR];        /* "RANK[+RANK2]:STEP[:write|:hang|...]" or "", as written */
         deck_fail_at_t fail;           /* debug.fail_at parsed */
         int kernel_times;              /* time every kernel call from this step on (1 = the first); 0 = off */
         deck_replan_times_t replan_times; /* live migration weighs stages by measured or modelled times */

@@ -390,39 +390,52 @@ static int rec_sharded_dp(const run_t *r) { return r->st.dp_on && r->deck.parall
 /* World rank i's coordinate in dimension d (grid.h: the digits of the rank). */
 static int rec_coord(const grid_t *g, int i, int d) { return i / g->stride[d] % g->size[d]; }
 
+/* Whether rank l's replicas (its tp and pp coordinates, every dp one) are all lost: plain dp > 1 has no
+ * snapshot of l's state left to take, so the replica group replays together. */
+static int rec_replicas_lost(const grid_t *g, const long *snap, int W, int l)
+{
+    for (int j = 0; j < W; j++)
+        if (j != l && snap[j] >= 0 && rec_coord(g, j, GRID_TP) == rec_coord(g, l, GRID_TP) &&
+            rec_coord(g, j, GRID_PP) == rec_coord(g, l, GRID_PP) && rec_coord(g, j, GRID_SP) == rec_coord(g, l, GRID_SP))
+            return 0;
+    return 1;
+}
+
 /* Who replays (replays[i] = 1), alike on every rank from the snapshots' steps (snap[i] < 0: lost).
  * A lost rank replays unless it takes a replica's snapshot (plain dp > 1), and with it every rank it
  * shares a step's unlogged collectives with: its tensor-parallel peers (tp > 1: every layer's sums)
- * and, under ZeRO-1, its replica peers (the reduce-scatter and all-gather), so its stage's group
- * recomputes the step together, the pipeline's messages read from the other stages' logs. */
+ * and its replica peers where they replay too (ZeRO-1: the reduce-scatter and all-gather; plain dp
+ * whose every replica is lost — a node that held a stage's replicas —: the gradient all-reduce), so
+ * its stage's group recomputes the step together, the pipeline's messages read from the other
+ * stages' logs. */
 static void rec_replayers(const run_t *r, const long *snap, int *replays)
 {
     const grid_t *g = &r->lay.grid;
     const int W = r->lay.world, tp = g->size[GRID_TP] > 1, zero = rec_sharded_dp(r);
     for (int l = 0; l < W; l++) {
         if (snap[l] >= 0) continue;
-        if (!zero && g->size[GRID_DP] > 1) { /* a replica's snapshot, if one survived */
-            int took = 0;
-            for (int j = 0; j < W && !took; j++)
-                took = j != l && snap[j] >= 0 && rec_coord(g, j, GRID_TP) == rec_coord(g, l, GRID_TP) &&
-                       rec_coord(g, j, GRID_PP) == rec_coord(g, l, GRID_PP) && rec_coord(g, j, GRID_SP) == rec_coord(g, l, GRID_SP);
-            if (took) continue;
-        }
+        const int all_dp = zero || (g->size[GRID_DP] > 1 && rec_replicas_lost(g, snap, W, l));
+        if (!zero && g->size[GRID_DP] > 1 && !all_dp) continue; /* a replica's snapshot survived: taken */
         for (int j = 0; j < W; j++)
             replays[j] |= j == l || (rec_coord(g, j, GRID_PP) == rec_coord(g, l, GRID_PP) &&
                                      rec_coord(g, j, GRID_SP) == rec_coord(g, l, GRID_SP) &&
                                      (tp || rec_coord(g, j, GRID_TP) == rec_coord(g, l, GRID_TP)) &&
-                                     (zero || rec_coord(g, j, GRID_DP) == rec_coord(g, l, GRID_DP)));
+                                     (all_dp || rec_coord(g, j, GRID_DP) == rec_coord(g, l, GRID_DP)));
     }
 }
 
-/* Why this rank cannot replay (filled, nonzero), or 0. Plain dp > 1: the step's gradient sum needs the
+/* Why this rank cannot replay (filled, nonzero), or 0. Plain dp > 1: the step's gradient sum needs
+ * every replica, so a replay is the whole replica group's (rec_replayers), never one rank's beside
  * replicas that do not replay. (The first stage of a tied embedding at tp > 1 recomputes the head's
  * part of its gradient with its tp peers, who replay with it: model_head_grad's softmax sums.) */
-static int rec_replay_refused(const run_t *r, char *why, size_t n)
+static int rec_replay_refused(const run_t *r, const int *replays, char *why, size_t n)
 {
-    if (!rec_sharded_dp(r) && r->lay.grid.size[GRID_DP] > 1)
-        return snprintf(why, n, "rank %d has no replica's snapshot to take", r->lay.rank), 1;
+    const grid_t *g = &r->lay.grid;
+    if (rec_sharded_dp(r) || g->size[GRID_DP] == 1) return 0;
+    for (int j = 0; j < r->lay.world; j++)
+        if (!replays[j] && rec_coord(g, j, GRID_TP) == g->coord[GRID_TP] && rec_coord(g, j, GRID_PP) == g->coord[GRID_PP] &&
+            rec_coord(g, j, GRID_SP) == g->coord[GRID_SP])
+            return snprintf(why, n, "rank %d has no replica's snapshot to take", r->lay.rank), 1;
     return 0;
 }
 
@@ -576,12 +589,12 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     if (!replays) MP_ABORT("out of memory planning the recovery");
     rec_replayers(r, snap, replays);
     p->replay = replays[r->lay.rank];
-    p->group = rec_sharded_dp(r) || r->lay.grid.size[GRID_TP] > 1;
+    p->group = rec_sharded_dp(r) || r->lay.grid.size[GRID_TP] > 1 || r->lay.grid.size[GRID_DP] > 1;
     char mywhy[600] = "";
     int bad = 0;
     if (mine < 0 && p->source < 0 && !p->replay)
         bad = 1, snprintf(mywhy, sizeof mywhy, "rank %d has no replica's snapshot to take", r->lay.rank);
-    else if (p->replay && rec_replay_refused(r, mywhy, sizeof mywhy))
+    else if (p->replay && rec_replay_refused(r, replays, mywhy, sizeof mywhy))
         bad = 1;
     else if (p->replay && rec_open_readers(r, p, snap, replays, mywhy, sizeof mywhy) != MP_OK)
         bad = 1;

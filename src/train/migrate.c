@@ -149,7 +149,7 @@ static void migrate_move(run_t *r, const int *old, const int *new, long step)
     const double t0 = perf_now();
     /* the first move at or after the step: whether a re-plan moves depends on measured times, which a
      * busy host can even out (test_migrate once saw no move at step 3 of a 1,5 split) */
-    if (d->debug.fail.mode == DECK_FAIL_MIGRATE && d->debug.fail.rank == r->lay.rank && d->debug.fail.step <= step) {
+    if (d->debug.fail.mode == DECK_FAIL_MIGRATE && deck_fail_names(&d->debug.fail, r->lay.rank) && d->debug.fail.step <= step) {
         fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d stops (SIGSTOP) in the live migration after step %ld\n",
                 d->debug.fail_at, r->lay.rank, step);
         fflush(stderr);

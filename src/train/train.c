@@ -159,6 +159,8 @@ static int train_replay(run_t *r, const recovery_plan_t *p, double *secs_p)
             train_buckets_rest(r, 0);
             dp_shard_take(&r->st.dp, m->grads);
             dp_shard_range(&r->st.dp, &s0, &s1);
+        } else if (r->st.dp_on && !r->plug) { /* every replica replays (recovery.c): the all-reduce as the run made it */
+            train_buckets_rest(r, 0);
         }
         train_apply(r, optim_lr(&r->optim, t), v[0], s0, s1);
         if (zero) dp_allgather(&r->st.dp, m->params);
@@ -199,7 +201,7 @@ double train_val_loss(run_t *r)
 static deck_fail_mode_t train_fail_mode(const deck_t *d, const run_layout_t *lay, long t)
 {
     const deck_fail_at_t *f = &d->debug.fail;
-    return f->rank == lay->rank && f->step == t + 1 ? f->mode : DECK_FAIL_NONE;
+    return deck_fail_names(f, lay->rank) && f->step == t + 1 ? f->mode : DECK_FAIL_NONE;
 }
 
 typedef struct {

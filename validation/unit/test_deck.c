@@ -303,9 +303,11 @@ static void test_parsed_strings(void)
         const char *text;
         long rank, step;
         deck_fail_mode_t mode;
-    } fa[] = {{"3:120", 3, 120, DECK_FAIL_KILL}, {"0:10:write", 0, 10, DECK_FAIL_WRITE},
-              {"1:3:hang", 1, 3, DECK_FAIL_HANG}, {"12:0", 12, 0, DECK_FAIL_KILL},
-              {"99999999999999999999:5", LONG_MAX, 5, DECK_FAIL_KILL}, {"", -1, -1, DECK_FAIL_NONE}};
+        long rank2;
+    } fa[] = {{"3:120", 3, 120, DECK_FAIL_KILL, -1}, {"0:10:write", 0, 10, DECK_FAIL_WRITE, -1},
+              {"1:3:hang", 1, 3, DECK_FAIL_HANG, -1}, {"12:0", 12, 0, DECK_FAIL_KILL, -1},
+              {"99999999999999999999:5", LONG_MAX, 5, DECK_FAIL_KILL, -1}, {"", -1, -1, DECK_FAIL_NONE, -1},
+              {"2+3:14", 2, 14, DECK_FAIL_KILL, 3}, {"2+3:14:hang", 2, 14, DECK_FAIL_HANG, 3}};
     int good = 1;
     for (size_t i = 0; i < sizeof fa / sizeof fa[0]; i++) {
         deck_t d;
@@ -314,13 +316,21 @@ static void test_parsed_strings(void)
         snprintf(set, sizeof set, "debug.fail_at=%s", fa[i].text);
         int rc = set_quiet(&d, set);
         if (rc != MP_OK || strcmp(d.debug.fail_at, fa[i].text) || d.debug.fail.rank != fa[i].rank ||
-            d.debug.fail.step != fa[i].step || d.debug.fail.mode != fa[i].mode) {
+            d.debug.fail.step != fa[i].step || d.debug.fail.mode != fa[i].mode || d.debug.fail.rank2 != fa[i].rank2 ||
+            !deck_fail_names(&d.debug.fail, fa[i].rank) || (fa[i].rank2 >= 0 && !deck_fail_names(&d.debug.fail, fa[i].rank2)) ||
+            deck_fail_names(&d.debug.fail, 7)) {
             tap_diag("fail_at '%s' -> rank %ld step %ld mode %d", fa[i].text, d.debug.fail.rank, d.debug.fail.step,
                      (int)d.debug.fail.mode);
             good = 0;
         }
     }
-    tap_ok(good, "debug.fail_at: RANK:STEP (kill), :write, :hang, a rank past LONG_MAX, empty (none)");
+    tap_ok(good, "debug.fail_at: RANK:STEP (kill), :write, :hang, a rank past LONG_MAX, empty (none), RANK+RANK2 (both named)");
+    {
+        deck_t e;
+        deck_defaults(&e);
+        tap_ok(set_quiet(&e, "debug.fail_at=2+:14") == MP_ERR && set_quiet(&e, "debug.fail_at=2+3") == MP_ERR,
+               "debug.fail_at: a '+' with no second rank, or no step, is refused");
+    }
 
     deck_t d;
     deck_defaults(&d);
