@@ -154,15 +154,17 @@ static const command_t commands[] = {
                               "BPE, vocab 50257, tiktoken's gpt2 token for token; sp: a SentencePiece\n"
                               "model trained on the text (or --sp-model-file), stored in the token file;\n"
                               "hf:DIR: a Hugging Face model directory's tokenizer.json (byte-level BPE,\n"
-                              "stored in the token file with its tokenizer_config.json), else its\n"
-                              "tokenizer.model through SentencePiece (as sp)", 0},
+                              "stored in the token file with its tokenizer_config.json; ids up to\n"
+                              "1048576, written as uint32 above 65536), else its tokenizer.model\n"
+                              "through SentencePiece (as sp)", 0},
       {"--tokenizer-dir", "DIR", "gpt2: the directory of GPT-2's encoder.json and vocab.bpe (default\n"
                                  "$MINDPIPE_GPT2_DIR, else ~/.cache/mindpipe/gpt2, where .ci/deps.sh puts them)", 0},
       {"--vocab-size", "N", "sp: the model's pieces, in [260, 65536] (ids are uint16)", 0},
       {"--sp-model", "TYPE", "sp: unigram (default) or bpe", 0},
       {"--sp-model-file", "FILE", "sp: apply this .model instead of training one (its pieces are the vocab)", 0},
       END_OPTS},
-     "the token file's attributes: vocab, tokenizer (byte, gpt2 or sp), source; with gpt2 tokenizer_sha256,\n"
+     "/train and /val are uint16, or uint32 for a vocabulary above 65536 ids (hf); the token file's\n"
+     "attributes: vocab, tokenizer (byte, gpt2, sp or hf), source; with gpt2 tokenizer_sha256,\n"
      "the SHA-256 of encoder.json followed by vocab.bpe; with sp the model's bytes (uint8 dataset\n"
      "/tokenizer/sp_model) and their SHA-256 (tokenizer_sha256). Training is single-threaded and\n"
      "deterministic; the ids must decode back to the text exactly, or prep refuses it (exit 1). A build\n"

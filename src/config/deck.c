@@ -126,7 +126,9 @@ static const deck_key_t keys[] = {
     K_INT(model, dim, "128", 1, 65536, "model width C (channels); a multiple of model.heads"),
     K_INT(model, heads, "4", 1, 65536, "attention heads NH; divides model.dim; a multiple of parallel.tp"),
     K_INT(model, seq_len, "64", 1, 1048576, "context length T in tokens"),
-    K_INT(model, vocab, "256", 2, 1048576, "vocabulary size V (256: bytes; 50257: prep --tokenizer gpt2); the dataset's vocab must be ≤ V"),
+    K_INT(model, vocab, "256", 2, DECK_VOCAB_MAX,
+          "vocabulary size V (256: bytes; 50257: prep --tokenizer gpt2; hf:DIR: its tokenizer.json's ids, e.g. "
+          "128256 for Llama-3); the dataset's vocab must be ≤ V"),
     K_INT(model, mlp_ratio, "4", 1, 64,
           "MLP hidden width as a multiple of model.dim (R); llama: 1 (its width is model.ffn_dim), what it resolves "
           "to when the deck does not set it"),

@@ -23,6 +23,9 @@
 #define DECK_PATH 4096
 /* Most entries a pipeline.layers text of DECK_STR - 1 characters can hold ("1,1,...,1"). */
 #define DECK_LIST_MAX (DECK_STR / 2)
+/* model.vocab's largest value: the most ids a tokenizer may have (tok_hf_impl.h's limit is this one;
+ * a data file above 65536 ids stores them as uint32, data.h). */
+#define DECK_VOCAB_MAX 1048576
 
 /* The choice keys, parsed once when the deck is read: each is stored as its enum, and the deck's
  * text (deck_write, messages) is its entry in the matching *_names table. The order of each enum is

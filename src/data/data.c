@@ -563,15 +563,16 @@ static int data_read_text(const char *path, unsigned char **buf_p, size_t *n_p)
 
 
 
-/* 1-D uint16 dataset name = tok[0..n) on f (contiguous layout). */
-static int data_write_split(hid_t f, const char *fname, const char *name, const uint16_t *tok, size_t n)
+/* 1-D dataset name = tok[0..n) on f (contiguous layout), of file type `type` (H5T_STD_U16LE or
+ * H5T_STD_U32LE: HDF5 narrows the ids, which all fit, to uint16 on the way). */
+static int data_write_split(hid_t f, const char *fname, const char *name, hid_t type, const uint32_t *tok, size_t n)
 {
     int rc = MP_ERR;
     hid_t s = -1, d = -1;
     hsize_t dims = n;
     H5_TRY(s = H5Screate_simple(1, &dims, NULL), out, fname);
-    H5_TRY(d = H5Dcreate2(f, name, H5T_STD_U16LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
-    H5_TRY(H5Dwrite(d, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok), err_close_dset, fname);
+    H5_TRY(d = H5Dcreate2(f, name, type, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), err_close_space, fname);
+    H5_TRY(H5Dwrite(d, H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, tok), err_close_dset, fname);
     rc = MP_OK;
 err_close_dset:
     H5Dclose(d);
@@ -607,15 +608,18 @@ out:
 }
 
 /* Writes the token file (both splits, the attributes of tokenizer tk and, for sp and hf, its model) to fname
- * and closes it. */
-static int data_write_tokens(const char *fname, const uint16_t *tok, size_t n, size_t n_val, const char *source,
+ * and closes it. The splits are uint16 when tk has at most 65536 ids (every file bytes, gpt2 and sp
+ * write, and hf's of such a vocabulary, byte for byte as before uint32 ids), else uint32 (data_h5_open
+ * reads both). */
+static int data_write_tokens(const char *fname, const uint32_t *tok, size_t n, size_t n_val, const char *source,
                              const tokenizer_t *tk)
 {
     hid_t f = -1;
     const char *digest = tok_digest(tk);
+    const hid_t type = tok_vocab(tk) <= 65536 ? H5T_STD_U16LE : H5T_STD_U32LE;
     H5_TRY(f = H5Fcreate(fname, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), out, fname);
-    if (data_write_split(f, fname, "train", tok, n - n_val) != MP_OK) goto err_close_file;
-    if (data_write_split(f, fname, "val", tok + (n - n_val), n_val) != MP_OK) goto err_close_file;
+    if (data_write_split(f, fname, "train", type, tok, n - n_val) != MP_OK) goto err_close_file;
+    if (data_write_split(f, fname, "val", type, tok + (n - n_val), n_val) != MP_OK) goto err_close_file;
     if (h5_attr_write(f, "vocab", H5T_STD_I32LE, H5T_NATIVE_INT, &(int){tok_vocab(tk)}, fname) != MP_OK) goto err_close_file;
     if (h5_attr_write_string(f, "tokenizer", tok_name(tk), fname) != MP_OK) goto err_close_file;
     if (h5_attr_write_string(f, "source", source, fname) != MP_OK) goto err_close_file;
@@ -660,7 +664,7 @@ int data_prep_tokenized(const char *text_path, const char *out_path, double val_
     size_t n_text, n;
     if (data_read_text(text_path, &text, &n_text) != MP_OK) return MP_ERR;
     int rc = MP_ERR;
-    uint16_t *tok = MP_MALLOC(n_text * sizeof *tok); /* no token is shorter than a byte */
+    uint32_t *tok = MP_MALLOC(n_text * sizeof *tok); /* no token is shorter than a byte */
     if (!tok) goto err_free_tok;
     if (tok_encode(tk, text, n_text, tok, &n) != MP_OK) {
         MP_ERROR("text file %s: not tokenized (above: why)", text_path);

@@ -118,7 +118,8 @@ int data_prep_text(const char *text_path, const char *out_path, double val_fract
 
 /* The same with tokenizer tok (tokenizer.h; NULL: bytes, as data_prep_text): the whole text is
  * encoded, the last val_fraction of the tokens go to /val, and the attributes are tok's: vocab,
- * tokenizer, and for gpt2 tokenizer_sha256. Refused, naming the file, when the text makes fewer
+ * tokenizer, and for gpt2 tokenizer_sha256. /train and /val are uint16 when tok's vocab is at most
+ * 65536, else uint32 (hf's Llama-3 or Qwen2 vocabularies). Refused, naming the file, when the text makes fewer
  * than 2 tokens. */
 int data_prep_tokenized(const char *text_path, const char *out_path, double val_fraction, const tokenizer_t *tok);
 

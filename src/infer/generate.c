@@ -30,14 +30,14 @@ static int generate_cfg(const deck_t *d, model_cfg_t *cfg)
 static int *prompt_tokens(const tokenizer_t *tok, const char *text, int *n_p)
 {
     const size_t n = strlen(text);
-    uint16_t *ids = MP_MALLOC((n ? n : 1) * sizeof *ids);
+    uint32_t *ids = MP_MALLOC((n ? n : 1) * sizeof *ids);
     int *out = MP_MALLOC((n ? n : 1) * sizeof *out);
     size_t m = 0;
     if (!ids || !out || tok_encode(tok, (const unsigned char *)text, n, ids, &m) != MP_OK || m > INT_MAX) {
         free(ids), free(out);
         return NULL;
     }
-    for (size_t i = 0; i < m; i++) out[i] = ids[i];
+    for (size_t i = 0; i < m; i++) out[i] = (int)ids[i]; /* below model.vocab's largest */
     free(ids);
     *n_p = (int)m;
     return out;

@@ -44,7 +44,7 @@ static int request_prompt(const tokenizer_t *tok, const char *s, size_t len, int
         r->nprompt = (int)len;
         return 0;
     }
-    uint16_t *ids = malloc((len ? len : 1) * sizeof *ids);
+    uint32_t *ids = malloc((len ? len : 1) * sizeof *ids);
     size_t m = 0;
     if (!ids || tok_encode(tok, (const unsigned char *)s, len, ids, &m) != MP_OK)
         return free(ids), snprintf(why, n, "out of memory encoding the prompt"), 1;
@@ -52,7 +52,7 @@ static int request_prompt(const tokenizer_t *tok, const char *s, size_t len, int
         free(ids);
         return snprintf(why, n, "the prompt has %zu gpt2 tokens; the context allows at most %d", m, T - 1), 1;
     }
-    for (size_t i = 0; i < m; i++) r->prompt[i] = ids[i];
+    for (size_t i = 0; i < m; i++) r->prompt[i] = (int)ids[i];
     r->nprompt = (int)m;
     free(ids);
     return 0;

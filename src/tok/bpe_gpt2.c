@@ -506,7 +506,7 @@ const unsigned char *bpe_gpt2_token(const bpe_gpt2_t *b, int id, size_t *n_p)
 
 /* A short piece: the parts in out[0..m), the rank of each adjacent pair in rank[0..m-1); the lowest
  * rank merges (the first of equals), its two neighbours' ranks are looked up again. */
-static size_t bpe_merge_short(const bpe_gpt2_t *b, const unsigned char *s, size_t n, uint16_t *out)
+static size_t bpe_merge_short(const bpe_gpt2_t *b, const unsigned char *s, size_t n, uint32_t *out)
 {
     uint32_t rank[BPE_SHORT];
     for (size_t i = 0; i < n; i++) out[i] = b->byte_id[s[i]];
@@ -518,7 +518,7 @@ static size_t bpe_merge_short(const bpe_gpt2_t *b, const unsigned char *s, size_
         for (size_t i = 0; i + 1 < m; i++)
             if (rank[i] < best) best = rank[i], at = i;
         if (best == BPE_NONE) break;
-        out[at] = (uint16_t)best; /* the pair's rank is the id of the token it makes */
+        out[at] = (uint32_t)best; /* the pair's rank is the id of the token it makes */
         m--;
         memmove(out + at + 1, out + at + 2, (m - at - 1) * sizeof *out);
         if (at + 2 < m) memmove(rank + at + 1, rank + at + 2, (m - at - 2) * sizeof *rank);
@@ -533,7 +533,7 @@ static size_t bpe_merge_short(const bpe_gpt2_t *b, const unsigned char *s, size_
  * the pair starting at p (BPE_NONE also marks a merged-away part), and the heap holds (rank, p)
  * entries, stale ones skipped when popped (their rank is no longer rank[p]: a pair that starts at p
  * only grows, and a longer token has another id). */
-static size_t bpe_merge_long(const bpe_gpt2_t *b, const unsigned char *s, size_t n, uint16_t *out)
+static size_t bpe_merge_long(const bpe_gpt2_t *b, const unsigned char *s, size_t n, uint32_t *out)
 {
     uint32_t *nxt = MP_MALLOC(n * sizeof *nxt), *prv = MP_MALLOC(n * sizeof *prv), *rank = MP_MALLOC(n * sizeof *rank);
     uint64_t *heap = MP_MALLOC(3 * n * sizeof *heap); /* n - 1 pairs, then at most 2 per merge */
@@ -549,7 +549,7 @@ static size_t bpe_merge_long(const bpe_gpt2_t *b, const unsigned char *s, size_t
         const uint32_t r = (uint32_t)(top >> 32), p = (uint32_t)top;
         if (rank[p] != r) continue;
         const uint32_t q = nxt[p];
-        out[p] = (uint16_t)r;
+        out[p] = (uint32_t)r;
         rank[q] = BPE_NONE;
         nxt[p] = nxt[q];
         if (nxt[p] < n) prv[nxt[p]] = p;
@@ -570,12 +570,12 @@ out:
     return m;
 }
 
-size_t bpe_gpt2_encode_piece(const bpe_gpt2_t *b, const unsigned char *s, size_t n, uint16_t *out)
+size_t bpe_gpt2_encode_piece(const bpe_gpt2_t *b, const unsigned char *s, size_t n, uint32_t *out)
 {
     if (n == 1) return out[0] = b->byte_id[s[0]], 1;
     if (n <= b->longest) { /* a piece that is a token is that token, as in tiktoken */
         const int whole = bpe_find(b, s, n);
-        if (whole >= 0 && whole < b->n_ranked) return out[0] = (uint16_t)whole, 1;
+        if (whole >= 0 && whole < b->n_ranked) return out[0] = (uint32_t)whole, 1;
     }
     return n <= BPE_SHORT ? bpe_merge_short(b, s, n, out) : bpe_merge_long(b, s, n, out);
 }

@@ -34,7 +34,7 @@ const char *bpe_gpt2_digest(const bpe_gpt2_t *bpe);
 
 /* The tokens of piece s[0..n) (n >= 1) into out (room for n); returns how many (1..n), or 0 when
  * a long piece's scratch could not be allocated (reported). */
-size_t bpe_gpt2_encode_piece(const bpe_gpt2_t *bpe, const unsigned char *s, size_t n, uint16_t *out);
+size_t bpe_gpt2_encode_piece(const bpe_gpt2_t *bpe, const unsigned char *s, size_t n, uint32_t *out);
 
 /* The bytes of token id (*n_p of them), or NULL when id is not below V. */
 const unsigned char *bpe_gpt2_token(const bpe_gpt2_t *bpe, int id, size_t *n_p);

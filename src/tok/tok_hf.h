@@ -18,7 +18,8 @@
  *   post_processor is not applied: prep adds no BOS or EOS of its own.
  * With ByteLevel the vocabulary's strings are bytes written through GPT-2's byte-to-character map
  * (bpe_gpt2.h) and a piece starts as its bytes; without, they are UTF-8 and a piece starts as its
- * characters. Ids are 0..V-1, each with a token (V at most 65536, the data file's uint16).
+ * characters. Ids are 0..V-1, each with a token (V at most DECK_VOCAB_MAX, 1048576, what a deck's
+ * model.vocab can hold; prep stores them as uint16 up to V = 65536, as uint32 above).
  * The tokenizer's identity is the SHA-256 of tokenizer.json's bytes, which the data file stores
  * (tok_hf_json) so that the tokenizer can be rebuilt from the file alone. */
 #ifndef MP_TOK_HF_H
@@ -52,7 +53,7 @@ int tok_hf_eos(const tok_hf_t *hf);
 
 /* The tokens of text[0..n) into ids (room for n); their count in *n_ids_p. MP_OK, or MP_ERR
  * (reported: a character with no token, no byte fallback and no unk_token; out of memory). */
-int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p);
+int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p);
 
 /* The bytes of token id (*n_p of them), or NULL when id is not below V. */
 const unsigned char *tok_hf_token(const tok_hf_t *hf, int id, size_t *n_p);

@@ -18,7 +18,7 @@
 /* Where the encoded ids go. */
 typedef struct {
     const tok_hf_t *hf;
-    uint16_t *ids;
+    uint32_t *ids;
     size_t m;
     uint32_t *sym; /* scratch: a piece's symbols (room for the longest piece) */
     size_t at;     /* the piece's offset in the text, for messages */
@@ -113,13 +113,14 @@ static int hf_bpe(hf_out_t *o, const unsigned char *s, size_t n)
     const tok_hf_t *hf = o->hf;
     if (hf->ignore_merges) {
         const int id = tok_hf_find(hf, s, n);
-        if (id >= 0) return o->ids[o->m++] = (uint16_t)id, MP_OK;
+        if (id >= 0) return o->ids[o->m++] = (uint32_t)id, MP_OK;
     }
     size_t k = hf_symbols(o, s, n);
     if (!k) return MP_ERR;
     k = k <= HF_SCAN_MAX ? hf_merge_scan(hf, o->sym, k) : hf_merge_long(hf, o->sym, k);
     if (!k) return MP_FAIL("tokenizer hf: no memory to merge the piece of %zu bytes at byte %zu", n, o->at);
-    for (size_t i = 0; i < k; i++) o->ids[o->m++] = (uint16_t)o->sym[i];
+    memcpy(o->ids + o->m, o->sym, k * sizeof *o->sym);
+    o->m += k;
     return MP_OK;
 }
 
@@ -172,7 +173,7 @@ static long hf_added_at(const tok_hf_t *hf, const unsigned char *s, size_t n)
     return best;
 }
 
-int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p)
+int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p)
 {
     hf_out_t o = {hf, ids, 0, NULL, 0};
     /* a piece has at most as many symbols as bytes (the fallback gives one a byte) */
@@ -186,7 +187,7 @@ int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint1
         o.at = from;
         if (i > from && hf_cut(&o, 0, text + from, i - from) != MP_OK) return free(o.sym), MP_ERR;
         if (a < 0) break; /* the end of the text */
-        ids[o.m++] = (uint16_t)hf->added[a].id;
+        ids[o.m++] = (uint32_t)hf->added[a].id;
         i += hf->added[a].n - 1;
         from = i + 1;
     }

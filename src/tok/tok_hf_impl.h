@@ -5,9 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "deck.h" /* DECK_VOCAB_MAX */
 #include "tok_hf.h"
 
-#define TOK_HF_MAX_VOCAB 65536
+#define TOK_HF_MAX_VOCAB DECK_VOCAB_MAX /* what a deck's model.vocab can hold */
 #define TOK_HF_MAX_STEPS 8
 
 /* One pre-tokenizer step: each piece is cut again by it. */

@@ -193,14 +193,15 @@ static int hf_max_id(const hf_ctx_t *c, json_t *vocab, json_t *added, int *max_p
     int max = -1;
     json_object_foreach(vocab, key, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= TOK_HF_MAX_VOCAB)
-            return MP_FAIL("tokenizer.json %s: model.vocab[\"%.60s\"] is not an id in 0..%d (the data file's uint16)",
-                           c->file, key, TOK_HF_MAX_VOCAB - 1);
+            return MP_FAIL("tokenizer.json %s: model.vocab[\"%.60s\"] is not an id in 0..%d (a deck's model.vocab is at "
+                           "most %d)", c->file, key, TOK_HF_MAX_VOCAB - 1, TOK_HF_MAX_VOCAB);
         if (json_integer_value(v) > max) max = (int)json_integer_value(v);
     }
     json_array_foreach(added, i, v) {
         json_t *id = json_object_get(v, "id");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= TOK_HF_MAX_VOCAB)
-            return MP_FAIL("tokenizer.json %s: added_tokens[%zu].id is not an id in 0..%d", c->file, i, TOK_HF_MAX_VOCAB - 1);
+            return MP_FAIL("tokenizer.json %s: added_tokens[%zu].id is not an id in 0..%d (a deck's model.vocab is at most "
+                           "%d)", c->file, i, TOK_HF_MAX_VOCAB - 1, TOK_HF_MAX_VOCAB);
         if (json_integer_value(id) > max) max = (int)json_integer_value(id);
     }
     if (max < 0) return MP_FAIL("tokenizer.json %s: model.vocab is empty", c->file);

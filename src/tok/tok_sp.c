@@ -236,7 +236,7 @@ static int tok_sp_matches(const tok_sp_t *sp, const int *ids, size_t n, const un
     return at == len;
 }
 
-int tok_sp_encode(const tok_sp_t *sp, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p)
+int tok_sp_encode(const tok_sp_t *sp, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p)
 {
     char err[512];
     size_t m = 0, got, bad;
@@ -260,7 +260,7 @@ int tok_sp_encode(const tok_sp_t *sp, const unsigned char *text, size_t n, uint1
                                            "(a model that normalizes text, or U+2581, SentencePiece's mark for a "
                                            "space, in the text)",
                                            at + bad);
-        for (size_t i = 0; i < got; i++) ids[m + i] = (uint16_t)line_ids[i];
+        for (size_t i = 0; i < got; i++) ids[m + i] = (uint32_t)line_ids[i];
         m += got;
         at += len;
     }

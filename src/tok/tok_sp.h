@@ -45,7 +45,7 @@ const char *tok_sp_digest(const tok_sp_t *sp);
 
 /* The ids of text[0..n) into ids (room for n), their count in *n_ids_p. MP_OK, or MP_ERR (reported,
  * naming the byte offset) when SentencePiece fails or the ids do not decode back to the text. */
-int tok_sp_encode(const tok_sp_t *sp, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p);
+int tok_sp_encode(const tok_sp_t *sp, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p);
 
 /* The bytes of token id (*n_p of them; none for <unk>, <s>, </s>), or NULL when id is not below its
  * vocabulary's size. The pointer lives as long as sp. */

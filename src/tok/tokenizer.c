@@ -115,7 +115,7 @@ const char *tok_model_dataset(const tokenizer_t *tok)
     return tok->kind == TOK_SP ? "sp_model" : tok->kind == TOK_HF ? "hf_json" : NULL;
 }
 
-int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p)
+int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p)
 {
     size_t m = 0;
     if (tok->kind == TOK_BYTES) {

@@ -10,7 +10,9 @@
  *          file records tokenizer "sp", the model's bytes and their SHA-256 (tok_model);
  *   hf     a Hugging Face tokenizer.json of byte-level BPE (tok_hf.h); the data file records tokenizer
  *          "hf", the file's bytes and their SHA-256 (tok_model).
- * Every id fits the data file's uint16. */
+ * Ids are uint32_t: bytes', gpt2's and sp's stay below 65536, hf's below DECK_VOCAB_MAX (model.vocab's
+ * largest); a data file stores them as uint16 when the vocabulary has at most 65536 ids, else as
+ * uint32 (data_prep_tokenized). */
 #ifndef MP_TOKENIZER_H
 #define MP_TOKENIZER_H
 
@@ -69,7 +71,7 @@ const char *tok_model_dataset(const tokenizer_t *tok);
 
 /* The tokens of text[0..n) into ids, which has room for n (no token is shorter than a byte); their
  * count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */
-int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint16_t *ids, size_t *n_ids_p);
+int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p);
 
 /* The bytes of token id (*n_p of them), or NULL when id is not below the vocabulary's size. The
  * pointer lives as long as tok. */

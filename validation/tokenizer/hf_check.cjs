@@ -2,7 +2,7 @@
 // port of the Rust `tokenizers` library's encoding; .ci/deps.sh installs it) against what
 // `mindpipe prep --tokenizer hf:DIR` wrote.
 //
-//   node hf_check.cjs ids DIR TEXT IDS LABEL   encode(TEXT) with DIR/tokenizer.json == IDS
+//   node hf_check.cjs ids DIR TEXT IDS LABEL [WIDTH]   encode(TEXT) with DIR/tokenizer.json == IDS
 //   node hf_check.cjs filter TABLE TEXT OUT    TEXT less the characters whose class differs (below)
 //
 // The character classes of the patterns (\s, \p{L}, \p{N}) differ between the two sides: ours are
@@ -13,7 +13,8 @@
 // tokenizers rather than the Unicode versions; it fails when more than FILTER_MAX code points differ
 // (a broken table must not pass by filtering everything away).
 //
-// IDS is a file of uint16 little-endian ids (the data file's /train then /val). encode adds no
+// IDS is a file of little-endian ids (the data file's /train then /val), uint16 or, with WIDTH 4,
+// uint32 (prep's files of more than 65536 ids; test_tokenizer_hf_wide.sh). encode adds no
 // special tokens (add_special_tokens false): prep adds no BOS or EOS. A check prints "PASS what" or
 // "FAIL what"; the exit status is 0 when it passed, 1 when it failed, 2 on a usage error. TEXT must
 // be valid UTF-8: the JS library reads a JS string, and turning other bytes into one would replace
@@ -35,15 +36,15 @@ function library() {
     }
 }
 
-function readIds(file) {
+function readIds(file, width) {
     const b = fs.readFileSync(file);
-    if (b.length % 2) throw new Error(`${file}: ${b.length} bytes, not a whole number of uint16 ids`);
-    const ids = new Uint32Array(b.length / 2);
-    for (let i = 0; i < ids.length; i++) ids[i] = b.readUInt16LE(2 * i);
+    if (b.length % width) throw new Error(`${file}: ${b.length} bytes, not a whole number of uint${8 * width} ids`);
+    const ids = new Uint32Array(b.length / width);
+    for (let i = 0; i < ids.length; i++) ids[i] = width === 4 ? b.readUInt32LE(4 * i) : b.readUInt16LE(2 * i);
     return ids;
 }
 
-function checkIds(dir, textFile, idsFile, label) {
+function checkIds(dir, textFile, idsFile, label, width = '2') {
     const { Tokenizer } = library();
     const json = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8'));
     const cfgFile = path.join(dir, 'tokenizer_config.json');
@@ -56,7 +57,7 @@ function checkIds(dir, textFile, idsFile, label) {
         console.log(`FAIL ${label}: ${textFile} is not valid UTF-8, so the JS library cannot see its bytes`);
         return 1;
     }
-    const want = tok.encode(text, { add_special_tokens: false }).ids, got = readIds(idsFile);
+    const want = tok.encode(text, { add_special_tokens: false }).ids, got = readIds(idsFile, Number(width));
     const n = Math.min(want.length, got.length);
     let first = -1, differ = 0;
     for (let i = 0; i < n; i++) if (want[i] !== got[i]) { differ++; if (first < 0) first = i; }
@@ -121,7 +122,8 @@ function filter(tableFile, textFile, outFile) {
 }
 
 const [mode, ...args] = process.argv.slice(2);
-if (mode === 'ids' && args.length === 4) process.exit(checkIds(...args));
+if (mode === 'ids' && (args.length === 4 || (args.length === 5 && (args[4] === '2' || args[4] === '4'))))
+    process.exit(checkIds(...args));
 if (mode === 'filter' && args.length === 3) process.exit(filter(...args));
-console.log('usage: node hf_check.cjs ids DIR TEXT IDS LABEL | filter TABLE TEXT OUT');
+console.log('usage: node hf_check.cjs ids DIR TEXT IDS LABEL [2|4] | filter TABLE TEXT OUT');
 process.exit(2);

@@ -57,7 +57,7 @@ static void check_model(const char *model_type, const unsigned char *text, size_
     if (ok) tok_sp_free(b);
 
     tokenizer_t tok = tok_from_sp(a);
-    uint16_t *ids = malloc(n * sizeof *ids), *ids2 = malloc(n * sizeof *ids2);
+    uint32_t *ids = malloc(n * sizeof *ids), *ids2 = malloc(n * sizeof *ids2);
     int *wide = malloc(n * sizeof *wide);
     unsigned char *out = NULL;
     ok = tok_encode(&tok, text, n, ids, &n_ids) == MP_OK;

@@ -139,10 +139,10 @@ static void test_classes(void)
 /* ---- GPT-2's BPE ---- */
 
 /* encode(text) == want (n_want ids). */
-static void expect_ids(const tokenizer_t *tok, const char *what, const char *text, const uint16_t *want, size_t n_want)
+static void expect_ids(const tokenizer_t *tok, const char *what, const char *text, const uint32_t *want, size_t n_want)
 {
     const size_t n = strlen(text);
-    uint16_t *ids = malloc((n + 1) * sizeof *ids);
+    uint32_t *ids = malloc((n + 1) * sizeof *ids);
     size_t got = 0;
     const int rc = tok_encode(tok, (const unsigned char *)text, n, ids, &got);
     tap_ok(rc == MP_OK && got == n_want && !memcmp(ids, want, n_want * sizeof *ids), "%s: %zu ids, tiktoken's", what, n_want);
@@ -152,21 +152,21 @@ static void expect_ids(const tokenizer_t *tok, const char *what, const char *tex
 static void test_known_ids(const tokenizer_t *tok)
 {
     /* from tiktoken 1.0.22, get_encoding("gpt2").encode_ordinary */
-    expect_ids(tok, "Hello world", "Hello world", (const uint16_t[]){15496, 995}, 2);
-    expect_ids(tok, "\" the\" is one token", " the", (const uint16_t[]){262}, 1);
-    expect_ids(tok, "<|endoftext|> is plain text", "<|endoftext|>", (const uint16_t[]){27, 91, 437, 1659, 5239, 91, 29}, 7);
-    expect_ids(tok, "I'M here", "I'M here", (const uint16_t[]){40, 6, 44, 994}, 4);
-    expect_ids(tok, "NBSPs", "a\xc2\xa0\xc2\xa0" "b", (const uint16_t[]){64, 1849, 1849, 65}, 4);
-    expect_ids(tok, "numbers", "1234567890 3.14159", (const uint16_t[]){10163, 2231, 30924, 3829, 513, 13, 1415, 19707}, 8);
-    expect_ids(tok, "CJK", "\xe4\xb8\xad\xe6\x96\x87", (const uint16_t[]){40792, 23877, 229}, 3);
-    expect_ids(tok, "white space before a word", "   \n\n  x", (const uint16_t[]){220, 220, 220, 628, 220, 2124}, 6);
+    expect_ids(tok, "Hello world", "Hello world", (const uint32_t[]){15496, 995}, 2);
+    expect_ids(tok, "\" the\" is one token", " the", (const uint32_t[]){262}, 1);
+    expect_ids(tok, "<|endoftext|> is plain text", "<|endoftext|>", (const uint32_t[]){27, 91, 437, 1659, 5239, 91, 29}, 7);
+    expect_ids(tok, "I'M here", "I'M here", (const uint32_t[]){40, 6, 44, 994}, 4);
+    expect_ids(tok, "NBSPs", "a\xc2\xa0\xc2\xa0" "b", (const uint32_t[]){64, 1849, 1849, 65}, 4);
+    expect_ids(tok, "numbers", "1234567890 3.14159", (const uint32_t[]){10163, 2231, 30924, 3829, 513, 13, 1415, 19707}, 8);
+    expect_ids(tok, "CJK", "\xe4\xb8\xad\xe6\x96\x87", (const uint32_t[]){40792, 23877, 229}, 3);
+    expect_ids(tok, "white space before a word", "   \n\n  x", (const uint32_t[]){220, 220, 220, 628, 220, 2124}, 6);
     expect_ids(tok, "a family emoji (ZWJ)",
                "\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7\xe2\x80\x8d\xf0\x9f\x91\xa6",
-               (const uint16_t[]){41840, 101, 447, 235, 41840, 102, 447, 235, 41840, 100, 447, 235, 41840, 99}, 14);
+               (const uint32_t[]){41840, 101, 447, 235, 41840, 102, 447, 235, 41840, 100, 447, 235, 41840, 99}, 14);
     char as[101];
     memset(as, 'a', 100);
     as[100] = 0;
-    uint16_t a25[25];
+    uint32_t a25[25];
     for (int i = 0; i < 25; i++) a25[i] = 24794;
     expect_ids(tok, "100 a's (a long piece: the heap's merges)", as, a25, 25);
 }
@@ -174,7 +174,7 @@ static void test_known_ids(const tokenizer_t *tok)
 /* decode(encode(data)) == data. */
 static int roundtrip(const tokenizer_t *tok, const unsigned char *data, size_t n, size_t *n_ids_p)
 {
-    uint16_t *ids = malloc((n + 1) * sizeof *ids);
+    uint32_t *ids = malloc((n + 1) * sizeof *ids);
     int *wide = malloc((n + 1) * sizeof *wide);
     unsigned char *back = NULL;
     size_t m = 0, n_back = 0;
@@ -347,7 +347,7 @@ static void test_bytes(void)
 {
     tokenizer_t t;
     const unsigned char text[] = "a\xff\0z";
-    uint16_t ids[4];
+    uint32_t ids[4];
     size_t n = 0;
     int ok = tok_open(&t, TOK_BYTES, NULL) == MP_OK && tok_encode(&t, text, 4, ids, &n) == MP_OK && n == 4 &&
              ids[0] == 'a' && ids[1] == 0xff && ids[2] == 0 && ids[3] == 'z';
@@ -379,7 +379,7 @@ static void test_prep(const tokenizer_t *tok)
 {
     const char *text = "In the beginning God created the heaven and the earth. \xe2\x80\x9cLet there be light\xe2\x80\x9d";
     spill(tpath("gen.txt"), text, strlen(text));
-    uint16_t ids[128];
+    uint32_t ids[128];
     size_t n = 0;
     tok_encode(tok, (const unsigned char *)text, strlen(text), ids, &n);
     dataset_t ds;
@@ -387,7 +387,7 @@ static void test_prep(const tokenizer_t *tok)
     int got[128] = {0}, same = ok && ds.n_train + ds.n_val == n && n <= 128 &&
                                  data_window(&ds.train, 0, (int)ds.n_train, got) == MP_OK &&
                                  data_window(&ds.val, 0, (int)ds.n_val, got + ds.n_train) == MP_OK;
-    for (size_t i = 0; same && i < n; i++) same &= got[i] == ids[i];
+    for (size_t i = 0; same && i < n; i++) same &= (uint32_t)got[i] == ids[i];
     tap_ok(ok && ds.vocab == 50257 && same,
            "prep --tokenizer gpt2: /train then /val are the text's %zu ids, vocab 50257", n);
     if (ok) data_free(&ds);
