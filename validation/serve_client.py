@@ -188,9 +188,9 @@ def cmd_same(a):
 
 def cmd_stream(a):
     """Requests 0..N-1 one at a time with "stream": true: their tokens gathered from the events, in
-    the load file's format; prints the number of events."""
+    the load file's format; prints the number of events and tokens, and the most tokens one event held."""
     u = urllib.parse.urlparse(a.url)
-    events = 0
+    events, ntok, most = 0, 0, 0
     with open(a.out, "w") as f:
         for i in range(a.requests):
             q = dict(request_of(i), stream=True)
@@ -211,10 +211,12 @@ def cmd_stream(a):
                 tokens += ch["tokens"]
                 reason = ch["finish_reason"] or reason
                 events += 1
+                ntok += len(ch["tokens"])
+                most = max(most, len(ch["tokens"]))
             ok = r.status == 200 and ctype == "text/event-stream" and done
             f.write(json.dumps({"i": i, "tokens": tokens, "finish_reason": reason} if ok else
                                {"i": i, "status": r.status, "error": body[:200]}) + "\n")
-    print("%d streamed requests, %d events" % (a.requests, events))
+    print("%d streamed requests, %d events of %d tokens, at most %d an event" % (a.requests, events, ntok, most))
 
 
 def expect(url, what, body, status, needle, headers=None):

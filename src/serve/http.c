@@ -128,11 +128,12 @@ static json_t *completion_json(const http_t *h, const serve_req_t *r)
                      "completion_tokens", r->nout, "total_tokens", r->nprompt + r->nout);
 }
 
-/* A streamed completion (server-sent events): one event per batch of new tokens, as the batcher
- * makes them; the last carries finish_reason (or the error), then "data: [DONE]". An event's
- * "tokens" are its new tokens; its "text", with gpt2, the decoded bytes of whole characters not yet
- * sent (a character split across tokens goes out with the event of its last byte; the last event
- * carries whatever is left, invalid bytes as U+FFFD). */
+/* A streamed completion (server-sent events): one event per token step, its token; the last
+ * carries finish_reason (or the error), then "data: [DONE]". A reader slower than the batcher
+ * finds several new tokens at once and still gets one event each (so what a client sees does not
+ * depend on how fast it reads). An event's "text", with gpt2, is the decoded bytes of whole
+ * characters not yet sent (a character split across tokens goes out with the event of its last
+ * byte; the last event carries whatever is left, invalid bytes as U+FFFD). */
 typedef struct {
     http_t *h;
     serve_req_t *r;
@@ -148,11 +149,12 @@ static int stream_next(stream_t *st)
     serve_req_t *r = st->r;
     if (st->done) return 0;
     int state;
-    const int n = batcher_wait(st->h->b, r, st->sent, &state);
+    const int made = batcher_wait(st->h->b, r, st->sent, &state);
+    const int n = made > st->sent ? st->sent + 1 : made; /* one token step an event */
     json_t *j;
     char id[64];
     snprintf(id, sizeof id, "cmpl-%llu", (unsigned long long)r->serial);
-    const int ended = state == REQ_LENGTH || state == REQ_CONTEXT || state == REQ_STOP;
+    const int ended = n == made && (state == REQ_LENGTH || state == REQ_CONTEXT || state == REQ_STOP);
     const char *reason = state == REQ_CONTEXT ? "context" : state == REQ_STOP ? "stop" : "length";
     if (n > st->sent) {
         j = json_pack("{s:s,s:s,s:[{s:i,s:o,s:o,s:o}]}", "id", id, "object", "text_completion", "choices", "index", 0, "text",
