@@ -69,8 +69,11 @@ const char *tok_digest(const tokenizer_t *tok);
 const unsigned char *tok_model(const tokenizer_t *tok, size_t *n_p);
 const char *tok_model_dataset(const tokenizer_t *tok);
 
-/* The tokens of text[0..n) into ids, which has room for n (no token is shorter than a byte); their
- * count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */
+/* At most this many ids for n bytes of text: no token is shorter than a byte, but an hf tokenizer of
+ * SentencePiece's style puts a U+2581 of its own before each stretch between added tokens. */
+#define TOK_IDS_ROOM(n) TOK_HF_IDS_ROOM(n)
+
+/* The tokens of text[0..n) into ids, which has room for TOK_IDS_ROOM(n); their count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */
 int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p);
 
 /* The bytes of token id (*n_p of them), or NULL when id is not below the vocabulary's size. The
