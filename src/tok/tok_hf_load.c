@@ -591,6 +591,12 @@ static int hf_parse(const hf_ctx_t *c, tok_hf_t *hf, json_t *root)
         hf_added(c, hf, added) != MP_OK || hf_unknowns(c, hf, model) != MP_OK ||
         hf_decoder(c, hf, json_object_get(root, "decoder")) != MP_OK || (hf->dec_bytes && hf_dec_lay_out(hf) != MP_OK))
         goto out;
+    /* a ' ' or the prefix one symbol, not three <0xXX>: no more ids than TOK_HF_IDS_ROOM */
+    if ((hf->space_mark || hf->prepend != HF_PREPEND_NONE) && tok_hf_find(hf, (const unsigned char *)HF_MARK, 3) < 0) {
+        MP_ERROR("tokenizer.json %s: the normalizer or Metaspace writes U+2581 (\"" HF_MARK "\"), which is not in "
+                 "model.vocab", c->file);
+        goto out;
+    }
     rc = MP_OK;
 out:
     json_decref(none);

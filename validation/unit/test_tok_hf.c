@@ -58,7 +58,8 @@ static char *make_big_json(long big_id, size_t *n_p)
 /* SentencePiece's style: <unk> 0, <s> 1, </s> 2 (added), <0x00>..<0xFF> 3..258, U+2581 259, a 260,
  * b 261, U+2581a 262, ab 263 (merges "U+2581 a", "a b"). form: "norm" (normalizer Prepend and Replace,
  * decoder Sequence with Strip), "meta" (Metaspace first, decoder Metaspace), "unk" (norm's without
- * byte_fallback, fuse_unk) or "nfc" (normalizer NFC). */
+ * byte_fallback, fuse_unk), "nfc" (normalizer NFC) or "nomark" (norm's with U+2582 for U+2581, and
+ * the merge "a b" only). */
 static char *make_sp_json(const char *form, size_t *n_p)
 {
     static const char *const norm = "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":"
@@ -80,8 +81,9 @@ static char *make_sp_json(const char *form, size_t *n_p)
                           meta ? "{\"type\":\"Metaspace\",\"replacement\":\"\u2581\"}" : seq,
                           strcmp(form, "unk") ? "true" : "false");
     for (int b = 0; b < 256; b++) n += (size_t)snprintf(j + n, cap - n, "\"<0x%02X>\":%d,", b, b + 3);
-    n += (size_t)snprintf(j + n, cap - n, "\"\u2581\":259,\"a\":260,\"b\":261,\"\u2581a\":262,\"ab\":263},"
-                                          "\"merges\":[\"\u2581 a\",\"a b\"]}}");
+    const int nomark = !strcmp(form, "nomark");
+    n += (size_t)snprintf(j + n, cap - n, "\"%s\":259,\"a\":260,\"b\":261,\"\u2581a\":262,\"ab\":263},"
+                                          "\"merges\":[%s\"a b\"]}}", nomark ? "\u2582" : "\u2581", nomark ? "" : "\"\u2581 a\",");
     *n_p = n;
     return j;
 }
@@ -216,6 +218,14 @@ int main(void)
     free(json);
     tap_ok(rc == MP_ERR && strstr(errtext, "nfc.json: normalizer type \"NFC\" is not supported"),
            "normalizer NFC is refused naming it");
+    show_errtext();
+    json = make_sp_json("nomark", &n);
+    capture_begin();
+    rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "nomark.json");
+    capture_end();
+    free(json);
+    tap_ok(rc == MP_ERR && strstr(errtext, "nomark.json: the normalizer or Metaspace writes U+2581"),
+           "a normalizer without U+2581 in the vocabulary is refused (each ' ' would be three ids)");
     show_errtext();
     rmdir(tmpdir);
     return tap_done();
