@@ -17,7 +17,8 @@
 # always: its Metaspace decoder leaves <0xXX> as text; a leading ' ' or a U+2581 of the text's own
 # comes back otherwise); (c) the fuse_unk
 # check can fail (the reference without fuse_unk differs); (d) each variant not read is refused
-# with exit 1 naming the file and the key. tok_decode itself: validation/unit/test_tok_hf.
+# with exit 1 naming the file and the key; (e) generate on a model trained 2 steps on norm's tokens
+# prints no U+2581 and no <0xXX> as text. tok_decode itself: validation/unit/test_tok_hf.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 npm_dir=${MINDPIPE_NPM_DIR:-$HOME/.cache/mindpipe/npm}
 if ! command -v node >/dev/null 2>&1 || [ ! -d "$npm_dir/node_modules/@huggingface/tokenizers" ]; then
@@ -86,6 +87,19 @@ for name in norm-kjv meta-kjv meta-added2 never-kjv_head; do
     case $name in *kjv) t=$kjv ;; *) t="$SCRATCH/${name#*-}.txt" ;; esac
     check decode "$SCRATCH/${name%%-*}" "$SCRATCH/$name.ids" "$t" "$name decoded"
 done
+
+# ---- generate on a checkpoint of norm's tokens: the completion decoded as the decoder does ----
+vocab=$(h5dump -a /vocab "$SCRATCH/norm-kjv.h5" 2>/dev/null | sed -n 's/^ *(0): //p')
+"$MINDPIPE" train -c "$MP_SRCDIR/validation/decks/train.ini" --set data.path="$SCRATCH/norm-kjv.h5" --set model.vocab="$vocab" \
+    --set train.steps=2 --set train.warmup=1 --set train.eval_every=2 --quiet --out "$SCRATCH/run" > "$SCRATCH/train.out" 2>&1
+ok $? "a token file of norm's trains (model.vocab = $vocab, 2 steps)"
+sed 's/^/#   /' "$SCRATCH/train.out" | tail -n 3
+ck=$(ls "$SCRATCH"/run/ckpt/step_*.h5 2>/dev/null | tail -n 1)
+"$MINDPIPE" generate -c "$MP_SRCDIR/validation/decks/train.ini" --set model.vocab="$vocab" --ckpt "$ck" --prompt "And God said" \
+    --max-tokens 60 > "$SCRATCH/gen.out" 2> "$SCRATCH/gen.err"; rc=$?
+[ $rc -eq 0 ] && [ -s "$SCRATCH/gen.out" ] && ! grep -q "$(printf '\342\226\201')" "$SCRATCH/gen.out" && ! grep -q '<0x' "$SCRATCH/gen.out"
+ok $? "generate: the completion decoded, no U+2581 and no '<0x' in them: '$(tr '\n' ' ' < "$SCRATCH/gen.out" | head -c 60)' (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/gen.err"
 
 # ---- (c) fuse_unk matters: the reference without it differs from our (fused) ids ----
 variant nofuse unk 'j.model.fuse_unk = false'
