@@ -215,7 +215,7 @@ refuse() {
 refuse truncated 'j = JSON.stringify(j).slice(0, 100000)' "not JSON"
 refuse pattern 'j.pre_tokenizer = {type: "Split", pattern: {Regex: "\\w+"}, behavior: "Isolated", invert: false}' 'pattern.Regex "\\w+" is not one this reader knows'
 refuse behavior 'j.pre_tokenizer = {type: "Split", pattern: {Regex: "'"'"'s|'"'"'t|'"'"'re|'"'"'ve|'"'"'m|'"'"'ll|'"'"'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"}, behavior: "MergedWithPrevious"}' "behavior"
-refuse normalizer 'j.normalizer = {type: "NFC"}' 'normalizer "NFC"'
+refuse normalizer 'j.normalizer = {type: "NFC"}' 'normalizer type "NFC" is not supported'
 refuse model 'j.model.type = "WordPiece"' 'model.type is "WordPiece"'
 refuse merge 'j.model.merges[7] = "Ġt hzz"' 'model.merges\[7\]: "hzz" is not in model.vocab'
 refuse merge3 'j.model.merges[9] = "a b c"' 'model.merges\[9\] "a b c" is not two tokens and one space'

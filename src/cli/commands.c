@@ -153,8 +153,8 @@ static const command_t commands[] = {
       {"--tokenizer", "NAME", "bytes (default): each byte a token, vocab 256; gpt2: GPT-2's byte-level\n"
                               "BPE, vocab 50257, tiktoken's gpt2 token for token; sp: a SentencePiece\n"
                               "model trained on the text (or --sp-model-file), stored in the token file;\n"
-                              "hf:DIR: a Hugging Face model directory's tokenizer.json (byte-level BPE,\n"
-                              "stored in the token file with its tokenizer_config.json; ids up to\n"
+                              "hf:DIR: a Hugging Face model directory's tokenizer.json (BPE, byte-level\n"
+                              "or SentencePiece-style as Llama 2's and Mistral's; stored in the token file with its tokenizer_config.json; ids up to\n"
                               "1048576, written as uint32 above 65536), else its tokenizer.model\n"
                               "through SentencePiece (as sp)", 0},
       {"--tokenizer-dir", "DIR", "gpt2: the directory of GPT-2's encoder.json and vocab.bpe (default\n"

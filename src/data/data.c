@@ -664,7 +664,7 @@ int data_prep_tokenized(const char *text_path, const char *out_path, double val_
     size_t n_text, n;
     if (data_read_text(text_path, &text, &n_text) != MP_OK) return MP_ERR;
     int rc = MP_ERR;
-    uint32_t *tok = MP_MALLOC(n_text * sizeof *tok); /* no token is shorter than a byte */
+    uint32_t *tok = MP_MALLOC(TOK_IDS_ROOM(n_text) * sizeof *tok);
     if (!tok) goto err_free_tok;
     if (tok_encode(tk, text, n_text, tok, &n) != MP_OK) {
         MP_ERROR("text file %s: not tokenized (above: why)", text_path);

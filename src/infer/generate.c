@@ -30,8 +30,8 @@ static int generate_cfg(const deck_t *d, model_cfg_t *cfg)
 static int *prompt_tokens(const tokenizer_t *tok, const char *text, int *n_p)
 {
     const size_t n = strlen(text);
-    uint32_t *ids = MP_MALLOC((n ? n : 1) * sizeof *ids);
-    int *out = MP_MALLOC((n ? n : 1) * sizeof *out);
+    uint32_t *ids = MP_MALLOC(TOK_IDS_ROOM(n) * sizeof *ids);
+    int *out = MP_MALLOC(TOK_IDS_ROOM(n) * sizeof *out);
     size_t m = 0;
     if (!ids || !out || tok_encode(tok, (const unsigned char *)text, n, ids, &m) != MP_OK || m > INT_MAX) {
         free(ids), free(out);

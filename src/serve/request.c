@@ -44,7 +44,7 @@ static int request_prompt(const tokenizer_t *tok, const char *s, size_t len, int
         r->nprompt = (int)len;
         return 0;
     }
-    uint32_t *ids = malloc((len ? len : 1) * sizeof *ids);
+    uint32_t *ids = malloc(TOK_IDS_ROOM(len) * sizeof *ids);
     size_t m = 0;
     if (!ids || tok_encode(tok, (const unsigned char *)s, len, ids, &m) != MP_OK)
         return free(ids), snprintf(why, n, "out of memory encoding the prompt"), 1;

@@ -1,5 +1,6 @@
 /* Encoding with a tokenizer.json (contract in tok_hf.h), in the `tokenizers` library's order: the
- * added tokens are found in the text first; each stretch between them is cut by the pre-tokenizer's
+ * added tokens are found in the text first; each stretch between them is normalized (U+2581 for
+ * ' ', prefixed with one: Prepend or Metaspace) and cut by the pre-tokenizer's
  * steps, one after another (each cuts the pieces of the one before); each final piece is merged by
  * BPE: from its bytes (ByteLevel) or characters, the adjacent pair of lowest merge rank merges, the
  * leftmost of equals, until no adjacent pair has a merge (the library's priority queue of (rank,
@@ -173,25 +174,68 @@ static long hf_added_at(const tok_hf_t *hf, const unsigned char *s, size_t n)
     return best;
 }
 
+#define HF_MARK "\xe2\x96\x81" /* U+2581 */
+
+/* The stretch s[0..n) (at byte `from` of the text) as the normalizer or Metaspace makes it, into out
+ * (room for 3n + 3); its length. */
+static size_t hf_mark(const tok_hf_t *hf, const unsigned char *s, size_t n, size_t from, unsigned char *out)
+{
+    const int starts = (hf->space_mark && s[0] == ' ') || (n >= 3 && !memcmp(s, HF_MARK, 3));
+    size_t m = 0;
+    if (hf->prepend == HF_PREPEND_EVERY || (hf->prepend == HF_PREPEND_ALWAYS && !starts) ||
+        (hf->prepend == HF_PREPEND_FIRST && !starts && from == 0))
+        memcpy(out, HF_MARK, 3), m = 3;
+    for (size_t i = 0; i < n; i++)
+        if (hf->space_mark && s[i] == ' ') memcpy(out + m, HF_MARK, 3), m += 3;
+        else out[m++] = s[i];
+    return m;
+}
+
+/* ids[from..*m_p) with each run of unk_tokens made one (fuse_unk). */
+static void hf_fuse_unk(const tok_hf_t *hf, uint32_t *ids, size_t from, size_t *m_p)
+{
+    size_t k = from;
+    for (size_t i = from; i < *m_p; i++)
+        if (!(i > from && ids[i] == (uint32_t)hf->unk && ids[i - 1] == (uint32_t)hf->unk)) ids[k++] = ids[i];
+    *m_p = k;
+}
+
+/* One stretch between added tokens, text[from..end), into o. */
+static int hf_stretch(hf_out_t *o, const unsigned char *text, size_t from, size_t end, unsigned char *marked)
+{
+    const tok_hf_t *hf = o->hf;
+    const size_t first = o->m;
+    o->at = from;
+    if (marked) {
+        const size_t len = hf_mark(hf, text + from, end - from, from, marked);
+        if (hf_cut(o, 0, marked, len) != MP_OK) return MP_ERR;
+    } else if (hf_cut(o, 0, text + from, end - from) != MP_OK) {
+        return MP_ERR;
+    }
+    if (hf->fuse_unk && hf->unk >= 0) hf_fuse_unk(hf, o->ids, first, &o->m);
+    return MP_OK;
+}
+
 int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p)
 {
     hf_out_t o = {hf, ids, 0, NULL, 0};
-    /* a piece has at most as many symbols as bytes (the fallback gives one a byte) */
-    o.sym = MP_MALLOC((n ? n : 1) * sizeof *o.sym);
-    if (!o.sym) return MP_ERR;
+    /* a piece has at most as many symbols as bytes (the fallback gives one a byte), and one U+2581 more */
+    const int mark = hf->space_mark || hf->prepend != HF_PREPEND_NONE;
+    unsigned char *marked = mark ? MP_MALLOC(3 * n + 3) : NULL; /* a U+2581 is 3 bytes: 3 fallback symbols */
+    o.sym = MP_MALLOC((mark ? 3 * n + 3 : n + 1) * sizeof *o.sym);
+    if (!o.sym || (mark && !marked)) return free(o.sym), free(marked), MP_ERR;
     size_t from = 0; /* the start of the stretch not yet encoded */
     for (size_t i = 0; i <= n; i++) {
         long a = -1;
         if (i < n && !hf->added_first[text[i]]) continue;
         if (i < n && (a = hf_added_at(hf, text + i, n - i)) < 0) continue;
-        o.at = from;
-        if (i > from && hf_cut(&o, 0, text + from, i - from) != MP_OK) return free(o.sym), MP_ERR;
+        if (i > from && hf_stretch(&o, text, from, i, marked) != MP_OK) return free(o.sym), free(marked), MP_ERR;
         if (a < 0) break; /* the end of the text */
         ids[o.m++] = (uint32_t)hf->added[a].id;
         i += hf->added[a].n - 1;
         from = i + 1;
     }
-    free(o.sym);
+    free(o.sym), free(marked);
     *n_ids_p = o.m;
     return MP_OK;
 }

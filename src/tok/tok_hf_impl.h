@@ -14,6 +14,11 @@
 /* One pre-tokenizer step: each piece is cut again by it. */
 typedef enum { HF_CUT_GPT2, HF_CUT_LLAMA3, HF_CUT_QWEN2, HF_CUT_DIGITS, HF_CUT_DIGIT_RUNS } tok_hf_cut_t;
 
+/* How each stretch between added tokens is prefixed with U+2581 before it is cut (SentencePiece's
+ * space, "\xe2\x96\x81"): the Prepend normalizer always; Metaspace's prepend_scheme "always" unless the
+ * stretch already starts with it, "first" only for a stretch at the text's first byte, "never" not. */
+typedef enum { HF_PREPEND_NONE, HF_PREPEND_EVERY, HF_PREPEND_ALWAYS, HF_PREPEND_FIRST } tok_hf_prepend_t;
+
 typedef struct {
     uint32_t a, b;    /* the pair's ids */
     uint32_t rank;    /* the merge's index */
@@ -49,6 +54,13 @@ struct tok_hf {
     int ignore_merges, byte_fallback, unk;  /* unk: the unk_token's id or -1 */
     int fallback[256];        /* byte_fallback: the id of <0xXX> */
     int16_t *fallback_byte;   /* byte_fallback: (V) the byte token id decodes to, or -1 (its text) */
+    int fuse_unk;             /* consecutive unk_tokens of a stretch are one */
+    int space_mark;           /* each ' ' of a stretch becomes U+2581 (Replace, or Metaspace) */
+    tok_hf_prepend_t prepend; /* and the stretch is prefixed with U+2581 so */
+    int normalized;           /* a normalizer is set (added tokens must be normalized false) */
+    unsigned char *dec_bytes; /* the decoder's Replace (or Metaspace): every token's bytes with U+2581 as ' ', */
+    size_t *dec_start;        /* (V + 1) laid out as bytes and start; NULL when the decoder keeps U+2581 */
+    int strip;                /* the decoder strips this many leading ' ' of the whole text (Strip, Metaspace) */
 };
 
 /* The id of the token whose bytes are s[0..n), or -1. */

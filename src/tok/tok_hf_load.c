@@ -127,6 +127,71 @@ static const char *hf_type(json_t *obj)
 
 static int hf_pre_one(const hf_ctx_t *c, tok_hf_t *hf, json_t *p, int depth);
 
+#define HF_MARK "\xe2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* 1 when obj[key] is the string want. */
+static int hf_str_is(json_t *obj, const char *key, const char *want)
+{
+    json_t *v = json_object_get(obj, key);
+    return json_is_string(v) && !strcmp(json_string_value(v), want);
+}
+
+/* The normalizer of SentencePiece-style files (tokenizers < 0.14: Llama 2, TinyLlama): Prepend of
+ * U+2581 and Replace of ' ' by U+2581, alone or in a Sequence (in either order the stretch becomes
+ * U+2581 then its text with each ' ' as U+2581). Anything else is refused naming it. */
+static int hf_norm_one(const hf_ctx_t *c, tok_hf_t *hf, json_t *p, int depth)
+{
+    const char *type = hf_type(p);
+    if (!type) return MP_FAIL("tokenizer.json %s: a normalizer without a \"type\" string", c->file);
+    if (!strcmp(type, "Sequence") && depth == 0) {
+        json_t *list = json_object_get(p, "normalizers"), *q;
+        size_t i;
+        if (!json_is_array(list)) return MP_FAIL("tokenizer.json %s: normalizer Sequence without a normalizers list", c->file);
+        json_array_foreach(list, i, q) if (hf_norm_one(c, hf, q, depth + 1) != MP_OK) return MP_ERR;
+        return MP_OK;
+    }
+    if (!strcmp(type, "Prepend")) {
+        if (!hf_str_is(p, "prepend", HF_MARK) || hf->prepend != HF_PREPEND_NONE)
+            return MP_FAIL("tokenizer.json %s: normalizer Prepend: prepend is not \"" HF_MARK "\" (U+2581), or there are "
+                           "two (the only one supported)", c->file);
+        hf->prepend = HF_PREPEND_EVERY;
+        return MP_OK;
+    }
+    if (!strcmp(type, "Replace")) {
+        json_t *pat = json_object_get(p, "pattern");
+        if (!json_is_object(pat) || !hf_str_is(pat, "String", " ") || json_object_size(pat) != 1 ||
+            !hf_str_is(p, "content", HF_MARK) || hf->space_mark)
+            return MP_FAIL("tokenizer.json %s: normalizer Replace: only pattern {\"String\": \" \"} with content \"" HF_MARK
+                           "\" (U+2581), once, is supported", c->file);
+        hf->space_mark = 1;
+        return MP_OK;
+    }
+    return MP_FAIL("tokenizer.json %s: normalizer type \"%.40s\" is not supported (null, or Prepend of U+2581 and "
+                   "Replace of \" \" by U+2581, alone or in a Sequence)", c->file, type);
+}
+
+/* The Metaspace pre-tokenizer (Mistral, re-saved Llama 2): replacement U+2581, split false (the
+ * stretch stays one piece), prepend_scheme first, always or never; on its own, without a normalizer. */
+static int hf_pre_metaspace(const hf_ctx_t *c, tok_hf_t *hf, json_t *p, int depth)
+{
+    json_t *split = json_object_get(p, "split"), *rep = json_object_get(p, "str_rep");
+    if (depth || hf->normalized)
+        return MP_FAIL("tokenizer.json %s: pre_tokenizer Metaspace is supported only alone, with normalizer null", c->file);
+    if (!hf_str_is(p, "replacement", HF_MARK) || (rep && !json_is_null(rep) && !hf_str_is(p, "str_rep", HF_MARK)))
+        return MP_FAIL("tokenizer.json %s: pre_tokenizer Metaspace: replacement is not \"" HF_MARK "\" (U+2581)", c->file);
+    if (!json_is_false(split))
+        return MP_FAIL("tokenizer.json %s: pre_tokenizer Metaspace: split is not false (split true, or absent, cuts "
+                       "at each U+2581: not supported)", c->file);
+    if (hf_str_is(p, "prepend_scheme", "first")) hf->prepend = HF_PREPEND_FIRST;
+    else if (hf_str_is(p, "prepend_scheme", "always")) hf->prepend = HF_PREPEND_ALWAYS;
+    else if (hf_str_is(p, "prepend_scheme", "never")) hf->prepend = HF_PREPEND_NONE;
+    else
+        return MP_FAIL("tokenizer.json %s: pre_tokenizer Metaspace: prepend_scheme is not \"first\", \"always\" or "
+                       "\"never\" (an older file's add_prefix_space is not read)", c->file);
+    hf->space_mark = 1;
+    return MP_OK;
+}
+
 static int hf_pre_split(const hf_ctx_t *c, tok_hf_t *hf, json_t *p)
 {
     json_t *pat = json_object_get(p, "pattern"), *re = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
@@ -173,13 +238,14 @@ static int hf_pre_one(const hf_ctx_t *c, tok_hf_t *hf, json_t *p, int depth)
         return MP_OK;
     }
     if (!strcmp(type, "Split")) return hf_pre_split(c, hf, p);
+    if (!strcmp(type, "Metaspace")) return hf_pre_metaspace(c, hf, p, depth);
     if (!strcmp(type, "Digits")) {
         if (hf_bool(c, p, "individual_digits", "pre_tokenizer Digits", 0, &flag) != MP_OK) return MP_ERR;
         hf->cuts[hf->ncuts++] = flag ? HF_CUT_DIGITS : HF_CUT_DIGIT_RUNS;
         return MP_OK;
     }
     return MP_FAIL("tokenizer.json %s: pre_tokenizer type \"%.60s\" is not supported (ByteLevel, Split, Digits, "
-                   "Sequence)", c->file, type);
+                   "Sequence, Metaspace)", c->file, type);
 }
 
 /* ---- the vocabulary --------------------------------------------------------------------------- */
@@ -364,6 +430,11 @@ static int hf_added(const hf_ctx_t *c, tok_hf_t *hf, json_t *added)
             if (hf_bool(c, v, refused[k], "added_tokens[]", 0, &flag) != MP_OK) return MP_ERR;
             if (flag) return MP_FAIL("tokenizer.json %s: added_tokens[%zu].%s true is not supported", c->file, i, refused[k]);
         }
+        int normalized;
+        if (hf_bool(c, v, "normalized", "added_tokens[]", 0, &normalized) != MP_OK) return MP_ERR;
+        if (normalized && hf->normalized) /* found in the normalized text: "x" of " x" would follow a U+2581 */
+            return MP_FAIL("tokenizer.json %s: added_tokens[%zu].normalized true with a normalizer is not supported "
+                           "(only tokens found in the text as it is)", c->file, i);
         json_t *s = json_object_get(v, "content");
         tok_hf_added_t *a = &hf->added[hf->nadded++];
         a->n = json_string_length(s);
@@ -385,7 +456,8 @@ static int hf_model_options(const hf_ctx_t *c, tok_hf_t *hf, json_t *model)
     if (hf_null(c, model, "dropout", "model", 0) != MP_OK || hf_null(c, model, "continuing_subword_prefix", "model", 1) != MP_OK ||
         hf_null(c, model, "end_of_word_suffix", "model", 1) != MP_OK ||
         hf_bool(c, model, "ignore_merges", "model", 0, &hf->ignore_merges) != MP_OK ||
-        hf_bool(c, model, "byte_fallback", "model", 0, &hf->byte_fallback) != MP_OK)
+        hf_bool(c, model, "byte_fallback", "model", 0, &hf->byte_fallback) != MP_OK ||
+        hf_bool(c, model, "fuse_unk", "model", 0, &hf->fuse_unk) != MP_OK)
         return MP_ERR;
     if (!json_is_object(json_object_get(model, "vocab")))
         return MP_FAIL("tokenizer.json %s: model.vocab is not an object of token: id", c->file);
@@ -421,14 +493,74 @@ static int hf_unknowns(const hf_ctx_t *c, tok_hf_t *hf, json_t *model)
     return MP_OK;
 }
 
-static int hf_decoder(const hf_ctx_t *c, const tok_hf_t *hf, json_t *dec)
+/* The decoder of SentencePiece-style files: Sequence [Replace "\u2581" by " ", ByteFallback, Fuse,
+ * Strip " " (start n, stop 0)], in that order, each but Replace optional; n leading spaces of the text
+ * go (after Fuse the text is one token). */
+static int hf_decoder_seq(const hf_ctx_t *c, tok_hf_t *hf, json_t *list)
+{
+    static const char *const order[] = {"Replace", "ByteFallback", "Fuse", "Strip"};
+    size_t i, at = 0;
+    json_t *q;
+    json_array_foreach(list, i, q) {
+        const char *type = hf_type(q);
+        while (at < 4 && type && strcmp(type, order[at])) at++;
+        if (at == 4)
+            return MP_FAIL("tokenizer.json %s: decoder Sequence: decoders[%zu] \"%.40s\" is not supported there (Replace, "
+                           "ByteFallback, Fuse, Strip, in that order)", c->file, i, type ? type : "(none)");
+        json_t *pat = json_object_get(q, "pattern"), *start = json_object_get(q, "start");
+        if (at == 0 && (!json_is_object(pat) || !hf_str_is(pat, "String", HF_MARK) || !hf_str_is(q, "content", " ")))
+            return MP_FAIL("tokenizer.json %s: decoder Sequence: decoders[%zu] Replace is not of \"" HF_MARK "\" by \" \"",
+                           c->file, i);
+        if (at == 3 && (!hf_str_is(q, "content", " ") || !json_is_integer(start) || json_integer_value(start) < 0 ||
+                        json_integer_value(start) > 16 || json_integer_value(json_object_get(q, "stop")) != 0 || i == 0 ||
+                        strcmp(hf_type(json_array_get(list, i - 1)), "Fuse")))
+            return MP_FAIL("tokenizer.json %s: decoder Sequence: decoders[%zu] Strip: only content \" \", start 0..16, stop 0, "
+                           "after Fuse, is supported", c->file, i);
+        if (at == 0) hf->dec_bytes = (unsigned char *)""; /* marked: laid out by hf_dec_lay_out */
+        if (at == 3) hf->strip = (int)json_integer_value(start);
+        at++;
+    }
+    if (!hf->dec_bytes) return MP_FAIL("tokenizer.json %s: decoder Sequence without Replace of \"" HF_MARK "\" by \" \"", c->file);
+    return MP_OK;
+}
+
+static int hf_decoder(const hf_ctx_t *c, tok_hf_t *hf, json_t *dec)
 {
     const char *type = hf_type(dec);
     if (!dec || json_is_null(dec)) return MP_OK;
     if (type && !strcmp(type, "ByteLevel") && hf->byte_level) return MP_OK;
     if (type && !hf->byte_level && (!strcmp(type, "ByteFallback") || !strcmp(type, "Fuse"))) return MP_OK;
+    if (type && !hf->byte_level && !strcmp(type, "Sequence") && json_is_array(json_object_get(dec, "decoders")))
+        return hf_decoder_seq(c, hf, json_object_get(dec, "decoders"));
+    if (type && !hf->byte_level && !strcmp(type, "Metaspace")) { /* U+2581 as ' ', the first token's leading one gone */
+        if (!hf_str_is(dec, "replacement", HF_MARK))
+            return MP_FAIL("tokenizer.json %s: decoder Metaspace: replacement is not \"" HF_MARK "\" (U+2581)", c->file);
+        hf->dec_bytes = (unsigned char *)"", hf->strip = 1;
+        return MP_OK;
+    }
     return MP_FAIL("tokenizer.json %s: decoder type \"%.40s\" is not supported here (ByteLevel with a ByteLevel "
-                   "pre-tokenizer; else null, ByteFallback or Fuse)", c->file, type ? type : "(none)");
+                   "pre-tokenizer; else null, ByteFallback, Fuse, Metaspace or a Sequence of Replace, ByteFallback, Fuse "
+                   "and Strip)", c->file, type ? type : "(none)");
+}
+
+/* The decoder's bytes of every token (hf->dec_bytes marked by hf_decoder): U+2581 as ' '. */
+static int hf_dec_lay_out(tok_hf_t *hf)
+{
+    unsigned char *bytes = MP_MALLOC(hf->start[hf->vocab] + 1);
+    size_t *start = MP_MALLOC(((size_t)hf->vocab + 1) * sizeof *start);
+    if (!bytes || !start) return free(bytes), free(start), MP_ERR;
+    hf->dec_bytes = bytes, hf->dec_start = start;
+    size_t at = 0;
+    for (int id = 0; id < hf->vocab; id++) {
+        hf->dec_start[id] = at;
+        for (size_t i = hf->start[id]; i < hf->start[id + 1];) {
+            const int mark = hf->start[id + 1] - i >= 3 && !memcmp(hf->bytes + i, HF_MARK, 3);
+            hf->dec_bytes[at++] = mark ? ' ' : hf->bytes[i];
+            i += mark ? 3 : 1;
+        }
+    }
+    hf->dec_start[hf->vocab] = at;
+    return MP_OK;
 }
 
 static int hf_parse(const hf_ctx_t *c, tok_hf_t *hf, json_t *root)
@@ -444,20 +576,27 @@ static int hf_parse(const hf_ctx_t *c, tok_hf_t *hf, json_t *root)
     if (!none) return MP_FAIL("out of memory");
     if (!added) added = none;
     int rc = MP_ERR, max;
-    if (norm && !json_is_null(norm)) {
-        const char *t = hf_type(norm);
-        MP_ERROR("tokenizer.json %s: normalizer \"%.40s\": only null is supported", c->file, t ? t : "(no type)");
+    hf->normalized = norm && !json_is_null(norm);
+    if (hf->normalized && hf_norm_one(c, hf, norm, 0) != MP_OK) goto out;
+    if (pre && !json_is_null(pre) && hf_pre_one(c, hf, pre, 0) != MP_OK) goto out;
+    if (hf->normalized && hf->byte_level) {
+        MP_ERROR("tokenizer.json %s: a normalizer with pre_tokenizer ByteLevel is not supported", c->file);
         goto out;
     }
-    if (pre && !json_is_null(pre) && hf_pre_one(c, hf, pre, 0) != MP_OK) goto out;
     if (hf_model_options(c, hf, model) != MP_OK || hf_max_id(c, json_object_get(model, "vocab"), added, &max) != MP_OK)
         goto out;
     hf->vocab = max + 1;
     if (hf_lay_out(c, hf, json_object_get(model, "vocab"), added) != MP_OK ||
         hf_index(c, hf, json_object_get(model, "vocab")) != MP_OK || hf_merges(c, hf, json_object_get(model, "merges")) != MP_OK ||
         hf_added(c, hf, added) != MP_OK || hf_unknowns(c, hf, model) != MP_OK ||
-        hf_decoder(c, hf, json_object_get(root, "decoder")) != MP_OK)
+        hf_decoder(c, hf, json_object_get(root, "decoder")) != MP_OK || (hf->dec_bytes && hf_dec_lay_out(hf) != MP_OK))
         goto out;
+    /* a ' ' or the prefix one symbol, not three <0xXX>: no more ids than TOK_HF_IDS_ROOM */
+    if ((hf->space_mark || hf->prepend != HF_PREPEND_NONE) && tok_hf_find(hf, (const unsigned char *)HF_MARK, 3) < 0) {
+        MP_ERROR("tokenizer.json %s: the normalizer or Metaspace writes U+2581 (\"" HF_MARK "\"), which is not in "
+                 "model.vocab", c->file);
+        goto out;
+    }
     rc = MP_OK;
 out:
     json_decref(none);
@@ -579,6 +718,8 @@ void tok_hf_free(tok_hf_t *hf)
     free(hf->json);
     free(hf->config);
     free(hf->fallback_byte);
+    if (hf->dec_start) free(hf->dec_bytes); /* else unset, or only marked */
+    free(hf->dec_start);
     free(hf);
 }
 
@@ -598,6 +739,7 @@ const unsigned char *tok_hf_config(const tok_hf_t *hf, size_t *n_p)
 }
 
 int tok_hf_eos(const tok_hf_t *hf) { return hf->eos; }
+int tok_hf_strip(const tok_hf_t *hf) { return hf->strip; }
 
 const unsigned char *tok_hf_token(const tok_hf_t *hf, int id, size_t *n_p)
 {
@@ -612,6 +754,7 @@ const unsigned char *tok_hf_token(const tok_hf_t *hf, int id, size_t *n_p)
     };
     if (id < 0 || id >= hf->vocab) return NULL;
     if (hf->fallback_byte && hf->fallback_byte[id] >= 0) return *n_p = 1, &every_byte[hf->fallback_byte[id]];
+    if (hf->dec_start) return *n_p = hf->dec_start[id + 1] - hf->dec_start[id], hf->dec_bytes + hf->dec_start[id];
     *n_p = hf->start[id + 1] - hf->start[id];
     return hf->bytes + hf->start[id];
 }

@@ -169,6 +169,10 @@ int tok_decode(const tokenizer_t *tok, const int *ids, size_t n, unsigned char *
         memcpy(out + at, b, len);
         at += len;
     }
+    /* an hf decoder's Strip (or Metaspace's): the text's leading spaces, so many at most */
+    size_t cut = 0;
+    for (int k = tok->kind == TOK_HF ? tok_hf_strip(tok->hf) : 0; k > 0 && cut < at && out[cut] == ' '; k--) cut++;
+    memmove(out, out + cut, at - cut), at -= cut;
     out[at] = 0;
     *bytes_p = out;
     *n_bytes_p = at;

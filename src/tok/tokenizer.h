@@ -8,7 +8,7 @@
  *          files (tokenizer_sha256), so that a later command can refuse another vocabulary;
  *   sp     a SentencePiece model (tok_sp.h), trained by prep or read from a .model file; the data
  *          file records tokenizer "sp", the model's bytes and their SHA-256 (tok_model);
- *   hf     a Hugging Face tokenizer.json of byte-level BPE (tok_hf.h); the data file records tokenizer
+ *   hf     a Hugging Face tokenizer.json of BPE, byte-level or SentencePiece-style (tok_hf.h); the data file records tokenizer
  *          "hf", the file's bytes and their SHA-256 (tok_model).
  * Ids are uint32_t: bytes', gpt2's and sp's stay below 65536, hf's below DECK_VOCAB_MAX (model.vocab's
  * largest); a data file stores them as uint16 when the vocabulary has at most 65536 ids, else as
@@ -69,16 +69,20 @@ const char *tok_digest(const tokenizer_t *tok);
 const unsigned char *tok_model(const tokenizer_t *tok, size_t *n_p);
 const char *tok_model_dataset(const tokenizer_t *tok);
 
-/* The tokens of text[0..n) into ids, which has room for n (no token is shorter than a byte); their
- * count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */
+/* At most this many ids for n bytes of text: no token is shorter than a byte, but an hf tokenizer of
+ * SentencePiece's style puts a U+2581 of its own before each stretch between added tokens. */
+#define TOK_IDS_ROOM(n) TOK_HF_IDS_ROOM(n)
+
+/* The tokens of text[0..n) into ids, which has room for TOK_IDS_ROOM(n); their count in *n_ids_p. MP_OK, or MP_ERR (reported: out of memory for a long piece's merges). */
 int tok_encode(const tokenizer_t *tok, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p);
 
 /* The bytes of token id (*n_p of them), or NULL when id is not below the vocabulary's size. The
  * pointer lives as long as tok. */
 const unsigned char *tok_token_bytes(const tokenizer_t *tok, int id, size_t *n_p);
 
-/* The bytes of ids[0..n), concatenated, into a malloc'd buffer (*bytes_p, *n_bytes_p; one byte more
- * is allocated and set to 0, so text can be printed). MP_OK, or MP_ERR naming the first id that is
+/* The bytes of ids[0..n), concatenated, less the leading spaces an hf decoder strips (tok_hf_strip),
+ * into a malloc'd buffer (*bytes_p, *n_bytes_p; one byte more is allocated and set to 0, so text can
+ * be printed). MP_OK, or MP_ERR naming the first id that is
  * not below the vocabulary's size, and its index. */
 int tok_decode(const tokenizer_t *tok, const int *ids, size_t n, unsigned char **bytes_p, size_t *n_bytes_p);
 

@@ -3,6 +3,7 @@
 // `mindpipe prep --tokenizer hf:DIR` wrote.
 //
 //   node hf_check.cjs ids DIR TEXT IDS LABEL [WIDTH]   encode(TEXT) with DIR/tokenizer.json == IDS
+//   node hf_check.cjs decode DIR IDS TEXT LABEL [WIDTH] decode(IDS) with DIR/tokenizer.json == TEXT's bytes
 //   node hf_check.cjs filter TABLE TEXT OUT    TEXT less the characters whose class differs (below)
 //
 // The character classes of the patterns (\s, \p{L}, \p{N}) differ between the two sides: ours are
@@ -72,6 +73,26 @@ function checkIds(dir, textFile, idsFile, label, width = '2') {
     return 1;
 }
 
+// The reference's decoding of IDS (special tokens kept, no clean-up of spaces) against TEXT, byte for byte.
+function checkDecode(dir, idsFile, textFile, label, width = '2') {
+    const { Tokenizer } = library();
+    const json = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer.json'), 'utf8'));
+    const tok = new Tokenizer(json, {});
+    const ids = Array.from(readIds(idsFile, Number(width)));
+    const got = Buffer.from(tok.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }), 'utf8');
+    const want = fs.readFileSync(textFile);
+    if (got.equals(want)) {
+        console.log(`PASS ${label}: @huggingface/tokenizers decodes the ${ids.length} ids to the text's ${want.length} bytes`);
+        return 0;
+    }
+    let first = 0;
+    while (first < got.length && first < want.length && got[first] === want[first]) first++;
+    const show = (b) => JSON.stringify(b.subarray(Math.max(0, first - 10), first + 10).toString('utf8'));
+    console.log(`FAIL ${label}: decoded ${got.length} bytes vs the text's ${want.length}, first difference at byte ` +
+                `${first}: decoded ${show(got)}, text ${show(want)}`);
+    return 1;
+}
+
 const FILTER_MAX = 10000;
 
 // The table's class of each code point ('L', 'N', 'S', or 'O' for none) as a function.
@@ -124,6 +145,8 @@ function filter(tableFile, textFile, outFile) {
 const [mode, ...args] = process.argv.slice(2);
 if (mode === 'ids' && (args.length === 4 || (args.length === 5 && (args[4] === '2' || args[4] === '4'))))
     process.exit(checkIds(...args));
+if (mode === 'decode' && (args.length === 4 || (args.length === 5 && (args[4] === '2' || args[4] === '4'))))
+    process.exit(checkDecode(...args));
 if (mode === 'filter' && args.length === 3) process.exit(filter(...args));
-console.log('usage: node hf_check.cjs ids DIR TEXT IDS LABEL [2|4] | filter TABLE TEXT OUT');
+console.log('usage: node hf_check.cjs ids DIR TEXT IDS LABEL [2|4] | decode DIR IDS TEXT LABEL [2|4] | filter TABLE TEXT OUT');
 process.exit(2);

@@ -4,7 +4,9 @@
  * tokens of its bytes, which decode to those bytes (not to "<0xC3>"); tokenizer_config.json's
  * eos_token names an added token; a truncated file and an unknown eos_token are refused; a vocabulary
  * of 70002 ids encodes and decodes ids above 65535, and an id of 1048576 (past a deck's model.vocab)
- * is refused naming the key. The id equality with the reference library is
+ * is refused naming the key. SentencePiece-style files (U+2581 for ' '): Prepend per stretch between
+ * added tokens, Metaspace's "first" only at the text's start, fuse_unk, the decoder's U+2581 as ' '
+ * and its Strip of one leading ' ', more ids than bytes, and NFC refused naming it. The id equality with the reference library is
  * validation/test_tokenizer_hf.sh's (test_tokenizer_hf_wide.sh's above 65536 ids). */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "check.h"
 #include "tap.h"
 #include "tok_hf.h"
+#include "tokenizer.h"
 
 static char tmpdir[] = "/tmp/test_tok_hf.XXXXXX";
 #include "capture.h"
@@ -52,10 +55,43 @@ static char *make_big_json(long big_id, size_t *n_p)
     return j;
 }
 
+/* SentencePiece's style: <unk> 0, <s> 1, </s> 2 (added), <0x00>..<0xFF> 3..258, U+2581 259, a 260,
+ * b 261, U+2581a 262, ab 263 (merges "U+2581 a", "a b"). form: "norm" (normalizer Prepend and Replace,
+ * decoder Sequence with Strip), "meta" (Metaspace first, decoder Metaspace), "unk" (norm's without
+ * byte_fallback, fuse_unk), "nfc" (normalizer NFC) or "nomark" (norm's with U+2582 for U+2581, and
+ * the merge "a b" only). */
+static char *make_sp_json(const char *form, size_t *n_p)
+{
+    static const char *const norm = "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":"
+                                    "\"\u2581\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\u2581\"}]}";
+    static const char *const seq = "{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":"
+                                   "\"\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
+                                   "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}";
+    const int meta = !strcmp(form, "meta");
+    size_t cap = 16384, n = 0;
+    char *j = malloc(cap);
+    n += (size_t)snprintf(j + n, cap - n, "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
+                                          "{\"id\":1,\"content\":\"<s>\",\"special\":true},{\"id\":2,\"content\":"
+                                          "\"</s>\",\"special\":true}],\"normalizer\":%s,\"pre_tokenizer\":%s,\"decoder\":%s,"
+                                          "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,"
+                                          "\"byte_fallback\":%s,\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,",
+                          meta ? "null" : !strcmp(form, "nfc") ? "{\"type\":\"NFC\"}" : norm,
+                          meta ? "{\"type\":\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":\"first\","
+                                 "\"split\":false}" : "null",
+                          meta ? "{\"type\":\"Metaspace\",\"replacement\":\"\u2581\"}" : seq,
+                          strcmp(form, "unk") ? "true" : "false");
+    for (int b = 0; b < 256; b++) n += (size_t)snprintf(j + n, cap - n, "\"<0x%02X>\":%d,", b, b + 3);
+    const int nomark = !strcmp(form, "nomark");
+    n += (size_t)snprintf(j + n, cap - n, "\"%s\":259,\"a\":260,\"b\":261,\"\u2581a\":262,\"ab\":263},"
+                                          "\"merges\":[%s\"a b\"]}}", nomark ? "\u2582" : "\u2581", nomark ? "" : "\"\u2581 a\",");
+    *n_p = n;
+    return j;
+}
+
 static int ids_are(const tok_hf_t *hf, const char *text, const uint32_t *want, size_t n_want)
 {
     const size_t n = strlen(text);
-    uint32_t *ids = malloc((n + 1) * sizeof *ids);
+    uint32_t *ids = malloc(TOK_HF_IDS_ROOM(n) * sizeof *ids);
     size_t got = 0;
     const int ok = tok_hf_encode(hf, (const unsigned char *)text, n, ids, &got) == MP_OK && got == n_want &&
                    !memcmp(ids, want, n_want * sizeof *ids);
@@ -125,6 +161,71 @@ int main(void)
     tap_ok(rc == MP_ERR && strstr(errtext, "huge.json: model.vocab[\"<|big|>\"] is not an id in 0..1048575") &&
                strstr(errtext, "model.vocab is at most 1048576"),
            "an id of 1048576 (beyond a deck's model.vocab) is refused naming the key");
+    show_errtext();
+
+    /* SentencePiece's style */
+    json = make_sp_json("norm", &n);
+    rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "norm.json");
+    free(json);
+    if (tap_ok(rc == MP_OK, "a SentencePiece-style tokenizer.json (normalizer Prepend and Replace) loads")) {
+        tap_ok(ids_are(hf, "a b", (const uint32_t[]){262, 259, 261}, 3), "\"a b\": \u2581a \u2581 b");
+        tap_ok(ids_are(hf, "b", (const uint32_t[]){259, 261}, 2), "\"b\": \u2581 b, two ids for one byte");
+        tap_ok(ids_are(hf, "ab<s>ab", (const uint32_t[]){262, 261, 1, 262, 261}, 5),
+               "\"ab<s>ab\": Prepend before each stretch: \u2581a b <s> \u2581a b");
+        tap_ok(ids_are(hf, "<s>\xc3\xa9", (const uint32_t[]){1, 259, 0xc3 + 3, 0xa9 + 3}, 4),
+               "\"<s>\\u00e9\": <s> \u2581 <0xC3> <0xA9>");
+        tokenizer_t t = tok_from_hf(hf);
+        unsigned char *text_b = NULL;
+        size_t nt = 0;
+        rc = tok_decode(&t, (const int[]){262, 259, 261, 1, 259, 0xc3 + 3, 0xa9 + 3}, 7, &text_b, &nt);
+        tap_ok(rc == MP_OK && nt == 9 && !memcmp(text_b, "a b<s> \xc3\xa9", 9),
+               "decoded: \u2581 as ' ', <0xXX> as bytes, the one leading ' ' stripped: 'a b<s> \\u00e9' (got '%s')",
+               text_b ? (char *)text_b : "");
+        free(text_b);
+        rc = tok_decode(&t, (const int[]){259, 259, 261}, 3, &text_b, &nt);
+        tap_ok(rc == MP_OK && nt == 2 && !memcmp(text_b, " b", 2), "\u2581 \u2581 b decodes to ' b': Strip takes one ' '");
+        free(text_b);
+        tok_close(&t);
+    }
+    json = make_sp_json("meta", &n);
+    rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "meta.json");
+    free(json);
+    if (tap_ok(rc == MP_OK, "a SentencePiece-style tokenizer.json (Metaspace, prepend_scheme first) loads")) {
+        tap_ok(ids_are(hf, "ab<s>ab", (const uint32_t[]){262, 261, 1, 263}, 4),
+               "\"ab<s>ab\": Metaspace first: \u2581a b <s> ab (no \u2581 after the added token)");
+        tap_ok(ids_are(hf, "<s>ab", (const uint32_t[]){1, 263}, 2), "\"<s>ab\": <s> ab (the stretch is not at byte 0)");
+        tap_ok(ids_are(hf, " a", (const uint32_t[]){262}, 1), "\" a\": \u2581a (it starts with one: none prepended)");
+        tokenizer_t t = tok_from_hf(hf);
+        unsigned char *text_b = NULL;
+        size_t nt = 0;
+        rc = tok_decode(&t, (const int[]){262, 261, 1, 263}, 4, &text_b, &nt);
+        tap_ok(rc == MP_OK && nt == 7 && !memcmp(text_b, "ab<s>ab", 7), "decoder Metaspace: 'ab<s>ab' back");
+        free(text_b);
+        tok_close(&t);
+    }
+    json = make_sp_json("unk", &n);
+    rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "unk.json");
+    free(json);
+    if (tap_ok(rc == MP_OK, "without byte_fallback, with fuse_unk, loads")) {
+        tap_ok(ids_are(hf, "a\xc3\xa9\xc3\xa9" "b\xc3\xa9", (const uint32_t[]){262, 0, 261, 0}, 4),
+               "\"a\\u00e9\\u00e9b\\u00e9\": \u2581a <unk> b <unk> (two unknown characters, one <unk>)");
+        tok_hf_free(hf);
+    }
+    json = make_sp_json("nfc", &n);
+    capture_begin();
+    rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "nfc.json");
+    capture_end();
+    free(json);
+    tap_ok(rc == MP_ERR && strstr(errtext, "nfc.json: normalizer type \"NFC\" is not supported"),
+           "normalizer NFC is refused naming it");
+    show_errtext();
+    json = make_sp_json("nomark", &n);
+    capture_begin();
+    rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "nomark.json");
+    capture_end();
+    free(json);
+    tap_ok(rc == MP_ERR && strstr(errtext, "nomark.json: the normalizer or Metaspace writes U+2581"),
+           "a normalizer without U+2581 in the vocabulary is refused (each ' ' would be three ids)");
     show_errtext();
     rmdir(tmpdir);
     return tap_done();
