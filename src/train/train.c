@@ -573,6 +573,12 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     }
     if (rc == MP_OK) rc = run_agree(recovery_open(&r));
     if (rc == MP_OK) rc = run_agree(trace_init(&r.files.trace));
+    /* the survivors' step was one whose checkpoint was due (a rank lost inside that write): the loop
+     * writes a checkpoint only after a step it runs, so the recovered state is written here — at the
+     * last step nothing else would ever hold the run's end once the snapshots are removed */
+    if (rc == MP_OK && rp.on &&
+        ((r.step >= d->train.steps && d->checkpoint.final) || (d->checkpoint.every > 0 && r.step % d->checkpoint.every == 0)))
+        rc = train_checkpoint(&r, 0);
     double t0 = perf_now();
     long s0 = r.step;
     energy_t en;
