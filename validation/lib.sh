@@ -259,3 +259,14 @@ mp_serve_init() {
     # shellcheck disable=SC2086
     trap 'mp_kill_ours 9 $pids; rm -rf "$SCRATCH"' EXIT
 }
+
+# mp_hf_prep_ids NAME TEXT DIR: prep TEXT with hf:DIR into $SCRATCH/NAME.h5, its ids (little-endian,
+# the file's width) into $SCRATCH/NAME.ids, as one TAP line (the tokenizer.json tests)
+mp_hf_prep_ids() {
+    "$MINDPIPE" prep --tokenizer "hf:$3" --text "$2" --out "$SCRATCH/$1.h5" > "$SCRATCH/prep.out" 2>&1 &&
+        h5dump -d /train -b LE -o "$SCRATCH/$1.train" "$SCRATCH/$1.h5" > /dev/null &&
+        h5dump -d /val -b LE -o "$SCRATCH/$1.val" "$SCRATCH/$1.h5" > /dev/null &&
+        cat "$SCRATCH/$1.train" "$SCRATCH/$1.val" > "$SCRATCH/$1.ids"
+    ok $? "prep --tokenizer hf:$(basename "$3") of $(basename "$2") and its ids read back"
+    sed 's/^/#   /' "$SCRATCH/prep.out"
+}

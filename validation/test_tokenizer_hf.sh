@@ -26,15 +26,6 @@ adv="$MP_SRCDIR/validation/tokenizer/adversarial.txt"
 mp_scratch_init
 checker="$MP_SRCDIR/validation/tokenizer/hf_check.cjs"
 
-# prep_ids NAME TEXT DIR: prep TEXT with hf:DIR into $SCRATCH/NAME.h5, its ids into $SCRATCH/NAME.ids
-prep_ids() {
-    "$MINDPIPE" prep --tokenizer "hf:$3" --text "$2" --out "$SCRATCH/$1.h5" > "$SCRATCH/prep.out" 2>&1 &&
-        h5dump -d /train -b LE -o "$SCRATCH/$1.train" "$SCRATCH/$1.h5" > /dev/null &&
-        h5dump -d /val -b LE -o "$SCRATCH/$1.val" "$SCRATCH/$1.h5" > /dev/null &&
-        cat "$SCRATCH/$1.train" "$SCRATCH/$1.val" > "$SCRATCH/$1.ids"
-    ok $? "prep --tokenizer hf:$(basename "$3") of $(basename "$2") and its ids read back"
-    sed 's/^/#   /' "$SCRATCH/prep.out"
-}
 check() {
     node "$checker" ids "$@" > "$SCRATCH/check.out" 2>&1
     tap_checker hf hf_check.cjs $? "$SCRATCH/check.out"
@@ -77,7 +68,7 @@ for style in gpt2 llama3 qwen2 digits fallback; do
     [ $style = fallback ] && texts="$adv $SCRATCH/added.txt $SCRATCH/fuzz/mix.f.txt"
     for t in $texts; do
         name="$style-$(basename "$t" .txt)"
-        prep_ids "$name" "$t" "$SCRATCH/$style"
+        mp_hf_prep_ids "$name" "$t" "$SCRATCH/$style"
         check "$SCRATCH/$style" "$t" "$SCRATCH/$name.ids" "$name"
     done
 done
@@ -90,7 +81,7 @@ node -e 'const { Tokenizer } = require(process.argv[1]); const fs = require("fs"
          fs.writeFileSync(process.argv[3], b);' \
     "$npm_dir/node_modules/@huggingface/tokenizers/dist/tokenizers.cjs" "$SCRATCH/gpt2/tokenizer.json" "$SCRATCH/parts.ids"
 printf 'a １２' > "$SCRATCH/wide.txt"
-prep_ids wide "$SCRATCH/wide.txt" "$SCRATCH/digits"
+mp_hf_prep_ids wide "$SCRATCH/wide.txt" "$SCRATCH/digits"
 cmp -s "$SCRATCH/wide.ids" "$SCRATCH/parts.ids"
 ok $? "Digits(individual_digits) isolates the fullwidth digits of 'a １２' as \\p{N} (Rust's char::is_numeric)"
 

@@ -31,15 +31,6 @@ adv="$MP_SRCDIR/validation/tokenizer/adversarial.txt"
 mp_scratch_init
 checker="$MP_SRCDIR/validation/tokenizer/hf_check.cjs"
 
-# prep_ids NAME TEXT DIR: prep TEXT with hf:DIR into $SCRATCH/NAME.h5, its ids into $SCRATCH/NAME.ids
-prep_ids() {
-    "$MINDPIPE" prep --tokenizer "hf:$3" --text "$2" --out "$SCRATCH/$1.h5" > "$SCRATCH/prep.out" 2>&1 &&
-        h5dump -d /train -b LE -o "$SCRATCH/$1.train" "$SCRATCH/$1.h5" > /dev/null &&
-        h5dump -d /val -b LE -o "$SCRATCH/$1.val" "$SCRATCH/$1.h5" > /dev/null &&
-        cat "$SCRATCH/$1.train" "$SCRATCH/$1.val" > "$SCRATCH/$1.ids"
-    ok $? "prep --tokenizer hf:$(basename "$3") of $(basename "$2") and its ids read back"
-    sed 's/^/#   /' "$SCRATCH/prep.out"
-}
 check() {  # check MODE ARGS...: hf_check.cjs MODE as TAP
     node "$checker" "$@" > "$SCRATCH/check.out" 2>&1
     tap_checker hf hf_check.cjs $? "$SCRATCH/check.out"
@@ -77,7 +68,7 @@ for style in norm unk meta always never; do
     case $style in norm|meta) bible=$kjv ;; *) bible="$SCRATCH/kjv_head.txt" ;; esac
     for t in "$bible" "$adv" "$SCRATCH/added.txt" "$SCRATCH/added2.txt"; do
         name="$style-$(basename "$t" .txt)"
-        prep_ids "$name" "$t" "$SCRATCH/$style"
+        mp_hf_prep_ids "$name" "$t" "$SCRATCH/$style"
         check ids "$SCRATCH/$style" "$t" "$SCRATCH/$name.ids" "$name"
     done
 done
