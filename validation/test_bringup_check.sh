@@ -345,4 +345,23 @@ rep r_missing selftest fp32 bf16 compile
 J "$SCRATCH/r_missing.json" "d['passed'] is False and d['parts'][3]['status'] == 'error'" && [ $rc -eq 1 ]
 ok $? "report: a part with no result is an error: exit 1 (exit $rc)"
 
+# ---- the limits' sum is of the GPU-sized limits: a dry run runs its parts under four times them,
+# as hang guards only (a loaded CI host), and must not fail the sum for that ----
+mkdir -p "$SCRATCH/lim"
+lim() {  # lim TAG GPU_LIMIT: two passing parts run under 400 s, standing for GPU_LIMIT each
+    for n in a b; do
+        cp "$SCRATCH/same.json" "$SCRATCH/lim/$n.json"
+        "$TORCH_PYTHON" "$CHECK" finish "$SCRATCH/lim/$n.json" "$n" 0 100 101 400 "$2" > /dev/null 2>&1
+    done
+    "$TORCH_PYTHON" "$CHECK" report "$SCRATCH/$1.json" "$SCRATCH/$1.txt" "$SCRATCH/lim" 1 "$(date +%s)" \
+        "$NO/kit.tar.xz" a b > "$SCRATCH/$1.out" 2>&1; rc=$?
+}
+lim lim_ok 100
+J "$SCRATCH/lim_ok.json" "d['passed'] is True and d['timeouts_sum_s'] == 200 and d['parts'][0]['timeout_s'] == 400" && [ $rc -eq 0 ]
+ok $? "report: parts run under scaled limits (2 x 400 s) standing for 2 x 100 s pass the sum check (exit $rc)"
+lim lim_over 300
+J "$SCRATCH/lim_over.json" "d['passed'] is False and d['timeouts_sum_s'] == 600" && [ $rc -eq 1 ] &&
+    grep -q "timeouts sum to 600 s" "$SCRATCH/lim_over.txt"
+ok $? "report: GPU-sized limits summing to 600 s (> 525) fail, whatever the dry run ran under (exit $rc)"
+
 done_testing

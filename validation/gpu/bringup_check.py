@@ -609,7 +609,9 @@ def cmd_torch(out, name, js, dry):
     return res
 
 
-def cmd_finish(out, name, rc, t0, t1, limit):
+def cmd_finish(out, name, rc, t0, t1, limit, gpu_limit=None):
+    # limit: the one the part ran under; gpu_limit: the GPU-sized one it stands for (a dry run
+    # scales the limits up, as hang guards only), which the sum check reads.
     rc = int(rc)
     try:
         d = load(out)
@@ -623,6 +625,7 @@ def cmd_finish(out, name, rc, t0, t1, limit):
         d["why"] = "the part exited %d" % rc
     d["seconds"] = round(float(t1) - float(t0), 2)
     d["timeout_s"] = int(limit)
+    d["gpu_timeout_s"] = int(gpu_limit if gpu_limit is not None else limit)
     d["rc"] = rc
     save(out, d)
     print("bringup: part %s: %s in %.1f s%s" % (name, d["status"], d["seconds"], (": %s" % d["why"]) if d.get("why") else ""))
@@ -639,7 +642,7 @@ def cmd_report(out, summary, parts, dry, t0, kit, *names):
     by = {p["part"]: p for p in ps}
     rep = {"mode": "dry-run" if dry == "1" else "gpu", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
            "kit": kit, "kit_bytes": os.path.getsize(kit) if os.path.exists(kit) else None,
-           "seconds": round(time.time() - float(t0), 1), "timeouts_sum_s": sum(p.get("timeout_s", 0) for p in ps),
+           "seconds": round(time.time() - float(t0), 1), "timeouts_sum_s": sum(p.get("gpu_timeout_s", p.get("timeout_s", 0)) for p in ps),
            "device": by.get("env", {}).get("gpu"), "parts": ps}
     g, te, tc = by.get("gpt2", {}), by.get("torch", {}), by.get("compile", {})
     mp_tps = g.get("tokens_per_s")
