@@ -18,7 +18,8 @@
 # comes back otherwise); (c) the fuse_unk
 # check can fail (the reference without fuse_unk differs); (d) each variant not read is refused
 # with exit 1 naming the file and the key; (e) generate on a model trained 2 steps on norm's tokens
-# prints no U+2581 and no <0xXX> as text. tok_decode itself: validation/unit/test_tok_hf.
+# prints no U+2581 and no <0xXX> as text; (f) normalized added tokens beside the normalizer, found
+# after it by their normalized contents, id for id. tok_decode itself: validation/unit/test_tok_hf.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 npm_dir=${MINDPIPE_NPM_DIR:-$HOME/.cache/mindpipe/npm}
 if ! command -v node >/dev/null 2>&1 || [ ! -d "$npm_dir/node_modules/@huggingface/tokenizers" ]; then
@@ -79,6 +80,27 @@ for name in norm-kjv meta-kjv meta-added2 never-kjv_head; do
     check decode "$SCRATCH/${name%%-*}" "$SCRATCH/$name.ids" "$t" "$name decoded"
 done
 
+# ---- normalized added tokens beside a normalizer: found in each stretch after Prepend and Replace,
+# by their contents normalized too ("MindPipe" only where "\u2581MindPipe" stands: after a ' ' or at a
+# stretch's start, not inside "aMindPipeb"; "the LORD" as "\u2581the\u2581LORD"), after the text's own
+# added tokens; the library's order (tokenizers' AddedVocabulary) ----
+variant normtok norm 'j.added_tokens[3].normalized = true;
+    j.added_tokens.push({id: Math.max(...Object.values(j.model.vocab)) + 1, content: "the LORD", single_word: false,
+                         lstrip: false, rstrip: false, normalized: true, special: false})'
+ok $? "the normtok variant: norm's with MindPipe normalized and a normalized 'the LORD' (a space inside)"
+printf 'the LORD said  the LORD<s>the LORD\nof the LORDS, MindPipe,MindPipe the  LORD</s> MindPipe' > "$SCRATCH/normtok.txt"
+for t in "$SCRATCH/kjv_head.txt" "$SCRATCH/added.txt" "$SCRATCH/added2.txt" "$SCRATCH/normtok.txt"; do
+    name="normtok-$(basename "$t" .txt)"
+    mp_hf_prep_ids "$name" "$t" "$SCRATCH/normtok"
+    check ids "$SCRATCH/normtok" "$t" "$SCRATCH/$name.ids" "$name"
+done
+# the check can fail: the same tokens found in the text as it is (normalized false) give other ids
+variant rawtok normtok 'j.added_tokens[3].normalized = false; j.added_tokens[4].normalized = false'
+node "$checker" ids "$SCRATCH/rawtok" "$SCRATCH/normtok.txt" "$SCRATCH/normtok-normtok.ids" rawtok > "$SCRATCH/rawtok.out" 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "^FAIL rawtok" "$SCRATCH/rawtok.out"
+ok $? "the normalized tokens' ids differ from the reference's with the same tokens not normalized (exit $rc)"
+sed 's/^/#   /' "$SCRATCH/rawtok.out" | cut -c1-300
+
 # ---- generate on a checkpoint of norm's tokens: the completion decoded as the decoder does ----
 vocab=$(h5dump -a /vocab "$SCRATCH/norm-kjv.h5" 2>/dev/null | sed -n 's/^ *(0): //p')
 "$MINDPIPE" train -c "$MP_SRCDIR/validation/decks/train.ini" --set data.path="$SCRATCH/norm-kjv.h5" --set model.vocab="$vocab" \
@@ -113,7 +135,6 @@ refuse nfkc norm 'j.normalizer.normalizers.unshift({type: "NFKC"})' 'normalizer 
 refuse lowercase norm 'j.normalizer.normalizers.push({type: "Lowercase"})' 'normalizer type "Lowercase" is not supported'
 refuse prepend norm 'j.normalizer.normalizers[0].prepend = " "' 'normalizer Prepend: prepend is not'
 refuse replace norm 'j.normalizer.normalizers[1].pattern = {Regex: " +"}' 'normalizer Replace: only pattern'
-refuse normalized norm 'j.added_tokens[3].normalized = true' 'added_tokens\[3\].normalized true with a normalizer'
 refuse split meta 'j.pre_tokenizer.split = true' 'pre_tokenizer Metaspace: split is not false'
 refuse legacy meta 'delete j.pre_tokenizer.prepend_scheme; delete j.pre_tokenizer.split; j.pre_tokenizer.add_prefix_space = true' \
     'pre_tokenizer Metaspace: split is not false'

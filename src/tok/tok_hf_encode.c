@@ -1,6 +1,7 @@
 /* Encoding with a tokenizer.json (contract in tok_hf.h), in the `tokenizers` library's order: the
  * added tokens are found in the text first; each stretch between them is normalized (U+2581 for
- * ' ', prefixed with one: Prepend or Metaspace) and cut by the pre-tokenizer's
+ * ' ', prefixed with one: Prepend or Metaspace), split at the normalized added tokens found in it
+ * (their contents normalized too), and each part cut by the pre-tokenizer's
  * steps, one after another (each cuts the pieces of the one before); each final piece is merged by
  * BPE: from its bytes (ByteLevel) or characters, the adjacent pair of lowest merge rank merges, the
  * leftmost of equals, until no adjacent pair has a merge (the library's priority queue of (rank,
@@ -163,22 +164,23 @@ static int hf_cut(hf_out_t *o, int step, const unsigned char *s, size_t n)
     return MP_OK;
 }
 
-/* The longest added token at s[0..n), its index in hf->added, or -1. */
-static long hf_added_at(const tok_hf_t *hf, const unsigned char *s, size_t n)
+/* The longest added token at s[0..n) of those normalized or not (`normalized`), its index in
+ * hf->added, or -1. */
+static long hf_added_at(const tok_hf_t *hf, const unsigned char *s, size_t n, int normalized)
 {
     long best = -1;
     for (size_t i = 0; i < hf->nadded; i++) {
         const tok_hf_added_t *a = &hf->added[i];
-        if (a->n <= n && (best < 0 || a->n > hf->added[best].n) && !memcmp(a->content, s, a->n)) best = (long)i;
+        if (a->normalized == normalized && a->n <= n && (best < 0 || a->n > hf->added[best].n) &&
+            !memcmp(a->content, s, a->n))
+            best = (long)i;
     }
     return best;
 }
 
 #define HF_MARK "\xe2\x96\x81" /* U+2581 */
 
-/* The stretch s[0..n) (at byte `from` of the text) as the normalizer or Metaspace makes it, into out
- * (room for 3n + 3); its length. */
-static size_t hf_mark(const tok_hf_t *hf, const unsigned char *s, size_t n, size_t from, unsigned char *out)
+size_t tok_hf_mark(const tok_hf_t *hf, const unsigned char *s, size_t n, size_t from, unsigned char *out)
 {
     const int starts = (hf->space_mark && s[0] == ' ') || (n >= 3 && !memcmp(s, HF_MARK, 3));
     size_t m = 0;
@@ -200,20 +202,33 @@ static void hf_fuse_unk(const tok_hf_t *hf, uint32_t *ids, size_t from, size_t *
     *m_p = k;
 }
 
-/* One stretch between added tokens, text[from..end), into o. */
+/* s[0..n) cut, merged and its unk_tokens fused, into o. */
+static int hf_piece(hf_out_t *o, const unsigned char *s, size_t n)
+{
+    const size_t first = o->m;
+    if (hf_cut(o, 0, s, n) != MP_OK) return MP_ERR;
+    if (o->hf->fuse_unk && o->hf->unk >= 0) hf_fuse_unk(o->hf, o->ids, first, &o->m);
+    return MP_OK;
+}
+
+/* One stretch between added tokens, text[from..end), into o: normalized (marked), then split at the
+ * normalized added tokens found in it, each part between them cut and merged. */
 static int hf_stretch(hf_out_t *o, const unsigned char *text, size_t from, size_t end, unsigned char *marked)
 {
     const tok_hf_t *hf = o->hf;
-    const size_t first = o->m;
     o->at = from;
-    if (marked) {
-        const size_t len = hf_mark(hf, text + from, end - from, from, marked);
-        if (hf_cut(o, 0, marked, len) != MP_OK) return MP_ERR;
-    } else if (hf_cut(o, 0, text + from, end - from) != MP_OK) {
-        return MP_ERR;
+    if (!marked) return hf_piece(o, text + from, end - from);
+    const size_t len = tok_hf_mark(hf, text + from, end - from, from, marked);
+    size_t part = 0; /* the start of the part not yet encoded */
+    for (size_t i = 0; hf->nnorm && i < len; i++) {
+        long a;
+        if (!hf->norm_first[marked[i]] || (a = hf_added_at(hf, marked + i, len - i, 1)) < 0) continue;
+        if (i > part && hf_piece(o, marked + part, i - part) != MP_OK) return MP_ERR;
+        o->ids[o->m++] = (uint32_t)hf->added[a].id;
+        i += hf->added[a].n - 1;
+        part = i + 1;
     }
-    if (hf->fuse_unk && hf->unk >= 0) hf_fuse_unk(hf, o->ids, first, &o->m);
-    return MP_OK;
+    return part < len ? hf_piece(o, marked + part, len - part) : MP_OK;
 }
 
 int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint32_t *ids, size_t *n_ids_p)
@@ -228,7 +243,7 @@ int tok_hf_encode(const tok_hf_t *hf, const unsigned char *text, size_t n, uint3
     for (size_t i = 0; i <= n; i++) {
         long a = -1;
         if (i < n && !hf->added_first[text[i]]) continue;
-        if (i < n && (a = hf_added_at(hf, text + i, n - i)) < 0) continue;
+        if (i < n && (a = hf_added_at(hf, text + i, n - i, 0)) < 0) continue;
         if (i > from && hf_stretch(&o, text, from, i, marked) != MP_OK) return free(o.sym), free(marked), MP_ERR;
         if (a < 0) break; /* the end of the text */
         ids[o.m++] = (uint32_t)hf->added[a].id;

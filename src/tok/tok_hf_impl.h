@@ -26,9 +26,10 @@ typedef struct {
 } tok_hf_merge_t;
 
 typedef struct {
-    unsigned char *content;
+    unsigned char *content; /* as matched: a normalized token's as the normalizer makes it */
     size_t n;
     int id;
+    int normalized; /* found in each stretch after the normalizer ran, not in the text as it is */
 } tok_hf_added_t;
 
 struct tok_hf {
@@ -47,7 +48,9 @@ struct tok_hf {
     size_t nmerge_slots;
     tok_hf_added_t *added;
     size_t nadded;
-    unsigned char added_first[256]; /* 1 for a byte that starts an added token */
+    unsigned char added_first[256]; /* 1 for a byte that starts an added token matched in the text */
+    unsigned char norm_first[256];  /* 1 for a byte that starts a normalized one (in a normalized stretch) */
+    size_t nnorm;                   /* how many added tokens are normalized */
     tok_hf_cut_t cuts[TOK_HF_MAX_STEPS];
     int ncuts;
     int byte_level;           /* pieces start as bytes (else as characters) */
@@ -57,7 +60,7 @@ struct tok_hf {
     int fuse_unk;             /* consecutive unk_tokens of a stretch are one */
     int space_mark;           /* each ' ' of a stretch becomes U+2581 (Replace, or Metaspace) */
     tok_hf_prepend_t prepend; /* and the stretch is prefixed with U+2581 so */
-    int normalized;           /* a normalizer is set (added tokens must be normalized false) */
+    int normalized;           /* a normalizer is set (normalized added tokens are found after it) */
     unsigned char *dec_bytes; /* the decoder's Replace (or Metaspace): every token's bytes with U+2581 as ' ', */
     size_t *dec_start;        /* (V + 1) laid out as bytes and start; NULL when the decoder keeps U+2581 */
     int strip;                /* the decoder strips this many leading ' ' of the whole text (Strip, Metaspace) */
@@ -65,6 +68,9 @@ struct tok_hf {
 
 /* The id of the token whose bytes are s[0..n), or -1. */
 int tok_hf_find(const tok_hf_t *hf, const unsigned char *s, size_t n);
+/* The stretch s[0..n), n > 0 (at byte `from` of the text), as the normalizer or Metaspace makes it,
+ * into out (room for 3n + 3); its length. */
+size_t tok_hf_mark(const tok_hf_t *hf, const unsigned char *s, size_t n, size_t from, unsigned char *out);
 /* The merge of the pair (a, b), or NULL. */
 const tok_hf_merge_t *tok_hf_merge(const tok_hf_t *hf, uint32_t a, uint32_t b);
 

@@ -432,17 +432,27 @@ static int hf_added(const hf_ctx_t *c, tok_hf_t *hf, json_t *added)
         }
         int normalized;
         if (hf_bool(c, v, "normalized", "added_tokens[]", 0, &normalized) != MP_OK) return MP_ERR;
-        if (normalized && hf->normalized) /* found in the normalized text: "x" of " x" would follow a U+2581 */
-            return MP_FAIL("tokenizer.json %s: added_tokens[%zu].normalized true with a normalizer is not supported "
-                           "(only tokens found in the text as it is)", c->file, i);
         json_t *s = json_object_get(v, "content");
         tok_hf_added_t *a = &hf->added[hf->nadded++];
-        a->n = json_string_length(s);
+        const size_t n = json_string_length(s);
         a->id = (int)json_integer_value(json_object_get(v, "id"));
-        a->content = MP_MALLOC(a->n);
+        /* Without a normalizer a normalized token is found in the text as it is, as the library does.
+         * With one, the library finds it in each stretch the normalizer made, by its content as the
+         * normalizer makes it: Prepend's U+2581 comes first, so "x" matches only where "▁x" stands
+         * (after a ' ' or at a stretch's start). Its id still decodes to the content as written. A
+         * normalizer that changes nothing (an empty Sequence) finds it in the text as it is. */
+        a->normalized = normalized && hf->normalized && (hf->space_mark || hf->prepend != HF_PREPEND_NONE);
+        a->content = MP_MALLOC(a->normalized ? 3 * n + 3 : n);
         if (!a->content) return MP_ERR;
-        memcpy(a->content, json_string_value(s), a->n);
-        hf->added_first[a->content[0]] = 1;
+        if (a->normalized) {
+            a->n = tok_hf_mark(hf, (const unsigned char *)json_string_value(s), n, 0, a->content);
+            hf->norm_first[a->content[0]] = 1;
+            hf->nnorm++;
+        } else {
+            memcpy(a->content, json_string_value(s), n);
+            a->n = n;
+            hf->added_first[a->content[0]] = 1;
+        }
     }
     return MP_OK;
 }
