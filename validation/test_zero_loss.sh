@@ -8,7 +8,8 @@
 # zb1p pp = 2, dp = 2 x pp = 2, ZeRO-1 dp = 2 x pp = 2 (the replica group replays), tp = 2 x pp = 2
 # (either stage's tp group replays), tp = 2 x dp = 2 (a replica's snapshot), the V placement (zbv pp = 2 first
 # stage, dualpipev pp = 2 last stage, zbv pp = 4 a middle stage), 2bw pp = 2 (either stage), on emu pp = 2 (the first stage)
-# and ZeRO-1 dp = 2 x pp = 2, and llama models (pp = 2 either stage, untied, tp = 2 x pp = 2); the layouts refused with recovery.log (balance, live migration, a
+# and ZeRO-1 dp = 2 x pp = 2, a lost node of two ranks (stage 1's replicas of dp = 2 x pp = 2; stages 2
+# and 3 of pp = 4, stages 0 and 1 under zb1p: neighbours replaying together), and llama models (pp = 2 either stage, untied, tp = 2 x pp = 2); the layouts refused with recovery.log (balance, live migration, a
 # supernet); then the fallbacks: a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -70,30 +71,43 @@ s=$(pick_step); lose dp2pp2 4 1 "$s" --set parallel.pp=2 --set parallel.dp=2 --s
 grep -q "1 took a data-parallel replica's snapshot" "$SCRATCH/dp2pp2/log.txt"
 ok $? "dp2pp2: the lost rank took its replica's snapshot (no replay)"
 
+# lose_node NAME RANKS R+R2 STEP WHAT [--set ...]: a node of two ranks (R and R2) lost as step STEP
+# begins (debug.fail_at=R+R2:STEP kills both); the others write their state, and the resume replays
+# the two (and whoever replays with them) to the survivors' step: 0 steps lost, bitwise at step 40.
+lose_node() {
+    name=$1 n=$2 victims=$3 step=$4 what=$5; shift 5
+    # shellcheck disable=SC2086
+    run "$n" "ref_$name" $COMMON "$@"; ok $? "$name: 40 steps uninterrupted"
+    first_run "$name" "$n" "$victims" "$step" "$@"
+    nsnap=$(ls "$SCRATCH/$name/recovery" 2>/dev/null | grep -c '^snap-r.*\.h5$')
+    [ "$nsnap" -eq $((n - 2)) ] && ! [ -e "$SCRATCH/$name/recovery/snap-r0000${victims%+*}.h5" ] &&
+        ! [ -e "$SCRATCH/$name/recovery/snap-r0000${victims#*+}.h5" ]
+    ok $? "$name: ranks $victims ($what) killed as step $step begins; the $((n - 2)) others wrote their state ($nsnap snapshots)"
+    [ "$nsnap" -eq $((n - 2)) ] || sed 's/^/#   /' "$SCRATCH/$name.1.log" | tail -n 12
+    # shellcheck disable=SC2086
+    run "$n" "$name" $COMMON "$@" --set recovery.log=1 --resume auto; rc=$?; ok $rc "$name: resumed with --resume auto (exit $rc)"
+    [ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/$name.log" | tail -n 20
+    grep -q "recovery: resumed at step $((step - 1)), the step the survivors had reached: 0 steps lost (the checkpoint of step 10; $((n - 2)) rank(s) loaded their own snapshot; 2 rank(s) replayed steps 11 to $((step - 1)) from the logs" \
+        "$SCRATCH/$name/log.txt"
+    ok $? "$name: the two replayed steps 11 to $((step - 1)) together, 0 steps lost ($(grep -o 'recovery: resumed.*\|recovery: the survivors.*' "$SCRATCH/$name/log.txt" | head -n 1 | cut -c1-200))"
+    compare "$name: step-40 losses and checkpoint bitwise the uninterrupted run's" "$SCRATCH/ref_$name" "$SCRATCH/$name" \
+        --bitwise --step 40
+}
+
 # A node that held a stage's every replica (srun's block distribution of dp = 2 x pp = 2 over two
 # nodes: ranks 2 and 3 are stage 1's two replicas): no replica's snapshot is left, so the replica
 # group replays together, its gradient all-reduce among them, the pipeline's messages from stage
 # 0's logs (before: the checkpoint fallback, "rank 2 has no replica's snapshot to take", 3 steps
-# lost in a chaos trial). debug.fail_at=2+3:S kills both as step S begins.
-s=$(pick_step)
-# shellcheck disable=SC2086
-run 4 ref_node1 $COMMON --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2; ok $? "node1: 40 steps uninterrupted"
-rm -rf "${SCRATCH:?}/node1"
-# shellcheck disable=SC2086
-mpiexec -disable-auto-cleanup -n 4 sh -c 'trap : USR1 TERM; "$@"' rank "$MINDPIPE" train -c "$layout_deck" \
-    --set data.path="$data" --set train.log_every=1 --quiet --out "$SCRATCH/node1" $COMMON --set parallel.pp=2 \
-    --set parallel.dp=2 --set train.micro_batch=2 --set recovery.log=1 --set debug.fail_at="2+3:$s" > "$SCRATCH/node1.1.log" 2>&1
-nsnap=$(ls "$SCRATCH/node1/recovery" 2>/dev/null | grep -c '^snap-r.*\.h5$')
-[ "$nsnap" -eq 2 ] && [ -e "$SCRATCH/node1/recovery/snap-r00000.h5" ] && [ -e "$SCRATCH/node1/recovery/snap-r00001.h5" ]
-ok $? "node1: ranks 2 and 3 (stage 1's replicas) killed as step $s begins; ranks 0 and 1 wrote their state ($nsnap snapshots)"
-[ "$nsnap" -eq 2 ] || sed 's/^/#   /' "$SCRATCH/node1.1.log" | tail -n 12
-# shellcheck disable=SC2086
-run 4 node1 $COMMON --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2 --set recovery.log=1 --resume auto
-rc=$?; ok $rc "node1: resumed with --resume auto (exit $rc)"
-grep -q "recovery: resumed at step $((s - 1)), the step the survivors had reached: 0 steps lost (the checkpoint of step 10; 2 rank(s) loaded their own snapshot; 2 rank(s) replayed steps 11 to $((s - 1)) from the logs" \
-    "$SCRATCH/node1/log.txt"
-ok $? "node1: stage 1's two replicas replayed steps 11 to $((s - 1)) together, 0 steps lost ($(grep -o 'recovery: resumed.*' "$SCRATCH/node1/log.txt" | head -n 1 | cut -c1-160))"
-compare "node1: step-40 losses and checkpoint bitwise the uninterrupted run's" "$SCRATCH/ref_node1" "$SCRATCH/node1" --bitwise --step 40
+# lost in a chaos trial).
+s=$(pick_step); lose_node node1 4 2+3 "$s" "stage 1's replicas" --set parallel.pp=2 --set parallel.dp=2 --set train.micro_batch=2
+# A node that held neighbouring stages (pp = 4 over two nodes: stages 2 and 3 on node2; chaos seed
+# 3000 trials 75 and 119 fell back, 4 and 3 steps lost, "rank 3 (stage 3), whose log it reads, is
+# lost too"): the two replay together, their own messages exchanged live as in the step, stage 1's
+# and (the tied embedding) stage 0's read from their logs. And the first two stages under zb1p:
+# stage 0 recomputes the tied head's gradient from stage 3's log while stage 1 sends it live.
+s=$(pick_step); lose_node node_pp4 4 2+3 "$s" "stages 2 and 3" --set parallel.pp=4
+s=$(pick_step); lose_node node_zb4 4 0+1 "$s" "stages 0 and 1, zb1p" --set parallel.pp=4 --set parallel.schedule=zb1p \
+    --set train.micro_batch=2
 
 # A rank lost inside the last step's checkpoint write (independent transfers: the survivor ends its
 # own part, then its wait for the peer passes parallel.timeout and it writes its state of the last
@@ -217,6 +231,41 @@ a=$(resumed_count dmg 10) # (a fresh start would be bitwise the reference at ste
 [ "$a" -gt "$b" ]; ok $? "damaged log: this run resumed from step_00000010.h5 at step 10 (log.txt: $b such lines before it, $a after)"
 compare "damaged log: the restart from the checkpoint is still the uninterrupted run" "$SCRATCH/ref_pp2" \
     "$SCRATCH/dmg" --bitwise --step 40
+
+# a damaged entry where two neighbouring stages replay together (node_pp4's loss again; rank 1's log
+# damaged where stage 2 reads it): stage 2 goes on with zeros so that stage 3, waiting for its live
+# messages, never waits alone; the replay fails as one naming the checksum, and the next resume
+# restarts from the checkpoint
+first_run dmg4 4 2+3 15 --set parallel.pp=4
+[ -e "$SCRATCH/dmg4/recovery/snap-r00000.h5" ] && [ -e "$SCRATCH/dmg4/recovery/snap-r00001.h5" ]
+ok $? "damaged log, two stages replaying: ranks 2+3 (stages 2 and 3 of pp = 4) lost at step 15"
+"$TORCH_PYTHON" - "$SCRATCH/dmg4/bndlog/bnd-r1.h5" <<'PY'
+import h5py, sys
+path = sys.argv[1]
+with h5py.File(path, "r") as f:
+    off = f["step_%08d/act_mb0_c1" % 12].id.get_offset()
+with open(path, "r+b") as f:
+    f.seek(off + 100)
+    b = f.read(1)
+    f.seek(off + 100)
+    f.write(bytes([b[0] ^ 0x40]))
+PY
+ok $? "damaged log, two stages replaying: a byte of step 13's first activation flipped in rank 1's log"
+t0=$(date +%s)
+# shellcheck disable=SC2086
+run 4 dmg4 $COMMON --set parallel.pp=4 --set recovery.log=1 --resume auto; rc=$?
+[ $rc -ne 0 ] && grep -q "checksum" "$SCRATCH/dmg4.log" && grep -q "replay of steps 11 to 14 failed" "$SCRATCH/dmg4.log" &&
+    [ -e "$SCRATCH/dmg4/recovery/snap-r00000.h5.failed" ] && ! grep -q "timed out\|waited" "$SCRATCH/dmg4.log"
+ok $? "damaged log, two stages replaying: the resume fails naming the checksum and the replay, no wait timed out, the snapshots aside (exit $rc, $(( $(date +%s) - t0 )) s)"
+[ $rc -ne 0 ] || sed 's/^/#   /' "$SCRATCH/dmg4.log" | tail -n 8
+b=$(resumed_count dmg4 10)
+# shellcheck disable=SC2086
+run 4 dmg4 $COMMON --set parallel.pp=4 --set recovery.log=1 --resume auto; rc=$?
+ok $rc "damaged log, two stages replaying: the next --resume auto restarts from the checkpoint of step 10 (exit $rc)"
+a=$(resumed_count dmg4 10)
+[ "$a" -gt "$b" ]; ok $? "damaged log, two stages replaying: resumed from step_00000010.h5 at step 10 (log.txt: $b such lines before it, $a after)"
+compare "damaged log, two stages replaying: the restart is still the uninterrupted run" "$SCRATCH/ref_node_pp4" \
+    "$SCRATCH/dmg4" --bitwise --step 40
 
 # a missing log: the plan falls back before anything is replayed
 lose_again nolog; ok $? "missing log: the loss again"

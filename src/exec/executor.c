@@ -321,15 +321,23 @@ void exec_free(exec_t *e)
         }
 }
 
-void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay)
+void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay, const unsigned char *live)
 {
     e->bnd = bnd;
     e->replay = bnd && replay;
+    memset(e->live, 0, sizeof e->live);
+    if (e->replay && live) memcpy(e->live, live, (size_t)e->c.pp * sizeof *live);
     if (!e->replay) {
         free(e->head_sum);
         free(e->head_in);
         e->head_sum = e->head_in = NULL;
     }
+}
+
+/* Whether stage s's messages come from the log: a replay, and s does not replay with this stage. */
+static int exec_logged(const exec_t *e, int s)
+{
+    return e->replay && !e->live[s];
 }
 
 /* Whether this stage is one end of the tied embedding between the first and the last stage. Under
@@ -392,7 +400,7 @@ static void exec_recv_post(exec_t *e, int grad, int key, float *dev, int peer, i
     if (p->req != MPI_REQUEST_NULL)
         MP_ABORT("stage %d: a second %s is posted before the first was read (a bug in the list)", e->c.stage, what);
     float *land = e->hrecv ? e->hrecv + (size_t)grad * e->n_act : dev;
-    if (e->replay) {
+    if (exec_logged(e, peer)) {
         const double t0 = perf_now();
         exec_replay_recv(e, t, mb, from_chunk, kind, land, e->n_act);
         be_to_device(e->c.be, dev, land, e->n_act * sizeof(float));
@@ -433,12 +441,14 @@ static void exec_tied_sum(exec_t *e, long t)
     const param_entry_t *p = param_table_find(&md->tab, "wte");
     float *g = md->grads + p->offset;
     const int first = md->tab.has_embed;
+    /* the other end replays too (both ends' stages lost): the sum as in the step */
+    const int logged = exec_logged(e, first ? e->c.pp - 1 : 0);
     /* the log (the first stage's part) and the replay's sum work on a host view of g (g itself on
      * cpu); a last stage that only logs copies nothing */
-    const int host_view = e->bnd && ((e->bnd->sent && first) || e->replay);
+    const int host_view = e->bnd && ((e->bnd->sent && first) || logged);
     float *gh = host_view ? exec_bnd_host(e, g, p->numel) : g;
     if (e->bnd && e->bnd->sent && first) e->bnd->sent(e->bnd->ctx, t, -1, -1, EXEC_BND_TIED, gh, p->numel);
-    if (e->replay) { /* the other end's part, as the all-reduce would have added it (a + b either way round) */
+    if (logged) { /* the other end's part, as the all-reduce would have added it (a + b either way round) */
         if (first) {
             if (!e->head_sum) MP_ABORT("replay of step %ld: the tied head's gradient was not recomputed (a bug)", t);
             /* the last stage's wte gradient is 0 + its head's part (model_grads_finish): +0.0 for −0.0 */
@@ -523,7 +533,7 @@ static void exec_send_act(exec_t *e, const instr_t *in, const exec_at_t *at, act
     float *host = e->hsend ? e->hsend + (size_t)e->stash.slot_of[at->key] * e->n_act : NULL;
     const float *src = exec_send_src(e, out, host);
     if (e->bnd && e->bnd->sent) e->bnd->sent(e->bnd->ctx, at->bt, at->mb, in->chunk, EXEC_BND_ACT, src, e->n_act);
-    if (e->replay) return; /* its reader request stays null: the slot is free when the stash wants it */
+    if (exec_logged(e, in->peer)) return; /* its reader request stays null: the slot is free when the stash wants it */
     MPI_CHECK(MPI_Isend(src, (int)e->n_act, MPI_FLOAT, in->peer, exec_tag(e, at->key_mb, in->chunk, 0), c->pp_comm,
                         stash_reader(&e->stash, at->key)));
 }
@@ -540,7 +550,7 @@ static void exec_send_grad(exec_t *e, const instr_t *in, const exec_at_t *at)
     wait_all(c->wait, 1, &e->gsend_req[at->key], "a pipeline gradient send");
     be_to_host(c->be, g, c->scratch->dres, e->n_act * sizeof(float));
     if (e->bnd && e->bnd->sent) e->bnd->sent(e->bnd->ctx, at->bt, at->mb, in->chunk, EXEC_BND_GRAD, g, e->n_act);
-    if (e->replay) return;
+    if (exec_logged(e, in->peer)) return;
     MPI_CHECK(MPI_Isend(g, (int)e->n_act, MPI_FLOAT, in->peer, exec_tag(e, at->key_mb, in->chunk - 1, 1), c->pp_comm,
                         &e->gsend_req[at->key]));
 }
@@ -742,7 +752,7 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
     case OP_LOAD_BATCH:
         a = stash_take(&e->stash, at.key);
         src->fill(src->ctx, a, at.bt, at.mb);
-        if (e->replay && exec_tied(e)) exec_replay_head(e, a, t, at.mb, dloss);
+        if (exec_tied(e) && exec_logged(e, c->pp - 1)) exec_replay_head(e, a, t, at.mb, dloss);
         break;
     case OP_RECV_ACT:
         a = stash_take(&e->stash, at.key);

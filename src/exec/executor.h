@@ -149,6 +149,7 @@ typedef struct {
     double *sub_loss;         /* causal: per subnet of the window, the Σ of its token losses (last stage) */
     const exec_bnd_t *bnd;    /* the boundary log (NULL: none), and whether this is a replay (exec_set_bnd) */
     int replay;
+    unsigned char live[SIM_MAX_STAGES]; /* a replay: the stages that replay too, whose messages go live */
     float *head_sum;          /* a replay of the first stage: the last stage's part of the tied gradient,
                                  recomputed micro-batch by micro-batch (V·C floats, host) */
     float *head_in;           /* ... and the logged input of one micro-batch's head (N·C floats) */
@@ -189,9 +190,11 @@ int exec_plan(const exec_ctx_t *ctx, int B, size_t fixed, exec_plan_t *p);
  * (message printed). */
 int exec_init(exec_t *e, const exec_ctx_t *ctx);
 
-/* The boundary log from now on (NULL: none). replay: the steps run alone, every message taken from
- * bnd->recv and none sent (MPI pipeline messages only: not with NCCL, balance or 2bw). */
-void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay);
+/* The boundary log from now on (NULL: none). replay: the steps run without the stages that do not
+ * replay, their messages taken from bnd->recv and none sent to them; live (pp flags, NULL: none) marks
+ * the stages that replay too (a lost node's neighbouring stages), with which messages and the tied
+ * embedding's sum go as in the step (MPI pipeline messages only: not with NCCL, balance or 2bw). */
+void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay, const unsigned char *live);
 void exec_free(exec_t *e);
 
 /* Runs step t's list up to REDUCE_GRADS: gradients final on this stage (zeroed first, the tied

@@ -29,6 +29,7 @@ struct recovery_s {
     exec_bnd_t bnd;
     bndlog_reader_t *rd[SIM_MAX_STAGES];   /* a replay: by stage, the logs it reads */
     int scal_stage;                        /* ... the stage whose log gives the scalars */
+    unsigned char live[SIM_MAX_STAGES];    /* ... the stages it exchanges with live (they replay too) */
     int failed;                            /* ... a message it needed was missing or damaged */
 };
 
@@ -121,7 +122,7 @@ int recovery_open(run_t *r)
                               .first_step = r->step, .max_queue_bytes = RECOVERY_QUEUE_BYTES};
     if (bndlog_open(&cfg, &c->log) != MP_OK) return MP_ERR;
     c->bnd = (exec_bnd_t){rec_sent, rec_recv, r};
-    exec_set_bnd(&r->st.exec, &c->bnd, 0);
+    exec_set_bnd(&r->st.exec, &c->bnd, 0, NULL);
     return MP_OK;
 }
 
@@ -129,7 +130,7 @@ int recovery_close(run_t *r)
 {
     struct recovery_s *c = r->rec;
     if (!c) return MP_OK;
-    exec_set_bnd(&r->st.exec, NULL, 0);
+    exec_set_bnd(&r->st.exec, NULL, 0, NULL);
     int rc = MP_OK;
     if (c->log) {
         bndlog_stats_t st;
@@ -439,8 +440,37 @@ static int rec_replay_refused(const run_t *r, const int *replays, char *why, siz
     return 0;
 }
 
+/* Opens the log of stage s's rank (its chunks' messages, or the scalars) for steps from to target − 1
+ * into c->rd[s]. MP_OK, or MP_ERR with why. */
+static int rec_open_reader(run_t *r, const recovery_plan_t *p, int s, char *why, size_t n)
+{
+    struct recovery_s *c = r->rec;
+    const int pp = r->lay.pp, wr = r->st.exec.c.stage_rank[s];
+    char path[4300];
+    bndlog_info_t info;
+    if (bndlog_path(r->files.out_dir, wr, path, sizeof path) != MP_OK ||
+        bndlog_read_open(path, r->files.run_id, wr, &c->rd[s]) != MP_OK) {
+        snprintf(why, n, "the log of rank %d (stage %d) does not open (above)", wr, s);
+        return MP_ERR;
+    }
+    bndlog_read_info(c->rd[s], &info);
+    if (info.stage != s || info.pp != pp) { /* this run's id, written under another pipeline */
+        snprintf(why, n, "the log of rank %d (%.300s) was written by stage %d of %d, this run has it as stage %d of %d",
+                 wr, path, info.stage, info.pp, s, pp);
+        return MP_ERR;
+    }
+    if (info.first_step > p->from || info.last_step < p->target - 1) {
+        snprintf(why, n, "the log of rank %d holds steps %ld to %ld, not %ld to %ld", wr, info.first_step + 1,
+                 info.last_step + 1, p->from + 1, p->target);
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
 /* A replaying rank: the logs it reads (its chunks' neighbours, the tied embedding's other end, and
- * the scalars from any stage), each whole from `from` to target − 1. MP_OK, or MP_ERR with why. */
+ * the scalars from any stage), each whole from `from` to target − 1. A neighbour that replays too (a
+ * lost node held both stages) reads none: the two exchange their messages live, as in the step,
+ * since both recompute the same steps from the same checkpoint (c->live). MP_OK, or MP_ERR with why. */
 static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap, const int *replays, char *why,
                             size_t n)
 {
@@ -457,37 +487,28 @@ static int rec_open_readers(run_t *r, const recovery_plan_t *p, const long *snap
     if (pp > 1 && !r->st.model.cfg.untied && (r->lay.stage == 0 || r->lay.stage == pp - 1))
         need[r->lay.stage == 0 ? pp - 1 : 0] = 1;
     c->scal_stage = -1;
+    memset(c->live, 0, sizeof c->live);
     for (int s = 0; s < pp; s++) {
         if (!need[s] || s == r->lay.stage) continue;
         const int wr = r->st.exec.c.stage_rank[s];
-        if (snap[wr] < 0) {
+        if (replays[wr]) { /* it recomputes what its log would give: exchanged live */
+            c->live[s] = 1;
+            continue;
+        }
+        if (snap[wr] < 0) { /* lost and not replaying (took a replica's snapshot): its log may end short */
             snprintf(why, n, "rank %d (stage %d), whose log it reads, is lost too", wr, s);
             return MP_ERR;
         }
-        if (replays[wr]) { /* its log is written again while this rank would read it */
-            snprintf(why, n, "rank %d (stage %d), whose log rank %d reads, replays too (a lost rank's group there)", wr,
-                     s, r->lay.rank);
-            return MP_ERR;
-        }
-        char path[4300];
-        bndlog_info_t info;
-        if (bndlog_path(r->files.out_dir, wr, path, sizeof path) != MP_OK ||
-            bndlog_read_open(path, r->files.run_id, wr, &c->rd[s]) != MP_OK) {
-            snprintf(why, n, "the log of rank %d (stage %d) does not open (above)", wr, s);
-            return MP_ERR;
-        }
-        bndlog_read_info(c->rd[s], &info);
-        if (info.stage != s || info.pp != pp) { /* this run's id, written under another pipeline */
-            snprintf(why, n, "the log of rank %d (%.300s) was written by stage %d of %d, this run has it as stage %d of %d",
-                     wr, path, info.stage, info.pp, s, pp);
-            return MP_ERR;
-        }
-        if (info.first_step > p->from || info.last_step < p->target - 1) {
-            snprintf(why, n, "the log of rank %d holds steps %ld to %ld, not %ld to %ld", wr, info.first_step + 1,
-                     info.last_step + 1, p->from + 1, p->target);
-            return MP_ERR;
-        }
+        if (rec_open_reader(r, p, s, why, n) != MP_OK) return MP_ERR;
         if (c->scal_stage < 0) c->scal_stage = s;
+    }
+    /* every neighbour replays: the scalars (the steps' gradient norms, the same in every log) from a
+     * stage that does not */
+    for (int s = 0; c->scal_stage < 0 && s < pp; s++) {
+        const int wr = r->st.exec.c.stage_rank[s];
+        if (s == r->lay.stage || replays[wr] || snap[wr] < 0) continue;
+        if (rec_open_reader(r, p, s, why, n) != MP_OK) return MP_ERR;
+        c->scal_stage = s;
     }
     if (c->scal_stage < 0) {
         snprintf(why, n, "no other stage's log gives the steps' gradient norms");
@@ -509,7 +530,7 @@ int recovery_replay_scalars(run_t *r, long t, double v[2])
 
 void recovery_replay_mode(run_t *r, int on)
 {
-    if (r->rec && r->rec->log) exec_set_bnd(&r->st.exec, &r->rec->bnd, on);
+    if (r->rec && r->rec->log) exec_set_bnd(&r->st.exec, &r->rec->bnd, on, r->rec->live);
 }
 
 int recovery_replay_failed(const run_t *r)
@@ -598,6 +619,8 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
         bad = 1;
     else if (p->replay && rec_open_readers(r, p, snap, replays, mywhy, sizeof mywhy) != MP_OK)
         bad = 1;
+    /* a neighbour that replays too waits for this rank's messages: none stops early */
+    for (int s = 0; p->replay && !bad && s < r->lay.pp; s++) p->group |= r->rec->live[s];
     free(replays);
     if (p->source >= 0) {
         long st_step = -1;

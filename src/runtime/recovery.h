@@ -56,7 +56,8 @@ typedef struct {
     int ntook;               /* lost ranks that took a replica's snapshot */
     int nloaded;             /* ranks that loaded their own snapshot (a survivor that replays does not) */
     int group;               /* the replay runs the step's collectives with its stage's group (tp > 1,
-                                ZeRO-1): no rank of it stops early, so none waits alone */
+                                ZeRO-1) or exchanges messages with a neighbouring stage that replays
+                                too: no rank of it stops early, so none waits alone */
 } recovery_plan_t;
 
 /* Collective over MPI_COMM_WORLD, after run_ckpt_resume: finds the snapshots, decides the plan (a
