@@ -58,6 +58,13 @@ static void train_grads_ready(void *ctx, int layer)
     dp_progress(&r->st.dp);
 }
 
+/* Whether a checkpoint is due once `step` steps are done: every checkpoint.every, and the last step's
+ * under checkpoint.final (the loop after each step, and a recovery that lands on such a step). */
+static int train_ckpt_due(const deck_t *d, long step)
+{
+    return (step >= d->train.steps && d->checkpoint.final) || (d->checkpoint.every > 0 && step % d->checkpoint.every == 0);
+}
+
 /* Whether the loop evaluates, checkpoints, stops or may move layers (pipeline.replan_every) after step t
  * (2bw drains its pipeline there). */
 static int train_boundary(const run_t *r, long t)
@@ -397,7 +404,7 @@ static int train_loop(run_t *r, const train_ops_t *ops, migrate_t *mg)
         if (!isfinite(st.loss)) return MP_FAIL("loss is %f at step %ld: diverged (lower train.lr?)", st.loss, r->step);
         const deck_fail_mode_t fm = train_fail_mode(&r->deck, &r->lay, t);
         const int fail_midway = fm == DECK_FAIL_WRITE ? CKPT_FAIL_KILL : fm == DECK_FAIL_STALL ? CKPT_FAIL_STOP : 0;
-        if ((last && d->checkpoint.final) || (d->checkpoint.every > 0 && r->step % d->checkpoint.every == 0) || r->stop) {
+        if (train_ckpt_due(d, r->step) || r->stop) {
             double t3 = perf_now();
             if (train_checkpoint(r, fail_midway) != MP_OK) return MP_ERR;
             trace_span(&r->files.trace, "checkpoint", t, -1, t3);
@@ -576,9 +583,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     /* the survivors' step was one whose checkpoint was due (a rank lost inside that write): the loop
      * writes a checkpoint only after a step it runs, so the recovered state is written here — at the
      * last step nothing else would ever hold the run's end once the snapshots are removed */
-    if (rc == MP_OK && rp.on &&
-        ((r.step >= d->train.steps && d->checkpoint.final) || (d->checkpoint.every > 0 && r.step % d->checkpoint.every == 0)))
-        rc = train_checkpoint(&r, 0);
+    if (rc == MP_OK && rp.on && train_ckpt_due(d, r.step)) rc = train_checkpoint(&r, 0);
     double t0 = perf_now();
     long s0 = r.step;
     energy_t en;
