@@ -302,7 +302,7 @@ static int plan_one(const plan_cli_t *o, const deck_t *dk, const cm_model_t *mo,
     if (why) {
         const cm_model_t fam = cm_model_family(*mo);
         return MP_FAIL("--layout tp=%d: %s (%d heads, %d key/value heads, MLP width %d, vocabulary %d)", lay->tp, why,
-                       fam.NH, (fam.QKV - fam.C) / 2 / (fam.C / fam.NH), fam.F, fam.V);
+                       fam.NH, cm_model_kv_heads(mo), fam.F, fam.V);
     }
     const int K = lay->pp * lay->v;
     if (K > CM_MAX_CHUNKS || lay->pp > SIM_MAX_STAGES || K > mo->L)

@@ -19,10 +19,17 @@ cm_model_t cm_model_family(cm_model_t mo)
     return mo;
 }
 
+int cm_model_kv_heads(const cm_model_t *m0)
+{
+    const cm_model_t mo = cm_model_family(*m0);
+    const int hd = mo.NH > 0 ? mo.C / mo.NH : 0;
+    return hd > 0 ? (mo.QKV - mo.C) / 2 / hd : 0;
+}
+
 const char *cm_tp_indivisible(const cm_model_t *m0, int tp)
 {
     const cm_model_t mo = cm_model_family(*m0);
-    const int hd = mo.NH > 0 ? mo.C / mo.NH : 0, kv = hd > 0 ? (mo.QKV - mo.C) / 2 / hd : 0;
+    const int kv = cm_model_kv_heads(m0);
     if (tp < 1) return "tp is below 1";
     if (mo.NH % tp) return "the heads are not a multiple of tp";
     if (kv % tp) return "the key/value heads are not a multiple of tp (each rank holds whole ones)";

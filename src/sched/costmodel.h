@@ -40,6 +40,8 @@ cm_model_t cm_model_family(cm_model_t mo);
  * does, else what does not divide (a static string): the planner's search skips such a tp, and
  * `plan --layout` refuses it with this, as `train` refuses the deck (deck_check). */
 const char *cm_tp_indivisible(const cm_model_t *mo, int tp);
+/* The model's key/value heads (its qkv width less C, over two heads' widths; GPT-2's: its heads). */
+int cm_model_kv_heads(const cm_model_t *mo);
 
 /* One micro-batch of B sequences on one rank of a tp group: seconds and bytes. */
 typedef struct {
