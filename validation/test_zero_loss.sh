@@ -9,7 +9,8 @@
 # (either stage's tp group replays), tp = 2 x dp = 2 (a replica's snapshot), the V placement (zbv pp = 2 first
 # stage, dualpipev pp = 2 last stage, zbv pp = 4 a middle stage), 2bw pp = 2 (either stage), on emu pp = 2 (the first stage)
 # and ZeRO-1 dp = 2 x pp = 2, a lost node of two ranks (stage 1's replicas of dp = 2 x pp = 2; stages 2
-# and 3 of pp = 4, stages 0 and 1 under zb1p: neighbours replaying together), and llama models (pp = 2 either stage, untied, tp = 2 x pp = 2); the layouts refused with recovery.log (balance, live migration, a
+# and 3 of pp = 4 under 1f1b, interleaved and dualpipev, stages 0 and 1 under zb1p: neighbours
+# replaying together), and llama models (pp = 2 either stage, untied, tp = 2 x pp = 2); the layouts refused with recovery.log (balance, live migration, a
 # supernet); then the fallbacks: a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
@@ -108,6 +109,12 @@ s=$(pick_step); lose_node node1 4 2+3 "$s" "stage 1's replicas" --set parallel.p
 s=$(pick_step); lose_node node_pp4 4 2+3 "$s" "stages 2 and 3" --set parallel.pp=4
 s=$(pick_step); lose_node node_zb4 4 0+1 "$s" "stages 0 and 1, zb1p" --set parallel.pp=4 --set parallel.schedule=zb1p \
     --set train.micro_batch=2
+# the interleaved chunks (stage 3's next chunk is stage 0's, read from its log) and the V placement
+# (stages 2 and 3 of dualpipev hold chunks 2, 5 and 3, 4: both arms of the V cross between them live)
+s=$(pick_step); lose_node node_int4 4 2+3 "$s" "stages 2 and 3, interleaved" --set parallel.pp=4 \
+    --set parallel.schedule=interleaved --set model.layers=8 --set train.micro_batch=2
+s=$(pick_step); lose_node node_dpv4 4 2+3 "$s" "stages 2 and 3, dualpipev" --set parallel.pp=4 \
+    --set parallel.schedule=dualpipev --set model.layers=8 --set train.micro_batch=1
 
 # A rank lost inside the last step's checkpoint write (independent transfers: the survivor ends its
 # own part, then its wait for the peer passes parallel.timeout and it writes its state of the last
