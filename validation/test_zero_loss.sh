@@ -115,6 +115,10 @@ s=$(pick_step); lose_node node_int4 4 2+3 "$s" "stages 2 and 3, interleaved" --s
     --set parallel.schedule=interleaved --set model.layers=8 --set train.micro_batch=2
 s=$(pick_step); lose_node node_dpv4 4 2+3 "$s" "stages 2 and 3, dualpipev" --set parallel.pp=4 \
     --set parallel.schedule=dualpipev --set model.layers=8 --set train.micro_batch=1
+# the two ends of the tied embedding lost together (two nodes' worth, or a cyclic distribution): their
+# gradient sum goes live between them, each stage's other neighbour read from its log; on emu (the
+# device path's host copies)
+s=$(pick_step); lose_node ends_emu4 4 0+3 "$s" "the first and the last stage, emu" --set parallel.pp=4 --set train.device=emu
 
 # A rank lost inside the last step's checkpoint write (independent transfers: the survivor ends its
 # own part, then its wait for the peer passes parallel.timeout and it writes its state of the last
