@@ -120,6 +120,29 @@ s=$(pick_step); lose_node node_dpv4 4 2+3 "$s" "stages 2 and 3, dualpipev" --set
 # device path's host copies)
 s=$(pick_step); lose_node ends_emu4 4 0+3 "$s" "the first and the last stage, emu" --set parallel.pp=4 --set train.device=emu
 
+# Two losses before the next checkpoint, one after the other's recovery: the last stage lost at step
+# 15 replays 11 to 14; then the first stage lost at step 18 replays 11 to 17, reading the tied head's
+# inputs of steps 11 to 14 from the last stage's log, which its replay must have logged again (the
+# binary before logged them only outside a replay: "step 10, micro-batch 0, chunk 1, tied head's
+# input: missing", the checkpoint fallback)
+rm -rf "${SCRATCH:?}/twice"
+for f in 1:15 0:18; do
+    [ "$f" = 0:18 ] && again="--resume auto" || again=""
+    # shellcheck disable=SC2086
+    mpiexec -disable-auto-cleanup -n 2 sh -c 'trap : USR1 TERM; "$@"' rank "$MINDPIPE" train -c "$layout_deck" \
+        --set data.path="$data" --set train.log_every=1 --quiet --out "$SCRATCH/twice" $COMMON --set parallel.pp=2 \
+        --set recovery.log=1 --set debug.fail_at="$f" $again >> "$SCRATCH/twice.1.log" 2>&1
+    [ -e "$SCRATCH/twice/recovery/snap-r0000$(( 1 - ${f%%:*} )).h5" ]
+    ok $? "twice: rank ${f%%:*} killed as step ${f#*:} begins$([ -n "$again" ] && echo ', in the run resumed from the first loss'); the other wrote its state"
+done
+# shellcheck disable=SC2086
+run 2 twice $COMMON --set parallel.pp=2 --set recovery.log=1 --resume auto; rc=$?; ok $rc "twice: resumed again (exit $rc)"
+grep -q "recovery: resumed at step 17, the step the survivors had reached: 0 steps lost (the checkpoint of step 10; 1 rank(s) loaded their own snapshot; 1 rank(s) replayed steps 11 to 17 from the logs" \
+    "$SCRATCH/twice/log.txt"
+ok $? "twice: the first stage replayed steps 11 to 17, 0 steps lost ($(grep -o 'recovery: resumed.*\|recovery: the survivors.*' "$SCRATCH/twice/log.txt" | tail -n 1 | cut -c1-160))"
+[ $rc -eq 0 ] || sed 's/^/#   /' "$SCRATCH/twice.log" | tail -n 8
+compare "twice: step-40 losses and checkpoint bitwise the uninterrupted run's" "$SCRATCH/ref_pp2" "$SCRATCH/twice" --bitwise --step 40
+
 # A rank lost inside the last step's checkpoint write (independent transfers: the survivor ends its
 # own part, then its wait for the peer passes parallel.timeout and it writes its state of the last
 # step): the resume has no step to run, and wrote no checkpoint before — the run ended "done" with

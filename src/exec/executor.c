@@ -771,7 +771,7 @@ static void exec_instr(exec_t *e, const exec_run_t *rp, int i, long t, float dlo
         } else {
             *loss += exec_compute(e, &run, i, &at, t, dloss, ready);
         }
-        if (at.pt->final && exec_tied(e) && e->bnd && e->bnd->sent && !e->replay)
+        if (at.pt->final && exec_tied(e) && e->bnd && e->bnd->sent)
             e->bnd->sent(e->bnd->ctx, t, at.mb, in->chunk, EXEC_BND_HEAD,
                          exec_bnd_host(e, model_head_input(stash_get(&e->stash, at.key)), e->n_act), e->n_act);
         break;
