@@ -58,8 +58,8 @@ static char *make_big_json(long big_id, size_t *n_p)
 /* SentencePiece's style: <unk> 0, <s> 1, </s> 2 (added), <0x00>..<0xFF> 3..258, U+2581 259, a 260,
  * b 261, U+2581a 262, ab 263 (merges "U+2581 a", "a b"). form: "norm" (normalizer Prepend and Replace,
  * decoder Sequence with Strip), "meta" (Metaspace first, decoder Metaspace), "unk" (norm's without
- * byte_fallback, fuse_unk), "nfc" (normalizer NFC) or "nomark" (norm's with U+2582 for U+2581, and
- * the merge "a b" only). */
+ * byte_fallback, fuse_unk), "normtok" (norm's with the normalized added tokens "ba" 264 and "b a" 265),
+ * "nfc" (normalizer NFC) or "nomark" (norm's with U+2582 for U+2581, and the merge "a b" only). */
 static char *make_sp_json(const char *form, size_t *n_p)
 {
     static const char *const norm = "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":"
@@ -72,9 +72,11 @@ static char *make_sp_json(const char *form, size_t *n_p)
     char *j = malloc(cap);
     n += (size_t)snprintf(j + n, cap - n, "{\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
                                           "{\"id\":1,\"content\":\"<s>\",\"special\":true},{\"id\":2,\"content\":"
-                                          "\"</s>\",\"special\":true}],\"normalizer\":%s,\"pre_tokenizer\":%s,\"decoder\":%s,"
+                                          "\"</s>\",\"special\":true}%s],\"normalizer\":%s,\"pre_tokenizer\":%s,\"decoder\":%s,"
                                           "\"model\":{\"type\":\"BPE\",\"unk_token\":\"<unk>\",\"fuse_unk\":true,"
                                           "\"byte_fallback\":%s,\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2,",
+                          strcmp(form, "normtok") ? "" : ",{\"id\":264,\"content\":\"ba\",\"normalized\":true},"
+                                                         "{\"id\":265,\"content\":\"b a\",\"normalized\":true}",
                           meta ? "null" : !strcmp(form, "nfc") ? "{\"type\":\"NFC\"}" : norm,
                           meta ? "{\"type\":\"Metaspace\",\"replacement\":\"\u2581\",\"prepend_scheme\":\"first\","
                                  "\"split\":false}" : "null",
@@ -186,6 +188,24 @@ int main(void)
         tap_ok(rc == MP_OK && nt == 2 && !memcmp(text_b, " b", 2), "\u2581 \u2581 b decodes to ' b': Strip takes one ' '");
         free(text_b);
         tok_close(&t);
+    }
+    /* normalized added tokens beside the normalizer: found in each normalized stretch by their
+     * normalized contents ("\u2581ba", "\u2581b\u2581a"), after the raw ones (<s>); the tokenizers
+     * library's AddedVocabulary */
+    json = make_sp_json("normtok", &n);
+    rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "normtok.json");
+    free(json);
+    if (tap_ok(rc == MP_OK, "normalized added tokens beside a normalizer load")) {
+        tap_ok(ids_are(hf, "ba", (const uint32_t[]){264}, 1), "\"ba\": the token (\u2581ba)");
+        tap_ok(ids_are(hf, "a b a", (const uint32_t[]){262, 265}, 2), "\"a b a\": \u2581a, then \u2581b\u2581a");
+        tap_ok(ids_are(hf, "a ba<s>ba", (const uint32_t[]){262, 264, 1, 264}, 4),
+               "\"a ba<s>ba\": \u2581a ba <s> ba (each stretch prefixed, then split)");
+        tap_ok(ids_are(hf, "b a ba", (const uint32_t[]){265, 264}, 2), "\"b a ba\": leftmost first: b a, then ba");
+        tap_ok(ids_are(hf, "aba", (const uint32_t[]){262, 261, 260}, 3), "\"aba\": no \u2581ba in \u2581aba: \u2581a b a");
+        /* the npm reference gives 264 264: it takes a leftover piece equal to a token's raw content
+         * as that token; the Rust library (and this reader) merge it as text */
+        tap_ok(ids_are(hf, "baba", (const uint32_t[]){264, 261, 260}, 3), "\"baba\": ba, then the text b a");
+        tok_hf_free(hf);
     }
     json = make_sp_json("meta", &n);
     rc = tok_hf_load_bytes(&hf, (const unsigned char *)json, n, NULL, 0, "meta.json");
