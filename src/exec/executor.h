@@ -193,7 +193,8 @@ int exec_init(exec_t *e, const exec_ctx_t *ctx);
 /* The boundary log from now on (NULL: none). replay: the steps run without the stages that do not
  * replay, their messages taken from bnd->recv and none sent to them; live (pp flags, NULL: none) marks
  * the stages that replay too (a lost node's neighbouring stages), with which messages and the tied
- * embedding's sum go as in the step (MPI pipeline messages only: not with NCCL, balance or 2bw). */
+ * embedding's sum go as in the step (MPI pipeline messages only: not NCCL's, nor the balance
+ * policy's stash transfers; 2bw drains every step under the log, so its steps replay alike). */
 void exec_set_bnd(exec_t *e, const exec_bnd_t *bnd, int replay, const unsigned char *live);
 void exec_free(exec_t *e);
 
