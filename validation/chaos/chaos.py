@@ -18,6 +18,9 @@ without it: every fault costs them a restart from the newest checkpoint.
             of step S − 1, the last the survivors completed) before the resume
   relapse   a kill as above, then a second fault during the recovery itself: a random rank of the
             resume SIGKILLed after a random delay (inside the plan, the replay or the steps after)
+  again     a kill as above, then a second kill in the run resumed from it, before the next
+            checkpoint: rank R2 as step S2 begins (S <= S2 <= 15, drawn apart); the resume after that
+            must replay again from the same checkpoint (0 lost where the layout replays)
   full      the disk fills as step S begins: the run directory is on a tmpfs of its own (root), which
             a file of zeros fills to the last byte; every rank's next write fails (a metric, a log
             entry, a checkpoint). The run must end saying "No space left on device"; the filler is
@@ -44,7 +47,7 @@ that replays it):
     still there and `mindpipe inspect` verifies it; no file under a checkpoint's final name fails;
   - `--resume auto` (again after a resume that failed by design: corrupt, relapse) reaches step 24,
     and its losses and step-24 checkpoint are bitwise the uninterrupted run's;
-  - steps lost: 0 where the layout replays (kill, hang, relapse, node), else at most
+  - steps lost: 0 where the layout replays (kill, hang, relapse, again, node), else at most
     checkpoint.every, the reason logged (write, stall: the job aborted inside the collective write,
     so no survivor wrote a snapshot; full: no rank could write one; corrupt: the replay refused the
     damaged entry; sp: the start's refusal of the log).
@@ -101,7 +104,7 @@ LAYOUTS = {
                     "supernet.candidates": "h4m4,h2m1,skip", "supernet.window": 2}, None),
 }
 BACKENDS = ["cpu", "emu"]
-FAULTS = ["kill", "kill", "hang", "write", "stall", "corrupt", "relapse", "full"]
+FAULTS = ["kill", "kill", "hang", "write", "stall", "corrupt", "relapse", "full", "again"]
 COMMON = {"model.layers": 4, "train.steps": STEPS, "train.threads": 1, "checkpoint.every": EVERY,
           "checkpoint.keep": 0, "parallel.timeout": 10, "checkpoint.timeout": 30, "parallel.wait": "yield",
           "train.log_every": 1, "train.eval_every": 0, "train.peak_gflops": 50}
@@ -128,6 +131,14 @@ def draw(seed, i, faults=None):
     victim = rng.randrange(LAYOUTS[name][0])
     step = 2 * EVERY if fault in ("write", "stall") else rng.randint(EVERY + 2, 2 * EVERY - 1)
     return name, backend, fault, victim, step, rng.uniform(0.05, 1.0)
+
+
+def again_of(seed, i, n, step):
+    """The again fault's second kill: (rank, step), drawn apart from the trial's own draw (so the
+    other kinds' trials stay those of earlier campaigns); the step from the first kill's to the last
+    before the checkpoint of 2 * EVERY."""
+    rng = random.Random("%d:%d:again" % (seed, i))
+    return rng.randrange(n), rng.randint(step, 2 * EVERY - 1)
 
 
 def sets(d):
@@ -443,6 +454,22 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
             res["why"].append("no boundary log held step %d to corrupt" % (step - 1))
     resume = train_cmd(a, n, out, extra + rlog + ["--resume", "auto"])
     attempts = 0
+    if fault == "again":  # a second kill in the run resumed from the first, before the next checkpoint
+        v2, s2 = again_of(a.seed, i, n, step)
+        res["again"] = (v2, s2)
+        with open(log, "ab") as f:
+            f.write(b"\n== resume 1: rank %d killed as step %d begins\n" % (v2, s2))
+        rc2, _ = run(train_cmd(a, n, out, extra + rlog + ["--resume", "auto", "--set", "debug.fail_at=%d:%d" % (v2, s2)]),
+                     log, DEADLINE_S)
+        if rc2 == 124:
+            res["hang"] = True
+            res["why"].append("the resumed run that lost rank %d did not end within %d s" % (v2, DEADLINE_S))
+        elif rc2 == 0:
+            res["why"].append("the resumed run exited 0: its second kill (rank %d, step %d) did not happen" % (v2, s2))
+        for q in pids_of(out):  # a rank the abort left waiting
+            os.kill(q, signal.SIGKILL)
+        done_before = s2 - 1
+        attempts += 1
     if fault == "relapse":  # a second fault during the recovery: a random rank killed after `delay`
         with open(log, "ab") as f:
             p = spawn(resume, f)
@@ -488,7 +515,7 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
     # relapse too: a second loss, in the plan, the replay or the steps after, replays again from the
     # same checkpoint (until f905968 a replayed last stage did not log its tied head's inputs again,
     # and the accepted "replay ... failed" hid it)
-    if fault in ("kill", "hang", "relapse") and replays and res["lost"] != 0:
+    if fault in ("kill", "hang", "relapse", "again") and replays and res["lost"] != 0:
         res["why"].append("lost %d steps where the layout replays" % res["lost"])
     if res["lost"] > EVERY:
         res["why"].append("lost %d steps, more than checkpoint.every = %d" % (res["lost"], EVERY))
@@ -848,6 +875,8 @@ def run_one(a, i, root, refs, results, harnesses):
     fault = r["fault"] + (" (the second kill %s)" % ("landed" if r["landed"] else "came after the resume ended")
                           if r["fault"] == "relapse" else
                           "" if r["fault"] != "full" or r["landed"] else " (the run's writes were done before its disk filled)")
+    if r["fault"] == "again" and r.get("again"):
+        fault = "again (then rank %d at step %d of the resumed run)" % r["again"]
     if r["fault"] == "node":  # the rank it names first stops, then its node dies
         fault = "node2 lost (every process killed, slurmd too)"
     launched = "" if r["launcher"] == "mpiexec" else " under %s (LAUNCHER=%s%s%s)" % (
