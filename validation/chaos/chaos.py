@@ -134,8 +134,9 @@ def draw(seed, i, faults=None):
 
 
 def again_of(seed, i, n, step):
-    """The again fault's second kill: (rank, step), drawn apart from the trial's own draw (so the
-    other kinds' trials stay those of earlier campaigns); the step from the first kill's to the last
+    """The again fault's second kill: (rank, step), from a generator of its own (the trial's draw
+    takes nothing more, so a --faults list without again, as make check's, draws as before; the
+    default list's draws changed when again joined it); the step from the first kill's to the last
     before the checkpoint of 2 * EVERY."""
     rng = random.Random("%d:%d:again" % (seed, i))
     return rng.randrange(n), rng.randint(step, 2 * EVERY - 1)
