@@ -6,7 +6,8 @@
 # outlive a dead rank. Each trial's verdict: the fault ended the run within its deadline naming the
 # rank, no good checkpoint lost, the resume bitwise the uninterrupted run at step 24, 0 steps lost
 # where the layout replays (else at most checkpoint.every, the reason logged). A failing trial prints
-# its seed and the command that replays it. The full campaign is a benchmark (chaos.py --trials 300).
+# its seed and the command that replays it; then one trial of the again fault (a second kill in the
+# resumed run). The full campaign is a benchmark (chaos.py --trials 300).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # the campaign compares checkpoints and flips bytes in logs (h5py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -19,4 +20,13 @@ mp_scratch_init
 tap_checker "chaos, seed 45" chaos.py $? "$SCRATCH/chaos.out"
 grep -q "^10 passed, 0 failed$" "$SCRATCH/chaos.out"
 ok $? "chaos, seed 45: the campaign's own count (10 passed, 0 failed)"
+# the again fault (a second kill in the resumed run; deterministic: debug.fail_at both times): seed
+# 11's trial 0 loses pp = 2's last stage at step 12, then its first at step 14, whose replay reads the
+# tied head's inputs that the first replay logged again (the binary of a0cb2ee fell back here)
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/chaos/chaos.py" --mindpipe "$MINDPIPE" --data "$data" --seed 11 --only 0 \
+    --faults again --keep "$SCRATCH/again" > "$SCRATCH/again.out" 2>&1
+tap_checker "chaos again, seed 11 trial 0" chaos.py $? "$SCRATCH/again.out"
+grep -q "^PASS trial 0 (seed 11): pp2 on emu, again (then rank 0 at step 14 of the resumed run) of rank 1 at step 12: 0 steps lost$" \
+    "$SCRATCH/again.out"
+ok $? "chaos again: pp2's last stage, then its first in the resumed run: 0 steps lost"
 done_testing
