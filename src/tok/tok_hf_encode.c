@@ -178,21 +178,6 @@ static long hf_added_at(const tok_hf_t *hf, const unsigned char *s, size_t n, in
     return best;
 }
 
-#define HF_MARK "\xe2\x96\x81" /* U+2581 */
-
-size_t tok_hf_mark(const tok_hf_t *hf, const unsigned char *s, size_t n, size_t from, unsigned char *out)
-{
-    const int starts = (hf->space_mark && s[0] == ' ') || (n >= 3 && !memcmp(s, HF_MARK, 3));
-    size_t m = 0;
-    if (hf->prepend == HF_PREPEND_EVERY || (hf->prepend == HF_PREPEND_ALWAYS && !starts) ||
-        (hf->prepend == HF_PREPEND_FIRST && !starts && from == 0))
-        memcpy(out, HF_MARK, 3), m = 3;
-    for (size_t i = 0; i < n; i++)
-        if (hf->space_mark && s[i] == ' ') memcpy(out + m, HF_MARK, 3), m += 3;
-        else out[m++] = s[i];
-    return m;
-}
-
 /* ids[from..*m_p) with each run of unk_tokens made one (fuse_unk). */
 static void hf_fuse_unk(const tok_hf_t *hf, uint32_t *ids, size_t from, size_t *m_p)
 {

@@ -192,6 +192,22 @@ static int hf_pre_metaspace(const hf_ctx_t *c, tok_hf_t *hf, json_t *p, int dept
     return MP_OK;
 }
 
+/* What the normalizer (Prepend, Replace) or Metaspace read above does to a stretch (contract in
+ * tok_hf_impl.h): here beside their reading, used by the encoder and by added tokens' normalized
+ * contents (hf_added). */
+size_t tok_hf_mark(const tok_hf_t *hf, const unsigned char *s, size_t n, size_t from, unsigned char *out)
+{
+    const int starts = (hf->space_mark && s[0] == ' ') || (n >= 3 && !memcmp(s, HF_MARK, 3));
+    size_t m = 0;
+    if (hf->prepend == HF_PREPEND_EVERY || (hf->prepend == HF_PREPEND_ALWAYS && !starts) ||
+        (hf->prepend == HF_PREPEND_FIRST && !starts && from == 0))
+        memcpy(out, HF_MARK, 3), m = 3;
+    for (size_t i = 0; i < n; i++)
+        if (hf->space_mark && s[i] == ' ') memcpy(out + m, HF_MARK, 3), m += 3;
+        else out[m++] = s[i];
+    return m;
+}
+
 static int hf_pre_split(const hf_ctx_t *c, tok_hf_t *hf, json_t *p)
 {
     json_t *pat = json_object_get(p, "pattern"), *re = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
