@@ -238,20 +238,26 @@ resume_pp2() {
     run 2 "$1" $COMMON --set parallel.pp=2 --set recovery.log=1 --resume auto
 }
 
-# a damaged entry in the survivor's log: the replay fails naming it, the snapshot goes aside, and the
-# next resume restarts from the checkpoint: still the uninterrupted run
-lose_again dmg; ok $? "damaged log: the loss again (rank 1 at step 15)"
-"$TORCH_PYTHON" - "$SCRATCH/dmg/bndlog/bnd-r0.h5" <<'PY'
+# flip_entry LOG DATASET: one byte of step 13's DATASET in the boundary log LOG flipped (its checksum
+# then fails)
+flip_entry() {
+    "$TORCH_PYTHON" - "$1" "$2" <<'PY'
 import h5py, sys
-path = sys.argv[1]
+path, name = sys.argv[1], sys.argv[2]
 with h5py.File(path, "r") as f:
-    off = f["step_%08d/act_mb0_c0" % 12].id.get_offset()
+    off = f["step_%08d/%s" % (12, name)].id.get_offset()
 with open(path, "r+b") as f:
     f.seek(off + 100)
     b = f.read(1)
     f.seek(off + 100)
     f.write(bytes([b[0] ^ 0x40]))
 PY
+}
+
+# a damaged entry in the survivor's log: the replay fails naming it, the snapshot goes aside, and the
+# next resume restarts from the checkpoint: still the uninterrupted run
+lose_again dmg; ok $? "damaged log: the loss again (rank 1 at step 15)"
+flip_entry "$SCRATCH/dmg/bndlog/bnd-r0.h5" act_mb0_c0
 ok $? "damaged log: a byte of step 13's first activation flipped in rank 0's log"
 resume_pp2 dmg; rc=$?
 [ $rc -ne 0 ] && grep -q "checksum" "$SCRATCH/dmg.log" && grep -q "replay of steps 11 to 14 failed" "$SCRATCH/dmg.log" &&
@@ -273,17 +279,7 @@ compare "damaged log: the restart from the checkpoint is still the uninterrupted
 first_run dmg4 4 2+3 15 --set parallel.pp=4
 [ -e "$SCRATCH/dmg4/recovery/snap-r00000.h5" ] && [ -e "$SCRATCH/dmg4/recovery/snap-r00001.h5" ]
 ok $? "damaged log, two stages replaying: ranks 2+3 (stages 2 and 3 of pp = 4) lost at step 15"
-"$TORCH_PYTHON" - "$SCRATCH/dmg4/bndlog/bnd-r1.h5" <<'PY'
-import h5py, sys
-path = sys.argv[1]
-with h5py.File(path, "r") as f:
-    off = f["step_%08d/act_mb0_c1" % 12].id.get_offset()
-with open(path, "r+b") as f:
-    f.seek(off + 100)
-    b = f.read(1)
-    f.seek(off + 100)
-    f.write(bytes([b[0] ^ 0x40]))
-PY
+flip_entry "$SCRATCH/dmg4/bndlog/bnd-r1.h5" act_mb0_c1
 ok $? "damaged log, two stages replaying: a byte of step 13's first activation flipped in rank 1's log"
 t0=$(date +%s)
 # shellcheck disable=SC2086
