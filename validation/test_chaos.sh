@@ -29,4 +29,19 @@ tap_checker "chaos again, seed 11 trial 0" chaos.py $? "$SCRATCH/again.out"
 grep -q "^PASS trial 0 (seed 11): pp2 on emu, again (then rank 0 at step 14 of the resumed run) of rank 1 at step 12: 0 steps lost$" \
     "$SCRATCH/again.out"
 ok $? "chaos again: pp2's last stage, then its first in the resumed run: 0 steps lost"
+# under Slurm (jobs/slurm/train.sbatch on the one-node Slurm of slurm_harness.sh; root and the
+# Slurm packages of .ci/deps.sh, as test_zero_loss_slurm.sh): seed 2's trials 0 and 1 of the faults
+# the job's own requeue meets: zbv loses rank 1 at step 10 and, in the requeued run, rank 0 at
+# step 12 (the job requeues twice, each loss named, 0 lost); tp2 (one stage: no log gives its
+# gradient norms) has rank 0 stopped midway through the step-16 checkpoint write: the survivor
+# saves nothing that replays, the job requeues and resumes from step 8, 7 steps lost, said
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/chaos/chaos.py" --mindpipe "$MINDPIPE" --data "$data" --seed 2 --trials 2 \
+    --faults write,stall,again --launchers slurm1 --keep "$SCRATCH/slurm" > "$SCRATCH/slurm.out" 2>&1
+tap_checker "chaos under slurm1, seed 2" chaos.py $? "$SCRATCH/slurm.out"
+grep -q "^PASS trial 0 (seed 2) under slurm1 (LAUNCHER=mpirun, .*): zbv on emu, again (then rank 0 at step 12 of the resumed run) of rank 1 at step 10: 0 steps lost$" \
+    "$SCRATCH/slurm.out"
+ok $? "chaos under slurm1: zbv loses a rank, then another in the requeued run: requeued twice, 0 steps lost"
+grep -q "^PASS trial 1 (seed 2) under slurm1 (LAUNCHER=srun, .*): tp2 on cpu, stall of rank 0 at step 16: 7 steps lost$" \
+    "$SCRATCH/slurm.out"
+ok $? "chaos under slurm1: tp2 stopped inside a checkpoint write: requeued, back to step 8's checkpoint"
 done_testing

@@ -31,11 +31,14 @@ without it: every fault costs them a restart from the newest checkpoint.
 Launchers (--launchers, drawn per trial; default mpiexec alone, which draws every trial as before):
   mpiexec   as above
   slurm1    jobs/slurm/train.sbatch on the one-node Slurm of validation/slurm_harness.sh, LAUNCHER=srun
-            or mpirun; faults kill and hang, 2-rank layouts (the cores, not oversubscribed)
+            or mpirun; faults kill, hang, write, stall and again, 2-rank layouts (the cores, not
+            oversubscribed)
   slurm2    train.sbatch on its Slurm of two namespaced nodes (root, ip netns, unshare), -N 2
-            --no-kill, LAUNCHER=srun; faults kill, hang and node, 2- and 4-rank layouts split evenly
-Under Slurm the fault is on the job's first run only; the job names the lost rank in job.log,
-requeues itself, and its rerun (--resume auto) is judged as any resume. Each Slurm is started once
+            --no-kill, LAUNCHER=srun; faults kill, hang, node, write, stall and again, 2- and 4-rank
+            layouts split evenly
+Under Slurm the fault is on the job's first run only (again: its second kill on the second run);
+the job names the lost rank in job.log, requeues itself, and its rerun (--resume auto) is judged as
+any resume. Each Slurm is started once
 per campaign, at its launcher's first trial, and stopped at the end (or when this process dies).
 
 Verdict of a trial (each part must hold, else the trial fails and prints its seed and the command
@@ -543,11 +546,14 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
 SBATCH = os.path.join(HERE, "..", "..", "jobs", "slurm", "train.sbatch")
 HARNESS = os.path.join(HERE, "..", "slurm_harness.sh")
 LAUNCHERS = ["mpiexec", "slurm1", "slurm2"]
-# Faults the Slurm launchers draw: the job requeues itself after a rank lost (all others exit 75);
-# a fault inside a checkpoint write aborts the job (no requeue by design), and corrupt and relapse
-# need the harness between the fault and the rerun, which the job's own requeue does not leave room
-# for; full needs a tmpfs the nodes' mount namespaces would not see alike. Left to mpiexec.
-SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang"], "slurm2": ["kill", "hang", "node", "node"]}
+# Faults the Slurm launchers draw: the job requeues itself after a rank lost (all others exit 75),
+# in a step, inside a checkpoint write (write, stall: the survivors find the loss at the write's
+# agreement and save their snapshots) and again in the requeued run (again: the job requeues twice).
+# corrupt and relapse need the harness between the fault and the rerun, which the job's own requeue
+# does not leave room for; full needs a tmpfs the nodes' mount namespaces would not see alike. Left
+# to mpiexec.
+SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang", "write", "stall", "again"],
+               "slurm2": ["kill", "hang", "node", "node", "write", "stall", "again"]}
 
 
 class Harness:
@@ -614,7 +620,7 @@ def draw_slurm(seed, i, launcher, faults=None):
     rng = random.Random("%d:%d" % (seed, i))
     cpus = os.cpu_count() or 2
     fit = [k for k, v in sorted(LAYOUTS.items()) if v[2] is not None and
-           (v[0] <= cpus if launcher == "slurm1" else v[0] <= 2 * cpus and v[0] % 2 == 0)]
+           (v[0] <= cpus if launcher == "slurm1" else v[0] <= 4 * cpus and v[0] % 2 == 0)]
     name = rng.choice(fit)
     backend = rng.choice(BACKENDS)
     kinds = [f for f in SLURM_FAULTS[launcher] if not faults or f in faults] or SLURM_FAULTS[launcher][:1]
@@ -622,7 +628,7 @@ def draw_slurm(seed, i, launcher, faults=None):
     n = LAYOUTS[name][0]
     # srun's block distribution: node2 holds ranks n/2 .. n-1
     victim = rng.randrange(n // 2, n) if fault == "node" else rng.randrange(n)
-    step = rng.randint(EVERY + 2, 2 * EVERY - 1)
+    step = 2 * EVERY if fault in ("write", "stall") else rng.randint(EVERY + 2, 2 * EVERY - 1)
     via = rng.choice(["srun", "mpirun"]) if launcher == "slurm1" else "srun"
     return name, backend, fault, victim, step, via
 
@@ -691,16 +697,27 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     # The binary the job runs: the real one, with the fault on the job's first run only (until the
     # job log tells of a lost rank, after which the requeued run must run clean)
     wrapper = out + ".mindpipe"
-    mode = "" if fault == "kill" else ":hang"
+    mode = {"hang": ":hang", "write": ":write", "stall": ":stall"}.get(fault, "")
+    # again: a second kill in the requeued run (rank R2 as step S2 begins), the third run clean
+    second = ""
+    if fault == "again":
+        res["again"] = again_of(a.seed, i, n, step)
+        second = '[ "$k" = 1 ] && exec %s "$@" --set debug.fail_at=%d:%d\n' % ((a.mindpipe,) + res["again"])
     with open(wrapper, "w") as f:
         f.write('#!/bin/sh\n'
                 '# the run directory: the word after --out\n'
                 'prev=; for w in "$@"; do [ "$prev" = --out ] && out=$w; prev=$w; done\n'
-                'grep -qs "lost rank" "$out/job.log" && exec %s "$@"\n'
-                'exec %s "$@" --set debug.fail_at=%d:%d%s\n' % (a.mindpipe, a.mindpipe, victim, step, mode))
+                '# the runs of the job so far that lost a rank\n'
+                'k=$(grep -cs "lost rank" "$out/job.log")\n'
+                '[ "${k:-0}" = 0 ] && exec %s "$@" --set debug.fail_at=%d:%d%s\n'
+                '%sexec %s "$@"\n' % (a.mindpipe, victim, step, mode, second, a.mindpipe))
     os.chmod(wrapper, 0o755)
     env = dict(ENV, SLURM_CONF=harness.conf, MINDPIPE=wrapper, LAUNCHER=via, MPIRUN="mpiexec")
     shape = ["-n", str(n)] if launcher == "slurm1" else ["-N", "2", "--ntasks-per-node", str(n // 2), "--no-kill"]
+    if launcher == "slurm2" and n // 2 > (os.cpu_count() or 2):
+        # 8 ranks, 4 a node on 2 cores: oversubscribed, as mpiexec's 8-rank trials are (Slurm
+        # allocates a CPU per task unless told to overcommit)
+        shape.append("--overcommit")
     cmd = ["sbatch", "--parsable"] + shape + ["--time=10", "-o", log, SBATCH, DECK, out] + \
         ["--set", "data.path=%s" % a.data, "--quiet"] + extra + ["--set", "recovery.log=1"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp)
@@ -711,7 +728,7 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     res["job"] = jid
     joblog = os.path.join(out, "job.log")
     t0 = time.time()
-    if fault == "hang":  # the stopped rank outlives its peers: killed once they are gone, as for mpiexec
+    if fault in ("hang", "stall"):  # the stopped rank outlives its peers: killed once they are gone, as for mpiexec
         def survivors_gone():
             q = pids_of(out)
             return bool(q) and all(stopped(x) for x in q)
@@ -765,14 +782,23 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     m = re.findall(r"recovery: resumed at step (\d+)", runlog)
     f = re.findall(r"resumed from .*step_(\d+)\.h5 at step (\d+)", runlog)
     resumed_at = int(m[-1]) if m else (int(f[-1][1]) if f else 0)
+    if fault == "again":  # the second loss named and requeued too
+        lost_lines = [l for l in read(joblog).splitlines() if "lost rank" in l]
+        if len(re.findall(r"requeueing job %s" % jid, read(joblog))) < 2:
+            res["why"].append("the job did not requeue itself after the second loss (rank %d at step %d)" % res["again"])
+        elif len(lost_lines) < 2 or not re.search(r"lost rank\(s\)(?: \d+\([^)]*\))* %d\(" % res["again"][0], lost_lines[1]):
+            res["why"].append("the job log does not name rank %d, lost in the requeued run: %s" % (
+                res["again"][0], lost_lines[1:2]))
     if state == "COMPLETED":
-        res["lost"] = max(0, step - 1 - resumed_at)
+        res["lost"] = max(0, (res["again"][1] if fault == "again" else step) - 1 - resumed_at)
         # a node that held neighbouring stages (pp4's stages 2 and 3 on node2) replays them together,
         # exchanging their own messages live: 0 lost like any other replaying layout (seed 3000's
         # trials 75 and 119 fell back before)
-        if replays and res["lost"] != 0:
+        if replays and res["lost"] != 0 and fault not in ("write", "stall"):
             res["why"].append("lost %d steps where the layout replays" % res["lost"])
-        if res["lost"] and not re.search(r"snapshots are not used|replay of steps .* failed|nothing is logged", runlog):
+        # write and stall: the job aborted inside the collective write, so no survivor wrote a
+        # snapshot and the rerun is an ordinary resume from the newest checkpoint
+        if res["lost"] and fault not in ("write", "stall") and not re.search(r"snapshots are not used|replay of steps .* failed|nothing is logged", runlog):
             res["why"].append("lost %d steps without a logged reason" % res["lost"])
         if res["lost"] > EVERY:
             res["why"].append("lost %d steps, more than checkpoint.every = %d" % (res["lost"], EVERY))
