@@ -697,7 +697,8 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     # The binary the job runs: the real one, with the fault on the job's first run only (until the
     # job log tells of a lost rank, after which the requeued run must run clean)
     wrapper = out + ".mindpipe"
-    mode = {"hang": ":hang", "write": ":write", "stall": ":stall"}.get(fault, "")
+    # node: the rank stops in step S (then its node dies, below)
+    mode = {"hang": ":hang", "node": ":hang", "write": ":write", "stall": ":stall"}.get(fault, "")
     # again: a second kill in the requeued run (rank R2 as step S2 begins), the third run clean
     second = ""
     if fault == "again":
@@ -715,9 +716,10 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     env = dict(ENV, SLURM_CONF=harness.conf, MINDPIPE=wrapper, LAUNCHER=via, MPIRUN="mpiexec")
     shape = ["-n", str(n)] if launcher == "slurm1" else ["-N", "2", "--ntasks-per-node", str(n // 2), "--no-kill"]
     if launcher == "slurm2" and n // 2 > (os.cpu_count() or 2):
-        # 8 ranks, 4 a node on 2 cores: oversubscribed, as mpiexec's 8-rank trials are (Slurm
-        # allocates a CPU per task unless told to overcommit)
-        shape.append("--overcommit")
+        # 8 ranks, 4 a node on 2 cores: oversubscribed, as mpiexec's 8-rank trials are. Slurm gives
+        # a task a CPU unless told to overcommit, and refuses --ntasks-per-node above the node's
+        # CPUs even then; -n 8 over -N 2 places ranks 0-3 on node1 and 4-7 on node2 (block)
+        shape = ["-N", "2", "-n", str(n), "--overcommit", "--no-kill"]
     cmd = ["sbatch", "--parsable"] + shape + ["--time=10", "-o", log, SBATCH, DECK, out] + \
         ["--set", "data.path=%s" % a.data, "--quiet"] + extra + ["--set", "recovery.log=1"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp)
