@@ -122,6 +122,11 @@ DEADLINE_S = 120  # a faulty run must end (or its survivors exit) within this
 ENV = dict(os.environ, MINDPIPE_INIT_TIMEOUT="20", MINDPIPE_FINALIZE_TIMEOUT="15")
 
 
+# debug.fail_at's mode for each fault (none: a kill as the step begins); node: the rank stops in its
+# step, then the harness kills its whole node
+FAIL_MODE = {"hang": ":hang", "node": ":hang", "write": ":write", "stall": ":stall"}
+
+
 def draw(seed, i, faults=None):
     """Trial i of seed: (layout, backend, fault, victim, step, relapse delay); faults: the kinds drawn
     from (default FAULTS)."""
@@ -416,7 +421,7 @@ def trial(a, i, tmp, refs):
 def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
     fault, victim, step, delay = res["fault"], res["victim"], res["step"], res["delay"]
     rlog = ["--set", "recovery.log=%d" % logs]
-    mode = {"hang": ":hang", "write": ":write", "stall": ":stall"}.get(fault, "")
+    mode = FAIL_MODE.get(fault, "")
     fail = [] if fault == "full" else ["--set", "debug.fail_at=%d:%d%s" % (victim, step, mode)]
     # a full disk's run prints its progress to the trial's log (on another disk): the steps it
     # completed, which its own files may not have recorded
@@ -675,6 +680,11 @@ def wait_for(cond, secs, every=0.5):
     return cond()
 
 
+def names_lost(rank, text):
+    """Whether train.sbatch's line "lost rank(s) 1(signal 9 on vm) 3(...)" in text names rank."""
+    return re.search(r"lost rank\(s\)(?: \d+\([^)]*\))* %d\(" % rank, text) is not None
+
+
 def trial_slurm(a, i, tmp, refs, launcher, harness):
     t_start = time.time()
     r = trial_slurm_run(a, i, tmp, refs, launcher, harness)
@@ -715,8 +725,7 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     # The binary the job runs: the real one, with the fault on the job's first run only (until the
     # job log tells of a lost rank, after which the requeued run must run clean)
     wrapper = out + ".mindpipe"
-    # node: the rank stops in step S (then its node dies, below)
-    mode = {"hang": ":hang", "node": ":hang", "write": ":write", "stall": ":stall"}.get(fault, "")
+    mode = FAIL_MODE.get(fault, "")
     # again: a second kill in the requeued run (rank R2 as step S2 begins), the third run clean
     second = ""
     if fault == "again":
@@ -774,7 +783,7 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         res["hang"] = not named
         res["why"].append("the job log names no lost rank within %d s (job state %s)" % (
             DEADLINE_S, job_state(jid, harness.conf)))
-    elif not re.search(r"lost rank\(s\)(?: \d+\([^)]*\))* %d\(" % victim, read(joblog)):
+    elif not names_lost(victim, read(joblog)):
         res["why"].append("the job log does not name rank %d: %s" % (
             victim, [l for l in read(joblog).splitlines() if "lost rank" in l][:1]))
     if fault == "node" and res["landed"]:  # node2 back for the rerun: its slurmd again, the node resumed
@@ -806,7 +815,7 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         lost_lines = [l for l in read(joblog).splitlines() if "lost rank" in l]
         if len(re.findall(r"requeueing job %s" % jid, read(joblog))) < 2:
             res["why"].append("the job did not requeue itself after the second loss (rank %d at step %d)" % res["again"])
-        elif len(lost_lines) < 2 or not re.search(r"lost rank\(s\)(?: \d+\([^)]*\))* %d\(" % res["again"][0], lost_lines[1]):
+        elif len(lost_lines) < 2 or not names_lost(res["again"][0], lost_lines[1]):
             res["why"].append("the job log does not name rank %d, lost in the requeued run: %s" % (
                 res["again"][0], lost_lines[1:2]))
     if state == "COMPLETED":
