@@ -285,14 +285,17 @@ from_ckpt other "another run's snapshot" "RUN/recovery/snap-r00000.h5 is of run 
 f="$S/cutsnap/recovery/snap-r00000.h5"; head -c $(( $(wc -c < "$f") / 2 )) "$f" > "$f.cut" && mv "$f.cut" "$f"
 resumed cutsnap; ok $? "a resume with the snapshot cut to half runs"
 from_ckpt cutsnap "a snapshot cut to half" "RUN/recovery/snap-r00000.h5 does not read back"
-# another run's log of rank 0: rank 1's replay refuses to read it, and rank 0 refuses to log over it
-# (bndlog_open leaves a foreign file untouched): the resume stops naming it, nothing replayed
+# another run's log of rank 0: rank 1's replay refuses to read it, naming both run ids; the snapshots
+# are set aside and every rank restarts from the checkpoint, where rank 0 no longer needs its log:
+# the foreign file goes to bnd-r0.h5.old unopened and byte for byte (never overwritten)
 cp "$S/rb/bndlog/bnd-r0.h5" "$S/otherlog/bndlog/bnd-r0.h5"
-resumed otherlog; rc=$?
-[ $rc -eq 1 ] && grep -q "the log of rank 0 (stage 0) does not open" "$S/otherlog/log.txt" &&
+resumed otherlog; rc=$?; ok $rc "a resume with another run's log of rank 0 runs (exit $rc)"
+grep -q "the log of rank 0 (stage 0) does not open" "$S/otherlog/log.txt" &&
     grep -q "boundary log $S/otherlog/bndlog/bnd-r0.h5 belongs to another run: run_id is $(cat "$S/rb/run_id")" \
-        "$S/otherlog.2.log" && [ -e "$S/otherlog/recovery/snap-r00000.h5.unused" ] && ! grep -q "0 steps lost" "$S/otherlog/log.txt"
-ok $? "another run's boundary log: refused naming it and both run ids, nothing replayed, the snapshot set aside (exit $rc)"
+        "$S/otherlog.2.log" && [ -e "$S/otherlog/recovery/snap-r00000.h5.unused" ] &&
+    cmp -s "$S/rb/bndlog/bnd-r0.h5" "$S/otherlog/bndlog/bnd-r0.h5.old"
+ok $? "another run's boundary log: refused naming it and both run ids, the snapshot set aside, the file kept as bnd-r0.h5.old"
+from_ckpt otherlog "another run's boundary log" "the log of rank 0 (stage 0) does not open"
 f="$S/cutlog/bndlog/bnd-r0.h5"; head -c $(( $(wc -c < "$f") / 2 )) "$f" > "$f.cut" && mv "$f.cut" "$f"
 resumed cutlog; ok $? "a resume with rank 0's log cut to half runs"
 from_ckpt cutlog "a boundary log cut to half" "bnd-r0.h5 cannot be read: truncated or damaged"

@@ -10,11 +10,14 @@
  *     is closed and opened again once the cache passes BNDLOG_MDC_REOPEN;
  *   - a step is marked in two flushes: its data and metadata, fsync, then last_done, fsync.
  * A kill inside HDF5's flush itself can still leave metadata half written (HDF5 writes it in
- * place, several blocks per flush): the reader then cannot open the file (seen: "addr overflow";
- * the 1.8+ format chosen below checksums its metadata objects, which catches torn ones), says so,
- * and replay falls back to the checkpoint; the rank's own writer, resuming, moves it aside to
- * NAME.damaged and starts a new log. Not covered: a libhdf5 that crashes on such a file
- * (RELIABILITY.md, Limits).
+ * place, several blocks per flush; seen once in CI as "addr overflow" when the file was read).
+ * So nobody opens a killed rank's log: a replay reads the logs of the survivors only (a survivor
+ * closes its log, drained and flushed, before it writes its snapshot, so a snapshot vouches for its
+ * log), and the killed rank itself, resuming from a checkpoint or a replica, moves its old log aside
+ * unopened (bndlog_cfg_t.fresh, log_set_aside) instead of trusting libhdf5 with a torn file. A log
+ * that is opened and does not read (a damaged disk, a file cut short by hand) is named: a reader
+ * says so and the replay falls back to the checkpoint; its own writer moves it aside to
+ * NAME.damaged and starts a new log.
  *
  * Pruning rewrites: the steps kept are copied (H5Ocopy) into NAME.tmp, which is published over
  * NAME (publish.h). Rotating one file per checkpoint interval would avoid the copy but leave several
@@ -865,11 +868,27 @@ static int log_move_aside(const char *path)
     return MP_OK;
 }
 
+/* The log of a rank whose state comes from a checkpoint or a replica (bndlog_cfg_t.fresh) goes to
+ * PATH.old unopened, over an earlier PATH.old, the directory synced. Such a rank may have been
+ * killed inside its writer's H5Fflush, and a torn file is read by libhdf5 without any check of ours
+ * before it (a checksum over the flushed metadata would need HDF5's own layout). Its steps below
+ * first_step are needed by no replay: every replay starts from the newest checkpoint, at or after
+ * this rank's first_step, and this rank's replay (or its run from here) logs the steps after it
+ * again. Kept, not removed: it is the only trace of what the lost rank had logged. */
+static int log_set_aside(const char *path)
+{
+    char to[BNDLOG_PATH_MAX + 8], dir[BNDLOG_PATH_MAX];
+    snprintf(to, sizeof to, "%s.old", path);
+    if (rename(path, to) != 0) return MP_FAIL("boundary log %s: cannot move it to %s: %s", path, to, strerror(errno));
+    publish_dir_name(path, dir, sizeof dir);
+    return publish_fsync_path(dir, 1);
+}
+
 /* What to keep of the log already at b->path (b->id holds this run's identity and first_step):
  * the steps [its first, first_step) when they reach first_step - 1 on the same stage and pp;
- * nothing otherwise (and nothing of one that cannot be read, moved aside). *src_p: the old file,
- * open (or -1). */
-static int log_existing(bndlog_t *b, long first_step, hid_t *src_p, long *keep_hi_p)
+ * nothing otherwise (and nothing of one that cannot be read, moved aside); nothing and unopened
+ * when fresh (log_set_aside). *src_p: the old file, open (or -1). */
+static int log_existing(bndlog_t *b, long first_step, int fresh, hid_t *src_p, long *keep_hi_p)
 {
     struct stat st;
     bnd_ident_t old;
@@ -877,6 +896,7 @@ static int log_existing(bndlog_t *b, long first_step, hid_t *src_p, long *keep_h
     *src_p = -1, *keep_hi_p = first_step;
     if (lstat(b->path, &st) != 0) return MP_OK;
     if (!S_ISREG(st.st_mode)) return MP_FAIL("boundary log %s: not a regular file: refused", b->path);
+    if (fresh) return log_set_aside(b->path);
     if (file_open_ident(b->path, H5F_ACC_RDONLY, src_p, &old, &damaged) != MP_OK) {
         *src_p = -1;
         if (damaged) return log_move_aside(b->path);
@@ -898,12 +918,12 @@ static int log_existing(bndlog_t *b, long first_step, hid_t *src_p, long *keep_h
 }
 
 /* The file the writer appends to: what to keep of an old one, rewritten under NAME.tmp, published. */
-static int log_file_start(bndlog_t *b, long first_step)
+static int log_file_start(bndlog_t *b, long first_step, int fresh)
 {
     hid_t src = -1;
     long keep_hi;
     if (publish_tmp_name(b->path, b->tmp, sizeof b->tmp) != MP_OK) return MP_ERR;
-    if (log_existing(b, first_step, &src, &keep_hi) != MP_OK) return MP_ERR;
+    if (log_existing(b, first_step, fresh, &src, &keep_hi) != MP_OK) return MP_ERR;
     b->id.last_done = first_step - 1;
     int rc = publish_tmp_prepare(b->tmp) == MP_OK ? file_rewrite(b, src, b->id.first, keep_hi) : MP_ERR;
     if (src >= 0) H5Fclose(src);
@@ -963,7 +983,7 @@ int bndlog_open(const bndlog_cfg_t *cfg, bndlog_t **log_p)
         goto err_free;
     h5_quiet_t q;
     h5_quiet_begin(&q);
-    int rc = log_file_start(b, cfg->first_step);
+    int rc = log_file_start(b, cfg->first_step, cfg->fresh);
     h5_quiet_end(&q);
     if (rc != MP_OK) goto err_free;
     b->next_done = cfg->first_step;

@@ -53,6 +53,9 @@ typedef struct {
     const char *run_id;     /* the run's id (ckpt.h: 32 hex digits); a file of another run is refused */
     int rank, stage, pp;    /* this process's world rank, its pipeline stage, the pipeline depth */
     long first_step;        /* the first step this run will log: 0, or the step it resumed at */
+    int fresh;              /* 1: no replay can need this rank's steps below first_step (its state
+                               comes from a checkpoint or a replica's snapshot, not its own): a log
+                               already there is not opened (bndlog_open) */
     size_t max_queue_bytes; /* data waiting for the writer; past it put waits (> 0); the writer keeps
                                as much again in spare buffers for reuse */
 } bndlog_cfg_t;
@@ -76,7 +79,10 @@ typedef struct bndlog_s bndlog_t;
 int bndlog_path(const char *dir, int rank, char *path_p, size_t n);
 
 /* Opens this rank's log for writing and starts its writer thread; DIR/bndlog is created if
- * missing (a link or a file under that name is refused). A log already there is read first:
+ * missing (a link or a file under that name is refused). With cfg->fresh, a log already there is
+ * moved aside unopened to NAME.old (over an earlier NAME.old: one generation kept for a look): a
+ * rank that lost its state may have been killed inside its writer's flush, which tears the file,
+ * and libhdf5 is not trusted to open a torn file without crashing. Otherwise it is read first:
  *   - another run's, rank's or format's: refused, naming the file and the key, left untouched;
  *   - one that cannot be read (damaged, truncated: a kill inside its flush tears it): moved aside to
  *     NAME.damaged (NAME.damaged.K, never over an earlier one), said in a warning, and a new log

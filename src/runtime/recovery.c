@@ -31,6 +31,7 @@ struct recovery_s {
     int scal_stage;                        /* ... the stage whose log gives the scalars */
     unsigned char live[SIM_MAX_STAGES];    /* ... the stages it exchanges with live (they replay too) */
     int failed;                            /* ... a message it needed was missing or damaged */
+    int own_snap;                          /* this rank resumed from its own snapshot: its log is kept */
 };
 
 static struct recovery_s *rec_get(run_t *r)
@@ -119,7 +120,10 @@ int recovery_open(run_t *r)
     }
     struct recovery_s *c = rec_get(r);
     const bndlog_cfg_t cfg = {.dir = r->files.out_dir, .run_id = r->files.run_id, .rank = r->lay.rank, .stage = r->lay.stage, .pp = r->lay.pp,
-                              .first_step = r->step, .max_queue_bytes = RECOVERY_QUEUE_BYTES};
+                              .first_step = r->step, .max_queue_bytes = RECOVERY_QUEUE_BYTES,
+                              /* only a survivor's log is opened again: any other rank resumes from a
+                                 checkpoint (or a replica), and a lost one may have torn its log */
+                              .fresh = !c->own_snap};
     if (bndlog_open(&cfg, &c->log) != MP_OK) return MP_ERR;
     c->bnd = (exec_bnd_t){rec_sent, rec_recv, r};
     exec_set_bnd(&r->st.exec, &c->bnd, 0, NULL);
@@ -657,6 +661,7 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     if (!p->replay) { /* its own snapshot, or its replica's */
         rec_to_device(&r->deck, &r->st, b);
         r->adam_t = adam;
+        rec_get(r)->own_snap = p->source < 0;
     }
 out:
     free(b), free(snap);

@@ -4,7 +4,8 @@
  * keeps the marked steps before the resume step; prune refuses older steps and keeps the step in
  * flight readable, in a smaller file; another run id, rank or format refused naming the file and the
  * key, the file left as it was; a torn log of this rank in a resume's way moved aside to NAME.damaged
- * (never over an earlier one) and a new log started; a flipped byte in a tensor's or the scalars' data caught by its
+ * (never over an earlier one) and a new log started; a fresh open (a rank resuming from a checkpoint)
+ * moves the old log, whole, torn or another run's, to NAME.old unopened; a flipped byte in a tensor's or the scalars' data caught by its
  * checksum, the caller's buffer untouched; entries forged in a sound file (moved from another step
  * or kind, copied from another rank's log, integers, 2-D, short, no checksum or a string as one)
  * refused naming the file, the entry and what is wrong; truncated files refused without a crash; puts while
@@ -969,6 +970,74 @@ static void test_rows(const char *dir)
     bndlog_read_close(r);
 }
 
+/* A rank whose state comes from a checkpoint or a replica (cfg.fresh): its old log, whole or torn,
+ * goes to NAME.old unopened and byte for byte, nothing said (a routine resume), over an earlier
+ * NAME.old; the new log starts at the resume step; a directory in its place is still refused. */
+static void test_open_fresh(const char *dir)
+{
+    const char *path = strdup(log_file(dir, 1));
+    char old[1200];
+    snprintf(old, sizeof old, "%s.old", path);
+    bndlog_t *b = NULL;
+    bndlog_cfg_t c = cfg_of(dir, 1, 0, 1 << 20);
+    size_t bytes = 0, len0 = 0, len1 = 0;
+    int bad = bndlog_open(&c, &b) != MP_OK;
+    for (long s = 0; !bad && s < 2; s++) bad += put_step(b, s, &bytes) + (bndlog_step_done(b, s) != MP_OK);
+    bad += !b || bndlog_close(b) != MP_OK;
+    char *whole = slurp(path, &len0);
+    c.first_step = 1, c.fresh = 1;
+    b = NULL;
+    capture_begin();
+    int r1 = bad ? MP_ERR : bndlog_open(&c, &b);
+    capture_end();
+    show_errtext();
+    char *moved = slurp(old, &len1);
+    bad = !b || put_step(b, 1, &bytes) != 0 || bndlog_step_done(b, 1) != MP_OK || bndlog_close(b) != MP_OK;
+    bndlog_reader_t *r = NULL;
+    bndlog_info_t info = {0};
+    int ok = !bad && bndlog_read_open(path, RUN, 1, &r) == MP_OK;
+    if (ok) bndlog_read_info(r, &info);
+    ok = ok && info.first_step == 1 && info.last_step == 1 && check_step(r, 1) == 0;
+    if (r) bndlog_read_close(r);
+    tap_ok(r1 == MP_OK && errtext[0] == 0 && whole && moved && len1 == len0 && memcmp(whole, moved, len0) == 0 && ok,
+           "fresh open at step 1 over a whole log of steps 0..1: it goes to NAME.old byte for byte, nothing said, "
+           "step 0 not kept; the new log starts at step 1 (first %ld, last %ld)", info.first_step, info.last_step);
+    free(whole);
+    free(moved);
+
+    /* torn, and of another run: never opened (an open would move it to NAME.damaged, or refuse it) */
+    bad = truncate(path, file_size(path) / 2) != 0;
+    char *torn = slurp(path, &len0);
+    c.run_id = "ffffffffffffffffffffffffffffffff";
+    b = NULL;
+    capture_begin();
+    int r2 = bad ? MP_ERR : bndlog_open(&c, &b);
+    capture_end();
+    show_errtext();
+    if (b) bad += bndlog_close(b) != MP_OK;
+    char damaged[1300];
+    snprintf(damaged, sizeof damaged, "%s.damaged", path);
+    struct stat st;
+    moved = slurp(old, &len1);
+    tap_ok(r2 == MP_OK && !bad && errtext[0] == 0 && torn && moved && len1 == len0 && memcmp(torn, moved, len0) == 0 &&
+               lstat(damaged, &st) != 0,
+           "fresh open over a torn log (%zu bytes), by another run id: to NAME.old over the earlier one, unopened "
+           "(no NAME.damaged, no refusal)", len0);
+    free(torn);
+    free(moved);
+
+    /* a directory in the log's place: refused as before, fresh or not */
+    bad = unlink(path) != 0 || mkdir(path, 0700) != 0;
+    b = NULL;
+    capture_begin();
+    int r3 = bad ? MP_OK : bndlog_open(&c, &b);
+    capture_end();
+    show_errtext();
+    tap_ok(r3 == MP_ERR && !b && has(path) && has("not a regular file") && lstat(path, &st) == 0 && S_ISDIR(st.st_mode),
+           "fresh open with a directory in the log's place: refused naming it, left there");
+    free((char *)path);
+}
+
 int main(void)
 {
     alarm(300); /* a deadlock fails the test instead of hanging make check */
@@ -980,8 +1049,8 @@ int main(void)
     hbool_t ts = 0;
     H5is_library_threadsafe(&ts);
     tap_diag("this libhdf5 is %sthread-safe: the writer keeps to bndlog's thread rule either way", ts ? "" : "not ");
-    char dirs[9][1100];
-    for (int i = 0; i < 9; i++) {
+    char dirs[10][1100];
+    for (int i = 0; i < 10; i++) {
         snprintf(dirs[i], sizeof dirs[i], "%s/run%d", tmpdir, i);
         mkdir(dirs[i], 0700);
     }
@@ -998,6 +1067,7 @@ int main(void)
     test_duplicate(dirs[6]);
     test_rows(dirs[7]);
     test_open_damaged(dirs[8]);
+    test_open_fresh(dirs[9]);
     test_killed(dirs[5], 0, 0);
     test_killed(dirs[5], 1, 300);
     test_killed(dirs[5], 2, 3000);
