@@ -32,6 +32,7 @@ struct recovery_s {
     unsigned char live[SIM_MAX_STAGES];    /* ... the stages it exchanges with live (they replay too) */
     int failed;                            /* ... a message it needed was missing or damaged */
     int own_snap;                          /* this rank resumed from its own snapshot: its log is kept */
+    long from;                             /* the recovery's checkpoint step (a replay moves r->step on) */
 };
 
 static struct recovery_s *rec_get(run_t *r)
@@ -291,6 +292,39 @@ void recovery_arm(run_t *r)
      * peer's after half of it */
     r->lay.wait.stopping = signals_pending;
     r->lay.wait.stop_timeout = r->deck.train.stop_grace / 2;
+}
+
+/* A peer lost during the recovery (recovery_arm_resume): this rank's state is a snapshot already on
+ * disk (a survivor's: still there, it is removed only once the recovery succeeded), a replica's, or a
+ * replay in progress: none worth writing, so it writes nothing and exits 75; the next --resume auto
+ * finds the same snapshots and replays the lost ranks again (the one just lost with them). */
+static void rec_lost_resume(void *ctx, const char *msg)
+{
+    run_t *r = ctx;
+    r->lay.wait.lost = NULL; /* a wait inside what follows aborts as usual */
+    fprintf(stderr, "mindpipe: rank %d: %s\nmindpipe: rank %d: recovery.log: a peer was lost during the recovery; the "
+            "snapshots stay for the next --resume auto, which recovers again from the checkpoint of step %ld; exit %d\n",
+            r->lay.rank, msg, r->lay.rank, r->rec ? r->rec->from : r->step, MP_EXIT_REQUEUE);
+    fflush(stderr);
+    const int rc = recovery_close(r); /* a replaying rank's log: drained (the next recovery sets it aside) */
+    if (r->lay.wait.status && r->lay.wait.status[0]) {
+        char text[1800];
+        snprintf(text, sizeof text, "%d %s: %s: %s%s\n", rc == MP_OK ? MP_EXIT_REQUEUE : 1,
+                 rc == MP_OK ? "stopped" : "aborted", r->lay.wait.who ? r->lay.wait.who : "a rank", msg,
+                 rc == MP_OK ? "; a peer lost during the recovery, which --resume auto tries again" : "");
+        publish_text(r->lay.wait.status, text);
+    }
+    runlog_close(&r->files.log);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(rc == MP_OK ? MP_EXIT_REQUEUE : 1);
+}
+
+void recovery_arm_resume(run_t *r)
+{
+    if (!r->deck.recovery.log || !r->opts.resume) return;
+    r->lay.wait.lost = rec_lost_resume;
+    r->lay.wait.lost_ctx = r;
 }
 
 void recovery_disarm(run_layout_t *lay)
@@ -567,6 +601,7 @@ int recovery_plan(run_t *r, recovery_plan_t *p)
     p->from = p->target = r->step;
     p->source = -1;
     if (!r->deck.recovery.log || !r->opts.resume) return MP_OK;
+    rec_get(r)->from = r->step;
     const int W = r->lay.world;
     const size_t total = r->st.model.tab.total;
     float *b = MP_MALLOC(REC_BUFS * (total ? total : 1) * sizeof *b);

@@ -44,6 +44,11 @@ void recovery_resume(run_t *r);
  * while armed; nothing without a log. */
 void recovery_arm(run_t *r);
 void recovery_disarm(run_layout_t *lay);
+/* The same for the recovery itself (recovery_plan to recovery_finish of a --resume auto with
+ * recovery.log): a peer lost there ends this rank with status 75 and nothing written, the survivors'
+ * snapshots left where they are, so the next --resume auto (a batch job's requeue) plans the recovery
+ * again from the same checkpoint; a replaying rank's own log is drained first. */
+void recovery_arm_resume(run_t *r);
 
 /* What --resume auto does with snapshots, decided alike on every rank. */
 typedef struct {

@@ -144,6 +144,21 @@ static double train_update(run_t *r, double lr)
     return gnorm;
 }
 
+/* debug.fail_at = RANK:STEP:replay: this rank dies in the recovery if its replay covers STEP (steps
+ * counted as the log counts them): a replaying rank as it begins that step (t, the steps done), one
+ * that does not (t < 0) as it starts waiting for the replay. */
+static void train_fail_in_replay(const run_t *r, const recovery_plan_t *p, long t)
+{
+    const deck_fail_at_t *f = &r->deck.debug.fail;
+    if (f->mode != DECK_FAIL_REPLAY || !deck_fail_names(f, r->lay.rank) || f->step <= p->from || f->step > p->target ||
+        (t >= 0 && f->step != t + 1))
+        return;
+    fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d kills itself %s step %ld\n", r->deck.debug.fail_at, r->lay.rank,
+            t >= 0 ? "as its replay begins" : "waiting for the replay of", f->step);
+    fflush(stderr);
+    raise(SIGKILL);
+}
+
 /* recovery: this rank's steps p->from .. p->target − 1 alone, every message from its neighbours'
  * logs and each step's gradient norm from theirs; its own sends logged again (recovery.h). */
 static int train_replay(run_t *r, const recovery_plan_t *p, double *secs_p)
@@ -158,6 +173,7 @@ static int train_replay(run_t *r, const recovery_plan_t *p, double *secs_p)
     const int zero = r->st.dp_on && r->deck.parallel.zero;
     for (long t = p->from; t < p->target && (p->group || !recovery_replay_failed(r)); t++) {
         double v[2] = {0.0, 0.0};
+        train_fail_in_replay(r, p, t);
         if (recovery_replay_scalars(r, t, v) != MP_OK && !p->group) break;
         exec_step(&r->st.exec, t, (float)(1.0 / tokens), &src, NULL, 1);
         if (recovery_replay_failed(r) && !p->group) break;
@@ -572,12 +588,15 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     if (ops && ops->resume) ops->resume(&r);
     /* recovery.log: the survivors' snapshots, the lost rank's replay, then this rank's log */
     recovery_plan_t rp = {0};
+    recovery_arm_resume(&r); /* a peer lost from here to the end of the recovery: exit 75, tried again */
     if (rc == MP_OK) rc = recovery_plan(&r, &rp);
     if (rc == MP_OK && rp.on) {
         double took = 0.0;
         const int ok = !rp.replay || train_replay(&r, &rp, &took) == MP_OK;
+        if (!rp.replay) train_fail_in_replay(&r, &rp, -1);
         rc = recovery_finish(&r, &rp, ok, took);
     }
+    recovery_disarm(&r.lay);
     if (rc == MP_OK) rc = run_agree(recovery_open(&r));
     if (rc == MP_OK) rc = run_agree(trace_init(&r.files.trace));
     /* the survivors' step was one whose checkpoint was due (a rank lost inside that write): the loop
