@@ -7,14 +7,16 @@
 # rank, no good checkpoint lost, the resume bitwise the uninterrupted run at step 24, 0 steps lost
 # where the layout replays (else at most checkpoint.every, the reason logged). A failing trial prints
 # its seed and the command that replays it; then one trial of the again fault (a second kill in the
-# resumed run). The full campaign is a benchmark (chaos.py --trials 300).
+# resumed run), and under the one-node Slurm two of write/stall/again and two of relapse (a second
+# loss inside the requeued run's recovery). The full campaign is a benchmark (chaos.py --trials 300).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # the campaign compares checkpoints and flips bytes in logs (h5py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
 mp_scratch_init
-# relapse (a second kill during the recovery, after a random delay) and full (the disk filled as a
-# step begins) are left to the full campaign: where their fault lands depends on the clock, and a
-# check here gives the same verdict every run
+# mpiexec's relapse (a second kill during the recovery, after a random delay) and full (the disk
+# filled as a step begins) are left to the full campaign: where their fault lands depends on the
+# clock, and a check here gives the same verdict every run (Slurm's relapse, below, is at a drawn
+# step of the replay: debug.fail_at=R:S:replay)
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/chaos/chaos.py" --mindpipe "$MINDPIPE" --data "$data" --seed 45 --trials 10 \
     --faults kill,hang,write,stall,corrupt --keep "$SCRATCH/chaos" > "$SCRATCH/chaos.out" 2>&1
 tap_checker "chaos, seed 45" chaos.py $? "$SCRATCH/chaos.out"
@@ -44,4 +46,17 @@ ok $? "chaos under slurm1: zbv loses a rank, then another in the requeued run: r
 grep -q "^PASS trial 1 (seed 2) under slurm1 (LAUNCHER=srun, .*): tp2 on cpu, stall of rank 0 at step 16: 7 steps lost$" \
     "$SCRATCH/slurm.out"
 ok $? "chaos under slurm1: tp2 stopped inside a checkpoint write: requeued, back to step 8's checkpoint"
+# relapse under Slurm: seed 5's trials 0 and 1 lose a rank, then another inside the requeued run's
+# recovery: 2bw's rank 0 again as its replay begins step 9, zbv's survivor rank 1 as it waits for
+# the replay of step 10. The others exit 75, the job requeues a second time and recovers again from
+# the same checkpoint: 0 lost (before afb18e9 they aborted with 1 and the job ended FAILED)
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/chaos/chaos.py" --mindpipe "$MINDPIPE" --data "$data" --seed 5 --trials 2 \
+    --faults relapse --launchers slurm1 --keep "$SCRATCH/relapse" > "$SCRATCH/relapse.out" 2>&1
+tap_checker "chaos relapse under slurm1, seed 5" chaos.py $? "$SCRATCH/relapse.out"
+grep -q "^PASS trial 0 (seed 5) under slurm1 (LAUNCHER=srun, .*): 2bw on cpu, relapse (then rank 0 in the recovery, at step 9 of the replay: landed) of rank 0 at step 10: 0 steps lost$" \
+    "$SCRATCH/relapse.out"
+ok $? "chaos relapse under slurm1: 2bw's replaying rank lost again inside its replay: requeued twice, 0 steps lost"
+grep -q "^PASS trial 1 (seed 5) under slurm1 (LAUNCHER=srun, .*): zbv on cpu, relapse (then rank 1 in the recovery, at step 10 of the replay: landed) of rank 0 at step 11: 0 steps lost$" \
+    "$SCRATCH/relapse.out"
+ok $? "chaos relapse under slurm1: zbv's survivor lost while waiting for the replay: requeued twice, 0 steps lost"
 done_testing

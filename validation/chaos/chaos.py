@@ -17,7 +17,10 @@ without it: every fault costs them a restart from the newest checkpoint.
   corrupt   a kill as above, then one byte flipped in every survivor's boundary log (the first entry
             of step S − 1, the last the survivors completed) before the resume
   relapse   a kill as above, then a second fault during the recovery itself: a random rank of the
-            resume SIGKILLed after a random delay (inside the plan, the replay or the steps after)
+            resume SIGKILLed after a random delay (inside the plan, the replay or the steps after);
+            under Slurm at a drawn step of the requeued run's replay (debug.fail_at=R2:S2:replay: a
+            replaying rank as it begins replaying S2, another as it waits for the replay), so the
+            others exit 75 and the job requeues a second time
   again     a kill as above, then a second kill in the run resumed from it, before the next
             checkpoint: rank R2 as step S2 begins (S <= S2 <= 15, drawn apart); the resume after that
             must replay again from the same checkpoint (0 lost where the layout replays)
@@ -31,12 +34,13 @@ without it: every fault costs them a restart from the newest checkpoint.
 Launchers (--launchers, drawn per trial; default mpiexec alone, which draws every trial as before):
   mpiexec   as above
   slurm1    jobs/slurm/train.sbatch on the one-node Slurm of validation/slurm_harness.sh, LAUNCHER=srun
-            or mpirun; faults kill, hang, write, stall and again, 2-rank layouts (the cores, not
+            or mpirun; faults kill, hang, write, stall, again and relapse, 2-rank layouts (the cores, not
             oversubscribed)
   slurm2    train.sbatch on its Slurm of two namespaced nodes (root, ip netns, unshare), -N 2
-            --no-kill, LAUNCHER=srun; faults kill, hang, node, write, stall and again, 2-, 4- and
+            --no-kill, LAUNCHER=srun; faults kill, hang, node, write, stall, again and relapse, 2-, 4- and
             8-rank layouts split evenly (8: 4 a node, --overcommit)
-Under Slurm the fault is on the job's first run only (again: its second kill on the second run);
+Under Slurm the fault is on the job's first run only (again and relapse: their second loss on the
+second run);
 the job names the lost rank in job.log, requeues itself, and its rerun (--resume auto) is judged as
 any resume. Each Slurm is started once
 per campaign, at its launcher's first trial, and stopped at the end (or when this process dies).
@@ -148,6 +152,14 @@ def again_of(seed, i, n, step):
     before the checkpoint of 2 * EVERY."""
     rng = random.Random("%d:%d:again" % (seed, i))
     return rng.randrange(n), rng.randint(step, 2 * EVERY - 1)
+
+
+def relapse_of(seed, i, n, step):
+    """The Slurm relapse's second loss: (rank, step), a rank of the requeued run killed in its
+    recovery as the replay reaches step (debug.fail_at=R:S:replay), a step the replay covers: after
+    the checkpoint of EVERY, before the survivors' step − 1."""
+    rng = random.Random("%d:%d:relapse" % (seed, i))
+    return rng.randrange(n), rng.randint(EVERY + 1, step - 1)
 
 
 def sets(d):
@@ -572,11 +584,13 @@ LAUNCHERS = ["mpiexec", "slurm1", "slurm2"]
 # Faults the Slurm launchers draw: the job requeues itself after a rank lost (all others exit 75),
 # in a step, inside a checkpoint write (write, stall: the survivors find the loss at the write's
 # agreement and save their snapshots) and again in the requeued run (again: the job requeues twice).
-# corrupt and relapse need the harness between the fault and the rerun, which the job's own requeue
-# does not leave room for; full needs a tmpfs the nodes' mount namespaces would not see alike. Left
-# to mpiexec.
-SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang", "write", "stall", "again"],
-               "slurm2": ["kill", "hang", "node", "node", "write", "stall", "again"]}
+# relapse: a random rank of the requeued run dies inside its recovery (debug.fail_at=R2:S2:replay, a
+# replaying rank as its replay begins step S2, another as it waits for the replay), the others exit
+# 75 and the job requeues a second time. corrupt needs the harness between the fault and the rerun,
+# which the job's own requeue does not leave room for; full needs a tmpfs the nodes' mount
+# namespaces would not see alike. Left to mpiexec.
+SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang", "write", "stall", "again", "relapse"],
+               "slurm2": ["kill", "hang", "node", "node", "write", "stall", "again", "relapse"]}
 
 
 class Harness:
@@ -727,10 +741,14 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     wrapper = out + ".mindpipe"
     mode = FAIL_MODE.get(fault, "")
     # again: a second kill in the requeued run (rank R2 as step S2 begins), the third run clean
+    # relapse: a second loss inside the requeued run's recovery, the third run clean
     second = ""
     if fault == "again":
         res["again"] = again_of(a.seed, i, n, step)
         second = '[ "$k" = 1 ] && exec %s "$@" --set debug.fail_at=%d:%d\n' % ((a.mindpipe,) + res["again"])
+    if fault == "relapse":
+        res["relapse"] = relapse_of(a.seed, i, n, step)
+        second = '[ "$k" = 1 ] && exec %s "$@" --set debug.fail_at=%d:%d:replay\n' % ((a.mindpipe,) + res["relapse"])
     with open(wrapper, "w") as f:
         f.write('#!/bin/sh\n'
                 '# the run directory: the word after --out\n'
@@ -818,6 +836,18 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         elif len(lost_lines) < 2 or not names_lost(res["again"][0], lost_lines[1]):
             res["why"].append("the job log does not name rank %d, lost in the requeued run: %s" % (
                 res["again"][0], lost_lines[1:2]))
+    if fault == "relapse":  # where the requeued run recovered (a layout whose plan falls back has no
+        # recovery to die in: the second run then runs clean), its loss there named and requeued too
+        said = "debug.fail_at=%d:%d:replay: rank %d kills itself" % (res["relapse"] + res["relapse"][:1])
+        res["landed"] = said in read(log)
+        lost_lines = [l for l in read(joblog).splitlines() if "lost rank" in l]
+        if res["landed"] and len(re.findall(r"requeueing job %s" % jid, read(joblog))) < 2:
+            res["why"].append("the job did not requeue itself after rank %d was lost in the recovery" % res["relapse"][0])
+        elif res["landed"] and (len(lost_lines) < 2 or not names_lost(res["relapse"][0], lost_lines[1])):
+            res["why"].append("the job log does not name rank %d, lost in the requeued run's recovery: %s" % (
+                res["relapse"][0], lost_lines[1:2]))
+        elif not res["landed"] and replays:
+            res["why"].append("rank %d did not die in the recovery of a layout that replays" % res["relapse"][0])
     if state == "COMPLETED":
         res["lost"] = max(0, (res["again"][1] if fault == "again" else step) - 1 - resumed_at)
         # a node that held neighbouring stages (pp4's stages 2 and 3 on node2) replays them together,
@@ -932,6 +962,9 @@ def run_one(a, i, root, refs, results, harnesses):
     fault = r["fault"] + (" (the second kill %s)" % ("landed" if r["landed"] else "came after the resume ended")
                           if r["fault"] == "relapse" else
                           "" if r["fault"] != "full" or r["landed"] else " (the run's writes were done before its disk filled)")
+    if r["fault"] == "relapse" and r.get("relapse"):  # under Slurm: a drawn rank and step of the replay
+        fault = "relapse (then rank %d in the recovery, at step %d of the replay: %s)" % (
+            r["relapse"] + ("landed" if r["landed"] else "no recovery to die in",))
     if r["fault"] == "again" and r.get("again"):
         fault = "again (then rank %d at step %d of the resumed run)" % r["again"]
     if r["fault"] == "node":  # the rank it names first stops, then its node dies
