@@ -256,6 +256,24 @@ static int rec_snapshot_write(run_t *r)
     return rc;
 }
 
+/* A lost peer's end of this rank: RUN/exit_status says "75 stopped: WHO: msg" + said (rc MP_OK) or
+ * "1 aborted: WHO: msg", the run log closed, and the process exits 75 or 1 (no atexit: MPI is not
+ * finalized with a peer gone). */
+MP_NORETURN static void rec_exit(run_t *r, int rc, const char *msg, const char *said)
+{
+    if (r->lay.wait.status && r->lay.wait.status[0]) {
+        char text[1800];
+        snprintf(text, sizeof text, "%d %s: %s: %s%s\n", rc == MP_OK ? MP_EXIT_REQUEUE : 1,
+                 rc == MP_OK ? "stopped" : "aborted", r->lay.wait.who ? r->lay.wait.who : "a rank", msg,
+                 rc == MP_OK ? said : "");
+        publish_text(r->lay.wait.status, text);
+    }
+    runlog_close(&r->files.log);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(rc == MP_OK ? MP_EXIT_REQUEUE : 1);
+}
+
 /* The survivor (a wait past parallel.timeout): its state, its log drained, status 75. */
 static void rec_lost(void *ctx, const char *msg)
 {
@@ -269,17 +287,7 @@ static void rec_lost(void *ctx, const char *msg)
     fflush(stderr);
     int rc = recovery_close(r);
     if (rec_snapshot_write(r) != MP_OK) rc = MP_ERR;
-    if (r->lay.wait.status && r->lay.wait.status[0]) {
-        char text[1800];
-        snprintf(text, sizeof text, "%d %s: %s: %s%s\n", rc == MP_OK ? MP_EXIT_REQUEUE : 1,
-                 rc == MP_OK ? "stopped" : "aborted", r->lay.wait.who ? r->lay.wait.who : "a rank", msg,
-                 rc == MP_OK ? "; its state is in RUN/recovery (resume with --resume auto)" : "");
-        publish_text(r->lay.wait.status, text);
-    }
-    runlog_close(&r->files.log);
-    fflush(stdout);
-    fflush(stderr);
-    _exit(rc == MP_OK ? MP_EXIT_REQUEUE : 1);
+    rec_exit(r, rc, msg, "; its state is in RUN/recovery (resume with --resume auto)");
 }
 
 void recovery_arm(run_t *r)
@@ -307,17 +315,7 @@ static void rec_lost_resume(void *ctx, const char *msg)
             r->lay.rank, msg, r->lay.rank, r->rec ? r->rec->from : r->step, MP_EXIT_REQUEUE);
     fflush(stderr);
     const int rc = recovery_close(r); /* a replaying rank's log: drained (the next recovery sets it aside) */
-    if (r->lay.wait.status && r->lay.wait.status[0]) {
-        char text[1800];
-        snprintf(text, sizeof text, "%d %s: %s: %s%s\n", rc == MP_OK ? MP_EXIT_REQUEUE : 1,
-                 rc == MP_OK ? "stopped" : "aborted", r->lay.wait.who ? r->lay.wait.who : "a rank", msg,
-                 rc == MP_OK ? "; a peer lost during the recovery, which --resume auto tries again" : "");
-        publish_text(r->lay.wait.status, text);
-    }
-    runlog_close(&r->files.log);
-    fflush(stdout);
-    fflush(stderr);
-    _exit(rc == MP_OK ? MP_EXIT_REQUEUE : 1);
+    rec_exit(r, rc, msg, "; a peer lost during the recovery, which --resume auto tries again");
 }
 
 void recovery_arm_resume(run_t *r)
