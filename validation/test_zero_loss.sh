@@ -11,8 +11,9 @@
 # and ZeRO-1 dp = 2 x pp = 2, a lost node of two ranks (stage 1's replicas of dp = 2 x pp = 2; stages 2
 # and 3 of pp = 4 under 1f1b, interleaved and dualpipev, stages 0 and 1 under zb1p: neighbours
 # replaying together), and llama models (pp = 2 either stage, untied, tp = 2 x pp = 2); the layouts refused with recovery.log (balance, live migration, a
-# supernet); a second loss inside the recovery (a replaying rank, a waiting one, a tp group's member):
-# the others exit 75 and the next resume recovers again; then the fallbacks: a damaged
+# supernet); a second loss inside the recovery (a replaying rank, a waiting one, a tp group's member,
+# either rank once the recovery is done but before the run's first step; a replaying rank and a tp
+# group's member stopped there, SIGSTOP): the others exit 75 and the next resume recovers again; then the fallbacks: a damaged
 # log, a missing log, the lost rank's own log torn, another rank's snapshot under a rank's name.
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # it compares checkpoints (compare_runs.py, h5py)
@@ -238,36 +239,68 @@ ok $? "the refusal says what recovery.log=0 costs instead (checkpoint.every step
 # naming the lost peer and writes nothing, the survivors' snapshots stay, and the next --resume auto
 # recovers again from the same checkpoint: 0 steps lost, bitwise. (Before, their wait in the recovery
 # aborted with status 1, and a batch job that requeues on 75 ended there.)
-# relapse NAME RANKS R:S WHAT REF [--set ...]: the resume of NAME (a run that lost a rank) with the
-# second loss, then one more resume
+# relapse NAME RANKS R:S:MODE WHAT REF [--set ...]: the resume of NAME (a run that lost a rank) with
+# the second loss (debug.fail_at=R:S:MODE; WHAT: how the rank says it), then one more resume
 relapse() {
     rl_name=$1 rl_n=$2 rl_fail=$3 rl_what=$4 rl_ref=$5; shift 5
+    rl_s=${rl_fail#*:}; rl_s=${rl_s%%:*}
     rl_snaps=$(ls "$SCRATCH/$rl_name/recovery" | grep -c '^snap-r.*\.h5$')
     # shellcheck disable=SC2086
     mpiexec -disable-auto-cleanup -n "$rl_n" sh -c 'trap : USR1 TERM; "$@"; echo "rank exit $?" >&2' rank "$MINDPIPE" train \
         -c "$layout_deck" --set data.path="$data" --set train.log_every=1 --quiet --out "$SCRATCH/$rl_name" $COMMON "$@" \
-        --set recovery.log=1 --resume auto --set debug.fail_at="$rl_fail:replay" > "$SCRATCH/$rl_name.2.log" 2>&1
+        --set recovery.log=1 --resume auto --set debug.fail_at="$rl_fail" > "$SCRATCH/$rl_name.2.log" 2>&1 &
+    rl_job=$!
+    case $rl_fail in *-stop) # a stopped rank never ends: once the others have left (at most 120 s), it is
+        # killed by its pid, as a batch system ends a job's last process at its time limit
+        rl_w=0
+        while [ "$(grep -c '^rank exit' "$SCRATCH/$rl_name.2.log")" -lt $((rl_n - 1)) ] && [ $rl_w -lt 240 ]; do
+            sleep 0.5; rl_w=$((rl_w + 1))
+        done
+        rl_pid=$(sed -n 's/.*stops (SIGSTOP) .* (pid \([0-9]*\))$/\1/p' "$SCRATCH/$rl_name.2.log" | head -n 1)
+        if [ -n "$rl_pid" ]; then kill -KILL "$rl_pid"; else pkill -KILL -f -- "--out $SCRATCH/$rl_name "; fi ;;
+    esac
+    wait $rl_job
     rl_75=$(grep -c "^rank exit 75$" "$SCRATCH/$rl_name.2.log")
     rl_said=$(grep -c "recovery.log: a peer was lost during the recovery; the snapshots stay for the next --resume auto, which recovers again from the checkpoint of step 10; exit 75" "$SCRATCH/$rl_name.2.log")
     [ "$rl_75" -eq $((rl_n - 1)) ] && [ "$rl_said" -eq $((rl_n - 1)) ] && grep -q "^rank exit 137$" "$SCRATCH/$rl_name.2.log" &&
-        grep -q "debug.fail_at=$rl_fail:replay: rank ${rl_fail%%:*} kills itself $rl_what" "$SCRATCH/$rl_name.2.log" &&
+        grep -q "debug.fail_at=$rl_fail: rank ${rl_fail%%:*} $rl_what $rl_s" "$SCRATCH/$rl_name.2.log" &&
         [ "$(ls "$SCRATCH/$rl_name/recovery" | grep -c '^snap-r.*\.h5$')" -eq "$rl_snaps" ]
-    ok $? "$rl_name: rank ${rl_fail%%:*} killed $rl_what ${rl_fail#*:}; the $((rl_n - 1)) others exited 75 naming the loss ($rl_75, $rl_said lines), the $rl_snaps snapshot(s) kept"
+    ok $? "$rl_name: rank ${rl_fail%%:*} $rl_what $rl_s; the $((rl_n - 1)) others exited 75 naming the loss ($rl_75, $rl_said lines), the $rl_snaps snapshot(s) kept"
     [ "$rl_75" -eq $((rl_n - 1)) ] || sed 's/^/#   /' "$SCRATCH/$rl_name.2.log" | tail -n 16
+    # the last resume's lines only: the run log is appended to, and a recovery that ended before the
+    # second loss wrote its own "resumed at step 14" line
+    rl_lines=$(wc -l < "$SCRATCH/$rl_name/log.txt")
     # shellcheck disable=SC2086
     run "$rl_n" "$rl_name" $COMMON "$@" --set recovery.log=1 --resume auto; rc=$?; ok $rc "$rl_name: resumed again (exit $rc)"
-    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$SCRATCH/$rl_name/log.txt"
-    ok $? "$rl_name: 0 steps lost ($(grep -o 'recovery: resumed.*\|recovery: the survivors.*' "$SCRATCH/$rl_name/log.txt" | tail -n 1 | cut -c1-200))"
+    tail -n +$((rl_lines + 1)) "$SCRATCH/$rl_name/log.txt" > "$SCRATCH/$rl_name.3.txt"
+    grep -q "recovery: resumed at step 14, the step the survivors had reached: 0 steps lost" "$SCRATCH/$rl_name.3.txt"
+    ok $? "$rl_name: 0 steps lost ($(grep -o 'recovery: resumed.*\|recovery: the survivors.*\|resumed from.*' "$SCRATCH/$rl_name.3.txt" | tail -n 1 | cut -c1-200))"
     compare "$rl_name: step-40 losses and checkpoint bitwise the uninterrupted run's" "$SCRATCH/$rl_ref" "$SCRATCH/$rl_name" \
         --bitwise --step 40
 }
 first_run relapse_rep 2 1 15 --set parallel.pp=2
-relapse relapse_rep 2 1:13 "as its replay begins step" ref_pp2 --set parallel.pp=2
+relapse relapse_rep 2 1:13:replay "kills itself as its replay begins step" ref_pp2 --set parallel.pp=2
 first_run relapse_wait 2 1 15 --set parallel.pp=2
-relapse relapse_wait 2 0:12 "waiting for the replay of step" ref_pp2 --set parallel.pp=2
+relapse relapse_wait 2 0:12:replay "kills itself waiting for the replay of step" ref_pp2 --set parallel.pp=2
 # a tp group replaying together: rank 2 dies inside it, rank 3 meets that in the replay's collectives
 first_run relapse_tp 4 3 15 --set parallel.pp=2 --set parallel.tp=2
-relapse relapse_tp 4 2:12 "as its replay begins step" ref_tp2_last --set parallel.pp=2 --set parallel.tp=2
+relapse relapse_tp 4 2:12:replay "kills itself as its replay begins step" ref_tp2_last --set parallel.pp=2 --set parallel.tp=2
+# the recovery done (the replay agreed, every rank at step 14) but the run not yet under way: a loss
+# there (debug.fail_at=R:14:recovered, the survivor or the rank that replayed) finds every snapshot
+# still in place. (Before, recovery_finish removed them at once, the start-up's agreements had no
+# loss handler: the other rank aborted with status 1 and the next resume restarted from step 10.)
+first_run relapse_fin0 2 1 15 --set parallel.pp=2
+relapse relapse_fin0 2 0:14:recovered "kills itself as the recovery to step" ref_pp2 --set parallel.pp=2
+first_run relapse_fin1 2 1 15 --set parallel.pp=2
+relapse relapse_fin1 2 1:14:recovered "kills itself as the recovery to step" ref_pp2 --set parallel.pp=2
+# a rank that stops (SIGSTOP) inside the recovery instead of dying: its peers find it by their
+# deadline (the replay's: parallel.timeout per replayed step; a tp group's collectives), exit 75, and
+# the stopped rank is killed as a batch system would at the job's end
+first_run relapse_stop 2 1 15 --set parallel.pp=2
+relapse relapse_stop 2 1:13:replay-stop "stops (SIGSTOP) as its replay begins step" ref_pp2 --set parallel.pp=2
+first_run relapse_stop_tp 4 3 15 --set parallel.pp=2 --set parallel.tp=2
+relapse relapse_stop_tp 4 2:12:replay-stop "stops (SIGSTOP) as its replay begins step" ref_tp2_last --set parallel.pp=2 \
+    --set parallel.tp=2
 
 
 lose_again() { first_run "$1" 2 1 15 --set parallel.pp=2; [ -e "$SCRATCH/$1/recovery/snap-r00000.h5" ]; }

@@ -70,7 +70,7 @@ typedef enum { DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP, DECK_DIMS } d
 /* replay: SIGKILL in the recovery of a --resume auto (recovery.log) whose replay covers step STEP: a
  * replaying rank as its replay begins that step, another as it starts waiting for the replay. */
 typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG, DECK_FAIL_STALL, DECK_FAIL_MIGRATE,
-               DECK_FAIL_REPLAY } deck_fail_mode_t;
+               DECK_FAIL_REPLAY, DECK_FAIL_REPLAY_STOP, DECK_FAIL_RECOVERED } deck_fail_mode_t;
 typedef struct {
     long rank, step;
     long rank2;        /* RANK+RANK2:STEP...: a second rank fails alike (a node of two ranks); -1: none */

@@ -303,8 +303,8 @@ void recovery_arm(run_t *r)
 }
 
 /* A peer lost during the recovery (recovery_arm_resume): this rank's state is a snapshot already on
- * disk (a survivor's: still there, it is removed only once the recovery succeeded), a replica's, or a
- * replay in progress: none worth writing, so it writes nothing and exits 75; the next --resume auto
+ * disk (a survivor's: still there, it is removed only by recovery_done), a replica's, or a replay
+ * (in progress or done): none worth writing, so it writes nothing and exits 75; the next --resume auto
  * finds the same snapshots and replays the lost ranks again (the one just lost with them). */
 static void rec_lost_resume(void *ctx, const char *msg)
 {
@@ -726,9 +726,6 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
         return MP_FAIL("recovery: the replay of steps %ld to %ld failed (above): the snapshots are moved aside; "
                        "--resume auto now restarts from the checkpoint of step %ld", p->from + 1, p->target, p->from);
     }
-    char path[4300];
-    rec_snap_path(&r->files, r->lay.rank, path, sizeof path);
-    if (unlink(path) != 0 && errno != ENOENT) MP_WARN("cannot remove the used snapshot %s: %s", path, strerror(errno));
     struct recovery_s *c = r->rec;
     /* the thread rule: a replaying rank's own writer is running (train_replay opened it) and may be
      * inside H5Fflush marking the last replayed step; closing the readers beside it corrupted HDF5's
@@ -749,4 +746,12 @@ int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s)
                       "checkpoint of step %ld; %d rank(s) loaded their own snapshot%s)", p->target, p->from, p->nloaded, how);
     }
     return MP_OK;
+}
+
+void recovery_done(run_t *r, const recovery_plan_t *p)
+{
+    if (!p->on) return;
+    char path[4300];
+    rec_snap_path(&r->files, r->lay.rank, path, sizeof path);
+    if (unlink(path) != 0 && errno != ENOENT) MP_WARN("cannot remove the used snapshot %s: %s", path, strerror(errno));
 }

@@ -44,10 +44,11 @@ void recovery_resume(run_t *r);
  * while armed; nothing without a log. */
 void recovery_arm(run_t *r);
 void recovery_disarm(run_layout_t *lay);
-/* The same for the recovery itself (recovery_plan to recovery_finish of a --resume auto with
- * recovery.log): a peer lost there ends this rank with status 75 and nothing written, the survivors'
- * snapshots left where they are, so the next --resume auto (a batch job's requeue) plans the recovery
- * again from the same checkpoint; a replaying rank's own log is drained first. */
+/* The same for the recovery itself (recovery_plan of a --resume auto with recovery.log up to
+ * recovery_done, the start-up's agreements and a due checkpoint included): a peer lost there ends
+ * this rank with status 75 and nothing written, the survivors' snapshots left where they are, so the
+ * next --resume auto (a batch job's requeue) plans the recovery again from the same checkpoint; a
+ * replaying rank's own log is drained first. */
 void recovery_arm_resume(run_t *r);
 
 /* What --resume auto does with snapshots, decided alike on every rank. */
@@ -82,9 +83,13 @@ int recovery_replay_failed(const run_t *r);
 
 /* Collective over MPI_COMM_WORLD, after the replaying ranks replayed (ok: theirs went well): every
  * rank waits for them (a deadline of parallel.timeout per replayed step; replay_s: this rank's
- * replay time, the slowest logged), r->step = target, the
- * snapshots used are removed, one log line. MP_OK, or MP_ERR on every rank alike (the snapshots
- * are then moved aside, so the next --resume auto falls back to the checkpoint). */
+ * replay time, the slowest logged), r->step = target, one log line. MP_OK, or MP_ERR on every rank
+ * alike (the snapshots are then moved aside, so the next --resume auto falls back to the checkpoint). */
 int recovery_finish(run_t *r, const recovery_plan_t *p, int ok, double replay_s);
+
+/* This rank's used snapshot removed, once the run's own handler is armed (recovery_arm): until then
+ * a lost peer ends the rank through recovery_arm_resume and the next --resume auto needs every
+ * snapshot again; from then on a lost peer makes this rank write a new one. Local, no wait. */
+void recovery_done(run_t *r, const recovery_plan_t *p);
 
 #endif

@@ -175,6 +175,10 @@ int run_stage_rebuild(run_t *r, float *const state[4]);
 /* Every rank agrees on a step's status: MP_ERR on all ranks if any rank failed (a rank that
  * failed has printed why). Blocking collective over MPI_COMM_WORLD: setup and teardown only. */
 int run_agree(int rc);
+/* The same through lay->wait (wait.h): a peer lost or stopped ends it at parallel.timeout, through
+ * the loss handler armed there (recovery.h) or an abort naming `what`, never a wait without end. For
+ * the agreements after the layout is known whose peers may be lost by then (the recovery's end). */
+int run_agree_wait(const run_layout_t *lay, int rc, const char *what);
 
 /* Whether a block of this stage offloads its stash (memory.policy = offload). */
 int run_stage_offloads(const run_stage_t *st);

@@ -146,15 +146,31 @@ static double train_update(run_t *r, double lr)
 
 /* debug.fail_at = RANK:STEP:replay: this rank dies in the recovery if its replay covers STEP (steps
  * counted as the log counts them): a replaying rank as it begins that step (t, the steps done), one
- * that does not (t < 0) as it starts waiting for the replay. */
+ * that does not (t < 0) as it starts waiting for the replay. :replay-stop: it stops there instead
+ * (SIGSTOP, for good: its peers must find it by their deadline; its pid said for whoever ends it). */
 static void train_fail_in_replay(const run_t *r, const recovery_plan_t *p, long t)
 {
     const deck_fail_at_t *f = &r->deck.debug.fail;
-    if (f->mode != DECK_FAIL_REPLAY || !deck_fail_names(f, r->lay.rank) || f->step <= p->from || f->step > p->target ||
-        (t >= 0 && f->step != t + 1))
+    const int stop = f->mode == DECK_FAIL_REPLAY_STOP;
+    if ((f->mode != DECK_FAIL_REPLAY && !stop) || !deck_fail_names(f, r->lay.rank) || f->step <= p->from ||
+        f->step > p->target || (t >= 0 && f->step != t + 1))
         return;
-    fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d kills itself %s step %ld\n", r->deck.debug.fail_at, r->lay.rank,
-            t >= 0 ? "as its replay begins" : "waiting for the replay of", f->step);
+    fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s %s step %ld (pid %ld)\n", r->deck.debug.fail_at, r->lay.rank,
+            stop ? "stops (SIGSTOP)" : "kills itself", t >= 0 ? "as its replay begins" : "waiting for the replay of", f->step,
+            (long)getpid());
+    fflush(stderr);
+    if (stop) mp_stop_for_good();
+    raise(SIGKILL);
+}
+
+/* debug.fail_at = RANK:STEP:recovered: this rank dies as the recovery to STEP (the survivors' step)
+ * ends, past recovery_finish, before the start-up's last agreements (the window recovery_done closes). */
+static void train_fail_recovered(const run_t *r, const recovery_plan_t *p)
+{
+    const deck_fail_at_t *f = &r->deck.debug.fail;
+    if (f->mode != DECK_FAIL_RECOVERED || !deck_fail_names(f, r->lay.rank) || f->step != p->target) return;
+    fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d kills itself as the recovery to step %ld ends\n",
+            r->deck.debug.fail_at, r->lay.rank, p->target);
     fflush(stderr);
     raise(SIGKILL);
 }
@@ -595,10 +611,12 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         const int ok = !rp.replay || train_replay(&r, &rp, &took) == MP_OK;
         if (!rp.replay) train_fail_in_replay(&r, &rp, -1);
         rc = recovery_finish(&r, &rp, ok, took);
+        if (rc == MP_OK) train_fail_recovered(&r, &rp);
     }
-    recovery_disarm(&r.lay);
-    if (rc == MP_OK) rc = run_agree(recovery_open(&r));
-    if (rc == MP_OK) rc = run_agree(trace_init(&r.files.trace));
+    /* still under the recovery's handler: a peer lost in these agreements or the due checkpoint
+     * leaves every snapshot for the next --resume auto (recovery_done removes them only later) */
+    if (rc == MP_OK) rc = run_agree_wait(&r.lay, recovery_open(&r), "the agreement on the boundary logs' opening");
+    if (rc == MP_OK) rc = run_agree_wait(&r.lay, trace_init(&r.files.trace), "the agreement on the trace's start");
     /* the survivors' step was one whose checkpoint was due (a rank lost inside that write): the loop
      * writes a checkpoint only after a step it runs, so the recovered state is written here — at the
      * last step nothing else would ever hold the run's end once the snapshots are removed */
@@ -611,7 +629,9 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     energy_start(&en, bus);
     signals_install();
     migrate_t mg = {0};
+    recovery_disarm(&r.lay);
     recovery_arm(&r); /* a wait past parallel.timeout: this rank's state written, exit 75 */
+    if (rc == MP_OK) recovery_done(&r, &rp); /* no wait since the last agreement: a loss from here writes anew */
     if (rc == MP_OK) rc = train_loop(&r, ops, &mg);
     recovery_disarm(&r.lay);
     migrate_free(&mg);
