@@ -141,8 +141,9 @@ static const command_t commands[] = {
                                 "them as ckpt/step_00000000.h5. Not with --resume", 0},
       {"--quiet", NULL, "no console output (the log and metrics are still written)", 0},
       END_OPTS},
-     "exit status: 0 done, 75 stopped by SIGUSR1/SIGTERM after a checkpoint (requeue and --resume auto),\n"
-     "1 failed (also in DIR/exit_status)\n"},
+     "exit status: 0 done, 75 stopped (SIGUSR1/SIGTERM after a checkpoint; with recovery.log a lost peer, its\n"
+     "state saved, or a replay that failed, its snapshots aside): requeue and --resume auto; 1 failed (also in\n"
+     "DIR/exit_status)\n"},
     {"prep", 0, cmd_prep,
      "--text FILE --out DATA.h5 [--val-fraction F] [--tokenizer bytes|gpt2|sp|hf:DIR [--tokenizer-dir DIR | --vocab-size N "
      "[--sp-model unigram|bpe] | --sp-model-file FILE]]",

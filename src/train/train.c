@@ -604,6 +604,7 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
     if (ops && ops->resume) ops->resume(&r);
     /* recovery.log: the survivors' snapshots, the lost rank's replay, then this rank's log */
     recovery_plan_t rp = {0};
+    int replay_failed = 0;
     recovery_arm_resume(&r); /* a peer lost from here to the end of the recovery: exit 75, tried again */
     if (rc == MP_OK) rc = recovery_plan(&r, &rp);
     if (rc == MP_OK && rp.on) {
@@ -611,6 +612,9 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         const int ok = !rp.replay || train_replay(&r, &rp, &took) == MP_OK;
         if (!rp.replay) train_fail_in_replay(&r, &rp, -1);
         rc = recovery_finish(&r, &rp, ok, took);
+        /* the snapshots are aside: the next --resume auto restarts from the checkpoint, so the exit
+         * is 75, and a batch job requeues itself instead of ending FAILED on a damaged log entry */
+        replay_failed = rc != MP_OK;
         if (rc == MP_OK) train_fail_recovered(&r, &rp);
     }
     /* still under the recovery's handler: a peer lost in these agreements or the due checkpoint
@@ -665,10 +669,13 @@ int train_main(const run_opts_t *opts, const train_ops_t *ops_offered)
         rc = run_agree(rep);
     }
     energy_release(&en); /* NVML, when a failed run did not reach energy_finish */
-    const int status = rc != MP_OK ? 1 : stopped ? MP_EXIT_REQUEUE : 0;
+    const int status = rc != MP_OK ? (replay_failed ? MP_EXIT_REQUEUE : 1) : stopped ? MP_EXIT_REQUEUE : 0;
     if (r.lay.rank == 0) {
         char text[600];
-        if (status == MP_EXIT_REQUEUE)
+        if (replay_failed)
+            snprintf(text, sizeof text, "%d stopped: the replay of the lost rank's steps failed (the log says why), the "
+                     "snapshots moved aside; --resume auto restarts from the checkpoint of step %ld", status, r.step);
+        else if (status == MP_EXIT_REQUEUE)
             snprintf(text, sizeof text, "%d stopped: by signal at step %ld, its checkpoint written; resume with "
                      "--resume auto", status, r.step);
         else
