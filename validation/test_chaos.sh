@@ -7,8 +7,8 @@
 # rank, no good checkpoint lost, the resume bitwise the uninterrupted run at step 24, 0 steps lost
 # where the layout replays (else at most checkpoint.every, the reason logged). A failing trial prints
 # its seed and the command that replays it; then one trial of the again fault (a second kill in the
-# resumed run), and under the one-node Slurm two of write/stall/again and two of relapse (a second
-# loss inside the requeued run's recovery). The full campaign is a benchmark (chaos.py --trials 300).
+# resumed run), and under the one-node Slurm two of write/stall/again, two of relapse (a second
+# loss inside the requeued run's recovery) and one corrupted log. The full campaign is a benchmark (chaos.py --trials 300).
 . "${MP_SRCDIR:-$(dirname "$0")/..}/validation/lib.sh"
 mp_require_h5py # the campaign compares checkpoints and flips bytes in logs (h5py)
 data=$(mp_test_data) || { echo "not ok 1 - test data failed"; echo "1..1"; exit 1; }
@@ -47,16 +47,28 @@ grep -q "^PASS trial 1 (seed 2) under slurm1 (LAUNCHER=srun, .*): tp2 on cpu, st
     "$SCRATCH/slurm.out"
 ok $? "chaos under slurm1: tp2 stopped inside a checkpoint write: requeued, back to step 8's checkpoint"
 # relapse under Slurm: seed 5's trials 0 and 1 lose a rank, then another inside the requeued run's
-# recovery: 2bw's rank 0 again as its replay begins step 9, zbv's survivor rank 1 as it waits for
-# the replay of step 10. The others exit 75, the job requeues a second time and recovers again from
-# the same checkpoint: 0 lost (before afb18e9 they aborted with 1 and the job ended FAILED)
+# recovery: 2bw's rank 0 again as its replay begins step 9, zbv's survivor rank 1 once the recovery
+# reached step 10, before the run's first step. The others exit 75, the job requeues a second time
+# and recovers again from the same checkpoint: 0 lost (before afb18e9 they aborted with 1 and the
+# job ended FAILED; before this session the second one left rank 0 waiting forever, its snapshot gone)
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/chaos/chaos.py" --mindpipe "$MINDPIPE" --data "$data" --seed 5 --trials 2 \
     --faults relapse --launchers slurm1 --keep "$SCRATCH/relapse" > "$SCRATCH/relapse.out" 2>&1
 tap_checker "chaos relapse under slurm1, seed 5" chaos.py $? "$SCRATCH/relapse.out"
 grep -q "^PASS trial 0 (seed 5) under slurm1 (LAUNCHER=srun, .*): 2bw on cpu, relapse (then rank 0 in the recovery, at step 9 of the replay: landed) of rank 0 at step 10: 0 steps lost$" \
     "$SCRATCH/relapse.out"
 ok $? "chaos relapse under slurm1: 2bw's replaying rank lost again inside its replay: requeued twice, 0 steps lost"
-grep -q "^PASS trial 1 (seed 5) under slurm1 (LAUNCHER=srun, .*): zbv on cpu, relapse (then rank 1 in the recovery, at step 10 of the replay: landed) of rank 0 at step 11: 0 steps lost$" \
+grep -q "^PASS trial 1 (seed 5) under slurm1 (LAUNCHER=srun, .*): zbv on cpu, relapse (then rank 1 in the recovery, once it reached step 10: landed) of rank 0 at step 11: 0 steps lost$" \
     "$SCRATCH/relapse.out"
-ok $? "chaos relapse under slurm1: zbv's survivor lost while waiting for the replay: requeued twice, 0 steps lost"
+ok $? "chaos relapse under slurm1: zbv's survivor lost once the recovery was done: requeued twice, 0 steps lost"
+# a corrupted log under Slurm: seed 9's trial 0 (zbv on emu) loses rank 1 at step 13; the requeued
+# run's rank 0 flips a byte of the survivor's log before it starts, the replay meets it and every
+# rank exits 75 with the snapshots aside (before, 1: the job ended FAILED), the job requeues a second
+# time and restarts from the checkpoint of step 8: 4 steps lost, said, bitwise the uninterrupted run
+"$TORCH_PYTHON" "$MP_SRCDIR/validation/chaos/chaos.py" --mindpipe "$MINDPIPE" --data "$data" --seed 9 --only 0 \
+    --faults corrupt --launchers slurm1 --keep "$SCRATCH/corrupt" > "$SCRATCH/corrupt.out" 2>&1
+tap_checker "chaos corrupt under slurm1, seed 9 trial 0" chaos.py $? "$SCRATCH/corrupt.out"
+grep -q "^PASS trial 0 (seed 9) under slurm1 (LAUNCHER=srun, .*): zbv on emu, corrupt of rank 1 at step 13: 4 steps lost$" \
+    "$SCRATCH/corrupt.out" && grep -q "^1 log(s) flipped$" "$SCRATCH/corrupt/t0.flip" &&
+    [ "$(grep -c "requeueing job" "$SCRATCH/corrupt/t0/job.log")" -eq 2 ]
+ok $? "chaos corrupt under slurm1: the replay refused the flipped entry, the job requeued twice and restarted from step 8"
 done_testing

@@ -19,8 +19,9 @@ without it: every fault costs them a restart from the newest checkpoint.
   relapse   a kill as above, then a second fault during the recovery itself: a random rank of the
             resume SIGKILLed after a random delay (inside the plan, the replay or the steps after);
             under Slurm at a drawn step of the requeued run's replay (debug.fail_at=R2:S2:replay: a
-            replaying rank as it begins replaying S2, another as it waits for the replay), so the
-            others exit 75 and the job requeues a second time
+            replaying rank as it begins replaying S2, another as it waits for the replay) or, one
+            trial in three, once the recovery is done (R2:S:recovered), so the others exit 75 and the
+            job requeues a second time
   again     a kill as above, then a second kill in the run resumed from it, before the next
             checkpoint: rank R2 as step S2 begins (S <= S2 <= 15, drawn apart); the resume after that
             must replay again from the same checkpoint (0 lost where the layout replays)
@@ -155,11 +156,17 @@ def again_of(seed, i, n, step):
 
 
 def relapse_of(seed, i, n, step):
-    """The Slurm relapse's second loss: (rank, step), a rank of the requeued run killed in its
-    recovery as the replay reaches step (debug.fail_at=R:S:replay), a step the replay covers: after
-    the checkpoint of EVERY, before the survivors' step − 1."""
+    """The Slurm relapse's second loss: (rank, step, mode), a rank of the requeued run killed in its
+    recovery. Mode replay (two draws in three): as the replay reaches step (debug.fail_at=R:S:replay),
+    a step the replay covers: after the checkpoint of EVERY, before the survivors' step − 1. Mode
+    recovered: once the recovery to the survivors' step (step − 1) is done, before the run's first
+    step (debug.fail_at=R:S:recovered). The mode has its own draw, so (rank, step) of a replay are
+    those drawn before it existed."""
     rng = random.Random("%d:%d:relapse" % (seed, i))
-    return rng.randrange(n), rng.randint(EVERY + 1, step - 1)
+    rank, at = rng.randrange(n), rng.randint(EVERY + 1, step - 1)
+    if random.Random("%d:%d:relapse-mode" % (seed, i)).randrange(3) == 2:
+        return rank, step - 1, "recovered"
+    return rank, at, "replay"
 
 
 def sets(d):
@@ -585,12 +592,15 @@ LAUNCHERS = ["mpiexec", "slurm1", "slurm2"]
 # in a step, inside a checkpoint write (write, stall: the survivors find the loss at the write's
 # agreement and save their snapshots) and again in the requeued run (again: the job requeues twice).
 # relapse: a random rank of the requeued run dies inside its recovery (debug.fail_at=R2:S2:replay, a
-# replaying rank as its replay begins step S2, another as it waits for the replay), the others exit
-# 75 and the job requeues a second time. corrupt needs the harness between the fault and the rerun,
-# which the job's own requeue does not leave room for; full needs a tmpfs the nodes' mount
-# namespaces would not see alike. Left to mpiexec.
-SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang", "write", "stall", "again", "relapse"],
-               "slurm2": ["kill", "hang", "node", "node", "write", "stall", "again", "relapse"]}
+# replaying rank as its replay begins step S2, another as it waits for the replay; or R2:S:recovered,
+# once the recovery reached the survivors' step S, before the run's first step), the others exit
+# 75 and the job requeues a second time. corrupt: the requeued run's rank 0, before it starts,
+# flips the byte in the survivors' logs (the wrapper runs chaos.py --flip-logs once; the other ranks
+# wait in MPI_Init for it), the replay meets it, every rank exits 75 with the snapshots aside, and the
+# job requeues a second time and restarts from the checkpoint. full needs a tmpfs the nodes' mount
+# namespaces would not see alike: left to mpiexec.
+SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang", "write", "stall", "again", "relapse", "corrupt"],
+               "slurm2": ["kill", "hang", "node", "node", "write", "stall", "again", "relapse", "corrupt"]}
 
 
 class Harness:
@@ -748,7 +758,12 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         second = '[ "$k" = 1 ] && exec %s "$@" --set debug.fail_at=%d:%d\n' % ((a.mindpipe,) + res["again"])
     if fault == "relapse":
         res["relapse"] = relapse_of(a.seed, i, n, step)
-        second = '[ "$k" = 1 ] && exec %s "$@" --set debug.fail_at=%d:%d:replay\n' % ((a.mindpipe,) + res["relapse"])
+        second = '[ "$k" = 1 ] && exec %s "$@" --set debug.fail_at=%d:%d:%s\n' % ((a.mindpipe,) + res["relapse"])
+    if fault == "corrupt":  # once, by the requeued run's rank 0 before its start (the marker: once)
+        flipped = out + ".flipped"
+        second = ('[ "$k" = 1 ] && [ "${PMI_RANK:-${SLURM_PROCID:-x}}" = 0 ] && [ ! -e %s ] && : > %s && '
+                  '%s %s --flip-logs "$out" %d %d >> %s.flip 2>&1\n' % (
+                      flipped, flipped, sys.executable, os.path.abspath(__file__), step - 2, victim, out))
     with open(wrapper, "w") as f:
         f.write('#!/bin/sh\n'
                 '# the run directory: the word after --out\n'
@@ -838,7 +853,7 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
                 res["again"][0], lost_lines[1:2]))
     if fault == "relapse":  # where the requeued run recovered (a layout whose plan falls back has no
         # recovery to die in: the second run then runs clean), its loss there named and requeued too
-        said = "debug.fail_at=%d:%d:replay: rank %d kills itself" % (res["relapse"] + res["relapse"][:1])
+        said = "debug.fail_at=%d:%d:%s: rank %d kills itself" % (res["relapse"] + res["relapse"][:1])
         res["landed"] = said in read(log)
         lost_lines = [l for l in read(joblog).splitlines() if "lost rank" in l]
         if res["landed"] and len(re.findall(r"requeueing job %s" % jid, read(joblog))) < 2:
@@ -853,12 +868,19 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         # a node that held neighbouring stages (pp4's stages 2 and 3 on node2) replays them together,
         # exchanging their own messages live: 0 lost like any other replaying layout (seed 3000's
         # trials 75 and 119 fell back before)
-        if replays and res["lost"] != 0 and fault not in ("write", "stall"):
+        # corrupt: the replay that meets the flipped byte fails by design, back to the checkpoint
+        if replays and res["lost"] != 0 and fault not in ("write", "stall", "corrupt"):
             res["why"].append("lost %d steps where the layout replays" % res["lost"])
+        if fault == "corrupt":
+            hits = re.findall(r"^(\d+) log", read(out + ".flip"), re.M)
+            res["landed"] = bool(hits) and int(hits[-1]) > 0
+            if not hits:
+                res["why"].append("the requeued run's rank 0 did not flip the logs: %s" % read(out + ".flip")[-300:])
         # write and stall may fall back: a survivor held inside an HDF5 collective can only be ended
         # by the watchdog's abort, with no snapshot. So far each met the loss at the write's
         # all-reduce instead and lost 0 (every replaying layout, seeds 5000 and 6000)
-        if res["lost"] and fault not in ("write", "stall") and not re.search(r"snapshots are not used|replay of steps .* failed|nothing is logged", runlog):
+        if res["lost"] and fault not in ("write", "stall") and not re.search(
+                r"snapshots are not used|replay of steps .* failed|nothing is logged", runlog + read(log)):
             res["why"].append("lost %d steps without a logged reason" % res["lost"])
         if res["lost"] > EVERY:
             res["why"].append("lost %d steps, more than checkpoint.every = %d" % (res["lost"], EVERY))
@@ -899,7 +921,14 @@ def main():
     ap.add_argument("--launchers", default="mpiexec", help="the launchers to draw from, joined by ',': mpiexec, "
                     "slurm1 (jobs/slurm/train.sbatch on a one-node Slurm), slurm2 (on two namespaced nodes, "
                     "with the node fault); default mpiexec")
+    ap.add_argument("--flip-logs", nargs=3, metavar=("OUT", "STEP", "VICTIM"),
+                    help="(for a Slurm trial's job) flip one byte of group step STEP's first entry in every "
+                    "boundary log of run directory OUT but rank VICTIM's, say how many, and exit")
     a = ap.parse_args()
+    if a.flip_logs:
+        hit, problems = flip_logs(a.flip_logs[0], int(a.flip_logs[1]), int(a.flip_logs[2]))
+        print("%d log(s) flipped%s" % (hit, "; " + "; ".join(problems) if problems else ""))
+        sys.exit(1 if problems else 0)
     a.faults = [f for f in a.faults.split(",") if f] or None
     a.launchers = [x for x in a.launchers.split(",") if x] or ["mpiexec"]
     known = set(FAULTS) | {f for v in SLURM_FAULTS.values() for f in v}
@@ -915,6 +944,8 @@ def main():
             ap.error("no fault of %s can run under %s" % (",".join(a.faults), x))
     global MINDPIPE
     a.mindpipe, a.data = os.path.abspath(a.mindpipe), os.path.abspath(a.data)
+    # the Slurm harnesses run their daemons from their own directory: a relative folder would be theirs
+    a.keep, a.keep_failed = (os.path.abspath(x) if x else x for x in (a.keep, a.keep_failed))
     MINDPIPE = a.mindpipe
     root = a.keep or a.keep_failed or tempfile.mkdtemp(prefix="chaos.")
     os.makedirs(root, exist_ok=True)
@@ -963,8 +994,10 @@ def run_one(a, i, root, refs, results, harnesses):
                           if r["fault"] == "relapse" else
                           "" if r["fault"] != "full" or r["landed"] else " (the run's writes were done before its disk filled)")
     if r["fault"] == "relapse" and r.get("relapse"):  # under Slurm: a drawn rank and step of the replay
-        fault = "relapse (then rank %d in the recovery, at step %d of the replay: %s)" % (
-            r["relapse"] + ("landed" if r["landed"] else "no recovery to die in",))
+        rank, at, mode = r["relapse"]
+        fault = "relapse (then rank %d in the recovery, %s: %s)" % (
+            rank, ("at step %d of the replay" if mode == "replay" else "once it reached step %d") % at,
+            "landed" if r["landed"] else "no recovery to die in")
     if r["fault"] == "again" and r.get("again"):
         fault = "again (then rank %d at step %d of the resumed run)" % r["again"]
     if r["fault"] == "node":  # the rank it names first stops, then its node dies
