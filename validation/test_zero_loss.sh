@@ -304,6 +304,10 @@ relapse relapse_stop 2 1:13:replay-stop "stops (SIGSTOP) as its replay begins st
 first_run relapse_stop_tp 4 3 15 --set parallel.pp=2 --set parallel.tp=2
 relapse relapse_stop_tp 4 2:12:replay-stop "stops (SIGSTOP) as its replay begins step" ref_tp2_last --set parallel.pp=2 \
     --set parallel.tp=2
+# stopped once the recovery is done: the other rank meets it in the start-up's last agreements, which
+# end at parallel.timeout (run_agree_wait; a blocking MPI_Allreduce there waited forever)
+first_run relapse_stop_fin 2 1 15 --set parallel.pp=2
+relapse relapse_stop_fin 2 0:14:recovered-stop "stops (SIGSTOP) as the recovery to step" ref_pp2 --set parallel.pp=2
 
 
 lose_again() { first_run "$1" 2 1 15 --set parallel.pp=2; [ -e "$SCRATCH/$1/recovery/snap-r00000.h5" ]; }

@@ -307,7 +307,7 @@ static const deck_key_t keys[] = {
 
     K_INT(debug, dump_activations, "-1", -1, 1e9, "step whose activations (micro-batch 0 of replica 0: the embedding, every block's output, the final "
           "LayerNorm's) go to RUN/activations_step_STEP.h5; -1 = never"),
-    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang, RANK:STEP:migrate, RANK:STEP:replay, RANK:STEP:replay-stop or RANK:STEP:recovered; RANK may be RANK+RANK2",
+    K_PARSED(debug, fail_at, fail, "", parse_fail_at, "empty, RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang, RANK:STEP:migrate, RANK:STEP:replay, RANK:STEP:replay-stop, RANK:STEP:recovered or RANK:STEP:recovered-stop; RANK may be RANK+RANK2",
           "fault injection, steps counted as the log counts them (1 = the first): rank RANK (and RANK2: a node of two "
           "ranks) dies (SIGKILL) as step "
           "STEP begins (STEP 0: as the start-up ends, before the layout table and the resume); :write, midway through writing the checkpoint of step STEP; :stall, it stops (SIGSTOP) "
@@ -317,7 +317,8 @@ static const deck_key_t keys[] = {
           "auto (recovery.log) whose replay covers step STEP: as its replay begins that step, or, a rank that does "
           "not replay, as it starts waiting for the replay; :replay-stop, the same with SIGSTOP: it stops answering "
           "there, so its peers time out; :recovered, it dies as the recovery to step STEP (the "
-          "survivors' step) ends, its snapshots used, before the run's first step"),
+          "survivors' step) ends, its snapshots used, before the run's first step; :recovered-stop, the same with "
+          "SIGSTOP: its peers meet it in the start-up's last agreements and time out"),
     K_INT(debug, kernel_times, "0", 0, 1e9,
           "time every call of every backend kernel in the training steps from step N on (counted as the log "
           "counts them, 1 = the first; a later N leaves the warm-up out) and write RUN/kernel_times.rRANK.json on "
@@ -809,12 +810,13 @@ static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
                     : !strcmp(end, ":hang") ? DECK_FAIL_HANG : !strcmp(end, ":stall") ? DECK_FAIL_STALL
                     : !strcmp(end, ":migrate") ? DECK_FAIL_MIGRATE : !strcmp(end, ":replay") ? DECK_FAIL_REPLAY
                     : !strcmp(end, ":replay-stop") ? DECK_FAIL_REPLAY_STOP
-                    : !strcmp(end, ":recovered") ? DECK_FAIL_RECOVERED : DECK_FAIL_NONE;
+                    : !strcmp(end, ":recovered") ? DECK_FAIL_RECOVERED
+                    : !strcmp(end, ":recovered-stop") ? DECK_FAIL_RECOVERED_STOP : DECK_FAIL_NONE;
             if (f->mode != DECK_FAIL_NONE) return MP_OK;
         }
     }
     snprintf(why, nwhy, "not RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang, RANK:STEP:migrate, RANK:STEP:replay, "
-             "RANK:STEP:replay-stop or RANK:STEP:recovered (e.g. 3:120, "
+             "RANK:STEP:replay-stop, RANK:STEP:recovered or RANK:STEP:recovered-stop (e.g. 3:120, "
              "2+3:120 or 0:10:write) or empty");
     return MP_ERR;
 }

@@ -70,9 +70,10 @@ typedef enum { DECK_DIM_TP, DECK_DIM_DP, DECK_DIM_SP, DECK_DIM_PP, DECK_DIMS } d
 /* replay: SIGKILL in the recovery of a --resume auto (recovery.log) whose replay covers step STEP: a
  * replaying rank as its replay begins that step, another as it starts waiting for the replay;
  * replay-stop: SIGSTOP there instead; recovered: SIGKILL once the recovery to step STEP is done,
- * before the start-up's last agreements. */
+ * before the start-up's last agreements; recovered-stop: SIGSTOP there instead. */
 typedef enum { DECK_FAIL_NONE, DECK_FAIL_KILL, DECK_FAIL_WRITE, DECK_FAIL_HANG, DECK_FAIL_STALL, DECK_FAIL_MIGRATE,
-               DECK_FAIL_REPLAY, DECK_FAIL_REPLAY_STOP, DECK_FAIL_RECOVERED } deck_fail_mode_t;
+               DECK_FAIL_REPLAY, DECK_FAIL_REPLAY_STOP, DECK_FAIL_RECOVERED,
+               DECK_FAIL_RECOVERED_STOP } deck_fail_mode_t;
 typedef struct {
     long rank, step;
     long rank2;        /* RANK+RANK2:STEP...: a second rank fails alike (a node of two ranks); -1: none */

@@ -164,14 +164,18 @@ static void train_fail_in_replay(const run_t *r, const recovery_plan_t *p, long 
 }
 
 /* debug.fail_at = RANK:STEP:recovered: this rank dies as the recovery to STEP (the survivors' step)
- * ends, past recovery_finish, before the start-up's last agreements (the window recovery_done closes). */
+ * ends, past recovery_finish, before the start-up's last agreements (the window recovery_done closes).
+ * :recovered-stop: it stops there instead (SIGSTOP, for good), so its peers meet it inside those
+ * agreements, which end at parallel.timeout (run_agree_wait). */
 static void train_fail_recovered(const run_t *r, const recovery_plan_t *p)
 {
     const deck_fail_at_t *f = &r->deck.debug.fail;
-    if (f->mode != DECK_FAIL_RECOVERED || !deck_fail_names(f, r->lay.rank) || f->step != p->target) return;
-    fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d kills itself as the recovery to step %ld ends\n",
-            r->deck.debug.fail_at, r->lay.rank, p->target);
+    const int stop = f->mode == DECK_FAIL_RECOVERED_STOP;
+    if ((f->mode != DECK_FAIL_RECOVERED && !stop) || !deck_fail_names(f, r->lay.rank) || f->step != p->target) return;
+    fprintf(stderr, "mindpipe: debug.fail_at=%s: rank %d %s as the recovery to step %ld ends (pid %ld)\n",
+            r->deck.debug.fail_at, r->lay.rank, stop ? "stops (SIGSTOP)" : "kills itself", p->target, (long)getpid());
     fflush(stderr);
+    if (stop) mp_stop_for_good();
     raise(SIGKILL);
 }
 

@@ -307,7 +307,11 @@ static void test_parsed_strings(void)
     } fa[] = {{"3:120", 3, 120, DECK_FAIL_KILL, -1}, {"0:10:write", 0, 10, DECK_FAIL_WRITE, -1},
               {"1:3:hang", 1, 3, DECK_FAIL_HANG, -1}, {"12:0", 12, 0, DECK_FAIL_KILL, -1},
               {"99999999999999999999:5", LONG_MAX, 5, DECK_FAIL_KILL, -1}, {"", -1, -1, DECK_FAIL_NONE, -1},
-              {"2+3:14", 2, 14, DECK_FAIL_KILL, 3}, {"2+3:14:hang", 2, 14, DECK_FAIL_HANG, 3}};
+              {"2+3:14", 2, 14, DECK_FAIL_KILL, 3}, {"2+3:14:hang", 2, 14, DECK_FAIL_HANG, 3},
+              {"0:20:stall", 0, 20, DECK_FAIL_STALL, -1}, {"1:4:migrate", 1, 4, DECK_FAIL_MIGRATE, -1},
+              {"1:13:replay", 1, 13, DECK_FAIL_REPLAY, -1}, {"1:13:replay-stop", 1, 13, DECK_FAIL_REPLAY_STOP, -1},
+              {"0:14:recovered", 0, 14, DECK_FAIL_RECOVERED, -1},
+              {"0:14:recovered-stop", 0, 14, DECK_FAIL_RECOVERED_STOP, -1}};
     int good = 1;
     for (size_t i = 0; i < sizeof fa / sizeof fa[0]; i++) {
         deck_t d;
@@ -324,7 +328,8 @@ static void test_parsed_strings(void)
             good = 0;
         }
     }
-    tap_ok(good, "debug.fail_at: RANK:STEP (kill), :write, :hang, a rank past LONG_MAX, empty (none), RANK+RANK2 (both named)");
+    tap_ok(good, "debug.fail_at: RANK:STEP (kill), :write, :hang, :stall, :migrate, :replay, :replay-stop, :recovered, "
+           ":recovered-stop, a rank past LONG_MAX, empty (none), RANK+RANK2 (both named)");
     {
         deck_t e;
         deck_defaults(&e);
@@ -334,8 +339,9 @@ static void test_parsed_strings(void)
 
     deck_t d;
     deck_defaults(&d);
-    int rc = set_quiet(&d, "debug.fail_at=1:3:hang"), bad = set_quiet(&d, "debug.fail_at=3:120:explode");
-    tap_ok(rc == MP_OK && bad == MP_ERR && !strcmp(d.debug.fail_at, "1:3:hang") && d.debug.fail.rank == 1 &&
+    int rc = set_quiet(&d, "debug.fail_at=1:3:hang"), bad = set_quiet(&d, "debug.fail_at=3:120:explode"),
+        bad2 = set_quiet(&d, "debug.fail_at=3:120:recovered-");
+    tap_ok(rc == MP_OK && bad == MP_ERR && bad2 == MP_ERR && !strcmp(d.debug.fail_at, "1:3:hang") && d.debug.fail.rank == 1 &&
                d.debug.fail.step == 3 && d.debug.fail.mode == DECK_FAIL_HANG,
            "debug.fail_at: a refused value leaves the text and the parsed value unchanged");
 
