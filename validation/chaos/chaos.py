@@ -292,6 +292,28 @@ def verifies(a, path):
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
+def lost_checkpoints(a, res, out, step):
+    """No good checkpoint lost: every checkpoint of a step completed before the fault (step) is there
+    and verifies, and any under a final name verifies; a failure goes into res."""
+    have = {ckpt_step(p): p for p in ckpts(out)}
+    for s in range(EVERY, step, EVERY):
+        if s not in have or not verifies(a, have[s]):
+            res["lost_ckpt"] = True
+            res["why"].append("the checkpoint of step %d (completed before the fault) is %s" % (
+                s, "missing" if s not in have else "damaged"))
+    for s, p in have.items():
+        if s >= step and not verifies(a, p):
+            res["lost_ckpt"] = True
+            res["why"].append("%s, under a checkpoint's final name, does not verify" % os.path.basename(p))
+
+
+def resumed_at(runlog):
+    """The step the last resume of a run log started from: a recovery's, else a checkpoint's; 0."""
+    m = re.findall(r"recovery: resumed at step (\d+)", runlog)
+    f = re.findall(r"resumed from .*step_(\d+)\.h5 at step (\d+)", runlog)
+    return int(m[-1]) if m else (int(f[-1][1]) if f else 0)
+
+
 # Where a log's entry for a step lies: (offset, size) of the first tensor the replay reads (at pp = 1,
 # no pipeline messages: the step's scalars), or nothing. Run in a child process: libhdf5 can crash on
 # a damaged file (RELIABILITY.md, Limits), and the campaign must outlive it and say so.
@@ -482,16 +504,7 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
     done_before = step - 1
     if fault == "full":  # the writes fail where buffers first reach the full disk: steps may follow
         done_before = max([done_before] + [int(x) for x in re.findall(r"^step +(\d+)/%d \|" % STEPS, text, re.M)])
-    have = {ckpt_step(p): p for p in ckpts(out)}
-    for s in range(EVERY, step, EVERY):  # written before the fault (a full disk's later ones may fail)
-        if s not in have or not verifies(a, have[s]):
-            res["lost_ckpt"] = True
-            res["why"].append("the checkpoint of step %d (completed before the fault) is %s" % (
-                s, "missing" if s not in have else "damaged"))
-    for s, p in have.items():
-        if s >= step and not verifies(a, p):
-            res["lost_ckpt"] = True
-            res["why"].append("%s, under a checkpoint's final name, does not verify" % os.path.basename(p))
+    lost_checkpoints(a, res, out, step)  # a full disk's later writes may fail
     if fault == "corrupt":  # the last step the survivors completed: step − 1 counted from 1, group step − 2
         hit, problems = flip_logs(out, step - 2, victim)
         res["why"] += problems
@@ -546,10 +559,7 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
         res["why"].append("--resume auto did not reach step %d (exit %d)" % (STEPS, rc))
         return res
     runlog = open(os.path.join(out, "log.txt"), errors="replace").read()
-    m = re.findall(r"recovery: resumed at step (\d+)", runlog)
-    f = re.findall(r"resumed from .*step_(\d+)\.h5 at step (\d+)", runlog)
-    resumed_at = int(m[-1]) if m else (int(f[-1][1]) if f else 0)
-    res["lost"] = max(0, done_before - resumed_at)
+    res["lost"] = max(0, done_before - resumed_at(runlog))
     alltext = open(log, errors="replace").read() + runlog
     # a fallback says why; after write and stall a survivor held inside an HDF5 collective write is
     # ended by the watchdog's abort with no snapshot, so the resume may be an ordinary one (the
@@ -597,9 +607,13 @@ LAUNCHERS = ["mpiexec", "slurm1", "slurm2"]
 # 75 and the job requeues a second time. corrupt: the requeued run's rank 0, before it starts,
 # flips the byte in the survivors' logs (the wrapper runs chaos.py --flip-logs once; the other ranks
 # wait in MPI_Init for it), the replay meets it, every rank exits 75 with the snapshots aside, and the
-# job requeues a second time and restarts from the checkpoint. full needs a tmpfs the nodes' mount
-# namespaces would not see alike: left to mpiexec.
-SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang", "write", "stall", "again", "relapse", "corrupt"],
+# job requeues a second time and restarts from the checkpoint. full (slurm1): the run directory on a
+# tmpfs of its own, filled as step S begins; a full disk is not requeued (a rerun would meet it
+# again): the job must end FAILED saying so, its good checkpoints whole, and a job submitted again
+# once there is room (as a person would) resumes from the last checkpoint and ends bitwise. slurm2
+# leaves it out: its nodes' slurmd run under unshare --mount (a private copy of the mount table taken
+# at the node's start), so a tmpfs mounted for a trial is not seen there.
+SLURM_FAULTS = {"slurm1": ["kill", "kill", "hang", "write", "stall", "again", "relapse", "corrupt", "full"],
                "slurm2": ["kill", "hang", "node", "node", "write", "stall", "again", "relapse", "corrupt"]}
 
 
@@ -746,6 +760,8 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
     out = os.path.join(tmp, "t%d" % i)
     shutil.rmtree(out, ignore_errors=True)
     log = out + ".log"
+    if fault == "full":
+        return slurm_full(a, i, tmp, res, harness, out, log, n, extra, key, refs)
     # The binary the job runs: the real one, with the fault on the job's first run only (until the
     # job log tells of a lost rank, after which the requeued run must run clean)
     wrapper = out + ".mindpipe"
@@ -829,21 +845,8 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         res["why"].append("the job ended %s, not COMPLETED" % state)
     if "requeueing job %s" % jid not in read(joblog):
         res["why"].append("the job did not requeue itself")
-    # no good checkpoint lost: every checkpoint of a step completed before the fault is there and verifies
-    have = {ckpt_step(p): p for p in ckpts(out)}
-    for s in range(EVERY, step, EVERY):
-        if s not in have or not verifies(a, have[s]):
-            res["lost_ckpt"] = True
-            res["why"].append("the checkpoint of step %d (completed before the fault) is %s" % (
-                s, "missing" if s not in have else "damaged"))
-    for s, p in have.items():
-        if s >= step and not verifies(a, p):
-            res["lost_ckpt"] = True
-            res["why"].append("%s, under a checkpoint's final name, does not verify" % os.path.basename(p))
+    lost_checkpoints(a, res, out, step)
     runlog = read(os.path.join(out, "log.txt"))
-    m = re.findall(r"recovery: resumed at step (\d+)", runlog)
-    f = re.findall(r"resumed from .*step_(\d+)\.h5 at step (\d+)", runlog)
-    resumed_at = int(m[-1]) if m else (int(f[-1][1]) if f else 0)
     if fault == "again":  # the second loss named and requeued too
         lost_lines = [l for l in read(joblog).splitlines() if "lost rank" in l]
         if len(re.findall(r"requeueing job %s" % jid, read(joblog))) < 2:
@@ -864,7 +867,7 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         elif not res["landed"] and replays:
             res["why"].append("rank %d did not die in the recovery of a layout that replays" % res["relapse"][0])
     if state == "COMPLETED":
-        res["lost"] = max(0, (res["again"][1] if fault == "again" else step) - 1 - resumed_at)
+        res["lost"] = max(0, (res["again"][1] if fault == "again" else step) - 1 - resumed_at(runlog))
         # a node that held neighbouring stages (pp4's stages 2 and 3 on node2) replays them together,
         # exchanging their own messages live: 0 lost like any other replaying layout (seed 3000's
         # trials 75 and 119 fell back before)
@@ -900,6 +903,118 @@ def trial_slurm_run(a, i, tmp, refs, launcher, harness):
         for p in (log, wrapper):
             os.unlink(p)
     return res
+
+
+def slurm_full(a, i, tmp, res, harness, out, log, n, extra, key, refs):
+    """The full fault under slurm1: the job's run directory on a tmpfs of its own, filled as step S
+    begins; the job must end (not requeue: the disk would still be full) saying so, with its good
+    checkpoints whole; then, with room again, the same job script submitted again resumes and ends
+    bitwise the uninterrupted run, at most checkpoint.every steps lost."""
+    step = res["step"]
+    fs = out + "-fs"
+    os.makedirs(fs, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%dm" % FULL_MB, "tmpfs", fs]).returncode != 0:
+        res["why"].append("a full disk needs a tmpfs of its own: mount failed (root?)")
+        return res
+    run_dir = os.path.join(fs, "run")
+    env = dict(ENV, SLURM_CONF=harness.conf, MINDPIPE=a.mindpipe, LAUNCHER=res["via"], MPIRUN="mpiexec")
+    # not --quiet: the progress lines go to the job's output file (another disk), so the steps done
+    # are known though the run's own files could not record them
+    cmd = ["sbatch", "--parsable", "-n", str(n), "--time=10", "-o", log, SBATCH, DECK, run_dir,
+           "--set", "data.path=%s" % a.data] + extra + ["--set", "recovery.log=1"]
+
+    jobs = []
+
+    def submit():
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=tmp)
+        jid = r.stdout.strip().split(";")[0]
+        if r.returncode != 0 or not jid.isdigit():
+            res["why"].append("sbatch refused the job: %s" % r.stdout.strip())
+            return None
+        jobs.append(jid)
+        return jid
+
+    try:
+        jid = submit()
+        if jid is None:
+            return res
+        res["job"] = jid
+        t0, filled, k = time.time(), False, 0
+        ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+        # the metrics every 50 ms, the job's state (a scontrol) every 0.5 s: the fill must come well
+        # before the next checkpoint's write (seven steps after step S − 1 at the earliest)
+        while time.time() - t0 < DEADLINE_S and not filled:
+            at = metrics_step(run_dir)
+            if at >= step - 1:
+                fill(fs)
+                filled, res["filled_after"] = True, at
+            elif k % 10 == 0 and job_state(jid, harness.conf) in ended:
+                break
+            k += 1
+            time.sleep(0.05)
+        # a job that requeued itself would meet the full disk again: it must end instead
+        rc, state = harness.call("slurm_follow %s %d" % (jid, DEADLINE_S))
+        state = state.strip()
+        res["secs"] = time.time() - t0
+        text = read(log)
+        res["landed"] = filled and state != "COMPLETED"
+        if not filled:
+            res["why"].append("the job ended (%s) before step %d: its disk was not filled" % (state, step))
+        elif state == "COMPLETED":  # its writes done before the disk filled: nothing failed
+            pass
+        elif state != "FAILED":
+            res["hang"] = state.startswith("still")
+            res["why"].append("the job with a full disk ended %s, not FAILED" % state)
+        if res["landed"]:
+            if "No space left on device" not in text:
+                res["why"].append("the job's output says nothing of the full disk (No space left on device)")
+            if "requeueing job %s" % jid in text:
+                res["why"].append("the job requeued itself onto a full disk")
+        for q in pids_of(run_dir):  # a rank left behind
+            res["why"].append("rank process %d outlived the failed job" % q)
+            os.kill(q, signal.SIGKILL)
+        # no good checkpoint lost: those of the steps done before the fault (the progress lines say
+        # how far the run got: the writes fail where buffers first reach the full disk)
+        done_before = max([step - 1] + [int(x) for x in re.findall(r"^step +(\d+)/%d \|" % STEPS, text, re.M)])
+        lost_checkpoints(a, res, run_dir, step)
+        if filled:
+            os.unlink(os.path.join(fs, "filler"))  # room again, as a person would make it
+        if res["landed"] and not res["why"]:  # the job submitted again resumes
+            with open(log, "a") as f:
+                f.write("\n== submitted again, with room on the disk\n")
+            jid2 = submit()
+            if jid2 is None:
+                return res
+            res["job"] = "%s, then %s" % (jid, jid2)
+            rc, state2 = harness.call("slurm_follow %s 300" % jid2)
+            if state2.strip() != "COMPLETED":
+                res["why"].append("the job submitted again ended %s, not COMPLETED" % state2.strip())
+                return res
+        elif res["landed"]:
+            return res
+        runlog = read(os.path.join(run_dir, "log.txt"))
+        res["lost"] = max(0, done_before - resumed_at(runlog)) if res["landed"] else 0
+        if res["lost"] > EVERY:
+            res["why"].append("lost %d steps, more than checkpoint.every = %d" % (res["lost"], EVERY))
+        same, line = compare(refs[key], run_dir)
+        if not same:
+            res["why"].append("step %d is not the uninterrupted run's: %s" % (STEPS, " ".join(line)))
+        return res
+    finally:
+        if res["why"]:
+            for jid in jobs:
+                subprocess.run(["scancel", jid], env=env, stderr=subprocess.DEVNULL)
+            for q in pids_of(run_dir):
+                os.kill(q, signal.SIGKILL)
+        if (a.keep or (a.keep_failed and res["why"])) and os.path.isdir(run_dir):
+            shutil.copytree(run_dir, out, dirs_exist_ok=True)
+            if res["why"]:
+                with open(log, "a") as g:
+                    g.write("\n== harness logs\n" + harness.call("slurm_logs")[1])
+        elif not res["why"] and os.path.exists(log):
+            os.unlink(log)
+        subprocess.run(["umount", "-l", fs])
+        os.rmdir(fs)
 
 
 FULL_MB = 256  # the tmpfs a full-disk trial runs on: room for the run, filled by the fault
@@ -1000,11 +1115,15 @@ def run_one(a, i, root, refs, results, harnesses):
             "landed" if r["landed"] else "no recovery to die in")
     if r["fault"] == "again" and r.get("again"):
         fault = "again (then rank %d at step %d of the resumed run)" % r["again"]
+    if r["fault"] == "full" and "filled_after" in r:  # under Slurm: where the fill landed (the next
+        # checkpoint, whose write fails, is the one after that step)
+        fault += " (filled after step %d)" % r["filled_after"]
     if r["fault"] == "node":  # the rank it names first stops, then its node dies
         fault = "node2 lost (every process killed, slurmd too)"
     launched = "" if r["launcher"] == "mpiexec" else " under %s (LAUNCHER=%s%s%s)" % (
         r["launcher"], r["via"], ", job %s" % r["job"] if "job" in r else "",
-        ", the loss named in %.0f s, trial %.0f s" % (r["secs"], r["total"]) if "secs" in r else "")
+        ", the %s in %.0f s, trial %.0f s" % ("job ended" if r["fault"] == "full" else "loss named", r["secs"],
+                                               r["total"]) if "secs" in r else "")
     print("%s trial %d (seed %d)%s: %s on %s, %s of rank %d at step %d: %s%s" % (
         status, i, a.seed, launched, r["layout"], r["backend"], fault, r["victim"], r["step"],
         "%s steps lost" % r["lost"] if r["lost"] is not None else "no resume",
