@@ -793,8 +793,8 @@ static int parse_layer_list(const char *v, void *out, char *why, size_t nwhy)
     return MP_ERR;
 }
 
-/* "", RANK:STEP, RANK:STEP:write, RANK:STEP:stall, RANK:STEP:hang, RANK:STEP:migrate or RANK:STEP:replay, RANK may be
- * RANK+RANK2 (numbers past LONG_MAX saturate). */
+/* "", RANK:STEP, or RANK:STEP:MODE with MODE write, stall, hang, migrate, replay, replay-stop, recovered or
+ * recovered-stop (deck.h); RANK may be RANK+RANK2 (numbers past LONG_MAX saturate). */
 static int parse_fail_at(const char *v, void *out, char *why, size_t nwhy)
 {
     deck_fail_at_t *f = out;
