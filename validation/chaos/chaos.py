@@ -1027,6 +1027,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--trials", type=int, default=10)
     ap.add_argument("--only", type=int, default=-1, help="replay trial N of the seed alone")
+    ap.add_argument("--first", type=int, default=0, help="the first trial: trials FIRST .. FIRST+TRIALS-1 of the "
+                    "seed (a campaign run in parts draws the same trials as in one)")
     ap.add_argument("--keep", default="", help="keep every trial's directory under this folder")
     ap.add_argument("--keep-failed", default="", help="keep the failed trials' directories (and the references) "
                     "under this folder")
@@ -1065,7 +1067,7 @@ def main():
     root = a.keep or a.keep_failed or tempfile.mkdtemp(prefix="chaos.")
     os.makedirs(root, exist_ok=True)
     refs, results = {}, []
-    todo = [a.only] if a.only >= 0 else range(a.trials)
+    todo = [a.only] if a.only >= 0 else range(a.first, a.first + a.trials)
     t0 = time.time()
     # SIGTERM too (a batch system's end, or `kill` of a campaign started in the background, whose
     # SIGINT the shell ignores): the trials run so far are reported
