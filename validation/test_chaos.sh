@@ -76,8 +76,10 @@ ok $? "chaos corrupt under slurm1: the replay refused the flipped entry, the job
 # meet the full disk again) saying so, with the checkpoint of step 8 whole; submitted again once there
 # is room, it resumes from step 8: 8 steps lost, bitwise. The fill follows the clock, but the verdict
 # does not while it lands before the last checkpoint's write, 15 steps after step 9 (a later fill
-# fails a write of step 24 instead: again 8 lost); chaos.py reads the metrics every 50 ms and fills
-# the 256 MB tmpfs at once (fallocate). 8 of 8 runs beside a campaign and a make check passed.
+# fails a write of step 24 instead: again 8 lost); chaos.py reads the metrics every 10 ms and holds
+# the ranks (SIGSTOP, SIGCONT) while it fills the 256 MB tmpfs. 11 of 11 runs beside a campaign or
+# a make check passed with the metrics read every 50 ms and no hold, 5 of 5 with the hold beside a
+# make check (filled after step 9, once 10).
 "$TORCH_PYTHON" "$MP_SRCDIR/validation/chaos/chaos.py" --mindpipe "$MINDPIPE" --data "$data" --seed 1 --only 0 \
     --faults full --launchers slurm1 --keep "$SCRATCH/full" > "$SCRATCH/full.out" 2>&1
 tap_checker "chaos full under slurm1, seed 1 trial 0" chaos.py $? "$SCRATCH/full.out"

@@ -389,17 +389,45 @@ def fill(fs):
     return path
 
 
-def run_full(cmd, log, out, fs, step):
-    """A run whose disk fills as step `step` begins (its metrics show step − 1): returns (status,
-    seconds, whether the disk was filled before the run ended)."""
-    t0, filled = time.time(), False
+def fill_run(fs, out, pids):
+    """File system fs filled under run out with its ranks held (SIGSTOP, then SIGCONT: a pause far
+    below parallel.timeout), so the fill lands at the step the metrics showed: a cpu step of the
+    campaign's model takes milliseconds, and 256 MB allocated on a loaded host let runs finish
+    their last write before it (seed 4000: 3 of 18 full disks; seed 9000's first 59 trials: 2 of 4).
+    Returns the last step the metrics show once the ranks are held. pids: the ranks, found before
+    (a pgrep at the moment costs a few of those steps)."""
+    held = []
+    try:
+        for q in pids or pids_of(out):
+            try:
+                os.kill(q, signal.SIGSTOP)
+                held.append(q)
+            except ProcessLookupError:
+                pass
+        at = metrics_step(out)
+        fill(fs)
+        return at
+    finally:
+        for q in held:
+            try:
+                os.kill(q, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+
+def run_full(cmd, log, out, fs, step, n):
+    """A run of n ranks whose disk fills as step `step` begins (its metrics show step − 1): returns
+    (status, seconds, the step after which the disk was filled or None: not before the run ended)."""
+    t0, filled, pids, k = time.time(), None, [], 0
     with open(log, "ab") as f:
         p = spawn(cmd, f)
         while p.poll() is None and time.time() - t0 < DEADLINE_S:
-            if not filled and metrics_step(out) >= step - 1:
-                fill(fs)
-                filled = True
-            time.sleep(0.05)
+            if len(pids) < n and k % 10 == 0:  # a pgrep every 100 ms until every rank is up
+                pids = pids_of(out)
+            k += 1
+            if filled is None and metrics_step(out) >= step - 1:
+                filled = fill_run(fs, out, pids)
+            time.sleep(0.01)
         if p.poll() is None:
             stacks(out, f)
             os.killpg(p.pid, signal.SIGKILL)
@@ -470,7 +498,10 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
     if fault in ("hang", "stall"):  # the stopped rank outlives its peers under -disable-auto-cleanup
         rc, secs = run_hang(first, log, out, n)
     elif fault == "full":
-        rc, secs, filled = run_full(first, log, out, fs, step)
+        rc, secs, filled_after = run_full(first, log, out, fs, step, n)
+        filled = filled_after is not None
+        if filled:
+            res["filled_after"] = filled_after
         # a run that ends well although its disk filled wrote its last checkpoint first (a log's
         # failed write is said and the run goes on): the fault came too late to test anything
         res["landed"] = filled and rc != 0
@@ -939,19 +970,20 @@ def slurm_full(a, i, tmp, res, harness, out, log, n, extra, key, refs):
         if jid is None:
             return res
         res["job"] = jid
-        t0, filled, k = time.time(), False, 0
+        t0, filled, k, pids = time.time(), False, 0, []
         ended = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
-        # the metrics every 50 ms, the job's state (a scontrol) every 0.5 s: the fill must come well
-        # before the next checkpoint's write (seven steps after step S − 1 at the earliest)
+        # the metrics every 10 ms, the job's state (a scontrol) every 0.5 s; the ranks held while
+        # the disk fills (fill_run)
         while time.time() - t0 < DEADLINE_S and not filled:
-            at = metrics_step(run_dir)
-            if at >= step - 1:
-                fill(fs)
-                filled, res["filled_after"] = True, at
-            elif k % 10 == 0 and job_state(jid, harness.conf) in ended:
+            if len(pids) < n and k % 10 == 0:  # a pgrep every 100 ms until every rank is up
+                pids = pids_of(run_dir)
+            if metrics_step(run_dir) >= step - 1:
+                res["filled_after"] = fill_run(fs, run_dir, pids)
+                filled = True
+            elif k % 50 == 0 and job_state(jid, harness.conf) in ended:
                 break
             k += 1
-            time.sleep(0.05)
+            time.sleep(0.01)
         # a job that requeued itself would meet the full disk again: it must end instead
         rc, state = harness.call("slurm_follow %s %d" % (jid, DEADLINE_S))
         state = state.strip()
@@ -1117,8 +1149,8 @@ def run_one(a, i, root, refs, results, harnesses):
             "landed" if r["landed"] else "no recovery to die in")
     if r["fault"] == "again" and r.get("again"):
         fault = "again (then rank %d at step %d of the resumed run)" % r["again"]
-    if r["fault"] == "full" and "filled_after" in r:  # under Slurm: where the fill landed (the next
-        # checkpoint, whose write fails, is the one after that step)
+    if r["fault"] == "full" and "filled_after" in r:  # where the fill landed, the ranks held (the
+        # next checkpoint, whose write fails, is the one after that step)
         fault += " (filled after step %d)" % r["filled_after"]
     if r["fault"] == "node":  # the rank it names first stops, then its node dies
         fault = "node2 lost (every process killed, slurmd too)"
