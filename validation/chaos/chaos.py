@@ -279,6 +279,14 @@ def names(victim, text):
     return False
 
 
+def crashed(text):
+    """The first line of text that tells of a rank's crash (a fault the trial did not send: UCX's and
+    glibc's words for SIGSEGV, SIGBUS, SIGABRT and SIGFPE, train.sbatch's "signal 11 on"), or None."""
+    m = re.search(r"^.*(?:Caught signal (?:11|7|6|8)\b|Segmentation fault|Bus error|signal (?:11|7|6|8) on ).*$",
+                  text, re.M)
+    return m.group(0).strip()[:200] if m else None
+
+
 def ckpts(out):
     return sorted(glob.glob(os.path.join(out, "ckpt", "step_*.h5")))
 
@@ -520,6 +528,8 @@ def trial_run(a, i, tmp, refs, res, out, log, fs, n, extra, logs, replays, key):
         rc, secs = run(first, log, DEADLINE_S)
     text = open(log, errors="replace").read() + "".join(
         open(p, errors="replace").read() for p in glob.glob(os.path.join(out, "exit_status")))
+    if crashed(text):  # a rank that died of its own (a kill is SIGKILL, a stop SIGSTOP)
+        res["why"].append("a rank crashed: %s" % crashed(text))
     if rc == 124:
         res["hang"] = True
         res["why"].append("the faulty run did not end within %d s" % DEADLINE_S)
@@ -997,6 +1007,8 @@ def slurm_full(a, i, tmp, res, harness, out, log, n, extra, key, refs):
         elif state != "FAILED":
             res["hang"] = state.startswith("still")
             res["why"].append("the job with a full disk ended %s, not FAILED" % state)
+        if crashed(text + read(os.path.join(run_dir, "job.log"))):
+            res["why"].append("a rank crashed: %s" % crashed(text + read(os.path.join(run_dir, "job.log"))))
         if res["landed"]:
             if "No space left on device" not in text:
                 res["why"].append("the job's output says nothing of the full disk (No space left on device)")
