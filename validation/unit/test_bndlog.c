@@ -1038,6 +1038,41 @@ static void test_open_fresh(const char *dir)
     free((char *)path);
 }
 
+/* A flush that failed: the step's small entry stays in libhdf5's buffers past its put, so the file
+ * size limit (EFBIG, as a full disk's ENOSPC) is met by the mark's H5Fflush in the writer. libhdf5
+ * 1.10.8 then failed the log's close and died at this process's exit, in its own termination
+ * (SIGSEGV in H5F__close_cb: a finished run ended as a crash, the campaign's full disk under Slurm,
+ * 2026-12-07). The test's verdict is the flush failure named, and that the process gets to its last
+ * line: tap_done's plan, then a clean exit. */
+static void test_flush_failure(const char *dir)
+{
+    bndlog_t *b = NULL;
+    bndlog_cfg_t c = cfg_of(dir, 0, 0, 1 << 20);
+    size_t bytes = 0;
+    int bad = bndlog_open(&c, &b) != MP_OK;
+    if (!bad) bad += put_step(b, 0, &bytes) + (bndlog_step_done(b, 0) != MP_OK) + (bndlog_sync(b) != MP_OK);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = (rlim_t)file_size(log_file(dir, 0));
+    signal(SIGXFSZ, SIG_IGN);
+    float x[16];
+    fill(x, 16, 1, 0, 0, BND_ACT);
+    capture_begin();
+    bad += setrlimit(RLIMIT_FSIZE, &lim) != 0;
+    int p1 = bad ? MP_ERR : bndlog_put(b, 1, 0, 0, BND_ACT, x, 16);
+    if (!bad) bndlog_step_done(b, 1);
+    int s1 = bad ? MP_OK : bndlog_sync(b);
+    setrlimit(RLIMIT_FSIZE, &old); /* lifted before the close, as in test_write_errors */
+    int c1 = b ? bndlog_close(b) : MP_OK;
+    capture_end();
+    show_errtext();
+    tap_ok(!bad && p1 == MP_OK && s1 == MP_ERR && c1 == MP_ERR && has("marking step 1 complete failed") &&
+               has("File too large"),
+           "a 64-byte entry past a file size limit at the file's size: the put buffered, the mark's flush failed "
+           "(named), sync and close say so; the process goes on to exit cleanly");
+}
+
 int main(void)
 {
     alarm(300); /* a deadlock fails the test instead of hanging make check */
@@ -1049,8 +1084,8 @@ int main(void)
     hbool_t ts = 0;
     H5is_library_threadsafe(&ts);
     tap_diag("this libhdf5 is %sthread-safe: the writer keeps to bndlog's thread rule either way", ts ? "" : "not ");
-    char dirs[10][1100];
-    for (int i = 0; i < 10; i++) {
+    char dirs[11][1100];
+    for (int i = 0; i < 11; i++) {
         snprintf(dirs[i], sizeof dirs[i], "%s/run%d", tmpdir, i);
         mkdir(dirs[i], 0700);
     }
@@ -1064,6 +1099,7 @@ int main(void)
     test_pause(dirs[2]);
     test_full_queue(dirs[2]);
     test_write_errors(dirs[3], dirs[4]);
+    test_flush_failure(dirs[10]);
     test_duplicate(dirs[6]);
     test_rows(dirs[7]);
     test_open_damaged(dirs[8]);
